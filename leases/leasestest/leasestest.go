@@ -1,0 +1,553 @@
+// Package leasestest is the conformance suite of leases.Store: every
+// implementation, in this module or outside it, runs it from a test:
+//
+//	func TestConformance(t *testing.T) {
+//		leasestest.Run(t, func(t *testing.T) leases.Store { return memory.New() })
+//	}
+//
+// The suite checks the contract documented on leases.Store: conditional
+// creation, a counter bumped by every write, conflicts that change nothing,
+// fencing of holders' writes, and exactly one winner among racing takers.
+package leasestest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Run runs the conformance suite as subtests of t. newStore is called once
+// per subtest; it may return the same store each time (every subtest uses
+// keys of its own) or a fresh one.
+func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s leases.Store)
+	}{
+		{"CreateWhenAbsent", testCreateWhenAbsent},
+		{"CreateWhenPresentConflicts", testCreateWhenPresent},
+		{"WriteBeforeCreateIsNotFound", testWriteBeforeCreate},
+		{"EveryWriteBumpsCounter", testEveryWriteBumpsCounter},
+		{"StaleCounterConflictsAndChangesNothing", testStaleCounter},
+		{"HolderWritesByNonOwnerConflict", testNonOwner},
+		{"ReleaseKeepsCheckpoint", testReleaseKeepsCheckpoint},
+		{"ReleaseWritesFinalCheckpoint", testReleaseFinalCheckpoint},
+		{"CheckpointValues", testCheckpointValues},
+		{"HandoffRequest", testHandoff},
+		{"ExpiresAt", testExpiresAt},
+		{"RacingTakersOneWins", testTakeRace},
+		{"StreamsAreIndependent", testStreamsIndependent},
+		{"StreamARNKeys", testStreamARN},
+		{"InvalidArguments", testInvalidArguments},
+		{"CancelledContext", testCancelledContext},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+var seq atomic.Int64
+
+// newKey returns a key no other subtest uses.
+func newKey(t *testing.T) leases.Key {
+	t.Helper()
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	stream := fmt.Sprintf("%s-%d-%d", name, time.Now().UnixNano(), seq.Add(1))
+	k, err := leases.NewKey(stream, "shardId-000000000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+const ttl = 10 * time.Second
+
+func mustCreate(t *testing.T, s leases.Store, k leases.Key) leases.Lease {
+	t.Helper()
+	l, err := s.Create(ctx(t), k)
+	if err != nil {
+		t.Fatalf("Create(%s): %v", k, err)
+	}
+	return l
+}
+
+func mustGet(t *testing.T, s leases.Store, k leases.Key) leases.Lease {
+	t.Helper()
+	l, err := s.Get(ctx(t), k)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", k, err)
+	}
+	return l
+}
+
+func mustTake(t *testing.T, s leases.Store, l leases.Lease, owner string) leases.Lease {
+	t.Helper()
+	got, err := s.Take(ctx(t), l, owner, ttl)
+	if err != nil {
+		t.Fatalf("Take(%s, %q) at counter %d: %v", l.Key, owner, l.Counter, err)
+	}
+	return got
+}
+
+// same compares the fields a store persists. ExpiresAt is compared at
+// millisecond precision, the precision stores are required to keep.
+func same(a, b leases.Lease) bool {
+	return a.Key == b.Key && a.Owner == b.Owner && a.Counter == b.Counter &&
+		a.ExpiresAt.UnixMilli() == b.ExpiresAt.UnixMilli() && a.Checkpoint == b.Checkpoint &&
+		a.HandoffTo == b.HandoffTo && a.Token == b.Token
+}
+
+// checkWritten checks that a write returned the row now stored, one counter
+// past before, with a new token.
+func checkWritten(t *testing.T, s leases.Store, op string, before, got leases.Lease) {
+	t.Helper()
+	if got.Counter != before.Counter+1 {
+		t.Errorf("%s: counter %d, want %d", op, got.Counter, before.Counter+1)
+	}
+	if got.Token == "" || got.Token == before.Token {
+		t.Errorf("%s: token %q after %q: want a new non-empty token", op, got.Token, before.Token)
+	}
+	if stored := mustGet(t, s, got.Key); !same(stored, got) {
+		t.Errorf("%s returned %+v, but the store holds %+v", op, got, stored)
+	}
+}
+
+func wantConflict(t *testing.T, op string, err error) {
+	t.Helper()
+	if !errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("%s: error %v, want one matching leases.ErrConflict", op, err)
+	}
+	var ce *leases.ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("%s: error %v (%T) is not a *leases.ConflictError", op, err, err)
+	}
+}
+
+func testCreateWhenAbsent(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	if _, err := s.Get(ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("Get before Create: %v, want ErrNotFound", err)
+	}
+	l := mustCreate(t, s, k)
+	if l.Key != k || l.Owner != "" || l.Counter != 1 || !l.Checkpoint.IsZero() || l.HandoffTo != "" || l.Token == "" || l.Held() {
+		t.Fatalf("Create returned %+v, want a free row at counter 1 with a token and no checkpoint", l)
+	}
+	if got := mustGet(t, s, k); !same(got, l) {
+		t.Fatalf("Get after Create = %+v, want %+v", got, l)
+	}
+}
+
+func testCreateWhenPresent(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	_, err := s.Create(ctx(t), k)
+	wantConflict(t, "second Create", err)
+	if got := mustGet(t, s, k); !same(got, l) {
+		t.Fatalf("second Create changed the row: %+v, want %+v", got, l)
+	}
+}
+
+func testWriteBeforeCreate(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	ghost := leases.Lease{Key: k, Owner: "a", Counter: 1}
+	for op, err := range writeAll(t, s, ghost) {
+		if !errors.Is(err, leases.ErrNotFound) && !errors.Is(err, leases.ErrConflict) {
+			t.Errorf("%s on a missing row: %v, want ErrNotFound or ErrConflict", op, err)
+		}
+	}
+	if _, err := s.Get(ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("writes on a missing row created it: Get = %v", err)
+	}
+}
+
+// writeAll attempts every write with l as the expected state and returns
+// each error.
+func writeAll(t *testing.T, s leases.Store, l leases.Lease) map[string]error {
+	t.Helper()
+	errs := map[string]error{}
+	_, errs["Take"] = s.Take(ctx(t), l, "other", ttl)
+	_, errs["Renew"] = s.Renew(ctx(t), l, ttl)
+	_, errs["Checkpoint"] = s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "999"})
+	_, errs["Release"] = s.Release(ctx(t), l, leases.Checkpoint{})
+	_, errs["RequestHandoff"] = s.RequestHandoff(ctx(t), l, "other")
+	return errs
+}
+
+func testEveryWriteBumpsCounter(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustCreate(t, s, k)
+	steps := []struct {
+		op string
+		do func(leases.Lease) (leases.Lease, error)
+	}{
+		{"Take", func(l leases.Lease) (leases.Lease, error) { return s.Take(ctx(t), l, "a", ttl) }},
+		{"Renew", func(l leases.Lease) (leases.Lease, error) { return s.Renew(ctx(t), l, ttl) }},
+		{"Checkpoint", func(l leases.Lease) (leases.Lease, error) {
+			return s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "100"})
+		}},
+		{"RequestHandoff", func(l leases.Lease) (leases.Lease, error) { return s.RequestHandoff(ctx(t), l, "b") }},
+		{"Renew after handoff request", func(l leases.Lease) (leases.Lease, error) { return s.Renew(ctx(t), l, ttl) }},
+		{"Release", func(l leases.Lease) (leases.Lease, error) { return s.Release(ctx(t), l, leases.Checkpoint{}) }},
+		{"Take by b", func(l leases.Lease) (leases.Lease, error) { return s.Take(ctx(t), l, "b", ttl) }},
+		{"Take over by c", func(l leases.Lease) (leases.Lease, error) { return s.Take(ctx(t), l, "c", ttl) }},
+	}
+	for _, st := range steps {
+		got, err := st.do(l)
+		if err != nil {
+			t.Fatalf("%s at counter %d: %v", st.op, l.Counter, err)
+		}
+		checkWritten(t, s, st.op, l, got)
+		l = got
+	}
+	if l.Owner != "c" || l.Checkpoint.Sequence != "100" {
+		t.Fatalf("final row %+v, want owner c and checkpoint 100", l)
+	}
+}
+
+func testStaleCounter(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	l, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stale := range []int64{l.Counter - 1, l.Counter + 1, 0} {
+		old := l
+		old.Counter = stale
+		for op, err := range writeAll(t, s, old) {
+			wantConflict(t, fmt.Sprintf("%s with counter %d (row at %d)", op, stale, l.Counter), err)
+		}
+		if got := mustGet(t, s, k); !same(got, l) {
+			t.Fatalf("writes with stale counter %d changed the row: %+v, want %+v", stale, got, l)
+		}
+	}
+}
+
+func testNonOwner(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	for _, impostor := range []string{"b", ""} {
+		fake := l
+		fake.Owner = impostor
+		_, err := s.Renew(ctx(t), fake, ttl)
+		wantConflict(t, fmt.Sprintf("Renew by %q", impostor), err)
+		_, err = s.Checkpoint(ctx(t), fake, leases.Checkpoint{Sequence: "7"})
+		wantConflict(t, fmt.Sprintf("Checkpoint by %q", impostor), err)
+		_, err = s.Release(ctx(t), fake, leases.Checkpoint{Sequence: "7"})
+		wantConflict(t, fmt.Sprintf("Release by %q", impostor), err)
+		_, err = s.RequestHandoff(ctx(t), fake, "x")
+		wantConflict(t, fmt.Sprintf("RequestHandoff naming holder %q", impostor), err)
+	}
+	if got := mustGet(t, s, k); !same(got, l) {
+		t.Fatalf("non-owner writes changed the row: %+v, want %+v", got, l)
+	}
+
+	// A holder whose lease was taken over can no longer checkpoint, even
+	// with the counter it last saw.
+	taken := mustTake(t, s, l, "b")
+	_, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "8"})
+	wantConflict(t, "Checkpoint by the previous holder", err)
+	if got := mustGet(t, s, k); !same(got, taken) {
+		t.Fatalf("previous holder's checkpoint changed the row: %+v", got)
+	}
+
+	// A free lease has no holder to write as.
+	free, err := s.Release(ctx(t), taken, leases.Checkpoint{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Renew(ctx(t), free, ttl)
+	wantConflict(t, "Renew of a free lease", err)
+	_, err = s.Checkpoint(ctx(t), free, leases.Checkpoint{Sequence: "9"})
+	wantConflict(t, "Checkpoint of a free lease", err)
+}
+
+func testReleaseKeepsCheckpoint(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	cp := leases.Checkpoint{Sequence: "49590338271490256608559692538361571095921575989136588898", SubSequence: 3}
+	l, err := s.Checkpoint(ctx(t), l, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err = s.Release(ctx(t), l, leases.Checkpoint{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Owner != "" || l.Held() || l.Checkpoint != cp || l.HandoffTo != "" {
+		t.Fatalf("after Release: %+v, want free with checkpoint %v", l, cp)
+	}
+	// A released lease can be taken at once, and the taker sees the checkpoint.
+	l = mustTake(t, s, mustGet(t, s, k), "b")
+	if l.Checkpoint != cp {
+		t.Fatalf("after Take of a released lease: checkpoint %v, want %v", l.Checkpoint, cp)
+	}
+}
+
+func testReleaseFinalCheckpoint(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	final := leases.Checkpoint{Sequence: leases.ShardEnd}
+	got, err := s.Release(ctx(t), l, final)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkWritten(t, s, "Release with final checkpoint", l, got)
+	if got.Checkpoint != final || got.Held() {
+		t.Fatalf("after Release with %v: %+v", final, got)
+	}
+}
+
+func testCheckpointValues(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	for _, cp := range []leases.Checkpoint{
+		{Sequence: "1"},
+		{Sequence: "49590338271490256608559692538361571095921575989136588898", SubSequence: 0},
+		{Sequence: "49590338271490256608559692538361571095921575989136588899", SubSequence: 41},
+		{Sequence: "49590338271490256608559692538361571095921575989136588899"}, // sub-sequence cleared
+		{Sequence: "2"}, // a checkpoint may move back (rewind); the store does not judge
+		{Sequence: leases.ShardEnd},
+	} {
+		var err error
+		l, err = s.Checkpoint(ctx(t), l, cp)
+		if err != nil {
+			t.Fatalf("Checkpoint(%v): %v", cp, err)
+		}
+		if got := mustGet(t, s, k); got.Checkpoint != cp {
+			t.Fatalf("after Checkpoint(%v) the store holds %v", cp, got.Checkpoint)
+		}
+	}
+}
+
+func testHandoff(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	asked, err := s.RequestHandoff(ctx(t), l, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked.HandoffTo != "b" || asked.Owner != "a" {
+		t.Fatalf("after RequestHandoff: %+v, want owner a, handoff to b", asked)
+	}
+	// The holder's renewal with the counter it knew conflicts; re-read, it
+	// still holds the lease and sees the request.
+	_, err = s.Renew(ctx(t), l, ttl)
+	wantConflict(t, "Renew after a handoff request", err)
+	cur := mustGet(t, s, k)
+	if cur.Owner != "a" || cur.HandoffTo != "b" {
+		t.Fatalf("re-read after handoff request: %+v", cur)
+	}
+	renewed, err := s.Renew(ctx(t), cur, ttl)
+	if err != nil || renewed.HandoffTo != "b" {
+		t.Fatalf("Renew at the current counter: %+v, %v; want success keeping the request", renewed, err)
+	}
+	released, err := s.Release(ctx(t), renewed, leases.Checkpoint{Sequence: "77"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released.HandoffTo != "" || released.Held() {
+		t.Fatalf("after Release: %+v, want free with no handoff", released)
+	}
+	// A request on a free lease conflicts: there is nobody to hand over.
+	_, err = s.RequestHandoff(ctx(t), released, "b")
+	wantConflict(t, "RequestHandoff on a free lease", err)
+	// Take clears a pending request.
+	taken := mustTake(t, s, mustTake(t, s, mustGet(t, s, k), "a"), "c")
+	if taken.HandoffTo != "" {
+		t.Fatal("Take kept HandoffTo")
+	}
+	asked, err = s.RequestHandoff(ctx(t), taken, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := mustTake(t, s, asked, "b"); took.HandoffTo != "" || took.Owner != "b" {
+		t.Fatalf("Take after a request: %+v", took)
+	}
+}
+
+func testExpiresAt(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustCreate(t, s, k)
+	if !l.ExpiresAt.IsZero() {
+		t.Fatalf("a new row expires at %v, want zero", l.ExpiresAt)
+	}
+	l = mustTake(t, s, l, "a")
+	if l.ExpiresAt.IsZero() {
+		t.Fatal("Take wrote no ExpiresAt")
+	}
+	first := l.ExpiresAt
+	l, err := s.Renew(ctx(t), l, 2*ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renewing with twice the duration moves the expiry by at least one
+	// duration, whatever the clock did in between (stores may use a fake one).
+	if d := l.ExpiresAt.Sub(first); d < ttl-time.Millisecond {
+		t.Fatalf("Renew(2×%v) moved ExpiresAt by %v", ttl, d)
+	}
+	l, err = s.Release(ctx(t), l, leases.Checkpoint{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.ExpiresAt.IsZero() {
+		t.Fatalf("a released row expires at %v, want zero", l.ExpiresAt)
+	}
+}
+
+func testTakeRace(t *testing.T, s leases.Store) {
+	const takers, rounds = 50, 100
+	k := newKey(t)
+	l := mustCreate(t, s, k)
+	for round := range rounds {
+		var (
+			wins      atomic.Int64
+			winner    atomic.Value
+			start     = make(chan struct{})
+			wg        sync.WaitGroup
+			otherErrs = make(chan error, takers)
+		)
+		for i := range takers {
+			wg.Go(func() {
+				owner := fmt.Sprintf("owner-%d", i)
+				<-start
+				got, err := s.Take(ctx(t), l, owner, ttl)
+				switch {
+				case err == nil:
+					wins.Add(1)
+					winner.Store(got)
+				case errors.Is(err, leases.ErrConflict):
+				default:
+					otherErrs <- err
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(otherErrs)
+		for err := range otherErrs {
+			t.Fatalf("round %d: Take failed with a non-conflict error: %v", round, err)
+		}
+		if n := wins.Load(); n != 1 {
+			t.Fatalf("round %d: %d takers won, want exactly 1", round, n)
+		}
+		won := winner.Load().(leases.Lease)
+		stored := mustGet(t, s, k)
+		if !same(stored, won) || stored.Counter != l.Counter+1 {
+			t.Fatalf("round %d: the store holds %+v, the winner got %+v (counter before %d)", round, stored, won, l.Counter)
+		}
+		l = stored
+	}
+}
+
+func testStreamsIndependent(t *testing.T, s leases.Store) {
+	base := newKey(t)
+	k1 := leases.Key{Stream: base.Stream + "-one", Shard: base.Shard}
+	k2 := leases.Key{Stream: base.Stream + "-two", Shard: base.Shard}
+	l1 := mustTake(t, s, mustCreate(t, s, k1), "a")
+	if _, err := s.Get(ctx(t), k2); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("Get of the other stream's key: %v, want ErrNotFound", err)
+	}
+	l2 := mustCreate(t, s, k2)
+	if _, err := s.Checkpoint(ctx(t), l1, leases.Checkpoint{Sequence: "11"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGet(t, s, k2); !same(got, l2) {
+		t.Fatalf("writes to %s changed %s: %+v", k1, k2, got)
+	}
+	// The same counter value on the other key does not make a stale write land.
+	l2, err := s.Take(ctx(t), l2, "b", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGet(t, s, k1); got.Owner != "a" || got.Checkpoint.Sequence != "11" {
+		t.Fatalf("writes to %s changed %s: %+v", k2, k1, got)
+	}
+	_ = l2
+}
+
+func testStreamARN(t *testing.T, s leases.Store) {
+	base := newKey(t)
+	arn := "arn:aws:kinesis:eu-west-1:123456789012:stream/" + base.Stream
+	k, err := leases.ParseKey(arn + ":shardId-000000000007")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Stream != arn || k.Shard != "shardId-000000000007" {
+		t.Fatalf("ParseKey split an ARN key into %q and %q", k.Stream, k.Shard)
+	}
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	if got := mustGet(t, s, k); !same(got, l) || got.Key != k {
+		t.Fatalf("ARN key round trip: %+v", got)
+	}
+}
+
+func testInvalidArguments(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustCreate(t, s, k)
+	bad := leases.Key{Stream: k.Stream, Shard: ""}
+	if _, err := s.Create(ctx(t), bad); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Errorf("Create with an empty shard id: %v, want a validation error", err)
+	}
+	if _, err := s.Take(ctx(t), l, "", ttl); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Errorf("Take with an empty owner: %v, want a validation error", err)
+	}
+	if _, err := s.Take(ctx(t), l, "a", 0); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Errorf("Take with a zero lease duration: %v, want a validation error", err)
+	}
+	held := mustTake(t, s, l, "a")
+	if _, err := s.Checkpoint(ctx(t), held, leases.Checkpoint{}); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Errorf("Checkpoint with an empty sequence number: %v, want a validation error", err)
+	}
+	if _, err := s.RequestHandoff(ctx(t), held, ""); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Errorf("RequestHandoff to nobody: %v, want a validation error", err)
+	}
+	if got := mustGet(t, s, k); !same(got, held) {
+		t.Fatalf("invalid writes changed the row: %+v, want %+v", got, held)
+	}
+}
+
+func testCancelledContext(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for name, c := range map[string]context.Context{"cancelled": cancelled, "past deadline": expired} {
+		want := c.Err()
+		calls := map[string]func() error{
+			"Get":            func() error { _, err := s.Get(c, k); return err },
+			"Create":         func() error { _, err := s.Create(c, leases.Key{Stream: k.Stream, Shard: "shardId-000000000001"}); return err },
+			"Take":           func() error { _, err := s.Take(c, l, "b", ttl); return err },
+			"Renew":          func() error { _, err := s.Renew(c, l, ttl); return err },
+			"Checkpoint":     func() error { _, err := s.Checkpoint(c, l, leases.Checkpoint{Sequence: "3"}); return err },
+			"Release":        func() error { _, err := s.Release(c, l, leases.Checkpoint{}); return err },
+			"RequestHandoff": func() error { _, err := s.RequestHandoff(c, l, "b"); return err },
+		}
+		for op, call := range calls {
+			if err := call(); !errors.Is(err, want) {
+				t.Errorf("%s with a %s context: %v, want %v", op, name, err, want)
+			}
+		}
+	}
+	if got := mustGet(t, s, k); !same(got, l) {
+		t.Fatalf("calls with a dead context changed the row: %+v, want %+v", got, l)
+	}
+}

@@ -1,0 +1,187 @@
+// Package memory is an in-memory leases.Store for tests and for a service
+// that runs as a single instance.
+//
+// Its rows live in one process and vanish with it: several instances of a
+// service cannot share it, and checkpoints do not survive a restart. Use the
+// dynamo store for anything else.
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Store is an in-memory leases.Store. The zero value is not usable; call New.
+type Store struct {
+	now func() time.Time
+
+	mu   sync.Mutex
+	rows map[leases.Key]leases.Lease
+}
+
+var _ leases.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option interface{ apply(*Store) }
+
+type optionFunc func(*Store)
+
+func (f optionFunc) apply(s *Store) { f(s) }
+
+// WithClock makes the store read the time from now (for ExpiresAt) instead of
+// time.Now: tests use it to control time.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(s *Store) { s.now = now })
+}
+
+// New returns an empty Store.
+func New(opts ...Option) *Store {
+	s := &Store{now: time.Now, rows: make(map[leases.Key]leases.Lease)}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	return s
+}
+
+// Get implements leases.Store.
+func (s *Store) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	if err := begin(ctx, key); err != nil {
+		return leases.Lease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.rows[key]
+	if !ok {
+		return leases.Lease{}, fmt.Errorf("memory: get %s: %w", key, leases.ErrNotFound)
+	}
+	return l, nil
+}
+
+// Create implements leases.Store.
+func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	if err := begin(ctx, key); err != nil {
+		return leases.Lease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.rows[key]; ok {
+		return leases.Lease{}, &leases.ConflictError{Op: "Create", Key: key}
+	}
+	l := leases.Lease{Key: key, Counter: 1, Token: token()}
+	s.rows[key] = l
+	return l, nil
+}
+
+// Take implements leases.Store.
+func (s *Store) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
+	if err := begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateOwner(owner); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateTTL(ttl); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.write("Take", l, false, func(r *leases.Lease) {
+		r.Owner = owner
+		r.HandoffTo = ""
+		r.ExpiresAt = s.now().Add(ttl)
+	})
+}
+
+// Renew implements leases.Store.
+func (s *Store) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
+	if err := begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateTTL(ttl); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.write("Renew", l, true, func(r *leases.Lease) {
+		r.ExpiresAt = s.now().Add(ttl)
+	})
+}
+
+// Checkpoint implements leases.Store.
+func (s *Store) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if cp.Sequence == "" {
+		return leases.Lease{}, fmt.Errorf("memory: checkpoint %s: empty sequence number", l.Key)
+	}
+	return s.write("Checkpoint", l, true, func(r *leases.Lease) {
+		r.Checkpoint = cp
+	})
+}
+
+// Release implements leases.Store.
+func (s *Store) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.write("Release", l, true, func(r *leases.Lease) {
+		r.Owner = ""
+		r.HandoffTo = ""
+		r.ExpiresAt = time.Time{}
+		if !cp.IsZero() {
+			r.Checkpoint = cp
+		}
+	})
+}
+
+// RequestHandoff implements leases.Store.
+func (s *Store) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
+	if err := begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateOwner(to); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.write("RequestHandoff", l, true, func(r *leases.Lease) {
+		r.HandoffTo = to
+	})
+}
+
+// write applies change to the row of l.Key if its counter is l.Counter and,
+// when holder is set, its owner is the non-empty l.Owner.
+func (s *Store) write(op string, l leases.Lease, holder bool, change func(*leases.Lease)) (leases.Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[l.Key]
+	if !ok {
+		return leases.Lease{}, fmt.Errorf("memory: %s %s: %w", op, l.Key, leases.ErrNotFound)
+	}
+	conflict := &leases.ConflictError{Op: op, Key: l.Key, ExpectedCounter: l.Counter}
+	if holder {
+		conflict.ExpectedOwner = l.Owner
+		if l.Owner == "" || r.Owner != l.Owner {
+			return leases.Lease{}, conflict
+		}
+	}
+	if r.Counter != l.Counter {
+		return leases.Lease{}, conflict
+	}
+	change(&r)
+	r.Counter++
+	r.Token = token()
+	s.rows[l.Key] = r
+	return r, nil
+}
+
+func begin(ctx context.Context, key leases.Key) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return key.Validate()
+}
+
+func token() string {
+	return rand.Text()[:16]
+}
