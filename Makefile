@@ -1,0 +1,22 @@
+# The two commands of the README:
+#   make demo   runs the fulfilment example on local emulators
+#   make test   installs the test bench and runs every test
+GO ?= go
+
+.PHONY: test demo install lint bench
+
+install:
+	./scripts/install-testbench
+
+test: install
+	$(GO) test -race -count=1 ./...
+
+lint:
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+bench: install
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+demo: install
+	$(GO) run ./examples/fulfilment/demo

@@ -1,0 +1,508 @@
+// Package dynamo is the DynamoDB leases.Store: one table, string partition
+// key lease_key, one row per shard keyed "stream:shard".
+//
+// The store calls two DynamoDB operations and no others: GetItem (strongly
+// consistent) and UpdateItem with a ConditionExpression. Rows are created by a
+// conditional UpdateItem (attribute_not_exists(lease_key)), so the service's
+// credentials need only dynamodb:GetItem and dynamodb:UpdateItem on the table.
+//
+// Row attributes: lease_key, owner (absent when free), expires_at (unix ms,
+// informational), checkpoint, sub_sequence, lease_counter, handoff_to,
+// write_token.
+//
+// The store does not retry conflicts. The AWS SDK retries transient errors;
+// when a retried write fails its condition because the first attempt had in
+// fact landed (its answer was lost), the store recognises its own write by the
+// write_token carried by every write and returns success.
+package dynamo
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Attribute names of a row.
+const (
+	attrKey         = "lease_key"
+	attrOwner       = "owner" // a DynamoDB reserved word: always written as #owner
+	attrExpiresAt   = "expires_at"
+	attrCheckpoint  = "checkpoint"
+	attrSubSequence = "sub_sequence"
+	attrCounter     = "lease_counter"
+	attrHandoffTo   = "handoff_to"
+	attrToken       = "write_token"
+)
+
+// Client is the part of *dynamodb.Client the store uses.
+type Client interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+var _ Client = (*dynamodb.Client)(nil)
+
+// Store is the DynamoDB leases.Store. It is safe for concurrent use.
+type Store struct {
+	client       Client
+	table        string
+	region       string
+	legacyStream string
+	now          func() time.Time
+	clientOpts   []func(*dynamodb.Options)
+	err          error // set by New for a configuration that cannot work
+}
+
+var _ leases.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option interface{ apply(*Store) }
+
+type optionFunc func(*Store)
+
+func (f optionFunc) apply(s *Store) { f(s) }
+
+// WithClient makes the store call c instead of a client built from the
+// aws.Config given to New.
+func WithClient(c Client) Option { return optionFunc(func(s *Store) { s.client = c }) }
+
+// WithClientOptions adjusts the DynamoDB client New builds (an endpoint, a
+// retryer, middleware). It has no effect with WithClient.
+func WithClientOptions(fns ...func(*dynamodb.Options)) Option {
+	return optionFunc(func(s *Store) { s.clientOpts = append(s.clientOpts, fns...) })
+}
+
+// WithClock makes the store compute expires_at from now instead of time.Now.
+func WithClock(now func() time.Time) Option { return optionFunc(func(s *Store) { s.now = now }) }
+
+// LegacyStream names the one stream whose checkpoints an earlier format kept
+// in rows keyed by the bare shard id.
+//
+// When a row "stream:shard" is created for that stream and a bare row
+// "shard" holds a checkpoint, the checkpoint is copied into the new row (the
+// bare row is left as it is; the store cannot delete). Bare rows are ignored
+// for every other stream.
+//
+// Without LegacyStream, creating a row for a shard whose bare row holds a
+// checkpoint fails with a *LegacyRowError (matching leases.ErrMisconfigured)
+// until the operator names the stream or deletes the bare row: the store
+// cannot know which stream the bare row belonged to, and starting from the
+// subscription's start position would replay or skip records silently.
+func LegacyStream(name string) Option {
+	return optionFunc(func(s *Store) { s.legacyStream = name })
+}
+
+var tableName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+
+// New returns a Store on table, calling DynamoDB with a client built from
+// cfg. A table name that DynamoDB cannot accept makes every call fail with an
+// error naming it (see Check).
+func New(cfg aws.Config, table string, opts ...Option) *Store {
+	s := &Store{table: table, region: cfg.Region, now: time.Now}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	if !tableName.MatchString(table) {
+		s.err = fmt.Errorf("dynamo: table name %q: want 3 to 255 of a-z, A-Z, 0-9, '_', '-', '.': %w", table, leases.ErrMisconfigured)
+	}
+	if s.client == nil {
+		s.client = dynamodb.NewFromConfig(cfg, s.clientOpts...)
+	}
+	return s
+}
+
+// Table returns the table's name.
+func (s *Store) Table() string { return s.table }
+
+// checkKey is the key of the row Check reads. It is never written.
+const checkKey = "kinesislease:check"
+
+// Check reads one row to find out, before consuming, whether the table exists,
+// has the right key and can be read with these credentials. Its error names
+// the table and what to do, and matches leases.ErrMisconfigured for a
+// configuration that cannot work.
+func (s *Store) Check(ctx context.Context) error {
+	if s.err != nil {
+		return s.err
+	}
+	_, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            keyAttr(checkKey),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return s.mapErr("GetItem", checkKey, err)
+	}
+	return nil
+}
+
+// Get implements leases.Store.
+func (s *Store) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	if err := s.begin(ctx, key); err != nil {
+		return leases.Lease{}, err
+	}
+	item, err := s.getItem(ctx, key.String())
+	if err != nil {
+		return leases.Lease{}, err
+	}
+	if item == nil {
+		return leases.Lease{}, fmt.Errorf("dynamo: table %q: get %s: %w", s.table, key, leases.ErrNotFound)
+	}
+	return s.decode(key, item)
+}
+
+func (s *Store) getItem(ctx context.Context, key string) (map[string]types.AttributeValue, error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            keyAttr(key),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, s.mapErr("GetItem", key, err)
+	}
+	return out.Item, nil
+}
+
+// Create implements leases.Store. See LegacyStream for rows of the earlier
+// format.
+func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	if err := s.begin(ctx, key); err != nil {
+		return leases.Lease{}, err
+	}
+	cp, err := s.legacyCheckpoint(ctx, key)
+	if err != nil {
+		return leases.Lease{}, err
+	}
+	u := update{set: map[string]types.AttributeValue{}}
+	if !cp.IsZero() {
+		u.setCheckpoint(cp)
+	}
+	return s.write(ctx, "Create", key, 0, "", u)
+}
+
+// legacyCheckpoint returns the checkpoint to start key's new row with: the
+// bare row's, for the legacy stream.
+func (s *Store) legacyCheckpoint(ctx context.Context, key leases.Key) (leases.Checkpoint, error) {
+	if s.legacyStream != "" && s.legacyStream != key.Stream {
+		return leases.Checkpoint{}, nil
+	}
+	item, err := s.getItem(ctx, key.Shard)
+	if err != nil || item == nil {
+		return leases.Checkpoint{}, err
+	}
+	cp := leases.Checkpoint{Sequence: str(item, attrCheckpoint)}
+	if cp.Sequence == "" {
+		return leases.Checkpoint{}, nil
+	}
+	if cp.SubSequence, err = num(item, attrSubSequence); err != nil {
+		return leases.Checkpoint{}, fmt.Errorf("dynamo: table %q: legacy row %q: %w", s.table, key.Shard, err)
+	}
+	if s.legacyStream == "" {
+		return leases.Checkpoint{}, &LegacyRowError{Table: s.table, Shard: key.Shard, Stream: key.Stream, Checkpoint: cp}
+	}
+	return cp, nil
+}
+
+// LegacyRowError refuses to start a shard whose checkpoint may live in a row
+// of the earlier format (keyed by the bare shard id) while no LegacyStream is
+// named. It matches leases.ErrMisconfigured.
+type LegacyRowError struct {
+	Table, Shard, Stream string
+	Checkpoint           leases.Checkpoint
+}
+
+func (e *LegacyRowError) Error() string {
+	return fmt.Sprintf("dynamo: table %q holds a legacy row %q (checkpoint %s) for shard %s, and stream %q may be the one it belongs to: "+
+		"name the stream the legacy rows belong to with dynamo.LegacyStream(%q) to resume from it, or delete the row %q to start from the subscription's start position",
+		e.Table, e.Shard, e.Checkpoint, e.Shard, e.Stream, e.Stream, e.Shard)
+}
+
+// Is makes errors.Is(err, leases.ErrMisconfigured) true.
+func (e *LegacyRowError) Is(target error) bool { return target == leases.ErrMisconfigured }
+
+// Take implements leases.Store.
+func (s *Store) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
+	if err := s.begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateOwner(owner); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateTTL(ttl); err != nil {
+		return leases.Lease{}, err
+	}
+	u := update{set: map[string]types.AttributeValue{
+		"#owner":      &types.AttributeValueMemberS{Value: owner},
+		attrExpiresAt: numAttr(s.now().Add(ttl).UnixMilli()),
+	}, remove: []string{attrHandoffTo}}
+	return s.write(ctx, "Take", l.Key, l.Counter, "", u)
+}
+
+// Renew implements leases.Store.
+func (s *Store) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
+	if err := s.begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateTTL(ttl); err != nil {
+		return leases.Lease{}, err
+	}
+	u := update{set: map[string]types.AttributeValue{attrExpiresAt: numAttr(s.now().Add(ttl).UnixMilli())}}
+	return s.holderWrite(ctx, "Renew", l, u)
+}
+
+// Checkpoint implements leases.Store.
+func (s *Store) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := s.begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if cp.Sequence == "" {
+		return leases.Lease{}, fmt.Errorf("dynamo: checkpoint %s: empty sequence number", l.Key)
+	}
+	u := update{set: map[string]types.AttributeValue{}}
+	u.setCheckpoint(cp)
+	return s.holderWrite(ctx, "Checkpoint", l, u)
+}
+
+// Release implements leases.Store.
+func (s *Store) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := s.begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	u := update{set: map[string]types.AttributeValue{}, remove: []string{"#owner", attrExpiresAt, attrHandoffTo}}
+	if !cp.IsZero() {
+		u.setCheckpoint(cp)
+	}
+	return s.holderWrite(ctx, "Release", l, u)
+}
+
+// RequestHandoff implements leases.Store.
+func (s *Store) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
+	if err := s.begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateOwner(to); err != nil {
+		return leases.Lease{}, err
+	}
+	u := update{set: map[string]types.AttributeValue{attrHandoffTo: &types.AttributeValueMemberS{Value: to}}}
+	return s.holderWrite(ctx, "RequestHandoff", l, u)
+}
+
+func (s *Store) holderWrite(ctx context.Context, op string, l leases.Lease, u update) (leases.Lease, error) {
+	if l.Owner == "" {
+		// A free lease has no holder to write as: the condition cannot hold.
+		return leases.Lease{}, &leases.ConflictError{Op: op, Key: l.Key, ExpectedCounter: l.Counter}
+	}
+	return s.write(ctx, op, l.Key, l.Counter, l.Owner, u)
+}
+
+// update is the SET and REMOVE parts of an UpdateExpression.
+type update struct {
+	set    map[string]types.AttributeValue // attribute (or #name) -> value
+	remove []string
+}
+
+func (u *update) setCheckpoint(cp leases.Checkpoint) {
+	u.set[attrCheckpoint] = &types.AttributeValueMemberS{Value: cp.Sequence}
+	u.set[attrSubSequence] = numAttr(cp.SubSequence)
+}
+
+// write makes one conditional UpdateItem: on a row that does not exist when
+// counter is 0 (Create), else on the row at counter, held by owner unless
+// owner is empty. It bumps the counter and writes a new token.
+func (s *Store) write(ctx context.Context, op string, key leases.Key, counter int64, owner string, u update) (leases.Lease, error) {
+	tok := rand.Text()
+	u.set[attrCounter] = numAttr(counter + 1)
+	u.set[attrToken] = &types.AttributeValueMemberS{Value: tok}
+
+	names := map[string]string{}
+	values := map[string]types.AttributeValue{}
+	var sets []string
+	for attr, v := range u.set {
+		placeholder := ":" + strings.TrimPrefix(attr, "#")
+		sets = append(sets, attr+" = "+placeholder)
+		values[placeholder] = v
+		if attr == "#owner" {
+			names["#owner"] = attrOwner
+		}
+	}
+	expr := "SET " + strings.Join(sets, ", ")
+	if len(u.remove) > 0 {
+		expr += " REMOVE " + strings.Join(u.remove, ", ")
+		for _, attr := range u.remove {
+			if attr == "#owner" {
+				names["#owner"] = attrOwner
+			}
+		}
+	}
+	var cond string
+	if counter == 0 {
+		cond = "attribute_not_exists(" + attrKey + ")"
+	} else {
+		cond = attrCounter + " = :expected_counter"
+		values[":expected_counter"] = numAttr(counter)
+		if owner != "" {
+			cond += " AND #owner = :expected_owner"
+			names["#owner"] = attrOwner
+			values[":expected_owner"] = &types.AttributeValueMemberS{Value: owner}
+		} else {
+			// Never create a row by writing to a missing one.
+			cond += " AND attribute_exists(" + attrKey + ")"
+		}
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyAttr(key.String()),
+		UpdateExpression:                    aws.String(expr),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if len(names) > 0 {
+		in.ExpressionAttributeNames = names
+	}
+	out, err := s.client.UpdateItem(ctx, in)
+	if err == nil {
+		return s.decode(key, out.Attributes)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return leases.Lease{}, s.mapErr("UpdateItem", key.String(), err)
+	}
+	current := ccf.Item
+	if current == nil {
+		// The row does not exist, or DynamoDB did not return it.
+		var gerr error
+		if current, gerr = s.getItem(ctx, key.String()); gerr != nil {
+			return leases.Lease{}, gerr
+		}
+		if current == nil && counter != 0 {
+			return leases.Lease{}, fmt.Errorf("dynamo: table %q: %s %s: %w", s.table, op, key, leases.ErrNotFound)
+		}
+	}
+	if current != nil && str(current, attrToken) == tok {
+		// Our write landed on an earlier attempt whose answer was lost; the
+		// SDK's retry then failed the condition our own write had changed.
+		return s.decode(key, current)
+	}
+	return leases.Lease{}, &leases.ConflictError{Op: op, Key: key, ExpectedCounter: counter, ExpectedOwner: owner, Err: err}
+}
+
+func (s *Store) begin(ctx context.Context, key leases.Key) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return key.Validate()
+}
+
+// decode turns an item into a Lease.
+func (s *Store) decode(key leases.Key, item map[string]types.AttributeValue) (leases.Lease, error) {
+	l := leases.Lease{
+		Key:        key,
+		Owner:      str(item, attrOwner),
+		Checkpoint: leases.Checkpoint{Sequence: str(item, attrCheckpoint)},
+		HandoffTo:  str(item, attrHandoffTo),
+		Token:      str(item, attrToken),
+	}
+	var err error
+	if l.Counter, err = num(item, attrCounter); err == nil {
+		if l.Checkpoint.SubSequence, err = num(item, attrSubSequence); err == nil {
+			var ms int64
+			if ms, err = num(item, attrExpiresAt); err == nil && ms != 0 {
+				l.ExpiresAt = time.UnixMilli(ms)
+			}
+		}
+	}
+	if err != nil {
+		return leases.Lease{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, key, err)
+	}
+	return l, nil
+}
+
+// mapErr names the table in err and maps errors that no retry can cure onto
+// leases.ErrMisconfigured, keeping the SDK error wrapped.
+func (s *Store) mapErr(op, key string, err error) error {
+	var (
+		notFound *types.ResourceNotFoundException
+		apiErr   smithy.APIError
+	)
+	switch {
+	case errors.As(err, &notFound):
+		return fmt.Errorf("dynamo: table %q not found in region %q: create it with a string partition key %s and on-demand billing "+
+			"(aws dynamodb create-table --table-name %s --attribute-definitions AttributeName=%s,AttributeType=S "+
+			"--key-schema AttributeName=%s,KeyType=HASH --billing-mode PAY_PER_REQUEST), or name the right table: %w: %w",
+			s.table, s.region, attrKey, s.table, attrKey, attrKey, leases.ErrMisconfigured, err)
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" && wrongKey(apiErr.ErrorMessage()):
+		return fmt.Errorf("dynamo: table %q: its key is not the string partition key %s alone: "+
+			"use a table created with --key-schema AttributeName=%s,KeyType=HASH (type S): %w: %w",
+			s.table, attrKey, attrKey, leases.ErrMisconfigured, err)
+	case errors.As(err, &apiErr) && isAccessDenied(apiErr.ErrorCode()):
+		return fmt.Errorf("dynamo: table %q: access denied to %s: the credentials need dynamodb:GetItem and dynamodb:UpdateItem on the table: %w: %w",
+			s.table, op, leases.ErrMisconfigured, err)
+	}
+	return fmt.Errorf("dynamo: table %q: %s %q: %w", s.table, op, key, err)
+}
+
+// wrongKey reports whether a ValidationException's message says the key we
+// sent is not the table's: DynamoDB says "The provided key element does not
+// match the schema"; DynamoDB Local, when the table's key has another name,
+// "One of the required keys was not given a value".
+func wrongKey(msg string) bool {
+	msg = strings.ToLower(msg)
+	return strings.Contains(msg, "key element does not match the schema") ||
+		strings.Contains(msg, "required keys was not given a value")
+}
+
+func isAccessDenied(code string) bool {
+	switch code {
+	case "AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException",
+		"MissingAuthenticationTokenException", "ExpiredTokenException":
+		return true
+	}
+	return false
+}
+
+func keyAttr(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: key}}
+}
+
+func numAttr(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func str(item map[string]types.AttributeValue, name string) string {
+	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func num(item map[string]types.AttributeValue, name string) (int64, error) {
+	switch v := item[name].(type) {
+	case nil:
+		return 0, nil
+	case *types.AttributeValueMemberN:
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("attribute %s: %w", name, err)
+		}
+		return n, nil
+	default:
+		return 0, fmt.Errorf("attribute %s: type %T, want a number", name, v)
+	}
+}

@@ -1,0 +1,390 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/dynamo"
+	"github.com/kinesislease/kinesislease/leases/leasestest"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// newStore returns a store on a fresh table of DynamoDB Local, whose client
+// records every operation in faults.
+func newStore(t testing.TB, faults *testutil.Faults, opts ...dynamo.Option) (*dynamo.Store, *dynamodb.Client) {
+	t.Helper()
+	client := testutil.DynamoClient(t, faults.DynamoOptions)
+	table := testutil.TableName(t)
+	testutil.CreateLeaseTable(t, client, table)
+	return dynamo.New(testutil.Config(t), table, append([]dynamo.Option{dynamo.WithClient(client)}, opts...)...), client
+}
+
+// TestConformance runs leasestest against DynamoDB Local and checks that the
+// store called no DynamoDB operation but GetItem and UpdateItem.
+func TestConformance(t *testing.T) {
+	faults := &testutil.Faults{}
+	s, _ := newStore(t, faults)
+	leasestest.Run(t, func(*testing.T) leases.Store { return s })
+
+	ops := faults.Ops()
+	for _, op := range ops {
+		if op != "GetItem" && op != "UpdateItem" {
+			t.Errorf("the store called dynamodb:%s; it may call only GetItem and UpdateItem", op)
+		}
+	}
+	if faults.Calls("GetItem") == 0 || faults.Calls("UpdateItem") == 0 {
+		t.Fatalf("recorded operations %v: the recorder saw no GetItem or UpdateItem, so it checked nothing", ops)
+	}
+	t.Logf("operations called during the suite: %v (GetItem %d, UpdateItem %d)", ops, faults.Calls("GetItem"), faults.Calls("UpdateItem"))
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// rawItem reads a row as DynamoDB holds it.
+func rawItem(t *testing.T, client *dynamodb.Client, table, key string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := client.GetItem(testutil.WithoutFaults(ctx(t)), &dynamodb.GetItemInput{
+		TableName: aws.String(table), Key: map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: key}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
+
+// TestRowFormat pins the attribute names and types other tools read.
+func TestRowFormat(t *testing.T) {
+	s, client := newStore(t, &testutil.Faults{})
+	k := leases.Key{Stream: "orders", Shard: "shardId-000000000001"}
+	l, err := s.Create(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err = s.Take(ctx(t), l, "instance-a", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "4959", SubSequence: 2}); err != nil {
+		t.Fatal(err)
+	}
+	item := rawItem(t, client, s.Table(), "orders:shardId-000000000001")
+	want := map[string]string{
+		"lease_key": "S", "owner": "S", "expires_at": "N", "checkpoint": "S",
+		"sub_sequence": "N", "lease_counter": "N", "write_token": "S",
+	}
+	for name, typ := range want {
+		v, ok := item[name]
+		if !ok {
+			t.Errorf("row lacks attribute %s", name)
+			continue
+		}
+		if got := fmt.Sprintf("%T", v); !strings.HasSuffix(got, "Member"+typ) {
+			t.Errorf("attribute %s is %s, want type %s", name, got, typ)
+		}
+	}
+	if got := item["lease_counter"].(*types.AttributeValueMemberN).Value; got != "3" {
+		t.Errorf("lease_counter = %s, want 3", got)
+	}
+	if got := item["owner"].(*types.AttributeValueMemberS).Value; got != "instance-a" {
+		t.Errorf("owner = %s", got)
+	}
+}
+
+func TestMissingTable(t *testing.T) {
+	client := testutil.DynamoClient(t)
+	table := testutil.TableName(t) // never created
+	s := dynamo.New(testutil.Config(t), table, dynamo.WithClient(client))
+	for name, err := range map[string]error{
+		"Check": s.Check(ctx(t)),
+		"Get":   second(s.Get(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"})),
+		"Create": second(s.Create(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"})),
+	} {
+		if !errors.Is(err, leases.ErrMisconfigured) {
+			t.Errorf("%s on a missing table: %v, want leases.ErrMisconfigured", name, err)
+		}
+		var notFound *types.ResourceNotFoundException
+		if !errors.As(err, &notFound) {
+			t.Errorf("%s: the SDK's ResourceNotFoundException is not wrapped: %v", name, err)
+		}
+		for _, want := range []string{table, "not found", "create-table", "lease_key"} {
+			if err != nil && !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q does not say %q", name, err, want)
+			}
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+func TestWrongKeySchema(t *testing.T) {
+	client := testutil.DynamoClient(t)
+	table := testutil.TableName(t)
+	_, err := client.CreateTable(ctx(t), &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("leaseKey"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("leaseKey"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := dynamo.New(testutil.Config(t), table, dynamo.WithClient(client))
+	for name, err := range map[string]error{
+		"Check":  s.Check(ctx(t)),
+		"Create": second(s.Create(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"})),
+	} {
+		if !errors.Is(err, leases.ErrMisconfigured) {
+			t.Fatalf("%s on a table keyed leaseKey: %v, want leases.ErrMisconfigured", name, err)
+		}
+		for _, want := range []string{table, "lease_key", "key"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q does not say %q", name, err, want)
+			}
+		}
+	}
+}
+
+func TestAccessDenied(t *testing.T) {
+	faults := &testutil.Faults{}
+	s, _ := newStore(t, faults)
+	faults.Inject(testutil.Fault{Err: &smithy.GenericAPIError{
+		Code:    "AccessDeniedException",
+		Message: "User: arn:aws:iam::123456789012:user/app is not authorized to perform: dynamodb:UpdateItem",
+	}})
+	_, err := s.Create(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"})
+	if !errors.Is(err, leases.ErrMisconfigured) {
+		t.Fatalf("Create with access denied: %v, want leases.ErrMisconfigured", err)
+	}
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException" {
+		t.Fatalf("the SDK error is not wrapped: %v", err)
+	}
+	for _, want := range []string{s.Table(), "access denied", "dynamodb:GetItem", "dynamodb:UpdateItem"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+}
+
+func TestInvalidTableName(t *testing.T) {
+	s := dynamo.New(testutil.Config(t), "no spaces allowed")
+	err := s.Check(ctx(t))
+	if !errors.Is(err, leases.ErrMisconfigured) || !strings.Contains(err.Error(), "no spaces allowed") {
+		t.Fatalf("Check with an invalid table name: %v", err)
+	}
+}
+
+func TestConflictWrapsSDKError(t *testing.T) {
+	s, _ := newStore(t, &testutil.Faults{})
+	k := leases.Key{Stream: "orders", Shard: "shardId-0"}
+	if _, err := s.Create(ctx(t), k); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Create(ctx(t), k)
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.Is(err, leases.ErrConflict) || !errors.As(err, &ccf) {
+		t.Fatalf("second Create: %v; want ErrConflict wrapping ConditionalCheckFailedException", err)
+	}
+}
+
+// TestLostResponseRecognised: a write lands on the server, its answer is
+// lost, the SDK retries it, the retry fails its condition (the first attempt
+// changed the counter) and the store recognises its own write by its token.
+func TestLostResponseRecognised(t *testing.T) {
+	faults := &testutil.Faults{}
+	s, client := newStore(t, faults)
+	k := leases.Key{Stream: "orders", Shard: "shardId-0"}
+	l, err := s.Create(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []struct {
+		name string
+		do   func(leases.Lease) (leases.Lease, error)
+	}{
+		{"Take", func(l leases.Lease) (leases.Lease, error) { return s.Take(ctx(t), l, "a", 10*time.Second) }},
+		{"Renew", func(l leases.Lease) (leases.Lease, error) { return s.Renew(ctx(t), l, 10*time.Second) }},
+		{"Checkpoint", func(l leases.Lease) (leases.Lease, error) {
+			return s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "42"})
+		}},
+		{"Release", func(l leases.Lease) (leases.Lease, error) { return s.Release(ctx(t), l, leases.Checkpoint{}) }},
+	} {
+		before := faults.Attempts("UpdateItem")
+		faults.Inject(testutil.Fault{Op: "UpdateItem", Times: 1, PerAttempt: true, LoseResponse: true})
+		got, err := op.do(l)
+		if err != nil {
+			t.Fatalf("%s whose first answer was lost: %v, want success (the write landed)", op.name, err)
+		}
+		if n := faults.Attempts("UpdateItem") - before; n != 2 {
+			t.Fatalf("%s: %d UpdateItem attempts, want 2 (one lost, one retried)", op.name, n)
+		}
+		if got.Counter != l.Counter+1 {
+			t.Fatalf("%s: counter %d, want %d: the write must land once", op.name, got.Counter, l.Counter+1)
+		}
+		stored, err := s.Get(ctx(t), k)
+		if err != nil || stored.Token != got.Token || stored.Counter != got.Counter {
+			t.Fatalf("%s: store holds %+v (%v), write returned %+v", op.name, stored, err, got)
+		}
+		l = got
+	}
+	_ = client
+}
+
+// TestLostResponseOfOthersWriteIsConflict: a lost answer whose retry meets
+// another writer's change is a conflict, not a success.
+func TestLostResponseOfOthersWriteIsConflict(t *testing.T) {
+	faults := &testutil.Faults{}
+	s, _ := newStore(t, faults)
+	other := dynamo.New(testutil.Config(t), s.Table(), dynamo.WithClient(testutil.DynamoClient(t)))
+	k := leases.Key{Stream: "orders", Shard: "shardId-0"}
+	l, err := s.Create(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another instance takes the lease first; our Take then fails its
+	// condition on the first attempt already.
+	if _, err := other.Take(ctx(t), l, "b", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Take(ctx(t), l, "a", 10*time.Second)
+	if !errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("Take after another's: %v, want ErrConflict", err)
+	}
+}
+
+func TestLegacyRows(t *testing.T) {
+	faults := &testutil.Faults{}
+	plain, client := newStore(t, faults)
+	table := plain.Table()
+	putBare := func(shardID, cp string, sub int64) {
+		t.Helper()
+		_, err := client.PutItem(testutil.WithoutFaults(ctx(t)), &dynamodb.PutItemInput{
+			TableName: aws.String(table),
+			Item: map[string]types.AttributeValue{
+				"lease_key":     &types.AttributeValueMemberS{Value: shardID},
+				"checkpoint":    &types.AttributeValueMemberS{Value: cp},
+				"sub_sequence":  &types.AttributeValueMemberN{Value: fmt.Sprint(sub)},
+				"lease_counter": &types.AttributeValueMemberN{Value: "17"},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	putBare("shardId-000000000001", "49590338271490256608559692538361571095921575989136588898", 4)
+
+	// No legacy stream named: the shard is refused, with a named error.
+	_, err := plain.Create(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-000000000001"})
+	var legacy *dynamo.LegacyRowError
+	if !errors.As(err, &legacy) || !errors.Is(err, leases.ErrMisconfigured) {
+		t.Fatalf("Create over a bare row without LegacyStream: %v, want *LegacyRowError", err)
+	}
+	for _, want := range []string{table, "shardId-000000000001", `"orders"`, "LegacyStream"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	if _, err := plain.Get(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-000000000001"}); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("the refused Create wrote a row: %v", err)
+	}
+	// A shard without a bare row is fine.
+	if _, err := plain.Create(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-000000000002"}); err != nil {
+		t.Fatalf("Create without a bare row: %v", err)
+	}
+
+	// The legacy stream named: its row starts from the bare row's checkpoint.
+	s := dynamo.New(testutil.Config(t), table, dynamo.WithClient(client), dynamo.LegacyStream("orders"))
+	l, err := s.Create(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-000000000001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := leases.Checkpoint{Sequence: "49590338271490256608559692538361571095921575989136588898", SubSequence: 4}
+	if l.Checkpoint != want || l.Counter != 1 || l.Held() {
+		t.Fatalf("row created from the legacy row: %+v, want free at counter 1 with checkpoint %v", l, want)
+	}
+	if got, err := s.Get(ctx(t), l.Key); err != nil || got.Checkpoint != want {
+		t.Fatalf("stored: %+v, %v", got, err)
+	}
+	// Another stream with the same shard id ignores the bare row.
+	other, err := s.Create(ctx(t), leases.Key{Stream: "payments", Shard: "shardId-000000000001"})
+	if err != nil || !other.Checkpoint.IsZero() {
+		t.Fatalf("Create for another stream: %+v, %v; want no checkpoint", other, err)
+	}
+	// The bare row is untouched.
+	if item := rawItem(t, client, table, "shardId-000000000001"); item["lease_counter"].(*types.AttributeValueMemberN).Value != "17" {
+		t.Fatalf("the bare row changed: %v", item)
+	}
+	for _, op := range faults.Ops() {
+		if op != "GetItem" && op != "UpdateItem" {
+			t.Errorf("legacy handling called dynamodb:%s", op)
+		}
+	}
+}
+
+// TestCancelDuringCall: a call blocked on a slow DynamoDB returns with the
+// context's error when the context is cancelled.
+func TestCancelDuringCall(t *testing.T) {
+	faults := &testutil.Faults{}
+	s, _ := newStore(t, faults)
+	faults.Inject(testutil.Fault{Op: "GetItem", Delay: time.Hour})
+	c, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Get(c, leases.Key{Stream: "orders", Shard: "shardId-0"})
+		done <- err
+	}()
+	for faults.Calls("GetItem") == 0 {
+		time.Sleep(time.Millisecond) // wait until the call is in flight
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get cancelled while in flight: %v, want context.Canceled", err)
+	}
+}
+
+// BenchmarkConditionalUpdate measures conditional UpdateItem writes per
+// second (Renew, one lease per goroutine) on DynamoDB Local.
+func BenchmarkConditionalUpdate(b *testing.B) {
+	s, _ := newStore(b, &testutil.Faults{})
+	var n atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		c := context.Background()
+		k := leases.Key{Stream: "bench", Shard: fmt.Sprintf("shardId-%d", n.Add(1))}
+		l, err := s.Create(c, k)
+		if err == nil {
+			l, err = s.Take(c, l, "bench", time.Minute)
+		}
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		for pb.Next() {
+			if l, err = s.Renew(c, l, time.Minute); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+}
+
+
