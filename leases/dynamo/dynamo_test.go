@@ -112,8 +112,8 @@ func TestMissingTable(t *testing.T) {
 	table := testutil.TableName(t) // never created
 	s := dynamo.New(testutil.Config(t), table, dynamo.WithClient(client))
 	for name, err := range map[string]error{
-		"Check": s.Check(ctx(t)),
-		"Get":   second(s.Get(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"})),
+		"Check":  s.Check(ctx(t)),
+		"Get":    second(s.Get(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"})),
 		"Create": second(s.Create(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"})),
 	} {
 		if !errors.Is(err, leases.ErrMisconfigured) {
@@ -386,5 +386,3 @@ func BenchmarkConditionalUpdate(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 }
-
-

@@ -533,8 +533,11 @@ func testCancelledContext(t *testing.T, s leases.Store) {
 	for name, c := range map[string]context.Context{"cancelled": cancelled, "past deadline": expired} {
 		want := c.Err()
 		calls := map[string]func() error{
-			"Get":            func() error { _, err := s.Get(c, k); return err },
-			"Create":         func() error { _, err := s.Create(c, leases.Key{Stream: k.Stream, Shard: "shardId-000000000001"}); return err },
+			"Get": func() error { _, err := s.Get(c, k); return err },
+			"Create": func() error {
+				_, err := s.Create(c, leases.Key{Stream: k.Stream, Shard: "shardId-000000000001"})
+				return err
+			},
 			"Take":           func() error { _, err := s.Take(c, l, "b", ttl); return err },
 			"Renew":          func() error { _, err := s.Renew(c, l, ttl); return err },
 			"Checkpoint":     func() error { _, err := s.Checkpoint(c, l, leases.Checkpoint{Sequence: "3"}); return err },
