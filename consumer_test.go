@@ -1,0 +1,321 @@
+package kinesislease_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/dynamo"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+type order struct {
+	ID  int    `json:"id"`
+	Key string `json:"key"`
+}
+
+// put writes n orders numbered from first, spread over partition keys.
+func put(t testing.TB, client *kinesis.Client, stream string, first, n int) {
+	t.Helper()
+	for start := first; start < first+n; start += 500 {
+		var entries []ktypes.PutRecordsRequestEntry
+		for id := start; id < min(first+n, start+500); id++ {
+			o := order{ID: id, Key: fmt.Sprintf("customer-%d", id%17)}
+			data, _ := json.Marshal(o)
+			entries = append(entries, ktypes.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(o.Key)})
+		}
+		out, err := client.PutRecords(testutil.WithoutFaults(context.Background()), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aws.ToInt32(out.FailedRecordCount) != 0 {
+			t.Fatalf("PutRecords: %d failed", aws.ToInt32(out.FailedRecordCount))
+		}
+	}
+}
+
+// tally records what handlers saw, by order id.
+type tally struct {
+	mu    sync.Mutex
+	seen  map[int]int
+	byKey map[string][]int // ids in handling order, per partition key
+	by    map[int]string   // the last owner that handled each id
+	cond  chan struct{}
+}
+
+func newTally() *tally {
+	return &tally{seen: map[int]int{}, byKey: map[string][]int{}, by: map[int]string{}, cond: make(chan struct{}, 1)}
+}
+
+func (ta *tally) handler(owner string) kinesislease.Handler[order] {
+	return func(ctx context.Context, o order) error {
+		ta.mu.Lock()
+		ta.seen[o.ID]++
+		ta.byKey[o.Key] = append(ta.byKey[o.Key], o.ID)
+		ta.by[o.ID] = owner
+		ta.mu.Unlock()
+		select {
+		case ta.cond <- struct{}{}:
+		default:
+		}
+		return nil
+	}
+}
+
+func (ta *tally) count(ids ...int) (distinct, dups int) {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	for id, n := range ta.seen {
+		if len(ids) == 2 && (id < ids[0] || id >= ids[1]) {
+			continue
+		}
+		distinct++
+		dups += n - 1
+	}
+	return
+}
+
+// waitFor waits until every id in [first, first+n) was handled.
+func (ta *tally) waitFor(t testing.TB, first, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		if d, _ := ta.count(first, first+n); d == n {
+			return
+		}
+		select {
+		case <-ta.cond:
+		case <-deadline:
+			d, _ := ta.count(first, first+n)
+			t.Fatalf("after %v: %d of the %d records [%d, %d) handled", timeout, d, n, first, first+n)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("KINESISLEASE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// instance is one running service.
+type instance struct {
+	svc    *kinesislease.Service
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	err    error         // what Run returned
+}
+
+func (in *instance) stop(t testing.TB) {
+	t.Helper()
+	in.cancel()
+	<-in.done
+	if in.err != nil {
+		t.Fatalf("Run: %v", in.err)
+	}
+}
+
+// fast lease settings for tests: takeover in well under a second.
+var fastLease = []kinesislease.Option{
+	kinesislease.WithLease(600*time.Millisecond, 150*time.Millisecond),
+	kinesislease.WithScanInterval(200 * time.Millisecond),
+	kinesislease.WithShutdownTimeout(5 * time.Second),
+}
+
+func start(t testing.TB, client *kinesis.Client, store leases.Store, stream, owner string, ta *tally, extra ...kinesislease.Option) *instance {
+	t.Helper()
+	opts := append([]kinesislease.Option{
+		kinesislease.WithKinesisClient(client),
+		kinesislease.WithLeaseStore(store),
+		kinesislease.WithOwner(owner),
+		kinesislease.WithLogger(testLogger(t)),
+	}, fastLease...)
+	svc, err := kinesislease.New(testutil.Config(t), append(opts, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kinesislease.Subscribe(svc, stream, ta.handler(owner),
+		kinesislease.WithStartPosition(kinesislease.TrimHorizon),
+		kinesislease.WithCheckpoint(10, 100*time.Millisecond),
+		kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0),
+	); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{svc: svc, cancel: cancel, done: make(chan struct{})}
+	go func() { in.err = svc.Run(ctx); close(in.done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-in.done:
+		case <-time.After(20 * time.Second):
+			t.Errorf("Run did not return 20s after cancel")
+		}
+	})
+	return in
+}
+
+// stores runs fn with the memory store and with the DynamoDB store.
+func stores(t *testing.T, fn func(t *testing.T, newStore func() leases.Store)) {
+	t.Run("memory", func(t *testing.T) {
+		s := memory.New()
+		fn(t, func() leases.Store { return s })
+	})
+	t.Run("dynamo", func(t *testing.T) {
+		client := testutil.DynamoClient(t)
+		table := testutil.TableName(t)
+		testutil.CreateLeaseTable(t, client, table)
+		fn(t, func() leases.Store {
+			return dynamo.New(testutil.Config(t), table, dynamo.WithClient(client))
+		})
+	})
+}
+
+// TestResumeFromCheckpoint: one instance reads every shard; after a restart
+// it resumes from its checkpoints: nothing before them redelivered, nothing
+// after them missed.
+func TestResumeFromCheckpoint(t *testing.T) {
+	stores(t, func(t *testing.T, newStore func() leases.Store) {
+		kc := testutil.KinesisClient(t, testutil.Kinesalite)
+		stream := testutil.StreamName(t)
+		testutil.CreateStream(t, kc, stream, 4)
+		put(t, kc, stream, 0, 400)
+
+		ta := newTally()
+		in := start(t, kc, newStore(), stream, "a", ta)
+		ta.waitFor(t, 0, 400, 30*time.Second)
+		if held := in.svc.Held(stream); len(held) != 4 {
+			t.Fatalf("one instance holds %v, want all 4 shards", held)
+		}
+		in.stop(t)
+		if _, dups := ta.count(); dups != 0 {
+			t.Fatalf("%d duplicates in a run without failures", dups)
+		}
+
+		// Every row is released with a checkpoint.
+		store := newStore()
+		for i := range 4 {
+			l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: fmt.Sprintf("shardId-%012d", i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Held() || l.Checkpoint.Sequence == "" {
+				t.Fatalf("after shutdown row %+v: want released with a checkpoint", l)
+			}
+		}
+
+		put(t, kc, stream, 400, 200)
+		ta2 := newTally()
+		in2 := start(t, kc, store, stream, "a2", ta2)
+		ta2.waitFor(t, 400, 200, 30*time.Second)
+		in2.stop(t)
+		if d, _ := ta2.count(0, 400); d != 0 {
+			t.Fatalf("after a restart %d records before the checkpoints were redelivered", d)
+		}
+		if d, dups := ta2.count(400, 600); d != 200 || dups != 0 {
+			t.Fatalf("after a restart: %d of 200 new records, %d duplicates", d, dups)
+		}
+	})
+}
+
+// TestBalance: 3 instances on 8 shards converge to 3/3/2; a 4th joining and
+// one leaving rebalance again; a graceful stop hands over with no duplicate.
+func TestBalance(t *testing.T) {
+	stores(t, func(t *testing.T, newStore func() leases.Store) {
+		kc := testutil.KinesisClient(t, testutil.Kinesalite)
+		stream := testutil.StreamName(t)
+		testutil.CreateStream(t, kc, stream, 8)
+		ta := newTally()
+		ins := map[string]*instance{}
+		for _, o := range []string{"a", "b", "c"} {
+			ins[o] = start(t, kc, newStore(), stream, o, ta)
+		}
+		waitSplit(t, stream, ins, []int{3, 3, 2})
+
+		ins["d"] = start(t, kc, newStore(), stream, "d", ta)
+		waitSplit(t, stream, ins, []int{2, 2, 2, 2})
+
+		// Records flow while one instance stops gracefully.
+		put(t, kc, stream, 0, 300)
+		ta.waitFor(t, 0, 300, 30*time.Second)
+		ins["a"].stop(t)
+		delete(ins, "a")
+		waitSplit(t, stream, ins, []int{3, 3, 2})
+		put(t, kc, stream, 300, 300)
+		ta.waitFor(t, 300, 300, 30*time.Second)
+		if _, dups := ta.count(); dups != 0 {
+			t.Fatalf("%d duplicates across balancing and a graceful stop, want 0", dups)
+		}
+	})
+}
+
+// waitSplit waits until the instances hold the shards in the given split
+// (sorted descending), every shard held once.
+func waitSplit(t *testing.T, stream string, ins map[string]*instance, want []int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var got []int
+	for time.Now().Before(deadline) {
+		got = got[:0]
+		all := map[string]int{}
+		for _, in := range ins {
+			h := in.svc.Held(stream)
+			got = append(got, len(h))
+			for _, s := range h {
+				all[s]++
+			}
+		}
+		slices.Sort(got)
+		slices.Reverse(got)
+		dup := false
+		for _, n := range all {
+			dup = dup || n > 1
+		}
+		if slices.Equal(got, want) && !dup {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("split %v after 30s, want %v", got, want)
+}
+
+func TestRunErrors(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kinesislease.Subscribe(svc, "no-such-stream", newTally().handler("a")); err != nil {
+		t.Fatal(err)
+	}
+	err = svc.Run(context.Background())
+	if !errors.Is(err, kinesislease.ErrStreamNotFound) || !strings.Contains(err.Error(), "no-such-stream") {
+		t.Fatalf("Run on a missing stream: %v", err)
+	}
+}

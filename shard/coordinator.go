@@ -1,0 +1,589 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Config configures a Coordinator: one stream, one owner.
+type Config struct {
+	Stream string // name or ARN
+	Owner  string
+	Store  leases.Store
+	Client Kinesis
+	Logger *slog.Logger
+	// Start is where a shard without a checkpoint starts. A child of a
+	// split or merge starts at its own beginning instead.
+	Start Position
+	// LeaseDuration: a lease whose counter another instance sees unchanged
+	// for this long is taken over. Default 10s.
+	LeaseDuration time.Duration
+	// RenewInterval: how often held leases are renewed. Default
+	// LeaseDuration/3.
+	RenewInterval time.Duration
+	// FenceMargin: delivery stops once the last successful renewal was sent
+	// more than LeaseDuration-FenceMargin ago. Default LeaseDuration/5.
+	FenceMargin time.Duration
+	// ScanInterval: how often the rows of shards this instance does not hold
+	// are read, to find free and expired leases and balance (jittered by
+	// ±10%). Default LeaseDuration.
+	ScanInterval time.Duration
+	// ShardSyncInterval: how often ListShards runs to see splits and merges.
+	// Default 60s; it also runs whenever a held shard ends.
+	ShardSyncInterval time.Duration
+	// ShutdownTimeout bounds the drain on shutdown: in-flight handlers then
+	// have their context cancelled. Default 30s.
+	ShutdownTimeout time.Duration
+	Worker          WorkerConfig
+	// Events, if set, is told of lease moves (see Event).
+	Events func(Event)
+}
+
+// EventType tells what happened to a lease.
+type EventType int
+
+// Lease events.
+const (
+	Acquired EventType = iota + 1 // this instance took the lease
+	Released                      // this instance handed it over after its final checkpoint
+	Lost                          // another instance holds it now; nothing more was written
+	Ended                         // the shard was read to its end (SHARD_END written)
+)
+
+func (t EventType) String() string {
+	return [...]string{"", "acquired", "released", "lost", "ended"}[t]
+}
+
+// Event is a lease move seen by this instance.
+type Event struct {
+	Type    EventType
+	Stream  string
+	ShardID string
+}
+
+// Stats counts a coordinator's store calls, for cost measurements.
+type Stats struct {
+	Reads, Writes int64
+}
+
+// Coordinator keeps the leases of one stream for one owner and runs a
+// worker per held shard.
+type Coordinator struct {
+	cfg Config
+	log *slog.Logger
+
+	reads, writes atomic.Int64
+
+	mu       sync.Mutex
+	workers  map[string]*worker // by shard id
+	shards   map[string]types.Shard
+	order    []string // shard ids in ListShards order
+	seen     map[string]observation
+	pending  map[string]bool // shards we asked to be handed over to us
+	lastSync time.Time
+	resync   bool
+}
+
+// observation is what this instance last saw of a row it does not hold, and
+// since when (on its own monotonic clock) the row has been unchanged.
+type observation struct {
+	lease leases.Lease
+	since time.Time
+}
+
+// NewCoordinator validates cfg, fills in defaults and returns a Coordinator.
+func NewCoordinator(cfg Config) (*Coordinator, error) {
+	switch {
+	case cfg.Stream == "":
+		return nil, errors.New("shard: empty stream")
+	case cfg.Owner == "":
+		return nil, errors.New("shard: empty owner")
+	case cfg.Store == nil:
+		return nil, errors.New("shard: no lease store")
+	case cfg.Client == nil:
+		return nil, errors.New("shard: no Kinesis client")
+	case cfg.Worker.Handler == nil:
+		return nil, errors.New("shard: no handler")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = 10 * time.Second
+	}
+	if cfg.RenewInterval <= 0 {
+		cfg.RenewInterval = cfg.LeaseDuration / 3
+	}
+	if cfg.FenceMargin <= 0 {
+		cfg.FenceMargin = cfg.LeaseDuration / 5
+	}
+	if cfg.ScanInterval <= 0 {
+		cfg.ScanInterval = cfg.LeaseDuration
+	}
+	if cfg.ShardSyncInterval <= 0 {
+		cfg.ShardSyncInterval = time.Minute
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.RenewInterval >= cfg.LeaseDuration-cfg.FenceMargin {
+		return nil, fmt.Errorf("shard: renew interval %v must be shorter than the lease duration %v less the fence margin %v",
+			cfg.RenewInterval, cfg.LeaseDuration, cfg.FenceMargin)
+	}
+	cfg.Worker.defaults()
+	return &Coordinator{
+		cfg:     cfg,
+		log:     cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
+		workers: map[string]*worker{},
+		seen:    map[string]observation{},
+		pending: map[string]bool{},
+	}, nil
+}
+
+// Stats returns the store calls made so far.
+func (c *Coordinator) Stats() Stats {
+	return Stats{Reads: c.reads.Load(), Writes: c.writes.Load()}
+}
+
+// Held returns the shard ids this instance holds now, sorted.
+func (c *Coordinator) Held() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := make([]string, 0, len(c.workers))
+	for id := range c.workers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Run coordinates until ctx ends, then drains every worker (bounded by
+// ShutdownTimeout), writes final checkpoints and releases the leases. It
+// returns nil after a shutdown, or an error no retry can cure (the stream
+// does not exist, access denied, a misconfigured store).
+func (c *Coordinator) Run(ctx context.Context) error {
+	err := c.loop(ctx)
+	c.shutdown()
+	return err
+}
+
+func (c *Coordinator) loop(ctx context.Context) error {
+	renew := time.NewTicker(c.cfg.RenewInterval)
+	defer renew.Stop()
+	scan := time.NewTimer(0)
+	defer scan.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-renew.C:
+			if err := c.renewAll(ctx); err != nil {
+				return err
+			}
+		case <-scan.C:
+			if err := c.scan(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if fatal(err) {
+					return err
+				}
+				c.log.Warn("kinesislease: lease scan failed; retrying", "err", err)
+			}
+			scan.Reset(jitter(c.cfg.ScanInterval))
+		}
+		if err := c.reap(); err != nil {
+			return err
+		}
+	}
+}
+
+// fatal reports whether err means the configuration cannot work.
+func fatal(err error) bool {
+	return errors.Is(err, leases.ErrMisconfigured) || Permanent(err)
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d - d/10 + rand.N(d/5+1)
+}
+
+// renewAll renews every held lease. A lease found lost stops its worker at
+// once; one whose holder was asked for a handoff is drained and released.
+func (c *Coordinator) renewAll(ctx context.Context) error {
+	c.mu.Lock()
+	ws := make([]*worker, 0, len(c.workers))
+	for _, w := range c.workers {
+		ws = append(ws, w)
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		select {
+		case <-w.done:
+			continue
+		default:
+		}
+		wg.Go(func() {
+			l, err := w.lease.renew(ctx)
+			c.writes.Add(1)
+			switch {
+			case err == nil:
+				if l.HandoffTo != "" {
+					c.log.Info("kinesislease: handing lease over", "shard", w.shard, "to", l.HandoffTo)
+					w.stop()
+				}
+			case errors.Is(err, errLost):
+				c.log.Warn("kinesislease: lease lost", "shard", w.shard, "new_owner", l.Owner)
+				w.kill()
+			case ctx.Err() != nil:
+			default:
+				c.log.Warn("kinesislease: renewal failed", "shard", w.shard, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	// Look again at shards we asked to be handed over: they are free soon.
+	if len(c.pending) > 0 {
+		return c.takePending(ctx)
+	}
+	return nil
+}
+
+// reap forgets finished workers and reports a permanent read error.
+func (c *Coordinator) reap() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, w := range c.workers {
+		select {
+		case <-w.done:
+		default:
+			continue
+		}
+		delete(c.workers, id)
+		switch {
+		case w.err != nil:
+			return w.err
+		case w.ended:
+			c.log.Info("kinesislease: shard ended", "shard", id)
+			c.resync = true
+			c.emit(Ended, id)
+		case w.lease.isLost() && w.lease.current().Owner != c.cfg.Owner:
+			c.emit(Lost, id)
+		default:
+			c.emit(Released, id)
+		}
+	}
+	return nil
+}
+
+func (c *Coordinator) emit(t EventType, shardID string) {
+	if c.cfg.Events != nil {
+		c.cfg.Events(Event{Type: t, Stream: c.cfg.Stream, ShardID: shardID})
+	}
+}
+
+// listShards refreshes the shard list.
+func (c *Coordinator) listShards(ctx context.Context) error {
+	var shards []types.Shard
+	in := &kinesis.ListShardsInput{}
+	setStream(c.cfg.Stream, &in.StreamName, &in.StreamARN)
+	for {
+		out, err := c.cfg.Client.ListShards(ctx, in)
+		if err != nil {
+			return fmt.Errorf("stream %q: ListShards: %w", c.cfg.Stream, err)
+		}
+		shards = append(shards, out.Shards...)
+		if out.NextToken == nil {
+			break
+		}
+		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shards = make(map[string]types.Shard, len(shards))
+	c.order = c.order[:0]
+	for _, s := range shards {
+		id := aws.ToString(s.ShardId)
+		c.shards[id] = s
+		c.order = append(c.order, id)
+	}
+	c.lastSync = time.Now()
+	c.resync = false
+	return nil
+}
+
+// scan reads the row of every shard this instance does not hold, creates
+// missing rows, takes free and expired leases up to the fair share, and asks
+// for at most one handoff from an owner above its share.
+func (c *Coordinator) scan(ctx context.Context) error {
+	if c.shards == nil || c.resync || time.Since(c.lastSync) >= c.cfg.ShardSyncInterval {
+		if err := c.listShards(ctx); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	order := slices.Clone(c.order)
+	held := map[string]bool{}
+	for id := range c.workers {
+		held[id] = true
+	}
+	c.mu.Unlock()
+
+	now := time.Now()
+	rows := map[string]leases.Lease{}
+	for _, id := range order {
+		if held[id] {
+			continue
+		}
+		if o, ok := c.seen[id]; ok && o.lease.Checkpoint.Sequence == leases.ShardEnd {
+			rows[id] = o.lease // an ended shard's row does not change
+			continue
+		}
+		l, err := c.row(ctx, id)
+		if err != nil {
+			return err
+		}
+		rows[id] = l
+		if o, ok := c.seen[id]; ok && o.lease.Counter == l.Counter && o.lease.Owner == l.Owner {
+			continue // unchanged since o.since
+		}
+		c.seen[id] = observation{lease: l, since: now}
+	}
+	for id := range c.seen {
+		if _, ok := c.shards[id]; !ok {
+			delete(c.seen, id)
+		}
+	}
+
+	// Who is alive, who holds what, which shards can be consumed.
+	count := map[string]int{c.cfg.Owner: len(held)}
+	var free, expired []string
+	byOwner := map[string][]string{}
+	active := len(held)
+	for _, id := range order {
+		if held[id] {
+			continue
+		}
+		l := rows[id]
+		if l.Checkpoint.Sequence == leases.ShardEnd || !c.parentsDone(id, rows) {
+			continue
+		}
+		active++
+		switch {
+		case !l.Held():
+			free = append(free, id)
+		case l.Owner == c.cfg.Owner:
+			// A row we hold by the store but run no worker for (our own
+			// earlier incarnation, or a lost answer): take it back at once.
+			expired = append(expired, id)
+		case now.Sub(c.seen[id].since) >= c.cfg.LeaseDuration:
+			expired = append(expired, id)
+		default:
+			count[l.Owner]++
+			byOwner[l.Owner] = append(byOwner[l.Owner], id)
+		}
+	}
+	share := (active + len(count) - 1) / len(count)
+	want := share - len(held)
+	for _, id := range append(free, expired...) {
+		if want <= 0 {
+			break
+		}
+		if c.take(ctx, id, rows[id]) {
+			want--
+		}
+	}
+	if want <= 0 {
+		return nil
+	}
+	// Below our share with nothing free: ask the most loaded owner above its
+	// share for one of its leases.
+	var victim string
+	for owner, n := range count {
+		if owner != c.cfg.Owner && n > share && (victim == "" || n > count[victim] || (n == count[victim] && owner < victim)) {
+			victim = owner
+		}
+	}
+	if victim == "" {
+		return nil
+	}
+	id := byOwner[victim][rand.N(len(byOwner[victim]))]
+	l, err := c.cfg.Store.RequestHandoff(ctx, rows[id], c.cfg.Owner)
+	c.writes.Add(1)
+	if err != nil {
+		if errors.Is(err, leases.ErrConflict) {
+			return nil
+		}
+		return err
+	}
+	c.log.Info("kinesislease: asked for a lease", "shard", id, "from", victim)
+	c.seen[id] = observation{lease: l, since: now}
+	c.pending[id] = true
+	return nil
+}
+
+// row reads (creating it if missing) the row of shard id.
+func (c *Coordinator) row(ctx context.Context, id string) (leases.Lease, error) {
+	key := leases.Key{Stream: c.cfg.Stream, Shard: id}
+	l, err := c.cfg.Store.Get(ctx, key)
+	c.reads.Add(1)
+	if errors.Is(err, leases.ErrNotFound) {
+		l, err = c.cfg.Store.Create(ctx, key)
+		c.writes.Add(1)
+		if errors.Is(err, leases.ErrConflict) {
+			l, err = c.cfg.Store.Get(ctx, key)
+			c.reads.Add(1)
+		}
+	}
+	return l, err
+}
+
+// parentsDone reports whether shard id may start: every parent still in the
+// stream has its row at SHARD_END.
+func (c *Coordinator) parentsDone(id string, rows map[string]leases.Lease) bool {
+	s := c.shards[id]
+	for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+		pid := aws.ToString(p)
+		if pid == "" {
+			continue
+		}
+		if _, inStream := c.shards[pid]; !inStream {
+			continue // aged out of the stream
+		}
+		if rows[pid].Checkpoint.Sequence != leases.ShardEnd {
+			return false
+		}
+	}
+	return true
+}
+
+// hasParents reports whether shard id has a parent still in the stream.
+func (c *Coordinator) hasParents(id string) bool {
+	s := c.shards[id]
+	for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+		if _, ok := c.shards[aws.ToString(p)]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// takePending takes the leases we asked for once their holder released them.
+func (c *Coordinator) takePending(ctx context.Context) error {
+	for id := range c.pending {
+		l, err := c.row(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !l.Held():
+			delete(c.pending, id)
+			c.take(ctx, id, l)
+		case l.HandoffTo != c.cfg.Owner:
+			delete(c.pending, id) // the holder moved on, or someone else asked
+		}
+	}
+	return nil
+}
+
+// take takes the lease of shard id from the row as seen, and starts its
+// worker. It reports whether it did.
+func (c *Coordinator) take(ctx context.Context, id string, seen leases.Lease) bool {
+	sent := mono()
+	l, err := c.cfg.Store.Take(ctx, seen, c.cfg.Owner, c.cfg.LeaseDuration)
+	c.writes.Add(1)
+	if err != nil {
+		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
+			c.log.Warn("kinesislease: taking lease failed", "shard", id, "err", err)
+		}
+		delete(c.seen, id)
+		return false
+	}
+	delete(c.seen, id)
+	h := newHeldLease(c.cfg.Store, l, sent, c.cfg.LeaseDuration, c.cfg.LeaseDuration-c.cfg.FenceMargin)
+	start := c.cfg.Start
+	if c.hasParents(id) {
+		start = Position{Type: TrimHorizon}
+	}
+	if cp := l.Checkpoint; cp.Sequence != "" {
+		start = Position{Type: AfterSequence, Sequence: cp.Sequence}
+	}
+	w := newWorker(ctx, &c.cfg.Worker, c.log, c.cfg.Client, c.cfg.Stream, id, start, h)
+	c.mu.Lock()
+	c.workers[id] = w
+	c.mu.Unlock()
+	if seen.Owner != "" && seen.Owner != c.cfg.Owner {
+		c.log.Info("kinesislease: lease taken over", "shard", id, "from", seen.Owner, "seq", l.Checkpoint.Sequence)
+	} else {
+		c.log.Info("kinesislease: lease acquired", "shard", id, "seq", l.Checkpoint.Sequence)
+	}
+	c.emit(Acquired, id)
+	go w.run()
+	return true
+}
+
+// shutdown drains every worker, bounded by ShutdownTimeout, renewing their
+// leases meanwhile, and waits for their releases.
+func (c *Coordinator) shutdown() {
+	c.mu.Lock()
+	ws := make([]*worker, 0, len(c.workers))
+	for _, w := range c.workers {
+		ws = append(ws, w)
+		w.stop()
+	}
+	c.mu.Unlock()
+	if len(ws) == 0 {
+		return
+	}
+	c.log.Info("kinesislease: draining", "leases", len(ws))
+	all := make(chan struct{})
+	go func() {
+		for _, w := range ws {
+			<-w.done
+		}
+		close(all)
+	}()
+	timeout := time.NewTimer(c.cfg.ShutdownTimeout)
+	defer timeout.Stop()
+	renew := time.NewTicker(c.cfg.RenewInterval)
+	defer renew.Stop()
+	for {
+		select {
+		case <-all:
+			_ = c.reap()
+			c.log.Info("kinesislease: stopped")
+			return
+		case <-renew.C:
+			// Draining workers keep their leases until they release them.
+			for _, w := range ws {
+				select {
+				case <-w.done:
+				default:
+					rctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewInterval)
+					if _, err := w.lease.renew(rctx); err == nil {
+						c.writes.Add(1)
+					}
+					cancel()
+				}
+			}
+		case <-timeout.C:
+			c.log.Warn("kinesislease: shutdown timeout; cancelling handlers", "timeout", c.cfg.ShutdownTimeout)
+			for _, w := range ws {
+				w.hardCancel()
+			}
+		}
+	}
+}

@@ -1,0 +1,299 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Record is one Kinesis record with where it came from, as a handler sees it.
+type Record struct {
+	Stream         string    // the stream's name or ARN, as subscribed
+	ShardID        string    // the shard it was read from
+	SequenceNumber string    // its sequence number
+	SubSequence    int64     // its index in a KPL aggregate, else 0
+	PartitionKey   string    // its partition key
+	ArrivalTime    time.Time // ApproximateArrivalTimestamp
+	Data           []byte    // its payload
+	// Attempt counts deliveries of this record to the handler by this
+	// instance: 1 the first time, 2 on the first retry, and so on.
+	Attempt int
+}
+
+// Handler processes one record. nil acknowledges it; an error retries it in
+// place after a backoff. It is called for one record of a shard at a time,
+// in order.
+type Handler func(ctx context.Context, r *Record) error
+
+// PanicError is what a handler's panic becomes.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+
+// WorkerConfig configures the per-shard workers of a coordinator.
+type WorkerConfig struct {
+	Handler Handler
+	// CheckpointEvery and CheckpointInterval: a checkpoint is written after
+	// every CheckpointEvery acknowledged records or CheckpointInterval,
+	// whichever comes first, and always on release. Defaults 1000 and 5s.
+	CheckpointEvery    int
+	CheckpointInterval time.Duration
+	// RetryMin and RetryMax bound the backoff between attempts of a failing
+	// record. Defaults 100ms and 30s.
+	RetryMin, RetryMax time.Duration
+	// Reader settings (see ReaderConfig).
+	Limit        int32
+	MinInterval  time.Duration
+	IdleInterval time.Duration
+}
+
+func (c *WorkerConfig) defaults() {
+	if c.CheckpointEvery <= 0 {
+		c.CheckpointEvery = 1000
+	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = 5 * time.Second
+	}
+	if c.RetryMin <= 0 {
+		c.RetryMin = 100 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 30 * time.Second
+	}
+}
+
+// worker reads one held shard and hands its records to the handler.
+type worker struct {
+	cfg    *WorkerConfig
+	log    *slog.Logger
+	client Kinesis
+	stream string
+	shard  string
+	start  Position
+	lease  *heldLease
+
+	// graceful asks for a drain, final checkpoint and release; hard (the
+	// lease is lost, or the drain took too long) cancels the handler.
+	graceful     chan struct{}
+	gracefulOnce sync.Once
+	hardCtx      context.Context
+	hardCancel   context.CancelFunc
+	done         chan struct{}
+
+	// Set by run, read after done.
+	ended bool  // the shard was read to its end and released with SHARD_END
+	err   error // a permanent error
+}
+
+func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, client Kinesis, stream, shardID string, start Position, h *heldLease) *worker {
+	w := &worker{
+		cfg: cfg, log: log.With("shard", shardID), client: client, stream: stream, shard: shardID,
+		start: start, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
+	}
+	w.hardCtx, w.hardCancel = context.WithCancel(context.WithoutCancel(parent))
+	return w
+}
+
+// stop asks the worker to drain, checkpoint and release.
+func (w *worker) stop() { w.gracefulOnce.Do(func() { close(w.graceful) }) }
+
+// kill cancels the worker's handler and reads at once; it releases nothing.
+func (w *worker) kill() { w.stop(); w.hardCancel() }
+
+func (w *worker) stopping() bool {
+	select {
+	case <-w.graceful:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *worker) run() {
+	defer close(w.done)
+	defer w.hardCancel()
+
+	readCtx, stopReading := context.WithCancel(w.hardCtx)
+	defer stopReading()
+	batches := make(chan Batch) // unbuffered: the reader holds at most one batch ahead
+	readErr := make(chan error, 1)
+	reader := NewReader(ReaderConfig{
+		Client: w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
+		Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
+		OnRetry: func(err error, d time.Duration) {
+			w.log.Warn("kinesislease: reading shard failed; retrying", "err", err, "delay", d)
+		},
+	})
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		for {
+			b, err := reader.Next(readCtx)
+			if err != nil {
+				readErr <- err
+				return
+			}
+			select {
+			case batches <- b:
+			case <-readCtx.Done():
+				readErr <- readCtx.Err()
+				return
+			}
+			if b.End {
+				return
+			}
+		}
+	})
+	defer readers.Wait()
+	defer stopReading()
+
+	var (
+		acked     leases.Checkpoint // newest acknowledged record
+		sinceCP   int
+		cpTicker  = time.NewTicker(w.cfg.CheckpointInterval)
+		permanent error
+	)
+	defer cpTicker.Stop()
+	acked = w.lease.current().Checkpoint
+	checkpoint := func() bool {
+		if acked.IsZero() {
+			return true
+		}
+		if err := w.lease.checkpoint(w.hardCtx, acked); err != nil {
+			if errors.Is(err, errLost) {
+				w.log.Warn("kinesislease: lease lost; stopping without checkpoint")
+				return false
+			}
+			if w.hardCtx.Err() == nil {
+				w.log.Warn("kinesislease: checkpoint failed", "err", err, "seq", acked.Sequence)
+			}
+		}
+		sinceCP = 0
+		return true
+	}
+
+loop:
+	for {
+		select {
+		case <-w.graceful:
+			break loop
+		case <-cpTicker.C:
+			if sinceCP > 0 && !checkpoint() {
+				return
+			}
+		case err := <-readErr:
+			if w.hardCtx.Err() != nil {
+				break loop
+			}
+			permanent = err
+			w.log.Error("kinesislease: cannot read shard", "err", err)
+			break loop
+		case b := <-batches:
+			for i := range b.Records {
+				rec := &b.Records[i]
+				if !w.handle(rec) {
+					break loop // stopping before this record: it stays unacknowledged
+				}
+				acked = leases.Checkpoint{Sequence: aws.ToString(rec.SequenceNumber)}
+				sinceCP++
+				if sinceCP >= w.cfg.CheckpointEvery && !checkpoint() {
+					return
+				}
+			}
+			if b.End {
+				w.ended = true
+				break loop
+			}
+		}
+	}
+	if w.lease.isLost() {
+		return // another owner holds it: no checkpoint
+	}
+	// Release with the final checkpoint. The write uses a context of its own:
+	// a cancelled Run must still hand the shard over.
+	final := acked
+	if w.ended {
+		final = leases.Checkpoint{Sequence: leases.ShardEnd}
+	}
+	relCtx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), 10*time.Second)
+	defer cancel()
+	if err := w.lease.release(relCtx, final); err != nil {
+		if !errors.Is(err, errLost) {
+			w.log.Warn("kinesislease: release failed; the lease will expire", "err", err, "seq", final.Sequence)
+		}
+		w.ended = false
+		w.err = permanent
+		return
+	}
+	w.log.Debug("kinesislease: lease released", "seq", final.Sequence)
+	w.err = permanent
+}
+
+// handle delivers one record until the handler acknowledges it. It returns
+// false, leaving the record unacknowledged, when the worker stops first.
+func (w *worker) handle(rec *types.Record) bool {
+	r := &Record{
+		Stream:         w.stream,
+		ShardID:        w.shard,
+		SequenceNumber: aws.ToString(rec.SequenceNumber),
+		PartitionKey:   aws.ToString(rec.PartitionKey),
+		ArrivalTime:    aws.ToTime(rec.ApproximateArrivalTimestamp),
+		Data:           rec.Data,
+	}
+	for attempt := 1; ; attempt++ {
+		if !w.waitValid() {
+			return false
+		}
+		r.Attempt = attempt
+		err := w.call(r)
+		if err == nil {
+			return true
+		}
+		delay := backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)
+		w.log.Warn("kinesislease: handler failed; retrying the record",
+			"seq", r.SequenceNumber, "attempt", attempt, "delay", delay, "err", err)
+		select {
+		case <-w.graceful:
+			return false
+		case <-w.hardCtx.Done():
+			return false
+		case <-time.After(delay):
+		}
+	}
+}
+
+// waitValid blocks while the lease cannot be trusted (its last renewal is
+// older than the fence) and reports whether delivery may go on.
+func (w *worker) waitValid() bool {
+	for !w.lease.valid() {
+		select {
+		case <-w.graceful:
+			return false
+		case <-w.hardCtx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return !w.stopping() && w.hardCtx.Err() == nil
+}
+
+func (w *worker) call(r *Record) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+			w.log.Error("kinesislease: handler panicked", "seq", r.SequenceNumber, "panic", v, "stack", string(err.(*PanicError).Stack))
+		}
+	}()
+	return w.cfg.Handler(w.hardCtx, r)
+}
