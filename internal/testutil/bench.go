@@ -571,6 +571,13 @@ func (p *process) logTail() string {
 
 // stop kills the emulator's process group, reaps it and removes its directory.
 func (p *process) stop() error {
+	select {
+	case <-p.done:
+		// It died before we stopped it: say why, or the tests that failed
+		// on "connection refused" are a mystery.
+		fmt.Fprintf(os.Stderr, "testutil: %s exited while the tests ran (%v)%s\n", p.emulator, p.waitErr, p.logTail())
+	default:
+	}
 	_ = p.stdin.Close()
 	killGroup(p.cmd)
 	var err error

@@ -39,6 +39,17 @@ net.Server.prototype.listen = function (...args) {
 process.stdin.on('end', () => process.exit(0));
 process.stdin.on('error', () => process.exit(0));
 process.stdin.resume();
+// kinesalite rethrows a request's 'error' event, so a client that cancels a
+// request mid-flight (as a consumer does when it stops reading a shard)
+// crashes it with "Error: aborted" (ECONNRESET). Real Kinesis shrugs that
+// off; so does the emulator here. Any other uncaught error still ends it.
+process.on('uncaughtException', (err) => {
+  if (err && (err.code === 'ECONNRESET' || err.message === 'aborted')) {
+    return;
+  }
+  console.error(err);
+  process.exit(1);
+});
 `
 
 // javaLauncherClass is the class name in javaLauncherSource.
