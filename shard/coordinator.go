@@ -205,8 +205,13 @@ func (c *Coordinator) loop(ctx context.Context) error {
 			}
 			scan.Reset(jitter(c.cfg.ScanInterval))
 		}
-		if err := c.reap(); err != nil {
+		ended, err := c.reap()
+		if err != nil {
 			return err
+		}
+		if ended {
+			// A held shard ended: its children may start now.
+			scan.Reset(0)
 		}
 	}
 }
@@ -262,8 +267,9 @@ func (c *Coordinator) renewAll(ctx context.Context) error {
 	return nil
 }
 
-// reap forgets finished workers and reports a permanent read error.
-func (c *Coordinator) reap() error {
+// reap forgets finished workers, reports whether one of them ended its
+// shard, and returns a permanent read error.
+func (c *Coordinator) reap() (ended bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, w := range c.workers {
@@ -275,10 +281,11 @@ func (c *Coordinator) reap() error {
 		delete(c.workers, id)
 		switch {
 		case w.err != nil:
-			return w.err
+			return ended, w.err
 		case w.ended:
 			c.log.Info("kinesislease: shard ended", "shard", id)
 			c.resync = true
+			ended = true
 			c.emit(Ended, id)
 		case w.lease.isLost() && w.lease.current().Owner != c.cfg.Owner:
 			c.emit(Lost, id)
@@ -286,7 +293,7 @@ func (c *Coordinator) reap() error {
 			c.emit(Released, id)
 		}
 	}
-	return nil
+	return ended, nil
 }
 
 func (c *Coordinator) emit(t EventType, shardID string) {
@@ -563,7 +570,7 @@ func (c *Coordinator) shutdown() {
 	for {
 		select {
 		case <-all:
-			_ = c.reap()
+			_, _ = c.reap()
 			c.log.Info("kinesislease: stopped")
 			return
 		case <-renew.C:
