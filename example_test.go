@@ -1,0 +1,95 @@
+package kinesislease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/leases/dynamo"
+)
+
+type Order struct {
+	ID       string  `json:"id"`
+	Customer string  `json:"customer"`
+	Total    float64 `json:"total"`
+}
+
+// A service of many instances: each runs this same code against one lease
+// table; each shard is read by the instance holding its lease.
+func Example() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	svc, err := kinesislease.New(cfg,
+		kinesislease.WithApp("fulfilment", "0.1.0"),
+		kinesislease.WithLeaseStore(dynamo.New(cfg, "fulfilment-leases")),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fulfil := func(ctx context.Context, o Order) error {
+		rec, _ := kinesislease.RecordFrom(ctx)
+		slog.InfoContext(ctx, "fulfilling", "order.id", o.ID, "shard", rec.ShardID, "seq", rec.SequenceNumber)
+		return nil // acknowledged
+	}
+	if err := kinesislease.Subscribe(svc, "fulfilment", fulfil, kinesislease.WithCodec(codec.Msgpack)); err != nil {
+		log.Fatal(err)
+	}
+	// Blocks until SIGINT or SIGTERM, then drains, checkpoints and releases.
+	if err := svc.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Options are checked when the service or subscription is built; each error
+// names what is wrong and matches ErrInvalidOption.
+func ExampleNew_invalidOption() {
+	_, err := kinesislease.New(awsConfig(), kinesislease.WithLease(10*time.Second, 20*time.Second))
+	fmt.Println(errors.Is(err, kinesislease.ErrInvalidOption))
+	fmt.Println(err)
+	// Output:
+	// true
+	// kinesislease: invalid option: WithLease(10s, 20s): want 0 < renew < 4/5 of duration
+}
+
+// A second subscription to one stream on one service is refused.
+func ExampleSubscribe_duplicate() {
+	svc, _ := kinesislease.New(awsConfig())
+	handle := func(context.Context, Order) error { return nil }
+	_ = kinesislease.Subscribe(svc, "orders", handle, kinesislease.WithStartPosition(kinesislease.TrimHorizon))
+	err := kinesislease.Subscribe(svc, "orders", handle)
+	fmt.Println(errors.Is(err, kinesislease.ErrDuplicateSubscription), err)
+	// Output:
+	// true kinesislease: stream already subscribed: "orders"
+}
+
+// The handler reaches the record's metadata through its context.
+func ExampleRecordFrom() {
+	handle := func(ctx context.Context, o Order) error {
+		rec, ok := kinesislease.RecordFrom(ctx)
+		if !ok {
+			return errors.New("not called by kinesislease")
+		}
+		fmt.Println(o.ID, rec.PartitionKey, rec.ShardID, rec.SequenceNumber, rec.Attempt)
+		return nil
+	}
+	_ = handle
+}
+
+// awsConfig stands for config.LoadDefaultConfig in examples that call no AWS.
+func awsConfig() aws.Config { return aws.Config{Region: "us-east-1"} }

@@ -1,0 +1,80 @@
+package kinesislease_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kinesislease/kinesislease"
+)
+
+func TestInvalidOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  kinesislease.Option
+		want string
+	}{
+		{"empty owner", kinesislease.WithOwner(""), "WithOwner"},
+		{"nil store", kinesislease.WithLeaseStore(nil), "WithLeaseStore"},
+		{"renew not below lease", kinesislease.WithLease(time.Second, time.Second), "WithLease"},
+		{"zero lease", kinesislease.WithLease(0, time.Second), "WithLease"},
+		{"zero scan", kinesislease.WithScanInterval(0), "WithScanInterval"},
+		{"zero shard sync", kinesislease.WithShardSyncInterval(0), "WithShardSyncInterval"},
+		{"zero shutdown", kinesislease.WithShutdownTimeout(0), "WithShutdownTimeout"},
+		{"nil", nil, "nil option"},
+	} {
+		_, err := kinesislease.New(awsConfig(), tc.opt)
+		if !errors.Is(err, kinesislease.ErrInvalidOption) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New: %v, want ErrInvalidOption naming %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestInvalidSubscriptions(t *testing.T) {
+	handle := func(context.Context, order) error { return nil }
+	for _, tc := range []struct {
+		name    string
+		stream  string
+		handler kinesislease.Handler[order]
+		opt     kinesislease.SubscribeOption
+		want    string
+	}{
+		{"empty stream", "", handle, nil, `stream ""`},
+		{"bad stream name", "orders/eu", handle, nil, `"orders/eu"`},
+		{"long stream name", strings.Repeat("s", 129), handle, nil, "stream"},
+		{"bad ARN", "arn:aws:sqs:us-east-1:123456789012:queue", handle, nil, "arn:aws:sqs"},
+		{"nil handler", "orders", nil, nil, "nil handler"},
+		{"nil codec", "orders", handle, kinesislease.WithCodec(nil), "WithCodec"},
+		{"zero checkpoint cadence", "orders", handle, kinesislease.WithCheckpoint(0, time.Second), "WithCheckpoint"},
+		{"zero timestamp", "orders", handle, kinesislease.WithStartPosition(kinesislease.AtTimestamp(time.Time{})), "AtTimestamp"},
+		{"empty sequence", "orders", handle, kinesislease.WithStartPosition(kinesislease.AfterSequenceNumber("")), "sequence"},
+		{"polling", "orders", handle, kinesislease.WithPolling(0, time.Second, 0), "WithPolling"},
+	} {
+		svc, err := kinesislease.New(awsConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var opts []kinesislease.SubscribeOption
+		if tc.opt != nil {
+			opts = append(opts, tc.opt)
+		}
+		err = kinesislease.Subscribe(svc, tc.stream, tc.handler, opts...)
+		if !errors.Is(err, kinesislease.ErrInvalidOption) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Subscribe: %v, want ErrInvalidOption naming %s", tc.name, err, tc.want)
+		}
+	}
+	// Valid: a name, an ARN, and two streams on one service.
+	svc, _ := kinesislease.New(awsConfig())
+	for _, s := range []string{"orders", "arn:aws:kinesis:eu-west-1:123456789012:stream/orders"} {
+		if err := kinesislease.Subscribe(svc, s, handle); err != nil {
+			t.Errorf("Subscribe(%q): %v", s, err)
+		}
+	}
+	// Run without a subscription is refused.
+	empty, _ := kinesislease.New(awsConfig())
+	if err := empty.Run(context.Background()); !errors.Is(err, kinesislease.ErrInvalidOption) {
+		t.Errorf("Run with no subscription: %v", err)
+	}
+}
