@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -77,6 +78,8 @@ type Event struct {
 // Stats counts a coordinator's store calls, for cost measurements.
 type Stats struct {
 	Reads, Writes int64
+	// Scans counts scans, FullScans those that read every row.
+	Scans, FullScans int64
 }
 
 // Coordinator keeps the leases of one stream for one owner and runs a
@@ -85,7 +88,8 @@ type Coordinator struct {
 	cfg Config
 	log *slog.Logger
 
-	reads, writes atomic.Int64
+	reads, writes    atomic.Int64
+	scanN, fullScanN atomic.Int64
 
 	mu       sync.Mutex
 	workers  map[string]*worker // by shard id
@@ -93,6 +97,9 @@ type Coordinator struct {
 	order    []string // shard ids in ListShards order
 	seen     map[string]observation
 	pending  map[string]bool // shards we asked to be handed over to us
+	live     []string        // owners seen alive in the last full scan, sorted
+	stable   bool            // the last full scan found nothing to take or move
+	scans    int
 	lastSync time.Time
 	resync   bool
 }
@@ -155,7 +162,7 @@ func NewCoordinator(cfg Config) (*Coordinator, error) {
 
 // Stats returns the store calls made so far.
 func (c *Coordinator) Stats() Stats {
-	return Stats{Reads: c.reads.Load(), Writes: c.writes.Load()}
+	return Stats{Reads: c.reads.Load(), Writes: c.writes.Load(), Scans: c.scanN.Load(), FullScans: c.fullScanN.Load()}
 }
 
 // Held returns the shard ids this instance holds now, sorted.
@@ -349,25 +356,48 @@ func (c *Coordinator) scan(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 
+	// Read the rows: all of them in a full scan; in a stable assignment only
+	// the rows this instance watches, unless one of those turns out free or
+	// expired. Rows not read keep their last observation.
+	full := !c.stable || c.scans%fullScanEvery == 0
+	c.scans++
 	now := time.Now()
 	rows := map[string]leases.Lease{}
+	fresh := map[string]bool{}
+	var toRead, unread []string
 	for _, id := range order {
 		if held[id] {
 			continue
 		}
-		if o, ok := c.seen[id]; ok && o.lease.Checkpoint.Sequence == leases.ShardEnd {
+		o, ok := c.seen[id]
+		switch {
+		case ok && o.lease.Checkpoint.Sequence == leases.ShardEnd:
 			rows[id] = o.lease // an ended shard's row does not change
-			continue
+		case !ok || full || c.watches(id, o.lease.Owner):
+			toRead = append(toRead, id)
+		default:
+			unread = append(unread, id)
 		}
-		l, err := c.row(ctx, id)
-		if err != nil {
-			return err
+	}
+	if err := c.readRows(ctx, toRead, rows, fresh, now); err != nil {
+		return err
+	}
+	if !full {
+		for _, id := range toRead {
+			if l := rows[id]; !l.Held() || now.Sub(c.seen[id].since) >= c.cfg.LeaseDuration {
+				full = true // something moved: look at everything
+				break
+			}
 		}
-		rows[id] = l
-		if o, ok := c.seen[id]; ok && o.lease.Counter == l.Counter && o.lease.Owner == l.Owner {
-			continue // unchanged since o.since
+		if full {
+			if err := c.readRows(ctx, unread, rows, fresh, now); err != nil {
+				return err
+			}
+		} else {
+			for _, id := range unread {
+				rows[id] = c.seen[id].lease
+			}
 		}
-		c.seen[id] = observation{lease: l, since: now}
 	}
 	for id := range c.seen {
 		if _, ok := c.shards[id]; !ok {
@@ -396,7 +426,8 @@ func (c *Coordinator) scan(ctx context.Context) error {
 			// A row we hold by the store but run no worker for (our own
 			// earlier incarnation, or a lost answer): take it back at once.
 			expired = append(expired, id)
-		case now.Sub(c.seen[id].since) >= c.cfg.LeaseDuration:
+		case fresh[id] && now.Sub(c.seen[id].since) >= c.cfg.LeaseDuration:
+			// Seen unchanged for a whole lease duration on our own clock.
 			expired = append(expired, id)
 		default:
 			count[l.Owner]++
@@ -405,6 +436,20 @@ func (c *Coordinator) scan(ctx context.Context) error {
 	}
 	share := (active + len(count) - 1) / len(count)
 	want := share - len(held)
+	c.scanN.Add(1)
+	if full {
+		c.fullScanN.Add(1)
+		c.live = c.live[:0]
+		for owner := range count {
+			c.live = append(c.live, owner)
+		}
+		slices.Sort(c.live)
+		c.stable = len(free) == 0 && len(expired) == 0 && want <= 0
+		for _, n := range count {
+			c.stable = c.stable && n <= share
+		}
+	}
+	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 	for _, id := range append(free, expired...) {
 		if want <= 0 {
 			break
@@ -441,6 +486,62 @@ func (c *Coordinator) scan(ctx context.Context) error {
 	c.pending[id] = true
 	return nil
 }
+
+// fullScanEvery: in a stable assignment, every this many scans read every
+// row; the others read only the rows this instance watches.
+const fullScanEvery = 6
+
+// watches reports whether this instance reads row id in a partial scan.
+// Each row held by a live owner is watched by one other live owner, chosen
+// by a hash of the shard id, so that together the instances read each row
+// about once per scan instead of once per instance.
+func (c *Coordinator) watches(id, owner string) bool {
+	var candidates []string
+	for _, o := range c.live {
+		if o != owner {
+			candidates = append(candidates, o)
+		}
+	}
+	if len(candidates) == 0 {
+		return true
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return candidates[int(h.Sum32()%uint32(len(candidates)))] == c.cfg.Owner
+}
+
+// readRows reads the rows of ids concurrently (a few at a time) into rows,
+// marks them fresh and updates the observations.
+func (c *Coordinator) readRows(ctx context.Context, ids []string, rows map[string]leases.Lease, fresh map[string]bool, now time.Time) error {
+	got := make([]leases.Lease, len(ids))
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, readConcurrency)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			got[i], errs[i] = c.row(ctx, id)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, id := range ids {
+		l := got[i]
+		rows[id] = l
+		fresh[id] = true
+		if o, ok := c.seen[id]; ok && o.lease.Counter == l.Counter && o.lease.Owner == l.Owner {
+			continue // unchanged since o.since
+		}
+		c.seen[id] = observation{lease: l, since: now}
+	}
+	return nil
+}
+
+// readConcurrency bounds the concurrent GetItem calls of a scan.
+const readConcurrency = 8
 
 // row reads (creating it if missing) the row of shard id.
 func (c *Coordinator) row(ctx context.Context, id string) (leases.Lease, error) {
@@ -496,6 +597,8 @@ func (c *Coordinator) takePending(ctx context.Context) error {
 			return err
 		}
 		switch {
+		case l.Checkpoint.Sequence == leases.ShardEnd:
+			delete(c.pending, id) // the holder read it to its end: nothing left to take
 		case !l.Held():
 			delete(c.pending, id)
 			c.take(ctx, id, l)
