@@ -361,7 +361,6 @@ func (c *Coordinator) scan(ctx context.Context) error {
 	// expired. Rows not read keep their last observation.
 	full := !c.stable || c.scans%fullScanEvery == 0
 	c.scans++
-	now := time.Now()
 	rows := map[string]leases.Lease{}
 	fresh := map[string]bool{}
 	var toRead, unread []string
@@ -379,9 +378,10 @@ func (c *Coordinator) scan(ctx context.Context) error {
 			unread = append(unread, id)
 		}
 	}
-	if err := c.readRows(ctx, toRead, rows, fresh, now); err != nil {
+	if err := c.readRows(ctx, toRead, rows, fresh); err != nil {
 		return err
 	}
+	now := time.Now()
 	if !full {
 		for _, id := range toRead {
 			if l := rows[id]; !l.Held() || now.Sub(c.seen[id].since) >= c.cfg.LeaseDuration {
@@ -390,9 +390,10 @@ func (c *Coordinator) scan(ctx context.Context) error {
 			}
 		}
 		if full {
-			if err := c.readRows(ctx, unread, rows, fresh, now); err != nil {
+			if err := c.readRows(ctx, unread, rows, fresh); err != nil {
 				return err
 			}
+			now = time.Now()
 		} else {
 			for _, id := range unread {
 				rows[id] = c.seen[id].lease
@@ -512,8 +513,9 @@ func (c *Coordinator) watches(id, owner string) bool {
 
 // readRows reads the rows of ids concurrently (a few at a time) into rows,
 // marks them fresh and updates the observations.
-func (c *Coordinator) readRows(ctx context.Context, ids []string, rows map[string]leases.Lease, fresh map[string]bool, now time.Time) error {
+func (c *Coordinator) readRows(ctx context.Context, ids []string, rows map[string]leases.Lease, fresh map[string]bool) error {
 	got := make([]leases.Lease, len(ids))
+	at := make([]time.Time, len(ids))
 	errs := make([]error, len(ids))
 	sem := make(chan struct{}, readConcurrency)
 	var wg sync.WaitGroup
@@ -522,6 +524,10 @@ func (c *Coordinator) readRows(ctx context.Context, ids []string, rows map[strin
 		wg.Go(func() {
 			defer func() { <-sem }()
 			got[i], errs[i] = c.row(ctx, id)
+			// The write that produced this version was sent before the read
+			// returned: counting the lease from here never starts it before
+			// the holder's own count (from the send of its renewal).
+			at[i] = time.Now()
 		})
 	}
 	wg.Wait()
@@ -535,7 +541,7 @@ func (c *Coordinator) readRows(ctx context.Context, ids []string, rows map[strin
 		if o, ok := c.seen[id]; ok && o.lease.Counter == l.Counter && o.lease.Owner == l.Owner {
 			continue // unchanged since o.since
 		}
-		c.seen[id] = observation{lease: l, since: now}
+		c.seen[id] = observation{lease: l, since: at[i]}
 	}
 	return nil
 }
