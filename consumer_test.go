@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
@@ -317,5 +318,76 @@ func TestRunErrors(t *testing.T) {
 	err = svc.Run(context.Background())
 	if !errors.Is(err, kinesislease.ErrStreamNotFound) || !strings.Contains(err.Error(), "no-such-stream") {
 		t.Fatalf("Run on a missing stream: %v", err)
+	}
+}
+
+// TestTwoStreams: one service consumes two streams, each with its own codec
+// of records and handler.
+func TestTwoStreams(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	s1, s2 := testutil.StreamName(t), testutil.StreamName(t)
+	testutil.CreateStream(t, kc, s1, 2)
+	testutil.CreateStream(t, kc, s2, 1)
+	put(t, kc, s1, 0, 100)
+	put(t, kc, s2, 1000, 50)
+	t1, t2 := newTally(), newTally()
+	svc, err := kinesislease.New(testutil.Config(t), append([]kinesislease.Option{
+		kinesislease.WithKinesisClient(kc), kinesislease.WithLogger(testLogger(t))}, fastLease...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, ta := range map[string]*tally{s1: t1, s2: t2} {
+		if err := kinesislease.Subscribe(svc, s, ta.handler("a"), kinesislease.WithStartPosition(kinesislease.TrimHorizon)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t1.waitFor(t, 0, 100, 30*time.Second)
+	t2.waitFor(t, 1000, 50, 30*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := t1.count(1000, 1050); d != 0 {
+		t.Fatalf("the first stream's handler saw %d records of the second", d)
+	}
+}
+
+// TestRunConfigErrors: a missing lease table and denied Kinesis access end
+// Run at once with errors naming the resource.
+func TestRunConfigErrors(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+
+	table := testutil.TableName(t) // never created
+	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(testutil.DynamoClient(t)))
+	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store), kinesislease.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kinesislease.Subscribe(svc, stream, newTally().handler("a")); err != nil {
+		t.Fatal(err)
+	}
+	err = svc.Run(context.Background())
+	if !errors.Is(err, leases.ErrMisconfigured) || !strings.Contains(err.Error(), table) {
+		t.Fatalf("Run with a missing table: %v, want leases.ErrMisconfigured naming %s", err, table)
+	}
+
+	faults := &testutil.Faults{}
+	denied := testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)
+	faults.Inject(testutil.Fault{Op: "ListShards", Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: kinesis:ListShards"}})
+	svc, err = kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(denied), kinesislease.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kinesislease.Subscribe(svc, stream, newTally().handler("a")); err != nil {
+		t.Fatal(err)
+	}
+	err = svc.Run(context.Background())
+	if !errors.Is(err, kinesislease.ErrAccessDenied) || !strings.Contains(err.Error(), stream) || !strings.Contains(err.Error(), "kinesis:ListShards") {
+		t.Fatalf("Run with access denied: %v, want ErrAccessDenied naming the stream and the actions", err)
 	}
 }
