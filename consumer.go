@@ -249,7 +249,8 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 	if c.client == nil {
 		c.client = kinesis.NewFromConfig(cfg)
 	}
-	log := c.logger.With("owner", c.owner)
+	// The coordinators add stream and owner to every line they log.
+	log := c.logger
 	if c.app != "" {
 		log = log.With("app", c.app, "version", c.version)
 	}
@@ -343,7 +344,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 
-	s.log.Info("kinesislease: starting", "streams", len(subs))
+	s.log.Info("kinesislease: starting", "owner", s.cfg.owner, "streams", len(subs))
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, len(coords))
@@ -357,7 +358,7 @@ func (s *Service) Run(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	s.log.Info("kinesislease: stopped")
+	s.log.Info("kinesislease: stopped", "owner", s.cfg.owner)
 	return errors.Join(errs...)
 }
 

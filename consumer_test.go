@@ -391,3 +391,21 @@ func TestRunConfigErrors(t *testing.T) {
 		t.Fatalf("Run with access denied: %v, want ErrAccessDenied naming the stream and the actions", err)
 	}
 }
+
+// TestBalanceNoIdleInstance: 4 shards on 3 instances settle at 2/1/1; no
+// instance stays idle while another holds two more than it.
+func TestBalanceNoIdleInstance(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 4)
+	store := memory.New()
+	ta := newTally()
+	ins := map[string]*instance{}
+	// Two instances first (2/2), then a third joins and must get a shard.
+	for _, o := range []string{"a", "b"} {
+		ins[o] = start(t, kc, store, stream, o, ta)
+	}
+	waitSplit(t, stream, ins, []int{2, 2})
+	ins["c"] = start(t, kc, store, stream, "c", ta)
+	waitSplit(t, stream, ins, []int{2, 1, 1})
+}

@@ -437,6 +437,11 @@ func (c *Coordinator) scan(ctx context.Context) error {
 	}
 	share := (active + len(count) - 1) / len(count)
 	want := share - len(held)
+	// Below our share with nothing free, we ask the most loaded owner for
+	// one of its leases, if it holds at least two more than we do: a move
+	// that narrows the gap (4 shards on 3 instances settle at 2/1/1, not
+	// 2/2/0).
+	victim := c.victim(count, len(held), want)
 	c.scanN.Add(1)
 	if full {
 		c.fullScanN.Add(1)
@@ -445,32 +450,21 @@ func (c *Coordinator) scan(ctx context.Context) error {
 			c.live = append(c.live, owner)
 		}
 		slices.Sort(c.live)
-		c.stable = len(free) == 0 && len(expired) == 0 && want <= 0
-		for _, n := range count {
-			c.stable = c.stable && n <= share
-		}
+		// Stable: nothing for this instance to take or ask for.
+		c.stable = len(free) == 0 && len(expired) == 0 && victim == ""
 	}
 	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	mine := len(held)
 	for _, id := range append(free, expired...) {
 		if want <= 0 {
 			break
 		}
 		if c.take(ctx, id, rows[id]) {
 			want--
+			mine++
 		}
 	}
-	if want <= 0 {
-		return nil
-	}
-	// Below our share with nothing free: ask the most loaded owner above its
-	// share for one of its leases.
-	var victim string
-	for owner, n := range count {
-		if owner != c.cfg.Owner && n > share && (victim == "" || n > count[victim] || (n == count[victim] && owner < victim)) {
-			victim = owner
-		}
-	}
-	if victim == "" {
+	if victim = c.victim(count, mine, want); victim == "" {
 		return nil
 	}
 	id := byOwner[victim][rand.N(len(byOwner[victim]))]
@@ -486,6 +480,22 @@ func (c *Coordinator) scan(ctx context.Context) error {
 	c.seen[id] = observation{lease: l, since: now}
 	c.pending[id] = true
 	return nil
+}
+
+// victim returns the owner to ask for a lease, or "": only when this
+// instance, holding mine, is below its share (want > 0), the most loaded
+// owner holding at least two more.
+func (c *Coordinator) victim(count map[string]int, mine, want int) string {
+	if want <= 0 {
+		return ""
+	}
+	var victim string
+	for owner, n := range count {
+		if owner != c.cfg.Owner && n >= mine+2 && (victim == "" || n > count[victim] || (n == count[victim] && owner < victim)) {
+			victim = owner
+		}
+	}
+	return victim
 }
 
 // fullScanEvery: in a stable assignment, every this many scans read every

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// TestDemo runs the demo small: 3 instances of examples/fulfilment as
+// separate processes (built with -race when this test is), 1000 orders over
+// 4s on 4 shards, the instance holding the most shards SIGKILLed half-way.
+func TestDemo(t *testing.T) {
+	dc := testutil.DynamoClient(t)
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	table, stream := testutil.TableName(t), testutil.StreamName(t)
+	testutil.CreateLeaseTable(t, dc, table)
+	testutil.CreateStream(t, kc, stream, 4)
+	e := env{
+		DynamoEndpoint:  testutil.Endpoint(t, testutil.DynamoDBLocal),
+		KinesisEndpoint: testutil.Endpoint(t, testutil.Kinesalite),
+		AWS:             testutil.Config(t),
+		Dynamo:          dc,
+		Kinesis:         kc,
+	}
+	cfg := config{
+		Stream: stream, Table: table,
+		Orders: 1000, PublishOver: 4 * time.Second, Instances: 3,
+		Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Scan: 500 * time.Millisecond,
+		CheckpointInterval: 500 * time.Millisecond,
+		Kill:               true, KillAt: 0.5,
+		Dir: t.TempDir(), Race: raceEnabled, Out: tWriter{t},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ta, err := run(ctx, cfg, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report strings.Builder
+	ta.print(&report)
+	t.Log("\n" + report.String())
+
+	if ta.Published != cfg.Orders {
+		t.Errorf("published %d of %d orders", ta.Published, cfg.Orders)
+	}
+	if ta.Lost != 0 {
+		t.Errorf("%d orders lost, e.g. %v", ta.Lost, ta.LostSample)
+	}
+	if ta.Unknown != 0 {
+		t.Errorf("%d handled orders were never published", ta.Unknown)
+	}
+
+	// Failover. A survivor takes a lease over once it has seen the row
+	// unchanged for a lease duration, and it reads the row every scan
+	// interval: expected lease+scan after the kill (2.5s here). The analytic
+	// worst case is lease + 2×1.1×scan (the first scan to see the last
+	// renewal comes up to a jittered scan interval after the kill, the one
+	// that finds it a lease duration old up to another) plus the Take write,
+	// 4.1s here; we allow 3× the expected, for loaded CI machines running
+	// five processes built with -race.
+	if len(ta.KilledShards) == 0 {
+		t.Fatalf("the killed instance %s held no shard", ta.Killed)
+	}
+	if !ta.Complete {
+		t.Fatalf("shards %v of the killed %s were not all taken over: %v", ta.KilledShards, ta.Killed, ta.Takeover)
+	}
+	expected := cfg.expectedFailover()
+	t.Logf("failover after SIGKILL: %v (expected about %v, analytic worst %v); per shard %v",
+		ta.Failover.Round(time.Millisecond), expected, cfg.worstFailover(), ta.Takeover)
+	if bound := 3 * expected; ta.Failover > bound {
+		t.Errorf("failover took %v, want at most %v (3× lease+scan)", ta.Failover, bound)
+	}
+	// Nobody may take a live lease over early: the killed instance's last
+	// renewal was at most a renew interval before the kill, so no takeover
+	// can come sooner than lease−renew after it. Half the lease leaves room
+	// for a late renewal.
+	for s, d := range ta.Takeover {
+		if d < cfg.Lease/2 {
+			t.Errorf("shard %s taken over %v after the kill: sooner than half the lease (%v)", s, d, cfg.Lease/2)
+		}
+	}
+
+	// Duplicates come only from the killed instance's checkpoint window:
+	// first handled by it, then again by its taker, at the same record.
+	if len(ta.OtherDups) > 0 {
+		t.Errorf("%d duplicated orders not explained by the kill, e.g. %v", len(ta.OtherDups), ta.OtherDups[:min(5, len(ta.OtherDups))])
+	}
+	window := 0
+	for _, n := range ta.CheckpointWindow {
+		window += n
+	}
+	if ta.Duplicates != window {
+		t.Errorf("%d duplicate deliveries, want exactly the %d records of the killed instance's checkpoint windows", ta.Duplicates, window)
+	}
+
+	// No shard was handled by two processes at once.
+	for _, o := range ta.Overlaps {
+		t.Errorf("overlap: %s", o)
+	}
+	for _, o := range ta.FenceOverlaps {
+		t.Logf("overlap within the killed instance's fence window: %s", o)
+	}
+}
+
+// TestTallyFindsFaults feeds the tally made-up reports with the faults the
+// demo must catch.
+func TestTallyFindsFaults(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const s0, s1 = "shardId-000000000000", "shardId-000000000001"
+	es := []leaseEvent{
+		{"a", s0, "acquired", at(0)},
+		{"b", s1, "acquired", at(0)},
+		{"c", s0, "acquired", at(5000)}, // takes s0 over after a is killed at 4000
+		{"c", s1, "acquired", at(100)},  // takes s1 while b still works it
+	}
+	ds := []delivery{
+		{"a", s0, "10", "o1", at(1000)},
+		{"a", s0, "11", "o2", at(3900)}, // after a's last checkpoint (10)
+		{"c", s0, "11", "o2", at(5100)}, // redelivered by its taker: explained
+		{"c", s0, "12", "o3", at(5200)},
+		{"b", s1, "20", "o4", at(1000)},
+		{"c", s1, "20", "o4", at(1100)}, // concurrent handling: overlap, unexplained duplicate
+		{"b", s1, "21", "o5", at(2000)},
+		{"c", s1, "21", "o5", at(2100)},
+	}
+	k := &kill{owner: "a", at: at(4000), shards: []string{s0}}
+	ta := compute([]string{"o1", "o2", "o3", "o4", "o5", "o6"}, ds, es, k, 1600*time.Millisecond)
+	if ta.Lost != 1 || ta.LostSample[0] != "o6" {
+		t.Errorf("lost %d %v, want o6", ta.Lost, ta.LostSample)
+	}
+	if ta.Failover != time.Second || !ta.Complete {
+		t.Errorf("failover %v complete %v, want 1s", ta.Failover, ta.Complete)
+	}
+	if ta.KilledWindowDups != 1 || ta.CheckpointWindow[s0] != 1 {
+		t.Errorf("killed window dups %d, window %v: want o2 only", ta.KilledWindowDups, ta.CheckpointWindow)
+	}
+	if len(ta.OtherDups) != 2 {
+		t.Errorf("other dups %v, want o4 and o5", ta.OtherDups)
+	}
+	if len(ta.Overlaps) != 1 || !strings.Contains(ta.Overlaps[0], "shard 1") {
+		t.Errorf("overlaps %v, want one on shard 1", ta.Overlaps)
+	}
+	// Handling without ever acquiring the lease.
+	ta = compute([]string{"o1"}, []delivery{{"z", s0, "1", "o1", at(0)}}, nil, nil, time.Second)
+	if len(ta.Overlaps) != 1 || !strings.Contains(ta.Overlaps[0], "before acquiring") {
+		t.Errorf("overlaps %v, want a delivery before acquiring", ta.Overlaps)
+	}
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,155 @@
+// TestReproTakeoverCountsFromScanStart is a regression test for a bug the
+// demo's author found: shard.Coordinator.scan stamped every row it read with
+// the time the scan started, not the time the read returned. When that read
+// was slow and a later scan fast, the taker counted the lease duration from
+// before the holder's last renewal was sent, took the lease over early, and
+// the holder, still inside its fence, went on delivering: two instances
+// handled the shard at once. The coordinator now counts from when each read
+// returned.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// holderStore fails every write once partitioned (the holder lost DynamoDB).
+type holderStore struct {
+	leases.Store
+	partitioned *atomic.Bool
+}
+
+var errPartition = errors.New("partitioned")
+
+func (s holderStore) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
+	if s.partitioned.Load() {
+		return leases.Lease{}, errPartition
+	}
+	return s.Store.Renew(ctx, l, ttl)
+}
+func (s holderStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if s.partitioned.Load() {
+		return leases.Lease{}, errPartition
+	}
+	return s.Store.Checkpoint(ctx, l, cp)
+}
+func (s holderStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if s.partitioned.Load() {
+		return leases.Lease{}, errPartition
+	}
+	return s.Store.Release(ctx, l, cp)
+}
+
+// takerStore makes one armed Get slow (a latency spike): it waits, then reads.
+type takerStore struct {
+	leases.Store
+	armed  *atomic.Bool
+	onRead func()
+}
+
+func (s takerStore) Get(ctx context.Context, k leases.Key) (leases.Lease, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		time.Sleep(time.Second)
+		l, err := s.Store.Get(ctx, k)
+		s.onRead()
+		return l, err
+	}
+	return s.Store.Get(ctx, k)
+}
+
+func TestReproTakeoverCountsFromScanStart(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	mem := memory.New()
+	var partitioned, armed atomic.Bool
+	var partAt atomic.Int64
+
+	var mu sync.Mutex
+	handled := map[string][]time.Time{}
+	handler := func(owner string) kinesislease.Handler[map[string]any] {
+		return func(ctx context.Context, _ map[string]any) error {
+			mu.Lock()
+			handled[owner] = append(handled[owner], time.Now())
+			mu.Unlock()
+			return nil
+		}
+	}
+	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	start := func(owner string, store leases.Store) (*kinesislease.Service, func()) {
+		svc, err := kinesislease.New(testutil.Config(t),
+			kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store), kinesislease.WithOwner(owner),
+			kinesislease.WithLease(2*time.Second, 400*time.Millisecond), kinesislease.WithScanInterval(200*time.Millisecond),
+			kinesislease.WithShutdownTimeout(2*time.Second), kinesislease.WithLogger(log.With("svc", owner)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kinesislease.Subscribe(svc, stream, handler(owner), kinesislease.WithStartPosition(kinesislease.TrimHorizon),
+			kinesislease.WithPolling(20*time.Millisecond, 20*time.Millisecond, 0)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = svc.Run(ctx); close(done) }()
+		return svc, func() { cancel(); <-done }
+	}
+	// A producer: a record every 20ms.
+	pctx, pstop := context.WithCancel(context.Background())
+	var pwg sync.WaitGroup
+	pwg.Go(func() {
+		for i := 0; pctx.Err() == nil; i++ {
+			_, _ = kc.PutRecord(pctx, &kinesis.PutRecordInput{StreamName: aws.String(stream), Data: []byte(fmt.Sprintf(`{"n":%d}`, i)), PartitionKey: aws.String("k")})
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	defer func() { pstop(); pwg.Wait() }()
+
+	a, stopA := start("a", holderStore{Store: mem, partitioned: &partitioned})
+	defer stopA()
+	for len(a.Held(stream)) == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, stopB := start("b", takerStore{Store: mem, armed: &armed, onRead: func() {
+		partitioned.Store(true)
+		partAt.Store(time.Now().UnixNano())
+	}})
+	defer stopB()
+	time.Sleep(time.Second) // a few ordinary scans of b
+	armed.Store(true)
+	time.Sleep(5 * time.Second)
+
+	mu.Lock()
+	defer mu.Unlock()
+	p := time.Unix(0, partAt.Load())
+	if len(handled["b"]) == 0 {
+		t.Fatalf("b never took over")
+	}
+	bFirst := handled["b"][0]
+	aLast := handled["a"][len(handled["a"])-1]
+	t.Logf("a partitioned at P (right after b's slow read returned); b's first delivery at P+%v; a's last delivery at P+%v",
+		bFirst.Sub(p).Round(time.Millisecond), aLast.Sub(p).Round(time.Millisecond))
+	n := 0
+	for _, at := range handled["a"] {
+		if !at.Before(bFirst) {
+			n++
+		}
+	}
+	if n > 0 {
+		t.Errorf("a delivered %d records after b's first delivery: both handled the shard at once for %v", n, aLast.Sub(bFirst).Round(time.Millisecond))
+	}
+}

@@ -1,0 +1,372 @@
+// Command fulfilment is the fulfilment service of the product page: every
+// instance runs this same program against one lease table, and each shard of
+// the stream "fulfilment" is read by the one instance holding its lease.
+//
+// On AWS (credentials and region from the usual places):
+//
+//	fulfilment --stream fulfilment --table fulfilment-leases
+//
+// On local emulators (static credentials test/test and region us-east-1
+// unless the AWS_* environment says otherwise):
+//
+//	fulfilment --dynamodb-endpoint-url http://127.0.0.1:8000 \
+//	    --kinesis-endpoint-url http://127.0.0.1:4567 --start TRIM_HORIZON
+//
+// (--endpoint-url sets both, for an emulator that serves both on one port.)
+//
+// It runs until SIGINT or SIGTERM, then drains, checkpoints and releases its
+// leases (a second signal exits at once). Every second it prints one line: the
+// shards it holds and how many orders it handled. `go run
+// ./examples/fulfilment/demo` runs several instances on the emulators.
+//
+// With --report FILE it appends, per handled order, the line
+//
+//	owner shard sequence-number order-id unix-nanoseconds
+//
+// and, per lease move of this instance, a line starting with "#":
+//
+//	# owner shard acquired|released|lost|ended unix-nanoseconds
+//
+// Each line is written with one write(2) as it happens (no fsync), so that a
+// process killed with SIGKILL leaves every line it wrote. The demo and its
+// test tally deliveries, duplicates and lease tenures from these files.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/leases/dynamo"
+)
+
+// Cents is an amount of money in cents.
+type Cents int64
+
+// Item is one line of an order.
+type Item struct {
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
+	Price    Cents  `json:"price"` // per unit
+}
+
+// Order is what the shop puts on the stream, one record per order,
+// partitioned by customer so that one customer's orders stay in order.
+type Order struct {
+	ID        string    `json:"id"`
+	Customer  string    `json:"customer"`
+	Items     []Item    `json:"items"`
+	Total     Cents     `json:"total"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// flags are the command line.
+type flags struct {
+	stream, table, owner string
+	endpoint             string // both services
+	dynamoEndpoint       string // overrides endpoint for DynamoDB
+	kinesisEndpoint      string // overrides endpoint for Kinesis
+	start                string
+	codec                string
+	lease, renew, scan   time.Duration
+	checkpointEvery      int
+	checkpointInterval   time.Duration
+	shutdownTimeout      time.Duration
+	report               string
+	status               time.Duration
+	logLevel             string
+}
+
+func parseFlags(args []string) (*flags, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("fulfilment", flag.ContinueOnError)
+	fs.StringVar(&f.stream, "stream", "fulfilment", "Kinesis stream to consume (name or ARN)")
+	fs.StringVar(&f.table, "table", "fulfilment-leases", "DynamoDB lease table (string hash key lease_key)")
+	fs.StringVar(&f.owner, "owner", "", "this instance's owner id, unique among the instances (default: app-hostname-pid-random)")
+	fs.StringVar(&f.endpoint, "endpoint-url", "", "base URL of an emulator serving both DynamoDB and Kinesis (e.g. LocalStack's http://127.0.0.1:4566); empty: AWS")
+	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint-url", "", "base URL of a DynamoDB emulator (e.g. DynamoDB Local); overrides --endpoint-url for DynamoDB")
+	fs.StringVar(&f.kinesisEndpoint, "kinesis-endpoint-url", "", "base URL of a Kinesis emulator (e.g. kinesalite); overrides --endpoint-url for Kinesis")
+	fs.StringVar(&f.start, "start", "LATEST", "where a shard without a checkpoint starts: LATEST or TRIM_HORIZON")
+	fs.StringVar(&f.codec, "codec", "msgpack", "record encoding: msgpack or json")
+	fs.DurationVar(&f.lease, "lease", kinesislease.DefaultLeaseDuration, "lease duration: a dead instance's shards move after about this long")
+	fs.DurationVar(&f.renew, "renew", 0, "lease renewal interval (default: a third of --lease)")
+	fs.DurationVar(&f.scan, "scan", 0, "how often the rows of shards not held are read (default: --lease)")
+	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 1000, "checkpoint after this many acknowledged records...")
+	fs.DurationVar(&f.checkpointInterval, "checkpoint-interval", 5*time.Second, "...or this long, whichever comes first")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", kinesislease.DefaultShutdownTimeout, "bound on the drain after SIGINT/SIGTERM")
+	fs.StringVar(&f.report, "report", "", "append one line per handled order (\"owner shard seq orderID unixnano\") and per lease move to this file")
+	fs.DurationVar(&f.status, "status", time.Second, "how often to print the status line (0: never)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if f.renew == 0 {
+		f.renew = f.lease / 3
+	}
+	if f.dynamoEndpoint == "" {
+		f.dynamoEndpoint = f.endpoint
+	}
+	if f.kinesisEndpoint == "" {
+		f.kinesisEndpoint = f.endpoint
+	}
+	return f, nil
+}
+
+func main() {
+	f, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "fulfilment:", err)
+		os.Exit(2)
+	}
+	if err := run(f, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "fulfilment:", err)
+		os.Exit(1)
+	}
+}
+
+func run(f *flags, stdout, stderr io.Writer) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var start kinesislease.StartPosition
+	switch strings.ToUpper(f.start) {
+	case "LATEST":
+		start = kinesislease.Latest
+	case "TRIM_HORIZON":
+		start = kinesislease.TrimHorizon
+	default:
+		return fmt.Errorf("--start %q: want LATEST or TRIM_HORIZON", f.start)
+	}
+	var cdc codec.Codec
+	switch f.codec {
+	case "msgpack":
+		cdc = codec.Msgpack
+	case "json":
+		cdc = codec.JSON
+	default:
+		return fmt.Errorf("--codec %q: want msgpack or json", f.codec)
+	}
+
+	// Signals: the first one starts the graceful shutdown, a second one
+	// exits at once (the default action, restored once ctx is done).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); stop() }()
+
+	// One aws.Config for the lease store and the Kinesis client: one
+	// account, one region.
+	cfg, err := loadConfig(ctx, f.dynamoEndpoint != "" || f.kinesisEndpoint != "")
+	if err != nil {
+		return err
+	}
+	var storeOpts []dynamo.Option
+	var kinOpts []func(*kinesis.Options)
+	if f.dynamoEndpoint != "" {
+		storeOpts = append(storeOpts, dynamo.WithClientOptions(func(o *dynamodb.Options) {
+			o.BaseEndpoint = aws.String(f.dynamoEndpoint)
+			// DynamoDB Local omits the CRC32 header on errors.
+			o.DisableValidateResponseChecksum = true
+		}))
+	}
+	if f.kinesisEndpoint != "" {
+		kinOpts = append(kinOpts, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(f.kinesisEndpoint) })
+	}
+
+	rep, err := openReport(f.report)
+	if err != nil {
+		return err
+	}
+	defer rep.Close()
+
+	ful := &fulfiller{log: log, report: rep}
+	opts := []kinesislease.Option{
+		kinesislease.WithApp("fulfilment", "0.1.0"),
+		kinesislease.WithLeaseStore(dynamo.New(cfg, f.table, storeOpts...)),
+		kinesislease.WithKinesisClient(kinesis.NewFromConfig(cfg, kinOpts...)),
+		kinesislease.WithLogger(log),
+		kinesislease.WithLease(f.lease, f.renew),
+		kinesislease.WithShutdownTimeout(f.shutdownTimeout),
+		kinesislease.WithLeaseEvents(ful.leaseEvent),
+	}
+	if f.owner != "" {
+		opts = append(opts, kinesislease.WithOwner(f.owner))
+	}
+	if f.scan > 0 {
+		opts = append(opts, kinesislease.WithScanInterval(f.scan))
+	}
+	svc, err := kinesislease.New(cfg, opts...)
+	if err != nil {
+		return err
+	}
+	ful.owner = svc.Owner()
+	ful.log = log.With("owner", ful.owner)
+	if err := kinesislease.Subscribe(svc, f.stream, ful.fulfil,
+		kinesislease.WithCodec(cdc),
+		kinesislease.WithStartPosition(start),
+		kinesislease.WithCheckpoint(f.checkpointEvery, f.checkpointInterval),
+	); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(stdout, "fulfilment %s: stream %s, lease table %s, lease %v renew %v\n",
+		svc.Owner(), f.stream, f.table, f.lease, f.renew)
+	statusDone := make(chan struct{})
+	var wg sync.WaitGroup
+	if f.status > 0 {
+		wg.Go(func() {
+			t := time.NewTicker(f.status)
+			defer t.Stop()
+			for {
+				select {
+				case <-statusDone:
+					return
+				case <-t.C:
+					fmt.Fprintln(stdout, ful.status(svc.Held(f.stream)))
+				}
+			}
+		})
+	}
+	err = svc.Run(ctx)
+	close(statusDone)
+	wg.Wait()
+	fmt.Fprintln(stdout, ful.status(nil), "(stopped)")
+	return err
+}
+
+// loadConfig returns the aws.Config of the lease store and the Kinesis
+// client. For emulators, the region and credentials default to us-east-1 and
+// test/test unless the AWS_* environment names others.
+func loadConfig(ctx context.Context, emulators bool) (aws.Config, error) {
+	var opts []func(*config.LoadOptions) error
+	if emulators {
+		if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+			opts = append(opts, config.WithRegion("us-east-1"))
+		}
+		if os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_PROFILE") == "" {
+			opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+		}
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// fulfiller fulfils orders.
+type fulfiller struct {
+	owner   string
+	log     *slog.Logger
+	report  *report
+	handled atomic.Int64
+}
+
+// fulfil fulfils one order: here, it logs it and acknowledges it.
+func (f *fulfiller) fulfil(ctx context.Context, o Order) error {
+	rec, ok := kinesislease.RecordFrom(ctx)
+	if !ok {
+		rec = &kinesislease.Record{} // not called by the library
+	}
+	f.log.InfoContext(ctx, "order fulfilled", "order.id", o.ID, "customer", o.Customer,
+		"shard", rec.ShardID, "seq", rec.SequenceNumber)
+	if err := f.report.line(f.owner, rec.ShardID, rec.SequenceNumber, o.ID); err != nil {
+		// Not acknowledging would hold the shard until the file is
+		// writable; the report is a demo aid, so log and go on.
+		f.log.ErrorContext(ctx, "writing the report", "err", err)
+	}
+	f.handled.Add(1)
+	return nil
+}
+
+func (f *fulfiller) leaseEvent(e kinesislease.LeaseEvent) {
+	if err := f.report.line("#", f.owner, e.ShardID, e.Type.String()); err != nil {
+		f.log.Error("writing the report", "err", err)
+	}
+}
+
+// status is the one-line status: shards held (short ids) and orders handled.
+func (f *fulfiller) status(held []string) string {
+	short := make([]string, len(held))
+	for i, id := range held {
+		short[i] = shortShard(id)
+	}
+	return fmt.Sprintf("%s %s holds [%s] handled %d",
+		time.Now().Format("15:04:05"), f.owner, strings.Join(short, " "), f.handled.Load())
+}
+
+// shortShard turns shardId-000000000003 into 3.
+func shortShard(id string) string {
+	s := strings.TrimLeft(strings.TrimPrefix(id, "shardId-"), "0")
+	if s == "" {
+		return "0"
+	}
+	return s
+}
+
+// report appends lines to a file, one write per line; a nil *report
+// discards them.
+type report struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func openReport(path string) (*report, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("--report: %w", err)
+	}
+	return &report{f: f}, nil
+}
+
+// line writes the fields and the time (unix ns), space-separated.
+func (r *report) line(fields ...string) error {
+	if r == nil {
+		return nil
+	}
+	b := []byte(strings.Join(fields, " "))
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, time.Now().UnixNano(), 10)
+	b = append(b, '\n')
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, err := r.f.Write(b)
+	return err
+}
+
+func (r *report) Close() error {
+	if r == nil {
+		return nil
+	}
+	return r.f.Close()
+}
