@@ -74,7 +74,7 @@ const (
 type Service struct {
 	cfg  config
 	log  *slog.Logger
-	kin  shard.Kinesis
+	kin  Kinesis
 	mu   sync.Mutex
 	subs []*subscription
 	run  bool
@@ -87,7 +87,7 @@ type config struct {
 	owner           string
 	store           leases.Store
 	logger          *slog.Logger
-	client          shard.Kinesis
+	client          Kinesis
 	leaseDuration   time.Duration
 	renewInterval   time.Duration
 	scanInterval    time.Duration
@@ -140,9 +140,18 @@ func WithLogger(l *slog.Logger) Option {
 	return serviceOption(func(c *config) { c.logger = l })
 }
 
+// Kinesis is the part of *kinesis.Client the service uses: reading, and
+// PutRecords for Publish and dead-letter streams.
+type Kinesis interface {
+	shard.Kinesis
+	PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
+}
+
+var _ Kinesis = (*kinesis.Client)(nil)
+
 // WithKinesisClient makes the service call client instead of a Kinesis
 // client built from the aws.Config given to New.
-func WithKinesisClient(client shard.Kinesis) Option {
+func WithKinesisClient(client Kinesis) Option {
 	return serviceOption(func(c *config) { c.client = client })
 }
 
@@ -423,6 +432,9 @@ func (s *Service) coordinatorConfig(sub *subscription) shard.Config {
 		ShardSyncInterval: c.shardSync,
 		ShutdownTimeout:   c.shutdownTimeout,
 		Worker:            sub.worker,
+	}
+	if sub.deadLetterStream != "" {
+		cfg.Worker.Sink = streamSink(s.kin, sub.deadLetterStream)
 	}
 	if c.events != nil {
 		cfg.Events = func(e shard.Event) { c.events(e) }

@@ -23,9 +23,12 @@ func RecordFrom(ctx context.Context) (r *Record, ok bool) {
 	return r, ok
 }
 
-// Handler handles one decoded record. nil acknowledges it; an error retries
-// it in place after a backoff (capped at 30s), for as long as it fails:
-// nothing is skipped. A panic is recovered and handled as an error.
+// Handler handles one decoded record. nil acknowledges it; a plain error
+// retries it in place per the subscription's RetryPolicy, then dead-letters
+// it (with no dead-letter sink it holds its shard: nothing is silently lost);
+// RetryAfter, Drop and DeadLetter return special outcomes. A panic is
+// recovered and handled as an error, its stack logged. ctx is cancelled when
+// the lease is lost and when the shutdown timeout expires.
 type Handler[T any] func(ctx context.Context, v T) error
 
 // SubscribeOption configures a subscription.
@@ -113,11 +116,12 @@ func WithPolling(minInterval, idle time.Duration, limit int32) SubscribeOption {
 }
 
 type subscription struct {
-	stream string
-	codec  codec.Codec
-	start  StartPosition
-	worker shard.WorkerConfig
-	errs   []error
+	stream           string
+	deadLetterStream string
+	codec            codec.Codec
+	start            StartPosition
+	worker           shard.WorkerConfig
+	errs             []error
 }
 
 // Subscribe makes svc consume stream (a name or an ARN) with handler, each
@@ -149,7 +153,7 @@ func Subscribe[T any](svc *Service, stream string, handler Handler[T], opts ...S
 	sub.worker.Handler = func(ctx context.Context, r *shard.Record) error {
 		var v T
 		if err := dec.Unmarshal(r.Data, &v); err != nil {
-			return err
+			return &DecodeError{Err: err}
 		}
 		return handler(context.WithValue(ctx, recordKey{}, r), v)
 	}

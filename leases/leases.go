@@ -106,15 +106,16 @@ func (k Key) Validate() error {
 	return nil
 }
 
-// Checkpoint is how far a shard has been processed: every record up to and
-// including Sequence (and, inside a KPL aggregate, its user records up to and
-// including SubSequence) is done.
+// Checkpoint is how far a shard has been processed: every record before
+// Sequence is done, and so is Sequence itself unless SubSequence says only
+// part of it is.
 type Checkpoint struct {
 	// Sequence is a Kinesis sequence number, or ShardEnd. Empty means no
 	// checkpoint yet: the reader starts where the subscription says.
 	Sequence string
-	// SubSequence is the index of the last processed user record inside the
-	// aggregated record Sequence; 0 for records that are not aggregated.
+	// SubSequence is, for a KPL aggregate processed in part, how many of its
+	// user records are done (the next one to process has this index); 0
+	// when the record Sequence is done entirely.
 	SubSequence int64
 }
 

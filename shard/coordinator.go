@@ -313,7 +313,7 @@ func (c *Coordinator) emit(t EventType, shardID string) {
 func (c *Coordinator) listShards(ctx context.Context) error {
 	var shards []types.Shard
 	in := &kinesis.ListShardsInput{}
-	setStream(c.cfg.Stream, &in.StreamName, &in.StreamARN)
+	SetStream(c.cfg.Stream, &in.StreamName, &in.StreamARN)
 	for {
 		out, err := c.cfg.Client.ListShards(ctx, in)
 		if err != nil {
@@ -646,6 +646,11 @@ func (c *Coordinator) take(ctx context.Context, id string, seen leases.Lease) bo
 	}
 	if cp := l.Checkpoint; cp.Sequence != "" {
 		start = Position{Type: AfterSequence, Sequence: cp.Sequence}
+		if cp.SubSequence > 0 {
+			// Inside a KPL aggregate: read it again and skip the user
+			// records already done.
+			start.Type = AtSequence
+		}
 	}
 	w := newWorker(ctx, &c.cfg.Worker, c.log, c.cfg.Client, c.cfg.Stream, id, start, h)
 	c.mu.Lock()

@@ -70,7 +70,7 @@ func (p Position) String() string {
 
 func (p Position) input(stream, shardID string) *kinesis.GetShardIteratorInput {
 	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(shardID)}
-	setStream(stream, &in.StreamName, &in.StreamARN)
+	SetStream(stream, &in.StreamName, &in.StreamARN)
 	switch p.Type {
 	case Latest:
 		in.ShardIteratorType = types.ShardIteratorTypeLatest
@@ -92,8 +92,8 @@ func (p Position) input(stream, shardID string) *kinesis.GetShardIteratorInput {
 // IsARN reports whether stream is a stream ARN rather than a name.
 func IsARN(stream string) bool { return len(stream) > 4 && stream[:4] == "arn:" }
 
-// setStream fills a request's StreamName or StreamARN.
-func setStream(stream string, name, arn **string) {
+// SetStream fills a request's StreamName or StreamARN.
+func SetStream(stream string, name, arn **string) {
 	if IsARN(stream) {
 		*arn = aws.String(stream)
 	} else {

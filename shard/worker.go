@@ -5,25 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
 // Record is one Kinesis record with where it came from, as a handler sees it.
 type Record struct {
-	Stream         string    // the stream's name or ARN, as subscribed
-	ShardID        string    // the shard it was read from
-	SequenceNumber string    // its sequence number
-	SubSequence    int64     // its index in a KPL aggregate, else 0
-	PartitionKey   string    // its partition key
-	ArrivalTime    time.Time // ApproximateArrivalTimestamp
-	Data           []byte    // its payload
+	Stream         string // the stream's name or ARN, as subscribed
+	ShardID        string // the shard it was read from
+	SequenceNumber string // its sequence number
+	SubSequence    int64  // its index in a KPL aggregate, else 0
+	PartitionKey   string // its partition key (a KPL user record's own)
+	// ExplicitHashKey is a KPL user record's explicit hash key, if any.
+	ExplicitHashKey string
+	ArrivalTime     time.Time // ApproximateArrivalTimestamp
+	Data            []byte    // its payload
 	// Attempt counts deliveries of this record to the handler by this
 	// instance: 1 the first time, 2 on the first retry, and so on.
 	Attempt int
@@ -45,14 +47,15 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v",
 // WorkerConfig configures the per-shard workers of a coordinator.
 type WorkerConfig struct {
 	Handler Handler
+	// Policy retries failing records (default DefaultRetryPolicy).
+	Policy RetryPolicy
+	// Sink receives dead letters; with none a failing record holds its shard.
+	Sink Sink
 	// CheckpointEvery and CheckpointInterval: a checkpoint is written after
 	// every CheckpointEvery acknowledged records or CheckpointInterval,
 	// whichever comes first, and always on release. Defaults 1000 and 5s.
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
-	// RetryMin and RetryMax bound the backoff between attempts of a failing
-	// record. Defaults 100ms and 30s.
-	RetryMin, RetryMax time.Duration
 	// Reader settings (see ReaderConfig).
 	Limit        int32
 	MinInterval  time.Duration
@@ -66,11 +69,8 @@ func (c *WorkerConfig) defaults() {
 	if c.CheckpointInterval <= 0 {
 		c.CheckpointInterval = 5 * time.Second
 	}
-	if c.RetryMin <= 0 {
-		c.RetryMin = 100 * time.Millisecond
-	}
-	if c.RetryMax <= 0 {
-		c.RetryMax = 30 * time.Second
+	if c.Policy == (RetryPolicy{}) {
+		c.Policy = DefaultRetryPolicy
 	}
 }
 
@@ -82,7 +82,9 @@ type worker struct {
 	stream string
 	shard  string
 	start  Position
+	resume leases.Checkpoint // the checkpoint the worker started from
 	lease  *heldLease
+	proc   *Processor
 
 	// graceful asks for a drain, final checkpoint and release; hard (the
 	// lease is lost, or the drain took too long) cancels the handler.
@@ -100,8 +102,9 @@ type worker struct {
 func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, client Kinesis, stream, shardID string, start Position, h *heldLease) *worker {
 	w := &worker{
 		cfg: cfg, log: log.With("shard", shardID), client: client, stream: stream, shard: shardID,
-		start: start, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
+		start: start, resume: h.current().Checkpoint, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
 	}
+	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log}
 	w.hardCtx, w.hardCancel = context.WithCancel(context.WithoutCancel(parent))
 	return w
 }
@@ -201,14 +204,13 @@ loop:
 			break loop
 		case b := <-batches:
 			for i := range b.Records {
-				rec := &b.Records[i]
-				if !w.handle(rec) {
-					break loop // stopping before this record: it stays unacknowledged
-				}
-				acked = leases.Checkpoint{Sequence: aws.ToString(rec.SequenceNumber)}
-				sinceCP++
-				if sinceCP >= w.cfg.CheckpointEvery && !checkpoint() {
-					return
+				ok := w.handle(&b.Records[i], func(cp leases.Checkpoint) bool {
+					acked = cp
+					sinceCP++
+					return sinceCP < w.cfg.CheckpointEvery || checkpoint()
+				})
+				if !ok {
+					break loop // stopping (or lost) before the end of this record
 				}
 			}
 			if b.End {
@@ -240,38 +242,68 @@ loop:
 	w.err = permanent
 }
 
-// handle delivers one record until the handler acknowledges it. It returns
-// false, leaving the record unacknowledged, when the worker stops first.
-func (w *worker) handle(rec *types.Record) bool {
-	r := &Record{
+// handle takes one Kinesis record to an outcome: the record, or each user
+// record of a KPL aggregate in order, skipping those the checkpoint we
+// resumed from already covers. ack is called with the checkpoint after each
+// one and returns false if the lease was lost. handle returns false when the
+// worker stops first, leaving the rest unacknowledged.
+func (w *worker) handle(rec *types.Record, ack func(leases.Checkpoint) bool) bool {
+	seq := aws.ToString(rec.SequenceNumber)
+	base := Record{
 		Stream:         w.stream,
 		ShardID:        w.shard,
-		SequenceNumber: aws.ToString(rec.SequenceNumber),
+		SequenceNumber: seq,
 		PartitionKey:   aws.ToString(rec.PartitionKey),
 		ArrivalTime:    aws.ToTime(rec.ApproximateArrivalTimestamp),
 		Data:           rec.Data,
 	}
-	for attempt := 1; ; attempt++ {
-		if !w.waitValid() {
+	users, err := kpl.Split(rec.Data)
+	if err != nil {
+		// A corrupt aggregate is dead-lettered whole.
+		r := base
+		if w.proc.DeadLetterNow(w.hardCtx, &r, ReasonCorrupt, err, w) == Stopped {
 			return false
 		}
-		r.Attempt = attempt
-		err := w.call(r)
-		if err == nil {
-			return true
+		return ack(leases.Checkpoint{Sequence: seq})
+	}
+	if users == nil {
+		r := base
+		if w.proc.Process(w.hardCtx, &r, w) == Stopped {
+			return false
 		}
-		delay := backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)
-		w.log.Warn("kinesislease: handler failed; retrying the record",
-			"seq", r.SequenceNumber, "attempt", attempt, "delay", delay, "err", err)
-		select {
-		case <-w.graceful:
+		return ack(leases.Checkpoint{Sequence: seq})
+	}
+	skip := 0
+	if w.resume.Sequence == seq {
+		skip = int(w.resume.SubSequence)
+	}
+	for i := skip; i < len(users); i++ {
+		r := base
+		r.SubSequence = int64(i)
+		r.PartitionKey = users[i].PartitionKey
+		r.ExplicitHashKey = users[i].ExplicitHashKey
+		r.Data = users[i].Data
+		if w.proc.Process(w.hardCtx, &r, w) == Stopped {
 			return false
-		case <-w.hardCtx.Done():
+		}
+		// SubSequence counts the user records done; 0 means all of them.
+		cp := leases.Checkpoint{Sequence: seq, SubSequence: int64(i + 1)}
+		if i == len(users)-1 {
+			cp.SubSequence = 0
+		}
+		if !ack(cp) {
 			return false
-		case <-time.After(delay):
 		}
 	}
+	return true
 }
+
+// Wait implements Gate: it blocks while the lease cannot be trusted and
+// reports whether delivery may go on.
+func (w *worker) Wait() bool { return w.waitValid() }
+
+// Done implements Gate.
+func (w *worker) Done() <-chan struct{} { return w.graceful }
 
 // waitValid blocks while the lease cannot be trusted (its last renewal is
 // older than the fence) and reports whether delivery may go on.
@@ -286,14 +318,4 @@ func (w *worker) waitValid() bool {
 		}
 	}
 	return !w.stopping() && w.hardCtx.Err() == nil
-}
-
-func (w *worker) call(r *Record) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-			w.log.Error("kinesislease: handler panicked", "seq", r.SequenceNumber, "panic", v, "stack", string(err.(*PanicError).Stack))
-		}
-	}()
-	return w.cfg.Handler(w.hardCtx, r)
 }
