@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
@@ -408,4 +410,49 @@ func TestBalanceNoIdleInstance(t *testing.T) {
 	waitSplit(t, stream, ins, []int{2, 2})
 	ins["c"] = start(t, kc, store, stream, "c", ta)
 	waitSplit(t, stream, ins, []int{2, 1, 1})
+}
+
+// TestRunStoreErrors: a lease table with the wrong key schema, and DynamoDB
+// denying access, end Run with errors naming the table.
+func TestRunStoreErrors(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	run := func(store leases.Store) error {
+		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store), kinesislease.WithLogger(testLogger(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kinesislease.Subscribe(svc, stream, newTally().handler("a")); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return svc.Run(ctx)
+	}
+
+	dc := testutil.DynamoClient(t)
+	wrong := testutil.TableName(t)
+	if _, err := dc.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+		TableName:            aws.String(wrong),
+		AttributeDefinitions: []dtypes.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: dtypes.ScalarAttributeTypeS}},
+		KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: dtypes.KeyTypeHash}},
+		BillingMode:          dtypes.BillingModePayPerRequest,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := run(dynamo.New(testutil.Config(t), wrong, dynamo.WithClient(dc)))
+	if !errors.Is(err, leases.ErrMisconfigured) || !strings.Contains(err.Error(), wrong) || !strings.Contains(err.Error(), "lease_key") {
+		t.Fatalf("Run on a table keyed id: %v, want ErrMisconfigured naming the table and lease_key", err)
+	}
+
+	faults := &testutil.Faults{}
+	table := testutil.TableName(t)
+	denied := testutil.DynamoClient(t, faults.DynamoOptions)
+	testutil.CreateLeaseTable(t, denied, table)
+	faults.Inject(testutil.Fault{Op: "GetItem", Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: dynamodb:GetItem"}})
+	err = run(dynamo.New(testutil.Config(t), table, dynamo.WithClient(denied)))
+	if !errors.Is(err, leases.ErrMisconfigured) || !strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), "access denied") {
+		t.Fatalf("Run with DynamoDB access denied: %v, want ErrMisconfigured naming the table", err)
+	}
 }
