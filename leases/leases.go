@@ -148,6 +148,10 @@ type Lease struct {
 	// (a planned move). The holder finishes in-flight work, checkpoints and
 	// releases; the requester then takes the free lease.
 	HandoffTo string
+	// RewindTo, when not zero, is a checkpoint an operator asked the holder
+	// to move to (see Store.Rewind). The holder stops delivering, applies it
+	// with ApplyRewind and reads on from there.
+	RewindTo Checkpoint
 	// Token identifies the write that produced this version of the row. A
 	// writer whose answer was lost recognises its own write by it.
 	Token string
@@ -197,6 +201,19 @@ type Store interface {
 	// HandoffTo if the row is still held by l.Owner at counter l.Counter.
 	// The holder learns of it at its next renewal, which conflicts.
 	RequestHandoff(ctx context.Context, l Lease, to string) (Lease, error)
+
+	// Rewind moves a shard's checkpoint to cp (an operator replaying or
+	// skipping records). If l is free (l.Owner empty) and the row is still
+	// free at counter l.Counter, the checkpoint becomes cp at once. If l is
+	// held and the row is still held by l.Owner at l.Counter, RewindTo
+	// becomes cp: the holder applies it (ApplyRewind) after its next
+	// renewal, so no two readers ever read the shard. cp must not be zero.
+	Rewind(ctx context.Context, l Lease, cp Checkpoint) (Lease, error)
+
+	// ApplyRewind is the holder's answer to a rewind request: if l.Owner
+	// still holds the lease at counter l.Counter and RewindTo is set, the
+	// checkpoint becomes RewindTo and RewindTo is cleared.
+	ApplyRewind(ctx context.Context, l Lease) (Lease, error)
 }
 
 // ConflictError is the error Stores return for a write whose condition did

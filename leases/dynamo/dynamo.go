@@ -8,7 +8,7 @@
 //
 // Row attributes: lease_key, owner (absent when free), expires_at (unix ms,
 // informational), checkpoint, sub_sequence, lease_counter, handoff_to,
-// write_token.
+// rewind_to and rewind_to_sub (an operator's pending rewind), write_token.
 //
 // The store does not retry conflicts. The AWS SDK retries transient errors;
 // when a retried write fails its condition because the first attempt had in
@@ -44,6 +44,8 @@ const (
 	attrCounter     = "lease_counter"
 	attrHandoffTo   = "handoff_to"
 	attrToken       = "write_token"
+	attrRewindTo    = "rewind_to"     // a checkpoint asked for by an operator
+	attrRewindSub   = "rewind_to_sub" // its sub-sequence
 )
 
 // Client is the part of *dynamodb.Client the store uses.
@@ -299,6 +301,40 @@ func (s *Store) RequestHandoff(ctx context.Context, l leases.Lease, to string) (
 	return s.holderWrite(ctx, "RequestHandoff", l, u)
 }
 
+// Rewind implements leases.Store.
+func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := s.begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if cp.Sequence == "" {
+		return leases.Lease{}, fmt.Errorf("dynamo: rewind %s: empty sequence number", l.Key)
+	}
+	if l.Owner == "" {
+		u := update{set: map[string]types.AttributeValue{}, freeOnly: true}
+		u.setCheckpoint(cp)
+		return s.write(ctx, "Rewind", l.Key, l.Counter, "", u)
+	}
+	u := update{set: map[string]types.AttributeValue{
+		attrRewindTo:  &types.AttributeValueMemberS{Value: cp.Sequence},
+		attrRewindSub: numAttr(cp.SubSequence),
+	}}
+	return s.holderWrite(ctx, "Rewind", l, u)
+}
+
+// ApplyRewind implements leases.Store.
+func (s *Store) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	if err := s.begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if l.RewindTo.Sequence == "" {
+		return leases.Lease{}, &leases.ConflictError{Op: "ApplyRewind", Key: l.Key, ExpectedCounter: l.Counter, ExpectedOwner: l.Owner}
+	}
+	// The counter condition guarantees rewind_to is still the one l holds.
+	u := update{set: map[string]types.AttributeValue{}, remove: []string{attrRewindTo, attrRewindSub}}
+	u.setCheckpoint(l.RewindTo)
+	return s.holderWrite(ctx, "ApplyRewind", l, u)
+}
+
 func (s *Store) holderWrite(ctx context.Context, op string, l leases.Lease, u update) (leases.Lease, error) {
 	if l.Owner == "" {
 		// A free lease has no holder to write as: the condition cannot hold.
@@ -309,8 +345,9 @@ func (s *Store) holderWrite(ctx context.Context, op string, l leases.Lease, u up
 
 // update is the SET and REMOVE parts of an UpdateExpression.
 type update struct {
-	set    map[string]types.AttributeValue // attribute (or #name) -> value
-	remove []string
+	set      map[string]types.AttributeValue // attribute (or #name) -> value
+	remove   []string
+	freeOnly bool // the row must have no owner
 }
 
 func (u *update) setCheckpoint(cp leases.Checkpoint) {
@@ -359,6 +396,10 @@ func (s *Store) write(ctx context.Context, op string, key leases.Key, counter in
 		} else {
 			// Never create a row by writing to a missing one.
 			cond += " AND attribute_exists(" + attrKey + ")"
+		}
+		if u.freeOnly {
+			cond += " AND attribute_not_exists(#owner)"
+			names["#owner"] = attrOwner
 		}
 	}
 	in := &dynamodb.UpdateItemInput{
@@ -417,6 +458,7 @@ func (s *Store) decode(key leases.Key, item map[string]types.AttributeValue) (le
 		Owner:      str(item, attrOwner),
 		Checkpoint: leases.Checkpoint{Sequence: str(item, attrCheckpoint)},
 		HandoffTo:  str(item, attrHandoffTo),
+		RewindTo:   leases.Checkpoint{Sequence: str(item, attrRewindTo)},
 		Token:      str(item, attrToken),
 	}
 	var err error
@@ -425,6 +467,9 @@ func (s *Store) decode(key leases.Key, item map[string]types.AttributeValue) (le
 			var ms int64
 			if ms, err = num(item, attrExpiresAt); err == nil && ms != 0 {
 				l.ExpiresAt = time.UnixMilli(ms)
+			}
+			if err == nil {
+				l.RewindTo.SubSequence, err = num(item, attrRewindSub)
 			}
 		}
 	}

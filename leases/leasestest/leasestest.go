@@ -42,6 +42,8 @@ func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"ReleaseWritesFinalCheckpoint", testReleaseFinalCheckpoint},
 		{"CheckpointValues", testCheckpointValues},
 		{"HandoffRequest", testHandoff},
+		{"RewindFreeRow", testRewindFree},
+		{"RewindHeldRow", testRewindHeld},
 		{"ExpiresAt", testExpiresAt},
 		{"RacingTakersOneWins", testTakeRace},
 		{"StreamsAreIndependent", testStreamsIndependent},
@@ -110,7 +112,7 @@ func mustTake(t *testing.T, s leases.Store, l leases.Lease, owner string) leases
 func same(a, b leases.Lease) bool {
 	return a.Key == b.Key && a.Owner == b.Owner && a.Counter == b.Counter &&
 		a.ExpiresAt.UnixMilli() == b.ExpiresAt.UnixMilli() && a.Checkpoint == b.Checkpoint &&
-		a.HandoffTo == b.HandoffTo && a.Token == b.Token
+		a.HandoffTo == b.HandoffTo && a.RewindTo == b.RewindTo && a.Token == b.Token
 }
 
 // checkWritten checks that a write returned the row now stored, one counter
@@ -186,6 +188,8 @@ func writeAll(t *testing.T, s leases.Store, l leases.Lease) map[string]error {
 	_, errs["Checkpoint"] = s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "999"})
 	_, errs["Release"] = s.Release(ctx(t), l, leases.Checkpoint{})
 	_, errs["RequestHandoff"] = s.RequestHandoff(ctx(t), l, "other")
+	_, errs["Rewind"] = s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "1"})
+	_, errs["ApplyRewind"] = s.ApplyRewind(ctx(t), l)
 	return errs
 }
 
@@ -379,6 +383,88 @@ func testHandoff(t *testing.T, s leases.Store) {
 	}
 	if took := mustTake(t, s, asked, "b"); took.HandoffTo != "" || took.Owner != "b" {
 		t.Fatalf("Take after a request: %+v", took)
+	}
+}
+
+func testRewindFree(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	l, err := s.Release(ctx(t), l, leases.Checkpoint{Sequence: "900"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := leases.Checkpoint{Sequence: "100", SubSequence: 2}
+	got, err := s.Rewind(ctx(t), l, to)
+	if err != nil {
+		t.Fatalf("Rewind of a free row: %v", err)
+	}
+	checkWritten(t, s, "Rewind of a free row", l, got)
+	if got.Checkpoint != to || !got.RewindTo.IsZero() || got.Held() {
+		t.Fatalf("after Rewind of a free row: %+v, want checkpoint %v at once", got, to)
+	}
+	// A row taken since it was read is not rewritten as free.
+	taken := mustTake(t, s, got, "b")
+	free := taken
+	free.Owner = ""
+	_, err = s.Rewind(ctx(t), free, leases.Checkpoint{Sequence: "5"})
+	wantConflict(t, "Rewind as free of a held row", err)
+	if cur := mustGet(t, s, k); !same(cur, taken) {
+		t.Fatalf("the refused Rewind changed the row: %+v", cur)
+	}
+	if _, err := s.Rewind(ctx(t), taken, leases.Checkpoint{}); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("Rewind to a zero checkpoint: %v, want a validation error", err)
+	}
+}
+
+func testRewindHeld(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	l, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "900"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.ApplyRewind(ctx(t), l)
+	wantConflict(t, "ApplyRewind with no rewind pending", err)
+
+	to := leases.Checkpoint{Sequence: "100"}
+	asked, err := s.Rewind(ctx(t), l, to)
+	if err != nil {
+		t.Fatalf("Rewind of a held row: %v", err)
+	}
+	checkWritten(t, s, "Rewind of a held row", l, asked)
+	if asked.RewindTo != to || asked.Checkpoint.Sequence != "900" || asked.Owner != "a" {
+		t.Fatalf("after Rewind of a held row: %+v, want RewindTo %v, checkpoint and owner kept", asked, to)
+	}
+	// The holder's next write with the counter it knew conflicts; it re-reads
+	// and applies the rewind.
+	_, err = s.Renew(ctx(t), l, ttl)
+	wantConflict(t, "Renew after a rewind request", err)
+	// A normal checkpoint keeps the pending rewind.
+	cp, err := s.Checkpoint(ctx(t), mustGet(t, s, k), leases.Checkpoint{Sequence: "950"})
+	if err != nil || cp.RewindTo != to {
+		t.Fatalf("Checkpoint with a rewind pending: %+v, %v; want RewindTo kept", cp, err)
+	}
+	// Release and Take keep it too, for the next holder to apply.
+	rel, err := s.Release(ctx(t), cp, leases.Checkpoint{})
+	if err != nil || rel.RewindTo != to {
+		t.Fatalf("Release with a rewind pending: %+v, %v; want RewindTo kept", rel, err)
+	}
+	next := mustTake(t, s, rel, "b")
+	if next.RewindTo != to {
+		t.Fatalf("Take with a rewind pending: %+v, want RewindTo kept", next)
+	}
+	// A non-holder cannot apply it.
+	fake := next
+	fake.Owner = "a"
+	_, err = s.ApplyRewind(ctx(t), fake)
+	wantConflict(t, "ApplyRewind by a non-holder", err)
+	applied, err := s.ApplyRewind(ctx(t), next)
+	if err != nil {
+		t.Fatalf("ApplyRewind: %v", err)
+	}
+	checkWritten(t, s, "ApplyRewind", next, applied)
+	if applied.Checkpoint != to || !applied.RewindTo.IsZero() || applied.Owner != "b" {
+		t.Fatalf("after ApplyRewind: %+v, want checkpoint %v and no rewind pending", applied, to)
 	}
 }
 

@@ -9,6 +9,7 @@ package memory
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -88,10 +89,11 @@ func (s *Store) Take(ctx context.Context, l leases.Lease, owner string, ttl time
 	if err := leases.ValidateTTL(ttl); err != nil {
 		return leases.Lease{}, err
 	}
-	return s.write("Take", l, false, func(r *leases.Lease) {
+	return s.write("Take", l, false, func(r *leases.Lease) error {
 		r.Owner = owner
 		r.HandoffTo = ""
 		r.ExpiresAt = s.now().Add(ttl)
+		return nil
 	})
 }
 
@@ -103,8 +105,9 @@ func (s *Store) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (l
 	if err := leases.ValidateTTL(ttl); err != nil {
 		return leases.Lease{}, err
 	}
-	return s.write("Renew", l, true, func(r *leases.Lease) {
+	return s.write("Renew", l, true, func(r *leases.Lease) error {
 		r.ExpiresAt = s.now().Add(ttl)
+		return nil
 	})
 }
 
@@ -116,8 +119,9 @@ func (s *Store) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkp
 	if cp.Sequence == "" {
 		return leases.Lease{}, fmt.Errorf("memory: checkpoint %s: empty sequence number", l.Key)
 	}
-	return s.write("Checkpoint", l, true, func(r *leases.Lease) {
+	return s.write("Checkpoint", l, true, func(r *leases.Lease) error {
 		r.Checkpoint = cp
+		return nil
 	})
 }
 
@@ -126,13 +130,14 @@ func (s *Store) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoin
 	if err := begin(ctx, l.Key); err != nil {
 		return leases.Lease{}, err
 	}
-	return s.write("Release", l, true, func(r *leases.Lease) {
+	return s.write("Release", l, true, func(r *leases.Lease) error {
 		r.Owner = ""
 		r.HandoffTo = ""
 		r.ExpiresAt = time.Time{}
 		if !cp.IsZero() {
 			r.Checkpoint = cp
 		}
+		return nil
 	})
 }
 
@@ -144,14 +149,56 @@ func (s *Store) RequestHandoff(ctx context.Context, l leases.Lease, to string) (
 	if err := leases.ValidateOwner(to); err != nil {
 		return leases.Lease{}, err
 	}
-	return s.write("RequestHandoff", l, true, func(r *leases.Lease) {
+	return s.write("RequestHandoff", l, true, func(r *leases.Lease) error {
 		r.HandoffTo = to
+		return nil
 	})
 }
 
+// Rewind implements leases.Store.
+func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if cp.Sequence == "" {
+		return leases.Lease{}, fmt.Errorf("memory: rewind %s: empty sequence number", l.Key)
+	}
+	if l.Owner == "" {
+		return s.write("Rewind", l, false, func(r *leases.Lease) error {
+			if r.Owner != "" {
+				return errFree
+			}
+			r.Checkpoint = cp
+			return nil
+		})
+	}
+	return s.write("Rewind", l, true, func(r *leases.Lease) error {
+		r.RewindTo = cp
+		return nil
+	})
+}
+
+// ApplyRewind implements leases.Store.
+func (s *Store) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	if err := begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.write("ApplyRewind", l, true, func(r *leases.Lease) error {
+		if r.RewindTo.Sequence == "" {
+			return errFree
+		}
+		r.Checkpoint, r.RewindTo = r.RewindTo, leases.Checkpoint{}
+		return nil
+	})
+}
+
+// errFree makes write report a conflict: the row is not in the state the
+// write is conditional on.
+var errFree = errors.New("condition")
+
 // write applies change to the row of l.Key if its counter is l.Counter and,
 // when holder is set, its owner is the non-empty l.Owner.
-func (s *Store) write(op string, l leases.Lease, holder bool, change func(*leases.Lease)) (leases.Lease, error) {
+func (s *Store) write(op string, l leases.Lease, holder bool, change func(*leases.Lease) error) (leases.Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.rows[l.Key]
@@ -168,7 +215,9 @@ func (s *Store) write(op string, l leases.Lease, holder bool, change func(*lease
 	if r.Counter != l.Counter {
 		return leases.Lease{}, conflict
 	}
-	change(&r)
+	if change(&r) != nil {
+		return leases.Lease{}, conflict
+	}
 	r.Counter++
 	r.Token = token()
 	s.rows[l.Key] = r
