@@ -55,6 +55,32 @@ var (
 // Children of a shard start only after every parent reached ShardEnd.
 const ShardEnd = "SHARD_END"
 
+// Positions a checkpoint can hold instead of a sequence number, written by a
+// rewind (an operator replaying or skipping records); the reader starts from
+// them and the next checkpoint replaces them.
+const (
+	// TrimHorizon: nothing of the shard is done; read from its oldest record.
+	TrimHorizon = "TRIM_HORIZON"
+	// Latest: skip what the shard holds; read records put after the rewind
+	// is applied.
+	Latest = "LATEST"
+	// AtSequencePrefix + a sequence number: every record before it is done;
+	// read from it (included).
+	AtSequencePrefix = "AT_SEQUENCE_NUMBER:"
+	// AtTimestampPrefix + unix milliseconds: read from the first record that
+	// arrived at or after that time.
+	AtTimestampPrefix = "AT_TIMESTAMP:"
+)
+
+// AtSequence returns the checkpoint that replays from record seq included.
+func AtSequence(seq string) Checkpoint { return Checkpoint{Sequence: AtSequencePrefix + seq} }
+
+// AtTimestamp returns the checkpoint that replays from the first record that
+// arrived at or after t.
+func AtTimestamp(t time.Time) Checkpoint {
+	return Checkpoint{Sequence: fmt.Sprintf("%s%d", AtTimestampPrefix, t.UnixMilli())}
+}
+
 // Key names one row: a shard of a stream.
 //
 // Its text form is "stream:shard". The stream may be a name or an ARN (which

@@ -212,9 +212,12 @@ func (c *Coordinator) loop(ctx context.Context) error {
 			}
 			scan.Reset(jitter(c.cfg.ScanInterval))
 		}
-		ended, err := c.reap()
+		ended, rewound, err := c.reap()
 		if err != nil {
 			return err
+		}
+		for _, w := range rewound {
+			c.startWorker(ctx, w.shard, w.lease) // read on from the rewound checkpoint
 		}
 		if ended {
 			// A held shard ended: its children may start now.
@@ -253,9 +256,13 @@ func (c *Coordinator) renewAll(ctx context.Context) error {
 			c.writes.Add(1)
 			switch {
 			case err == nil:
-				if l.HandoffTo != "" {
+				switch {
+				case l.HandoffTo != "":
 					c.log.Info("kinesislease: handing lease over", "shard", w.shard, "to", l.HandoffTo)
 					w.stop()
+				case l.RewindTo.Sequence != "" && !w.stopping():
+					c.log.Info("kinesislease: rewinding", "shard", w.shard, "from", l.Checkpoint.Sequence, "to", l.RewindTo.Sequence)
+					w.rewind()
 				}
 			case errors.Is(err, errLost):
 				c.log.Warn("kinesislease: lease lost", "shard", w.shard, "new_owner", l.Owner)
@@ -275,8 +282,9 @@ func (c *Coordinator) renewAll(ctx context.Context) error {
 }
 
 // reap forgets finished workers, reports whether one of them ended its
-// shard, and returns a permanent read error.
-func (c *Coordinator) reap() (ended bool, err error) {
+// shard, returns those that stopped to apply a rewind (their lease still
+// held) and a permanent read error.
+func (c *Coordinator) reap() (ended bool, rewound []*worker, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, w := range c.workers {
@@ -288,7 +296,9 @@ func (c *Coordinator) reap() (ended bool, err error) {
 		delete(c.workers, id)
 		switch {
 		case w.err != nil:
-			return ended, w.err
+			return ended, rewound, w.err
+		case w.rewound:
+			rewound = append(rewound, w) // still ours: read on from the new checkpoint
 		case w.ended:
 			c.log.Info("kinesislease: shard ended", "shard", id)
 			c.resync = true
@@ -300,7 +310,7 @@ func (c *Coordinator) reap() (ended bool, err error) {
 			c.emit(Released, id)
 		}
 	}
-	return ended, nil
+	return ended, rewound, nil
 }
 
 func (c *Coordinator) emit(t EventType, shardID string) {
@@ -370,8 +380,8 @@ func (c *Coordinator) scan(ctx context.Context) error {
 		}
 		o, ok := c.seen[id]
 		switch {
-		case ok && o.lease.Checkpoint.Sequence == leases.ShardEnd:
-			rows[id] = o.lease // an ended shard's row does not change
+		case ok && o.lease.Checkpoint.Sequence == leases.ShardEnd && !full:
+			rows[id] = o.lease // an ended shard's row changes only by a rewind
 		case !ok || full || c.watches(id, o.lease.Owner):
 			toRead = append(toRead, id)
 		default:
@@ -640,30 +650,38 @@ func (c *Coordinator) take(ctx context.Context, id string, seen leases.Lease) bo
 	}
 	delete(c.seen, id)
 	h := newHeldLease(c.cfg.Store, l, sent, c.cfg.LeaseDuration, c.cfg.LeaseDuration-c.cfg.FenceMargin)
-	start := c.cfg.Start
-	if c.hasParents(id) {
-		start = Position{Type: TrimHorizon}
-	}
-	if cp := l.Checkpoint; cp.Sequence != "" {
-		start = Position{Type: AfterSequence, Sequence: cp.Sequence}
-		if cp.SubSequence > 0 {
-			// Inside a KPL aggregate: read it again and skip the user
-			// records already done.
-			start.Type = AtSequence
+	if l.RewindTo.Sequence != "" {
+		// An operator's rewind is pending: apply it before reading.
+		if l, err = h.applyRewind(ctx); err != nil {
+			c.log.Warn("kinesislease: applying a pending rewind failed", "shard", id, "err", err)
+			return false
 		}
+		c.log.Info("kinesislease: rewind applied", "shard", id, "seq", l.Checkpoint.Sequence)
 	}
-	w := newWorker(ctx, &c.cfg.Worker, c.log, c.cfg.Client, c.cfg.Stream, id, start, h)
-	c.mu.Lock()
-	c.workers[id] = w
-	c.mu.Unlock()
 	if seen.Owner != "" && seen.Owner != c.cfg.Owner {
 		c.log.Info("kinesislease: lease taken over", "shard", id, "from", seen.Owner, "seq", l.Checkpoint.Sequence)
 	} else {
 		c.log.Info("kinesislease: lease acquired", "shard", id, "seq", l.Checkpoint.Sequence)
 	}
+	c.startWorker(ctx, id, h)
 	c.emit(Acquired, id)
-	go w.run()
 	return true
+}
+
+// startWorker starts reading shard id, held by h, from its checkpoint.
+func (c *Coordinator) startWorker(ctx context.Context, id string, h *heldLease) {
+	start := c.cfg.Start
+	if c.hasParents(id) {
+		start = Position{Type: TrimHorizon}
+	}
+	if p, ok := PositionAfter(h.current().Checkpoint); ok {
+		start = p
+	}
+	w := newWorker(ctx, &c.cfg.Worker, c.log, c.cfg.Client, c.cfg.Stream, id, start, h)
+	c.mu.Lock()
+	c.workers[id] = w
+	c.mu.Unlock()
+	go w.run()
 }
 
 // shutdown drains every worker, bounded by ShutdownTimeout, renewing their
@@ -694,7 +712,15 @@ func (c *Coordinator) shutdown() {
 	for {
 		select {
 		case <-all:
-			_, _ = c.reap()
+			_, rewound, _ := c.reap()
+			for _, w := range rewound {
+				// Rewound just as we stop: hand the lease over at its new checkpoint.
+				rctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewInterval)
+				if err := w.lease.release(rctx, leases.Checkpoint{}); err == nil {
+					c.emit(Released, w.shard)
+				}
+				cancel()
+			}
 			c.log.Info("kinesislease: stopped")
 			return
 		case <-renew.C:

@@ -114,6 +114,12 @@ func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error 
 	return err
 }
 
+func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
+	return h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+		return h.store.ApplyRewind(ctx, l)
+	})
+}
+
 func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {
 	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		if l.Checkpoint == cp {

@@ -12,12 +12,16 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/kinesislease/kinesislease/leases"
 )
 
 // Kinesis is the part of *kinesis.Client the package uses.
@@ -87,6 +91,35 @@ func (p Position) input(stream, shardID string) *kinesis.GetShardIteratorInput {
 		in.StartingSequenceNumber = aws.String(p.Sequence)
 	}
 	return in
+}
+
+// PositionAfter returns where to read a shard whose checkpoint is cp, and
+// false for no checkpoint. A sequence number resumes after it (at it, to
+// skip the done part of a KPL aggregate, when SubSequence is set); the
+// positions a rewind writes (leases.TrimHorizon, Latest, AtSequence,
+// AtTimestamp) map to theirs.
+func PositionAfter(cp leases.Checkpoint) (Position, bool) {
+	seq := cp.Sequence
+	switch {
+	case seq == "":
+		return Position{}, false
+	case seq == leases.TrimHorizon:
+		return Position{Type: TrimHorizon}, true
+	case seq == leases.Latest:
+		return Position{Type: Latest}, true
+	case strings.HasPrefix(seq, leases.AtSequencePrefix):
+		return Position{Type: AtSequence, Sequence: strings.TrimPrefix(seq, leases.AtSequencePrefix)}, true
+	case strings.HasPrefix(seq, leases.AtTimestampPrefix):
+		ms, err := strconv.ParseInt(strings.TrimPrefix(seq, leases.AtTimestampPrefix), 10, 64)
+		if err == nil {
+			return Position{Type: AtTimestamp, Time: time.UnixMilli(ms)}, true
+		}
+	case cp.SubSequence > 0:
+		// Inside a KPL aggregate: read it again; the worker skips the user
+		// records already done.
+		return Position{Type: AtSequence, Sequence: seq}, true
+	}
+	return Position{Type: AfterSequence, Sequence: seq}, true
 }
 
 // IsARN reports whether stream is a stream ARN rather than a name.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -94,9 +95,12 @@ type worker struct {
 	hardCancel   context.CancelFunc
 	done         chan struct{}
 
+	rewinding atomic.Bool // stop to apply the lease's pending rewind, keeping the lease
+
 	// Set by run, read after done.
-	ended bool  // the shard was read to its end and released with SHARD_END
-	err   error // a permanent error
+	ended   bool  // the shard was read to its end and released with SHARD_END
+	rewound bool  // the rewind was applied; the lease is still held
+	err     error // a permanent error
 }
 
 func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, client Kinesis, stream, shardID string, start Position, h *heldLease) *worker {
@@ -111,6 +115,10 @@ func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, clie
 
 // stop asks the worker to drain, checkpoint and release.
 func (w *worker) stop() { w.gracefulOnce.Do(func() { close(w.graceful) }) }
+
+// rewind asks the worker to drain and apply the lease's pending rewind
+// instead of releasing.
+func (w *worker) rewind() { w.rewinding.Store(true); w.stop() }
 
 // kill cancels the worker's handler and reads at once; it releases nothing.
 func (w *worker) kill() { w.stop(); w.hardCancel() }
@@ -221,6 +229,22 @@ loop:
 	}
 	if w.lease.isLost() {
 		return // another owner holds it: no checkpoint
+	}
+	if w.rewinding.Load() && !w.ended && permanent == nil {
+		// The records in flight are done; the checkpoint moves where the
+		// operator asked, and the coordinator starts reading from there.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), 10*time.Second)
+		l, err := w.lease.applyRewind(rctx)
+		cancel()
+		if err == nil {
+			w.log.Info("kinesislease: rewind applied", "seq", l.Checkpoint.Sequence)
+			w.rewound = true
+			return
+		}
+		if errors.Is(err, errLost) {
+			return
+		}
+		w.log.Warn("kinesislease: applying the rewind failed; releasing the lease for the next holder to apply it", "err", err)
 	}
 	// Release with the final checkpoint. The write uses a context of its own:
 	// a cancelled Run must still hand the shard over.
