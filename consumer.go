@@ -94,6 +94,7 @@ type config struct {
 	shardSync       time.Duration
 	shutdownTimeout time.Duration
 	events          func(LeaseEvent)
+	hooks           []Hook
 	errs            []error
 }
 
@@ -432,6 +433,7 @@ func (s *Service) coordinatorConfig(sub *subscription) shard.Config {
 		ShardSyncInterval: c.shardSync,
 		ShutdownTimeout:   c.shutdownTimeout,
 		Worker:            sub.worker,
+		Hooks:             c.hooks,
 	}
 	if sub.deadLetterStream != "" {
 		cfg.Worker.Sink = streamSink(s.kin, sub.deadLetterStream)

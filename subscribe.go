@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/internal/typed"
 	"github.com/kinesislease/kinesislease/shard"
 )
 
@@ -13,15 +14,10 @@ import (
 // with RecordFrom.
 type Record = shard.Record
 
-type recordKey struct{}
-
 // RecordFrom returns the record being handled: its stream, shard, sequence
 // number, partition key, approximate arrival time, raw data and attempt
 // number. ok is false outside a handler.
-func RecordFrom(ctx context.Context) (r *Record, ok bool) {
-	r, ok = ctx.Value(recordKey{}).(*Record)
-	return r, ok
-}
+func RecordFrom(ctx context.Context) (r *Record, ok bool) { return typed.RecordFrom(ctx) }
 
 // Handler handles one decoded record. nil acknowledges it; a plain error
 // retries it in place per the subscription's RetryPolicy, then dead-letters
@@ -149,14 +145,7 @@ func Subscribe[T any](svc *Service, stream string, handler Handler[T], opts ...S
 	if len(sub.errs) > 0 {
 		return fmt.Errorf("subscribe %q: %w", stream, sub.errs[0])
 	}
-	dec := sub.codec
-	sub.worker.Handler = func(ctx context.Context, r *shard.Record) error {
-		var v T
-		if err := dec.Unmarshal(r.Data, &v); err != nil {
-			return &DecodeError{Err: err}
-		}
-		return handler(context.WithValue(ctx, recordKey{}, r), v)
-	}
+	sub.worker.Handler = typed.Handler(sub.codec, handler)
 
 	svc.mu.Lock()
 	defer svc.mu.Unlock()

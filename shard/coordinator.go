@@ -51,6 +51,9 @@ type Config struct {
 	Worker          WorkerConfig
 	// Events, if set, is told of lease moves (see Event).
 	Events func(Event)
+	// Hooks are told of lease, shard, batch, record, checkpoint, throttle,
+	// dead-letter and call events (see Hook).
+	Hooks []Hook
 }
 
 // EventType tells what happened to a lease.
@@ -86,6 +89,7 @@ type Stats struct {
 // worker per held shard.
 type Coordinator struct {
 	cfg Config
+	h   *hooks
 	log *slog.Logger
 
 	reads, writes    atomic.Int64
@@ -151,7 +155,11 @@ func NewCoordinator(cfg Config) (*Coordinator, error) {
 			cfg.RenewInterval, cfg.LeaseDuration, cfg.FenceMargin)
 	}
 	cfg.Worker.defaults()
+	h := newHooks(cfg.Hooks)
+	cfg.Store = h.wrapStore(cfg.Store)
+	cfg.Client = h.wrapKinesis(cfg.Client)
 	return &Coordinator{
+		h:       h,
 		cfg:     cfg,
 		log:     cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
 		workers: map[string]*worker{},
@@ -303,19 +311,42 @@ func (c *Coordinator) reap() (ended bool, rewound []*worker, err error) {
 			c.log.Info("kinesislease: shard ended", "shard", id)
 			c.resync = true
 			ended = true
-			c.emit(Ended, id)
+			c.emit(Ended, id, w.lease.current().Checkpoint, "")
 		case w.lease.isLost() && w.lease.current().Owner != c.cfg.Owner:
-			c.emit(Lost, id)
+			c.emit(Lost, id, w.lease.current().Checkpoint, "")
 		default:
-			c.emit(Released, id)
+			c.emit(Released, id, w.lease.current().Checkpoint, "")
 		}
 	}
 	return ended, rewound, nil
 }
 
-func (c *Coordinator) emit(t EventType, shardID string) {
+// emit tells the Events func and the hooks of a lease event. cp is the
+// checkpoint at the event; from the previous owner of a taken-over lease.
+func (c *Coordinator) emit(t EventType, shardID string, cp leases.Checkpoint, from string) {
 	if c.cfg.Events != nil {
 		c.cfg.Events(Event{Type: t, Stream: c.cfg.Stream, ShardID: shardID})
+	}
+	h := c.h
+	info := LeaseInfo{Stream: c.cfg.Stream, ShardID: shardID, Owner: c.cfg.Owner, Checkpoint: cp, From: from}
+	ctx := context.Background()
+	switch t {
+	case Acquired:
+		for _, x := range h.acquired {
+			x.OnLeaseAcquired(ctx, info)
+		}
+	case Released:
+		for _, x := range h.released {
+			x.OnLeaseReleased(ctx, info)
+		}
+	case Lost:
+		for _, x := range h.lost {
+			x.OnLeaseLost(ctx, info)
+		}
+	case Ended:
+		for _, x := range h.ended {
+			x.OnShardEnded(ShardInfo{Stream: c.cfg.Stream, ShardID: shardID})
+		}
 	}
 }
 
@@ -664,7 +695,11 @@ func (c *Coordinator) take(ctx context.Context, id string, seen leases.Lease) bo
 		c.log.Info("kinesislease: lease acquired", "shard", id, "seq", l.Checkpoint.Sequence)
 	}
 	c.startWorker(ctx, id, h)
-	c.emit(Acquired, id)
+	from := ""
+	if seen.Owner != c.cfg.Owner {
+		from = seen.Owner
+	}
+	c.emit(Acquired, id, l.Checkpoint, from)
 	return true
 }
 
@@ -678,6 +713,8 @@ func (c *Coordinator) startWorker(ctx context.Context, id string, h *heldLease) 
 		start = p
 	}
 	w := newWorker(ctx, &c.cfg.Worker, c.log, c.cfg.Client, c.cfg.Stream, id, start, h)
+	w.h = c.h
+	w.proc.OnDeadLetter = c.h.deadLettered
 	c.mu.Lock()
 	c.workers[id] = w
 	c.mu.Unlock()
@@ -717,7 +754,7 @@ func (c *Coordinator) shutdown() {
 				// Rewound just as we stop: hand the lease over at its new checkpoint.
 				rctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewInterval)
 				if err := w.lease.release(rctx, leases.Checkpoint{}); err == nil {
-					c.emit(Released, w.shard)
+					c.emit(Released, w.shard, w.lease.current().Checkpoint, "")
 				}
 				cancel()
 			}

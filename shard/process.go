@@ -131,6 +131,8 @@ type Processor struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// OnAttempt, if set, is told of every delivery's error (nil for success).
 	OnAttempt func(r *Record, err error)
+	// OnDeadLetter, if set, is told of every dead letter a sink confirmed.
+	OnDeadLetter func(dl *DeadLetter)
 }
 
 // Process delivers r until it is acknowledged, dropped or dead-lettered, or
@@ -231,6 +233,9 @@ func (p *Processor) deadLetter(ctx context.Context, r *Record, attempts int, rea
 			err := p.Sink(ctx, dl)
 			if err == nil {
 				log.Warn("kinesislease: record dead-lettered", "seq", r.SequenceNumber, "sub", r.SubSequence, "reason", reason, "err", cause)
+				if p.OnDeadLetter != nil {
+					p.OnDeadLetter(dl)
+				}
 				return DeadLettered
 			}
 			log.Error("kinesislease: dead-letter sink failed; retrying", "seq", r.SequenceNumber, "reason", reason, "err", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +87,7 @@ type worker struct {
 	resume leases.Checkpoint // the checkpoint the worker started from
 	lease  *heldLease
 	proc   *Processor
+	h      *hooks
 
 	// graceful asks for a drain, final checkpoint and release; hard (the
 	// lease is lost, or the drain took too long) cancels the handler.
@@ -109,6 +111,7 @@ func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, clie
 		start: start, resume: h.current().Checkpoint, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
 	}
 	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log}
+	w.h = &hooks{}
 	w.hardCtx, w.hardCancel = context.WithCancel(context.WithoutCancel(parent))
 	return w
 }
@@ -144,9 +147,18 @@ func (w *worker) run() {
 		Client: w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
 		Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
 		OnRetry: func(err error, d time.Duration) {
+			var pte *types.ProvisionedThroughputExceededException
+			if errors.As(err, &pte) {
+				w.log.Info("kinesislease: throttled; backing off", "err", err, "delay", d)
+				w.throttled(err, d)
+				return
+			}
 			w.log.Warn("kinesislease: reading shard failed; retrying", "err", err, "delay", d)
 		},
 	})
+	for _, x := range w.h.started {
+		x.OnShardStarted(ShardInfo{Stream: w.stream, ShardID: w.shard, Start: w.start})
+	}
 	var readers sync.WaitGroup
 	readers.Go(func() {
 		for {
@@ -154,6 +166,9 @@ func (w *worker) run() {
 			if err != nil {
 				readErr <- err
 				return
+			}
+			if len(w.h.batch) > 0 {
+				w.batchFetched(b)
 			}
 			select {
 			case batches <- b:
@@ -181,7 +196,9 @@ func (w *worker) run() {
 		if acked.IsZero() {
 			return true
 		}
-		if err := w.lease.checkpoint(w.hardCtx, acked); err != nil {
+		err := w.lease.checkpoint(w.hardCtx, acked)
+		w.checkpointed(acked, err)
+		if err != nil {
 			if errors.Is(err, errLost) {
 				w.log.Warn("kinesislease: lease lost; stopping without checkpoint")
 				return false
@@ -254,7 +271,9 @@ loop:
 	}
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), 10*time.Second)
 	defer cancel()
-	if err := w.lease.release(relCtx, final); err != nil {
+	err := w.lease.release(relCtx, final)
+	w.checkpointed(final, err)
+	if err != nil {
 		if !errors.Is(err, errLost) {
 			w.log.Warn("kinesislease: release failed; the lease will expire", "err", err, "seq", final.Sequence)
 		}
@@ -285,16 +304,22 @@ func (w *worker) handle(rec *types.Record, ack func(leases.Checkpoint) bool) boo
 	if err != nil {
 		// A corrupt aggregate is dead-lettered whole.
 		r := base
-		if w.proc.DeadLetterNow(w.hardCtx, &r, ReasonCorrupt, err, w) == Stopped {
+		start := w.now()
+		o := w.proc.DeadLetterNow(w.hardCtx, &r, ReasonCorrupt, err, w)
+		if o == Stopped {
 			return false
 		}
+		w.handled(&r, o, start)
 		return ack(leases.Checkpoint{Sequence: seq})
 	}
 	if users == nil {
 		r := base
-		if w.proc.Process(w.hardCtx, &r, w) == Stopped {
+		start := w.now()
+		o := w.proc.Process(w.hardCtx, &r, w)
+		if o == Stopped {
 			return false
 		}
+		w.handled(&r, o, start)
 		return ack(leases.Checkpoint{Sequence: seq})
 	}
 	skip := 0
@@ -307,9 +332,12 @@ func (w *worker) handle(rec *types.Record, ack func(leases.Checkpoint) bool) boo
 		r.PartitionKey = users[i].PartitionKey
 		r.ExplicitHashKey = users[i].ExplicitHashKey
 		r.Data = users[i].Data
-		if w.proc.Process(w.hardCtx, &r, w) == Stopped {
+		start := w.now()
+		o := w.proc.Process(w.hardCtx, &r, w)
+		if o == Stopped {
 			return false
 		}
+		w.handled(&r, o, start)
 		// SubSequence counts the user records done; 0 means all of them.
 		cp := leases.Checkpoint{Sequence: seq, SubSequence: int64(i + 1)}
 		if i == len(users)-1 {
@@ -320,6 +348,53 @@ func (w *worker) handle(rec *types.Record, ack func(leases.Checkpoint) bool) boo
 		}
 	}
 	return true
+}
+
+// Hook calls. Each costs one length check when no hook listens.
+
+// now reads the clock only for record hooks.
+func (w *worker) now() time.Time {
+	if len(w.h.record) == 0 {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (w *worker) handled(r *Record, o Outcome, start time.Time) {
+	if len(w.h.record) == 0 {
+		return
+	}
+	info := RecordInfo{Stream: w.stream, ShardID: w.shard, SequenceNumber: r.SequenceNumber, SubSequence: r.SubSequence,
+		Bytes: len(r.Data), Attempts: r.Attempt, Outcome: o, Duration: time.Since(start)}
+	for _, x := range w.h.record {
+		x.OnRecordHandled(info)
+	}
+}
+
+func (w *worker) checkpointed(cp leases.Checkpoint, err error) {
+	for _, x := range w.h.checkpoint {
+		x.OnCheckpointWritten(CheckpointInfo{Stream: w.stream, ShardID: w.shard, Checkpoint: cp, Err: err})
+	}
+}
+
+func (w *worker) throttled(err error, d time.Duration) {
+	op := "GetRecords"
+	if strings.Contains(err.Error(), "GetShardIterator") {
+		op = "GetShardIterator"
+	}
+	for _, x := range w.h.throttled {
+		x.OnThrottled(ThrottleInfo{Stream: w.stream, ShardID: w.shard, Op: op, Delay: d, Err: err})
+	}
+}
+
+func (w *worker) batchFetched(b Batch) {
+	info := BatchInfo{Stream: w.stream, ShardID: w.shard, Records: len(b.Records), MillisBehindLatest: b.MillisBehindLatest}
+	for i := range b.Records {
+		info.Bytes += len(b.Records[i].Data)
+	}
+	for _, x := range w.h.batch {
+		x.OnBatchFetched(info)
+	}
 }
 
 // Wait implements Gate: it blocks while the lease cannot be trusted and

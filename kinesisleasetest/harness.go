@@ -1,0 +1,269 @@
+package kinesisleasetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/typed"
+	"github.com/kinesislease/kinesislease/shard"
+)
+
+// Harness runs a Handler[T] on records through the real record pipeline.
+// Build it with New; it is safe for concurrent use.
+type Harness[T any] struct {
+	tb      testing.TB
+	handler kinesislease.Handler[T]
+	c       *core
+}
+
+// core is the part of a Harness that knows nothing of T.
+type core struct {
+	cfg config
+	seq atomic.Uint64
+
+	mu   sync.Mutex
+	dead []*kinesislease.DeadLetterRecord
+}
+
+// New returns a harness running handler the way a subscription made with
+// kinesislease.Subscribe and the same options would. Invalid options fail
+// the test at once (tb.Fatalf), each named.
+func New[T any](tb testing.TB, handler kinesislease.Handler[T], opts ...Option) *Harness[T] {
+	tb.Helper()
+	cfg := defaultConfig()
+	if handler == nil {
+		cfg.fail("nil handler")
+	}
+	for _, o := range opts {
+		if o == nil {
+			cfg.errs = append(cfg.errs, errNilOption)
+			continue
+		}
+		o.apply(&cfg)
+	}
+	if len(cfg.errs) > 0 {
+		tb.Fatalf("kinesisleasetest.New: invalid option: %v", errors.Join(cfg.errs...))
+		return nil
+	}
+	return &Harness[T]{tb: tb, handler: handler, c: &core{cfg: cfg}}
+}
+
+// Handle encodes v with the harness's codec into a record's data and
+// processes the record: it returns once the record is acknowledged,
+// dropped, dead-lettered or held, or ctx is done. A value the codec cannot
+// encode fails the test (tb.Fatalf, so call Handle from the test's
+// goroutine, or use HandleRaw there). ctx is the handler's context.
+func (h *Harness[T]) Handle(ctx context.Context, v T, opts ...RecordOption) Result {
+	h.tb.Helper()
+	data, err := h.c.cfg.codec.Marshal(v)
+	if err != nil {
+		h.tb.Fatalf("kinesisleasetest: Handle: encode %T with codec %s: %v", v, h.c.cfg.codec.Name(), err)
+		return Result{}
+	}
+	return h.process(ctx, data, opts)
+}
+
+// HandleRaw processes a record whose data is data, as it would be read from
+// the stream: the codec decodes it into T (a failure is a *DecodeError,
+// dead-lettered with reason "decode" without calling the handler). Use it
+// for records your producers did not write, or wrote wrong.
+func (h *Harness[T]) HandleRaw(ctx context.Context, data []byte, opts ...RecordOption) Result {
+	h.tb.Helper()
+	return h.process(ctx, bytes.Clone(data), opts)
+}
+
+// DeadLetters returns every dead letter confirmed so far by this harness's
+// sink (the recording default or one given WithDeadLetter), oldest first.
+func (h *Harness[T]) DeadLetters() []*kinesislease.DeadLetterRecord {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return append([]*kinesislease.DeadLetterRecord(nil), h.c.dead...)
+}
+
+func (h *Harness[T]) process(ctx context.Context, data []byte, opts []RecordOption) Result {
+	h.tb.Helper()
+	r := h.c.newRecord(data)
+	for _, o := range opts {
+		if o == nil {
+			h.tb.Fatalf("kinesisleasetest: nil RecordOption")
+			return Result{}
+		}
+		o.applyRecord(r)
+	}
+	st := &run{c: h.c}
+	st.res.Record = r
+	// The typed edge kinesislease.Subscribe builds: decode into a T (a
+	// failure is a *DecodeError), the record in the context for
+	// kinesislease.RecordFrom.
+	handler := h.handler
+	return st.process(ctx, r, typed.Handler(h.c.cfg.codec, func(ctx context.Context, v T) error {
+		st.res.Attempts++
+		return handler(ctx, v)
+	}))
+}
+
+func (c *core) newRecord(data []byte) *kinesislease.Record {
+	return &kinesislease.Record{
+		Stream:         c.cfg.stream,
+		ShardID:        c.cfg.shard,
+		SequenceNumber: fmt.Sprintf("49%054d", c.seq.Add(1)),
+		PartitionKey:   DefaultPartitionKey,
+		ArrivalTime:    time.Now().UTC().Truncate(time.Millisecond),
+		Data:           data,
+	}
+}
+
+func (c *core) keep(dl *kinesislease.DeadLetterRecord) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dead = append(c.dead, dl)
+}
+
+// errHeld stops the pipeline when a record has held its shard long enough.
+var errHeld = errors.New("kinesisleasetest: record held")
+
+// run is the processing of one record.
+type run struct {
+	c        *core
+	res      Result
+	failures int   // deliveries failed with a plain error (or a panic)
+	last     error // the last delivery's error
+	sinkErr  error // the last dead-letter hand-off's error, until one succeeds
+	holds    int   // waits while holding the shard
+}
+
+func (st *run) process(ctx context.Context, r *kinesislease.Record, handler shard.Handler) Result {
+	p := &shard.Processor{
+		Handler:   handler,
+		Policy:    st.c.cfg.policy,
+		Log:       st.c.cfg.log,
+		Sleep:     st.sleep,
+		OnAttempt: st.onAttempt,
+	}
+	if !st.c.cfg.noSink {
+		p.Sink = st.sink
+	}
+	switch p.Process(ctx, r, nil) {
+	case shard.Acked:
+		st.res.Outcome = Acked
+	case shard.Dropped:
+		st.res.Outcome = Dropped
+	case shard.DeadLettered:
+		st.res.Outcome = DeadLettered
+	default:
+		if st.res.why != "" {
+			st.res.Outcome = Held
+		} else {
+			st.res.Outcome = Stopped
+			if err := context.Cause(ctx); err != nil {
+				st.res.why = err.Error()
+			}
+		}
+	}
+	return st.res
+}
+
+func (st *run) onAttempt(_ *shard.Record, err error) {
+	st.res.Errors = append(st.res.Errors, err)
+	st.last, st.sinkErr = err, nil
+	if classify(err) == kindPlain {
+		st.failures++
+	}
+}
+
+func (st *run) sink(ctx context.Context, dl *kinesislease.DeadLetterRecord) error {
+	if st.c.cfg.sink != nil {
+		if err := st.c.cfg.sink(ctx, dl); err != nil {
+			st.sinkErr = err
+			return err
+		}
+	}
+	st.sinkErr = nil
+	st.res.DeadLetter = dl
+	st.c.keep(dl)
+	return nil
+}
+
+// sleep is the pipeline's clock: it records the wait and returns at once,
+// unless ctx is done or the record has held its shard long enough.
+func (st *run) sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if why := st.holding(); why != "" {
+		st.holds++
+		if st.holds > st.c.cfg.holdAttempts {
+			st.res.why = why
+			return errHeld
+		}
+	}
+	if len(st.res.Delays) >= MaxWaits {
+		st.res.why = fmt.Sprintf("still unresolved after %d waits", MaxWaits)
+		return errHeld
+	}
+	st.res.Delays = append(st.res.Delays, d)
+	return nil
+}
+
+// holding says why the pipeline, about to wait, is holding the shard rather
+// than retrying per the policy: "" if it is not.
+func (st *run) holding() string {
+	if st.sinkErr != nil {
+		return fmt.Sprintf("the dead-letter sink keeps failing: %v", st.sinkErr)
+	}
+	if !st.c.cfg.noSink {
+		return ""
+	}
+	switch classify(st.last) {
+	case kindDecode:
+		return `it must be dead-lettered (reason "decode") and no dead-letter sink is configured`
+	case kindDeadLetter:
+		return `it must be dead-lettered (reason "dead-letter") and no dead-letter sink is configured`
+	case kindPlain:
+		if st.failures >= st.c.cfg.policy.Attempts {
+			return fmt.Sprintf("it failed all %d attempts of the retry policy and no dead-letter sink is configured", st.c.cfg.policy.Attempts)
+		}
+	}
+	return ""
+}
+
+type errKind int
+
+const (
+	kindNone errKind = iota
+	kindPlain
+	kindDrop
+	kindDecode
+	kindDeadLetter
+	kindRetryAfter
+)
+
+// classify sorts a delivery's error as shard.Processor does, in its order.
+func classify(err error) errKind {
+	var (
+		drop   *kinesislease.DropError
+		decode *kinesislease.DecodeError
+		dead   *kinesislease.DeadLetterError
+		after  *kinesislease.RetryAfterError
+	)
+	switch {
+	case err == nil:
+		return kindNone
+	case errors.As(err, &drop):
+		return kindDrop
+	case errors.As(err, &decode):
+		return kindDecode
+	case errors.As(err, &dead):
+		return kindDeadLetter
+	case errors.As(err, &after):
+		return kindRetryAfter
+	}
+	return kindPlain
+}

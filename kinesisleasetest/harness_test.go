@@ -1,0 +1,540 @@
+package kinesisleasetest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
+)
+
+var policy3 = kinesislease.RetryPolicy{Attempts: 3, InitialDelay: 100 * time.Millisecond, MaxDelay: 400 * time.Millisecond}
+
+var errBoom = errors.New("boom")
+
+func failing(context.Context, Order) error { return errBoom }
+
+func ok(context.Context, Order) error { return nil }
+
+// checkBackoff checks that the waits are the policy's jittered backoffs.
+func checkBackoff(t *testing.T, delays []time.Duration, p kinesislease.RetryPolicy) {
+	t.Helper()
+	for i, d := range delays {
+		want := min(p.InitialDelay<<i, p.MaxDelay)
+		if d < want/2 || d > want {
+			t.Errorf("wait %d = %v, want between %v and %v", i+1, d, want/2, want)
+		}
+	}
+}
+
+func TestAckedWithMetadata(t *testing.T) {
+	var got []kinesislease.Record
+	var vals []Order
+	h := kinesisleasetest.New(t, func(ctx context.Context, o Order) error {
+		rec, ok := kinesislease.RecordFrom(ctx)
+		if !ok {
+			t.Error("RecordFrom: no record in the handler's context")
+			return nil
+		}
+		got, vals = append(got, *rec), append(vals, o)
+		return nil
+	}, kinesisleasetest.WithStream("orders"), kinesisleasetest.WithShard("shardId-000000000007"))
+
+	arrival := time.Date(2025, 1, 2, 3, 4, 5, 6e6, time.UTC)
+	res := h.Handle(t.Context(), Order{ID: "a", Total: 2.5},
+		kinesisleasetest.WithPartitionKey("pk-a"), kinesisleasetest.WithSequenceNumber("42"), kinesisleasetest.WithArrivalTime(arrival))
+	res.RequireAcked(t)
+	res.RequireAttempts(t, 1)
+	if len(res.Delays) != 0 || res.DeadLetter != nil || len(res.Errors) != 1 || res.Errors[0] != nil {
+		t.Errorf("result %v: want no waits, no dead letter, errors [<nil>]", res)
+	}
+	if len(got) != 1 {
+		t.Fatalf("handler called %d times, want 1", len(got))
+	}
+	r := got[0]
+	if r.Stream != "orders" || r.ShardID != "shardId-000000000007" || r.PartitionKey != "pk-a" ||
+		r.SequenceNumber != "42" || !r.ArrivalTime.Equal(arrival) || r.Attempt != 1 {
+		t.Errorf("record %+v: metadata not as set", r)
+	}
+	if vals[0] != (Order{ID: "a", Total: 2.5}) || string(r.Data) != `{"id":"a","total":2.5}` {
+		t.Errorf("value %+v, data %s", vals[0], r.Data)
+	}
+	if res.Record == nil || res.Record.SequenceNumber != "42" {
+		t.Errorf("Result.Record = %+v", res.Record)
+	}
+}
+
+func TestDefaultMetadata(t *testing.T) {
+	var recs []*kinesislease.Record
+	h := kinesisleasetest.New(t, func(ctx context.Context, _ Order) error {
+		rec, _ := kinesislease.RecordFrom(ctx)
+		recs = append(recs, rec)
+		return nil
+	})
+	before := time.Now().Add(-time.Millisecond)
+	h.Handle(t.Context(), Order{}).RequireAcked(t)
+	h.Handle(t.Context(), Order{}).RequireAcked(t)
+	a, b := recs[0], recs[1]
+	if a.Stream != kinesisleasetest.DefaultStream || a.ShardID != kinesisleasetest.DefaultShard || a.PartitionKey != kinesisleasetest.DefaultPartitionKey {
+		t.Errorf("record %+v: want the default stream, shard and partition key", a)
+	}
+	if len(a.SequenceNumber) != 56 || len(b.SequenceNumber) != 56 || a.SequenceNumber >= b.SequenceNumber {
+		t.Errorf("sequence numbers %q, %q: want increasing 56-digit numbers", a.SequenceNumber, b.SequenceNumber)
+	}
+	if a.ArrivalTime.Before(before) || a.ArrivalTime.After(time.Now()) || a.ArrivalTime.Location() != time.UTC {
+		t.Errorf("arrival time %v: want now, UTC", a.ArrivalTime)
+	}
+}
+
+func TestRetriedThenAcked(t *testing.T) {
+	var attempts []int
+	h := kinesisleasetest.New(t, func(ctx context.Context, _ Order) error {
+		rec, _ := kinesislease.RecordFrom(ctx)
+		attempts = append(attempts, rec.Attempt)
+		if rec.Attempt < 3 {
+			return fmt.Errorf("attempt %d: %w", rec.Attempt, errBoom)
+		}
+		return nil
+	}, kinesisleasetest.WithRetryPolicy(policy3))
+
+	start := time.Now()
+	res := h.Handle(t.Context(), Order{ID: "r"})
+	if el := time.Since(start); el > 50*time.Millisecond {
+		t.Errorf("Handle took %v: the harness must not sleep", el)
+	}
+	res.RequireAcked(t)
+	res.RequireAttempts(t, 3)
+	if fmt.Sprint(attempts) != "[1 2 3]" {
+		t.Errorf("RecordFrom(ctx).Attempt over the deliveries = %v, want [1 2 3]", attempts)
+	}
+	if len(res.Errors) != 3 || !errors.Is(res.Errors[0], errBoom) || !errors.Is(res.Errors[1], errBoom) || res.Errors[2] != nil {
+		t.Errorf("errors %v: want [boom boom <nil>]", res.Errors)
+	}
+	if len(res.Delays) != 2 {
+		t.Fatalf("waits %v: want 2", res.Delays)
+	}
+	checkBackoff(t, res.Delays, policy3)
+	if res.Record.Attempt != 3 {
+		t.Errorf("Result.Record.Attempt = %d, want 3", res.Record.Attempt)
+	}
+}
+
+func TestRetriesExhausted(t *testing.T) {
+	h := kinesisleasetest.New(t, failing, kinesisleasetest.WithRetryPolicy(policy3))
+	res := h.Handle(t.Context(), Order{ID: "x"})
+	res.RequireDeadLettered(t, "retries-exhausted")
+	res.RequireAttempts(t, 3)
+	checkBackoff(t, res.Delays, policy3)
+	if len(res.Delays) != 2 {
+		t.Errorf("waits %v: want 2", res.Delays)
+	}
+	dl := res.DeadLetter
+	if dl.Attempts != 3 || !errors.Is(dl.Err, errBoom) || dl.Record != res.Record || string(dl.Record.Data) != `{"id":"x","total":0}` {
+		t.Errorf("dead letter %+v", dl)
+	}
+	if all := h.DeadLetters(); len(all) != 1 || all[0] != dl {
+		t.Errorf("DeadLetters() = %v, want [the result's]", all)
+	}
+}
+
+func TestDefaultRetryPolicy(t *testing.T) {
+	res := kinesisleasetest.New(t, failing).Handle(t.Context(), Order{})
+	res.RequireDeadLettered(t, "retries-exhausted")
+	res.RequireAttempts(t, kinesislease.DefaultRetryPolicy.Attempts)
+	checkBackoff(t, res.Delays, kinesislease.DefaultRetryPolicy)
+}
+
+func TestDeadLetterOutcome(t *testing.T) {
+	h := kinesisleasetest.New(t, func(context.Context, Order) error {
+		return kinesislease.DeadLetter(errBoom)
+	}, kinesisleasetest.WithRetryPolicy(policy3))
+	res := h.Handle(t.Context(), Order{})
+	res.RequireDeadLettered(t, "dead-letter")
+	res.RequireAttempts(t, 1)
+	if len(res.Delays) != 0 || res.DeadLetter.Attempts != 1 || !errors.Is(res.DeadLetter.Err, errBoom) {
+		t.Errorf("result %v, dead letter %+v", res, res.DeadLetter)
+	}
+}
+
+func TestDecodeFailure(t *testing.T) {
+	for _, c := range []codec.Codec{codec.JSON, codec.Msgpack} {
+		t.Run(c.Name(), func(t *testing.T) {
+			called := false
+			h := kinesisleasetest.New(t, func(context.Context, Order) error { called = true; return nil },
+				kinesisleasetest.WithCodec(c))
+			data := []byte{0xc1, 0xff, '{'}
+			res := h.HandleRaw(t.Context(), data)
+			data[0] = 0 // the harness keeps its own copy
+			res.RequireDeadLettered(t, "decode")
+			res.RequireAttempts(t, 0)
+			if called {
+				t.Error("the handler was called with undecodable data")
+			}
+			var de *kinesislease.DecodeError
+			var cde *codec.DecodeError
+			if len(res.Errors) != 1 || !errors.As(res.Errors[0], &de) || !errors.As(res.DeadLetter.Err, &cde) || cde.Codec != c.Name() {
+				t.Errorf("errors %v, dead letter error %v: want a decode error of codec %s", res.Errors, res.DeadLetter.Err, c.Name())
+			}
+			if !bytes.Equal(res.DeadLetter.Record.Data, []byte{0xc1, 0xff, '{'}) || res.DeadLetter.Attempts != 0 {
+				t.Errorf("dead letter %+v: want the bytes intact and 0 attempts", res.DeadLetter)
+			}
+		})
+	}
+}
+
+func TestMsgpackRoundTrip(t *testing.T) {
+	var got Order
+	h := kinesisleasetest.New(t, func(_ context.Context, o Order) error { got = o; return nil },
+		kinesisleasetest.WithCodec(codec.Msgpack))
+	res := h.Handle(t.Context(), Order{ID: "m", Total: 3})
+	res.RequireAcked(t)
+	want, _ := codec.Msgpack.Marshal(Order{ID: "m", Total: 3})
+	if got != (Order{ID: "m", Total: 3}) || !bytes.Equal(res.Record.Data, want) {
+		t.Errorf("got %+v, data %x", got, res.Record.Data)
+	}
+}
+
+func TestPanic(t *testing.T) {
+	h := kinesisleasetest.New(t, func(context.Context, Order) error { panic("kaboom") },
+		kinesisleasetest.WithRetryPolicy(policy3))
+	res := h.Handle(t.Context(), Order{})
+	res.RequireDeadLettered(t, "panic")
+	res.RequireAttempts(t, 3)
+	var pe *kinesislease.PanicError
+	if !errors.As(res.DeadLetter.Err, &pe) || pe.Value != "kaboom" || len(pe.Stack) == 0 {
+		t.Errorf("dead letter error %#v: want a PanicError with its stack", res.DeadLetter.Err)
+	}
+}
+
+func TestPanicThenFailure(t *testing.T) {
+	// The reason is the last attempt's: a panic earlier is a plain failure.
+	h := kinesisleasetest.New(t, func(ctx context.Context, _ Order) error {
+		if rec, _ := kinesislease.RecordFrom(ctx); rec.Attempt == 1 {
+			panic("kaboom")
+		}
+		return errBoom
+	}, kinesisleasetest.WithRetryPolicy(policy3))
+	h.Handle(t.Context(), Order{}).RequireDeadLettered(t, "retries-exhausted")
+}
+
+func TestDrop(t *testing.T) {
+	h := kinesisleasetest.New(t, func(context.Context, Order) error { return kinesislease.Drop(errBoom) })
+	res := h.Handle(t.Context(), Order{})
+	res.RequireDropped(t)
+	res.RequireAttempts(t, 1)
+	if res.DeadLetter != nil || len(h.DeadLetters()) != 0 {
+		t.Errorf("a dropped record was dead-lettered: %v", res)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	// RetryAfter does not count against the policy: with Attempts 1, four
+	// RetryAfters then success is acknowledged.
+	h := kinesisleasetest.New(t, func(ctx context.Context, _ Order) error {
+		if rec, _ := kinesislease.RecordFrom(ctx); rec.Attempt <= 4 {
+			return kinesislease.RetryAfter(time.Duration(rec.Attempt)*time.Minute, errBoom)
+		}
+		return nil
+	}, kinesisleasetest.WithRetryPolicy(kinesislease.RetryPolicy{Attempts: 1, InitialDelay: time.Second, MaxDelay: time.Second}))
+	res := h.Handle(t.Context(), Order{})
+	res.RequireAcked(t)
+	res.RequireAttempts(t, 5)
+	if fmt.Sprint(res.Delays) != "[1m0s 2m0s 3m0s 4m0s]" {
+		t.Errorf("waits %v: want the RetryAfter delays exactly", res.Delays)
+	}
+}
+
+func TestRetryAfterForeverIsHeld(t *testing.T) {
+	h := kinesisleasetest.New(t, func(context.Context, Order) error {
+		return kinesislease.RetryAfter(time.Second, errBoom)
+	})
+	res := h.Handle(t.Context(), Order{})
+	res.RequireHeld(t)
+	if len(res.Delays) != kinesisleasetest.MaxWaits || res.Attempts != kinesisleasetest.MaxWaits+1 {
+		t.Errorf("%d waits, %d attempts: want %d and %d", len(res.Delays), res.Attempts, kinesisleasetest.MaxWaits, kinesisleasetest.MaxWaits+1)
+	}
+	if !strings.Contains(res.String(), "still unresolved") {
+		t.Errorf("String() = %q: want the reason it is held", res.String())
+	}
+}
+
+func TestWithoutDeadLetter(t *testing.T) {
+	for _, extra := range []int{0, 1, kinesisleasetest.DefaultHoldAttempts, 5} {
+		t.Run(fmt.Sprint(extra), func(t *testing.T) {
+			var logs bytes.Buffer
+			h := kinesisleasetest.New(t, failing,
+				kinesisleasetest.WithRetryPolicy(policy3), kinesisleasetest.WithoutDeadLetter(),
+				kinesisleasetest.WithHoldAttempts(extra), kinesisleasetest.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			res := h.Handle(t.Context(), Order{})
+			res.RequireHeld(t)
+			res.RequireAttempts(t, policy3.Attempts+extra)
+			if res.DeadLetter != nil || len(h.DeadLetters()) != 0 {
+				t.Errorf("dead-lettered without a sink: %v", res)
+			}
+			// The policy's 2 backoffs, then a wait of about MaxDelay per
+			// extra round.
+			if len(res.Delays) != policy3.Attempts-1+extra {
+				t.Fatalf("waits %v", res.Delays)
+			}
+			checkBackoff(t, res.Delays[:2], policy3)
+			for _, d := range res.Delays[2:] {
+				if d < policy3.MaxDelay/2 || d > policy3.MaxDelay {
+					t.Errorf("hold wait %v: want about MaxDelay", d)
+				}
+			}
+			if !strings.Contains(res.String(), "no dead-letter sink") {
+				t.Errorf("String() = %q: want why it is held", res.String())
+			}
+			if !strings.Contains(logs.String(), "holding the shard") {
+				t.Errorf("log %q: want the pipeline's ERROR about holding the shard", logs.String())
+			}
+		})
+	}
+}
+
+func TestWithoutDeadLetterRecovers(t *testing.T) {
+	// A record holding its shard is redelivered: a handler that recovers
+	// acknowledges it, as in production.
+	h := kinesisleasetest.New(t, func(ctx context.Context, _ Order) error {
+		if rec, _ := kinesislease.RecordFrom(ctx); rec.Attempt <= policy3.Attempts {
+			return errBoom
+		}
+		return nil
+	}, kinesisleasetest.WithRetryPolicy(policy3), kinesisleasetest.WithoutDeadLetter())
+	res := h.Handle(t.Context(), Order{})
+	res.RequireAcked(t)
+	res.RequireAttempts(t, policy3.Attempts+1)
+}
+
+func TestWithoutDeadLetterImmediate(t *testing.T) {
+	// Decode failures and DeadLetter outcomes wait for a sink, holding the
+	// shard without redelivery.
+	t.Run("decode", func(t *testing.T) {
+		h := kinesisleasetest.New(t, ok, kinesisleasetest.WithoutDeadLetter())
+		res := h.HandleRaw(t.Context(), []byte("nope"))
+		res.RequireHeld(t)
+		res.RequireAttempts(t, 0)
+		if len(res.Delays) != kinesisleasetest.DefaultHoldAttempts || len(res.Errors) != 1 || !strings.Contains(res.String(), `"decode"`) {
+			t.Errorf("result %v", res)
+		}
+	})
+	t.Run("dead-letter", func(t *testing.T) {
+		h := kinesisleasetest.New(t, func(context.Context, Order) error { return kinesislease.DeadLetter(errBoom) },
+			kinesisleasetest.WithoutDeadLetter(), kinesisleasetest.WithHoldAttempts(0))
+		res := h.Handle(t.Context(), Order{})
+		res.RequireHeld(t)
+		res.RequireAttempts(t, 1)
+		if len(res.Delays) != 0 {
+			t.Errorf("result %v", res)
+		}
+	})
+}
+
+func TestCustomSink(t *testing.T) {
+	var got []*kinesislease.DeadLetterRecord
+	fails := 2
+	h := kinesisleasetest.New(t, failing,
+		kinesisleasetest.WithRetryPolicy(policy3),
+		kinesisleasetest.WithDeadLetter(func(ctx context.Context, dl *kinesislease.DeadLetterRecord) error {
+			if fails > 0 {
+				fails--
+				return errors.New("sink unavailable")
+			}
+			got = append(got, dl)
+			return nil
+		}))
+	res := h.Handle(t.Context(), Order{})
+	res.RequireDeadLettered(t, "retries-exhausted")
+	if len(got) != 1 || got[0] != res.DeadLetter || len(h.DeadLetters()) != 1 {
+		t.Errorf("sink got %v, result %v", got, res)
+	}
+	// 2 backoffs of the policy, then 2 retries of the sink.
+	if len(res.Delays) != 4 {
+		t.Errorf("waits %v: want 4", res.Delays)
+	}
+}
+
+func TestFailingSinkIsHeld(t *testing.T) {
+	h := kinesisleasetest.New(t, failing,
+		kinesisleasetest.WithRetryPolicy(policy3),
+		kinesisleasetest.WithDeadLetter(func(context.Context, *kinesislease.DeadLetterRecord) error { return errors.New("sink down") }))
+	res := h.Handle(t.Context(), Order{})
+	res.RequireHeld(t)
+	res.RequireAttempts(t, 3)
+	if !strings.Contains(res.String(), "sink down") || res.DeadLetter != nil || len(h.DeadLetters()) != 0 {
+		t.Errorf("result %v", res)
+	}
+	if len(res.Delays) != 2+kinesisleasetest.DefaultHoldAttempts {
+		t.Errorf("waits %v", res.Delays)
+	}
+}
+
+func TestStoppedByContext(t *testing.T) {
+	t.Run("before", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		res := kinesisleasetest.New(t, ok).Handle(ctx, Order{})
+		if res.Outcome != kinesisleasetest.Stopped || res.Attempts != 0 || !strings.Contains(res.String(), "context canceled") {
+			t.Errorf("result %v: want stopped before any attempt", res)
+		}
+	})
+	t.Run("during", func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		h := kinesisleasetest.New(t, func(context.Context, Order) error {
+			cancel(errors.New("lease lost"))
+			return errBoom
+		}, kinesisleasetest.WithRetryPolicy(policy3))
+		res := h.Handle(ctx, Order{})
+		if res.Outcome != kinesisleasetest.Stopped || res.Attempts != 1 || !strings.Contains(res.String(), "lease lost") {
+			t.Errorf("result %v: want stopped after 1 attempt", res)
+		}
+		if msg, ok := fatal(t, res.RequireAcked); !ok || !strings.Contains(msg, "stopped") {
+			t.Errorf("RequireAcked on a stopped record: %q", msg)
+		}
+	})
+}
+
+func TestConcurrentHandle(t *testing.T) {
+	h := kinesisleasetest.New(t, func(ctx context.Context, o Order) error {
+		if rec, _ := kinesislease.RecordFrom(ctx); rec.Attempt == 1 && o.Total == 1 {
+			return errBoom
+		}
+		return nil
+	}, kinesisleasetest.WithRetryPolicy(policy3))
+	var wg sync.WaitGroup
+	results := make([]kinesisleasetest.Result, 64)
+	for i := range results {
+		wg.Go(func() { results[i] = h.HandleRaw(t.Context(), fmt.Appendf(nil, `{"id":"%d","total":%d}`, i, i%2)) })
+	}
+	wg.Wait()
+	seqs := map[string]bool{}
+	for i, res := range results {
+		res.RequireAcked(t)
+		res.RequireAttempts(t, 1+i%2)
+		seqs[res.Record.SequenceNumber] = true
+	}
+	if len(seqs) != len(results) {
+		t.Errorf("%d distinct sequence numbers for %d records", len(seqs), len(results))
+	}
+}
+
+func TestRequireFailsTheTest(t *testing.T) {
+	acked := kinesisleasetest.New(t, ok).Handle(t.Context(), Order{})
+	dropped := kinesisleasetest.New(t, func(context.Context, Order) error { return kinesislease.Drop(errBoom) }).Handle(t.Context(), Order{})
+	decode := kinesisleasetest.New(t, ok).HandleRaw(t.Context(), []byte("nope"))
+	held := kinesisleasetest.New(t, failing, kinesisleasetest.WithoutDeadLetter(),
+		kinesisleasetest.WithRetryPolicy(policy3)).Handle(t.Context(), Order{})
+
+	for _, tc := range []struct {
+		name   string
+		assert func(tb testing.TB)
+		want   []string // in the message
+	}{
+		{"RequireAcked/dropped", dropped.RequireAcked, []string{"want the record acknowledged", "got dropped", "after 1 handler attempt", "drop: boom"}},
+		{"RequireAcked/decode", decode.RequireAcked, []string{"want the record acknowledged", `dead-lettered (reason "decode")`, "after 0 handler attempt"}},
+		{"RequireDropped", acked.RequireDropped, []string{"want the record dropped", "got acknowledged"}},
+		{"RequireDeadLettered/acked", func(tb testing.TB) { acked.RequireDeadLettered(tb, "decode") }, []string{`want the record dead-lettered with reason "decode"`, "got acknowledged"}},
+		{"RequireDeadLettered/reason", func(tb testing.TB) { decode.RequireDeadLettered(tb, "panic") }, []string{`with reason "panic"`, `got dead-lettered (reason "decode")`}},
+		{"RequireHeld", acked.RequireHeld, []string{"want the record holding its shard", "got acknowledged"}},
+		{"RequireAttempts", func(tb testing.TB) { acked.RequireAttempts(tb, 2) }, []string{"want 2 handler attempt(s)", "got acknowledged after 1 handler attempt"}},
+		{"RequireAcked/held", held.RequireAcked, []string{"got held", "no dead-letter sink", "after 5 handler attempt", "waits: ["}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg, stopped := fatal(t, tc.assert)
+			if !stopped {
+				t.Fatal("the assertion held; want it to fail the test")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q: want %q in it", msg, w)
+				}
+			}
+		})
+	}
+
+	// And the assertions that hold do not fail it.
+	for name, assert := range map[string]func(testing.TB){
+		"acked":    acked.RequireAcked,
+		"dropped":  dropped.RequireDropped,
+		"decode":   func(tb testing.TB) { decode.RequireDeadLettered(tb, "decode") },
+		"held":     held.RequireHeld,
+		"attempts": func(tb testing.TB) { held.RequireAttempts(tb, 5) },
+	} {
+		if msg, stopped := fatal(t, assert); stopped {
+			t.Errorf("%s: failed the test: %s", name, msg)
+		}
+	}
+}
+
+func TestNewRejectsInvalidOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler kinesislease.Handler[Order]
+		opts    []kinesisleasetest.Option
+		want    string
+	}{
+		{"nil handler", nil, nil, "nil handler"},
+		{"nil option", ok, []kinesisleasetest.Option{nil}, "nil option"},
+		{"nil codec", ok, []kinesisleasetest.Option{kinesisleasetest.WithCodec(nil)}, "WithCodec(nil)"},
+		{"policy", ok, []kinesisleasetest.Option{kinesisleasetest.WithRetryPolicy(kinesislease.RetryPolicy{Attempts: 0, InitialDelay: 1, MaxDelay: 1})}, "WithRetryPolicy"},
+		{"nil sink", ok, []kinesisleasetest.Option{kinesisleasetest.WithDeadLetter(nil)}, "WithDeadLetter(nil)"},
+		{"hold attempts", ok, []kinesisleasetest.Option{kinesisleasetest.WithHoldAttempts(-1)}, "WithHoldAttempts(-1)"},
+		{"stream", ok, []kinesisleasetest.Option{kinesisleasetest.WithStream("")}, "WithStream"},
+		{"shard", ok, []kinesisleasetest.Option{kinesisleasetest.WithShard("")}, "WithShard"},
+		{"logger", ok, []kinesisleasetest.Option{kinesisleasetest.WithLogger(nil)}, "WithLogger(nil)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg, stopped := fatal(t, func(tb testing.TB) { kinesisleasetest.New(tb, tc.handler, tc.opts...) })
+			if !stopped || !strings.Contains(msg, "kinesisleasetest.New") || !strings.Contains(msg, tc.want) {
+				t.Errorf("New: stopped %t, message %q: want a Fatalf naming %q", stopped, msg, tc.want)
+			}
+		})
+	}
+}
+
+func TestEncodeFailureFailsTheTest(t *testing.T) {
+	msg, stopped := fatal(t, func(tb testing.TB) {
+		h := kinesisleasetest.New(tb, func(context.Context, chan int) error { return nil })
+		h.Handle(context.Background(), make(chan int))
+	})
+	if !stopped || !strings.Contains(msg, "encode chan int with codec json") {
+		t.Errorf("stopped %t, message %q", stopped, msg)
+	}
+	msg, stopped = fatal(t, func(tb testing.TB) {
+		kinesisleasetest.New(tb, ok).Handle(context.Background(), Order{}, nil)
+	})
+	if !stopped || !strings.Contains(msg, "nil RecordOption") {
+		t.Errorf("stopped %t, message %q", stopped, msg)
+	}
+}
+
+func TestLastOptionWins(t *testing.T) {
+	h := kinesisleasetest.New(t, failing, kinesisleasetest.WithRetryPolicy(policy3),
+		kinesisleasetest.WithoutDeadLetter(),
+		kinesisleasetest.WithDeadLetter(func(context.Context, *kinesislease.DeadLetterRecord) error { return nil }))
+	h.Handle(t.Context(), Order{}).RequireDeadLettered(t, "retries-exhausted")
+
+	h = kinesisleasetest.New(t, failing, kinesisleasetest.WithRetryPolicy(policy3),
+		kinesisleasetest.WithDeadLetter(func(context.Context, *kinesislease.DeadLetterRecord) error { return nil }),
+		kinesisleasetest.WithoutDeadLetter())
+	h.Handle(t.Context(), Order{}).RequireHeld(t)
+}
+
+func TestOutcomeString(t *testing.T) {
+	for o, want := range map[kinesisleasetest.Outcome]string{
+		kinesisleasetest.Stopped: "stopped", kinesisleasetest.Acked: "acknowledged", kinesisleasetest.Dropped: "dropped",
+		kinesisleasetest.DeadLettered: "dead-lettered", kinesisleasetest.Held: "held", 9: "Outcome(9)",
+	} {
+		if o.String() != want {
+			t.Errorf("%d.String() = %q, want %q", int(o), o.String(), want)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package kinesisleasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/codec"
+)
+
+// Defaults of a Harness.
+const (
+	// DefaultStream is the stream name records carry (WithStream).
+	DefaultStream = "test-stream"
+	// DefaultShard is the shard ID records carry (WithShard).
+	DefaultShard = "shardId-000000000000"
+	// DefaultPartitionKey is the partition key records carry
+	// (WithPartitionKey).
+	DefaultPartitionKey = "test-partition-key"
+	// DefaultHoldAttempts is how many extra rounds a record that holds its
+	// shard is given before the harness reports it Held (WithHoldAttempts).
+	DefaultHoldAttempts = 2
+	// MaxWaits bounds the waits of one record: a record still unresolved
+	// after that many (a handler returning RetryAfter forever, say) is
+	// reported Held, as it would hold its shard in production.
+	MaxWaits = 1000
+)
+
+// Option configures a Harness; pass options to New, which checks them.
+type Option interface{ apply(*config) }
+
+type option func(*config)
+
+func (f option) apply(c *config) { f(c) }
+
+type config struct {
+	codec        codec.Codec
+	policy       kinesislease.RetryPolicy
+	sink         func(context.Context, *kinesislease.DeadLetterRecord) error
+	noSink       bool
+	stream       string
+	shard        string
+	holdAttempts int
+	log          *slog.Logger
+	errs         []error
+}
+
+func defaultConfig() config {
+	return config{
+		codec:        codec.JSON,
+		policy:       kinesislease.DefaultRetryPolicy,
+		stream:       DefaultStream,
+		shard:        DefaultShard,
+		holdAttempts: DefaultHoldAttempts,
+		log:          slog.New(slog.DiscardHandler),
+	}
+}
+
+func (c *config) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// WithCodec sets how records are encoded by Handle and decoded into T, as
+// kinesislease.WithCodec does for a subscription (default codec.JSON).
+func WithCodec(c codec.Codec) Option {
+	return option(func(cfg *config) {
+		if c == nil {
+			cfg.fail("WithCodec(nil)")
+		}
+		cfg.codec = c
+	})
+}
+
+// WithRetryPolicy sets how failing records are retried, as
+// kinesislease.WithRetryPolicy does (default kinesislease.DefaultRetryPolicy;
+// its waits cost no time here).
+func WithRetryPolicy(p kinesislease.RetryPolicy) Option {
+	return option(func(cfg *config) {
+		if err := p.Validate(); err != nil {
+			cfg.fail("WithRetryPolicy: %w", err)
+		}
+		cfg.policy = p
+	})
+}
+
+// WithDeadLetter sends dead letters to sink, as kinesislease.WithDeadLetter
+// does. A dead letter sink confirmed (nil) is also recorded in
+// Result.DeadLetter and Harness.DeadLetters; a sink error is retried, the
+// record holding its shard meanwhile, and a sink that keeps failing makes
+// the record Held. The default sink records and confirms every dead letter.
+func WithDeadLetter(sink func(ctx context.Context, dl *kinesislease.DeadLetterRecord) error) Option {
+	return option(func(cfg *config) {
+		if sink == nil {
+			cfg.fail("WithDeadLetter(nil)")
+		}
+		cfg.sink, cfg.noSink = sink, false
+	})
+}
+
+// WithoutDeadLetter simulates a subscription with no dead-letter sink (no
+// WithDeadLetter nor WithDeadLetterStream). There a record that would be
+// dead-lettered is never dropped: it holds its shard, redelivered every
+// RetryPolicy.MaxDelay (or, for a decode failure or a DeadLetter outcome,
+// waiting for a sink that never comes). The harness lets such a record go
+// WithHoldAttempts more rounds, then stops it and reports it Held.
+func WithoutDeadLetter() Option {
+	return option(func(cfg *config) { cfg.sink, cfg.noSink = nil, true })
+}
+
+// WithHoldAttempts sets how many extra rounds a record holding its shard is
+// given before the harness reports it Held (default DefaultHoldAttempts). A
+// round is a redelivery to the handler (a record that failed every attempt
+// of the retry policy with no sink: the handler sees policy Attempts + n
+// deliveries in all) or a retry of the dead-letter hand-off (no sink, or a
+// sink returning errors). With 0 the record is reported Held as soon as it
+// starts holding.
+func WithHoldAttempts(n int) Option {
+	return option(func(cfg *config) {
+		if n < 0 {
+			cfg.fail("WithHoldAttempts(%d): want n >= 0", n)
+		}
+		cfg.holdAttempts = n
+	})
+}
+
+// WithStream sets the stream name records carry (default DefaultStream).
+func WithStream(name string) Option {
+	return option(func(cfg *config) {
+		if name == "" {
+			cfg.fail("WithStream(\"\")")
+		}
+		cfg.stream = name
+	})
+}
+
+// WithShard sets the shard ID records carry (default DefaultShard).
+func WithShard(id string) Option {
+	return option(func(cfg *config) {
+		if id == "" {
+			cfg.fail("WithShard(\"\")")
+		}
+		cfg.shard = id
+	})
+}
+
+// WithLogger makes the pipeline log to l, as a subscription's shard workers
+// do (retries at WARN, records holding their shard at ERROR, panics with
+// their stack). The default discards the log.
+func WithLogger(l *slog.Logger) Option {
+	return option(func(cfg *config) {
+		if l == nil {
+			cfg.fail("WithLogger(nil)")
+		}
+		cfg.log = l
+	})
+}
+
+// RecordOption sets the metadata of one record handled by Handle or
+// HandleRaw.
+type RecordOption interface{ applyRecord(*kinesislease.Record) }
+
+type recordOption func(*kinesislease.Record)
+
+func (f recordOption) applyRecord(r *kinesislease.Record) { f(r) }
+
+// WithPartitionKey sets the record's partition key (default
+// DefaultPartitionKey).
+func WithPartitionKey(key string) RecordOption {
+	return recordOption(func(r *kinesislease.Record) { r.PartitionKey = key })
+}
+
+// WithSequenceNumber sets the record's sequence number. By default each
+// record of a Harness gets the next of an increasing series of 56-digit
+// sequence numbers, as Kinesis assigns them.
+func WithSequenceNumber(seq string) RecordOption {
+	return recordOption(func(r *kinesislease.Record) { r.SequenceNumber = seq })
+}
+
+// WithArrivalTime sets the record's approximate arrival time (default: the
+// time Handle is called, in UTC, to the millisecond as Kinesis has it).
+func WithArrivalTime(t time.Time) RecordOption {
+	return recordOption(func(r *kinesislease.Record) { r.ArrivalTime = t })
+}
+
+var errNilOption = errors.New("nil option")

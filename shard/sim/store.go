@@ -1,0 +1,223 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Decision is what happens to one store call.
+type Decision struct {
+	// Delay is slept before the call reaches the store (the request's trip).
+	// If the caller's context ends first, the call fails with its error and
+	// changes nothing.
+	Delay time.Duration
+	// Err, if set, is returned after Delay instead of calling the store:
+	// the write does not happen.
+	Err error
+	// LoseResponse applies the write, then throws its answer away: after
+	// ResponseDelay the caller gets Lost (or, if Lost is nil, a
+	// *ResponseLostError) although the row changed.
+	LoseResponse bool
+	Lost         error
+	// ResponseDelay is slept after the store answered, before the caller
+	// sees the answer (the response's trip). If the caller's context ends
+	// first it gets the context's error, although the write happened.
+	ResponseDelay time.Duration
+}
+
+// StoreHooks lets a test disturb and watch the calls of one FaultStore
+// (one process's view of the shared table). Every hook may be nil.
+type StoreHooks struct {
+	// Decide is asked once at the start of every call; op is the Store
+	// method's name.
+	Decide func(op string, key leases.Key) Decision
+	// Stall blocks while the caller's process is stalled (a GC pause). It is
+	// called when a call starts, before it reaches the store and before its
+	// answer is returned, so a pause can catch a call at any of these points.
+	Stall func()
+	// Dead reports whether the caller's process is dead. A dead process's
+	// calls never reach the store, and answers to calls it made before it
+	// died are lost.
+	Dead func() bool
+	// Apply runs do, the call to the inner store, and returns its result. A
+	// test uses it to serialize writes with its own bookkeeping (for example
+	// to record every write that landed, whatever its caller later sees).
+	// Nil calls do.
+	Apply func(op string, l leases.Lease, do func() (leases.Lease, error)) (leases.Lease, error)
+}
+
+// FaultStore is one process's view of a shared leases.Store: it delays
+// calls, fails them before they reach the store, loses the answers of
+// writes that landed, stalls while its process is paused and stops once its
+// process is dead, as the hooks decide.
+//
+// Methods of leases.Store it does not know yet reach the inner store
+// untouched (through the embedded interface); a test that records writes
+// sees the gap in the row's counter.
+type FaultStore struct {
+	leases.Store
+	hooks StoreHooks
+}
+
+// NewFaultStore returns a view of inner disturbed by hooks.
+func NewFaultStore(inner leases.Store, hooks StoreHooks) *FaultStore {
+	return &FaultStore{Store: inner, hooks: hooks}
+}
+
+var _ leases.Store = (*FaultStore)(nil)
+
+// ErrInjected is matched (errors.Is) by the errors FaultStore makes up for a
+// call that did not reach the store.
+var ErrInjected = errors.New("sim: injected store failure")
+
+// InjectedError is a failure before the store: the write did not happen.
+type InjectedError struct {
+	Op  string
+	Key leases.Key
+	Msg string // e.g. "throttled", "connection refused"
+}
+
+func (e *InjectedError) Error() string {
+	return fmt.Sprintf("sim: %s %s: %s (injected; not applied)", e.Op, e.Key, e.Msg)
+}
+
+// Is makes errors.Is(err, ErrInjected) true.
+func (e *InjectedError) Is(target error) bool { return target == ErrInjected }
+
+// ResponseLostError is a timeout after the write landed: the caller cannot
+// tell whether it did. It matches os.ErrDeadlineExceeded and
+// context.DeadlineExceeded, and has Timeout() true, like a client's read
+// timeout.
+type ResponseLostError struct {
+	Op  string
+	Key leases.Key
+}
+
+func (e *ResponseLostError) Error() string {
+	return fmt.Sprintf("sim: %s %s: i/o timeout (response lost after the write applied)", e.Op, e.Key)
+}
+
+// Timeout reports true.
+func (e *ResponseLostError) Timeout() bool { return true }
+
+// Is matches os.ErrDeadlineExceeded and context.DeadlineExceeded.
+func (e *ResponseLostError) Is(target error) bool {
+	return target == os.ErrDeadlineExceeded || target == context.DeadlineExceeded
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *FaultStore) stall() {
+	if s.hooks.Stall != nil {
+		s.hooks.Stall()
+	}
+}
+
+func (s *FaultStore) dead() bool { return s.hooks.Dead != nil && s.hooks.Dead() }
+
+// call runs one store call through the hooks.
+func (s *FaultStore) call(ctx context.Context, op string, l leases.Lease, do func() (leases.Lease, error)) (leases.Lease, error) {
+	s.stall()
+	if s.dead() {
+		return leases.Lease{}, &InjectedError{Op: op, Key: l.Key, Msg: "process is dead"}
+	}
+	var d Decision
+	if s.hooks.Decide != nil {
+		d = s.hooks.Decide(op, l.Key)
+	}
+	if err := sleepCtx(ctx, d.Delay); err != nil {
+		return leases.Lease{}, err
+	}
+	s.stall()
+	if s.dead() {
+		return leases.Lease{}, &InjectedError{Op: op, Key: l.Key, Msg: "process is dead"}
+	}
+	if d.Err != nil {
+		return leases.Lease{}, d.Err
+	}
+	var (
+		got leases.Lease
+		err error
+	)
+	if s.hooks.Apply != nil {
+		got, err = s.hooks.Apply(op, l, do)
+	} else {
+		got, err = do()
+	}
+	werr := sleepCtx(ctx, d.ResponseDelay)
+	s.stall()
+	switch {
+	case s.dead():
+		return leases.Lease{}, &ResponseLostError{Op: op, Key: l.Key}
+	case d.LoseResponse:
+		if d.Lost != nil {
+			return leases.Lease{}, d.Lost
+		}
+		return leases.Lease{}, &ResponseLostError{Op: op, Key: l.Key}
+	case werr != nil:
+		return leases.Lease{}, werr
+	}
+	return got, err
+}
+
+// Get implements leases.Store.
+func (s *FaultStore) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	return s.call(ctx, "Get", leases.Lease{Key: key}, func() (leases.Lease, error) { return s.Store.Get(ctx, key) })
+}
+
+// Create implements leases.Store.
+func (s *FaultStore) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	return s.call(ctx, "Create", leases.Lease{Key: key}, func() (leases.Lease, error) { return s.Store.Create(ctx, key) })
+}
+
+// Take implements leases.Store.
+func (s *FaultStore) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
+	return s.call(ctx, "Take", l, func() (leases.Lease, error) { return s.Store.Take(ctx, l, owner, ttl) })
+}
+
+// Renew implements leases.Store.
+func (s *FaultStore) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
+	return s.call(ctx, "Renew", l, func() (leases.Lease, error) { return s.Store.Renew(ctx, l, ttl) })
+}
+
+// Checkpoint implements leases.Store.
+func (s *FaultStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return s.call(ctx, "Checkpoint", l, func() (leases.Lease, error) { return s.Store.Checkpoint(ctx, l, cp) })
+}
+
+// Release implements leases.Store.
+func (s *FaultStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return s.call(ctx, "Release", l, func() (leases.Lease, error) { return s.Store.Release(ctx, l, cp) })
+}
+
+// RequestHandoff implements leases.Store.
+func (s *FaultStore) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
+	return s.call(ctx, "RequestHandoff", l, func() (leases.Lease, error) { return s.Store.RequestHandoff(ctx, l, to) })
+}
+
+// Rewind implements leases.Store.
+func (s *FaultStore) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return s.call(ctx, "Rewind", l, func() (leases.Lease, error) { return s.Store.Rewind(ctx, l, cp) })
+}
+
+// ApplyRewind implements leases.Store.
+func (s *FaultStore) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	return s.call(ctx, "ApplyRewind", l, func() (leases.Lease, error) { return s.Store.ApplyRewind(ctx, l) })
+}
