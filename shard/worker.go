@@ -149,7 +149,7 @@ func (w *worker) run() {
 		OnRetry: func(err error, d time.Duration) {
 			var pte *types.ProvisionedThroughputExceededException
 			if errors.As(err, &pte) {
-				w.log.Info("kinesislease: throttled; backing off", "err", err, "delay", d)
+				w.log.Debug("kinesislease: throttled; backing off", "err", err, "delay", d)
 				w.throttled(err, d)
 				return
 			}
@@ -281,7 +281,7 @@ loop:
 		w.err = permanent
 		return
 	}
-	w.log.Debug("kinesislease: lease released", "seq", final.Sequence)
+	w.log.Info("kinesislease: lease released", "seq", final.Sequence)
 	w.err = permanent
 }
 
