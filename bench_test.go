@@ -23,7 +23,7 @@ import (
 var (
 	benchOnce    sync.Once
 	benchName    string
-	benchRecords = 20000
+	benchRecords = 60000
 	benchShards  = 2
 )
 

@@ -286,7 +286,14 @@ func (r *Reader) get(ctx context.Context) (Batch, error) {
 	}
 	r.iterator = aws.ToString(out.NextShardIterator)
 	b.End = r.iterator == ""
-	r.caught = len(out.Records) == 0 || b.MillisBehindLatest == 0
+	// Caught up: nothing came back, or the shard's tip is reached. A full
+	// batch means more is waiting whatever MillisBehindLatest says (some
+	// emulators always say 0).
+	limit := 10000
+	if r.cfg.Limit > 0 {
+		limit = int(r.cfg.Limit)
+	}
+	r.caught = len(out.Records) == 0 || (b.MillisBehindLatest == 0 && len(out.Records) < limit)
 	return b, nil
 }
 
