@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -188,7 +189,7 @@ func (p *Publisher[T]) Put(ctx context.Context, partitionKey string, v T) error 
 
 // PutAsync encodes v and queues it; the channel receives the outcome once.
 func (p *Publisher[T]) PutAsync(partitionKey string, v T) (<-chan error, error) {
-	if partitionKey == "" || len(partitionKey) > 256 {
+	if partitionKey == "" || utf8.RuneCountInString(partitionKey) > 256 {
 		return nil, fmt.Errorf("%w: partition key %q: want 1 to 256 characters", ErrInvalidOption, partitionKey)
 	}
 	data, err := p.cfg.codec.Marshal(v)
@@ -257,9 +258,10 @@ func (p *Publisher[T]) loop() {
 			closing = true
 		}
 		for p.sendOne() {
-			// Keep sending while full batches are waiting, or until empty when closing.
+			// Keep sending while full batches are waiting, or until empty when
+			// closing or when there is no linger to wait for.
 			p.mu.Lock()
-			more := len(p.queue) > 0 && (closing || len(p.queue) >= maxBatchRecords || p.bytes >= maxBatchBytes)
+			more := len(p.queue) > 0 && (closing || p.cfg.linger == 0 || len(p.queue) >= maxBatchRecords || p.bytes >= maxBatchBytes)
 			p.mu.Unlock()
 			if !more {
 				break
@@ -274,7 +276,10 @@ func (p *Publisher[T]) loop() {
 			}
 			continue
 		}
-		timer.Reset(p.cfg.linger)
+		if p.cfg.linger > 0 {
+			// With no linger every put wakes the loop: a timer of 0 would spin.
+			timer.Reset(p.cfg.linger)
+		}
 	}
 }
 
