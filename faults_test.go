@@ -1,0 +1,297 @@
+package kinesislease_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// Fault tests run one instance on a 1-shard kinesalite stream, so that the
+// faults (counted per client) hit known calls, and the records can be
+// compared one by one with what was published.
+
+// call is one Kinesis call a recorder saw.
+type call struct {
+	Op         string
+	Start, End time.Time
+	Err        error
+	Records    int
+	// GetShardIterator: the iterator asked for, and the newest sequence
+	// number GetRecords had returned before the call.
+	Type            ktypes.ShardIteratorType
+	Seq, LastBefore string
+}
+
+// recorder wraps a Kinesis client and records its reads.
+type recorder struct {
+	*kinesis.Client
+	mu    sync.Mutex
+	calls []call
+	last  string // newest sequence number GetRecords returned
+}
+
+func (r *recorder) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	r.mu.Lock()
+	c := call{Op: "GetShardIterator", Start: time.Now(), Type: in.ShardIteratorType, Seq: aws.ToString(in.StartingSequenceNumber), LastBefore: r.last}
+	r.mu.Unlock()
+	out, err := r.Client.GetShardIterator(ctx, in, optFns...)
+	c.End, c.Err = time.Now(), err
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	r.mu.Unlock()
+	return out, err
+}
+
+func (r *recorder) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	c := call{Op: "GetRecords", Start: time.Now()}
+	out, err := r.Client.GetRecords(ctx, in, optFns...)
+	c.End, c.Err = time.Now(), err
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		c.Records = len(out.Records)
+		if n := len(out.Records); n > 0 {
+			r.last = aws.ToString(out.Records[n-1].SequenceNumber)
+		}
+	}
+	r.calls = append(r.calls, c)
+	return out, err
+}
+
+func (r *recorder) ops(op string) []call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var cs []call
+	for _, c := range r.calls {
+		if c.Op == op {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// fastSDKRetries: the standard retryer, 3 attempts, 10ms apart.
+func fastSDKRetries(o *kinesis.Options) {
+	o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+		so.MaxAttempts = 3
+		so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 10 * time.Millisecond, nil })
+	})
+}
+
+// faultyStream creates a 1-shard kinesalite stream holding n events and
+// returns a client with faults (none injected yet) wrapped in a recorder, and
+// the published sequence numbers in order.
+func faultyStream(t *testing.T, n int) (*recorder, *testutil.Faults, string, []string) {
+	t.Helper()
+	f := &testutil.Faults{}
+	kc := testutil.KinesisClient(t, testutil.Kinesalite, f.KinesisOptions, fastSDKRetries)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	var seqs []string
+	for first := 0; first < n; first += 100 {
+		var entries []ktypes.PutRecordsRequestEntry
+		for i := first; i < min(n, first+100); i++ {
+			e := event{Key: fmt.Sprintf("key-%d", i%10), N: i}
+			data, _ := json.Marshal(e)
+			entries = append(entries, ktypes.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(e.Key)})
+		}
+		out, err := kc.PutRecords(testutil.WithoutFaults(context.Background()), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range out.Records {
+			if r.ErrorCode != nil {
+				t.Fatalf("PutRecords: %s", aws.ToString(r.ErrorMessage))
+			}
+			seqs = append(seqs, aws.ToString(r.SequenceNumber))
+		}
+	}
+	slices.SortFunc(seqs, compareSeq)
+	return &recorder{Client: kc}, f, stream, seqs
+}
+
+func compareSeq(a, b string) int {
+	x, _ := new(big.Int).SetString(a, 10)
+	y, _ := new(big.Int).SetString(b, 10)
+	return x.Cmp(y)
+}
+
+// consumeExactly runs one instance reading 20 records per GetRecords call,
+// polling every 10ms, until every published record was handled, and checks
+// that the handler saw exactly the published records, in order, each once.
+func consumeExactly(t *testing.T, rec *recorder, stream string, published []string) {
+	t.Helper()
+	j := newJournal()
+	in := startJournal(t, rec, memory.New(), stream, "a", j,
+		[]kinesislease.SubscribeOption{kinesislease.WithPolling(10*time.Millisecond, 10*time.Millisecond, 20)})
+	j.waitUntil(t, 60*time.Second, func(ds []delivery) bool { return len(ds) >= len(published) },
+		func(ds []delivery) string { return fmt.Sprintf("%d of %d records handled", len(ds), len(published)) })
+	in.stop(t)
+	var got []string
+	for _, d := range j.deliveries() {
+		got = append(got, d.Seq)
+	}
+	if !slices.Equal(got, published) {
+		t.Errorf("handled %d records, published %d: not the same sequence", len(got), len(published))
+		for i := range max(len(got), len(published)) {
+			var g, p string
+			if i < len(got) {
+				g = got[i]
+			}
+			if i < len(published) {
+				p = published[i]
+			}
+			if g != p {
+				t.Fatalf("first difference at record %d: handled %q, published %q", i, g, p)
+			}
+		}
+	}
+}
+
+// anyError matches every error but the cancellations of shutdown.
+func anyError(err error) bool { return !errors.Is(err, context.Canceled) }
+
+// errorsOf counts the errors of calls matching is.
+func errorsOf(cs []call, is func(error) bool) (n int) {
+	for _, c := range cs {
+		if c.Err != nil && is(c.Err) {
+			n++
+		}
+	}
+	return n
+}
+
+func isThrottle(err error) bool {
+	var pte *ktypes.ProvisionedThroughputExceededException
+	return errors.As(err, &pte)
+}
+
+// TestThrottling: ProvisionedThroughputExceededException on GetShardIterator
+// and on GetRecords, seen by the reader (per call) and retried inside the SDK
+// (per attempt, some attempts running out): the reader backs off and retries
+// with the same iterator, losing, skipping and repeating nothing.
+func TestThrottling(t *testing.T) {
+	rec, f, stream, published := faultyStream(t, 200)
+	pte := &ktypes.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard (injected)")}
+	f.Inject(testutil.Fault{Op: "GetShardIterator", Times: 3, Err: pte})
+	f.Inject(testutil.Fault{Op: "GetRecords", Skip: 2, Times: 5, Err: pte}) // calls 3 to 7: the reader sees them
+	// Attempts 7 to 10, i.e. calls 12 (3 attempts: the SDK gives up, the
+	// reader sees it) and 13 (1 failed attempt, then success).
+	f.Inject(testutil.Fault{Op: "GetRecords", PerAttempt: true, Skip: 6, Times: 4, Err: pte})
+
+	consumeExactly(t, rec, stream, published)
+
+	gsi, gr := rec.ops("GetShardIterator"), rec.ops("GetRecords")
+	if n := errorsOf(gsi, isThrottle); n != 3 || len(gsi) != 4 {
+		t.Errorf("GetShardIterator: %d calls, %d throttled; want 4 and 3 (retried until it worked, then one iterator for good)", len(gsi), n)
+	}
+	if n := errorsOf(gr, isThrottle); n != 6 {
+		t.Errorf("GetRecords: the reader saw %d throttles, want 6 (5 per call, 1 after the SDK's 3 attempts)", n)
+	}
+	if errs := errorsOf(gr, anyError); errs != 6 {
+		t.Errorf("GetRecords: %d errors, want only the 6 throttles", errs)
+	}
+	// The SDK retried the throttled attempts: 3 attempts more than calls
+	// that reached it.
+	if calls, attempts := f.Calls("GetRecords"), f.Attempts("GetRecords"); attempts != calls-5+3 {
+		t.Errorf("GetRecords: %d calls (5 stopped before the SDK), %d attempts; want %d attempts", calls, attempts, calls-5+3)
+	}
+	// Five throttles in a row: the reader backed off, growing. The least
+	// backoffs from a 10ms base are 5+10+20+40+80ms; pacing alone would
+	// retry every 10ms.
+	first := slices.IndexFunc(gr, func(c call) bool { return c.Err != nil })
+	if first < 0 || first+5 >= len(gr) {
+		t.Fatalf("GetRecords calls: no run of 5 throttles (%d calls)", len(gr))
+	}
+	for i := first; i < first+5; i++ {
+		if !isThrottle(gr[i].Err) {
+			t.Fatalf("GetRecords call %d: %v, want the 5 throttles in a row", i+1, gr[i].Err)
+		}
+	}
+	if gap := gr[first+5].Start.Sub(gr[first].End); gap < 150*time.Millisecond {
+		t.Errorf("5 throttles in a row retried within %v: want at least 150ms of backoff", gap)
+	} else {
+		t.Logf("5 throttles in a row: next successful call %v after the first", gap.Round(time.Millisecond))
+	}
+}
+
+// TestExpiredIterator: GetRecords answers ExpiredIteratorException before any
+// record, then after some records, then twice in a row: each time the reader
+// gets a new iterator from where it stands (the start position before any
+// record, else AFTER_SEQUENCE_NUMBER of the last record it returned), and the
+// handler sees every record exactly once, in order.
+func TestExpiredIterator(t *testing.T) {
+	rec, f, stream, published := faultyStream(t, 200)
+	expired := &ktypes.ExpiredIteratorException{Message: aws.String("Iterator expired (injected)")}
+	f.Inject(testutil.Fault{Op: "GetRecords", Times: 1, Err: expired})          // call 1: nothing read yet
+	f.Inject(testutil.Fault{Op: "GetRecords", Skip: 3, Times: 1, Err: expired}) // call 4: 40 records read
+	f.Inject(testutil.Fault{Op: "GetRecords", Skip: 6, Times: 2, Err: expired}) // calls 7 and 8
+
+	consumeExactly(t, rec, stream, published)
+
+	gsi := rec.ops("GetShardIterator")
+	if len(gsi) != 5 {
+		t.Fatalf("%d GetShardIterator calls, want 5: the first and one per expired iterator", len(gsi))
+	}
+	for i, c := range gsi {
+		switch {
+		case c.Err != nil:
+			t.Errorf("GetShardIterator %d: %v", i+1, c.Err)
+		case c.LastBefore == "" && c.Type != ktypes.ShardIteratorTypeTrimHorizon:
+			t.Errorf("GetShardIterator %d, no record read yet: %s, want TRIM_HORIZON (the start position)", i+1, c.Type)
+		case c.LastBefore != "" && (c.Type != ktypes.ShardIteratorTypeAfterSequenceNumber || c.Seq != c.LastBefore):
+			t.Errorf("GetShardIterator %d: %s %s, want AFTER_SEQUENCE_NUMBER %s (the last record read)", i+1, c.Type, c.Seq, c.LastBefore)
+		}
+	}
+	if gsi[1].LastBefore != "" || gsi[2].LastBefore == "" {
+		t.Errorf("the faults did not hit where intended: iterators after %q and %q", gsi[1].LastBefore, gsi[2].LastBefore)
+	}
+}
+
+// TestTransientErrors: 500 InternalFailure and lost responses on GetRecords
+// (seen by the reader, and retried inside the SDK) and a lost
+// GetShardIterator response: all retried, nothing lost, skipped or repeated.
+func TestTransientErrors(t *testing.T) {
+	rec, f, stream, published := faultyStream(t, 200)
+	internal := &smithy.GenericAPIError{Code: "InternalFailure", Message: "internal error (injected)", Fault: smithy.FaultServer}
+	f.Inject(testutil.Fault{Op: "GetShardIterator", Times: 1, LoseResponse: true})
+	f.Inject(testutil.Fault{Op: "GetRecords", Skip: 1, Times: 2, Err: internal})                   // calls 2, 3
+	f.Inject(testutil.Fault{Op: "GetRecords", PerAttempt: true, Skip: 3, Times: 2, Err: internal}) // call 6: 2 failed attempts, then success
+	f.Inject(testutil.Fault{Op: "GetRecords", Skip: 7, Times: 1, LoseResponse: true})              // call 8: served, answer lost
+	f.Inject(testutil.Fault{Op: "GetRecords", PerAttempt: true, Skip: 11, Times: 1, LoseResponse: true})
+
+	consumeExactly(t, rec, stream, published)
+
+	isInternal := func(err error) bool {
+		var api smithy.APIError
+		return errors.As(err, &api) && api.ErrorCode() == "InternalFailure" && api.ErrorFault() == smithy.FaultServer
+	}
+	isLost := func(err error) bool { return errors.Is(err, testutil.ErrResponseLost) }
+	gsi, gr := rec.ops("GetShardIterator"), rec.ops("GetRecords")
+	if len(gsi) != 2 || errorsOf(gsi, isLost) != 1 {
+		t.Errorf("GetShardIterator: %d calls, %d lost answers; want 2 and 1", len(gsi), errorsOf(gsi, isLost))
+	}
+	if n, l, all := errorsOf(gr, isInternal), errorsOf(gr, isLost), errorsOf(gr, anyError); n != 2 || l != 1 || all != 3 {
+		t.Errorf("GetRecords: the reader saw %d InternalFailure, %d lost answers, %d errors in all; want 2, 1 and 3", n, l, all)
+	}
+	// The SDK retried 2 failed attempts and 1 lost answer.
+	if calls, attempts := f.Calls("GetRecords"), f.Attempts("GetRecords"); attempts != calls-2+3 {
+		t.Errorf("GetRecords: %d calls (2 stopped before the SDK), %d attempts; want %d attempts", calls, attempts, calls-2+3)
+	}
+}
