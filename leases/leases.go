@@ -230,7 +230,8 @@ type Store interface {
 
 	// Rewind moves a shard's checkpoint to cp (an operator replaying or
 	// skipping records). If l is free (l.Owner empty) and the row is still
-	// free at counter l.Counter, the checkpoint becomes cp at once. If l is
+	// free at counter l.Counter, the checkpoint becomes cp at once (and a
+	// request an earlier holder left pending is dropped). If l is
 	// held and the row is still held by l.Owner at l.Counter, RewindTo
 	// becomes cp: the holder applies it (ApplyRewind) after its next
 	// renewal, so no two readers ever read the shard. cp must not be zero.

@@ -109,7 +109,14 @@ type Coordinator struct {
 }
 
 // observation is what this instance last saw of a row it does not hold, and
-// since when (on its own monotonic clock) the row has been unchanged.
+// since when (on its own monotonic clock) its holder has not renewed it.
+//
+// The holder's renewals are what a taker watches: the owner and the
+// expires_at a renewal writes, compared as opaque values (never against a
+// clock). Other writes bump the counter too (handoff and rewind requests):
+// counting them as signs of life would let a requester keep a dead holder's
+// lease alive by asking for it. The holder trusts only its renewals for its
+// fence, so it stops delivering before a taker may act.
 type observation struct {
 	lease leases.Lease
 	since time.Time
@@ -206,7 +213,15 @@ func (c *Coordinator) loop(ctx context.Context) error {
 			return nil
 		case <-renew.C:
 			if err := c.renewAll(ctx); err != nil {
-				return err
+				// Like a scan's: a transient store error (or the
+				// cancellation of ctx) must not end Run.
+				if ctx.Err() != nil {
+					return nil
+				}
+				if fatal(err) {
+					return err
+				}
+				c.log.Warn("kinesislease: taking a lease handed over failed; retrying", "err", err)
 			}
 		case <-scan.C:
 			if err := c.scan(ctx); err != nil {
@@ -312,7 +327,9 @@ func (c *Coordinator) reap() (ended bool, rewound []*worker, err error) {
 			c.resync = true
 			ended = true
 			c.emit(Ended, id, w.lease.current().Checkpoint, "")
-		case w.lease.isLost() && w.lease.current().Owner != c.cfg.Owner:
+		case w.lease.takenOver():
+			// A released lease is fenced too (isLost), with the row's owner
+			// empty: only a lease another owner took is lost.
 			c.emit(Lost, id, w.lease.current().Checkpoint, "")
 		default:
 			c.emit(Released, id, w.lease.current().Checkpoint, "")
@@ -457,7 +474,9 @@ func (c *Coordinator) scan(ctx context.Context) error {
 			continue
 		}
 		l := rows[id]
-		if l.Checkpoint.Sequence == leases.ShardEnd || !c.parentsDone(id, rows) {
+		// A row at SHARD_END is done, unless a rewind is pending on it: its
+		// holder reached the end before it saw the request.
+		if (l.Checkpoint.Sequence == leases.ShardEnd && l.RewindTo.IsZero()) || !c.parentsDone(id, rows) {
 			continue
 		}
 		active++
@@ -505,8 +524,8 @@ func (c *Coordinator) scan(ctx context.Context) error {
 			mine++
 		}
 	}
-	if victim = c.victim(count, mine, want); victim == "" {
-		return nil
+	if victim = c.victim(count, mine, want); victim == "" || len(c.pending) > 0 {
+		return nil // nobody to ask, or an earlier request still pending: one move at a time
 	}
 	id := byOwner[victim][rand.N(len(byOwner[victim]))]
 	l, err := c.cfg.Store.RequestHandoff(ctx, rows[id], c.cfg.Owner)
@@ -518,7 +537,7 @@ func (c *Coordinator) scan(ctx context.Context) error {
 		return err
 	}
 	c.log.Info("kinesislease: asked for a lease", "shard", id, "from", victim)
-	c.seen[id] = observation{lease: l, since: now}
+	c.seen[id] = observation{lease: l, since: c.seen[id].since} // our request is no sign of the holder's life
 	c.pending[id] = true
 	return nil
 }
@@ -537,6 +556,11 @@ func (c *Coordinator) victim(count map[string]int, mine, want int) string {
 		}
 	}
 	return victim
+}
+
+// sameHolding reports whether b shows the same holder, not renewed since a.
+func sameHolding(a, b leases.Lease) bool {
+	return a.Owner == b.Owner && a.ExpiresAt.Equal(b.ExpiresAt)
 }
 
 // fullScanEvery: in a stable assignment, every this many scans read every
@@ -589,8 +613,9 @@ func (c *Coordinator) readRows(ctx context.Context, ids []string, rows map[strin
 		l := got[i]
 		rows[id] = l
 		fresh[id] = true
-		if o, ok := c.seen[id]; ok && o.lease.Counter == l.Counter && o.lease.Owner == l.Owner {
-			continue // unchanged since o.since
+		if o, ok := c.seen[id]; ok && sameHolding(o.lease, l) {
+			c.seen[id] = observation{lease: l, since: o.since} // the holder did not renew since o.since
+			continue
 		}
 		c.seen[id] = observation{lease: l, since: at[i]}
 	}
@@ -694,12 +719,14 @@ func (c *Coordinator) take(ctx context.Context, id string, seen leases.Lease) bo
 	} else {
 		c.log.Info("kinesislease: lease acquired", "shard", id, "seq", l.Checkpoint.Sequence)
 	}
-	c.startWorker(ctx, id, h)
 	from := ""
 	if seen.Owner != c.cfg.Owner {
 		from = seen.Owner
 	}
+	// Acquired before the worker starts: hooks see a lease acquired before
+	// its shard started and any record of it handled.
 	c.emit(Acquired, id, l.Checkpoint, from)
+	c.startWorker(ctx, id, h)
 	return true
 }
 

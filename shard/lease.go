@@ -19,17 +19,26 @@ func mono() int64 { return int64(time.Since(epoch)) }
 // through write, one at a time, so renewals and checkpoints never race on
 // the counter.
 type heldLease struct {
-	store  leases.Store
-	ttl    time.Duration
-	fence  time.Duration // how long after a successful write's send delivery may go on
-	mu     sync.Mutex
-	lease  leases.Lease
-	lost   bool
-	expiry atomic.Int64 // mono() after which no record may be handed over
+	store leases.Store
+	ttl   time.Duration
+	fence time.Duration // how long after a successful write's send delivery may go on
+	// writing holds a token while a write is in progress: writes go one at
+	// a time. A channel rather than mu, which is never held across a store
+	// call: a goroutine waiting on a sync.Mutex blocks a testing/synctest
+	// bubble's clock, so a slow store call would hang a simulation.
+	writing chan struct{}
+	mu      sync.Mutex // guards lease, lost and released
+	lease   leases.Lease
+	lost    bool
+	expiry  atomic.Int64 // mono() after which no record may be handed over
+
+	// released: this instance released the lease itself (lost is then set
+	// too, to fence further writes); another owner did not take it.
+	released bool
 }
 
 func newHeldLease(store leases.Store, l leases.Lease, sentAt int64, ttl, fence time.Duration) *heldLease {
-	h := &heldLease{store: store, ttl: ttl, fence: fence, lease: l}
+	h := &heldLease{store: store, ttl: ttl, fence: fence, lease: l, writing: make(chan struct{}, 1)}
 	h.expiry.Store(sentAt + int64(fence))
 	return h
 }
@@ -53,34 +62,49 @@ var errLost = errors.New("shard: lease lost")
 // this instance still owns it (someone asked for a handoff, or our own write
 // landed with its answer lost) it adopts the row and tries once more;
 // otherwise the lease is lost.
-func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.Lease) (leases.Lease, error)) (leases.Lease, error) {
+//
+// Only a renewal (extend) moves the fence: it is the write that changes
+// expires_at, which takers watch (see Coordinator). A checkpoint does not,
+// so a taker never acts while the holder still trusts a write the taker
+// could not see as a sign of life.
+func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Context, leases.Lease) (leases.Lease, error)) (leases.Lease, error) {
+	h.writing <- struct{}{}
+	defer func() { <-h.writing }()
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lost {
-		return h.lease, errLost
+	known, lost := h.lease, h.lost
+	h.mu.Unlock()
+	if lost {
+		return known, errLost
 	}
 	for attempt := 0; ; attempt++ {
 		sent := mono()
-		l, err := do(ctx, h.lease)
+		l, err := do(ctx, known)
 		if err == nil {
+			h.mu.Lock()
 			h.lease = l
-			h.expiry.Store(sent + int64(h.fence))
+			if extend && !h.lost {
+				h.expiry.Store(sent + int64(h.fence))
+			}
+			h.mu.Unlock()
 			return l, nil
 		}
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
-			return h.lease, err
+			return known, err
 		}
-		cur, gerr := h.store.Get(ctx, h.lease.Key)
+		cur, gerr := h.store.Get(ctx, known.Key)
 		if gerr != nil {
-			return h.lease, gerr
+			return known, gerr
 		}
-		if cur.Owner != h.lease.Owner {
+		h.mu.Lock()
+		h.lease = cur
+		if cur.Owner != known.Owner {
 			h.lost = true
 			h.expiry.Store(0)
-			h.lease = cur
+			h.mu.Unlock()
 			return cur, errLost
 		}
-		h.lease = cur
+		h.mu.Unlock()
+		known = cur
 	}
 }
 
@@ -88,6 +112,14 @@ func (h *heldLease) isLost() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.lost
+}
+
+// takenOver reports whether another owner took the lease from this
+// instance, as opposed to this instance releasing it.
+func (h *heldLease) takenOver() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lost && !h.released
 }
 
 // markLost fences the lease at once.
@@ -99,7 +131,7 @@ func (h *heldLease) markLost() {
 }
 
 func (h *heldLease) renew(ctx context.Context) (leases.Lease, error) {
-	return h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	return h.write(ctx, true, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		return h.store.Renew(ctx, l, h.ttl)
 	})
 }
@@ -108,26 +140,29 @@ func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error 
 	if h.current().Checkpoint == cp {
 		return nil
 	}
-	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	_, err := h.write(ctx, false, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		return h.store.Checkpoint(ctx, l, cp)
 	})
 	return err
 }
 
 func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
-	return h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	return h.write(ctx, false, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		return h.store.ApplyRewind(ctx, l)
 	})
 }
 
 func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {
-	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	_, err := h.write(ctx, false, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		if l.Checkpoint == cp {
 			cp = leases.Checkpoint{}
 		}
 		return h.store.Release(ctx, l, cp)
 	})
 	if err == nil {
+		h.mu.Lock()
+		h.released = true
+		h.mu.Unlock()
 		h.markLost() // no longer ours
 	}
 	return err

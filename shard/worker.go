@@ -167,7 +167,7 @@ func (w *worker) run() {
 				readErr <- err
 				return
 			}
-			if len(w.h.batch) > 0 {
+			if len(w.h.batch) > 0 && len(b.Records) > 0 { // not the empty last batch of a closed shard
 				w.batchFetched(b)
 			}
 			select {
@@ -206,6 +206,8 @@ func (w *worker) run() {
 			if w.hardCtx.Err() == nil {
 				w.log.Warn("kinesislease: checkpoint failed", "err", err, "seq", acked.Sequence)
 			}
+			sinceCP = 1 // still unwritten: the next tick tries again
+			return true
 		}
 		sinceCP = 0
 		return true
@@ -262,6 +264,10 @@ loop:
 			return
 		}
 		w.log.Warn("kinesislease: applying the rewind failed; releasing the lease for the next holder to apply it", "err", err)
+		// The rewind may have landed with its answer lost: release without
+		// a checkpoint, or the one acknowledged before the rewind would
+		// undo it. If it did not land, the next holder applies it anyway.
+		acked = leases.Checkpoint{}
 	}
 	// Release with the final checkpoint. The write uses a context of its own:
 	// a cancelled Run must still hand the shard over.
@@ -272,7 +278,9 @@ loop:
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), 10*time.Second)
 	defer cancel()
 	err := w.lease.release(relCtx, final)
-	w.checkpointed(final, err)
+	if !final.IsZero() { // nothing acknowledged, no checkpoint ever: the release writes none
+		w.checkpointed(final, err)
+	}
 	if err != nil {
 		if !errors.Is(err, errLost) {
 			w.log.Warn("kinesislease: release failed; the lease will expire", "err", err, "seq", final.Sequence)

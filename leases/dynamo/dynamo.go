@@ -310,7 +310,8 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 		return leases.Lease{}, fmt.Errorf("dynamo: rewind %s: empty sequence number", l.Key)
 	}
 	if l.Owner == "" {
-		u := update{set: map[string]types.AttributeValue{}, freeOnly: true}
+		// A request left pending by an earlier holder is superseded.
+		u := update{set: map[string]types.AttributeValue{}, remove: []string{attrRewindTo, attrRewindSub}, freeOnly: true}
 		u.setCheckpoint(cp)
 		return s.write(ctx, "Rewind", l.Key, l.Counter, "", u)
 	}

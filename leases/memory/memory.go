@@ -169,6 +169,7 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 				return errFree
 			}
 			r.Checkpoint = cp
+			r.RewindTo = leases.Checkpoint{} // a request left pending by an earlier holder is superseded
 			return nil
 		})
 	}

@@ -1,0 +1,253 @@
+// Command chaos runs the fulfilment example under random process chaos on
+// local emulators and checks the lease protocol's guarantees:
+//
+//	go run ./examples/fulfilment/chaos                  # 60s, random seed
+//	go run ./examples/fulfilment/chaos --seed 7 --duration 5m
+//
+// It starts DynamoDB Local and kinesalite (internal/testutil; `npm ci` at the
+// repository root installs them), creates a lease table and an 8-shard
+// stream, builds examples/fulfilment and runs 4 instances of it as separate
+// processes with short leases (--lease 2s, --renew 500ms, --scan 500ms,
+// checkpoints every 1s). A producer publishes orders at a steady rate, round
+// robin over 64 partition keys, each order carrying its key's next counter
+// (order id kKKK-CCCCCCC). Meanwhile a chaos schedule drawn from --seed
+// disrupts random instances, at most two at a time: SIGKILL and a new
+// process (a new owner id) after a random delay; SIGSTOP for up to three
+// leases (long enough for its leases to be taken over), then SIGCONT;
+// SIGINT (drain, checkpoint, release) and a new process. When the chaos is
+// over the producer stops, the instances catch up until every order is
+// handled and every shard checkpointed at its last record, and are stopped
+// with SIGINT. Then the tally, from the instances' report files (one line
+// per delivery and per lease move, see examples/fulfilment):
+//
+//   - lost: published orders never handled (must be 0).
+//   - overlaps (must be 0). Per shard, the lease tenures (an "acquired"
+//     line to the same process's "released"/"lost"/"ended" line or its
+//     SIGKILL) in acquisition order: every delivery of a tenure must come
+//     before the next tenure's acquisition. The taker acquires only once
+//     the holder's fence is closed, a fifth of a lease before anyone may
+//     take over, so a delivery stamped after the acquisition was handed to
+//     the handler after it. The stamp is taken in the handler: a process
+//     SIGSTOPped between handing a record over and the stamp stamps it
+//     after its SIGCONT. That one record per stop (its previous delivery
+//     before the stop, stamped within 1s of the SIGCONT, the takeover not
+//     before the stop) is excused and listed as "in flight across
+//     SIGSTOP": its handler really did run while another process held the
+//     shard, which no lease can prevent without a fencing token passed to
+//     the handler's side effects.
+//   - duplicates: each redelivery, in tenure order, must follow a takeover
+//     from a holder that lost its lease or was killed before checkpointing
+//     past the record (a planned handover, SIGINT or balancing, must not
+//     redeliver); others are unexplained (must be 0). Explained ones are
+//     counted by cause (SIGKILL, SIGSTOP, in flight, lease lost without
+//     chaos).
+//   - tenures: each tenure handles a contiguous run of its shard's records
+//     and resumes only past records handled before it acquired the lease.
+//   - per-key order: the first delivery of counter c+1 of a key never
+//     precedes the first delivery of counter c. It holds despite
+//     redelivery: a key lives on one shard; a tenure handles its shard in
+//     order from its checkpoint, and a checkpoint past c was written after c
+//     was first handled, before the next tenure took the lease. What does
+//     not hold is order over all deliveries: a takeover replays the
+//     checkpoint window (c+1, c+2, then c+1, c+2 again), and a record in
+//     flight across a SIGSTOP is stamped after its redelivery.
+//   - the lease table, polled every 200ms: no checkpoint ever goes back (a
+//     late checkpoint of a fenced holder would), and after the final
+//     graceful stop every row is free with its checkpoint at the shard's
+//     last record.
+//   - takeovers: per SIGKILL/SIGSTOP/SIGINT, the time from the signal to
+//     another process acquiring each shard the disrupted process held; none
+//     sooner than half a lease after a SIGKILL or SIGSTOP.
+//
+// It prints the figures and exits 1 on any violation (2 on bad flags). It
+// stops by itself (--timeout) and kills every process it started, also on
+// Ctrl-C and on error; everything listens on 127.0.0.1.
+//
+// The process handling, report parsing and build are copied from ../demo
+// (package main cannot be imported); see the package's test for the CI
+// configuration.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease/internal/testutil"
+)
+
+func main() { os.Exit(chaosMain()) }
+
+func chaosMain() int {
+	var (
+		duration  = flag.Duration("duration", 60*time.Second, "how long the chaos lasts")
+		seed      = flag.Uint64("seed", 0, "seed of the chaos schedule (0: a random one, printed)")
+		instances = flag.Int("instances", 4, "instances of the fulfilment service")
+		maxDown   = flag.Int("max-down", 2, "at most this many instances disrupted at once")
+		shards    = flag.Int("shards", 8, "shards of the stream")
+		rate      = flag.Int("rate", 200, "orders published per second")
+		keys      = flag.Int("keys", 64, "partition keys (customers)")
+		lease     = flag.Duration("lease", 2*time.Second, "lease duration of the instances")
+		renew     = flag.Duration("renew", 500*time.Millisecond, "lease renewal interval")
+		scan      = flag.Duration("scan", 500*time.Millisecond, "lease scan interval")
+		cpEvery   = flag.Duration("checkpoint-interval", time.Second, "checkpoint interval of the instances")
+		race      = flag.Bool("race", false, "build the instances with -race")
+		timeout   = flag.Duration("timeout", 0, "stop everything after this long (default: --duration + 3m)")
+		keep      = flag.Bool("keep", false, "keep the directory with the instances' logs and reports")
+	)
+	flag.Parse()
+	if flag.NArg() > 0 || *duration <= 0 || *instances < 2 || *maxDown < 1 || *maxDown >= *instances || *shards < 1 || *rate < 1 || *keys < 1 {
+		fmt.Fprintln(os.Stderr, "chaos: want no arguments, --duration > 0, --instances >= 2, 1 <= --max-down < --instances, --shards, --rate and --keys >= 1")
+		return 2
+	}
+	if *seed == 0 {
+		*seed = randomSeed()
+	}
+	if *timeout == 0 {
+		*timeout = *duration + 3*time.Minute
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C exits at once
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	removeStaleDirs()
+	pattern := fmt.Sprintf("fulfilment-chaos-p%d-", os.Getpid())
+	if *keep {
+		pattern = "fulfilment-chaos-kept-"
+	}
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 1
+	}
+	if *keep {
+		defer fmt.Printf("logs and reports kept in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+
+	begin := time.Now()
+	fmt.Printf("chaos seed %d (replay: go run ./examples/fulfilment/chaos --seed %d --duration %v)\n", *seed, *seed, *duration)
+	fmt.Printf("starting DynamoDB Local and kinesalite...\n")
+	bench, err := testutil.Start(ctx, "", testutil.DynamoDBLocal, testutil.Kinesalite)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 1
+	}
+	defer bench.Close()
+	e := env{
+		DynamoEndpoint:  bench.Endpoint(testutil.DynamoDBLocal),
+		KinesisEndpoint: bench.Endpoint(testutil.Kinesalite),
+		AWS:             bench.Config(),
+		Dynamo:          bench.DynamoClient(),
+		Kinesis:         bench.KinesisClient(testutil.Kinesalite),
+	}
+	fmt.Printf("DynamoDB Local at %s, kinesalite at %s (%.1fs)\n", e.DynamoEndpoint, e.KinesisEndpoint, time.Since(begin).Seconds())
+
+	cfg := config{
+		Stream: "fulfilment-chaos", Table: "fulfilment-chaos-leases",
+		Instances: *instances, MaxDown: *maxDown, Rate: *rate, Keys: *keys,
+		Duration: *duration, Seed: *seed,
+		Lease: *lease, Renew: *renew, Scan: *scan, CheckpointInterval: *cpEvery,
+		Dir: dir, Race: *race, Out: os.Stdout,
+	}
+	if err := setup(ctx, e, cfg.Table, cfg.Stream, int32(*shards)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("lease table %s, stream %s with %d shards\n", cfg.Table, cfg.Stream, *shards)
+	t, err := run(ctx, cfg, e)
+	if err != nil {
+		switch {
+		case errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+			fmt.Fprintf(os.Stderr, "chaos: timeout (--timeout %v); every process it started is stopped\n", *timeout)
+		case ctx.Err() != nil:
+			fmt.Fprintf(os.Stderr, "chaos: %v; every process it started is stopped\n", context.Cause(ctx))
+		default:
+			fmt.Fprintln(os.Stderr, err)
+		}
+		fmt.Fprintf(os.Stderr, "chaos: seed %d\n", *seed)
+		return 1
+	}
+	fmt.Println()
+	t.print(os.Stdout)
+	fmt.Printf("chaos run finished in %.1fs (seed %d)\n", time.Since(begin).Seconds(), *seed)
+	if len(t.Violations()) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// randomSeed returns a non-zero random seed.
+func randomSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return max(1, binary.LittleEndian.Uint64(b[:])>>1)
+}
+
+// removeStaleDirs removes the directories of earlier runs that were killed
+// before they could (their process is gone).
+func removeStaleDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "fulfilment-chaos-p*-*"))
+	for _, d := range dirs {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(d), "fulfilment-chaos-p%d-", &pid); err == nil && pid > 0 && processGone(pid) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
+// setup creates the lease table and the stream, and waits until both are
+// active (copied from ../demo).
+func setup(ctx context.Context, e env, table, stream string, shards int32) error {
+	_, err := e.Dynamo.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []dtypes.AttributeDefinition{{AttributeName: aws.String("lease_key"), AttributeType: dtypes.ScalarAttributeTypeS}},
+		KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String("lease_key"), KeyType: dtypes.KeyTypeHash}},
+		BillingMode:          dtypes.BillingModePayPerRequest,
+	})
+	if err != nil {
+		return fmt.Errorf("chaos: creating table %s: %w", table, err)
+	}
+	if err := dynamodb.NewTableExistsWaiter(e.Dynamo, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay = 50 * time.Millisecond
+	}).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 30*time.Second); err != nil {
+		return fmt.Errorf("chaos: waiting for table %s: %w", table, err)
+	}
+	if _, err := e.Kinesis.CreateStream(ctx, &kinesis.CreateStreamInput{
+		StreamName: aws.String(stream), ShardCount: aws.Int32(shards),
+	}); err != nil {
+		return fmt.Errorf("chaos: creating stream %s: %w", stream, err)
+	}
+	for {
+		out, err := e.Kinesis.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+		if err != nil {
+			return fmt.Errorf("chaos: waiting for stream %s: %w", stream, err)
+		}
+		if out.StreamDescriptionSummary.StreamStatus == ktypes.StreamStatusActive {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(fmt.Errorf("chaos: waiting for stream %s", stream), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
