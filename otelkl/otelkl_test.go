@@ -1,0 +1,389 @@
+package otelkl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/otelkl"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// metrics is one collection.
+type metrics map[string]metricdata.Metrics
+
+func newHooks(t testing.TB, opts ...otelkl.Option) (*otelkl.Hooks, func(testing.TB) metrics) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	h, err := otelkl.New(mp, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, func(t testing.TB) metrics {
+		t.Helper()
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		ms := metrics{}
+		for _, sm := range rm.ScopeMetrics {
+			if sm.Scope.Name != otelkl.ScopeName {
+				t.Errorf("scope %q, want %q", sm.Scope.Name, otelkl.ScopeName)
+			}
+			for _, m := range sm.Metrics {
+				ms[m.Name] = m
+			}
+		}
+		return ms
+	}
+}
+
+// matches reports whether set holds every attribute of want.
+func matches(set attribute.Set, want []attribute.KeyValue) bool {
+	for _, kv := range want {
+		if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// sum adds up the points of a counter, up-down counter or gauge whose
+// attributes include want; n is how many points matched.
+func (ms metrics) sum(t testing.TB, name string, want ...attribute.KeyValue) (total int64, n int) {
+	t.Helper()
+	m, ok := ms[name]
+	if !ok {
+		return 0, 0
+	}
+	var points []metricdata.DataPoint[int64]
+	switch d := m.Data.(type) {
+	case metricdata.Sum[int64]:
+		points = d.DataPoints
+	case metricdata.Gauge[int64]:
+		points = d.DataPoints
+	default:
+		t.Fatalf("%s: %T, want int64 sum or gauge", name, m.Data)
+	}
+	for _, p := range points {
+		if matches(p.Attributes, want) {
+			total += p.Value
+			n++
+		}
+	}
+	return total, n
+}
+
+// hist returns the count and sum of the histogram points whose attributes
+// include want.
+func (ms metrics) hist(t testing.TB, name string, want ...attribute.KeyValue) (count uint64, sum float64) {
+	t.Helper()
+	m, ok := ms[name]
+	if !ok {
+		return 0, 0
+	}
+	d, ok := m.Data.(metricdata.Histogram[float64])
+	if !ok {
+		t.Fatalf("%s: %T, want a float64 histogram", name, m.Data)
+	}
+	for _, p := range d.DataPoints {
+		if matches(p.Attributes, want) {
+			count += p.Count
+			sum += p.Sum
+		}
+	}
+	return count, sum
+}
+
+func (ms metrics) want(t testing.TB, name string, want int64, attrs ...attribute.KeyValue) {
+	t.Helper()
+	if got, _ := ms.sum(t, name, attrs...); got != want {
+		t.Errorf("%s%v = %d, want %d", name, attrs, got, want)
+	}
+}
+
+var (
+	stream = otelkl.AttrStream.String("orders")
+	s1     = otelkl.AttrShardID.String("shardId-000000000001")
+	s2     = otelkl.AttrShardID.String("shardId-000000000002")
+	s3     = otelkl.AttrShardID.String("shardId-000000000003")
+	ownerA = otelkl.AttrOwner.String("a")
+)
+
+func outcome(s string) attribute.KeyValue { return otelkl.AttrOutcome.String(s) }
+func result(s string) attribute.KeyValue  { return otelkl.AttrResult.String(s) }
+func service(s string) attribute.KeyValue { return otelkl.AttrService.String(s) }
+func method(s string) attribute.KeyValue  { return otelkl.AttrMethod.String(s) }
+
+// TestHooksUnit feeds hook calls directly and checks every instrument.
+func TestHooksUnit(t *testing.T) {
+	h, collect := newHooks(t)
+	ctx := context.Background()
+	lease := func(shard, from string) kinesislease.LeaseInfo {
+		return kinesislease.LeaseInfo{Stream: "orders", ShardID: shard, Owner: "a", From: from}
+	}
+	sh := func(kv attribute.KeyValue) string { return kv.Value.AsString() }
+
+	h.OnLeaseAcquired(ctx, lease(sh(s1), ""))
+	h.OnLeaseAcquired(ctx, lease(sh(s2), "old-owner"))
+	h.OnLeaseAcquired(ctx, lease(sh(s3), ""))
+	for _, s := range []attribute.KeyValue{s1, s2, s3} {
+		h.OnShardStarted(kinesislease.ShardInfo{Stream: "orders", ShardID: sh(s), Start: kinesislease.TrimHorizon})
+	}
+	h.OnBatchFetched(kinesislease.BatchInfo{Stream: "orders", ShardID: sh(s1), Records: 3, Bytes: 30, MillisBehindLatest: 1500})
+	h.OnBatchFetched(kinesislease.BatchInfo{Stream: "orders", ShardID: sh(s2), Records: 1, Bytes: 7, MillisBehindLatest: 0})
+	h.OnBatchFetched(kinesislease.BatchInfo{Stream: "orders", ShardID: sh(s1), Records: 2, Bytes: 20, MillisBehindLatest: 200})
+	rec := func(shard string, o kinesislease.Outcome, bytes int, d time.Duration) {
+		h.OnRecordHandled(kinesislease.RecordInfo{Stream: "orders", ShardID: shard, SequenceNumber: "1", Bytes: bytes, Attempts: 1, Outcome: o, Duration: d})
+	}
+	for range 3 {
+		rec(sh(s1), kinesislease.Acked, 10, 2*time.Millisecond)
+	}
+	rec(sh(s1), kinesislease.Dropped, 5, time.Millisecond)
+	rec(sh(s2), kinesislease.DeadLettered, 8, 1500*time.Millisecond)
+	h.OnCheckpointWritten(kinesislease.CheckpointInfo{Stream: "orders", ShardID: sh(s1), Checkpoint: leases.Checkpoint{Sequence: "1"}})
+	h.OnCheckpointWritten(kinesislease.CheckpointInfo{Stream: "orders", ShardID: sh(s1), Checkpoint: leases.Checkpoint{Sequence: "2"}})
+	h.OnCheckpointWritten(kinesislease.CheckpointInfo{Stream: "orders", ShardID: sh(s1), Checkpoint: leases.Checkpoint{Sequence: "3"}, Err: errors.New("boom")})
+	h.OnThrottled(kinesislease.ThrottleInfo{Stream: "orders", ShardID: sh(s1), Op: "GetRecords", Delay: time.Second})
+	h.OnThrottled(kinesislease.ThrottleInfo{Stream: "orders", ShardID: sh(s1), Op: "GetRecords", Delay: time.Second})
+	h.OnThrottled(kinesislease.ThrottleInfo{Stream: "orders", ShardID: sh(s2), Op: "GetShardIterator", Delay: time.Second})
+	h.OnDeadLettered(&kinesislease.DeadLetterRecord{Record: &kinesislease.Record{Stream: "orders", ShardID: sh(s2)}, Reason: "dead-letter"})
+	h.OnDeadLettered(nil) // ignored
+	call := func(svc, op string, d time.Duration, err error) {
+		h.OnCall(kinesislease.CallInfo{Service: svc, Op: op, Duration: d, Err: err})
+	}
+	throttled := fmt.Errorf("shard x: GetRecords: %w", &ktypes.ProvisionedThroughputExceededException{Message: aws.String("slow down")})
+	call("kinesis", "GetRecords", 10*time.Millisecond, nil)
+	call("kinesis", "GetRecords", 30*time.Millisecond, nil)
+	call("kinesis", "GetRecords", 5*time.Millisecond, throttled)
+	call("dynamodb", "Renew", 2*time.Millisecond, nil)
+	call("dynamodb", "Take", 3*time.Millisecond, &leases.ConflictError{Op: "Take"})
+	call("dynamodb", "Renew", time.Millisecond, fmt.Errorf("renew: %w", context.Canceled))
+	call("dynamodb", "Get", time.Millisecond, errors.New("connection refused"))
+
+	ms := collect(t)
+	ms.want(t, "kinesislease.leases.held", 3, stream, ownerA)
+	ms.want(t, "kinesislease.lease.takeovers", 1, stream, ownerA)
+	ms.want(t, "kinesislease.lease.losses", 0, stream, ownerA)
+	ms.want(t, "kinesislease.shards.started", 3, stream)
+	ms.want(t, "kinesislease.shards.started", 1, stream, s2)
+	ms.want(t, "kinesislease.fetch.records", 5, stream, s1)
+	ms.want(t, "kinesislease.fetch.bytes", 50, stream, s1)
+	ms.want(t, "kinesislease.fetch.records", 1, stream, s2)
+	ms.want(t, "kinesislease.millis_behind_latest", 200, stream, s1)
+	ms.want(t, "kinesislease.millis_behind_latest", 0, stream, s2)
+	if _, n := ms.sum(t, "kinesislease.millis_behind_latest", stream, s3); n != 0 {
+		t.Errorf("lag of %v reported before any batch", s3)
+	}
+	ms.want(t, "kinesislease.records", 3, stream, s1, outcome("acked"))
+	ms.want(t, "kinesislease.records", 1, stream, s1, outcome("dropped"))
+	ms.want(t, "kinesislease.records", 1, stream, s2, outcome("dead_lettered"))
+	ms.want(t, "kinesislease.records", 5, stream)
+	ms.want(t, "kinesislease.record.bytes", 30, stream, outcome("acked"))
+	ms.want(t, "kinesislease.record.bytes", 5, stream, outcome("dropped"))
+	ms.want(t, "kinesislease.record.bytes", 8, stream, outcome("dead_lettered"))
+	if n, sum := ms.hist(t, "kinesislease.handler.duration", stream, s1, outcome("acked")); n != 3 || !near(sum, 0.006) {
+		t.Errorf("handler.duration acked on s1: %d records, %gs in all; want 3, 0.006s", n, sum)
+	}
+	if n, sum := ms.hist(t, "kinesislease.handler.duration", outcome("dead_lettered")); n != 1 || !near(sum, 1.5) {
+		t.Errorf("handler.duration dead_lettered: %d records, %gs; want 1, 1.5s", n, sum)
+	}
+	ms.want(t, "kinesislease.checkpoint.writes", 2, stream, s1, result("ok"))
+	ms.want(t, "kinesislease.checkpoint.writes", 1, stream, s1, result("error"))
+	ms.want(t, "kinesislease.throttles", 2, stream, s1, method("GetRecords"))
+	ms.want(t, "kinesislease.throttles", 1, stream, s2, method("GetShardIterator"))
+	ms.want(t, "kinesislease.dead_letters", 1, stream, s2, otelkl.AttrReason.String("dead-letter"))
+	ms.want(t, "kinesislease.dead_letters", 1)
+	ms.want(t, "kinesislease.calls", 2, service("kinesis"), method("GetRecords"), result("ok"))
+	ms.want(t, "kinesislease.calls", 1, service("kinesis"), method("GetRecords"), result("throttled"))
+	ms.want(t, "kinesislease.calls", 1, service("dynamodb"), method("Renew"), result("ok"))
+	ms.want(t, "kinesislease.calls", 1, service("dynamodb"), method("Renew"), result("canceled"))
+	ms.want(t, "kinesislease.calls", 1, service("dynamodb"), method("Take"), result("conflict"))
+	ms.want(t, "kinesislease.calls", 1, service("dynamodb"), method("Get"), result("error"))
+	if n, sum := ms.hist(t, "kinesislease.call.duration", service("kinesis"), method("GetRecords"), result("ok")); n != 2 || !near(sum, 0.04) {
+		t.Errorf("call.duration GetRecords ok: %d calls, %gs; want 2, 0.04s", n, sum)
+	}
+
+	first := ms
+
+	// Lost, released, ended: each lease held counts down once, and its
+	// shard's lag is no longer reported.
+	h.OnLeaseLost(ctx, lease(sh(s2), ""))
+	h.OnLeaseReleased(ctx, lease(sh(s1), ""))
+	h.OnLeaseReleased(ctx, lease(sh(s1), "")) // twice: no effect
+	ms = collect(t)
+	ms.want(t, "kinesislease.leases.held", 1, stream, ownerA)
+	ms.want(t, "kinesislease.lease.losses", 1, stream, ownerA)
+	if _, n := ms.sum(t, "kinesislease.millis_behind_latest"); n != 0 {
+		t.Errorf("lag still reported for shards no longer held: %d points", n)
+	}
+	h.OnShardEnded(kinesislease.ShardInfo{Stream: "orders", ShardID: sh(s3)})
+	ms = collect(t)
+	ms.want(t, "kinesislease.leases.held", 0, stream, ownerA)
+	ms.want(t, "kinesislease.shards.ended", 1, stream, s3)
+
+	first["kinesislease.shards.ended"] = ms["kinesislease.shards.ended"] // the gauge has no point left in ms
+	first["kinesislease.lease.losses"] = ms["kinesislease.lease.losses"]
+	for name := range instruments {
+		if _, ok := first[name]; !ok {
+			t.Errorf("%s not collected", name)
+		}
+	}
+	checkSchema(t, first, false)
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// instruments lists every instrument with its unit, kind and attribute keys.
+var instruments = map[string]struct {
+	unit string
+	keys []attribute.Key
+}{
+	"kinesislease.records":              {"{record}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrOutcome}},
+	"kinesislease.record.bytes":         {"By", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrOutcome}},
+	"kinesislease.handler.duration":     {"s", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrOutcome}},
+	"kinesislease.fetch.records":        {"{record}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
+	"kinesislease.fetch.bytes":          {"By", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
+	"kinesislease.millis_behind_latest": {"ms", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
+	"kinesislease.throttles":            {"{throttle}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrMethod}},
+	"kinesislease.shards.started":       {"{shard}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
+	"kinesislease.shards.ended":         {"{shard}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
+	"kinesislease.leases.held":          {"{lease}", []attribute.Key{otelkl.AttrStream, otelkl.AttrOwner}},
+	"kinesislease.lease.takeovers":      {"{lease}", []attribute.Key{otelkl.AttrStream, otelkl.AttrOwner}},
+	"kinesislease.lease.losses":         {"{lease}", []attribute.Key{otelkl.AttrStream, otelkl.AttrOwner}},
+	"kinesislease.checkpoint.writes":    {"{write}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrResult}},
+	"kinesislease.dead_letters":         {"{record}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrReason}},
+	"kinesislease.calls":                {"{call}", []attribute.Key{otelkl.AttrService, otelkl.AttrMethod, otelkl.AttrResult}},
+	"kinesislease.call.duration":        {"s", []attribute.Key{otelkl.AttrService, otelkl.AttrMethod, otelkl.AttrResult}},
+}
+
+// checkSchema: every instrument collected has its unit, a description, and
+// exactly its documented attribute keys on every point.
+func checkSchema(t *testing.T, ms metrics, noShard bool, extra ...attribute.Key) {
+	t.Helper()
+	for name, want := range instruments {
+		m, ok := ms[name]
+		if !ok {
+			continue
+		}
+		if m.Unit != want.unit || m.Description == "" {
+			t.Errorf("%s: unit %q, description %q; want unit %q and a description", name, m.Unit, m.Description, want.unit)
+		}
+		keys := append(slices.Clone(want.keys), extra...)
+		if noShard {
+			keys = slices.DeleteFunc(keys, func(k attribute.Key) bool { return k == otelkl.AttrShardID })
+		}
+		for _, set := range attributeSets(m) {
+			var got []attribute.Key
+			for _, kv := range set.ToSlice() {
+				got = append(got, kv.Key)
+			}
+			if !sameKeys(got, keys) {
+				t.Errorf("%s: point with attributes %v, want keys %v", name, set.ToSlice(), keys)
+			}
+		}
+	}
+	for name := range ms {
+		if _, ok := instruments[name]; !ok {
+			t.Errorf("undocumented instrument %s", name)
+		}
+	}
+}
+
+func sameKeys(a, b []attribute.Key) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+func attributeSets(m metricdata.Metrics) []attribute.Set {
+	var sets []attribute.Set
+	switch d := m.Data.(type) {
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			sets = append(sets, p.Attributes)
+		}
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			sets = append(sets, p.Attributes)
+		}
+	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			sets = append(sets, p.Attributes)
+		}
+	}
+	return sets
+}
+
+// TestOptions: WithAttributes adds to every point; WithoutShardID drops the
+// shard everywhere and reports the largest lag per stream.
+func TestOptions(t *testing.T) {
+	h, collect := newHooks(t, otelkl.WithAttributes(attribute.String("service.component", "billing")), otelkl.WithoutShardID())
+	ctx := context.Background()
+	for i, lag := range []int64{300, 900, 100} {
+		id := fmt.Sprintf("shardId-%012d", i)
+		h.OnLeaseAcquired(ctx, kinesislease.LeaseInfo{Stream: "orders", ShardID: id, Owner: "a"})
+		h.OnShardStarted(kinesislease.ShardInfo{Stream: "orders", ShardID: id})
+		h.OnBatchFetched(kinesislease.BatchInfo{Stream: "orders", ShardID: id, Records: 1, Bytes: 1, MillisBehindLatest: lag})
+		h.OnRecordHandled(kinesislease.RecordInfo{Stream: "orders", ShardID: id, Outcome: kinesislease.Acked, Bytes: 1})
+		h.OnCheckpointWritten(kinesislease.CheckpointInfo{Stream: "orders", ShardID: id})
+		h.OnThrottled(kinesislease.ThrottleInfo{Stream: "orders", ShardID: id, Op: "GetRecords"})
+		h.OnDeadLettered(&kinesislease.DeadLetterRecord{Record: &kinesislease.Record{Stream: "orders", ShardID: id}, Reason: "decode"})
+		h.OnCall(kinesislease.CallInfo{Service: "kinesis", Op: "GetRecords"})
+	}
+	h.OnLeaseAcquired(ctx, kinesislease.LeaseInfo{Stream: "orders", ShardID: "shardId-000000000009", Owner: "a", From: "b"})
+	h.OnLeaseLost(ctx, kinesislease.LeaseInfo{Stream: "orders", ShardID: "shardId-000000000009", Owner: "a"})
+	h.OnShardEnded(kinesislease.ShardInfo{Stream: "orders", ShardID: "shardId-000000000002"})
+	// An outcome this package does not know of yet is counted under its number.
+	h.OnRecordHandled(kinesislease.RecordInfo{Stream: "orders", ShardID: "shardId-000000000000", Outcome: kinesislease.Outcome(9), Bytes: 4})
+	h.OnRecordHandled(kinesislease.RecordInfo{Stream: "orders", ShardID: "shardId-000000000001", Outcome: kinesislease.Outcome(9), Bytes: 4})
+	ms := collect(t)
+	ms.want(t, "kinesislease.records", 3, stream, outcome("acked"))
+	if got, n := ms.sum(t, "kinesislease.records", stream, outcome("outcome_9")); got != 2 || n != 1 {
+		t.Errorf("records of outcome 9: %d in %d points, want 2 in 1", got, n)
+	}
+	if got, n := ms.sum(t, "kinesislease.millis_behind_latest", stream); got != 900 || n != 1 {
+		t.Errorf("lag without shard ids: %d in %d points, want the largest, 900, in 1", got, n)
+	}
+	ms.want(t, "kinesislease.leases.held", 2, stream, ownerA)
+
+	// The schema without the shard id, with the extra attribute.
+	checkSchema(t, ms, true, "service.component")
+
+	for _, opt := range []otelkl.Option{otelkl.WithAttributes(otelkl.AttrStream.String("x")), otelkl.WithAttributes(attribute.KeyValue{}), nil} {
+		if _, err := otelkl.New(sdkmetric.NewMeterProvider(), opt); err == nil {
+			t.Errorf("New with option %v: no error", opt)
+		}
+	}
+}
+
+// TestWithHooks: the service accepts the hooks (they implement the Hook
+// interfaces), and New falls back to the global MeterProvider.
+func TestWithHooks(t *testing.T) {
+	h, err := otelkl.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kinesislease.New(aws.Config{Region: "us-east-1"}, kinesislease.WithHooks(h)); err != nil {
+		t.Fatalf("WithHooks(otelkl hooks): %v", err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
