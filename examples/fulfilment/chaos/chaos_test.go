@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 )
 
@@ -35,7 +36,7 @@ const fixedSeed = 4
 //	                                  set (raise go test's -timeout to duration + 5m)
 //	KINESISLEASE_CHAOS_KEEP=DIR       keep the instances' logs and reports in DIR
 func TestChaos(t *testing.T) {
-	if !signalsSupported {
+	if !harness.SignalsSupported {
 		t.Skip(errUnsupportedPlatform)
 	}
 	duration, rate := 20*time.Second, 100
@@ -58,9 +59,9 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("%v of chaos needs a longer -timeout (%v left)", duration, time.Until(dl).Round(time.Second))
 	}
 	dir := t.TempDir()
-	bin, err := build(t.Context(), dir, raceEnabled)
+	bin, err := harness.Build(t.Context(), dir, harness.RaceEnabled)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("chaos: %v", err)
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -74,25 +75,14 @@ func TestChaos(t *testing.T) {
 func chaosRun(t *testing.T, bin string, seed uint64, duration time.Duration, rate int) {
 	t.Logf("chaos seed %d, %v; replay: KINESISLEASE_CHAOS_SEED=%d KINESISLEASE_CHAOS_DURATION=%v go test -run TestChaos ./examples/fulfilment/chaos",
 		seed, duration, seed, duration)
-	dc := testutil.DynamoClient(t)
-	kc := testutil.KinesisClient(t, testutil.Kinesalite)
-	table, stream := testutil.TableName(t), testutil.StreamName(t)
-	testutil.CreateLeaseTable(t, dc, table)
-	testutil.CreateStream(t, kc, stream, 8)
-	e := env{
-		DynamoEndpoint:  testutil.Endpoint(t, testutil.DynamoDBLocal),
-		KinesisEndpoint: testutil.Endpoint(t, testutil.Kinesalite),
-		AWS:             testutil.Config(t),
-		Dynamo:          dc,
-		Kinesis:         kc,
-	}
+	e, table, stream := harness.TestEnv(t, 8)
 	cfg := config{
 		Stream: stream, Table: table,
 		Instances: 4, MaxDown: 2, Rate: rate, Keys: 64,
 		Duration: duration, Seed: seed,
 		Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Scan: 500 * time.Millisecond,
 		CheckpointInterval: time.Second,
-		Dir:                t.TempDir(), Binary: bin, Race: raceEnabled, Out: tWriter{t},
+		Dir:                t.TempDir(), Binary: bin, Race: harness.RaceEnabled, Out: harness.TestLog(t),
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), duration+2*time.Minute)
 	defer cancel()
@@ -144,11 +134,4 @@ func keepLogs(t *testing.T, dir string) {
 		return
 	}
 	t.Logf("logs and reports kept in %s", filepath.Join(dst, filepath.Base(dir)))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

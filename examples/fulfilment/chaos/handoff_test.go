@@ -21,54 +21,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
-// deadStore is the store of an instance that died at once when dead is set:
-// it writes nothing more (its process is gone; its rows stay held).
-type deadStore struct {
-	leases.Store
-	dead *atomic.Bool
-}
-
 var errDead = fmt.Errorf("this instance is dead")
-
-func (s deadStore) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
-	if s.dead.Load() {
-		return leases.Lease{}, errDead
-	}
-	return s.Store.Renew(ctx, l, ttl)
-}
-
-func (s deadStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	if s.dead.Load() {
-		return leases.Lease{}, errDead
-	}
-	return s.Store.Checkpoint(ctx, l, cp)
-}
-
-func (s deadStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	if s.dead.Load() {
-		return leases.Lease{}, errDead
-	}
-	return s.Store.Release(ctx, l, cp)
-}
-
-func (s deadStore) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
-	if s.dead.Load() {
-		return leases.Lease{}, errDead
-	}
-	return s.Store.Take(ctx, l, owner, ttl)
-}
-
-func (s deadStore) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
-	if s.dead.Load() {
-		return leases.Lease{}, errDead
-	}
-	return s.Store.RequestHandoff(ctx, l, to)
-}
 
 // countingStore counts the survivor's handoff requests.
 type countingStore struct {
@@ -111,9 +70,10 @@ func TestReproHandoffRequestsKeepDeadLeaseAlive(t *testing.T) {
 	}
 	_, _ = kc.PutRecord(context.Background(), &kinesis.PutRecordInput{StreamName: aws.String(stream), Data: []byte(`{}`), PartitionKey: aws.String("k")})
 
-	// a holds every shard, then dies.
+	// a holds every shard, then dies: once dead is set it writes nothing
+	// more (its process is gone; its rows stay held).
 	var dead atomic.Bool
-	a, stopA := start("a", deadStore{Store: mem, dead: &dead})
+	a, stopA := start("a", harness.CutOffStore{Store: mem, Cut: &dead, Err: errDead})
 	defer stopA()
 	for len(a.Held(stream)) < shards {
 		time.Sleep(20 * time.Millisecond)

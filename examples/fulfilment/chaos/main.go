@@ -63,31 +63,20 @@
 // stops by itself (--timeout) and kills every process it started, also on
 // Ctrl-C and on error; everything listens on 127.0.0.1.
 //
-// The process handling, report parsing and build are copied from ../demo
-// (package main cannot be imported); see the package's test for the CI
+// The build, the process handling and the report parsing are shared with
+// ../demo in ../internal/harness; see the package's test for the CI
 // configuration.
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 )
 
 func main() { os.Exit(chaosMain()) }
@@ -121,45 +110,24 @@ func chaosMain() int {
 		*timeout = *duration + 3*time.Minute
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C exits at once
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := harness.SignalContext(*timeout)
 	defer cancel()
 
-	removeStaleDirs()
-	pattern := fmt.Sprintf("fulfilment-chaos-p%d-", os.Getpid())
-	if *keep {
-		pattern = "fulfilment-chaos-kept-"
-	}
-	dir, err := os.MkdirTemp("", pattern)
+	dir, removeDir, err := harness.WorkDir("fulfilment-chaos", *keep)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
 	}
-	if *keep {
-		defer fmt.Printf("logs and reports kept in %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer removeDir()
 
 	begin := time.Now()
 	fmt.Printf("chaos seed %d (replay: go run ./examples/fulfilment/chaos --seed %d --duration %v)\n", *seed, *seed, *duration)
-	fmt.Printf("starting DynamoDB Local and kinesalite...\n")
-	bench, err := testutil.Start(ctx, "", testutil.DynamoDBLocal, testutil.Kinesalite)
+	e, bench, err := harness.StartEmulators(ctx, os.Stdout, begin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
 	}
 	defer bench.Close()
-	e := env{
-		DynamoEndpoint:  bench.Endpoint(testutil.DynamoDBLocal),
-		KinesisEndpoint: bench.Endpoint(testutil.Kinesalite),
-		AWS:             bench.Config(),
-		Dynamo:          bench.DynamoClient(),
-		Kinesis:         bench.KinesisClient(testutil.Kinesalite),
-	}
-	fmt.Printf("DynamoDB Local at %s, kinesalite at %s (%.1fs)\n", e.DynamoEndpoint, e.KinesisEndpoint, time.Since(begin).Seconds())
 
 	cfg := config{
 		Stream: "fulfilment-chaos", Table: "fulfilment-chaos-leases",
@@ -168,21 +136,14 @@ func chaosMain() int {
 		Lease: *lease, Renew: *renew, Scan: *scan, CheckpointInterval: *cpEvery,
 		Dir: dir, Race: *race, Out: os.Stdout,
 	}
-	if err := setup(ctx, e, cfg.Table, cfg.Stream, int32(*shards)); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	if err := harness.Setup(ctx, e, cfg.Table, cfg.Stream, int32(*shards)); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
 	}
 	fmt.Printf("lease table %s, stream %s with %d shards\n", cfg.Table, cfg.Stream, *shards)
 	t, err := run(ctx, cfg, e)
 	if err != nil {
-		switch {
-		case errors.Is(context.Cause(ctx), context.DeadlineExceeded):
-			fmt.Fprintf(os.Stderr, "chaos: timeout (--timeout %v); every process it started is stopped\n", *timeout)
-		case ctx.Err() != nil:
-			fmt.Fprintf(os.Stderr, "chaos: %v; every process it started is stopped\n", context.Cause(ctx))
-		default:
-			fmt.Fprintln(os.Stderr, err)
-		}
+		harness.PrintStopped(ctx, "chaos", *timeout, err)
 		fmt.Fprintf(os.Stderr, "chaos: seed %d\n", *seed)
 		return 1
 	}
@@ -200,54 +161,4 @@ func randomSeed() uint64 {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return max(1, binary.LittleEndian.Uint64(b[:])>>1)
-}
-
-// removeStaleDirs removes the directories of earlier runs that were killed
-// before they could (their process is gone).
-func removeStaleDirs() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "fulfilment-chaos-p*-*"))
-	for _, d := range dirs {
-		var pid int
-		if _, err := fmt.Sscanf(filepath.Base(d), "fulfilment-chaos-p%d-", &pid); err == nil && pid > 0 && processGone(pid) {
-			_ = os.RemoveAll(d)
-		}
-	}
-}
-
-// setup creates the lease table and the stream, and waits until both are
-// active (copied from ../demo).
-func setup(ctx context.Context, e env, table, stream string, shards int32) error {
-	_, err := e.Dynamo.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(table),
-		AttributeDefinitions: []dtypes.AttributeDefinition{{AttributeName: aws.String("lease_key"), AttributeType: dtypes.ScalarAttributeTypeS}},
-		KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String("lease_key"), KeyType: dtypes.KeyTypeHash}},
-		BillingMode:          dtypes.BillingModePayPerRequest,
-	})
-	if err != nil {
-		return fmt.Errorf("chaos: creating table %s: %w", table, err)
-	}
-	if err := dynamodb.NewTableExistsWaiter(e.Dynamo, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay = 50 * time.Millisecond
-	}).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 30*time.Second); err != nil {
-		return fmt.Errorf("chaos: waiting for table %s: %w", table, err)
-	}
-	if _, err := e.Kinesis.CreateStream(ctx, &kinesis.CreateStreamInput{
-		StreamName: aws.String(stream), ShardCount: aws.Int32(shards),
-	}); err != nil {
-		return fmt.Errorf("chaos: creating stream %s: %w", stream, err)
-	}
-	for {
-		out, err := e.Kinesis.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
-		if err != nil {
-			return fmt.Errorf("chaos: waiting for stream %s: %w", stream, err)
-		}
-		if out.StreamDescriptionSummary.StreamStatus == ktypes.StreamStatusActive {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("chaos: waiting for stream %s", stream), ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -7,21 +7,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
@@ -92,32 +89,6 @@ func (c *config) settleTimeout() time.Duration  { return 20*time.Second + 2*c.Le
 func (c *config) catchUpTimeout() time.Duration { return 30*time.Second + 4*c.Lease }
 func (c *config) exitTimeout() time.Duration    { return c.ShutdownTimeout + 10*time.Second }
 
-// env is where the emulators are.
-type env struct {
-	DynamoEndpoint, KinesisEndpoint string
-	AWS                             aws.Config // region and credentials of the clients below
-	Dynamo                          *dynamodb.Client
-	Kinesis                         *kinesis.Client
-}
-
-// Order is the record the shop puts on the stream; its field names (JSON
-// tags, which msgpack uses too) are the contract with examples/fulfilment.
-// Copied from ../demo.
-type Order struct {
-	ID        string    `json:"id"`
-	Customer  string    `json:"customer"`
-	Items     []Item    `json:"items"`
-	Total     int64     `json:"total"` // cents
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// Item is one line of an order.
-type Item struct {
-	SKU      string `json:"sku"`
-	Quantity int    `json:"quantity"`
-	Price    int64  `json:"price"` // cents per unit
-}
-
 // published is one order the producer put on the stream: its partition key,
 // its counter among that key's orders (1, 2, ...), and where it landed.
 type published struct {
@@ -134,39 +105,14 @@ type episode struct{ Stop, Cont time.Time }
 // proc is one process of examples/fulfilment: a slot's incarnation, with its
 // own owner id, report and log.
 type proc struct {
-	slot                  int
-	owner, report, logPth string
-	cmd                   *exec.Cmd
-	logFile               *os.File
-	tail                  *tail
-	done                  chan struct{} // closed once Wait returned
-	err                   error         // Wait's
-	expectExit            atomic.Bool   // we SIGKILLed or SIGINTed it
+	*harness.Instance
+	slot int
 
 	// Written under runner.mu.
-	started, exited         time.Time
+	started                 time.Time
 	killedAt, interruptAt   time.Time
 	stops                   []episode
 	stopped, draining, dead bool
-}
-
-func (p *proc) exitedNow() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// logTail returns the last lines of the process's log.
-func (p *proc) logTail() string {
-	data, err := os.ReadFile(p.logPth)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }
 
 // actionRecord is what became of a planned action.
@@ -180,73 +126,71 @@ type actionRecord struct {
 // runner is one chaos run in progress.
 type runner struct {
 	cfg    config
-	env    env
-	out    io.Writer
+	env    harness.Env
+	out    *harness.Progress
 	begin  time.Time
 	store  leases.Store
 	shards []string
 	plan   []action
+	fleet  *harness.Fleet
 
-	mu         sync.Mutex
-	slots      []*proc // the current process of each slot
-	gens       []int   // processes started per slot
-	procs      []*proc // every process started
-	deliveries []delivery
-	events     []leaseEvent
-	handled    map[string]bool
-	perOwner   map[string]int
-	pub        []published
-	lastSeq    map[string]string       // shard -> newest sequence number published
-	rows       map[string]leases.Lease // shard -> row, as last polled
-	regress    []string                // checkpoints seen going backwards
-	actions    []actionRecord
-	problems   []string // violations found while running (not in the reports)
-	fatal      error    // the run cannot go on
+	mu       sync.Mutex
+	slots    []*proc // the current process of each slot
+	gens     []int   // processes started per slot
+	procs    []*proc // every process started
+	reports  harness.Reports
+	pub      []published
+	lastSeq  map[string]string       // shard -> newest sequence number published
+	rows     map[string]leases.Lease // shard -> row, as last polled
+	regress  []string                // checkpoints seen going backwards
+	actions  []actionRecord
+	problems []string // violations found while running (not in the reports)
+	fatal    error    // the run cannot go on
 }
 
 // run runs the chaos and returns what it observed, tallied. The error
 // reports a run that could not complete (setup failed, an instance died by
 // itself, ctx cancelled); the tally says whether what completed was right.
 // Every process it started is gone when it returns.
-func run(ctx context.Context, cfg config, e env) (*tally, error) {
+func run(ctx context.Context, cfg config, e harness.Env) (*tally, error) {
 	cfg.defaults()
-	if !signalsSupported {
+	if !harness.SignalsSupported {
 		return nil, errUnsupportedPlatform
 	}
 	if cfg.Instances < 2 || cfg.MaxDown < 1 || cfg.MaxDown >= cfg.Instances || cfg.Dir == "" || cfg.Duration <= 0 || cfg.Rate <= 0 {
 		return nil, fmt.Errorf("chaos: bad config: %d instances, max %d down, rate %d, duration %v, dir %q",
 			cfg.Instances, cfg.MaxDown, cfg.Rate, cfg.Duration, cfg.Dir)
 	}
-	out := cfg.Out
-	if out == nil {
-		out = io.Discard
-	}
+	begin := time.Now()
 	r := &runner{
-		cfg: cfg, env: e, out: &syncWriter{w: out}, begin: time.Now(),
-		store:    dynamo.New(e.AWS, cfg.Table, dynamo.WithClient(e.Dynamo)),
-		plan:     plan(cfg.Seed, cfg.planConfig()),
-		slots:    make([]*proc, cfg.Instances),
-		gens:     make([]int, cfg.Instances),
-		handled:  map[string]bool{},
-		perOwner: map[string]int{},
-		lastSeq:  map[string]string{},
-		rows:     map[string]leases.Lease{},
+		cfg: cfg, env: e, out: harness.NewProgress(cfg.Out, begin), begin: begin,
+		store:   dynamo.New(e.AWS, cfg.Table, dynamo.WithClient(e.Dynamo)),
+		plan:    plan(cfg.Seed, cfg.planConfig()),
+		slots:   make([]*proc, cfg.Instances),
+		gens:    make([]int, cfg.Instances),
+		lastSeq: map[string]string{},
+		rows:    map[string]leases.Lease{},
 	}
 	if r.cfg.Binary == "" {
-		bin, err := build(ctx, cfg.Dir, cfg.Race)
+		bin, err := harness.Build(ctx, cfg.Dir, cfg.Race)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("chaos: %w", err)
 		}
 		r.cfg.Binary = bin
 	}
 	var err error
-	if r.shards, err = listShards(ctx, e.Kinesis, cfg.Stream); err != nil {
-		return nil, err
+	if r.shards, err = harness.ListShards(ctx, e.Kinesis, cfg.Stream); err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
+	r.fleet = &harness.Fleet{
+		Name: "chaos", Binary: r.cfg.Binary, Dir: cfg.Dir, Env: e, Stream: cfg.Stream, Table: cfg.Table,
+		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, CheckpointInterval: cfg.CheckpointInterval,
+		ShutdownTimeout: cfg.ShutdownTimeout, Race: cfg.Race,
 	}
 	r.printf("seed %d: %d actions over %v (replay with --seed %d --duration %v)\n%s",
 		cfg.Seed, len(r.plan), cfg.Duration, cfg.Seed, cfg.Duration, describePlan(r.plan))
 
-	defer r.cleanup()
+	defer r.fleet.Cleanup()
 	for s := range cfg.Instances {
 		if err := r.start(s); err != nil {
 			return nil, err
@@ -298,9 +242,7 @@ func run(ctx context.Context, cfg config, e env) (*tally, error) {
 
 var errUnsupportedPlatform = errors.New("chaos: needs SIGSTOP and SIGCONT: run it on Linux or another Unix")
 
-func (r *runner) printf(format string, args ...any) {
-	fmt.Fprintf(r.out, "%6.1fs  "+format, append([]any{time.Since(r.begin).Seconds()}, args...)...)
-}
+func (r *runner) printf(format string, args ...any) { r.out.Printf(format, args...) }
 
 // fail records the first fatal error; the chaos and waits notice it.
 func (r *runner) fail(err error) {
@@ -323,85 +265,17 @@ func (r *runner) start(s int) error {
 	gen := r.gens[s]
 	r.gens[s]++
 	r.mu.Unlock()
-	owner := fmt.Sprintf("i%dr%d", s+1, gen)
-	p := &proc{
-		slot: s, owner: owner,
-		report: filepath.Join(r.cfg.Dir, owner+".report"),
-		logPth: filepath.Join(r.cfg.Dir, owner+".log"),
-		done:   make(chan struct{}),
-	}
-	p.tail = &tail{path: p.report}
-	if err := os.Remove(p.report); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	f, err := os.Create(p.logPth)
+	in, err := r.fleet.Start(fmt.Sprintf("i%dr%d", s+1, gen))
 	if err != nil {
 		return err
 	}
-	p.logFile = f
-	c := r.cfg
-	p.cmd = exec.Command(c.Binary,
-		"--stream", c.Stream, "--table", c.Table, "--owner", owner,
-		"--dynamodb-endpoint-url", r.env.DynamoEndpoint, "--kinesis-endpoint-url", r.env.KinesisEndpoint,
-		"--start", "TRIM_HORIZON",
-		"--lease", c.Lease.String(), "--renew", c.Renew.String(), "--scan", c.Scan.String(),
-		"--checkpoint-interval", c.CheckpointInterval.String(),
-		"--shutdown-timeout", c.ShutdownTimeout.String(),
-		"--report", p.report)
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	p.cmd.Env = instanceEnv(c.Race)
-	p.cmd.SysProcAttr = sysProcAttr()
-	if err := p.cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("chaos: starting %s: %w", owner, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		r.mu.Lock()
-		p.exited = time.Now()
-		r.mu.Unlock()
-		close(p.done)
-	}()
+	p := &proc{Instance: in, slot: s}
 	r.mu.Lock()
 	p.started = time.Now()
 	r.slots[s] = p
 	r.procs = append(r.procs, p)
 	r.mu.Unlock()
 	return nil
-}
-
-// died returns an error for a process that exited without being told to.
-func (r *runner) died() error {
-	r.mu.Lock()
-	procs := slices.Clone(r.procs)
-	r.mu.Unlock()
-	for _, p := range procs {
-		if p.exitedNow() && !p.expectExit.Load() {
-			return fmt.Errorf("chaos: %s exited by itself (%v); the end of its log:\n%s", p.owner, p.err, p.logTail())
-		}
-	}
-	return nil
-}
-
-// cleanup kills whatever still runs (also a stopped process) and waits for it.
-func (r *runner) cleanup() {
-	r.mu.Lock()
-	procs := slices.Clone(r.procs)
-	r.mu.Unlock()
-	for _, p := range procs {
-		if !p.exitedNow() {
-			p.expectExit.Store(true)
-			killGroup(p.cmd)
-		}
-	}
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			fmt.Fprintf(os.Stderr, "chaos: %s (pid %d) did not exit after SIGKILL\n", p.owner, p.cmd.Process.Pid)
-		}
-		p.logFile.Close()
-	}
 }
 
 // watch follows the reports and the lease table, checks that no process
@@ -422,7 +296,7 @@ func (r *runner) watch(ctx context.Context) {
 			if err := r.pollRows(ctx); err != nil && ctx.Err() == nil {
 				r.printf("reading the lease table: %v\n", err)
 			}
-			if err := r.died(); err != nil {
+			if err := r.fleet.Died(); err != nil {
 				r.fail(err)
 			}
 		case <-row.C:
@@ -435,18 +309,11 @@ func (r *runner) watch(ctx context.Context) {
 func (r *runner) readReports() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var errs []error
-	for _, p := range r.procs {
-		ds, es, err := p.tail.read()
-		errs = append(errs, err)
-		r.deliveries = append(r.deliveries, ds...)
-		r.events = append(r.events, es...)
-		for _, d := range ds {
-			r.handled[d.id] = true
-			r.perOwner[d.owner]++
-		}
+	ins := make([]*harness.Instance, len(r.procs))
+	for i, p := range r.procs {
+		ins[i] = p.Instance
 	}
-	return errors.Join(errs...)
+	return r.reports.Read(ins)
 }
 
 // pollRows reads every row of the lease table and checks that no
@@ -464,9 +331,9 @@ func (r *runner) pollRows(ctx context.Context) error {
 		}
 		r.mu.Lock()
 		prev, ok := r.rows[s]
-		if ok && prev.Checkpoint.Sequence != "" && cmpSeq(l.Checkpoint.Sequence, prev.Checkpoint.Sequence) < 0 {
+		if ok && prev.Checkpoint.Sequence != "" && harness.CmpSeq(l.Checkpoint.Sequence, prev.Checkpoint.Sequence) < 0 {
 			r.regress = append(r.regress, fmt.Sprintf("shard %s: checkpoint went back from %s (counter %d, owner %q) to %s (counter %d, owner %q) at %s",
-				shortShard(s), prev.Checkpoint.Sequence, prev.Counter, prev.Owner, l.Checkpoint.Sequence, l.Counter, l.Owner, r.since(time.Now())))
+				harness.ShortShard(s), prev.Checkpoint.Sequence, prev.Counter, prev.Owner, l.Checkpoint.Sequence, l.Counter, l.Owner, r.since(time.Now())))
 		}
 		r.rows[s] = l
 		r.mu.Unlock()
@@ -481,12 +348,12 @@ func (r *runner) row() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "published %6d handled %6d", len(r.pub), len(r.handled))
+	fmt.Fprintf(&b, "published %6d handled %6d", len(r.pub), len(r.reports.Handled))
 	for _, p := range r.slots {
 		var held []string
 		for _, s := range r.shards {
-			if r.rows[s].Owner == p.owner {
-				held = append(held, shortShard(s))
+			if r.rows[s].Owner == p.Owner {
+				held = append(held, harness.ShortShard(s))
 			}
 		}
 		state := "[" + strings.Join(held, " ") + "]"
@@ -498,7 +365,7 @@ func (r *runner) row() string {
 		case p.draining:
 			state = "DRAINING" + state
 		}
-		fmt.Fprintf(&b, " | %-5s %-14s %5d", p.owner, state, r.perOwner[p.owner])
+		fmt.Fprintf(&b, " | %-5s %-14s %5d", p.Owner, state, r.reports.PerOwner[p.Owner])
 	}
 	return b.String()
 }
@@ -513,7 +380,7 @@ func (r *runner) waitSettled(ctx context.Context) error {
 		r.mu.Lock()
 		live := map[string]bool{}
 		for _, p := range r.slots {
-			live[p.owner] = true
+			live[p.Owner] = true
 		}
 		held := 0
 		var owners []string
@@ -522,7 +389,7 @@ func (r *runner) waitSettled(ctx context.Context) error {
 			if live[o] {
 				held++
 			}
-			owners = append(owners, shortShard(s)+":"+o)
+			owners = append(owners, harness.ShortShard(s)+":"+o)
 		}
 		r.mu.Unlock()
 		if held == len(r.shards) {
@@ -570,10 +437,10 @@ func (r *runner) produce(ctx context.Context, stop <-chan struct{}) error {
 				k := (next + i) % c.Keys
 				counters[k]++
 				key := fmt.Sprintf("cust-%03d", k)
-				o := Order{
+				o := harness.Order{
 					ID:        fmt.Sprintf("k%03d-%07d", k, counters[k]),
 					Customer:  key,
-					Items:     []Item{{SKU: fmt.Sprintf("sku-%04d", (next+i)%1000), Quantity: 1, Price: 100}},
+					Items:     []harness.Item{{SKU: fmt.Sprintf("sku-%04d", (next+i)%1000), Quantity: 1, Price: 100}},
 					Total:     100,
 					CreatedAt: time.Now().UTC(),
 				}
@@ -622,7 +489,7 @@ func (r *runner) put(ctx context.Context, batch []published, entries []ktypes.Pu
 			p := batch[i]
 			p.shard, p.seq, p.at = aws.ToString(res.ShardId), aws.ToString(res.SequenceNumber), now
 			r.pub = append(r.pub, p)
-			if cmpSeq(p.seq, r.lastSeq[p.shard]) > 0 {
+			if harness.CmpSeq(p.seq, r.lastSeq[p.shard]) > 0 {
 				r.lastSeq[p.shard] = p.seq
 			}
 		}
@@ -706,11 +573,11 @@ func (r *runner) execute(ctx context.Context, a action) {
 	case down >= r.cfg.MaxDown:
 		rec.Skipped = fmt.Sprintf("%d instances down already", down)
 	}
-	rec.Owner = p.owner
+	rec.Owner = p.Owner
 	if rec.Skipped != "" {
 		r.actions = append(r.actions, rec)
 		r.mu.Unlock()
-		r.printf("skip %s on %s: %s\n", a.Kind, p.owner, rec.Skipped)
+		r.printf("skip %s on %s: %s\n", a.Kind, p.Owner, rec.Skipped)
 		return
 	}
 	defer func() {
@@ -721,12 +588,12 @@ func (r *runner) execute(ctx context.Context, a action) {
 	switch a.Kind {
 	case kill:
 		p.dead = true
-		p.expectExit.Store(true)
+		p.Expect()
 	case stop:
 		p.stopped = true
 	case interrupt:
 		p.draining = true
-		p.expectExit.Store(true)
+		p.Expect()
 	}
 	r.mu.Unlock()
 
@@ -740,12 +607,12 @@ func (r *runner) execute(ctx context.Context, a action) {
 	}
 	waitExit := func() error {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(r.cfg.exitTimeout()):
-			return fmt.Errorf("%s still running %v after %s", p.owner, r.cfg.exitTimeout(), a.Kind)
+			return fmt.Errorf("%s still running %v after %s", p.Owner, r.cfg.exitTimeout(), a.Kind)
 		}
 	}
 	restart := func() {
@@ -754,19 +621,19 @@ func (r *runner) execute(ctx context.Context, a action) {
 			return
 		}
 		r.mu.Lock()
-		rec.NewOwner = r.slots[a.Slot].owner
+		rec.NewOwner = r.slots[a.Slot].Owner
 		rec.End = r.slots[a.Slot].started
 		r.mu.Unlock()
 	}
 
 	switch a.Kind {
 	case kill:
-		killGroup(p.cmd)
+		p.Kill()
 		rec.Start = time.Now()
 		r.mu.Lock()
 		p.killedAt = rec.Start
 		r.mu.Unlock()
-		r.printf("SIGKILL %s (restart in %v)\n", p.owner, a.Hold.Round(time.Millisecond))
+		r.printf("SIGKILL %s (restart in %v)\n", p.Owner, a.Hold.Round(time.Millisecond))
 		if err := waitExit(); err != nil {
 			r.fail(fmt.Errorf("chaos: %w", err))
 			return
@@ -776,40 +643,40 @@ func (r *runner) execute(ctx context.Context, a action) {
 		}
 		restart()
 	case stop:
-		if err := stopProcess(p.cmd); err != nil {
-			r.fail(fmt.Errorf("chaos: SIGSTOP %s: %w", p.owner, err))
+		if err := p.Stop(); err != nil {
+			r.fail(fmt.Errorf("chaos: SIGSTOP %s: %w", p.Owner, err))
 			return
 		}
 		rec.Start = time.Now()
-		r.printf("SIGSTOP %s for %v (lease %v)\n", p.owner, a.Hold.Round(time.Millisecond), r.cfg.Lease)
+		r.printf("SIGSTOP %s for %v (lease %v)\n", p.Owner, a.Hold.Round(time.Millisecond), r.cfg.Lease)
 		sleep(a.Hold) // on cancellation, continue it anyway: cleanup kills it
 		rec.End = time.Now()
-		if err := continueProcess(p.cmd); err != nil && !p.exitedNow() {
-			r.fail(fmt.Errorf("chaos: SIGCONT %s: %w", p.owner, err))
+		if err := p.Continue(); err != nil && !p.Exited() {
+			r.fail(fmt.Errorf("chaos: SIGCONT %s: %w", p.Owner, err))
 		}
 		r.mu.Lock()
 		p.stops = append(p.stops, episode{Stop: rec.Start, Cont: rec.End})
 		p.stopped = false
 		r.mu.Unlock()
-		r.printf("SIGCONT %s after %v\n", p.owner, rec.End.Sub(rec.Start).Round(time.Millisecond))
+		r.printf("SIGCONT %s after %v\n", p.Owner, rec.End.Sub(rec.Start).Round(time.Millisecond))
 	case interrupt:
 		rec.Start = time.Now()
 		r.mu.Lock()
 		p.interruptAt = rec.Start
 		r.mu.Unlock()
-		if err := interruptProcess(p.cmd); err != nil {
-			r.fail(fmt.Errorf("chaos: SIGINT %s: %w", p.owner, err))
+		if err := p.Interrupt(); err != nil {
+			r.fail(fmt.Errorf("chaos: SIGINT %s: %w", p.Owner, err))
 			return
 		}
-		r.printf("SIGINT %s (restart %v after it exits)\n", p.owner, a.Hold.Round(time.Millisecond))
+		r.printf("SIGINT %s (restart %v after it exits)\n", p.Owner, a.Hold.Round(time.Millisecond))
 		if err := waitExit(); err != nil {
 			r.problem(fmt.Sprintf("graceful stop: %v; killed", err))
-			killGroup(p.cmd)
-			<-p.done
-		} else if p.err != nil {
-			r.problem(fmt.Sprintf("graceful stop: %s exited with %v after SIGINT; the end of its log:\n%s", p.owner, p.err, p.logTail()))
+			p.Kill()
+			<-p.Done()
+		} else if p.Err() != nil {
+			r.problem(fmt.Sprintf("graceful stop: %s exited with %v after SIGINT; the end of its log:\n%s", p.Owner, p.Err(), p.LogTail()))
 		} else {
-			r.printf("%s exited after %v\n", p.owner, time.Since(rec.Start).Round(time.Millisecond))
+			r.printf("%s exited after %v\n", p.Owner, time.Since(rec.Start).Round(time.Millisecond))
 		}
 		if !sleep(a.Hold) {
 			return
@@ -838,14 +705,14 @@ func (r *runner) catchUp(ctx context.Context) error {
 		r.mu.Lock()
 		missing := 0
 		for _, p := range r.pub {
-			if !r.handled[p.id] {
+			if !r.reports.Handled[p.id] {
 				missing++
 			}
 		}
 		var behind []string
 		for s, seq := range r.lastSeq {
 			if r.rows[s].Checkpoint.Sequence != seq {
-				behind = append(behind, shortShard(s))
+				behind = append(behind, harness.ShortShard(s))
 			}
 		}
 		r.mu.Unlock()
@@ -875,31 +742,31 @@ func (r *runner) stopAll() {
 	r.mu.Unlock()
 	var names []string
 	for _, p := range live {
-		p.expectExit.Store(true)
+		p.Expect()
 		r.mu.Lock()
 		p.interruptAt = time.Now()
 		p.draining = true
 		r.mu.Unlock()
-		if err := interruptProcess(p.cmd); err != nil && !p.exitedNow() {
-			r.problem(fmt.Sprintf("SIGINT %s: %v", p.owner, err))
+		if err := p.Interrupt(); err != nil && !p.Exited() {
+			r.problem(fmt.Sprintf("SIGINT %s: %v", p.Owner, err))
 		}
-		names = append(names, p.owner)
+		names = append(names, p.Owner)
 	}
 	r.printf("SIGINT to %s: draining, checkpointing, releasing\n", strings.Join(names, ", "))
 	timeout := time.After(r.cfg.exitTimeout())
 	for _, p := range live {
 		select {
-		case <-p.done:
-			if p.err != nil {
-				r.problem(fmt.Sprintf("final stop: %s exited with %v after SIGINT; the end of its log:\n%s", p.owner, p.err, p.logTail()))
+		case <-p.Done():
+			if err := p.Err(); err != nil {
+				r.problem(fmt.Sprintf("final stop: %s exited with %v after SIGINT; the end of its log:\n%s", p.Owner, err, p.LogTail()))
 			}
 		case <-timeout:
-			r.problem(fmt.Sprintf("final stop: %s still running %v after SIGINT; killed", p.owner, r.cfg.exitTimeout()))
+			r.problem(fmt.Sprintf("final stop: %s still running %v after SIGINT; killed", p.Owner, r.cfg.exitTimeout()))
 			r.mu.Lock()
 			p.killedAt = time.Now()
 			r.mu.Unlock()
-			killGroup(p.cmd)
-			<-p.done
+			p.Kill()
+			<-p.Done()
 		}
 	}
 	r.printf("every instance stopped\n")
@@ -917,11 +784,11 @@ func (r *runner) checkFinalRows(ctx context.Context) error {
 		l, ok := r.rows[s]
 		switch {
 		case !ok:
-			r.problems = append(r.problems, fmt.Sprintf("final row: shard %s has no row", shortShard(s)))
+			r.problems = append(r.problems, fmt.Sprintf("final row: shard %s has no row", harness.ShortShard(s)))
 		case l.Owner != "":
-			r.problems = append(r.problems, fmt.Sprintf("final row: shard %s still held by %s after every instance stopped gracefully", shortShard(s), l.Owner))
+			r.problems = append(r.problems, fmt.Sprintf("final row: shard %s still held by %s after every instance stopped gracefully", harness.ShortShard(s), l.Owner))
 		case l.Checkpoint.Sequence != r.lastSeq[s]:
-			r.problems = append(r.problems, fmt.Sprintf("final row: shard %s checkpoint %q, its last record is %q", shortShard(s), l.Checkpoint.Sequence, r.lastSeq[s]))
+			r.problems = append(r.problems, fmt.Sprintf("final row: shard %s checkpoint %q, its last record is %q", harness.ShortShard(s), l.Checkpoint.Sequence, r.lastSeq[s]))
 		}
 	}
 	return nil
@@ -932,15 +799,15 @@ func (r *runner) observations() *observations {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	o := &observations{
-		Begin: r.begin, Published: slices.Clone(r.pub), Deliveries: slices.Clone(r.deliveries), Events: slices.Clone(r.events),
+		Begin: r.begin, Published: slices.Clone(r.pub), Deliveries: slices.Clone(r.reports.Deliveries), Events: slices.Clone(r.reports.Events),
 		Actions: slices.Clone(r.actions), Problems: slices.Concat(r.problems, r.regress),
 		Lease: r.cfg.Lease, Renew: r.cfg.Renew, Scan: r.cfg.Scan, CheckpointInterval: r.cfg.CheckpointInterval,
 		Seed: r.cfg.Seed, Duration: r.cfg.Duration, Instances: r.cfg.Instances, Shards: len(r.shards),
 	}
 	for _, p := range r.procs {
-		pi := procInfo{Owner: p.owner, Slot: p.slot, Started: p.started, Exited: p.exited, Killed: p.killedAt,
+		pi := procInfo{Owner: p.Owner, Slot: p.slot, Started: p.started, Exited: p.ExitedAt(), Killed: p.killedAt,
 			Interrupted: p.interruptAt, Stops: slices.Clone(p.stops)}
-		pi.RefusedCheckpoints, pi.LostRenewals, pi.Errors, pi.Takes = scanLog(p.logPth)
+		pi.RefusedCheckpoints, pi.LostRenewals, pi.Errors, pi.Takes = scanLog(p.LogPath)
 		o.Procs = append(o.Procs, pi)
 	}
 	return o
@@ -982,73 +849,3 @@ func scanLog(path string) (refused, lost, errs int, takes []take) {
 
 // takeLine matches the time, shard and previous owner of a take in a log line.
 var takeLine = regexp.MustCompile(`^time=(\S+) .* shard=(\S+)(?: from=(\S+))?`)
-
-// build builds examples/fulfilment into dir (copied from ../demo).
-func build(ctx context.Context, dir string, race bool) (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", errors.New("chaos: the go command is not in PATH")
-	}
-	gomod, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
-		return "", fmt.Errorf("chaos: run me inside the kinesislease module (go env GOMOD: %v)", err)
-	}
-	bin := filepath.Join(dir, "fulfilment")
-	args := []string{"build", "-o", bin}
-	if race {
-		args = append(args, "-race")
-	}
-	cmd := exec.CommandContext(ctx, goBin, append(args, "./examples/fulfilment")...)
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("chaos: go build ./examples/fulfilment: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
-func listShards(ctx context.Context, client *kinesis.Client, stream string) ([]string, error) {
-	var ids []string
-	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
-	for {
-		out, err := client.ListShards(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("chaos: ListShards %s: %w", stream, err)
-		}
-		for _, s := range out.Shards {
-			ids = append(ids, aws.ToString(s.ShardId))
-		}
-		if out.NextToken == nil {
-			return ids, nil
-		}
-		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
-	}
-}
-
-// instanceEnv is the instances' environment: ours without AWS_*, plus the
-// emulators' region and static credentials (copied from ../demo).
-func instanceEnv(race bool) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AWS_") && !strings.HasPrefix(kv, "GORACE=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
-		"AWS_EC2_METADATA_DISABLED=true")
-	if race {
-		env = append(env, "GORACE=halt_on_error=1")
-	}
-	return env
-}
-
-// syncWriter serialises writes from the watcher and the main flow.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 )
 
 // procInfo is one process of a run, as the tally needs it.
@@ -37,8 +39,8 @@ type take struct {
 type observations struct {
 	Begin              time.Time
 	Published          []published
-	Deliveries         []delivery
-	Events             []leaseEvent
+	Deliveries         []harness.Delivery
+	Events             []harness.LeaseEvent
 	Procs              []procInfo
 	Actions            []actionRecord
 	Problems           []string
@@ -203,19 +205,19 @@ func compute(o *observations) *tally {
 	// Tenures, from each process's lease events.
 	type ownerShard struct{ owner, shard string }
 	events := slices.Clone(o.Events)
-	slices.SortStableFunc(events, func(a, b leaseEvent) int { return a.at.Compare(b.at) })
+	slices.SortStableFunc(events, func(a, b harness.LeaseEvent) int { return a.At.Compare(b.At) })
 	byOS := map[ownerShard][]*tenure{}
 	open := map[ownerShard]*tenure{}
 	var all []*tenure
 	for _, e := range events {
-		k := ownerShard{e.owner, e.shard}
-		if e.kind == "acquired" {
+		k := ownerShard{e.Owner, e.Shard}
+		if e.Kind == "acquired" {
 			if cur := open[k]; cur != nil {
 				t.Tenures = append(t.Tenures, fmt.Sprintf("%s acquired shard %s at %s while holding it since %s",
-					e.owner, shortShard(e.shard), at(e.at), at(cur.acq)))
-				cur.end, cur.endKind = e.at, "reacquired"
+					e.Owner, harness.ShortShard(e.Shard), at(e.At), at(cur.acq)))
+				cur.end, cur.endKind = e.At, "reacquired"
 			}
-			tn := &tenure{owner: e.owner, shard: e.shard, acq: e.at}
+			tn := &tenure{owner: e.Owner, shard: e.Shard, acq: e.At}
 			open[k] = tn
 			byOS[k] = append(byOS[k], tn)
 			all = append(all, tn)
@@ -224,10 +226,10 @@ func compute(o *observations) *tally {
 		cur := open[k]
 		if cur == nil {
 			t.Tenures = append(t.Tenures, fmt.Sprintf("%s reported shard %s %s at %s without holding it",
-				e.owner, shortShard(e.shard), e.kind, at(e.at)))
+				e.Owner, harness.ShortShard(e.Shard), e.Kind, at(e.At)))
 			continue
 		}
-		cur.end, cur.endKind = e.at, e.kind
+		cur.end, cur.endKind = e.At, e.Kind
 		delete(open, k)
 	}
 	for _, tn := range open {
@@ -239,7 +241,7 @@ func compute(o *observations) *tally {
 			tn.endKind = "open"
 			if p != nil && !p.Exited.IsZero() {
 				t.Tenures = append(t.Tenures, fmt.Sprintf("%s exited gracefully at %s without reporting the end of its lease on shard %s (acquired %s)",
-					tn.owner, at(p.Exited), shortShard(tn.shard), at(tn.acq)))
+					tn.owner, at(p.Exited), harness.ShortShard(tn.shard), at(tn.acq)))
 			}
 		}
 	}
@@ -265,29 +267,29 @@ func compute(o *observations) *tally {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return ds[a].at.Compare(ds[b].at) })
+	slices.SortStableFunc(order, func(a, b int) int { return ds[a].At.Compare(ds[b].At) })
 	owner := make([]*tenure, len(ds))
 	for _, i := range order {
 		d := ds[i]
-		tns := byOS[ownerShard{d.owner, d.shard}]
+		tns := byOS[ownerShard{d.Owner, d.Shard}]
 		var tn *tenure
 		for _, c := range tns {
-			if !c.acq.After(d.at) {
+			if !c.acq.After(d.At) {
 				tn = c
 			}
 		}
 		if tn == nil {
 			t.Overlaps = append(t.Overlaps, fmt.Sprintf("%s handled %s (shard %s) at %s without holding its lease",
-				d.owner, d.id, shortShard(d.shard), at(d.at)))
+				d.Owner, d.ID, harness.ShortShard(d.Shard), at(d.At)))
 			continue
 		}
 		slack := time.Duration(0)
 		if tn.endKind == "killed" {
 			slack = killSlack
 		}
-		if !tn.end.IsZero() && d.at.After(tn.end.Add(slack)) {
+		if !tn.end.IsZero() && d.At.After(tn.end.Add(slack)) {
 			t.Tenures = append(t.Tenures, fmt.Sprintf("%s handled %s (shard %s) at %s after its lease ended (%s at %s)",
-				d.owner, d.id, shortShard(d.shard), at(d.at), tn.endKind, at(tn.end)))
+				d.Owner, d.ID, harness.ShortShard(d.Shard), at(d.At), tn.endKind, at(tn.end)))
 		}
 		tn.ds = append(tn.ds, i)
 		owner[i] = tn
@@ -331,7 +333,7 @@ func compute(o *observations) *tally {
 			n := tn.next.acq
 			var late []int
 			for j, i := range tn.ds {
-				if ds[i].at.After(n) {
+				if ds[i].At.After(n) {
 					late = tn.ds[j:]
 					break
 				}
@@ -342,7 +344,7 @@ func compute(o *observations) *tally {
 			if ep, ok := inFlightAcrossStop(tn, late[0], ds, procs[tn.owner], n); ok {
 				inFlight[late[0]] = true
 				t.InFlight = append(t.InFlight, fmt.Sprintf("shard %s: %s handled %s at %s, %v after its SIGCONT (stopped %s..%s); %s acquired the shard at %s",
-					shortShard(s), tn.owner, ds[late[0]].id, at(ds[late[0]].at), ds[late[0]].at.Sub(ep.Cont).Round(time.Millisecond),
+					harness.ShortShard(s), tn.owner, ds[late[0]].ID, at(ds[late[0]].At), ds[late[0]].At.Sub(ep.Cont).Round(time.Millisecond),
 					at(ep.Stop), at(ep.Cont), tn.next.owner, at(n)))
 				late = late[1:]
 			}
@@ -351,8 +353,8 @@ func compute(o *observations) *tally {
 			}
 			first, last := ds[late[0]], ds[late[len(late)-1]]
 			t.Overlaps = append(t.Overlaps, fmt.Sprintf("shard %s: %s (acquired %s) handled %d records after %s acquired the shard at %s: from %s (%s) to %s (%s, %v after)",
-				shortShard(s), tn.owner, at(tn.acq), len(late), tn.next.owner, at(n),
-				first.id, at(first.at), last.id, at(last.at), last.at.Sub(n).Round(time.Millisecond)))
+				harness.ShortShard(s), tn.owner, at(tn.acq), len(late), tn.next.owner, at(n),
+				first.ID, at(first.At), last.ID, at(last.At), last.At.Sub(n).Round(time.Millisecond)))
 		}
 	}
 
@@ -364,12 +366,12 @@ func compute(o *observations) *tally {
 	byID := map[string][]int{}
 	for _, i := range order {
 		d := ds[i]
-		byID[d.id] = append(byID[d.id], i)
-		p := pubByID[d.id]
+		byID[d.ID] = append(byID[d.ID], i)
+		p := pubByID[d.ID]
 		switch {
 		case p == nil:
 			t.Unknown++
-		case p.shard != d.shard || p.seq != d.seq:
+		case p.shard != d.Shard || p.seq != d.Seq:
 			t.Republished++
 		}
 	}
@@ -403,32 +405,32 @@ func compute(o *observations) *tally {
 			if ta != nil && tb != nil && ta != tb {
 				return ta.acq.Compare(tb.acq)
 			}
-			return ds[a].at.Compare(ds[b].at)
+			return ds[a].At.Compare(ds[b].At)
 		})
 		for j := 1; j < len(is); j++ {
 			a, b := is[j-1], is[j]
 			cause, why := explain(owner[a], owner[b], ds[a], inFlight[a], procs)
 			if why != "" {
 				t.Unexplained = append(t.Unexplained, fmt.Sprintf("%s (shard %s seq %s) handled by %s at %s and by %s at %s: %s",
-					id, shortShard(ds[a].shard), ds[a].seq, ds[a].owner, at(ds[a].at), ds[b].owner, at(ds[b].at), why))
+					id, harness.ShortShard(ds[a].Shard), ds[a].Seq, ds[a].Owner, at(ds[a].At), ds[b].Owner, at(ds[b].At), why))
 				continue
 			}
 			t.Causes[cause]++
 			k := pair{owner[a], owner[b]}
 			w := windows[k]
 			if w == nil {
-				w = &window{first: ds[a].at, last: ds[a].at}
+				w = &window{first: ds[a].At, last: ds[a].At}
 				windows[k] = w
 			}
 			w.n++
-			w.first = minTime(w.first, ds[a].at)
-			w.last = maxTime(w.last, ds[a].at)
+			w.first = minTime(w.first, ds[a].At)
+			w.last = maxTime(w.last, ds[a].At)
 		}
 	}
 	for k, w := range windows {
 		if w.n > t.MaxWindow || (w.n == t.MaxWindow && w.last.Sub(w.first) > t.MaxWindowSpan) {
 			t.MaxWindow, t.MaxWindowSpan = w.n, w.last.Sub(w.first)
-			t.MaxWindowAt = fmt.Sprintf("shard %s, %s to %s at %s", shortShard(k.from.shard), k.from.owner, k.to.owner, at(k.to.acq))
+			t.MaxWindowAt = fmt.Sprintf("shard %s, %s to %s at %s", harness.ShortShard(k.from.shard), k.from.owner, k.to.owner, at(k.to.acq))
 		}
 	}
 
@@ -437,8 +439,8 @@ func compute(o *observations) *tally {
 	// the lease (its checkpoint cannot be ahead of the deliveries).
 	firstAt := map[string]time.Time{}
 	for _, i := range order {
-		if _, ok := firstAt[ds[i].id]; !ok {
-			firstAt[ds[i].id] = ds[i].at
+		if _, ok := firstAt[ds[i].ID]; !ok {
+			firstAt[ds[i].ID] = ds[i].At
 		}
 	}
 	index := map[string]int{} // shard+seq -> position in its shard
@@ -449,7 +451,7 @@ func compute(o *observations) *tally {
 	}
 	prefixMax := map[string][]time.Time{} // latest first delivery up to each position (zero: one never delivered)
 	for s, ps := range shardPubs {
-		slices.SortFunc(ps, func(a, b *published) int { return cmpSeq(a.seq, b.seq) })
+		slices.SortFunc(ps, func(a, b *published) int { return harness.CmpSeq(a.seq, b.seq) })
 		pm := make([]time.Time, len(ps))
 		var latest time.Time
 		never := false
@@ -468,24 +470,24 @@ func compute(o *observations) *tally {
 		prev := -1
 		var bad []string
 		for j, i := range tn.ds {
-			pos, ok := index[tn.shard+" "+ds[i].seq]
+			pos, ok := index[tn.shard+" "+ds[i].Seq]
 			if !ok {
 				continue
 			}
 			if j == 0 && pos > 0 {
 				if pm := prefixMax[tn.shard][pos-1]; pm.IsZero() || !pm.Before(tn.acq) {
 					t.Tenures = append(t.Tenures, fmt.Sprintf("%s acquired shard %s at %s and resumed at %s, past a record not handled before (lost or handled later)",
-						tn.owner, shortShard(tn.shard), at(tn.acq), ds[i].id))
+						tn.owner, harness.ShortShard(tn.shard), at(tn.acq), ds[i].ID))
 				}
 			}
 			if prev >= 0 && pos != prev+1 {
-				bad = append(bad, fmt.Sprintf("%s after position %d at position %d", ds[i].id, prev, pos))
+				bad = append(bad, fmt.Sprintf("%s after position %d at position %d", ds[i].ID, prev, pos))
 			}
 			prev = pos
 		}
 		if len(bad) > 0 {
 			t.Tenures = append(t.Tenures, fmt.Sprintf("%s skipped or reordered records of shard %s (acquired %s): %s",
-				tn.owner, shortShard(tn.shard), at(tn.acq), strings.Join(bad[:min(3, len(bad))], "; ")))
+				tn.owner, harness.ShortShard(tn.shard), at(tn.acq), strings.Join(bad[:min(3, len(bad))], "; ")))
 		}
 	}
 
@@ -536,7 +538,7 @@ func compute(o *observations) *tally {
 			if nx == nil {
 				if a.Kind == kill {
 					t.Missing = append(t.Missing, fmt.Sprintf("shard %s of %s never taken over after its SIGKILL at %s",
-						shortShard(tn.shard), a.Owner, at(a.Start)))
+						harness.ShortShard(tn.shard), a.Owner, at(a.Start)))
 				}
 				continue
 			}
@@ -564,11 +566,11 @@ func compute(o *observations) *tally {
 			t.TakeoverCount[a.Kind]++
 			if d > t.Longest[a.Kind] {
 				t.Longest[a.Kind] = d
-				t.LongestAt[a.Kind] = fmt.Sprintf("shard %s, %s to %s at %s", shortShard(tn.shard), a.Owner, nx.owner, at(nx.acq))
+				t.LongestAt[a.Kind] = fmt.Sprintf("shard %s, %s to %s at %s", harness.ShortShard(tn.shard), a.Owner, nx.owner, at(nx.acq))
 			}
 			if a.Kind != interrupt && d < o.Lease/2 {
 				t.Early = append(t.Early, fmt.Sprintf("shard %s taken by %s at %s, %v after the %s of its holder %s (at %s): sooner than half a lease",
-					shortShard(tn.shard), nx.owner, at(nx.acq), d.Round(time.Millisecond), a.Kind, a.Owner, at(a.Start)))
+					harness.ShortShard(tn.shard), nx.owner, at(nx.acq), d.Round(time.Millisecond), a.Kind, a.Owner, at(a.Start)))
 			}
 		}
 	}
@@ -579,11 +581,11 @@ func compute(o *observations) *tally {
 // next tenure's acquisition at n, was in flight across a SIGSTOP of its
 // process: its previous delivery came before the stop, the stop began no
 // later than n, and it was stamped right after the SIGCONT.
-func inFlightAcrossStop(tn *tenure, i int, ds []delivery, p *procInfo, n time.Time) (episode, bool) {
+func inFlightAcrossStop(tn *tenure, i int, ds []harness.Delivery, p *procInfo, n time.Time) (episode, bool) {
 	if p == nil {
 		return episode{}, false
 	}
-	var prev *delivery
+	var prev *harness.Delivery
 	for j, k := range tn.ds {
 		if k == i && j > 0 {
 			prev = &ds[tn.ds[j-1]]
@@ -591,8 +593,8 @@ func inFlightAcrossStop(tn *tenure, i int, ds []delivery, p *procInfo, n time.Ti
 	}
 	d := ds[i]
 	for _, ep := range p.Stops {
-		if !ep.Stop.After(n) && !d.at.Before(ep.Cont) && d.at.Sub(ep.Cont) <= inFlightSlack &&
-			(prev == nil || prev.at.Before(ep.Stop)) {
+		if !ep.Stop.After(n) && !d.At.Before(ep.Cont) && d.At.Sub(ep.Cont) <= inFlightSlack &&
+			(prev == nil || prev.At.Before(ep.Stop)) {
 			return ep, true
 		}
 	}
@@ -603,7 +605,7 @@ func inFlightAcrossStop(tn *tenure, i int, ds []delivery, p *procInfo, n time.Ti
 // handled again under tenure b: the cause, or why it is not explained by a
 // checkpoint window (a holder that lost its lease or was killed before
 // checkpointing past the record, then a takeover).
-func explain(a, b *tenure, da delivery, inFlight bool, procs map[string]*procInfo) (cause, why string) {
+func explain(a, b *tenure, da harness.Delivery, inFlight bool, procs map[string]*procInfo) (cause, why string) {
 	switch {
 	case a == nil || b == nil:
 		return "", "a delivery outside any lease"
@@ -613,14 +615,14 @@ func explain(a, b *tenure, da delivery, inFlight bool, procs map[string]*procInf
 		return "in flight at SIGSTOP", ""
 	case a.endKind != "killed" && a.endKind != "lost":
 		return "", fmt.Sprintf("%s's lease ended %s, not lost: a planned handover must not redeliver", a.owner, a.endKind)
-	case !da.at.Before(b.acq):
+	case !da.At.Before(b.acq):
 		return "", fmt.Sprintf("%s handled it after %s had acquired the shard", a.owner, b.owner)
 	case a.endKind == "killed":
 		return "SIGKILL", ""
 	}
 	if p := procs[a.owner]; p != nil {
 		for _, ep := range p.Stops {
-			if ep.Stop.Before(b.acq) && ep.Cont.After(da.at) {
+			if ep.Stop.Before(b.acq) && ep.Cont.After(da.At) {
 				return "SIGSTOP", ""
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 )
 
 // TestTallyFindsFaults feeds the tally made-up observations with every
@@ -19,10 +21,10 @@ func TestTallyFindsFaults(t *testing.T) {
 		o.Published = append(o.Published, published{id: id, key: key, counter: counter, shard: sh(shard), seq: seq, at: at(0)})
 	}
 	ev := func(owner string, shard int, kind string, ms int) {
-		o.Events = append(o.Events, leaseEvent{owner: owner, shard: sh(shard), kind: kind, at: at(ms)})
+		o.Events = append(o.Events, harness.LeaseEvent{Owner: owner, Shard: sh(shard), Kind: kind, At: at(ms)})
 	}
 	dl := func(owner string, shard int, seq, id string, ms int) {
-		o.Deliveries = append(o.Deliveries, delivery{owner: owner, shard: sh(shard), seq: seq, id: id, at: at(ms)})
+		o.Deliveries = append(o.Deliveries, harness.Delivery{Owner: owner, Shard: sh(shard), Seq: seq, ID: id, At: at(ms)})
 	}
 	takes := func(shard int, from string, ms int) []take { return []take{{Shard: sh(shard), From: from, At: at(ms)}} }
 

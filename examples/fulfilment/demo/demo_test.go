@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 )
 
@@ -15,25 +16,14 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 // separate processes (built with -race when this test is), 1000 orders over
 // 4s on 4 shards, the instance holding the most shards SIGKILLed half-way.
 func TestDemo(t *testing.T) {
-	dc := testutil.DynamoClient(t)
-	kc := testutil.KinesisClient(t, testutil.Kinesalite)
-	table, stream := testutil.TableName(t), testutil.StreamName(t)
-	testutil.CreateLeaseTable(t, dc, table)
-	testutil.CreateStream(t, kc, stream, 4)
-	e := env{
-		DynamoEndpoint:  testutil.Endpoint(t, testutil.DynamoDBLocal),
-		KinesisEndpoint: testutil.Endpoint(t, testutil.Kinesalite),
-		AWS:             testutil.Config(t),
-		Dynamo:          dc,
-		Kinesis:         kc,
-	}
+	e, table, stream := harness.TestEnv(t, 4)
 	cfg := config{
 		Stream: stream, Table: table,
 		Orders: 1000, PublishOver: 4 * time.Second, Instances: 3,
 		Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Scan: 500 * time.Millisecond,
 		CheckpointInterval: 500 * time.Millisecond,
 		Kill:               true, KillAt: 0.5,
-		Dir: t.TempDir(), Race: raceEnabled, Out: tWriter{t},
+		Dir: t.TempDir(), Race: harness.RaceEnabled, Out: harness.TestLog(t),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -113,21 +103,27 @@ func TestTallyFindsFaults(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	const s0, s1 = "shardId-000000000000", "shardId-000000000001"
-	es := []leaseEvent{
-		{"a", s0, "acquired", at(0)},
-		{"b", s1, "acquired", at(0)},
-		{"c", s0, "acquired", at(5000)}, // takes s0 over after a is killed at 4000
-		{"c", s1, "acquired", at(100)},  // takes s1 while b still works it
+	ev := func(owner, shard, kind string, at time.Time) harness.LeaseEvent {
+		return harness.LeaseEvent{Owner: owner, Shard: shard, Kind: kind, At: at}
 	}
-	ds := []delivery{
-		{"a", s0, "10", "o1", at(1000)},
-		{"a", s0, "11", "o2", at(3900)}, // after a's last checkpoint (10)
-		{"c", s0, "11", "o2", at(5100)}, // redelivered by its taker: explained
-		{"c", s0, "12", "o3", at(5200)},
-		{"b", s1, "20", "o4", at(1000)},
-		{"c", s1, "20", "o4", at(1100)}, // concurrent handling: overlap, unexplained duplicate
-		{"b", s1, "21", "o5", at(2000)},
-		{"c", s1, "21", "o5", at(2100)},
+	dl := func(owner, shard, seq, id string, at time.Time) harness.Delivery {
+		return harness.Delivery{Owner: owner, Shard: shard, Seq: seq, ID: id, At: at}
+	}
+	es := []harness.LeaseEvent{
+		ev("a", s0, "acquired", at(0)),
+		ev("b", s1, "acquired", at(0)),
+		ev("c", s0, "acquired", at(5000)), // takes s0 over after a is killed at 4000
+		ev("c", s1, "acquired", at(100)),  // takes s1 while b still works it
+	}
+	ds := []harness.Delivery{
+		dl("a", s0, "10", "o1", at(1000)),
+		dl("a", s0, "11", "o2", at(3900)), // after a's last checkpoint (10)
+		dl("c", s0, "11", "o2", at(5100)), // redelivered by its taker: explained
+		dl("c", s0, "12", "o3", at(5200)),
+		dl("b", s1, "20", "o4", at(1000)),
+		dl("c", s1, "20", "o4", at(1100)), // concurrent handling: overlap, unexplained duplicate
+		dl("b", s1, "21", "o5", at(2000)),
+		dl("c", s1, "21", "o5", at(2100)),
 	}
 	k := &kill{owner: "a", at: at(4000), shards: []string{s0}}
 	ta := compute([]string{"o1", "o2", "o3", "o4", "o5", "o6"}, ds, es, k, 1600*time.Millisecond)
@@ -147,15 +143,8 @@ func TestTallyFindsFaults(t *testing.T) {
 		t.Errorf("overlaps %v, want one on shard 1", ta.Overlaps)
 	}
 	// Handling without ever acquiring the lease.
-	ta = compute([]string{"o1"}, []delivery{{"z", s0, "1", "o1", at(0)}}, nil, nil, time.Second)
+	ta = compute([]string{"o1"}, []harness.Delivery{dl("z", s0, "1", "o1", at(0))}, nil, nil, time.Second)
 	if len(ta.Overlaps) != 1 || !strings.Contains(ta.Overlaps[0], "before acquiring") {
 		t.Errorf("overlaps %v, want a delivery before acquiring", ta.Overlaps)
 	}
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

@@ -23,37 +23,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
-// holderStore fails every write once partitioned (the holder lost DynamoDB).
-type holderStore struct {
-	leases.Store
-	partitioned *atomic.Bool
-}
-
 var errPartition = errors.New("partitioned")
-
-func (s holderStore) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
-	if s.partitioned.Load() {
-		return leases.Lease{}, errPartition
-	}
-	return s.Store.Renew(ctx, l, ttl)
-}
-func (s holderStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	if s.partitioned.Load() {
-		return leases.Lease{}, errPartition
-	}
-	return s.Store.Checkpoint(ctx, l, cp)
-}
-func (s holderStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	if s.partitioned.Load() {
-		return leases.Lease{}, errPartition
-	}
-	return s.Store.Release(ctx, l, cp)
-}
 
 // takerStore makes one armed Get slow (a latency spike): it waits, then reads.
 type takerStore struct {
@@ -90,7 +66,7 @@ func TestReproTakeoverCountsFromScanStart(t *testing.T) {
 			return nil
 		}
 	}
-	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewTextHandler(harness.TestLog(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	start := func(owner string, store leases.Store) (*kinesislease.Service, func()) {
 		svc, err := kinesislease.New(testutil.Config(t),
 			kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store), kinesislease.WithOwner(owner),
@@ -119,7 +95,8 @@ func TestReproTakeoverCountsFromScanStart(t *testing.T) {
 	})
 	defer func() { pstop(); pwg.Wait() }()
 
-	a, stopA := start("a", holderStore{Store: mem, partitioned: &partitioned})
+	// a's every write fails once partitioned (it lost DynamoDB).
+	a, stopA := start("a", harness.CutOffStore{Store: mem, Cut: &partitioned, Err: errPartition})
 	defer stopA()
 	for len(a.Held(stream)) == 0 {
 		time.Sleep(20 * time.Millisecond)

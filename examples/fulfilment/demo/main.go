@@ -27,23 +27,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 )
 
 func main() { os.Exit(demoMain()) }
@@ -72,48 +63,27 @@ func demoMain() int {
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C exits at once
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := harness.SignalContext(*timeout)
 	defer cancel()
 
-	removeStaleDirs()
-	pattern := fmt.Sprintf("fulfilment-demo-p%d-", os.Getpid())
-	if *keep {
-		pattern = "fulfilment-demo-kept-"
-	}
-	dir, err := os.MkdirTemp("", pattern)
+	dir, removeDir, err := harness.WorkDir("fulfilment-demo", *keep)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
-	if *keep {
-		defer fmt.Printf("logs and reports kept in %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer removeDir()
 
 	begin := time.Now()
-	fmt.Printf("starting DynamoDB Local and kinesalite...\n")
-	bench, err := testutil.Start(ctx, "", testutil.DynamoDBLocal, testutil.Kinesalite)
+	e, bench, err := harness.StartEmulators(ctx, os.Stdout, begin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
 	defer bench.Close()
-	e := env{
-		DynamoEndpoint:  bench.Endpoint(testutil.DynamoDBLocal),
-		KinesisEndpoint: bench.Endpoint(testutil.Kinesalite),
-		AWS:             bench.Config(),
-		Dynamo:          bench.DynamoClient(),
-		Kinesis:         bench.KinesisClient(testutil.Kinesalite),
-	}
-	fmt.Printf("DynamoDB Local at %s, kinesalite at %s (%.1fs)\n", e.DynamoEndpoint, e.KinesisEndpoint, time.Since(begin).Seconds())
 
-	bin, err := build(ctx, dir, false)
+	bin, err := harness.Build(ctx, dir, false)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
 
@@ -128,14 +98,14 @@ func demoMain() int {
 		Kill: !*noKill, KillAt: 0.5,
 		Dir: dir, Binary: bin, Out: os.Stdout,
 	}
-	if err := setup(ctx, e, cfg.Table, cfg.Stream, int32(*shards)); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	if err := harness.Setup(ctx, e, cfg.Table, cfg.Stream, int32(*shards)); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
 	fmt.Printf("lease table %s, stream %s with %d shards\n", cfg.Table, cfg.Stream, *shards)
 	t, err := run(ctx, cfg, e)
 	if err != nil {
-		stopped(ctx, begin, *timeout, err)
+		harness.PrintStopped(ctx, "demo", *timeout, err)
 		return 1
 	}
 	fmt.Println()
@@ -147,34 +117,10 @@ func demoMain() int {
 	return 0
 }
 
-// removeStaleDirs removes the directories of earlier demos that were killed
-// before they could (their process is gone).
-func removeStaleDirs() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "fulfilment-demo-p*-*"))
-	for _, d := range dirs {
-		var pid int
-		if _, err := fmt.Sscanf(filepath.Base(d), "fulfilment-demo-p%d-", &pid); err == nil && pid > 0 && processGone(pid) {
-			_ = os.RemoveAll(d)
-		}
-	}
-}
-
-// stopped reports why the run stopped: an interrupt, the timeout, or err.
-func stopped(ctx context.Context, begin time.Time, timeout time.Duration, err error) {
-	switch {
-	case errors.Is(context.Cause(ctx), context.DeadlineExceeded):
-		fmt.Fprintf(os.Stderr, "demo: timeout (--timeout %v); every process it started is stopped\n", timeout)
-	case ctx.Err() != nil:
-		fmt.Fprintf(os.Stderr, "demo: %v; every process it started is stopped\n", context.Cause(ctx))
-	default:
-		fmt.Fprintln(os.Stderr, err)
-	}
-}
-
 // measureFailover runs, for the default and the short lease settings, trials
 // with no orders: every shard held, the instance holding the most SIGKILLed,
 // the time until every one of its shards is held again.
-func measureFailover(ctx context.Context, e env, dir, bin string, instances int, shards int32, trials int) int {
+func measureFailover(ctx context.Context, e harness.Env, dir, bin string, instances int, shards int32, trials int) int {
 	settings := []struct {
 		name               string
 		lease, renew, scan time.Duration
@@ -203,14 +149,14 @@ func measureFailover(ctx context.Context, e env, dir, bin string, instances int,
 				Kill: true, Dir: runDir, Binary: bin, Out: os.Stdout,
 			}
 			r.cfg = cfg
-			if err := setup(ctx, e, name, name, shards); err != nil {
-				fmt.Fprintln(os.Stderr, err)
+			if err := harness.Setup(ctx, e, name, name, shards); err != nil {
+				fmt.Fprintln(os.Stderr, "demo:", err)
 				return 1
 			}
 			fmt.Printf("\n== failover with the %s settings: lease %v, renew %v, scan %v\n", s.name, s.lease, s.renew, s.scan)
 			t, err := run(ctx, cfg, e)
 			if err != nil {
-				stopped(ctx, time.Now(), 0, err)
+				harness.PrintStopped(ctx, "demo", 0, err)
 				return 1
 			}
 			if !t.Complete {
@@ -234,42 +180,4 @@ func measureFailover(ctx context.Context, e env, dir, bin string, instances int,
 			fmt.Sprintf("%.1fs..%.1fs", r.cfg.bestFailover().Seconds(), r.cfg.worstFailover().Seconds()), ms)
 	}
 	return 0
-}
-
-// setup creates the lease table and the stream, and waits until both are
-// active.
-func setup(ctx context.Context, e env, table, stream string, shards int32) error {
-	_, err := e.Dynamo.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(table),
-		AttributeDefinitions: []dtypes.AttributeDefinition{{AttributeName: aws.String("lease_key"), AttributeType: dtypes.ScalarAttributeTypeS}},
-		KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String("lease_key"), KeyType: dtypes.KeyTypeHash}},
-		BillingMode:          dtypes.BillingModePayPerRequest,
-	})
-	if err != nil {
-		return fmt.Errorf("demo: creating table %s: %w", table, err)
-	}
-	if err := dynamodb.NewTableExistsWaiter(e.Dynamo, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay = 50 * time.Millisecond
-	}).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 30*time.Second); err != nil {
-		return fmt.Errorf("demo: waiting for table %s: %w", table, err)
-	}
-	if _, err := e.Kinesis.CreateStream(ctx, &kinesis.CreateStreamInput{
-		StreamName: aws.String(stream), ShardCount: aws.Int32(shards),
-	}); err != nil {
-		return fmt.Errorf("demo: creating stream %s: %w", stream, err)
-	}
-	for {
-		out, err := e.Kinesis.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
-		if err != nil {
-			return fmt.Errorf("demo: waiting for stream %s: %w", stream, err)
-		}
-		if out.StreamDescriptionSummary.StreamStatus == ktypes.StreamStatusActive {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("demo: waiting for stream %s", stream), ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

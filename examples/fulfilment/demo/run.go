@@ -7,22 +7,18 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
@@ -53,14 +49,6 @@ type config struct {
 	Out io.Writer
 }
 
-// env is where the emulators are.
-type env struct {
-	DynamoEndpoint, KinesisEndpoint string
-	AWS                             aws.Config // region and credentials of the clients below
-	Dynamo                          *dynamodb.Client
-	Kinesis                         *kinesis.Client
-}
-
 // Timings derived from the lease settings.
 func (c *config) fence() time.Duration { return c.Lease - c.Lease/5 }
 
@@ -87,113 +75,59 @@ func (c *config) settleTimeout() time.Duration   { return 15*time.Second + 2*c.L
 func (c *config) takeoverTimeout() time.Duration { return 2*c.worstFailover() + 5*time.Second }
 func (c *config) drainTimeout() time.Duration    { return 30 * time.Second }
 
-// Order is the record the shop puts on the stream; its field names (JSON
-// tags, which msgpack uses too) are the contract with examples/fulfilment.
-type Order struct {
-	ID        string    `json:"id"`
-	Customer  string    `json:"customer"`
-	Items     []Item    `json:"items"`
-	Total     int64     `json:"total"` // cents
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// Item is one line of an order.
-type Item struct {
-	SKU      string `json:"sku"`
-	Quantity int    `json:"quantity"`
-	Price    int64  `json:"price"` // cents per unit
-}
-
-// instance is one fulfilment process.
-type instance struct {
-	name, report, logPath string
-	cmd                   *exec.Cmd
-	logFile               *os.File
-	done                  chan struct{} // closed once Wait returned
-	err                   error         // Wait's
-	killed, stopped       atomic.Bool   // SIGKILLed, SIGINTed by the demo
-}
-
-func (in *instance) exited() bool {
-	select {
-	case <-in.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (in *instance) signal(sig syscall.Signal) {
-	if !in.exited() {
-		_ = in.cmd.Process.Signal(sig)
-	}
-}
-
-// logTail returns the last lines of the instance's log.
-func (in *instance) logTail() string {
-	data, _ := os.ReadFile(in.logPath)
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-15):], "\n")
-}
-
 // demo is the state of one run.
 type demo struct {
 	cfg    config
-	env    env
-	out    *syncWriter
-	begin  time.Time
+	env    harness.Env
+	out    *harness.Progress
 	shards []string
-	ins    []*instance
+	fleet  *harness.Fleet
+	ins    []*harness.Instance
 	store  *dynamo.Store
 
 	published atomic.Int64
 
-	mu         sync.Mutex
-	tails      []*tail
-	deliveries []delivery
-	events     []leaseEvent
-	handled    map[string]bool // distinct order ids
-	perOwner   map[string]int
-	owners     map[string]string // shard -> owner, from the lease table
-	kill       *kill
+	mu      sync.Mutex
+	reports harness.Reports
+	owners  map[string]string // shard -> owner, from the lease table
+	kill    *kill
 }
 
 // run runs the demo and returns its tally. The error reports a run that
 // could not complete (an instance died, a timeout, ctx cancelled); the
 // tally says whether what completed was right. Every process it started is
 // gone when it returns.
-func run(ctx context.Context, cfg config, env env) (*tally, error) {
+func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 	if cfg.Instances < 1 || cfg.Orders < 0 || cfg.Dir == "" {
 		return nil, fmt.Errorf("demo: bad config: %d instances, %d orders, dir %q", cfg.Instances, cfg.Orders, cfg.Dir)
 	}
 	if cfg.Kill && cfg.Instances < 2 {
 		return nil, errors.New("demo: killing an instance needs at least 2")
 	}
-	out := cfg.Out
-	if out == nil {
-		out = io.Discard
-	}
 	d := &demo{
-		cfg: cfg, env: env, out: &syncWriter{w: out}, begin: time.Now(),
-		store:    dynamo.New(env.AWS, cfg.Table, dynamo.WithClient(env.Dynamo)),
-		handled:  map[string]bool{},
-		perOwner: map[string]int{},
-		owners:   map[string]string{},
+		cfg: cfg, env: env, out: harness.NewProgress(cfg.Out, time.Now()),
+		store:  dynamo.New(env.AWS, cfg.Table, dynamo.WithClient(env.Dynamo)),
+		owners: map[string]string{},
 	}
 
 	if d.cfg.Binary == "" {
-		bin, err := build(ctx, cfg.Dir, cfg.Race)
+		bin, err := harness.Build(ctx, cfg.Dir, cfg.Race)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("demo: %w", err)
 		}
 		d.cfg.Binary = bin
 	}
 	var err error
-	if d.shards, err = listShards(ctx, env.Kinesis, cfg.Stream); err != nil {
-		return nil, err
+	if d.shards, err = harness.ListShards(ctx, env.Kinesis, cfg.Stream); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	d.fleet = &harness.Fleet{
+		Name: "demo", Binary: d.cfg.Binary, Dir: cfg.Dir, Env: env, Stream: cfg.Stream, Table: cfg.Table,
+		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, CheckpointInterval: cfg.CheckpointInterval,
+		ShutdownTimeout: 10 * time.Second, Race: cfg.Race,
 	}
 
-	defer d.cleanup()
+	defer d.fleet.Cleanup()
 	if err := d.startInstances(); err != nil {
 		return nil, err
 	}
@@ -257,150 +191,32 @@ func run(ctx context.Context, cfg config, env env) (*tally, error) {
 	if err := d.readReports(); err != nil {
 		return nil, err
 	}
-	t := compute(ids, d.deliveries, d.events, d.kill, cfg.fence())
+	t := compute(ids, d.reports.Deliveries, d.reports.Events, d.kill, cfg.fence())
 	t.Lease, t.Renew, t.Scan = cfg.Lease, cfg.Renew, cfg.Scan
 	return t, nil
 }
 
-func (d *demo) printf(format string, args ...any) {
-	fmt.Fprintf(d.out, "%6.1fs  "+format, append([]any{time.Since(d.begin).Seconds()}, args...)...)
-}
-
-// build builds examples/fulfilment into dir.
-func build(ctx context.Context, dir string, race bool) (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", errors.New("demo: the go command is not in PATH")
-	}
-	gomod, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
-		return "", fmt.Errorf("demo: run me inside the kinesislease module (go env GOMOD: %v)", err)
-	}
-	bin := filepath.Join(dir, "fulfilment")
-	args := []string{"build", "-o", bin}
-	if race {
-		args = append(args, "-race")
-	}
-	cmd := exec.CommandContext(ctx, goBin, append(args, "./examples/fulfilment")...)
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("demo: go build ./examples/fulfilment: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
-func listShards(ctx context.Context, client *kinesis.Client, stream string) ([]string, error) {
-	var ids []string
-	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
-	for {
-		out, err := client.ListShards(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("demo: ListShards %s: %w", stream, err)
-		}
-		for _, s := range out.Shards {
-			ids = append(ids, aws.ToString(s.ShardId))
-		}
-		if out.NextToken == nil {
-			return ids, nil
-		}
-		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
-	}
-}
-
-// instanceEnv is the instances' environment: ours without AWS_*, plus the
-// emulators' region and static credentials.
-func instanceEnv(race bool) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AWS_") && !strings.HasPrefix(kv, "GORACE=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
-		"AWS_EC2_METADATA_DISABLED=true")
-	if race {
-		env = append(env, "GORACE=halt_on_error=1")
-	}
-	return env
-}
+func (d *demo) printf(format string, args ...any) { d.out.Printf(format, args...) }
 
 func (d *demo) startInstances() error {
-	c := d.cfg
-	for i := 1; i <= c.Instances; i++ {
-		name := fmt.Sprintf("instance-%d", i)
-		in := &instance{
-			name:    name,
-			report:  filepath.Join(c.Dir, name+".report"),
-			logPath: filepath.Join(c.Dir, name+".log"),
-			done:    make(chan struct{}),
-		}
-		// Reports are appended to: start from none.
-		if err := os.Remove(in.report); err != nil && !os.IsNotExist(err) {
-			return err
-		}
-		f, err := os.Create(in.logPath)
+	for i := 1; i <= d.cfg.Instances; i++ {
+		in, err := d.fleet.Start(fmt.Sprintf("instance-%d", i))
 		if err != nil {
 			return err
 		}
-		in.logFile = f
-		in.cmd = exec.Command(c.Binary,
-			"--stream", c.Stream, "--table", c.Table, "--owner", name,
-			"--dynamodb-endpoint-url", d.env.DynamoEndpoint, "--kinesis-endpoint-url", d.env.KinesisEndpoint,
-			"--start", "TRIM_HORIZON",
-			"--lease", c.Lease.String(), "--renew", c.Renew.String(), "--scan", c.Scan.String(),
-			"--checkpoint-interval", c.CheckpointInterval.String(),
-			"--shutdown-timeout", "10s",
-			"--report", in.report)
-		in.cmd.Stdout, in.cmd.Stderr = f, f
-		in.cmd.Env = instanceEnv(c.Race)
-		in.cmd.SysProcAttr = sysProcAttr()
-		if err := in.cmd.Start(); err != nil {
-			f.Close()
-			return fmt.Errorf("demo: starting %s: %w", name, err)
-		}
-		go func() { in.err = in.cmd.Wait(); close(in.done) }()
 		d.ins = append(d.ins, in)
-		d.tails = append(d.tails, &tail{path: in.report})
 	}
 	return nil
-}
-
-// died returns an error for an instance that exited without being told to.
-func (d *demo) died() error {
-	for _, in := range d.ins {
-		if in.exited() && !in.killed.Load() && !in.stopped.Load() {
-			return fmt.Errorf("demo: %s exited by itself (%v); the end of its log:\n%s", in.name, in.err, in.logTail())
-		}
-	}
-	return nil
-}
-
-// cleanup kills whatever still runs and waits for it.
-func (d *demo) cleanup() {
-	for _, in := range d.ins {
-		if !in.exited() {
-			in.killed.Store(true)
-			killGroup(in.cmd)
-		}
-	}
-	for _, in := range d.ins {
-		select {
-		case <-in.done:
-		case <-time.After(10 * time.Second):
-			fmt.Fprintf(os.Stderr, "demo: %s (pid %d) did not exit after SIGKILL\n", in.name, in.cmd.Process.Pid)
-		}
-		in.logFile.Close()
-	}
 }
 
 // stopAll SIGINTs every live instance and waits for its graceful exit
 // (drain, checkpoint, release), SIGKILLing one that takes too long.
 func (d *demo) stopAll() error {
-	var live []*instance
+	var live []*harness.Instance
 	for _, in := range d.ins {
-		if !in.exited() && !in.killed.Load() {
-			in.stopped.Store(true)
-			in.signal(syscall.SIGINT)
+		if !in.Exited() && !in.Expected() {
+			in.Expect()
+			_ = in.Interrupt()
 			live = append(live, in)
 		}
 	}
@@ -409,24 +225,23 @@ func (d *demo) stopAll() error {
 	var errs []error
 	for _, in := range live {
 		select {
-		case <-in.done:
-			if in.err != nil {
-				errs = append(errs, fmt.Errorf("demo: %s exited with %v after SIGINT; the end of its log:\n%s", in.name, in.err, in.logTail()))
+		case <-in.Done():
+			if err := in.Err(); err != nil {
+				errs = append(errs, fmt.Errorf("demo: %s exited with %v after SIGINT; the end of its log:\n%s", in.Owner, err, in.LogTail()))
 			}
 		case <-timeout:
-			errs = append(errs, fmt.Errorf("demo: %s still running 20s after SIGINT; killed", in.name))
-			in.killed.Store(true)
-			killGroup(in.cmd)
+			errs = append(errs, fmt.Errorf("demo: %s still running 20s after SIGINT; killed", in.Owner))
+			in.Kill()
 		}
 	}
 	d.printf("every instance stopped\n")
 	return errors.Join(errs...)
 }
 
-func names(ins []*instance) string {
+func names(ins []*harness.Instance) string {
 	var s []string
 	for _, in := range ins {
-		s = append(s, in.name)
+		s = append(s, in.Owner)
 	}
 	return strings.Join(s, ", ")
 }
@@ -435,18 +250,7 @@ func names(ins []*instance) string {
 func (d *demo) readReports() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var errs []error
-	for _, t := range d.tails {
-		ds, es, err := t.read()
-		errs = append(errs, err)
-		d.deliveries = append(d.deliveries, ds...)
-		d.events = append(d.events, es...)
-		for _, dv := range ds {
-			d.handled[dv.id] = true
-			d.perOwner[dv.owner]++
-		}
-	}
-	return errors.Join(errs...)
+	return d.reports.Read(d.ins)
 }
 
 // readOwners reads who holds each shard from the lease table.
@@ -498,7 +302,7 @@ func (d *demo) header() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%9s %8s", "published", "handled")
 	for _, in := range d.ins {
-		fmt.Fprintf(&b, " | %-*s", colWidth, in.name+" shards handled")
+		fmt.Fprintf(&b, " | %-*s", colWidth, in.Owner+" shards handled")
 	}
 	return b.String()
 }
@@ -509,22 +313,22 @@ func (d *demo) row() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%9d %8d", d.published.Load(), len(d.handled))
+	fmt.Fprintf(&b, "%9d %8d", d.published.Load(), len(d.reports.Handled))
 	for _, in := range d.ins {
 		var held []string
 		for _, s := range d.shards {
-			if d.owners[s] == in.name {
-				held = append(held, shortShard(s))
+			if d.owners[s] == in.Owner {
+				held = append(held, harness.ShortShard(s))
 			}
 		}
 		shards := "[" + strings.Join(held, " ") + "]"
 		switch {
-		case in.killed.Load() && d.kill != nil && d.kill.owner == in.name:
+		case in.Expected() && d.kill != nil && d.kill.owner == in.Owner:
 			shards = "KILLED"
-		case in.exited():
+		case in.Exited():
 			shards = "exited"
 		}
-		fmt.Fprintf(&b, " | %-*s", colWidth, fmt.Sprintf("%-12s %6d", shards, d.perOwner[in.name]))
+		fmt.Fprintf(&b, " | %-*s", colWidth, fmt.Sprintf("%-12s %6d", shards, d.reports.PerOwner[in.Owner]))
 	}
 	return b.String()
 }
@@ -537,7 +341,7 @@ func (d *demo) waitSettled(ctx context.Context) error {
 	var last map[string]string
 	var since time.Time
 	for {
-		if err := d.died(); err != nil {
+		if err := d.fleet.Died(); err != nil {
 			return err
 		}
 		owners, err := d.readOwners(ctx)
@@ -577,7 +381,7 @@ func describe(owners map[string]string) string {
 		if o == "" {
 			o = "free"
 		}
-		s = append(s, shortShard(shard)+":"+o)
+		s = append(s, harness.ShortShard(shard)+":"+o)
 	}
 	slices.Sort(s)
 	return strings.Join(s, " ")
@@ -655,14 +459,14 @@ func (d *demo) publish(ctx context.Context, killNow chan struct{}) ([]string, er
 	return ids, nil
 }
 
-func newOrder(rng *rand.Rand, n int) Order {
-	o := Order{
+func newOrder(rng *rand.Rand, n int) harness.Order {
+	o := harness.Order{
 		ID:        fmt.Sprintf("ord-%06d", n),
 		Customer:  fmt.Sprintf("customer-%03d", rng.IntN(200)),
 		CreatedAt: time.Now().UTC(),
 	}
 	for range 1 + rng.IntN(3) {
-		it := Item{SKU: fmt.Sprintf("sku-%04d", rng.IntN(1000)), Quantity: 1 + rng.IntN(3), Price: int64(100 + rng.IntN(9900))}
+		it := harness.Item{SKU: fmt.Sprintf("sku-%04d", rng.IntN(1000)), Quantity: 1 + rng.IntN(3), Price: int64(100 + rng.IntN(9900))}
 		o.Items = append(o.Items, it)
 		o.Total += int64(it.Quantity) * it.Price
 	}
@@ -671,7 +475,7 @@ func newOrder(rng *rand.Rand, n int) Order {
 
 // killOne SIGKILLs the instance holding the most shards.
 func (d *demo) killOne(ctx context.Context) error {
-	if err := d.died(); err != nil {
+	if err := d.fleet.Died(); err != nil {
 		return err
 	}
 	owners, err := d.readOwners(ctx)
@@ -682,36 +486,36 @@ func (d *demo) killOne(ctx context.Context) error {
 	for _, o := range owners {
 		count[o]++
 	}
-	var victim *instance
+	var victim *harness.Instance
 	for _, in := range d.ins {
-		if count[in.name] > 0 && (victim == nil || count[in.name] >= count[victim.name]) {
+		if count[in.Owner] > 0 && (victim == nil || count[in.Owner] >= count[victim.Owner]) {
 			victim = in
 		}
 	}
 	if victim == nil {
 		return fmt.Errorf("demo: no instance holds a shard: %s", describe(owners))
 	}
-	victim.killed.Store(true)
-	killGroup(victim.cmd)
+	victim.Expect()
+	victim.Kill()
 	at := time.Now()
-	<-victim.done
+	<-victim.Done()
 	// The shards it held: the rows it owns now that it is dead (nobody can
 	// take them over before a lease duration less a renew interval).
 	if owners, err = d.readOwners(ctx); err != nil {
 		return fmt.Errorf("demo: reading the lease table: %w", err)
 	}
-	k := &kill{owner: victim.name, at: at}
+	k := &kill{owner: victim.Owner, at: at}
 	for _, s := range d.shards {
-		if owners[s] == victim.name {
+		if owners[s] == victim.Owner {
 			k.shards = append(k.shards, s)
 		}
 	}
 	d.mu.Lock()
 	d.kill = k
 	d.mu.Unlock()
-	d.printf("SIGKILL %s, which held shards %s (%d orders published)\n", victim.name, shortList(k.shards), d.published.Load())
+	d.printf("SIGKILL %s, which held shards %s (%d orders published)\n", victim.Owner, harness.ShortList(k.shards), d.published.Load())
 	if len(k.shards) == 0 {
-		return fmt.Errorf("demo: %s held no shard when it was killed", victim.name)
+		return fmt.Errorf("demo: %s held no shard when it was killed", victim.Owner)
 	}
 	return nil
 }
@@ -723,14 +527,14 @@ func (d *demo) waitTakeover(ctx context.Context) error {
 	deadline := time.After(d.cfg.takeoverTimeout())
 	reported := map[string]bool{}
 	for {
-		if err := d.died(); err != nil {
+		if err := d.fleet.Died(); err != nil {
 			return err
 		}
 		d.mu.Lock()
-		for _, e := range d.events {
-			if e.kind == "acquired" && e.owner != k.owner && e.at.After(k.at) && slices.Contains(k.shards, e.shard) && !reported[e.shard] {
-				reported[e.shard] = true
-				d.printf("%s took shard %s over, %.2fs after the kill\n", e.owner, shortShard(e.shard), e.at.Sub(k.at).Seconds())
+		for _, e := range d.reports.Events {
+			if e.Kind == "acquired" && e.Owner != k.owner && e.At.After(k.at) && slices.Contains(k.shards, e.Shard) && !reported[e.Shard] {
+				reported[e.Shard] = true
+				d.printf("%s took shard %s over, %.2fs after the kill\n", e.Owner, harness.ShortShard(e.Shard), e.At.Sub(k.at).Seconds())
 			}
 		}
 		d.mu.Unlock()
@@ -744,7 +548,7 @@ func (d *demo) waitTakeover(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline:
-			return fmt.Errorf("demo: %v after killing %s, shards %s are not all taken over", d.cfg.takeoverTimeout(), k.owner, shortList(k.shards))
+			return fmt.Errorf("demo: %v after killing %s, shards %s are not all taken over", d.cfg.takeoverTimeout(), k.owner, harness.ShortList(k.shards))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -757,9 +561,9 @@ func (d *demo) lastTakeover() time.Time {
 	var last time.Time
 	for _, s := range k.shards {
 		var first time.Time
-		for _, e := range d.events {
-			if e.shard == s && e.kind == "acquired" && e.owner != k.owner && e.at.After(k.at) && (first.IsZero() || e.at.Before(first)) {
-				first = e.at
+		for _, e := range d.reports.Events {
+			if e.Shard == s && e.Kind == "acquired" && e.Owner != k.owner && e.At.After(k.at) && (first.IsZero() || e.At.Before(first)) {
+				first = e.At
 			}
 		}
 		if first.After(last) {
@@ -775,13 +579,13 @@ var errNotHandled = errors.New("demo: timeout")
 func (d *demo) waitHandled(ctx context.Context, ids []string) error {
 	deadline := time.After(d.cfg.drainTimeout())
 	for {
-		if err := d.died(); err != nil {
+		if err := d.fleet.Died(); err != nil {
 			return err
 		}
 		d.mu.Lock()
 		missing := 0
 		for _, id := range ids {
-			if !d.handled[id] {
+			if !d.reports.Handled[id] {
 				missing++
 			}
 		}
@@ -798,16 +602,4 @@ func (d *demo) waitHandled(ctx context.Context, ids []string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// syncWriter serialises writes from the watcher and the main flow.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

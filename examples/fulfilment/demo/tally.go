@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 )
 
 // tally is what a run of the demo found.
@@ -62,15 +64,15 @@ type kill struct {
 }
 
 // compute builds the tally from the reports of every instance.
-func compute(published []string, ds []delivery, es []leaseEvent, k *kill, fence time.Duration) *tally {
+func compute(published []string, ds []harness.Delivery, es []harness.LeaseEvent, k *kill, fence time.Duration) *tally {
 	t := &tally{Published: len(published), Deliveries: len(ds)}
 	pub := make(map[string]bool, len(published))
 	for _, id := range published {
 		pub[id] = true
 	}
-	byID := map[string][]delivery{}
+	byID := map[string][]harness.Delivery{}
 	for _, d := range ds {
-		byID[d.id] = append(byID[d.id], d)
+		byID[d.ID] = append(byID[d.ID], d)
 	}
 	for _, id := range published {
 		if len(byID[id]) == 0 {
@@ -96,10 +98,10 @@ func compute(published []string, ds []delivery, es []leaseEvent, k *kill, fence 
 		t.Takeover, t.TakenBy, t.CheckpointWindow = map[string]time.Duration{}, map[string]string{}, map[string]int{}
 		t.Complete = len(k.shards) > 0
 		for _, s := range k.shards {
-			var first *leaseEvent
+			var first *harness.LeaseEvent
 			for i, e := range es {
-				if e.shard == s && e.kind == "acquired" && e.owner != k.owner && e.at.After(k.at) &&
-					(first == nil || e.at.Before(first.at)) {
+				if e.Shard == s && e.Kind == "acquired" && e.Owner != k.owner && e.At.After(k.at) &&
+					(first == nil || e.At.Before(first.At)) {
 					first = &es[i]
 				}
 			}
@@ -107,19 +109,19 @@ func compute(published []string, ds []delivery, es []leaseEvent, k *kill, fence 
 				t.Complete = false
 				continue
 			}
-			d := first.at.Sub(k.at)
-			t.Takeover[s], t.TakenBy[s] = d, first.owner
+			d := first.At.Sub(k.at)
+			t.Takeover[s], t.TakenBy[s] = d, first.Owner
 			t.Failover = max(t.Failover, d)
 			// Where the taker resumed: its first record of the shard after
 			// the takeover.
 			for _, dv := range ds {
-				if dv.shard == s && dv.owner == first.owner && !dv.at.Before(first.at) &&
-					(resume[s] == "" || cmpSeq(dv.seq, resume[s]) < 0) {
-					resume[s] = dv.seq
+				if dv.Shard == s && dv.Owner == first.Owner && !dv.At.Before(first.At) &&
+					(resume[s] == "" || harness.CmpSeq(dv.Seq, resume[s]) < 0) {
+					resume[s] = dv.Seq
 				}
 			}
 			for _, dv := range ds {
-				if dv.shard == s && dv.owner == k.owner && resume[s] != "" && cmpSeq(dv.seq, resume[s]) >= 0 {
+				if dv.Shard == s && dv.Owner == k.owner && resume[s] != "" && harness.CmpSeq(dv.Seq, resume[s]) >= 0 {
 					t.CheckpointWindow[s]++
 				}
 			}
@@ -133,7 +135,7 @@ func compute(published []string, ds []delivery, es []leaseEvent, k *kill, fence 
 		}
 		t.DuplicatedOrders++
 		t.Duplicates += len(dv) - 1
-		sort.Slice(dv, func(i, j int) bool { return dv[i].at.Before(dv[j].at) })
+		sort.Slice(dv, func(i, j int) bool { return dv[i].At.Before(dv[j].At) })
 		if k != nil && explainedByKill(dv, k, t.TakenBy, resume) {
 			t.KilledWindowDups++
 		} else {
@@ -149,14 +151,14 @@ func compute(published []string, ds []delivery, es []leaseEvent, k *kill, fence 
 // explainedByKill reports whether the deliveries of one order (sorted by
 // time) are: first by the killed instance, inside its checkpoint window,
 // then only by the shard's taker after the kill, of the same record.
-func explainedByKill(dv []delivery, k *kill, takenBy, resume map[string]string) bool {
+func explainedByKill(dv []harness.Delivery, k *kill, takenBy, resume map[string]string) bool {
 	first := dv[0]
-	if first.owner != k.owner || !first.at.Before(k.at) || resume[first.shard] == "" ||
-		cmpSeq(first.seq, resume[first.shard]) < 0 {
+	if first.Owner != k.owner || !first.At.Before(k.at) || resume[first.Shard] == "" ||
+		harness.CmpSeq(first.Seq, resume[first.Shard]) < 0 {
 		return false
 	}
 	for _, d := range dv[1:] {
-		if d.owner != takenBy[first.shard] || d.shard != first.shard || d.seq != first.seq || !d.at.After(k.at) {
+		if d.Owner != takenBy[first.Shard] || d.Shard != first.Shard || d.Seq != first.Seq || !d.At.After(k.at) {
 			return false
 		}
 	}
@@ -177,12 +179,12 @@ type tenure struct {
 // An overlap involving the killed instance and no longer than the fence is
 // listed apart: the fence is the longest a holder that cannot renew goes on
 // delivering.
-func overlaps(ds []delivery, es []leaseEvent, k *kill, fence time.Duration) (bad, fenced []string) {
+func overlaps(ds []harness.Delivery, es []harness.LeaseEvent, k *kill, fence time.Duration) (bad, fenced []string) {
 	type key struct{ owner, shard string }
 	acq := map[key][]time.Time{}
 	for _, e := range es {
-		if e.kind == "acquired" {
-			acq[key{e.owner, e.shard}] = append(acq[key{e.owner, e.shard}], e.at)
+		if e.Kind == "acquired" {
+			acq[key{e.Owner, e.Shard}] = append(acq[key{e.Owner, e.Shard}], e.At)
 		}
 	}
 	for _, ts := range acq {
@@ -190,28 +192,28 @@ func overlaps(ds []delivery, es []leaseEvent, k *kill, fence time.Duration) (bad
 	}
 	tenures := map[string]map[string]*tenure{} // shard -> owner#n -> tenure
 	for _, d := range ds {
-		ts := acq[key{d.owner, d.shard}]
-		n := sort.Search(len(ts), func(i int) bool { return ts[i].After(d.at) }) // acquisitions up to d.at
+		ts := acq[key{d.Owner, d.Shard}]
+		n := sort.Search(len(ts), func(i int) bool { return ts[i].After(d.At) }) // acquisitions up to d.At
 		if n == 0 {
 			bad = append(bad, fmt.Sprintf("%s handled %s of shard %s at %s before acquiring its lease",
-				d.owner, d.id, d.shard, d.at.Format("15:04:05.000")))
+				d.Owner, d.ID, d.Shard, d.At.Format("15:04:05.000")))
 			continue
 		}
-		if tenures[d.shard] == nil {
-			tenures[d.shard] = map[string]*tenure{}
+		if tenures[d.Shard] == nil {
+			tenures[d.Shard] = map[string]*tenure{}
 		}
-		tk := fmt.Sprintf("%s#%d", d.owner, n)
-		tn := tenures[d.shard][tk]
+		tk := fmt.Sprintf("%s#%d", d.Owner, n)
+		tn := tenures[d.Shard][tk]
 		if tn == nil {
-			tn = &tenure{owner: d.owner, first: d.at, last: d.at}
-			tenures[d.shard][tk] = tn
+			tn = &tenure{owner: d.Owner, first: d.At, last: d.At}
+			tenures[d.Shard][tk] = tn
 		}
 		tn.records++
-		if d.at.Before(tn.first) {
-			tn.first = d.at
+		if d.At.Before(tn.first) {
+			tn.first = d.At
 		}
-		if d.at.After(tn.last) {
-			tn.last = d.at
+		if d.At.After(tn.last) {
+			tn.last = d.At
 		}
 	}
 	shards := make([]string, 0, len(tenures))
@@ -235,7 +237,7 @@ func overlaps(ds []delivery, es []leaseEvent, k *kill, fence time.Duration) (bad
 					end = b.last
 				}
 				over := end.Sub(b.first)
-				msg := fmt.Sprintf("shard %s: %s (%s..%s) and %s (%s..%s) overlap by %v", shortShard(s),
+				msg := fmt.Sprintf("shard %s: %s (%s..%s) and %s (%s..%s) overlap by %v", harness.ShortShard(s),
 					a.owner, a.first.Format("15:04:05.000"), a.last.Format("15:04:05.000"),
 					b.owner, b.first.Format("15:04:05.000"), b.last.Format("15:04:05.000"), over)
 				if k != nil && (a.owner == k.owner || b.owner == k.owner) && over <= fence {
@@ -271,13 +273,13 @@ func (t *tally) print(w io.Writer) {
 		fmt.Fprintf(w, "    not explained by the kill: %s\n", strings.Join(t.OtherDups[:min(10, len(t.OtherDups))], " "))
 	}
 	if t.Killed != "" {
-		fmt.Fprintf(w, "  killed               %s, holding shards %s\n", t.Killed, shortList(t.KilledShards))
+		fmt.Fprintf(w, "  killed               %s, holding shards %s\n", t.Killed, harness.ShortList(t.KilledShards))
 		for _, s := range t.KilledShards {
 			if d, ok := t.Takeover[s]; ok {
 				fmt.Fprintf(w, "    shard %-3s taken over by %s %.2fs after the kill; %d records of its checkpoint window redelivered\n",
-					shortShard(s), t.TakenBy[s], d.Seconds(), t.CheckpointWindow[s])
+					harness.ShortShard(s), t.TakenBy[s], d.Seconds(), t.CheckpointWindow[s])
 			} else {
-				fmt.Fprintf(w, "    shard %-3s NOT taken over\n", shortShard(s))
+				fmt.Fprintf(w, "    shard %-3s NOT taken over\n", harness.ShortShard(s))
 			}
 		}
 		if t.Complete {
@@ -298,12 +300,4 @@ func (t *tally) print(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "  overlaps             none: no shard was handled by two instances at once\n")
 	}
-}
-
-func shortList(ids []string) string {
-	s := make([]string, len(ids))
-	for i, id := range ids {
-		s[i] = shortShard(id)
-	}
-	return "[" + strings.Join(s, " ") + "]"
 }
