@@ -106,6 +106,12 @@ type Coordinator struct {
 	scans    int
 	lastSync time.Time
 	resync   bool
+	// handedOver: shards this instance handed over on request, and when.
+	// It does not take them back for a lease duration: the requester takes
+	// them at its next renewal tick, and this instance's own scan (which
+	// does not count a requester that holds nothing) would win that race
+	// every time if it scans faster.
+	handedOver map[string]time.Time
 }
 
 // observation is what this instance last saw of a row it does not hold, and
@@ -172,6 +178,8 @@ func NewCoordinator(cfg Config) (*Coordinator, error) {
 		workers: map[string]*worker{},
 		seen:    map[string]observation{},
 		pending: map[string]bool{},
+
+		handedOver: map[string]time.Time{},
 	}, nil
 }
 
@@ -282,6 +290,9 @@ func (c *Coordinator) renewAll(ctx context.Context) error {
 				switch {
 				case l.HandoffTo != "":
 					c.log.Info("kinesislease: handing lease over", "shard", w.shard, "to", l.HandoffTo)
+					c.mu.Lock()
+					c.handedOver[w.shard] = time.Now()
+					c.mu.Unlock()
 					w.stop()
 				case l.RewindTo.Sequence != "" && !w.stopping():
 					c.log.Info("kinesislease: rewinding", "shard", w.shard, "from", l.Checkpoint.Sequence, "to", l.RewindTo.Sequence)
@@ -482,7 +493,16 @@ func (c *Coordinator) scan(ctx context.Context) error {
 		active++
 		switch {
 		case !l.Held():
-			free = append(free, id)
+			c.mu.Lock()
+			at, ok := c.handedOver[id]
+			if ok && now.Sub(at) >= c.cfg.LeaseDuration {
+				delete(c.handedOver, id)
+				ok = false
+			}
+			c.mu.Unlock()
+			if !ok {
+				free = append(free, id) // else it is the requester's to take
+			}
 		case l.Owner == c.cfg.Owner:
 			// A row we hold by the store but run no worker for (our own
 			// earlier incarnation, or a lost answer): take it back at once.
@@ -674,6 +694,15 @@ func (c *Coordinator) hasParents(id string) bool {
 // takePending takes the leases we asked for once their holder released them.
 func (c *Coordinator) takePending(ctx context.Context) error {
 	for id := range c.pending {
+		c.mu.Lock()
+		_, running := c.workers[id]
+		c.mu.Unlock()
+		if running {
+			// Taken meanwhile by a scan: taking it again would start a
+			// second worker and orphan the first.
+			delete(c.pending, id)
+			continue
+		}
 		l, err := c.row(ctx, id)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,11 @@ import (
 var epoch = time.Now()
 
 func mono() int64 { return int64(time.Since(epoch)) }
+
+// fenced is the expiry of a lease no longer ours: before every mono(),
+// which is negative inside a testing/synctest bubble (its clock starts in
+// 2000, before epoch), so 0 would not do.
+const fenced = math.MinInt64
 
 // heldLease is a lease this instance holds. Every store write on it goes
 // through write, one at a time, so renewals and checkpoints never race on
@@ -66,7 +72,9 @@ var errLost = errors.New("shard: lease lost")
 // Only a renewal (extend) moves the fence: it is the write that changes
 // expires_at, which takers watch (see Coordinator). A checkpoint does not,
 // so a taker never acts while the holder still trusts a write the taker
-// could not see as a sign of life.
+// could not see as a sign of life. Nor does a renewal that left expires_at
+// as it was (the holder's wall clock stood still): takers cannot tell it
+// from no renewal at all.
 func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Context, leases.Lease) (leases.Lease, error)) (leases.Lease, error) {
 	h.writing <- struct{}{}
 	defer func() { <-h.writing }()
@@ -82,7 +90,7 @@ func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Cont
 		if err == nil {
 			h.mu.Lock()
 			h.lease = l
-			if extend && !h.lost {
+			if extend && !h.lost && !l.ExpiresAt.Equal(known.ExpiresAt) {
 				h.expiry.Store(sent + int64(h.fence))
 			}
 			h.mu.Unlock()
@@ -99,7 +107,7 @@ func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Cont
 		h.lease = cur
 		if cur.Owner != known.Owner {
 			h.lost = true
-			h.expiry.Store(0)
+			h.expiry.Store(fenced)
 			h.mu.Unlock()
 			return cur, errLost
 		}
@@ -127,7 +135,7 @@ func (h *heldLease) markLost() {
 	h.mu.Lock()
 	h.lost = true
 	h.mu.Unlock()
-	h.expiry.Store(0)
+	h.expiry.Store(fenced)
 }
 
 func (h *heldLease) renew(ctx context.Context) (leases.Lease, error) {

@@ -203,6 +203,27 @@ func (s *Stream) UserIndex(id, seq string, sub int64) (int, bool) {
 	return sh.records[i].userBase + int(sub), true
 }
 
+// RecordAt returns the sequence number of the record of shard id that
+// holds its user record number idx.
+func (s *Stream) RecordAt(id string, idx int) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.byID[id]
+	if sh == nil || idx < 0 || idx >= sh.users {
+		return "", false
+	}
+	i, _ := slices.BinarySearchFunc(sh.records, idx, func(r stored, idx int) int {
+		switch {
+		case r.userBase+r.users <= idx:
+			return -1
+		case r.userBase > idx:
+			return 1
+		}
+		return 0
+	})
+	return aws.ToString(sh.records[i].rec.SequenceNumber), true
+}
+
 // Covered returns how many user records of shard id a checkpoint at seq and
 // sub covers (every user record before the returned index is done), as the
 // consumer means it: sub 0 covers the whole record at seq, sub k > 0 its

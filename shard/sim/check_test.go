@@ -1,0 +1,550 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/shard"
+)
+
+// checker watches handler calls and the writes that land in the lease table
+// and reports every broken invariant:
+//
+//   - (a) one deliverer per shard: a handler is entered only while the
+//     entering owner holds the shard's row, never while a handler of another
+//     owner on that shard is still running (unless that one was stalled by
+//     an injected pause: a lease cannot fence a call already running), and
+//     each owner delivers a shard's records in order from where its lease
+//     started, without gaps (retries repeat the last record);
+//   - (b) a checkpoint (or a release's final checkpoint) lands only from the
+//     row's holder, and only over records that were acknowledged: by the
+//     writer itself from where its lease started, and by someone before;
+//   - (c) a shard's checkpoint never moves backwards (sequence numbers
+//     compared as integers, sub-sequences within an aggregate), except by
+//     an operator's rewind;
+//   - every write that landed is seen, in counter order, with the counter
+//     bumped by one: nothing reaches the table behind the checker's back;
+//   - (d), at the end: every record of every shard was acknowledged at
+//     least once and every checkpoint covers its whole shard.
+//
+// Its methods are safe for concurrent use; mu also serializes the writes
+// of the simulation's stores with the checker's view of them.
+type checker struct {
+	mu     sync.Mutex
+	stream *Stream
+	start  time.Time
+	// owner returns the owner of shard id's row now, if the checker can
+	// know it exactly (the simulation's memory store); nil means "the
+	// newest version the checker has seen" (DynamoDB, where writes are
+	// seen when their answers come back).
+	owner  func(id string) string
+	shards map[string]*shardState
+	// pauses holds, per owner, the intervals its process was paused.
+	pauses map[string][][2]time.Time
+
+	violations []string
+	trace      trace
+	stats      checkStats
+}
+
+type checkStats struct {
+	entries, acks, writes, checkpoints, takes, handoffs int
+	// takeovers counts Takes of a lease another owner held; close ones
+	// came within closeTakeover of the previous owner's last delivery on
+	// the shard, and closest is the least such gap (a fence test measures
+	// how close a taker came to a holder still delivering).
+	takeovers, closeTakeovers int
+	closest                   time.Duration
+}
+
+// closeTakeover: a takeover this soon after the previous holder's last
+// delivery tests the fence.
+const closeTakeover = time.Second
+
+type shardState struct {
+	id       string
+	acked    []bool
+	prefix   int // every user record before it was acknowledged
+	open     []*handlerCall
+	versions map[int64]version // seen, not yet checked in order
+	tokens   map[int64]string  // the token of every version seen, by counter
+	last     leases.Lease      // the newest version checked in order
+	newest   leases.Lease      // the newest version seen
+	tenures  map[string]*tenure
+	entered  map[string]time.Time // each owner's last handler entry
+}
+
+// tenure is one owner's lease on a shard, from its Take (or a rewind it
+// applied): where its reading started and how far it got.
+type tenure struct {
+	start       int // user index it started from
+	next        int // the next user record it must deliver
+	lastEntered int
+	since       time.Time
+}
+
+type handlerCall struct {
+	owner   string
+	shard   *shardState
+	idx     int
+	tenure  *tenure
+	entered time.Time
+	closed  bool
+}
+
+type version struct {
+	op     string
+	writer string
+	row    leases.Lease
+	at     time.Time
+}
+
+func newChecker(stream *Stream) *checker {
+	c := &checker{stream: stream, start: time.Now(), shards: map[string]*shardState{}, pauses: map[string][][2]time.Time{}}
+	c.trace.start = c.start
+	return c
+}
+
+func (c *checker) shard(id string) *shardState {
+	s := c.shards[id]
+	if s == nil {
+		s = &shardState{id: id, versions: map[int64]version{}, tokens: map[int64]string{}, tenures: map[string]*tenure{}, entered: map[string]time.Time{}}
+		c.shards[id] = s
+	}
+	return s
+}
+
+func (c *checker) elapsed() time.Duration { return time.Since(c.start) }
+
+// violate records a broken invariant; the caller holds mu.
+func (c *checker) violate(format string, args ...any) {
+	msg := fmt.Sprintf("T+%v: ", c.elapsed().Round(time.Millisecond)) + fmt.Sprintf(format, args...)
+	c.trace.add("VIOLATION " + msg)
+	if len(c.violations) < 20 {
+		c.violations = append(c.violations, msg)
+	}
+}
+
+func (c *checker) tracef(format string, args ...any) {
+	c.trace.addf(format, args...)
+}
+
+// paused records that owner's process is paused from..to.
+func (c *checker) paused(owner string, from, to time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pauses[owner] = append(c.pauses[owner], [2]time.Time{from, to})
+}
+
+// pausedSince reports whether owner's process was paused at some point
+// between from and now.
+func (c *checker) pausedSince(owner string, from time.Time) bool {
+	now := time.Now()
+	for _, p := range c.pauses[owner] {
+		if p[0].Before(now) && p[1].After(from) {
+			return true
+		}
+	}
+	return false
+}
+
+// enter records that owner's handler was entered with r and checks (a).
+func (c *checker) enter(owner string, r *shard.Record) *handlerCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.entries++
+	s := c.shard(r.ShardID)
+	idx, ok := c.stream.UserIndex(r.ShardID, r.SequenceNumber, r.SubSequence)
+	if !ok {
+		c.violate("%s: handler got a record that is not in shard %s: %s/%d", owner, r.ShardID, r.SequenceNumber, r.SubSequence)
+		idx = -1
+	}
+	holder := s.newest.Owner
+	if c.owner != nil {
+		holder = c.owner(r.ShardID)
+	}
+	if holder != owner {
+		c.violate("(a) %s entered its handler on %s record #%d (%s/%d) while the row is held by %q",
+			owner, r.ShardID, idx, r.SequenceNumber, r.SubSequence, holder)
+	}
+	for _, o := range s.open {
+		if o.owner != owner && !c.pausedSince(o.owner, o.entered) {
+			c.violate("(a) %s entered its handler on %s record #%d while %s's handler on record #%d (entered at T+%v) is still running",
+				owner, r.ShardID, idx, o.owner, o.idx, o.entered.Sub(c.start).Round(time.Millisecond))
+		}
+	}
+	t := s.tenures[owner]
+	switch {
+	case t == nil:
+		c.violate("(a) %s delivered %s record #%d without having taken the lease", owner, r.ShardID, idx)
+	case idx != t.next && idx != t.lastEntered:
+		c.violate("(a) %s delivered %s record #%d out of order: its lease started at #%d, it acknowledged up to #%d, last delivered #%d",
+			owner, r.ShardID, idx, t.start, t.next-1, t.lastEntered)
+	}
+	if t != nil {
+		t.lastEntered = idx
+	}
+	s.entered[owner] = time.Now()
+	h := &handlerCall{owner: owner, shard: s, idx: idx, tenure: t, entered: time.Now()}
+	s.open = append(s.open, h)
+	return h
+}
+
+// exit records that a handler call returned; acked if it returned nil.
+func (c *checker) exit(h *handlerCall, acked bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.exitLocked(h, acked)
+}
+
+func (c *checker) exitLocked(h *handlerCall, acked bool) {
+	if h.closed {
+		return
+	}
+	h.closed = true
+	s := h.shard
+	s.open = slices.DeleteFunc(s.open, func(o *handlerCall) bool { return o == h })
+	if !acked || h.idx < 0 {
+		return
+	}
+	c.stats.acks++
+	for len(s.acked) <= h.idx {
+		s.acked = append(s.acked, false)
+	}
+	s.acked[h.idx] = true
+	for s.prefix < len(s.acked) && s.acked[s.prefix] {
+		s.prefix++
+	}
+	if t := h.tenure; t != nil && h.idx == t.next {
+		t.next++
+	}
+}
+
+// crashed closes the handler calls of a process that died: whatever they
+// were doing died with it.
+func (c *checker) crashed(owner string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.shards {
+		for _, h := range slices.Clone(s.open) {
+			if h.owner == owner {
+				c.exitLocked(h, false)
+			}
+		}
+	}
+}
+
+// isWrite reports whether op changes the row.
+func isWrite(op string) bool { return op != "Get" }
+
+// applied records a write that landed (whatever its caller sees): writer
+// called op on the row as it knew it (before) and the row became after.
+// The simulation calls it with mu held, as the write lands; the DynamoDB
+// test when the write's answer (or a read-back) tells it landed.
+func (c *checker) applied(op, writer string, before, after leases.Lease) {
+	c.stats.writes++
+	s := c.shard(after.Key.Shard)
+	if op != "Renew" || after.HandoffTo != "" || after.RewindTo.Sequence != "" {
+		c.tracef("%s %s %s -> counter %d owner %q cp %s handoff %q rewind %q", writer, op, after.Key.Shard, after.Counter,
+			after.Owner, after.Checkpoint, after.HandoffTo, after.RewindTo)
+	}
+	if op != "Create" && after.Counter != before.Counter+1 {
+		c.violate("%s %s %s: counter %d -> %d, want +1", writer, op, after.Key.Shard, before.Counter, after.Counter)
+	}
+	seen := false
+	if tok, ok := s.tokens[after.Counter]; ok {
+		if tok != after.Token {
+			c.violate("%s %s %s: a second write produced counter %d", writer, op, after.Key.Shard, after.Counter)
+			return
+		}
+		seen = true // already observed by a read (the DynamoDB test's poller)
+	}
+	if after.Counter > s.newest.Counter {
+		s.newest = after
+	}
+	switch op {
+	case "Take":
+		c.stats.takes++
+		if prev := before.Owner; prev != "" && prev != writer {
+			c.stats.takeovers++
+			if last, ok := s.entered[prev]; ok {
+				gap := time.Since(last)
+				if gap < closeTakeover {
+					c.stats.closeTakeovers++
+				}
+				if c.stats.closest == 0 || gap < c.stats.closest {
+					c.stats.closest = gap
+				}
+			}
+		}
+		c.setTenure(s, writer, after.Checkpoint)
+	case "ApplyRewind":
+		c.setTenure(s, writer, after.Checkpoint)
+		c.replay(s, after.Checkpoint)
+	case "Rewind":
+		if !before.Held() {
+			c.replay(s, after.Checkpoint)
+		}
+	case "RequestHandoff":
+		c.stats.handoffs++
+	case "Checkpoint", "Release":
+		if before.Owner != writer {
+			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)
+		}
+		if after.Checkpoint != before.Checkpoint {
+			c.stats.checkpoints++
+			c.checkCovered(s, writer, op, after.Checkpoint)
+		}
+	}
+	if seen {
+		return
+	}
+	s.tokens[after.Counter] = after.Token
+	s.versions[after.Counter] = version{op: op, writer: writer, row: after, at: time.Now()}
+	c.inOrder(s)
+}
+
+// observed records a version of a row that a read returned, whoever wrote
+// it: the DynamoDB test polls the table, so that a write whose answer was
+// lost does not leave a gap in the counter order that (c) checks.
+func (c *checker) observed(row leases.Lease) {
+	s := c.shard(row.Key.Shard)
+	if tok, ok := s.tokens[row.Counter]; ok {
+		if tok != row.Token {
+			c.violate("%s: two versions with counter %d", row.Key.Shard, row.Counter)
+		}
+		return
+	}
+	if row.Counter <= s.last.Counter {
+		return // older than what was checked in order: overwritten since
+	}
+	s.tokens[row.Counter] = row.Token
+	if row.Counter > s.newest.Counter {
+		s.newest = row
+	}
+	s.versions[row.Counter] = version{op: "?", writer: "?", row: row, at: time.Now()}
+	c.inOrder(s)
+}
+
+func (c *checker) setTenure(s *shardState, owner string, cp leases.Checkpoint) {
+	n, err := c.covered(s.id, cp)
+	if err != nil {
+		c.violate("%s took %s at checkpoint %s: %v", owner, s.id, cp, err)
+	}
+	s.tenures[owner] = &tenure{start: n, next: n, lastEntered: -1, since: time.Now()}
+}
+
+// replay records that an operator's rewind moved s's checkpoint back to
+// cp: every record from there must be acknowledged again.
+func (c *checker) replay(s *shardState, cp leases.Checkpoint) {
+	n, err := c.covered(s.id, cp)
+	if err != nil {
+		c.violate("rewind of %s to %s: %v", s.id, cp, err)
+		return
+	}
+	for i := n; i < len(s.acked); i++ {
+		s.acked[i] = false
+	}
+	s.prefix = min(s.prefix, n)
+}
+
+// checkCovered checks (b) for a checkpoint cp that writer wrote on s.
+func (c *checker) checkCovered(s *shardState, writer, op string, cp leases.Checkpoint) {
+	n, err := c.covered(s.id, cp)
+	if err != nil {
+		c.violate("(b) %s %s %s: checkpoint %s: %v", writer, op, s.id, cp, err)
+		return
+	}
+	t := s.tenures[writer]
+	switch {
+	case t == nil:
+		c.violate("(b) %s wrote checkpoint %s on %s (covering %d records) without a lease of its own", writer, cp, s.id, n)
+	case n < t.start || n > t.next:
+		c.violate("(b) %s wrote checkpoint %s on %s covering %d records; its lease started at #%d and it acknowledged up to #%d",
+			writer, cp, s.id, n, t.start, t.next-1)
+	}
+	if n > s.prefix {
+		c.violate("(b) %s wrote checkpoint %s on %s covering %d records; only the first %d were acknowledged", writer, cp, s.id, n, s.prefix)
+	}
+}
+
+// settle skips, on every shard, the counters no write or read showed (a
+// version overwritten before anyone saw it): (c) then compares the
+// versions around the gap. The DynamoDB test calls it at the end.
+func (c *checker) settle() {
+	for _, s := range c.shards {
+		for len(s.versions) > 0 {
+			next := int64(-1)
+			for n := range s.versions {
+				if next < 0 || n < next {
+					next = n
+				}
+			}
+			s.last.Counter = next - 1
+			c.inOrder(s)
+		}
+	}
+}
+
+// inOrder checks (c) over the versions seen, in counter order.
+func (c *checker) inOrder(s *shardState) {
+	for {
+		v, ok := s.versions[s.last.Counter+1]
+		if !ok {
+			return
+		}
+		delete(s.versions, v.row.Counter)
+		prev := s.last
+		s.last = v.row
+		if v.op == "ApplyRewind" || (v.op == "Rewind" && !prev.Held()) {
+			continue // an operator moved the checkpoint
+		}
+		if cmp, err := compareCheckpoints(prev.Checkpoint, v.row.Checkpoint); err != nil {
+			c.violate("(c) %s %s %s: %v", v.writer, v.op, s.id, err)
+		} else if cmp > 0 {
+			c.violate("(c) %s %s %s: checkpoint moved backwards from %s to %s (counter %d)", v.writer, v.op, s.id, prev.Checkpoint, v.row.Checkpoint, v.row.Counter)
+		}
+	}
+}
+
+// covered returns how many user records of shard id cp covers.
+func (c *checker) covered(id string, cp leases.Checkpoint) (int, error) {
+	switch seq := cp.Sequence; {
+	case seq == leases.TrimHorizon:
+		return 0, nil
+	case strings.HasPrefix(seq, leases.AtSequencePrefix):
+		i, ok := c.stream.UserIndex(id, strings.TrimPrefix(seq, leases.AtSequencePrefix), 0)
+		if !ok {
+			return 0, fmt.Errorf("no record %s", seq)
+		}
+		return i, nil
+	case seq == leases.Latest || strings.HasPrefix(seq, leases.AtTimestampPrefix):
+		return 0, fmt.Errorf("the simulation does not rewind to %s", seq)
+	}
+	return c.stream.Covered(id, cp.Sequence, cp.SubSequence)
+}
+
+// compareCheckpoints orders two checkpoints by what they cover: sequence
+// numbers as integers, then sub-sequences (0 meaning the whole record);
+// nothing and TRIM_HORIZON first, SHARD_END last.
+func compareCheckpoints(a, b leases.Checkpoint) (int, error) {
+	ka, err := checkpointKey(a)
+	if err != nil {
+		return 0, err
+	}
+	kb, err := checkpointKey(b)
+	if err != nil {
+		return 0, err
+	}
+	if ka.rank != kb.rank || ka.rank != 1 {
+		return ka.rank - kb.rank, nil
+	}
+	if d := ka.seq.Cmp(kb.seq); d != 0 {
+		return d, nil
+	}
+	switch {
+	case ka.sub < kb.sub:
+		return -1, nil
+	case ka.sub > kb.sub:
+		return 1, nil
+	}
+	return 0, nil
+}
+
+type cpKey struct {
+	rank int // 0 nothing done, 1 a sequence number, 2 SHARD_END
+	seq  *big.Int
+	sub  int64 // -1 before seq, k: k user records of it, MaxInt64: all of it
+}
+
+func checkpointKey(cp leases.Checkpoint) (cpKey, error) {
+	seq := cp.Sequence
+	k := cpKey{rank: 1, sub: math.MaxInt64}
+	switch {
+	case seq == "" || seq == leases.TrimHorizon:
+		return cpKey{rank: 0}, nil
+	case seq == leases.ShardEnd:
+		return cpKey{rank: 2}, nil
+	case strings.HasPrefix(seq, leases.AtSequencePrefix):
+		seq, k.sub = strings.TrimPrefix(seq, leases.AtSequencePrefix), -1
+	case cp.SubSequence > 0:
+		k.sub = cp.SubSequence
+	}
+	n, ok := ParseSequence(seq)
+	if !ok {
+		return k, fmt.Errorf("checkpoint %q is not a sequence number", cp)
+	}
+	k.seq = n
+	return k, nil
+}
+
+// final checks (d) and that every write that landed was seen; rows are the
+// rows as the store holds them at the end.
+func (c *checker) final(rows map[string]leases.Lease) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range c.stream.ShardIDs() {
+		s := c.shard(id)
+		n := c.stream.UserRecords(id)
+		if s.prefix < n {
+			c.violate("(d) shard %s: record #%d of %d was never acknowledged", id, s.prefix, n)
+		}
+		row, ok := rows[id]
+		if !ok {
+			c.violate("shard %s has no row", id)
+			continue
+		}
+		if cov, err := c.covered(id, row.Checkpoint); err != nil || cov != n {
+			c.violate("(d) shard %s: final checkpoint %s covers %d of %d records (%v)", id, row.Checkpoint, cov, n, err)
+		}
+		if row.Counter != s.last.Counter {
+			c.violate("shard %s: the row is at counter %d but the checker saw writes up to %d in order (missing: a write behind the checker's back)",
+				id, row.Counter, s.last.Counter)
+		}
+		if len(s.open) > 0 {
+			c.violate("shard %s: %d handler calls still open at the end", id, len(s.open))
+		}
+	}
+}
+
+// trace keeps the last lines of what happened, for a failure's report.
+type trace struct {
+	mu    sync.Mutex
+	start time.Time
+	lines []string
+	next  int
+	full  bool
+}
+
+const traceLines = 600
+
+func (t *trace) addf(format string, args ...any) { t.add(fmt.Sprintf(format, args...)) }
+
+func (t *trace) add(line string) {
+	line = fmt.Sprintf("T+%-9v %s", time.Since(t.start).Round(time.Millisecond), line)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) < traceLines {
+		t.lines = append(t.lines, line)
+		return
+	}
+	t.lines[t.next] = line
+	t.next = (t.next + 1) % traceLines
+	t.full = true
+}
+
+func (t *trace) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := slices.Concat(t.lines[t.next:], t.lines[:t.next])
+	if !t.full {
+		out = t.lines
+	}
+	return strings.Join(out, "\n")
+}
