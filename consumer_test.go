@@ -153,6 +153,17 @@ var fastLease = []kinesislease.Option{
 
 func start(t testing.TB, client *kinesis.Client, store leases.Store, stream, owner string, ta *tally, extra ...kinesislease.Option) *instance {
 	t.Helper()
+	return startWith(t, client, store, stream, owner, ta.handler(owner), nil, extra...)
+}
+
+// startWith runs a service with the test lease settings and one
+// subscription of T to stream: reading from TRIM_HORIZON, checkpointing
+// every 10 records or 100ms, polling fast; sub come after those defaults and
+// may override them, extra after the service's. Run stops when the test ends.
+func startWith[T any](t testing.TB, client kinesislease.Kinesis, store leases.Store, stream, owner string, h kinesislease.Handler[T],
+	sub []kinesislease.SubscribeOption, extra ...kinesislease.Option,
+) *instance {
+	t.Helper()
 	opts := append([]kinesislease.Option{
 		kinesislease.WithKinesisClient(client),
 		kinesislease.WithLeaseStore(store),
@@ -163,11 +174,12 @@ func start(t testing.TB, client *kinesis.Client, store leases.Store, stream, own
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kinesislease.Subscribe(svc, stream, ta.handler(owner),
+	subOpts := append([]kinesislease.SubscribeOption{
 		kinesislease.WithStartPosition(kinesislease.TrimHorizon),
 		kinesislease.WithCheckpoint(10, 100*time.Millisecond),
 		kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0),
-	); err != nil {
+	}, sub...)
+	if err := kinesislease.Subscribe(svc, stream, h, subOpts...); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

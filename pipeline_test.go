@@ -136,35 +136,8 @@ func plRun[T any](t testing.TB, client *kinesis.Client, store leases.Store, stre
 	h kinesislease.Handler[T], subOpts ...kinesislease.SubscribeOption,
 ) *instance {
 	t.Helper()
-	opts := append([]kinesislease.Option{
-		kinesislease.WithKinesisClient(client),
-		kinesislease.WithLeaseStore(store),
-		kinesislease.WithOwner(owner),
-		kinesislease.WithLogger(testLogger(t)),
-	}, fastLease...)
-	svc, err := kinesislease.New(testutil.Config(t), append(opts, svcOpts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kinesislease.Subscribe(svc, stream, h, append([]kinesislease.SubscribeOption{
-		kinesislease.WithStartPosition(kinesislease.TrimHorizon),
-		kinesislease.WithCheckpoint(1, 50*time.Millisecond),
-		kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0),
-	}, subOpts...)...); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{svc: svc, cancel: cancel, done: make(chan struct{})}
-	go func() { in.err = svc.Run(ctx); close(in.done) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-in.done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("Run did not return 20s after cancel")
-		}
-	})
-	return in
+	sub := append([]kinesislease.SubscribeOption{kinesislease.WithCheckpoint(1, 50*time.Millisecond)}, subOpts...)
+	return startWith(t, client, store, stream, owner, h, sub, svcOpts...)
 }
 
 // plDelivery is one call of a handler, with what RecordFrom said.

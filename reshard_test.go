@@ -165,36 +165,7 @@ func (j *journal) waitUntil(t testing.TB, timeout time.Duration, cond func([]del
 // 100ms, polling 20ms/50ms).
 func startJournal(t testing.TB, client kinesislease.Kinesis, store leases.Store, stream, owner string, j *journal, sub []kinesislease.SubscribeOption, extra ...kinesislease.Option) *instance {
 	t.Helper()
-	opts := append([]kinesislease.Option{
-		kinesislease.WithKinesisClient(client),
-		kinesislease.WithLeaseStore(store),
-		kinesislease.WithOwner(owner),
-		kinesislease.WithLogger(testLogger(t)),
-	}, fastLease...)
-	svc, err := kinesislease.New(testutil.Config(t), append(opts, extra...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subOpts := append([]kinesislease.SubscribeOption{
-		kinesislease.WithStartPosition(kinesislease.TrimHorizon),
-		kinesislease.WithCheckpoint(10, 100*time.Millisecond),
-		kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0),
-	}, sub...)
-	if err := kinesislease.Subscribe(svc, stream, j.handler(owner), subOpts...); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{svc: svc, cancel: cancel, done: make(chan struct{})}
-	go func() { in.err = svc.Run(ctx); close(in.done) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-in.done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("Run did not return 20s after cancel")
-		}
-	})
-	return in
+	return startWith(t, client, store, stream, owner, j.handler(owner), sub, extra...)
 }
 
 // quarterKeys returns n partition keys spread over the four quarters of the
