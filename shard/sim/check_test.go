@@ -131,6 +131,17 @@ func (c *checker) violate(format string, args ...any) {
 	}
 }
 
+// runReturned records that owner's Run returned err; unless the process was
+// being stopped, that is a violation: Run returns only when its context ends.
+func (c *checker) runReturned(owner string, err error, stopping bool) {
+	c.tracef("%s: Run returned %v", owner, err)
+	if !stopping {
+		c.mu.Lock()
+		c.violate("%s: Run returned %v before its context was cancelled", owner, err)
+		c.mu.Unlock()
+	}
+}
+
 func (c *checker) tracef(format string, args ...any) {
 	c.trace.addf(format, args...)
 }

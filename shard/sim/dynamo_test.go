@@ -362,12 +362,7 @@ func (d *dynWorld) start(i int) {
 	go func() {
 		defer close(p.done)
 		p.err = c.Run(ctx)
-		d.chk.tracef("%s: Run returned %v", p.owner, p.err)
-		if !p.stopping.Load() {
-			d.chk.mu.Lock()
-			d.chk.violate("%s: Run returned %v before its context was cancelled", p.owner, p.err)
-			d.chk.mu.Unlock()
-		}
+		d.chk.runReturned(p.owner, p.err, p.stopping.Load())
 	}()
 }
 

@@ -590,12 +590,7 @@ func (w *world) startProc(slot int) {
 	w.bg.Go(func() {
 		defer close(pr.done)
 		pr.err = c.Run(ctx)
-		w.chk.tracef("%s: Run returned %v", pr.owner, pr.err)
-		if !pr.stopping.Load() {
-			w.chk.mu.Lock()
-			w.chk.violate("%s: Run returned %v before its context was cancelled", pr.owner, pr.err)
-			w.chk.mu.Unlock()
-		}
+		w.chk.runReturned(pr.owner, pr.err, pr.stopping.Load())
 	})
 }
 
