@@ -15,6 +15,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -67,7 +68,7 @@ func BenchmarkConsume(b *testing.B) {
 				close(done)
 			}
 			return nil
-		}, kinesislease.WithStartPosition(kinesislease.TrimHorizon))
+		}, kinesislease.WithStartPosition(kltype.TrimHorizon))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -144,7 +145,7 @@ func BenchmarkLeaseWrites(b *testing.B) {
 			b.Fatal(err)
 		}
 		if err := kinesislease.Subscribe(svc, stream, func(context.Context, order) error { return nil },
-			kinesislease.WithStartPosition(kinesislease.Latest)); err != nil {
+			kinesislease.WithStartPosition(kltype.Latest)); err != nil {
 			b.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())

@@ -33,40 +33,15 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
-	"github.com/kinesislease/kinesislease/shard"
-)
-
-// Errors returned by New, Subscribe and Run; match them with errors.Is.
-var (
-	// ErrInvalidOption: an option's value cannot work; the message names it.
-	ErrInvalidOption = errors.New("kinesislease: invalid option")
-	// ErrDuplicateSubscription: the service already has a subscription to
-	// the stream.
-	ErrDuplicateSubscription = errors.New("kinesislease: stream already subscribed")
-	// ErrStreamNotFound: a subscribed stream does not exist.
-	ErrStreamNotFound = errors.New("kinesislease: stream not found")
-	// ErrAccessDenied: the credentials may not call a Kinesis operation the
-	// service needs.
-	ErrAccessDenied = errors.New("kinesislease: access denied")
-	// ErrRunning: Subscribe or Run on a service that is already running.
-	ErrRunning = errors.New("kinesislease: service already running")
-)
-
-// Default lease settings. KCL's defaults are a 10s failover time and
-// renewals every 3.3s; these match them, so a dead instance's shards move in
-// about LeaseDuration plus one ScanInterval.
-const (
-	DefaultLeaseDuration   = 10 * time.Second
-	DefaultRenewInterval   = DefaultLeaseDuration / 3
-	DefaultShutdownTimeout = 30 * time.Second
 )
 
 // Service consumes the streams it is subscribed to. Build it with New, add
@@ -79,154 +54,20 @@ type Service struct {
 	subs []*subscription
 	run  bool
 	// coordinators of the running service, for Held and tests.
-	coords map[string]*shard.Coordinator
+	coords map[string]*engine.Coordinator
 }
 
-type config struct {
-	app, version    string
-	owner           string
-	store           leases.Store
-	logger          *slog.Logger
-	client          Kinesis
-	leaseDuration   time.Duration
-	renewInterval   time.Duration
-	scanInterval    time.Duration
-	shardSync       time.Duration
-	shutdownTimeout time.Duration
-	events          func(LeaseEvent)
-	hooks           []Hook
-	errs            []error
-}
-
-// Option configures a Service.
-type Option interface{ applyService(*config) }
-
-type serviceOption func(*config)
-
-func (f serviceOption) applyService(c *config) { f(c) }
-
-// WithApp names the application and its version: they prefix the default
-// owner id and appear in logs.
-func WithApp(name, version string) Option {
-	return serviceOption(func(c *config) { c.app, c.version = name, version })
-}
-
-// WithOwner sets this instance's owner id, written in the lease rows it
-// holds. It must be unique among the instances sharing a lease table. The
-// default is app-hostname-pid-random, unique per process.
-func WithOwner(id string) Option {
-	return serviceOption(func(c *config) {
-		if err := leases.ValidateOwner(id); err != nil {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithOwner(%q): %w", ErrInvalidOption, id, err))
-		}
-		c.owner = id
-	})
-}
-
-// WithLeaseStore sets where leases and checkpoints live. The default is an
-// in-memory store: one instance only, and checkpoints die with the process.
-// Use leases/dynamo for a service of several instances.
-func WithLeaseStore(s leases.Store) Option {
-	return serviceOption(func(c *config) {
-		if s == nil {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithLeaseStore(nil)", ErrInvalidOption))
-		}
-		c.store = s
-	})
-}
-
-// WithLogger sets the logger; the default is slog.Default(). At INFO an
-// operator sees starts, lease moves and shutdown, never a line per record.
-func WithLogger(l *slog.Logger) Option {
-	return serviceOption(func(c *config) { c.logger = l })
-}
-
-// Kinesis is the part of *kinesis.Client the service uses: reading, and
-// PutRecords for Publish and dead-letter streams.
+// Kinesis is the part of *kinesis.Client the service uses: reading
+// (ListShards, GetShardIterator, GetRecords), and PutRecords for Publish and
+// dead-letter streams.
 type Kinesis interface {
-	shard.Kinesis
+	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
+	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
 	PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
 }
 
 var _ Kinesis = (*kinesis.Client)(nil)
-
-// WithKinesisClient makes the service call client instead of a Kinesis
-// client built from the aws.Config given to New.
-func WithKinesisClient(client Kinesis) Option {
-	return serviceOption(func(c *config) { c.client = client })
-}
-
-// WithLease sets the lease duration and renewal interval (defaults
-// DefaultLeaseDuration and DefaultRenewInterval, as KCL's). Another
-// instance takes a lease over once it has seen it unrenewed for duration;
-// the holder stops handing records to handlers once its last renewal is older
-// than 4/5 of duration. renew must be below that: a third of duration leaves
-// room for two failed renewals. Shorter leases fail over faster and cost more
-// DynamoDB writes (3600/renew per held shard per hour).
-func WithLease(duration, renew time.Duration) Option {
-	return serviceOption(func(c *config) {
-		if duration <= 0 || renew <= 0 || renew >= duration-duration/5 {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithLease(%v, %v): want 0 < renew < 4/5 of duration", ErrInvalidOption, duration, renew))
-		}
-		c.leaseDuration, c.renewInterval = duration, renew
-	})
-}
-
-// WithScanInterval sets how often the rows of shards this instance does not
-// hold are read, to find free and expired leases and balance (default: the
-// lease duration, jittered). It costs one GetItem per such shard per scan.
-func WithScanInterval(d time.Duration) Option {
-	return serviceOption(func(c *config) {
-		if d <= 0 {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithScanInterval(%v): must be positive", ErrInvalidOption, d))
-		}
-		c.scanInterval = d
-	})
-}
-
-// WithShardSyncInterval sets how often ListShards runs to see splits and
-// merges (default 60s; it also runs whenever a held shard ends).
-func WithShardSyncInterval(d time.Duration) Option {
-	return serviceOption(func(c *config) {
-		if d <= 0 {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithShardSyncInterval(%v): must be positive", ErrInvalidOption, d))
-		}
-		c.shardSync = d
-	})
-}
-
-// WithShutdownTimeout bounds the drain when Run's context is cancelled
-// (default 30s): handlers still running then have their context cancelled,
-// and the leases are released with the last acknowledged checkpoint.
-func WithShutdownTimeout(d time.Duration) Option {
-	return serviceOption(func(c *config) {
-		if d <= 0 {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithShutdownTimeout(%v): must be positive", ErrInvalidOption, d))
-		}
-		c.shutdownTimeout = d
-	})
-}
-
-// LeaseEventType tells what happened to a lease.
-type LeaseEventType = shard.EventType
-
-// Lease events.
-const (
-	LeaseAcquired = shard.Acquired // this instance took the lease
-	LeaseReleased = shard.Released // handed over after a final checkpoint (we could still commit)
-	LeaseLost     = shard.Lost     // another instance took it; nothing more was written
-	ShardEnded    = shard.Ended    // the shard was read to its end; SHARD_END written
-)
-
-// LeaseEvent is a lease move seen by this instance.
-type LeaseEvent = shard.Event
-
-// WithLeaseEvents calls fn on every lease move of this instance. fn is called
-// from the service's goroutines, possibly concurrently for different
-// streams, and must return quickly.
-func WithLeaseEvents(fn func(LeaseEvent)) Option {
-	return serviceOption(func(c *config) { c.events = fn })
-}
 
 // New returns a Service whose Kinesis client is built from cfg (the same
 // aws.Config the lease store is built from, so both reach one account and
@@ -264,7 +105,7 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 	if c.app != "" {
 		log = log.With("app", c.app, "version", c.version)
 	}
-	return &Service{cfg: c, log: log, kin: c.client, coords: map[string]*shard.Coordinator{}}, nil
+	return &Service{cfg: c, log: log, kin: c.client, coords: map[string]*engine.Coordinator{}}, nil
 }
 
 // Owner returns this instance's owner id.
@@ -296,12 +137,12 @@ func (s *Service) Held(stream string) []string {
 }
 
 // Stats returns the lease store calls made so far for stream's leases.
-func (s *Service) Stats(stream string) shard.Stats {
+func (s *Service) Stats(stream string) kltype.Stats {
 	s.mu.Lock()
 	c := s.coords[stream]
 	s.mu.Unlock()
 	if c == nil {
-		return shard.Stats{}
+		return kltype.Stats{}
 	}
 	return c.Stats()
 }
@@ -340,9 +181,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.preflight(ctx, subs); err != nil {
 		return err
 	}
-	coords := make([]*shard.Coordinator, len(subs))
+	coords := make([]*engine.Coordinator, len(subs))
 	for i, sub := range subs {
-		c, err := shard.NewCoordinator(s.coordinatorConfig(sub))
+		c, err := engine.NewCoordinator(s.coordinatorConfig(sub))
 		if err != nil {
 			return fmt.Errorf("%w: stream %q: %w", ErrInvalidOption, sub.stream, err)
 		}
@@ -362,7 +203,7 @@ func (s *Service) Run(ctx context.Context) error {
 	for i, c := range coords {
 		wg.Go(func() {
 			if err := c.Run(runCtx); err != nil {
-				errs[i] = s.explain(subs[i].stream, err)
+				errs[i] = explain(subs[i].stream, err)
 				cancel() // one subscription that cannot work stops the service
 			}
 		})
@@ -374,53 +215,24 @@ func (s *Service) Run(ctx context.Context) error {
 
 // preflight checks the store and every stream before taking any lease.
 func (s *Service) preflight(ctx context.Context, subs []*subscription) error {
-	if ch, ok := s.cfg.store.(interface{ Check(context.Context) error }); ok {
+	if ch, ok := s.cfg.store.(leases.Checker); ok {
 		if err := ch.Check(ctx); err != nil {
 			return err
 		}
 	}
 	for _, sub := range subs {
 		in := &kinesis.ListShardsInput{MaxResults: aws.Int32(1)}
-		if shard.IsARN(sub.stream) {
-			in.StreamARN = aws.String(sub.stream)
-		} else {
-			in.StreamName = aws.String(sub.stream)
-		}
+		in.StreamName, in.StreamARN = kinesisx.Fields(sub.stream)
 		if _, err := s.kin.ListShards(ctx, in); err != nil {
-			return s.explain(sub.stream, err)
+			return explain(sub.stream, err)
 		}
 	}
 	return nil
 }
 
-// explain names the stream in errors a Kinesis call returned and maps them
-// onto the package's sentinels.
-func (s *Service) explain(stream string, err error) error {
-	var notFound *types.ResourceNotFoundException
-	switch {
-	case errors.As(err, &notFound):
-		return fmt.Errorf("%w: stream %q does not exist (or is not in this account and region): create it, or subscribe to the right name: %w", ErrStreamNotFound, stream, err)
-	case isAccessDenied(err):
-		return fmt.Errorf("%w: stream %q: the credentials need kinesis:ListShards, kinesis:GetShardIterator and kinesis:GetRecords on the stream: %w", ErrAccessDenied, stream, err)
-	}
-	return err
-}
-
-func isAccessDenied(err error) bool {
-	var api interface{ ErrorCode() string }
-	if errors.As(err, &api) {
-		switch api.ErrorCode() {
-		case "AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException",
-			"MissingAuthenticationTokenException", "ExpiredTokenException":
-			return true
-		}
-	}
-	return false
-}
-
-func (s *Service) coordinatorConfig(sub *subscription) shard.Config {
+func (s *Service) coordinatorConfig(sub *subscription) engine.Config {
 	c := s.cfg
-	cfg := shard.Config{
+	cfg := engine.Config{
 		Stream:            sub.stream,
 		Owner:             c.owner,
 		Store:             c.store,
@@ -438,8 +250,6 @@ func (s *Service) coordinatorConfig(sub *subscription) shard.Config {
 	if sub.deadLetterStream != "" {
 		cfg.Worker.Sink = streamSink(s.kin, sub.deadLetterStream)
 	}
-	if c.events != nil {
-		cfg.Events = func(e shard.Event) { c.events(e) }
-	}
+	cfg.Events = c.events
 	return cfg
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -175,7 +176,7 @@ func startWith[T any](t testing.TB, client kinesislease.Kinesis, store leases.St
 		t.Fatal(err)
 	}
 	subOpts := append([]kinesislease.SubscribeOption{
-		kinesislease.WithStartPosition(kinesislease.TrimHorizon),
+		kinesislease.WithStartPosition(kltype.TrimHorizon),
 		kinesislease.WithCheckpoint(10, 100*time.Millisecond),
 		kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0),
 	}, sub...)
@@ -351,7 +352,7 @@ func TestTwoStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	for s, ta := range map[string]*tally{s1: t1, s2: t2} {
-		if err := kinesislease.Subscribe(svc, s, ta.handler("a"), kinesislease.WithStartPosition(kinesislease.TrimHorizon)); err != nil {
+		if err := kinesislease.Subscribe(svc, s, ta.handler("a"), kinesislease.WithStartPosition(kltype.TrimHorizon)); err != nil {
 			t.Fatal(err)
 		}
 	}

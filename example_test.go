@@ -16,6 +16,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
 
@@ -71,7 +72,7 @@ func ExampleNew_invalidOption() {
 func ExampleSubscribe_duplicate() {
 	svc, _ := kinesislease.New(awsConfig())
 	handle := func(context.Context, Order) error { return nil }
-	_ = kinesislease.Subscribe(svc, "orders", handle, kinesislease.WithStartPosition(kinesislease.TrimHorizon))
+	_ = kinesislease.Subscribe(svc, "orders", handle, kinesislease.WithStartPosition(kltype.TrimHorizon))
 	err := kinesislease.Subscribe(svc, "orders", handle)
 	fmt.Println(errors.Is(err, kinesislease.ErrDuplicateSubscription), err)
 	// Output:

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 	"github.com/kinesislease/kinesislease/otelkl"
 )
@@ -26,30 +27,30 @@ import (
 // the hook calls themselves.
 type hookNoop struct{}
 
-func (hookNoop) OnLeaseAcquired(context.Context, kinesislease.LeaseInfo) {}
-func (hookNoop) OnLeaseReleased(context.Context, kinesislease.LeaseInfo) {}
-func (hookNoop) OnLeaseLost(context.Context, kinesislease.LeaseInfo)     {}
-func (hookNoop) OnShardStarted(kinesislease.ShardInfo)                   {}
-func (hookNoop) OnShardEnded(kinesislease.ShardInfo)                     {}
-func (hookNoop) OnBatchFetched(kinesislease.BatchInfo)                   {}
-func (hookNoop) OnRecordHandled(kinesislease.RecordInfo)                 {}
-func (hookNoop) OnCheckpointWritten(kinesislease.CheckpointInfo)         {}
-func (hookNoop) OnThrottled(kinesislease.ThrottleInfo)                   {}
-func (hookNoop) OnDeadLettered(*kinesislease.DeadLetterRecord)           {}
-func (hookNoop) OnCall(kinesislease.CallInfo)                            {}
+func (hookNoop) OnLeaseAcquired(context.Context, kltype.LeaseInfo) {}
+func (hookNoop) OnLeaseReleased(context.Context, kltype.LeaseInfo) {}
+func (hookNoop) OnLeaseLost(context.Context, kltype.LeaseInfo)     {}
+func (hookNoop) OnShardStarted(kltype.ShardInfo)                   {}
+func (hookNoop) OnShardEnded(kltype.ShardInfo)                     {}
+func (hookNoop) OnBatchFetched(kltype.BatchInfo)                   {}
+func (hookNoop) OnRecordHandled(kltype.RecordInfo)                 {}
+func (hookNoop) OnCheckpointWritten(kltype.CheckpointInfo)         {}
+func (hookNoop) OnThrottled(kltype.ThrottleInfo)                   {}
+func (hookNoop) OnDeadLettered(*kltype.DeadLetterRecord)           {}
+func (hookNoop) OnCall(kltype.CallInfo)                            {}
 
 var _ interface {
-	kinesislease.HookLeaseAcquired
-	kinesislease.HookLeaseReleased
-	kinesislease.HookLeaseLost
-	kinesislease.HookShardStarted
-	kinesislease.HookShardEnded
-	kinesislease.HookBatchFetched
-	kinesislease.HookRecordHandled
-	kinesislease.HookCheckpointWritten
-	kinesislease.HookThrottled
-	kinesislease.HookDeadLettered
-	kinesislease.HookCall
+	kltype.HookLeaseAcquired
+	kltype.HookLeaseReleased
+	kltype.HookLeaseLost
+	kltype.HookShardStarted
+	kltype.HookShardEnded
+	kltype.HookBatchFetched
+	kltype.HookRecordHandled
+	kltype.HookCheckpointWritten
+	kltype.HookThrottled
+	kltype.HookDeadLettered
+	kltype.HookCall
 } = hookNoop{}
 
 // The hook benchmarks read a stream of their own, made once per binary, so
@@ -81,7 +82,7 @@ func hookBenchSetup(b *testing.B) (*kinesis.Client, string) {
 // hookBenchConsume runs one instance (memory store, no-op handler, JSON decoding)
 // with hooks until it has handled every record of stream from TRIM_HORIZON,
 // then stops it; it returns the wall time of the run.
-func hookBenchConsume(b *testing.B, kc *kinesis.Client, stream string, hooks []kinesislease.Hook) time.Duration {
+func hookBenchConsume(b *testing.B, kc *kinesis.Client, stream string, hooks []kltype.Hook) time.Duration {
 	b.Helper()
 	opts := []kinesislease.Option{kinesislease.WithKinesisClient(kc),
 		kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(b))}
@@ -99,7 +100,7 @@ func hookBenchConsume(b *testing.B, kc *kinesis.Client, stream string, hooks []k
 			close(done)
 		}
 		return nil
-	}, kinesislease.WithStartPosition(kinesislease.TrimHorizon))
+	}, kinesislease.WithStartPosition(kltype.TrimHorizon))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -129,18 +130,18 @@ func BenchmarkHooksConsume(b *testing.B) {
 	kc, stream := hookBenchSetup(b)
 	for _, bc := range []struct {
 		name  string
-		hooks func(b *testing.B) []kinesislease.Hook
+		hooks func(b *testing.B) []kltype.Hook
 	}{
-		{"none", func(*testing.B) []kinesislease.Hook { return nil }},
-		{"noop", func(*testing.B) []kinesislease.Hook { return []kinesislease.Hook{hookNoop{}} }},
-		{"otel", func(b *testing.B) []kinesislease.Hook {
+		{"none", func(*testing.B) []kltype.Hook { return nil }},
+		{"noop", func(*testing.B) []kltype.Hook { return []kltype.Hook{hookNoop{}} }},
+		{"otel", func(b *testing.B) []kltype.Hook {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 			b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 			h, err := otelkl.New(mp)
 			if err != nil {
 				b.Fatal(err)
 			}
-			return []kinesislease.Hook{h}
+			return []kltype.Hook{h}
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -172,17 +173,17 @@ func BenchmarkRecordHook(b *testing.B) {
 		b.Fatal(err)
 	}
 	type recordHook interface {
-		kinesislease.HookRecordHandled
-		kinesislease.HookBatchFetched
+		kltype.HookRecordHandled
+		kltype.HookBatchFetched
 	}
 	for _, bc := range []struct {
 		name string
 		h    recordHook
 	}{{"noop", hookNoop{}}, {"otel", oh}} {
 		run := func(pb interface{ Next() bool }, shard string) {
-			info := kinesislease.RecordInfo{Stream: "bench", ShardID: shard, SequenceNumber: "49680699815135250590417184751679121418940711877092573202",
-				Bytes: 120, Attempts: 1, Outcome: kinesislease.Acked, Duration: 150 * time.Microsecond}
-			batch := kinesislease.BatchInfo{Stream: "bench", ShardID: shard, Records: 100, Bytes: 12000, MillisBehindLatest: 1000}
+			info := kltype.RecordInfo{Stream: "bench", ShardID: shard, SequenceNumber: "49680699815135250590417184751679121418940711877092573202",
+				Bytes: 120, Attempts: 1, Outcome: kltype.Acked, Duration: 150 * time.Microsecond}
+			batch := kltype.BatchInfo{Stream: "bench", ShardID: shard, Records: 100, Bytes: 12000, MillisBehindLatest: 1000}
 			for i := 0; pb.Next(); i++ {
 				if i%100 == 0 {
 					bc.h.OnBatchFetched(batch)

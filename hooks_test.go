@@ -18,6 +18,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -30,41 +31,41 @@ type hookLog struct {
 	leases      []leaseEvent
 	started     []shardEvent
 	ended       []shardEvent
-	batches     []kinesislease.BatchInfo
-	records     []kinesislease.RecordInfo
-	checkpoints []kinesislease.CheckpointInfo
-	throttles   []kinesislease.ThrottleInfo
-	dead        []*kinesislease.DeadLetterRecord
-	calls       []kinesislease.CallInfo
+	batches     []kltype.BatchInfo
+	records     []kltype.RecordInfo
+	checkpoints []kltype.CheckpointInfo
+	throttles   []kltype.ThrottleInfo
+	dead        []*kltype.DeadLetterRecord
+	calls       []kltype.CallInfo
 	nilCtx      int
 }
 
 type leaseEvent struct {
 	n    int64
 	kind string // acquired, released, lost
-	info kinesislease.LeaseInfo
+	info kltype.LeaseInfo
 }
 
 type shardEvent struct {
 	n    int64
-	info kinesislease.ShardInfo
+	info kltype.ShardInfo
 }
 
 var (
-	_ kinesislease.HookLeaseAcquired     = (*hookLog)(nil)
-	_ kinesislease.HookLeaseReleased     = (*hookLog)(nil)
-	_ kinesislease.HookLeaseLost         = (*hookLog)(nil)
-	_ kinesislease.HookShardStarted      = (*hookLog)(nil)
-	_ kinesislease.HookShardEnded        = (*hookLog)(nil)
-	_ kinesislease.HookBatchFetched      = (*hookLog)(nil)
-	_ kinesislease.HookRecordHandled     = (*hookLog)(nil)
-	_ kinesislease.HookCheckpointWritten = (*hookLog)(nil)
-	_ kinesislease.HookThrottled         = (*hookLog)(nil)
-	_ kinesislease.HookDeadLettered      = (*hookLog)(nil)
-	_ kinesislease.HookCall              = (*hookLog)(nil)
+	_ kltype.HookLeaseAcquired     = (*hookLog)(nil)
+	_ kltype.HookLeaseReleased     = (*hookLog)(nil)
+	_ kltype.HookLeaseLost         = (*hookLog)(nil)
+	_ kltype.HookShardStarted      = (*hookLog)(nil)
+	_ kltype.HookShardEnded        = (*hookLog)(nil)
+	_ kltype.HookBatchFetched      = (*hookLog)(nil)
+	_ kltype.HookRecordHandled     = (*hookLog)(nil)
+	_ kltype.HookCheckpointWritten = (*hookLog)(nil)
+	_ kltype.HookThrottled         = (*hookLog)(nil)
+	_ kltype.HookDeadLettered      = (*hookLog)(nil)
+	_ kltype.HookCall              = (*hookLog)(nil)
 )
 
-func (h *hookLog) lease(ctx context.Context, kind string, l kinesislease.LeaseInfo) {
+func (h *hookLog) lease(ctx context.Context, kind string, l kltype.LeaseInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ctx == nil {
@@ -74,59 +75,59 @@ func (h *hookLog) lease(ctx context.Context, kind string, l kinesislease.LeaseIn
 	h.leases = append(h.leases, leaseEvent{n: h.n, kind: kind, info: l})
 }
 
-func (h *hookLog) OnLeaseAcquired(ctx context.Context, l kinesislease.LeaseInfo) {
+func (h *hookLog) OnLeaseAcquired(ctx context.Context, l kltype.LeaseInfo) {
 	h.lease(ctx, "acquired", l)
 }
-func (h *hookLog) OnLeaseReleased(ctx context.Context, l kinesislease.LeaseInfo) {
+func (h *hookLog) OnLeaseReleased(ctx context.Context, l kltype.LeaseInfo) {
 	h.lease(ctx, "released", l)
 }
-func (h *hookLog) OnLeaseLost(ctx context.Context, l kinesislease.LeaseInfo) { h.lease(ctx, "lost", l) }
+func (h *hookLog) OnLeaseLost(ctx context.Context, l kltype.LeaseInfo) { h.lease(ctx, "lost", l) }
 
-func (h *hookLog) OnShardStarted(s kinesislease.ShardInfo) {
+func (h *hookLog) OnShardStarted(s kltype.ShardInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.n++
 	h.started = append(h.started, shardEvent{n: h.n, info: s})
 }
 
-func (h *hookLog) OnShardEnded(s kinesislease.ShardInfo) {
+func (h *hookLog) OnShardEnded(s kltype.ShardInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.n++
 	h.ended = append(h.ended, shardEvent{n: h.n, info: s})
 }
 
-func (h *hookLog) OnBatchFetched(b kinesislease.BatchInfo) {
+func (h *hookLog) OnBatchFetched(b kltype.BatchInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.batches = append(h.batches, b)
 }
 
-func (h *hookLog) OnRecordHandled(r kinesislease.RecordInfo) {
+func (h *hookLog) OnRecordHandled(r kltype.RecordInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.records = append(h.records, r)
 }
 
-func (h *hookLog) OnCheckpointWritten(c kinesislease.CheckpointInfo) {
+func (h *hookLog) OnCheckpointWritten(c kltype.CheckpointInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.checkpoints = append(h.checkpoints, c)
 }
 
-func (h *hookLog) OnThrottled(t kinesislease.ThrottleInfo) {
+func (h *hookLog) OnThrottled(t kltype.ThrottleInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.throttles = append(h.throttles, t)
 }
 
-func (h *hookLog) OnDeadLettered(dl *kinesislease.DeadLetterRecord) {
+func (h *hookLog) OnDeadLettered(dl *kltype.DeadLetterRecord) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.dead = append(h.dead, dl)
 }
 
-func (h *hookLog) OnCall(c kinesislease.CallInfo) {
+func (h *hookLog) OnCall(c kltype.CallInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.calls = append(h.calls, c)
@@ -276,7 +277,7 @@ func TestHooks(t *testing.T) {
 				acq = append(acq, e)
 			}
 		}
-		want := kinesislease.LeaseInfo{Stream: stream, ShardID: id, Owner: "a"}
+		want := kltype.LeaseInfo{Stream: stream, ShardID: id, Owner: "a"}
 		if len(acq) != 1 || acq[0].kind != "acquired" || acq[0].info != want {
 			t.Errorf("A's lease events on %s: %+v, want one acquired %+v", id, acq, want)
 		}
@@ -286,7 +287,7 @@ func TestHooks(t *testing.T) {
 				st = append(st, s)
 			}
 		}
-		if len(st) != 1 || st[0].info != (kinesislease.ShardInfo{Stream: stream, ShardID: id, Start: kinesislease.TrimHorizon}) {
+		if len(st) != 1 || st[0].info != (kltype.ShardInfo{Stream: stream, ShardID: id, Start: kltype.TrimHorizon}) {
 			t.Errorf("A's shard starts on %s: %+v, want one at TRIM_HORIZON", id, st)
 		} else if len(acq) == 1 && st[0].n < acq[0].n {
 			t.Errorf("A's reader of %s started (event %d) before its lease was reported acquired (event %d)", id, st[0].n, acq[0].n)
@@ -361,7 +362,7 @@ func TestHooks(t *testing.T) {
 
 	for _, id := range shards {
 		es := ha.leaseEvents(id)
-		want := kinesislease.LeaseInfo{Stream: stream, ShardID: id, Owner: "a", Checkpoint: leases.Checkpoint{Sequence: last(put1, id)}}
+		want := kltype.LeaseInfo{Stream: stream, ShardID: id, Owner: "a", Checkpoint: leases.Checkpoint{Sequence: last(put1, id)}}
 		if len(es) < 2 || es[1].kind != "lost" || es[1].info != want {
 			t.Errorf("A's lease events on %s: %+v, want acquired then lost %+v (never released)", id, es, want)
 		}
@@ -373,7 +374,7 @@ func TestHooks(t *testing.T) {
 			}
 		}
 		bs := hb.leaseEvents(id)
-		want = kinesislease.LeaseInfo{Stream: stream, ShardID: id, Owner: "b", Checkpoint: leases.Checkpoint{Sequence: last(put1, id)}, From: "a"}
+		want = kltype.LeaseInfo{Stream: stream, ShardID: id, Owner: "b", Checkpoint: leases.Checkpoint{Sequence: last(put1, id)}, From: "a"}
 		if len(bs) == 0 || bs[0].kind != "acquired" || bs[0].info != want {
 			t.Errorf("B's first lease event on %s: %+v, want acquired %+v", id, bs, want)
 		}
@@ -396,7 +397,7 @@ func TestHooks(t *testing.T) {
 	put2 := hookPut(t, kc, stream, 100, 50)
 	tallyB.waitFor(t, 100, 50, 30*time.Second)
 	hb.waitUntil(t, "a renewal by B", func() bool {
-		return slices.ContainsFunc(hb.calls, func(c kinesislease.CallInfo) bool { return c.Op == "Renew" && c.Err == nil })
+		return slices.ContainsFunc(hb.calls, func(c kltype.CallInfo) bool { return c.Op == "Renew" && c.Err == nil })
 	})
 	b.stop(t)
 	if d, _ := tallyB.count(0, 100); d != 0 {
@@ -416,7 +417,7 @@ func TestHooks(t *testing.T) {
 				es = append(es, e)
 			}
 		}
-		want := kinesislease.LeaseInfo{Stream: stream, ShardID: id, Owner: "b", Checkpoint: leases.Checkpoint{Sequence: final}}
+		want := kltype.LeaseInfo{Stream: stream, ShardID: id, Owner: "b", Checkpoint: leases.Checkpoint{Sequence: final}}
 		if len(es) == 0 {
 			t.Errorf("B: no lease event on %s", id)
 		} else if e := es[len(es)-1]; e.kind != "released" || e.info != want {
@@ -433,17 +434,17 @@ func TestHooks(t *testing.T) {
 				st = append(st, s)
 			}
 		}
-		if len(st) == 0 || st[0].info != (kinesislease.ShardInfo{Stream: stream, ShardID: id, Start: kinesislease.AfterSequenceNumber(last(put1, id))}) {
+		if len(st) == 0 || st[0].info != (kltype.ShardInfo{Stream: stream, ShardID: id, Start: kltype.AfterSequenceNumber(last(put1, id))}) {
 			t.Errorf("B's shard starts on %s: %+v, want after A's checkpoint %s", id, st, last(put1, id))
 		}
 		// The final checkpoint reported is the release's.
-		var cps []kinesislease.CheckpointInfo
+		var cps []kltype.CheckpointInfo
 		for _, c := range hb.checkpoints {
 			if c.ShardID == id {
 				cps = append(cps, c)
 			}
 		}
-		if len(cps) == 0 || cps[len(cps)-1] != (kinesislease.CheckpointInfo{Stream: stream, ShardID: id, Checkpoint: leases.Checkpoint{Sequence: final}}) {
+		if len(cps) == 0 || cps[len(cps)-1] != (kltype.CheckpointInfo{Stream: stream, ShardID: id, Checkpoint: leases.Checkpoint{Sequence: final}}) {
 			t.Errorf("B's checkpoints on %s: %+v, want the last at %s", id, cps, final)
 		}
 	}
@@ -469,7 +470,7 @@ func TestHooks(t *testing.T) {
 
 // checkHookRecords: each record put was reported handled once, acknowledged on
 // its first attempt, with its shard, sequence number and size.
-func checkHookRecords(t *testing.T, who, stream string, got []kinesislease.RecordInfo, put map[string][]hookPutRecord) {
+func checkHookRecords(t *testing.T, who, stream string, got []kltype.RecordInfo, put map[string][]hookPutRecord) {
 	t.Helper()
 	want := map[string]hookPutRecord{}
 	shardOf := map[string]string{}
@@ -487,7 +488,7 @@ func checkHookRecords(t *testing.T, who, stream string, got []kinesislease.Recor
 		}
 		seen[r.SequenceNumber]++
 		if r.Stream != stream || r.ShardID != shardOf[r.SequenceNumber] || r.SubSequence != 0 || r.Bytes != p.size ||
-			r.Attempts != 1 || r.Outcome != kinesislease.Acked || r.Duration < 0 || r.Duration > 30*time.Second {
+			r.Attempts != 1 || r.Outcome != kltype.Acked || r.Duration < 0 || r.Duration > 30*time.Second {
 			t.Errorf("%s: record %d reported %+v, want acknowledged on attempt 1 on %s, %d bytes", who, p.id, r, shardOf[r.SequenceNumber], p.size)
 		}
 	}

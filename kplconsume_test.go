@@ -19,6 +19,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -196,7 +197,7 @@ func TestKPLRestartMidAggregate(t *testing.T) {
 						return fmt.Errorf("order %d fails", o.ID)
 					}
 					return nil
-				}, kinesislease.WithRetryPolicy(kinesislease.RetryPolicy{Attempts: 1, InitialDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}))
+				}, kinesislease.WithRetryPolicy(kltype.RetryPolicy{Attempts: 1, InitialDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}))
 				d1.waitUntil(t, "the failing record tried twice", 15*time.Second, plSeen(2, stopAt))
 				// k user records of b done; none done means a is done whole.
 				want := leases.Checkpoint{Sequence: seqs[1], SubSequence: int64(k)}

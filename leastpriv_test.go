@@ -19,6 +19,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
@@ -62,7 +63,7 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := kinesislease.Subscribe(svc, stream, handler,
-			kinesislease.WithStartPosition(kinesislease.TrimHorizon),
+			kinesislease.WithStartPosition(kltype.TrimHorizon),
 			kinesislease.WithCheckpoint(5, 100*time.Millisecond),
 			kinesislease.WithPolling(50*time.Millisecond, 100*time.Millisecond, 0),
 			kinesislease.WithDeadLetterStream(dlq),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 func TestInvalidOptions(t *testing.T) {
@@ -48,8 +49,8 @@ func TestInvalidSubscriptions(t *testing.T) {
 		{"nil handler", "orders", nil, nil, "nil handler"},
 		{"nil codec", "orders", handle, kinesislease.WithCodec(nil), "WithCodec"},
 		{"zero checkpoint cadence", "orders", handle, kinesislease.WithCheckpoint(0, time.Second), "WithCheckpoint"},
-		{"zero timestamp", "orders", handle, kinesislease.WithStartPosition(kinesislease.AtTimestamp(time.Time{})), "AtTimestamp"},
-		{"empty sequence", "orders", handle, kinesislease.WithStartPosition(kinesislease.AfterSequenceNumber("")), "sequence"},
+		{"zero timestamp", "orders", handle, kinesislease.WithStartPosition(kltype.AtTimestamp(time.Time{})), "AtTimestamp"},
+		{"empty sequence", "orders", handle, kinesislease.WithStartPosition(kltype.AfterSequenceNumber("")), "sequence"},
 		{"polling", "orders", handle, kinesislease.WithPolling(0, time.Second, 0), "WithPolling"},
 	} {
 		svc, err := kinesislease.New(awsConfig())

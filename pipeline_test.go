@@ -17,6 +17,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -26,7 +27,7 @@ import (
 const plShard0 = "shardId-000000000000"
 
 // plRetry keeps retries quick in tests.
-var plRetry = kinesislease.RetryPolicy{Attempts: 3, InitialDelay: 10 * time.Millisecond, MaxDelay: 40 * time.Millisecond}
+var plRetry = kltype.RetryPolicy{Attempts: 3, InitialDelay: 10 * time.Millisecond, MaxDelay: 40 * time.Millisecond}
 
 // plEntry is one record to put as is.
 type plEntry struct {
@@ -256,10 +257,10 @@ func plSpan(first, n int) []int {
 // plSinkLog records dead letters a WithDeadLetter sink confirmed.
 type plSinkLog struct {
 	mu  sync.Mutex
-	dls []kinesislease.DeadLetterRecord
+	dls []kltype.DeadLetterRecord
 }
 
-func (s *plSinkLog) sink(ctx context.Context, dl *kinesislease.DeadLetterRecord) error {
+func (s *plSinkLog) sink(ctx context.Context, dl *kltype.DeadLetterRecord) error {
 	c := *dl
 	r := *dl.Record
 	r.Data = slices.Clone(r.Data)
@@ -270,7 +271,7 @@ func (s *plSinkLog) sink(ctx context.Context, dl *kinesislease.DeadLetterRecord)
 	return nil
 }
 
-func (s *plSinkLog) all() []kinesislease.DeadLetterRecord {
+func (s *plSinkLog) all() []kltype.DeadLetterRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.dls)
@@ -295,7 +296,7 @@ func TestPipelineRetryThenSuccess(t *testing.T) {
 			return fmt.Errorf("transient failure %d", failures)
 		}
 		return nil
-	}, kinesislease.WithRetryPolicy(kinesislease.RetryPolicy{Attempts: 5, InitialDelay: 10 * time.Millisecond, MaxDelay: 40 * time.Millisecond}),
+	}, kinesislease.WithRetryPolicy(kltype.RetryPolicy{Attempts: 5, InitialDelay: 10 * time.Millisecond, MaxDelay: 40 * time.Millisecond}),
 		kinesislease.WithDeadLetter(dead.sink))
 	d.waitUntil(t, "all 6 records handled", 15*time.Second, plSeen(1, plSpan(0, 6)...))
 	in.stop(t)
@@ -445,9 +446,9 @@ func TestPipelineCheckpointAfterSink(t *testing.T) {
 			mu     sync.Mutex
 			calls  int
 			during []leases.Checkpoint // the stored checkpoint at each failing call
-			got    *kinesislease.DeadLetterRecord
+			got    *kltype.DeadLetterRecord
 		)
-		sink := func(ctx context.Context, dl *kinesislease.DeadLetterRecord) error {
+		sink := func(ctx context.Context, dl *kltype.DeadLetterRecord) error {
 			l, err := probe.Get(ctx, leases.Key{Stream: stream, Shard: plShard0})
 			if err != nil {
 				t.Errorf("reading the checkpoint in the sink: %v", err)
@@ -519,7 +520,7 @@ func TestPipelineHoldAcrossRestart(t *testing.T) {
 					return errors.New("downstream rejects order 4")
 				}
 				return nil
-			}, kinesislease.WithRetryPolicy(kinesislease.RetryPolicy{Attempts: 2, InitialDelay: 10 * time.Millisecond, MaxDelay: 300 * time.Millisecond}))
+			}, kinesislease.WithRetryPolicy(kltype.RetryPolicy{Attempts: 2, InitialDelay: 10 * time.Millisecond, MaxDelay: 300 * time.Millisecond}))
 		d1.waitUntil(t, "order 4 tried 4 times", 15*time.Second, plSeen(4, 4))
 		plWaitCheckpoint(t, probe, stream, plShard0, leases.Checkpoint{Sequence: seqs[3]}, 5*time.Second)
 		// Stop while the worker waits to retry.
@@ -573,7 +574,7 @@ func TestPipelineRetryAfter(t *testing.T) {
 			}
 		}
 		return nil
-	}, kinesislease.WithRetryPolicy(kinesislease.RetryPolicy{Attempts: 1, InitialDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}),
+	}, kinesislease.WithRetryPolicy(kltype.RetryPolicy{Attempts: 1, InitialDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}),
 		kinesislease.WithDeadLetter(dead.sink))
 	d.waitUntil(t, "all handled", 15*time.Second, plSeen(1, 0, 1, 2))
 	in.stop(t)

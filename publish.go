@@ -14,7 +14,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/codec"
-	"github.com/kinesislease/kinesislease/shard"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
 // PutRecords' limits.
@@ -311,7 +311,7 @@ func (p *Publisher[T]) sendOne() bool {
 	}
 
 	in := &kinesis.PutRecordsInput{Records: make([]ktypes.PutRecordsRequestEntry, len(batch))}
-	shard.SetStream(p.stream, &in.StreamName, &in.StreamARN)
+	in.StreamName, in.StreamARN = kinesisx.Fields(p.stream)
 	for i, r := range batch {
 		in.Records[i] = r.entry
 		r.attempts++
@@ -326,7 +326,7 @@ func (p *Publisher[T]) sendOne() bool {
 		switch {
 		case err != nil:
 			code, msg = "RequestFailed", err.Error()
-			if shard.Permanent(err) {
+			if kinesisx.Permanent(err) {
 				r.attempts = p.cfg.maxAttempts
 			}
 		case i < len(out.Records) && out.Records[i].ErrorCode != nil:

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -580,7 +581,7 @@ func TestStreamARN(t *testing.T) {
 		var mu sync.Mutex
 		streams := map[string]int{}
 		ta := newTally()
-		in := start(t, kc, newStore(), arn, "a", ta, kinesislease.WithLeaseEvents(func(e kinesislease.LeaseEvent) {
+		in := start(t, kc, newStore(), arn, "a", ta, kinesislease.WithLeaseEvents(func(e kltype.LeaseEvent) {
 			mu.Lock()
 			streams[e.Stream]++
 			mu.Unlock()

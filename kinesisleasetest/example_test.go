@@ -9,6 +9,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 type Order struct {
@@ -50,7 +51,7 @@ func ExampleHarness_Handle_retried() {
 		}
 		return nil
 	}
-	h := kinesisleasetest.New(t, flaky, kinesisleasetest.WithRetryPolicy(kinesislease.RetryPolicy{
+	h := kinesisleasetest.New(t, flaky, kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{
 		Attempts: 5, InitialDelay: 100 * time.Millisecond, MaxDelay: time.Second,
 	}))
 
@@ -73,7 +74,7 @@ func ExampleHarness_Handle_retried() {
 func ExampleHarness_Handle_retriesExhausted() {
 	t := panicTB()
 	broken := func(context.Context, Order) error { return errors.New("warehouse unavailable") }
-	h := kinesisleasetest.New(t, broken, kinesisleasetest.WithRetryPolicy(kinesislease.RetryPolicy{
+	h := kinesisleasetest.New(t, broken, kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{
 		Attempts: 3, InitialDelay: 100 * time.Millisecond, MaxDelay: time.Second,
 	}))
 
@@ -113,14 +114,14 @@ func ExampleHarness_Handle_panic() {
 	t := panicTB()
 	h := kinesisleasetest.New(t, func(_ context.Context, o Order) error {
 		panic("order " + o.ID + ": no warehouse")
-	}, kinesisleasetest.WithRetryPolicy(kinesislease.RetryPolicy{
+	}, kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{
 		Attempts: 2, InitialDelay: time.Second, MaxDelay: time.Minute,
 	}))
 
 	res := h.Handle(context.Background(), Order{ID: "o-4", Total: 1})
 	res.RequireDeadLettered(t, "panic")
 	res.RequireAttempts(t, 2)
-	var pe *kinesislease.PanicError
+	var pe *kltype.PanicError
 	fmt.Println(errors.As(res.DeadLetter.Err, &pe), pe.Value)
 	// Output:
 	// true order o-4: no warehouse
@@ -152,7 +153,7 @@ func ExampleHarness_Handle_retryAfter() {
 			return kinesislease.RetryAfter(30*time.Second, errors.New("rate limited"))
 		}
 		return nil
-	}, kinesisleasetest.WithRetryPolicy(kinesislease.RetryPolicy{
+	}, kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{
 		Attempts: 1, InitialDelay: time.Second, MaxDelay: time.Second,
 	}))
 
@@ -174,7 +175,7 @@ func ExampleWithoutDeadLetter() {
 	},
 		kinesisleasetest.WithoutDeadLetter(),
 		kinesisleasetest.WithHoldAttempts(2),
-		kinesisleasetest.WithRetryPolicy(kinesislease.RetryPolicy{
+		kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{
 			Attempts: 3, InitialDelay: time.Second, MaxDelay: time.Second,
 		}),
 	)

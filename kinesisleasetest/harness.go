@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/typed"
-	"github.com/kinesislease/kinesislease/shard"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 // Harness runs a Handler[T] on records through the real record pipeline.
@@ -29,7 +30,7 @@ type core struct {
 	seq atomic.Uint64
 
 	mu   sync.Mutex
-	dead []*kinesislease.DeadLetterRecord
+	dead []*kltype.DeadLetterRecord
 }
 
 // New returns a harness running handler the way a subscription made with
@@ -81,10 +82,10 @@ func (h *Harness[T]) HandleRaw(ctx context.Context, data []byte, opts ...RecordO
 
 // DeadLetters returns every dead letter confirmed so far by this harness's
 // sink (the recording default or one given WithDeadLetter), oldest first.
-func (h *Harness[T]) DeadLetters() []*kinesislease.DeadLetterRecord {
+func (h *Harness[T]) DeadLetters() []*kltype.DeadLetterRecord {
 	h.c.mu.Lock()
 	defer h.c.mu.Unlock()
-	return append([]*kinesislease.DeadLetterRecord(nil), h.c.dead...)
+	return append([]*kltype.DeadLetterRecord(nil), h.c.dead...)
 }
 
 func (h *Harness[T]) process(ctx context.Context, data []byte, opts []RecordOption) Result {
@@ -109,8 +110,8 @@ func (h *Harness[T]) process(ctx context.Context, data []byte, opts []RecordOpti
 	}))
 }
 
-func (c *core) newRecord(data []byte) *kinesislease.Record {
-	return &kinesislease.Record{
+func (c *core) newRecord(data []byte) *kltype.Record {
+	return &kltype.Record{
 		Stream:         c.cfg.stream,
 		ShardID:        c.cfg.shard,
 		SequenceNumber: fmt.Sprintf("49%054d", c.seq.Add(1)),
@@ -120,7 +121,7 @@ func (c *core) newRecord(data []byte) *kinesislease.Record {
 	}
 }
 
-func (c *core) keep(dl *kinesislease.DeadLetterRecord) {
+func (c *core) keep(dl *kltype.DeadLetterRecord) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dead = append(c.dead, dl)
@@ -139,8 +140,8 @@ type run struct {
 	holds    int   // waits while holding the shard
 }
 
-func (st *run) process(ctx context.Context, r *kinesislease.Record, handler shard.Handler) Result {
-	p := &shard.Processor{
+func (st *run) process(ctx context.Context, r *kltype.Record, handler engine.Handler) Result {
+	p := &engine.Processor{
 		Handler:   handler,
 		Policy:    st.c.cfg.policy,
 		Log:       st.c.cfg.log,
@@ -151,11 +152,11 @@ func (st *run) process(ctx context.Context, r *kinesislease.Record, handler shar
 		p.Sink = st.sink
 	}
 	switch p.Process(ctx, r, nil) {
-	case shard.Acked:
+	case kltype.Acked:
 		st.res.Outcome = Acked
-	case shard.Dropped:
+	case kltype.Dropped:
 		st.res.Outcome = Dropped
-	case shard.DeadLettered:
+	case kltype.DeadLettered:
 		st.res.Outcome = DeadLettered
 	default:
 		if st.res.why != "" {
@@ -170,7 +171,7 @@ func (st *run) process(ctx context.Context, r *kinesislease.Record, handler shar
 	return st.res
 }
 
-func (st *run) onAttempt(_ *shard.Record, err error) {
+func (st *run) onAttempt(_ *kltype.Record, err error) {
 	st.res.Errors = append(st.res.Errors, err)
 	st.last, st.sinkErr = err, nil
 	if classify(err) == kindPlain {
@@ -178,7 +179,7 @@ func (st *run) onAttempt(_ *shard.Record, err error) {
 	}
 }
 
-func (st *run) sink(ctx context.Context, dl *kinesislease.DeadLetterRecord) error {
+func (st *run) sink(ctx context.Context, dl *kltype.DeadLetterRecord) error {
 	if st.c.cfg.sink != nil {
 		if err := st.c.cfg.sink(ctx, dl); err != nil {
 			st.sinkErr = err
@@ -245,13 +246,13 @@ const (
 	kindRetryAfter
 )
 
-// classify sorts a delivery's error as shard.Processor does, in its order.
+// classify sorts a delivery's error as engine.Processor does, in its order.
 func classify(err error) errKind {
 	var (
-		drop   *kinesislease.DropError
-		decode *kinesislease.DecodeError
-		dead   *kinesislease.DeadLetterError
-		after  *kinesislease.RetryAfterError
+		drop   *kltype.DropError
+		decode *kltype.DecodeError
+		dead   *kltype.DeadLetterError
+		after  *kltype.RetryAfterError
 	)
 	switch {
 	case err == nil:

@@ -14,9 +14,10 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
-var policy3 = kinesislease.RetryPolicy{Attempts: 3, InitialDelay: 100 * time.Millisecond, MaxDelay: 400 * time.Millisecond}
+var policy3 = kltype.RetryPolicy{Attempts: 3, InitialDelay: 100 * time.Millisecond, MaxDelay: 400 * time.Millisecond}
 
 var errBoom = errors.New("boom")
 
@@ -25,7 +26,7 @@ func failing(context.Context, Order) error { return errBoom }
 func ok(context.Context, Order) error { return nil }
 
 // checkBackoff checks that the waits are the policy's jittered backoffs.
-func checkBackoff(t *testing.T, delays []time.Duration, p kinesislease.RetryPolicy) {
+func checkBackoff(t *testing.T, delays []time.Duration, p kltype.RetryPolicy) {
 	t.Helper()
 	for i, d := range delays {
 		want := min(p.InitialDelay<<i, p.MaxDelay)
@@ -36,7 +37,7 @@ func checkBackoff(t *testing.T, delays []time.Duration, p kinesislease.RetryPoli
 }
 
 func TestAckedWithMetadata(t *testing.T) {
-	var got []kinesislease.Record
+	var got []kltype.Record
 	var vals []Order
 	h := kinesisleasetest.New(t, func(ctx context.Context, o Order) error {
 		rec, ok := kinesislease.RecordFrom(ctx)
@@ -73,7 +74,7 @@ func TestAckedWithMetadata(t *testing.T) {
 }
 
 func TestDefaultMetadata(t *testing.T) {
-	var recs []*kinesislease.Record
+	var recs []*kltype.Record
 	h := kinesisleasetest.New(t, func(ctx context.Context, _ Order) error {
 		rec, _ := kinesislease.RecordFrom(ctx)
 		recs = append(recs, rec)
@@ -148,8 +149,8 @@ func TestRetriesExhausted(t *testing.T) {
 func TestDefaultRetryPolicy(t *testing.T) {
 	res := kinesisleasetest.New(t, failing).Handle(t.Context(), Order{})
 	res.RequireDeadLettered(t, "retries-exhausted")
-	res.RequireAttempts(t, kinesislease.DefaultRetryPolicy.Attempts)
-	checkBackoff(t, res.Delays, kinesislease.DefaultRetryPolicy)
+	res.RequireAttempts(t, kltype.DefaultRetryPolicy.Attempts)
+	checkBackoff(t, res.Delays, kltype.DefaultRetryPolicy)
 }
 
 func TestDeadLetterOutcome(t *testing.T) {
@@ -178,7 +179,7 @@ func TestDecodeFailure(t *testing.T) {
 			if called {
 				t.Error("the handler was called with undecodable data")
 			}
-			var de *kinesislease.DecodeError
+			var de *kltype.DecodeError
 			var cde *codec.DecodeError
 			if len(res.Errors) != 1 || !errors.As(res.Errors[0], &de) || !errors.As(res.DeadLetter.Err, &cde) || cde.Codec != c.Name() {
 				t.Errorf("errors %v, dead letter error %v: want a decode error of codec %s", res.Errors, res.DeadLetter.Err, c.Name())
@@ -208,7 +209,7 @@ func TestPanic(t *testing.T) {
 	res := h.Handle(t.Context(), Order{})
 	res.RequireDeadLettered(t, "panic")
 	res.RequireAttempts(t, 3)
-	var pe *kinesislease.PanicError
+	var pe *kltype.PanicError
 	if !errors.As(res.DeadLetter.Err, &pe) || pe.Value != "kaboom" || len(pe.Stack) == 0 {
 		t.Errorf("dead letter error %#v: want a PanicError with its stack", res.DeadLetter.Err)
 	}
@@ -243,7 +244,7 @@ func TestRetryAfter(t *testing.T) {
 			return kinesislease.RetryAfter(time.Duration(rec.Attempt)*time.Minute, errBoom)
 		}
 		return nil
-	}, kinesisleasetest.WithRetryPolicy(kinesislease.RetryPolicy{Attempts: 1, InitialDelay: time.Second, MaxDelay: time.Second}))
+	}, kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{Attempts: 1, InitialDelay: time.Second, MaxDelay: time.Second}))
 	res := h.Handle(t.Context(), Order{})
 	res.RequireAcked(t)
 	res.RequireAttempts(t, 5)
@@ -339,11 +340,11 @@ func TestWithoutDeadLetterImmediate(t *testing.T) {
 }
 
 func TestCustomSink(t *testing.T) {
-	var got []*kinesislease.DeadLetterRecord
+	var got []*kltype.DeadLetterRecord
 	fails := 2
 	h := kinesisleasetest.New(t, failing,
 		kinesisleasetest.WithRetryPolicy(policy3),
-		kinesisleasetest.WithDeadLetter(func(ctx context.Context, dl *kinesislease.DeadLetterRecord) error {
+		kinesisleasetest.WithDeadLetter(func(ctx context.Context, dl *kltype.DeadLetterRecord) error {
 			if fails > 0 {
 				fails--
 				return errors.New("sink unavailable")
@@ -365,7 +366,7 @@ func TestCustomSink(t *testing.T) {
 func TestFailingSinkIsHeld(t *testing.T) {
 	h := kinesisleasetest.New(t, failing,
 		kinesisleasetest.WithRetryPolicy(policy3),
-		kinesisleasetest.WithDeadLetter(func(context.Context, *kinesislease.DeadLetterRecord) error { return errors.New("sink down") }))
+		kinesisleasetest.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return errors.New("sink down") }))
 	res := h.Handle(t.Context(), Order{})
 	res.RequireHeld(t)
 	res.RequireAttempts(t, 3)
@@ -484,7 +485,7 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		{"nil handler", nil, nil, "nil handler"},
 		{"nil option", ok, []kinesisleasetest.Option{nil}, "nil option"},
 		{"nil codec", ok, []kinesisleasetest.Option{kinesisleasetest.WithCodec(nil)}, "WithCodec(nil)"},
-		{"policy", ok, []kinesisleasetest.Option{kinesisleasetest.WithRetryPolicy(kinesislease.RetryPolicy{Attempts: 0, InitialDelay: 1, MaxDelay: 1})}, "WithRetryPolicy"},
+		{"policy", ok, []kinesisleasetest.Option{kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{Attempts: 0, InitialDelay: 1, MaxDelay: 1})}, "WithRetryPolicy"},
 		{"nil sink", ok, []kinesisleasetest.Option{kinesisleasetest.WithDeadLetter(nil)}, "WithDeadLetter(nil)"},
 		{"hold attempts", ok, []kinesisleasetest.Option{kinesisleasetest.WithHoldAttempts(-1)}, "WithHoldAttempts(-1)"},
 		{"stream", ok, []kinesisleasetest.Option{kinesisleasetest.WithStream("")}, "WithStream"},
@@ -519,11 +520,11 @@ func TestEncodeFailureFailsTheTest(t *testing.T) {
 func TestLastOptionWins(t *testing.T) {
 	h := kinesisleasetest.New(t, failing, kinesisleasetest.WithRetryPolicy(policy3),
 		kinesisleasetest.WithoutDeadLetter(),
-		kinesisleasetest.WithDeadLetter(func(context.Context, *kinesislease.DeadLetterRecord) error { return nil }))
+		kinesisleasetest.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return nil }))
 	h.Handle(t.Context(), Order{}).RequireDeadLettered(t, "retries-exhausted")
 
 	h = kinesisleasetest.New(t, failing, kinesisleasetest.WithRetryPolicy(policy3),
-		kinesisleasetest.WithDeadLetter(func(context.Context, *kinesislease.DeadLetterRecord) error { return nil }),
+		kinesisleasetest.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return nil }),
 		kinesisleasetest.WithoutDeadLetter())
 	h.Handle(t.Context(), Order{}).RequireHeld(t)
 }

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 // Defaults of a Harness.
@@ -38,8 +38,8 @@ func (f option) apply(c *config) { f(c) }
 
 type config struct {
 	codec        codec.Codec
-	policy       kinesislease.RetryPolicy
-	sink         func(context.Context, *kinesislease.DeadLetterRecord) error
+	policy       kltype.RetryPolicy
+	sink         func(context.Context, *kltype.DeadLetterRecord) error
 	noSink       bool
 	stream       string
 	shard        string
@@ -51,7 +51,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		codec:        codec.JSON,
-		policy:       kinesislease.DefaultRetryPolicy,
+		policy:       kltype.DefaultRetryPolicy,
 		stream:       DefaultStream,
 		shard:        DefaultShard,
 		holdAttempts: DefaultHoldAttempts,
@@ -75,9 +75,9 @@ func WithCodec(c codec.Codec) Option {
 }
 
 // WithRetryPolicy sets how failing records are retried, as
-// kinesislease.WithRetryPolicy does (default kinesislease.DefaultRetryPolicy;
+// kinesislease.WithRetryPolicy does (default kltype.DefaultRetryPolicy;
 // its waits cost no time here).
-func WithRetryPolicy(p kinesislease.RetryPolicy) Option {
+func WithRetryPolicy(p kltype.RetryPolicy) Option {
 	return option(func(cfg *config) {
 		if err := p.Validate(); err != nil {
 			cfg.fail("WithRetryPolicy: %w", err)
@@ -91,7 +91,7 @@ func WithRetryPolicy(p kinesislease.RetryPolicy) Option {
 // Result.DeadLetter and Harness.DeadLetters; a sink error is retried, the
 // record holding its shard meanwhile, and a sink that keeps failing makes
 // the record Held. The default sink records and confirms every dead letter.
-func WithDeadLetter(sink func(ctx context.Context, dl *kinesislease.DeadLetterRecord) error) Option {
+func WithDeadLetter(sink func(ctx context.Context, dl *kltype.DeadLetterRecord) error) Option {
 	return option(func(cfg *config) {
 		if sink == nil {
 			cfg.fail("WithDeadLetter(nil)")
@@ -160,29 +160,29 @@ func WithLogger(l *slog.Logger) Option {
 
 // RecordOption sets the metadata of one record handled by Handle or
 // HandleRaw.
-type RecordOption interface{ applyRecord(*kinesislease.Record) }
+type RecordOption interface{ applyRecord(*kltype.Record) }
 
-type recordOption func(*kinesislease.Record)
+type recordOption func(*kltype.Record)
 
-func (f recordOption) applyRecord(r *kinesislease.Record) { f(r) }
+func (f recordOption) applyRecord(r *kltype.Record) { f(r) }
 
 // WithPartitionKey sets the record's partition key (default
 // DefaultPartitionKey).
 func WithPartitionKey(key string) RecordOption {
-	return recordOption(func(r *kinesislease.Record) { r.PartitionKey = key })
+	return recordOption(func(r *kltype.Record) { r.PartitionKey = key })
 }
 
 // WithSequenceNumber sets the record's sequence number. By default each
 // record of a Harness gets the next of an increasing series of 56-digit
 // sequence numbers, as Kinesis assigns them.
 func WithSequenceNumber(seq string) RecordOption {
-	return recordOption(func(r *kinesislease.Record) { r.SequenceNumber = seq })
+	return recordOption(func(r *kltype.Record) { r.SequenceNumber = seq })
 }
 
 // WithArrivalTime sets the record's approximate arrival time (default: the
 // time Handle is called, in UTC, to the millisecond as Kinesis has it).
 func WithArrivalTime(t time.Time) RecordOption {
-	return recordOption(func(r *kinesislease.Record) { r.ArrivalTime = t })
+	return recordOption(func(r *kltype.Record) { r.ArrivalTime = t })
 }
 
 var errNilOption = errors.New("nil option")

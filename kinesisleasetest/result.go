@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 // Outcome is what became of a record.
@@ -54,7 +54,7 @@ type Result struct {
 	Outcome Outcome
 	// Record is the record as the handler saw it through
 	// kinesislease.RecordFrom; its Attempt is the last delivery's.
-	Record *kinesislease.Record
+	Record *kltype.Record
 	// Attempts counts the handler's calls. A record that cannot be decoded
 	// never reaches the handler: 0.
 	Attempts int
@@ -70,7 +70,7 @@ type Result struct {
 	// DeadLetter is the record as the dead-letter sink confirmed it, with
 	// its Reason ("retries-exhausted", "dead-letter", "decode", "panic"),
 	// Attempts and last error; nil unless Outcome is DeadLettered.
-	DeadLetter *kinesislease.DeadLetterRecord
+	DeadLetter *kltype.DeadLetterRecord
 
 	why string // why the record was held or stopped
 }

@@ -59,11 +59,11 @@ const ShardEnd = "SHARD_END"
 // rewind (an operator replaying or skipping records); the reader starts from
 // them and the next checkpoint replaces them.
 const (
-	// TrimHorizon: nothing of the shard is done; read from its oldest record.
-	TrimHorizon = "TRIM_HORIZON"
-	// Latest: skip what the shard holds; read records put after the rewind
+	// RewindTrimHorizon: nothing of the shard is done; read from its oldest record.
+	RewindTrimHorizon = "TRIM_HORIZON"
+	// RewindLatest: skip what the shard holds; read records put after the rewind
 	// is applied.
-	Latest = "LATEST"
+	RewindLatest = "LATEST"
 	// AtSequencePrefix + a sequence number: every record before it is done;
 	// read from it (included).
 	AtSequencePrefix = "AT_SEQUENCE_NUMBER:"
@@ -72,12 +72,12 @@ const (
 	AtTimestampPrefix = "AT_TIMESTAMP:"
 )
 
-// AtSequence returns the checkpoint that replays from record seq included.
-func AtSequence(seq string) Checkpoint { return Checkpoint{Sequence: AtSequencePrefix + seq} }
+// RewindAtSequence returns the checkpoint that replays from record seq included.
+func RewindAtSequence(seq string) Checkpoint { return Checkpoint{Sequence: AtSequencePrefix + seq} }
 
-// AtTimestamp returns the checkpoint that replays from the first record that
+// RewindAtTimestamp returns the checkpoint that replays from the first record that
 // arrived at or after t.
-func AtTimestamp(t time.Time) Checkpoint {
+func RewindAtTimestamp(t time.Time) Checkpoint {
 	return Checkpoint{Sequence: fmt.Sprintf("%s%d", AtTimestampPrefix, t.UnixMilli())}
 }
 
@@ -241,6 +241,17 @@ type Store interface {
 	// still holds the lease at counter l.Counter and RewindTo is set, the
 	// checkpoint becomes RewindTo and RewindTo is cleared.
 	ApplyRewind(ctx context.Context, l Lease) (Lease, error)
+}
+
+// Checker is an optional interface of a Store: Check tells whether the
+// store can work as configured (its table exists with the right key, the
+// credentials may read and write it) before the service takes any lease.
+// kinesislease.Service.Run calls it once at start and returns its error; a
+// Store that cannot tell returns nil. Its errors must match
+// ErrMisconfigured for a configuration no retry can cure, and name what is
+// wrong and what to do.
+type Checker interface {
+	Check(ctx context.Context) error
 }
 
 // ConflictError is the error Stores return for a write whose condition did

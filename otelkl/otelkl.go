@@ -1,5 +1,5 @@
 // Package otelkl reports what a kinesislease Service does as OpenTelemetry
-// metrics. It is a hook (see kinesislease.Hook) implementing every Hook*
+// metrics. It is a hook (see kltype.Hook) implementing every Hook*
 // interface:
 //
 //	h, err := otelkl.New(meterProvider)
@@ -102,12 +102,12 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/aws/smithy-go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -135,11 +135,11 @@ const (
 	ResultCanceled  = "canceled"
 )
 
-// Outcome attribute values, by kinesislease.Outcome.
-var outcomeNames = map[kinesislease.Outcome]string{
-	kinesislease.Acked:        "acked",
-	kinesislease.Dropped:      "dropped",
-	kinesislease.DeadLettered: "dead_lettered",
+// Outcome attribute values, by kltype.Outcome.
+var outcomeNames = map[kltype.Outcome]string{
+	kltype.Acked:        "acked",
+	kltype.Dropped:      "dropped",
+	kltype.DeadLettered: "dead_lettered",
 }
 
 // Option configures Hooks.
@@ -209,17 +209,17 @@ type Hooks struct {
 }
 
 var (
-	_ kinesislease.HookLeaseAcquired     = (*Hooks)(nil)
-	_ kinesislease.HookLeaseReleased     = (*Hooks)(nil)
-	_ kinesislease.HookLeaseLost         = (*Hooks)(nil)
-	_ kinesislease.HookShardStarted      = (*Hooks)(nil)
-	_ kinesislease.HookShardEnded        = (*Hooks)(nil)
-	_ kinesislease.HookBatchFetched      = (*Hooks)(nil)
-	_ kinesislease.HookRecordHandled     = (*Hooks)(nil)
-	_ kinesislease.HookCheckpointWritten = (*Hooks)(nil)
-	_ kinesislease.HookThrottled         = (*Hooks)(nil)
-	_ kinesislease.HookDeadLettered      = (*Hooks)(nil)
-	_ kinesislease.HookCall              = (*Hooks)(nil)
+	_ kltype.HookLeaseAcquired     = (*Hooks)(nil)
+	_ kltype.HookLeaseReleased     = (*Hooks)(nil)
+	_ kltype.HookLeaseLost         = (*Hooks)(nil)
+	_ kltype.HookShardStarted      = (*Hooks)(nil)
+	_ kltype.HookShardEnded        = (*Hooks)(nil)
+	_ kltype.HookBatchFetched      = (*Hooks)(nil)
+	_ kltype.HookRecordHandled     = (*Hooks)(nil)
+	_ kltype.HookCheckpointWritten = (*Hooks)(nil)
+	_ kltype.HookThrottled         = (*Hooks)(nil)
+	_ kltype.HookDeadLettered      = (*Hooks)(nil)
+	_ kltype.HookCall              = (*Hooks)(nil)
 )
 
 type shardKey struct{ stream, shard string }
@@ -243,8 +243,8 @@ func newAttrs(set attribute.Set) *attrs {
 // shardAttrs are the attribute sets of one shard's per-record and per-batch
 // measurements, and its record counts.
 type shardAttrs struct {
-	shard   *attrs                                       // stream, shard_id
-	outcome [kinesislease.DeadLettered + 1]*outcomeState // by outcome
+	shard   *attrs                                 // stream, shard_id
+	outcome [kltype.DeadLettered + 1]*outcomeState // by outcome
 }
 
 // outcomeState counts the records of one shard and outcome. The counts are
@@ -258,7 +258,7 @@ type outcomeState struct {
 
 type outcomeKey struct {
 	shardKey
-	o kinesislease.Outcome
+	o kltype.Outcome
 }
 
 // Durations in seconds: handlers from well under a millisecond to minutes of
@@ -395,8 +395,8 @@ func (h *Hooks) ownerAttrs(stream, owner string) *attrs {
 	})
 }
 
-// OnLeaseAcquired implements kinesislease.HookLeaseAcquired.
-func (h *Hooks) OnLeaseAcquired(ctx context.Context, l kinesislease.LeaseInfo) {
+// OnLeaseAcquired implements kltype.HookLeaseAcquired.
+func (h *Hooks) OnLeaseAcquired(ctx context.Context, l kltype.LeaseInfo) {
 	ctx = orBackground(ctx)
 	a := h.ownerAttrs(l.Stream, l.Owner)
 	k := leaseKey{l.Stream, l.ShardID, l.Owner}
@@ -412,13 +412,13 @@ func (h *Hooks) OnLeaseAcquired(ctx context.Context, l kinesislease.LeaseInfo) {
 	}
 }
 
-// OnLeaseReleased implements kinesislease.HookLeaseReleased.
-func (h *Hooks) OnLeaseReleased(ctx context.Context, l kinesislease.LeaseInfo) {
+// OnLeaseReleased implements kltype.HookLeaseReleased.
+func (h *Hooks) OnLeaseReleased(ctx context.Context, l kltype.LeaseInfo) {
 	h.gone(orBackground(ctx), l.Stream, l.ShardID, l.Owner)
 }
 
-// OnLeaseLost implements kinesislease.HookLeaseLost.
-func (h *Hooks) OnLeaseLost(ctx context.Context, l kinesislease.LeaseInfo) {
+// OnLeaseLost implements kltype.HookLeaseLost.
+func (h *Hooks) OnLeaseLost(ctx context.Context, l kltype.LeaseInfo) {
 	ctx = orBackground(ctx)
 	h.losses.Add(ctx, 1, h.ownerAttrs(l.Stream, l.Owner).add...)
 	h.gone(ctx, l.Stream, l.ShardID, l.Owner)
@@ -442,21 +442,21 @@ func (h *Hooks) gone(ctx context.Context, stream, shard, owner string) {
 	}
 }
 
-// OnShardStarted implements kinesislease.HookShardStarted.
-func (h *Hooks) OnShardStarted(s kinesislease.ShardInfo) {
+// OnShardStarted implements kltype.HookShardStarted.
+func (h *Hooks) OnShardStarted(s kltype.ShardInfo) {
 	h.shardsStarted.Add(context.Background(), 1, h.shardAttrs(s.Stream, s.ShardID).shard.add...)
 }
 
-// OnShardEnded implements kinesislease.HookShardEnded. The lease of an
+// OnShardEnded implements kltype.HookShardEnded. The lease of an
 // ended shard is released with SHARD_END; no OnLeaseReleased follows.
-func (h *Hooks) OnShardEnded(s kinesislease.ShardInfo) {
+func (h *Hooks) OnShardEnded(s kltype.ShardInfo) {
 	ctx := context.Background()
 	h.shardsEnded.Add(ctx, 1, h.shardAttrs(s.Stream, s.ShardID).shard.add...)
 	h.gone(ctx, s.Stream, s.ShardID, "")
 }
 
-// OnBatchFetched implements kinesislease.HookBatchFetched.
-func (h *Hooks) OnBatchFetched(b kinesislease.BatchInfo) {
+// OnBatchFetched implements kltype.HookBatchFetched.
+func (h *Hooks) OnBatchFetched(b kltype.BatchInfo) {
 	ctx := context.Background()
 	a := h.shardAttrs(b.Stream, b.ShardID).shard
 	h.fetchRecords.Add(ctx, int64(b.Records), a.add...)
@@ -466,8 +466,8 @@ func (h *Hooks) OnBatchFetched(b kinesislease.BatchInfo) {
 	h.mu.Unlock()
 }
 
-// OnRecordHandled implements kinesislease.HookRecordHandled.
-func (h *Hooks) OnRecordHandled(r kinesislease.RecordInfo) {
+// OnRecordHandled implements kltype.HookRecordHandled.
+func (h *Hooks) OnRecordHandled(r kltype.RecordInfo) {
 	var st *outcomeState
 	if r.Outcome >= 0 && int(r.Outcome) < len(shardAttrs{}.outcome) {
 		st = h.shardAttrs(r.Stream, r.ShardID).outcome[r.Outcome]
@@ -480,7 +480,7 @@ func (h *Hooks) OnRecordHandled(r kinesislease.RecordInfo) {
 	h.handlerDuration.Record(context.Background(), r.Duration.Seconds(), st.a.rec...)
 }
 
-func (h *Hooks) otherOutcome(stream, shard string, o kinesislease.Outcome) *outcomeState {
+func (h *Hooks) otherOutcome(stream, shard string, o kltype.Outcome) *outcomeState {
 	if h.cfg.noShard {
 		shard = ""
 	}
@@ -489,7 +489,7 @@ func (h *Hooks) otherOutcome(stream, shard string, o kinesislease.Outcome) *outc
 		return v.(*outcomeState)
 	}
 	name := fmt.Sprintf("outcome_%d", int(o))
-	if o == kinesislease.Outcome(0) {
+	if o == kltype.Outcome(0) {
 		name = o.String()
 	}
 	st := &outcomeState{a: newAttrs(h.set(h.streamShard(stream, shard, AttrOutcome.String(name))...))}
@@ -502,8 +502,8 @@ type checkpointKey struct {
 	ok bool
 }
 
-// OnCheckpointWritten implements kinesislease.HookCheckpointWritten.
-func (h *Hooks) OnCheckpointWritten(c kinesislease.CheckpointInfo) {
+// OnCheckpointWritten implements kltype.HookCheckpointWritten.
+func (h *Hooks) OnCheckpointWritten(c kltype.CheckpointInfo) {
 	a := h.cached(checkpointKey{shardKey{c.Stream, c.ShardID}, c.Err == nil}, func() []attribute.KeyValue {
 		result := ResultOK
 		if c.Err != nil {
@@ -519,8 +519,8 @@ type throttleKey struct {
 	op string
 }
 
-// OnThrottled implements kinesislease.HookThrottled.
-func (h *Hooks) OnThrottled(t kinesislease.ThrottleInfo) {
+// OnThrottled implements kltype.HookThrottled.
+func (h *Hooks) OnThrottled(t kltype.ThrottleInfo) {
 	a := h.cached(throttleKey{shardKey{t.Stream, t.ShardID}, t.Op}, func() []attribute.KeyValue {
 		return h.streamShard(t.Stream, t.ShardID, AttrMethod.String(t.Op))
 	})
@@ -532,8 +532,8 @@ type deadKey struct {
 	reason string
 }
 
-// OnDeadLettered implements kinesislease.HookDeadLettered.
-func (h *Hooks) OnDeadLettered(dl *kinesislease.DeadLetterRecord) {
+// OnDeadLettered implements kltype.HookDeadLettered.
+func (h *Hooks) OnDeadLettered(dl *kltype.DeadLetterRecord) {
 	if dl == nil || dl.Record == nil {
 		return
 	}
@@ -544,8 +544,8 @@ func (h *Hooks) OnDeadLettered(dl *kinesislease.DeadLetterRecord) {
 	h.deadLetters.Add(context.Background(), 1, a.add...)
 }
 
-// OnCall implements kinesislease.HookCall.
-func (h *Hooks) OnCall(c kinesislease.CallInfo) {
+// OnCall implements kltype.HookCall.
+func (h *Hooks) OnCall(c kltype.CallInfo) {
 	k := callKey{c.Service, c.Op, callResult(c.Err)}
 	var a *attrs
 	if v, ok := h.callSets.Load(k); ok {
@@ -567,13 +567,8 @@ func callResult(err error) string {
 	if errors.Is(err, leases.ErrConflict) {
 		return ResultConflict
 	}
-	var api smithy.APIError
-	if errors.As(err, &api) {
-		switch api.ErrorCode() {
-		case "ProvisionedThroughputExceededException", "ThrottlingException", "LimitExceededException",
-			"RequestLimitExceeded", "TooManyRequestsException":
-			return ResultThrottled
-		}
+	if kinesisx.IsThrottled(err) {
+		return ResultThrottled
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return ResultCanceled

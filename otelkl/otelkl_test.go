@@ -16,6 +16,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/otelkl"
 )
@@ -134,8 +135,8 @@ func method(s string) attribute.KeyValue  { return otelkl.AttrMethod.String(s) }
 func TestHooksUnit(t *testing.T) {
 	h, collect := newHooks(t)
 	ctx := context.Background()
-	lease := func(shard, from string) kinesislease.LeaseInfo {
-		return kinesislease.LeaseInfo{Stream: "orders", ShardID: shard, Owner: "a", From: from}
+	lease := func(shard, from string) kltype.LeaseInfo {
+		return kltype.LeaseInfo{Stream: "orders", ShardID: shard, Owner: "a", From: from}
 	}
 	sh := func(kv attribute.KeyValue) string { return kv.Value.AsString() }
 
@@ -143,29 +144,29 @@ func TestHooksUnit(t *testing.T) {
 	h.OnLeaseAcquired(ctx, lease(sh(s2), "old-owner"))
 	h.OnLeaseAcquired(ctx, lease(sh(s3), ""))
 	for _, s := range []attribute.KeyValue{s1, s2, s3} {
-		h.OnShardStarted(kinesislease.ShardInfo{Stream: "orders", ShardID: sh(s), Start: kinesislease.TrimHorizon})
+		h.OnShardStarted(kltype.ShardInfo{Stream: "orders", ShardID: sh(s), Start: kltype.TrimHorizon})
 	}
-	h.OnBatchFetched(kinesislease.BatchInfo{Stream: "orders", ShardID: sh(s1), Records: 3, Bytes: 30, MillisBehindLatest: 1500})
-	h.OnBatchFetched(kinesislease.BatchInfo{Stream: "orders", ShardID: sh(s2), Records: 1, Bytes: 7, MillisBehindLatest: 0})
-	h.OnBatchFetched(kinesislease.BatchInfo{Stream: "orders", ShardID: sh(s1), Records: 2, Bytes: 20, MillisBehindLatest: 200})
-	rec := func(shard string, o kinesislease.Outcome, bytes int, d time.Duration) {
-		h.OnRecordHandled(kinesislease.RecordInfo{Stream: "orders", ShardID: shard, SequenceNumber: "1", Bytes: bytes, Attempts: 1, Outcome: o, Duration: d})
+	h.OnBatchFetched(kltype.BatchInfo{Stream: "orders", ShardID: sh(s1), Records: 3, Bytes: 30, MillisBehindLatest: 1500})
+	h.OnBatchFetched(kltype.BatchInfo{Stream: "orders", ShardID: sh(s2), Records: 1, Bytes: 7, MillisBehindLatest: 0})
+	h.OnBatchFetched(kltype.BatchInfo{Stream: "orders", ShardID: sh(s1), Records: 2, Bytes: 20, MillisBehindLatest: 200})
+	rec := func(shard string, o kltype.Outcome, bytes int, d time.Duration) {
+		h.OnRecordHandled(kltype.RecordInfo{Stream: "orders", ShardID: shard, SequenceNumber: "1", Bytes: bytes, Attempts: 1, Outcome: o, Duration: d})
 	}
 	for range 3 {
-		rec(sh(s1), kinesislease.Acked, 10, 2*time.Millisecond)
+		rec(sh(s1), kltype.Acked, 10, 2*time.Millisecond)
 	}
-	rec(sh(s1), kinesislease.Dropped, 5, time.Millisecond)
-	rec(sh(s2), kinesislease.DeadLettered, 8, 1500*time.Millisecond)
-	h.OnCheckpointWritten(kinesislease.CheckpointInfo{Stream: "orders", ShardID: sh(s1), Checkpoint: leases.Checkpoint{Sequence: "1"}})
-	h.OnCheckpointWritten(kinesislease.CheckpointInfo{Stream: "orders", ShardID: sh(s1), Checkpoint: leases.Checkpoint{Sequence: "2"}})
-	h.OnCheckpointWritten(kinesislease.CheckpointInfo{Stream: "orders", ShardID: sh(s1), Checkpoint: leases.Checkpoint{Sequence: "3"}, Err: errors.New("boom")})
-	h.OnThrottled(kinesislease.ThrottleInfo{Stream: "orders", ShardID: sh(s1), Op: "GetRecords", Delay: time.Second})
-	h.OnThrottled(kinesislease.ThrottleInfo{Stream: "orders", ShardID: sh(s1), Op: "GetRecords", Delay: time.Second})
-	h.OnThrottled(kinesislease.ThrottleInfo{Stream: "orders", ShardID: sh(s2), Op: "GetShardIterator", Delay: time.Second})
-	h.OnDeadLettered(&kinesislease.DeadLetterRecord{Record: &kinesislease.Record{Stream: "orders", ShardID: sh(s2)}, Reason: "dead-letter"})
+	rec(sh(s1), kltype.Dropped, 5, time.Millisecond)
+	rec(sh(s2), kltype.DeadLettered, 8, 1500*time.Millisecond)
+	h.OnCheckpointWritten(kltype.CheckpointInfo{Stream: "orders", ShardID: sh(s1), Checkpoint: leases.Checkpoint{Sequence: "1"}})
+	h.OnCheckpointWritten(kltype.CheckpointInfo{Stream: "orders", ShardID: sh(s1), Checkpoint: leases.Checkpoint{Sequence: "2"}})
+	h.OnCheckpointWritten(kltype.CheckpointInfo{Stream: "orders", ShardID: sh(s1), Checkpoint: leases.Checkpoint{Sequence: "3"}, Err: errors.New("boom")})
+	h.OnThrottled(kltype.ThrottleInfo{Stream: "orders", ShardID: sh(s1), Op: "GetRecords", Delay: time.Second})
+	h.OnThrottled(kltype.ThrottleInfo{Stream: "orders", ShardID: sh(s1), Op: "GetRecords", Delay: time.Second})
+	h.OnThrottled(kltype.ThrottleInfo{Stream: "orders", ShardID: sh(s2), Op: "GetShardIterator", Delay: time.Second})
+	h.OnDeadLettered(&kltype.DeadLetterRecord{Record: &kltype.Record{Stream: "orders", ShardID: sh(s2)}, Reason: "dead-letter"})
 	h.OnDeadLettered(nil) // ignored
 	call := func(svc, op string, d time.Duration, err error) {
-		h.OnCall(kinesislease.CallInfo{Service: svc, Op: op, Duration: d, Err: err})
+		h.OnCall(kltype.CallInfo{Service: svc, Op: op, Duration: d, Err: err})
 	}
 	throttled := fmt.Errorf("shard x: GetRecords: %w", &ktypes.ProvisionedThroughputExceededException{Message: aws.String("slow down")})
 	call("kinesis", "GetRecords", 10*time.Millisecond, nil)
@@ -232,7 +233,7 @@ func TestHooksUnit(t *testing.T) {
 	if _, n := ms.sum(t, "kinesislease.millis_behind_latest"); n != 0 {
 		t.Errorf("lag still reported for shards no longer held: %d points", n)
 	}
-	h.OnShardEnded(kinesislease.ShardInfo{Stream: "orders", ShardID: sh(s3)})
+	h.OnShardEnded(kltype.ShardInfo{Stream: "orders", ShardID: sh(s3)})
 	ms = collect(t)
 	ms.want(t, "kinesislease.leases.held", 0, stream, ownerA)
 	ms.want(t, "kinesislease.shards.ended", 1, stream, s3)
@@ -338,21 +339,21 @@ func TestOptions(t *testing.T) {
 	ctx := context.Background()
 	for i, lag := range []int64{300, 900, 100} {
 		id := fmt.Sprintf("shardId-%012d", i)
-		h.OnLeaseAcquired(ctx, kinesislease.LeaseInfo{Stream: "orders", ShardID: id, Owner: "a"})
-		h.OnShardStarted(kinesislease.ShardInfo{Stream: "orders", ShardID: id})
-		h.OnBatchFetched(kinesislease.BatchInfo{Stream: "orders", ShardID: id, Records: 1, Bytes: 1, MillisBehindLatest: lag})
-		h.OnRecordHandled(kinesislease.RecordInfo{Stream: "orders", ShardID: id, Outcome: kinesislease.Acked, Bytes: 1})
-		h.OnCheckpointWritten(kinesislease.CheckpointInfo{Stream: "orders", ShardID: id})
-		h.OnThrottled(kinesislease.ThrottleInfo{Stream: "orders", ShardID: id, Op: "GetRecords"})
-		h.OnDeadLettered(&kinesislease.DeadLetterRecord{Record: &kinesislease.Record{Stream: "orders", ShardID: id}, Reason: "decode"})
-		h.OnCall(kinesislease.CallInfo{Service: "kinesis", Op: "GetRecords"})
+		h.OnLeaseAcquired(ctx, kltype.LeaseInfo{Stream: "orders", ShardID: id, Owner: "a"})
+		h.OnShardStarted(kltype.ShardInfo{Stream: "orders", ShardID: id})
+		h.OnBatchFetched(kltype.BatchInfo{Stream: "orders", ShardID: id, Records: 1, Bytes: 1, MillisBehindLatest: lag})
+		h.OnRecordHandled(kltype.RecordInfo{Stream: "orders", ShardID: id, Outcome: kltype.Acked, Bytes: 1})
+		h.OnCheckpointWritten(kltype.CheckpointInfo{Stream: "orders", ShardID: id})
+		h.OnThrottled(kltype.ThrottleInfo{Stream: "orders", ShardID: id, Op: "GetRecords"})
+		h.OnDeadLettered(&kltype.DeadLetterRecord{Record: &kltype.Record{Stream: "orders", ShardID: id}, Reason: "decode"})
+		h.OnCall(kltype.CallInfo{Service: "kinesis", Op: "GetRecords"})
 	}
-	h.OnLeaseAcquired(ctx, kinesislease.LeaseInfo{Stream: "orders", ShardID: "shardId-000000000009", Owner: "a", From: "b"})
-	h.OnLeaseLost(ctx, kinesislease.LeaseInfo{Stream: "orders", ShardID: "shardId-000000000009", Owner: "a"})
-	h.OnShardEnded(kinesislease.ShardInfo{Stream: "orders", ShardID: "shardId-000000000002"})
+	h.OnLeaseAcquired(ctx, kltype.LeaseInfo{Stream: "orders", ShardID: "shardId-000000000009", Owner: "a", From: "b"})
+	h.OnLeaseLost(ctx, kltype.LeaseInfo{Stream: "orders", ShardID: "shardId-000000000009", Owner: "a"})
+	h.OnShardEnded(kltype.ShardInfo{Stream: "orders", ShardID: "shardId-000000000002"})
 	// An outcome this package does not know of yet is counted under its number.
-	h.OnRecordHandled(kinesislease.RecordInfo{Stream: "orders", ShardID: "shardId-000000000000", Outcome: kinesislease.Outcome(9), Bytes: 4})
-	h.OnRecordHandled(kinesislease.RecordInfo{Stream: "orders", ShardID: "shardId-000000000001", Outcome: kinesislease.Outcome(9), Bytes: 4})
+	h.OnRecordHandled(kltype.RecordInfo{Stream: "orders", ShardID: "shardId-000000000000", Outcome: kltype.Outcome(9), Bytes: 4})
+	h.OnRecordHandled(kltype.RecordInfo{Stream: "orders", ShardID: "shardId-000000000001", Outcome: kltype.Outcome(9), Bytes: 4})
 	ms := collect(t)
 	ms.want(t, "kinesislease.records", 3, stream, outcome("acked"))
 	if got, n := ms.sum(t, "kinesislease.records", stream, outcome("outcome_9")); got != 2 || n != 1 {

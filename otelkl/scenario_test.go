@@ -17,6 +17,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 	"github.com/kinesislease/kinesislease/otelkl"
 )
@@ -86,7 +87,7 @@ func TestScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var dead []*kinesislease.DeadLetterRecord
+	var dead []*kltype.DeadLetterRecord
 	err = kinesislease.Subscribe(svc, name, func(ctx context.Context, o order) error {
 		switch o.ID {
 		case dropID:
@@ -96,10 +97,10 @@ func TestScenario(t *testing.T) {
 		}
 		return nil
 	},
-		kinesislease.WithStartPosition(kinesislease.TrimHorizon),
+		kinesislease.WithStartPosition(kltype.TrimHorizon),
 		kinesislease.WithCheckpoint(10, 100*time.Millisecond),
 		kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 25),
-		kinesislease.WithDeadLetter(func(ctx context.Context, dl *kinesislease.DeadLetterRecord) error {
+		kinesislease.WithDeadLetter(func(ctx context.Context, dl *kltype.DeadLetterRecord) error {
 			mu.Lock()
 			dead = append(dead, dl)
 			mu.Unlock()

@@ -21,9 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
-	"github.com/kinesislease/kinesislease/shard"
 )
 
 // globals are the options every command takes.
@@ -199,19 +199,9 @@ func (c *cli) connect(g *globals) (*session, error) {
 
 // listShards returns the stream's shards, sorted by shard id.
 func (s *session) listShards(ctx context.Context) ([]ktypes.Shard, error) {
-	var shards []ktypes.Shard
-	in := &kinesis.ListShardsInput{}
-	shard.SetStream(s.stream, &in.StreamName, &in.StreamARN)
-	for {
-		out, err := s.kin.ListShards(ctx, in)
-		if err != nil {
-			return nil, s.kinesisErr("", "ListShards", err)
-		}
-		shards = append(shards, out.Shards...)
-		if out.NextToken == nil {
-			break
-		}
-		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	shards, err := kinesisx.ListShards(ctx, s.kin, s.stream)
+	if err != nil {
+		return nil, s.kinesisErr("", "ListShards", errors.Unwrap(err))
 	}
 	slices.SortFunc(shards, func(a, b ktypes.Shard) int { return strings.Compare(aws.ToString(a.ShardId), aws.ToString(b.ShardId)) })
 	return shards, nil
@@ -235,44 +225,7 @@ func (s *session) rowErr(shardID string, err error) error {
 	return fmt.Errorf("table %q, stream %q, shard %s: %w", s.table, s.stream, shardID, err)
 }
 
-// parents returns the shard's parents (ParentShardId, AdjacentParentShardId).
-func parents(sh ktypes.Shard) []string {
-	ps := []string{}
-	for _, p := range []*string{sh.ParentShardId, sh.AdjacentParentShardId} {
-		if id := aws.ToString(p); id != "" {
-			ps = append(ps, id)
-		}
-	}
-	return ps
-}
-
-// iteratorInput is the GetShardIterator request for position p.
-func iteratorInput(stream, shardID string, p shard.Position) *kinesis.GetShardIteratorInput {
-	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(shardID)}
-	shard.SetStream(stream, &in.StreamName, &in.StreamARN)
-	switch p.Type {
-	case shard.Latest:
-		in.ShardIteratorType = ktypes.ShardIteratorTypeLatest
-	case shard.TrimHorizon:
-		in.ShardIteratorType = ktypes.ShardIteratorTypeTrimHorizon
-	case shard.AtTimestamp:
-		in.ShardIteratorType = ktypes.ShardIteratorTypeAtTimestamp
-		in.Timestamp = aws.Time(p.Time)
-	case shard.AtSequence:
-		in.ShardIteratorType = ktypes.ShardIteratorTypeAtSequenceNumber
-		in.StartingSequenceNumber = aws.String(p.Sequence)
-	case shard.AfterSequence:
-		in.ShardIteratorType = ktypes.ShardIteratorTypeAfterSequenceNumber
-		in.StartingSequenceNumber = aws.String(p.Sequence)
-	}
-	return in
-}
-
 // getRecords calls GetRecords with it.
 func (s *session) getRecords(ctx context.Context, it *string, limit int32) (*kinesis.GetRecordsOutput, error) {
-	in := &kinesis.GetRecordsInput{ShardIterator: it, Limit: aws.Int32(limit)}
-	if shard.IsARN(s.stream) {
-		in.StreamARN = aws.String(s.stream)
-	}
-	return s.kin.GetRecords(ctx, in)
+	return s.kin.GetRecords(ctx, kinesisx.GetRecordsInput(s.stream, aws.ToString(it), limit))
 }

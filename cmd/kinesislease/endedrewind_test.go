@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -60,13 +60,13 @@ func TestRewindRequestOutlivesShardEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Checkpoint.Sequence != leases.ShardEnd || l.RewindTo.Sequence != leases.TrimHorizon || l.Held() {
+	if l.Checkpoint.Sequence != leases.ShardEnd || l.RewindTo.Sequence != leases.RewindTrimHorizon || l.Held() {
 		t.Fatalf("row %+v, want free at SHARD_END with the rewind to TRIM_HORIZON pending", l)
 	}
 
 	// A service starts: it applies the request and reads the parent again.
 	j := newJournal()
-	svc := r.startService("svc-new", j, kinesislease.TrimHorizon)
+	svc := r.startService("svc-new", j, kltype.TrimHorizon)
 	j.waitUntil(t, 20*time.Second, "the parent's 3 records handled again", func(ds []delivery) bool {
 		return len(idsOf(ds, parent)) >= 3
 	})

@@ -55,7 +55,7 @@ import (
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/aws/smithy-go"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
 // Exit codes.
@@ -227,7 +227,6 @@ func exitCode(err error) int {
 		nf        *notFoundError
 		dNotFound *dtypes.ResourceNotFoundException
 		kNotFound *ktypes.ResourceNotFoundException
-		apiErr    smithy.APIError
 	)
 	switch {
 	case err == nil:
@@ -236,22 +235,10 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.As(err, &nf), errors.As(err, &dNotFound), errors.As(err, &kNotFound):
 		return exitNotFound
-	case errors.As(err, &apiErr) && isAccessDenied(apiErr.ErrorCode()):
+	case kinesisx.IsAccessDenied(err):
 		return exitDenied
 	}
 	return exitError
-}
-
-// isAccessDenied reports whether an AWS error code means the credentials
-// may not do what was asked (or are not valid at all).
-func isAccessDenied(code string) bool {
-	switch code {
-	case "AccessDeniedException", "AccessDenied", "UnrecognizedClientException", "InvalidSignatureException",
-		"MissingAuthenticationTokenException", "ExpiredTokenException", "InvalidClientTokenId",
-		"KMSAccessDeniedException":
-		return true
-	}
-	return false
 }
 
 // fail prints err for command cmd and returns its exit code.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
@@ -215,12 +216,12 @@ type service struct {
 	done   chan struct{}
 	err    error
 	mu     sync.Mutex
-	events []kinesislease.LeaseEvent
+	events []kltype.LeaseEvent
 }
 
 // startService runs a service with owner on the rig's stream and table,
 // handing records to j, with lease settings fast enough for tests.
-func (r *rig) startService(owner string, j *journal, start kinesislease.StartPosition) *service {
+func (r *rig) startService(owner string, j *journal, start kltype.StartPosition) *service {
 	t := r.t
 	t.Helper()
 	s := &service{done: make(chan struct{})}
@@ -232,7 +233,7 @@ func (r *rig) startService(owner string, j *journal, start kinesislease.StartPos
 		kinesislease.WithLease(600*time.Millisecond, 150*time.Millisecond),
 		kinesislease.WithScanInterval(200*time.Millisecond),
 		kinesislease.WithShutdownTimeout(5*time.Second),
-		kinesislease.WithLeaseEvents(func(e kinesislease.LeaseEvent) {
+		kinesislease.WithLeaseEvents(func(e kltype.LeaseEvent) {
 			s.mu.Lock()
 			s.events = append(s.events, e)
 			s.mu.Unlock()
@@ -271,10 +272,10 @@ func (s *service) stop(t *testing.T) {
 	}
 }
 
-func (s *service) leaseEvents() []kinesislease.LeaseEvent {
+func (s *service) leaseEvents() []kltype.LeaseEvent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]kinesislease.LeaseEvent(nil), s.events...)
+	return append([]kltype.LeaseEvent(nil), s.events...)
 }
 
 // waitRow waits until the row of shard satisfies ok.

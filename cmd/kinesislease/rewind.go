@@ -14,8 +14,10 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
-	"github.com/kinesislease/kinesislease/shard"
 )
 
 const rewindSynopsis = "rewind --table <value> --stream <value> --to <value> [--shard <value>] [--dry-run] [global options]"
@@ -41,9 +43,9 @@ type target struct {
 // the future) or a sequence number.
 func parseTarget(s string, now time.Time) (target, error) {
 	switch strings.ToUpper(s) {
-	case leases.TrimHorizon:
+	case leases.RewindTrimHorizon:
 		return target{kind: toTrimHorizon}, nil
-	case leases.Latest:
+	case leases.RewindLatest:
 		return target{kind: toLatest}, nil
 	}
 	if s != "" && len(s) <= 128 && strings.Trim(s, "0123456789") == "" {
@@ -197,13 +199,13 @@ func (s *session) resolve(ctx context.Context, sh ktypes.Shard, tg target) (plan
 	p.closed = sh.SequenceNumberRange != nil && sh.SequenceNumberRange.EndingSequenceNumber != nil
 	switch tg.kind {
 	case toTrimHorizon:
-		p.cp = leases.Checkpoint{Sequence: leases.TrimHorizon}
+		p.cp = leases.Checkpoint{Sequence: leases.RewindTrimHorizon}
 	case toLatest:
-		p.cp = leases.Checkpoint{Sequence: leases.Latest}
+		p.cp = leases.Checkpoint{Sequence: leases.RewindLatest}
 		p.nothingAfter = p.closed
 	case toSequence:
 		// The iterator exists only for a sequence number of this shard.
-		_, err := s.kin.GetShardIterator(ctx, iteratorInput(s.stream, p.id, shard.Position{Type: shard.AtSequence, Sequence: tg.seq}))
+		_, err := s.kin.GetShardIterator(ctx, kinesisx.IteratorInput(s.stream, p.id, kltype.AtSequenceNumber(tg.seq)))
 		if err != nil {
 			var (
 				invalid  *ktypes.InvalidArgumentException
@@ -216,7 +218,7 @@ func (s *session) resolve(ctx context.Context, sh ktypes.Shard, tg target) (plan
 			}
 			return p, s.kinesisErr(p.id, "GetShardIterator AT_SEQUENCE_NUMBER", err)
 		}
-		p.cp = leases.AtSequence(tg.seq)
+		p.cp = leases.RewindAtSequence(tg.seq)
 	case toTime:
 		rec, complete, err := s.firstAtOrAfter(ctx, p.id, tg.t)
 		if err != nil {
@@ -225,18 +227,18 @@ func (s *session) resolve(ctx context.Context, sh ktypes.Shard, tg target) (plan
 		at := tg.t.UTC().Format(time.RFC3339Nano)
 		switch {
 		case rec != nil:
-			p.cp = leases.AtSequence(aws.ToString(rec.SequenceNumber))
+			p.cp = leases.RewindAtSequence(aws.ToString(rec.SequenceNumber))
 			p.note = fmt.Sprintf(" [the first record at or after %s arrived %s]", at,
 				aws.ToTime(rec.ApproximateArrivalTimestamp).UTC().Format(time.RFC3339Nano))
 		case complete:
 			// No record at or after the time yet: every record that arrives
 			// from now on is after it, including those that arrive before
 			// the holder applies the rewind (LATEST would skip those).
-			p.cp = leases.AtTimestamp(tg.t)
+			p.cp = leases.RewindAtTimestamp(tg.t)
 			p.nothingAfter = p.closed
 			p.note = fmt.Sprintf(" [no record at or after %s yet: the shard is read from that time]", at)
 		default:
-			p.cp = leases.AtTimestamp(tg.t)
+			p.cp = leases.RewindAtTimestamp(tg.t)
 			p.note = fmt.Sprintf(" [the first record at or after %s was not found in %d reads: the shard is read from that time]", at, maxTimeReads)
 		}
 	}
@@ -247,7 +249,7 @@ func (s *session) resolve(ctx context.Context, sh ktypes.Shard, tg target) (plan
 // after t, or nil. complete reports whether the shard was read to its tip
 // (or end) to learn that there is none.
 func (s *session) firstAtOrAfter(ctx context.Context, id string, t time.Time) (rec *ktypes.Record, complete bool, err error) {
-	it, err := s.kin.GetShardIterator(ctx, iteratorInput(s.stream, id, shard.Position{Type: shard.AtTimestamp, Time: t}))
+	it, err := s.kin.GetShardIterator(ctx, kinesisx.IteratorInput(s.stream, id, kltype.AtTimestamp(t)))
 	if err != nil {
 		var invalid *ktypes.InvalidArgumentException
 		if errors.As(err, &invalid) {
@@ -260,7 +262,7 @@ func (s *session) firstAtOrAfter(ctx context.Context, id string, t time.Time) (r
 		if i > 0 {
 			// Kinesis allows 5 GetRecords per second per shard, shared with
 			// the service reading it.
-			if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			if err := backoff.Sleep(ctx, 200*time.Millisecond); err != nil {
 				return nil, false, err
 			}
 		}
@@ -293,7 +295,7 @@ func (s *session) apply(ctx context.Context, p plan, dry bool, now time.Time) (s
 	var lastErr error
 	for attempt := 1; attempt <= rewindAttempts; attempt++ {
 		if attempt > 1 {
-			if err := sleep(ctx, time.Duration(attempt-1)*50*time.Millisecond+rand.N(50*time.Millisecond)); err != nil {
+			if err := backoff.Sleep(ctx, time.Duration(attempt-1)*50*time.Millisecond+rand.N(50*time.Millisecond)); err != nil {
 				return "", err
 			}
 		}
@@ -355,15 +357,4 @@ func apiMessage(err error) string {
 		return apiErr.ErrorCode() + ": " + apiErr.ErrorMessage()
 	}
 	return err.Error()
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

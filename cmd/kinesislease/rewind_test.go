@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -51,7 +51,7 @@ func distinctIDs(ds []delivery) int {
 func TestRewindLive(t *testing.T) {
 	r := newRig(t, testutil.Kinesalite, 2)
 	j := newJournal()
-	svc := r.startService("svc-1", j, kinesislease.TrimHorizon)
+	svc := r.startService("svc-1", j, kltype.TrimHorizon)
 
 	const n = 60
 	ps := putRecords(t, r.kc, r.stream, 0, n, alternate)
@@ -159,7 +159,7 @@ func TestRewindFree(t *testing.T) {
 	// A first service reads everything and stops: the rows are free, at
 	// the last records.
 	j := newJournal()
-	svc := r.startService("svc-1", j, kinesislease.TrimHorizon)
+	svc := r.startService("svc-1", j, kltype.TrimHorizon)
 	j.waitUntil(t, 30*time.Second, "all 40 records handled", func(ds []delivery) bool { return distinctIDs(ds) == 40 })
 	svc.stop(t)
 
@@ -199,9 +199,9 @@ func TestRewindFree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Checkpoint != leases.AtSequence(first.seq) || l.Counter != old.Counter+1 || l.Held() || !l.RewindTo.IsZero() {
+		if l.Checkpoint != leases.RewindAtSequence(first.seq) || l.Counter != old.Counter+1 || l.Held() || !l.RewindTo.IsZero() {
 			t.Errorf("%s after the rewind: %+v, want free at counter %d with checkpoint %s (record %d)",
-				id, l, old.Counter+1, leases.AtSequence(first.seq), first.id)
+				id, l, old.Counter+1, leases.RewindAtSequence(first.seq), first.id)
 		}
 		line := fmt.Sprintf("%s: rewritten (free): %s -> %s%s [the first record at or after", id, old.Checkpoint.Sequence, leases.AtSequencePrefix, first.seq)
 		if !strings.Contains(res.stdout, line) {
@@ -212,7 +212,7 @@ func TestRewindFree(t *testing.T) {
 	// A new service reads from there: records 20..39, once each, in order
 	// per shard, and none of 0..19.
 	j2 := newJournal()
-	svc2 := r.startService("svc-2", j2, kinesislease.Latest)
+	svc2 := r.startService("svc-2", j2, kltype.Latest)
 	j2.waitUntil(t, 30*time.Second, "records 20..39 handled", func(ds []delivery) bool { return distinctIDs(ds) == 20 })
 	time.Sleep(300 * time.Millisecond)
 	svc2.stop(t)
@@ -240,7 +240,7 @@ func TestRewindCreatesMissingRows(t *testing.T) {
 		t.Errorf("rewind printed\n%s\nwant\n%s", res.stdout, want)
 	}
 	j := newJournal()
-	svc := r.startService("svc-1", j, kinesislease.Latest)
+	svc := r.startService("svc-1", j, kltype.Latest)
 	j.waitUntil(t, 30*time.Second, "the 10 records handled", func(ds []delivery) bool { return distinctIDs(ds) == 10 })
 	svc.stop(t)
 	for _, id := range []string{"shardId-000000000000", "shardId-000000000001"} {
@@ -270,13 +270,13 @@ func TestRewindTimeWithoutRecord(t *testing.T) {
 		t.Errorf("rewind printed\n%q\nwant\n%q", res.stdout, want)
 	}
 	l := r.waitRow(id, time.Second, "rewritten", func(leases.Lease) bool { return true })
-	if l.Checkpoint != leases.AtTimestamp(at) {
-		t.Fatalf("row %+v, want checkpoint %s", l, leases.AtTimestamp(at))
+	if l.Checkpoint != leases.RewindAtTimestamp(at) {
+		t.Fatalf("row %+v, want checkpoint %s", l, leases.RewindAtTimestamp(at))
 	}
 	// Records put after the rewind (and before any service applies it).
 	later := putRecords(t, r.kc, r.stream, 3, 3, nil)
 	j := newJournal()
-	svc := r.startService("svc-1", j, kinesislease.TrimHorizon)
+	svc := r.startService("svc-1", j, kltype.TrimHorizon)
 	j.waitUntil(t, 60*time.Second, "the 3 later records handled", func(ds []delivery) bool { return distinctIDs(ds) == 3 })
 	time.Sleep(300 * time.Millisecond)
 	svc.stop(t)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -45,23 +45,23 @@ func TestRewindFreeRowClearsStaleRequest(t *testing.T) {
 			if l, err = s.Checkpoint(ctx, l, leases.Checkpoint{Sequence: "900"}); err != nil {
 				t.Fatal(err)
 			}
-			if l, err = s.Rewind(ctx, l, leases.AtSequence("500")); err != nil {
+			if l, err = s.Rewind(ctx, l, leases.RewindAtSequence("500")); err != nil {
 				t.Fatal(err)
 			}
 			if l, err = s.Release(ctx, l, leases.Checkpoint{}); err != nil {
 				t.Fatal(err)
 			}
-			if l.RewindTo != leases.AtSequence("500") || l.Held() {
+			if l.RewindTo != leases.RewindAtSequence("500") || l.Held() {
 				t.Fatalf("after Release with a rewind pending: %+v, want free with the request kept", l)
 			}
-			l, err = s.Rewind(ctx, l, leases.Checkpoint{Sequence: leases.TrimHorizon})
+			l, err = s.Rewind(ctx, l, leases.Checkpoint{Sequence: leases.RewindTrimHorizon})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.Checkpoint.Sequence != leases.TrimHorizon || !l.RewindTo.IsZero() {
+			if l.Checkpoint.Sequence != leases.RewindTrimHorizon || !l.RewindTo.IsZero() {
 				t.Errorf("Rewind of the free row returned %+v, want checkpoint TRIM_HORIZON and no pending rewind", l)
 			}
-			if got, _ := s.Get(ctx, key); got.Checkpoint.Sequence != leases.TrimHorizon || !got.RewindTo.IsZero() {
+			if got, _ := s.Get(ctx, key); got.Checkpoint.Sequence != leases.RewindTrimHorizon || !got.RewindTo.IsZero() {
 				t.Errorf("the store holds %+v, want checkpoint TRIM_HORIZON and no pending rewind", got)
 			}
 		})
@@ -85,7 +85,7 @@ func TestRewindAfterStoppedHolder(t *testing.T) {
 		l, err = st.Checkpoint(ctx, l, leases.Checkpoint{Sequence: ps[9].seq})
 	}
 	if err == nil {
-		l, err = st.Rewind(ctx, l, leases.AtSequence(ps[5].seq)) // asked of svc-old...
+		l, err = st.Rewind(ctx, l, leases.RewindAtSequence(ps[5].seq)) // asked of svc-old...
 	}
 	if err == nil {
 		_, err = st.Release(ctx, l, leases.Checkpoint{}) // ...which stopped first
@@ -107,7 +107,7 @@ func TestRewindAfterStoppedHolder(t *testing.T) {
 		t.Fatalf("status: %v", res)
 	}
 	j := newJournal()
-	svc := r.startService("svc-new", j, kinesislease.Latest)
+	svc := r.startService("svc-new", j, kltype.Latest)
 	j.waitUntil(t, 30*time.Second, "the 10 records handled", func(ds []delivery) bool { return distinctIDs(ds) == 10 })
 	svc.stop(t)
 	if got, want := idsOf(j.deliveries(), id), putIDs(ps, id); !slices.Equal(got, want) {

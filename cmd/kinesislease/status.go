@@ -16,8 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
-	"github.com/kinesislease/kinesislease/shard"
 )
 
 // shardStatus is one line of `status`, and one object of `status --json`
@@ -141,7 +142,7 @@ func (s *session) shardStatus(ctx context.Context, sh ktypes.Shard, now time.Tim
 	id := aws.ToString(sh.ShardId)
 	st = shardStatus{
 		ShardID: id,
-		Parents: parents(sh),
+		Parents: kinesisx.Parents(sh),
 		Closed:  sh.SequenceNumberRange != nil && sh.SequenceNumberRange.EndingSequenceNumber != nil,
 	}
 	l, err := s.store.Get(ctx, leases.Key{Stream: s.stream, Shard: id})
@@ -186,11 +187,11 @@ func (s *session) shardStatus(ctx context.Context, sh ktypes.Shard, now time.Tim
 // cp (from TRIM_HORIZON without a checkpoint), and whether no record
 // follows cp.
 func (s *session) lag(ctx context.Context, id string, cp leases.Checkpoint) (ms int64, caughtUp bool, err error) {
-	pos, ok := shard.PositionAfter(cp)
+	pos, ok := kinesisx.PositionAfter(cp)
 	if !ok {
-		pos = shard.Position{Type: shard.TrimHorizon}
+		pos = kltype.TrimHorizon
 	}
-	it, err := s.kin.GetShardIterator(ctx, iteratorInput(s.stream, id, pos))
+	it, err := s.kin.GetShardIterator(ctx, kinesisx.IteratorInput(s.stream, id, pos))
 	if err != nil {
 		return 0, false, s.kinesisErr(id, "measuring the lag: GetShardIterator "+pos.String(), err)
 	}
@@ -207,7 +208,7 @@ func (s *session) lag(ctx context.Context, id string, cp leases.Checkpoint) (ms 
 // isRewindPosition reports whether a checkpoint is a position a rewind
 // wrote, which the next record's sequence number replaces.
 func isRewindPosition(seq string) bool {
-	return seq == leases.TrimHorizon || seq == leases.Latest ||
+	return seq == leases.RewindTrimHorizon || seq == leases.RewindLatest ||
 		strings.HasPrefix(seq, leases.AtSequencePrefix) || strings.HasPrefix(seq, leases.AtTimestampPrefix)
 }
 

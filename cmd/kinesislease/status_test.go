@@ -114,7 +114,7 @@ func TestStatus(t *testing.T) {
 	l = must(st.Create(ctx, key(2)))
 	l = must(st.Take(ctx, l, "svc-a", time.Hour))
 	l = must(st.Checkpoint(ctx, l, cp("c2-1")))
-	must(st.Rewind(ctx, l, leases.Checkpoint{Sequence: leases.TrimHorizon}))
+	must(st.Rewind(ctx, l, leases.Checkpoint{Sequence: leases.RewindTrimHorizon}))
 	// Child 3: free, read to its tip (c3-2 of 2).
 	l = must(st.Create(ctx, key(3)))
 	l = must(st.Take(ctx, l, "svc-a", time.Hour))
@@ -123,7 +123,7 @@ func TestStatus(t *testing.T) {
 	// Child 4: free, rewound to a time before its records: a pending
 	// position.
 	l = must(st.Create(ctx, key(4)))
-	must(st.Rewind(ctx, l, leases.AtTimestamp(time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC))))
+	must(st.Rewind(ctx, l, leases.RewindAtTimestamp(time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC))))
 	// Child 5: no row yet.
 
 	var dynamoOps, kinesisOps testutil.Faults
@@ -213,7 +213,7 @@ func TestStatus(t *testing.T) {
 	wants := []want{
 		{owner: "", checkpoint: leases.ShardEnd, counter: 4, row: true, end: true, closed: true, parents: []any{}, lag: "nil", caughtUp: nil},
 		{owner: "svc-b", checkpoint: seqs["p1-2"], counter: 3, row: true, closed: true, expiresInMs: float64(-30000), parents: []any{}, lag: "0", caughtUp: false},
-		{owner: "svc-a", checkpoint: seqs["c2-1"], rewind: leases.TrimHorizon, counter: 4, row: true, expiresInMs: float64(3600000), parents: []any{"shardId-000000000000"}, lag: "0", caughtUp: false},
+		{owner: "svc-a", checkpoint: seqs["c2-1"], rewind: leases.RewindTrimHorizon, counter: 4, row: true, expiresInMs: float64(3600000), parents: []any{"shardId-000000000000"}, lag: "0", caughtUp: false},
 		{owner: "", checkpoint: seqs["c3-2"], counter: 4, row: true, parents: []any{"shardId-000000000000"}, lag: "0", caughtUp: true},
 		{owner: "", checkpoint: "AT_TIMESTAMP:1577934245000", counter: 2, row: true, pending: true, parents: []any{"shardId-000000000001"}, lag: ">0", caughtUp: false},
 		{owner: "", checkpoint: "", counter: 0, row: false, parents: []any{"shardId-000000000001"}, lag: ">0", caughtUp: false},

@@ -56,6 +56,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
 
@@ -156,12 +157,12 @@ func run(f *flags, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	var start kinesislease.StartPosition
+	var start kltype.StartPosition
 	switch strings.ToUpper(f.start) {
 	case "LATEST":
-		start = kinesislease.Latest
+		start = kltype.Latest
 	case "TRIM_HORIZON":
-		start = kinesislease.TrimHorizon
+		start = kltype.TrimHorizon
 	default:
 		return fmt.Errorf("--start %q: want LATEST or TRIM_HORIZON", f.start)
 	}
@@ -293,7 +294,7 @@ type fulfiller struct {
 func (f *fulfiller) fulfil(ctx context.Context, o Order) error {
 	rec, ok := kinesislease.RecordFrom(ctx)
 	if !ok {
-		rec = &kinesislease.Record{} // not called by the library
+		rec = &kltype.Record{} // not called by the library
 	}
 	f.log.InfoContext(ctx, "order fulfilled", "order.id", o.ID, "customer", o.Customer,
 		"shard", rec.ShardID, "seq", rec.SequenceNumber)
@@ -306,7 +307,7 @@ func (f *fulfiller) fulfil(ctx context.Context, o Order) error {
 	return nil
 }
 
-func (f *fulfiller) leaseEvent(e kinesislease.LeaseEvent) {
+func (f *fulfiller) leaseEvent(e kltype.LeaseEvent) {
 	if err := f.report.line("#", f.owner, e.ShardID, e.Type.String()); err != nil {
 		f.log.Error("writing the report", "err", err)
 	}

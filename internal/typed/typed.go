@@ -1,5 +1,5 @@
 // Package typed turns a typed handler into the non-generic handler the
-// shard package runs, and carries the record being handled in the context.
+// engine runs, and carries the record being handled in the context.
 // The root package and kinesisleasetest both use it, so the harness runs the
 // very code a subscription runs.
 package typed
@@ -8,29 +8,30 @@ import (
 	"context"
 
 	"github.com/kinesislease/kinesislease/codec"
-	"github.com/kinesislease/kinesislease/shard"
+	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 type recordKey struct{}
 
 // WithRecord returns ctx carrying r, for RecordFrom.
-func WithRecord(ctx context.Context, r *shard.Record) context.Context {
+func WithRecord(ctx context.Context, r *kltype.Record) context.Context {
 	return context.WithValue(ctx, recordKey{}, r)
 }
 
 // RecordFrom returns the record ctx carries.
-func RecordFrom(ctx context.Context) (*shard.Record, bool) {
-	r, ok := ctx.Value(recordKey{}).(*shard.Record)
+func RecordFrom(ctx context.Context) (*kltype.Record, bool) {
+	r, ok := ctx.Value(recordKey{}).(*kltype.Record)
 	return r, ok
 }
 
 // Handler decodes each record's data into a T with c and calls h with the
-// record in its context. A decode failure is a *shard.DecodeError.
-func Handler[T any](c codec.Codec, h func(context.Context, T) error) shard.Handler {
-	return func(ctx context.Context, r *shard.Record) error {
+// record in its context. A decode failure is a *kltype.DecodeError.
+func Handler[T any](c codec.Codec, h func(context.Context, T) error) engine.Handler {
+	return func(ctx context.Context, r *kltype.Record) error {
 		var v T
 		if err := c.Unmarshal(r.Data, &v); err != nil {
-			return &shard.DecodeError{Err: err}
+			return &kltype.DecodeError{Err: err}
 		}
 		return h(WithRecord(ctx, r), v)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -60,7 +61,7 @@ func TestReproHandoffRequestsKeepDeadLeaseAlive(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := kinesislease.Subscribe(svc, stream, func(context.Context, map[string]any) error { return nil },
-			kinesislease.WithStartPosition(kinesislease.TrimHorizon)); err != nil {
+			kinesislease.WithStartPosition(kltype.TrimHorizon)); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())

@@ -25,6 +25,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -75,7 +76,7 @@ func TestReproTakeoverCountsFromScanStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := kinesislease.Subscribe(svc, stream, handler(owner), kinesislease.WithStartPosition(kinesislease.TrimHorizon),
+		if err := kinesislease.Subscribe(svc, stream, handler(owner), kinesislease.WithStartPosition(kltype.TrimHorizon),
 			kinesislease.WithPolling(20*time.Millisecond, 20*time.Millisecond, 0)); err != nil {
 			t.Fatal(err)
 		}

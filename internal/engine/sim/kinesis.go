@@ -14,14 +14,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kpl"
-	"github.com/kinesislease/kinesislease/shard"
 )
 
 // Stream is an in-memory Kinesis stream: shards of records with increasing
 // sequence numbers, shard iterators, and the per-shard GetRecords limit of
 // Kinesis (5 calls per second, shared by every reader of the shard). It
-// serves the three calls shard.Kinesis needs through Client views, each of
+// serves the three calls kinesisx.Reader needs through Client views, each of
 // which may add its own delays and errors.
 //
 // It reads the time with time.Now and sleeps with timers, so inside a
@@ -279,19 +279,19 @@ type KinesisHooks struct {
 	Dead func() bool
 }
 
-// Client returns a view of s that implements shard.Kinesis, disturbed by
+// Client returns a view of s that implements kinesisx.Reader, disturbed by
 // hooks.
-func (s *Stream) Client(hooks KinesisHooks) shard.Kinesis {
+func (s *Stream) Client(hooks KinesisHooks) kinesisx.Reader {
 	return &Client{s: s, hooks: hooks}
 }
 
-// Client is a view of a Stream implementing shard.Kinesis.
+// Client is a view of a Stream implementing kinesisx.Reader.
 type Client struct {
 	s     *Stream
 	hooks KinesisHooks
 }
 
-var _ shard.Kinesis = (*Client)(nil)
+var _ kinesisx.Reader = (*Client)(nil)
 
 // ErrDead is returned by every call of a dead process's view.
 var ErrDead = fmt.Errorf("sim: the calling process is dead")
@@ -349,7 +349,7 @@ func (s *Stream) checkStream(name, arn *string) error {
 // must follow NextToken.
 const listPage = 3
 
-// ListShards implements shard.Kinesis. It returns listPage shards per call
+// ListShards implements kinesisx.Reader. It returns listPage shards per call
 // and, as Kinesis does, refuses a NextToken together with a stream name.
 func (c *Client) ListShards(ctx context.Context, in *kinesis.ListShardsInput, _ ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
 	if err := c.begin(ctx, "ListShards", ""); err != nil {
@@ -400,7 +400,7 @@ func (c *Client) ListShards(ctx context.Context, in *kinesis.ListShardsInput, _ 
 	return out, c.end()
 }
 
-// GetShardIterator implements shard.Kinesis.
+// GetShardIterator implements kinesisx.Reader.
 func (c *Client) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, _ ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
 	id := aws.ToString(in.ShardId)
 	if err := c.begin(ctx, "GetShardIterator", id); err != nil {
@@ -475,7 +475,7 @@ func (s *Stream) issue(sh *fakeShard, pos int) string {
 	return tok
 }
 
-// GetRecords implements shard.Kinesis: it returns up to Limit records
+// GetRecords implements kinesisx.Reader: it returns up to Limit records
 // (default 10,000) from the iterator and the next iterator, none once a
 // closed shard was read to its end. More than GetRecordsPerSecond calls on
 // one shard within a second fail with ProvisionedThroughputExceededException.

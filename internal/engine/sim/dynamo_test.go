@@ -24,10 +24,11 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
-	"github.com/kinesislease/kinesislease/shard"
 )
 
 var flagDynamoSeed = flag.Uint64("dynamoseed", 0, "seed of TestDynamoProtocol's faults (default $KINESISLEASE_DYNAMO_SEED, else 1)")
@@ -133,7 +134,7 @@ type dynProc struct {
 	d      *dynWorld
 	owner  string
 	faults *testutil.Faults
-	coord  *shard.Coordinator
+	coord  *engine.Coordinator
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
@@ -321,7 +322,7 @@ func (d *dynWorld) start(i int) {
 
 	client := testutil.DynamoClient(d.t, p.faults.DynamoOptions, fastDynamo)
 	store := dynamo.New(testutil.Config(d.t), d.table, dynamo.WithClient(&tokenClient{Client: client, p: p}), dynamo.WithClock(p.wallClock))
-	c, err := shard.NewCoordinator(shard.Config{
+	c, err := engine.NewCoordinator(engine.Config{
 		Stream: d.stream.Name(),
 		Owner:  p.owner,
 		Store: NewFaultStore(store, StoreHooks{
@@ -336,15 +337,15 @@ func (d *dynWorld) start(i int) {
 			Dead:   p.dead.Load,
 		}),
 		Logger:          slog.New(&traceHandler{tr: &d.chk.trace, prefix: p.owner + ": "}),
-		Start:           shard.Position{Type: shard.TrimHorizon},
+		Start:           kltype.TrimHorizon,
 		LeaseDuration:   dynLease,
 		RenewInterval:   dynRenew,
 		FenceMargin:     dynMargin,
 		ScanInterval:    dynScan,
 		ShutdownTimeout: 5 * time.Second,
-		Worker: shard.WorkerConfig{
+		Worker: engine.WorkerConfig{
 			Handler:            p.handle,
-			Policy:             shard.RetryPolicy{Attempts: 3, InitialDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond},
+			Policy:             kltype.RetryPolicy{Attempts: 3, InitialDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond},
 			CheckpointEvery:    5,
 			CheckpointInterval: 200 * time.Millisecond,
 			Limit:              50,
@@ -571,7 +572,7 @@ func (p *dynProc) apply(op string, l leases.Lease, do func() (leases.Lease, erro
 }
 
 // handle is the process's handler.
-func (p *dynProc) handle(ctx context.Context, r *shard.Record) error {
+func (p *dynProc) handle(ctx context.Context, r *kltype.Record) error {
 	if p.dead.Load() {
 		<-ctx.Done()
 		return ctx.Err()

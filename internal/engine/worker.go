@@ -1,9 +1,8 @@
-package shard
+package engine
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,44 +12,22 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// Record is one Kinesis record with where it came from, as a handler sees it.
-type Record struct {
-	Stream         string // the stream's name or ARN, as subscribed
-	ShardID        string // the shard it was read from
-	SequenceNumber string // its sequence number
-	SubSequence    int64  // its index in a KPL aggregate, else 0
-	PartitionKey   string // its partition key (a KPL user record's own)
-	// ExplicitHashKey is a KPL user record's explicit hash key, if any.
-	ExplicitHashKey string
-	ArrivalTime     time.Time // ApproximateArrivalTimestamp
-	Data            []byte    // its payload
-	// Attempt counts deliveries of this record to the handler by this
-	// instance: 1 the first time, 2 on the first retry, and so on.
-	Attempt int
-}
-
 // Handler processes one record. nil acknowledges it; an error retries it in
 // place after a backoff. It is called for one record of a shard at a time,
 // in order.
-type Handler func(ctx context.Context, r *Record) error
-
-// PanicError is what a handler's panic becomes.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
-
-func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+type Handler func(ctx context.Context, r *kltype.Record) error
 
 // WorkerConfig configures the per-shard workers of a coordinator.
 type WorkerConfig struct {
 	Handler Handler
 	// Policy retries failing records (default DefaultRetryPolicy).
-	Policy RetryPolicy
+	Policy kltype.RetryPolicy
 	// Sink receives dead letters; with none a failing record holds its shard.
 	Sink Sink
 	// CheckpointEvery and CheckpointInterval: a checkpoint is written after
@@ -71,8 +48,8 @@ func (c *WorkerConfig) defaults() {
 	if c.CheckpointInterval <= 0 {
 		c.CheckpointInterval = 5 * time.Second
 	}
-	if c.Policy == (RetryPolicy{}) {
-		c.Policy = DefaultRetryPolicy
+	if c.Policy == (kltype.RetryPolicy{}) {
+		c.Policy = kltype.DefaultRetryPolicy
 	}
 }
 
@@ -80,10 +57,10 @@ func (c *WorkerConfig) defaults() {
 type worker struct {
 	cfg    *WorkerConfig
 	log    *slog.Logger
-	client Kinesis
+	client kinesisx.Reader
 	stream string
 	shard  string
-	start  Position
+	start  kltype.StartPosition
 	resume leases.Checkpoint // the checkpoint the worker started from
 	lease  *heldLease
 	proc   *Processor
@@ -105,7 +82,7 @@ type worker struct {
 	err     error // a permanent error
 }
 
-func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, client Kinesis, stream, shardID string, start Position, h *heldLease) *worker {
+func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, client kinesisx.Reader, stream, shardID string, start kltype.StartPosition, h *heldLease) *worker {
 	w := &worker{
 		cfg: cfg, log: log.With("shard", shardID), client: client, stream: stream, shard: shardID,
 		start: start, resume: h.current().Checkpoint, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
@@ -147,8 +124,7 @@ func (w *worker) run() {
 		Client: w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
 		Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
 		OnRetry: func(err error, d time.Duration) {
-			var pte *types.ProvisionedThroughputExceededException
-			if errors.As(err, &pte) {
+			if kinesisx.IsThrottled(err) {
 				w.log.Debug("kinesislease: throttled; backing off", "err", err, "delay", d)
 				w.throttled(err, d)
 				return
@@ -157,7 +133,7 @@ func (w *worker) run() {
 		},
 	})
 	for _, x := range w.h.started {
-		x.OnShardStarted(ShardInfo{Stream: w.stream, ShardID: w.shard, Start: w.start})
+		x.OnShardStarted(kltype.ShardInfo{Stream: w.stream, ShardID: w.shard, Start: w.start})
 	}
 	var readers sync.WaitGroup
 	readers.Go(func() {
@@ -300,7 +276,7 @@ loop:
 // worker stops first, leaving the rest unacknowledged.
 func (w *worker) handle(rec *types.Record, ack func(leases.Checkpoint) bool) bool {
 	seq := aws.ToString(rec.SequenceNumber)
-	base := Record{
+	base := kltype.Record{
 		Stream:         w.stream,
 		ShardID:        w.shard,
 		SequenceNumber: seq,
@@ -313,7 +289,7 @@ func (w *worker) handle(rec *types.Record, ack func(leases.Checkpoint) bool) boo
 		// A corrupt aggregate is dead-lettered whole.
 		r := base
 		start := w.now()
-		o := w.proc.DeadLetterNow(w.hardCtx, &r, ReasonCorrupt, err, w)
+		o := w.proc.DeadLetterNow(w.hardCtx, &r, kltype.ReasonCorrupt, err, w)
 		if o == Stopped {
 			return false
 		}
@@ -368,11 +344,11 @@ func (w *worker) now() time.Time {
 	return time.Now()
 }
 
-func (w *worker) handled(r *Record, o Outcome, start time.Time) {
+func (w *worker) handled(r *kltype.Record, o kltype.Outcome, start time.Time) {
 	if len(w.h.record) == 0 {
 		return
 	}
-	info := RecordInfo{Stream: w.stream, ShardID: w.shard, SequenceNumber: r.SequenceNumber, SubSequence: r.SubSequence,
+	info := kltype.RecordInfo{Stream: w.stream, ShardID: w.shard, SequenceNumber: r.SequenceNumber, SubSequence: r.SubSequence,
 		Bytes: len(r.Data), Attempts: r.Attempt, Outcome: o, Duration: time.Since(start)}
 	for _, x := range w.h.record {
 		x.OnRecordHandled(info)
@@ -381,7 +357,7 @@ func (w *worker) handled(r *Record, o Outcome, start time.Time) {
 
 func (w *worker) checkpointed(cp leases.Checkpoint, err error) {
 	for _, x := range w.h.checkpoint {
-		x.OnCheckpointWritten(CheckpointInfo{Stream: w.stream, ShardID: w.shard, Checkpoint: cp, Err: err})
+		x.OnCheckpointWritten(kltype.CheckpointInfo{Stream: w.stream, ShardID: w.shard, Checkpoint: cp, Err: err})
 	}
 }
 
@@ -391,12 +367,12 @@ func (w *worker) throttled(err error, d time.Duration) {
 		op = "GetShardIterator"
 	}
 	for _, x := range w.h.throttled {
-		x.OnThrottled(ThrottleInfo{Stream: w.stream, ShardID: w.shard, Op: op, Delay: d, Err: err})
+		x.OnThrottled(kltype.ThrottleInfo{Stream: w.stream, ShardID: w.shard, Op: op, Delay: d, Err: err})
 	}
 }
 
 func (w *worker) batchFetched(b Batch) {
-	info := BatchInfo{Stream: w.stream, ShardID: w.shard, Records: len(b.Records), MillisBehindLatest: b.MillisBehindLatest}
+	info := kltype.BatchInfo{Stream: w.stream, ShardID: w.shard, Records: len(b.Records), MillisBehindLatest: b.MillisBehindLatest}
 	for i := range b.Records {
 		info.Bytes += len(b.Records[i].Data)
 	}

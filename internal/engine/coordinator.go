@@ -1,4 +1,4 @@
-package shard
+package engine
 
 import (
 	"context"
@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -24,11 +26,11 @@ type Config struct {
 	Stream string // name or ARN
 	Owner  string
 	Store  leases.Store
-	Client Kinesis
+	Client kinesisx.Reader
 	Logger *slog.Logger
 	// Start is where a shard without a checkpoint starts. A child of a
 	// split or merge starts at its own beginning instead.
-	Start Position
+	Start kltype.StartPosition
 	// LeaseDuration: a lease whose counter another instance sees unchanged
 	// for this long is taken over. Default 10s.
 	LeaseDuration time.Duration
@@ -50,39 +52,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	Worker          WorkerConfig
 	// Events, if set, is told of lease moves (see Event).
-	Events func(Event)
+	Events func(kltype.LeaseEvent)
 	// Hooks are told of lease, shard, batch, record, checkpoint, throttle,
 	// dead-letter and call events (see Hook).
-	Hooks []Hook
-}
-
-// EventType tells what happened to a lease.
-type EventType int
-
-// Lease events.
-const (
-	Acquired EventType = iota + 1 // this instance took the lease
-	Released                      // this instance handed it over after its final checkpoint
-	Lost                          // another instance holds it now; nothing more was written
-	Ended                         // the shard was read to its end (SHARD_END written)
-)
-
-func (t EventType) String() string {
-	return [...]string{"", "acquired", "released", "lost", "ended"}[t]
-}
-
-// Event is a lease move seen by this instance.
-type Event struct {
-	Type    EventType
-	Stream  string
-	ShardID string
-}
-
-// Stats counts a coordinator's store calls, for cost measurements.
-type Stats struct {
-	Reads, Writes int64
-	// Scans counts scans, FullScans those that read every row.
-	Scans, FullScans int64
+	Hooks []kltype.Hook
 }
 
 // Coordinator keeps the leases of one stream for one owner and runs a
@@ -184,8 +157,8 @@ func NewCoordinator(cfg Config) (*Coordinator, error) {
 }
 
 // Stats returns the store calls made so far.
-func (c *Coordinator) Stats() Stats {
-	return Stats{Reads: c.reads.Load(), Writes: c.writes.Load(), Scans: c.scanN.Load(), FullScans: c.fullScanN.Load()}
+func (c *Coordinator) Stats() kltype.Stats {
+	return kltype.Stats{Reads: c.reads.Load(), Writes: c.writes.Load(), Scans: c.scanN.Load(), FullScans: c.fullScanN.Load()}
 }
 
 // Held returns the shard ids this instance holds now, sorted.
@@ -241,7 +214,7 @@ func (c *Coordinator) loop(ctx context.Context) error {
 				}
 				c.log.Warn("kinesislease: lease scan failed; retrying", "err", err)
 			}
-			scan.Reset(jitter(c.cfg.ScanInterval))
+			scan.Reset(backoff.Jitter(c.cfg.ScanInterval))
 		}
 		ended, rewound, err := c.reap()
 		if err != nil {
@@ -259,11 +232,7 @@ func (c *Coordinator) loop(ctx context.Context) error {
 
 // fatal reports whether err means the configuration cannot work.
 func fatal(err error) bool {
-	return errors.Is(err, leases.ErrMisconfigured) || Permanent(err)
-}
-
-func jitter(d time.Duration) time.Duration {
-	return d - d/10 + rand.N(d/5+1)
+	return errors.Is(err, leases.ErrMisconfigured) || kinesisx.Permanent(err)
 }
 
 // renewAll renews every held lease. A lease found lost stops its worker at
@@ -337,13 +306,13 @@ func (c *Coordinator) reap() (ended bool, rewound []*worker, err error) {
 			c.log.Info("kinesislease: shard ended", "shard", id)
 			c.resync = true
 			ended = true
-			c.emit(Ended, id, w.lease.current().Checkpoint, "")
+			c.emit(kltype.ShardEnded, id, w.lease.current().Checkpoint, "")
 		case w.lease.takenOver():
 			// A released lease is fenced too (isLost), with the row's owner
 			// empty: only a lease another owner took is lost.
-			c.emit(Lost, id, w.lease.current().Checkpoint, "")
+			c.emit(kltype.LeaseLost, id, w.lease.current().Checkpoint, "")
 		default:
-			c.emit(Released, id, w.lease.current().Checkpoint, "")
+			c.emit(kltype.LeaseReleased, id, w.lease.current().Checkpoint, "")
 		}
 	}
 	return ended, rewound, nil
@@ -351,48 +320,38 @@ func (c *Coordinator) reap() (ended bool, rewound []*worker, err error) {
 
 // emit tells the Events func and the hooks of a lease event. cp is the
 // checkpoint at the event; from the previous owner of a taken-over lease.
-func (c *Coordinator) emit(t EventType, shardID string, cp leases.Checkpoint, from string) {
+func (c *Coordinator) emit(t kltype.LeaseEventType, shardID string, cp leases.Checkpoint, from string) {
 	if c.cfg.Events != nil {
-		c.cfg.Events(Event{Type: t, Stream: c.cfg.Stream, ShardID: shardID})
+		c.cfg.Events(kltype.LeaseEvent{Type: t, Stream: c.cfg.Stream, ShardID: shardID})
 	}
 	h := c.h
-	info := LeaseInfo{Stream: c.cfg.Stream, ShardID: shardID, Owner: c.cfg.Owner, Checkpoint: cp, From: from}
+	info := kltype.LeaseInfo{Stream: c.cfg.Stream, ShardID: shardID, Owner: c.cfg.Owner, Checkpoint: cp, From: from}
 	ctx := context.Background()
 	switch t {
-	case Acquired:
+	case kltype.LeaseAcquired:
 		for _, x := range h.acquired {
 			x.OnLeaseAcquired(ctx, info)
 		}
-	case Released:
+	case kltype.LeaseReleased:
 		for _, x := range h.released {
 			x.OnLeaseReleased(ctx, info)
 		}
-	case Lost:
+	case kltype.LeaseLost:
 		for _, x := range h.lost {
 			x.OnLeaseLost(ctx, info)
 		}
-	case Ended:
+	case kltype.ShardEnded:
 		for _, x := range h.ended {
-			x.OnShardEnded(ShardInfo{Stream: c.cfg.Stream, ShardID: shardID})
+			x.OnShardEnded(kltype.ShardInfo{Stream: c.cfg.Stream, ShardID: shardID})
 		}
 	}
 }
 
 // listShards refreshes the shard list.
 func (c *Coordinator) listShards(ctx context.Context) error {
-	var shards []types.Shard
-	in := &kinesis.ListShardsInput{}
-	SetStream(c.cfg.Stream, &in.StreamName, &in.StreamARN)
-	for {
-		out, err := c.cfg.Client.ListShards(ctx, in)
-		if err != nil {
-			return fmt.Errorf("stream %q: ListShards: %w", c.cfg.Stream, err)
-		}
-		shards = append(shards, out.Shards...)
-		if out.NextToken == nil {
-			break
-		}
-		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	shards, err := kinesisx.ListShards(ctx, c.cfg.Client, c.cfg.Stream)
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -754,7 +713,7 @@ func (c *Coordinator) take(ctx context.Context, id string, seen leases.Lease) bo
 	}
 	// Acquired before the worker starts: hooks see a lease acquired before
 	// its shard started and any record of it handled.
-	c.emit(Acquired, id, l.Checkpoint, from)
+	c.emit(kltype.LeaseAcquired, id, l.Checkpoint, from)
 	c.startWorker(ctx, id, h)
 	return true
 }
@@ -763,9 +722,9 @@ func (c *Coordinator) take(ctx context.Context, id string, seen leases.Lease) bo
 func (c *Coordinator) startWorker(ctx context.Context, id string, h *heldLease) {
 	start := c.cfg.Start
 	if c.hasParents(id) {
-		start = Position{Type: TrimHorizon}
+		start = kltype.TrimHorizon
 	}
-	if p, ok := PositionAfter(h.current().Checkpoint); ok {
+	if p, ok := kinesisx.PositionAfter(h.current().Checkpoint); ok {
 		start = p
 	}
 	w := newWorker(ctx, &c.cfg.Worker, c.log, c.cfg.Client, c.cfg.Stream, id, start, h)
@@ -810,7 +769,7 @@ func (c *Coordinator) shutdown() {
 				// Rewound just as we stop: hand the lease over at its new checkpoint.
 				rctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewInterval)
 				if err := w.lease.release(rctx, leases.Checkpoint{}); err == nil {
-					c.emit(Released, w.shard, w.lease.current().Checkpoint, "")
+					c.emit(kltype.LeaseReleased, w.shard, w.lease.current().Checkpoint, "")
 				}
 				cancel()
 			}

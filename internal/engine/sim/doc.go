@@ -2,7 +2,7 @@
 //
 // Its non-test part is two tools a test can build a simulation from:
 //
-//   - Stream, an in-memory Kinesis stream implementing shard.Kinesis
+//   - Stream, an in-memory Kinesis stream implementing kinesisx.Reader
 //     (ListShards with paging, GetShardIterator of every type,
 //     GetRecords with Limit, NextShardIterator, closed shards, iterators
 //     that expire after five minutes and the five-calls-a-second limit per

@@ -1,4 +1,4 @@
-package shard_test
+package engine_test
 
 import (
 	"context"
@@ -15,8 +15,10 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/testutil"
-	"github.com/kinesislease/kinesislease/shard"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 const shard0 = "shardId-000000000000"
@@ -129,8 +131,8 @@ func TestReaderIdlePacing(t *testing.T) {
 	t.Parallel()
 	rec, stream := newStream(t, testutil.Kinesalite, 1, nil)
 	const idle = 100 * time.Millisecond
-	r := shard.NewReader(shard.ReaderConfig{
-		Client: rec, Stream: stream, ShardID: shard0, Start: shard.Position{Type: shard.TrimHorizon},
+	r := engine.NewReader(engine.ReaderConfig{
+		Client: rec, Stream: stream, ShardID: shard0, Start: kltype.TrimHorizon,
 		MinInterval: 20 * time.Millisecond, IdleInterval: idle,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -173,8 +175,8 @@ func TestReaderBehind(t *testing.T) {
 		minInterval = 20 * time.Millisecond
 		idle        = time.Second
 	)
-	r := shard.NewReader(shard.ReaderConfig{
-		Client: rec, Stream: stream, ShardID: shard0, Start: shard.Position{Type: shard.TrimHorizon},
+	r := engine.NewReader(engine.ReaderConfig{
+		Client: rec, Stream: stream, ShardID: shard0, Start: kltype.TrimHorizon,
 		Limit: limit, MinInterval: minInterval, IdleInterval: idle,
 	})
 	ctx := t.Context()
@@ -247,9 +249,9 @@ func TestReaderShardEnd(t *testing.T) {
 	waitActive(t, rec.Client, stream)
 	after := putEach(t, rec.Client, stream, 5, 0) // into the children
 
-	read := func(start shard.Position) (got []string, batches int) {
+	read := func(start kltype.StartPosition) (got []string, batches int) {
 		t.Helper()
-		r := shard.NewReader(shard.ReaderConfig{
+		r := engine.NewReader(engine.ReaderConfig{
 			Client: rec, Stream: stream, ShardID: shard0, Start: start,
 			Limit: 4, MinInterval: 10 * time.Millisecond, IdleInterval: 10 * time.Millisecond,
 		})
@@ -268,7 +270,7 @@ func TestReaderShardEnd(t *testing.T) {
 		}
 		calls := len(rec.ops("GetRecords")) + len(rec.ops("GetShardIterator"))
 		for range 2 {
-			if b, err := r.Next(ctx); !errors.Is(err, shard.ErrShardEnded) || len(b.Records) != 0 || b.End {
+			if b, err := r.Next(ctx); !errors.Is(err, engine.ErrShardEnded) || len(b.Records) != 0 || b.End {
 				t.Fatalf("Next after the End batch: %+v, %v; want ErrShardEnded", b, err)
 			}
 		}
@@ -278,13 +280,13 @@ func TestReaderShardEnd(t *testing.T) {
 		return got, batches
 	}
 
-	got, batches := read(shard.Position{Type: shard.TrimHorizon})
+	got, batches := read(kltype.TrimHorizon)
 	if !slices.Equal(got, published) {
 		t.Fatalf("the closed parent read to its end: %v, want %v (and none of %v, put after the split)", got, published, after)
 	}
 	t.Logf("%d records in %d batches, the last marked End", len(got), batches)
 
-	got, _ = read(shard.Position{Type: shard.AfterSequence, Sequence: published[len(published)-1]})
+	got, _ = read(kltype.StartPosition{Type: kltype.PositionAfterSequenceNumber, Sequence: published[len(published)-1]})
 	if len(got) != 0 {
 		t.Fatalf("after the parent's last record: read %v, want nothing", got)
 	}
@@ -336,8 +338,8 @@ func TestReaderPermanentErrors(t *testing.T) {
 			}
 			before := len(rec.ops("GetShardIterator")) + len(rec.ops("GetRecords"))
 			var retried []error
-			r := shard.NewReader(shard.ReaderConfig{
-				Client: rec, Stream: c.stream, ShardID: c.shard, Start: shard.Position{Type: shard.TrimHorizon},
+			r := engine.NewReader(engine.ReaderConfig{
+				Client: rec, Stream: c.stream, ShardID: c.shard, Start: kltype.TrimHorizon,
 				MinInterval: 10 * time.Millisecond, IdleInterval: 10 * time.Millisecond,
 				OnRetry: func(err error, _ time.Duration) { retried = append(retried, err) },
 			})
@@ -347,7 +349,7 @@ func TestReaderPermanentErrors(t *testing.T) {
 			if err == nil || ctx.Err() != nil || !c.is(err) {
 				t.Fatalf("Next: %v (context: %v); want the %s error at once", err, ctx.Err(), c.name)
 			}
-			if !shard.Permanent(err) {
+			if !kinesisx.Permanent(err) {
 				t.Errorf("Permanent(%v) = false", err)
 			}
 			if len(retried) != 0 {
@@ -377,8 +379,8 @@ func TestReaderThrottleBackoff(t *testing.T) {
 		maxBackoff  = 100 * time.Millisecond
 	)
 	var delays []time.Duration
-	r := shard.NewReader(shard.ReaderConfig{
-		Client: rec, Stream: stream, ShardID: shard0, Start: shard.Position{Type: shard.TrimHorizon},
+	r := engine.NewReader(engine.ReaderConfig{
+		Client: rec, Stream: stream, ShardID: shard0, Start: kltype.TrimHorizon,
 		Limit: 10, MinInterval: minInterval, IdleInterval: minInterval, MaxBackoff: maxBackoff,
 		OnRetry: func(err error, d time.Duration) {
 			var p *ktypes.ProvisionedThroughputExceededException
@@ -435,8 +437,8 @@ func TestReaderExpiredIterator(t *testing.T) {
 	rec, stream := newStream(t, testutil.Kinesalite, 1, f)
 	published := putEach(t, rec.Client, stream, 30, 0)
 	var retried []error
-	r := shard.NewReader(shard.ReaderConfig{
-		Client: rec, Stream: stream, ShardID: shard0, Start: shard.Position{Type: shard.TrimHorizon},
+	r := engine.NewReader(engine.ReaderConfig{
+		Client: rec, Stream: stream, ShardID: shard0, Start: kltype.TrimHorizon,
 		Limit: 10, MinInterval: 10 * time.Millisecond, IdleInterval: 10 * time.Millisecond,
 		OnRetry: func(err error, _ time.Duration) { retried = append(retried, err) },
 	})

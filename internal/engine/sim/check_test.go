@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
-	"github.com/kinesislease/kinesislease/shard"
 )
 
 // checker watches handler calls and the writes that land in the lease table
@@ -166,7 +166,7 @@ func (c *checker) pausedSince(owner string, from time.Time) bool {
 }
 
 // enter records that owner's handler was entered with r and checks (a).
-func (c *checker) enter(owner string, r *shard.Record) *handlerCall {
+func (c *checker) enter(owner string, r *kltype.Record) *handlerCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stats.entries++
@@ -427,7 +427,7 @@ func (c *checker) inOrder(s *shardState) {
 // covered returns how many user records of shard id cp covers.
 func (c *checker) covered(id string, cp leases.Checkpoint) (int, error) {
 	switch seq := cp.Sequence; {
-	case seq == leases.TrimHorizon:
+	case seq == leases.RewindTrimHorizon:
 		return 0, nil
 	case strings.HasPrefix(seq, leases.AtSequencePrefix):
 		i, ok := c.stream.UserIndex(id, strings.TrimPrefix(seq, leases.AtSequencePrefix), 0)
@@ -435,7 +435,7 @@ func (c *checker) covered(id string, cp leases.Checkpoint) (int, error) {
 			return 0, fmt.Errorf("no record %s", seq)
 		}
 		return i, nil
-	case seq == leases.Latest || strings.HasPrefix(seq, leases.AtTimestampPrefix):
+	case seq == leases.RewindLatest || strings.HasPrefix(seq, leases.AtTimestampPrefix):
 		return 0, fmt.Errorf("the simulation does not rewind to %s", seq)
 	}
 	return c.stream.Covered(id, cp.Sequence, cp.SubSequence)
@@ -478,7 +478,7 @@ func checkpointKey(cp leases.Checkpoint) (cpKey, error) {
 	seq := cp.Sequence
 	k := cpKey{rank: 1, sub: math.MaxInt64}
 	switch {
-	case seq == "" || seq == leases.TrimHorizon:
+	case seq == "" || seq == leases.RewindTrimHorizon:
 		return cpKey{rank: 0}, nil
 	case seq == leases.ShardEnd:
 		return cpKey{rank: 2}, nil

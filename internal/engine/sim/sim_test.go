@@ -23,11 +23,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
-	"github.com/kinesislease/kinesislease/shard"
 )
 
 var (
@@ -224,7 +225,7 @@ type proc struct {
 	dead        atomic.Bool
 	stopping    atomic.Bool
 
-	coord  *shard.Coordinator
+	coord  *engine.Coordinator
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
@@ -549,7 +550,7 @@ func (w *world) startProc(slot int) {
 	w.slots[slot] = append(w.slots[slot], pr)
 	w.mu.Unlock()
 
-	cfg := shard.Config{
+	cfg := engine.Config{
 		Stream: streamName,
 		Owner:  pr.owner,
 		Store: NewFaultStore(w.mem, StoreHooks{
@@ -564,22 +565,22 @@ func (w *world) startProc(slot int) {
 			Dead:   pr.dead.Load,
 		}),
 		Logger:          slog.New(&traceHandler{tr: &w.chk.trace, prefix: pr.owner + ": "}),
-		Start:           shard.Position{Type: shard.TrimHorizon},
+		Start:           kltype.TrimHorizon,
 		LeaseDuration:   w.p.lease,
 		RenewInterval:   pr.cfg.renew,
 		FenceMargin:     pr.cfg.margin,
 		ScanInterval:    pr.cfg.scan,
 		ShutdownTimeout: 5 * time.Second,
-		Worker: shard.WorkerConfig{
+		Worker: engine.WorkerConfig{
 			Handler:            pr.handle,
-			Policy:             shard.RetryPolicy{Attempts: 3, InitialDelay: 50 * time.Millisecond, MaxDelay: time.Second},
+			Policy:             kltype.RetryPolicy{Attempts: 3, InitialDelay: 50 * time.Millisecond, MaxDelay: time.Second},
 			CheckpointEvery:    pr.cfg.checkpointEvery,
 			CheckpointInterval: pr.cfg.checkpointInterval,
 			Limit:              pr.cfg.limit,
 		},
-		Events: func(e shard.Event) { w.chk.tracef("%s: event %s %s", pr.owner, e.Type, e.ShardID) },
+		Events: func(e kltype.LeaseEvent) { w.chk.tracef("%s: event %s %s", pr.owner, e.Type, e.ShardID) },
 	}
-	c, err := shard.NewCoordinator(cfg)
+	c, err := engine.NewCoordinator(cfg)
 	if err != nil {
 		w.t.Fatalf("NewCoordinator: %v", err)
 	}
@@ -693,10 +694,10 @@ func (w *world) rewind(e event) {
 	if err != nil {
 		return // no row yet
 	}
-	cp := leases.Checkpoint{Sequence: leases.TrimHorizon}
+	cp := leases.Checkpoint{Sequence: leases.RewindTrimHorizon}
 	if n, err := w.chk.covered(id, l.Checkpoint); err == nil && e.back > 0 && n-e.back > 0 {
 		if seq, ok := w.stream.RecordAt(id, n-e.back); ok {
-			cp = leases.AtSequence(seq)
+			cp = leases.RewindAtSequence(seq)
 		}
 	}
 	got, err := w.mem.Rewind(context.Background(), l, cp)
@@ -853,7 +854,7 @@ var errHandler = errors.New("sim: handler failed (injected)")
 
 // handle is the process's handler: it reports entry and exit to the
 // checker, works a little, sometimes fails, and stalls with its process.
-func (pr *proc) handle(ctx context.Context, r *shard.Record) error {
+func (pr *proc) handle(ctx context.Context, r *kltype.Record) error {
 	if pr.dead.Load() {
 		<-ctx.Done() // a dead process delivers nothing
 		return ctx.Err()

@@ -1,4 +1,4 @@
-package shard_test
+package engine_test
 
 import (
 	"testing"

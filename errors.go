@@ -1,0 +1,38 @@
+package kinesislease
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+)
+
+// Errors returned by New, Subscribe and Run; match them with errors.Is.
+// Errors of the lease store match the sentinels of package leases
+// (leases.ErrMisconfigured: a missing table, denied access).
+var (
+	// ErrInvalidOption: an option's value cannot work; the message names it.
+	ErrInvalidOption = errors.New("kinesislease: invalid option")
+	// ErrDuplicateSubscription: the service already has a subscription to
+	// the stream.
+	ErrDuplicateSubscription = errors.New("kinesislease: stream already subscribed")
+	// ErrStreamNotFound: a subscribed stream does not exist.
+	ErrStreamNotFound = errors.New("kinesislease: stream not found")
+	// ErrAccessDenied: the credentials may not call a Kinesis operation the
+	// service needs.
+	ErrAccessDenied = errors.New("kinesislease: access denied")
+	// ErrRunning: Subscribe or Run on a service that is already running.
+	ErrRunning = errors.New("kinesislease: service already running")
+)
+
+// explain names the stream in errors a Kinesis call returned and maps them
+// onto the package's sentinels, keeping the SDK's error wrapped.
+func explain(stream string, err error) error {
+	switch {
+	case kinesisx.IsNotFound(err):
+		return fmt.Errorf("%w: stream %q does not exist (or is not in this account and region): create it, or subscribe to the right name: %w", ErrStreamNotFound, stream, err)
+	case kinesisx.IsAccessDenied(err):
+		return fmt.Errorf("%w: stream %q: the credentials need kinesis:ListShards, kinesis:GetShardIterator and kinesis:GetRecords on the stream: %w", ErrAccessDenied, stream, err)
+	}
+	return err
+}

@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// hooks holds the registered hooks by interface, sorted once, so that an
+// event nobody listens to costs one length check.
+type hooks struct {
+	acquired   []kltype.HookLeaseAcquired
+	released   []kltype.HookLeaseReleased
+	lost       []kltype.HookLeaseLost
+	started    []kltype.HookShardStarted
+	ended      []kltype.HookShardEnded
+	batch      []kltype.HookBatchFetched
+	record     []kltype.HookRecordHandled
+	checkpoint []kltype.HookCheckpointWritten
+	throttled  []kltype.HookThrottled
+	dead       []kltype.HookDeadLettered
+	call       []kltype.HookCall
+}
+
+func newHooks(hs []kltype.Hook) *hooks {
+	h := &hooks{}
+	for _, x := range hs {
+		if v, ok := x.(kltype.HookLeaseAcquired); ok {
+			h.acquired = append(h.acquired, v)
+		}
+		if v, ok := x.(kltype.HookLeaseReleased); ok {
+			h.released = append(h.released, v)
+		}
+		if v, ok := x.(kltype.HookLeaseLost); ok {
+			h.lost = append(h.lost, v)
+		}
+		if v, ok := x.(kltype.HookShardStarted); ok {
+			h.started = append(h.started, v)
+		}
+		if v, ok := x.(kltype.HookShardEnded); ok {
+			h.ended = append(h.ended, v)
+		}
+		if v, ok := x.(kltype.HookBatchFetched); ok {
+			h.batch = append(h.batch, v)
+		}
+		if v, ok := x.(kltype.HookRecordHandled); ok {
+			h.record = append(h.record, v)
+		}
+		if v, ok := x.(kltype.HookCheckpointWritten); ok {
+			h.checkpoint = append(h.checkpoint, v)
+		}
+		if v, ok := x.(kltype.HookThrottled); ok {
+			h.throttled = append(h.throttled, v)
+		}
+		if v, ok := x.(kltype.HookDeadLettered); ok {
+			h.dead = append(h.dead, v)
+		}
+		if v, ok := x.(kltype.HookCall); ok {
+			h.call = append(h.call, v)
+		}
+	}
+	return h
+}
+
+// calls wraps the lease store and the Kinesis client to time every call for
+// HookCall hooks; without such hooks it returns them as they are.
+func (h *hooks) wrapStore(s leases.Store) leases.Store {
+	if len(h.call) == 0 {
+		return s
+	}
+	return &hookedStore{Store: s, h: h}
+}
+
+func (h *hooks) wrapKinesis(k kinesisx.Reader) kinesisx.Reader {
+	if len(h.call) == 0 {
+		return k
+	}
+	return &hookedKinesis{Reader: k, h: h}
+}
+
+func (h *hooks) deadLettered(dl *kltype.DeadLetterRecord) {
+	for _, x := range h.dead {
+		x.OnDeadLettered(dl)
+	}
+}
+
+func (h *hooks) onCall(service, op string, start time.Time, err error) {
+	ci := kltype.CallInfo{Service: service, Op: op, Duration: time.Since(start), Err: err}
+	for _, x := range h.call {
+		x.OnCall(ci)
+	}
+}
+
+// hookedStore times every lease store call for HookCall hooks.
+type hookedStore struct {
+	leases.Store
+	h *hooks
+}
+
+func timed[T any](h *hooks, service, op string, call func() (T, error)) (T, error) {
+	start := time.Now()
+	v, err := call()
+	h.onCall(service, op, start, err)
+	return v, err
+}
+
+func (s *hookedStore) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	return timed(s.h, "dynamodb", "Get", func() (leases.Lease, error) { return s.Store.Get(ctx, key) })
+}
+
+func (s *hookedStore) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	return timed(s.h, "dynamodb", "Create", func() (leases.Lease, error) { return s.Store.Create(ctx, key) })
+}
+
+func (s *hookedStore) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
+	return timed(s.h, "dynamodb", "Take", func() (leases.Lease, error) { return s.Store.Take(ctx, l, owner, ttl) })
+}
+
+func (s *hookedStore) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
+	return timed(s.h, "dynamodb", "Renew", func() (leases.Lease, error) { return s.Store.Renew(ctx, l, ttl) })
+}
+
+func (s *hookedStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return timed(s.h, "dynamodb", "Checkpoint", func() (leases.Lease, error) { return s.Store.Checkpoint(ctx, l, cp) })
+}
+
+func (s *hookedStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return timed(s.h, "dynamodb", "Release", func() (leases.Lease, error) { return s.Store.Release(ctx, l, cp) })
+}
+
+func (s *hookedStore) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
+	return timed(s.h, "dynamodb", "RequestHandoff", func() (leases.Lease, error) { return s.Store.RequestHandoff(ctx, l, to) })
+}
+
+func (s *hookedStore) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return timed(s.h, "dynamodb", "Rewind", func() (leases.Lease, error) { return s.Store.Rewind(ctx, l, cp) })
+}
+
+func (s *hookedStore) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	return timed(s.h, "dynamodb", "ApplyRewind", func() (leases.Lease, error) { return s.Store.ApplyRewind(ctx, l) })
+}
+
+// hookedKinesis times every Kinesis call for HookCall hooks.
+type hookedKinesis struct {
+	kinesisx.Reader
+	h *hooks
+}
+
+func (k *hookedKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	return timed(k.h, "kinesis", "ListShards", func() (*kinesis.ListShardsOutput, error) { return k.Reader.ListShards(ctx, in, optFns...) })
+}
+
+func (k *hookedKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	return timed(k.h, "kinesis", "GetShardIterator", func() (*kinesis.GetShardIteratorOutput, error) {
+		return k.Reader.GetShardIterator(ctx, in, optFns...)
+	})
+}
+
+func (k *hookedKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	return timed(k.h, "kinesis", "GetRecords", func() (*kinesis.GetRecordsOutput, error) { return k.Reader.GetRecords(ctx, in, optFns...) })
+}

@@ -1,0 +1,211 @@
+// Package kinesisx is the one place that knows Kinesis' request shapes and
+// AWS error codes: stream names versus ARNs and the stream identity used in
+// lease rows, iterator requests for start positions and checkpoints, shard
+// listing, and the classification of AWS errors (access denied, not found,
+// throttled, permanent). The root package, the engine, the lease stores,
+// cmd/kinesislease and otelkl use it instead of copies of their own.
+package kinesisx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Reader is the part of *kinesis.Client that reading a stream needs.
+type Reader interface {
+	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
+	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
+}
+
+var _ Reader = (*kinesis.Client)(nil)
+
+// IsARN reports whether stream is a stream ARN rather than a name.
+func IsARN(stream string) bool { return strings.HasPrefix(stream, "arn:") }
+
+// Fields returns the StreamName and StreamARN fields of a request naming
+// stream: one of them is set, the other nil.
+func Fields(stream string) (name, arn *string) {
+	if IsARN(stream) {
+		return nil, aws.String(stream)
+	}
+	return aws.String(stream), nil
+}
+
+// Name returns the stream's name: stream itself, or the part of an ARN
+// after "stream/".
+func Name(stream string) string {
+	if !IsARN(stream) {
+		return stream
+	}
+	if i := strings.LastIndex(stream, ":stream/"); i >= 0 {
+		return stream[i+len(":stream/"):]
+	}
+	return stream
+}
+
+// IteratorInput is the GetShardIterator request that starts shardID of
+// stream at p.
+func IteratorInput(stream, shardID string, p kltype.StartPosition) *kinesis.GetShardIteratorInput {
+	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(shardID)}
+	in.StreamName, in.StreamARN = Fields(stream)
+	switch p.Type {
+	case kltype.PositionLatest:
+		in.ShardIteratorType = types.ShardIteratorTypeLatest
+	case kltype.PositionTrimHorizon:
+		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
+	case kltype.PositionAtTimestamp:
+		in.ShardIteratorType = types.ShardIteratorTypeAtTimestamp
+		in.Timestamp = aws.Time(p.Time)
+	case kltype.PositionAtSequenceNumber:
+		in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
+		in.StartingSequenceNumber = aws.String(p.Sequence)
+	case kltype.PositionAfterSequenceNumber:
+		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
+		in.StartingSequenceNumber = aws.String(p.Sequence)
+	}
+	return in
+}
+
+// GetRecordsInput is the GetRecords request for iterator (limit 0: Kinesis'
+// default). A stream named by ARN is named in the request too, as IAM
+// policies on ARNs expect.
+func GetRecordsInput(stream, iterator string, limit int32) *kinesis.GetRecordsInput {
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(iterator)}
+	if limit > 0 {
+		in.Limit = aws.Int32(limit)
+	}
+	if IsARN(stream) {
+		in.StreamARN = aws.String(stream)
+	}
+	return in
+}
+
+// PositionAfter returns where to read a shard whose checkpoint is cp, and
+// false for no checkpoint. A sequence number resumes after it (at it, to
+// skip the done part of a KPL aggregate, when SubSequence is set); the
+// checkpoints a rewind writes (leases.RewindTrimHorizon, RewindLatest,
+// RewindAtSequence, RewindAtTimestamp) map to their positions.
+func PositionAfter(cp leases.Checkpoint) (kltype.StartPosition, bool) {
+	seq := cp.Sequence
+	switch {
+	case seq == "":
+		return kltype.StartPosition{}, false
+	case seq == leases.RewindTrimHorizon:
+		return kltype.TrimHorizon, true
+	case seq == leases.RewindLatest:
+		return kltype.Latest, true
+	case strings.HasPrefix(seq, leases.AtSequencePrefix):
+		return kltype.AtSequenceNumber(strings.TrimPrefix(seq, leases.AtSequencePrefix)), true
+	case strings.HasPrefix(seq, leases.AtTimestampPrefix):
+		ms, err := strconv.ParseInt(strings.TrimPrefix(seq, leases.AtTimestampPrefix), 10, 64)
+		if err == nil {
+			return kltype.AtTimestamp(time.UnixMilli(ms)), true
+		}
+	case cp.SubSequence > 0:
+		// Inside a KPL aggregate: read it again; the worker skips the user
+		// records already done.
+		return kltype.AtSequenceNumber(seq), true
+	}
+	return kltype.AfterSequenceNumber(seq), true
+}
+
+// ListShards returns every shard of stream, in ListShards' order, following
+// NextToken. Its error names the stream and the operation.
+func ListShards(ctx context.Context, client Reader, stream string) ([]types.Shard, error) {
+	var shards []types.Shard
+	in := &kinesis.ListShardsInput{}
+	in.StreamName, in.StreamARN = Fields(stream)
+	for {
+		out, err := client.ListShards(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("stream %q: ListShards: %w", stream, err)
+		}
+		shards = append(shards, out.Shards...)
+		if out.NextToken == nil {
+			return shards, nil
+		}
+		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	}
+}
+
+// Parents returns the ids of a shard's parents (ParentShardId,
+// AdjacentParentShardId), those that are set.
+func Parents(s types.Shard) []string {
+	ps := []string{}
+	for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+		if id := aws.ToString(p); id != "" {
+			ps = append(ps, id)
+		}
+	}
+	return ps
+}
+
+// ErrorCode returns the AWS error code in err's chain, or "".
+func ErrorCode(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return ""
+}
+
+// IsAccessDenied reports whether err says the credentials may not do what
+// was asked, or are not valid at all (any AWS service).
+func IsAccessDenied(err error) bool {
+	switch ErrorCode(err) {
+	case "AccessDeniedException", "AccessDenied", "UnrecognizedClientException", "InvalidSignatureException",
+		"MissingAuthenticationTokenException", "ExpiredTokenException", "InvalidClientTokenId",
+		"KMSAccessDeniedException":
+		return true
+	}
+	return false
+}
+
+// IsNotFound reports whether err is a Kinesis ResourceNotFoundException.
+func IsNotFound(err error) bool {
+	var notFound *types.ResourceNotFoundException
+	return errors.As(err, &notFound)
+}
+
+// IsThrottled reports whether err is a throttling error of Kinesis
+// (ProvisionedThroughputExceededException, LimitExceededException) or
+// another AWS service (DynamoDB's ThrottlingException,
+// RequestLimitExceeded, ...).
+func IsThrottled(err error) bool {
+	switch ErrorCode(err) {
+	case "ProvisionedThroughputExceededException", "ThrottlingException", "LimitExceededException",
+		"RequestLimitExceeded", "TooManyRequestsException":
+		return true
+	}
+	return false
+}
+
+// IsExpiredIterator reports whether err is ExpiredIteratorException.
+func IsExpiredIterator(err error) bool {
+	var expired *types.ExpiredIteratorException
+	return errors.As(err, &expired)
+}
+
+// Permanent reports whether err is one no retry can cure: the stream or
+// shard does not exist, the request is invalid, or access is denied.
+func Permanent(err error) bool {
+	var invalid *types.InvalidArgumentException
+	switch {
+	case IsNotFound(err), errors.As(err, &invalid), IsAccessDenied(err):
+		return true
+	}
+	return ErrorCode(err) == "ValidationException"
+}

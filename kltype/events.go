@@ -1,0 +1,56 @@
+package kltype
+
+// LeaseEventType tells what happened to a lease.
+type LeaseEventType int
+
+// Lease events.
+const (
+	// LeaseAcquired: this instance took the lease.
+	LeaseAcquired LeaseEventType = iota + 1
+	// LeaseReleased: this instance handed it over after its final
+	// checkpoint (it could still commit).
+	LeaseReleased
+	// LeaseLost: another instance holds it now; nothing more was written.
+	LeaseLost
+	// ShardEnded: the shard was read to its end (SHARD_END written).
+	ShardEnded
+)
+
+func (t LeaseEventType) String() string {
+	switch t {
+	case LeaseAcquired:
+		return "acquired"
+	case LeaseReleased:
+		return "released"
+	case LeaseLost:
+		return "lost"
+	case ShardEnded:
+		return "ended"
+	}
+	return ""
+}
+
+// LeaseEvent is a lease move seen by this instance
+// (kinesislease.WithLeaseEvents).
+type LeaseEvent struct {
+	// Type is what happened.
+	Type LeaseEventType
+	// Stream is the stream's name or ARN, as subscribed.
+	Stream string
+	// ShardID is the shard whose lease moved.
+	ShardID string
+}
+
+// Stats counts the lease store calls of one subscription, for cost
+// measurements (kinesislease.Service.Stats).
+type Stats struct {
+	// Reads counts Get calls (strongly consistent GetItems on DynamoDB).
+	Reads int64
+	// Writes counts conditional writes: creates, takes, renewals,
+	// handoff requests.
+	Writes int64
+	// Scans counts the coordinator's scans of the rows it does not hold.
+	Scans int64
+	// FullScans counts the scans that read every such row.
+	FullScans int64
+}

@@ -1,0 +1,169 @@
+package kltype
+
+import (
+	"context"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Hook is any value implementing one or more of the Hook* interfaces below
+// (kinesislease.WithHooks). The service calls the methods a hook
+// implements, and only those, so adding a hook interface later breaks
+// nobody (the design of franz-go's hooks). Hooks are called synchronously
+// from the goroutine where the event happens, possibly concurrently for
+// different shards: they must be safe for concurrent use and return
+// quickly. An event no hook listens to costs one length check.
+type Hook any
+
+// LeaseInfo describes a lease event.
+type LeaseInfo struct {
+	// Stream is the stream's name or ARN, as subscribed.
+	Stream string
+	// ShardID is the shard whose lease moved.
+	ShardID string
+	// Owner is this instance's owner id.
+	Owner string
+	// Checkpoint is the lease's checkpoint at the event.
+	Checkpoint leases.Checkpoint
+	// From is the previous owner on a takeover, else empty.
+	From string
+}
+
+// HookLeaseAcquired is called when this instance took a lease (From: the
+// previous owner on a takeover), before its shard starts.
+type HookLeaseAcquired interface {
+	OnLeaseAcquired(ctx context.Context, l LeaseInfo)
+}
+
+// HookLeaseReleased is called when this instance released a lease after its
+// final checkpoint (a planned move or a shutdown): it could still commit.
+type HookLeaseReleased interface {
+	OnLeaseReleased(ctx context.Context, l LeaseInfo)
+}
+
+// HookLeaseLost is called when this instance found another owner holding a
+// lease it held: nothing more was written.
+type HookLeaseLost interface {
+	OnLeaseLost(ctx context.Context, l LeaseInfo)
+}
+
+// ShardInfo describes a shard reader starting or a shard ending.
+type ShardInfo struct {
+	// Stream is the stream's name or ARN, as subscribed.
+	Stream string
+	// ShardID is the shard.
+	ShardID string
+	// Start is where reading starts (HookShardStarted only).
+	Start StartPosition
+}
+
+// HookShardStarted is called when a worker starts reading a shard.
+type HookShardStarted interface{ OnShardStarted(s ShardInfo) }
+
+// HookShardEnded is called when a closed shard was read to its end and its
+// SHARD_END checkpoint written.
+type HookShardEnded interface{ OnShardEnded(s ShardInfo) }
+
+// BatchInfo describes one GetRecords answer that held records.
+type BatchInfo struct {
+	// Stream is the stream's name or ARN, as subscribed.
+	Stream string
+	// ShardID is the shard read.
+	ShardID string
+	// Records counts the Kinesis records of the answer (an aggregate counts
+	// once).
+	Records int
+	// Bytes sums their data.
+	Bytes int
+	// MillisBehindLatest is Kinesis' measure of how far the reader lags.
+	MillisBehindLatest int64
+}
+
+// HookBatchFetched is called for every batch read that held records.
+type HookBatchFetched interface{ OnBatchFetched(b BatchInfo) }
+
+// RecordInfo describes a record that reached an outcome.
+type RecordInfo struct {
+	// Stream is the stream's name or ARN, as subscribed.
+	Stream string
+	// ShardID is the shard the record was read from.
+	ShardID string
+	// SequenceNumber and SubSequence name the record.
+	SequenceNumber string
+	SubSequence    int64
+	// Bytes is the size of its data.
+	Bytes int
+	// Attempts counts its deliveries to the handler.
+	Attempts int
+	// Outcome is what became of it.
+	Outcome Outcome
+	// Duration runs from the first delivery to the outcome.
+	Duration time.Duration
+}
+
+// HookRecordHandled is called when a record was acknowledged, dropped or
+// dead-lettered.
+type HookRecordHandled interface{ OnRecordHandled(r RecordInfo) }
+
+// CheckpointInfo describes a checkpoint write.
+type CheckpointInfo struct {
+	// Stream is the stream's name or ARN, as subscribed.
+	Stream string
+	// ShardID is the shard checkpointed.
+	ShardID string
+	// Checkpoint is what was written.
+	Checkpoint leases.Checkpoint
+	// Err is nil when the write landed.
+	Err error
+}
+
+// HookCheckpointWritten is called after every checkpoint write (also the
+// final one of a release), successful or not.
+type HookCheckpointWritten interface{ OnCheckpointWritten(c CheckpointInfo) }
+
+// ThrottleInfo describes a throttled Kinesis read.
+type ThrottleInfo struct {
+	// Stream is the stream's name or ARN, as subscribed.
+	Stream string
+	// ShardID is the shard read.
+	ShardID string
+	// Op is GetRecords or GetShardIterator.
+	Op string
+	// Delay is the wait before the retry.
+	Delay time.Duration
+	// Err is the throttling error.
+	Err error
+}
+
+// HookThrottled is called when a read was throttled
+// (ProvisionedThroughputExceededException) and will be retried after Delay.
+type HookThrottled interface{ OnThrottled(t ThrottleInfo) }
+
+// HookDeadLettered is called when a sink confirmed a dead letter.
+type HookDeadLettered interface{ OnDeadLettered(dl *DeadLetterRecord) }
+
+// CallInfo describes one call to the lease store or Kinesis.
+type CallInfo struct {
+	// Service is "dynamodb" (the lease store, whatever it is) or "kinesis".
+	Service string
+	// Op is the operation, e.g. Renew or GetRecords.
+	Op string
+	// Duration is how long the call took.
+	Duration time.Duration
+	// Err is the call's error, nil on success.
+	Err error
+}
+
+// HookCall is called after every lease store and Kinesis read call.
+type HookCall interface{ OnCall(c CallInfo) }
+
+// IsHook reports whether h implements at least one Hook interface.
+func IsHook(h Hook) bool {
+	switch h.(type) {
+	case HookLeaseAcquired, HookLeaseReleased, HookLeaseLost, HookShardStarted, HookShardEnded, HookBatchFetched,
+		HookRecordHandled, HookCheckpointWritten, HookThrottled, HookDeadLettered, HookCall:
+		return true
+	}
+	return false
+}

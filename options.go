@@ -1,0 +1,255 @@
+package kinesislease
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Option configures a Service; pass options to New, which checks them all
+// and reports every invalid one.
+type Option interface{ applyService(*config) }
+
+type serviceOption func(*config)
+
+func (f serviceOption) applyService(c *config) { f(c) }
+
+type config struct {
+	app, version    string
+	owner           string
+	store           leases.Store
+	logger          *slog.Logger
+	client          Kinesis
+	leaseDuration   time.Duration
+	renewInterval   time.Duration
+	scanInterval    time.Duration
+	shardSync       time.Duration
+	shutdownTimeout time.Duration
+	events          func(kltype.LeaseEvent)
+	hooks           []kltype.Hook
+	errs            []error
+}
+
+// Default lease settings. KCL's defaults are a 10s failover time and
+// renewals every 3.3s; these match them, so a dead instance's shards move in
+// about LeaseDuration plus one ScanInterval.
+const (
+	DefaultLeaseDuration   = 10 * time.Second
+	DefaultRenewInterval   = DefaultLeaseDuration / 3
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// WithApp names the application and its version: they prefix the default
+// owner id and appear in logs.
+func WithApp(name, version string) Option {
+	return serviceOption(func(c *config) { c.app, c.version = name, version })
+}
+
+// WithOwner sets this instance's owner id, written in the lease rows it
+// holds. It must be unique among the instances sharing a lease table. The
+// default is app-hostname-pid-random, unique per process.
+func WithOwner(id string) Option {
+	return serviceOption(func(c *config) {
+		if err := leases.ValidateOwner(id); err != nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithOwner(%q): %w", ErrInvalidOption, id, err))
+		}
+		c.owner = id
+	})
+}
+
+// WithLeaseStore sets where leases and checkpoints live. The default is an
+// in-memory store: one instance only, and checkpoints die with the process.
+// Use leases/dynamo for a service of several instances.
+func WithLeaseStore(s leases.Store) Option {
+	return serviceOption(func(c *config) {
+		if s == nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithLeaseStore(nil)", ErrInvalidOption))
+		}
+		c.store = s
+	})
+}
+
+// WithLogger sets the logger; the default is slog.Default(). At INFO an
+// operator sees starts, lease moves and shutdown, never a line per record.
+func WithLogger(l *slog.Logger) Option {
+	return serviceOption(func(c *config) { c.logger = l })
+}
+
+// WithKinesisClient makes the service call client instead of a Kinesis
+// client built from the aws.Config given to New.
+func WithKinesisClient(client Kinesis) Option {
+	return serviceOption(func(c *config) { c.client = client })
+}
+
+// WithLease sets the lease duration and renewal interval (defaults
+// DefaultLeaseDuration and DefaultRenewInterval, as KCL's). Another
+// instance takes a lease over once it has seen it unrenewed for duration;
+// the holder stops handing records to handlers once its last renewal is older
+// than 4/5 of duration. renew must be below that: a third of duration leaves
+// room for two failed renewals. Shorter leases fail over faster and cost more
+// DynamoDB writes (3600/renew per held shard per hour).
+func WithLease(duration, renew time.Duration) Option {
+	return serviceOption(func(c *config) {
+		if duration <= 0 || renew <= 0 || renew >= duration-duration/5 {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithLease(%v, %v): want 0 < renew < 4/5 of duration", ErrInvalidOption, duration, renew))
+		}
+		c.leaseDuration, c.renewInterval = duration, renew
+	})
+}
+
+// WithScanInterval sets how often the rows of shards this instance does not
+// hold are read, to find free and expired leases and balance (default: the
+// lease duration, jittered). It costs one GetItem per such shard per scan.
+func WithScanInterval(d time.Duration) Option {
+	return serviceOption(func(c *config) {
+		if d <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithScanInterval(%v): must be positive", ErrInvalidOption, d))
+		}
+		c.scanInterval = d
+	})
+}
+
+// WithShardSyncInterval sets how often ListShards runs to see splits and
+// merges (default 60s; it also runs whenever a held shard ends).
+func WithShardSyncInterval(d time.Duration) Option {
+	return serviceOption(func(c *config) {
+		if d <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithShardSyncInterval(%v): must be positive", ErrInvalidOption, d))
+		}
+		c.shardSync = d
+	})
+}
+
+// WithShutdownTimeout bounds the drain when Run's context is cancelled
+// (default 30s): handlers still running then have their context cancelled,
+// and the leases are released with the last acknowledged checkpoint.
+func WithShutdownTimeout(d time.Duration) Option {
+	return serviceOption(func(c *config) {
+		if d <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithShutdownTimeout(%v): must be positive", ErrInvalidOption, d))
+		}
+		c.shutdownTimeout = d
+	})
+}
+
+// WithLeaseEvents calls fn on every lease move of this instance. fn is called
+// from the service's goroutines, possibly concurrently for different
+// streams, and must return quickly.
+func WithLeaseEvents(fn func(kltype.LeaseEvent)) Option {
+	return serviceOption(func(c *config) { c.events = fn })
+}
+
+// WithHooks registers hooks: values implementing one or more of the
+// kltype.Hook* interfaces (see kltype.Hook; otelkl is one). A value
+// implementing none of them is refused.
+func WithHooks(hooks ...kltype.Hook) Option {
+	return serviceOption(func(c *config) {
+		for i, h := range hooks {
+			if !kltype.IsHook(h) {
+				c.errs = append(c.errs, fmt.Errorf("%w: WithHooks: hook %d (%T) implements no Hook interface", ErrInvalidOption, i, h))
+			}
+		}
+		c.hooks = append(c.hooks, hooks...)
+	})
+}
+
+// SubscribeOption configures a subscription; pass options to Subscribe.
+type SubscribeOption interface{ applySub(*subscription) }
+
+type subOption func(*subscription)
+
+func (f subOption) applySub(s *subscription) { f(s) }
+
+// WithCodec sets how record data is decoded into T (default codec.JSON).
+func WithCodec(c codec.Codec) SubscribeOption {
+	return subOption(func(s *subscription) {
+		if c == nil {
+			s.errs = append(s.errs, fmt.Errorf("%w: WithCodec(nil)", ErrInvalidOption))
+		}
+		s.codec = c
+	})
+}
+
+// WithStartPosition sets where a shard without a checkpoint starts (default
+// kltype.Latest; also kltype.TrimHorizon, kltype.AtTimestamp,
+// kltype.AtSequenceNumber, kltype.AfterSequenceNumber). A shard with a
+// checkpoint resumes after it; a child of a split or merge starts at its own
+// beginning once its parents are done.
+func WithStartPosition(p kltype.StartPosition) SubscribeOption {
+	return subOption(func(s *subscription) {
+		if err := p.Validate(); err != nil {
+			s.errs = append(s.errs, fmt.Errorf("%w: %w", ErrInvalidOption, err))
+		}
+		s.start = p
+	})
+}
+
+// WithCheckpoint sets the checkpoint cadence: after every records
+// acknowledged records or every interval, whichever comes first (defaults
+// 1000 and 5s), and always when a lease is released. A restart redelivers
+// at most the records acknowledged since the last checkpoint.
+func WithCheckpoint(records int, interval time.Duration) SubscribeOption {
+	return subOption(func(s *subscription) {
+		if records <= 0 || interval <= 0 {
+			s.errs = append(s.errs, fmt.Errorf("%w: WithCheckpoint(%d, %v): both must be positive", ErrInvalidOption, records, interval))
+		}
+		s.worker.CheckpointEvery, s.worker.CheckpointInterval = records, interval
+	})
+}
+
+// WithPolling sets GetRecords' pacing: at least minInterval between calls on
+// a shard (default 200ms, Kinesis' 5 calls per second), and idle between calls
+// when the reader is caught up (default 1s). limit caps the records per
+// call (0: Kinesis' default, 10,000).
+func WithPolling(minInterval, idle time.Duration, limit int32) SubscribeOption {
+	return subOption(func(s *subscription) {
+		if minInterval <= 0 || idle < minInterval || limit < 0 || limit > 10000 {
+			s.errs = append(s.errs, fmt.Errorf("%w: WithPolling(%v, %v, %d): want 0 < minInterval <= idle and 0 <= limit <= 10000", ErrInvalidOption, minInterval, idle, limit))
+		}
+		s.worker.MinInterval, s.worker.IdleInterval, s.worker.Limit = minInterval, idle, limit
+	})
+}
+
+// WithRetryPolicy sets how failing records are retried (default
+// kltype.DefaultRetryPolicy).
+func WithRetryPolicy(p kltype.RetryPolicy) SubscribeOption {
+	return subOption(func(s *subscription) {
+		if err := p.Validate(); err != nil {
+			s.errs = append(s.errs, fmt.Errorf("%w: WithRetryPolicy: %w", ErrInvalidOption, err))
+		}
+		s.worker.Policy = p
+	})
+}
+
+// WithDeadLetter sends records that cannot be processed to sink. A nil
+// return confirms the record is kept; the checkpoint passes the record only
+// then. An error is retried with backoff, holding the shard meanwhile.
+func WithDeadLetter(sink func(ctx context.Context, dl *kltype.DeadLetterRecord) error) SubscribeOption {
+	return subOption(func(s *subscription) {
+		if sink == nil {
+			s.errs = append(s.errs, fmt.Errorf("%w: WithDeadLetter(nil)", ErrInvalidOption))
+		}
+		s.worker.Sink = sink
+		s.deadLetterStream = ""
+	})
+}
+
+// WithDeadLetterStream writes records that cannot be processed to another
+// Kinesis stream (name or ARN), as a JSON DeadLetterEnvelope under the
+// record's own partition key. The checkpoint passes the record only once
+// Kinesis accepted the envelope. The credentials need kinesis:PutRecords on
+// that stream.
+func WithDeadLetterStream(stream string) SubscribeOption {
+	return subOption(func(s *subscription) {
+		if err := validStream(stream); err != nil {
+			s.errs = append(s.errs, fmt.Errorf("WithDeadLetterStream: %w", err))
+		}
+		s.deadLetterStream = stream
+		s.worker.Sink = nil
+	})
+}
