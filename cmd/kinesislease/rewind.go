@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -172,16 +171,7 @@ type plan struct {
 func (s *session) resolveAll(ctx context.Context, shards []ktypes.Shard, tg target) ([]plan, error) {
 	plans := make([]plan, len(shards))
 	errs := make([]error, len(shards))
-	sem := make(chan struct{}, statusConcurrency)
-	var wg sync.WaitGroup
-	for i, sh := range shards {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			plans[i], errs[i] = s.resolve(ctx, sh, tg)
-		})
-	}
-	wg.Wait()
+	eachShard(shards, func(i int, sh ktypes.Shard) { plans[i], errs[i] = s.resolve(ctx, sh, tg) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

@@ -104,6 +104,21 @@ func (c *cli) status(args []string) int {
 // statusConcurrency bounds the shards read at once.
 const statusConcurrency = 8
 
+// eachShard calls fn for every shard, statusConcurrency at a time, and
+// returns when every call has.
+func eachShard(shards []ktypes.Shard, fn func(i int, sh ktypes.Shard)) {
+	sem := make(chan struct{}, statusConcurrency)
+	var wg sync.WaitGroup
+	for i, sh := range shards {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			fn(i, sh)
+		})
+	}
+	wg.Wait()
+}
+
 // status reads every shard's row and lag. A row that cannot be read fails
 // the whole status (err); a lag that cannot be measured is reported in its
 // line and returned as lagErr.
@@ -115,16 +130,7 @@ func (s *session) status(ctx context.Context, now time.Time) (rows []shardStatus
 	rows = make([]shardStatus, len(shards))
 	errs := make([]error, len(shards))
 	lagErrs := make([]error, len(shards))
-	sem := make(chan struct{}, statusConcurrency)
-	var wg sync.WaitGroup
-	for i, sh := range shards {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			rows[i], errs[i], lagErrs[i] = s.shardStatus(ctx, sh, now)
-		})
-	}
-	wg.Wait()
+	eachShard(shards, func(i int, sh ktypes.Shard) { rows[i], errs[i], lagErrs[i] = s.shardStatus(ctx, sh, now) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, nil, err

@@ -162,17 +162,28 @@ func ErrorCode(err error) string {
 	return ""
 }
 
+// accessDenied are the AWS error codes that say the credentials may not do
+// what was asked, or are not valid at all (any service).
+var accessDenied = codes("AccessDeniedException", "AccessDenied", "UnrecognizedClientException", "InvalidSignatureException",
+	"MissingAuthenticationTokenException", "ExpiredTokenException", "InvalidClientTokenId", "KMSAccessDeniedException")
+
+// throttled are the AWS error codes of throttling: Kinesis'
+// ProvisionedThroughputExceededException and LimitExceededException,
+// DynamoDB's ThrottlingException and RequestLimitExceeded, and others.
+var throttled = codes("ProvisionedThroughputExceededException", "ThrottlingException", "LimitExceededException",
+	"RequestLimitExceeded", "TooManyRequestsException")
+
+func codes(cs ...string) map[string]bool {
+	m := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		m[c] = true
+	}
+	return m
+}
+
 // IsAccessDenied reports whether err says the credentials may not do what
 // was asked, or are not valid at all (any AWS service).
-func IsAccessDenied(err error) bool {
-	switch ErrorCode(err) {
-	case "AccessDeniedException", "AccessDenied", "UnrecognizedClientException", "InvalidSignatureException",
-		"MissingAuthenticationTokenException", "ExpiredTokenException", "InvalidClientTokenId",
-		"KMSAccessDeniedException":
-		return true
-	}
-	return false
-}
+func IsAccessDenied(err error) bool { return accessDenied[ErrorCode(err)] }
 
 // IsNotFound reports whether err is a Kinesis ResourceNotFoundException.
 func IsNotFound(err error) bool {
@@ -184,14 +195,7 @@ func IsNotFound(err error) bool {
 // (ProvisionedThroughputExceededException, LimitExceededException) or
 // another AWS service (DynamoDB's ThrottlingException,
 // RequestLimitExceeded, ...).
-func IsThrottled(err error) bool {
-	switch ErrorCode(err) {
-	case "ProvisionedThroughputExceededException", "ThrottlingException", "LimitExceededException",
-		"RequestLimitExceeded", "TooManyRequestsException":
-		return true
-	}
-	return false
-}
+func IsThrottled(err error) bool { return throttled[ErrorCode(err)] }
 
 // IsExpiredIterator reports whether err is ExpiredIteratorException.
 func IsExpiredIterator(err error) bool {

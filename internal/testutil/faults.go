@@ -16,6 +16,8 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/kinesislease/kinesislease/internal/backoff"
 )
 
 // Faults records the operations a client calls and injects faults into them.
@@ -207,14 +209,7 @@ func (a action) sleep(ctx context.Context) error {
 	if a.delay <= 0 {
 		return nil
 	}
-	t := time.NewTimer(a.delay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return backoff.Sleep(ctx, a.delay)
 }
 
 // failure returns the error to report instead of a (possibly received)

@@ -1,4 +1,4 @@
-//go:build unix && !linux
+//go:build unix
 
 package testutil
 
@@ -6,13 +6,6 @@ import (
 	"os/exec"
 	"syscall"
 )
-
-// setProcAttr puts the emulator in its own process group. There is no
-// Pdeathsig here: the emulators also exit when their stdin (a pipe held by
-// the test binary) reaches EOF.
-func setProcAttr(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-}
 
 // killGroup SIGKILLs the emulator's whole process group.
 func killGroup(cmd *exec.Cmd) {

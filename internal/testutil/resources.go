@@ -11,6 +11,8 @@ import (
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease/internal/backoff"
 )
 
 // LeaseKeyAttribute is the hash key of tables made by CreateLeaseTable.
@@ -46,16 +48,29 @@ func CreateLeaseTable(tb testing.TB, client *dynamodb.Client, name string) {
 			tb.Errorf("testutil: deleting table %s: %v", name, err)
 		}
 	})
-	for {
+	waitActive(ctx, tb, "table "+name, func() (string, bool, error) {
 		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 		if err != nil {
-			tb.Fatalf("testutil: waiting for table %s: %v", name, err)
+			return "", false, err
 		}
-		if out.Table.TableStatus == dtypes.TableStatusActive {
+		return string(out.Table.TableStatus), out.Table.TableStatus == dtypes.TableStatusActive, nil
+	})
+}
+
+// waitActive polls describe until it reports the resource active, failing
+// the test on an error or when ctx ends.
+func waitActive(ctx context.Context, tb testing.TB, what string, describe func() (status string, active bool, err error)) {
+	tb.Helper()
+	for {
+		status, active, err := describe()
+		if err != nil {
+			tb.Fatalf("testutil: waiting for %s: %v", what, err)
+		}
+		if active {
 			return
 		}
-		if err := sleep(ctx, pollInterval); err != nil {
-			tb.Fatalf("testutil: table %s still %s: %v", name, out.Table.TableStatus, err)
+		if err := backoff.Sleep(ctx, pollInterval); err != nil {
+			tb.Fatalf("testutil: %s still %s: %v", what, status, err)
 		}
 	}
 }
@@ -87,27 +102,12 @@ func CreateStream(tb testing.TB, client *kinesis.Client, name string, shards int
 			tb.Errorf("testutil: deleting stream %s: %v", name, err)
 		}
 	})
-	for {
+	waitActive(ctx, tb, "stream "+name, func() (string, bool, error) {
 		out, err := client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
 		if err != nil {
-			tb.Fatalf("testutil: waiting for stream %s: %v", name, err)
+			return "", false, err
 		}
-		if out.StreamDescriptionSummary.StreamStatus == ktypes.StreamStatusActive {
-			return
-		}
-		if err := sleep(ctx, pollInterval); err != nil {
-			tb.Fatalf("testutil: stream %s still %s: %v", name, out.StreamDescriptionSummary.StreamStatus, err)
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+		st := out.StreamDescriptionSummary.StreamStatus
+		return string(st), st == ktypes.StreamStatusActive, nil
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -110,20 +111,6 @@ func (e *ResponseLostError) Is(target error) bool {
 	return target == os.ErrDeadlineExceeded || target == context.DeadlineExceeded
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func (s *FaultStore) stall() {
 	if s.hooks.Stall != nil {
 		s.hooks.Stall()
@@ -142,7 +129,7 @@ func (s *FaultStore) call(ctx context.Context, op string, l leases.Lease, do fun
 	if s.hooks.Decide != nil {
 		d = s.hooks.Decide(op, l.Key)
 	}
-	if err := sleepCtx(ctx, d.Delay); err != nil {
+	if err := backoff.Sleep(ctx, d.Delay); err != nil {
 		return leases.Lease{}, err
 	}
 	s.stall()
@@ -161,7 +148,7 @@ func (s *FaultStore) call(ctx context.Context, op string, l leases.Lease, do fun
 	} else {
 		got, err = do()
 	}
-	werr := sleepCtx(ctx, d.ResponseDelay)
+	werr := backoff.Sleep(ctx, d.ResponseDelay)
 	s.stall()
 	switch {
 	case s.dead():
