@@ -132,12 +132,10 @@ var errHeld = errors.New("kinesisleasetest: record held")
 
 // run is the processing of one record.
 type run struct {
-	c        *core
-	res      Result
-	failures int   // deliveries failed with a plain error (or a panic)
-	last     error // the last delivery's error
-	sinkErr  error // the last dead-letter hand-off's error, until one succeeds
-	holds    int   // waits while holding the shard
+	c     *core
+	res   Result
+	wait  engine.Wait // the wait the pipeline is about to start, as it reported it
+	holds int         // waits while holding the shard
 }
 
 func (st *run) process(ctx context.Context, r *kltype.Record, handler engine.Handler) Result {
@@ -147,6 +145,7 @@ func (st *run) process(ctx context.Context, r *kltype.Record, handler engine.Han
 		Log:       st.c.cfg.log,
 		Sleep:     st.sleep,
 		OnAttempt: st.onAttempt,
+		OnWait:    st.onWait,
 	}
 	if !st.c.cfg.noSink {
 		p.Sink = st.sink
@@ -173,20 +172,17 @@ func (st *run) process(ctx context.Context, r *kltype.Record, handler engine.Han
 
 func (st *run) onAttempt(_ *kltype.Record, err error) {
 	st.res.Errors = append(st.res.Errors, err)
-	st.last, st.sinkErr = err, nil
-	if classify(err) == kindPlain {
-		st.failures++
-	}
 }
+
+// onWait keeps the pipeline's decision for the sleep that follows it.
+func (st *run) onWait(_ *kltype.Record, w engine.Wait) { st.wait = w }
 
 func (st *run) sink(ctx context.Context, dl *kltype.DeadLetterRecord) error {
 	if st.c.cfg.sink != nil {
 		if err := st.c.cfg.sink(ctx, dl); err != nil {
-			st.sinkErr = err
 			return err
 		}
 	}
-	st.sinkErr = nil
 	st.res.DeadLetter = dl
 	st.c.keep(dl)
 	return nil
@@ -214,57 +210,16 @@ func (st *run) sleep(ctx context.Context, d time.Duration) error {
 }
 
 // holding says why the pipeline, about to wait, is holding the shard rather
-// than retrying per the policy: "" if it is not.
+// than retrying per the policy, as the pipeline reported it: "" if it is
+// not.
 func (st *run) holding() string {
-	if st.sinkErr != nil {
-		return fmt.Sprintf("the dead-letter sink keeps failing: %v", st.sinkErr)
-	}
-	if !st.c.cfg.noSink {
-		return ""
-	}
-	switch classify(st.last) {
-	case kindDecode:
-		return `it must be dead-lettered (reason "decode") and no dead-letter sink is configured`
-	case kindDeadLetter:
-		return `it must be dead-lettered (reason "dead-letter") and no dead-letter sink is configured`
-	case kindPlain:
-		if st.failures >= st.c.cfg.policy.Attempts {
-			return fmt.Sprintf("it failed all %d attempts of the retry policy and no dead-letter sink is configured", st.c.cfg.policy.Attempts)
-		}
+	switch st.wait.Reason {
+	case engine.WaitSinkFailed:
+		return fmt.Sprintf("the dead-letter sink keeps failing: %v", st.wait.Err)
+	case engine.WaitNoSink:
+		return fmt.Sprintf("it must be dead-lettered (reason %q) and no dead-letter sink is configured", st.wait.DeadLetterReason)
+	case engine.WaitRetriesExhausted:
+		return fmt.Sprintf("it failed all %d attempts of the retry policy and no dead-letter sink is configured", st.c.cfg.policy.Attempts)
 	}
 	return ""
-}
-
-type errKind int
-
-const (
-	kindNone errKind = iota
-	kindPlain
-	kindDrop
-	kindDecode
-	kindDeadLetter
-	kindRetryAfter
-)
-
-// classify sorts a delivery's error as engine.Processor does, in its order.
-func classify(err error) errKind {
-	var (
-		drop   *kltype.DropError
-		decode *kltype.DecodeError
-		dead   *kltype.DeadLetterError
-		after  *kltype.RetryAfterError
-	)
-	switch {
-	case err == nil:
-		return kindNone
-	case errors.As(err, &drop):
-		return kindDrop
-	case errors.As(err, &decode):
-		return kindDecode
-	case errors.As(err, &dead):
-		return kindDeadLetter
-	case errors.As(err, &after):
-		return kindRetryAfter
-	}
-	return kindPlain
 }

@@ -40,6 +40,10 @@ type Processor struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// OnAttempt, if set, is told of every delivery's error (nil for success).
 	OnAttempt func(r *kltype.Record, err error)
+	// OnWait, if set, is told of every wait just before it starts (and
+	// before Sleep is called): why the Processor decided to wait and for
+	// how long. It runs on the goroutine calling Process.
+	OnWait func(r *kltype.Record, w Wait)
 	// OnDeadLetter, if set, is told of every dead letter a sink confirmed.
 	OnDeadLetter func(dl *kltype.DeadLetterRecord)
 }
@@ -53,7 +57,7 @@ func (p *Processor) Process(ctx context.Context, r *kltype.Record, gate Gate) kl
 		log = slog.New(slog.DiscardHandler)
 	}
 	failures := 0
-	wait := p.waiter(ctx, gate)
+	wait := p.waiter(ctx, r, gate)
 	for attempt := 1; ; attempt++ {
 		if gate != nil && !gate.Wait() {
 			return Stopped
@@ -86,7 +90,7 @@ func (p *Processor) Process(ctx context.Context, r *kltype.Record, gate Gate) kl
 			return p.deadLetter(ctx, r, attempt, kltype.ReasonDeadLetter, err, log, wait)
 		case errors.As(err, &after):
 			log.Info("kinesislease: handler asked to retry the record later", "seq", r.SequenceNumber, "delay", after.Delay, "err", after.Err)
-			if !wait(after.Delay) {
+			if !wait.wait(Wait{Reason: WaitRetryAfter, Delay: after.Delay, Err: err}) {
 				return Stopped
 			}
 			continue
@@ -103,7 +107,7 @@ func (p *Processor) Process(ctx context.Context, r *kltype.Record, gate Gate) kl
 			// No sink: hold the shard. Nothing is silently lost.
 			log.Error("kinesislease: record keeps failing and no dead-letter sink is configured: holding the shard",
 				"seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", attempt, "err", err)
-			if !wait(backoff.Delay(1, p.Policy.MaxDelay, p.Policy.MaxDelay)) {
+			if !wait.wait(Wait{Reason: WaitRetriesExhausted, Delay: backoff.Delay(1, p.Policy.MaxDelay, p.Policy.MaxDelay), Err: err}) {
 				return Stopped
 			}
 			continue
@@ -111,7 +115,7 @@ func (p *Processor) Process(ctx context.Context, r *kltype.Record, gate Gate) kl
 		delay := backoff.Delay(failures, p.Policy.InitialDelay, p.Policy.MaxDelay)
 		log.Warn("kinesislease: handler failed; retrying the record",
 			"seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", attempt, "delay", delay, "err", err)
-		if !wait(delay) {
+		if !wait.wait(Wait{Reason: WaitBackoff, Delay: delay, Err: err}) {
 			return Stopped
 		}
 	}
@@ -127,14 +131,15 @@ func (p *Processor) DeadLetterNow(ctx context.Context, r *kltype.Record, reason 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return p.deadLetter(ctx, r, 0, reason, cause, log, p.waiter(ctx, gate))
+	return p.deadLetter(ctx, r, 0, reason, cause, log, p.waiter(ctx, r, gate))
 }
 
 // deadLetter hands r to the sink until it confirms. With no sink (a decode
 // failure or a DeadLetterError without one) the record holds the shard.
-func (p *Processor) deadLetter(ctx context.Context, r *kltype.Record, attempts int, reason string, cause error, log *slog.Logger, wait func(time.Duration) bool) kltype.Outcome {
+func (p *Processor) deadLetter(ctx context.Context, r *kltype.Record, attempts int, reason string, cause error, log *slog.Logger, wait waiter) kltype.Outcome {
 	dl := &kltype.DeadLetterRecord{Record: r, Attempts: attempts, Reason: reason, Err: cause}
 	for try := 1; ; try++ {
+		w := Wait{Reason: WaitNoSink, Err: cause, DeadLetterReason: reason}
 		if p.Sink == nil {
 			log.Error("kinesislease: record must be dead-lettered but no dead-letter sink is configured: holding the shard",
 				"seq", r.SequenceNumber, "sub", r.SubSequence, "reason", reason, "err", cause)
@@ -148,8 +153,10 @@ func (p *Processor) deadLetter(ctx context.Context, r *kltype.Record, attempts i
 				return kltype.DeadLettered
 			}
 			log.Error("kinesislease: dead-letter sink failed; retrying", "seq", r.SequenceNumber, "reason", reason, "err", err)
+			w.Reason, w.Err = WaitSinkFailed, err
 		}
-		if !wait(backoff.Delay(try, p.Policy.InitialDelay, p.Policy.MaxDelay)) {
+		w.Delay = backoff.Delay(try, p.Policy.InitialDelay, p.Policy.MaxDelay)
+		if !wait.wait(w) {
 			return Stopped
 		}
 	}
@@ -166,32 +173,47 @@ func (p *Processor) call(ctx context.Context, r *kltype.Record, log *slog.Logger
 	return p.Handler(ctx, r)
 }
 
-// waiter returns a function that sleeps d, or less if ctx ends or the gate
-// closes, and reports whether it slept the whole time.
-func (p *Processor) waiter(ctx context.Context, gate Gate) func(time.Duration) bool {
-	sleep := p.Sleep
+// waiter sleeps for a Processor working on one record. It is a value, not
+// a closure, so that a record that needs no wait costs no allocation.
+type waiter struct {
+	p    *Processor
+	ctx  context.Context
+	r    *kltype.Record
+	done <-chan struct{} // the gate's; nil without one
+}
+
+func (p *Processor) waiter(ctx context.Context, r *kltype.Record, gate Gate) waiter {
+	wt := waiter{p: p, ctx: ctx, r: r}
+	if gate != nil {
+		wt.done = gate.Done()
+	}
+	return wt
+}
+
+// wait reports w to OnWait, then sleeps w.Delay, or less if ctx ends or the
+// gate closes, and reports whether it slept the whole time.
+func (wt waiter) wait(w Wait) bool {
+	if wt.p.OnWait != nil {
+		wt.p.OnWait(wt.r, w)
+	}
+	sleep := wt.p.Sleep
 	if sleep == nil {
 		sleep = backoff.Sleep
 	}
-	var done <-chan struct{}
-	if gate != nil {
-		done = gate.Done()
+	if wt.done == nil {
+		return sleep(wt.ctx, w.Delay) == nil
 	}
-	return func(d time.Duration) bool {
-		if done == nil {
-			return sleep(ctx, d) == nil
+	wctx, cancel := context.WithCancel(wt.ctx)
+	defer cancel()
+	done := wt.done
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-wctx.Done():
 		}
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			select {
-			case <-done:
-				cancel()
-			case <-wctx.Done():
-			}
-		}()
-		return sleep(wctx, d) == nil
-	}
+	}()
+	return sleep(wctx, w.Delay) == nil
 }
 
 // Stopped is the Outcome of a record that reached none: the worker stopped

@@ -112,14 +112,44 @@ func (w *worker) stopping() bool {
 	}
 }
 
+// run reads the shard and hands its records to the handler until the worker
+// stops, the shard ends or reading fails for good; then it releases the
+// lease with the final checkpoint (or applies the pending rewind).
 func (w *worker) run() {
 	defer close(w.done)
 	defer w.hardCancel()
 
-	readCtx, stopReading := context.WithCancel(w.hardCtx)
-	defer stopReading()
-	batches := make(chan Batch) // unbuffered: the reader holds at most one batch ahead
-	readErr := make(chan error, 1)
+	f := w.startReader()
+	defer f.stop()
+	cp := w.newCheckpointer()
+	defer cp.stop()
+
+	permanent, lost := w.consume(f, cp)
+	if lost {
+		return // a checkpoint found the lease lost: nothing more is written
+	}
+	w.finish(cp.acked, permanent)
+}
+
+// feed is the goroutine reading the shard ahead of the worker.
+type feed struct {
+	batches chan Batch // unbuffered: the reader holds at most one batch ahead
+	errs    chan error // why the reader stopped, unless it reached the shard's end
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// stop stops the reader and waits for its goroutine.
+func (f *feed) stop() {
+	f.cancel()
+	f.wg.Wait()
+}
+
+// startReader reports the shard started to the hooks and starts reading it
+// in a goroutine of its own.
+func (w *worker) startReader() *feed {
+	readCtx, cancel := context.WithCancel(w.hardCtx)
+	f := &feed{batches: make(chan Batch), errs: make(chan error, 1), cancel: cancel}
 	reader := NewReader(ReaderConfig{
 		Client: w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
 		Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
@@ -135,21 +165,20 @@ func (w *worker) run() {
 	for _, x := range w.h.started {
 		x.OnShardStarted(kltype.ShardInfo{Stream: w.stream, ShardID: w.shard, Start: w.start})
 	}
-	var readers sync.WaitGroup
-	readers.Go(func() {
+	f.wg.Go(func() {
 		for {
 			b, err := reader.Next(readCtx)
 			if err != nil {
-				readErr <- err
+				f.errs <- err
 				return
 			}
 			if len(w.h.batch) > 0 && len(b.Records) > 0 { // not the empty last batch of a closed shard
 				w.batchFetched(b)
 			}
 			select {
-			case batches <- b:
+			case f.batches <- b:
 			case <-readCtx.Done():
-				readErr <- readCtx.Err()
+				f.errs <- readCtx.Err()
 				return
 			}
 			if b.End {
@@ -157,96 +186,138 @@ func (w *worker) run() {
 			}
 		}
 	})
-	defer readers.Wait()
-	defer stopReading()
+	return f
+}
 
-	var (
-		acked     leases.Checkpoint // newest acknowledged record
-		sinceCP   int
-		cpTicker  = time.NewTicker(w.cfg.CheckpointInterval)
-		permanent error
-	)
-	defer cpTicker.Stop()
-	acked = w.lease.current().Checkpoint
-	checkpoint := func() bool {
-		if acked.IsZero() {
-			return true
-		}
-		err := w.lease.checkpoint(w.hardCtx, acked)
-		w.checkpointed(acked, err)
-		if err != nil {
-			if errors.Is(err, errLost) {
-				w.log.Warn("kinesislease: lease lost; stopping without checkpoint")
-				return false
-			}
-			if w.hardCtx.Err() == nil {
-				w.log.Warn("kinesislease: checkpoint failed", "err", err, "seq", acked.Sequence)
-			}
-			sinceCP = 1 // still unwritten: the next tick tries again
-			return true
-		}
-		sinceCP = 0
-		return true
-	}
-
-loop:
+// consume hands the feed's records to the handler until the worker stops,
+// the shard ends (w.ended) or reading fails for good (permanent). lost
+// reports that a checkpoint on the ticker found the lease lost.
+func (w *worker) consume(f *feed, cp *checkpointer) (permanent error, lost bool) {
 	for {
 		select {
 		case <-w.graceful:
-			break loop
-		case <-cpTicker.C:
-			if sinceCP > 0 && !checkpoint() {
-				return
+			return nil, false
+		case <-cp.ticker.C:
+			if cp.since > 0 && !cp.write() {
+				return nil, true
 			}
-		case err := <-readErr:
+		case err := <-f.errs:
 			if w.hardCtx.Err() != nil {
-				break loop
+				return nil, false
 			}
-			permanent = err
 			w.log.Error("kinesislease: cannot read shard", "err", err)
-			break loop
-		case b := <-batches:
+			return err, false
+		case b := <-f.batches:
 			for i := range b.Records {
-				ok := w.handle(&b.Records[i], func(cp leases.Checkpoint) bool {
-					acked = cp
-					sinceCP++
-					return sinceCP < w.cfg.CheckpointEvery || checkpoint()
-				})
-				if !ok {
-					break loop // stopping (or lost) before the end of this record
+				if !w.handle(&b.Records[i], cp) {
+					return nil, false // stopping (or lost) before the end of this record
 				}
 			}
 			if b.End {
 				w.ended = true
-				break loop
+				return nil, false
 			}
 		}
 	}
+}
+
+// checkpointer writes the newest acknowledged record as the lease's
+// checkpoint after every CheckpointEvery records or CheckpointInterval,
+// whichever comes first.
+type checkpointer struct {
+	w      *worker
+	acked  leases.Checkpoint // newest acknowledged record
+	since  int               // records acknowledged since the last checkpoint written
+	ticker *time.Ticker
+}
+
+func (w *worker) newCheckpointer() *checkpointer {
+	c := &checkpointer{w: w, ticker: time.NewTicker(w.cfg.CheckpointInterval)}
+	c.acked = w.lease.current().Checkpoint
+	return c
+}
+
+func (c *checkpointer) stop() { c.ticker.Stop() }
+
+// ack records cp as acknowledged, writing it if CheckpointEvery records
+// were acknowledged since the last checkpoint. It returns false if the
+// lease was lost.
+func (c *checkpointer) ack(cp leases.Checkpoint) bool {
+	c.acked = cp
+	c.since++
+	return c.since < c.w.cfg.CheckpointEvery || c.write()
+}
+
+// write writes the acknowledged checkpoint. It returns false if the lease
+// was lost; a failed write is tried again on the next tick.
+func (c *checkpointer) write() bool {
+	w := c.w
+	if c.acked.IsZero() {
+		return true
+	}
+	err := w.lease.checkpoint(w.hardCtx, c.acked)
+	w.checkpointed(c.acked, err)
+	if err != nil {
+		if errors.Is(err, errLost) {
+			w.log.Warn("kinesislease: lease lost; stopping without checkpoint")
+			return false
+		}
+		if w.hardCtx.Err() == nil {
+			w.log.Warn("kinesislease: checkpoint failed", "err", err, "seq", c.acked.Sequence)
+		}
+		c.since = 1 // still unwritten: the next tick tries again
+		return true
+	}
+	c.since = 0
+	return true
+}
+
+// finish ends the worker's hold on the shard once reading stopped: nothing
+// if the lease is lost, the pending rewind if one was asked for, else a
+// release with the final checkpoint (acked, or SHARD_END). permanent is the
+// reading error the worker stops for, if any.
+func (w *worker) finish(acked leases.Checkpoint, permanent error) {
 	if w.lease.isLost() {
 		return // another owner holds it: no checkpoint
 	}
 	if w.rewinding.Load() && !w.ended && permanent == nil {
-		// The records in flight are done; the checkpoint moves where the
-		// operator asked, and the coordinator starts reading from there.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), 10*time.Second)
-		l, err := w.lease.applyRewind(rctx)
-		cancel()
-		if err == nil {
-			w.log.Info("kinesislease: rewind applied", "seq", l.Checkpoint.Sequence)
-			w.rewound = true
+		if w.applyRewind() {
 			return
 		}
-		if errors.Is(err, errLost) {
-			return
-		}
-		w.log.Warn("kinesislease: applying the rewind failed; releasing the lease for the next holder to apply it", "err", err)
 		// The rewind may have landed with its answer lost: release without
 		// a checkpoint, or the one acknowledged before the rewind would
 		// undo it. If it did not land, the next holder applies it anyway.
 		acked = leases.Checkpoint{}
 	}
-	// Release with the final checkpoint. The write uses a context of its own:
-	// a cancelled Run must still hand the shard over.
+	w.release(acked, permanent)
+}
+
+// applyRewind moves the checkpoint where the operator asked, keeping the
+// lease. It returns true if the worker is done: the rewind was applied
+// (w.rewound) or the lease is lost; false means release the lease instead.
+func (w *worker) applyRewind() bool {
+	// The records in flight are done; the checkpoint moves where the
+	// operator asked, and the coordinator starts reading from there.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), 10*time.Second)
+	l, err := w.lease.applyRewind(rctx)
+	cancel()
+	if err == nil {
+		w.log.Info("kinesislease: rewind applied", "seq", l.Checkpoint.Sequence)
+		w.rewound = true
+		return true
+	}
+	if errors.Is(err, errLost) {
+		return true
+	}
+	w.log.Warn("kinesislease: applying the rewind failed; releasing the lease for the next holder to apply it", "err", err)
+	return false
+}
+
+// release releases the lease with the final checkpoint (acked, or
+// SHARD_END if the shard was read to its end) and sets w.err to permanent.
+func (w *worker) release(acked leases.Checkpoint, permanent error) {
+	// The write uses a context of its own: a cancelled Run must still hand
+	// the shard over.
 	final := acked
 	if w.ended {
 		final = leases.Checkpoint{Sequence: leases.ShardEnd}
@@ -271,10 +342,10 @@ loop:
 
 // handle takes one Kinesis record to an outcome: the record, or each user
 // record of a KPL aggregate in order, skipping those the checkpoint we
-// resumed from already covers. ack is called with the checkpoint after each
-// one and returns false if the lease was lost. handle returns false when the
-// worker stops first, leaving the rest unacknowledged.
-func (w *worker) handle(rec *types.Record, ack func(leases.Checkpoint) bool) bool {
+// resumed from already covers. Each is acknowledged to cp once done. handle
+// returns false when the worker stops (or the lease is lost) first, leaving
+// the rest unacknowledged.
+func (w *worker) handle(rec *types.Record, cp *checkpointer) bool {
 	seq := aws.ToString(rec.SequenceNumber)
 	base := kltype.Record{
 		Stream:         w.stream,
@@ -285,26 +356,9 @@ func (w *worker) handle(rec *types.Record, ack func(leases.Checkpoint) bool) boo
 		Data:           rec.Data,
 	}
 	users, err := kpl.Split(rec.Data)
-	if err != nil {
-		// A corrupt aggregate is dead-lettered whole.
+	if err != nil || users == nil { // a corrupt aggregate (dead-lettered whole), or a plain record
 		r := base
-		start := w.now()
-		o := w.proc.DeadLetterNow(w.hardCtx, &r, kltype.ReasonCorrupt, err, w)
-		if o == Stopped {
-			return false
-		}
-		w.handled(&r, o, start)
-		return ack(leases.Checkpoint{Sequence: seq})
-	}
-	if users == nil {
-		r := base
-		start := w.now()
-		o := w.proc.Process(w.hardCtx, &r, w)
-		if o == Stopped {
-			return false
-		}
-		w.handled(&r, o, start)
-		return ack(leases.Checkpoint{Sequence: seq})
+		return w.deliver(&r, err, leases.Checkpoint{Sequence: seq}, cp)
 	}
 	skip := 0
 	if w.resume.Sequence == seq {
@@ -316,22 +370,35 @@ func (w *worker) handle(rec *types.Record, ack func(leases.Checkpoint) bool) boo
 		r.PartitionKey = users[i].PartitionKey
 		r.ExplicitHashKey = users[i].ExplicitHashKey
 		r.Data = users[i].Data
-		start := w.now()
-		o := w.proc.Process(w.hardCtx, &r, w)
-		if o == Stopped {
-			return false
-		}
-		w.handled(&r, o, start)
 		// SubSequence counts the user records done; 0 means all of them.
-		cp := leases.Checkpoint{Sequence: seq, SubSequence: int64(i + 1)}
+		done := leases.Checkpoint{Sequence: seq, SubSequence: int64(i + 1)}
 		if i == len(users)-1 {
-			cp.SubSequence = 0
+			done.SubSequence = 0
 		}
-		if !ack(cp) {
+		if !w.deliver(&r, nil, done, cp) {
 			return false
 		}
 	}
 	return true
+}
+
+// deliver takes r to an outcome through the Processor (straight to the
+// dead-letter sink if corrupt, the error splitting its KPL aggregate, is
+// not nil), reports it to the hooks and acknowledges done to cp. It
+// returns false when the worker stops first or the lease is lost.
+func (w *worker) deliver(r *kltype.Record, corrupt error, done leases.Checkpoint, cp *checkpointer) bool {
+	start := w.now()
+	var o kltype.Outcome
+	if corrupt != nil {
+		o = w.proc.DeadLetterNow(w.hardCtx, r, kltype.ReasonCorrupt, corrupt, w)
+	} else {
+		o = w.proc.Process(w.hardCtx, r, w)
+	}
+	if o == Stopped {
+		return false
+	}
+	w.handled(r, o, start)
+	return cp.ack(done)
 }
 
 // Hook calls. Each costs one length check when no hook listens.
