@@ -21,6 +21,12 @@
 //
 // Concurrency: handlers of different shards run concurrently; a handler of
 // one shard is never called again before it returned.
+//
+// The types a handler, a hook or a test inspects live in package kltype,
+// each under one name: the record (kltype.Record, through RecordFrom), start
+// positions (kltype.Latest, kltype.TrimHorizon, ...), the outcome errors
+// that RetryAfter, Drop and DeadLetter build (kltype.RetryAfterError, ...),
+// the retry policy, dead letters, lease events and the hook interfaces.
 package kinesislease
 
 import (

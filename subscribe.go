@@ -16,7 +16,7 @@ import (
 func RecordFrom(ctx context.Context) (r *kltype.Record, ok bool) { return typed.RecordFrom(ctx) }
 
 // Handler handles one decoded record. nil acknowledges it; a plain error
-// retries it in place per the subscription's RetryPolicy, then dead-letters
+// retries it in place per the subscription's kltype.RetryPolicy, then dead-letters
 // it (with no dead-letter sink it holds its shard: nothing is silently lost);
 // RetryAfter, Drop and DeadLetter return special outcomes. A panic is
 // recovered and handled as an error, its stack logged. ctx is cancelled when
