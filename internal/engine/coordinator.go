@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/engine/plan"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -72,11 +72,9 @@ type Coordinator struct {
 	workers  map[string]*worker // by shard id
 	shards   map[string]types.Shard
 	order    []string // shard ids in ListShards order
-	seen     map[string]observation
+	lv       *liveness
+	rnd      *rand.Rand      // the planner's random source (the global one)
 	pending  map[string]bool // shards we asked to be handed over to us
-	live     []string        // owners seen alive in the last full scan, sorted
-	stable   bool            // the last full scan found nothing to take or move
-	scans    int
 	lastSync time.Time
 	resync   bool
 	// handedOver: shards this instance handed over on request, and when.
@@ -85,20 +83,6 @@ type Coordinator struct {
 	// does not count a requester that holds nothing) would win that race
 	// every time if it scans faster.
 	handedOver map[string]time.Time
-}
-
-// observation is what this instance last saw of a row it does not hold, and
-// since when (on its own monotonic clock) its holder has not renewed it.
-//
-// The holder's renewals are what a taker watches: the owner and the
-// expires_at a renewal writes, compared as opaque values (never against a
-// clock). Other writes bump the counter too (handoff and rewind requests):
-// counting them as signs of life would let a requester keep a dead holder's
-// lease alive by asking for it. The holder trusts only its renewals for its
-// fence, so it stops delivering before a taker may act.
-type observation struct {
-	lease leases.Lease
-	since time.Time
 }
 
 // NewCoordinator validates cfg, fills in defaults and returns a Coordinator.
@@ -149,7 +133,8 @@ func NewCoordinator(cfg Config) (*Coordinator, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
 		workers: map[string]*worker{},
-		seen:    map[string]observation{},
+		lv:      newLiveness(cfg.Owner, cfg.LeaseDuration),
+		rnd:     rand.New(globalSource{}),
 		pending: map[string]bool{},
 
 		handedOver: map[string]time.Time{},
@@ -229,6 +214,12 @@ func (c *Coordinator) loop(ctx context.Context) error {
 		}
 	}
 }
+
+// globalSource is math/rand/v2's global source, as a rand.Source: the
+// planner takes its randomness as an input.
+type globalSource struct{}
+
+func (globalSource) Uint64() uint64 { return rand.Uint64() }
 
 // fatal reports whether err means the configuration cannot work.
 func fatal(err error) bool {
@@ -369,7 +360,8 @@ func (c *Coordinator) listShards(ctx context.Context) error {
 
 // scan reads the row of every shard this instance does not hold, creates
 // missing rows, takes free and expired leases up to the fair share, and asks
-// for at most one handoff from an owner above its share.
+// for at most one handoff from an owner above its share. Which rows it reads
+// is liveness's; what to take and ask for is the planner's (package plan).
 func (c *Coordinator) scan(ctx context.Context) error {
 	if c.shards == nil || c.resync || time.Since(c.lastSync) >= c.cfg.ShardSyncInterval {
 		if err := c.listShards(ctx); err != nil {
@@ -384,130 +376,97 @@ func (c *Coordinator) scan(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 
-	// Read the rows: all of them in a full scan; in a stable assignment only
-	// the rows this instance watches, unless one of those turns out free or
-	// expired. Rows not read keep their last observation.
-	full := !c.stable || c.scans%fullScanEvery == 0
-	c.scans++
-	rows := map[string]leases.Lease{}
-	fresh := map[string]bool{}
-	var toRead, unread []string
-	for _, id := range order {
-		if held[id] {
-			continue
-		}
-		o, ok := c.seen[id]
-		switch {
-		case ok && o.lease.Checkpoint.Sequence == leases.ShardEnd && !full:
-			rows[id] = o.lease // an ended shard's row changes only by a rewind
-		case !ok || full || c.watches(id, o.lease.Owner):
-			toRead = append(toRead, id)
-		default:
-			unread = append(unread, id)
-		}
-	}
-	if err := c.readRows(ctx, toRead, rows, fresh); err != nil {
+	rows, full, now, err := c.readScan(ctx, order, held)
+	if err != nil {
 		return err
 	}
-	now := time.Now()
-	if !full {
-		for _, id := range toRead {
-			if l := rows[id]; !l.Held() || now.Sub(c.seen[id].since) >= c.cfg.LeaseDuration {
-				full = true // something moved: look at everything
-				break
-			}
-		}
-		if full {
-			if err := c.readRows(ctx, unread, rows, fresh); err != nil {
-				return err
-			}
-			now = time.Now()
-		} else {
-			for _, id := range unread {
-				rows[id] = c.seen[id].lease
-			}
-		}
-	}
-	for id := range c.seen {
-		if _, ok := c.shards[id]; !ok {
-			delete(c.seen, id)
-		}
-	}
-
-	// Who is alive, who holds what, which shards can be consumed.
-	count := map[string]int{c.cfg.Owner: len(held)}
-	var free, expired []string
-	byOwner := map[string][]string{}
-	active := len(held)
-	for _, id := range order {
-		if held[id] {
-			continue
-		}
-		l := rows[id]
-		// A row at SHARD_END is done, unless a rewind is pending on it: its
-		// holder reached the end before it saw the request.
-		if (l.Checkpoint.Sequence == leases.ShardEnd && l.RewindTo.IsZero()) || !c.parentsDone(id, rows) {
-			continue
-		}
-		active++
-		switch {
-		case !l.Held():
-			c.mu.Lock()
-			at, ok := c.handedOver[id]
-			if ok && now.Sub(at) >= c.cfg.LeaseDuration {
-				delete(c.handedOver, id)
-				ok = false
-			}
-			c.mu.Unlock()
-			if !ok {
-				free = append(free, id) // else it is the requester's to take
-			}
-		case l.Owner == c.cfg.Owner:
-			// A row we hold by the store but run no worker for (our own
-			// earlier incarnation, or a lost answer): take it back at once.
-			expired = append(expired, id)
-		case fresh[id] && now.Sub(c.seen[id].since) >= c.cfg.LeaseDuration:
-			// Seen unchanged for a whole lease duration on our own clock.
-			expired = append(expired, id)
-		default:
-			count[l.Owner]++
-			byOwner[l.Owner] = append(byOwner[l.Owner], id)
-		}
-	}
-	share := (active + len(count) - 1) / len(count)
-	want := share - len(held)
-	// Below our share with nothing free, we ask the most loaded owner for
-	// one of its leases, if it holds at least two more than we do: a move
-	// that narrows the gap (4 shards on 3 instances settle at 2/1/1, not
-	// 2/2/0).
-	victim := c.victim(count, len(held), want)
+	d := plan.Plan(c.planInput(order, held, rows, now))
 	c.scanN.Add(1)
 	if full {
 		c.fullScanN.Add(1)
-		c.live = c.live[:0]
-		for owner := range count {
-			c.live = append(c.live, owner)
-		}
-		slices.Sort(c.live)
-		// Stable: nothing for this instance to take or ask for.
-		c.stable = len(free) == 0 && len(expired) == 0 && victim == ""
+		c.lv.settle(d.Live, d.Stable)
 	}
-	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
-	mine := len(held)
-	for _, id := range append(free, expired...) {
-		if want <= 0 {
+	taken := 0
+	for _, id := range d.Take {
+		if taken >= d.Want {
 			break
 		}
 		if c.take(ctx, id, rows[id]) {
-			want--
-			mine++
+			taken++
 		}
 	}
-	if victim = c.victim(count, mine, want); victim == "" || len(c.pending) > 0 {
-		return nil // nobody to ask, or an earlier request still pending: one move at a time
+	return c.requestHandoff(ctx, d.Handoff(taken, c.rnd), rows)
+}
+
+// readScan reads the rows of a scan (see liveness.begin) and returns every
+// row of the shards of order not in held, whether the scan was full, and
+// the time of its last read. Rows not read keep their last observation.
+func (c *Coordinator) readScan(ctx context.Context, order []string, held map[string]bool) (rows map[string]leases.Lease, full bool, now time.Time, err error) {
+	s := c.lv.begin(order, held)
+	rows, full = s.rows, s.full
+	if err = c.readRows(ctx, s.read, rows); err != nil {
+		return nil, false, now, err
 	}
-	id := byOwner[victim][rand.N(len(byOwner[victim]))]
-	l, err := c.cfg.Store.RequestHandoff(ctx, rows[id], c.cfg.Owner)
+	now = time.Now()
+	if !full {
+		if c.lv.moved(s.read, now) {
+			full = true // something moved: look at everything
+			if err = c.readRows(ctx, s.unread, rows); err != nil {
+				return nil, false, now, err
+			}
+			now = time.Now()
+		} else {
+			c.lv.recall(s.unread, rows)
+		}
+	}
+	c.lv.retain(func(id string) bool { _, ok := c.shards[id]; return ok })
+	return rows, full, now, nil
+}
+
+// planInput is what the planner is told at a scan: the shards, the held
+// ones, the rows of the others (with liveness's verdict at now) and the
+// shards recently handed over.
+func (c *Coordinator) planInput(order []string, held map[string]bool, rows map[string]leases.Lease, now time.Time) plan.Input {
+	in := plan.Input{
+		Self:    c.cfg.Owner,
+		Shards:  make([]plan.Shard, 0, len(order)),
+		Held:    held,
+		Rows:    make(map[string]plan.Row, len(rows)),
+		Pending: len(c.pending) > 0,
+		Rand:    c.rnd,
+	}
+	for _, id := range order {
+		in.Shards = append(in.Shards, plan.Shard{ID: id, Parents: parentIDs(c.shards[id])})
+	}
+	for id, l := range rows {
+		in.Rows[id] = plan.Row{
+			Owner:     l.Owner,
+			AtEnd:     l.Checkpoint.Sequence == leases.ShardEnd,
+			Rewinding: !l.RewindTo.IsZero(),
+			Expired:   c.lv.expired(id, now),
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, at := range c.handedOver {
+		if now.Sub(at) >= c.cfg.LeaseDuration {
+			delete(c.handedOver, id) // the requester had its chance
+			continue
+		}
+		if in.HandedOver == nil {
+			in.HandedOver = map[string]bool{}
+		}
+		in.HandedOver[id] = true
+	}
+	return in
+}
+
+// requestHandoff asks r.Owner to hand r.Shard over, unless r is zero.
+func (c *Coordinator) requestHandoff(ctx context.Context, r plan.Request, rows map[string]leases.Lease) error {
+	if r.Owner == "" {
+		return nil
+	}
+	l, err := c.cfg.Store.RequestHandoff(ctx, rows[r.Shard], c.cfg.Owner)
 	c.writes.Add(1)
 	if err != nil {
 		if errors.Is(err, leases.ErrConflict) {
@@ -515,59 +474,15 @@ func (c *Coordinator) scan(ctx context.Context) error {
 		}
 		return err
 	}
-	c.log.Info("kinesislease: asked for a lease", "shard", id, "from", victim)
-	c.seen[id] = observation{lease: l, since: c.seen[id].since} // our request is no sign of the holder's life
-	c.pending[id] = true
+	c.log.Info("kinesislease: asked for a lease", "shard", r.Shard, "from", r.Owner)
+	c.lv.requested(r.Shard, l) // our request is no sign of the holder's life
+	c.pending[r.Shard] = true
 	return nil
 }
 
-// victim returns the owner to ask for a lease, or "": only when this
-// instance, holding mine, is below its share (want > 0), the most loaded
-// owner holding at least two more.
-func (c *Coordinator) victim(count map[string]int, mine, want int) string {
-	if want <= 0 {
-		return ""
-	}
-	var victim string
-	for owner, n := range count {
-		if owner != c.cfg.Owner && n >= mine+2 && (victim == "" || n > count[victim] || (n == count[victim] && owner < victim)) {
-			victim = owner
-		}
-	}
-	return victim
-}
-
-// sameHolding reports whether b shows the same holder, not renewed since a.
-func sameHolding(a, b leases.Lease) bool {
-	return a.Owner == b.Owner && a.ExpiresAt.Equal(b.ExpiresAt)
-}
-
-// fullScanEvery: in a stable assignment, every this many scans read every
-// row; the others read only the rows this instance watches.
-const fullScanEvery = 6
-
-// watches reports whether this instance reads row id in a partial scan.
-// Each row held by a live owner is watched by one other live owner, chosen
-// by a hash of the shard id, so that together the instances read each row
-// about once per scan instead of once per instance.
-func (c *Coordinator) watches(id, owner string) bool {
-	var candidates []string
-	for _, o := range c.live {
-		if o != owner {
-			candidates = append(candidates, o)
-		}
-	}
-	if len(candidates) == 0 {
-		return true
-	}
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return candidates[int(h.Sum32()%uint32(len(candidates)))] == c.cfg.Owner
-}
-
-// readRows reads the rows of ids concurrently (a few at a time) into rows,
-// marks them fresh and updates the observations.
-func (c *Coordinator) readRows(ctx context.Context, ids []string, rows map[string]leases.Lease, fresh map[string]bool) error {
+// readRows reads the rows of ids concurrently (a few at a time) into rows
+// and tells liveness what it saw.
+func (c *Coordinator) readRows(ctx context.Context, ids []string, rows map[string]leases.Lease) error {
 	got := make([]leases.Lease, len(ids))
 	at := make([]time.Time, len(ids))
 	errs := make([]error, len(ids))
@@ -589,14 +504,8 @@ func (c *Coordinator) readRows(ctx context.Context, ids []string, rows map[strin
 		return err
 	}
 	for i, id := range ids {
-		l := got[i]
-		rows[id] = l
-		fresh[id] = true
-		if o, ok := c.seen[id]; ok && sameHolding(o.lease, l) {
-			c.seen[id] = observation{lease: l, since: o.since} // the holder did not renew since o.since
-			continue
-		}
-		c.seen[id] = observation{lease: l, since: at[i]}
+		rows[id] = got[i]
+		c.lv.observe(id, got[i], at[i])
 	}
 	return nil
 }
@@ -620,30 +529,22 @@ func (c *Coordinator) row(ctx context.Context, id string) (leases.Lease, error) 
 	return l, err
 }
 
-// parentsDone reports whether shard id may start: every parent still in the
-// stream has its row at SHARD_END.
-func (c *Coordinator) parentsDone(id string, rows map[string]leases.Lease) bool {
-	s := c.shards[id]
+// parentIDs returns the ids of the parents of s (none, one, or two for a
+// merge).
+func parentIDs(s types.Shard) []string {
+	var ids []string
 	for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
-		pid := aws.ToString(p)
-		if pid == "" {
-			continue
-		}
-		if _, inStream := c.shards[pid]; !inStream {
-			continue // aged out of the stream
-		}
-		if rows[pid].Checkpoint.Sequence != leases.ShardEnd {
-			return false
+		if id := aws.ToString(p); id != "" {
+			ids = append(ids, id)
 		}
 	}
-	return true
+	return ids
 }
 
 // hasParents reports whether shard id has a parent still in the stream.
 func (c *Coordinator) hasParents(id string) bool {
-	s := c.shards[id]
-	for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
-		if _, ok := c.shards[aws.ToString(p)]; ok {
+	for _, p := range parentIDs(c.shards[id]) {
+		if _, ok := c.shards[p]; ok {
 			return true
 		}
 	}
@@ -689,10 +590,10 @@ func (c *Coordinator) take(ctx context.Context, id string, seen leases.Lease) bo
 		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
 			c.log.Warn("kinesislease: taking lease failed", "shard", id, "err", err)
 		}
-		delete(c.seen, id)
+		c.lv.forget(id)
 		return false
 	}
-	delete(c.seen, id)
+	c.lv.forget(id)
 	h := newHeldLease(c.cfg.Store, l, sent, c.cfg.LeaseDuration, c.cfg.LeaseDuration-c.cfg.FenceMargin)
 	if l.RewindTo.Sequence != "" {
 		// An operator's rewind is pending: apply it before reading.
