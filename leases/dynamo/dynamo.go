@@ -6,9 +6,17 @@
 // conditional UpdateItem (attribute_not_exists(lease_key)), so the service's
 // credentials need only dynamodb:GetItem and dynamodb:UpdateItem on the table.
 //
-// Row attributes: lease_key, owner (absent when free), expires_at (unix ms,
-// informational), checkpoint, sub_sequence, lease_counter, handoff_to,
+// Row attributes: lease_key, owner (absent when free), expires_at (unix ms;
+// absent when free), checkpoint, sub_sequence, lease_counter, handoff_to,
 // rewind_to and rewind_to_sub (an operator's pending rewind), write_token.
+// Takers watch owner and expires_at, as opaque values, for the holder's
+// renewals (see package leases); every Renew writes an expires_at later than
+// the one before it, even when the store's clock stands still.
+//
+// Store implements leases.Checker: Check reads one row that is never written,
+// so that a service started on a missing table, a table with another key, or
+// with credentials that may not read it, fails at once with an error naming
+// the table.
 //
 // The store does not retry conflicts. The AWS SDK retries transient errors;
 // when a retried write fails its condition because the first attempt had in
@@ -31,6 +39,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -50,7 +59,11 @@ const (
 
 // Client is the part of *dynamodb.Client the store uses.
 type Client interface {
+	// GetItem reads one row; the store always asks for a strongly
+	// consistent read.
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	// UpdateItem writes one row; the store always sends a
+	// ConditionExpression.
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
@@ -67,7 +80,10 @@ type Store struct {
 	err          error // set by New for a configuration that cannot work
 }
 
-var _ leases.Store = (*Store)(nil)
+var (
+	_ leases.Store   = (*Store)(nil)
+	_ leases.Checker = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option interface{ apply(*Store) }
@@ -87,6 +103,8 @@ func WithClientOptions(fns ...func(*dynamodb.Options)) Option {
 }
 
 // WithClock makes the store compute expires_at from now instead of time.Now.
+// A clock that stands still or steps back still makes every Renew move
+// expires_at later (see Store.Renew).
 func WithClock(now func() time.Time) Option { return optionFunc(func(s *Store) { s.now = now }) }
 
 // LegacyStream names the one stream whose checkpoints an earlier format kept
@@ -131,11 +149,18 @@ func (s *Store) Table() string { return s.table }
 // checkKey is the key of the row Check reads. It is never written.
 const checkKey = "kinesislease:check"
 
-// Check reads one row to find out, before consuming, whether the table exists,
-// has the right key and can be read with these credentials. Its error names
-// the table and what to do, and matches leases.ErrMisconfigured for a
-// configuration that cannot work.
+// Check implements leases.Checker. It reads one row (key
+// "kinesislease:check", never written) to find out, before consuming, whether
+// the table exists, has the right key and can be read with these credentials,
+// so it needs only dynamodb:GetItem. Its error names the table and what to
+// do, and matches leases.ErrMisconfigured for a configuration that cannot
+// work (an invalid table name, a missing table, another key schema, denied
+// access). With a context that is done it returns the context's error and
+// sends nothing.
 func (s *Store) Check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if s.err != nil {
 		return s.err
 	}
@@ -221,10 +246,15 @@ func (s *Store) legacyCheckpoint(ctx context.Context, key leases.Key) (leases.Ch
 // of the earlier format (keyed by the bare shard id) while no LegacyStream is
 // named. It matches leases.ErrMisconfigured.
 type LegacyRowError struct {
-	Table, Shard, Stream string
-	Checkpoint           leases.Checkpoint
+	Table  string // the table holding the legacy row
+	Shard  string // the shard id: the legacy row's key
+	Stream string // the stream whose row was to be created
+	// Checkpoint is the legacy row's checkpoint.
+	Checkpoint leases.Checkpoint
 }
 
+// Error names the table, the legacy row and the stream, and says the two
+// ways out: naming the legacy stream or deleting the row.
 func (e *LegacyRowError) Error() string {
 	return fmt.Sprintf("dynamo: table %q holds a legacy row %q (checkpoint %s) for shard %s, and stream %q may be the one it belongs to: "+
 		"name the stream the legacy rows belong to with dynamo.LegacyStream(%q) to resume from it, or delete the row %q to start from the subscription's start position",
@@ -252,7 +282,9 @@ func (s *Store) Take(ctx context.Context, l leases.Lease, owner string, ttl time
 	return s.write(ctx, "Take", l.Key, l.Counter, "", u)
 }
 
-// Renew implements leases.Store.
+// Renew implements leases.Store: expires_at becomes now+ttl, or l.ExpiresAt
+// plus a millisecond if that is later. The write is conditional on l.Counter,
+// so l.ExpiresAt is the value it replaces.
 func (s *Store) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
 	if err := s.begin(ctx, l.Key); err != nil {
 		return leases.Lease{}, err
@@ -260,7 +292,13 @@ func (s *Store) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (l
 	if err := leases.ValidateTTL(ttl); err != nil {
 		return leases.Lease{}, err
 	}
-	u := update{set: map[string]types.AttributeValue{attrExpiresAt: numAttr(s.now().Add(ttl).UnixMilli())}}
+	ms := s.now().Add(ttl).UnixMilli()
+	if !l.ExpiresAt.IsZero() && ms <= l.ExpiresAt.UnixMilli() {
+		// The clock stood still, stepped back, or the renewals fell in one
+		// millisecond: takers see a renewal only as a change of expires_at.
+		ms = l.ExpiresAt.UnixMilli() + 1
+	}
+	u := update{set: map[string]types.AttributeValue{attrExpiresAt: numAttr(ms)}}
 	return s.holderWrite(ctx, "Renew", l, u)
 }
 
@@ -497,7 +535,7 @@ func (s *Store) mapErr(op, key string, err error) error {
 		return fmt.Errorf("dynamo: table %q: its key is not the string partition key %s alone: "+
 			"use a table created with --key-schema AttributeName=%s,KeyType=HASH (type S): %w: %w",
 			s.table, attrKey, attrKey, leases.ErrMisconfigured, err)
-	case errors.As(err, &apiErr) && isAccessDenied(apiErr.ErrorCode()):
+	case kinesisx.IsAccessDenied(err):
 		return fmt.Errorf("dynamo: table %q: access denied to %s: the credentials need dynamodb:GetItem and dynamodb:UpdateItem on the table: %w: %w",
 			s.table, op, leases.ErrMisconfigured, err)
 	}
@@ -512,15 +550,6 @@ func wrongKey(msg string) bool {
 	msg = strings.ToLower(msg)
 	return strings.Contains(msg, "key element does not match the schema") ||
 		strings.Contains(msg, "required keys was not given a value")
-}
-
-func isAccessDenied(code string) bool {
-	switch code {
-	case "AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException",
-		"MissingAuthenticationTokenException", "ExpiredTokenException":
-		return true
-	}
-	return false
 }
 
 func keyAttr(key string) map[string]types.AttributeValue {

@@ -183,6 +183,73 @@ func TestAccessDenied(t *testing.T) {
 	}
 }
 
+// TestAccessDeniedCodes: every AWS error code that says the credentials may
+// not act (as internal/kinesisx classifies them) makes Check fail with
+// leases.ErrMisconfigured naming the table and the permissions.
+func TestAccessDeniedCodes(t *testing.T) {
+	for _, code := range []string{"AccessDeniedException", "AccessDenied", "UnrecognizedClientException",
+		"InvalidSignatureException", "MissingAuthenticationTokenException", "ExpiredTokenException", "InvalidClientTokenId"} {
+		t.Run(code, func(t *testing.T) {
+			faults := &testutil.Faults{}
+			s, _ := newStore(t, faults)
+			faults.Inject(testutil.Fault{Op: "GetItem", Err: &smithy.GenericAPIError{Code: code, Message: "denied"}})
+			err := s.Check(ctx(t))
+			if !errors.Is(err, leases.ErrMisconfigured) {
+				t.Fatalf("Check with %s: %v, want leases.ErrMisconfigured", code, err)
+			}
+			var api smithy.APIError
+			if !errors.As(err, &api) || api.ErrorCode() != code {
+				t.Fatalf("the SDK error is not wrapped: %v", err)
+			}
+			for _, want := range []string{s.Table(), "access denied to GetItem", "dynamodb:GetItem", "dynamodb:UpdateItem"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%q does not say %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestRenewClockStandsStill: with a clock that never moves, every Renew
+// still writes a later expires_at (one millisecond later), and once the clock
+// moves on expires_at is now+ttl again.
+func TestRenewClockStandsStill(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var clock atomic.Pointer[time.Time]
+	clock.Store(&now)
+	s, client := newStore(t, &testutil.Faults{}, dynamo.WithClock(func() time.Time { return *clock.Load() }))
+	k := leases.Key{Stream: "orders", Shard: "shardId-000000000001"}
+	l, err := s.Create(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err = s.Take(ctx(t), l, "a", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	base := now.Add(10 * time.Second).UnixMilli()
+	for i := range 3 {
+		if l, err = s.Renew(ctx(t), l, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		want := base + int64(i) + 1
+		if got := l.ExpiresAt.UnixMilli(); got != want {
+			t.Fatalf("renewal %d with a clock that stands still: expires_at %d, want %d", i+1, got, want)
+		}
+		raw := rawItem(t, client, s.Table(), k.String())["expires_at"].(*types.AttributeValueMemberN).Value
+		if raw != fmt.Sprint(want) {
+			t.Fatalf("renewal %d: the row holds expires_at %s, want %d", i+1, raw, want)
+		}
+	}
+	later := now.Add(time.Minute)
+	clock.Store(&later)
+	if l, err = s.Renew(ctx(t), l, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if want := later.Add(10 * time.Second).UnixMilli(); l.ExpiresAt.UnixMilli() != want {
+		t.Fatalf("after the clock moved: expires_at %d, want %d", l.ExpiresAt.UnixMilli(), want)
+	}
+}
+
 func TestInvalidTableName(t *testing.T) {
 	s := dynamo.New(testutil.Config(t), "no spaces allowed")
 	err := s.Check(ctx(t))

@@ -5,9 +5,14 @@
 //		leasestest.Run(t, func(t *testing.T) leases.Store { return memory.New() })
 //	}
 //
-// The suite checks the contract documented on leases.Store: conditional
-// creation, a counter bumped by every write, conflicts that change nothing,
-// fencing of holders' writes, and exactly one winner among racing takers.
+// The suite checks the contract documented on leases.Store and in the
+// "Writing a Store" section of package leases: conditional creation, a
+// counter bumped by every write, conflicts that change nothing, fencing of
+// holders' writes, exactly one winner among racing takers, a Renew that
+// always moves ExpiresAt later (the sign of life takers watch) while requests
+// leave Owner and ExpiresAt alone, the context honoured, and, for a Store
+// that implements leases.Checker, a Check that passes on a working store and
+// honours its context.
 package leasestest
 
 import (
@@ -25,7 +30,8 @@ import (
 
 // Run runs the conformance suite as subtests of t. newStore is called once
 // per subtest; it may return the same store each time (every subtest uses
-// keys of its own) or a fresh one.
+// keys of its own) or a fresh one. The subtest Checker is skipped for a
+// store that does not implement leases.Checker.
 func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 	t.Helper()
 	tests := []struct {
@@ -45,11 +51,14 @@ func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"RewindFreeRow", testRewindFree},
 		{"RewindHeldRow", testRewindHeld},
 		{"ExpiresAt", testExpiresAt},
+		{"RenewMovesExpiresAtLater", testRenewMovesExpiresAt},
+		{"RequestsAreNoSignOfLife", testRequestsKeepSignOfLife},
 		{"RacingTakersOneWins", testTakeRace},
 		{"StreamsAreIndependent", testStreamsIndependent},
 		{"StreamARNKeys", testStreamARN},
 		{"InvalidArguments", testInvalidArguments},
 		{"CancelledContext", testCancelledContext},
+		{"Checker", testChecker},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -629,6 +638,8 @@ func testCancelledContext(t *testing.T, s leases.Store) {
 			"Checkpoint":     func() error { _, err := s.Checkpoint(c, l, leases.Checkpoint{Sequence: "3"}); return err },
 			"Release":        func() error { _, err := s.Release(c, l, leases.Checkpoint{}); return err },
 			"RequestHandoff": func() error { _, err := s.RequestHandoff(c, l, "b"); return err },
+			"Rewind":         func() error { _, err := s.Rewind(c, l, leases.Checkpoint{Sequence: "1"}); return err },
+			"ApplyRewind":    func() error { _, err := s.ApplyRewind(c, l); return err },
 		}
 		for op, call := range calls {
 			if err := call(); !errors.Is(err, want) {
@@ -638,5 +649,165 @@ func testCancelledContext(t *testing.T, s leases.Store) {
 	}
 	if got := mustGet(t, s, k); !same(got, l) {
 		t.Fatalf("calls with a dead context changed the row: %+v, want %+v", got, l)
+	}
+}
+
+// sameSignOfLife reports whether a and b show the same holder, not renewed
+// in between: the (Owner, ExpiresAt) pair takers compare, at the millisecond
+// precision stores keep.
+func sameSignOfLife(a, b leases.Lease) bool {
+	return a.Owner == b.Owner && a.ExpiresAt.UnixMilli() == b.ExpiresAt.UnixMilli()
+}
+
+// testRenewMovesExpiresAt: every Renew writes an ExpiresAt later than the one
+// it replaces, at millisecond precision, whatever the store's clock does.
+// Takers see a renewal only as a change of (Owner, ExpiresAt), and the holder
+// counts its lease only from a renewal that changed ExpiresAt, so a Renew
+// that repeats it (renewals in one millisecond, a clock that stood still)
+// makes the holder stop delivering, and one that goes back can repeat a value
+// a taker saw earlier, which makes it take a live lease.
+func testRenewMovesExpiresAt(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	renew := func(op string, d time.Duration) {
+		t.Helper()
+		got, err := s.Renew(ctx(t), l, d)
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		checkWritten(t, s, op, l, got)
+		if got.Owner != l.Owner {
+			t.Fatalf("%s changed the owner from %q to %q", op, l.Owner, got.Owner)
+		}
+		if got.ExpiresAt.UnixMilli() <= l.ExpiresAt.UnixMilli() {
+			t.Fatalf("%s wrote ExpiresAt %v over %v: every Renew must write a later one (at millisecond precision), "+
+				"or takers cannot tell it from no renewal at all", op, got.ExpiresAt, l.ExpiresAt)
+		}
+		l = got
+	}
+	// Back to back: several renewals fall in one millisecond of a store
+	// that is fast enough.
+	for i := range 5 {
+		renew(fmt.Sprintf("Renew %d of 5 back to back", i+1), ttl)
+	}
+	// A duration shorter than what is left: now+ttl is earlier than the
+	// current ExpiresAt, as after a clock stepped back.
+	for i := range 3 {
+		renew(fmt.Sprintf("Renew %d of 3 with a duration of 1ms, %v before the current expiry", i+1, time.Until(l.ExpiresAt).Round(time.Millisecond)), time.Millisecond)
+	}
+	// After a request bumped the counter, the holder re-reads and renews.
+	asked, err := s.RequestHandoff(ctx(t), l, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = mustGet(t, s, k)
+	if !same(l, asked) {
+		t.Fatalf("Get after RequestHandoff = %+v, want %+v", l, asked)
+	}
+	renew("Renew after a handoff request", time.Millisecond)
+}
+
+// testRequestsKeepSignOfLife: the writes of others on a held row
+// (RequestHandoff, Rewind) and the holder's writes that are not renewals
+// (Checkpoint, ApplyRewind) leave Owner and ExpiresAt as they are. A request
+// that moved them would look like the holder renewing: a requester asking a
+// dead holder for its lease, or an operator rewinding it, would keep that
+// lease from being taken over for as long as the requests go on.
+func testRequestsKeepSignOfLife(t *testing.T, s leases.Store) {
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	steps := []struct {
+		op string
+		do func(leases.Lease) (leases.Lease, error)
+	}{
+		{"RequestHandoff", func(l leases.Lease) (leases.Lease, error) { return s.RequestHandoff(ctx(t), l, "b") }},
+		{"second RequestHandoff", func(l leases.Lease) (leases.Lease, error) { return s.RequestHandoff(ctx(t), l, "c") }},
+		{"Rewind of a held row", func(l leases.Lease) (leases.Lease, error) {
+			return s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "10"})
+		}},
+		{"Checkpoint", func(l leases.Lease) (leases.Lease, error) {
+			return s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "20"})
+		}},
+		{"ApplyRewind", func(l leases.Lease) (leases.Lease, error) { return s.ApplyRewind(ctx(t), l) }},
+	}
+	for _, st := range steps {
+		// Let the store's clock move, so that a write that stamps ExpiresAt
+		// with it shows.
+		time.Sleep(3 * time.Millisecond)
+		got, err := st.do(l)
+		if err != nil {
+			t.Fatalf("%s at counter %d: %v", st.op, l.Counter, err)
+		}
+		checkWritten(t, s, st.op, l, got)
+		if !sameSignOfLife(got, l) {
+			t.Fatalf("%s changed (Owner, ExpiresAt) from (%q, %v) to (%q, %v): "+
+				"takers would take it for a renewal by the holder", st.op, l.Owner, l.ExpiresAt, got.Owner, got.ExpiresAt)
+		}
+		l = got
+	}
+
+	// A Rewind of a free row leaves it free, with no expiry.
+	free, err := s.Release(ctx(t), l, leases.Checkpoint{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Rewind(ctx(t), free, leases.Checkpoint{Sequence: "5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Owner != "" || !got.ExpiresAt.IsZero() {
+		t.Fatalf("Rewind of a free row: owner %q, ExpiresAt %v; want it free with a zero ExpiresAt", got.Owner, got.ExpiresAt)
+	}
+}
+
+// checkDeadline bounds how long Check may take with a context that is
+// already done.
+const checkDeadline = 5 * time.Second
+
+// testChecker: a Store that implements leases.Checker passes its own Check
+// when it works, writes nothing doing so, and honours a context that is
+// done. kinesislease.Service.Run returns Check's error as it is: a Check
+// that fails on a working store keeps every service from starting, and one
+// that reports a cancelled start as ErrMisconfigured (or blocks) tells the
+// operator to fix a table that is fine.
+func testChecker(t *testing.T, s leases.Store) {
+	ch, ok := s.(leases.Checker)
+	if !ok {
+		t.Skipf("%T does not implement leases.Checker", s)
+	}
+	k := newKey(t)
+	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	for i := range 2 {
+		if err := ch.Check(ctx(t)); err != nil {
+			t.Fatalf("Check %d on a working store: %v, want nil", i+1, err)
+		}
+	}
+	if got := mustGet(t, s, k); !same(got, l) {
+		t.Fatalf("Check changed a row: %+v, want %+v", got, l)
+	}
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for name, c := range map[string]context.Context{"cancelled": cancelled, "past deadline": expired} {
+		done := make(chan error, 1)
+		go func() { done <- ch.Check(c) }()
+		select {
+		case err := <-done:
+			switch {
+			case err == nil:
+				// A Store with nothing to wait for may ignore ctx.
+			case errors.Is(err, leases.ErrMisconfigured):
+				t.Errorf("Check with a %s context: %v: a done context is not a misconfiguration", name, err)
+			case !errors.Is(err, c.Err()):
+				t.Errorf("Check with a %s context: %v, want nil or an error matching %v", name, err, c.Err())
+			}
+		case <-time.After(checkDeadline):
+			t.Errorf("Check with a %s context has not returned after %v", name, checkDeadline)
+		}
+	}
+	if got := mustGet(t, s, k); !same(got, l) {
+		t.Fatalf("Check changed a row: %+v, want %+v", got, l)
 	}
 }

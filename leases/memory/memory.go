@@ -25,7 +25,10 @@ type Store struct {
 	rows map[leases.Key]leases.Lease
 }
 
-var _ leases.Store = (*Store)(nil)
+var (
+	_ leases.Store   = (*Store)(nil)
+	_ leases.Checker = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option interface{ apply(*Store) }
@@ -35,7 +38,8 @@ type optionFunc func(*Store)
 func (f optionFunc) apply(s *Store) { f(s) }
 
 // WithClock makes the store read the time from now (for ExpiresAt) instead of
-// time.Now: tests use it to control time.
+// time.Now: tests use it to control time. A clock that stands still or steps
+// back still makes every Renew move ExpiresAt later (see Store.Renew).
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(s *Store) { s.now = now })
 }
@@ -48,6 +52,10 @@ func New(opts ...Option) *Store {
 	}
 	return s
 }
+
+// Check implements leases.Checker. A memory store has nothing to
+// misconfigure: Check always returns nil, whatever ctx.
+func (s *Store) Check(context.Context) error { return nil }
 
 // Get implements leases.Store.
 func (s *Store) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
@@ -97,7 +105,8 @@ func (s *Store) Take(ctx context.Context, l leases.Lease, owner string, ttl time
 	})
 }
 
-// Renew implements leases.Store.
+// Renew implements leases.Store: ExpiresAt becomes now+ttl, or the stored
+// ExpiresAt plus a millisecond if that is later.
 func (s *Store) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
 	if err := begin(ctx, l.Key); err != nil {
 		return leases.Lease{}, err
@@ -106,9 +115,21 @@ func (s *Store) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (l
 		return leases.Lease{}, err
 	}
 	return s.write("Renew", l, true, func(r *leases.Lease) error {
-		r.ExpiresAt = s.now().Add(ttl)
+		r.ExpiresAt = renewedExpiry(r.ExpiresAt, s.now().Add(ttl))
 		return nil
 	})
+}
+
+// renewedExpiry returns the ExpiresAt a renewal writes over prev: want, or
+// prev plus a millisecond when want is not that late (the clock stood still,
+// stepped back, or the renewals fell in one millisecond). Takers see a
+// renewal only as a change of ExpiresAt, so it must never repeat an earlier
+// value.
+func renewedExpiry(prev, want time.Time) time.Time {
+	if floor := prev.Add(time.Millisecond); !prev.IsZero() && want.Before(floor) {
+		return floor
+	}
+	return want
 }
 
 // Checkpoint implements leases.Store.
