@@ -32,18 +32,11 @@ const (
 	Held
 )
 
+var outcomeNames = [...]string{Stopped: "stopped", Acked: "acknowledged", Dropped: "dropped", DeadLettered: "dead-lettered", Held: "held"}
+
 func (o Outcome) String() string {
-	switch o {
-	case Stopped:
-		return "stopped"
-	case Acked:
-		return "acknowledged"
-	case Dropped:
-		return "dropped"
-	case DeadLettered:
-		return "dead-lettered"
-	case Held:
-		return "held"
+	if o >= 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -98,40 +91,39 @@ func (r Result) String() string {
 // RequireAcked fails the test unless the handler acknowledged the record.
 func (r Result) RequireAcked(tb testing.TB) {
 	tb.Helper()
-	if r.Outcome != Acked {
-		tb.Fatalf("kinesisleasetest: want the record acknowledged, got %v", r)
-	}
+	r.require(tb, r.Outcome == Acked, "the record acknowledged")
 }
 
 // RequireDropped fails the test unless the handler dropped the record.
 func (r Result) RequireDropped(tb testing.TB) {
 	tb.Helper()
-	if r.Outcome != Dropped {
-		tb.Fatalf("kinesisleasetest: want the record dropped, got %v", r)
-	}
+	r.require(tb, r.Outcome == Dropped, "the record dropped")
 }
 
 // RequireDeadLettered fails the test unless the record was dead-lettered
 // with reason ("retries-exhausted", "dead-letter", "decode", "panic").
 func (r Result) RequireDeadLettered(tb testing.TB, reason string) {
 	tb.Helper()
-	if r.Outcome != DeadLettered || r.DeadLetter == nil || r.DeadLetter.Reason != reason {
-		tb.Fatalf("kinesisleasetest: want the record dead-lettered with reason %q, got %v", reason, r)
-	}
+	r.require(tb, r.Outcome == DeadLettered && r.DeadLetter != nil && r.DeadLetter.Reason == reason,
+		fmt.Sprintf("the record dead-lettered with reason %q", reason))
 }
 
 // RequireHeld fails the test unless the record held its shard (see Held).
 func (r Result) RequireHeld(tb testing.TB) {
 	tb.Helper()
-	if r.Outcome != Held {
-		tb.Fatalf("kinesisleasetest: want the record holding its shard, got %v", r)
-	}
+	r.require(tb, r.Outcome == Held, "the record holding its shard")
 }
 
 // RequireAttempts fails the test unless the handler was called n times.
 func (r Result) RequireAttempts(tb testing.TB, n int) {
 	tb.Helper()
-	if r.Attempts != n {
-		tb.Fatalf("kinesisleasetest: want %d handler attempt(s), got %v", n, r)
+	r.require(tb, r.Attempts == n, fmt.Sprintf("%d handler attempt(s)", n))
+}
+
+// require fails the test, saying what it wanted and what r is, unless ok.
+func (r Result) require(tb testing.TB, ok bool, want string) {
+	tb.Helper()
+	if !ok {
+		tb.Fatalf("kinesisleasetest: want %s, got %v", want, r)
 	}
 }

@@ -1,5 +1,7 @@
 package kltype
 
+import "fmt"
+
 // LeaseEventType tells what happened to a lease.
 type LeaseEventType int
 
@@ -17,18 +19,13 @@ const (
 )
 
 func (t LeaseEventType) String() string {
-	switch t {
-	case LeaseAcquired:
-		return "acquired"
-	case LeaseReleased:
-		return "released"
-	case LeaseLost:
-		return "lost"
-	case ShardEnded:
-		return "ended"
+	if t > 0 && int(t) < len(leaseEventNames) {
+		return leaseEventNames[t]
 	}
-	return ""
+	return fmt.Sprintf("LeaseEventType(%d)", int(t))
 }
+
+var leaseEventNames = [...]string{LeaseAcquired: "acquired", LeaseReleased: "released", LeaseLost: "lost", ShardEnded: "ended"}
 
 // LeaseEvent is a lease move seen by this instance
 // (kinesislease.WithLeaseEvents).

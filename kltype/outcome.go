@@ -121,15 +121,10 @@ const (
 )
 
 func (o Outcome) String() string {
-	switch o {
-	case 0:
-		return "none"
-	case Acked:
-		return "acknowledged"
-	case Dropped:
-		return "dropped"
-	case DeadLettered:
-		return "dead-lettered"
+	if o >= 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
+
+var outcomeNames = [...]string{0: "none", Acked: "acknowledged", Dropped: "dropped", DeadLettered: "dead-lettered"}

@@ -178,26 +178,12 @@ func (c *Coordinator) loop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-renew.C:
-			if err := c.renewAll(ctx); err != nil {
-				// Like a scan's: a transient store error (or the
-				// cancellation of ctx) must not end Run.
-				if ctx.Err() != nil {
-					return nil
-				}
-				if fatal(err) {
-					return err
-				}
-				c.log.Warn("kinesislease: taking a lease handed over failed; retrying", "err", err)
+			if err := c.transient(ctx, c.renewAll(ctx), "taking a lease handed over failed; retrying"); err != nil || ctx.Err() != nil {
+				return err
 			}
 		case <-scan.C:
-			if err := c.scan(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if fatal(err) {
-					return err
-				}
-				c.log.Warn("kinesislease: lease scan failed; retrying", "err", err)
+			if err := c.transient(ctx, c.scan(ctx), "lease scan failed; retrying"); err != nil || ctx.Err() != nil {
+				return err
 			}
 			scan.Reset(backoff.Jitter(c.cfg.ScanInterval))
 		}
@@ -220,6 +206,21 @@ func (c *Coordinator) loop(ctx context.Context) error {
 type globalSource struct{}
 
 func (globalSource) Uint64() uint64 { return rand.Uint64() }
+
+// transient returns err if it means the configuration cannot work; any
+// other error (a transient store error, or the cancellation of ctx) must not
+// end Run with an error: it is logged with msg, unless ctx ended, and nil
+// returned.
+func (c *Coordinator) transient(ctx context.Context, err error, msg string) error {
+	switch {
+	case err == nil, ctx.Err() != nil:
+		return nil
+	case fatal(err):
+		return err
+	}
+	c.log.Warn("kinesislease: "+msg, "err", err)
+	return nil
+}
 
 // fatal reports whether err means the configuration cannot work.
 func fatal(err error) bool {

@@ -30,41 +30,26 @@ type hooks struct {
 func newHooks(hs []kltype.Hook) *hooks {
 	h := &hooks{}
 	for _, x := range hs {
-		if v, ok := x.(kltype.HookLeaseAcquired); ok {
-			h.acquired = append(h.acquired, v)
-		}
-		if v, ok := x.(kltype.HookLeaseReleased); ok {
-			h.released = append(h.released, v)
-		}
-		if v, ok := x.(kltype.HookLeaseLost); ok {
-			h.lost = append(h.lost, v)
-		}
-		if v, ok := x.(kltype.HookShardStarted); ok {
-			h.started = append(h.started, v)
-		}
-		if v, ok := x.(kltype.HookShardEnded); ok {
-			h.ended = append(h.ended, v)
-		}
-		if v, ok := x.(kltype.HookBatchFetched); ok {
-			h.batch = append(h.batch, v)
-		}
-		if v, ok := x.(kltype.HookRecordHandled); ok {
-			h.record = append(h.record, v)
-		}
-		if v, ok := x.(kltype.HookCheckpointWritten); ok {
-			h.checkpoint = append(h.checkpoint, v)
-		}
-		if v, ok := x.(kltype.HookThrottled); ok {
-			h.throttled = append(h.throttled, v)
-		}
-		if v, ok := x.(kltype.HookDeadLettered); ok {
-			h.dead = append(h.dead, v)
-		}
-		if v, ok := x.(kltype.HookCall); ok {
-			h.call = append(h.call, v)
-		}
+		add(&h.acquired, x)
+		add(&h.released, x)
+		add(&h.lost, x)
+		add(&h.started, x)
+		add(&h.ended, x)
+		add(&h.batch, x)
+		add(&h.record, x)
+		add(&h.checkpoint, x)
+		add(&h.throttled, x)
+		add(&h.dead, x)
+		add(&h.call, x)
 	}
 	return h
+}
+
+// add appends x to list if x implements the list's hook interface.
+func add[T any](list *[]T, x kltype.Hook) {
+	if v, ok := x.(T); ok {
+		*list = append(*list, v)
+	}
 }
 
 // calls wraps the lease store and the Kinesis client to time every call for

@@ -33,19 +33,15 @@ const (
 
 // String names the reason.
 func (r WaitReason) String() string {
-	switch r {
-	case WaitBackoff:
-		return "backoff"
-	case WaitRetryAfter:
-		return "retry-after"
-	case WaitRetriesExhausted:
-		return "retries-exhausted"
-	case WaitNoSink:
-		return "no-sink"
-	case WaitSinkFailed:
-		return "sink-failed"
+	if name, ok := waitReasons[r]; ok {
+		return name
 	}
 	return fmt.Sprintf("WaitReason(%d)", uint8(r))
+}
+
+var waitReasons = map[WaitReason]string{
+	WaitBackoff: "backoff", WaitRetryAfter: "retry-after", WaitRetriesExhausted: "retries-exhausted",
+	WaitNoSink: "no-sink", WaitSinkFailed: "sink-failed",
 }
 
 // Wait is a Processor's decision to wait before going on with a record, as

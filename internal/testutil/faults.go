@@ -260,16 +260,24 @@ func (m callMiddleware) HandleInitialize(ctx context.Context, in middleware.Init
 	if bypassed(ctx) {
 		return next.HandleInitialize(ctx, in)
 	}
-	act := m.f.record(middleware.GetOperationName(ctx), false)
+	return inject(ctx, m.f.record(middleware.GetOperationName(ctx), false), func() string { return "" },
+		func() (middleware.InitializeOutput, middleware.Metadata, error) { return next.HandleInitialize(ctx, in) })
+}
+
+// inject carries out act around next, the rest of the middleware stack:
+// its delay, then its error instead of the call, or after it (a lost
+// answer, naming the request's URL).
+func inject[Out any](ctx context.Context, act action, url func() string, next func() (Out, middleware.Metadata, error)) (Out, middleware.Metadata, error) {
+	var none Out
 	if err := act.sleep(ctx); err != nil {
-		return middleware.InitializeOutput{}, middleware.Metadata{}, err
+		return none, middleware.Metadata{}, err
 	}
 	if act.err != nil && !act.lose {
-		return middleware.InitializeOutput{}, middleware.Metadata{}, act.failure("")
+		return none, middleware.Metadata{}, act.failure("")
 	}
-	out, md, err := next.HandleInitialize(ctx, in)
+	out, md, err := next()
 	if act.lose {
-		return middleware.InitializeOutput{}, md, act.failure("")
+		return none, md, act.failure(url())
 	}
 	return out, md, err
 }
@@ -284,20 +292,12 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 	if bypassed(ctx) {
 		return next.HandleFinalize(ctx, in)
 	}
-	act := m.f.record(middleware.GetOperationName(ctx), true)
-	if err := act.sleep(ctx); err != nil {
-		return middleware.FinalizeOutput{}, middleware.Metadata{}, err
-	}
-	if act.err != nil && !act.lose {
-		return middleware.FinalizeOutput{}, middleware.Metadata{}, act.failure("")
-	}
-	out, md, err := next.HandleFinalize(ctx, in)
-	if act.lose {
-		var rawURL string
+	url := func() string {
 		if req, ok := in.Request.(*smithyhttp.Request); ok && req.URL != nil {
-			rawURL = req.URL.String()
+			return req.URL.String()
 		}
-		return middleware.FinalizeOutput{}, md, act.failure(rawURL)
+		return ""
 	}
-	return out, md, err
+	return inject(ctx, m.f.record(middleware.GetOperationName(ctx), true), url,
+		func() (middleware.FinalizeOutput, middleware.Metadata, error) { return next.HandleFinalize(ctx, in) })
 }
