@@ -261,7 +261,9 @@ func (m callMiddleware) HandleInitialize(ctx context.Context, in middleware.Init
 		return next.HandleInitialize(ctx, in)
 	}
 	return inject(ctx, m.f.record(middleware.GetOperationName(ctx), false), func() string { return "" },
-		func() (middleware.InitializeOutput, middleware.Metadata, error) { return next.HandleInitialize(ctx, in) })
+		func() (middleware.InitializeOutput, middleware.Metadata, error) {
+			return next.HandleInitialize(ctx, in)
+		})
 }
 
 // inject carries out act around next, the rest of the middleware stack:
