@@ -45,46 +45,54 @@ const msgpackName = "msgpack"
 // records are at most 1 MiB; most are far smaller.
 const maxPooledBuffer = 64 << 10
 
+// A pooled encoder writes into its own buffer, a pooled decoder reads from
+// its own reader.
 type msgpackEncoder struct {
 	buf bytes.Buffer
 	enc *msgpack.Encoder
 }
-
-var msgpackEncoders = sync.Pool{
-	New: func() any {
-		e := new(msgpackEncoder)
-		e.enc = msgpack.NewEncoder(&e.buf)
-		e.enc.SetCustomStructTag("json")
-		e.enc.UseCompactInts(true)
-		return e
-	},
-}
-
 type msgpackDecoder struct {
 	r   bytes.Reader
 	dec *msgpack.Decoder
 }
 
-// Pooled decoders, configured once. UsePreallocateValues stays off: it starts
-// a goroutine per decoded type that never exits.
-var msgpackDecoders = sync.Pool{
-	New: func() any {
-		d := new(msgpackDecoder)
+// Pooled encoders and decoders, configured once. UsePreallocateValues stays
+// off: it starts a goroutine per decoded type that never exits.
+var (
+	msgpackEncoders = newPool(func(e *msgpackEncoder) {
+		e.enc = msgpack.NewEncoder(&e.buf)
+		e.enc.SetCustomStructTag("json")
+		e.enc.UseCompactInts(true)
+	})
+	msgpackDecoders = newPool(func(d *msgpackDecoder) {
 		// bytes.Reader is an io.ByteScanner, so the decoder reads it directly
 		// without a bufio.Reader and d.r.Len reports what is left unread.
 		d.dec = msgpack.NewDecoder(&d.r)
 		d.dec.SetCustomStructTag("json")
 		d.dec.UseLooseInterfaceDecoding(true)
-		return d
-	},
+	})
+)
+
+// pool is a sync.Pool of *T, each new one set up once by setup.
+type pool[T any] struct{ p sync.Pool }
+
+func newPool[T any](setup func(*T)) *pool[T] {
+	return &pool[T]{p: sync.Pool{New: func() any {
+		x := new(T)
+		setup(x)
+		return x
+	}}}
 }
+
+func (p *pool[T]) get() *T  { return p.p.Get().(*T) }
+func (p *pool[T]) put(x *T) { p.p.Put(x) }
 
 var errTrailingData = errors.New("msgpack: trailing data after top-level value")
 
 func (msgpackCodec) Name() string { return msgpackName }
 
 func (msgpackCodec) Marshal(v any) (data []byte, err error) {
-	e := msgpackEncoders.Get().(*msgpackEncoder)
+	e := msgpackEncoders.get()
 	defer func() {
 		if r := recover(); r != nil {
 			// The encoder may be in any state: drop it rather than pool it.
@@ -106,7 +114,7 @@ func putEncoder(e *msgpackEncoder) {
 		return
 	}
 	e.buf.Reset()
-	msgpackEncoders.Put(e)
+	msgpackEncoders.put(e)
 }
 
 func (msgpackCodec) Unmarshal(data []byte, v any) (err error) {
@@ -116,7 +124,7 @@ func (msgpackCodec) Unmarshal(data []byte, v any) (err error) {
 	if err := scanMsgpack(data); err != nil {
 		return decodeError(msgpackName, v, err)
 	}
-	d := msgpackDecoders.Get().(*msgpackDecoder)
+	d := msgpackDecoders.get()
 	defer func() {
 		if r := recover(); r != nil {
 			// The decoder may be in any state: drop it rather than pool it.
@@ -130,7 +138,7 @@ func (msgpackCodec) Unmarshal(data []byte, v any) (err error) {
 		err = fmt.Errorf("%w (%d bytes)", errTrailingData, d.r.Len())
 	}
 	d.r.Reset(nil) // do not retain data
-	msgpackDecoders.Put(d)
+	msgpackDecoders.put(d)
 	if err != nil {
 		return decodeError(msgpackName, v, err)
 	}

@@ -36,14 +36,18 @@ type globals struct {
 	table, stream   string // every command names them too
 }
 
+// register registers the options on fs. Their help is in help.go; the
+// strings default to empty.
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.table, "table", "", "")
-	fs.StringVar(&g.stream, "stream", "", "")
-	fs.StringVar(&g.region, "region", "", "")
-	fs.StringVar(&g.profile, "profile", "", "")
-	fs.StringVar(&g.endpoint, "endpoint-url", "", "")
-	fs.StringVar(&g.dynamoEndpoint, "dynamodb-endpoint-url", "", "")
-	fs.StringVar(&g.kinesisEndpoint, "kinesis-endpoint-url", "", "")
+	for _, o := range []struct {
+		name string
+		v    *string
+	}{
+		{"table", &g.table}, {"stream", &g.stream}, {"region", &g.region}, {"profile", &g.profile},
+		{"endpoint-url", &g.endpoint}, {"dynamodb-endpoint-url", &g.dynamoEndpoint}, {"kinesis-endpoint-url", &g.kinesisEndpoint},
+	} {
+		fs.StringVar(o.v, o.name, "", "")
+	}
 	fs.IntVar(&g.readTimeoutSecs, "cli-read-timeout", 60, "")
 }
 

@@ -150,6 +150,12 @@ func main() {
 	}
 }
 
+// The values of --start (in any case) and --codec.
+var (
+	startPositions = map[string]kltype.StartPosition{"LATEST": kltype.Latest, "TRIM_HORIZON": kltype.TrimHorizon}
+	codecs         = map[string]codec.Codec{"msgpack": codec.Msgpack, "json": codec.JSON}
+)
+
 func run(f *flags, stdout, stderr io.Writer) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -157,22 +163,12 @@ func run(f *flags, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	var start kltype.StartPosition
-	switch strings.ToUpper(f.start) {
-	case "LATEST":
-		start = kltype.Latest
-	case "TRIM_HORIZON":
-		start = kltype.TrimHorizon
-	default:
+	start, ok := startPositions[strings.ToUpper(f.start)]
+	if !ok {
 		return fmt.Errorf("--start %q: want LATEST or TRIM_HORIZON", f.start)
 	}
-	var cdc codec.Codec
-	switch f.codec {
-	case "msgpack":
-		cdc = codec.Msgpack
-	case "json":
-		cdc = codec.JSON
-	default:
+	cdc, ok := codecs[f.codec]
+	if !ok {
 		return fmt.Errorf("--codec %q: want msgpack or json", f.codec)
 	}
 

@@ -257,19 +257,21 @@ func (callMiddleware) ID() string { return "testutil.Faults.Call" }
 func (m callMiddleware) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
 	middleware.InitializeOutput, middleware.Metadata, error,
 ) {
-	if bypassed(ctx) {
-		return next.HandleInitialize(ctx, in)
-	}
-	return inject(ctx, m.f.record(middleware.GetOperationName(ctx), false), func() string { return "" },
+	return inject(ctx, m.f, false, func() string { return "" },
 		func() (middleware.InitializeOutput, middleware.Metadata, error) {
 			return next.HandleInitialize(ctx, in)
 		})
 }
 
-// inject carries out act around next, the rest of the middleware stack:
+// inject records the call (or, perAttempt, the attempt) in f and carries
+// out the action it draws around next, the rest of the middleware stack:
 // its delay, then its error instead of the call, or after it (a lost
-// answer, naming the request's URL).
-func inject[Out any](ctx context.Context, act action, url func() string, next func() (Out, middleware.Metadata, error)) (Out, middleware.Metadata, error) {
+// answer, naming the request's URL). A bypassed call goes straight on.
+func inject[Out any](ctx context.Context, f *Faults, perAttempt bool, url func() string, next func() (Out, middleware.Metadata, error)) (Out, middleware.Metadata, error) {
+	if bypassed(ctx) {
+		return next()
+	}
+	act := f.record(middleware.GetOperationName(ctx), perAttempt)
 	var none Out
 	if err := act.sleep(ctx); err != nil {
 		return none, middleware.Metadata{}, err
@@ -291,15 +293,12 @@ func (attemptMiddleware) ID() string { return "testutil.Faults.Attempt" }
 func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
 	middleware.FinalizeOutput, middleware.Metadata, error,
 ) {
-	if bypassed(ctx) {
-		return next.HandleFinalize(ctx, in)
-	}
 	url := func() string {
 		if req, ok := in.Request.(*smithyhttp.Request); ok && req.URL != nil {
 			return req.URL.String()
 		}
 		return ""
 	}
-	return inject(ctx, m.f.record(middleware.GetOperationName(ctx), true), url,
+	return inject(ctx, m.f, true, url,
 		func() (middleware.FinalizeOutput, middleware.Metadata, error) { return next.HandleFinalize(ctx, in) })
 }

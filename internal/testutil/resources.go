@@ -28,7 +28,7 @@ const (
 // Its calls bypass any Faults on client (see WithoutFaults).
 func CreateLeaseTable(tb testing.TB, client *dynamodb.Client, name string) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(WithoutFaults(context.Background()), setupTimeout)
+	ctx, cancel := setupContext()
 	defer cancel()
 	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
@@ -39,14 +39,9 @@ func CreateLeaseTable(tb testing.TB, client *dynamodb.Client, name string) {
 	if err != nil {
 		tb.Fatalf("testutil: creating table %s: %v", name, err)
 	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(WithoutFaults(context.Background()), setupTimeout)
-		defer cancel()
+	deleteAtCleanup[*dtypes.ResourceNotFoundException](tb, "table "+name, func(ctx context.Context) error {
 		_, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-		var notFound *dtypes.ResourceNotFoundException
-		if err != nil && !errors.As(err, &notFound) {
-			tb.Errorf("testutil: deleting table %s: %v", name, err)
-		}
+		return err
 	})
 	waitActive(ctx, tb, "table "+name, func() (string, bool, error) {
 		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
@@ -54,6 +49,26 @@ func CreateLeaseTable(tb testing.TB, client *dynamodb.Client, name string) {
 			return "", false, err
 		}
 		return string(out.Table.TableStatus), out.Table.TableStatus == dtypes.TableStatusActive, nil
+	})
+}
+
+// setupContext is the context of the setup and cleanup calls: bounded by
+// setupTimeout, bypassing any Faults.
+func setupContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(WithoutFaults(context.Background()), setupTimeout)
+}
+
+// deleteAtCleanup calls del, which deletes what ("table t"), when the test
+// ends, failing the test on an error other than a NotFound (deleted
+// already).
+func deleteAtCleanup[NotFound error](tb testing.TB, what string, del func(context.Context) error) {
+	tb.Cleanup(func() {
+		ctx, cancel := setupContext()
+		defer cancel()
+		var notFound NotFound
+		if err := del(ctx); err != nil && !errors.As(err, &notFound) {
+			tb.Errorf("testutil: deleting %s: %v", what, err)
+		}
 	})
 }
 
@@ -81,7 +96,7 @@ func waitActive(ctx context.Context, tb testing.TB, what string, describe func()
 // Its calls bypass any Faults on client (see WithoutFaults).
 func CreateStream(tb testing.TB, client *kinesis.Client, name string, shards int32) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(WithoutFaults(context.Background()), setupTimeout)
+	ctx, cancel := setupContext()
 	defer cancel()
 	_, err := client.CreateStream(ctx, &kinesis.CreateStreamInput{
 		StreamName: aws.String(name),
@@ -90,17 +105,12 @@ func CreateStream(tb testing.TB, client *kinesis.Client, name string, shards int
 	if err != nil {
 		tb.Fatalf("testutil: creating stream %s: %v", name, err)
 	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(WithoutFaults(context.Background()), setupTimeout)
-		defer cancel()
+	deleteAtCleanup[*ktypes.ResourceNotFoundException](tb, "stream "+name, func(ctx context.Context) error {
 		_, err := client.DeleteStream(ctx, &kinesis.DeleteStreamInput{
 			StreamName:              aws.String(name),
 			EnforceConsumerDeletion: aws.Bool(true),
 		})
-		var notFound *ktypes.ResourceNotFoundException
-		if err != nil && !errors.As(err, &notFound) {
-			tb.Errorf("testutil: deleting stream %s: %v", name, err)
-		}
+		return err
 	})
 	waitActive(ctx, tb, "stream "+name, func() (string, bool, error) {
 		out, err := client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})

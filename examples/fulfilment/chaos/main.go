@@ -82,24 +82,22 @@ import (
 func main() { os.Exit(chaosMain()) }
 
 func chaosMain() int {
+	f := harness.Flags{
+		Instances: 4, Shards: 8,
+		Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Scan: 500 * time.Millisecond, CheckpointInterval: time.Second,
+	}
+	f.Register(flag.CommandLine)
 	var (
-		duration  = flag.Duration("duration", 60*time.Second, "how long the chaos lasts")
-		seed      = flag.Uint64("seed", 0, "seed of the chaos schedule (0: a random one, printed)")
-		instances = flag.Int("instances", 4, "instances of the fulfilment service")
-		maxDown   = flag.Int("max-down", 2, "at most this many instances disrupted at once")
-		shards    = flag.Int("shards", 8, "shards of the stream")
-		rate      = flag.Int("rate", 200, "orders published per second")
-		keys      = flag.Int("keys", 64, "partition keys (customers)")
-		lease     = flag.Duration("lease", 2*time.Second, "lease duration of the instances")
-		renew     = flag.Duration("renew", 500*time.Millisecond, "lease renewal interval")
-		scan      = flag.Duration("scan", 500*time.Millisecond, "lease scan interval")
-		cpEvery   = flag.Duration("checkpoint-interval", time.Second, "checkpoint interval of the instances")
-		race      = flag.Bool("race", false, "build the instances with -race")
-		timeout   = flag.Duration("timeout", 0, "stop everything after this long (default: --duration + 3m)")
-		keep      = flag.Bool("keep", false, "keep the directory with the instances' logs and reports")
+		duration = flag.Duration("duration", 60*time.Second, "how long the chaos lasts")
+		seed     = flag.Uint64("seed", 0, "seed of the chaos schedule (0: a random one, printed)")
+		maxDown  = flag.Int("max-down", 2, "at most this many instances disrupted at once")
+		rate     = flag.Int("rate", 200, "orders published per second")
+		keys     = flag.Int("keys", 64, "partition keys (customers)")
+		race     = flag.Bool("race", false, "build the instances with -race")
+		timeout  = flag.Duration("timeout", 0, "stop everything after this long (default: --duration + 3m)")
 	)
 	flag.Parse()
-	if flag.NArg() > 0 || *duration <= 0 || *instances < 2 || *maxDown < 1 || *maxDown >= *instances || *shards < 1 || *rate < 1 || *keys < 1 {
+	if flag.NArg() > 0 || *duration <= 0 || f.Instances < 2 || *maxDown < 1 || *maxDown >= f.Instances || f.Shards < 1 || *rate < 1 || *keys < 1 {
 		fmt.Fprintln(os.Stderr, "chaos: want no arguments, --duration > 0, --instances >= 2, 1 <= --max-down < --instances, --shards, --rate and --keys >= 1")
 		return 2
 	}
@@ -110,46 +108,33 @@ func chaosMain() int {
 		*timeout = *duration + 3*time.Minute
 	}
 
-	ctx, cancel := harness.SignalContext(*timeout)
-	defer cancel()
-
-	dir, removeDir, err := harness.WorkDir("fulfilment-chaos", *keep)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		return 1
-	}
-	defer removeDir()
-
-	begin := time.Now()
 	fmt.Printf("chaos seed %d (replay: go run ./examples/fulfilment/chaos --seed %d --duration %v)\n", *seed, *seed, *duration)
-	e, bench, err := harness.StartEmulators(ctx, os.Stdout, begin)
+	fr, err := harness.OpenFrame("chaos", *timeout, f.Keep)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
 	}
-	defer bench.Close()
+	defer fr.Close()
 
 	cfg := config{
 		Stream: "fulfilment-chaos", Table: "fulfilment-chaos-leases",
-		Instances: *instances, MaxDown: *maxDown, Rate: *rate, Keys: *keys,
+		Instances: f.Instances, MaxDown: *maxDown, Rate: *rate, Keys: *keys,
 		Duration: *duration, Seed: *seed,
-		Lease: *lease, Renew: *renew, Scan: *scan, CheckpointInterval: *cpEvery,
-		Dir: dir, Race: *race, Out: os.Stdout,
+		Lease: f.Lease, Renew: f.Renew, Scan: f.Scan, CheckpointInterval: f.CheckpointInterval,
+		Dir: fr.Dir, Race: *race, Out: os.Stdout,
 	}
-	if err := harness.Setup(ctx, e, cfg.Table, cfg.Stream, int32(*shards)); err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		return 1
+	if err := fr.Setup(cfg.Table, cfg.Stream, int32(f.Shards)); err != nil {
+		return fr.Fail(err)
 	}
-	fmt.Printf("lease table %s, stream %s with %d shards\n", cfg.Table, cfg.Stream, *shards)
-	t, err := run(ctx, cfg, e)
+	t, err := run(fr.Ctx, cfg, fr.Env)
 	if err != nil {
-		harness.PrintStopped(ctx, "chaos", *timeout, err)
+		fr.Stopped(err)
 		fmt.Fprintf(os.Stderr, "chaos: seed %d\n", *seed)
 		return 1
 	}
 	fmt.Println()
 	t.print(os.Stdout)
-	fmt.Printf("chaos run finished in %.1fs (seed %d)\n", time.Since(begin).Seconds(), *seed)
+	fmt.Printf("chaos run finished in %.1fs (seed %d)\n", time.Since(fr.Begin).Seconds(), *seed)
 	if len(t.Violations()) > 0 {
 		return 1
 	}

@@ -171,21 +171,14 @@ func run(ctx context.Context, cfg config, e harness.Env) (*tally, error) {
 		lastSeq: map[string]string{},
 		rows:    map[string]leases.Lease{},
 	}
-	if r.cfg.Binary == "" {
-		bin, err := harness.Build(ctx, cfg.Dir, cfg.Race)
-		if err != nil {
-			return nil, fmt.Errorf("chaos: %w", err)
-		}
-		r.cfg.Binary = bin
-	}
-	var err error
-	if r.shards, err = harness.ListShards(ctx, e.Kinesis, cfg.Stream); err != nil {
-		return nil, fmt.Errorf("chaos: %w", err)
-	}
 	r.fleet = &harness.Fleet{
-		Name: "chaos", Binary: r.cfg.Binary, Dir: cfg.Dir, Env: e, Stream: cfg.Stream, Table: cfg.Table,
+		Name: "chaos", Binary: cfg.Binary, Dir: cfg.Dir, Env: e, Stream: cfg.Stream, Table: cfg.Table,
 		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, CheckpointInterval: cfg.CheckpointInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Race: cfg.Race,
+	}
+	var err error
+	if r.shards, err = r.fleet.Prepare(ctx); err != nil {
+		return nil, err
 	}
 	r.printf("seed %d: %d actions over %v (replay with --seed %d --duration %v)\n%s",
 		cfg.Seed, len(r.plan), cfg.Duration, cfg.Seed, cfg.Duration, describePlan(r.plan))
@@ -199,10 +192,8 @@ func run(ctx context.Context, cfg config, e harness.Env) (*tally, error) {
 	r.printf("started %d instances (lease %v, renew %v, scan %v, checkpoint every %v); logs and reports in %s\n",
 		cfg.Instances, cfg.Lease, cfg.Renew, cfg.Scan, cfg.CheckpointInterval, cfg.Dir)
 
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watchers sync.WaitGroup
-	watchers.Go(func() { r.watch(watchCtx) })
-	defer func() { stopWatch(); watchers.Wait() }()
+	stopWatch := harness.Watch(ctx, r.out, 200*time.Millisecond, r.poll, r.row)
+	defer stopWatch()
 
 	if err := r.waitSettled(ctx); err != nil {
 		return nil, err
@@ -230,7 +221,6 @@ func run(ctx context.Context, cfg config, e harness.Env) (*tally, error) {
 	}
 	r.stopAll()
 	stopWatch()
-	watchers.Wait()
 	if err := r.readReports(); err != nil {
 		return nil, err
 	}
@@ -278,30 +268,17 @@ func (r *runner) start(s int) error {
 	return nil
 }
 
-// watch follows the reports and the lease table, checks that no process
-// died by itself, and prints a progress row every second.
-func (r *runner) watch(ctx context.Context) {
-	poll := time.NewTicker(200 * time.Millisecond)
-	defer poll.Stop()
-	row := time.NewTicker(time.Second)
-	defer row.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-poll.C:
-			if err := r.readReports(); err != nil {
-				r.fail(err)
-			}
-			if err := r.pollRows(ctx); err != nil && ctx.Err() == nil {
-				r.printf("reading the lease table: %v\n", err)
-			}
-			if err := r.fleet.Died(); err != nil {
-				r.fail(err)
-			}
-		case <-row.C:
-			r.printf("%s\n", r.row())
-		}
+// poll is the watcher's (harness.Watch) round: it follows the reports and
+// the lease table, and checks that no process died by itself.
+func (r *runner) poll(ctx context.Context) {
+	if err := r.readReports(); err != nil {
+		r.fail(err)
+	}
+	if err := r.pollRows(ctx); err != nil && ctx.Err() == nil {
+		r.printf("reading the lease table: %v\n", err)
+	}
+	if err := r.fleet.Died(); err != nil {
+		r.fail(err)
 	}
 }
 
@@ -321,14 +298,7 @@ func (r *runner) readReports() error {
 // the lease, and every holder resumes from the row's checkpoint, so a late
 // checkpoint of a fenced holder is the only way back.
 func (r *runner) pollRows(ctx context.Context) error {
-	for _, s := range r.shards {
-		l, err := r.store.Get(ctx, leases.Key{Stream: r.cfg.Stream, Shard: s})
-		if errors.Is(err, leases.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
+	return harness.ReadRows(ctx, r.store, r.cfg.Stream, r.shards, func(s string, l leases.Lease) {
 		r.mu.Lock()
 		prev, ok := r.rows[s]
 		if ok && prev.Checkpoint.Sequence != "" && harness.CmpSeq(l.Checkpoint.Sequence, prev.Checkpoint.Sequence) < 0 {
@@ -337,8 +307,7 @@ func (r *runner) pollRows(ctx context.Context) error {
 		}
 		r.rows[s] = l
 		r.mu.Unlock()
-	}
-	return nil
+	})
 }
 
 // since formats t as seconds since the run began.
@@ -373,10 +342,7 @@ func (r *runner) row() string {
 // waitSettled waits until every shard is held by a live instance (bounded).
 func (r *runner) waitSettled(ctx context.Context) error {
 	deadline := time.Now().Add(r.cfg.settleTimeout())
-	for {
-		if err := r.failed(); err != nil {
-			return err
-		}
+	return harness.Poll(ctx, 100*time.Millisecond, r.failed, func() (bool, error) {
 		r.mu.Lock()
 		live := map[string]bool{}
 		for _, p := range r.slots {
@@ -394,17 +360,13 @@ func (r *runner) waitSettled(ctx context.Context) error {
 		r.mu.Unlock()
 		if held == len(r.shards) {
 			r.printf("every shard held: %s\n", strings.Join(owners, " "))
-			return nil
+			return true, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("chaos: %v after starting, not every shard is held: %s", r.cfg.settleTimeout(), strings.Join(owners, " "))
+			return false, fmt.Errorf("chaos: %v after starting, not every shard is held: %s", r.cfg.settleTimeout(), strings.Join(owners, " "))
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return false, nil
+	})
 }
 
 // produce publishes Rate orders a second until ctx is done, round-robin
@@ -698,10 +660,7 @@ func (r *runner) problem(msg string) {
 // tally reports, not an error).
 func (r *runner) catchUp(ctx context.Context) error {
 	deadline := time.Now().Add(r.cfg.catchUpTimeout())
-	for {
-		if err := r.failed(); err != nil {
-			return err
-		}
+	return harness.Poll(ctx, 100*time.Millisecond, r.failed, func() (bool, error) {
 		r.mu.Lock()
 		missing := 0
 		for _, p := range r.pub {
@@ -719,19 +678,15 @@ func (r *runner) catchUp(ctx context.Context) error {
 		slices.Sort(behind)
 		if missing == 0 && len(behind) == 0 {
 			r.printf("every order handled, every shard checkpointed at its last record\n")
-			return nil
+			return true, nil
 		}
 		if time.Now().After(deadline) {
 			r.problem(fmt.Sprintf("catch-up: %v after the chaos, %d orders not handled, shards %v not checkpointed at their last record",
 				r.cfg.catchUpTimeout(), missing, behind))
-			return nil
+			return true, nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return false, nil
+	})
 }
 
 // stopAll SIGINTs every live process and waits for its graceful exit

@@ -26,7 +26,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -40,20 +39,18 @@ import (
 func main() { os.Exit(demoMain()) }
 
 func demoMain() int {
+	f := harness.Flags{
+		Instances: 3, Shards: 4,
+		Lease: 3 * time.Second, Renew: time.Second, Scan: time.Second, CheckpointInterval: time.Second,
+	}
+	f.Register(flag.CommandLine)
 	var (
-		orders    = flag.Int("orders", 3000, "orders to publish")
-		instances = flag.Int("instances", 3, "instances of the fulfilment service")
-		shards    = flag.Int("shards", 4, "shards of the stream")
-		over      = flag.Duration("publish-over", 10*time.Second, "publish the orders over this long")
-		lease     = flag.Duration("lease", 3*time.Second, "lease duration of the instances")
-		renew     = flag.Duration("renew", time.Second, "lease renewal interval")
-		scan      = flag.Duration("scan", time.Second, "lease scan interval")
-		cpEvery   = flag.Duration("checkpoint-interval", time.Second, "checkpoint interval of the instances")
-		noKill    = flag.Bool("no-kill", false, "do not SIGKILL an instance")
-		measure   = flag.Bool("measure-failover", false, "measure the failover time after a SIGKILL with the default and the short lease settings, then exit")
-		trials    = flag.Int("trials", 1, "with --measure-failover: runs per setting")
-		timeout   = flag.Duration("timeout", 0, "stop everything after this long (default 85s; with --measure-failover 30s + 75s per run)")
-		keep      = flag.Bool("keep", false, "keep the directory with the instances' logs and reports")
+		orders  = flag.Int("orders", 3000, "orders to publish")
+		over    = flag.Duration("publish-over", 10*time.Second, "publish the orders over this long")
+		noKill  = flag.Bool("no-kill", false, "do not SIGKILL an instance")
+		measure = flag.Bool("measure-failover", false, "measure the failover time after a SIGKILL with the default and the short lease settings, then exit")
+		trials  = flag.Int("trials", 1, "with --measure-failover: runs per setting")
+		timeout = flag.Duration("timeout", 0, "stop everything after this long (default 85s; with --measure-failover 30s + 75s per run)")
 	)
 	flag.Parse()
 	if *timeout == 0 {
@@ -63,54 +60,39 @@ func demoMain() int {
 		}
 	}
 
-	ctx, cancel := harness.SignalContext(*timeout)
-	defer cancel()
-
-	dir, removeDir, err := harness.WorkDir("fulfilment-demo", *keep)
+	fr, err := harness.OpenFrame("demo", *timeout, f.Keep)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
-	defer removeDir()
+	defer fr.Close()
 
-	begin := time.Now()
-	e, bench, err := harness.StartEmulators(ctx, os.Stdout, begin)
+	bin, err := harness.Build(fr.Ctx, fr.Dir, false)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		return 1
-	}
-	defer bench.Close()
-
-	bin, err := harness.Build(ctx, dir, false)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		return 1
+		return fr.Fail(err)
 	}
 
 	if *measure {
-		return measureFailover(ctx, e, dir, bin, *instances, int32(*shards), *trials)
+		return measureFailover(fr, bin, f.Instances, int32(f.Shards), *trials)
 	}
 
 	cfg := config{
 		Stream: "fulfilment", Table: "fulfilment-leases",
-		Orders: *orders, PublishOver: *over, Instances: *instances,
-		Lease: *lease, Renew: *renew, Scan: *scan, CheckpointInterval: *cpEvery,
+		Orders: *orders, PublishOver: *over, Instances: f.Instances,
+		Lease: f.Lease, Renew: f.Renew, Scan: f.Scan, CheckpointInterval: f.CheckpointInterval,
 		Kill: !*noKill, KillAt: 0.5,
-		Dir: dir, Binary: bin, Out: os.Stdout,
+		Dir: fr.Dir, Binary: bin, Out: os.Stdout,
 	}
-	if err := harness.Setup(ctx, e, cfg.Table, cfg.Stream, int32(*shards)); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		return 1
+	if err := fr.Setup(cfg.Table, cfg.Stream, int32(f.Shards)); err != nil {
+		return fr.Fail(err)
 	}
-	fmt.Printf("lease table %s, stream %s with %d shards\n", cfg.Table, cfg.Stream, *shards)
-	t, err := run(ctx, cfg, e)
+	t, err := run(fr.Ctx, cfg, fr.Env)
 	if err != nil {
-		harness.PrintStopped(ctx, "demo", *timeout, err)
-		return 1
+		return fr.Stopped(err)
 	}
 	fmt.Println()
 	t.print(os.Stdout)
-	fmt.Printf("demo finished in %.1fs\n", time.Since(begin).Seconds())
+	fmt.Printf("demo finished in %.1fs\n", time.Since(fr.Begin).Seconds())
 	if t.Lost > 0 || len(t.Overlaps) > 0 || (cfg.Kill && !t.Complete) {
 		return 1
 	}
@@ -120,7 +102,7 @@ func demoMain() int {
 // measureFailover runs, for the default and the short lease settings, trials
 // with no orders: every shard held, the instance holding the most SIGKILLed,
 // the time until every one of its shards is held again.
-func measureFailover(ctx context.Context, e harness.Env, dir, bin string, instances int, shards int32, trials int) int {
+func measureFailover(fr *harness.Frame, bin string, instances int, shards int32, trials int) int {
 	settings := []struct {
 		name               string
 		lease, renew, scan time.Duration
@@ -138,10 +120,9 @@ func measureFailover(ctx context.Context, e harness.Env, dir, bin string, instan
 		r := result{name: s.name}
 		for i := range trials {
 			name := fmt.Sprintf("fulfilment-failover-%s-%d", s.name, i)
-			runDir := filepath.Join(dir, name)
+			runDir := filepath.Join(fr.Dir, name)
 			if err := os.Mkdir(runDir, 0o755); err != nil {
-				fmt.Fprintln(os.Stderr, "demo:", err)
-				return 1
+				return fr.Fail(err)
 			}
 			cfg := config{
 				Stream: name, Table: name, Instances: instances,
@@ -149,14 +130,13 @@ func measureFailover(ctx context.Context, e harness.Env, dir, bin string, instan
 				Kill: true, Dir: runDir, Binary: bin, Out: os.Stdout,
 			}
 			r.cfg = cfg
-			if err := harness.Setup(ctx, e, name, name, shards); err != nil {
-				fmt.Fprintln(os.Stderr, "demo:", err)
-				return 1
+			if err := harness.Setup(fr.Ctx, fr.Env, name, name, shards); err != nil {
+				return fr.Fail(err)
 			}
 			fmt.Printf("\n== failover with the %s settings: lease %v, renew %v, scan %v\n", s.name, s.lease, s.renew, s.scan)
-			t, err := run(ctx, cfg, e)
+			t, err := run(fr.Ctx, cfg, fr.Env)
 			if err != nil {
-				harness.PrintStopped(ctx, "demo", 0, err)
+				harness.PrintStopped(fr.Ctx, "demo", 0, err)
 				return 1
 			}
 			if !t.Complete {

@@ -109,22 +109,14 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 		store:  dynamo.New(env.AWS, cfg.Table, dynamo.WithClient(env.Dynamo)),
 		owners: map[string]string{},
 	}
-
-	if d.cfg.Binary == "" {
-		bin, err := harness.Build(ctx, cfg.Dir, cfg.Race)
-		if err != nil {
-			return nil, fmt.Errorf("demo: %w", err)
-		}
-		d.cfg.Binary = bin
-	}
-	var err error
-	if d.shards, err = harness.ListShards(ctx, env.Kinesis, cfg.Stream); err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
 	d.fleet = &harness.Fleet{
-		Name: "demo", Binary: d.cfg.Binary, Dir: cfg.Dir, Env: env, Stream: cfg.Stream, Table: cfg.Table,
+		Name: "demo", Binary: cfg.Binary, Dir: cfg.Dir, Env: env, Stream: cfg.Stream, Table: cfg.Table,
 		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, CheckpointInterval: cfg.CheckpointInterval,
 		ShutdownTimeout: 10 * time.Second, Race: cfg.Race,
+	}
+	var err error
+	if d.shards, err = d.fleet.Prepare(ctx); err != nil {
+		return nil, err
 	}
 
 	defer d.fleet.Cleanup()
@@ -135,10 +127,9 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 		cfg.Instances, cfg.Lease, cfg.Renew, cfg.Scan, cfg.Dir)
 
 	// Watch the lease table and the reports, print progress every second.
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watchers sync.WaitGroup
-	watchers.Go(func() { d.watch(watchCtx) })
-	defer func() { stopWatch(); watchers.Wait() }()
+	d.printf("%s\n", d.header())
+	stopWatch := harness.Watch(ctx, d.out, 100*time.Millisecond, d.poll, d.row)
+	defer stopWatch()
 
 	if err := d.waitSettled(ctx); err != nil {
 		return nil, err
@@ -187,7 +178,6 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 		return nil, err
 	}
 	stopWatch()
-	watchers.Wait()
 	if err := d.readReports(); err != nil {
 		return nil, err
 	}
@@ -256,43 +246,25 @@ func (d *demo) readReports() error {
 // readOwners reads who holds each shard from the lease table.
 func (d *demo) readOwners(ctx context.Context) (map[string]string, error) {
 	owners := map[string]string{}
-	for _, s := range d.shards {
-		l, err := d.store.Get(ctx, leases.Key{Stream: d.cfg.Stream, Shard: s})
-		if errors.Is(err, leases.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := harness.ReadRows(ctx, d.store, d.cfg.Stream, d.shards, func(s string, l leases.Lease) {
 		owners[s] = l.Owner
+	})
+	if err != nil {
+		return nil, err
 	}
 	return owners, nil
 }
 
-// watch follows the reports and the lease table, and prints a progress row
-// every second.
-func (d *demo) watch(ctx context.Context) {
-	poll := time.NewTicker(100 * time.Millisecond)
-	defer poll.Stop()
-	row := time.NewTicker(time.Second)
-	defer row.Stop()
-	d.printf("%s\n", d.header())
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-poll.C:
-			if err := d.readReports(); err != nil {
-				d.printf("reading reports: %v\n", err)
-			}
-			if owners, err := d.readOwners(ctx); err == nil {
-				d.mu.Lock()
-				d.owners = owners
-				d.mu.Unlock()
-			}
-		case <-row.C:
-			d.printf("%s\n", d.row())
-		}
+// poll is the watcher's (harness.Watch) round: it follows the reports and
+// the lease table.
+func (d *demo) poll(ctx context.Context) {
+	if err := d.readReports(); err != nil {
+		d.printf("reading reports: %v\n", err)
+	}
+	if owners, err := d.readOwners(ctx); err == nil {
+		d.mu.Lock()
+		d.owners = owners
+		d.mu.Unlock()
 	}
 }
 
@@ -340,13 +312,10 @@ func (d *demo) waitSettled(ctx context.Context) error {
 	stable := 2 * d.cfg.Renew
 	var last map[string]string
 	var since time.Time
-	for {
-		if err := d.fleet.Died(); err != nil {
-			return err
-		}
+	return harness.Poll(ctx, 100*time.Millisecond, d.fleet.Died, func() (bool, error) {
 		owners, err := d.readOwners(ctx)
 		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("demo: reading the lease table: %w", err)
+			return false, fmt.Errorf("demo: reading the lease table: %w", err)
 		}
 		allHeld := len(owners) == len(d.shards)
 		for _, o := range owners {
@@ -357,21 +326,17 @@ func (d *demo) waitSettled(ctx context.Context) error {
 		}
 		if allHeld && time.Since(since) >= stable {
 			d.printf("every shard held: %s\n", describe(owners))
-			return nil
+			return true, nil
 		}
 		if time.Now().After(deadline) {
 			if allHeld {
 				d.printf("every shard held, assignment still moving: %s\n", describe(owners))
-				return nil
+				return true, nil
 			}
-			return fmt.Errorf("demo: %v after starting, not every shard is held: %s", d.cfg.settleTimeout(), describe(owners))
+			return false, fmt.Errorf("demo: %v after starting, not every shard is held: %s", d.cfg.settleTimeout(), describe(owners))
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return false, nil
+	})
 }
 
 // describe lists shard -> owner.
@@ -524,12 +489,9 @@ func (d *demo) killOne(ctx context.Context) error {
 // instance held, printing each takeover.
 func (d *demo) waitTakeover(ctx context.Context) error {
 	k := d.kill
-	deadline := time.After(d.cfg.takeoverTimeout())
+	deadline := time.Now().Add(d.cfg.takeoverTimeout())
 	reported := map[string]bool{}
-	for {
-		if err := d.fleet.Died(); err != nil {
-			return err
-		}
+	return harness.Poll(ctx, 50*time.Millisecond, d.fleet.Died, func() (bool, error) {
 		d.mu.Lock()
 		for _, e := range d.reports.Events {
 			if e.Kind == "acquired" && e.Owner != k.owner && e.At.After(k.at) && slices.Contains(k.shards, e.Shard) && !reported[e.Shard] {
@@ -542,16 +504,13 @@ func (d *demo) waitTakeover(ctx context.Context) error {
 			d.printf("every shard held again %.2fs after the kill (lease %v + scan %v = %v; bounds %.1fs..%.1fs)\n",
 				d.lastTakeover().Sub(k.at).Seconds(), d.cfg.Lease, d.cfg.Scan, d.cfg.expectedFailover(),
 				d.cfg.bestFailover().Seconds(), d.cfg.worstFailover().Seconds())
-			return nil
+			return true, nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline:
-			return fmt.Errorf("demo: %v after killing %s, shards %s are not all taken over", d.cfg.takeoverTimeout(), k.owner, harness.ShortList(k.shards))
-		case <-time.After(50 * time.Millisecond):
+		if time.Now().After(deadline) {
+			return false, fmt.Errorf("demo: %v after killing %s, shards %s are not all taken over", d.cfg.takeoverTimeout(), k.owner, harness.ShortList(k.shards))
 		}
-	}
+		return false, nil
+	})
 }
 
 func (d *demo) lastTakeover() time.Time {
@@ -577,11 +536,8 @@ var errNotHandled = errors.New("demo: timeout")
 
 // waitHandled waits until every published order was handled.
 func (d *demo) waitHandled(ctx context.Context, ids []string) error {
-	deadline := time.After(d.cfg.drainTimeout())
-	for {
-		if err := d.fleet.Died(); err != nil {
-			return err
-		}
+	deadline := time.Now().Add(d.cfg.drainTimeout())
+	return harness.Poll(ctx, 100*time.Millisecond, d.fleet.Died, func() (bool, error) {
 		d.mu.Lock()
 		missing := 0
 		for _, id := range ids {
@@ -592,14 +548,11 @@ func (d *demo) waitHandled(ctx context.Context, ids []string) error {
 		d.mu.Unlock()
 		if missing == 0 {
 			d.printf("every published order handled\n")
-			return nil
+			return true, nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline:
-			return fmt.Errorf("%w: %d orders not handled %v after publishing", errNotHandled, missing, d.cfg.drainTimeout())
-		case <-time.After(100 * time.Millisecond):
+		if time.Now().After(deadline) {
+			return false, fmt.Errorf("%w: %d orders not handled %v after publishing", errNotHandled, missing, d.cfg.drainTimeout())
 		}
-	}
+		return false, nil
+	})
 }

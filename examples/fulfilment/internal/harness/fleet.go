@@ -57,7 +57,8 @@ func instanceEnv(race bool) []string {
 
 // Fleet starts the instances of one run: processes of Binary on one stream
 // and lease table (which must exist), with the same lease settings, their
-// reports and logs in Dir. Set its fields before the first Start.
+// reports and logs in Dir. Set its fields and Prepare it before the first
+// Start.
 type Fleet struct {
 	Name          string // the command, prefix of the messages ("demo")
 	Binary, Dir   string
@@ -72,6 +73,21 @@ type Fleet struct {
 
 	mu  sync.Mutex
 	all []*Instance
+}
+
+// Prepare readies the fleet for its first Start: it builds
+// examples/fulfilment into Dir when Binary is empty (with -race when Race)
+// and returns the ids of the stream's shards.
+func (f *Fleet) Prepare(ctx context.Context) (shards []string, err error) {
+	if f.Binary == "" {
+		if f.Binary, err = Build(ctx, f.Dir, f.Race); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Name, err)
+		}
+	}
+	if shards, err = ListShards(ctx, f.Env.Kinesis, f.Stream); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	return shards, nil
 }
 
 // Instance is one process of examples/fulfilment.

@@ -4,13 +4,17 @@
 //
 //   - the emulators and the stream and lease table: StartEmulators, Setup,
 //     ListShards, Env;
-//   - the instances: Build builds examples/fulfilment, a Fleet starts
-//     processes of it (own process group, emulator environment, report and
-//     log files) and kills whatever still runs at the end; Instance signals
-//     one (SIGKILL, SIGSTOP, SIGCONT, SIGINT);
+//   - the instances: Build builds examples/fulfilment, a Fleet (Prepare
+//     builds it if need be) starts processes of it (own process group,
+//     emulator environment, report and log files) and kills whatever still
+//     runs at the end; Instance signals one (SIGKILL, SIGSTOP, SIGCONT,
+//     SIGINT);
 //   - their report files: Tail, Reports, Delivery, LeaseEvent, CmpSeq;
+//   - watching a run: Watch (the watcher and its progress lines), Poll (the
+//     waits), ReadRows (the lease table);
 //   - what the producer publishes: Order;
-//   - the command's frame: SignalContext, WorkDir, PrintStopped, Progress;
+//   - the command's frame: Flags, Frame (OpenFrame), and what it stands on:
+//     SignalContext, WorkDir, PrintStopped, Progress;
 //   - the tests': TestEnv, TestLog, CutOffStore, RaceEnabled.
 package harness
 

@@ -1,0 +1,96 @@
+package harness
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Flags are the flags the commands share: the fleet's size and lease
+// settings, and whether to keep the work directory.
+type Flags struct {
+	Instances, Shards  int
+	Lease, Renew, Scan time.Duration
+	CheckpointInterval time.Duration
+	Keep               bool
+}
+
+// Register registers the flags on fs, with the values f holds as their
+// defaults; fs.Parse sets them.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	fs.IntVar(&f.Instances, "instances", f.Instances, "instances of the fulfilment service")
+	fs.IntVar(&f.Shards, "shards", f.Shards, "shards of the stream")
+	fs.DurationVar(&f.Lease, "lease", f.Lease, "lease duration of the instances")
+	fs.DurationVar(&f.Renew, "renew", f.Renew, "lease renewal interval")
+	fs.DurationVar(&f.Scan, "scan", f.Scan, "lease scan interval")
+	fs.DurationVar(&f.CheckpointInterval, "checkpoint-interval", f.CheckpointInterval, "checkpoint interval of the instances")
+	fs.BoolVar(&f.Keep, "keep", f.Keep, "keep the directory with the instances' logs and reports")
+}
+
+// Frame is the frame of a command's run (the demo's, the chaos run's): its
+// context (SignalContext), its work directory (WorkDir) and the emulators
+// (StartEmulators). Close it when the run is over.
+type Frame struct {
+	Name  string          // the command ("demo"), the prefix of its messages
+	Ctx   context.Context // cancelled by SIGINT or SIGTERM or after the timeout
+	Dir   string          // the work directory
+	Env   Env             // the emulators
+	Begin time.Time       // when the emulators were started
+
+	timeout time.Duration
+	close   func()
+}
+
+// OpenFrame opens the frame of the run of command name: a context that
+// ends after timeout, the work directory fulfilment-<name>-* (kept with
+// keep) and the emulators, which it says on stdout. On error it closes
+// what it opened.
+func OpenFrame(name string, timeout time.Duration, keep bool) (*Frame, error) {
+	ctx, cancel := SignalContext(timeout)
+	dir, removeDir, err := WorkDir("fulfilment-"+name, keep)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	begin := time.Now()
+	e, bench, err := StartEmulators(ctx, os.Stdout, begin)
+	if err != nil {
+		removeDir()
+		cancel()
+		return nil, err
+	}
+	return &Frame{
+		Name: name, Ctx: ctx, Dir: dir, Env: e, Begin: begin, timeout: timeout,
+		close: func() { bench.Close(); removeDir(); cancel() },
+	}, nil
+}
+
+// Close stops the emulators, removes the work directory (unless kept) and
+// cancels Ctx.
+func (f *Frame) Close() { f.close() }
+
+// Setup creates the lease table and the stream (see Setup) and says so on
+// stdout.
+func (f *Frame) Setup(table, stream string, shards int32) error {
+	if err := Setup(f.Ctx, f.Env, table, stream, shards); err != nil {
+		return err
+	}
+	fmt.Printf("lease table %s, stream %s with %d shards\n", table, stream, shards)
+	return nil
+}
+
+// Fail says err on stderr, prefixed with the command's name, and returns
+// the exit status 1.
+func (f *Frame) Fail(err error) int {
+	fmt.Fprintf(os.Stderr, "%s: %v\n", f.Name, err)
+	return 1
+}
+
+// Stopped says on stderr why the run stopped (see PrintStopped) and returns
+// the exit status 1.
+func (f *Frame) Stopped(err error) int {
+	PrintStopped(f.Ctx, f.Name, f.timeout, err)
+	return 1
+}
