@@ -90,7 +90,9 @@
 //     moved the counter): the Store then reads the row and, finding its own
 //     Token, returns that row as a success.
 //   - Arguments are validated before anything is sent, with errors that do
-//     not match ErrConflict: [Key.Validate] for every key, [ValidateOwner]
+//     not match ErrConflict: [Key.Validate] for every key ([ValidateLeaseKey]
+//     in a Store that implements [Membership], whose rows share the table),
+//     [ValidateOwner]
 //     for Take's owner and RequestHandoff's to, [ValidateTTL] for lease
 //     durations, a non-empty Sequence for Checkpoint and Rewind.
 //   - Every method is safe for concurrent use, by goroutines and by
@@ -98,10 +100,14 @@
 //   - Optionally, a Store implements [Checker], so that a service refuses to
 //     start on a configuration that cannot work instead of failing at its
 //     first lease.
+//   - A Store for the membership protocol implements [Membership]: its
+//     membership rows live beside the lease rows (keys [MemberKey], which
+//     no lease key may name), each entry written by a conditional write of
+//     that one entry.
 //
 // Then run the conformance suite, leasestest.Run, from a test of the
-// Store's package; it also checks Checker when the Store implements it. The
-// Stores of this module pass it.
+// Store's package; it also checks Checker and Membership when the Store
+// implements them. The Stores of this module pass it.
 package leases
 
 import (
@@ -241,6 +247,10 @@ type Lease struct {
 	Key Key
 	// Owner holds the lease; empty when the lease is free.
 	Owner string
+	// Incarnation is the holder's incarnation (see Membership.TakeAs);
+	// empty for a lease taken with Take (the per-row renewal protocol) and
+	// for a free lease. Release clears it.
+	Incarnation string
 	// Counter is bumped by every successful write (lease_counter). Every
 	// write is conditional on it.
 	Counter int64

@@ -6,12 +6,51 @@
 // conditional UpdateItem (attribute_not_exists(lease_key)), so the service's
 // credentials need only dynamodb:GetItem and dynamodb:UpdateItem on the table.
 //
-// Row attributes: lease_key, owner (absent when free), expires_at (unix ms;
-// absent when free), checkpoint, sub_sequence, lease_counter, handoff_to,
-// rewind_to and rewind_to_sub (an operator's pending rewind), write_token.
-// Takers watch owner and expires_at, as opaque values, for the holder's
-// renewals (see package leases); every Renew writes an expires_at later than
-// the one before it, even when the store's clock stands still.
+// Row attributes: lease_key, owner (absent when free), incarnation (the
+// holder's, written by TakeAs; absent when free or taken with Take),
+// expires_at (unix ms; absent when free; TakeAs leaves it as it is),
+// checkpoint, sub_sequence, lease_counter, handoff_to, rewind_to and
+// rewind_to_sub (an operator's pending rewind), write_token. Takers watch
+// owner and expires_at, as opaque values, for the holder's renewals (see
+// package leases); every Renew writes an expires_at later than the one before
+// it, even when the store's clock stands still.
+//
+// # Membership rows
+//
+// Store implements leases.Membership. Membership row i is the item whose
+// lease_key is leases.MemberKey(i) ("#members:0", "#members:1"); no lease
+// key can name it (every lease method refuses one). Besides lease_key it
+// holds one top-level attribute per member, named "m_" followed by the
+// owner id (always sent through ExpressionAttributeNames, so any owner id
+// of up to 256 bytes is one attribute name, dots and all), whose value is a
+// map:
+//
+//	i  S     incarnation
+//	h  N     heartbeat
+//	l  BOOL  leaving (absent when false)
+//	n  N     notice (absent when 0)
+//
+// By DynamoDB's item-size rules an entry of a 40-byte owner id, a 10-byte
+// incarnation and a heartbeat below 10^6 is 63 bytes (42 for the name, 21
+// for the map), 70 with leaving and a notice below 100 set; each further
+// byte of incarnation or two digits of heartbeat add one. The row's key
+// takes 19 bytes. A write is billed per started KB of the larger of the row
+// before and after it, so every heartbeat costs one write unit while its
+// row holds up to 15 such entries, and one more per further 16 or so. Each
+// write names one entry, so members of one row never overwrite each other:
+//
+//   - Heartbeat: SET #m = :entry, condition attribute_not_exists(#m) OR
+//     #m.i = :inc (a resent heartbeat whose answer was lost succeeds again);
+//   - ReplaceMember: SET #m = :next, or REMOVE #m, condition #m.i = :inc AND
+//     #m.h = :hb; when the condition fails and the entry found already is
+//     next (or is absent, for a removal) the call succeeds: the write of an
+//     attempt whose answer was lost had landed;
+//   - Members: a strongly consistent GetItem of the row.
+//
+// Every write returns the whole row (ReturnValues ALL_NEW) and, when its
+// condition fails, the row as found (ALL_OLD), so a conflict carries the
+// entry without another read. A row that was never written reads as no
+// members; the first heartbeat in it creates it.
 //
 // Store implements leases.Checker: Check reads one row that is never written,
 // so that a service started on a missing table, a table with another key, or
@@ -55,6 +94,17 @@ const (
 	attrToken       = "write_token"
 	attrRewindTo    = "rewind_to"     // a checkpoint asked for by an operator
 	attrRewindSub   = "rewind_to_sub" // its sub-sequence
+	attrIncarnation = "incarnation"   // the holder's incarnation (TakeAs)
+)
+
+// Membership rows: one attribute per member, memberPrefix + owner id, a map
+// of these keys.
+const (
+	memberPrefix   = "m_"
+	entryInc       = "i" // S: incarnation
+	entryHeartbeat = "h" // N: heartbeat
+	entryLeaving   = "l" // BOOL: leaving, absent when false
+	entryNotice    = "n" // N: notice, absent when 0
 )
 
 // Client is the part of *dynamodb.Client the store uses.
@@ -81,8 +131,9 @@ type Store struct {
 }
 
 var (
-	_ leases.Store   = (*Store)(nil)
-	_ leases.Checker = (*Store)(nil)
+	_ leases.Store      = (*Store)(nil)
+	_ leases.Checker    = (*Store)(nil)
+	_ leases.Membership = (*Store)(nil)
 )
 
 // Option configures a Store.
@@ -278,7 +329,7 @@ func (s *Store) Take(ctx context.Context, l leases.Lease, owner string, ttl time
 	u := update{set: map[string]types.AttributeValue{
 		"#owner":      &types.AttributeValueMemberS{Value: owner},
 		attrExpiresAt: numAttr(s.now().Add(ttl).UnixMilli()),
-	}, remove: []string{attrHandoffTo}}
+	}, remove: []string{attrHandoffTo, attrIncarnation}}
 	return s.write(ctx, "Take", l.Key, l.Counter, "", u)
 }
 
@@ -320,7 +371,7 @@ func (s *Store) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoin
 	if err := s.begin(ctx, l.Key); err != nil {
 		return leases.Lease{}, err
 	}
-	u := update{set: map[string]types.AttributeValue{}, remove: []string{"#owner", attrExpiresAt, attrHandoffTo}}
+	u := update{set: map[string]types.AttributeValue{}, remove: []string{"#owner", attrIncarnation, attrExpiresAt, attrHandoffTo}}
 	if !cp.IsZero() {
 		u.setCheckpoint(cp)
 	}
@@ -487,18 +538,19 @@ func (s *Store) begin(ctx context.Context, key leases.Key) error {
 	if s.err != nil {
 		return s.err
 	}
-	return key.Validate()
+	return leases.ValidateLeaseKey(key)
 }
 
 // decode turns an item into a Lease.
 func (s *Store) decode(key leases.Key, item map[string]types.AttributeValue) (leases.Lease, error) {
 	l := leases.Lease{
-		Key:        key,
-		Owner:      str(item, attrOwner),
-		Checkpoint: leases.Checkpoint{Sequence: str(item, attrCheckpoint)},
-		HandoffTo:  str(item, attrHandoffTo),
-		RewindTo:   leases.Checkpoint{Sequence: str(item, attrRewindTo)},
-		Token:      str(item, attrToken),
+		Key:         key,
+		Owner:       str(item, attrOwner),
+		Incarnation: str(item, attrIncarnation),
+		Checkpoint:  leases.Checkpoint{Sequence: str(item, attrCheckpoint)},
+		HandoffTo:   str(item, attrHandoffTo),
+		RewindTo:    leases.Checkpoint{Sequence: str(item, attrRewindTo)},
+		Token:       str(item, attrToken),
 	}
 	var err error
 	if l.Counter, err = num(item, attrCounter); err == nil {

@@ -292,6 +292,8 @@ func TestLostResponseRecognised(t *testing.T) {
 			return s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "42"})
 		}},
 		{"Release", func(l leases.Lease) (leases.Lease, error) { return s.Release(ctx(t), l, leases.Checkpoint{}) }},
+		{"TakeAs", func(l leases.Lease) (leases.Lease, error) { return s.TakeAs(ctx(t), l, "a", "inc-a") }},
+		{"TakeAs by a new incarnation", func(l leases.Lease) (leases.Lease, error) { return s.TakeAs(ctx(t), l, "a", "inc-a2") }},
 	} {
 		before := faults.Attempts("UpdateItem")
 		faults.Inject(testutil.Fault{Op: "UpdateItem", Times: 1, PerAttempt: true, LoseResponse: true})

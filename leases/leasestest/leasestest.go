@@ -12,7 +12,10 @@
 // always moves ExpiresAt later (the sign of life takers watch) while requests
 // leave Owner and ExpiresAt alone, the context honoured, and, for a Store
 // that implements leases.Checker, a Check that passes on a working store and
-// honours its context.
+// honours its context. For a Store that implements leases.Membership, the
+// subtests of Membership check the membership rows (conditional heartbeats,
+// replacements and removals, one winner among racing incarnations of an
+// owner, rows kept apart from lease rows) and TakeAs.
 package leasestest
 
 import (
@@ -31,7 +34,13 @@ import (
 // Run runs the conformance suite as subtests of t. newStore is called once
 // per subtest; it may return the same store each time (every subtest uses
 // keys of its own) or a fresh one. The subtest Checker is skipped for a
-// store that does not implement leases.Checker.
+// store that does not implement leases.Checker, the subtests of Membership
+// for one that does not implement leases.Membership.
+//
+// Membership rows have fixed keys, so subtests that share a store share
+// them (each uses owner ids of its own): the store's membership rows must
+// start empty, as on a fresh table, since Membership/UntouchedRowsAreEmpty
+// checks that rows nobody wrote read as no members.
 func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 	t.Helper()
 	tests := []struct {
@@ -65,6 +74,7 @@ func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 			tc.fn(t, newStore(t))
 		})
 	}
+	t.Run("Membership", func(t *testing.T) { runMembership(t, newStore) })
 }
 
 var seq atomic.Int64
@@ -119,7 +129,7 @@ func mustTake(t *testing.T, s leases.Store, l leases.Lease, owner string) leases
 // same compares the fields a store persists. ExpiresAt is compared at
 // millisecond precision, the precision stores are required to keep.
 func same(a, b leases.Lease) bool {
-	return a.Key == b.Key && a.Owner == b.Owner && a.Counter == b.Counter &&
+	return a.Key == b.Key && a.Owner == b.Owner && a.Incarnation == b.Incarnation && a.Counter == b.Counter &&
 		a.ExpiresAt.UnixMilli() == b.ExpiresAt.UnixMilli() && a.Checkpoint == b.Checkpoint &&
 		a.HandoffTo == b.HandoffTo && a.RewindTo == b.RewindTo && a.Token == b.Token
 }

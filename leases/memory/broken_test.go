@@ -57,6 +57,20 @@ var brokenVariants = map[string]brokenVariant{
 			return nil
 		}}
 	}, "Checker"},
+	// Heartbeat overwrites the entry of another incarnation: two processes
+	// with one owner id both heartbeat.
+	"heartbeat-any-incarnation": {func() leases.Store { return anyIncarnation{New()} }, "Membership/HeartbeatOfAnotherIncarnationConflicts"},
+	// ReplaceMember checks the incarnation only: a live entry seen stale
+	// once is replaced.
+	"replace-ignores-heartbeat": {func() leases.Store { return replaceIgnoresHeartbeat{New()} }, "Membership/ReplaceMemberOnlyIfSeen"},
+	// TakeAs stamps ExpiresAt as Take does.
+	"takeas-stamps-expiry": {func() leases.Store { return stampingTakeAs{New()} }, "Membership/TakeAs"},
+	// Take leaves the incarnation of a TakeAs in place.
+	"take-keeps-incarnation": {func() leases.Store { return keepingTake{New()} }, "Membership/TakeClearsIncarnation"},
+	// Release leaves the incarnation in place.
+	"release-keeps-incarnation": {func() leases.Store { return keepingRelease{New()} }, "Membership/ReleaseClearsIncarnation"},
+	// Lease methods accept the key of a membership row.
+	"member-key-is-lease": {func() leases.Store { return memberKeyLease{New()} }, "Membership/MembershipRowsAreNotLeases"},
 	// Check ignores its context and blocks.
 	"check-ignores-context": {func() leases.Store {
 		return checkFunc{New(), func(ctx context.Context) error {
@@ -132,6 +146,89 @@ func (b refreshingRewind) Rewind(ctx context.Context, l leases.Lease, cp leases.
 		r.ExpiresAt = b.now().Add(time.Minute)
 		return nil
 	})
+}
+
+type anyIncarnation struct{ *Store }
+
+func (b anyIncarnation) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if err := beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	if err := leases.ValidateMember(m); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.members[row] == nil {
+		b.members[row] = map[string]leases.Member{}
+	}
+	b.members[row][m.Owner] = m
+	return sortedMembers(b.members[row]), nil
+}
+
+type replaceIgnoresHeartbeat struct{ *Store }
+
+func (b replaceIgnoresHeartbeat) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	b.mu.Lock()
+	if cur, ok := b.members[row][seen.Owner]; ok && cur.Incarnation == seen.Incarnation {
+		seen.Heartbeat = cur.Heartbeat
+	}
+	b.mu.Unlock()
+	return b.Store.ReplaceMember(ctx, row, seen, next)
+}
+
+type stampingTakeAs struct{ *Store }
+
+func (b stampingTakeAs) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	if err := begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	return b.write("TakeAs", l, false, func(r *leases.Lease) error {
+		r.Owner, r.Incarnation, r.HandoffTo = owner, inc, ""
+		r.ExpiresAt = b.now().Add(time.Minute)
+		return nil
+	})
+}
+
+type keepingTake struct{ *Store }
+
+func (b keepingTake) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
+	if err := begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	return b.write("Take", l, false, func(r *leases.Lease) error {
+		r.Owner, r.HandoffTo = owner, ""
+		r.ExpiresAt = b.now().Add(ttl)
+		return nil
+	})
+}
+
+type keepingRelease struct{ *Store }
+
+func (b keepingRelease) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	return b.write("Release", l, true, func(r *leases.Lease) error {
+		r.Owner, r.HandoffTo, r.ExpiresAt = "", "", time.Time{}
+		if !cp.IsZero() {
+			r.Checkpoint = cp
+		}
+		return nil
+	})
+}
+
+type memberKeyLease struct{ *Store }
+
+func (b memberKeyLease) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	if err := key.Validate(); err != nil || !leases.IsMemberKey(key.String()) {
+		return b.Store.Create(ctx, key)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := leases.Lease{Key: key, Counter: 1, Token: token()}
+	b.rows[key] = l
+	return l, nil
 }
 
 type checkFunc struct {

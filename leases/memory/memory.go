@@ -4,6 +4,10 @@
 // Its rows live in one process and vanish with it: several instances of a
 // service cannot share it, and checkpoints do not survive a restart. Use the
 // dynamo store for anything else.
+//
+// Store implements leases.Membership: its membership rows (one map of
+// entries by owner per row, absent until the first heartbeat) are kept
+// beside the lease rows, under the same lock, and no lease key can name one.
 package memory
 
 import (
@@ -11,6 +15,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,13 +28,15 @@ import (
 type Store struct {
 	now func() time.Time
 
-	mu   sync.Mutex
-	rows map[leases.Key]leases.Lease
+	mu      sync.Mutex
+	rows    map[leases.Key]leases.Lease
+	members map[int]map[string]leases.Member // membership row -> owner -> entry
 }
 
 var (
-	_ leases.Store   = (*Store)(nil)
-	_ leases.Checker = (*Store)(nil)
+	_ leases.Store      = (*Store)(nil)
+	_ leases.Checker    = (*Store)(nil)
+	_ leases.Membership = (*Store)(nil)
 )
 
 // Option configures a Store.
@@ -46,7 +55,7 @@ func WithClock(now func() time.Time) Option {
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	s := &Store{now: time.Now, rows: make(map[leases.Key]leases.Lease)}
+	s := &Store{now: time.Now, rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member)}
 	for _, o := range opts {
 		o.apply(s)
 	}
@@ -99,6 +108,7 @@ func (s *Store) Take(ctx context.Context, l leases.Lease, owner string, ttl time
 	}
 	return s.write("Take", l, false, func(r *leases.Lease) error {
 		r.Owner = owner
+		r.Incarnation = "" // the per-row renewal protocol names no incarnation
 		r.HandoffTo = ""
 		r.ExpiresAt = s.now().Add(ttl)
 		return nil
@@ -153,6 +163,7 @@ func (s *Store) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoin
 	}
 	return s.write("Release", l, true, func(r *leases.Lease) error {
 		r.Owner = ""
+		r.Incarnation = ""
 		r.HandoffTo = ""
 		r.ExpiresAt = time.Time{}
 		if !cp.IsZero() {
@@ -250,9 +261,103 @@ func begin(ctx context.Context, key leases.Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return key.Validate()
+	return leases.ValidateLeaseKey(key)
 }
 
 func token() string {
 	return rand.Text()[:16]
+}
+
+// TakeAs implements leases.Membership: like Take, but Incarnation is
+// written beside Owner and ExpiresAt is left as it is.
+func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation string) (leases.Lease, error) {
+	if err := begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateMember(leases.Member{Owner: owner, Incarnation: incarnation}); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.write("TakeAs", l, false, func(r *leases.Lease) error {
+		r.Owner = owner
+		r.Incarnation = incarnation
+		r.HandoffTo = ""
+		return nil
+	})
+}
+
+// Heartbeat implements leases.Membership.
+func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if err := beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	if err := leases.ValidateMember(m); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	entries := s.members[row]
+	if cur, ok := entries[m.Owner]; ok && cur.Incarnation != m.Incarnation {
+		return nil, &leases.MemberConflictError{Op: "Heartbeat", Row: row, Owner: m.Owner, Current: cur}
+	}
+	if entries == nil {
+		entries = make(map[string]leases.Member)
+		s.members[row] = entries
+	}
+	entries[m.Owner] = m
+	return sortedMembers(entries), nil
+}
+
+// Members implements leases.Membership.
+func (s *Store) Members(ctx context.Context, row int) ([]leases.Member, error) {
+	if err := beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sortedMembers(s.members[row]), nil
+}
+
+// ReplaceMember implements leases.Membership. An entry that already is next
+// (absent, when next.Owner is empty) counts as replaced, as in every store.
+func (s *Store) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	if err := beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	if err := leases.ValidateReplaceMember(seen, next); err != nil {
+		return nil, err
+	}
+	if next.Owner == "" {
+		next = leases.Member{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	entries := s.members[row]
+	cur, ok := entries[seen.Owner]
+	switch {
+	case ok && cur.Incarnation == seen.Incarnation && cur.Heartbeat == seen.Heartbeat:
+		if next.Owner == "" {
+			delete(entries, seen.Owner)
+		} else {
+			entries[seen.Owner] = next
+		}
+	case cur != next: // cur is the zero Member when absent, like an empty next
+		return nil, &leases.MemberConflictError{Op: "ReplaceMember", Row: row, Owner: seen.Owner, Current: cur}
+	}
+	return sortedMembers(entries), nil
+}
+
+func beginMember(ctx context.Context, row int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return leases.ValidateMemberRow(row)
+}
+
+// sortedMembers returns a copy of entries sorted by owner; nil when there
+// are none.
+func sortedMembers(entries map[string]leases.Member) []leases.Member {
+	if len(entries) == 0 {
+		return nil
+	}
+	return slices.SortedFunc(maps.Values(entries), func(a, b leases.Member) int { return strings.Compare(a.Owner, b.Owner) })
 }

@@ -1,0 +1,235 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// TakeAs implements leases.Membership: like Take (conditional on l.Counter,
+// a new write_token, a lost answer recognised by it), but it writes
+// incarnation beside owner and leaves expires_at as it is.
+func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation string) (leases.Lease, error) {
+	if err := s.begin(ctx, l.Key); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateMember(leases.Member{Owner: owner, Incarnation: incarnation}); err != nil {
+		return leases.Lease{}, err
+	}
+	u := update{set: map[string]types.AttributeValue{
+		"#owner":        &types.AttributeValueMemberS{Value: owner},
+		attrIncarnation: &types.AttributeValueMemberS{Value: incarnation},
+	}, remove: []string{attrHandoffTo}}
+	return s.write(ctx, "TakeAs", l.Key, l.Counter, "", u)
+}
+
+// Heartbeat implements leases.Membership: one UpdateItem, SET of m's entry
+// if it is absent or has m.Incarnation. A resent attempt (its answer lost)
+// meets the entry it wrote and succeeds again.
+func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if err := s.beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	if err := leases.ValidateMember(m); err != nil {
+		return nil, err
+	}
+	key := leases.MemberKey(row)
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyAttr(key),
+		UpdateExpression:                    aws.String("SET #m = :entry"),
+		ConditionExpression:                 aws.String("attribute_not_exists(#m) OR #m.#i = :inc"),
+		ExpressionAttributeNames:            map[string]string{"#m": memberPrefix + m.Owner, "#i": entryInc},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":entry": entryAttr(m), ":inc": &types.AttributeValueMemberS{Value: m.Incarnation}},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return s.decodeMembers(key, out.Attributes)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return nil, s.mapErr("UpdateItem", key, err)
+	}
+	item, err2 := s.itemOnConflict(ctx, key, ccf)
+	if err2 != nil {
+		return nil, err2
+	}
+	cur, err2 := s.entry(key, item, m.Owner)
+	if err2 != nil {
+		return nil, err2
+	}
+	return nil, &leases.MemberConflictError{Op: "Heartbeat", Row: row, Owner: m.Owner, Current: cur, Err: err}
+}
+
+// Members implements leases.Membership: one strongly consistent GetItem.
+func (s *Store) Members(ctx context.Context, row int) ([]leases.Member, error) {
+	if err := s.beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	key := leases.MemberKey(row)
+	item, err := s.getItem(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return s.decodeMembers(key, item)
+}
+
+// ReplaceMember implements leases.Membership: one UpdateItem conditional on
+// the seen entry's incarnation and heartbeat. When the condition fails and
+// the entry already is next (absent, for a removal), an earlier attempt of
+// this call whose answer was lost had landed: it succeeds.
+func (s *Store) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	if err := s.beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	if err := leases.ValidateReplaceMember(seen, next); err != nil {
+		return nil, err
+	}
+	key := leases.MemberKey(row)
+	values := map[string]types.AttributeValue{
+		":inc": &types.AttributeValueMemberS{Value: seen.Incarnation},
+		":hb":  numAttr(seen.Heartbeat),
+	}
+	expr := "REMOVE #m"
+	if next.Owner == "" {
+		next = leases.Member{}
+	} else {
+		expr = "SET #m = :next"
+		values[":next"] = entryAttr(next)
+	}
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyAttr(key),
+		UpdateExpression:                    aws.String(expr),
+		ConditionExpression:                 aws.String("#m.#i = :inc AND #m.#h = :hb"),
+		ExpressionAttributeNames:            map[string]string{"#m": memberPrefix + seen.Owner, "#i": entryInc, "#h": entryHeartbeat},
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return s.decodeMembers(key, out.Attributes)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return nil, s.mapErr("UpdateItem", key, err)
+	}
+	item, err2 := s.itemOnConflict(ctx, key, ccf)
+	if err2 != nil {
+		return nil, err2
+	}
+	cur, err2 := s.entry(key, item, seen.Owner)
+	if err2 != nil {
+		return nil, err2
+	}
+	if cur == next {
+		// Already replaced: our own write, landed on an attempt whose answer
+		// was lost (the SDK's retry then failed the condition it changed).
+		return s.decodeMembers(key, item)
+	}
+	return nil, &leases.MemberConflictError{Op: "ReplaceMember", Row: row, Owner: seen.Owner, Current: cur, Err: err}
+}
+
+func (s *Store) beginMember(ctx context.Context, row int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return leases.ValidateMemberRow(row)
+}
+
+// itemOnConflict returns the row a failed condition was checked against:
+// the one DynamoDB returned (ALL_OLD), or, when it returned none (the row
+// does not exist), the row as read now.
+func (s *Store) itemOnConflict(ctx context.Context, key string, ccf *types.ConditionalCheckFailedException) (map[string]types.AttributeValue, error) {
+	if ccf.Item != nil {
+		return ccf.Item, nil
+	}
+	return s.getItem(ctx, key)
+}
+
+// entryAttr is the map value of m's attribute; the owner is in the
+// attribute's name.
+func entryAttr(m leases.Member) types.AttributeValue {
+	e := map[string]types.AttributeValue{
+		entryInc:       &types.AttributeValueMemberS{Value: m.Incarnation},
+		entryHeartbeat: numAttr(m.Heartbeat),
+	}
+	if m.Leaving {
+		e[entryLeaving] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if m.Notice != 0 {
+		e[entryNotice] = numAttr(m.Notice)
+	}
+	return &types.AttributeValueMemberM{Value: e}
+}
+
+// entry returns owner's entry in a membership row's item; the zero Member
+// when it has none.
+func (s *Store) entry(key string, item map[string]types.AttributeValue, owner string) (leases.Member, error) {
+	v, ok := item[memberPrefix+owner]
+	if !ok {
+		return leases.Member{}, nil
+	}
+	m, err := decodeEntry(owner, v)
+	if err != nil {
+		return leases.Member{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, key, err)
+	}
+	return m, nil
+}
+
+// decodeMembers returns the entries of a membership row's item, sorted by
+// owner; nil when it has none.
+func (s *Store) decodeMembers(key string, item map[string]types.AttributeValue) ([]leases.Member, error) {
+	var ms []leases.Member
+	for name, v := range item {
+		owner, ok := strings.CutPrefix(name, memberPrefix)
+		if !ok {
+			continue
+		}
+		m, err := decodeEntry(owner, v)
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, key, err)
+		}
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b leases.Member) int { return strings.Compare(a.Owner, b.Owner) })
+	return ms, nil
+}
+
+func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
+	mv, ok := v.(*types.AttributeValueMemberM)
+	if !ok {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: type %T, want a map", memberPrefix, owner, v)
+	}
+	m := leases.Member{Owner: owner, Incarnation: str(mv.Value, entryInc)}
+	if m.Incarnation == "" {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: no incarnation (%s)", memberPrefix, owner, entryInc)
+	}
+	var err error
+	if m.Heartbeat, err = num(mv.Value, entryHeartbeat); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	if m.Notice, err = num(mv.Value, entryNotice); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	switch l := mv.Value[entryLeaving].(type) {
+	case nil:
+	case *types.AttributeValueMemberBOOL:
+		m.Leaving = l.Value
+	default:
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %s: type %T, want a boolean", memberPrefix, owner, entryLeaving, l)
+	}
+	return m, nil
+}

@@ -1,0 +1,366 @@
+package dynamo_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/dynamo"
+)
+
+// ownerIn returns an owner id of exactly n bytes whose membership row is row.
+func ownerIn(row, n int) string {
+	for i := 0; ; i++ {
+		o := fmt.Sprintf("fulfilment-%d-", i)
+		o += strings.Repeat("x", n-len(o))
+		if leases.MemberRow(o) == row {
+			return o
+		}
+	}
+}
+
+// attrSize is the size DynamoDB bills for an attribute, by the rules of
+// "DynamoDB item sizes and formats" in its developer guide.
+func attrSize(t *testing.T, name string, v types.AttributeValue) int {
+	t.Helper()
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(name) + len(v.Value)
+	case *types.AttributeValueMemberN:
+		digits := strings.Trim(strings.NewReplacer("-", "", ".", "").Replace(v.Value), "0")
+		return len(name) + (len(digits)+1)/2 + 1
+	case *types.AttributeValueMemberBOOL:
+		return len(name) + 1
+	case *types.AttributeValueMemberM:
+		n := len(name) + 3
+		for k, e := range v.Value {
+			n += attrSize(t, k, e) + 1
+		}
+		return n
+	}
+	t.Fatalf("attribute %s: no size rule for %T", name, v)
+	return 0
+}
+
+// TestMemberRowFormat pins the layout of a membership row, which the
+// package documentation describes, and the size of an entry (what every
+// heartbeat of every member of the row pays for).
+func TestMemberRowFormat(t *testing.T) {
+	s, client := newStore(t, &testutil.Faults{})
+	owner := ownerIn(1, 40)
+	row := leases.MemberRow(owner)
+	e := leases.Member{Owner: owner, Incarnation: "0123456789", Heartbeat: 999999}
+	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
+		t.Fatal(err)
+	}
+	item := rawItem(t, client, s.Table(), leases.MemberKey(row))
+	if len(item) != 2 {
+		t.Fatalf("membership row holds %v, want lease_key and one entry", item)
+	}
+	if k := item["lease_key"].(*types.AttributeValueMemberS).Value; k != "#members:"+fmt.Sprint(row) {
+		t.Fatalf("membership row key %q", k)
+	}
+	attr := "m_" + owner
+	m, ok := item[attr].(*types.AttributeValueMemberM)
+	if !ok {
+		t.Fatalf("attribute %s is %T, want a map", attr, item[attr])
+	}
+	if len(m.Value) != 2 || m.Value["i"].(*types.AttributeValueMemberS).Value != "0123456789" ||
+		m.Value["h"].(*types.AttributeValueMemberN).Value != "999999" {
+		t.Fatalf("entry %v, want {i: S 0123456789, h: N 999999} and nothing else", m.Value)
+	}
+	if n := attrSize(t, attr, m); n != 63 {
+		t.Errorf("entry of a 40-byte owner id: %d bytes, want 63 (the package documentation says so)", n)
+	}
+	keySize := attrSize(t, "lease_key", item["lease_key"])
+	if keySize != 19 {
+		t.Errorf("membership row key: %d bytes, want 19", keySize)
+	}
+
+	e.Leaving, e.Notice = true, 42
+	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
+		t.Fatal(err)
+	}
+	m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM)
+	if len(m.Value) != 4 || !m.Value["l"].(*types.AttributeValueMemberBOOL).Value || m.Value["n"].(*types.AttributeValueMemberN).Value != "42" {
+		t.Fatalf("entry with leaving and a notice: %v, want l: BOOL true, n: N 42", m.Value)
+	}
+	if n := attrSize(t, attr, m); n != 70 {
+		t.Errorf("entry of a 40-byte owner id, leaving, with a notice: %d bytes, want 70", n)
+	}
+	t.Logf("entry of a 40-byte owner id: 63 bytes (70 leaving, with a notice); %d per 1 KB row", (1024-keySize)/63)
+
+	// Back to not leaving and no notice: the optional keys are gone.
+	e.Leaving, e.Notice = false, 0
+	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
+		t.Fatal(err)
+	}
+	if m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM); len(m.Value) != 2 {
+		t.Fatalf("entry %v, want l and n omitted", m.Value)
+	}
+}
+
+// TestLeaseRowFormatTakeAs: TakeAs writes incarnation and no expires_at;
+// Take and Release remove incarnation.
+func TestLeaseRowFormatTakeAs(t *testing.T) {
+	s, client := newStore(t, &testutil.Faults{})
+	k := leases.Key{Stream: "orders", Shard: "shardId-000000000001"}
+	l, err := s.Create(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err = s.TakeAs(ctx(t), l, "instance-a", "inc-a"); err != nil {
+		t.Fatal(err)
+	}
+	item := rawItem(t, client, s.Table(), k.String())
+	if v, ok := item["incarnation"].(*types.AttributeValueMemberS); !ok || v.Value != "inc-a" {
+		t.Fatalf("after TakeAs: incarnation %v, want S inc-a", item["incarnation"])
+	}
+	if _, ok := item["expires_at"]; ok {
+		t.Fatalf("TakeAs of a free row wrote expires_at: %v", item)
+	}
+	if l, err = s.Take(ctx(t), l, "instance-b", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rawItem(t, client, s.Table(), k.String())["incarnation"]; ok {
+		t.Fatal("Take kept the incarnation attribute")
+	}
+	if l, err = s.TakeAs(ctx(t), l, "instance-b", "inc-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = s.Release(ctx(t), l, leases.Checkpoint{}); err != nil {
+		t.Fatal(err)
+	}
+	item = rawItem(t, client, s.Table(), k.String())
+	for _, name := range []string{"incarnation", "owner", "expires_at"} {
+		if _, ok := item[name]; ok {
+			t.Errorf("Release kept attribute %s: %v", name, item)
+		}
+	}
+}
+
+// TestMembershipLostResponse: a membership write lands, its answer is
+// lost, the SDK resends it. A heartbeat's resent copy meets its own entry
+// and succeeds again; a ReplaceMember's fails its condition (the first
+// copy changed the entry) and the store finds the entry already as asked:
+// a success, not a conflict.
+func TestMembershipLostResponse(t *testing.T) {
+	faults := &testutil.Faults{}
+	s, _ := newStore(t, faults)
+	owner := ownerIn(0, 40)
+	row := leases.MemberRow(owner)
+	mate := leases.Member{Owner: ownerIn(row, 30), Incarnation: "inc-mate", Heartbeat: 1}
+	if _, err := s.Heartbeat(ctx(t), row, mate); err != nil {
+		t.Fatal(err)
+	}
+	old := leases.Member{Owner: owner, Incarnation: "inc-1", Heartbeat: 1}
+	next := leases.Member{Owner: owner, Incarnation: "inc-2", Heartbeat: 1}
+	bumped := next
+	bumped.Notice = 1
+	steps := []struct {
+		name string
+		do   func() ([]leases.Member, error)
+		want leases.Member // the entry after; zero: none
+	}{
+		{"Heartbeat creating the entry", func() ([]leases.Member, error) { return s.Heartbeat(ctx(t), row, old) }, old},
+		{"Heartbeat", func() ([]leases.Member, error) {
+			old.Heartbeat++
+			return s.Heartbeat(ctx(t), row, old)
+		}, leases.Member{Owner: owner, Incarnation: "inc-1", Heartbeat: 2}},
+		{"ReplaceMember by a new incarnation", func() ([]leases.Member, error) { return s.ReplaceMember(ctx(t), row, old, next) }, next},
+		{"ReplaceMember bumping the notice", func() ([]leases.Member, error) { return s.ReplaceMember(ctx(t), row, next, bumped) }, bumped},
+		{"ReplaceMember removing", func() ([]leases.Member, error) { return s.ReplaceMember(ctx(t), row, bumped, leases.Member{}) }, leases.Member{}},
+	}
+	for _, st := range steps {
+		before := faults.Attempts("UpdateItem")
+		faults.Inject(testutil.Fault{Op: "UpdateItem", Times: 1, PerAttempt: true, LoseResponse: true})
+		ms, err := st.do()
+		if err != nil {
+			t.Fatalf("%s whose first answer was lost: %v, want success (the write landed)", st.name, err)
+		}
+		if n := faults.Attempts("UpdateItem") - before; n != 2 {
+			t.Fatalf("%s: %d UpdateItem attempts, want 2 (one lost, one resent)", st.name, n)
+		}
+		stored, err := s.Members(ctx(t), row)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range [][]leases.Member{ms, stored} {
+			if !hasEntry(got, mate) {
+				t.Fatalf("%s: row %v lacks the row-mate %+v", st.name, got, mate)
+			}
+			if st.want.Owner == "" && hasOwner(got, owner) || st.want.Owner != "" && !hasEntry(got, st.want) {
+				t.Fatalf("%s: row %v, want the entry %+v", st.name, got, st.want)
+			}
+		}
+	}
+}
+
+func hasEntry(ms []leases.Member, want leases.Member) bool {
+	for _, m := range ms {
+		if m == want {
+			return true
+		}
+	}
+	return false
+}
+
+func hasOwner(ms []leases.Member, owner string) bool {
+	for _, m := range ms {
+		if m.Owner == owner {
+			return true
+		}
+	}
+	return false
+}
+
+// hookRetryer runs hook before the SDK's first retry, between a lost
+// attempt and its resent copy.
+type hookRetryer struct {
+	aws.RetryerV2
+	once sync.Once
+	hook func()
+}
+
+func (h *hookRetryer) RetryDelay(attempt int, err error) (time.Duration, error) {
+	h.once.Do(h.hook)
+	return h.RetryerV2.RetryDelay(attempt, err)
+}
+
+// TestReplaceMemberLostResponseThenOthersWrite: a ReplaceMember lands and
+// its answer is lost, then the member heartbeats before the SDK resends
+// it: the resent copy fails, the entry found is not the one asked for, and
+// the call reports a conflict carrying the entry, not a success.
+func TestReplaceMemberLostResponseThenOthersWrite(t *testing.T) {
+	faults := &testutil.Faults{}
+	table := testutil.TableName(t)
+	plain := testutil.DynamoClient(t)
+	testutil.CreateLeaseTable(t, plain, table)
+	member := dynamo.New(testutil.Config(t), table, dynamo.WithClient(plain))
+
+	owner := ownerIn(1, 40)
+	row := leases.MemberRow(owner)
+	e := leases.Member{Owner: owner, Incarnation: "inc-1", Heartbeat: 5}
+	if _, err := member.Heartbeat(ctx(t), row, e); err != nil {
+		t.Fatal(err)
+	}
+	alive := e
+	alive.Heartbeat++
+	var hookErr error
+	retryer := &hookRetryer{hook: func() { _, hookErr = member.Heartbeat(ctx(t), row, alive) }}
+	client := testutil.DynamoClient(t, faults.DynamoOptions, func(o *dynamodb.Options) {
+		std, ok := o.Retryer.(aws.RetryerV2)
+		if !ok {
+			std = retry.NewStandard()
+		}
+		retryer.RetryerV2 = std
+		o.Retryer = retryer
+	})
+	requester := dynamo.New(testutil.Config(t), table, dynamo.WithClient(client))
+
+	bumped := e
+	bumped.Notice = 1
+	faults.Inject(testutil.Fault{Op: "UpdateItem", Times: 1, PerAttempt: true, LoseResponse: true})
+	_, err := requester.ReplaceMember(ctx(t), row, e, bumped)
+	if hookErr != nil {
+		t.Fatalf("the member's heartbeat between the attempts: %v", hookErr)
+	}
+	var ce *leases.MemberConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("ReplaceMember whose write was overwritten before its resent copy: %v, want a *leases.MemberConflictError", err)
+	}
+	if ce.Current != alive {
+		t.Fatalf("conflict carries %+v, want the member's entry %+v", ce.Current, alive)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		t.Fatalf("the SDK's ConditionalCheckFailedException is not wrapped: %v", err)
+	}
+}
+
+// TestMembershipMisconfigured: the membership methods map a missing table
+// and denied access like the lease methods, naming the table.
+func TestMembershipMisconfigured(t *testing.T) {
+	owner := ownerIn(0, 20)
+	e := leases.Member{Owner: owner, Incarnation: "inc", Heartbeat: 1}
+	calls := func(s *dynamo.Store) map[string]error {
+		return map[string]error{
+			"Heartbeat":     second(s.Heartbeat(ctx(t), 0, e)),
+			"Members":       second(s.Members(ctx(t), 0)),
+			"ReplaceMember": second(s.ReplaceMember(ctx(t), 0, e, leases.Member{})),
+			"TakeAs":        second(s.TakeAs(ctx(t), leases.Lease{Key: leases.Key{Stream: "orders", Shard: "shardId-0"}, Counter: 1}, owner, "inc")),
+		}
+	}
+	t.Run("MissingTable", func(t *testing.T) {
+		table := testutil.TableName(t) // never created
+		s := dynamo.New(testutil.Config(t), table, dynamo.WithClient(testutil.DynamoClient(t)))
+		for name, err := range calls(s) {
+			var notFound *types.ResourceNotFoundException
+			if !errors.Is(err, leases.ErrMisconfigured) || !errors.As(err, &notFound) {
+				t.Errorf("%s on a missing table: %v, want leases.ErrMisconfigured wrapping ResourceNotFoundException", name, err)
+				continue
+			}
+			for _, want := range []string{table, "not found", "create-table"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%s: %q does not say %q", name, err, want)
+				}
+			}
+		}
+	})
+	t.Run("AccessDenied", func(t *testing.T) {
+		faults := &testutil.Faults{}
+		s, _ := newStore(t, faults)
+		faults.Inject(testutil.Fault{Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized"}})
+		for name, err := range calls(s) {
+			if !errors.Is(err, leases.ErrMisconfigured) {
+				t.Errorf("%s with access denied: %v, want leases.ErrMisconfigured", name, err)
+				continue
+			}
+			for _, want := range []string{s.Table(), "access denied", "dynamodb:GetItem", "dynamodb:UpdateItem"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%s: %q does not say %q", name, err, want)
+				}
+			}
+		}
+	})
+	t.Run("InvalidTableName", func(t *testing.T) {
+		s := dynamo.New(testutil.Config(t), "no spaces allowed")
+		for name, err := range calls(s) {
+			if !errors.Is(err, leases.ErrMisconfigured) {
+				t.Errorf("%s with an invalid table name: %v, want leases.ErrMisconfigured", name, err)
+			}
+		}
+	})
+}
+
+// TestMembershipMalformedEntry: an entry another tool wrote in a shape the
+// store does not know is reported, naming the table and the attribute, not
+// read as a member.
+func TestMembershipMalformedEntry(t *testing.T) {
+	s, client := newStore(t, &testutil.Faults{})
+	_, err := client.UpdateItem(testutil.WithoutFaults(ctx(t)), &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.Table()),
+		Key:                       map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: leases.MemberKey(0)}},
+		UpdateExpression:          aws.String("SET #m = :v"),
+		ExpressionAttributeNames:  map[string]string{"#m": "m_broken"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberS{Value: "not a map"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Members(ctx(t), 0)
+	if err == nil || !strings.Contains(err.Error(), s.Table()) || !strings.Contains(err.Error(), "m_broken") {
+		t.Fatalf("Members of a row with a malformed entry: %v, want an error naming the table and the attribute", err)
+	}
+}
