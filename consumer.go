@@ -61,6 +61,8 @@ type Service struct {
 	run  bool
 	// coordinators of the running service, for Held and tests.
 	coords map[string]*engine.Coordinator
+	// group of the running service under the membership protocol.
+	group *engine.Group
 }
 
 // Kinesis is the part of *kinesis.Client the service uses: reading
@@ -130,27 +132,36 @@ func defaultOwner(app string) string {
 	return strings.Join(parts, "-")
 }
 
-// Held returns the shards of stream this instance holds now, sorted; nil
-// when the service is not running or has no such subscription.
+// Held returns the shard ids of stream this instance holds now, sorted;
+// nil when the service is not running or has no such subscription.
 func (s *Service) Held(stream string) []string {
 	s.mu.Lock()
-	c := s.coords[stream]
+	c, g := s.coords[stream], s.group
 	s.mu.Unlock()
-	if c == nil {
-		return nil
+	switch {
+	case g != nil:
+		return g.Held(stream)
+	case c != nil:
+		return c.Held()
 	}
-	return c.Held()
+	return nil
 }
 
-// Stats returns the lease store calls made so far for stream's leases.
+// Stats returns the lease store calls made so far. Under the per-row
+// renewal protocol they are stream's own; under the membership protocol,
+// whose heartbeats serve every stream, they are the whole service's, for
+// any subscribed stream.
 func (s *Service) Stats(stream string) kltype.Stats {
 	s.mu.Lock()
-	c := s.coords[stream]
+	c, g := s.coords[stream], s.group
 	s.mu.Unlock()
-	if c == nil {
-		return kltype.Stats{}
+	switch {
+	case g != nil:
+		return g.Stats()
+	case c != nil:
+		return c.Stats()
 	}
-	return c.Stats()
+	return kltype.Stats{}
 }
 
 var streamName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
@@ -187,6 +198,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.preflight(ctx, subs); err != nil {
 		return err
 	}
+	if s.membership() {
+		return s.runGroup(ctx, subs)
+	}
 	coords := make([]*engine.Coordinator, len(subs))
 	for i, sub := range subs {
 		c, err := engine.NewCoordinator(s.coordinatorConfig(sub))
@@ -217,6 +231,54 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Wait()
 	s.log.Info("kinesislease: stopped", "owner", s.cfg.owner)
 	return errors.Join(errs...)
+}
+
+// membership reports whether the service runs the membership protocol: the
+// default whenever the store implements leases.Membership.
+func (s *Service) membership() bool {
+	_, ok := s.cfg.store.(leases.Membership)
+	return ok && s.cfg.protocol != PerRowRenewal
+}
+
+// runGroup runs every subscription in one engine.Group.
+func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
+	c := s.cfg
+	gc := engine.GroupConfig{
+		Owner: c.owner, Store: c.store, Client: s.kin, Logger: s.log,
+		Heartbeat: c.heartbeat, Timeout: c.timeout, MaxLeases: c.maxLeases,
+		ShardSyncInterval: c.shardSync, ShutdownTimeout: c.shutdownTimeout,
+		Events: c.events, Hooks: c.hooks,
+	}
+	if gc.Heartbeat == 0 && c.leaseSet {
+		// WithLease alone: its duration is the failover time, its renewal
+		// interval the heartbeat's.
+		gc.Heartbeat, gc.Timeout = c.renewInterval, c.leaseDuration
+	}
+	for _, sub := range subs {
+		cfg := s.coordinatorConfig(sub)
+		gc.Streams = append(gc.Streams, engine.StreamConfig{Stream: sub.stream, Start: sub.start, Worker: cfg.Worker})
+	}
+	g, err := engine.NewGroup(gc)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	s.mu.Lock()
+	s.group = g
+	s.mu.Unlock()
+	s.log.Info("kinesislease: starting", "owner", c.owner, "incarnation", g.Incarnation(), "streams", len(subs), "protocol", "membership")
+	err = g.Run(ctx)
+	s.log.Info("kinesislease: stopped", "owner", c.owner)
+	var dup *engine.DuplicateOwnerError
+	var se *engine.StreamError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &dup):
+		return fmt.Errorf("%w: %w", ErrDuplicateOwner, err)
+	case errors.As(err, &se):
+		return explain(se.Stream, err)
+	}
+	return err
 }
 
 // preflight checks the store and every stream before taking any lease.

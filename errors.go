@@ -23,6 +23,10 @@ var (
 	ErrAccessDenied = errors.New("kinesislease: access denied")
 	// ErrRunning: Subscribe or Run on a service that is already running.
 	ErrRunning = errors.New("kinesislease: service already running")
+	// ErrDuplicateOwner: another process uses this instance's owner id in
+	// the lease table (WithOwner) and keeps heartbeating, or took this
+	// instance's membership entry over. The two never deliver at once.
+	ErrDuplicateOwner = errors.New("kinesislease: duplicate owner id")
 )
 
 // explain names the stream in errors a Kinesis call returned and maps them

@@ -27,6 +27,11 @@ type config struct {
 	client          Kinesis
 	leaseDuration   time.Duration
 	renewInterval   time.Duration
+	leaseSet        bool // WithLease was given
+	protocol        LeaseProtocol
+	heartbeat       time.Duration
+	timeout         time.Duration
+	maxLeases       int
 	scanInterval    time.Duration
 	shardSync       time.Duration
 	shutdownTimeout time.Duration
@@ -98,13 +103,74 @@ func WithLease(duration, renew time.Duration) Option {
 		if duration <= 0 || renew <= 0 || renew >= duration-duration/5 {
 			c.errs = append(c.errs, fmt.Errorf("%w: WithLease(%v, %v): want 0 < renew < 4/5 of duration", ErrInvalidOption, duration, renew))
 		}
-		c.leaseDuration, c.renewInterval = duration, renew
+		c.leaseDuration, c.renewInterval, c.leaseSet = duration, renew, true
+	})
+}
+
+// LeaseProtocol says how the instances of a service prove they are alive.
+type LeaseProtocol int
+
+const (
+	// Membership (the default with a store implementing leases.Membership,
+	// as leases/dynamo and leases/memory do): every instance heartbeats in
+	// a membership row of the lease table, and a lease stays held while
+	// its holder's heartbeat advances. Lease upkeep costs one write per
+	// instance per heartbeat whatever the shard count; one assignment
+	// plan spans every stream of the service. See WithHeartbeat.
+	Membership LeaseProtocol = iota
+	// PerRowRenewal is the first release's protocol: each held lease row is
+	// renewed every renewal interval (WithLease) and takers watch every
+	// row. For stores without leases.Membership, and for a fleet still
+	// running instances of the first release.
+	PerRowRenewal
+)
+
+// WithLeaseProtocol selects the lease protocol (default Membership when the
+// store supports it). Every instance sharing a lease table must run the same
+// protocol: stop the fleet before changing it.
+func WithLeaseProtocol(p LeaseProtocol) Option {
+	return serviceOption(func(c *config) {
+		if p != Membership && p != PerRowRenewal {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithLeaseProtocol(%d): unknown protocol", ErrInvalidOption, int(p)))
+		}
+		c.protocol = p
+	})
+}
+
+// WithHeartbeat sets the membership protocol's heartbeat interval and
+// timeout (defaults 1.25s and 6s): a member whose heartbeat another instance
+// sees unchanged for timeout is dead and its shards are taken; an instance
+// delivers only while its last successful heartbeat was sent less than 5/6
+// of timeout ago. interval must leave room for two failed heartbeats: at
+// most a quarter of timeout. Each heartbeat is one DynamoDB write (one WCU
+// while the membership row stays under 1 KB). Without WithHeartbeat,
+// WithLease's duration and renewal interval stand for timeout and
+// interval.
+func WithHeartbeat(interval, timeout time.Duration) Option {
+	return serviceOption(func(c *config) {
+		if interval <= 0 || timeout <= 0 || interval > timeout/4 {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithHeartbeat(%v, %v): want 0 < interval <= timeout/4", ErrInvalidOption, interval, timeout))
+		}
+		c.heartbeat, c.timeout = interval, timeout
+	})
+}
+
+// WithMaxLeases caps the leases this instance holds (membership protocol;
+// default no cap). Shards beyond the fleet's capacity stay unread until an
+// instance joins: a cap is for keeping one instance's load bounded.
+func WithMaxLeases(n int) Option {
+	return serviceOption(func(c *config) {
+		if n <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithMaxLeases(%d): must be positive", ErrInvalidOption, n))
+		}
+		c.maxLeases = n
 	})
 }
 
 // WithScanInterval sets how often the rows of shards this instance does not
 // hold are read, to find free and expired leases and balance (default: the
-// lease duration, jittered). It costs one GetItem per such shard per scan.
+// lease duration, jittered), under the PerRowRenewal protocol. It costs one
+// GetItem per such shard per scan. The membership protocol does not scan.
 func WithScanInterval(d time.Duration) Option {
 	return serviceOption(func(c *config) {
 		if d <= 0 {

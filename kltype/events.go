@@ -44,10 +44,14 @@ type Stats struct {
 	// Reads counts Get calls (strongly consistent GetItems on DynamoDB).
 	Reads int64
 	// Writes counts conditional writes: creates, takes, renewals,
-	// handoff requests.
+	// checkpoints, releases, handoff requests, heartbeats.
 	Writes int64
 	// Scans counts the coordinator's scans of the rows it does not hold.
 	Scans int64
 	// FullScans counts the scans that read every such row.
 	FullScans int64
+	// Heartbeats counts membership heartbeats (writes, included in Writes)
+	// and MemberReads the reads of membership rows (included in Reads),
+	// under the membership protocol.
+	Heartbeats, MemberReads int64
 }

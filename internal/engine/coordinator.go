@@ -313,11 +313,14 @@ func (c *Coordinator) reap() (ended bool, rewound []*worker, err error) {
 // emit tells the Events func and the hooks of a lease event. cp is the
 // checkpoint at the event; from the previous owner of a taken-over lease.
 func (c *Coordinator) emit(t kltype.LeaseEventType, shardID string, cp leases.Checkpoint, from string) {
-	if c.cfg.Events != nil {
-		c.cfg.Events(kltype.LeaseEvent{Type: t, Stream: c.cfg.Stream, ShardID: shardID})
+	emit(c.h, c.cfg.Events, t, kltype.LeaseInfo{Stream: c.cfg.Stream, ShardID: shardID, Owner: c.cfg.Owner, Checkpoint: cp, From: from})
+}
+
+// emit tells events and the hooks of a lease event.
+func emit(h *hooks, events func(kltype.LeaseEvent), t kltype.LeaseEventType, info kltype.LeaseInfo) {
+	if events != nil {
+		events(kltype.LeaseEvent{Type: t, Stream: info.Stream, ShardID: info.ShardID})
 	}
-	h := c.h
-	info := kltype.LeaseInfo{Stream: c.cfg.Stream, ShardID: shardID, Owner: c.cfg.Owner, Checkpoint: cp, From: from}
 	ctx := context.Background()
 	switch t {
 	case kltype.LeaseAcquired:
@@ -334,7 +337,7 @@ func (c *Coordinator) emit(t kltype.LeaseEventType, shardID string, cp leases.Ch
 		}
 	case kltype.ShardEnded:
 		for _, x := range h.ended {
-			x.OnShardEnded(kltype.ShardInfo{Stream: c.cfg.Stream, ShardID: shardID})
+			x.OnShardEnded(kltype.ShardInfo{Stream: info.Stream, ShardID: info.ShardID})
 		}
 	}
 }

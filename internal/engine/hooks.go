@@ -58,6 +58,9 @@ func (h *hooks) wrapStore(s leases.Store) leases.Store {
 	if len(h.call) == 0 {
 		return s
 	}
+	if m, ok := s.(leases.Membership); ok {
+		return &hookedMemberStore{hookedStore: hookedStore{Store: s, h: h}, mem: m}
+	}
 	return &hookedStore{Store: s, h: h}
 }
 
@@ -148,4 +151,26 @@ func (k *hookedKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetSha
 
 func (k *hookedKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	return timed(k.h, "kinesis", "GetRecords", func() (*kinesis.GetRecordsOutput, error) { return k.Reader.GetRecords(ctx, in, optFns...) })
+}
+
+// hookedMemberStore times the membership calls too.
+type hookedMemberStore struct {
+	hookedStore
+	mem leases.Membership
+}
+
+func (s *hookedMemberStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	return timed(s.h, "dynamodb", "Heartbeat", func() ([]leases.Member, error) { return s.mem.Heartbeat(ctx, row, m) })
+}
+
+func (s *hookedMemberStore) Members(ctx context.Context, row int) ([]leases.Member, error) {
+	return timed(s.h, "dynamodb", "Members", func() ([]leases.Member, error) { return s.mem.Members(ctx, row) })
+}
+
+func (s *hookedMemberStore) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	return timed(s.h, "dynamodb", "ReplaceMember", func() ([]leases.Member, error) { return s.mem.ReplaceMember(ctx, row, seen, next) })
+}
+
+func (s *hookedMemberStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	return timed(s.h, "dynamodb", "TakeAs", func() (leases.Lease, error) { return s.mem.TakeAs(ctx, l, owner, inc) })
 }

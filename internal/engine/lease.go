@@ -37,6 +37,14 @@ type heldLease struct {
 	lease   leases.Lease
 	lost    bool
 	expiry  atomic.Int64 // mono() after which no record may be handed over
+	// shared, if set, is the instance's fence of the membership protocol
+	// (mono() after which none of its leases may deliver), checked beside
+	// expiry.
+	shared *atomic.Int64
+	// vanished is set when a write found the row gone (a table recreated, a
+	// row deleted): the membership protocol recreates it from the
+	// checkpoint it knows.
+	vanished atomic.Bool
 
 	// released: this instance released the lease itself (lost is then set
 	// too, to fence further writes); another owner did not take it.
@@ -51,7 +59,18 @@ func newHeldLease(store leases.Store, l leases.Lease, sentAt int64, ttl, fence t
 
 // valid reports whether records may be handed to handlers: the last
 // successful write was sent less than the fence ago.
-func (h *heldLease) valid() bool { return mono() < h.expiry.Load() }
+func (h *heldLease) valid() bool {
+	now := mono()
+	return now < h.expiry.Load() && (h.shared == nil || now < h.shared.Load())
+}
+
+// newMemberLease returns l held under the membership protocol: valid while
+// the instance's fence (shared) has not passed and the lease is not lost.
+func newMemberLease(store leases.Store, l leases.Lease, shared *atomic.Int64) *heldLease {
+	h := &heldLease{store: store, lease: l, writing: make(chan struct{}, 1), shared: shared}
+	h.expiry.Store(math.MaxInt64)
+	return h
+}
 
 // current returns the lease as last written or read.
 func (h *heldLease) current() leases.Lease {
@@ -96,16 +115,22 @@ func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Cont
 			h.mu.Unlock()
 			return l, nil
 		}
+		if errors.Is(err, leases.ErrNotFound) {
+			h.vanished.Store(true)
+		}
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
 			return known, err
 		}
 		cur, gerr := h.store.Get(ctx, known.Key)
 		if gerr != nil {
+			if errors.Is(gerr, leases.ErrNotFound) {
+				h.vanished.Store(true)
+			}
 			return known, gerr
 		}
 		h.mu.Lock()
 		h.lease = cur
-		if cur.Owner != known.Owner {
+		if cur.Owner != known.Owner || cur.Incarnation != known.Incarnation {
 			h.lost = true
 			h.expiry.Store(fenced)
 			h.mu.Unlock()
@@ -114,6 +139,14 @@ func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Cont
 		h.mu.Unlock()
 		known = cur
 	}
+}
+
+// adopt makes l, read again from the store and still ours, the lease as
+// last known.
+func (h *heldLease) adopt(l leases.Lease) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lease = l
 }
 
 func (h *heldLease) isLost() bool {

@@ -1,0 +1,1103 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/engine/plan"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// DuplicateOwnerError: another process heartbeats with this instance's
+// owner id and does not leave (Replaced false), or took this instance's
+// membership entry over (Replaced true).
+type DuplicateOwnerError struct {
+	Owner       string
+	Incarnation string // the other process's
+	Replaced    bool
+}
+
+func (e *DuplicateOwnerError) Error() string {
+	if e.Replaced {
+		return fmt.Sprintf("owner %q: another process (incarnation %s) took over this instance's membership entry; give each instance its own owner id", e.Owner, e.Incarnation)
+	}
+	return fmt.Sprintf("owner %q: another process (incarnation %s) keeps heartbeating with it in the lease table; give each instance its own owner id", e.Owner, e.Incarnation)
+}
+
+// Defaults of the membership protocol. A heartbeat every 1.25s costs one
+// write (one WCU while the membership row stays under 1 KB) per instance:
+// 2,880 an hour. The timeout tolerates two failed heartbeats in a row: the
+// fence (timeout minus margin, 5s) is more than three jittered intervals
+// plus a heartbeat's deadline.
+const (
+	DefaultHeartbeat   = 1250 * time.Millisecond
+	DefaultTimeout     = 6 * time.Second
+	DefaultFenceMargin = time.Second
+	// DefaultReconcile: how often a holder re-reads the rows it holds (one
+	// GetItem per held shard), to see rows that vanished or were rewound
+	// while it wrote nothing. Requests reach it sooner through its
+	// membership entry's Notice.
+	DefaultReconcile = 5 * time.Minute
+	// legacyLease: how long a row of the per-row renewal protocol (no
+	// incarnation) must show the same owner and expires_at before it is
+	// taken: that protocol's default lease duration.
+	legacyLease = 10 * time.Second
+)
+
+// StreamConfig is one subscription of a Group.
+type StreamConfig struct {
+	Stream string // name or ARN
+	Start  kltype.StartPosition
+	Worker WorkerConfig
+}
+
+// GroupConfig configures a Group: every subscription of one instance, under
+// the membership protocol.
+type GroupConfig struct {
+	Owner   string
+	Store   leases.Store // must implement leases.Membership
+	Client  kinesisx.Reader
+	Logger  *slog.Logger
+	Streams []StreamConfig
+	// Heartbeat is the interval between heartbeats (jittered ±10%).
+	Heartbeat time.Duration
+	// Timeout: a member whose heartbeat is seen unchanged this long on this
+	// instance's clock is dead; its leases are taken.
+	Timeout time.Duration
+	// FenceMargin: this instance delivers only while its last successful
+	// heartbeat was sent less than Timeout-FenceMargin ago.
+	FenceMargin time.Duration
+	// MaxLeases caps the leases this instance holds (0: no cap).
+	MaxLeases int
+	// ShardSyncInterval: how often ListShards runs (also when a shard ends).
+	ShardSyncInterval time.Duration
+	// ShutdownTimeout bounds the drain on shutdown.
+	ShutdownTimeout time.Duration
+	// Reconcile: how often held rows are re-read.
+	Reconcile time.Duration
+	Events    func(kltype.LeaseEvent)
+	Hooks     []kltype.Hook
+}
+
+// unit names one shard of one stream.
+type unit = plan.Unit
+
+// Group keeps the leases of every stream of one instance under the
+// membership protocol: it heartbeats in its membership row, watches the
+// others', plans the assignment of all the shards of all its streams over
+// the live members, takes what the plan gives it and releases what the plan
+// gives others, and runs a worker per held shard.
+type Group struct {
+	cfg   GroupConfig
+	mem   leases.Membership
+	store leases.Store
+	h     *hooks
+	log   *slog.Logger
+	inc   string
+	row   int
+
+	fence atomic.Int64 // mono() after which nothing may be delivered
+	hb    int64        // the last heartbeat value written
+	// fencedSince is mono() when this instance found itself fenced; 0 when
+	// it is not.
+	fencedSince int64
+
+	streams map[string]*streamState
+	obs     map[string]*memberObs // by owner + "\x00" + incarnation
+	view    map[string]leases.Member
+
+	mu      sync.Mutex
+	workers map[unit]*worker
+
+	lastAssign    map[unit]string
+	sameRounds    int
+	rounds        int
+	lastReconcile time.Time
+	notice        int64 // our entry's Notice as last seen
+	started       bool  // the first heartbeat landed
+	viewComplete  bool  // every membership row was read at least once
+
+	stats groupStats
+}
+
+type streamState struct {
+	cfg      StreamConfig
+	log      *slog.Logger
+	shards   map[string]types.Shard
+	order    []string
+	lastSync time.Time
+	resync   bool
+	rows     map[string]rowState // what this instance last read or wrote, by shard id
+	legacy   map[string]observation
+}
+
+type rowState struct {
+	lease   leases.Lease
+	missing bool // the row did not exist when read
+}
+
+// memberObs is what this instance last saw of one incarnation, and since
+// when on its own clock it has seen it unchanged.
+type memberObs struct {
+	m leases.Member
+	// since is when the read that first showed this heartbeat value
+	// returned; confirm is when the latest read that still showed it (or,
+	// for an absent incarnation, a read of its row that did not show it)
+	// was sent. The incarnation is dead once confirm-since >= Timeout.
+	since, confirm int64
+	absent         bool
+}
+
+type groupStats struct {
+	reads, writes, heartbeats, memberReads atomic.Int64
+}
+
+// NewGroup validates cfg and returns a Group.
+func NewGroup(cfg GroupConfig) (*Group, error) {
+	mem, ok := cfg.Store.(leases.Membership)
+	switch {
+	case cfg.Owner == "":
+		return nil, errors.New("engine: empty owner")
+	case cfg.Store == nil:
+		return nil, errors.New("engine: no lease store")
+	case !ok:
+		return nil, fmt.Errorf("engine: lease store %T does not implement leases.Membership", cfg.Store)
+	case cfg.Client == nil:
+		return nil, errors.New("engine: no Kinesis client")
+	case len(cfg.Streams) == 0:
+		return nil, errors.New("engine: no stream")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.FenceMargin <= 0 {
+		cfg.FenceMargin = cfg.Timeout / 6
+	}
+	// A heartbeat answered before its deadline (half an interval) was
+	// applied before the answer came: the margin must cover that deadline,
+	// or a taker's read sent after the fence could miss a heartbeat the
+	// holder counts.
+	cfg.FenceMargin = max(cfg.FenceMargin, cfg.Heartbeat/2+cfg.Heartbeat/10)
+	if cfg.ShardSyncInterval <= 0 {
+		cfg.ShardSyncInterval = time.Minute
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.Reconcile <= 0 {
+		cfg.Reconcile = DefaultReconcile
+	}
+	if cfg.Heartbeat >= cfg.Timeout-cfg.FenceMargin {
+		return nil, fmt.Errorf("engine: heartbeat interval %v must be shorter than the timeout %v less the fence margin %v",
+			cfg.Heartbeat, cfg.Timeout, cfg.FenceMargin)
+	}
+	h := newHooks(cfg.Hooks)
+	g := &Group{
+		cfg: cfg, h: h, inc: rand.Text()[:10], row: leases.MemberRow(cfg.Owner),
+		streams: map[string]*streamState{}, obs: map[string]*memberObs{}, view: map[string]leases.Member{},
+		workers: map[unit]*worker{},
+		log:     cfg.Logger.With("owner", cfg.Owner),
+	}
+	g.store = h.wrapStore(&countingStore{Store: cfg.Store, mem: mem, s: &g.stats})
+	g.mem = g.store.(leases.Membership)
+	cfg.Client = h.wrapKinesis(cfg.Client)
+	g.cfg.Client = cfg.Client
+	for i := range cfg.Streams {
+		sc := cfg.Streams[i]
+		if sc.Worker.Handler == nil {
+			return nil, fmt.Errorf("engine: stream %q: no handler", sc.Stream)
+		}
+		sc.Worker.defaults()
+		if _, dup := g.streams[sc.Stream]; dup {
+			return nil, fmt.Errorf("engine: stream %q subscribed twice", sc.Stream)
+		}
+		g.streams[sc.Stream] = &streamState{cfg: sc, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]observation{}}
+	}
+	g.fence.Store(fenced)
+	return g, nil
+}
+
+// Incarnation returns this process's incarnation id.
+func (g *Group) Incarnation() string { return g.inc }
+
+// Held returns the shard ids of stream this instance holds now, sorted.
+func (g *Group) Held(stream string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ids []string
+	for u := range g.workers {
+		if u.Stream == stream {
+			ids = append(ids, u.Shard)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Stats returns the store calls made so far: lease rows and membership rows.
+func (g *Group) Stats() kltype.Stats {
+	return kltype.Stats{
+		Reads:      g.stats.reads.Load() + g.stats.memberReads.Load(),
+		Writes:     g.stats.writes.Load() + g.stats.heartbeats.Load(),
+		Heartbeats: g.stats.heartbeats.Load(), MemberReads: g.stats.memberReads.Load(),
+	}
+}
+
+// Run coordinates until ctx ends, then drains every worker (bounded by
+// ShutdownTimeout, heartbeating meanwhile), writes final checkpoints,
+// releases the leases and removes this instance's membership entry. It
+// returns nil after a shutdown, a *DuplicateOwnerError when another process
+// with the same owner id keeps heartbeating, or an error no retry can cure
+// (a *StreamError names its stream).
+func (g *Group) Run(ctx context.Context) error {
+	if err := g.join(ctx); err != nil {
+		return err
+	}
+	err := g.loop(ctx)
+	g.shutdown()
+	return err
+}
+
+// join writes this incarnation's first heartbeat. An entry of another
+// incarnation of the same owner is waited for (up to ShutdownTimeout) to
+// leave, or replaced once seen unchanged for a whole Timeout.
+func (g *Group) join(ctx context.Context) error {
+	deadline := time.Now().Add(max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout))
+	var seen leases.Member
+	var seenAt time.Time
+	for {
+		err := g.heartbeat(ctx)
+		var conflict *leases.MemberConflictError
+		switch {
+		case err == nil:
+			g.started = true
+			return nil
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &conflict):
+			cur := conflict.Current
+			now := time.Now()
+			if cur.Owner == "" {
+				continue // gone meanwhile
+			}
+			if cur.Leaving || (cur == seen && now.Sub(seenAt) >= g.cfg.Timeout) {
+				// Left, or dead: its fence has passed. Take the entry over.
+				next := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb + 1}
+				sent := mono()
+				if rows, err := g.mem.ReplaceMember(ctx, g.row, cur, next); err == nil {
+					g.hb++
+					g.extendFence(sent)
+					g.observeRow(g.row, rows, sent, mono())
+					g.markDead(cur)
+					g.log.Info("kinesislease: replaced the membership entry of an earlier incarnation", "incarnation", cur.Incarnation)
+					g.started = true
+					return nil
+				}
+				continue
+			}
+			if cur != seen {
+				seen, seenAt = cur, now
+				g.log.Warn("kinesislease: another process heartbeats with this owner id; waiting for it to leave",
+					"incarnation", cur.Incarnation)
+			}
+			if now.After(deadline) {
+				return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: cur.Incarnation}
+			}
+		case errors.Is(err, leases.ErrMisconfigured):
+			return err
+		default:
+			g.log.Warn("kinesislease: heartbeat failed; retrying", "err", err)
+		}
+		if err := backoff.Sleep(ctx, backoff.Jitter(g.cfg.Heartbeat)); err != nil {
+			return nil
+		}
+	}
+}
+
+func (g *Group) loop(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := g.round(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		t.Reset(backoff.Jitter(g.cfg.Heartbeat))
+	}
+}
+
+// heartbeat advances this incarnation's heartbeat. Its deadline is half the
+// interval: the SDK's own retries fit inside it, and the library does not
+// retry (the next round does).
+func (g *Group) heartbeat(ctx context.Context) error {
+	hctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
+	defer cancel()
+	m := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb + 1, Notice: g.notice}
+	// A fenced instance says so: its leases may be taken at once.
+	m.Leaving = g.fencedSince != 0
+	sent := mono()
+	rows, err := g.mem.Heartbeat(hctx, g.row, m)
+	if err != nil {
+		return err
+	}
+	g.hb++
+	g.extendFence(sent)
+	g.observeRow(g.row, rows, sent, mono())
+	return nil
+}
+
+// extendFence moves the fence to a heartbeat sent at sent. The fence is
+// sticky: if it had passed before the heartbeat was sent (a pause, failed
+// heartbeats), others may have taken every lease already, so each is lost
+// before the fence moves; the instance reads again only what it takes
+// afresh.
+func (g *Group) extendFence(sent int64) {
+	if started := g.fence.Load() != fenced; started && sent >= g.fence.Load() {
+		g.fenceAll("the fence passed before this heartbeat was sent")
+		if g.fencedSince == 0 {
+			g.fencedSince = sent
+		}
+	}
+	g.fence.Store(sent + int64(g.cfg.Timeout-g.cfg.FenceMargin))
+}
+
+// round is one heartbeat round: heartbeat, read the other membership rows,
+// then (unless fenced) plan and act.
+func (g *Group) round(ctx context.Context) error {
+	g.rounds++
+	hbErr := g.heartbeat(ctx)
+	var conflict *leases.MemberConflictError
+	switch {
+	case errors.As(hbErr, &conflict):
+		// Another incarnation took our entry over: it believes us dead, so
+		// our fence has passed. Stop delivering at once and leave.
+		g.fenceAll("another process replaced this instance's membership entry")
+		return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: conflict.Current.Incarnation, Replaced: true}
+	case errors.Is(hbErr, leases.ErrMisconfigured):
+		return hbErr
+	case hbErr != nil && ctx.Err() == nil:
+		g.log.Warn("kinesislease: heartbeat failed", "err", hbErr)
+	}
+	complete := g.readMembers(ctx, hbErr == nil)
+	if mono() >= g.fence.Load() {
+		if g.fencedSince == 0 {
+			g.fencedSince = mono()
+			g.fenceAll("heartbeats failed past the fence")
+		}
+		return nil
+	}
+	if g.fencedSince != 0 {
+		g.log.Info("kinesislease: heartbeat current again; taking leases afresh")
+		g.fencedSince = 0
+	}
+	for _, st := range g.streams {
+		if st.shards == nil || st.resync || time.Since(st.lastSync) >= g.cfg.ShardSyncInterval {
+			if err := g.listShards(ctx, st); err != nil {
+				if fatal(err) {
+					return &StreamError{Stream: st.cfg.Stream, Err: err}
+				}
+				st.log.Warn("kinesislease: listing shards failed; retrying", "err", err)
+			}
+		}
+	}
+	g.viewComplete = g.viewComplete || complete
+	if !g.viewComplete {
+		return nil // no full view of the members yet: plan nothing
+	}
+	if err := g.noticeRequests(ctx); err != nil && fatal(err) {
+		return err
+	}
+	g.act(ctx, g.plan())
+	g.removeStale(ctx)
+	return g.reap(ctx, false)
+}
+
+// readMembers reads the membership rows other than ours (ours came back
+// with the heartbeat) and reports whether every row was read.
+func (g *Group) readMembers(ctx context.Context, own bool) bool {
+	complete := own
+	for r := range leases.MemberRows {
+		if r == g.row {
+			continue
+		}
+		sent := mono()
+		rows, err := g.mem.Members(ctx, r)
+		if err != nil {
+			complete = false
+			if ctx.Err() == nil {
+				g.log.Warn("kinesislease: reading membership row failed", "row", r, "err", err)
+			}
+			continue
+		}
+		g.observeRow(r, rows, sent, mono())
+	}
+	return complete
+}
+
+func obsKey(owner, inc string) string { return owner + "\x00" + inc }
+
+// observeRow records membership row r as read by a call sent at sent that
+// returned at ret. An unreadable row is never observed: its members' ages
+// freeze, they never grow.
+func (g *Group) observeRow(r int, rows []leases.Member, sent, ret int64) {
+	present := map[string]bool{}
+	for _, m := range rows {
+		k := obsKey(m.Owner, m.Incarnation)
+		present[k] = true
+		if m.Owner == g.cfg.Owner && m.Incarnation == g.inc {
+			g.view[m.Owner] = m
+			if m.Notice != g.notice && g.started {
+				g.notice = m.Notice
+				g.lastReconcile = time.Time{} // a request: look at the held rows now
+			}
+			continue
+		}
+		o := g.obs[k]
+		if o != nil && !o.absent && o.m == m {
+			o.confirm = max(o.confirm, sent)
+		} else {
+			g.obs[k] = &memberObs{m: m, since: ret, confirm: ret}
+		}
+		g.view[m.Owner] = m
+	}
+	for k, o := range g.obs {
+		if leases.MemberRow(o.m.Owner) != r || present[k] {
+			continue
+		}
+		if !o.absent {
+			// Gone from its row (removed, or replaced by a new incarnation):
+			// watch its absence from now.
+			o.absent, o.since = true, ret
+			if cur, ok := g.view[o.m.Owner]; ok && cur.Incarnation == o.m.Incarnation {
+				delete(g.view, o.m.Owner)
+			}
+		}
+		o.confirm = max(o.confirm, sent)
+	}
+}
+
+// alive reports whether incarnation inc of owner may still hold leases:
+// seen heartbeating (or present) within the timeout, and not leaving.
+func (g *Group) alive(owner, inc string) bool {
+	if owner == g.cfg.Owner && inc == g.inc {
+		return g.fencedSince == 0
+	}
+	o := g.obs[obsKey(owner, inc)]
+	if o == nil {
+		// Never seen: watch it from now (a row names it).
+		g.obs[obsKey(owner, inc)] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, since: mono(), confirm: mono(), absent: true}
+		return true
+	}
+	if o.m.Leaving && !o.absent {
+		return false
+	}
+	return time.Duration(o.confirm-o.since) < g.cfg.Timeout
+}
+
+// markDead records that inc of owner is known dead (its entry replaced after
+// it was seen stale, or it left).
+func (g *Group) markDead(m leases.Member) {
+	g.obs[obsKey(m.Owner, m.Incarnation)] = &memberObs{m: m, since: 0, confirm: int64(g.cfg.Timeout), absent: true}
+}
+
+// live returns the owners the plan spreads the shards over: this instance
+// and every member seen alive, not leaving.
+func (g *Group) live() []string {
+	owners := []string{g.cfg.Owner}
+	for owner, m := range g.view {
+		if owner != g.cfg.Owner && g.alive(owner, m.Incarnation) {
+			owners = append(owners, owner)
+		}
+	}
+	slices.Sort(owners)
+	return owners
+}
+
+// plan returns the assignment of every active shard over the live members.
+func (g *Group) plan() map[unit]string {
+	var units []unit
+	for name, st := range g.streams {
+		for _, id := range st.order {
+			if g.active(st, id) {
+				units = append(units, unit{Stream: name, Shard: id})
+			}
+		}
+	}
+	a := plan.Assign(g.live(), units, g.cfg.MaxLeases)
+	if mapsEqual(a, g.lastAssign) {
+		g.sameRounds++
+	} else {
+		g.sameRounds = 0
+	}
+	g.lastAssign = a
+	return a
+}
+
+func mapsEqual(a, b map[unit]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// active reports whether shard id may be read: not ended (unless a rewind
+// is pending), every parent still in the stream at SHARD_END.
+func (g *Group) active(st *streamState, id string) bool {
+	r := st.rows[id]
+	if r.lease.Checkpoint.Sequence == leases.ShardEnd && r.lease.RewindTo.IsZero() {
+		return false
+	}
+	for _, p := range kinesisx.Parents(st.shards[id]) {
+		if _, in := st.shards[p]; in && st.rows[p].lease.Checkpoint.Sequence != leases.ShardEnd {
+			return false
+		}
+	}
+	return true
+}
+
+// act takes what the plan gives this instance and it does not hold, and
+// hands over what it holds and the plan gives another (once the plan has
+// been the same for two rounds, so that views settling do not move leases
+// back and forth).
+func (g *Group) act(ctx context.Context, a map[unit]string) {
+	g.mu.Lock()
+	held := map[unit]*worker{}
+	for u, w := range g.workers {
+		held[u] = w
+	}
+	g.mu.Unlock()
+	for u, w := range held {
+		if owner, ok := a[u]; ok && owner != g.cfg.Owner && g.sameRounds >= 2 && !w.stopping() {
+			g.streams[u.Stream].log.Info("kinesislease: handing lease over", "shard", u.Shard, "to", owner)
+			w.stop()
+		}
+	}
+	var want []unit
+	for u, owner := range a {
+		if owner == g.cfg.Owner && held[u] == nil {
+			want = append(want, u)
+		}
+	}
+	slices.SortFunc(want, func(x, y unit) int {
+		if x.Stream != y.Stream {
+			return cmpString(x.Stream, y.Stream)
+		}
+		return cmpString(x.Shard, y.Shard)
+	})
+	// Parents not known to be done are read too, a few rounds apart, so that
+	// their children start once they reach SHARD_END.
+	if g.rounds%4 == 0 {
+		for name, st := range g.streams {
+			for _, id := range st.order {
+				for _, p := range kinesisx.Parents(st.shards[id]) {
+					if _, in := st.shards[p]; in && st.rows[p].lease.Checkpoint.Sequence != leases.ShardEnd && !g.holds(unit{Stream: name, Shard: p}) {
+						g.readRow(ctx, st, p)
+					}
+				}
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, readConcurrency)
+	var mu sync.Mutex // guards the rows, legacy and obs maps while takes run concurrently
+	for _, u := range want {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			g.acquire(ctx, u, &mu)
+		})
+	}
+	wg.Wait()
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (g *Group) holds(u unit) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.workers[u] != nil
+}
+
+// readRow reads (without creating) the row of shard id into st.rows.
+func (g *Group) readRow(ctx context.Context, st *streamState, id string) (leases.Lease, bool, error) {
+	l, err := g.store.Get(ctx, leases.Key{Stream: st.cfg.Stream, Shard: id})
+	if errors.Is(err, leases.ErrNotFound) {
+		st.rows[id] = rowState{missing: true}
+		return leases.Lease{}, false, nil
+	}
+	if err != nil {
+		return leases.Lease{}, false, err
+	}
+	st.rows[id] = rowState{lease: l}
+	return l, true, nil
+}
+
+// acquire reads the row of u and takes it if it is free, held by a dead
+// incarnation, or still names this incarnation (after a fence).
+func (g *Group) acquire(ctx context.Context, u unit, mu *sync.Mutex) {
+	st := g.streams[u.Stream]
+	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
+	l, err := g.store.Get(ctx, key)
+	if errors.Is(err, leases.ErrNotFound) {
+		mu.Lock()
+		known := st.rows[u.Shard]
+		mu.Unlock()
+		if !known.missing && !known.lease.Checkpoint.IsZero() {
+			g.log.Error("kinesislease: lease row vanished; recreating it from the last checkpoint this instance saw",
+				"stream", u.Stream, "shard", u.Shard, "seq", known.lease.Checkpoint.Sequence)
+		}
+		l, err = g.store.Create(ctx, key)
+		if errors.Is(err, leases.ErrConflict) {
+			l, err = g.store.Get(ctx, key)
+		}
+		if err == nil && !known.missing && !known.lease.Checkpoint.IsZero() {
+			l, err = g.store.Rewind(ctx, l, known.lease.Checkpoint) // a free row takes the checkpoint at once
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			st.log.Warn("kinesislease: reading lease row failed", "shard", u.Shard, "err", err)
+		}
+		return
+	}
+	mu.Lock()
+	st.rows[u.Shard] = rowState{lease: l}
+	takeable := g.takeable(st, u.Shard, l)
+	mu.Unlock()
+	if !takeable {
+		return
+	}
+	t, err := g.mem.TakeAs(ctx, l, g.cfg.Owner, g.inc)
+	if err != nil {
+		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
+			st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
+		}
+		return
+	}
+	if mono() >= g.fence.Load() {
+		// Fenced while taking: the row is ours but may not be read. The
+		// next round (if the heartbeat is current again) takes it afresh.
+		return
+	}
+	h := newMemberLease(g.store, t, &g.fence)
+	if t.RewindTo.Sequence != "" {
+		if t, err = h.applyRewind(ctx); err != nil {
+			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
+			return
+		}
+		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
+	}
+	from := ""
+	if l.Owner != "" && l.Owner != g.cfg.Owner {
+		from = l.Owner
+		st.log.Info("kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, "seq", t.Checkpoint.Sequence)
+	} else {
+		st.log.Info("kinesislease: lease acquired", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
+	}
+	mu.Lock()
+	st.rows[u.Shard] = rowState{lease: t}
+	mu.Unlock()
+	emit(g.h, g.cfg.Events, kltype.LeaseAcquired, kltype.LeaseInfo{Stream: u.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
+	g.startWorker(ctx, st, u, h)
+}
+
+// takeable reports whether row l, just read, may be taken by this instance.
+func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
+	switch {
+	case l.Checkpoint.Sequence == leases.ShardEnd && l.RewindTo.IsZero():
+		return false
+	case !l.Held():
+		return true
+	case l.Incarnation == "":
+		// A row of the per-row renewal protocol: its holder renews
+		// expires_at. Taken once seen unchanged for that protocol's lease.
+		o, ok := st.legacy[id]
+		if !ok || !sameHolding(o.lease, l) {
+			st.legacy[id] = observation{lease: l, since: time.Now()}
+			if ok && l.Owner != g.cfg.Owner {
+				st.log.Error("kinesislease: a lease row is renewed by an instance of the per-row renewal protocol: stop it before starting instances of the membership protocol",
+					"shard", id, "holder", l.Owner)
+			}
+			return false
+		}
+		return time.Since(o.since) >= legacyLease
+	case l.Owner == g.cfg.Owner && l.Incarnation == g.inc:
+		return true // ours, from before a fence: take it afresh
+	}
+	return !g.alive(l.Owner, l.Incarnation)
+}
+
+// startWorker starts reading u, held by h, from its checkpoint.
+func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *heldLease) {
+	start := st.cfg.Start
+	if len(kinesisx.Parents(st.shards[u.Shard])) > 0 {
+		for _, p := range kinesisx.Parents(st.shards[u.Shard]) {
+			if _, in := st.shards[p]; in {
+				start = kltype.TrimHorizon
+			}
+		}
+	}
+	if p, ok := kinesisx.PositionAfter(h.current().Checkpoint); ok {
+		start = p
+	}
+	w := newWorker(ctx, &st.cfg.Worker, st.log, g.cfg.Client, u.Stream, u.Shard, start, h)
+	w.h = g.h
+	w.proc.OnDeadLetter = g.h.deadLettered
+	g.mu.Lock()
+	g.workers[u] = w
+	g.mu.Unlock()
+	go w.run()
+}
+
+// fenceAll stops every worker at once: no lease of this instance may be
+// trusted any more.
+func (g *Group) fenceAll(why string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.workers) > 0 {
+		g.log.Warn("kinesislease: fenced: every lease is lost", "why", why, "leases", len(g.workers))
+	}
+	for _, w := range g.workers {
+		w.lease.markLost()
+		w.kill()
+	}
+}
+
+// noticeRequests re-reads the held rows when an operator asked (our entry's
+// Notice changed) or every Reconcile: a pending rewind is applied, a row
+// that vanished is recreated from the checkpoint this instance knows, a row
+// another owner holds is lost.
+func (g *Group) noticeRequests(ctx context.Context) error {
+	vanished := false
+	g.mu.Lock()
+	for _, w := range g.workers {
+		vanished = vanished || w.lease.vanished.Load()
+	}
+	g.mu.Unlock()
+	if !vanished && time.Since(g.lastReconcile) < g.cfg.Reconcile {
+		return nil
+	}
+	g.lastReconcile = time.Now()
+	g.mu.Lock()
+	ws := make(map[unit]*worker, len(g.workers))
+	for u, w := range g.workers {
+		ws[u] = w
+	}
+	g.mu.Unlock()
+	for u, w := range ws {
+		if w.stopping() {
+			continue
+		}
+		known := w.lease.current()
+		l, err := g.store.Get(ctx, known.Key)
+		switch {
+		case errors.Is(err, leases.ErrNotFound):
+			g.recreate(ctx, u, w)
+		case err != nil:
+			if ctx.Err() == nil {
+				g.log.Warn("kinesislease: re-reading a held row failed", "stream", u.Stream, "shard", u.Shard, "err", err)
+			}
+		case l.Owner != g.cfg.Owner || l.Incarnation != g.inc:
+			g.streams[u.Stream].log.Warn("kinesislease: lease lost", "shard", u.Shard, "new_owner", l.Owner)
+			w.lease.markLost()
+			w.kill()
+		case l.RewindTo.Sequence != "" && l.Counter != known.Counter:
+			w.lease.adopt(l)
+			g.streams[u.Stream].log.Info("kinesislease: rewinding", "shard", u.Shard, "from", l.Checkpoint.Sequence, "to", l.RewindTo.Sequence)
+			w.rewind()
+		}
+	}
+	return nil
+}
+
+// recreate writes the row of u again after it vanished, from the checkpoint
+// this instance knows, and keeps reading: never a silent restart from the
+// start position.
+func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
+	known := w.lease.current()
+	log := g.streams[u.Stream].log
+	log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint",
+		"shard", u.Shard, "seq", known.Checkpoint.Sequence)
+	l, err := g.store.Create(ctx, known.Key)
+	if err != nil {
+		if errors.Is(err, leases.ErrConflict) {
+			// Someone recreated it first: it is not ours any more.
+			w.lease.markLost()
+			w.kill()
+		}
+		return
+	}
+	if !known.Checkpoint.IsZero() {
+		if l, err = g.store.Rewind(ctx, l, known.Checkpoint); err != nil {
+			return
+		}
+	}
+	t, err := g.mem.TakeAs(ctx, l, g.cfg.Owner, g.inc)
+	if err != nil {
+		w.lease.markLost()
+		w.kill()
+		return
+	}
+	w.lease.adopt(t)
+	w.lease.vanished.Store(false)
+}
+
+// removeStale removes entries seen unchanged for three timeouts, so the
+// membership rows stay the size of the live fleet. The lowest live owner
+// does it; the writes are conditional, so a race is harmless.
+func (g *Group) removeStale(ctx context.Context) {
+	if live := g.live(); len(live) == 0 || live[0] != g.cfg.Owner {
+		return
+	}
+	for k, o := range g.obs {
+		if o.absent {
+			if time.Duration(o.confirm-o.since) >= 3*g.cfg.Timeout {
+				delete(g.obs, k)
+			}
+			continue
+		}
+		if time.Duration(o.confirm-o.since) < 3*g.cfg.Timeout {
+			continue
+		}
+		if _, err := g.mem.ReplaceMember(ctx, leases.MemberRow(o.m.Owner), o.m, leases.Member{}); err == nil {
+			g.log.Info("kinesislease: removed a dead member's entry", "member", o.m.Owner, "incarnation", o.m.Incarnation)
+		}
+	}
+}
+
+// reap forgets finished workers and reports their lease events. A worker
+// that applied a rewind reads on from the new checkpoint, or, when the group
+// is stopping, releases the lease there.
+func (g *Group) reap(ctx context.Context, stopping bool) error {
+	g.mu.Lock()
+	var done []unit
+	var ws []*worker
+	for u, w := range g.workers {
+		select {
+		case <-w.done:
+			done = append(done, u)
+			ws = append(ws, w)
+			delete(g.workers, u)
+		default:
+		}
+	}
+	g.mu.Unlock()
+	var perm error
+	for i, u := range done {
+		w := ws[i]
+		st := g.streams[u.Stream]
+		info := kltype.LeaseInfo{Stream: u.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.lease.current().Checkpoint}
+		st.rows[u.Shard] = rowState{lease: w.lease.current()}
+		switch {
+		case w.err != nil:
+			perm = &StreamError{Stream: u.Stream, Err: w.err}
+		case w.rewound && stopping:
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if err := w.lease.release(rctx, leases.Checkpoint{}); err == nil {
+				emit(g.h, g.cfg.Events, kltype.LeaseReleased, info)
+			}
+			cancel()
+		case w.rewound:
+			g.startWorker(ctx, st, u, w.lease)
+		case w.ended:
+			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
+			st.resync = true
+			emit(g.h, g.cfg.Events, kltype.ShardEnded, info)
+		case w.lease.takenOver():
+			emit(g.h, g.cfg.Events, kltype.LeaseLost, info)
+		default:
+			emit(g.h, g.cfg.Events, kltype.LeaseReleased, info)
+		}
+	}
+	return perm
+}
+
+// StreamError is an error of one stream of a Group: a permanent read error,
+// or a ListShards failure.
+type StreamError struct {
+	Stream string
+	Err    error
+}
+
+func (e *StreamError) Error() string { return fmt.Sprintf("stream %q: %v", e.Stream, e.Err) }
+
+// Unwrap returns the stream's error.
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// listShards refreshes the shard list of st.
+func (g *Group) listShards(ctx context.Context, st *streamState) error {
+	shards, err := kinesisx.ListShards(ctx, g.cfg.Client, st.cfg.Stream)
+	if err != nil {
+		return err
+	}
+	first := st.shards == nil
+	st.shards = make(map[string]types.Shard, len(shards))
+	st.order = st.order[:0]
+	for _, s := range shards {
+		id := aws.ToString(s.ShardId)
+		st.shards[id] = s
+		st.order = append(st.order, id)
+	}
+	st.lastSync = time.Now()
+	st.resync = false
+	if first {
+		// Learn every row once: checkpoints at SHARD_END (parents done),
+		// rows that exist. One GetItem per shard at start.
+		for _, id := range st.order {
+			if _, _, err := g.readRow(ctx, st, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// shutdown drains every worker, bounded by ShutdownTimeout, heartbeating
+// meanwhile (the leases stay held while the heartbeat advances), then
+// removes this incarnation's membership entry.
+func (g *Group) shutdown() {
+	g.mu.Lock()
+	ws := make([]*worker, 0, len(g.workers))
+	for _, w := range g.workers {
+		ws = append(ws, w)
+		w.stop()
+	}
+	g.mu.Unlock()
+	ctx := context.Background()
+	if len(ws) > 0 {
+		g.log.Info("kinesislease: draining", "leases", len(ws))
+		all := make(chan struct{})
+		go func() {
+			for _, w := range ws {
+				<-w.done
+			}
+			close(all)
+		}()
+		timeout := time.NewTimer(g.cfg.ShutdownTimeout)
+		defer timeout.Stop()
+		tick := time.NewTicker(g.cfg.Heartbeat)
+		defer tick.Stop()
+	drain:
+		for {
+			select {
+			case <-all:
+				break drain
+			case <-tick.C:
+				if err := g.heartbeat(ctx); err != nil {
+					g.log.Warn("kinesislease: heartbeat failed while draining", "err", err)
+				}
+			case <-timeout.C:
+				g.log.Warn("kinesislease: shutdown timeout; cancelling handlers", "timeout", g.cfg.ShutdownTimeout)
+				for _, w := range ws {
+					w.hardCancel()
+				}
+			}
+		}
+		_ = g.reap(ctx, true)
+	}
+	if g.started {
+		me := g.view[g.cfg.Owner]
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if _, err := g.mem.ReplaceMember(rctx, g.row, me, leases.Member{}); err != nil {
+			g.log.Warn("kinesislease: removing the membership entry failed; the next incarnation waits for it to go stale", "err", err)
+		}
+		cancel()
+	}
+	g.log.Info("kinesislease: stopped")
+}
+
+// countingStore counts the store calls of a Group.
+type countingStore struct {
+	leases.Store
+	mem leases.Membership
+	s   *groupStats
+}
+
+func (c *countingStore) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	c.s.reads.Add(1)
+	return c.Store.Get(ctx, key)
+}
+
+func (c *countingStore) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	c.s.writes.Add(1)
+	return c.Store.Create(ctx, key)
+}
+
+func (c *countingStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	c.s.writes.Add(1)
+	return c.Store.Checkpoint(ctx, l, cp)
+}
+
+func (c *countingStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	c.s.writes.Add(1)
+	return c.Store.Release(ctx, l, cp)
+}
+
+func (c *countingStore) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	c.s.writes.Add(1)
+	return c.Store.Rewind(ctx, l, cp)
+}
+
+func (c *countingStore) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	c.s.writes.Add(1)
+	return c.Store.ApplyRewind(ctx, l)
+}
+
+func (c *countingStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	c.s.heartbeats.Add(1)
+	return c.mem.Heartbeat(ctx, row, m)
+}
+
+func (c *countingStore) Members(ctx context.Context, row int) ([]leases.Member, error) {
+	c.s.memberReads.Add(1)
+	return c.mem.Members(ctx, row)
+}
+
+func (c *countingStore) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	c.s.writes.Add(1)
+	return c.mem.ReplaceMember(ctx, row, seen, next)
+}
+
+func (c *countingStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	c.s.writes.Add(1)
+	return c.mem.TakeAs(ctx, l, owner, inc)
+}
