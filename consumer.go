@@ -215,7 +215,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 
-	s.log.Info("kinesislease: starting", "owner", s.cfg.owner, "streams", len(subs))
+	s.log.Info("kinesislease: starting", "owner", s.cfg.owner, "streams", len(subs), "protocol", "per-row renewal", "store", fmt.Sprintf("%T", s.cfg.store))
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, len(coords))
@@ -265,7 +265,7 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 	s.mu.Lock()
 	s.group = g
 	s.mu.Unlock()
-	s.log.Info("kinesislease: starting", "owner", c.owner, "incarnation", g.Incarnation(), "streams", len(subs), "protocol", "membership")
+	s.log.Info("kinesislease: starting", "owner", c.owner, "incarnation", g.Incarnation(), "streams", len(subs), "protocol", "membership", "store", fmt.Sprintf("%T", c.store))
 	err = g.Run(ctx)
 	s.log.Info("kinesislease: stopped", "owner", c.owner)
 	var dup *engine.DuplicateOwnerError

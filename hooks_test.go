@@ -229,7 +229,7 @@ func (s *hookFreezable) Checkpoint(ctx context.Context, l leases.Lease, cp lease
 	return s.Store.Checkpoint(ctx, l, cp)
 }
 
-// TestHooks: two services on one memory store and a 2-shard kinesalite
+// TestHooks (per-row renewal protocol: it watches renewals): two services on one memory store and a 2-shard kinesalite
 // stream. A reads 100 records alone; then A is cut off from the store, B
 // takes both its leases over and A, reconnected, finds them lost; B reads 50
 // more and shuts down. Every hook is called with the right values.
@@ -253,7 +253,7 @@ func TestHooks(t *testing.T) {
 	ha := &hookLog{}
 	storeA := &hookFreezable{Store: mem}
 	tallyA := newTally()
-	a := start(t, kc, storeA, stream, "a", tallyA, kinesislease.WithHooks(ha))
+	a := start(t, kc, storeA, stream, "a", tallyA, kinesislease.WithHooks(ha), kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal))
 	tallyA.waitFor(t, 0, 100, 30*time.Second)
 	ha.waitUntil(t, "A's checkpoints of the last records", func() bool {
 		for _, id := range shards {
@@ -338,7 +338,7 @@ func TestHooks(t *testing.T) {
 	storeA.frozen.Store(true)
 	hb := &hookLog{}
 	tallyB := newTally()
-	b := start(t, kc, mem, stream, "b", tallyB, kinesislease.WithHooks(hb))
+	b := start(t, kc, mem, stream, "b", tallyB, kinesislease.WithHooks(hb), kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal))
 	hb.waitUntil(t, "B acquiring both shards", func() bool {
 		n := 0
 		for _, e := range hb.leases {

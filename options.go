@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -47,6 +48,14 @@ const (
 	DefaultLeaseDuration   = 10 * time.Second
 	DefaultRenewInterval   = DefaultLeaseDuration / 3
 	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// Default membership settings (WithHeartbeat): a heartbeat every 1.25s is
+// one write per instance, 2,880 an hour; a dead instance's shards move
+// after about DefaultTimeout plus a heartbeat.
+const (
+	DefaultHeartbeat = engine.DefaultHeartbeat
+	DefaultTimeout   = engine.DefaultTimeout
 )
 
 // WithApp names the application and its version: they prefix the default

@@ -21,7 +21,7 @@ func TestScanReadsStable(t *testing.T) {
 	ta := newTally()
 	ins := map[string]*instance{}
 	for _, o := range []string{"a", "b", "c", "d"} {
-		ins[o] = start(t, kc, store, stream, o, ta, kinesislease.WithScanInterval(100*time.Millisecond))
+		ins[o] = start(t, kc, store, stream, o, ta, kinesislease.WithScanInterval(100*time.Millisecond), kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal))
 	}
 	waitSplit(t, stream, ins, []int{8, 8, 8, 8})
 

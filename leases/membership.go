@@ -65,6 +65,11 @@ type Member struct {
 	// holds no lease any more (or is releasing its last ones), and the next
 	// incarnation of its owner may replace its entry at once.
 	Leaving bool
+	// Ended counts the shards the member read to their end (SHARD_END):
+	// when it changes, the others list the streams' shards again, so that
+	// the children of a split or merge start without waiting for the next
+	// periodic ListShards.
+	Ended int64
 	// Notice is bumped by anyone who wants the member to look at its held
 	// rows again at once (an operator's rewind request). The member
 	// compares it as an opaque value.
@@ -85,10 +90,11 @@ type Member struct {
 // for Store methods, and a context that is done on entry writes nothing.
 type Membership interface {
 	// Heartbeat writes m as owner m.Owner's entry in membership row row, if
-	// the row has no entry for m.Owner, or its entry has m.Incarnation. It
-	// returns the row's entries after the write. An entry of another
-	// incarnation makes it fail with a *MemberConflictError (matching
-	// ErrConflict) carrying that entry; nothing is written.
+	// the row has no entry for m.Owner, or its entry has m.Incarnation and
+	// m.Notice. It returns the row's entries after the write. An entry of
+	// another incarnation, or with another Notice (someone bumped it), makes
+	// it fail with a *MemberConflictError (matching ErrConflict) carrying
+	// that entry; nothing is written.
 	Heartbeat(ctx context.Context, row int, m Member) ([]Member, error)
 
 	// Members reads membership row row with a strongly consistent read and

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -332,12 +333,44 @@ func (s *session) apply(ctx context.Context, p plan, dry bool, now time.Time) (s
 			return fmt.Sprintf("%srewritten (free): %s -> %s%s", created, from, to, replacing), nil
 		}
 		when := "it applies the rewind at its next renewal"
-		if !nl.ExpiresAt.IsZero() && nl.ExpiresAt.Before(now) {
+		if nl.Incarnation != "" {
+			// A holder of the membership protocol writes its row only to
+			// checkpoint: tell it through its membership entry.
+			when = "it applies the rewind within a heartbeat"
+			if err := s.notify(ctx, nl.Owner, nl.Incarnation); err != nil {
+				when = fmt.Sprintf("it applies the rewind at its next checkpoint or reconciliation (telling it failed: %v)", err)
+			}
+		} else if !nl.ExpiresAt.IsZero() && nl.ExpiresAt.Before(now) {
 			when = fmt.Sprintf("its lease expired %s ago: the next holder applies the rewind before reading", now.Sub(nl.ExpiresAt).Round(time.Second))
 		}
 		return fmt.Sprintf("requested from %s: %s -> %s%s; %s", nl.Owner, from, to, replacing, when), nil
 	}
 	return "", fmt.Errorf("the row kept changing (%d attempts); try again: %w", rewindAttempts, lastErr)
+}
+
+// notify bumps the Notice of owner's membership entry (incarnation inc),
+// so that the holder looks at its rows at its next heartbeat. An entry gone
+// or of another incarnation needs no notice: the row's next holder applies
+// the rewind before reading.
+func (s *session) notify(ctx context.Context, owner, inc string) error {
+	row := leases.MemberRow(owner)
+	var err error
+	for range rewindAttempts {
+		var ms []leases.Member
+		if ms, err = s.store.Members(ctx, row); err != nil {
+			return err
+		}
+		i := slices.IndexFunc(ms, func(m leases.Member) bool { return m.Owner == owner && m.Incarnation == inc })
+		if i < 0 {
+			return nil
+		}
+		next := ms[i]
+		next.Notice++
+		if _, err = s.store.ReplaceMember(ctx, row, ms[i], next); !errors.Is(err, leases.ErrConflict) {
+			return err
+		}
+	}
+	return err
 }
 
 // apiMessage returns an AWS error's own message.

@@ -45,7 +45,7 @@ func distinctIDs(ds []delivery) int {
 }
 
 // TestRewindLive rewinds one shard to a sequence number while a service
-// consumes the stream: the holder applies the request at its next renewal
+// consumes the stream: the holder (membership protocol) is told through its membership entry and applies the request within a heartbeat
 // and hands records k..N to the handler again, in order, keeping its lease
 // (no second reader, no concurrent handler call, nothing skipped).
 func TestRewindLive(t *testing.T) {
@@ -90,7 +90,7 @@ func TestRewindLive(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("rewind: %v", res)
 	}
-	want := fmt.Sprintf("%s: requested from svc-1: %s -> %s%s; it applies the rewind at its next renewal\n",
+	want := fmt.Sprintf("%s: requested from svc-1: %s -> %s%s; it applies the rewind within a heartbeat\n",
 		target, last, leases.AtSequencePrefix, kSeq)
 	if res.stdout != want {
 		t.Errorf("rewind printed %q, want %q", res.stdout, want)

@@ -89,6 +89,9 @@ type flags struct {
 	start                string
 	codec                string
 	lease, renew, scan   time.Duration
+	protocol             string
+	heartbeat, timeout   time.Duration
+	leaseSet             bool // --lease or --renew given
 	checkpointEvery      int
 	checkpointInterval   time.Duration
 	shutdownTimeout      time.Duration
@@ -110,7 +113,10 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.codec, "codec", "msgpack", "record encoding: msgpack or json")
 	fs.DurationVar(&f.lease, "lease", kinesislease.DefaultLeaseDuration, "lease duration: a dead instance's shards move after about this long")
 	fs.DurationVar(&f.renew, "renew", 0, "lease renewal interval (default: a third of --lease)")
-	fs.DurationVar(&f.scan, "scan", 0, "how often the rows of shards not held are read (default: --lease)")
+	fs.DurationVar(&f.scan, "scan", 0, "how often the rows of shards not held are read (default: --lease; per-row protocol)")
+	fs.StringVar(&f.protocol, "protocol", "membership", "lease protocol: membership (heartbeats) or per-row (renewals)")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "membership heartbeat interval (default 1.25s, or --renew when --lease is given)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "membership timeout: a dead instance's shards move after about this long (default 6s, or --lease)")
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 1000, "checkpoint after this many acknowledged records...")
 	fs.DurationVar(&f.checkpointInterval, "checkpoint-interval", 5*time.Second, "...or this long, whichever comes first")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", kinesislease.DefaultShutdownTimeout, "bound on the drain after SIGINT/SIGTERM")
@@ -123,8 +129,12 @@ func parseFlags(args []string) (*flags, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	fs.Visit(func(fl *flag.Flag) { f.leaseSet = f.leaseSet || fl.Name == "lease" || fl.Name == "renew" })
 	if f.renew == 0 {
 		f.renew = f.lease / 3
+	}
+	if f.protocol != "membership" && f.protocol != "per-row" {
+		return nil, fmt.Errorf("--protocol %q: want membership or per-row", f.protocol)
 	}
 	if f.dynamoEndpoint == "" {
 		f.dynamoEndpoint = f.endpoint
@@ -204,15 +214,15 @@ func run(f *flags, stdout, stderr io.Writer) error {
 	defer rep.Close()
 
 	ful := &fulfiller{log: log, report: rep}
-	opts := []kinesislease.Option{
+	opts := leaseOptions(f)
+	opts = append(opts,
 		kinesislease.WithApp("fulfilment", "0.1.0"),
 		kinesislease.WithLeaseStore(dynamo.New(cfg, f.table, storeOpts...)),
 		kinesislease.WithKinesisClient(kinesis.NewFromConfig(cfg, kinOpts...)),
 		kinesislease.WithLogger(log),
-		kinesislease.WithLease(f.lease, f.renew),
 		kinesislease.WithShutdownTimeout(f.shutdownTimeout),
 		kinesislease.WithLeaseEvents(ful.leaseEvent),
-	}
+	)
 	if f.owner != "" {
 		opts = append(opts, kinesislease.WithOwner(f.owner))
 	}
@@ -366,4 +376,25 @@ func (r *report) Close() error {
 		return nil
 	}
 	return r.f.Close()
+}
+
+// leaseOptions returns the lease protocol's options the flags ask for.
+func leaseOptions(f *flags) []kinesislease.Option {
+	if f.protocol == "per-row" {
+		return []kinesislease.Option{kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal), kinesislease.WithLease(f.lease, f.renew)}
+	}
+	switch {
+	case f.heartbeat > 0 || f.timeout > 0:
+		hb, to := f.heartbeat, f.timeout
+		if hb == 0 {
+			hb = to / 5
+		}
+		if to == 0 {
+			to = 5 * hb
+		}
+		return []kinesislease.Option{kinesislease.WithHeartbeat(hb, to)}
+	case f.leaseSet:
+		return []kinesislease.Option{kinesislease.WithLease(f.lease, f.renew)}
+	}
+	return nil
 }

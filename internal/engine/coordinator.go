@@ -443,11 +443,19 @@ func (c *Coordinator) planInput(order []string, held map[string]bool, rows map[s
 		in.Shards = append(in.Shards, plan.Shard{ID: id, Parents: parentIDs(c.shards[id])})
 	}
 	for id, l := range rows {
+		expired := c.lv.expired(id, now)
+		if expired && l.Incarnation != "" {
+			// Held under the membership protocol: its holder heartbeats and
+			// renews nothing here. Never take it by expires_at.
+			c.log.Error("kinesislease: a lease row is held by an instance of the membership protocol: run every instance sharing the table with the same protocol (WithLeaseProtocol)",
+				"shard", id, "holder", l.Owner)
+			expired = false
+		}
 		in.Rows[id] = plan.Row{
 			Owner:     l.Owner,
 			AtEnd:     l.Checkpoint.Sequence == leases.ShardEnd,
 			Rewinding: !l.RewindTo.IsZero(),
-			Expired:   c.lv.expired(id, now),
+			Expired:   expired,
 		}
 	}
 	c.mu.Lock()

@@ -121,12 +121,18 @@ type Group struct {
 
 	mu      sync.Mutex
 	workers map[unit]*worker
+	// orphans are rows that may still name this incarnation although it
+	// runs no worker for them (lost at a fence): each is taken afresh if the
+	// plan gives it to this instance, else released, so that the member the
+	// plan gives it to, seeing this instance alive, need not wait for it.
+	orphans map[unit]bool
 
 	lastAssign    map[unit]string
 	sameRounds    int
 	rounds        int
 	lastReconcile time.Time
 	notice        int64 // our entry's Notice as last seen
+	ended         int64 // shards this instance read to their end
 	started       bool  // the first heartbeat landed
 	viewComplete  bool  // every membership row was read at least once
 
@@ -214,7 +220,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	g := &Group{
 		cfg: cfg, h: h, inc: rand.Text()[:10], row: leases.MemberRow(cfg.Owner),
 		streams: map[string]*streamState{}, obs: map[string]*memberObs{}, view: map[string]leases.Member{},
-		workers: map[unit]*worker{},
+		workers: map[unit]*worker{}, orphans: map[unit]bool{},
 		log:     cfg.Logger.With("owner", cfg.Owner),
 	}
 	g.store = h.wrapStore(&countingStore{Store: cfg.Store, mem: mem, s: &g.stats})
@@ -358,11 +364,21 @@ func (g *Group) loop(ctx context.Context) error {
 func (g *Group) heartbeat(ctx context.Context) error {
 	hctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
 	defer cancel()
-	m := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb + 1, Notice: g.notice}
+	m := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb + 1, Notice: g.notice, Ended: g.ended}
 	// A fenced instance says so: its leases may be taken at once.
 	m.Leaving = g.fencedSince != 0
 	sent := mono()
 	rows, err := g.mem.Heartbeat(hctx, g.row, m)
+	var conflict *leases.MemberConflictError
+	if errors.As(err, &conflict) && conflict.Current.Incarnation == g.inc && conflict.Current.Notice != g.notice {
+		// Someone bumped our notice (an operator's rewind): look at the
+		// held rows now, and heartbeat with the notice as it is.
+		g.notice = conflict.Current.Notice
+		g.lastReconcile = time.Time{}
+		m.Notice = g.notice
+		sent = mono()
+		rows, err = g.mem.Heartbeat(hctx, g.row, m)
+	}
 	if err != nil {
 		return err
 	}
@@ -433,7 +449,9 @@ func (g *Group) round(ctx context.Context) error {
 	if err := g.noticeRequests(ctx); err != nil && fatal(err) {
 		return err
 	}
-	g.act(ctx, g.plan())
+	a := g.plan()
+	g.releaseOrphans(ctx, a)
+	g.act(ctx, a)
 	g.removeStale(ctx)
 	return g.reap(ctx, false)
 }
@@ -472,13 +490,12 @@ func (g *Group) observeRow(r int, rows []leases.Member, sent, ret int64) {
 		present[k] = true
 		if m.Owner == g.cfg.Owner && m.Incarnation == g.inc {
 			g.view[m.Owner] = m
-			if m.Notice != g.notice && g.started {
-				g.notice = m.Notice
-				g.lastReconcile = time.Time{} // a request: look at the held rows now
-			}
 			continue
 		}
 		o := g.obs[k]
+		if prev, ok := g.view[m.Owner]; ok && prev.Ended != m.Ended {
+			g.resyncAll() // a member ended a shard: its children are in the shard lists now
+		}
 		if o != nil && !o.absent && o.m == m {
 			o.confirm = max(o.confirm, sent)
 		} else {
@@ -499,6 +516,13 @@ func (g *Group) observeRow(r int, rows []leases.Member, sent, ret int64) {
 			}
 		}
 		o.confirm = max(o.confirm, sent)
+	}
+}
+
+// resyncAll makes the next round list every stream's shards again.
+func (g *Group) resyncAll() {
+	for _, st := range g.streams {
+		st.resync = true
 	}
 }
 
@@ -715,13 +739,16 @@ func (g *Group) acquire(ctx context.Context, u unit, mu *sync.Mutex) {
 	}
 	if mono() >= g.fence.Load() {
 		// Fenced while taking: the row is ours but may not be read. The
-		// next round (if the heartbeat is current again) takes it afresh.
+		// next round (if the heartbeat is current again) takes it afresh,
+		// or releases it.
+		g.orphan(u)
 		return
 	}
 	h := newMemberLease(g.store, t, &g.fence)
 	if t.RewindTo.Sequence != "" {
 		if t, err = h.applyRewind(ctx); err != nil {
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
+			g.orphan(u)
 			return
 		}
 		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
@@ -796,9 +823,62 @@ func (g *Group) fenceAll(why string) {
 	if len(g.workers) > 0 {
 		g.log.Warn("kinesislease: fenced: every lease is lost", "why", why, "leases", len(g.workers))
 	}
-	for _, w := range g.workers {
+	for u, w := range g.workers {
 		w.lease.markLost()
 		w.kill()
+		g.orphans[u] = true
+	}
+}
+
+func (g *Group) unorphan(u unit) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.orphans, u)
+}
+
+// orphan records that the row of u may name this incarnation with no
+// worker reading it.
+func (g *Group) orphan(u unit) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.orphans[u] = true
+}
+
+// releaseOrphans releases the rows that still name this incarnation and
+// the plan gives another member (or nobody); those it gives this instance
+// are taken afresh by act.
+func (g *Group) releaseOrphans(ctx context.Context, a map[unit]string) {
+	g.mu.Lock()
+	orphans := make([]unit, 0, len(g.orphans))
+	for u := range g.orphans {
+		orphans = append(orphans, u)
+	}
+	g.mu.Unlock()
+	for _, u := range orphans {
+		if g.holds(u) {
+			g.unorphan(u)
+			continue
+		}
+		if a[u] == g.cfg.Owner {
+			continue
+		}
+		l, err := g.store.Get(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard})
+		switch {
+		case errors.Is(err, leases.ErrNotFound):
+			g.unorphan(u)
+			continue
+		case err != nil:
+			continue
+		case l.Owner != g.cfg.Owner || l.Incarnation != g.inc:
+			g.unorphan(u) // someone took it
+			continue
+		}
+		// The checkpoint stays: it is the last one written while the lease
+		// was trusted.
+		if _, err := g.store.Release(ctx, l, leases.Checkpoint{}); err == nil || errors.Is(err, leases.ErrConflict) {
+			g.streams[u.Stream].log.Info("kinesislease: released a lease lost at a fence", "shard", u.Shard)
+			g.unorphan(u)
+		}
 	}
 }
 
@@ -941,6 +1021,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) error {
 		case w.ended:
 			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
 			st.resync = true
+			g.ended++
 			emit(g.h, g.cfg.Events, kltype.ShardEnded, info)
 		case w.lease.takenOver():
 			emit(g.h, g.cfg.Events, kltype.LeaseLost, info)
@@ -970,6 +1051,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState) error {
 		return err
 	}
 	first := st.shards == nil
+	old := st.shards
 	st.shards = make(map[string]types.Shard, len(shards))
 	st.order = st.order[:0]
 	for _, s := range shards {
@@ -985,6 +1067,29 @@ func (g *Group) listShards(ctx context.Context, st *streamState) error {
 		for _, id := range st.order {
 			if _, _, err := g.readRow(ctx, st, id); err != nil {
 				return err
+			}
+		}
+		return nil
+	}
+	// New shards (children of a split or merge): create their rows (free,
+	// no checkpoint: a child starts at its own beginning) and read their
+	// parents' rows now, so that they start as soon as the parents are
+	// done.
+	for _, id := range st.order {
+		if _, known := old[id]; known {
+			continue
+		}
+		key := leases.Key{Stream: st.cfg.Stream, Shard: id}
+		if l, err := g.store.Create(ctx, key); err == nil {
+			st.rows[id] = rowState{lease: l}
+		} else if !errors.Is(err, leases.ErrConflict) {
+			return err
+		}
+		for _, p := range kinesisx.Parents(st.shards[id]) {
+			if _, in := st.shards[p]; in && !g.holds(unit{Stream: st.cfg.Stream, Shard: p}) {
+				if _, _, err := g.readRow(ctx, st, p); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -1034,6 +1139,7 @@ func (g *Group) shutdown() {
 		}
 		_ = g.reap(ctx, true)
 	}
+	g.releaseOrphans(ctx, nil)
 	if g.started {
 		me := g.view[g.cfg.Owner]
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -105,6 +105,7 @@ const (
 	entryHeartbeat = "h" // N: heartbeat
 	entryLeaving   = "l" // BOOL: leaving, absent when false
 	entryNotice    = "n" // N: notice, absent when 0
+	entryEnded     = "e" // N: shards ended by the member, absent when 0
 )
 
 // Client is the part of *dynamodb.Client the store uses.

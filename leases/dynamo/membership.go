@@ -42,13 +42,22 @@ func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leas
 		return nil, err
 	}
 	key := leases.MemberKey(row)
+	names := map[string]string{"#m": memberPrefix + m.Owner, "#i": entryInc, "#n": entryNotice}
+	values := map[string]types.AttributeValue{":entry": entryAttr(m), ":inc": &types.AttributeValueMemberS{Value: m.Incarnation}}
+	// A notice someone bumped since the member last saw it makes the
+	// heartbeat fail, so the member learns of it (the entry is in the error).
+	notice := "attribute_not_exists(#m.#n)"
+	if m.Notice != 0 {
+		notice = "#m.#n = :n"
+		values[":n"] = numAttr(m.Notice)
+	}
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyAttr(key),
 		UpdateExpression:                    aws.String("SET #m = :entry"),
-		ConditionExpression:                 aws.String("attribute_not_exists(#m) OR #m.#i = :inc"),
-		ExpressionAttributeNames:            map[string]string{"#m": memberPrefix + m.Owner, "#i": entryInc},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":entry": entryAttr(m), ":inc": &types.AttributeValueMemberS{Value: m.Incarnation}},
+		ConditionExpression:                 aws.String("attribute_not_exists(#m) OR (#m.#i = :inc AND " + notice + ")"),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -172,6 +181,9 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if m.Notice != 0 {
 		e[entryNotice] = numAttr(m.Notice)
 	}
+	if m.Ended != 0 {
+		e[entryEnded] = numAttr(m.Ended)
+	}
 	return &types.AttributeValueMemberM{Value: e}
 }
 
@@ -222,6 +234,9 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
 	if m.Notice, err = num(mv.Value, entryNotice); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	if m.Ended, err = num(mv.Value, entryEnded); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
 	switch l := mv.Value[entryLeaving].(type) {

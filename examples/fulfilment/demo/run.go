@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/leases"
@@ -34,6 +35,8 @@ type config struct {
 	// Lease settings of every instance (--lease, --renew, --scan) and its
 	// checkpoint interval.
 	Lease, Renew, Scan time.Duration
+	// Protocol is the instances' --protocol; empty for the default.
+	Protocol           string
 	CheckpointInterval time.Duration
 	// Kill SIGKILLs the instance holding the most shards once KillAt of the
 	// orders are published (at once when there are none).
@@ -55,7 +58,12 @@ func (c *config) fence() time.Duration { return c.Lease - c.Lease/5 }
 // expectedFailover is the time from a SIGKILL until a survivor takes a lease
 // over, as the library documents it: a survivor must see the row unchanged
 // for a lease duration, and it reads the row every scan interval.
-func (c *config) expectedFailover() time.Duration { return c.Lease + c.Scan }
+func (c *config) expectedFailover() time.Duration {
+	if c.Lease == 0 { // the membership protocol's defaults
+		return kinesislease.DefaultTimeout + kinesislease.DefaultHeartbeat
+	}
+	return c.Lease + c.Scan
+}
 
 // bestFailover and worstFailover bound it. The dead holder renewed last at
 // most a renew interval before the kill, and the survivor's clock starts at
@@ -63,8 +71,17 @@ func (c *config) expectedFailover() time.Duration { return c.Lease + c.Scan }
 // That scan comes at most 1.1 scan intervals (jittered) after the kill, and
 // the one that finds the row a lease duration old at most 1.1 scan intervals
 // after that; add a second for the Take write, scheduling and the report.
-func (c *config) bestFailover() time.Duration { return c.Lease - c.Renew }
+func (c *config) bestFailover() time.Duration {
+	if c.Lease == 0 {
+		return kinesislease.DefaultTimeout - kinesislease.DefaultHeartbeat
+	}
+	return c.Lease - c.Renew
+}
+
 func (c *config) worstFailover() time.Duration {
+	if c.Lease == 0 {
+		return kinesislease.DefaultTimeout + 2*kinesislease.DefaultHeartbeat + time.Second
+	}
 	return c.Lease + 2*(c.Scan+c.Scan/10) + time.Second
 }
 
@@ -111,7 +128,7 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 	}
 	d.fleet = &harness.Fleet{
 		Name: "demo", Binary: cfg.Binary, Dir: cfg.Dir, Env: env, Stream: cfg.Stream, Table: cfg.Table,
-		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, CheckpointInterval: cfg.CheckpointInterval,
+		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, Protocol: cfg.Protocol, CheckpointInterval: cfg.CheckpointInterval,
 		ShutdownTimeout: 10 * time.Second, Race: cfg.Race,
 	}
 	var err error

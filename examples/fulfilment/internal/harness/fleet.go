@@ -67,6 +67,9 @@ type Fleet struct {
 	// Lease settings of every instance (--lease, --renew, --scan), its
 	// checkpoint interval and shutdown timeout.
 	Lease, Renew, Scan time.Duration
+	// Protocol is the instances' --protocol (membership or per-row); empty
+	// for the default.
+	Protocol string
 	CheckpointInterval time.Duration
 	ShutdownTimeout    time.Duration
 	Race               bool // the binary was built with -race
@@ -125,14 +128,21 @@ func (f *Fleet) Start(owner string) (*Instance, error) {
 		return nil, err
 	}
 	in.logFile = lf
-	in.Cmd = exec.Command(f.Binary,
+	args := []string{
 		"--stream", f.Stream, "--table", f.Table, "--owner", owner,
 		"--dynamodb-endpoint-url", f.Env.DynamoEndpoint, "--kinesis-endpoint-url", f.Env.KinesisEndpoint,
 		"--start", "TRIM_HORIZON",
-		"--lease", f.Lease.String(), "--renew", f.Renew.String(), "--scan", f.Scan.String(),
 		"--checkpoint-interval", f.CheckpointInterval.String(),
 		"--shutdown-timeout", f.ShutdownTimeout.String(),
-		"--report", in.Report)
+		"--report", in.Report,
+	}
+	if f.Lease > 0 { // else the library's defaults
+		args = append(args, "--lease", f.Lease.String(), "--renew", f.Renew.String(), "--scan", f.Scan.String())
+	}
+	if f.Protocol != "" {
+		args = append(args, "--protocol", f.Protocol)
+	}
+	in.Cmd = exec.Command(f.Binary, args...)
 	in.Cmd.Stdout, in.Cmd.Stderr = lf, lf
 	in.Cmd.Env = instanceEnv(f.Race)
 	in.Cmd.SysProcAttr = sysProcAttr()
