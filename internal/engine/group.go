@@ -221,7 +221,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		cfg: cfg, h: h, inc: rand.Text()[:10], row: leases.MemberRow(cfg.Owner),
 		streams: map[string]*streamState{}, obs: map[string]*memberObs{}, view: map[string]leases.Member{},
 		workers: map[unit]*worker{}, orphans: map[unit]bool{},
-		log:     cfg.Logger.With("owner", cfg.Owner),
+		log: cfg.Logger.With("owner", cfg.Owner),
 	}
 	g.store = h.wrapStore(&countingStore{Store: cfg.Store, mem: mem, s: &g.stats})
 	g.mem = g.store.(leases.Membership)

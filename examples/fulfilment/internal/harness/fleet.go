@@ -69,7 +69,7 @@ type Fleet struct {
 	Lease, Renew, Scan time.Duration
 	// Protocol is the instances' --protocol (membership or per-row); empty
 	// for the default.
-	Protocol string
+	Protocol           string
 	CheckpointInterval time.Duration
 	ShutdownTimeout    time.Duration
 	Race               bool // the binary was built with -race
