@@ -1,0 +1,312 @@
+package kinesislease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/dynamo"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// startStreams runs a service of owner subscribed to every stream, with the
+// test lease settings.
+func startStreams(t *testing.T, kc *kinesis.Client, store leases.Store, owner string, ta *tally, streams []string, extra ...kinesislease.Option) *instance {
+	t.Helper()
+	opts := append([]kinesislease.Option{
+		kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store), kinesislease.WithOwner(owner),
+		kinesislease.WithLogger(testLogger(t)),
+	}, fastLease...)
+	svc, err := kinesislease.New(testutil.Config(t), append(opts, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range streams {
+		if err := kinesislease.Subscribe(svc, s, ta.handler(owner), kinesislease.WithStartPosition(kltype.TrimHorizon),
+			kinesislease.WithCheckpoint(10, 100*time.Millisecond), kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{svc: svc, cancel: cancel, done: make(chan struct{})}
+	go func() { in.err = svc.Run(ctx); close(in.done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-in.done:
+		case <-time.After(20 * time.Second):
+			t.Errorf("Run did not return 20s after cancel")
+		}
+	})
+	return in
+}
+
+// holdings returns, per instance, how many shards of streams it holds, and
+// whether some shard is held twice.
+func holdings(ins map[string]*instance, streams []string) (per map[string]int, twice bool) {
+	per = map[string]int{}
+	seen := map[string]bool{}
+	for o, in := range ins {
+		for _, s := range streams {
+			for _, id := range in.svc.Held(s) {
+				per[o]++
+				twice = twice || seen[s+":"+id]
+				seen[s+":"+id] = true
+			}
+		}
+	}
+	return per, twice
+}
+
+// waitHoldings waits until the instances hold the shards of streams in the
+// split want (sorted descending), no shard twice, and every stream balanced:
+// each instance holds floor or ceil of a stream's shards.
+func waitHoldings(t *testing.T, ins map[string]*instance, streams []string, want []int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var got []int
+	for time.Now().Before(deadline) {
+		per, twice := holdings(ins, streams)
+		got = got[:0]
+		for o := range ins {
+			got = append(got, per[o])
+		}
+		slices.Sort(got)
+		slices.Reverse(got)
+		if slices.Equal(got, want) && !twice {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("split %v after 30s, want %v", got, want)
+}
+
+// TestMembershipBalanceAcrossStreams: the plan spans every stream of the
+// service. Two one-shard streams on two instances go one each (per-stream
+// fair shares left one instance with both), ten one-shard streams on three
+// instances go 4/3/3.
+func TestMembershipBalanceAcrossStreams(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	for _, c := range []struct {
+		streams, instances int
+		want               []int
+	}{{2, 2, []int{1, 1}}, {10, 3, []int{4, 3, 3}}} {
+		t.Run(fmt.Sprintf("%d-streams-%d-instances", c.streams, c.instances), func(t *testing.T) {
+			var streams []string
+			for range c.streams {
+				s := testutil.StreamName(t)
+				testutil.CreateStream(t, kc, s, 1)
+				streams = append(streams, s)
+			}
+			store := memory.New()
+			ta := newTally()
+			ins := map[string]*instance{}
+			for i := range c.instances {
+				o := string(rune('a' + i))
+				ins[o] = startStreams(t, kc, store, o, ta, streams)
+			}
+			waitHoldings(t, ins, streams, c.want)
+		})
+	}
+}
+
+// cutStore is a memory store that an instance can be cut off from: every
+// call fails while cut, as for a process whose network is gone.
+type cutStore struct {
+	*memory.Store
+	cut atomic.Bool
+}
+
+var errCut = errors.New("test: cut off from the lease store")
+
+func (s *cutStore) err() error {
+	if s.cut.Load() {
+		return errCut
+	}
+	return nil
+}
+
+func (s *cutStore) Get(ctx context.Context, k leases.Key) (leases.Lease, error) {
+	if err := s.err(); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.Store.Get(ctx, k)
+}
+
+func (s *cutStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := s.err(); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.Store.Checkpoint(ctx, l, cp)
+}
+
+func (s *cutStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := s.err(); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.Store.Release(ctx, l, cp)
+}
+
+func (s *cutStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	if err := s.err(); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.Store.TakeAs(ctx, l, owner, inc)
+}
+
+func (s *cutStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.Store.Heartbeat(ctx, row, m)
+}
+
+func (s *cutStore) Members(ctx context.Context, row int) ([]leases.Member, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.Store.Members(ctx, row)
+}
+
+var _ leases.Membership = (*cutStore)(nil)
+
+// TestMembershipFailover: 3 instances, 6 shards; one is cut off from the
+// store (its heartbeats stop landing, as for a dead process). The survivors
+// take all its shards after the timeout (measured from the cut, reported),
+// no shard has two readers at any point, and every record put after the cut
+// is handled.
+func TestMembershipFailover(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 6)
+	mem := memory.New()
+	ta := newTally()
+	ins := map[string]*instance{}
+	cut := &cutStore{Store: mem}
+	for _, o := range []string{"a", "b", "c"} {
+		var s leases.Store = mem
+		if o == "c" {
+			s = cut
+		}
+		ins[o] = start(t, kc, s, stream, o, ta)
+	}
+	waitSplit(t, stream, ins, []int{2, 2, 2})
+	put(t, kc, stream, 0, 120)
+	ta.waitFor(t, 0, 120, 30*time.Second)
+
+	cutAt := time.Now()
+	cut.cut.Store(true)
+	survivors := map[string]*instance{"a": ins["a"], "b": ins["b"]}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		per, _ := holdings(survivors, []string{stream})
+		// Two readers never: the cut instance stops delivering (its fence)
+		// before anyone takes its shards.
+		cHeld := ins["c"].svc.Held(stream)
+		for _, s := range []string{"a", "b"} {
+			for _, id := range survivors[s].svc.Held(stream) {
+				if slices.Contains(cHeld, id) && time.Since(cutAt) > time.Second {
+					t.Fatalf("shard %s held by %s and by the cut-off c %v after the cut", id, s, time.Since(cutAt))
+				}
+			}
+		}
+		if per["a"]+per["b"] == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("survivors hold %v of 6 shards 30s after the cut", per)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("every shard held by a survivor %v after the cut (timeout 600ms, heartbeat 150ms)", time.Since(cutAt).Round(time.Millisecond))
+	waitSplit(t, stream, survivors, []int{3, 3})
+	put(t, kc, stream, 120, 120)
+	ta.waitFor(t, 120, 120, 30*time.Second)
+}
+
+// TestDuplicateOwner: a second process given the owner id of a running one
+// never delivers beside it: it waits for the first to leave, then Run
+// returns ErrDuplicateOwner naming the owner.
+func TestDuplicateOwner(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 2)
+	mem := memory.New()
+	first, second := newTally(), newTally()
+	a := start(t, kc, mem, stream, "a", first)
+	waitSplit(t, stream, map[string]*instance{"a": a}, []int{2})
+	b := start(t, kc, mem, stream, "a", second, kinesislease.WithShutdownTimeout(time.Second))
+	put(t, kc, stream, 0, 100)
+	first.waitFor(t, 0, 100, 30*time.Second)
+	select {
+	case <-b.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second process with owner id a still runs after 20s")
+	}
+	if !errors.Is(b.err, kinesislease.ErrDuplicateOwner) || !strings.Contains(b.err.Error(), `"a"`) {
+		t.Fatalf("second Run: %v, want ErrDuplicateOwner naming owner a", b.err)
+	}
+	if d, _ := second.count(); d != 0 {
+		t.Fatalf("the second process handled %d records beside the first", d)
+	}
+}
+
+// TestVanishedRow: a lease row deleted while held (a table recreated, an
+// operator's mistake) is recreated by its holder from the checkpoint it
+// knows: reading goes on, nothing is redelivered from the start position.
+func TestVanishedRow(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	dc := testutil.DynamoClient(t)
+	table := testutil.TableName(t)
+	testutil.CreateLeaseTable(t, dc, table)
+	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))
+	ta := newTally()
+	a := start(t, kc, store, stream, "a", ta)
+	waitSplit(t, stream, map[string]*instance{"a": a}, []int{1})
+	put(t, kc, stream, 0, 50)
+	ta.waitFor(t, 0, 50, 30*time.Second)
+	key := leases.Key{Stream: stream, Shard: "shardId-000000000000"}
+	waitRow(t, store, key, func(l leases.Lease) bool { return l.Checkpoint.Sequence != "" })
+	if _, err := dc.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+		TableName: aws.String(table), Key: map[string]dtypes.AttributeValue{"lease_key": &dtypes.AttributeValueMemberS{Value: key.String()}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, kc, stream, 50, 50)
+	ta.waitFor(t, 50, 50, 30*time.Second)
+	waitRow(t, store, key, func(l leases.Lease) bool { return l.Owner == "a" && l.Checkpoint.Sequence != "" })
+	if d, dups := ta.count(); d != 100 || dups != 0 {
+		t.Fatalf("%d distinct records handled, %d duplicates; want 100 and 0 (no restart from the start position)", d, dups)
+	}
+}
+
+func waitRow(t *testing.T, store leases.Store, key leases.Key, ok func(leases.Lease) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l, err := store.Get(context.Background(), key)
+		if err == nil && ok(l) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("row %s: %+v, %v after 30s", key, l, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
