@@ -147,10 +147,11 @@ func WithLeaseProtocol(p LeaseProtocol) Option {
 }
 
 // WithHeartbeat sets the membership protocol's heartbeat interval and
-// timeout (defaults 1.25s and 6s): a member whose heartbeat another instance
+// timeout (defaults 1.25s and 5s): a member whose heartbeat another instance
 // sees unchanged for timeout is dead and its shards are taken; an instance
 // delivers only while its last successful heartbeat was sent less than 5/6
-// of timeout ago. interval must leave room for two failed heartbeats: at
+// of timeout ago (after a failed heartbeat the next comes half an interval
+// later). interval must leave room for two failed heartbeats: at
 // most a quarter of timeout. Each heartbeat is one DynamoDB write (one WCU
 // while the membership row stays under 1 KB). Without WithHeartbeat,
 // WithLease's duration and renewal interval stand for timeout and

@@ -145,7 +145,7 @@ type MemberConflictError struct {
 func (e *MemberConflictError) Error() string {
 	msg := fmt.Sprintf("leases: %s %s: entry of %q changed concurrently", e.Op, MemberKey(e.Row), e.Owner)
 	if e.Current.Owner != "" {
-		msg += fmt.Sprintf(" (now incarnation %q, heartbeat %d)", e.Current.Incarnation, e.Current.Heartbeat)
+		msg += fmt.Sprintf(" (now incarnation %q, heartbeat %d, notice %d)", e.Current.Incarnation, e.Current.Heartbeat, e.Current.Notice)
 	} else {
 		msg += " (now absent)"
 	}

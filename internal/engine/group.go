@@ -39,12 +39,13 @@ func (e *DuplicateOwnerError) Error() string {
 
 // Defaults of the membership protocol. A heartbeat every 1.25s costs one
 // write (one WCU while the membership row stays under 1 KB) per instance:
-// 2,880 an hour. The timeout tolerates two failed heartbeats in a row: the
-// fence (timeout minus margin, 5s) is more than three jittered intervals
-// plus a heartbeat's deadline.
+// 2,880 an hour. The timeout tolerates two failed heartbeats in a row: after
+// a failure the next attempt comes half an interval later, so the third
+// attempt is sent about 3.75s after the last success at worst, before the
+// fence (timeout minus margin: 4.17s).
 const (
 	DefaultHeartbeat   = 1250 * time.Millisecond
-	DefaultTimeout     = 6 * time.Second
+	DefaultTimeout     = 5 * time.Second
 	DefaultFenceMargin = time.Second
 	// DefaultReconcile: how often a holder re-reads the rows it holds (one
 	// GetItem per held shard), to see rows that vanished or were rewound
@@ -134,6 +135,7 @@ type Group struct {
 	notice        int64 // our entry's Notice as last seen
 	ended         int64 // shards this instance read to their end
 	started       bool  // the first heartbeat landed
+	hbFailed      bool  // the last round's heartbeat failed
 	viewComplete  bool  // every membership row was read at least once
 
 	stats groupStats
@@ -354,7 +356,11 @@ func (g *Group) loop(ctx context.Context) error {
 			}
 			return err
 		}
-		t.Reset(backoff.Jitter(g.cfg.Heartbeat))
+		if g.hbFailed {
+			t.Reset(g.cfg.Heartbeat / 2) // try again soon: two failures in a row must not fence
+		} else {
+			t.Reset(backoff.Jitter(g.cfg.Heartbeat))
+		}
 	}
 }
 
@@ -408,6 +414,7 @@ func (g *Group) extendFence(sent int64) {
 func (g *Group) round(ctx context.Context) error {
 	g.rounds++
 	hbErr := g.heartbeat(ctx)
+	g.hbFailed = hbErr != nil
 	var conflict *leases.MemberConflictError
 	switch {
 	case errors.As(hbErr, &conflict):

@@ -29,6 +29,7 @@
 //	h  N     heartbeat
 //	l  BOOL  leaving (absent when false)
 //	n  N     notice (absent when 0)
+//	e  N     shards the member ended (absent when 0)
 //
 // By DynamoDB's item-size rules an entry of a 40-byte owner id, a 10-byte
 // incarnation and a heartbeat below 10^6 is 63 bytes (42 for the name, 21
@@ -40,7 +41,10 @@
 // write names one entry, so members of one row never overwrite each other:
 //
 //   - Heartbeat: SET #m = :entry, condition attribute_not_exists(#m) OR
-//     #m.i = :inc (a resent heartbeat whose answer was lost succeeds again);
+//     (#m.i = :inc AND the notice is the member's: #m.n = :n, or
+//     attribute_not_exists(#m.n) for none) — a resent heartbeat whose answer
+//     was lost succeeds again; a bumped notice fails it, so the member
+//     learns of the bump from the conflict's entry;
 //   - ReplaceMember: SET #m = :next, or REMOVE #m, condition #m.i = :inc AND
 //     #m.h = :hb; when the condition fails and the entry found already is
 //     next (or is absent, for a removal) the call succeeds: the write of an

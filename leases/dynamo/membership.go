@@ -32,8 +32,8 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 }
 
 // Heartbeat implements leases.Membership: one UpdateItem, SET of m's entry
-// if it is absent or has m.Incarnation. A resent attempt (its answer lost)
-// meets the entry it wrote and succeeds again.
+// if it is absent or has m.Incarnation and m.Notice. A resent attempt (its
+// answer lost) meets the entry it wrote and succeeds again.
 func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	if err := s.beginMember(ctx, row); err != nil {
 		return nil, err

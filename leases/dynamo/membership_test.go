@@ -88,7 +88,20 @@ func TestMemberRowFormat(t *testing.T) {
 		t.Errorf("membership row key: %d bytes, want 19", keySize)
 	}
 
-	e.Leaving, e.Notice = true, 42
+	// A heartbeat carries the stored notice: bumpNotice sets it as a
+	// requester does, before the heartbeat that is checked.
+	bumpNotice := func(notice int64) {
+		t.Helper()
+		next := e
+		next.Notice = notice
+		if _, err := s.ReplaceMember(ctx(t), row, e, next); err != nil {
+			t.Fatal(err)
+		}
+		e = next
+	}
+
+	bumpNotice(42)
+	e.Leaving = true
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
@@ -99,15 +112,41 @@ func TestMemberRowFormat(t *testing.T) {
 	if n := attrSize(t, attr, m); n != 70 {
 		t.Errorf("entry of a 40-byte owner id, leaving, with a notice: %d bytes, want 70", n)
 	}
-	t.Logf("entry of a 40-byte owner id: 63 bytes (70 leaving, with a notice); %d per 1 KB row", (1024-keySize)/63)
 
-	// Back to not leaving and no notice: the optional keys are gone.
-	e.Leaving, e.Notice = false, 0
+	e.Ended = 12
+	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
+		t.Fatal(err)
+	}
+	m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM)
+	if len(m.Value) != 5 || !m.Value["l"].(*types.AttributeValueMemberBOOL).Value || m.Value["n"].(*types.AttributeValueMemberN).Value != "42" ||
+		m.Value["e"].(*types.AttributeValueMemberN).Value != "12" {
+		t.Fatalf("entry with leaving, a notice and ended shards: %v, want l: BOOL true, n: N 42, e: N 12", m.Value)
+	}
+	if n := attrSize(t, attr, m); n != 74 {
+		t.Errorf("entry of a 40-byte owner id, leaving, with a notice and ended shards: %d bytes, want 74", n)
+	}
+	t.Logf("entry of a 40-byte owner id: 63 bytes (70 leaving, with a notice; 74 with ended shards too); %d per 1 KB row", (1024-keySize)/63)
+
+	// Ended alone.
+	e.Leaving = false
+	bumpNotice(0)
+	e.Ended = 3
+	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
+		t.Fatal(err)
+	}
+	m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM)
+	if len(m.Value) != 3 || m.Value["e"].(*types.AttributeValueMemberN).Value != "3" {
+		t.Fatalf("entry with ended shards only: %v, want i, h and e: N 3", m.Value)
+	}
+
+	// Back to not leaving, no notice and no ended shards: the optional keys
+	// are gone.
+	e.Ended = 0
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
 	if m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM); len(m.Value) != 2 {
-		t.Fatalf("entry %v, want l and n omitted", m.Value)
+		t.Fatalf("entry %v, want l, n and e omitted", m.Value)
 	}
 }
 
@@ -180,6 +219,10 @@ func TestMembershipLostResponse(t *testing.T) {
 		}, leases.Member{Owner: owner, Incarnation: "inc-1", Heartbeat: 2}},
 		{"ReplaceMember by a new incarnation", func() ([]leases.Member, error) { return s.ReplaceMember(ctx(t), row, old, next) }, next},
 		{"ReplaceMember bumping the notice", func() ([]leases.Member, error) { return s.ReplaceMember(ctx(t), row, next, bumped) }, bumped},
+		{"Heartbeat with the bumped notice", func() ([]leases.Member, error) {
+			bumped.Heartbeat++
+			return s.Heartbeat(ctx(t), row, bumped)
+		}, leases.Member{Owner: owner, Incarnation: "inc-2", Heartbeat: 2, Notice: 1}},
 		{"ReplaceMember removing", func() ([]leases.Member, error) { return s.ReplaceMember(ctx(t), row, bumped, leases.Member{}) }, leases.Member{}},
 	}
 	for _, st := range steps {
@@ -238,10 +281,12 @@ func (h *hookRetryer) RetryDelay(attempt int, err error) (time.Duration, error) 
 	return h.RetryerV2.RetryDelay(attempt, err)
 }
 
-// TestReplaceMemberLostResponseThenOthersWrite: a ReplaceMember lands and
-// its answer is lost, then the member heartbeats before the SDK resends
-// it: the resent copy fails, the entry found is not the one asked for, and
-// the call reports a conflict carrying the entry, not a success.
+// TestReplaceMemberLostResponseThenOthersWrite: a ReplaceMember bumping the
+// notice lands and its answer is lost, then the member heartbeats before
+// the SDK resends it (learning the new notice from its heartbeat's conflict
+// and heartbeating again with it): the resent copy fails, the entry found is
+// not the one asked for, and the call reports a conflict carrying the
+// entry, not a success.
 func TestReplaceMemberLostResponseThenOthersWrite(t *testing.T) {
 	faults := &testutil.Faults{}
 	table := testutil.TableName(t)
@@ -255,10 +300,22 @@ func TestReplaceMemberLostResponseThenOthersWrite(t *testing.T) {
 	if _, err := member.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
+	bumped := e
+	bumped.Notice = 1
 	alive := e
 	alive.Heartbeat++
 	var hookErr error
-	retryer := &hookRetryer{hook: func() { _, hookErr = member.Heartbeat(ctx(t), row, alive) }}
+	retryer := &hookRetryer{hook: func() {
+		// The member's heartbeat with the notice it knew meets the bump.
+		_, err := member.Heartbeat(ctx(t), row, alive)
+		var ce *leases.MemberConflictError
+		if !errors.As(err, &ce) || ce.Current != bumped {
+			hookErr = fmt.Errorf("heartbeat with the old notice after the bump landed: %v, want a *leases.MemberConflictError carrying %+v", err, bumped)
+			return
+		}
+		alive.Notice = ce.Current.Notice
+		_, hookErr = member.Heartbeat(ctx(t), row, alive)
+	}}
 	client := testutil.DynamoClient(t, faults.DynamoOptions, func(o *dynamodb.Options) {
 		std, ok := o.Retryer.(aws.RetryerV2)
 		if !ok {
@@ -269,8 +326,6 @@ func TestReplaceMemberLostResponseThenOthersWrite(t *testing.T) {
 	})
 	requester := dynamo.New(testutil.Config(t), table, dynamo.WithClient(client))
 
-	bumped := e
-	bumped.Notice = 1
 	faults.Inject(testutil.Fault{Op: "UpdateItem", Times: 1, PerAttempt: true, LoseResponse: true})
 	_, err := requester.ReplaceMember(ctx(t), row, e, bumped)
 	if hookErr != nil {

@@ -28,6 +28,8 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"HeartbeatWritesEntry", testHeartbeatWritesEntry},
 		{"RowMatesSeeEachOther", testRowMates},
 		{"HeartbeatOfAnotherIncarnationConflicts", testHeartbeatOtherIncarnation},
+		{"HeartbeatFailsOnBumpedNotice", testHeartbeatBumpedNotice},
+		{"EndedRoundTrips", testEndedRoundTrips},
 		{"ReplaceMemberOnlyIfSeen", testReplaceMember},
 		{"ReplaceMemberRemoves", testReplaceMemberRemoves},
 		{"NoticeBump", testNoticeBump},
@@ -208,10 +210,19 @@ func testHeartbeatWritesEntry(t *testing.T, _ leases.Store, m leases.Membership)
 			{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // Leaving and Notice back to their zero values
 			{Owner: a, Incarnation: "inc-1", Heartbeat: 1 << 62},
 		}
+		var stored leases.Member
 		for i, e := range steps {
 			op := fmt.Sprintf("heartbeat %d in row %d", i+1, r)
+			// A heartbeat carries the stored notice: a step with another
+			// one has it bumped first, as a requester would.
+			if i > 0 && e.Notice != stored.Notice {
+				bumped := stored
+				bumped.Notice = e.Notice
+				mustReplace(t, m, stored, bumped)
+			}
 			mustHeartbeat(t, m, e)
 			wantStored(t, op, m, e)
+			stored = e
 		}
 	}
 }
@@ -262,6 +273,113 @@ func testHeartbeatOtherIncarnation(t *testing.T, _ leases.Store, m leases.Member
 	next := first
 	next.Heartbeat++
 	mustHeartbeat(t, m, next)
+}
+
+// testHeartbeatBumpedNotice: a heartbeat carrying a notice other than the
+// stored one (someone bumped it with ReplaceMember) fails, carrying the
+// stored entry, and writes nothing; one carrying the stored notice succeeds
+// and keeps it.
+func testHeartbeatBumpedNotice(t *testing.T, _ leases.Store, m leases.Membership) {
+	for r := range leases.MemberRows {
+		a, b := newOwner(t, r, "a"), newOwner(t, r, "b")
+		e := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 4}
+		mate := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1}
+		mustHeartbeat(t, m, e)
+		mustHeartbeat(t, m, mate)
+
+		// Nobody bumped the notice: a heartbeat carrying one fails too.
+		ms, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: 1})
+		wantMemberConflict(t, fmt.Sprintf("row %d: Heartbeat with notice 1 over an entry without one", r), err, r, a, e)
+		if ms != nil {
+			t.Fatalf("a failed Heartbeat returned entries %+v", ms)
+		}
+		wantStored(t, "after the refused heartbeat", m, e)
+
+		// Bumped from none to 1, then from 1 to 2: a heartbeat with a notice
+		// other than the stored one (the one it saw before, or any other)
+		// fails, whatever else it carries.
+		for _, notice := range []int64{1, 2} {
+			bumped := e
+			bumped.Notice = notice
+			mustReplace(t, m, e, bumped)
+			for _, stale := range []leases.Member{
+				{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: e.Notice},
+				{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: e.Notice, Leaving: true, Ended: 3},
+				{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat, Notice: notice + 1},
+				{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: 0},
+			} {
+				op := fmt.Sprintf("row %d: Heartbeat with notice %d over the bumped notice %d (%+v)", r, stale.Notice, notice, stale)
+				ms, err := m.Heartbeat(ctx(t), r, stale)
+				wantMemberConflict(t, op, err, r, a, bumped)
+				if ms != nil {
+					t.Fatalf("%s: a failed Heartbeat returned entries %+v", op, ms)
+				}
+				wantStored(t, op, m, bumped)
+				wantStored(t, op, m, mate)
+			}
+			e = bumped
+		}
+
+		// The member heartbeats again with the notice it learnt: it
+		// succeeds, and keeps the notice.
+		for range 2 {
+			e.Heartbeat++
+			ms := mustHeartbeat(t, m, e)
+			wantEntry(t, "a heartbeat with the bumped notice", ms, mate)
+			wantStored(t, fmt.Sprintf("row %d: after a heartbeat with the bumped notice", r), m, e)
+		}
+		// The row-mate, whose notice nobody bumped, heartbeats on.
+		mate.Heartbeat++
+		wantEntry(t, "the row-mate's heartbeat", mustHeartbeat(t, m, mate), e)
+	}
+}
+
+// testEndedRoundTrips: Ended, as a heartbeat writes it, is read back by
+// Members, returned by Heartbeat and ReplaceMember (in the entry written
+// and in a row-mate's), and carried by a conflict.
+func testEndedRoundTrips(t *testing.T, _ leases.Store, m leases.Membership) {
+	for r := range leases.MemberRows {
+		a, b := newOwner(t, r, "a"), newOwner(t, r, "b")
+		steps := []leases.Member{
+			{Owner: a, Incarnation: "inc-1", Heartbeat: 1, Ended: 1},
+			{Owner: a, Incarnation: "inc-1", Heartbeat: 2, Ended: 3},
+			{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Ended: 3, Leaving: true},
+			{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // Ended back to 0
+			{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Ended: 1 << 62},
+		}
+		for i, e := range steps {
+			op := fmt.Sprintf("heartbeat %d in row %d", i+1, r)
+			mustHeartbeat(t, m, e)
+			wantStored(t, op, m, e)
+		}
+		e := steps[len(steps)-1]
+		// A row-mate's heartbeat returns the entry with its Ended.
+		mate := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1, Ended: 2}
+		wantEntry(t, "the row-mate's heartbeat", mustHeartbeat(t, m, mate), e)
+		wantStored(t, "after the row-mate's heartbeat", m, mate)
+
+		// ReplaceMember writes and returns Ended: a notice bump keeps it, a
+		// new incarnation writes its own.
+		bumped := e
+		bumped.Notice = 1
+		wantEntry(t, "ReplaceMember bumping the notice", mustReplace(t, m, e, bumped), mate)
+		wantStored(t, "after the notice bump", m, bumped)
+		next := leases.Member{Owner: a, Incarnation: "inc-2", Heartbeat: 1, Ended: 5}
+		wantEntry(t, "ReplaceMember by a new incarnation", mustReplace(t, m, bumped, next), mate)
+		wantStored(t, "after ReplaceMember", m, next)
+
+		// A conflict carries the entry with its Ended.
+		_, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 6, Ended: 1 << 62})
+		wantMemberConflict(t, "Heartbeat of the replaced incarnation", err, r, a, next)
+		_, err = m.ReplaceMember(ctx(t), r, bumped, leases.Member{})
+		wantMemberConflict(t, "ReplaceMember having seen the replaced entry", err, r, a, next)
+		wantStored(t, "after the refused writes", m, next)
+
+		// The new incarnation heartbeats with an Ended of its own.
+		next.Heartbeat, next.Ended = 2, 6
+		mustHeartbeat(t, m, next)
+		wantStored(t, "after the new incarnation's heartbeat", m, next)
+	}
 }
 
 func testReplaceMember(t *testing.T, _ leases.Store, m leases.Membership) {

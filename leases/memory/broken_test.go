@@ -60,6 +60,22 @@ var brokenVariants = map[string]brokenVariant{
 	// Heartbeat overwrites the entry of another incarnation: two processes
 	// with one owner id both heartbeat.
 	"heartbeat-any-incarnation": {func() leases.Store { return anyIncarnation{New()} }, "Membership/HeartbeatOfAnotherIncarnationConflicts"},
+	// Heartbeat checks the incarnation only (the contract before notices
+	// made it fail): a member never learns that its notice was bumped, and
+	// writes the bump away.
+	"heartbeat-ignores-notice": {func() leases.Store {
+		return condHeartbeat{New(), func(cur, m leases.Member) bool { return cur.Incarnation == m.Incarnation }}
+	}, "Membership/HeartbeatFailsOnBumpedNotice"},
+	// Heartbeat checks the notice only when it carries one: a member that
+	// has seen no notice yet writes the first bump away.
+	"heartbeat-notice-only-if-set": {func() leases.Store {
+		return condHeartbeat{New(), func(cur, m leases.Member) bool {
+			return cur.Incarnation == m.Incarnation && (m.Notice == 0 || cur.Notice == m.Notice)
+		}}
+	}, "Membership/HeartbeatFailsOnBumpedNotice"},
+	// Heartbeat drops Ended: the others never learn that a member read a
+	// shard to its end.
+	"heartbeat-drops-ended": {func() leases.Store { return droppingEnded{New()} }, "Membership/EndedRoundTrips"},
 	// ReplaceMember checks the incarnation only: a live entry seen stale
 	// once is replaced.
 	"replace-ignores-heartbeat": {func() leases.Store { return replaceIgnoresHeartbeat{New()} }, "Membership/ReplaceMemberOnlyIfSeen"},
@@ -164,6 +180,38 @@ func (b anyIncarnation) Heartbeat(ctx context.Context, row int, m leases.Member)
 	}
 	b.members[row][m.Owner] = m
 	return sortedMembers(b.members[row]), nil
+}
+
+// condHeartbeat writes m over an existing entry cur when ok(cur, m).
+type condHeartbeat struct {
+	*Store
+	ok func(cur, m leases.Member) bool
+}
+
+func (b condHeartbeat) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if err := beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	if err := leases.ValidateMember(m); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cur, ok := b.members[row][m.Owner]; ok && !b.ok(cur, m) {
+		return nil, &leases.MemberConflictError{Op: "Heartbeat", Row: row, Owner: m.Owner, Current: cur}
+	}
+	if b.members[row] == nil {
+		b.members[row] = map[string]leases.Member{}
+	}
+	b.members[row][m.Owner] = m
+	return sortedMembers(b.members[row]), nil
+}
+
+type droppingEnded struct{ *Store }
+
+func (b droppingEnded) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	m.Ended = 0
+	return b.Store.Heartbeat(ctx, row, m)
 }
 
 type replaceIgnoresHeartbeat struct{ *Store }

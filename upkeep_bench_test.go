@@ -1,0 +1,109 @@
+package kinesislease_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/dynamo"
+)
+
+// BenchmarkLeaseUpkeep measures, on DynamoDB Local with the capacity units
+// it reports (ReturnConsumedCapacity), what keeping the leases costs in
+// steady state: a fleet at the default settings, balanced, no records
+// flowing (so no checkpoints), over a 15s window. Per protocol, instances
+// and shards: write units per instance-hour, read units per instance-second,
+// and the membership rows' share of the writes. The membership protocol's
+// figures must not grow with the shard count.
+func BenchmarkLeaseUpkeep(b *testing.B) {
+	const window = 15 * time.Second
+	for _, c := range []struct {
+		protocol          string
+		instances, shards int
+	}{
+		{"membership", 4, 8}, {"membership", 4, 64}, {"membership", 4, 512}, {"membership", 20, 64},
+		{"per-row", 4, 8}, {"per-row", 4, 64},
+	} {
+		b.Run(fmt.Sprintf("%s/instances=%d/shards=%d", c.protocol, c.instances, c.shards), func(b *testing.B) {
+			for range b.N {
+				kc := testutil.KinesisClient(b, testutil.Kinesalite)
+				stream := testutil.StreamName(b)
+				testutil.CreateStream(b, kc, stream, int32(c.shards))
+				meter := testutil.NewCapacity(func(key string) string {
+					if leases.IsMemberKey(key) {
+						return "members"
+					}
+					return "leases"
+				})
+				dc := testutil.DynamoClient(b, meter.Options)
+				table := testutil.TableName(b)
+				testutil.CreateLeaseTable(b, dc, table)
+				store := dynamo.New(testutil.Config(b), table, dynamo.WithClient(dc))
+				var svcs []*kinesislease.Service
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, c.instances)
+				for i := range c.instances {
+					opts := []kinesislease.Option{
+						kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
+						kinesislease.WithOwner(fmt.Sprintf("bench-instance-%02d", i)),
+						kinesislease.WithLogger(slog.New(slog.DiscardHandler)),
+					}
+					if c.protocol == "per-row" {
+						opts = append(opts, kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal))
+					}
+					svc, err := kinesislease.New(testutil.Config(b), opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := kinesislease.Subscribe(svc, stream, func(context.Context, order) error { return nil },
+						kinesislease.WithStartPosition(kltype.TrimHorizon)); err != nil {
+						b.Fatal(err)
+					}
+					svcs = append(svcs, svc)
+					go func() { done <- svc.Run(ctx) }()
+				}
+				// Balanced: every shard held once, shares within one.
+				deadline := time.Now().Add(3 * time.Minute)
+				settled := time.Now()
+				for {
+					total, lo, hi := 0, c.shards, 0
+					for _, s := range svcs {
+						n := len(s.Held(stream))
+						total += n
+						lo, hi = min(lo, n), max(hi, n)
+					}
+					if total == c.shards && hi-lo <= 1 {
+						break
+					}
+					if time.Now().After(deadline) {
+						b.Fatalf("not balanced after 3 minutes")
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				b.ReportMetric(time.Since(settled).Seconds(), "s-to-balance")
+				r0, w0, _, _ := meter.Units()
+				g0 := meter.WritesBy()
+				time.Sleep(window)
+				r1, w1, _, _ := meter.Units()
+				g1 := meter.WritesBy()
+				cancel()
+				for range c.instances {
+					if err := <-done; err != nil {
+						b.Fatal(err)
+					}
+				}
+				perHour := float64(time.Hour) / float64(window)
+				n := float64(c.instances)
+				b.ReportMetric((w1-w0)/n*perHour, "WCU/instance-hour")
+				b.ReportMetric((r1-r0)/n/window.Seconds(), "RCU/instance-s")
+				b.ReportMetric((g1["members"]-g0["members"])/n*perHour, "member-WCU/instance-hour")
+			}
+		})
+	}
+}
