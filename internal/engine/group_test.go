@@ -1,0 +1,147 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// crashable is a memory store a process can crash away from: every call
+// fails once crashed, so its clean-up never lands, as for a SIGKILL.
+type crashable struct {
+	*memory.Store
+	crashed atomic.Bool
+}
+
+var errCrashed = errors.New("test: crashed")
+
+func (s *crashable) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if s.crashed.Load() {
+		return nil, errCrashed
+	}
+	return s.Store.Heartbeat(ctx, row, m)
+}
+
+func (s *crashable) Members(ctx context.Context, row int) ([]leases.Member, error) {
+	if s.crashed.Load() {
+		return nil, errCrashed
+	}
+	return s.Store.Members(ctx, row)
+}
+
+func (s *crashable) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	if s.crashed.Load() {
+		return nil, errCrashed
+	}
+	return s.Store.ReplaceMember(ctx, row, seen, next)
+}
+
+func (s *crashable) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	if s.crashed.Load() {
+		return leases.Lease{}, errCrashed
+	}
+	return s.Store.TakeAs(ctx, l, owner, inc)
+}
+
+func (s *crashable) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if s.crashed.Load() {
+		return leases.Lease{}, errCrashed
+	}
+	return s.Store.Release(ctx, l, cp)
+}
+
+func groupConfig(owner string, store leases.Store, stream *sim.Stream) engine.GroupConfig {
+	return engine.GroupConfig{
+		Owner: owner, Store: store, Client: stream.Client(sim.KinesisHooks{}),
+		Heartbeat: 40 * time.Millisecond, Timeout: 200 * time.Millisecond, ShutdownTimeout: time.Second,
+		Streams: []engine.StreamConfig{{Stream: stream.Name(), Start: kltype.TrimHorizon, Worker: engine.WorkerConfig{
+			Handler: func(context.Context, *kltype.Record) error { return nil }, MinInterval: 20 * time.Millisecond, IdleInterval: 20 * time.Millisecond,
+		}}},
+	}
+}
+
+// TestMembershipRowsBounded: many processes with fresh owner ids crash
+// (their entries left behind); the live member removes the stale entries,
+// so the membership rows hold the live fleet, not every process that ever
+// ran. KINESISLEASE_RESTARTS sets how many (default 300; the issue's
+// measure is 1,000).
+func TestMembershipRowsBounded(t *testing.T) {
+	restarts := 300
+	if v, err := strconv.Atoi(os.Getenv("KINESISLEASE_RESTARTS")); err == nil && v > 0 {
+		restarts = v
+	}
+	mem := memory.New()
+	stream := sim.NewStream("bounded", 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	live, err := engine.NewGroup(groupConfig("live", mem, stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveDone := make(chan error, 1)
+	go func() { liveDone <- live.Run(ctx) }()
+
+	entries := func() int {
+		n := 0
+		for r := range leases.MemberRows {
+			ms, err := mem.Members(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(ms)
+		}
+		return n
+	}
+	const parallel = 20
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	maxSeen := 0
+	var mu sync.Mutex
+	for i := range restarts {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			st := &crashable{Store: mem}
+			g, err := engine.NewGroup(groupConfig(fmt.Sprintf("proc-%04d", i), st, stream))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			pctx, pcancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- g.Run(pctx) }()
+			time.Sleep(80 * time.Millisecond) // a couple of heartbeats
+			st.crashed.Store(true)
+			pcancel()
+			<-done
+			mu.Lock()
+			maxSeen = max(maxSeen, entries())
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for entries() > 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d membership entries 10s after %d crashed processes, want 1 (the live one)", entries(), restarts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("%d crashed processes: at most %d entries at once (%d running at a time), 1 left", restarts, maxSeen, parallel)
+	cancel()
+	if err := <-liveDone; err != nil {
+		t.Fatal(err)
+	}
+}
