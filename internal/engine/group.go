@@ -940,32 +940,33 @@ func (g *Group) noticeRequests(ctx context.Context) error {
 // this instance knows, and keeps reading: never a silent restart from the
 // start position.
 func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
-	known := w.lease.current()
 	log := g.streams[u.Stream].log
-	log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint",
-		"shard", u.Shard, "seq", known.Checkpoint.Sequence)
-	l, err := g.store.Create(ctx, known.Key)
-	if err != nil {
-		if errors.Is(err, leases.ErrConflict) {
-			// Someone recreated it first: it is not ours any more.
-			w.lease.markLost()
-			w.kill()
+	// With the lease's write token held, so that no checkpoint of the
+	// worker meets the row half recreated (free) and counts the lease lost.
+	err := w.lease.exclusive(func(known leases.Lease) (leases.Lease, error) {
+		log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint",
+			"shard", u.Shard, "seq", known.Checkpoint.Sequence)
+		l, err := g.store.Create(ctx, known.Key)
+		if err != nil {
+			return known, err
 		}
-		return
-	}
-	if !known.Checkpoint.IsZero() {
-		if l, err = g.store.Rewind(ctx, l, known.Checkpoint); err != nil {
-			return
+		if !known.Checkpoint.IsZero() {
+			if l, err = g.store.Rewind(ctx, l, known.Checkpoint); err != nil {
+				return known, err
+			}
 		}
-	}
-	t, err := g.mem.TakeAs(ctx, l, g.cfg.Owner, g.inc)
-	if err != nil {
+		return g.mem.TakeAs(ctx, l, g.cfg.Owner, g.inc)
+	})
+	switch {
+	case err == nil:
+		w.lease.vanished.Store(false)
+	case errors.Is(err, leases.ErrConflict):
+		// Someone recreated or took it first: it is not ours any more.
 		w.lease.markLost()
 		w.kill()
-		return
+	case ctx.Err() == nil:
+		log.Warn("kinesislease: recreating the lease row failed; retrying", "shard", u.Shard, "err", err)
 	}
-	w.lease.adopt(t)
-	w.lease.vanished.Store(false)
 }
 
 // removeStale removes entries seen unchanged for three timeouts, so the

@@ -141,6 +141,19 @@ func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Cont
 	}
 }
 
+// exclusive runs fn with the lease's write token held: no renewal,
+// checkpoint or release of the lease runs meanwhile. fn returns the lease as
+// it left the row (adopted when fn succeeds).
+func (h *heldLease) exclusive(fn func(known leases.Lease) (leases.Lease, error)) error {
+	h.writing <- struct{}{}
+	defer func() { <-h.writing }()
+	l, err := fn(h.current())
+	if err == nil {
+		h.adopt(l)
+	}
+	return err
+}
+
 // adopt makes l, read again from the store and still ours, the lease as
 // last known.
 func (h *heldLease) adopt(l leases.Lease) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
@@ -34,8 +35,9 @@ type Decision struct {
 // StoreHooks lets a test disturb and watch the calls of one FaultStore
 // (one process's view of the shared table). Every hook may be nil.
 type StoreHooks struct {
-	// Decide is asked once at the start of every call; op is the Store
-	// method's name.
+	// Decide is asked once at the start of every call; op is the Store or
+	// Membership method's name, key the lease row's (MemberRowKey for a
+	// membership row).
 	Decide func(op string, key leases.Key) Decision
 	// Stall blocks while the caller's process is stalled (a GC pause). It is
 	// called when a call starts, before it reaches the store and before its
@@ -50,12 +52,21 @@ type StoreHooks struct {
 	// to record every write that landed, whatever its caller later sees).
 	// Nil calls do.
 	Apply func(op string, l leases.Lease, do func() (leases.Lease, error)) (leases.Lease, error)
+	// ApplyMembers is Apply for the calls on membership rows (Heartbeat,
+	// Members, ReplaceMember; TakeAs writes a lease row and goes through
+	// Apply): it runs do and returns its result. Nil calls do.
+	ApplyMembers func(op string, row int, do func() ([]leases.Member, error)) ([]leases.Member, error)
 }
 
 // FaultStore is one process's view of a shared leases.Store: it delays
 // calls, fails them before they reach the store, loses the answers of
 // writes that landed, stalls while its process is paused and stops once its
 // process is dead, as the hooks decide.
+//
+// It implements leases.Membership too, with the same fault kinds on the
+// membership rows (the hooks see those calls under MemberRowKey); with an
+// inner store that does not implement it, those calls fail with an error
+// matching leases.ErrMisconfigured.
 //
 // Methods of leases.Store it does not know yet reach the inner store
 // untouched (through the embedded interface); a test that records writes
@@ -70,7 +81,17 @@ func NewFaultStore(inner leases.Store, hooks StoreHooks) *FaultStore {
 	return &FaultStore{Store: inner, hooks: hooks}
 }
 
-var _ leases.Store = (*FaultStore)(nil)
+var (
+	_ leases.Store      = (*FaultStore)(nil)
+	_ leases.Membership = (*FaultStore)(nil)
+)
+
+// MemberRowKey is the key under which the hooks see the calls on membership
+// row row (Heartbeat, Members, ReplaceMember): "#members" and the row, whose
+// text form is leases.MemberKey(row).
+func MemberRowKey(row int) leases.Key {
+	return leases.Key{Stream: "#members", Shard: strconv.Itoa(row)}
+}
 
 // ErrInjected is matched (errors.Is) by the errors FaultStore makes up for a
 // call that did not reach the store.
@@ -207,4 +228,99 @@ func (s *FaultStore) Rewind(ctx context.Context, l leases.Lease, cp leases.Check
 // ApplyRewind implements leases.Store.
 func (s *FaultStore) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 	return s.call(ctx, "ApplyRewind", l, func() (leases.Lease, error) { return s.Store.ApplyRewind(ctx, l) })
+}
+
+// membership returns the inner store's membership rows, or an error
+// matching leases.ErrMisconfigured when the inner store has none.
+func (s *FaultStore) membership() (leases.Membership, error) {
+	m, ok := s.Store.(leases.Membership)
+	if !ok {
+		return nil, fmt.Errorf("sim: %T does not implement leases.Membership: %w", s.Store, leases.ErrMisconfigured)
+	}
+	return m, nil
+}
+
+// callMembers runs one call on membership row row through the hooks, with
+// the fault kinds of call: delays, failures before the write, answers lost
+// after the write, stalls and death.
+func (s *FaultStore) callMembers(ctx context.Context, op string, row int, do func() ([]leases.Member, error)) ([]leases.Member, error) {
+	key := MemberRowKey(row)
+	s.stall()
+	if s.dead() {
+		return nil, &InjectedError{Op: op, Key: key, Msg: "process is dead"}
+	}
+	var d Decision
+	if s.hooks.Decide != nil {
+		d = s.hooks.Decide(op, key)
+	}
+	if err := backoff.Sleep(ctx, d.Delay); err != nil {
+		return nil, err
+	}
+	s.stall()
+	if s.dead() {
+		return nil, &InjectedError{Op: op, Key: key, Msg: "process is dead"}
+	}
+	if d.Err != nil {
+		return nil, d.Err
+	}
+	var (
+		got []leases.Member
+		err error
+	)
+	if s.hooks.ApplyMembers != nil {
+		got, err = s.hooks.ApplyMembers(op, row, do)
+	} else {
+		got, err = do()
+	}
+	werr := backoff.Sleep(ctx, d.ResponseDelay)
+	s.stall()
+	switch {
+	case s.dead():
+		return nil, &ResponseLostError{Op: op, Key: key}
+	case d.LoseResponse:
+		if d.Lost != nil {
+			return nil, d.Lost
+		}
+		return nil, &ResponseLostError{Op: op, Key: key}
+	case werr != nil:
+		return nil, werr
+	}
+	return got, err
+}
+
+// Heartbeat implements leases.Membership.
+func (s *FaultStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	mem, err := s.membership()
+	if err != nil {
+		return nil, err
+	}
+	return s.callMembers(ctx, "Heartbeat", row, func() ([]leases.Member, error) { return mem.Heartbeat(ctx, row, m) })
+}
+
+// Members implements leases.Membership.
+func (s *FaultStore) Members(ctx context.Context, row int) ([]leases.Member, error) {
+	mem, err := s.membership()
+	if err != nil {
+		return nil, err
+	}
+	return s.callMembers(ctx, "Members", row, func() ([]leases.Member, error) { return mem.Members(ctx, row) })
+}
+
+// ReplaceMember implements leases.Membership.
+func (s *FaultStore) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	mem, err := s.membership()
+	if err != nil {
+		return nil, err
+	}
+	return s.callMembers(ctx, "ReplaceMember", row, func() ([]leases.Member, error) { return mem.ReplaceMember(ctx, row, seen, next) })
+}
+
+// TakeAs implements leases.Membership. It writes a lease row: the hooks see
+// it like Take (Decide with the row's key, Apply).
+func (s *FaultStore) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation string) (leases.Lease, error) {
+	mem, err := s.membership()
+	if err != nil {
+		return leases.Lease{}, err
+	}
+	return s.call(ctx, "TakeAs", l, func() (leases.Lease, error) { return mem.TakeAs(ctx, l, owner, incarnation) })
 }
