@@ -862,9 +862,14 @@ func (g *Group) releaseOrphans(ctx context.Context, a map[unit]string) {
 	}
 	g.mu.Unlock()
 	for _, u := range orphans {
-		if g.holds(u) {
-			g.unorphan(u)
-			continue
+		g.mu.Lock()
+		w := g.workers[u]
+		g.mu.Unlock()
+		if w != nil {
+			if !w.lease.isLost() {
+				g.unorphan(u) // taken afresh
+			}
+			continue // a lost worker not reaped yet: next round
 		}
 		if a[u] == g.cfg.Owner {
 			continue
