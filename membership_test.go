@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -371,4 +372,89 @@ func TestMixedProtocols(t *testing.T) {
 	if _, dups := ta.count(); dups != 0 {
 		t.Fatalf("%d duplicates with both protocols on one table, want 0", dups)
 	}
+}
+
+// slowTake is a memory store whose TakeAs, once armed, waits first: a taker
+// paused between its read of a row and its take (a GC pause, SIGSTOP).
+type slowTake struct {
+	*memory.Store
+	armed atomic.Bool
+	pause time.Duration
+}
+
+func (s *slowTake) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		time.Sleep(s.pause)
+	}
+	return s.Store.TakeAs(ctx, l, owner, inc)
+}
+
+// readers records which owner is inside a handler of each shard, and any
+// moment two were at once.
+type readers struct {
+	mu      sync.Mutex
+	inside  map[string]string // shard -> owner
+	overlap string
+	seen    map[int]bool
+}
+
+func (r *readers) handler(owner string) kinesislease.Handler[order] {
+	return func(ctx context.Context, o order) error {
+		rec, _ := kinesislease.RecordFrom(ctx)
+		r.mu.Lock()
+		if other, ok := r.inside[rec.ShardID]; ok && other != owner && r.overlap == "" {
+			r.overlap = fmt.Sprintf("shard %s: %s handling while %s was", rec.ShardID, owner, other)
+		}
+		r.inside[rec.ShardID] = owner
+		r.seen[o.ID] = true
+		r.mu.Unlock()
+		time.Sleep(time.Millisecond) // long enough for an overlap to show
+		r.mu.Lock()
+		delete(r.inside, rec.ShardID)
+		r.mu.Unlock()
+		return nil
+	}
+}
+
+// TestTakerPausedBeforeTake: an instance that read a free row and then
+// stalls for twice the timeout before its take (its heartbeats stalled too,
+// so it is fenced and the other member takes everything) never handles a
+// record of a shard while the other does: its take fails on the counter, or
+// lands fenced and is released; every record is handled.
+func TestTakerPausedBeforeTake(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 4)
+	mem := memory.New()
+	rd := &readers{inside: map[string]string{}, seen: map[int]bool{}}
+	b := startWith(t, kc, mem, stream, "b", rd.handler("b"), nil)
+	ins := map[string]*instance{"b": b}
+	waitSplit(t, stream, ins, []int{4})
+	slow := &slowTake{Store: mem, pause: 1200 * time.Millisecond} // 2× the 600ms timeout
+	slow.armed.Store(true)
+	ins["a"] = startWith(t, kc, slow, stream, "a", rd.handler("a"), nil)
+	for i := range 4 {
+		put(t, kc, stream, i*100, 100)
+		time.Sleep(500 * time.Millisecond) // records flowing across the pause
+	}
+	if slow.armed.Load() {
+		t.Fatal("a never took a lease: the pause was not exercised")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rd.mu.Lock()
+		n, overlap := len(rd.seen), rd.overlap
+		rd.mu.Unlock()
+		if overlap != "" {
+			t.Fatal(overlap)
+		}
+		if n == 400 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 400 records handled after 30s", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitSplit(t, stream, ins, []int{2, 2})
 }

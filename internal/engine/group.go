@@ -247,13 +247,14 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 // Incarnation returns this process's incarnation id.
 func (g *Group) Incarnation() string { return g.inc }
 
-// Held returns the shard ids of stream this instance holds now, sorted.
+// Held returns the shard ids of stream this instance holds now, sorted: the
+// shards it reads under a lease it can trust (not past its fence).
 func (g *Group) Held(stream string) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var ids []string
-	for u := range g.workers {
-		if u.Stream == stream {
+	for u, w := range g.workers {
+		if u.Stream == stream && w.lease.valid() {
 			ids = append(ids, u.Shard)
 		}
 	}
