@@ -122,20 +122,21 @@ func TestScenario(t *testing.T) {
 	}()
 
 	st := otelkl.AttrStream.String(name)
-	// Running: wait until every record reached its outcome and a renewal
-	// and a checkpoint were recorded.
+	// Running: wait until every record reached its outcome and a heartbeat
+	// (the membership protocol's sign of life) and a checkpoint were
+	// recorded.
 	var ms metrics
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ms = collect(t)
 		records, _ := ms.sum(t, "kinesislease.records", st)
-		renews, _ := ms.sum(t, "kinesislease.calls", service("dynamodb"), method("Renew"), result("ok"))
+		beats, _ := ms.sum(t, "kinesislease.calls", service("dynamodb"), method("Heartbeat"), result("ok"))
 		cps, _ := ms.sum(t, "kinesislease.checkpoint.writes", st, result("ok"))
-		if records == n && renews > 0 && cps > 0 {
+		if records == n && beats > 0 && cps > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30s: %d of %d records, %d renewals, %d checkpoints", records, n, renews, cps)
+			t.Fatalf("after 30s: %d of %d records, %d heartbeats, %d checkpoints", records, n, beats, cps)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -201,7 +202,8 @@ func TestScenario(t *testing.T) {
 		t.Errorf("faults saw %d GetRecords calls", got)
 	}
 
-	// Calls: GetRecords, and the lease store's Take, Renew and Release, counted and timed.
+	// Calls: GetRecords, and the lease store's TakeAs, Heartbeat, Members
+	// and Release, counted and timed.
 	for _, c := range []struct {
 		svc, op string
 		min     int64
@@ -209,8 +211,9 @@ func TestScenario(t *testing.T) {
 		{"kinesis", "ListShards", 1},
 		{"kinesis", "GetShardIterator", 2},
 		{"kinesis", "GetRecords", int64(n / 25)},
-		{"dynamodb", "Take", 2},
-		{"dynamodb", "Renew", 1},
+		{"dynamodb", "TakeAs", 2},
+		{"dynamodb", "Heartbeat", 1},
+		{"dynamodb", "Members", 1},
 		{"dynamodb", "Checkpoint", 1},
 		{"dynamodb", "Release", 2},
 	} {
@@ -225,7 +228,7 @@ func TestScenario(t *testing.T) {
 
 	throttles, _ := ms.sum(t, "kinesislease.throttles", st)
 	cps, _ := ms.sum(t, "kinesislease.checkpoint.writes", st)
-	renews, _ := ms.sum(t, "kinesislease.calls", method("Renew"))
+	beats, _ := ms.sum(t, "kinesislease.calls", method("Heartbeat"))
 	gets, _ := ms.sum(t, "kinesislease.calls", method("GetRecords"))
-	t.Logf("%d records, %d throttles, %d checkpoint writes, %d renewals, %d GetRecords calls", n, throttles, cps, renews, gets)
+	t.Logf("%d records, %d throttles, %d checkpoint writes, %d heartbeats, %d GetRecords calls", n, throttles, cps, beats, gets)
 }

@@ -350,13 +350,7 @@ func (c *Coordinator) listShards(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.shards = make(map[string]types.Shard, len(shards))
-	c.order = c.order[:0]
-	for _, s := range shards {
-		id := aws.ToString(s.ShardId)
-		c.shards[id] = s
-		c.order = append(c.order, id)
-	}
+	c.shards, c.order = shardMap(shards, c.order)
 	c.lastSync = time.Now()
 	c.resync = false
 	return nil
@@ -553,14 +547,40 @@ func parentIDs(s types.Shard) []string {
 	return ids
 }
 
+// shardMap indexes shards by id and lists their ids in ListShards' order
+// (reusing order's array).
+func shardMap(shards []types.Shard, order []string) (map[string]types.Shard, []string) {
+	m := make(map[string]types.Shard, len(shards))
+	order = order[:0]
+	for _, s := range shards {
+		id := aws.ToString(s.ShardId)
+		m[id] = s
+		order = append(order, id)
+	}
+	return m, order
+}
+
 // hasParents reports whether shard id has a parent still in the stream.
-func (c *Coordinator) hasParents(id string) bool {
-	for _, p := range parentIDs(c.shards[id]) {
-		if _, ok := c.shards[p]; ok {
+func hasParents(shards map[string]types.Shard, id string) bool {
+	for _, p := range parentIDs(shards[id]) {
+		if _, ok := shards[p]; ok {
 			return true
 		}
 	}
 	return false
+}
+
+// startAt returns where a worker starts reading shard id: after its
+// checkpoint cp, else at its own beginning for a child of a split or merge,
+// else at the subscription's start position.
+func startAt(start kltype.StartPosition, shards map[string]types.Shard, id string, cp leases.Checkpoint) kltype.StartPosition {
+	if hasParents(shards, id) {
+		start = kltype.TrimHorizon
+	}
+	if p, ok := kinesisx.PositionAfter(cp); ok {
+		start = p
+	}
+	return start
 }
 
 // takePending takes the leases we asked for once their holder released them.
@@ -633,13 +653,7 @@ func (c *Coordinator) take(ctx context.Context, id string, seen leases.Lease) bo
 
 // startWorker starts reading shard id, held by h, from its checkpoint.
 func (c *Coordinator) startWorker(ctx context.Context, id string, h *heldLease) {
-	start := c.cfg.Start
-	if c.hasParents(id) {
-		start = kltype.TrimHorizon
-	}
-	if p, ok := kinesisx.PositionAfter(h.current().Checkpoint); ok {
-		start = p
-	}
+	start := startAt(c.cfg.Start, c.shards, id, h.current().Checkpoint)
 	w := newWorker(ctx, &c.cfg.Worker, c.log, c.cfg.Client, c.cfg.Stream, id, start, h)
 	w.h = c.h
 	w.proc.OnDeadLetter = c.h.deadLettered
@@ -652,17 +666,54 @@ func (c *Coordinator) startWorker(ctx context.Context, id string, h *heldLease) 
 // shutdown drains every worker, bounded by ShutdownTimeout, renewing their
 // leases meanwhile, and waits for their releases.
 func (c *Coordinator) shutdown() {
-	c.mu.Lock()
-	ws := make([]*worker, 0, len(c.workers))
-	for _, w := range c.workers {
-		ws = append(ws, w)
-		w.stop()
-	}
-	c.mu.Unlock()
+	ws := stopAll(&c.mu, c.workers)
 	if len(ws) == 0 {
 		return
 	}
-	c.log.Info("kinesislease: draining", "leases", len(ws))
+	drain(c.log, ws, c.cfg.ShutdownTimeout, c.cfg.RenewInterval, func() {
+		// Draining workers keep their leases until they release them.
+		for _, w := range ws {
+			select {
+			case <-w.done:
+			default:
+				rctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewInterval)
+				if _, err := w.lease.renew(rctx); err == nil {
+					c.writes.Add(1)
+				}
+				cancel()
+			}
+		}
+	})
+	_, rewound, _ := c.reap()
+	for _, w := range rewound {
+		// Rewound just as we stop: hand the lease over at its new checkpoint.
+		rctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewInterval)
+		if err := w.lease.release(rctx, leases.Checkpoint{}); err == nil {
+			c.emit(kltype.LeaseReleased, w.shard, w.lease.current().Checkpoint, "")
+		}
+		cancel()
+	}
+	c.log.Info("kinesislease: stopped")
+}
+
+// stopAll asks every worker of workers (guarded by mu) to drain and
+// release, and returns them.
+func stopAll[K comparable](mu *sync.Mutex, workers map[K]*worker) []*worker {
+	mu.Lock()
+	defer mu.Unlock()
+	ws := make([]*worker, 0, len(workers))
+	for _, w := range workers {
+		ws = append(ws, w)
+		w.stop()
+	}
+	return ws
+}
+
+// drain waits until every worker of ws (asked to stop) is done, calling
+// keepAlive every interval meanwhile (the leases must stay held while they
+// drain), and cancels their handlers once timeout has passed.
+func drain(log *slog.Logger, ws []*worker, timeout, interval time.Duration, keepAlive func()) {
+	log.Info("kinesislease: draining", "leases", len(ws))
 	all := make(chan struct{})
 	go func() {
 		for _, w := range ws {
@@ -670,39 +721,18 @@ func (c *Coordinator) shutdown() {
 		}
 		close(all)
 	}()
-	timeout := time.NewTimer(c.cfg.ShutdownTimeout)
-	defer timeout.Stop()
-	renew := time.NewTicker(c.cfg.RenewInterval)
-	defer renew.Stop()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-all:
-			_, rewound, _ := c.reap()
-			for _, w := range rewound {
-				// Rewound just as we stop: hand the lease over at its new checkpoint.
-				rctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewInterval)
-				if err := w.lease.release(rctx, leases.Checkpoint{}); err == nil {
-					c.emit(kltype.LeaseReleased, w.shard, w.lease.current().Checkpoint, "")
-				}
-				cancel()
-			}
-			c.log.Info("kinesislease: stopped")
 			return
-		case <-renew.C:
-			// Draining workers keep their leases until they release them.
-			for _, w := range ws {
-				select {
-				case <-w.done:
-				default:
-					rctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewInterval)
-					if _, err := w.lease.renew(rctx); err == nil {
-						c.writes.Add(1)
-					}
-					cancel()
-				}
-			}
-		case <-timeout.C:
-			c.log.Warn("kinesislease: shutdown timeout; cancelling handlers", "timeout", c.cfg.ShutdownTimeout)
+		case <-tick.C:
+			keepAlive()
+		case <-t.C:
+			log.Warn("kinesislease: shutdown timeout; cancelling handlers", "timeout", timeout)
 			for _, w := range ws {
 				w.hardCancel()
 			}

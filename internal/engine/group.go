@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
@@ -803,17 +802,7 @@ func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
 
 // startWorker starts reading u, held by h, from its checkpoint.
 func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *heldLease) {
-	start := st.cfg.Start
-	if len(kinesisx.Parents(st.shards[u.Shard])) > 0 {
-		for _, p := range kinesisx.Parents(st.shards[u.Shard]) {
-			if _, in := st.shards[p]; in {
-				start = kltype.TrimHorizon
-			}
-		}
-	}
-	if p, ok := kinesisx.PositionAfter(h.current().Checkpoint); ok {
-		start = p
-	}
+	start := startAt(st.cfg.Start, st.shards, u.Shard, h.current().Checkpoint)
 	w := newWorker(ctx, &st.cfg.Worker, st.log, g.cfg.Client, u.Stream, u.Shard, start, h)
 	w.h = g.h
 	w.proc.OnDeadLetter = g.h.deadLettered
@@ -1066,13 +1055,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState) error {
 	}
 	first := st.shards == nil
 	old := st.shards
-	st.shards = make(map[string]types.Shard, len(shards))
-	st.order = st.order[:0]
-	for _, s := range shards {
-		id := aws.ToString(s.ShardId)
-		st.shards[id] = s
-		st.order = append(st.order, id)
-	}
+	st.shards, st.order = shardMap(shards, st.order)
 	st.lastSync = time.Now()
 	st.resync = false
 	if first {
@@ -1114,43 +1097,14 @@ func (g *Group) listShards(ctx context.Context, st *streamState) error {
 // meanwhile (the leases stay held while the heartbeat advances), then
 // removes this incarnation's membership entry.
 func (g *Group) shutdown() {
-	g.mu.Lock()
-	ws := make([]*worker, 0, len(g.workers))
-	for _, w := range g.workers {
-		ws = append(ws, w)
-		w.stop()
-	}
-	g.mu.Unlock()
+	ws := stopAll(&g.mu, g.workers)
 	ctx := context.Background()
 	if len(ws) > 0 {
-		g.log.Info("kinesislease: draining", "leases", len(ws))
-		all := make(chan struct{})
-		go func() {
-			for _, w := range ws {
-				<-w.done
+		drain(g.log, ws, g.cfg.ShutdownTimeout, g.cfg.Heartbeat, func() {
+			if err := g.heartbeat(ctx); err != nil {
+				g.log.Warn("kinesislease: heartbeat failed while draining", "err", err)
 			}
-			close(all)
-		}()
-		timeout := time.NewTimer(g.cfg.ShutdownTimeout)
-		defer timeout.Stop()
-		tick := time.NewTicker(g.cfg.Heartbeat)
-		defer tick.Stop()
-	drain:
-		for {
-			select {
-			case <-all:
-				break drain
-			case <-tick.C:
-				if err := g.heartbeat(ctx); err != nil {
-					g.log.Warn("kinesislease: heartbeat failed while draining", "err", err)
-				}
-			case <-timeout.C:
-				g.log.Warn("kinesislease: shutdown timeout; cancelling handlers", "timeout", g.cfg.ShutdownTimeout)
-				for _, w := range ws {
-					w.hardCancel()
-				}
-			}
-		}
+		})
 		_ = g.reap(ctx, true)
 	}
 	g.releaseOrphans(ctx, nil)
