@@ -267,8 +267,10 @@ func WithStartPosition(p kltype.StartPosition) SubscribeOption {
 
 // WithCheckpoint sets the checkpoint cadence: after every records
 // acknowledged records or every interval, whichever comes first (defaults
-// 1000 and 5s), and always when a lease is released. A restart redelivers
-// at most the records acknowledged since the last checkpoint.
+// 10,000 and 5s: at most one write per 5s per shard, since a shard takes
+// at most 1,000 records a second), and always when a lease is released. A
+// restart redelivers at most the records acknowledged since the last
+// checkpoint.
 func WithCheckpoint(records int, interval time.Duration) SubscribeOption {
 	return subOption(func(s *subscription) {
 		if records <= 0 || interval <= 0 {

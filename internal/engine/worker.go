@@ -32,7 +32,7 @@ type WorkerConfig struct {
 	Sink Sink
 	// CheckpointEvery and CheckpointInterval: a checkpoint is written after
 	// every CheckpointEvery acknowledged records or CheckpointInterval,
-	// whichever comes first, and always on release. Defaults 1000 and 5s.
+	// whichever comes first, and always on release. Defaults 10,000 and 5s.
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
 	// Reader settings (see ReaderConfig).
@@ -43,7 +43,7 @@ type WorkerConfig struct {
 
 func (c *WorkerConfig) defaults() {
 	if c.CheckpointEvery <= 0 {
-		c.CheckpointEvery = 1000
+		c.CheckpointEvery = 10000
 	}
 	if c.CheckpointInterval <= 0 {
 		c.CheckpointInterval = 5 * time.Second
