@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,17 +19,21 @@ import (
 // BenchmarkLeaseUpkeep measures, on DynamoDB Local with the capacity units
 // it reports (ReturnConsumedCapacity), what keeping the leases costs in
 // steady state: a fleet at the default settings, balanced, no records
-// flowing (so no checkpoints), over a 15s window. Per protocol, instances
+// flowing (so no checkpoints), over a 15s window (KINESISLEASE_UPKEEP_WINDOW
+// sets another), counting the lease events (moves) in it. Per protocol, instances
 // and shards: write units per instance-hour, read units per instance-second,
 // and the membership rows' share of the writes. The membership protocol's
 // figures must not grow with the shard count.
 func BenchmarkLeaseUpkeep(b *testing.B) {
-	const window = 15 * time.Second
+	window := 15 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("KINESISLEASE_UPKEEP_WINDOW")); err == nil && d > 0 {
+		window = d
+	}
 	for _, c := range []struct {
 		protocol          string
 		instances, shards int
 	}{
-		{"membership", 4, 8}, {"membership", 4, 64}, {"membership", 4, 512}, {"membership", 20, 64},
+		{"membership", 4, 8}, {"membership", 4, 64}, {"membership", 4, 512}, {"membership", 20, 64}, {"membership", 8, 256},
 		{"per-row", 4, 8}, {"per-row", 4, 64},
 	} {
 		b.Run(fmt.Sprintf("%s/instances=%d/shards=%d", c.protocol, c.instances, c.shards), func(b *testing.B) {
@@ -46,6 +52,8 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 				testutil.CreateLeaseTable(b, dc, table)
 				store := dynamo.New(testutil.Config(b), table, dynamo.WithClient(dc))
 				var svcs []*kinesislease.Service
+				var moves atomic.Int64 // lease moves, counted once balanced
+				var counting atomic.Bool
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, c.instances)
 				for i := range c.instances {
@@ -53,6 +61,11 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 						kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
 						kinesislease.WithOwner(fmt.Sprintf("bench-instance-%02d", i)),
 						kinesislease.WithLogger(slog.New(slog.DiscardHandler)),
+						kinesislease.WithLeaseEvents(func(kltype.LeaseEvent) {
+							if counting.Load() {
+								moves.Add(1)
+							}
+						}),
 					}
 					if c.protocol == "per-row" {
 						opts = append(opts, kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal))
@@ -87,11 +100,14 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 					time.Sleep(100 * time.Millisecond)
 				}
 				b.ReportMetric(time.Since(settled).Seconds(), "s-to-balance")
+				counting.Store(true)
 				r0, w0, _, _ := meter.Units()
 				g0 := meter.WritesBy()
 				time.Sleep(window)
 				r1, w1, _, _ := meter.Units()
 				g1 := meter.WritesBy()
+				counting.Store(false)
+				inWindow := moves.Load()
 				cancel()
 				for range c.instances {
 					if err := <-done; err != nil {
@@ -103,6 +119,7 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 				b.ReportMetric((w1-w0)/n*perHour, "WCU/instance-hour")
 				b.ReportMetric((r1-r0)/n/window.Seconds(), "RCU/instance-s")
 				b.ReportMetric((g1["members"]-g0["members"])/n*perHour, "member-WCU/instance-hour")
+				b.ReportMetric(float64(inWindow), "lease-events-in-window")
 			}
 		})
 	}
