@@ -166,6 +166,7 @@ type memberObs struct {
 	// was sent. The incarnation is dead once confirm-since >= Timeout.
 	since, confirm int64
 	absent         bool
+	announced      bool // this instance tried to mark it leaving (announceDead)
 }
 
 type groupStats struct {
@@ -456,6 +457,7 @@ func (g *Group) round(ctx context.Context) error {
 	if err := g.noticeRequests(ctx); err != nil && fatal(err) {
 		return err
 	}
+	g.announceDead(ctx)
 	a := g.plan()
 	g.releaseOrphans(ctx, a)
 	g.act(ctx, a)
@@ -961,6 +963,27 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		w.kill()
 	case ctx.Err() == nil:
 		log.Warn("kinesislease: recreating the lease row failed; retrying", "shard", u.Shard, "err", err)
+	}
+}
+
+// announceDead marks the entry of every member this instance just found
+// dead as leaving (a write conditional on the heartbeat it saw unchanged for
+// the timeout), so that the other members act on the death at their next
+// read instead of each waiting out its own timeout: the failover is the
+// first detector's, not the last's. The dead member's fence has passed; if
+// it was only paused, it has lost every lease and its next heartbeat rejoins
+// it with none.
+func (g *Group) announceDead(ctx context.Context) {
+	for _, o := range g.obs {
+		if o.absent || o.announced || o.m.Leaving || o.m.Owner == g.cfg.Owner || time.Duration(o.confirm-o.since) < g.cfg.Timeout {
+			continue
+		}
+		o.announced = true // tried once: the others try too, the row decides
+		next := o.m
+		next.Leaving = true
+		if _, err := g.mem.ReplaceMember(ctx, leases.MemberRow(o.m.Owner), o.m, next); err == nil {
+			g.log.Info("kinesislease: member dead; its leases are free to take", "member", o.m.Owner, "incarnation", o.m.Incarnation)
+		}
 	}
 }
 
