@@ -30,6 +30,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kinesislease/kinesislease"
@@ -50,6 +52,7 @@ func demoMain() int {
 		noKill  = flag.Bool("no-kill", false, "do not SIGKILL an instance")
 		measure = flag.Bool("measure-failover", false, "measure the failover time after a SIGKILL with each protocol's defaults and short leases, alternating, then exit")
 		trials  = flag.Int("trials", 1, "with --measure-failover: runs per setting")
+		only    = flag.String("settings", "membership,per-row,short", "with --measure-failover: the settings to measure, comma-separated")
 		timeout = flag.Duration("timeout", 0, "stop everything after this long (default 85s; with --measure-failover 30s + 75s per run)")
 	)
 	flag.Parse()
@@ -73,7 +76,7 @@ func demoMain() int {
 	}
 
 	if *measure {
-		return measureFailover(fr, bin, f.Instances, int32(f.Shards), *trials)
+		return measureFailover(fr, bin, f.Instances, int32(f.Shards), *trials, strings.Split(*only, ","))
 	}
 
 	cfg := config{
@@ -102,7 +105,7 @@ func demoMain() int {
 // measureFailover runs, for the default and the short lease settings, trials
 // with no orders: every shard held, the instance holding the most SIGKILLed,
 // the time until every one of its shards is held again.
-func measureFailover(fr *harness.Frame, bin string, instances int, shards int32, trials int) int {
+func measureFailover(fr *harness.Frame, bin string, instances int, shards int32, trials int, only []string) int {
 	settings := []struct {
 		name               string
 		lease, renew, scan time.Duration
@@ -113,6 +116,13 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 		{"per-row", kinesislease.DefaultLeaseDuration, kinesislease.DefaultRenewInterval, kinesislease.DefaultLeaseDuration, "per-row"},
 		{"short", 3 * time.Second, time.Second, time.Second, ""},
 	}
+	settings = slices.DeleteFunc(settings, func(s struct {
+		name               string
+		lease, renew, scan time.Duration
+		protocol           string
+	}) bool {
+		return !slices.Contains(only, s.name)
+	})
 	type result struct {
 		name     string
 		cfg      config
