@@ -249,10 +249,14 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 		ShardSyncInterval: c.shardSync, ShutdownTimeout: c.shutdownTimeout,
 		Events: c.events, Hooks: c.hooks,
 	}
-	if gc.Heartbeat == 0 && c.leaseSet {
+	switch {
+	case gc.Heartbeat != 0:
+	case c.leaseSet:
 		// WithLease alone: its duration is the failover time, its renewal
 		// interval the heartbeat's.
 		gc.Heartbeat, gc.Timeout = c.renewInterval, c.leaseDuration
+	default:
+		gc.Heartbeat, gc.Timeout = DefaultHeartbeat, DefaultTimeout
 	}
 	for _, sub := range subs {
 		cfg := s.coordinatorConfig(sub)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/codec"
-	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -54,8 +53,8 @@ const (
 // one write per instance, 2,880 an hour; a dead instance's shards move
 // after about DefaultTimeout plus a heartbeat.
 const (
-	DefaultHeartbeat = engine.DefaultHeartbeat
-	DefaultTimeout   = engine.DefaultTimeout
+	DefaultHeartbeat = 1250 * time.Millisecond
+	DefaultTimeout   = 5 * time.Second
 )
 
 // WithApp names the application and its version: they prefix the default
