@@ -94,3 +94,19 @@ func ExampleRecordFrom() {
 
 // awsConfig stands for config.LoadDefaultConfig in examples that call no AWS.
 func awsConfig() aws.Config { return aws.Config{Region: "us-east-1"} }
+
+// The membership protocol's settings: a heartbeat interval and a timeout
+// after which a silent instance's shards move. An interval that leaves no
+// room for two failed heartbeats is refused.
+func ExampleWithHeartbeat() {
+	_, err := kinesislease.New(awsConfig(),
+		kinesislease.WithHeartbeat(2*time.Second, 5*time.Second),
+		kinesislease.WithMaxLeases(0),
+	)
+	fmt.Println(errors.Is(err, kinesislease.ErrInvalidOption))
+	fmt.Println(err)
+	// Output:
+	// true
+	// kinesislease: invalid option: WithHeartbeat(2s, 5s): want 0 < interval <= timeout/4
+	// kinesislease: invalid option: WithMaxLeases(0): must be positive
+}

@@ -630,9 +630,19 @@ func (g *Group) act(ctx context.Context, a map[unit]string) {
 		held[u] = w
 	}
 	g.mu.Unlock()
+	over := len(held) - g.cfg.MaxLeases // beyond the cap, leases the plan left out go too
 	for u, w := range held {
-		if owner, ok := a[u]; ok && owner != g.cfg.Owner && g.sameRounds >= 2 && !w.stopping() {
+		if g.sameRounds < 2 || w.stopping() {
+			continue
+		}
+		owner, ok := a[u]
+		switch {
+		case ok && owner != g.cfg.Owner:
 			g.streams[u.Stream].log.Info("kinesislease: handing lease over", "shard", u.Shard, "to", owner)
+			w.stop()
+		case !ok && g.cfg.MaxLeases > 0 && over > 0 && g.active(g.streams[u.Stream], u.Shard):
+			g.streams[u.Stream].log.Info("kinesislease: releasing a lease beyond the cap", "shard", u.Shard, "max_leases", g.cfg.MaxLeases)
+			over--
 			w.stop()
 		}
 	}
