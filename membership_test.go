@@ -458,3 +458,19 @@ func TestTakerPausedBeforeTake(t *testing.T) {
 	}
 	waitSplit(t, stream, ins, []int{2, 2})
 }
+
+// TestMaxLeases: an instance never holds more than WithMaxLeases; shards
+// beyond the fleet's capacity wait for an instance to join.
+func TestMaxLeases(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 5)
+	mem := memory.New()
+	ta := newTally()
+	ins := map[string]*instance{"a": start(t, kc, mem, stream, "a", ta, kinesislease.WithMaxLeases(2))}
+	waitSplit(t, stream, ins, []int{2})
+	ins["b"] = start(t, kc, mem, stream, "b", ta, kinesislease.WithMaxLeases(2))
+	waitSplit(t, stream, ins, []int{2, 2})
+	ins["c"] = start(t, kc, mem, stream, "c", ta)
+	waitSplit(t, stream, ins, []int{2, 2, 1})
+}

@@ -166,7 +166,9 @@ func WithHeartbeat(interval, timeout time.Duration) Option {
 
 // WithMaxLeases caps the leases this instance holds (membership protocol;
 // default no cap). Shards beyond the fleet's capacity stay unread until an
-// instance joins: a cap is for keeping one instance's load bounded.
+// instance joins: a cap is for keeping one instance's load bounded. Give
+// every instance the same cap: each computes the plan with its own, and
+// plans that differ move leases back and forth.
 func WithMaxLeases(n int) Option {
 	return serviceOption(func(c *config) {
 		if n <= 0 {
