@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -125,7 +126,7 @@ type Group struct {
 	// runs no worker for them (lost at a fence): each is taken afresh if the
 	// plan gives it to this instance, else released, so that the member the
 	// plan gives it to, seeing this instance alive, need not wait for it.
-	orphans map[unit]bool
+	orphans map[unit]string // the incarnation the row may name
 
 	lastAssign    map[unit]string
 	sameRounds    int
@@ -134,6 +135,7 @@ type Group struct {
 	notice        int64 // our entry's Notice as last seen
 	ended         int64 // shards this instance read to their end
 	started       bool  // the first heartbeat landed
+	needNewInc    bool  // fenced: go on as a new incarnation before taking anything
 	hbFailed      bool  // the last round's heartbeat failed
 	viewComplete  bool  // every membership row was read at least once
 
@@ -222,7 +224,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	g := &Group{
 		cfg: cfg, h: h, inc: rand.Text()[:10], row: leases.MemberRow(cfg.Owner),
 		streams: map[string]*streamState{}, obs: map[string]*memberObs{}, view: map[string]leases.Member{},
-		workers: map[unit]*worker{}, orphans: map[unit]bool{},
+		workers: map[unit]*worker{}, orphans: map[unit]string{},
 		log: cfg.Logger.With("owner", cfg.Owner),
 	}
 	g.store = h.wrapStore(&countingStore{Store: cfg.Store, mem: mem, s: &g.stats})
@@ -310,10 +312,10 @@ func (g *Group) join(ctx context.Context) error {
 			}
 			if cur.Leaving || (cur == seen && now.Sub(seenAt) >= g.cfg.Timeout) {
 				// Left, or dead: its fence has passed. Take the entry over.
-				next := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb + 1}
+				g.hb++
+				next := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb}
 				sent := mono()
 				if rows, err := g.mem.ReplaceMember(ctx, g.row, cur, next); err == nil {
-					g.hb++
 					g.extendFence(sent)
 					g.observeRow(g.row, rows, sent, mono())
 					g.markDead(cur)
@@ -371,7 +373,11 @@ func (g *Group) loop(ctx context.Context) error {
 func (g *Group) heartbeat(ctx context.Context) error {
 	hctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
 	defer cancel()
-	m := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb + 1, Notice: g.notice, Ended: g.ended}
+	// Every attempt writes a new value: an attempt whose answer was lost
+	// may have landed, and a next attempt writing the same value would move
+	// the holder's fence while takers see no change.
+	g.hb++
+	m := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb, Notice: g.notice, Ended: g.ended}
 	// A fenced instance says so: its leases may be taken at once.
 	m.Leaving = g.fencedSince != 0
 	sent := mono()
@@ -383,13 +389,14 @@ func (g *Group) heartbeat(ctx context.Context) error {
 		g.notice = conflict.Current.Notice
 		g.lastReconcile = time.Time{}
 		m.Notice = g.notice
+		g.hb++
+		m.Heartbeat = g.hb
 		sent = mono()
 		rows, err = g.mem.Heartbeat(hctx, g.row, m)
 	}
 	if err != nil {
 		return err
 	}
-	g.hb++
 	g.extendFence(sent)
 	g.observeRow(g.row, rows, sent, mono())
 	return nil
@@ -408,6 +415,32 @@ func (g *Group) extendFence(sent int64) {
 		}
 	}
 	g.fence.Store(sent + int64(g.cfg.Timeout-g.cfg.FenceMargin))
+}
+
+// reincarnate replaces this instance's membership entry with one of a new
+// incarnation (after a fence), and reports whether it did.
+func (g *Group) reincarnate(ctx context.Context) bool {
+	cur, ok := g.view[g.cfg.Owner]
+	if !ok || cur.Incarnation != g.inc {
+		return false
+	}
+	inc := rand.Text()[:10]
+	g.hb++
+	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb, Notice: cur.Notice, Ended: g.ended}
+	sent := mono()
+	rows, err := g.mem.ReplaceMember(ctx, g.row, cur, next)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("kinesislease: starting a new incarnation after a fence failed; retrying", "err", err)
+		}
+		return false
+	}
+	g.log.Info("kinesislease: new incarnation after a fence", "from", g.inc, "incarnation", inc)
+	g.markDead(cur)
+	g.inc, g.notice, g.needNewInc = inc, cur.Notice, false
+	g.fence.Store(sent + int64(g.cfg.Timeout-g.cfg.FenceMargin))
+	g.observeRow(g.row, rows, sent, mono())
+	return true
 }
 
 // round is one heartbeat round: heartbeat, read the other membership rows,
@@ -436,8 +469,13 @@ func (g *Group) round(ctx context.Context) error {
 		}
 		return nil
 	}
+	if g.needNewInc {
+		if !g.reincarnate(ctx) {
+			return nil // still the old incarnation: plan and take nothing
+		}
+	}
 	if g.fencedSince != 0 {
-		g.log.Info("kinesislease: heartbeat current again; taking leases afresh")
+		g.log.Info("kinesislease: heartbeat current again; taking leases afresh", "incarnation", g.inc)
 		g.fencedSince = 0
 	}
 	for _, st := range g.streams {
@@ -751,8 +789,13 @@ func (g *Group) acquire(ctx context.Context, u unit, mu *sync.Mutex) {
 	}
 	t, err := g.mem.TakeAs(ctx, l, g.cfg.Owner, g.inc)
 	if err != nil {
-		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
-			st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
+		if !errors.Is(err, leases.ErrConflict) {
+			// The take may have landed with its answer lost: the row would
+			// name this incarnation with nobody reading it.
+			g.orphan(u)
+			if ctx.Err() == nil {
+				st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
+			}
 		}
 		return
 	}
@@ -835,8 +878,13 @@ func (g *Group) fenceAll(why string) {
 	for u, w := range g.workers {
 		w.lease.markLost()
 		w.kill()
-		g.orphans[u] = true
+		g.orphans[u] = g.inc
 	}
+	// Past a fence this incarnation is over: takers may have read it
+	// leaving or dead in any membership row they read since. The instance
+	// goes on as a new incarnation, so that no taker's view of the old one
+	// can ever apply to a row it takes afresh.
+	g.needNewInc = true
 }
 
 func (g *Group) unorphan(u unit) {
@@ -850,7 +898,7 @@ func (g *Group) unorphan(u unit) {
 func (g *Group) orphan(u unit) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.orphans[u] = true
+	g.orphans[u] = g.inc
 }
 
 // releaseOrphans releases the rows that still name this incarnation and
@@ -858,12 +906,10 @@ func (g *Group) orphan(u unit) {
 // are taken afresh by act.
 func (g *Group) releaseOrphans(ctx context.Context, a map[unit]string) {
 	g.mu.Lock()
-	orphans := make([]unit, 0, len(g.orphans))
-	for u := range g.orphans {
-		orphans = append(orphans, u)
-	}
+	orphans := make(map[unit]string, len(g.orphans))
+	maps.Copy(orphans, g.orphans)
 	g.mu.Unlock()
-	for _, u := range orphans {
+	for u, inc := range orphans {
 		g.mu.Lock()
 		w := g.workers[u]
 		g.mu.Unlock()
@@ -873,8 +919,8 @@ func (g *Group) releaseOrphans(ctx context.Context, a map[unit]string) {
 			}
 			continue // a lost worker not reaped yet: next round
 		}
-		if a[u] == g.cfg.Owner {
-			continue
+		if a[u] == g.cfg.Owner && inc == g.inc {
+			continue // act takes it afresh
 		}
 		l, err := g.store.Get(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard})
 		switch {
@@ -883,7 +929,7 @@ func (g *Group) releaseOrphans(ctx context.Context, a map[unit]string) {
 			continue
 		case err != nil:
 			continue
-		case l.Owner != g.cfg.Owner || l.Incarnation != g.inc:
+		case l.Owner != g.cfg.Owner || l.Incarnation != inc:
 			g.unorphan(u) // someone took it
 			continue
 		}
@@ -1062,6 +1108,11 @@ func (g *Group) reap(ctx context.Context, stopping bool) error {
 		case w.lease.takenOver():
 			emit(g.h, g.cfg.Events, kltype.LeaseLost, info)
 		default:
+			if !w.lease.isReleased() {
+				// The release failed (a store error): the row may still name
+				// this incarnation. Release it again until it lands.
+				g.orphan(u)
+			}
 			emit(g.h, g.cfg.Events, kltype.LeaseReleased, info)
 		}
 	}

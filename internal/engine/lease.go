@@ -176,6 +176,13 @@ func (h *heldLease) takenOver() bool {
 	return h.lost && !h.released
 }
 
+// isReleased reports whether this instance released the lease itself.
+func (h *heldLease) isReleased() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released
+}
+
 // markLost fences the lease at once.
 func (h *heldLease) markLost() {
 	h.mu.Lock()
