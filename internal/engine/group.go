@@ -132,12 +132,13 @@ type Group struct {
 	sameRounds    int
 	rounds        int
 	lastReconcile time.Time
-	notice        int64 // our entry's Notice as last seen
-	ended         int64 // shards this instance read to their end
-	started       bool  // the first heartbeat landed
-	needNewInc    bool  // fenced: go on as a new incarnation before taking anything
-	hbFailed      bool  // the last round's heartbeat failed
-	viewComplete  bool  // every membership row was read at least once
+	notice        int64  // our entry's Notice as last seen
+	ended         int64  // shards this instance read to their end
+	started       bool   // the first heartbeat landed
+	needNewInc    bool   // fenced: go on as a new incarnation before taking anything
+	nextInc       string // that new incarnation, once chosen
+	hbFailed      bool   // the last round's heartbeat failed
+	viewComplete  bool   // every membership row was read at least once
 
 	stats groupStats
 }
@@ -424,7 +425,10 @@ func (g *Group) reincarnate(ctx context.Context) bool {
 	if !ok || cur.Incarnation != g.inc {
 		return false
 	}
-	inc := rand.Text()[:10]
+	if g.nextInc == "" {
+		g.nextInc = rand.Text()[:10] // kept across retries: an attempt whose answer was lost may have landed
+	}
+	inc := g.nextInc
 	g.hb++
 	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb, Notice: cur.Notice, Ended: g.ended}
 	sent := mono()
@@ -437,7 +441,7 @@ func (g *Group) reincarnate(ctx context.Context) bool {
 	}
 	g.log.Info("kinesislease: new incarnation after a fence", "from", g.inc, "incarnation", inc)
 	g.markDead(cur)
-	g.inc, g.notice, g.needNewInc = inc, cur.Notice, false
+	g.inc, g.notice, g.needNewInc, g.nextInc = inc, cur.Notice, false, ""
 	g.fence.Store(sent + int64(g.cfg.Timeout-g.cfg.FenceMargin))
 	g.observeRow(g.row, rows, sent, mono())
 	return true
@@ -450,6 +454,16 @@ func (g *Group) round(ctx context.Context) error {
 	hbErr := g.heartbeat(ctx)
 	g.hbFailed = hbErr != nil
 	var conflict *leases.MemberConflictError
+	if errors.As(hbErr, &conflict) && g.needNewInc && g.nextInc != "" && conflict.Current.Incarnation == g.nextInc {
+		// Our own new incarnation's entry: its ReplaceMember landed with the
+		// answer lost. Go on as it.
+		g.log.Info("kinesislease: new incarnation after a fence", "from", g.inc, "incarnation", g.nextInc)
+		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc})
+		g.inc, g.notice, g.needNewInc, g.nextInc = g.nextInc, conflict.Current.Notice, false, ""
+		g.hb = max(g.hb, conflict.Current.Heartbeat)
+		hbErr = g.heartbeat(ctx)
+		g.hbFailed = hbErr != nil
+	}
 	switch {
 	case errors.As(hbErr, &conflict):
 		// Another incarnation took our entry over: it believes us dead, so
