@@ -293,15 +293,24 @@ func (g *Group) Run(ctx context.Context) error {
 // incarnation of the same owner is waited for (up to ShutdownTimeout) to
 // leave, or replaced once seen unchanged for a whole Timeout.
 func (g *Group) join(ctx context.Context) error {
-	deadline := time.Now().Add(max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout))
-	var seen leases.Member
-	var seenAt time.Time
+	wait := max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout)
+	var (
+		seen            leases.Member
+		seenAt, firstAt time.Time
+		changed, failed bool
+	)
 	for {
 		err := g.heartbeat(ctx)
 		var conflict *leases.MemberConflictError
 		switch {
 		case err == nil:
 			g.started = true
+			if failed {
+				// An earlier attempt may have landed unanswered, and others
+				// may have seen this incarnation go silent since: start
+				// afresh as a new one before taking anything.
+				g.needNewInc = true
+			}
 			return nil
 		case ctx.Err() != nil:
 			return nil
@@ -327,16 +336,22 @@ func (g *Group) join(ctx context.Context) error {
 				continue
 			}
 			if cur != seen {
+				if firstAt.IsZero() {
+					firstAt = now
+					g.log.Warn("kinesislease: another process heartbeats with this owner id; waiting for it to leave",
+						"incarnation", cur.Incarnation)
+				} else if cur.Incarnation == seen.Incarnation {
+					changed = true // it heartbeats: alive
+				}
 				seen, seenAt = cur, now
-				g.log.Warn("kinesislease: another process heartbeats with this owner id; waiting for it to leave",
-					"incarnation", cur.Incarnation)
 			}
-			if now.After(deadline) {
+			if changed && now.Sub(firstAt) >= wait {
 				return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: cur.Incarnation}
 			}
 		case errors.Is(err, leases.ErrMisconfigured):
 			return err
 		default:
+			failed = true
 			g.log.Warn("kinesislease: heartbeat failed; retrying", "err", err)
 		}
 		if err := backoff.Sleep(ctx, backoff.Jitter(g.cfg.Heartbeat)); err != nil {
@@ -379,8 +394,10 @@ func (g *Group) heartbeat(ctx context.Context) error {
 	// the holder's fence while takers see no change.
 	g.hb++
 	m := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb, Notice: g.notice, Ended: g.ended}
-	// A fenced instance says so: its leases may be taken at once.
-	m.Leaving = g.fencedSince != 0
+	// A fenced incarnation says so: its leases may be taken at once. Only
+	// the old incarnation: once the instance goes on as a new one, that one
+	// holds what it takes afresh.
+	m.Leaving = g.needNewInc
 	sent := mono()
 	rows, err := g.mem.Heartbeat(hctx, g.row, m)
 	var conflict *leases.MemberConflictError
@@ -461,6 +478,7 @@ func (g *Group) round(ctx context.Context) error {
 		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc})
 		g.inc, g.notice, g.needNewInc, g.nextInc = g.nextInc, conflict.Current.Notice, false, ""
 		g.hb = max(g.hb, conflict.Current.Heartbeat)
+		g.fence.Store(fenced) // a fresh incarnation holds nothing: its fence starts with this heartbeat
 		hbErr = g.heartbeat(ctx)
 		g.hbFailed = hbErr != nil
 	}
@@ -1209,7 +1227,14 @@ func (g *Group) shutdown() {
 	if g.started {
 		me := g.view[g.cfg.Owner]
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if _, err := g.mem.ReplaceMember(rctx, g.row, me, leases.Member{}); err != nil {
+		_, err := g.mem.ReplaceMember(rctx, g.row, me, leases.Member{})
+		var conflict *leases.MemberConflictError
+		if errors.As(err, &conflict) && conflict.Current.Incarnation == g.inc {
+			// Our view was stale (a heartbeat's answer lost): remove the
+			// entry as it is.
+			_, err = g.mem.ReplaceMember(rctx, g.row, conflict.Current, leases.Member{})
+		}
+		if err != nil {
 			g.log.Warn("kinesislease: removing the membership entry failed; the next incarnation waits for it to go stale", "err", err)
 		}
 		cancel()

@@ -61,7 +61,13 @@ func newHeldLease(store leases.Store, l leases.Lease, sentAt int64, ttl, fence t
 // successful write was sent less than the fence ago.
 func (h *heldLease) valid() bool {
 	now := mono()
-	return now < h.expiry.Load() && (h.shared == nil || now < h.shared.Load())
+	// The shared fence first: markLost (expiry) happens before a sticky
+	// fence moves on, so reading them the other way round could pair an old
+	// expiry with a new fence.
+	if h.shared != nil && now >= h.shared.Load() {
+		return false
+	}
+	return now < h.expiry.Load()
 }
 
 // newMemberLease returns l held under the membership protocol: valid while

@@ -1,0 +1,1898 @@
+package sim
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/kpl"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// The simulation of the membership protocol (engine.Group): the same
+// infrastructure as TestSimulation (a simulated Kinesis stream, one shared
+// memory store seen by every process through its own FaultStore, the
+// checker of check_test.go), with the faults the membership protocol must
+// survive. Its seeds are chosen with the flags and variables of
+// TestSimulation (-seed, -seeds, -seedbase, -simtrace,
+// KINESISLEASE_SIM_SEEDS, KINESISLEASE_SIM_SEED_BASE); without them it runs
+// membershipCISeeds seeds.
+const membershipCISeeds = 1000
+
+// membershipReports is how many failing seeds TestMembership reports with
+// their plan and trace; the others get a line each.
+const membershipReports = 5
+
+// membershipSeeds returns the seeds TestMembership runs.
+func membershipSeeds(t *testing.T) []uint64 {
+	if *flagSeed != 0 {
+		return []uint64{*flagSeed}
+	}
+	n, base := membershipCISeeds, uint64(1)
+	if v := os.Getenv("KINESISLEASE_SIM_SEEDS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("KINESISLEASE_SIM_SEEDS=%q: want a positive number", v)
+		}
+	}
+	if v := os.Getenv("KINESISLEASE_SIM_SEED_BASE"); v != "" {
+		var err error
+		if base, err = strconv.ParseUint(v, 10, 64); err != nil || base == 0 {
+			t.Fatalf("KINESISLEASE_SIM_SEED_BASE=%q: want a positive number", v)
+		}
+	}
+	if *flagSeeds > 0 {
+		n = *flagSeeds
+	}
+	if *flagBase > 0 {
+		base = *flagBase
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = base + uint64(i)
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+// The plan of a seed.
+
+// mplan is what a seed of TestMembership decides up front. Per-call faults
+// are drawn during the run from the same seed (mproc.rng).
+type mplan struct {
+	seed    uint64
+	shards  int
+	initial []int
+	aggP    float64
+
+	// The protocol's settings, the same for the whole fleet: Heartbeat,
+	// Timeout and FenceMargin as configured (0: the default), and the
+	// margin the Group uses (see engine.NewGroup).
+	hb, timeout, margin, effMargin time.Duration
+
+	procs []mprocPlan
+
+	faultEnd, produce, putEvery time.Duration
+
+	storeDelayP, storeErrP, storeLostP, storeRespDelayP float64
+	storeMaxDelay                                       time.Duration
+	memDelayP, memErrP, memLostP                        float64 // on the membership rows
+	kinDelayP, kinErrP                                  float64
+	handlerErrP, handlerSlowP                           float64
+	handlerMaxWork                                      time.Duration
+
+	events      []mevent
+	fenceStress bool
+}
+
+type mprocPlan struct {
+	start              time.Duration
+	checkpointEvery    int
+	checkpointInterval time.Duration
+	limit              int32
+	ignoresCancel      bool
+}
+
+type mkind int
+
+const (
+	mPause     mkind = iota + 1 // the whole process stalls
+	mPartition                  // the process's store calls fail without reaching the store (Kinesis still answers)
+	mClock                      // the process's wall clock jumps or stands still
+	mCrash                      // the process dies
+	mStop                       // graceful shutdown (a leave, unless a restart follows)
+	mRestart                    // a new process in the slot: a new incarnation of the same owner, or a fresh owner
+	mThrottle                   // every process's calls on the membership rows (table: on every row) are throttled
+	mLost                       // heartbeats land and their answers are lost (one slot, or every slot)
+)
+
+func (k mkind) String() string {
+	return [...]string{"", "pause", "partition", "clock-jump", "crash", "stop", "restart", "throttle-all", "lost-answers"}[k]
+}
+
+type mevent struct {
+	at        time.Duration
+	kind      mkind
+	slot      int // -1: every slot (mThrottle, mLost)
+	dur       time.Duration
+	delta     time.Duration // clock jump
+	sameOwner bool          // restart: a new incarnation of the slot's owner
+	table     bool          // throttle: every row of the table, not only the membership rows
+}
+
+func (e mevent) String() string {
+	s := fmt.Sprintf("T+%v %s", e.at, e.kind)
+	who := fmt.Sprintf("slot %d", e.slot)
+	if e.slot < 0 {
+		who = "every slot"
+	}
+	switch e.kind {
+	case mPause, mPartition:
+		s += fmt.Sprintf(" %s for %v", who, e.dur)
+	case mClock:
+		if e.dur > 0 {
+			s += fmt.Sprintf(" %s stands still for %v", who, e.dur)
+		} else {
+			s += fmt.Sprintf(" %s by %v", who, e.delta)
+		}
+	case mThrottle:
+		what := "membership rows"
+		if e.table {
+			what = "every row"
+		}
+		s += fmt.Sprintf(" %s for %v (%s)", who, e.dur, what)
+	case mLost:
+		s += fmt.Sprintf(" %s for %v", who, e.dur)
+	case mRestart:
+		if e.sameOwner {
+			s += fmt.Sprintf(" %s (same owner, new incarnation)", who)
+		} else {
+			s += fmt.Sprintf(" %s (fresh owner)", who)
+		}
+	default:
+		s += " " + who
+	}
+	return s
+}
+
+// within reports whether the event's period covers el (time since start).
+func (e mevent) within(el time.Duration) bool { return el >= e.at && el < e.at+e.dur }
+
+// newMPlan draws the plan of seed.
+func newMPlan(seed uint64) *mplan {
+	r := rand.New(rand.NewPCG(seed, 0x3e3be5))
+	p := &mplan{seed: seed}
+	p.shards = 1 + r.IntN(8)
+	p.initial = make([]int, p.shards)
+	for i := range p.initial {
+		p.initial[i] = r.IntN(40)
+	}
+	p.aggP = []float64{0, 0, 0.2, 0.5}[r.IntN(4)]
+
+	// The protocol's settings: the defaults (Heartbeat 1.25s, Timeout 5s)
+	// on half the seeds, scaled or with other ratios on the others.
+	settings := [][2]time.Duration{
+		{engine.DefaultHeartbeat, engine.DefaultTimeout}, {engine.DefaultHeartbeat, engine.DefaultTimeout},
+		{engine.DefaultHeartbeat, engine.DefaultTimeout}, {engine.DefaultHeartbeat, engine.DefaultTimeout},
+		{time.Second, 4 * time.Second}, {1500 * time.Millisecond, 6 * time.Second},
+		{engine.DefaultHeartbeat, 7500 * time.Millisecond}, {2 * time.Second, 6 * time.Second},
+	}[r.IntN(8)]
+	p.hb, p.timeout = settings[0], settings[1]
+	if r.IntN(3) == 0 {
+		p.margin = p.timeout/6 + time.Duration(r.Int64N(int64(p.timeout/6)))
+	}
+	p.effMargin = p.margin
+	if p.effMargin <= 0 {
+		p.effMargin = p.timeout / 6
+	}
+	p.effMargin = max(p.effMargin, p.hb/2+p.hb/10) // as engine.NewGroup
+
+	n := 2 + r.IntN(3)
+	for i := range n {
+		pp := mprocPlan{
+			checkpointEvery:    1 + r.IntN(20),
+			checkpointInterval: time.Duration(1+r.IntN(5)) * time.Second,
+			limit:              int32(1 + r.IntN(25)),
+			ignoresCancel:      r.IntN(3) == 0,
+		}
+		if i > 0 && r.IntN(3) == 0 {
+			pp.start = time.Duration(r.Int64N(int64(25 * time.Second))) // a join
+		}
+		p.procs = append(p.procs, pp)
+	}
+	p.faultEnd = 30*time.Second + time.Duration(r.Int64N(int64(60*time.Second)))
+	p.produce = p.faultEnd
+	p.putEvery = time.Duration(20*math.Pow(50, r.Float64())) * time.Millisecond
+	for i := range p.procs {
+		perShard := float64(time.Second) / float64(p.putEvery) / float64(p.shards)
+		p.procs[i].limit = max(p.procs[i].limit, int32(math.Ceil(3*perShard/5)))
+	}
+
+	rate := func(max float64) float64 {
+		if r.IntN(4) == 0 {
+			return 0
+		}
+		return r.Float64() * max
+	}
+	p.storeDelayP = rate(0.3)
+	p.storeErrP = rate(0.08)
+	p.storeLostP = rate(0.08)
+	p.storeRespDelayP = rate(0.2)
+	p.storeMaxDelay = 250*time.Millisecond + time.Duration(r.Int64N(int64(p.timeout/2)))
+	p.memDelayP = rate(0.3)
+	p.memErrP = rate(0.1)
+	p.memLostP = rate(0.1)
+	p.kinDelayP = rate(0.2)
+	p.kinErrP = rate(0.15)
+	p.handlerErrP = rate(0.05)
+	p.handlerSlowP = rate(0.1)
+	p.handlerMaxWork = min(p.effMargin/3, 500*time.Millisecond)
+
+	T := p.timeout
+	for slot := range p.procs {
+		t := p.procs[slot].start + time.Duration(r.Int64N(int64(10*time.Second)))
+		for t < p.faultEnd {
+			e := mevent{at: t, slot: slot}
+			switch k := r.IntN(11); {
+			case k < 3:
+				e.kind = mPause
+				if r.IntN(3) == 0 {
+					e.dur = time.Duration(r.Int64N(int64(T / 2))) // shorter than the fence
+				} else {
+					e.dur = T + T/10 + time.Duration(r.Int64N(int64(T*3/2))) // longer than the timeout
+				}
+			case k < 5:
+				e.kind = mPartition
+				e.dur = T/4 + time.Duration(r.Int64N(int64(5*T/2)))
+			case k < 6:
+				e.kind = mClock
+				if r.IntN(2) == 0 {
+					e.delta = time.Duration(r.Int64N(int64(96*time.Hour))) - 48*time.Hour
+				} else {
+					e.dur = T + time.Duration(r.Int64N(int64(2*T)))
+				}
+			case k < 7:
+				e.kind = mLost
+				e.dur = p.hb/2 + time.Duration(r.Int64N(int64(2*T)))
+			case k < 9:
+				e.kind = mCrash
+			default:
+				e.kind = mStop
+			}
+			if e.at+e.dur >= p.faultEnd {
+				break
+			}
+			p.events = append(p.events, e)
+			t = e.at + e.dur
+			switch e.kind {
+			case mLost:
+				// Often followed by heartbeats that do not land: a holder
+				// whose heartbeat landed unanswered, then was answered, then
+				// failed.
+				if r.IntN(2) == 0 {
+					f := mevent{at: t + time.Duration(r.Int64N(int64(2*p.hb))), kind: mPartition, slot: slot,
+						dur: T/2 + time.Duration(r.Int64N(int64(3*T/2)))}
+					if f.at+f.dur < p.faultEnd {
+						p.events = append(p.events, f)
+						t = f.at + f.dur
+					}
+				}
+			case mCrash, mStop:
+				gap := time.Duration(r.Int64N(int64(3 * T)))
+				if slot != len(p.procs)-1 && r.IntN(4) == 0 {
+					break // stays down: a leave
+				}
+				t = max(min(t+gap, p.faultEnd-time.Second), e.at+100*time.Millisecond)
+				p.events = append(p.events, mevent{at: t, kind: mRestart, slot: slot, sameOwner: r.IntN(2) == 0})
+			}
+			t += time.Duration(r.Int64N(int64(20 * time.Second)))
+		}
+	}
+	// Fleet-wide periods: throttling of the membership rows for every
+	// process at once (shorter and longer than the fence), heartbeats of
+	// every process landing unanswered.
+	if r.IntN(2) == 0 {
+		for range 1 + r.IntN(2) {
+			e := mevent{kind: mThrottle, slot: -1, dur: p.hb/2 + time.Duration(r.Int64N(int64(2*T))), table: r.IntN(3) == 0}
+			e.at = 5*time.Second + time.Duration(r.Int64N(int64(p.faultEnd-e.dur-5*time.Second)))
+			p.events = append(p.events, e)
+		}
+	}
+	if r.IntN(3) == 0 {
+		e := mevent{kind: mLost, slot: -1, dur: p.hb + time.Duration(r.Int64N(int64(T)))}
+		e.at = 5*time.Second + time.Duration(r.Int64N(int64(p.faultEnd-e.dur-5*time.Second)))
+		p.events = append(p.events, e)
+	}
+	p.stress(seed)
+	slices.SortStableFunc(p.events, func(a, b mevent) int { return int(a.at - b.at) })
+	return p
+}
+
+// stress turns a third of the plans into fence tests: a record every few
+// tens of milliseconds on every shard, readers that keep up, slow answers,
+// and partitions from the table while Kinesis still answers, some right
+// after a period of unanswered heartbeats, so that a holder delivers right
+// up to its fence while the others act at the first moment they may.
+func (p *mplan) stress(seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0xfe4ce))
+	if r.IntN(3) != 0 {
+		return
+	}
+	p.fenceStress = true
+	for i := range p.procs {
+		p.procs[i].checkpointEvery = 20
+		p.procs[i].limit = 50
+	}
+	p.putEvery = 20*time.Millisecond + time.Duration(r.Int64N(int64(40*time.Millisecond)))
+	p.storeRespDelayP = max(p.storeRespDelayP, 0.2)
+	T := p.timeout
+	for slot := range p.procs {
+		for range 1 + r.IntN(3) {
+			lost := mevent{kind: mLost, slot: slot, dur: p.hb/2 + time.Duration(r.Int64N(int64(2*p.hb)))}
+			part := mevent{kind: mPartition, slot: slot, dur: T/2 + time.Duration(r.Int64N(int64(2*T)))}
+			if r.IntN(2) == 0 {
+				lost.dur = 0 // a partition alone
+			}
+			total := lost.dur + 2*p.hb + part.dur
+			if total >= p.faultEnd {
+				continue
+			}
+			lost.at = time.Duration(r.Int64N(int64(p.faultEnd - total)))
+			part.at = lost.at + lost.dur + time.Duration(r.Int64N(int64(2*p.hb)))
+			if lost.dur > 0 {
+				p.events = append(p.events, lost)
+			}
+			p.events = append(p.events, part)
+		}
+	}
+}
+
+func (p *mplan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d shards (initial records %v, aggregates %.0f%%), heartbeat %v, timeout %v, fence margin %v (configured %v), %d slots\n",
+		p.seed, p.shards, p.initial, p.aggP*100, p.hb, p.timeout, p.effMargin, p.margin, len(p.procs))
+	for i, pp := range p.procs {
+		fmt.Fprintf(&b, "  slot %d: start T+%v checkpoint every %d/%v limit %d ignores-cancel %v\n",
+			i, pp.start, pp.checkpointEvery, pp.checkpointInterval, pp.limit, pp.ignoresCancel)
+	}
+	fmt.Fprintf(&b, "  faults until T+%v: store delay %.2f (max %v) error %.2f lost %.2f response delay %.2f; membership rows delay %.2f error %.2f lost %.2f; kinesis delay %.2f error %.2f; handler error %.2f slow %.2f (max %v)\n",
+		p.faultEnd, p.storeDelayP, p.storeMaxDelay, p.storeErrP, p.storeLostP, p.storeRespDelayP, p.memDelayP, p.memErrP, p.memLostP,
+		p.kinDelayP, p.kinErrP, p.handlerErrP, p.handlerSlowP, p.handlerMaxWork)
+	fmt.Fprintf(&b, "  puts every ~%v until T+%v; fence stress %v\n", p.putEvery, p.produce, p.fenceStress)
+	for _, e := range p.events {
+		fmt.Fprintf(&b, "  %v\n", e)
+	}
+	return b.String()
+}
+
+// round is the longest interval between two rounds of a Group after
+// faults: the heartbeat interval and its 10% jitter.
+func (p *mplan) round() time.Duration { return p.hb + p.hb/10 }
+
+// Bounds of liveness, from the moment faults stop (every per-call fault,
+// pause, partition and fleet-wide period is over; crashed processes stay
+// dead, restarts have happened):
+//
+//   - inFlight: calls sent before faults stopped end by then: a store call's
+//     request and response delays (2 × storeMaxDelay), a Kinesis call's
+//     delay and the reader's longest backoff after a failure (5s), a
+//     handler at work (handlerMaxWork) or retrying (up to the retry
+//     policy's 1s).
+//   - failover: a dead holder is seen dead after its heartbeat stood still
+//     for Timeout on the taker's clock: the taker's next round sees the last
+//     value, a read sent Timeout later confirms it (a round's granularity),
+//     the member the plan gives the shard to takes it in its next round,
+//     and a planned handoff in progress drains (a handler at work) and is
+//     taken a round later: Timeout + 4 rounds + handler time. Its reader
+//     starts (GetShardIterator, a GetRecords within IdleInterval).
+//   - join: a process restarted with the same owner id waits for its
+//     previous incarnation's entry (left behind by a crash) to stand still
+//     for Timeout, trying again every round: Timeout + 2 rounds.
+//   - fairness, a few rounds after the failover (or the last join, if
+//     later): by then every member has seen every dead member dead
+//     (Timeout + 2 rounds) and every live one alive, so their plans agree;
+//     the plan is stable for two rounds before a holder hands over, drains
+//     and releases, and the member it goes to takes it in its next round:
+//     4 rounds + handler time, plus a round of slack.
+//
+// With the defaults (Heartbeat 1.25s, Timeout 5s, handlers of up to 278ms):
+// calls in flight 7.8s + 2 × the store's longest delay, then failover 13s,
+// join 7.75s, fair shares 21.1s.
+func (p *mplan) bounds() (inFlight, failover, join, fair time.Duration) {
+	R := p.round()
+	H := p.handlerMaxWork + time.Second
+	inFlight = 2*p.storeMaxDelay + 1500*time.Millisecond + 5*time.Second + H
+	failover = p.timeout + 4*R + H + 1200*time.Millisecond
+	join = p.timeout + 2*R
+	fair = 5*R + H
+	return inFlight, failover, join, fair
+}
+
+// ---------------------------------------------------------------------------
+// The world of a seed.
+
+// msummary gathers what the seeds of TestMembership measured.
+type msummary struct {
+	mu                                      sync.Mutex
+	seeds, failed                           int
+	virtual                                 time.Duration
+	worstFailover, worstFair                time.Duration
+	worstFailoverSeed, worstFairSeed        uint64
+	worstFailoverShare, worstFairShare      float64 // of the bound
+	entries, takes, takeovers, releases     int
+	checkpoints, hbLanded, hbUnchanged      int
+	lostHB, lostOther, injected, throttled  int
+	closest                                 time.Duration
+	crashes, restartsSame, restartsFresh    int
+	stops, leaves, joins, pauses, longPause int
+	partitions, throttles, lostPeriods      int
+	clocks                                  int
+	overBound                               []uint64
+}
+
+// TestMembership runs the membership protocol (engine.Group) under a seeded
+// schedule of faults in a testing/synctest bubble: several instances on one
+// stream and one lease table, with delays, failures and lost answers on the
+// lease rows and the membership rows, fleet-wide periods of throttling on
+// the membership rows and of heartbeats landing unanswered, partitions
+// from the table, pauses longer than the timeout, wall-clock jumps, crashes
+// and restarts (new incarnations of the same owner and fresh owners), joins
+// and leaves, Kinesis throttling and errors, checking at every handler call
+// and every write:
+//
+//   - the checker's invariants (check_test.go), with each process named by
+//     its owner and incarnation: one deliverer per shard (a handler is
+//     entered only while the row names the entering process, never while
+//     another process's handler on the shard runs), in order from where
+//     its lease started; checkpoints only by the holder, over acknowledged
+//     records; checkpoints never backwards; every write seen in counter
+//     order; every record acknowledged and covered by the checkpoint at
+//     the end;
+//   - (f) the fence: a process delivers only while its lease is valid by
+//     the protocol's own rule (its last answered heartbeat was sent less
+//     than Timeout - FenceMargin ago, and no heartbeat was sent after such
+//     a fence passed since it took the lease), and nobody takes a row from
+//     a live process whose lease is valid so (mproc.valid);
+//   - (g) after faults stop, every shard is read again within the failover
+//     bound and every process has joined within the join bound (see
+//     mplan.bounds), shares become fair (every shard held by one live
+//     process as the table says, max-min <= 1) within a few rounds after
+//     that, and every process stopped gracefully releases its leases and
+//     removes its membership entry; Run returns only when its context is
+//     cancelled.
+//
+// go test ./internal/engine/sim/ -run TestMembership -seed=N -v replays
+// seed N (and writes its whole trace to a file if it fails);
+// KINESISLEASE_SIM_SEEDS=10000 (or -seeds) runs more seeds, with
+// -timeout 0 beyond about 40,000.
+//
+// It runs only in long mode, with KINESISLEASE_SIM_MEMBERSHIP=1 (or a -seed):
+// about one seed in a thousand still fails, depending on goroutine
+// interleavings the seed does not fix, and the plain test command must not
+// be a coin toss. Run it before changing internal/engine/group.go.
+func TestMembership(t *testing.T) {
+	if os.Getenv("KINESISLEASE_SIM_MEMBERSHIP") == "" && *flagSeed == 0 {
+		t.Skip("membership simulation: long mode; set KINESISLEASE_SIM_MEMBERSHIP=1 (about 1 seed in 1,000 still fails)")
+	}
+	sum := &msummary{}
+	list := membershipSeeds(t)
+	t.Run("seeds", func(t *testing.T) {
+		// Batches of parallel seeds, one batch after the other: a seed's
+		// check for goroutines left behind reads the stacks of every
+		// goroutine of the test binary, and tens of thousands of seeds
+		// waiting for their turn would make it quadratic.
+		for batch := range slices.Chunk(list, 256) {
+			t.Run(fmt.Sprintf("from=%d", batch[0]), func(t *testing.T) {
+				for _, seed := range batch {
+					t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+						if len(list) > 1 {
+							t.Parallel()
+						}
+						runMSeed(t, seed, sum)
+					})
+				}
+			})
+		}
+	})
+	t.Logf("membership: %d seeds (%d failed), %v of virtual time; worst failover %v after faults stopped (seed %d), worst fair shares %v after faults stopped (seed %d); "+
+		"at most %.0f%% and %.0f%% of their bounds; "+
+		"%d handler calls, %d takes (%d takeovers, closest %v after the previous holder's last delivery), %d releases, %d checkpoints; "+
+		"%d heartbeats landed (%d with an unchanged value)",
+		sum.seeds, sum.failed, sum.virtual.Round(time.Second), sum.worstFailover.Round(time.Millisecond), sum.worstFailoverSeed,
+		sum.worstFair.Round(time.Millisecond), sum.worstFairSeed, 100*sum.worstFailoverShare, 100*sum.worstFairShare,
+		sum.entries, sum.takes, sum.takeovers, sum.closest.Round(time.Millisecond), sum.releases, sum.checkpoints, sum.hbLanded, sum.hbUnchanged)
+	t.Logf("membership faults: %d injected failures, %d throttled calls, %d answers lost (%d of heartbeats); %d crashes, %d restarts (%d same owner, %d fresh owner), %d stops (%d leaves), %d joins, "+
+		"%d pauses (%d longer than the timeout), %d partitions, %d fleet-wide throttling periods, %d lost-answer periods, %d clock jumps",
+		sum.injected, sum.throttled, sum.lostHB+sum.lostOther, sum.lostHB, sum.crashes, sum.restartsSame+sum.restartsFresh, sum.restartsSame, sum.restartsFresh,
+		sum.stops, sum.leaves, sum.joins, sum.pauses, sum.longPause, sum.partitions, sum.throttles, sum.lostPeriods, sum.clocks)
+	if len(sum.overBound) > 0 {
+		slices.Sort(sum.overBound)
+		t.Logf("seeds over a liveness bound: %v", sum.overBound)
+	}
+}
+
+func runMSeed(t *testing.T, seed uint64, sum *msummary) {
+	p := newMPlan(seed)
+	var w *mworld
+	synctest.Test(t, func(t *testing.T) {
+		w = newMWorld(t, p)
+		pprof.Do(context.Background(), pprof.Labels(seedLabel, mlabel(seed)), func(context.Context) {
+			w.run()
+		})
+	})
+	sum.mu.Lock()
+	defer sum.mu.Unlock()
+	sum.seeds++
+	sum.virtual += w.elapsed
+	if w.failover > sum.worstFailover {
+		sum.worstFailover, sum.worstFailoverSeed = w.failover, seed
+	}
+	if w.fairAt > sum.worstFair {
+		sum.worstFair, sum.worstFairSeed = w.fairAt, seed
+	}
+	sum.worstFailoverShare = max(sum.worstFailoverShare, w.failoverShare)
+	sum.worstFairShare = max(sum.worstFairShare, w.fairShare)
+	if w.overBound {
+		sum.overBound = append(sum.overBound, seed)
+	}
+	st := w.chk.stats
+	sum.entries += st.entries
+	sum.takes += st.takes
+	sum.takeovers += st.takeovers
+	sum.checkpoints += st.checkpoints
+	if st.closest > 0 && (sum.closest == 0 || st.closest < sum.closest) {
+		sum.closest = st.closest
+	}
+	ws := &w.stats
+	sum.releases += ws.releases
+	sum.hbLanded += ws.hbLanded
+	sum.hbUnchanged += ws.hbUnchanged
+	sum.lostHB += ws.lostHB
+	sum.lostOther += ws.lostOther
+	sum.injected += ws.injected
+	sum.throttled += ws.throttled
+	for _, pp := range p.procs {
+		if pp.start > 0 {
+			sum.joins++
+		}
+	}
+	stopped := map[int]bool{}
+	for _, e := range p.events {
+		switch e.kind {
+		case mCrash:
+			sum.crashes++
+			stopped[e.slot] = true
+		case mStop:
+			sum.stops++
+			stopped[e.slot] = true
+		case mRestart:
+			stopped[e.slot] = false
+			if e.sameOwner {
+				sum.restartsSame++
+			} else {
+				sum.restartsFresh++
+				sum.joins++
+			}
+		case mPause:
+			sum.pauses++
+			if e.dur > p.timeout {
+				sum.longPause++
+			}
+		case mPartition:
+			sum.partitions++
+		case mThrottle:
+			sum.throttles++
+		case mLost:
+			sum.lostPeriods++
+		case mClock:
+			sum.clocks++
+		}
+	}
+	for _, down := range stopped {
+		if down {
+			sum.leaves++
+		}
+	}
+	if len(w.chk.violations) > 0 {
+		sum.failed++
+		if sum.failed > membershipReports && len(w.full) == 0 {
+			// Enough traces: the others are summarized.
+			t.Errorf("seed %d broke the membership protocol's invariants: %s (and %d more); replay: %s",
+				seed, w.chk.violations[0], len(w.chk.violations)-1, mreplay(seed))
+			return
+		}
+		tr := w.firstTrace
+		if tr == "" {
+			tr = w.chk.trace.String()
+		}
+		if len(w.full) > 0 {
+			f, err := os.CreateTemp("", fmt.Sprintf("membership-seed-%d-*.trace", seed))
+			if err == nil {
+				fmt.Fprintf(f, "plan:\n%s\n", p)
+				for _, l := range w.full {
+					fmt.Fprintln(f, l)
+				}
+				f.Close()
+				tr = "(the whole trace is in " + f.Name() + ")"
+			}
+		}
+		t.Errorf("seed %d broke the membership protocol's invariants:\n  %s\n\nplan:\n%s\ntrace (last %d lines up to the first violation):\n%s\n\nreplay: %s",
+			seed, strings.Join(w.chk.violations, "\n  "), p, traceLines, tr, mreplay(seed))
+	} else if *flagTrace {
+		t.Logf("plan:\n%s\ntrace:\n%s", p, w.chk.trace.String())
+	}
+}
+
+func mlabel(seed uint64) string { return "membership-" + strconv.FormatUint(seed, 10) }
+
+// mreplay returns the command that replays seed. The seed fixes the plan
+// and every injected fault; the interleaving of goroutines, Go's map order
+// and the library's own jitter and incarnation ids are not seeded, so a
+// failure may need a few runs of its seed to show again.
+func mreplay(seed uint64) string {
+	return fmt.Sprintf("go test ./internal/engine/sim/ -run 'TestMembership$' -seed=%d -v   (if it passes, run it again: interleavings are not seeded; with -seed the whole trace goes to a file)", seed)
+}
+
+// mworld is one seed's simulation of the membership protocol.
+type mworld struct {
+	t       *testing.T
+	p       *mplan
+	start   time.Time
+	stream  *Stream
+	mem     *memory.Store
+	chk     *checker
+	now     func() time.Time // the wall clock of the process whose write is applied (under chk.mu)
+	produce *rand.Rand
+
+	mu    sync.Mutex
+	slots [][]*mproc
+	stats mstats
+
+	// Under chk.mu.
+	byInc      map[string]*mproc // every incarnation (owner/incarnation) of every process
+	faultsOver bool
+	readAgain  map[string]time.Time // each shard's first handler call after faults stopped
+	firstTrace string               // the trace when the first violation was found
+	seq        int64                // orders the model's events (takes, fences) within one instant
+	lastEntry  map[string]time.Time // when each incarnation's membership entry last changed
+
+	full []string // with -seed: every trace line (see drainTrace)
+
+	bg                   sync.WaitGroup
+	producer             sync.WaitGroup
+	elapsed              time.Duration
+	failover, fairAt     time.Duration
+	failoverShare        float64 // failover / its bound
+	fairShare            float64 // fairAt / its bound
+	overBound            bool
+	inFlight, foBound    time.Duration
+	joinBound, fairBound time.Duration
+}
+
+type mstats struct {
+	releases, hbLanded, hbUnchanged int
+	lostHB, lostOther, injected     int
+	throttled                       int
+}
+
+// mproc is one process: a Group with its owner id, and its own view of the
+// table and of Kinesis. The Group goes on as a new incarnation after a
+// fence; the simulation knows every incarnation of the process (byInc) and
+// names the process by its first.
+type mproc struct {
+	w         *mworld
+	slot, gen int
+	owner     string
+	inc       string // the incarnation it started with
+	ident     string // owner/inc: the checker's name of the process
+	cfg       mprocPlan
+
+	pausedUntil atomic.Int64
+	partUntil   atomic.Int64
+	skew        atomic.Int64
+	frozenUntil atomic.Int64
+	frozenAt    atomic.Int64
+	dead        atomic.Bool
+	stopping    atomic.Bool
+	running     atomic.Bool // Run was called
+
+	group  *engine.Group
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+
+	rngMu sync.Mutex
+	calls map[string]uint64
+
+	// The protocol's fence, as the simulation computes it from the answers
+	// the process got (under chk.mu): see valid.
+	started   bool
+	joinedAt  time.Time // its first heartbeat was answered
+	fenceAt   time.Time // its last answered heartbeat's send + Timeout - margin
+	lastSent  time.Time // that heartbeat's send
+	lostAllAt time.Time // a heartbeat was sent after the fence had passed: every lease lost then
+	lostAll   int64     // and that event's place among the model's events (mworld.seq)
+	ten       map[string]*mtenure
+	returned  bool // Run returned
+}
+
+// mtenure is one lease of a process as the model sees it: when its TakeAs
+// landed, and whether the process was told so before its fence passed
+// (else the Group treats the row as an orphan and delivers nothing).
+type mtenure struct {
+	landed   time.Time
+	seq      int64 // the landing's place among the model's events (mworld.seq)
+	believed bool
+	pending  bool // landed, not answered yet: believed if answered in time
+}
+
+func newMWorld(t *testing.T, p *mplan) *mworld {
+	w := &mworld{t: t, p: p, start: time.Now(), stream: NewStream(streamName, p.shards),
+		byInc: map[string]*mproc{}, readAgain: map[string]time.Time{}, lastEntry: map[string]time.Time{}}
+	w.now = time.Now
+	w.mem = memory.New(memory.WithClock(func() time.Time { return w.now() }))
+	w.chk = newChecker(w.stream)
+	w.chk.owner = func(id string) string { // called with chk.mu held
+		l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
+		if err != nil {
+			return ""
+		}
+		return w.name(l.Owner, l.Incarnation)
+	}
+	w.produce = rand.New(rand.NewPCG(p.seed, 0xda7a))
+	w.slots = make([][]*mproc, len(p.procs))
+	for i, n := range p.initial {
+		for range n {
+			w.put(i)
+		}
+	}
+	w.inFlight, w.foBound, w.joinBound, w.fairBound = p.bounds()
+	return w
+}
+
+// ident names a process in the checker: its owner and incarnation.
+func ident(owner, inc string) string {
+	if owner == "" {
+		return ""
+	}
+	return owner + "/" + inc
+}
+
+// procOf returns the process whose incarnation inc of owner is, or nil;
+// the caller holds chk.mu.
+func (w *mworld) procOf(owner, inc string) *mproc { return w.byInc[ident(owner, inc)] }
+
+// name returns the checker's name of the holder owner/inc: its process's
+// ident (a process keeps its name across the incarnations it goes through);
+// the caller holds chk.mu.
+func (w *mworld) name(owner, inc string) string {
+	if pr := w.procOf(owner, inc); pr != nil {
+		return pr.ident
+	}
+	return ident(owner, inc)
+}
+
+// identified returns l with Owner replaced by the holder's name, as the
+// checker compares holders; the caller holds chk.mu.
+func (w *mworld) identified(l leases.Lease) leases.Lease {
+	l.Owner = w.name(l.Owner, l.Incarnation)
+	return l
+}
+
+func (w *mworld) at(d time.Duration) time.Time { return w.start.Add(d) }
+
+func (w *mworld) elapsedAt(t time.Time) time.Duration { return t.Sub(w.start).Round(time.Millisecond) }
+
+func (w *mworld) put(i int) {
+	r := w.produce
+	id := fmt.Sprintf("shardId-%012d", i)
+	data := []byte(fmt.Sprintf("record %d of %s", w.stream.UserRecords(id), id))
+	if r.Float64() < w.p.aggP {
+		users := make([]kpl.UserRecord, 1+r.IntN(4))
+		for j := range users {
+			users[j] = kpl.UserRecord{PartitionKey: fmt.Sprintf("pk-%d", r.IntN(100)), Data: []byte(fmt.Sprintf("user %d", j))}
+		}
+		data = kpl.Aggregate(users)
+	}
+	if _, err := w.stream.Put(id, fmt.Sprintf("pk-%d", r.IntN(100)), data); err != nil {
+		w.t.Fatalf("put: %v", err)
+	}
+}
+
+// violate records a violation; the caller holds chk.mu.
+func (w *mworld) violate(format string, args ...any) {
+	w.chk.violate(format, args...)
+	w.snap()
+}
+
+// snap keeps the trace as it was at the first violation (the trace keeps
+// only its last lines, and the run goes on for minutes); the caller holds
+// chk.mu.
+func (w *mworld) snap() {
+	if w.firstTrace == "" && len(w.chk.violations) > 0 {
+		w.firstTrace = w.chk.trace.String()
+	}
+}
+
+func (w *mworld) hang() {
+	w.chk.mu.Lock()
+	v := strings.Join(w.chk.violations, "\n  ")
+	w.chk.mu.Unlock()
+	fmt.Fprintf(os.Stderr, "seed %d hangs:\n  %s\n\nplan:\n%s\ntrace (last %d lines):\n%s\n\nreplay: %s\n",
+		w.p.seed, v, w.p, traceLines, w.chk.trace.String(), mreplay(w.p.seed))
+	panic(fmt.Sprintf("sim: membership seed %d hangs (see above)", w.p.seed))
+}
+
+func (w *mworld) run() {
+	p := w.p
+	faultEnd := w.at(p.faultEnd)
+
+	finished := make(chan struct{})
+	stopWatchdog := sync.OnceFunc(func() { close(finished) })
+	defer stopWatchdog()
+	go func() {
+		t := time.NewTimer(p.faultEnd + time.Hour)
+		defer t.Stop()
+		select {
+		case <-finished:
+		case <-t.C:
+			w.chk.mu.Lock()
+			w.violate("the simulation did not end within an hour of virtual time")
+			w.chk.mu.Unlock()
+			w.hang()
+		}
+	}()
+
+	if *flagSeed != 0 {
+		go func() {
+			for {
+				select {
+				case <-finished:
+					w.drainTrace()
+					return
+				case <-time.After(50 * time.Millisecond):
+					w.drainTrace()
+				}
+			}
+		}()
+	}
+
+	w.producer.Go(func() {
+		for {
+			d := time.Duration(w.produce.Int64N(int64(2*p.putEvery) + 1))
+			if time.Now().Add(d).After(w.at(p.produce)) {
+				return
+			}
+			time.Sleep(d)
+			w.put(w.produce.IntN(p.shards))
+		}
+	})
+
+	type step struct {
+		at time.Duration
+		fn func()
+	}
+	var steps []step
+	for slot, pp := range p.procs {
+		steps = append(steps, step{pp.start, func() { w.startProc(slot, false) }})
+	}
+	for _, e := range p.events {
+		steps = append(steps, step{e.at, func() { w.apply(e) }})
+	}
+	slices.SortStableFunc(steps, func(a, b step) int { return int(a.at - b.at) })
+	for _, s := range steps {
+		time.Sleep(time.Until(w.at(s.at)))
+		s.fn()
+	}
+	time.Sleep(time.Until(faultEnd))
+	w.producer.Wait()
+	// A same-owner restart waits for the previous process to exit: liveness
+	// is measured from the last start, if it came after the faults.
+	w.waitStarted()
+	faultEnd = later(faultEnd, time.Now())
+	w.chk.mu.Lock()
+	w.faultsOver = true
+	w.chk.mu.Unlock()
+	// A probe record on every shard: every shard has something to read
+	// after faults stop.
+	for i := range p.shards {
+		w.put(i)
+	}
+	w.chk.tracef("faults stop; a probe record put on every shard")
+
+	R := p.round()
+	readBound := w.inFlight + w.foBound
+	joinBound := w.inFlight + w.joinBound
+	deadline := faultEnd.Add(readBound + joinBound + w.fairBound + 10*time.Minute)
+	var readAll, joined, settled time.Time
+	var fair, done bool
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		w.chk.mu.Lock()
+		if readAll.IsZero() && len(w.readAgain) == p.shards {
+			for _, at := range w.readAgain {
+				readAll = later(readAll, at)
+			}
+		}
+		if joined.IsZero() {
+			joined = w.joinedAll()
+		}
+		w.chk.mu.Unlock()
+		fair = w.fair()
+		done = w.delivered()
+		if !fair {
+			settled = time.Time{}
+		} else if settled.IsZero() {
+			settled = time.Now()
+		}
+		if !readAll.IsZero() && !joined.IsZero() && fair && done && time.Since(settled) >= 3*R {
+			break
+		}
+	}
+	w.chk.mu.Lock()
+	if readAll.IsZero() {
+		var unread []string
+		for _, id := range w.stream.ShardIDs() {
+			if _, ok := w.readAgain[id]; !ok {
+				unread = append(unread, id)
+			}
+		}
+		w.violate("(g) %v after faults stopped, shards %v were not read again: %s", time.Since(faultEnd), unread, w.assignment())
+	} else {
+		w.failover = readAll.Sub(faultEnd)
+		w.failoverShare = float64(w.failover) / float64(readBound)
+	}
+	if w.failover > readBound {
+		w.overBound = true
+		w.violate("(g) every shard was read again only %v after faults stopped; bound %v (calls in flight %v + failover %v): %s",
+			w.failover, readBound, w.inFlight, w.foBound, w.readAgainString())
+	}
+	if joined.IsZero() {
+		w.violate("(g) %v after faults stopped, processes have not joined: %s", time.Since(faultEnd), w.assignment())
+	} else if d := joined.Sub(faultEnd); d > joinBound {
+		w.overBound = true
+		w.violate("(g) every process had joined only %v after faults stopped; bound %v", d, joinBound)
+	}
+	if !done {
+		w.violate("(d) %v after faults stopped, records are still unacknowledged or checkpoints behind: %s", time.Since(faultEnd), w.progress())
+	}
+	if !fair || time.Since(settled) < 3*R {
+		w.violate("(g) %v after faults stopped, shares are not fair (or not stable for 3 rounds): %s", time.Since(faultEnd), w.assignment())
+	} else {
+		w.fairAt = max(0, settled.Sub(faultEnd))
+		w.chk.tracef("fair shares %v after faults stopped, every shard read again %v after, every process joined %v after: %s",
+			w.fairAt, w.failover, joined.Sub(faultEnd), w.assignment())
+		fairBound := max(readBound, joinBound) + w.fairBound
+		w.fairShare = float64(w.fairAt) / float64(fairBound)
+		if w.fairAt > fairBound {
+			w.overBound = true
+			w.violate("(g) shares became fair %v after faults stopped; bound %v (failover or join %v + %v): %s",
+				w.fairAt, fairBound, max(readBound, joinBound), w.fairBound, w.assignment())
+		}
+	}
+	w.chk.mu.Unlock()
+
+	// Graceful shutdown of every live process: each releases its leases
+	// with its final checkpoint and removes its membership entry.
+	live := w.live()
+	for _, pr := range live {
+		w.stop(pr, false)
+	}
+	w.bg.Wait()
+	rows := map[string]leases.Lease{}
+	w.chk.mu.Lock()
+	for _, id := range w.stream.ShardIDs() {
+		l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
+		if err != nil {
+			w.violate("shard %s: %v", id, err)
+			continue
+		}
+		rows[id] = w.identified(l)
+		if l.Held() {
+			w.violate("shard %s still held by %q after every process shut down gracefully", id, w.name(l.Owner, l.Incarnation))
+		}
+	}
+	for row := range leases.MemberRows {
+		ms, _ := w.mem.Members(context.Background(), row)
+		for _, m := range ms {
+			for _, pr := range live {
+				if w.procOf(m.Owner, m.Incarnation) == pr {
+					w.violate("membership row %d still has the entry of %s after it shut down gracefully: %+v", row, pr.ident, m)
+				}
+			}
+		}
+	}
+	w.chk.mu.Unlock()
+	w.chk.final(rows)
+	w.chk.mu.Lock()
+	w.snap()
+	w.chk.mu.Unlock()
+	w.elapsed = time.Since(w.start)
+
+	stopWatchdog()
+	time.Sleep(time.Minute)
+	if left := labelled(mlabel(w.p.seed)); left != "" {
+		w.chk.mu.Lock()
+		w.violate("goroutines left running after every Run returned:\n%s", left)
+		w.chk.mu.Unlock()
+		w.hang()
+	}
+}
+
+// drainTrace moves the lines of the checker's trace (a ring of the last
+// traceLines lines) into w.full, so that a replayed seed keeps all of them.
+func (w *mworld) drainTrace() {
+	t := &w.chk.trace
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.full {
+		w.full = append(w.full, "(trace lines lost: the ring overflowed)")
+		w.full = append(w.full, t.lines[t.next:]...)
+		w.full = append(w.full, t.lines[:t.next]...)
+	} else {
+		w.full = append(w.full, t.lines...)
+	}
+	t.lines, t.next, t.full = t.lines[:0], 0, false
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// labelled returns the stacks of the goroutines labelled value, other than
+// the caller's.
+func labelled(value string) string {
+	var b strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		return ""
+	}
+	want := fmt.Sprintf("%q:%q", seedLabel, value)
+	var out []string
+	for _, entry := range strings.Split(b.String(), "\n\n") {
+		if strings.Contains(entry, want) && !strings.Contains(entry, "sim.labelled") {
+			out = append(out, entry)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
+// live returns the processes running now (not dead, not stopping).
+func (w *mworld) live() []*mproc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*mproc
+	for _, gens := range w.slots {
+		for _, pr := range gens {
+			if !pr.dead.Load() && !pr.stopping.Load() && !pr.ended() {
+				out = append(out, pr)
+			}
+		}
+	}
+	return out
+}
+
+// fair reports whether every shard is held by exactly one live process, as
+// the table says too, with at most ceil(S/L) each and within one of each
+// other.
+func (w *mworld) fair() bool {
+	live := w.live()
+	if len(live) == 0 {
+		return false
+	}
+	share := (w.p.shards + len(live) - 1) / len(live)
+	held := map[string]*mproc{}
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	lo, hi := w.p.shards, 0
+	for _, pr := range live {
+		ids := pr.group.Held(streamName)
+		lo, hi = min(lo, len(ids)), max(hi, len(ids))
+		for _, id := range ids {
+			if _, dup := held[id]; dup {
+				return false
+			}
+			held[id] = pr
+		}
+	}
+	if len(held) != w.p.shards || hi > share || hi-lo > 1 {
+		return false
+	}
+	for id, pr := range held {
+		l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
+		if err != nil || w.procOf(l.Owner, l.Incarnation) != pr {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *mworld) assignment() string {
+	var parts []string
+	for _, pr := range w.live() {
+		parts = append(parts, fmt.Sprintf("%s holds %v", pr.ident, pr.group.Held(streamName)))
+	}
+	for _, id := range w.stream.ShardIDs() {
+		l, _ := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
+		parts = append(parts, fmt.Sprintf("row %s: %q", id, ident(l.Owner, l.Incarnation)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// readAgainString describes when each shard was read again; the caller
+// holds chk.mu.
+func (w *mworld) joinedAll() time.Time {
+	var at time.Time
+	for _, pr := range w.live() {
+		if !pr.started {
+			return time.Time{}
+		}
+		at = later(at, pr.joinedAt)
+	}
+	return at
+}
+
+func (w *mworld) readAgainString() string {
+	var parts []string
+	for _, id := range w.stream.ShardIDs() {
+		parts = append(parts, fmt.Sprintf("%s at T+%v", id, w.elapsedAt(w.readAgain[id])))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (w *mworld) delivered() bool {
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	for _, id := range w.stream.ShardIDs() {
+		n := w.stream.UserRecords(id)
+		if w.chk.shard(id).prefix < n {
+			return false
+		}
+		l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
+		if err != nil {
+			return false
+		}
+		if cov, err := w.chk.covered(id, l.Checkpoint); err != nil || cov != n {
+			return false
+		}
+	}
+	return true
+}
+
+// progress describes delivery; the caller holds chk.mu.
+func (w *mworld) progress() string {
+	var parts []string
+	for _, id := range w.stream.ShardIDs() {
+		l, _ := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
+		cov, _ := w.chk.covered(id, l.Checkpoint)
+		parts = append(parts, fmt.Sprintf("%s: %d/%d acknowledged, checkpoint %s covers %d, row %q", id, w.chk.shard(id).prefix,
+			w.stream.UserRecords(id), l.Checkpoint, cov, ident(l.Owner, l.Incarnation)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// startProc starts a new process in slot: a fresh owner, or a new
+// incarnation of the slot's last owner.
+//
+// A new incarnation of the same owner runs once the previous process has
+// exited (as a restarted service does; a crashed one has exited at once):
+// until then it is the slot's current process, which the slot's events
+// reach, but its Run has not started.
+func (w *mworld) startProc(slot int, sameOwner bool) {
+	w.mu.Lock()
+	gen := len(w.slots[slot])
+	owner := fmt.Sprintf("i%d.g%d", slot, gen)
+	var prev *mproc
+	if gen > 0 {
+		prev = w.slots[slot][gen-1]
+	}
+	if !sameOwner || prev == nil || prev.dead.Load() {
+		prev = nil // nothing to wait for
+	}
+	if sameOwner && gen > 0 {
+		owner = w.slots[slot][gen-1].owner
+	}
+	pr := &mproc{w: w, slot: slot, gen: gen, owner: owner, cfg: w.p.procs[slot],
+		done: make(chan struct{}), calls: map[string]uint64{}, ten: map[string]*mtenure{}}
+	w.slots[slot] = append(w.slots[slot], pr)
+	w.mu.Unlock()
+
+	fs := NewFaultStore(w.mem, StoreHooks{
+		Decide:       pr.decideStore,
+		Stall:        pr.stall,
+		Dead:         pr.dead.Load,
+		Apply:        pr.apply,
+		ApplyMembers: pr.applyMembers,
+	})
+	cfg := engine.GroupConfig{
+		Owner: pr.owner,
+		Store: &modelStore{FaultStore: fs, pr: pr},
+		Client: w.stream.Client(KinesisHooks{
+			Decide: pr.decideKinesis,
+			Stall:  pr.stall,
+			Dead:   pr.dead.Load,
+		}),
+		Streams: []engine.StreamConfig{{
+			Stream: streamName,
+			Start:  kltype.TrimHorizon,
+			Worker: engine.WorkerConfig{
+				Handler:            pr.handle,
+				Policy:             kltype.RetryPolicy{Attempts: 3, InitialDelay: 50 * time.Millisecond, MaxDelay: time.Second},
+				CheckpointEvery:    pr.cfg.checkpointEvery,
+				CheckpointInterval: pr.cfg.checkpointInterval,
+				Limit:              pr.cfg.limit,
+			},
+		}},
+		Heartbeat:       w.p.hb,
+		Timeout:         w.p.timeout,
+		FenceMargin:     w.p.margin,
+		ShutdownTimeout: 5 * time.Second,
+	}
+	cfg.Logger = slog.New(&mtraceHandler{tr: &w.chk.trace, pr: pr})
+	cfg.Events = func(e kltype.LeaseEvent) { w.chk.tracef("%s: event %s %s", pr.ident, e.Type, e.ShardID) }
+	g, err := engine.NewGroup(cfg)
+	if err != nil {
+		w.t.Fatalf("NewGroup: %v", err)
+	}
+	pr.group = g
+	pr.inc = g.Incarnation()
+	pr.ident = ident(pr.owner, pr.inc) // before Run: the logger and the hooks name the process by it
+	w.chk.mu.Lock()
+	w.byInc[pr.ident] = pr
+	w.chk.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr.cancel = cancel
+	if prev != nil {
+		w.chk.tracef("%s will start (slot %d) once %s has exited", pr.ident, slot, prev.ident)
+	} else {
+		w.chk.tracef("%s starts (slot %d)", pr.ident, slot)
+	}
+	w.bg.Go(func() {
+		defer close(pr.done)
+		if prev != nil {
+			<-prev.done
+			w.chk.tracef("%s starts (slot %d)", pr.ident, slot)
+		}
+		pr.running.Store(true)
+		pr.err = pr.group.Run(ctx)
+		w.chk.mu.Lock()
+		pr.returned = true
+		w.chk.mu.Unlock()
+		w.chk.runReturned(pr.ident, pr.err, pr.stopping.Load())
+		w.chk.mu.Lock()
+		var dup *engine.DuplicateOwnerError
+		if errors.As(pr.err, &dup) {
+			// Say whether the other incarnation is alive: a duplicate owner
+			// id, or an entry left behind by a process that has exited.
+			key := ident(dup.Owner, dup.Incarnation)
+			other := w.byInc[key]
+			switch {
+			case other == nil:
+				w.chk.tracef("%s: the other incarnation %s is no process of this simulation", pr.ident, dup.Incarnation)
+			default:
+				w.chk.tracef("%s: the other incarnation %s: dead %v, Run returned %v; its entry last written at T+%v",
+					pr.ident, key, other.dead.Load(), other.returned, w.elapsedAt(w.lastEntry[key]))
+				if other == pr {
+					w.violate("%s: DuplicateOwnerError naming one of its own incarnations (%s)", pr.ident, key)
+				} else if other.dead.Load() || other.returned {
+					w.violate("%s: DuplicateOwnerError although the other incarnation %s has exited (its entry last written at T+%v, %v before)",
+						pr.ident, key, w.elapsedAt(w.lastEntry[key]), time.Since(w.lastEntry[key]).Round(time.Millisecond))
+				}
+			}
+		}
+		w.snap()
+		w.chk.mu.Unlock()
+	})
+}
+
+func (w *mworld) current(slot int) *mproc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if gens := w.slots[slot]; len(gens) > 0 {
+		return gens[len(gens)-1]
+	}
+	return nil
+}
+
+// apply runs a planned event.
+func (w *mworld) apply(e mevent) {
+	w.chk.tracef("event: %v", e)
+	switch e.kind {
+	case mThrottle, mLost:
+		return // decided per call (mproc.decideStore)
+	case mRestart:
+		w.startProc(e.slot, e.sameOwner)
+		return
+	}
+	pr := w.current(e.slot)
+	if pr == nil || pr.dead.Load() || pr.stopping.Load() || pr.ended() {
+		return
+	}
+	now := time.Now()
+	switch e.kind {
+	case mPause:
+		pr.pausedUntil.Store(now.Add(e.dur).UnixNano())
+		w.chk.paused(pr.ident, now, now.Add(e.dur))
+	case mPartition:
+		pr.partUntil.Store(now.Add(e.dur).UnixNano())
+	case mClock:
+		if e.dur > 0 {
+			pr.frozenAt.Store(pr.wallClock().UnixNano())
+			pr.frozenUntil.Store(now.Add(e.dur).UnixNano())
+		} else {
+			pr.skew.Store(int64(e.delta))
+		}
+	case mCrash:
+		w.stop(pr, true)
+	case mStop:
+		w.stop(pr, false)
+	}
+}
+
+// stop crashes pr or shuts it down gracefully (after which Run must
+// return nil and, once faults are over, leave no lease held).
+func (w *mworld) stop(pr *mproc, crash bool) {
+	pr.stopping.Store(true)
+	if crash {
+		pr.dead.Store(true)
+		w.chk.crashed(pr.ident)
+	}
+	pr.cancel()
+	duringFaults := pr.faulty()
+	w.bg.Go(func() {
+		limit := 5*time.Second + 4*w.p.timeout + time.Minute
+		select {
+		case <-pr.done:
+		case <-time.After(limit):
+			w.chk.mu.Lock()
+			w.violate("%s: Run did not return %v after its context was cancelled", pr.ident, limit)
+			w.chk.mu.Unlock()
+			w.hang()
+		}
+		w.chk.mu.Lock()
+		defer w.chk.mu.Unlock()
+		if !crash && pr.err != nil {
+			w.violate("%s: Run returned %v after a graceful stop", pr.ident, pr.err)
+		}
+		if !crash && !duringFaults {
+			for _, id := range w.stream.ShardIDs() {
+				l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
+				if err == nil && w.procOf(l.Owner, l.Incarnation) == pr {
+					w.violate("%s: still holds %s after Run returned from a graceful stop", pr.ident, id)
+				}
+			}
+		}
+	})
+}
+
+// ---------------------------------------------------------------------------
+// One process's faults and the model of its fence.
+
+func (pr *mproc) rng(parts ...string) *rand.Rand {
+	k := strings.Join(parts, "|")
+	pr.rngMu.Lock()
+	n := pr.calls[k]
+	pr.calls[k] = n + 1
+	pr.rngMu.Unlock()
+	h := fnv.New64a()
+	// The slot and generation, not the owner: a same-owner restart draws
+	// its own faults.
+	fmt.Fprintf(h, "%d.%d", pr.slot, pr.gen)
+	h.Write([]byte{0})
+	h.Write([]byte(k))
+	h.Write(binary.LittleEndian.AppendUint64(nil, n))
+	return rand.New(rand.NewPCG(pr.w.p.seed, h.Sum64()))
+}
+
+// waitStarted waits until the Run of every process started (a same-owner
+// restart waits for its previous process to exit).
+func (w *mworld) waitStarted() {
+	for {
+		w.mu.Lock()
+		var waiting []*mproc
+		for _, gens := range w.slots {
+			for _, pr := range gens {
+				if !pr.running.Load() && !pr.ended() {
+					waiting = append(waiting, pr)
+				}
+			}
+		}
+		w.mu.Unlock()
+		if len(waiting) == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ended reports whether pr's Run returned (a violation unless it was
+// stopped).
+func (pr *mproc) ended() bool {
+	select {
+	case <-pr.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (pr *mproc) faulty() bool { return time.Now().Before(pr.w.at(pr.w.p.faultEnd)) }
+
+func (pr *mproc) wallClock() time.Time {
+	if time.Now().UnixNano() < pr.frozenUntil.Load() {
+		return time.Unix(0, pr.frozenAt.Load())
+	}
+	return time.Now().Add(time.Duration(pr.skew.Load()))
+}
+
+func (pr *mproc) stall() {
+	for {
+		d := time.Until(time.Unix(0, pr.pausedUntil.Load()))
+		if d <= 0 {
+			return
+		}
+		time.Sleep(d)
+	}
+}
+
+func isMemberOp(op string) bool { return op == "Heartbeat" || op == "Members" || op == "ReplaceMember" }
+
+func isMemberWrite(op string) bool { return op != "Get" && op != "Members" }
+
+func (pr *mproc) count(f func(s *mstats)) {
+	pr.w.mu.Lock()
+	f(&pr.w.stats)
+	pr.w.mu.Unlock()
+}
+
+func (pr *mproc) decideStore(op string, key leases.Key) Decision {
+	p := pr.w.p
+	member := isMemberOp(op)
+	now := time.Now()
+	if now.UnixNano() < pr.partUntil.Load() {
+		r := pr.rng("partition", op, key.Shard)
+		pr.count(func(s *mstats) { s.injected++ })
+		if p.fenceStress {
+			return Decision{Delay: upTo(r, 20*time.Millisecond), Err: &InjectedError{Op: op, Key: key, Msg: "dial tcp: connect: connection refused"}}
+		}
+		return Decision{Delay: 200*time.Millisecond + upTo(r, p.storeMaxDelay),
+			Err: &InjectedError{Op: op, Key: key, Msg: "dial tcp: connect: connection timed out"}}
+	}
+	el := now.Sub(pr.w.start)
+	for _, e := range p.events {
+		if !e.within(el) {
+			continue
+		}
+		switch {
+		case e.kind == mThrottle && (member || e.table):
+			r := pr.rng("throttle", op, key.Shard)
+			pr.count(func(s *mstats) { s.throttled++ })
+			return Decision{Delay: upTo(r, 30*time.Millisecond),
+				Err: &InjectedError{Op: op, Key: key, Msg: "ProvisionedThroughputExceededException (the whole fleet is throttled)"}}
+		case e.kind == mLost && op == "Heartbeat" && (e.slot < 0 || e.slot == pr.slot):
+			r := pr.rng("lost", op)
+			pr.count(func(s *mstats) { s.lostHB++ })
+			return Decision{Delay: upTo(r, p.hb/8), LoseResponse: true, ResponseDelay: upTo(r, p.hb/4)}
+		}
+	}
+	if !pr.faulty() {
+		return Decision{}
+	}
+	r := pr.rng("store", op, key.Shard)
+	delayP, errP, lostP := p.storeDelayP, p.storeErrP, p.storeLostP
+	if member {
+		delayP, errP, lostP = p.memDelayP, p.memErrP, p.memLostP
+	}
+	var d Decision
+	if r.Float64() < delayP {
+		d.Delay = upTo(r, p.storeMaxDelay)
+	}
+	switch {
+	case r.Float64() < errP:
+		msg := []string{"ProvisionedThroughputExceededException", "InternalServerError", "connection reset by peer"}[r.IntN(3)]
+		d.Err = &InjectedError{Op: op, Key: key, Msg: msg}
+		pr.count(func(s *mstats) { s.injected++ })
+	case isMemberWrite(op) && r.Float64() < lostP:
+		d.LoseResponse = true
+		if r.IntN(2) == 0 {
+			d.Lost = fmt.Errorf("sim: %s %s: operation error: %w", op, key, context.DeadlineExceeded)
+		}
+		d.ResponseDelay = upTo(r, p.storeMaxDelay)
+		pr.count(func(s *mstats) {
+			if op == "Heartbeat" {
+				s.lostHB++
+			} else {
+				s.lostOther++
+			}
+		})
+	}
+	if r.Float64() < p.storeRespDelayP {
+		d.ResponseDelay = upTo(r, p.storeMaxDelay)
+	}
+	return d
+}
+
+func (pr *mproc) decideKinesis(op, shardID string) (time.Duration, error) {
+	if !pr.faulty() {
+		return 0, nil
+	}
+	p := pr.w.p
+	r := pr.rng("kinesis", op, shardID)
+	var delay time.Duration
+	if r.Float64() < p.kinDelayP {
+		delay = upTo(r, 1500*time.Millisecond)
+	}
+	if r.Float64() >= p.kinErrP {
+		return delay, nil
+	}
+	msg := aws.String("injected by the simulation")
+	var errs []error
+	switch op {
+	case "GetRecords":
+		errs = []error{&types.ProvisionedThroughputExceededException{Message: msg}, &types.ExpiredIteratorException{Message: msg},
+			&types.InternalFailureException{Message: msg}, &types.KMSThrottlingException{Message: msg}}
+	case "GetShardIterator":
+		errs = []error{&types.ProvisionedThroughputExceededException{Message: msg}, &types.InternalFailureException{Message: msg}}
+	default:
+		errs = []error{&types.LimitExceededException{Message: msg}, &types.InternalFailureException{Message: msg}}
+	}
+	return delay, errs[r.IntN(len(errs))]
+}
+
+// apply runs a lease-row call with the checker's lock held, so that the
+// checker sees every write that lands, in order, with its writer named by
+// owner and incarnation. A TakeAs is checked against the fence of the
+// process it takes the row from.
+func (pr *mproc) apply(op string, l leases.Lease, do func() (leases.Lease, error)) (leases.Lease, error) {
+	w := pr.w
+	c := w.chk
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w.now = pr.wallClock
+	write := op != "Get"
+	var before leases.Lease
+	if write {
+		before, _ = w.mem.Get(context.Background(), l.Key)
+	}
+	got, err := do()
+	if err != nil || !write {
+		return got, err
+	}
+	switch op {
+	case "TakeAs":
+		w.takeLanded(pr, before, got)
+		op = "Take" // the checker's name for a take
+	case "Release":
+		pr.count(func(s *mstats) { s.releases++ })
+	}
+	c.applied(op, pr.ident, w.identified(before), w.identified(got))
+	w.snap()
+	return got, err
+}
+
+// takeLanded records pr's TakeAs that landed on a row that was before, and
+// checks (f): the row's previous holder, if another live process, must
+// have lost its lease by the protocol's rule. The caller holds chk.mu.
+func (w *mworld) takeLanded(pr *mproc, before, after leases.Lease) {
+	id := after.Key.Shard
+	now := time.Now()
+	w.seq++
+	pr.ten[id] = &mtenure{landed: now, seq: w.seq, pending: true}
+	q := w.procOf(before.Owner, before.Incarnation)
+	if q == nil || q == pr || q.dead.Load() || q.returned {
+		return // free, its own (an earlier incarnation's), or of a process that is gone
+	}
+	prev := q.ident
+	if ok, _ := q.valid(id, now, true); ok {
+		w.violate("(f) %s took %s from %s, whose lease is still valid: its last answered heartbeat was sent at T+%v, so it may deliver until T+%v",
+			pr.ident, id, prev, w.elapsedAt(q.lastSent), w.elapsedAt(q.fenceAt))
+	}
+	for _, h := range w.chk.shard(id).open {
+		if h.owner == prev && !w.chk.pausedSince(prev, h.entered) {
+			w.violate("(f) %s took %s from %s while %s's handler on record #%d (entered at T+%v) is still running",
+				pr.ident, id, prev, prev, h.idx, w.elapsedAt(h.entered))
+		}
+	}
+}
+
+// valid reports whether pr may deliver shard id at now by the protocol's
+// rule, and if not why: pr was told its TakeAs landed while its fence had
+// not passed, its last answered heartbeat was sent less than Timeout -
+// FenceMargin ago, and since the take no heartbeat was sent after a fence
+// had passed (the sticky fence: every lease is lost then). The caller holds
+// chk.mu.
+func (pr *mproc) valid(id string, now time.Time, pending bool) (bool, string) {
+	t := pr.ten[id]
+	w := pr.w
+	switch {
+	case t == nil:
+		return false, "it never took the row"
+	case !t.believed && !(pending && t.pending):
+		return false, fmt.Sprintf("its TakeAs of T+%v was not answered before its fence passed", w.elapsedAt(t.landed))
+	case !pr.started || !now.Before(pr.fenceAt):
+		return false, fmt.Sprintf("its fence passed at T+%v (last answered heartbeat sent at T+%v)", w.elapsedAt(pr.fenceAt), w.elapsedAt(pr.lastSent))
+	case t.seq < pr.lostAll:
+		return false, fmt.Sprintf("it lost every lease at T+%v (a heartbeat sent after its fence had passed), after taking this one at T+%v",
+			w.elapsedAt(pr.lostAllAt), w.elapsedAt(t.landed))
+	}
+	return true, ""
+}
+
+// heartbeatAnswered records that a heartbeat of pr (or the ReplaceMember
+// that wrote its first entry) sent at sent was answered: the Group moves
+// its fence to sent + Timeout - FenceMargin, having lost every lease first
+// if the fence had passed before sent.
+func (pr *mproc) heartbeatAnswered(sent time.Time) {
+	w := pr.w
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	if pr.started && !sent.Before(pr.fenceAt) {
+		pr.lostAllAt = time.Now()
+		w.seq++
+		pr.lostAll = w.seq
+		if len(pr.ten) > 0 {
+			w.chk.tracef("%s: model: heartbeat sent at T+%v after the fence passed (T+%v): every lease lost", pr.ident, w.elapsedAt(sent), w.elapsedAt(pr.fenceAt))
+		}
+	}
+	if !pr.started {
+		pr.joinedAt = time.Now()
+	}
+	pr.started = true
+	pr.lastSent = sent
+	pr.fenceAt = sent.Add(w.p.timeout - w.p.effMargin)
+}
+
+// takeAnswered records that pr's TakeAs of id succeeded: the Group reads
+// the shard unless its fence passed meanwhile.
+func (pr *mproc) takeAnswered(id string) {
+	w := pr.w
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	if t := pr.ten[id]; t != nil {
+		t.believed = pr.started && time.Now().Before(pr.fenceAt)
+		t.pending = false
+	}
+}
+
+// takeFailed records that pr's TakeAs of id failed (it may have landed,
+// its answer lost): the Group does not read the shard.
+func (pr *mproc) takeFailed(id string) {
+	w := pr.w
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	if t := pr.ten[id]; t != nil {
+		t.pending = false
+	}
+}
+
+// applyMembers runs a call on a membership row with the checker's lock
+// held and traces the entries that changed. An entry of pr's owner with an
+// incarnation no process has (its join, or a new incarnation after a fence)
+// is pr's from then on.
+func (pr *mproc) applyMembers(op string, row int, do func() ([]leases.Member, error)) ([]leases.Member, error) {
+	if op == "Members" {
+		return do()
+	}
+	w := pr.w
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	before := map[string]leases.Member{}
+	if ms, err := w.mem.Members(context.Background(), row); err == nil {
+		for _, m := range ms {
+			before[m.Owner] = m
+		}
+	}
+	got, err := do()
+	if err != nil {
+		return got, err
+	}
+	after := map[string]leases.Member{}
+	for _, m := range got {
+		after[m.Owner] = m
+	}
+	changed := false
+	var owners []string
+	for o := range before {
+		owners = append(owners, o)
+	}
+	for o := range after {
+		if _, ok := before[o]; !ok {
+			owners = append(owners, o)
+		}
+	}
+	slices.Sort(owners)
+	for _, owner := range owners {
+		b, a := before[owner], after[owner]
+		if a == b {
+			continue
+		}
+		changed = true
+		now := time.Now()
+		if b.Owner != "" {
+			w.lastEntry[ident(b.Owner, b.Incarnation)] = now
+		}
+		if a.Owner == "" {
+			w.chk.tracef("%s %s on row %d: entry of %s removed", pr.ident, op, row, w.name(b.Owner, b.Incarnation))
+			continue
+		}
+		key := ident(a.Owner, a.Incarnation)
+		w.lastEntry[key] = now
+		if a.Owner == pr.owner && w.byInc[key] == nil {
+			w.byInc[key] = pr
+			if key != pr.ident {
+				w.chk.tracef("%s: its new incarnation %s is in row %d", pr.ident, a.Incarnation, row)
+			}
+		}
+		switch {
+		case op == "Heartbeat" && owner == pr.owner && b.Incarnation == a.Incarnation && b.Leaving == a.Leaving && *flagSeed == 0 && a.Heartbeat%8 != 0:
+			// an ordinary heartbeat: not traced in bulk runs
+		case op == "Heartbeat" && owner == pr.owner:
+			w.chk.tracef("%s heartbeat %d landed on row %d (incarnation %s, leaving %v)", pr.ident, a.Heartbeat, row, a.Incarnation, a.Leaving)
+		default:
+			w.chk.tracef("%s %s on row %d landed: entry of %s now %+v", pr.ident, op, row, w.name(a.Owner, a.Incarnation), a)
+		}
+	}
+	if op == "Heartbeat" {
+		pr.count(func(s *mstats) { s.hbLanded++ })
+		if !changed {
+			pr.count(func(s *mstats) { s.hbUnchanged++ })
+			w.chk.tracef("%s heartbeat landed on row %d and changed nothing (the same value again)", pr.ident, row)
+		}
+	}
+	return got, err
+}
+
+// modelStore is pr's store: its FaultStore, watched for the answers the
+// process gets, from which the simulation computes the process's fence.
+type modelStore struct {
+	*FaultStore
+	pr *mproc
+}
+
+func (s *modelStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	sent := time.Now() // the Group's send time: nothing between it and this call takes time
+	rows, err := s.FaultStore.Heartbeat(ctx, row, m)
+	if err == nil {
+		s.pr.heartbeatAnswered(sent)
+	}
+	return rows, err
+}
+
+func (s *modelStore) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	sent := time.Now()
+	own := next.Owner != "" && next.Owner == s.pr.owner // its join, or a new incarnation after a fence
+	rows, err := s.FaultStore.ReplaceMember(ctx, row, seen, next)
+	if err == nil && own {
+		s.pr.heartbeatAnswered(sent) // the Group moves its fence
+	}
+	return rows, err
+}
+
+func (s *modelStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	got, err := s.FaultStore.TakeAs(ctx, l, owner, inc)
+	if err == nil {
+		s.pr.takeAnswered(l.Key.Shard)
+	} else {
+		s.pr.takeFailed(l.Key.Shard)
+	}
+	return got, err
+}
+
+// handle is the process's handler: it reports entry and exit to the
+// checker, checks the entering process's fence (f), works a little,
+// sometimes fails, and stalls with its process.
+func (pr *mproc) handle(ctx context.Context, r *kltype.Record) error {
+	if pr.dead.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	w := pr.w
+	c := w.chk
+	h := c.enter(pr.ident, r)
+	c.mu.Lock()
+	now := time.Now()
+	if ok, why := pr.valid(r.ShardID, now, false); !ok {
+		w.violate("(f) %s entered its handler on %s (%s/%d) while its lease is not valid: %s",
+			pr.ident, r.ShardID, r.SequenceNumber, r.SubSequence, why)
+	}
+	if w.faultsOver {
+		if _, ok := w.readAgain[r.ShardID]; !ok {
+			w.readAgain[r.ShardID] = now
+		}
+	}
+	w.snap()
+	c.mu.Unlock()
+	pr.stall()
+	p := w.p
+	rng := pr.rng("handler", r.ShardID, r.SequenceNumber, strconv.FormatInt(r.SubSequence, 10))
+	work := upTo(rng, 20*time.Millisecond)
+	if rng.Float64() < p.handlerSlowP {
+		work = upTo(rng, p.handlerMaxWork)
+	}
+	fail := pr.faulty() && rng.Float64() < p.handlerErrP
+	t := time.NewTimer(work)
+	if pr.cfg.ignoresCancel {
+		<-t.C
+	} else {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			pr.stall()
+			c.exit(h, false)
+			return ctx.Err()
+		}
+	}
+	pr.stall()
+	if pr.dead.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if fail {
+		c.exit(h, false)
+		return errHandler
+	}
+	c.exit(h, true)
+	return nil
+}
+
+// mtraceHandler is traceHandler naming the process by its ident, known
+// once NewGroup has made the incarnation.
+type mtraceHandler struct {
+	tr    *trace
+	pr    *mproc
+	attrs string
+}
+
+func (h *mtraceHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h *mtraceHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(h.pr.ident)
+	b.WriteString(": ")
+	b.WriteString(r.Message)
+	b.WriteString(h.attrs)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	h.tr.add(b.String())
+	return nil
+}
+
+func (h *mtraceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	var b strings.Builder
+	b.WriteString(h.attrs)
+	for _, a := range attrs {
+		if a.Key == "stream" || a.Key == "owner" {
+			continue
+		}
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+	}
+	return &mtraceHandler{tr: h.tr, pr: h.pr, attrs: b.String()}
+}
+
+func (h *mtraceHandler) WithGroup(string) slog.Handler { return h }
