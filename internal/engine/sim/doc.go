@@ -15,11 +15,13 @@
 //     stalls (a paused process) and death, decided per call by hooks, with
 //     a hook that sees every call reach the store.
 //
-// The tests (go test ./shard/sim/) run TestSimulation, hundreds of seeded
+// The tests (go test ./internal/engine/sim/) run TestSimulation, hundreds of seeded
 // simulations of several coordinators under faults in synctest bubbles,
 // checking the protocol's invariants at every handler call and every write
 // (see checker in check_test.go), and TestDynamoProtocol, the same checks
 // in real time against the DynamoDB store on DynamoDB Local. A failing
 // seed prints the command that replays it; KINESISLEASE_SIM_SEEDS=5000 runs
-// more seeds.
+// more seeds. TestDynamoProtocol and TestSimulation exercise the per-row
+// renewal protocol (engine.Coordinator); TestMembership, in long mode
+// (KINESISLEASE_SIM_MEMBERSHIP=1), the membership protocol (engine.Group).
 package sim

@@ -69,7 +69,7 @@ func TestDynamoProtocol(t *testing.T) {
 	if *flagDynamoSeed != 0 {
 		seed = *flagDynamoSeed
 	}
-	t.Logf("seed %d (go test ./shard/sim/ -run TestDynamoProtocol -dynamoseed=%d -v)", seed, seed)
+	t.Logf("seed %d (go test ./internal/engine/sim/ -run TestDynamoProtocol -dynamoseed=%d -v)", seed, seed)
 
 	plain := testutil.DynamoClient(t, fastDynamo)
 	table := testutil.TableName(t)
@@ -97,7 +97,7 @@ func TestDynamoProtocol(t *testing.T) {
 		d.lostSeen.Load()+d.lostHidden.Load(), d.lostSeen.Load(), d.lostHidden.Load())
 	t.Logf("%d SDK faults injected; fair shares %v after faults stopped", d.injected.Load(), d.settled)
 	if len(d.chk.violations) > 0 {
-		t.Errorf("seed %d broke the protocol's invariants:\n  %s\n\ntrace (last %d lines):\n%s\n\nreplay: go test ./shard/sim/ -run TestDynamoProtocol -dynamoseed=%d -v",
+		t.Errorf("seed %d broke the protocol's invariants:\n  %s\n\ntrace (last %d lines):\n%s\n\nreplay: go test ./internal/engine/sim/ -run TestDynamoProtocol -dynamoseed=%d -v",
 			seed, strings.Join(d.chk.violations, "\n  "), traceLines, d.chk.trace.String(), seed)
 	}
 }

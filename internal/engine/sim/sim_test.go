@@ -97,7 +97,7 @@ type summary struct {
 // operator rewinds, checking the invariants of checker at every handler
 // call and every write, then liveness and fair shares once faults stop.
 //
-// go test ./shard/sim/ -run TestSimulation -seed=N -v replays seed N;
+// go test ./internal/engine/sim/ -run TestSimulation -seed=N -v replays seed N;
 // KINESISLEASE_SIM_SEEDS=5000 (or -seeds) runs more seeds.
 func TestSimulation(t *testing.T) {
 	sum := &summary{}
@@ -185,7 +185,7 @@ func runSeed(t *testing.T, seed uint64, sum *summary) {
 // and the library's own math/rand jitter are not seeded, so a failure may
 // need a few runs of its seed to show again (-count).
 func replay(seed uint64) string {
-	return fmt.Sprintf("go test ./shard/sim/ -run TestSimulation -seed=%d -v   (if it passes, add -count=50: interleavings are not seeded)", seed)
+	return fmt.Sprintf("go test ./internal/engine/sim/ -run TestSimulation -seed=%d -v   (if it passes, add -count=50: interleavings are not seeded)", seed)
 }
 
 // world is one seed's simulation: the stream, the table, the processes.
