@@ -91,10 +91,12 @@ type Member struct {
 type Membership interface {
 	// Heartbeat writes m as owner m.Owner's entry in membership row row, if
 	// the row has no entry for m.Owner, or its entry has m.Incarnation and
-	// m.Notice. It returns the row's entries after the write. An entry of
-	// another incarnation, or with another Notice (someone bumped it), makes
-	// it fail with a *MemberConflictError (matching ErrConflict) carrying
-	// that entry; nothing is written.
+	// m.Notice and is not marked Leaving (unless m is too). It returns the
+	// row's entries after the write. An entry of another incarnation, with
+	// another Notice (someone bumped it), or marked Leaving (someone found
+	// the incarnation dead: it may never come back) makes it fail with a
+	// *MemberConflictError (matching ErrConflict) carrying that entry;
+	// nothing is written.
 	Heartbeat(ctx context.Context, row int, m Member) ([]Member, error)
 
 	// Members reads membership row row with a strongly consistent read and

@@ -51,11 +51,18 @@ func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leas
 		notice = "#m.#n = :n"
 		values[":n"] = numAttr(m.Notice)
 	}
+	// An entry marked leaving (by a member that found it dead) stays so:
+	// only a heartbeat that itself says leaving may write it.
+	leaving := ""
+	if !m.Leaving {
+		leaving = " AND attribute_not_exists(#m.#l)"
+		names["#l"] = entryLeaving
+	}
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyAttr(key),
 		UpdateExpression:                    aws.String("SET #m = :entry"),
-		ConditionExpression:                 aws.String("attribute_not_exists(#m) OR (#m.#i = :inc AND " + notice + ")"),
+		ConditionExpression:                 aws.String("attribute_not_exists(#m) OR (#m.#i = :inc AND " + notice + leaving + ")"),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,

@@ -206,9 +206,9 @@ func testHeartbeatWritesEntry(t *testing.T, _ leases.Store, m leases.Membership)
 		steps := []leases.Member{
 			{Owner: a, Incarnation: "inc-1", Heartbeat: 1},
 			{Owner: a, Incarnation: "inc-1", Heartbeat: 2},
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Leaving: true, Notice: 7},
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // Leaving and Notice back to their zero values
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 1 << 62},
+			{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Notice: 7},
+			{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // Notice back to its zero value
+			{Owner: a, Incarnation: "inc-1", Heartbeat: 1 << 62, Leaving: true},
 		}
 		var stored leases.Member
 		for i, e := range steps {
@@ -224,6 +224,12 @@ func testHeartbeatWritesEntry(t *testing.T, _ leases.Store, m leases.Membership)
 			wantStored(t, op, m, e)
 			stored = e
 		}
+		// Once marked leaving, the incarnation never comes back: a heartbeat
+		// that does not say leaving fails and writes nothing.
+		back := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 5}
+		_, err := m.Heartbeat(ctx(t), r, back)
+		wantMemberConflict(t, "a heartbeat back from leaving", err, r, a, stored)
+		wantStored(t, "after the refused heartbeat back from leaving", m, stored)
 	}
 }
 
@@ -343,9 +349,9 @@ func testEndedRoundTrips(t *testing.T, _ leases.Store, m leases.Membership) {
 		steps := []leases.Member{
 			{Owner: a, Incarnation: "inc-1", Heartbeat: 1, Ended: 1},
 			{Owner: a, Incarnation: "inc-1", Heartbeat: 2, Ended: 3},
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Ended: 3, Leaving: true},
+			{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Ended: 3},
 			{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // Ended back to 0
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Ended: 1 << 62},
+			{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Ended: 1 << 62, Leaving: true},
 		}
 		for i, e := range steps {
 			op := fmt.Sprintf("heartbeat %d in row %d", i+1, r)

@@ -296,7 +296,7 @@ func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leas
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	entries := s.members[row]
-	if cur, ok := entries[m.Owner]; ok && (cur.Incarnation != m.Incarnation || cur.Notice != m.Notice) {
+	if cur, ok := entries[m.Owner]; ok && (cur.Incarnation != m.Incarnation || cur.Notice != m.Notice || (cur.Leaving && !m.Leaving)) {
 		return nil, &leases.MemberConflictError{Op: "Heartbeat", Row: row, Owner: m.Owner, Current: cur}
 	}
 	if entries == nil {
