@@ -58,32 +58,51 @@ func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leas
 		leaving = " AND attribute_not_exists(#m.#l)"
 		names["#l"] = entryLeaving
 	}
+	rows, conflict, err := s.updateMember(ctx, key, m.Owner, "SET #m = :entry",
+		"attribute_not_exists(#m) OR (#m.#i = :inc AND "+notice+leaving+")", names, values)
+	if conflict != nil {
+		conflict.Op, conflict.Row = "Heartbeat", row
+		return nil, conflict
+	}
+	return rows, err
+}
+
+// updateMember makes one conditional UpdateItem of owner's entry in the
+// membership row key and returns the row after it. When the condition
+// fails, it returns a *MemberConflictError (Op and Row for the caller to
+// fill) with the entry found and, in rows, the row it was checked against.
+func (s *Store) updateMember(ctx context.Context, key, owner, expr, cond string, names map[string]string, values map[string]types.AttributeValue) ([]leases.Member, *leases.MemberConflictError, error) {
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyAttr(key),
-		UpdateExpression:                    aws.String("SET #m = :entry"),
-		ConditionExpression:                 aws.String("attribute_not_exists(#m) OR (#m.#i = :inc AND " + notice + leaving + ")"),
+		UpdateExpression:                    aws.String(expr),
+		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return s.decodeMembers(key, out.Attributes)
+		rows, err := s.decodeMembers(key, out.Attributes)
+		return rows, nil, err
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return nil, s.mapErr("UpdateItem", key, err)
+		return nil, nil, s.mapErr("UpdateItem", key, err)
 	}
 	item, err2 := s.itemOnConflict(ctx, key, ccf)
 	if err2 != nil {
-		return nil, err2
+		return nil, nil, err2
 	}
-	cur, err2 := s.entry(key, item, m.Owner)
+	cur, err2 := s.entry(key, item, owner)
 	if err2 != nil {
-		return nil, err2
+		return nil, nil, err2
 	}
-	return nil, &leases.MemberConflictError{Op: "Heartbeat", Row: row, Owner: m.Owner, Current: cur, Err: err}
+	rows, err2 := s.decodeMembers(key, item)
+	if err2 != nil {
+		return nil, nil, err2
+	}
+	return rows, &leases.MemberConflictError{Owner: owner, Current: cur, Err: err}, nil
 }
 
 // Members implements leases.Membership: one strongly consistent GetItem.
@@ -122,37 +141,18 @@ func (s *Store) ReplaceMember(ctx context.Context, row int, seen, next leases.Me
 		expr = "SET #m = :next"
 		values[":next"] = entryAttr(next)
 	}
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 keyAttr(key),
-		UpdateExpression:                    aws.String(expr),
-		ConditionExpression:                 aws.String("#m.#i = :inc AND #m.#h = :hb"),
-		ExpressionAttributeNames:            map[string]string{"#m": memberPrefix + seen.Owner, "#i": entryInc, "#h": entryHeartbeat},
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return s.decodeMembers(key, out.Attributes)
+	rows, conflict, err := s.updateMember(ctx, key, seen.Owner, expr, "#m.#i = :inc AND #m.#h = :hb",
+		map[string]string{"#m": memberPrefix + seen.Owner, "#i": entryInc, "#h": entryHeartbeat}, values)
+	if conflict != nil {
+		if conflict.Current == next {
+			// Already replaced: our own write, landed on an attempt whose answer
+			// was lost (the SDK's retry then failed the condition it changed).
+			return rows, nil
+		}
+		conflict.Op, conflict.Row = "ReplaceMember", row
+		return nil, conflict
 	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return nil, s.mapErr("UpdateItem", key, err)
-	}
-	item, err2 := s.itemOnConflict(ctx, key, ccf)
-	if err2 != nil {
-		return nil, err2
-	}
-	cur, err2 := s.entry(key, item, seen.Owner)
-	if err2 != nil {
-		return nil, err2
-	}
-	if cur == next {
-		// Already replaced: our own write, landed on an attempt whose answer
-		// was lost (the SDK's retry then failed the condition it changed).
-		return s.decodeMembers(key, item)
-	}
-	return nil, &leases.MemberConflictError{Op: "ReplaceMember", Row: row, Owner: seen.Owner, Current: cur, Err: err}
+	return rows, err
 }
 
 func (s *Store) beginMember(ctx context.Context, row int) error {
