@@ -137,6 +137,12 @@ type Group struct {
 	started       bool   // the first heartbeat landed
 	needNewInc    bool   // fenced: go on as a new incarnation before taking anything
 	nextInc       string // that new incarnation, once chosen
+	// nextIncSent is mono() when the first attempt to write nextInc's
+	// entry was sent: the earliest it can have landed, so the earliest
+	// others can have started timing it. silentSince is that time for the
+	// current incarnation while none of its heartbeats was answered yet
+	// (adopted after its ReplaceMember's answer was lost); 0 otherwise.
+	nextIncSent, silentSince int64
 	hbFailed      bool   // the last round's heartbeat failed
 	viewComplete  bool   // every membership row was read at least once
 
@@ -322,6 +328,12 @@ func (g *Group) join(ctx context.Context) error {
 			}
 			if cur.Leaving || (cur == seen && now.Sub(seenAt) >= g.cfg.Timeout) {
 				// Left, or dead: its fence has passed. Take the entry over.
+				if cur.Incarnation == g.inc {
+					// Our own earlier attempt landed unanswered, and others
+					// found it dead since: an incarnation marked leaving
+					// never comes back, so join as a new one.
+					g.inc = rand.Text()[:10]
+				}
 				g.hb++
 				next := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb}
 				sent := mono()
@@ -332,8 +344,11 @@ func (g *Group) join(ctx context.Context) error {
 					g.log.Info("kinesislease: replaced the membership entry of an earlier incarnation", "incarnation", cur.Incarnation)
 					g.started = true
 					return nil
+				} else if ctx.Err() == nil {
+					failed = true // it may have landed unanswered
+					g.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
 				}
-				continue
+				break // and try again after a heartbeat interval
 			}
 			if cur != seen {
 				if firstAt.IsZero() {
@@ -425,13 +440,19 @@ func (g *Group) heartbeat(ctx context.Context) error {
 // heartbeats), others may have taken every lease already, so each is lost
 // before the fence moves; the instance reads again only what it takes
 // afresh.
+//
+// An incarnation whose entry others may have timed before any heartbeat of
+// it was answered (silentSince) is over the same way if that heartbeat was
+// sent a fence or more after silentSince.
 func (g *Group) extendFence(sent int64) {
-	if started := g.fence.Load() != fenced; started && sent >= g.fence.Load() {
+	started := g.fence.Load() != fenced
+	if (started && sent >= g.fence.Load()) || (!started && g.silentSince != 0 && sent >= g.silentSince+int64(g.cfg.Timeout-g.cfg.FenceMargin)) {
 		g.fenceAll("the fence passed before this heartbeat was sent")
 		if g.fencedSince == 0 {
 			g.fencedSince = sent
 		}
 	}
+	g.silentSince = 0
 	g.fence.Store(sent + int64(g.cfg.Timeout-g.cfg.FenceMargin))
 }
 
@@ -444,11 +465,15 @@ func (g *Group) reincarnate(ctx context.Context) bool {
 	}
 	if g.nextInc == "" {
 		g.nextInc = rand.Text()[:10] // kept across retries: an attempt whose answer was lost may have landed
+		g.nextIncSent = 0
 	}
 	inc := g.nextInc
 	g.hb++
 	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb, Notice: cur.Notice, Ended: g.ended}
 	sent := mono()
+	if g.nextIncSent == 0 {
+		g.nextIncSent = sent
+	}
 	rows, err := g.mem.ReplaceMember(ctx, g.row, cur, next)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -458,7 +483,7 @@ func (g *Group) reincarnate(ctx context.Context) bool {
 	}
 	g.log.Info("kinesislease: new incarnation after a fence", "from", g.inc, "incarnation", inc)
 	g.markDead(cur)
-	g.inc, g.notice, g.needNewInc, g.nextInc = inc, cur.Notice, false, ""
+	g.inc, g.notice, g.needNewInc, g.nextInc, g.silentSince = inc, cur.Notice, false, "", 0
 	g.fence.Store(sent + int64(g.cfg.Timeout-g.cfg.FenceMargin))
 	g.observeRow(g.row, rows, sent, mono())
 	return true
@@ -496,12 +521,16 @@ func (g *Group) round(ctx context.Context) error {
 	}
 	if errors.As(hbErr, &conflict) && g.needNewInc && g.nextInc != "" && conflict.Current.Incarnation == g.nextInc {
 		// Our own new incarnation's entry: its ReplaceMember landed with the
-		// answer lost. Go on as it.
+		// answer lost. Go on as it. Others may have seen that entry since
+		// the first attempt was sent, and time it from then: if a fence
+		// passes from that send before a heartbeat of it is answered, this
+		// incarnation is over too (another one follows; see extendFence).
 		g.log.Info("kinesislease: new incarnation after a fence", "from", g.inc, "incarnation", g.nextInc)
 		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc})
 		g.inc, g.notice, g.needNewInc, g.nextInc = g.nextInc, conflict.Current.Notice, false, ""
 		g.hb = max(g.hb, conflict.Current.Heartbeat)
-		g.fence.Store(fenced) // a fresh incarnation holds nothing: its fence starts with this heartbeat
+		g.fence.Store(fenced) // it holds nothing: its fence starts with an answered heartbeat
+		g.silentSince = g.nextIncSent
 		hbErr = g.heartbeat(ctx)
 		g.hbFailed = hbErr != nil
 	}
@@ -520,6 +549,13 @@ func (g *Group) round(ctx context.Context) error {
 	if mono() >= g.fence.Load() {
 		if g.fencedSince == 0 {
 			g.fencedSince = mono()
+		}
+		over := g.fence.Load() != fenced ||
+			(g.silentSince != 0 && mono() >= g.silentSince+int64(g.cfg.Timeout-g.cfg.FenceMargin))
+		if over && !g.needNewInc {
+			// This incarnation's fence passed (it may be one adopted
+			// unanswered whose heartbeats failed since): others may find it
+			// dead, so it is over, whatever it holds.
 			g.fenceAll("heartbeats failed past the fence")
 		}
 		return nil
