@@ -22,6 +22,6 @@
 // in real time against the DynamoDB store on DynamoDB Local. A failing
 // seed prints the command that replays it; KINESISLEASE_SIM_SEEDS=5000 runs
 // more seeds. TestDynamoProtocol and TestSimulation exercise the per-row
-// renewal protocol (engine.Coordinator); TestMembership, in long mode
-// (KINESISLEASE_SIM_MEMBERSHIP=1), the membership protocol (engine.Group).
+// renewal protocol (engine.Coordinator); TestMembership, with the same
+// seed flags and variables, the membership protocol (engine.Group).
 package sim
