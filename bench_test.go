@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -133,52 +135,78 @@ func BenchmarkPlainGetRecords(b *testing.B) {
 }
 
 // BenchmarkLeaseWrites counts the lease store writes of one instance holding
-// 2 shards at the default lease settings while records flow, and reports them
-// per held shard per hour. It runs for about 30s per iteration.
+// every shard of a stream at the default settings, with records flowing at 0
+// (idle), 100 and 1,000 records/s spread over the shards, and reports the
+// checkpoint writes per held shard per hour beside the other writes. The
+// window is 30s (KINESISLEASE_WRITES_WINDOW sets another).
 func BenchmarkLeaseWrites(b *testing.B) {
-	kc, stream := benchSetup(b)
-	const window = 30 * time.Second
-	for range b.N {
-		svc, err := kinesislease.New(testutil.Config(b), kinesislease.WithKinesisClient(kc),
-			kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(b)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := kinesislease.Subscribe(svc, stream, func(context.Context, order) error { return nil },
-			kinesislease.WithStartPosition(kltype.Latest)); err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- svc.Run(ctx) }()
-		// A trickle of records, so checkpoints are due too.
-		stop := time.After(window)
-		tick := time.NewTicker(500 * time.Millisecond)
-		id := benchRecords
-	loop:
-		for {
-			select {
-			case <-stop:
-				break loop
-			case <-tick.C:
-				put(b, kc, stream, id, 10)
-				id += 10
-			}
-		}
-		tick.Stop()
-		st := svc.Stats(stream)
-		held := len(svc.Held(stream))
-		cancel()
-		if err := <-ran; err != nil {
-			b.Fatal(err)
-		}
-		if held == 0 {
-			b.Fatal("no shard held")
-		}
-		perHour := float64(st.Writes) / float64(held) * float64(time.Hour) / float64(window)
-		b.ReportMetric(perHour, "writes/shard/hour")
-		b.ReportMetric(float64(st.Reads)*float64(time.Hour)/float64(window), "reads/hour")
+	window := 30 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("KINESISLEASE_WRITES_WINDOW")); err == nil && d > 0 {
+		window = d
 	}
+	for _, rate := range []int{0, 100, 1000} {
+		b.Run(fmt.Sprintf("records-per-s=%d", rate), func(b *testing.B) {
+			kc := testutil.KinesisClient(b, testutil.Kinesalite)
+			stream := testutil.StreamName(b)
+			testutil.CreateStream(b, kc, stream, int32(benchShards))
+			for range b.N {
+				store := &checkpointCounter{Store: memory.New()}
+				svc, err := kinesislease.New(testutil.Config(b), kinesislease.WithKinesisClient(kc),
+					kinesislease.WithLeaseStore(store), kinesislease.WithLogger(testLogger(b)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := kinesislease.Subscribe(svc, stream, func(context.Context, order) error { return nil },
+					kinesislease.WithStartPosition(kltype.Latest)); err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				ran := make(chan error, 1)
+				go func() { ran <- svc.Run(ctx) }()
+				for len(svc.Held(stream)) < benchShards {
+					time.Sleep(50 * time.Millisecond)
+				}
+				st0, cp0 := svc.Stats(stream), store.checkpoints.Load()
+				stop := time.After(window)
+				tick := time.NewTicker(100 * time.Millisecond)
+				id := 0
+			loop:
+				for {
+					select {
+					case <-stop:
+						break loop
+					case <-tick.C:
+						if n := rate / 10; n > 0 {
+							put(b, kc, stream, id, n)
+							id += n
+						}
+					}
+				}
+				tick.Stop()
+				st, cps := svc.Stats(stream), store.checkpoints.Load()-cp0
+				cancel()
+				if err := <-ran; err != nil {
+					b.Fatal(err)
+				}
+				perHour := float64(time.Hour) / float64(window)
+				b.ReportMetric(float64(cps)/float64(benchShards)*perHour, "checkpoints/shard/hour")
+				b.ReportMetric(float64(st.Heartbeats-st0.Heartbeats)*perHour, "heartbeats/hour")
+				b.ReportMetric(float64(st.Writes-st0.Writes-(st.Heartbeats-st0.Heartbeats)-cps)*perHour, "other-writes/hour")
+				b.ReportMetric(float64(st.Reads-st0.Reads)*perHour, "reads/hour")
+			}
+		})
+	}
+}
+
+// checkpointCounter is a memory store counting the checkpoint writes.
+type checkpointCounter struct {
+	*memory.Store
+	checkpoints atomic.Int64
+}
+
+func (c *checkpointCounter) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	c.checkpoints.Add(1)
+	return c.Store.Checkpoint(ctx, l, cp)
 }
 
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
