@@ -496,21 +496,6 @@ func (g *Group) round(ctx context.Context) error {
 	hbErr := g.heartbeat(ctx)
 	g.hbFailed = hbErr != nil
 	var conflict *leases.MemberConflictError
-	if errors.As(hbErr, &conflict) && conflict.Current.Incarnation == g.inc && conflict.Current.Leaving && !g.needNewInc {
-		// Someone found this incarnation dead and marked it leaving: it may
-		// never come back (a taker may act on that view for a while). All is
-		// lost; go on as a new incarnation.
-		g.view[g.cfg.Owner] = conflict.Current
-		g.fenceAll("another member found this incarnation dead")
-		if g.fencedSince == 0 {
-			g.fencedSince = mono()
-		}
-		g.fence.Store(fenced)
-		if !g.reincarnate(ctx) {
-			return nil
-		}
-		hbErr = nil
-	}
 	if errors.As(hbErr, &conflict) && g.needNewInc && g.nextInc != "" && conflict.Current.Incarnation == g.nextInc && conflict.Current.Leaving {
 		// Our new incarnation's entry landed unanswered, then went silent
 		// long enough to be found dead: never go on as it; the next round
@@ -533,6 +518,22 @@ func (g *Group) round(ctx context.Context) error {
 		g.silentSince = g.nextIncSent
 		hbErr = g.heartbeat(ctx)
 		g.hbFailed = hbErr != nil
+	}
+	if errors.As(hbErr, &conflict) && conflict.Current.Incarnation == g.inc && conflict.Current.Leaving && !g.needNewInc {
+		// Someone found this incarnation dead and marked it leaving (it may
+		// be one just adopted above, whose first heartbeat's answer came
+		// late): it may never come back (a taker may act on that view for a
+		// while). All is lost; go on as a new incarnation.
+		g.view[g.cfg.Owner] = conflict.Current
+		g.fenceAll("another member found this incarnation dead")
+		if g.fencedSince == 0 {
+			g.fencedSince = mono()
+		}
+		g.fence.Store(fenced)
+		if !g.reincarnate(ctx) {
+			return nil
+		}
+		hbErr = nil
 	}
 	switch {
 	case errors.As(hbErr, &conflict):
