@@ -16,10 +16,24 @@
 // taker). The exit status is 1 if an order was lost, a shard was handled by
 // two instances at once, or the run failed.
 //
-// With --measure-failover it instead measures the time from a SIGKILL until
-// every shard of the killed instance is held again, with the library's
-// default lease settings (10s lease, 3.3s renewals) and with the demo's short
-// ones.
+// With --measure-failover it instead measures failover, with the default
+// settings of each protocol (membership; per-row: 10s lease, 3.3s renewals)
+// and with the demo's short leases (--settings picks), --trials runs each,
+// alternating. A trial publishes one record per shard about every 100ms
+// (PutRecords, ExplicitHashKey = the shard's first hash key), and once every
+// shard is held and records flow for 2s signals the instance holding the
+// most shards: SIGKILL, or with --signal stop SIGSTOP. Failover is, per
+// shard the victim held, the time from the signal until a survivor handles
+// the first record put on the shard after it; the trial's is the longest.
+// Then publishing stops, everything drains and the tally is made (lost
+// records, overlaps, unexplained duplicates fail the trial). After a
+// SIGSTOP the victim is SIGCONTed once every one of its shards was handled
+// by a survivor (records flow on meanwhile), and the trial also fails if it
+// handled any record of those shards after the SIGSTOP (but one in its
+// handler at the SIGSTOP, per shard) before acquiring the shard again, or
+// if the lease table does not show it holding its share again. It prints
+// every trial's failover, per shard too, and per setting the median, min
+// and max; the exit status is 1 if a trial failed.
 //
 // The demo stops by itself (--timeout) and kills every process it started,
 // also on Ctrl-C and on error.
@@ -50,16 +64,29 @@ func demoMain() int {
 		orders  = flag.Int("orders", 3000, "orders to publish")
 		over    = flag.Duration("publish-over", 10*time.Second, "publish the orders over this long")
 		noKill  = flag.Bool("no-kill", false, "do not SIGKILL an instance")
-		measure = flag.Bool("measure-failover", false, "measure the failover time after a SIGKILL with each protocol's defaults and short leases, alternating, then exit")
+		measure = flag.Bool("measure-failover", false, "measure the failover (signal to a survivor handling the first record put after it, per shard of the victim) with each protocol's defaults and short leases, alternating, then exit")
 		trials  = flag.Int("trials", 1, "with --measure-failover: runs per setting")
 		only    = flag.String("settings", "membership,per-row,short", "with --measure-failover: the settings to measure, comma-separated")
-		timeout = flag.Duration("timeout", 0, "stop everything after this long (default 85s; with --measure-failover 30s + 75s per run)")
+		sig     = flag.String("signal", "kill", "with --measure-failover: how to disrupt the victim: kill (SIGKILL) or stop (SIGSTOP, SIGCONT once failed over)")
+		timeout = flag.Duration("timeout", 0, "stop everything after this long (default 85s; with --measure-failover 30s + 90s per trial, 120s with --signal stop)")
 	)
 	flag.Parse()
+	if *sig != "kill" && *sig != "stop" {
+		fmt.Fprintf(os.Stderr, "demo: --signal %q: want kill or stop\n", *sig)
+		return 2
+	}
+	if *sig == "stop" && !harness.SignalsSupported {
+		fmt.Fprintln(os.Stderr, "demo: --signal stop needs SIGSTOP and SIGCONT: run it on Linux or another Unix")
+		return 2
+	}
 	if *timeout == 0 {
 		*timeout = 85 * time.Second
 		if *measure {
-			*timeout = 30*time.Second + time.Duration(3**trials)*75*time.Second
+			per := 90 * time.Second
+			if *sig == "stop" {
+				per = 120 * time.Second
+			}
+			*timeout = 30*time.Second + time.Duration(len(strings.Split(*only, ","))**trials)*per
 		}
 	}
 
@@ -76,7 +103,7 @@ func demoMain() int {
 	}
 
 	if *measure {
-		return measureFailover(fr, bin, f.Instances, int32(f.Shards), *trials, strings.Split(*only, ","))
+		return measureFailover(fr, bin, f.Instances, int32(f.Shards), *trials, strings.Split(*only, ","), *sig)
 	}
 
 	cfg := config{
@@ -102,33 +129,85 @@ func demoMain() int {
 	return 0
 }
 
-// measureFailover runs, for the default and the short lease settings, trials
-// with no orders: every shard held, the instance holding the most SIGKILLed,
-// the time until every one of its shards is held again.
-func measureFailover(fr *harness.Frame, bin string, instances int, shards int32, trials int, only []string) int {
-	settings := []struct {
+// measureFailover runs, for each setting in only, trials failover trials
+// (runFailover) with signal ("kill" or "stop"), alternating the settings,
+// and prints every trial's failover, per shard too, and per setting the
+// median, min and max. It returns 1 if a trial failed or could not
+// complete.
+func measureFailover(fr *harness.Frame, bin string, instances int, shards int32, trials int, only []string, signal string) int {
+	type setting struct {
 		name               string
 		lease, renew, scan time.Duration
 		protocol           string
-	}{
+	}
+	settings := []setting{
 		// The defaults of each protocol, side by side, then short leases.
 		{"membership", 0, 0, 0, ""},
 		{"per-row", kinesislease.DefaultLeaseDuration, kinesislease.DefaultRenewInterval, kinesislease.DefaultLeaseDuration, "per-row"},
 		{"short", 3 * time.Second, time.Second, time.Second, ""},
 	}
-	settings = slices.DeleteFunc(settings, func(s struct {
-		name               string
-		lease, renew, scan time.Duration
-		protocol           string
-	}) bool {
-		return !slices.Contains(only, s.name)
-	})
+	settings = slices.DeleteFunc(settings, func(s setting) bool { return !slices.Contains(only, s.name) })
+	if len(settings) == 0 {
+		fmt.Fprintf(os.Stderr, "demo: --settings %s: none of membership, per-row, short\n", strings.Join(only, ","))
+		return 2
+	}
+	sigName := map[string]string{"kill": "SIGKILL", "stop": "SIGSTOP"}[signal]
 	type result struct {
-		name     string
-		cfg      config
-		measured []time.Duration
+		name   string
+		cfg    config
+		trials []*trial // nil: could not complete
+		errs   []string
 	}
 	results := make([]result, len(settings))
+	failed := false
+	printSummary := func() {
+		fmt.Printf("\nfailover: from the %s of the instance holding the most shards until a survivor handled, on each of its shards, the first record put after the %s; a trial's failover is the longest over those shards (records on every shard every 100ms; %d instances, %d shards)\n",
+			sigName, sigName, instances, shards)
+		fmt.Printf("  %-10s %-20s %13s %7s %7s %7s  %s\n", "settings", "lease/renew/scan", "bounds", "median", "min", "max", "trials")
+		for _, r := range results {
+			var ms []time.Duration
+			var list string
+			for _, tr := range r.trials {
+				if tr == nil {
+					list += "FAILED "
+					continue
+				}
+				ms = append(ms, tr.Failover)
+				list += fmt.Sprintf("%.2fs ", tr.Failover.Seconds())
+			}
+			med, lo, hi := "-", "-", "-"
+			if len(ms) > 0 {
+				a, b, c := stats(ms)
+				med, lo, hi = fmt.Sprintf("%.2fs", a.Seconds()), fmt.Sprintf("%.2fs", b.Seconds()), fmt.Sprintf("%.2fs", c.Seconds())
+			}
+			fmt.Printf("  %-10s %-20s %13s %7s %7s %7s  %s\n", r.name,
+				fmt.Sprintf("%v/%v/%v", r.cfg.Lease, r.cfg.Renew.Round(10*time.Millisecond), r.cfg.Scan),
+				fmt.Sprintf("%.1fs..%.1fs", r.cfg.bestFailover().Seconds(), r.cfg.worstFailover().Seconds()), med, lo, hi, list)
+		}
+		fmt.Printf("per trial: the victim, its failover, per shard (shard:seconds), the longest time until a survivor acquired a victim shard's lease")
+		if signal == "stop" {
+			fmt.Printf(", SIGCONT until the victim held its share again")
+		}
+		fmt.Println(", and whether the trial passed")
+		for _, r := range results {
+			for i, tr := range r.trials {
+				if tr == nil {
+					fmt.Printf("  %-10s #%-2d FAILED: %s\n", r.name, i+1, r.errs[i])
+					continue
+				}
+				status := "ok"
+				if len(tr.Problems) > 0 {
+					status = "FAILED: " + strings.Join(tr.Problems, "; ")
+				}
+				back := ""
+				if signal == "stop" {
+					back = fmt.Sprintf("  share back %.2fs", tr.ShareBack.Seconds())
+				}
+				fmt.Printf("  %-10s #%-2d %s %s: %.2fs  (%s)  acquired %.2fs%s  %s\n", r.name, i+1, tr.Victim,
+					harness.ShortList(tr.Shards), tr.Failover.Seconds(), perShard(tr), tr.Acquired.Seconds(), back, status)
+			}
+		}
+	}
 	for i := range trials { // alternating: the machine's noise hits every setting alike
 		for k, s := range settings {
 			r := &results[k]
@@ -147,30 +226,36 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 			if err := harness.Setup(fr.Ctx, fr.Env, name, name, shards); err != nil {
 				return fr.Fail(err)
 			}
-			fmt.Printf("\n== failover with the %s settings: lease %v, renew %v, scan %v\n", s.name, s.lease, s.renew, s.scan)
-			t, err := run(fr.Ctx, cfg, fr.Env)
+			fmt.Printf("\n== failover trial %d/%d with the %s settings (lease %v, renew %v, scan %v), %s\n",
+				i+1, trials, s.name, s.lease, s.renew, s.scan, sigName)
+			tr, err := runFailover(fr.Ctx, cfg, fr.Env, signal)
 			if err != nil {
-				fr.Stopped(err)
-				return 1
+				failed = true
+				if fr.Ctx.Err() != nil {
+					fr.Stopped(err)
+					printSummary()
+					return 1
+				}
+				fmt.Fprintf(os.Stderr, "demo: trial %d of %s FAILED: %v\n", i+1, s.name, err)
+				fmt.Printf("trial %d of %s FAILED: %v\n", i+1, s.name, err)
+				r.trials, r.errs = append(r.trials, nil), append(r.errs, err.Error())
+				continue
 			}
-			if !t.Complete {
-				fmt.Fprintln(os.Stderr, "demo: the failover did not complete")
-				return 1
+			fmt.Println()
+			tr.Tally.print(os.Stdout)
+			fmt.Printf("failover %.2fs (per shard %s)\n", tr.Failover.Seconds(), perShard(tr))
+			if len(tr.Problems) > 0 {
+				failed = true
+				for _, p := range tr.Problems {
+					fmt.Printf("TRIAL FAILED: %s\n", p)
+				}
 			}
-			r.measured = append(r.measured, t.Failover)
+			r.trials, r.errs = append(r.trials, tr), append(r.errs, "")
 		}
 	}
-	fmt.Printf("\nfailover: SIGKILL to every shard of the killed instance held again (%d instances, %d shards)\n", instances, shards)
-	fmt.Printf("  %-8s %-20s %9s %15s  %s\n", "settings", "lease/renew/scan", "lease+scan", "bounds", "measured")
-	for _, r := range results {
-		var ms string
-		for _, m := range r.measured {
-			ms += fmt.Sprintf("%.2fs ", m.Seconds())
-		}
-		fmt.Printf("  %-8s %-20s %9.1fs %15s  %s\n", r.name,
-			fmt.Sprintf("%v/%v/%v", r.cfg.Lease, r.cfg.Renew.Round(10*time.Millisecond), r.cfg.Scan),
-			r.cfg.expectedFailover().Seconds(),
-			fmt.Sprintf("%.1fs..%.1fs", r.cfg.bestFailover().Seconds(), r.cfg.worstFailover().Seconds()), ms)
+	printSummary()
+	if failed {
+		return 1
 	}
 	return 0
 }

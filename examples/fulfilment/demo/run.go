@@ -121,16 +121,7 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 	if cfg.Kill && cfg.Instances < 2 {
 		return nil, errors.New("demo: killing an instance needs at least 2")
 	}
-	d := &demo{
-		cfg: cfg, env: env, out: harness.NewProgress(cfg.Out, time.Now()),
-		store:  dynamo.New(env.AWS, cfg.Table, dynamo.WithClient(env.Dynamo)),
-		owners: map[string]string{},
-	}
-	d.fleet = &harness.Fleet{
-		Name: "demo", Binary: cfg.Binary, Dir: cfg.Dir, Env: env, Stream: cfg.Stream, Table: cfg.Table,
-		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, Protocol: cfg.Protocol, CheckpointInterval: cfg.CheckpointInterval,
-		ShutdownTimeout: 10 * time.Second, Race: cfg.Race,
-	}
+	d := newDemo(cfg, env)
 	var err error
 	if d.shards, err = d.fleet.Prepare(ctx); err != nil {
 		return nil, err
@@ -183,19 +174,7 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 		return nil, res.err
 	}
 	ids := res.ids
-	d.printf("published %d orders\n", len(ids))
-	if err := d.waitHandled(ctx, ids); err != nil {
-		if errors.Is(err, errNotHandled) {
-			d.printf("%v\n", err) // the tally says which are missing
-		} else {
-			return nil, err
-		}
-	}
-	if err := d.stopAll(); err != nil {
-		return nil, err
-	}
-	stopWatch()
-	if err := d.readReports(); err != nil {
+	if err := d.drain(ctx, ids, stopWatch); err != nil {
 		return nil, err
 	}
 	t := compute(ids, d.reports.Deliveries, d.reports.Events, d.kill, cfg.fence())
@@ -203,7 +182,42 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 	return t, nil
 }
 
+// newDemo returns the state of a run of cfg, its fleet not yet prepared.
+func newDemo(cfg config, env harness.Env) *demo {
+	d := &demo{
+		cfg: cfg, env: env, out: harness.NewProgress(cfg.Out, time.Now()),
+		store:  dynamo.New(env.AWS, cfg.Table, dynamo.WithClient(env.Dynamo)),
+		owners: map[string]string{},
+	}
+	d.fleet = &harness.Fleet{
+		Name: "demo", Binary: cfg.Binary, Dir: cfg.Dir, Env: env, Stream: cfg.Stream, Table: cfg.Table,
+		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, Protocol: cfg.Protocol, CheckpointInterval: cfg.CheckpointInterval,
+		ShutdownTimeout: 10 * time.Second, Race: cfg.Race,
+	}
+	return d
+}
+
 func (d *demo) printf(format string, args ...any) { d.out.Printf(format, args...) }
+
+// drain ends a run once ids are published: it waits for them to be handled
+// (a timeout is reported, and the tally says which are missing), stops
+// every instance gracefully, stops the watcher and reads the reports to
+// their end.
+func (d *demo) drain(ctx context.Context, ids []string, stopWatch func()) error {
+	d.printf("published %d orders\n", len(ids))
+	if err := d.waitHandled(ctx, ids); err != nil {
+		if errors.Is(err, errNotHandled) {
+			d.printf("%v\n", err)
+		} else {
+			return err
+		}
+	}
+	if err := d.stopAll(); err != nil {
+		return err
+	}
+	stopWatch()
+	return d.readReports()
+}
 
 func (d *demo) startInstances() error {
 	for i := 1; i <= d.cfg.Instances; i++ {
@@ -314,6 +328,8 @@ func (d *demo) row() string {
 		switch {
 		case in.Expected() && d.kill != nil && d.kill.owner == in.Owner:
 			shards = "KILLED"
+		case d.kill != nil && d.kill.owner == in.Owner && d.kill.stopped():
+			shards = "STOPPED"
 		case in.Exited():
 			shards = "exited"
 		}

@@ -30,10 +30,23 @@ type tally struct {
 	KilledWindowDups int
 	OtherDups        []string
 
-	// The SIGKILLed instance, when, and the shards it held then.
+	// The SIGKILLed instance, when, and the shards it held then. With
+	// --signal stop it was SIGSTOPped instead (Signal says which; empty for
+	// SIGKILL) and SIGCONTed at Continued.
 	Killed       string
 	KilledAt     time.Time
 	KilledShards []string
+	Signal       string
+	Continued    time.Time
+	// After a SIGSTOP: InFlight lists the deliveries of the stopped
+	// instance, on the shards it held, excused as in its handler at the
+	// SIGSTOP (at most one per shard, stamped within inFlightSlack of the
+	// SIGCONT); AfterStop every other delivery of it on those shards from
+	// the SIGSTOP until it acquired the shard again (must be none).
+	// InFlightDups counts the duplicated orders explained by an in-flight
+	// record: the taker handled it too.
+	InFlight, AfterStop []string
+	InFlightDups        int
 	// Takeover is, per shard of the killed instance, the time from the kill
 	// until a survivor acquired its lease; TakenBy who. Failover is the
 	// longest: from the kill until every shard was held again. Complete
@@ -57,22 +70,119 @@ type tally struct {
 }
 
 // kill says which instance was SIGKILLed, when, and what it held then.
+// With signal "SIGSTOP" it was SIGSTOPped at at instead, and SIGCONTed at
+// cont (zero while it is stopped); an empty signal is SIGKILL.
 type kill struct {
 	owner  string
 	at     time.Time
 	shards []string
+	signal string
+	cont   time.Time
+}
+
+// stopped reports whether the instance is SIGSTOPped now.
+func (k *kill) stopped() bool { return k.signal == "SIGSTOP" && k.cont.IsZero() }
+
+// signalName is "SIGKILL" or "SIGSTOP".
+func (k *kill) signalName() string {
+	if k.signal == "" {
+		return "SIGKILL"
+	}
+	return k.signal
+}
+
+// inFlightSlack: a record handed to the handler just before a SIGSTOP is
+// stamped (in the handler) just after the SIGCONT, within this (as in the
+// chaos run's tally).
+const inFlightSlack = time.Second
+
+// afterStop sorts the deliveries of a SIGSTOPped (and since SIGCONTed)
+// instance on the shards it held: from the SIGSTOP until it acquired a
+// shard again after the SIGCONT, it may have handled at most one record of
+// it, the one already in its handler at the SIGSTOP, which it stamps just
+// after the SIGCONT. It returns the indices into ds of those excused
+// records, and a message for each other delivery in that span.
+func afterStop(ds []harness.Delivery, es []harness.LeaseEvent, k *kill) (inFlight map[int]bool, bad []string) {
+	inFlight = map[int]bool{}
+	if k == nil || k.signal != "SIGSTOP" {
+		return inFlight, nil
+	}
+	reacq := map[string]time.Time{} // shard -> the victim's first acquisition after the SIGCONT
+	for _, e := range es {
+		if e.Owner == k.owner && e.Kind == "acquired" && slices.Contains(k.shards, e.Shard) && !k.cont.IsZero() &&
+			!e.At.Before(k.cont) && (reacq[e.Shard].IsZero() || e.At.Before(reacq[e.Shard])) {
+			reacq[e.Shard] = e.At
+		}
+	}
+	late := map[string][]int{}
+	for i, d := range ds {
+		if d.Owner == k.owner && slices.Contains(k.shards, d.Shard) && !d.At.Before(k.at) &&
+			(reacq[d.Shard].IsZero() || d.At.Before(reacq[d.Shard])) {
+			late[d.Shard] = append(late[d.Shard], i)
+		}
+	}
+	for _, s := range k.shards {
+		is := late[s]
+		sort.Slice(is, func(a, b int) bool { return ds[is[a]].At.Before(ds[is[b]].At) })
+		if len(is) > 0 {
+			if d := ds[is[0]]; !k.cont.IsZero() && !d.At.Before(k.cont) && d.At.Sub(k.cont) <= inFlightSlack {
+				inFlight[is[0]] = true
+				is = is[1:]
+			}
+		}
+		for _, i := range is {
+			d := ds[i]
+			when := "while stopped"
+			if !k.cont.IsZero() && !d.At.Before(k.cont) {
+				when = fmt.Sprintf("%v after its SIGCONT", d.At.Sub(k.cont).Round(time.Millisecond))
+			}
+			bad = append(bad, fmt.Sprintf("%s handled %s (shard %s seq %s) at %s, %s, before acquiring the shard again",
+				d.Owner, d.ID, harness.ShortShard(s), d.Seq, d.At.Format("15:04:05.000"), when))
+		}
+	}
+	return inFlight, bad
 }
 
 // compute builds the tally from the reports of every instance.
+//
+// After a SIGSTOP (k.signal) the records the instance had in its handler at
+// the SIGSTOP (see afterStop) are set apart: they count as handled, and a
+// duplicate they make with the taker's delivery is explained as in flight,
+// but they take no part in the checkpoint windows and overlaps. A stopped
+// instance delivers nothing in its fence window, so no overlap is excused
+// by the fence (fence is taken as 0).
 func compute(published []string, ds []harness.Delivery, es []harness.LeaseEvent, k *kill, fence time.Duration) *tally {
 	t := &tally{Published: len(published), Deliveries: len(ds)}
+	all := ds
+	inFlight, bad := afterStop(ds, es, k)
+	if k != nil && k.signal == "SIGSTOP" {
+		t.Signal, t.Continued, t.AfterStop = k.signal, k.cont, bad
+		fence = 0
+		ds = nil
+		for i, d := range all {
+			if inFlight[i] {
+				t.InFlight = append(t.InFlight, fmt.Sprintf("%s handled %s (shard %s seq %s) at %s, %v after its SIGCONT",
+					d.Owner, d.ID, harness.ShortShard(d.Shard), d.Seq, d.At.Format("15:04:05.000"), d.At.Sub(k.cont).Round(time.Millisecond)))
+			} else {
+				ds = append(ds, d)
+			}
+		}
+	}
 	pub := make(map[string]bool, len(published))
 	for _, id := range published {
 		pub[id] = true
 	}
 	byID := map[string][]harness.Delivery{}
-	for _, d := range ds {
-		byID[d.ID] = append(byID[d.ID], d)
+	inFlightID := map[string]harness.Delivery{}
+	for i, d := range all {
+		if inFlight[i] {
+			inFlightID[d.ID] = d
+		} else {
+			byID[d.ID] = append(byID[d.ID], d)
+		}
+	}
+	for id := range inFlightID { // counted as handled, then as a duplicate below
+		byID[id] = append(byID[id], inFlightID[id])
 	}
 	for _, id := range published {
 		if len(byID[id]) == 0 {
@@ -121,7 +231,10 @@ func compute(published []string, ds []harness.Delivery, es []harness.LeaseEvent,
 				}
 			}
 			for _, dv := range ds {
-				if dv.Shard == s && dv.Owner == k.owner && resume[s] != "" && harness.CmpSeq(dv.Seq, resume[s]) >= 0 {
+				// After a SIGSTOP the instance may acquire the shard again
+				// later: only what it handled before the signal counts.
+				if dv.Shard == s && dv.Owner == k.owner && resume[s] != "" && harness.CmpSeq(dv.Seq, resume[s]) >= 0 &&
+					(k.signal != "SIGSTOP" || dv.At.Before(k.at)) {
 					t.CheckpointWindow[s]++
 				}
 			}
@@ -136,6 +249,22 @@ func compute(published []string, ds []harness.Delivery, es []harness.LeaseEvent,
 		t.DuplicatedOrders++
 		t.Duplicates += len(dv) - 1
 		sort.Slice(dv, func(i, j int) bool { return dv[i].At.Before(dv[j].At) })
+		if f, ok := inFlightID[id]; ok {
+			// The stopped instance's in-flight record: explained when the
+			// only other delivery is its taker's, of the same record.
+			var rest []harness.Delivery
+			for _, d := range dv {
+				if d != f {
+					rest = append(rest, d)
+				}
+			}
+			if len(rest) == 1 && rest[0].Owner == t.TakenBy[f.Shard] && rest[0].Shard == f.Shard && rest[0].Seq == f.Seq && rest[0].At.After(k.at) {
+				t.InFlightDups++
+			} else {
+				t.OtherDups = append(t.OtherDups, id)
+			}
+			continue
+		}
 		if k != nil && explainedByKill(dv, k, t.TakenBy, resume) {
 			t.KilledWindowDups++
 		} else {
@@ -266,25 +395,43 @@ func (t *tally) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  duplicates           %d deliveries of %d orders", t.Duplicates, t.DuplicatedOrders)
 	if t.Killed != "" {
-		fmt.Fprintf(w, ": %d from %s's checkpoint window, %d other", t.KilledWindowDups, t.Killed, len(t.OtherDups))
+		fmt.Fprintf(w, ": %d from %s's checkpoint window, ", t.KilledWindowDups, t.Killed)
+		if t.Signal == "SIGSTOP" {
+			fmt.Fprintf(w, "%d in flight at the SIGSTOP, ", t.InFlightDups)
+		}
+		fmt.Fprintf(w, "%d other", len(t.OtherDups))
 	}
 	fmt.Fprintln(w)
 	if len(t.OtherDups) > 0 {
 		fmt.Fprintf(w, "    not explained by the kill: %s\n", strings.Join(t.OtherDups[:min(10, len(t.OtherDups))], " "))
 	}
 	if t.Killed != "" {
-		fmt.Fprintf(w, "  killed               %s, holding shards %s\n", t.Killed, harness.ShortList(t.KilledShards))
+		sig, what := "SIGKILL", "killed"
+		if t.Signal == "SIGSTOP" {
+			sig, what = "SIGSTOP", "stopped"
+		}
+		fmt.Fprintf(w, "  %-20s %s, holding shards %s\n", what, t.Killed, harness.ShortList(t.KilledShards))
 		for _, s := range t.KilledShards {
 			if d, ok := t.Takeover[s]; ok {
-				fmt.Fprintf(w, "    shard %-3s taken over by %s %.2fs after the kill; %d records of its checkpoint window redelivered\n",
-					harness.ShortShard(s), t.TakenBy[s], d.Seconds(), t.CheckpointWindow[s])
+				fmt.Fprintf(w, "    shard %-3s taken over by %s %.2fs after the %s; %d records of its checkpoint window redelivered\n",
+					harness.ShortShard(s), t.TakenBy[s], d.Seconds(), sig, t.CheckpointWindow[s])
 			} else {
 				fmt.Fprintf(w, "    shard %-3s NOT taken over\n", harness.ShortShard(s))
 			}
 		}
+		if t.Signal == "SIGSTOP" {
+			fmt.Fprintf(w, "  after the SIGSTOP    %d deliveries by %s on those shards until it acquired them again; %d in flight at the SIGSTOP, excused\n",
+				len(t.AfterStop)+len(t.InFlight), t.Killed, len(t.InFlight))
+			for _, m := range t.InFlight {
+				fmt.Fprintf(w, "    in flight: %s\n", m)
+			}
+			for _, m := range t.AfterStop {
+				fmt.Fprintf(w, "    NOT ALLOWED: %s\n", m)
+			}
+		}
 		if t.Complete {
-			fmt.Fprintf(w, "  failover             %.2fs from SIGKILL to every shard held again (lease %v, renew %v, scan %v: lease+scan = %v)\n",
-				t.Failover.Seconds(), t.Lease, t.Renew, t.Scan, t.Lease+t.Scan)
+			fmt.Fprintf(w, "  failover             %.2fs from %s to every shard held again (lease %v, renew %v, scan %v: lease+scan = %v)\n",
+				t.Failover.Seconds(), sig, t.Lease, t.Renew, t.Scan, t.Lease+t.Scan)
 		} else {
 			fmt.Fprintf(w, "  failover             INCOMPLETE\n")
 		}
