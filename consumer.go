@@ -63,6 +63,9 @@ type Service struct {
 	coords map[string]*engine.Coordinator
 	// group of the running service under the membership protocol.
 	group *engine.Group
+	// budget bounds what every shard of the service holds fetched and not
+	// yet handled.
+	budget *engine.Budget
 }
 
 // Kinesis is the part of *kinesis.Client the service uses: reading
@@ -113,7 +116,11 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 	if c.app != "" {
 		log = log.With("app", c.app, "version", c.version)
 	}
-	return &Service{cfg: c, log: log, kin: c.client, coords: map[string]*engine.Coordinator{}}, nil
+	if c.budgetBytes == 0 {
+		c.budgetBytes, c.budgetRecords = DefaultMemoryBudgetBytes, DefaultMemoryBudgetRecords
+	}
+	return &Service{cfg: c, log: log, kin: c.client, coords: map[string]*engine.Coordinator{},
+		budget: engine.NewBudget(c.budgetBytes, c.budgetRecords)}, nil
 }
 
 // Owner returns this instance's owner id.
@@ -319,6 +326,7 @@ func (s *Service) coordinatorConfig(sub *subscription) engine.Config {
 		Worker:            sub.worker,
 		Hooks:             c.hooks,
 	}
+	cfg.Worker.Budget = s.budget
 	if sub.deadLetterStream != "" {
 		cfg.Worker.Sink = streamSink(s.kin, sub.deadLetterStream)
 	}

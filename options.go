@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -37,6 +38,8 @@ type config struct {
 	shutdownTimeout time.Duration
 	events          func(kltype.LeaseEvent)
 	hooks           []kltype.Hook
+	budgetBytes     int64
+	budgetRecords   int64
 	errs            []error
 }
 
@@ -175,6 +178,41 @@ func WithMaxLeases(n int) Option {
 			c.errs = append(c.errs, fmt.Errorf("%w: WithMaxLeases(%d): must be positive", ErrInvalidOption, n))
 		}
 		c.maxLeases = n
+	})
+}
+
+// Default memory budget (WithMemoryBudget).
+const (
+	DefaultMemoryBudgetBytes   = engine.DefaultBudgetBytes
+	DefaultMemoryBudgetRecords = engine.DefaultBudgetRecords
+)
+
+// WithMemoryBudget bounds what this instance holds fetched from Kinesis and
+// not yet handled, over every shard of every subscription: bytes (record
+// data, partition keys and about 160 bytes of bookkeeping per record) and
+// records. Default 32 MiB and 100,000 records.
+//
+// Each held shard has a fair part (the budget divided by the held shards)
+// that is always its own, and may borrow what other shards leave unused:
+// a shard that keeps up (its handler is fast, or it is caught up with the
+// stream) holds little or nothing, so a fast shard beside slow ones reads
+// at full speed, and a slow shard holds its fair part plus what is free.
+// GetRecords' Limit is sized to the room left (never above WithPolling's
+// limit). One GetRecords response can carry up to 10 MiB whatever its
+// Limit, so the bound is the budget plus at most one response per shard.
+//
+// Why 32 MiB: Go's collector lets the heap grow to about twice what is
+// live (GOGC=100) and the SDK decodes each response from a buffer of about
+// twice its size, so 32 MiB held keeps an instance with 64 slow shards
+// near 100 MB of heap; one fast shard needs two responses of 10,000
+// records in flight (one handled, one prefetched), 2 MiB with 100-byte
+// records, so the default never limits one shard's throughput.
+func WithMemoryBudget(bytes int64, records int64) Option {
+	return serviceOption(func(c *config) {
+		if bytes < 1<<20 || records < 100 {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithMemoryBudget(%d, %d): want at least 1 MiB and 100 records", ErrInvalidOption, bytes, records))
+		}
+		c.budgetBytes, c.budgetRecords = bytes, records
 	})
 }
 

@@ -31,6 +31,8 @@ type Batch struct {
 	// End is set on the last batch of a closed shard: every record of the
 	// shard has been read.
 	End bool
+
+	cost int64 // what it was charged to the budget, in bytes
 }
 
 // ReaderConfig configures a Reader.
@@ -53,6 +55,10 @@ type ReaderConfig struct {
 	MaxBackoff time.Duration
 	// OnRetry, if set, is told of each error the reader retries.
 	OnRetry func(err error, delay time.Duration)
+	// Reserve, if set, is called before every GetRecords with Limit: it
+	// waits until the call may be made and returns the Limit to use (the
+	// memory budget's share of this shard).
+	Reserve func(ctx context.Context, limit int32) (int32, error)
 }
 
 // Reader reads one shard, from a start position, in order. It keeps no
@@ -157,8 +163,15 @@ func (r *Reader) get(ctx context.Context) (Batch, error) {
 			return Batch{End: true}, nil
 		}
 	}
+	limit := r.cfg.Limit
+	if r.cfg.Reserve != nil {
+		var err error
+		if limit, err = r.cfg.Reserve(ctx, limit); err != nil {
+			return Batch{}, err
+		}
+	}
 	r.lastGet = time.Now()
-	out, err := r.cfg.Client.GetRecords(ctx, kinesisx.GetRecordsInput(r.cfg.Stream, r.iterator, r.cfg.Limit))
+	out, err := r.cfg.Client.GetRecords(ctx, kinesisx.GetRecordsInput(r.cfg.Stream, r.iterator, limit))
 	if err != nil {
 		return Batch{}, fmt.Errorf("shard %s: GetRecords: %w", r.cfg.ShardID, err)
 	}
@@ -171,10 +184,9 @@ func (r *Reader) get(ctx context.Context) (Batch, error) {
 	// Caught up: nothing came back, or the shard's tip is reached. A full
 	// batch means more is waiting whatever MillisBehindLatest says (some
 	// emulators always say 0).
-	limit := 10000
-	if r.cfg.Limit > 0 {
-		limit = int(r.cfg.Limit)
+	if limit <= 0 {
+		limit = maxLimit
 	}
-	r.caught = len(out.Records) == 0 || (b.MillisBehindLatest == 0 && len(out.Records) < limit)
+	r.caught = len(out.Records) == 0 || (b.MillisBehindLatest == 0 && len(out.Records) < int(limit))
 	return b, nil
 }

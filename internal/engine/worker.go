@@ -39,6 +39,9 @@ type WorkerConfig struct {
 	Limit        int32
 	MinInterval  time.Duration
 	IdleInterval time.Duration
+	// Budget, if set, bounds what the instance holds fetched and not yet
+	// handled; every worker of the instance shares it.
+	Budget *Budget
 }
 
 func (c *WorkerConfig) defaults() {
@@ -137,12 +140,24 @@ type feed struct {
 	errs    chan error // why the reader stopped, unless it reached the shard's end
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	share   *share // the budget's share of this shard; nil without a budget
 }
 
-// stop stops the reader and waits for its goroutine.
+// stop stops the reader and waits for its goroutine; what the shard held
+// of the budget is returned.
 func (f *feed) stop() {
 	f.cancel()
 	f.wg.Wait()
+	if f.share != nil {
+		f.share.leave()
+	}
+}
+
+// done returns a handled batch's cost to the budget.
+func (f *feed) done(b *Batch) {
+	if f.share != nil {
+		f.share.release(b.cost, int64(len(b.Records)))
+	}
 }
 
 // startReader reports the shard started to the hooks and starts reading it
@@ -150,8 +165,14 @@ func (f *feed) stop() {
 func (w *worker) startReader() *feed {
 	readCtx, cancel := context.WithCancel(w.hardCtx)
 	f := &feed{batches: make(chan Batch), errs: make(chan error, 1), cancel: cancel}
+	var reserve func(context.Context, int32) (int32, error)
+	if w.cfg.Budget != nil {
+		f.share = w.cfg.Budget.join()
+		reserve = f.share.reserve
+	}
 	reader := NewReader(ReaderConfig{
-		Client: w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
+		Reserve: reserve,
+		Client:  w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
 		Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
 		OnRetry: func(err error, d time.Duration) {
 			if kinesisx.IsThrottled(err) {
@@ -171,6 +192,11 @@ func (w *worker) startReader() *feed {
 			if err != nil {
 				f.errs <- err
 				return
+			}
+			if f.share != nil {
+				var n int64
+				b.cost, n = batchCost(&b)
+				f.share.charge(b.cost, n)
 			}
 			if len(w.h.batch) > 0 && len(b.Records) > 0 { // not the empty last batch of a closed shard
 				w.batchFetched(b)
@@ -213,6 +239,7 @@ func (w *worker) consume(f *feed, cp *checkpointer) (permanent error, lost bool)
 					return nil, false // stopping (or lost) before the end of this record
 				}
 			}
+			f.done(&b)
 			if b.End {
 				w.ended = true
 				return nil, false
