@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -165,6 +164,30 @@ func startWith[T any](t testing.TB, client kinesislease.Kinesis, store leases.St
 	sub []kinesislease.SubscribeOption, extra ...kinesislease.Option,
 ) *instance {
 	t.Helper()
+	return runService(t, client, store, owner, func(svc *kinesislease.Service) error {
+		return kinesislease.Subscribe(svc, stream, h, testSubscription(sub...)...)
+	}, extra...)
+}
+
+// testSubscription returns the test subscription settings (reading from
+// TRIM_HORIZON, checkpointing every 10 records or 100ms, polling fast)
+// followed by sub, which may override them.
+func testSubscription(sub ...kinesislease.SubscribeOption) []kinesislease.SubscribeOption {
+	return append([]kinesislease.SubscribeOption{
+		kinesislease.WithStartPosition(kltype.TrimHorizon),
+		kinesislease.WithCheckpoint(10, 100*time.Millisecond),
+		kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0),
+	}, sub...)
+}
+
+// runService builds a service of owner with the test lease settings (extra
+// after them), lets subscribe add its subscriptions, and runs it; Run is
+// cancelled when the test ends, which fails the test if Run does not return
+// within 20s.
+func runService(t testing.TB, client kinesislease.Kinesis, store leases.Store, owner string,
+	subscribe func(*kinesislease.Service) error, extra ...kinesislease.Option,
+) *instance {
+	t.Helper()
 	opts := append([]kinesislease.Option{
 		kinesislease.WithKinesisClient(client),
 		kinesislease.WithLeaseStore(store),
@@ -175,12 +198,7 @@ func startWith[T any](t testing.TB, client kinesislease.Kinesis, store leases.St
 	if err != nil {
 		t.Fatal(err)
 	}
-	subOpts := append([]kinesislease.SubscribeOption{
-		kinesislease.WithStartPosition(kltype.TrimHorizon),
-		kinesislease.WithCheckpoint(10, 100*time.Millisecond),
-		kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0),
-	}, sub...)
-	if err := kinesislease.Subscribe(svc, stream, h, subOpts...); err != nil {
+	if err := subscribe(svc); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -295,30 +313,7 @@ func TestBalance(t *testing.T) {
 // (sorted descending), every shard held once.
 func waitSplit(t *testing.T, stream string, ins map[string]*instance, want []int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var got []int
-	for time.Now().Before(deadline) {
-		got = got[:0]
-		all := map[string]int{}
-		for _, in := range ins {
-			h := in.svc.Held(stream)
-			got = append(got, len(h))
-			for _, s := range h {
-				all[s]++
-			}
-		}
-		slices.Sort(got)
-		slices.Reverse(got)
-		dup := false
-		for _, n := range all {
-			dup = dup || n > 1
-		}
-		if slices.Equal(got, want) && !dup {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("split %v after 30s, want %v", got, want)
+	waitHoldings(t, ins, []string{stream}, want)
 }
 
 func TestRunErrors(t *testing.T) {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
-	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -28,32 +27,14 @@ import (
 // test lease settings.
 func startStreams(t *testing.T, kc *kinesis.Client, store leases.Store, owner string, ta *tally, streams []string, extra ...kinesislease.Option) *instance {
 	t.Helper()
-	opts := append([]kinesislease.Option{
-		kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store), kinesislease.WithOwner(owner),
-		kinesislease.WithLogger(testLogger(t)),
-	}, fastLease...)
-	svc, err := kinesislease.New(testutil.Config(t), append(opts, extra...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range streams {
-		if err := kinesislease.Subscribe(svc, s, ta.handler(owner), kinesislease.WithStartPosition(kltype.TrimHorizon),
-			kinesislease.WithCheckpoint(10, 100*time.Millisecond), kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0)); err != nil {
-			t.Fatal(err)
+	return runService(t, kc, store, owner, func(svc *kinesislease.Service) error {
+		for _, s := range streams {
+			if err := kinesislease.Subscribe(svc, s, ta.handler(owner), testSubscription()...); err != nil {
+				return err
+			}
 		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{svc: svc, cancel: cancel, done: make(chan struct{})}
-	go func() { in.err = svc.Run(ctx); close(in.done) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-in.done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("Run did not return 20s after cancel")
-		}
-	})
-	return in
+		return nil
+	}, extra...)
 }
 
 // holdings returns, per instance, how many shards of streams it holds, and
@@ -273,10 +254,7 @@ func TestVanishedRow(t *testing.T) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
-	dc := testutil.DynamoClient(t)
-	table := testutil.TableName(t)
-	testutil.CreateLeaseTable(t, dc, table)
-	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))
+	dc, table, store := dynamoTable(t)
 	ta := newTally()
 	a := start(t, kc, store, stream, "a", ta)
 	waitSplit(t, stream, map[string]*instance{"a": a}, []int{1})
@@ -295,6 +273,16 @@ func TestVanishedRow(t *testing.T) {
 	if d, dups := ta.count(); d != 100 || dups != 0 {
 		t.Fatalf("%d distinct records handled, %d duplicates; want 100 and 0 (no restart from the start position)", d, dups)
 	}
+}
+
+// dynamoTable creates a lease table on DynamoDB Local and returns its
+// client, its name and a DynamoDB store on it.
+func dynamoTable(t *testing.T) (*dynamodb.Client, string, leases.Store) {
+	t.Helper()
+	dc := testutil.DynamoClient(t)
+	table := testutil.TableName(t)
+	testutil.CreateLeaseTable(t, dc, table)
+	return dc, table, dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))
 }
 
 func waitRow(t *testing.T, store leases.Store, key leases.Key, ok func(leases.Lease) bool) {
@@ -320,10 +308,7 @@ func TestProtocolSwitch(t *testing.T) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 4)
-	dc := testutil.DynamoClient(t)
-	table := testutil.TableName(t)
-	testutil.CreateLeaseTable(t, dc, table)
-	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))
+	_, _, store := dynamoTable(t)
 	ta := newTally()
 	perRow := kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal)
 	for i, step := range []struct {

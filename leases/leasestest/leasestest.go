@@ -82,7 +82,7 @@ var seq atomic.Int64
 // newKey returns a key no other subtest uses.
 func newKey(t *testing.T) leases.Key {
 	t.Helper()
-	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	name := testName(t)
 	stream := fmt.Sprintf("%s-%d-%d", name, time.Now().UnixNano(), seq.Add(1))
 	k, err := leases.NewKey(stream, "shardId-000000000000")
 	if err != nil {
@@ -160,6 +160,113 @@ func wantConflict(t *testing.T, op string, err error) {
 	}
 }
 
+// testName returns the name of t with its slashes and spaces made dashes.
+func testName(t *testing.T) string {
+	return strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+}
+
+// deadContexts returns, by name, a cancelled context and one past its
+// deadline.
+func deadContexts(t *testing.T) map[string]context.Context {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	t.Cleanup(cancel2)
+	return map[string]context.Context{"cancelled": cancelled, "past deadline": expired}
+}
+
+// wantDeadCalls reports every call, made with the dead context c (named
+// name), that does not fail with c's error.
+func wantDeadCalls(t *testing.T, name string, c context.Context, calls map[string]func() error) {
+	t.Helper()
+	want := c.Err()
+	for op, call := range calls {
+		if err := call(); !errors.Is(err, want) {
+			t.Errorf("%s with a %s context: %v, want %v", op, name, err, want)
+		}
+	}
+}
+
+// heldRow creates a row on a new key and takes it as "a".
+func heldRow(t *testing.T, s leases.Store) (leases.Key, leases.Lease) {
+	t.Helper()
+	k := newKey(t)
+	return k, mustTake(t, s, mustCreate(t, s, k), "a")
+}
+
+// wantRow fails the test unless the row of k is want (as same compares it):
+// "what: row, want want".
+func wantRow(t *testing.T, s leases.Store, k leases.Key, want leases.Lease, what string) {
+	t.Helper()
+	if got := mustGet(t, s, k); !same(got, want) {
+		t.Fatalf("%s: %+v, want %+v", what, got, want)
+	}
+}
+
+// wantInvalid reports an error unless err is a validation error: not nil,
+// not a conflict.
+func wantInvalid(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Errorf("%s: %v, want a validation error", what, err)
+	}
+}
+
+// together runs fn(0) to fn(n-1) in goroutines released at the same moment
+// and returns once every one has returned.
+func together(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+// raceTake has takers race for l (the row of k, as read last) in round of a
+// race, each with take(i), and checks that exactly one wins, that the
+// others fail only with conflicts, and that the store holds the winner's
+// answer at the next counter; it returns the winner's answer and the row
+// as stored.
+func raceTake(t *testing.T, s leases.Store, k leases.Key, l leases.Lease, round, takers int, op string,
+	take func(i int) (leases.Lease, error),
+) (won, stored leases.Lease) {
+	t.Helper()
+	var (
+		wins      atomic.Int64
+		winner    atomic.Value
+		otherErrs = make(chan error, takers)
+	)
+	together(takers, func(i int) {
+		got, err := take(i)
+		switch {
+		case err == nil:
+			wins.Add(1)
+			winner.Store(got)
+		case errors.Is(err, leases.ErrConflict):
+		default:
+			otherErrs <- err
+		}
+	})
+	close(otherErrs)
+	for err := range otherErrs {
+		t.Fatalf("round %d: %s failed with a non-conflict error: %v", round, op, err)
+	}
+	if n := wins.Load(); n != 1 {
+		t.Fatalf("round %d: %d takers won, want exactly 1", round, n)
+	}
+	won = winner.Load().(leases.Lease)
+	stored = mustGet(t, s, k)
+	if !same(stored, won) || stored.Counter != l.Counter+1 {
+		t.Fatalf("round %d: the store holds %+v, the winner got %+v (counter before %d)", round, stored, won, l.Counter)
+	}
+	return won, stored
+}
+
 func testCreateWhenAbsent(t *testing.T, s leases.Store) {
 	k := newKey(t)
 	if _, err := s.Get(ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
@@ -175,13 +282,10 @@ func testCreateWhenAbsent(t *testing.T, s leases.Store) {
 }
 
 func testCreateWhenPresent(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	k, l := heldRow(t, s)
 	_, err := s.Create(ctx(t), k)
 	wantConflict(t, "second Create", err)
-	if got := mustGet(t, s, k); !same(got, l) {
-		t.Fatalf("second Create changed the row: %+v, want %+v", got, l)
-	}
+	wantRow(t, s, k, l, "second Create changed the row")
 }
 
 func testWriteBeforeCreate(t *testing.T, s leases.Store) {
@@ -244,8 +348,7 @@ func testEveryWriteBumpsCounter(t *testing.T, s leases.Store) {
 }
 
 func testStaleCounter(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	k, l := heldRow(t, s)
 	l, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "5"})
 	if err != nil {
 		t.Fatal(err)
@@ -256,15 +359,12 @@ func testStaleCounter(t *testing.T, s leases.Store) {
 		for op, err := range writeAll(t, s, old) {
 			wantConflict(t, fmt.Sprintf("%s with counter %d (row at %d)", op, stale, l.Counter), err)
 		}
-		if got := mustGet(t, s, k); !same(got, l) {
-			t.Fatalf("writes with stale counter %d changed the row: %+v, want %+v", stale, got, l)
-		}
+		wantRow(t, s, k, l, fmt.Sprintf("writes with stale counter %d changed the row", stale))
 	}
 }
 
 func testNonOwner(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	k, l := heldRow(t, s)
 	for _, impostor := range []string{"b", ""} {
 		fake := l
 		fake.Owner = impostor
@@ -277,9 +377,7 @@ func testNonOwner(t *testing.T, s leases.Store) {
 		_, err = s.RequestHandoff(ctx(t), fake, "x")
 		wantConflict(t, fmt.Sprintf("RequestHandoff naming holder %q", impostor), err)
 	}
-	if got := mustGet(t, s, k); !same(got, l) {
-		t.Fatalf("non-owner writes changed the row: %+v, want %+v", got, l)
-	}
+	wantRow(t, s, k, l, "non-owner writes changed the row")
 
 	// A holder whose lease was taken over can no longer checkpoint, even
 	// with the counter it last saw.
@@ -302,8 +400,7 @@ func testNonOwner(t *testing.T, s leases.Store) {
 }
 
 func testReleaseKeepsCheckpoint(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	k, l := heldRow(t, s)
 	cp := leases.Checkpoint{Sequence: "49590338271490256608559692538361571095921575989136588898", SubSequence: 3}
 	l, err := s.Checkpoint(ctx(t), l, cp)
 	if err != nil {
@@ -324,8 +421,7 @@ func testReleaseKeepsCheckpoint(t *testing.T, s leases.Store) {
 }
 
 func testReleaseFinalCheckpoint(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	_, l := heldRow(t, s)
 	final := leases.Checkpoint{Sequence: leases.ShardEnd}
 	got, err := s.Release(ctx(t), l, final)
 	if err != nil {
@@ -338,8 +434,7 @@ func testReleaseFinalCheckpoint(t *testing.T, s leases.Store) {
 }
 
 func testCheckpointValues(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	k, l := heldRow(t, s)
 	for _, cp := range []leases.Checkpoint{
 		{Sequence: "1"},
 		{Sequence: "49590338271490256608559692538361571095921575989136588898", SubSequence: 0},
@@ -360,8 +455,7 @@ func testCheckpointValues(t *testing.T, s leases.Store) {
 }
 
 func testHandoff(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	k, l := heldRow(t, s)
 	asked, err := s.RequestHandoff(ctx(t), l, "b")
 	if err != nil {
 		t.Fatal(err)
@@ -406,8 +500,7 @@ func testHandoff(t *testing.T, s leases.Store) {
 }
 
 func testRewindFree(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	k, l := heldRow(t, s)
 	l, err := s.Release(ctx(t), l, leases.Checkpoint{Sequence: "900"})
 	if err != nil {
 		t.Fatal(err)
@@ -436,8 +529,7 @@ func testRewindFree(t *testing.T, s leases.Store) {
 }
 
 func testRewindHeld(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	k, l := heldRow(t, s)
 	l, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "900"})
 	if err != nil {
 		t.Fatal(err)
@@ -521,43 +613,9 @@ func testTakeRace(t *testing.T, s leases.Store) {
 	k := newKey(t)
 	l := mustCreate(t, s, k)
 	for round := range rounds {
-		var (
-			wins      atomic.Int64
-			winner    atomic.Value
-			start     = make(chan struct{})
-			wg        sync.WaitGroup
-			otherErrs = make(chan error, takers)
-		)
-		for i := range takers {
-			wg.Go(func() {
-				owner := fmt.Sprintf("owner-%d", i)
-				<-start
-				got, err := s.Take(ctx(t), l, owner, ttl)
-				switch {
-				case err == nil:
-					wins.Add(1)
-					winner.Store(got)
-				case errors.Is(err, leases.ErrConflict):
-				default:
-					otherErrs <- err
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		close(otherErrs)
-		for err := range otherErrs {
-			t.Fatalf("round %d: Take failed with a non-conflict error: %v", round, err)
-		}
-		if n := wins.Load(); n != 1 {
-			t.Fatalf("round %d: %d takers won, want exactly 1", round, n)
-		}
-		won := winner.Load().(leases.Lease)
-		stored := mustGet(t, s, k)
-		if !same(stored, won) || stored.Counter != l.Counter+1 {
-			t.Fatalf("round %d: the store holds %+v, the winner got %+v (counter before %d)", round, stored, won, l.Counter)
-		}
-		l = stored
+		_, l = raceTake(t, s, k, l, round, takers, "Take", func(i int) (leases.Lease, error) {
+			return s.Take(ctx(t), l, fmt.Sprintf("owner-%d", i), ttl)
+		})
 	}
 }
 
@@ -607,36 +665,23 @@ func testInvalidArguments(t *testing.T, s leases.Store) {
 	k := newKey(t)
 	l := mustCreate(t, s, k)
 	bad := leases.Key{Stream: k.Stream, Shard: ""}
-	if _, err := s.Create(ctx(t), bad); err == nil || errors.Is(err, leases.ErrConflict) {
-		t.Errorf("Create with an empty shard id: %v, want a validation error", err)
-	}
-	if _, err := s.Take(ctx(t), l, "", ttl); err == nil || errors.Is(err, leases.ErrConflict) {
-		t.Errorf("Take with an empty owner: %v, want a validation error", err)
-	}
-	if _, err := s.Take(ctx(t), l, "a", 0); err == nil || errors.Is(err, leases.ErrConflict) {
-		t.Errorf("Take with a zero lease duration: %v, want a validation error", err)
-	}
+	_, err := s.Create(ctx(t), bad)
+	wantInvalid(t, "Create with an empty shard id", err)
+	_, err = s.Take(ctx(t), l, "", ttl)
+	wantInvalid(t, "Take with an empty owner", err)
+	_, err = s.Take(ctx(t), l, "a", 0)
+	wantInvalid(t, "Take with a zero lease duration", err)
 	held := mustTake(t, s, l, "a")
-	if _, err := s.Checkpoint(ctx(t), held, leases.Checkpoint{}); err == nil || errors.Is(err, leases.ErrConflict) {
-		t.Errorf("Checkpoint with an empty sequence number: %v, want a validation error", err)
-	}
-	if _, err := s.RequestHandoff(ctx(t), held, ""); err == nil || errors.Is(err, leases.ErrConflict) {
-		t.Errorf("RequestHandoff to nobody: %v, want a validation error", err)
-	}
-	if got := mustGet(t, s, k); !same(got, held) {
-		t.Fatalf("invalid writes changed the row: %+v, want %+v", got, held)
-	}
+	_, err = s.Checkpoint(ctx(t), held, leases.Checkpoint{})
+	wantInvalid(t, "Checkpoint with an empty sequence number", err)
+	_, err = s.RequestHandoff(ctx(t), held, "")
+	wantInvalid(t, "RequestHandoff to nobody", err)
+	wantRow(t, s, k, held, "invalid writes changed the row")
 }
 
 func testCancelledContext(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancel2()
-	for name, c := range map[string]context.Context{"cancelled": cancelled, "past deadline": expired} {
-		want := c.Err()
+	k, l := heldRow(t, s)
+	for name, c := range deadContexts(t) {
 		calls := map[string]func() error{
 			"Get": func() error { _, err := s.Get(c, k); return err },
 			"Create": func() error {
@@ -651,15 +696,9 @@ func testCancelledContext(t *testing.T, s leases.Store) {
 			"Rewind":         func() error { _, err := s.Rewind(c, l, leases.Checkpoint{Sequence: "1"}); return err },
 			"ApplyRewind":    func() error { _, err := s.ApplyRewind(c, l); return err },
 		}
-		for op, call := range calls {
-			if err := call(); !errors.Is(err, want) {
-				t.Errorf("%s with a %s context: %v, want %v", op, name, err, want)
-			}
-		}
+		wantDeadCalls(t, name, c, calls)
 	}
-	if got := mustGet(t, s, k); !same(got, l) {
-		t.Fatalf("calls with a dead context changed the row: %+v, want %+v", got, l)
-	}
+	wantRow(t, s, k, l, "calls with a dead context changed the row")
 }
 
 // sameSignOfLife reports whether a and b show the same holder, not renewed
@@ -677,8 +716,7 @@ func sameSignOfLife(a, b leases.Lease) bool {
 // makes the holder stop delivering, and one that goes back can repeat a value
 // a taker saw earlier, which makes it take a live lease.
 func testRenewMovesExpiresAt(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	k, l := heldRow(t, s)
 	renew := func(op string, d time.Duration) {
 		t.Helper()
 		got, err := s.Renew(ctx(t), l, d)
@@ -724,8 +762,7 @@ func testRenewMovesExpiresAt(t *testing.T, s leases.Store) {
 // dead holder for its lease, or an operator rewinding it, would keep that
 // lease from being taken over for as long as the requests go on.
 func testRequestsKeepSignOfLife(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	_, l := heldRow(t, s)
 	steps := []struct {
 		op string
 		do func(leases.Lease) (leases.Lease, error)
@@ -785,22 +822,15 @@ func testChecker(t *testing.T, s leases.Store) {
 	if !ok {
 		t.Skipf("%T does not implement leases.Checker", s)
 	}
-	k := newKey(t)
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	k, l := heldRow(t, s)
 	for i := range 2 {
 		if err := ch.Check(ctx(t)); err != nil {
 			t.Fatalf("Check %d on a working store: %v, want nil", i+1, err)
 		}
 	}
-	if got := mustGet(t, s, k); !same(got, l) {
-		t.Fatalf("Check changed a row: %+v, want %+v", got, l)
-	}
+	wantRow(t, s, k, l, "Check changed a row")
 
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancel2()
-	for name, c := range map[string]context.Context{"cancelled": cancelled, "past deadline": expired} {
+	for name, c := range deadContexts(t) {
 		done := make(chan error, 1)
 		go func() { done <- ch.Check(c) }()
 		select {
@@ -817,7 +847,5 @@ func testChecker(t *testing.T, s leases.Store) {
 			t.Errorf("Check with a %s context has not returned after %v", name, checkDeadline)
 		}
 	}
-	if got := mustGet(t, s, k); !same(got, l) {
-		t.Fatalf("Check changed a row: %+v, want %+v", got, l)
-	}
+	wantRow(t, s, k, l, "Check changed a row")
 }

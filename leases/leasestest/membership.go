@@ -1,12 +1,10 @@
 package leasestest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,7 +61,7 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 // (leases.MemberRow) is row.
 func newOwner(t *testing.T, row int, label string) string {
 	t.Helper()
-	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	name := testName(t)
 	if len(name) > 100 {
 		name = name[len(name)-100:]
 	}
@@ -506,21 +504,15 @@ func testConcurrentOwners(t *testing.T, _ leases.Store, m leases.Membership) {
 	for i := range ids {
 		ids[i] = newOwner(t, r, fmt.Sprint(i))
 	}
-	var wg sync.WaitGroup
 	errs := make(chan error, owners*beats)
-	start := make(chan struct{})
-	for _, id := range ids {
-		wg.Go(func() {
-			<-start
-			for hb := int64(1); hb <= beats; hb++ {
-				if _, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: id, Incarnation: "inc", Heartbeat: hb}); err != nil {
-					errs <- fmt.Errorf("heartbeat %d of %s: %w", hb, id, err)
-				}
+	together(len(ids), func(i int) {
+		id := ids[i]
+		for hb := int64(1); hb <= beats; hb++ {
+			if _, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: id, Incarnation: "inc", Heartbeat: hb}); err != nil {
+				errs <- fmt.Errorf("heartbeat %d of %s: %w", hb, id, err)
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
+		}
+	})
 	close(errs)
 	for err := range errs {
 		t.Fatalf("concurrent heartbeats of distinct owners in one row: %v", err)
@@ -541,31 +533,24 @@ func testRacingIncarnations(t *testing.T, _ leases.Store, m leases.Membership) {
 	race := func(round int, what string, try func(inc string) ([]leases.Member, error)) leases.Member {
 		t.Helper()
 		var (
-			wg     sync.WaitGroup
-			start  = make(chan struct{})
 			wins   atomic.Int64
 			winner atomic.Value
 			errs   = make(chan error, racers)
 		)
-		for i := range racers {
+		together(racers, func(i int) {
 			inc := fmt.Sprintf("r%d-%s-%d", round, what, i)
-			wg.Go(func() {
-				<-start
-				ms, err := try(inc)
-				if err == nil {
-					wins.Add(1)
-					e, _ := entryOf(ms, a)
-					winner.Store(e)
-					if e.Incarnation != inc {
-						errs <- fmt.Errorf("%s won, but its answer shows the entry %+v", inc, e)
-					}
-					return
+			ms, err := try(inc)
+			if err == nil {
+				wins.Add(1)
+				e, _ := entryOf(ms, a)
+				winner.Store(e)
+				if e.Incarnation != inc {
+					errs <- fmt.Errorf("%s won, but its answer shows the entry %+v", inc, e)
 				}
-				errs <- err
-			})
-		}
-		close(start)
-		wg.Wait()
+				return
+			}
+			errs <- err
+		})
 		close(errs)
 		if n := wins.Load(); n != 1 {
 			t.Fatalf("round %d, %s: %d incarnations won, want exactly 1", round, what, n)
@@ -645,9 +630,7 @@ func testMemberRowsNotLeases(t *testing.T, s leases.Store, m leases.Membership) 
 		entries[i].Heartbeat++
 		mustHeartbeat(t, m, entries[i])
 	}
-	if got := mustGet(t, s, k); !same(got, l) {
-		t.Fatalf("heartbeats changed the lease row %s: %+v, want %+v", k, got, l)
-	}
+	wantRow(t, s, k, l, fmt.Sprintf("heartbeats changed the lease row %s", k))
 	l, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "7"})
 	if err != nil {
 		t.Fatal(err)
@@ -749,9 +732,7 @@ func testTakeAsCounter(t *testing.T, s leases.Store, m leases.Membership) {
 		old.Counter = stale
 		_, err := m.TakeAs(ctx(t), old, "b", "inc-b")
 		wantConflict(t, fmt.Sprintf("TakeAs with counter %d (row at %d)", stale, l.Counter), err)
-		if got := mustGet(t, s, k); !same(got, l) {
-			t.Fatalf("TakeAs with stale counter %d changed the row: %+v, want %+v", stale, got, l)
-		}
+		wantRow(t, s, k, l, fmt.Sprintf("TakeAs with stale counter %d changed the row", stale))
 	}
 	// A missing row is not created.
 	ghost := leases.Lease{Key: leases.Key{Stream: k.Stream, Shard: "shardId-000000000009"}, Counter: 1}
@@ -768,41 +749,9 @@ func testTakeAsRace(t *testing.T, s leases.Store, m leases.Membership) {
 	k := newKey(t)
 	l := mustCreate(t, s, k)
 	for round := range rounds {
-		var (
-			wins   atomic.Int64
-			winner atomic.Value
-			start  = make(chan struct{})
-			wg     sync.WaitGroup
-			errs   = make(chan error, takers)
-		)
-		for i := range takers {
-			wg.Go(func() {
-				<-start
-				got, err := m.TakeAs(ctx(t), l, fmt.Sprintf("owner-%d", i), fmt.Sprintf("inc-%d-%d", round, i))
-				switch {
-				case err == nil:
-					wins.Add(1)
-					winner.Store(got)
-				case errors.Is(err, leases.ErrConflict):
-				default:
-					errs <- err
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatalf("round %d: TakeAs failed with a non-conflict error: %v", round, err)
-		}
-		if n := wins.Load(); n != 1 {
-			t.Fatalf("round %d: %d takers won, want exactly 1", round, n)
-		}
-		won := winner.Load().(leases.Lease)
-		if got := mustGet(t, s, k); !same(got, won) || got.Counter != l.Counter+1 {
-			t.Fatalf("round %d: the store holds %+v, the winner got %+v (counter before %d)", round, got, won, l.Counter)
-		}
-		l = won
+		l, _ = raceTake(t, s, k, l, round, takers, "TakeAs", func(i int) (leases.Lease, error) {
+			return m.TakeAs(ctx(t), l, fmt.Sprintf("owner-%d", i), fmt.Sprintf("inc-%d-%d", round, i))
+		})
 	}
 }
 
@@ -940,9 +889,7 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 	if _, err := m.TakeAs(ctx(t), leases.Lease{Key: leases.Key{Stream: k.Stream}, Counter: 1}, "a", "inc"); notValidation(err) {
 		t.Errorf("TakeAs with an empty shard id: %v, want a validation error", err)
 	}
-	if got := mustGet(t, s, k); !same(got, l) {
-		t.Fatalf("invalid TakeAs calls changed the row: %+v, want %+v", got, l)
-	}
+	wantRow(t, s, k, l, "invalid TakeAs calls changed the row")
 }
 
 func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membership) {
@@ -952,12 +899,7 @@ func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membershi
 	mustHeartbeat(t, m, e)
 	k := newKey(t)
 	l := mustCreate(t, s, k)
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancel2()
-	for name, c := range map[string]context.Context{"cancelled": cancelled, "past deadline": expired} {
-		want := c.Err()
+	for name, c := range deadContexts(t) {
 		calls := map[string]func() error{
 			"Heartbeat of a new owner": func() error {
 				_, err := m.Heartbeat(c, r, leases.Member{Owner: b, Incarnation: "inc", Heartbeat: 1})
@@ -975,15 +917,9 @@ func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membershi
 			"ReplaceMember removing": func() error { _, err := m.ReplaceMember(c, r, e, leases.Member{}); return err },
 			"TakeAs":                 func() error { _, err := m.TakeAs(c, l, "a", "inc"); return err },
 		}
-		for op, call := range calls {
-			if err := call(); !errors.Is(err, want) {
-				t.Errorf("%s with a %s context: %v, want %v", op, name, err, want)
-			}
-		}
+		wantDeadCalls(t, name, c, calls)
 	}
 	wantStored(t, "after calls with a dead context", m, e)
 	wantNotStored(t, "after calls with a dead context", m, b)
-	if got := mustGet(t, s, k); !same(got, l) {
-		t.Fatalf("TakeAs with a dead context changed the row: %+v, want %+v", got, l)
-	}
+	wantRow(t, s, k, l, "TakeAs with a dead context changed the row")
 }

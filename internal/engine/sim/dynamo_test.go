@@ -139,11 +139,7 @@ type dynProc struct {
 	done   chan struct{}
 	err    error
 
-	pausedUntil atomic.Int64
-	partUntil   atomic.Int64
-	skew        atomic.Int64
-	dead        atomic.Bool
-	stopping    atomic.Bool
+	procState // its wall clock only jumps
 
 	tokMu  sync.Mutex
 	tokens map[string]map[string]bool // key -> tokens of UpdateItems sent
@@ -323,20 +319,11 @@ func (d *dynWorld) start(i int) {
 	client := testutil.DynamoClient(d.t, p.faults.DynamoOptions, fastDynamo)
 	store := dynamo.New(testutil.Config(d.t), d.table, dynamo.WithClient(&tokenClient{Client: client, p: p}), dynamo.WithClock(p.wallClock))
 	c, err := engine.NewCoordinator(engine.Config{
-		Stream: d.stream.Name(),
-		Owner:  p.owner,
-		Store: NewFaultStore(store, StoreHooks{
-			Decide: p.decide,
-			Stall:  p.stall,
-			Dead:   p.dead.Load,
-			Apply:  p.apply,
-		}),
-		Client: d.stream.Client(KinesisHooks{
-			Decide: p.decideKinesis,
-			Stall:  p.stall,
-			Dead:   p.dead.Load,
-		}),
-		Logger:          slog.New(&traceHandler{tr: &d.chk.trace, prefix: p.owner + ": "}),
+		Stream:          d.stream.Name(),
+		Owner:           p.owner,
+		Store:           NewFaultStore(store, p.storeHooks(p.decide, p.apply)),
+		Client:          d.stream.Client(p.kinesisHooks(p.decideKinesis)),
+		Logger:          slog.New(&traceHandler{tr: &d.chk.trace, name: func() string { return p.owner }}),
 		Start:           kltype.TrimHorizon,
 		LeaseDuration:   dynLease,
 		RenewInterval:   dynRenew,
@@ -375,22 +362,20 @@ func (d *dynWorld) proc(i int) *dynProc {
 
 func (d *dynWorld) pause(i int, dur time.Duration) {
 	p := d.proc(i)
-	now := time.Now()
 	d.chk.tracef("event: pause %s for %v", p.owner, dur)
-	p.pausedUntil.Store(now.Add(dur).UnixNano())
-	d.chk.paused(p.owner, now, now.Add(dur))
+	p.pause(d.chk, p.owner, dur)
 }
 
 func (d *dynWorld) partition(i int, dur time.Duration) {
 	p := d.proc(i)
 	d.chk.tracef("event: partition %s for %v", p.owner, dur)
-	p.partUntil.Store(time.Now().Add(dur).UnixNano())
+	p.partition(dur)
 }
 
 func (d *dynWorld) clockJump(i int, by time.Duration) {
 	p := d.proc(i)
 	d.chk.tracef("event: %s's wall clock jumps by %v", p.owner, by)
-	p.skew.Store(int64(by))
+	p.clockEvent(0, by)
 }
 
 func (d *dynWorld) crash(i int) {
@@ -501,20 +486,8 @@ func (d *dynWorld) delivered() bool {
 	return true
 }
 
-func (p *dynProc) wallClock() time.Time { return time.Now().Add(time.Duration(p.skew.Load())) }
-
-func (p *dynProc) stall() {
-	for {
-		d := time.Until(time.Unix(0, p.pausedUntil.Load()))
-		if d <= 0 {
-			return
-		}
-		time.Sleep(d)
-	}
-}
-
 func (p *dynProc) decide(op string, key leases.Key) Decision {
-	if time.Now().UnixNano() < p.partUntil.Load() {
+	if p.partitioned() {
 		return Decision{Delay: 100 * time.Millisecond, Err: &InjectedError{Op: op, Key: key, Msg: "dial tcp: connect: connection refused"}}
 	}
 	return Decision{}
@@ -574,8 +547,7 @@ func (p *dynProc) apply(op string, l leases.Lease, do func() (leases.Lease, erro
 // handle is the process's handler.
 func (p *dynProc) handle(ctx context.Context, r *kltype.Record) error {
 	if p.dead.Load() {
-		<-ctx.Done()
-		return ctx.Err()
+		return deadHandler(ctx)
 	}
 	c := p.d.chk
 	h := c.enter(p.owner, r)
@@ -590,8 +562,7 @@ func (p *dynProc) handle(ctx context.Context, r *kltype.Record) error {
 	}
 	p.stall()
 	if p.dead.Load() {
-		<-ctx.Done()
-		return ctx.Err()
+		return deadHandler(ctx)
 	}
 	c.exit(h, true)
 	return nil

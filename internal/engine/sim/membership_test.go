@@ -2,32 +2,22 @@ package sim
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/kltype"
-	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
-	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
 // The simulation of the membership protocol (engine.Group): the same
@@ -44,74 +34,24 @@ const membershipCISeeds = 300
 // their plan and trace; the others get a line each.
 const membershipReports = 5
 
-// membershipSeeds returns the seeds TestMembership runs.
-func membershipSeeds(t *testing.T) []uint64 {
-	if *flagSeed != 0 {
-		return []uint64{*flagSeed}
-	}
-	n, base := membershipCISeeds, uint64(1)
-	if v := os.Getenv("KINESISLEASE_SIM_SEEDS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			t.Fatalf("KINESISLEASE_SIM_SEEDS=%q: want a positive number", v)
-		}
-	}
-	if v := os.Getenv("KINESISLEASE_SIM_SEED_BASE"); v != "" {
-		var err error
-		if base, err = strconv.ParseUint(v, 10, 64); err != nil || base == 0 {
-			t.Fatalf("KINESISLEASE_SIM_SEED_BASE=%q: want a positive number", v)
-		}
-	}
-	if *flagSeeds > 0 {
-		n = *flagSeeds
-	}
-	if *flagBase > 0 {
-		base = *flagBase
-	}
-	out := make([]uint64, n)
-	for i := range out {
-		out[i] = base + uint64(i)
-	}
-	return out
-}
-
 // ---------------------------------------------------------------------------
 // The plan of a seed.
 
 // mplan is what a seed of TestMembership decides up front. Per-call faults
 // are drawn during the run from the same seed (mproc.rng).
 type mplan struct {
-	seed    uint64
-	shards  int
-	initial []int
-	aggP    float64
+	planBase
 
 	// The protocol's settings, the same for the whole fleet: Heartbeat,
 	// Timeout and FenceMargin as configured (0: the default), and the
 	// margin the Group uses (see engine.NewGroup).
 	hb, timeout, margin, effMargin time.Duration
 
-	procs []mprocPlan
+	procs []slotPlan
 
-	faultEnd, produce, putEvery time.Duration
+	memDelayP, memErrP, memLostP float64 // on the membership rows
 
-	storeDelayP, storeErrP, storeLostP, storeRespDelayP float64
-	storeMaxDelay                                       time.Duration
-	memDelayP, memErrP, memLostP                        float64 // on the membership rows
-	kinDelayP, kinErrP                                  float64
-	handlerErrP, handlerSlowP                           float64
-	handlerMaxWork                                      time.Duration
-
-	events      []mevent
-	fenceStress bool
-}
-
-type mprocPlan struct {
-	start              time.Duration
-	checkpointEvery    int
-	checkpointInterval time.Duration
-	limit              int32
-	ignoresCancel      bool
+	events []mevent
 }
 
 type mkind int
@@ -182,13 +122,8 @@ func (e mevent) within(el time.Duration) bool { return el >= e.at && el < e.at+e
 // newMPlan draws the plan of seed.
 func newMPlan(seed uint64) *mplan {
 	r := rand.New(rand.NewPCG(seed, 0x3e3be5))
-	p := &mplan{seed: seed}
-	p.shards = 1 + r.IntN(8)
-	p.initial = make([]int, p.shards)
-	for i := range p.initial {
-		p.initial[i] = r.IntN(40)
-	}
-	p.aggP = []float64{0, 0, 0.2, 0.5}[r.IntN(4)]
+	p := &mplan{planBase: planBase{seed: seed}}
+	p.drawShape(r)
 
 	// The protocol's settings: the defaults (Heartbeat 1.25s, Timeout 5s)
 	// on half the seeds, scaled or with other ratios on the others.
@@ -210,43 +145,20 @@ func newMPlan(seed uint64) *mplan {
 
 	n := 2 + r.IntN(3)
 	for i := range n {
-		pp := mprocPlan{
-			checkpointEvery:    1 + r.IntN(20),
-			checkpointInterval: time.Duration(1+r.IntN(5)) * time.Second,
-			limit:              int32(1 + r.IntN(25)),
-			ignoresCancel:      r.IntN(3) == 0,
-		}
-		if i > 0 && r.IntN(3) == 0 {
-			pp.start = time.Duration(r.Int64N(int64(25 * time.Second))) // a join
-		}
-		p.procs = append(p.procs, pp)
+		p.procs = append(p.procs, drawSlot(r, i, 25*time.Second)) // a start later than 0: a join
 	}
-	p.faultEnd = 30*time.Second + time.Duration(r.Int64N(int64(60*time.Second)))
-	p.produce = p.faultEnd
-	p.putEvery = time.Duration(20*math.Pow(50, r.Float64())) * time.Millisecond
+	p.drawPace(r)
 	for i := range p.procs {
-		perShard := float64(time.Second) / float64(p.putEvery) / float64(p.shards)
-		p.procs[i].limit = max(p.procs[i].limit, int32(math.Ceil(3*perShard/5)))
+		p.procs[i].limit = p.keepUp(p.procs[i].limit)
 	}
 
-	rate := func(max float64) float64 {
-		if r.IntN(4) == 0 {
-			return 0
-		}
-		return r.Float64() * max
-	}
-	p.storeDelayP = rate(0.3)
-	p.storeErrP = rate(0.08)
-	p.storeLostP = rate(0.08)
-	p.storeRespDelayP = rate(0.2)
+	rate := rater(r)
+	p.drawStoreRates(rate)
 	p.storeMaxDelay = 250*time.Millisecond + time.Duration(r.Int64N(int64(p.timeout/2)))
 	p.memDelayP = rate(0.3)
 	p.memErrP = rate(0.1)
 	p.memLostP = rate(0.1)
-	p.kinDelayP = rate(0.2)
-	p.kinErrP = rate(0.15)
-	p.handlerErrP = rate(0.05)
-	p.handlerSlowP = rate(0.1)
+	p.drawCallRates(rate)
 	p.handlerMaxWork = min(p.effMargin/3, 500*time.Millisecond)
 
 	T := p.timeout
@@ -299,11 +211,11 @@ func newMPlan(seed uint64) *mplan {
 					}
 				}
 			case mCrash, mStop:
-				gap := time.Duration(r.Int64N(int64(3 * T)))
-				if slot != len(p.procs)-1 && r.IntN(4) == 0 {
+				up, ok := p.restartAt(r, t, e.at, T, slot, len(p.procs))
+				if !ok {
 					break // stays down: a leave
 				}
-				t = max(min(t+gap, p.faultEnd-time.Second), e.at+100*time.Millisecond)
+				t = up
 				p.events = append(p.events, mevent{at: t, kind: mRestart, slot: slot, sameOwner: r.IntN(2) == 0})
 			}
 			t += time.Duration(r.Int64N(int64(20 * time.Second)))
@@ -335,17 +247,14 @@ func newMPlan(seed uint64) *mplan {
 // after a period of unanswered heartbeats, so that a holder delivers right
 // up to its fence while the others act at the first moment they may.
 func (p *mplan) stress(seed uint64) {
-	r := rand.New(rand.NewPCG(seed, 0xfe4ce))
-	if r.IntN(3) != 0 {
+	r, ok := p.stressed(seed, 0xfe4ce)
+	if !ok {
 		return
 	}
-	p.fenceStress = true
 	for i := range p.procs {
-		p.procs[i].checkpointEvery = 20
-		p.procs[i].limit = 50
+		p.procs[i].stressSlot()
 	}
-	p.putEvery = 20*time.Millisecond + time.Duration(r.Int64N(int64(40*time.Millisecond)))
-	p.storeRespDelayP = max(p.storeRespDelayP, 0.2)
+	p.stressPace(r)
 	T := p.timeout
 	for slot := range p.procs {
 		for range 1 + r.IntN(3) {
@@ -379,10 +288,7 @@ func (p *mplan) String() string {
 	fmt.Fprintf(&b, "  faults until T+%v: store delay %.2f (max %v) error %.2f lost %.2f response delay %.2f; membership rows delay %.2f error %.2f lost %.2f; kinesis delay %.2f error %.2f; handler error %.2f slow %.2f (max %v)\n",
 		p.faultEnd, p.storeDelayP, p.storeMaxDelay, p.storeErrP, p.storeLostP, p.storeRespDelayP, p.memDelayP, p.memErrP, p.memLostP,
 		p.kinDelayP, p.kinErrP, p.handlerErrP, p.handlerSlowP, p.handlerMaxWork)
-	fmt.Fprintf(&b, "  puts every ~%v until T+%v; fence stress %v\n", p.putEvery, p.produce, p.fenceStress)
-	for _, e := range p.events {
-		fmt.Fprintf(&b, "  %v\n", e)
-	}
+	writeTail(&b, &p.planBase, p.events)
 	return b.String()
 }
 
@@ -493,25 +399,11 @@ type msummary struct {
 // need a few replays.
 func TestMembership(t *testing.T) {
 	sum := &msummary{}
-	list := membershipSeeds(t)
-	t.Run("seeds", func(t *testing.T) {
-		// Batches of parallel seeds, one batch after the other: a seed's
-		// check for goroutines left behind reads the stacks of every
-		// goroutine of the test binary, and tens of thousands of seeds
-		// waiting for their turn would make it quadratic.
-		for batch := range slices.Chunk(list, 256) {
-			t.Run(fmt.Sprintf("from=%d", batch[0]), func(t *testing.T) {
-				for _, seed := range batch {
-					t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-						if len(list) > 1 {
-							t.Parallel()
-						}
-						runMSeed(t, seed, sum)
-					})
-				}
-			})
-		}
-	})
+	// Batches of parallel seeds, one batch after the other: a seed's check
+	// for goroutines left behind reads the stacks of every goroutine of the
+	// test binary, and tens of thousands of seeds waiting for their turn
+	// would make it quadratic.
+	runSeeds(t, seedList(t, membershipCISeeds), 256, func(t *testing.T, seed uint64) { runMSeed(t, seed, sum) })
 	t.Logf("membership: %d seeds (%d failed), %v of virtual time; worst failover %v after faults stopped (seed %d), worst fair shares %v after faults stopped (seed %d); "+
 		"at most %.0f%% and %.0f%% of their bounds; "+
 		"%d handler calls, %d takes (%d takeovers, closest %v after the previous holder's last delivery), %d releases, %d checkpoints; "+
@@ -531,13 +423,7 @@ func TestMembership(t *testing.T) {
 
 func runMSeed(t *testing.T, seed uint64, sum *msummary) {
 	p := newMPlan(seed)
-	var w *mworld
-	synctest.Test(t, func(t *testing.T) {
-		w = newMWorld(t, p)
-		pprof.Do(context.Background(), pprof.Labels(seedLabel, mlabel(seed)), func(context.Context) {
-			w.run()
-		})
-	})
+	w := simulate(t, mlabel(seed), func(t *testing.T) *mworld { return newMWorld(t, p) })
 	sum.mu.Lock()
 	defer sum.mu.Unlock()
 	sum.seeds++
@@ -653,14 +539,8 @@ func mreplay(seed uint64) string {
 
 // mworld is one seed's simulation of the membership protocol.
 type mworld struct {
-	t       *testing.T
-	p       *mplan
-	start   time.Time
-	stream  *Stream
-	mem     *memory.Store
-	chk     *checker
-	now     func() time.Time // the wall clock of the process whose write is applied (under chk.mu)
-	produce *rand.Rand
+	simBase
+	p *mplan
 
 	mu    sync.Mutex
 	slots [][]*mproc
@@ -677,7 +557,7 @@ type mworld struct {
 	full []string // with -seed: every trace line (see drainTrace)
 
 	bg                   sync.WaitGroup
-	producer             sync.WaitGroup
+	producing            sync.WaitGroup
 	elapsed              time.Duration
 	failover, fairAt     time.Duration
 	failoverShare        float64 // failover / its bound
@@ -703,24 +583,16 @@ type mproc struct {
 	owner     string
 	inc       string // the incarnation it started with
 	ident     string // owner/inc: the checker's name of the process
-	cfg       mprocPlan
-
-	pausedUntil atomic.Int64
-	partUntil   atomic.Int64
-	skew        atomic.Int64
-	frozenUntil atomic.Int64
-	frozenAt    atomic.Int64
-	dead        atomic.Bool
-	stopping    atomic.Bool
-	running     atomic.Bool // Run was called
+	cfg       slotPlan
+	procState
+	running atomic.Bool // Run was called
 
 	group  *engine.Group
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
 
-	rngMu sync.Mutex
-	calls map[string]uint64
+	draws draws
 
 	// The protocol's fence, as the simulation computes it from the answers
 	// the process got (under chk.mu): see valid.
@@ -745,25 +617,10 @@ type mtenure struct {
 }
 
 func newMWorld(t *testing.T, p *mplan) *mworld {
-	w := &mworld{t: t, p: p, start: time.Now(), stream: NewStream(streamName, p.shards),
-		byInc: map[string]*mproc{}, readAgain: map[string]time.Time{}, lastEntry: map[string]time.Time{}}
-	w.now = time.Now
-	w.mem = memory.New(memory.WithClock(func() time.Time { return w.now() }))
-	w.chk = newChecker(w.stream)
-	w.chk.owner = func(id string) string { // called with chk.mu held
-		l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
-		if err != nil {
-			return ""
-		}
-		return w.name(l.Owner, l.Incarnation)
-	}
-	w.produce = rand.New(rand.NewPCG(p.seed, 0xda7a))
+	w := &mworld{p: p, byInc: map[string]*mproc{}, readAgain: map[string]time.Time{}, lastEntry: map[string]time.Time{}}
+	w.plan, w.what, w.replay, w.onViolation = p, "membership ", mreplay, w.snap
 	w.slots = make([][]*mproc, len(p.procs))
-	for i, n := range p.initial {
-		for range n {
-			w.put(i)
-		}
-	}
+	w.init(t, &p.planBase, func(l leases.Lease) string { return w.name(l.Owner, l.Incarnation) })
 	w.inFlight, w.foBound, w.joinBound, w.fairBound = p.bounds()
 	return w
 }
@@ -797,32 +654,6 @@ func (w *mworld) identified(l leases.Lease) leases.Lease {
 	return l
 }
 
-func (w *mworld) at(d time.Duration) time.Time { return w.start.Add(d) }
-
-func (w *mworld) elapsedAt(t time.Time) time.Duration { return t.Sub(w.start).Round(time.Millisecond) }
-
-func (w *mworld) put(i int) {
-	r := w.produce
-	id := fmt.Sprintf("shardId-%012d", i)
-	data := []byte(fmt.Sprintf("record %d of %s", w.stream.UserRecords(id), id))
-	if r.Float64() < w.p.aggP {
-		users := make([]kpl.UserRecord, 1+r.IntN(4))
-		for j := range users {
-			users[j] = kpl.UserRecord{PartitionKey: fmt.Sprintf("pk-%d", r.IntN(100)), Data: []byte(fmt.Sprintf("user %d", j))}
-		}
-		data = kpl.Aggregate(users)
-	}
-	if _, err := w.stream.Put(id, fmt.Sprintf("pk-%d", r.IntN(100)), data); err != nil {
-		w.t.Fatalf("put: %v", err)
-	}
-}
-
-// violate records a violation; the caller holds chk.mu.
-func (w *mworld) violate(format string, args ...any) {
-	w.chk.violate(format, args...)
-	w.snap()
-}
-
 // snap keeps the trace as it was at the first violation (the trace keeps
 // only its last lines, and the run goes on for minutes); the caller holds
 // chk.mu.
@@ -832,34 +663,12 @@ func (w *mworld) snap() {
 	}
 }
 
-func (w *mworld) hang() {
-	w.chk.mu.Lock()
-	v := strings.Join(w.chk.violations, "\n  ")
-	w.chk.mu.Unlock()
-	fmt.Fprintf(os.Stderr, "seed %d hangs:\n  %s\n\nplan:\n%s\ntrace (last %d lines):\n%s\n\nreplay: %s\n",
-		w.p.seed, v, w.p, traceLines, w.chk.trace.String(), mreplay(w.p.seed))
-	panic(fmt.Sprintf("sim: membership seed %d hangs (see above)", w.p.seed))
-}
-
 func (w *mworld) run() {
 	p := w.p
 	faultEnd := w.at(p.faultEnd)
 
-	finished := make(chan struct{})
-	stopWatchdog := sync.OnceFunc(func() { close(finished) })
+	finished, stopWatchdog := w.watchdog(p.faultEnd + time.Hour)
 	defer stopWatchdog()
-	go func() {
-		t := time.NewTimer(p.faultEnd + time.Hour)
-		defer t.Stop()
-		select {
-		case <-finished:
-		case <-t.C:
-			w.chk.mu.Lock()
-			w.violate("the simulation did not end within an hour of virtual time")
-			w.chk.mu.Unlock()
-			w.hang()
-		}
-	}()
 
 	if *flagSeed != 0 {
 		go func() {
@@ -875,21 +684,8 @@ func (w *mworld) run() {
 		}()
 	}
 
-	w.producer.Go(func() {
-		for {
-			d := time.Duration(w.produce.Int64N(int64(2*p.putEvery) + 1))
-			if time.Now().Add(d).After(w.at(p.produce)) {
-				return
-			}
-			time.Sleep(d)
-			w.put(w.produce.IntN(p.shards))
-		}
-	})
+	w.producing.Go(w.producer(p.putEvery, p.produce))
 
-	type step struct {
-		at time.Duration
-		fn func()
-	}
 	var steps []step
 	for slot, pp := range p.procs {
 		steps = append(steps, step{pp.start, func() { w.startProc(slot, false) }})
@@ -897,13 +693,9 @@ func (w *mworld) run() {
 	for _, e := range p.events {
 		steps = append(steps, step{e.at, func() { w.apply(e) }})
 	}
-	slices.SortStableFunc(steps, func(a, b step) int { return int(a.at - b.at) })
-	for _, s := range steps {
-		time.Sleep(time.Until(w.at(s.at)))
-		s.fn()
-	}
+	runSchedule(w.start, steps)
 	time.Sleep(time.Until(faultEnd))
-	w.producer.Wait()
+	w.producing.Wait()
 	// A same-owner restart waits for the previous process to exit: liveness
 	// is measured from the last start, if it came after the faults.
 	w.waitStarted()
@@ -997,19 +789,8 @@ func (w *mworld) run() {
 		w.stop(pr, false)
 	}
 	w.bg.Wait()
-	rows := map[string]leases.Lease{}
 	w.chk.mu.Lock()
-	for _, id := range w.stream.ShardIDs() {
-		l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
-		if err != nil {
-			w.violate("shard %s: %v", id, err)
-			continue
-		}
-		rows[id] = w.identified(l)
-		if l.Held() {
-			w.violate("shard %s still held by %q after every process shut down gracefully", id, w.name(l.Owner, l.Incarnation))
-		}
-	}
+	rows := w.finalRows(func(l leases.Lease) string { return w.name(l.Owner, l.Incarnation) }, w.identified)
 	for row := range leases.MemberRows {
 		ms, _ := w.mem.Members(context.Background(), row)
 		for _, m := range ms {
@@ -1028,13 +809,7 @@ func (w *mworld) run() {
 	w.elapsed = time.Since(w.start)
 
 	stopWatchdog()
-	time.Sleep(time.Minute)
-	if left := labelled(mlabel(w.p.seed)); left != "" {
-		w.chk.mu.Lock()
-		w.violate("goroutines left running after every Run returned:\n%s", left)
-		w.chk.mu.Unlock()
-		w.hang()
-	}
+	w.checkLeftovers(mlabel(w.p.seed))
 }
 
 // drainTrace moves the lines of the checker's trace (a ring of the last
@@ -1060,23 +835,6 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// labelled returns the stacks of the goroutines labelled value, other than
-// the caller's.
-func labelled(value string) string {
-	var b strings.Builder
-	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
-		return ""
-	}
-	want := fmt.Sprintf("%q:%q", seedLabel, value)
-	var out []string
-	for _, entry := range strings.Split(b.String(), "\n\n") {
-		if strings.Contains(entry, want) && !strings.Contains(entry, "sim.labelled") {
-			out = append(out, entry)
-		}
-	}
-	return strings.Join(out, "\n\n")
-}
-
 // live returns the processes running now (not dead, not stopping).
 func (w *mworld) live() []*mproc {
 	w.mu.Lock()
@@ -1097,30 +855,19 @@ func (w *mworld) live() []*mproc {
 // other.
 func (w *mworld) fair() bool {
 	live := w.live()
-	if len(live) == 0 {
-		return false
-	}
-	share := (w.p.shards + len(live) - 1) / len(live)
-	held := map[string]*mproc{}
+	holdings := make([][]string, len(live))
 	w.chk.mu.Lock()
 	defer w.chk.mu.Unlock()
-	lo, hi := w.p.shards, 0
-	for _, pr := range live {
-		ids := pr.group.Held(streamName)
-		lo, hi = min(lo, len(ids)), max(hi, len(ids))
-		for _, id := range ids {
-			if _, dup := held[id]; dup {
-				return false
-			}
-			held[id] = pr
-		}
+	for i, pr := range live {
+		holdings[i] = pr.group.Held(streamName)
 	}
-	if len(held) != w.p.shards || hi > share || hi-lo > 1 {
+	held, ok := fairSplit(w.p.shards, holdings)
+	if !ok {
 		return false
 	}
-	for id, pr := range held {
-		l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
-		if err != nil || w.procOf(l.Owner, l.Incarnation) != pr {
+	for id, i := range held {
+		l, err := w.row(id)
+		if err != nil || w.procOf(l.Owner, l.Incarnation) != live[i] {
 			return false
 		}
 	}
@@ -1133,7 +880,7 @@ func (w *mworld) assignment() string {
 		parts = append(parts, fmt.Sprintf("%s holds %v", pr.ident, pr.group.Held(streamName)))
 	}
 	for _, id := range w.stream.ShardIDs() {
-		l, _ := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
+		l, _ := w.row(id)
 		parts = append(parts, fmt.Sprintf("row %s: %q", id, ident(l.Owner, l.Incarnation)))
 	}
 	return strings.Join(parts, "; ")
@@ -1160,35 +907,9 @@ func (w *mworld) readAgainString() string {
 	return strings.Join(parts, ", ")
 }
 
-func (w *mworld) delivered() bool {
-	w.chk.mu.Lock()
-	defer w.chk.mu.Unlock()
-	for _, id := range w.stream.ShardIDs() {
-		n := w.stream.UserRecords(id)
-		if w.chk.shard(id).prefix < n {
-			return false
-		}
-		l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
-		if err != nil {
-			return false
-		}
-		if cov, err := w.chk.covered(id, l.Checkpoint); err != nil || cov != n {
-			return false
-		}
-	}
-	return true
-}
-
 // progress describes delivery; the caller holds chk.mu.
 func (w *mworld) progress() string {
-	var parts []string
-	for _, id := range w.stream.ShardIDs() {
-		l, _ := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
-		cov, _ := w.chk.covered(id, l.Checkpoint)
-		parts = append(parts, fmt.Sprintf("%s: %d/%d acknowledged, checkpoint %s covers %d, row %q", id, w.chk.shard(id).prefix,
-			w.stream.UserRecords(id), l.Checkpoint, cov, ident(l.Owner, l.Incarnation)))
-	}
-	return strings.Join(parts, "; ")
+	return w.simBase.progress("row", func(l leases.Lease) string { return ident(l.Owner, l.Incarnation) })
 }
 
 // startProc starts a new process in slot: a fresh owner, or a new
@@ -1213,42 +934,30 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 		owner = w.slots[slot][gen-1].owner
 	}
 	pr := &mproc{w: w, slot: slot, gen: gen, owner: owner, cfg: w.p.procs[slot],
-		done: make(chan struct{}), calls: map[string]uint64{}, ten: map[string]*mtenure{}}
+		done: make(chan struct{}), ten: map[string]*mtenure{}}
 	w.slots[slot] = append(w.slots[slot], pr)
 	w.mu.Unlock()
 
-	fs := NewFaultStore(w.mem, StoreHooks{
-		Decide:       pr.decideStore,
-		Stall:        pr.stall,
-		Dead:         pr.dead.Load,
-		Apply:        pr.apply,
-		ApplyMembers: pr.applyMembers,
-	})
+	hooks := pr.storeHooks(pr.decideStore, pr.apply)
+	hooks.ApplyMembers = pr.applyMembers
+	fs := NewFaultStore(w.mem, hooks)
 	cfg := engine.GroupConfig{
-		Owner: pr.owner,
-		Store: &modelStore{FaultStore: fs, pr: pr},
-		Client: w.stream.Client(KinesisHooks{
-			Decide: pr.decideKinesis,
-			Stall:  pr.stall,
-			Dead:   pr.dead.Load,
-		}),
+		Owner:  pr.owner,
+		Store:  &modelStore{FaultStore: fs, pr: pr},
+		Client: w.stream.Client(pr.kinesisHooks(pr.decideKinesis)),
 		Streams: []engine.StreamConfig{{
 			Stream: streamName,
 			Start:  kltype.TrimHorizon,
-			Worker: engine.WorkerConfig{
-				Handler:            pr.handle,
-				Policy:             kltype.RetryPolicy{Attempts: 3, InitialDelay: 50 * time.Millisecond, MaxDelay: time.Second},
-				CheckpointEvery:    pr.cfg.checkpointEvery,
-				CheckpointInterval: pr.cfg.checkpointInterval,
-				Limit:              pr.cfg.limit,
-			},
+			Worker: simWorker(pr.handle, pr.cfg),
 		}},
 		Heartbeat:       w.p.hb,
 		Timeout:         w.p.timeout,
 		FenceMargin:     w.p.margin,
 		ShutdownTimeout: 5 * time.Second,
 	}
-	cfg.Logger = slog.New(&mtraceHandler{tr: &w.chk.trace, pr: pr})
+	// The process is named by its ident, known once NewGroup has made the
+	// incarnation.
+	cfg.Logger = slog.New(&traceHandler{tr: &w.chk.trace, name: func() string { return pr.ident }})
 	cfg.Events = func(e kltype.LeaseEvent) { w.chk.tracef("%s: event %s %s", pr.ident, e.Type, e.ShardID) }
 	g, err := engine.NewGroup(cfg)
 	if err != nil {
@@ -1305,14 +1014,7 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 	})
 }
 
-func (w *mworld) current(slot int) *mproc {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if gens := w.slots[slot]; len(gens) > 0 {
-		return gens[len(gens)-1]
-	}
-	return nil
-}
+func (w *mworld) current(slot int) *mproc { return current(&w.mu, w.slots, slot) }
 
 // apply runs a planned event.
 func (w *mworld) apply(e mevent) {
@@ -1328,20 +1030,13 @@ func (w *mworld) apply(e mevent) {
 	if pr == nil || pr.dead.Load() || pr.stopping.Load() || pr.ended() {
 		return
 	}
-	now := time.Now()
 	switch e.kind {
 	case mPause:
-		pr.pausedUntil.Store(now.Add(e.dur).UnixNano())
-		w.chk.paused(pr.ident, now, now.Add(e.dur))
+		pr.pause(w.chk, pr.ident, e.dur)
 	case mPartition:
-		pr.partUntil.Store(now.Add(e.dur).UnixNano())
+		pr.partition(e.dur)
 	case mClock:
-		if e.dur > 0 {
-			pr.frozenAt.Store(pr.wallClock().UnixNano())
-			pr.frozenUntil.Store(now.Add(e.dur).UnixNano())
-		} else {
-			pr.skew.Store(int64(e.delta))
-		}
+		pr.clockEvent(e.dur, e.delta)
 	case mCrash:
 		w.stop(pr, true)
 	case mStop:
@@ -1349,59 +1044,20 @@ func (w *mworld) apply(e mevent) {
 	}
 }
 
-// stop crashes pr or shuts it down gracefully (after which Run must
-// return nil and, once faults are over, leave no lease held).
+// stop crashes pr or shuts it down gracefully (see simBase.stopProc).
 func (w *mworld) stop(pr *mproc, crash bool) {
-	pr.stopping.Store(true)
-	if crash {
-		pr.dead.Store(true)
-		w.chk.crashed(pr.ident)
-	}
-	pr.cancel()
-	duringFaults := pr.faulty()
-	w.bg.Go(func() {
-		limit := 5*time.Second + 4*w.p.timeout + time.Minute
-		select {
-		case <-pr.done:
-		case <-time.After(limit):
-			w.chk.mu.Lock()
-			w.violate("%s: Run did not return %v after its context was cancelled", pr.ident, limit)
-			w.chk.mu.Unlock()
-			w.hang()
-		}
-		w.chk.mu.Lock()
-		defer w.chk.mu.Unlock()
-		if !crash && pr.err != nil {
-			w.violate("%s: Run returned %v after a graceful stop", pr.ident, pr.err)
-		}
-		if !crash && !duringFaults {
-			for _, id := range w.stream.ShardIDs() {
-				l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
-				if err == nil && w.procOf(l.Owner, l.Incarnation) == pr {
-					w.violate("%s: still holds %s after Run returned from a graceful stop", pr.ident, id)
-				}
-			}
-		}
-	})
+	w.stopProc(&w.bg, &pr.procState, pr.ident, crash, pr.cancel, pr.done, func() error { return pr.err }, pr.faulty,
+		5*time.Second+4*w.p.timeout+time.Minute, func(l leases.Lease) bool { return w.procOf(l.Owner, l.Incarnation) == pr })
 }
 
 // ---------------------------------------------------------------------------
 // One process's faults and the model of its fence.
 
+// rng returns a generator for one decision of pr (see draws.next), named
+// by its slot and generation, not its owner: a same-owner restart draws its
+// own faults.
 func (pr *mproc) rng(parts ...string) *rand.Rand {
-	k := strings.Join(parts, "|")
-	pr.rngMu.Lock()
-	n := pr.calls[k]
-	pr.calls[k] = n + 1
-	pr.rngMu.Unlock()
-	h := fnv.New64a()
-	// The slot and generation, not the owner: a same-owner restart draws
-	// its own faults.
-	fmt.Fprintf(h, "%d.%d", pr.slot, pr.gen)
-	h.Write([]byte{0})
-	h.Write([]byte(k))
-	h.Write(binary.LittleEndian.AppendUint64(nil, n))
-	return rand.New(rand.NewPCG(pr.w.p.seed, h.Sum64()))
+	return pr.draws.next(pr.w.p.seed, fmt.Sprintf("%d.%d", pr.slot, pr.gen), parts...)
 }
 
 // waitStarted waits until the Run of every process started (a same-owner
@@ -1438,23 +1094,6 @@ func (pr *mproc) ended() bool {
 
 func (pr *mproc) faulty() bool { return time.Now().Before(pr.w.at(pr.w.p.faultEnd)) }
 
-func (pr *mproc) wallClock() time.Time {
-	if time.Now().UnixNano() < pr.frozenUntil.Load() {
-		return time.Unix(0, pr.frozenAt.Load())
-	}
-	return time.Now().Add(time.Duration(pr.skew.Load()))
-}
-
-func (pr *mproc) stall() {
-	for {
-		d := time.Until(time.Unix(0, pr.pausedUntil.Load()))
-		if d <= 0 {
-			return
-		}
-		time.Sleep(d)
-	}
-}
-
 func isMemberOp(op string) bool { return op == "Heartbeat" || op == "Members" || op == "ReplaceMember" }
 
 func isMemberWrite(op string) bool { return op != "Get" && op != "Members" }
@@ -1472,11 +1111,7 @@ func (pr *mproc) decideStore(op string, key leases.Key) Decision {
 	if now.UnixNano() < pr.partUntil.Load() {
 		r := pr.rng("partition", op, key.Shard)
 		pr.count(func(s *mstats) { s.injected++ })
-		if p.fenceStress {
-			return Decision{Delay: upTo(r, 20*time.Millisecond), Err: &InjectedError{Op: op, Key: key, Msg: "dial tcp: connect: connection refused"}}
-		}
-		return Decision{Delay: 200*time.Millisecond + upTo(r, p.storeMaxDelay),
-			Err: &InjectedError{Op: op, Key: key, Msg: "dial tcp: connect: connection timed out"}}
+		return partitionFault(r, op, key, p.fenceStress, 200*time.Millisecond, p.storeMaxDelay)
 	}
 	el := now.Sub(pr.w.start)
 	for _, e := range p.events {
@@ -1499,25 +1134,11 @@ func (pr *mproc) decideStore(op string, key leases.Key) Decision {
 		return Decision{}
 	}
 	r := pr.rng("store", op, key.Shard)
-	delayP, errP, lostP := p.storeDelayP, p.storeErrP, p.storeLostP
+	rates := storeRates{p.storeDelayP, p.storeErrP, p.storeLostP, p.storeRespDelayP, p.storeMaxDelay}
 	if member {
-		delayP, errP, lostP = p.memDelayP, p.memErrP, p.memLostP
+		rates.delayP, rates.errP, rates.lostP = p.memDelayP, p.memErrP, p.memLostP
 	}
-	var d Decision
-	if r.Float64() < delayP {
-		d.Delay = upTo(r, p.storeMaxDelay)
-	}
-	switch {
-	case r.Float64() < errP:
-		msg := []string{"ProvisionedThroughputExceededException", "InternalServerError", "connection reset by peer"}[r.IntN(3)]
-		d.Err = &InjectedError{Op: op, Key: key, Msg: msg}
-		pr.count(func(s *mstats) { s.injected++ })
-	case isMemberWrite(op) && r.Float64() < lostP:
-		d.LoseResponse = true
-		if r.IntN(2) == 0 {
-			d.Lost = fmt.Errorf("sim: %s %s: operation error: %w", op, key, context.DeadlineExceeded)
-		}
-		d.ResponseDelay = upTo(r, p.storeMaxDelay)
+	return storeFault(r, op, key, rates, isMemberWrite(op), func() { pr.count(func(s *mstats) { s.injected++ }) }, func() {
 		pr.count(func(s *mstats) {
 			if op == "Heartbeat" {
 				s.lostHB++
@@ -1525,38 +1146,14 @@ func (pr *mproc) decideStore(op string, key leases.Key) Decision {
 				s.lostOther++
 			}
 		})
-	}
-	if r.Float64() < p.storeRespDelayP {
-		d.ResponseDelay = upTo(r, p.storeMaxDelay)
-	}
-	return d
+	})
 }
 
 func (pr *mproc) decideKinesis(op, shardID string) (time.Duration, error) {
 	if !pr.faulty() {
 		return 0, nil
 	}
-	p := pr.w.p
-	r := pr.rng("kinesis", op, shardID)
-	var delay time.Duration
-	if r.Float64() < p.kinDelayP {
-		delay = upTo(r, 1500*time.Millisecond)
-	}
-	if r.Float64() >= p.kinErrP {
-		return delay, nil
-	}
-	msg := aws.String("injected by the simulation")
-	var errs []error
-	switch op {
-	case "GetRecords":
-		errs = []error{&types.ProvisionedThroughputExceededException{Message: msg}, &types.ExpiredIteratorException{Message: msg},
-			&types.InternalFailureException{Message: msg}, &types.KMSThrottlingException{Message: msg}}
-	case "GetShardIterator":
-		errs = []error{&types.ProvisionedThroughputExceededException{Message: msg}, &types.InternalFailureException{Message: msg}}
-	default:
-		errs = []error{&types.LimitExceededException{Message: msg}, &types.InternalFailureException{Message: msg}}
-	}
-	return delay, errs[r.IntN(len(errs))]
+	return kinesisFault(pr.rng("kinesis", op, shardID), &pr.w.p.planBase, op)
 }
 
 // apply runs a lease-row call with the checker's lock held, so that the
@@ -1803,8 +1400,7 @@ func (s *modelStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc stri
 // sometimes fails, and stalls with its process.
 func (pr *mproc) handle(ctx context.Context, r *kltype.Record) error {
 	if pr.dead.Load() {
-		<-ctx.Done()
-		return ctx.Err()
+		return deadHandler(ctx)
 	}
 	w := pr.w
 	c := w.chk
@@ -1823,73 +1419,6 @@ func (pr *mproc) handle(ctx context.Context, r *kltype.Record) error {
 	w.snap()
 	c.mu.Unlock()
 	pr.stall()
-	p := w.p
 	rng := pr.rng("handler", r.ShardID, r.SequenceNumber, strconv.FormatInt(r.SubSequence, 10))
-	work := upTo(rng, 20*time.Millisecond)
-	if rng.Float64() < p.handlerSlowP {
-		work = upTo(rng, p.handlerMaxWork)
-	}
-	fail := pr.faulty() && rng.Float64() < p.handlerErrP
-	t := time.NewTimer(work)
-	if pr.cfg.ignoresCancel {
-		<-t.C
-	} else {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			pr.stall()
-			c.exit(h, false)
-			return ctx.Err()
-		}
-	}
-	pr.stall()
-	if pr.dead.Load() {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	if fail {
-		c.exit(h, false)
-		return errHandler
-	}
-	c.exit(h, true)
-	return nil
+	return pr.work(ctx, c, h, rng, &w.p.planBase, pr.faulty, pr.cfg.ignoresCancel)
 }
-
-// mtraceHandler is traceHandler naming the process by its ident, known
-// once NewGroup has made the incarnation.
-type mtraceHandler struct {
-	tr    *trace
-	pr    *mproc
-	attrs string
-}
-
-func (h *mtraceHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
-
-func (h *mtraceHandler) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(h.pr.ident)
-	b.WriteString(": ")
-	b.WriteString(r.Message)
-	b.WriteString(h.attrs)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	h.tr.add(b.String())
-	return nil
-}
-
-func (h *mtraceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	var b strings.Builder
-	b.WriteString(h.attrs)
-	for _, a := range attrs {
-		if a.Key == "stream" || a.Key == "owner" {
-			continue
-		}
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-	}
-	return &mtraceHandler{tr: h.tr, pr: h.pr, attrs: b.String()}
-}
-
-func (h *mtraceHandler) WithGroup(string) slog.Handler { return h }

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -12,38 +11,19 @@ import (
 
 // plan is everything a seed decides up front: the shape of the run, the
 // fault rates and the schedule of process-level events. Per-call faults are
-// drawn during the run from the same seed (see world.rng).
+// drawn during the run from the same seed (see proc.rng).
 type plan struct {
-	seed    uint64
-	shards  int
-	initial []int   // records per shard at the start
-	aggP    float64 // share of records that are KPL aggregates
-	lease   time.Duration
+	planBase
+	lease time.Duration
 
 	procs []procPlan // one per slot; a slot's generations share it
 
-	faultEnd time.Duration // per-call faults stop; every event ends before
-	produce  time.Duration // records are put until then
-	putEvery time.Duration // mean time between puts
-
-	storeDelayP, storeErrP, storeLostP, storeRespDelayP float64
-	storeMaxDelay                                       time.Duration
-	kinDelayP, kinErrP                                  float64
-	handlerErrP, handlerSlowP                           float64
-	handlerMaxWork                                      time.Duration
-
 	events []event
-
-	fenceStress bool // see stress
 }
 
 type procPlan struct {
-	start               time.Duration
+	slotPlan
 	renew, scan, margin time.Duration
-	checkpointEvery     int
-	checkpointInterval  time.Duration
-	limit               int32
-	ignoresCancel       bool // the handler does not watch its context
 }
 
 type eventKind int
@@ -102,56 +82,27 @@ var frozenClocks = os.Getenv("KINESISLEASE_SIM_FROZEN_CLOCKS") == "1"
 // newPlan draws the plan of seed.
 func newPlan(seed uint64) *plan {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	p := &plan{seed: seed}
-	p.shards = 1 + r.IntN(8)
-	p.initial = make([]int, p.shards)
-	for i := range p.initial {
-		p.initial[i] = r.IntN(40)
-	}
-	p.aggP = []float64{0, 0, 0.2, 0.5}[r.IntN(4)]
+	p := &plan{planBase: planBase{seed: seed}}
+	p.drawShape(r)
 	p.lease = []time.Duration{5 * time.Second, 10 * time.Second, 10 * time.Second, 20 * time.Second}[r.IntN(4)]
 	n := 2 + r.IntN(3)
 	for i := range n {
-		pp := procPlan{
-			margin:             p.lease/8 + time.Duration(r.Int64N(int64(p.lease/8))),
-			checkpointEvery:    1 + r.IntN(20),
-			checkpointInterval: time.Duration(1+r.IntN(5)) * time.Second,
-			limit:              int32(1 + r.IntN(25)),
-			ignoresCancel:      r.IntN(3) == 0,
-		}
-		if i > 0 && r.IntN(3) == 0 {
-			pp.start = time.Duration(r.Int64N(int64(20 * time.Second)))
-		}
+		margin := p.lease/8 + time.Duration(r.Int64N(int64(p.lease/8)))
+		pp := procPlan{slotPlan: drawSlot(r, i, 20*time.Second), margin: margin}
 		fence := p.lease - pp.margin
 		pp.renew = fence/4 + time.Duration(r.Int64N(int64(fence/2)))
 		pp.scan = p.lease/10 + time.Duration(r.Int64N(int64(p.lease*7/5)))
 		p.procs = append(p.procs, pp)
 	}
-	p.faultEnd = 30*time.Second + time.Duration(r.Int64N(int64(60*time.Second)))
-	p.produce = p.faultEnd
-	p.putEvery = time.Duration(20*math.Pow(50, r.Float64())) * time.Millisecond // 20ms to 1s
-	// Readers (Limit records per GetRecords, 5 calls a second) must keep up
-	// with three times a shard's put rate, or the backlog outlasts the run.
+	p.drawPace(r)
 	for i := range p.procs {
-		perShard := float64(time.Second) / float64(p.putEvery) / float64(p.shards)
-		p.procs[i].limit = max(p.procs[i].limit, int32(math.Ceil(3*perShard/5)))
+		p.procs[i].limit = p.keepUp(p.procs[i].limit)
 	}
 
-	rate := func(max float64) float64 {
-		if r.IntN(4) == 0 {
-			return 0
-		}
-		return r.Float64() * max
-	}
-	p.storeDelayP = rate(0.3)
-	p.storeErrP = rate(0.08)
-	p.storeLostP = rate(0.08)
-	p.storeRespDelayP = rate(0.2)
+	rate := rater(r)
+	p.drawStoreRates(rate)
 	p.storeMaxDelay = time.Duration(1+r.IntN(int(p.lease/time.Second)/3+1)) * time.Second
-	p.kinDelayP = rate(0.2)
-	p.kinErrP = rate(0.15)
-	p.handlerErrP = rate(0.05)
-	p.handlerSlowP = rate(0.1)
+	p.drawCallRates(rate)
 	p.handlerMaxWork = min(p.procs[0].margin/3, 500*time.Millisecond)
 	for _, pp := range p.procs {
 		p.handlerMaxWork = min(p.handlerMaxWork, pp.margin/3)
@@ -191,11 +142,10 @@ func newPlan(seed uint64) *plan {
 			if e.kind == evCrash || e.kind == evStop {
 				// A new process in the slot, after a while, unless it stays
 				// down (never the last slot, so one always runs).
-				gap := time.Duration(r.Int64N(int64(3 * p.lease)))
-				if slot != len(p.procs)-1 && r.IntN(4) == 0 {
+				var up bool
+				if t, up = p.restartAt(r, t, e.at, p.lease, slot, len(p.procs)); !up {
 					break
 				}
-				t = max(min(t+gap, p.faultEnd-time.Second), e.at+100*time.Millisecond)
 				p.events = append(p.events, event{at: t, kind: evRestart, slot: slot})
 			}
 			t += time.Duration(r.Int64N(int64(20 * time.Second)))
@@ -224,18 +174,15 @@ func newPlan(seed uint64) *plan {
 // a holder whose renewals fail is delivering right up to its fence while a
 // taker acts at the first moment it may.
 func (p *plan) stress(seed uint64) {
-	r := rand.New(rand.NewPCG(seed, 0xfe8e9))
-	if r.IntN(3) != 0 {
+	r, ok := p.stressed(seed, 0xfe8e9)
+	if !ok {
 		return
 	}
-	p.fenceStress = true
 	for i := range p.procs {
 		p.procs[i].scan = p.lease/20 + time.Duration(r.Int64N(int64(p.lease/5)))
-		p.procs[i].checkpointEvery = 20
-		p.procs[i].limit = 50 // reads keep up with the puts
+		p.procs[i].stressSlot()
 	}
-	p.putEvery = 20*time.Millisecond + time.Duration(r.Int64N(int64(40*time.Millisecond)))
-	p.storeRespDelayP = max(p.storeRespDelayP, 0.2)
+	p.stressPace(r)
 	p.storeMaxDelay = max(p.storeMaxDelay, p.lease/4)
 	for slot := range p.procs {
 		for range 1 + r.IntN(3) {
@@ -259,9 +206,6 @@ func (p *plan) String() string {
 	}
 	fmt.Fprintf(&b, "  faults until T+%v: store delay %.2f (max %v) error %.2f lost %.2f response delay %.2f; kinesis delay %.2f error %.2f; handler error %.2f slow %.2f (max %v)\n",
 		p.faultEnd, p.storeDelayP, p.storeMaxDelay, p.storeErrP, p.storeLostP, p.storeRespDelayP, p.kinDelayP, p.kinErrP, p.handlerErrP, p.handlerSlowP, p.handlerMaxWork)
-	fmt.Fprintf(&b, "  puts every ~%v until T+%v; fence stress %v\n", p.putEvery, p.produce, p.fenceStress)
-	for _, e := range p.events {
-		fmt.Fprintf(&b, "  %v\n", e)
-	}
+	writeTail(&b, &p.planBase, p.events)
 	return b.String()
 }

@@ -2,33 +2,22 @@ package sim
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
-	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
-	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
 var (
@@ -42,37 +31,6 @@ var (
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
-
-// seeds returns the seeds TestSimulation runs.
-func seeds(t *testing.T) []uint64 {
-	if *flagSeed != 0 {
-		return []uint64{*flagSeed}
-	}
-	n, base := ciSeeds, uint64(1)
-	if v := os.Getenv("KINESISLEASE_SIM_SEEDS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			t.Fatalf("KINESISLEASE_SIM_SEEDS=%q: want a positive number", v)
-		}
-	}
-	if v := os.Getenv("KINESISLEASE_SIM_SEED_BASE"); v != "" {
-		var err error
-		if base, err = strconv.ParseUint(v, 10, 64); err != nil || base == 0 {
-			t.Fatalf("KINESISLEASE_SIM_SEED_BASE=%q: want a positive number", v)
-		}
-	}
-	if *flagSeeds > 0 {
-		n = *flagSeeds
-	}
-	if *flagBase > 0 {
-		base = *flagBase
-	}
-	out := make([]uint64, n)
-	for i := range out {
-		out[i] = base + uint64(i)
-	}
-	return out
-}
 
 // summary gathers what the seeds measured.
 type summary struct {
@@ -101,17 +59,7 @@ type summary struct {
 // KINESISLEASE_SIM_SEEDS=5000 (or -seeds) runs more seeds.
 func TestSimulation(t *testing.T) {
 	sum := &summary{}
-	list := seeds(t)
-	t.Run("seeds", func(t *testing.T) {
-		for _, seed := range list {
-			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-				if len(list) > 1 {
-					t.Parallel()
-				}
-				runSeed(t, seed, sum)
-			})
-		}
-	})
+	runSeeds(t, seedList(t, ciSeeds), 0, func(t *testing.T, seed uint64) { runSeed(t, seed, sum) })
 	t.Logf("%d seeds (%d failed), %v of virtual time; worst settling %.1f scan cycles after faults stopped (seed %d); "+
 		"%d handler calls, %d takes, %d handoff requests, %d checkpoints, %d lost answers; %d crashes, %d stops, %d pauses, %d partitions, %d rewinds",
 		sum.seeds, sum.failed, sum.virtual.Round(time.Second), sum.worstSettle, sum.worstSettleSeed,
@@ -127,15 +75,9 @@ func TestSimulation(t *testing.T) {
 
 func runSeed(t *testing.T, seed uint64, sum *summary) {
 	p := newPlan(seed)
-	var w *world
-	synctest.Test(t, func(t *testing.T) {
-		w = newWorld(t, p)
-		// The label marks every goroutine of this bubble, so that those
-		// left behind can be found (see leftovers).
-		pprof.Do(context.Background(), pprof.Labels(seedLabel, strconv.FormatUint(seed, 10)), func(context.Context) {
-			w.run()
-		})
-	})
+	// The label marks every goroutine of this bubble, so that those left
+	// behind can be found (see labelled).
+	w := simulate(t, strconv.FormatUint(seed, 10), func(t *testing.T) *world { return newWorld(t, p) })
 	sum.mu.Lock()
 	defer sum.mu.Unlock()
 	sum.seeds++
@@ -190,14 +132,8 @@ func replay(seed uint64) string {
 
 // world is one seed's simulation: the stream, the table, the processes.
 type world struct {
-	t       *testing.T
-	p       *plan
-	start   time.Time
-	stream  *Stream
-	mem     *memory.Store
-	chk     *checker
-	now     func() time.Time // the wall clock of the process whose write is being applied (under chk.mu)
-	produce *rand.Rand
+	simBase
+	p *plan
 
 	mu    sync.Mutex
 	slots [][]*proc // every generation of each slot
@@ -216,104 +152,34 @@ type proc struct {
 	slot, gen int
 	owner     string
 	cfg       procPlan
-
-	pausedUntil atomic.Int64 // unix nanoseconds
-	partUntil   atomic.Int64
-	skew        atomic.Int64 // its wall clock's offset
-	frozenUntil atomic.Int64 // unix nanoseconds: its wall clock stands still until then
-	frozenAt    atomic.Int64 // at this reading (unix nanoseconds)
-	dead        atomic.Bool
-	stopping    atomic.Bool
+	procState
 
 	coord  *engine.Coordinator
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
 
-	rngMu sync.Mutex
-	calls map[string]uint64
+	draws draws
 }
 
 func newWorld(t *testing.T, p *plan) *world {
-	w := &world{t: t, p: p, start: time.Now(), stream: NewStream(streamName, p.shards)}
-	w.now = time.Now
-	w.mem = memory.New(memory.WithClock(func() time.Time { return w.now() }))
-	w.chk = newChecker(w.stream)
-	w.chk.owner = func(id string) string {
-		l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
-		if err != nil {
-			return ""
-		}
-		return l.Owner
-	}
-	w.produce = rand.New(rand.NewPCG(p.seed, 0xda7a))
+	w := &world{p: p}
+	w.plan, w.replay = p, replay
 	w.slots = make([][]*proc, len(p.procs))
-	for i, n := range p.initial {
-		for range n {
-			w.put(i)
-		}
-	}
+	w.init(t, &p.planBase, func(l leases.Lease) string { return l.Owner })
 	return w
-}
-
-func (w *world) at(d time.Duration) time.Time { return w.start.Add(d) }
-
-// put appends a record (sometimes a KPL aggregate) to shard i.
-func (w *world) put(i int) {
-	r := w.produce
-	id := fmt.Sprintf("shardId-%012d", i)
-	data := []byte(fmt.Sprintf("record %d of %s", w.stream.UserRecords(id), id))
-	if r.Float64() < w.p.aggP {
-		users := make([]kpl.UserRecord, 1+r.IntN(4))
-		for j := range users {
-			users[j] = kpl.UserRecord{PartitionKey: fmt.Sprintf("pk-%d", r.IntN(100)), Data: []byte(fmt.Sprintf("user %d", j))}
-		}
-		data = kpl.Aggregate(users)
-	}
-	if _, err := w.stream.Put(id, fmt.Sprintf("pk-%d", r.IntN(100)), data); err != nil {
-		w.t.Fatalf("put: %v", err)
-	}
 }
 
 func (w *world) run() {
 	p := w.p
 	faultEnd := w.at(p.faultEnd)
 
-	// A watchdog: a simulation whose goroutines do not end would run its
-	// virtual clock forever.
-	finished := make(chan struct{})
-	stopWatchdog := sync.OnceFunc(func() { close(finished) })
+	_, stopWatchdog := w.watchdog(p.faultEnd + time.Hour)
 	defer stopWatchdog()
-	go func() {
-		t := time.NewTimer(p.faultEnd + time.Hour)
-		defer t.Stop()
-		select {
-		case <-finished:
-		case <-t.C:
-			w.chk.mu.Lock()
-			w.chk.violate("the simulation did not end within an hour of virtual time")
-			w.chk.mu.Unlock()
-			w.hang()
-		}
-	}()
 
-	// The producer.
-	w.bg.Go(func() {
-		for {
-			d := time.Duration(w.produce.Int64N(int64(2*p.putEvery) + 1))
-			if time.Now().Add(d).After(w.at(p.produce)) {
-				return
-			}
-			time.Sleep(d)
-			w.put(w.produce.IntN(p.shards))
-		}
-	})
+	w.bg.Go(w.producer(p.putEvery, p.produce))
 
 	// The schedule: process starts, then the plan's events.
-	type step struct {
-		at time.Duration
-		fn func()
-	}
 	var steps []step
 	for slot, pp := range p.procs {
 		steps = append(steps, step{pp.start, func() { w.startProc(slot) }})
@@ -321,11 +187,7 @@ func (w *world) run() {
 	for _, e := range p.events {
 		steps = append(steps, step{e.at, func() { w.apply(e) }})
 	}
-	slices.SortStableFunc(steps, func(a, b step) int { return int(a.at - b.at) })
-	for _, s := range steps {
-		time.Sleep(time.Until(w.at(s.at)))
-		s.fn()
-	}
+	runSchedule(w.start, steps)
 	time.Sleep(time.Until(faultEnd))
 	w.chk.tracef("faults stop")
 
@@ -392,66 +254,17 @@ func (w *world) run() {
 		w.stop(pr, false)
 	}
 	w.bg.Wait()
-	rows := map[string]leases.Lease{}
-	for _, id := range w.stream.ShardIDs() {
-		l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
-		if err != nil {
-			w.chk.mu.Lock()
-			w.chk.violate("shard %s: %v", id, err)
-			w.chk.mu.Unlock()
-			continue
-		}
-		rows[id] = l
-		if l.Held() {
-			w.chk.mu.Lock()
-			w.chk.violate("shard %s still held by %q after every process shut down gracefully", id, l.Owner)
-			w.chk.mu.Unlock()
-		}
-	}
+	owner := func(l leases.Lease) string { return l.Owner }
+	w.chk.mu.Lock()
+	rows := w.finalRows(owner, func(l leases.Lease) leases.Lease { return l })
+	w.chk.mu.Unlock()
 	w.chk.final(rows)
 	w.elapsed = time.Since(w.start)
 
 	// Every Run returned: no goroutine of any coordinator may be left (a
 	// bubble with goroutines left cannot end).
 	stopWatchdog()
-	time.Sleep(time.Minute)
-	if left := leftovers(w.p.seed); left != "" {
-		w.chk.mu.Lock()
-		w.chk.violate("goroutines left running after every Run returned:\n%s", left)
-		w.chk.mu.Unlock()
-		w.hang()
-	}
-}
-
-const seedLabel = "kinesislease-sim-seed"
-
-// leftovers returns the stacks of the goroutines labelled with seed, other
-// than the caller's.
-func leftovers(seed uint64) string {
-	var b strings.Builder
-	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
-		return ""
-	}
-	want := fmt.Sprintf("%q:%q", seedLabel, strconv.FormatUint(seed, 10))
-	var out []string
-	for _, entry := range strings.Split(b.String(), "\n\n") {
-		if strings.Contains(entry, want) && !strings.Contains(entry, "sim.leftovers") {
-			out = append(out, entry)
-		}
-	}
-	return strings.Join(out, "\n\n")
-}
-
-// hang ends a simulation that cannot end: a goroutine of the bubble never
-// returns, so the bubble's clock would run forever. It prints what it knows
-// and panics, which ends the test binary.
-func (w *world) hang() {
-	w.chk.mu.Lock()
-	v := strings.Join(w.chk.violations, "\n  ")
-	w.chk.mu.Unlock()
-	fmt.Fprintf(os.Stderr, "seed %d hangs:\n  %s\n\nplan:\n%s\ntrace (last %d lines):\n%s\n\nreplay: %s\n",
-		w.p.seed, v, w.p, traceLines, w.chk.trace.String(), replay(w.p.seed))
-	panic(fmt.Sprintf("sim: seed %d hangs (see above)", w.p.seed))
+	w.checkLeftovers(strconv.FormatUint(w.p.seed, 10))
 }
 
 // live returns the processes running now (not dead, not stopping).
@@ -474,27 +287,16 @@ func (w *world) live() []*proc {
 // each other.
 func (w *world) fair() bool {
 	live := w.live()
-	if len(live) == 0 {
+	holdings := make([][]string, len(live))
+	for i, pr := range live {
+		holdings[i] = pr.coord.Held()
+	}
+	held, ok := fairSplit(w.p.shards, holdings)
+	if !ok {
 		return false
 	}
-	share := (w.p.shards + len(live) - 1) / len(live)
-	held := map[string]string{}
-	lo, hi := w.p.shards, 0
-	for _, pr := range live {
-		ids := pr.coord.Held()
-		lo, hi = min(lo, len(ids)), max(hi, len(ids))
-		for _, id := range ids {
-			if _, dup := held[id]; dup {
-				return false
-			}
-			held[id] = pr.owner
-		}
-	}
-	if len(held) != w.p.shards || hi > share || hi-lo > 1 {
-		return false
-	}
-	for id, owner := range held {
-		if l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id}); err != nil || l.Owner != owner {
+	for id, i := range held {
+		if l, err := w.row(id); err != nil || l.Owner != live[i].owner {
 			return false
 		}
 	}
@@ -509,36 +311,9 @@ func (w *world) assignment() string {
 	return strings.Join(parts, "; ")
 }
 
-// delivered reports whether every record was acknowledged and every row's
-// checkpoint covers its shard.
-func (w *world) delivered() bool {
-	w.chk.mu.Lock()
-	defer w.chk.mu.Unlock()
-	for _, id := range w.stream.ShardIDs() {
-		n := w.stream.UserRecords(id)
-		if w.chk.shard(id).prefix < n {
-			return false
-		}
-		l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
-		if err != nil {
-			return false
-		}
-		if cov, err := w.chk.covered(id, l.Checkpoint); err != nil || cov != n {
-			return false
-		}
-	}
-	return true
-}
-
 // progress describes delivery; the caller holds chk.mu.
 func (w *world) progress() string {
-	var parts []string
-	for _, id := range w.stream.ShardIDs() {
-		l, _ := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
-		cov, _ := w.chk.covered(id, l.Checkpoint)
-		parts = append(parts, fmt.Sprintf("%s: %d/%d acknowledged, checkpoint %s covers %d, owner %q", id, w.chk.shard(id).prefix, w.stream.UserRecords(id), l.Checkpoint, cov, l.Owner))
-	}
-	return strings.Join(parts, "; ")
+	return w.simBase.progress("owner", func(l leases.Lease) string { return l.Owner })
 }
 
 // startProc starts a new generation in slot.
@@ -546,39 +321,24 @@ func (w *world) startProc(slot int) {
 	w.mu.Lock()
 	gen := len(w.slots[slot])
 	pr := &proc{w: w, slot: slot, gen: gen, owner: fmt.Sprintf("i%d.g%d", slot, gen), cfg: w.p.procs[slot],
-		done: make(chan struct{}), calls: map[string]uint64{}}
+		done: make(chan struct{})}
 	w.slots[slot] = append(w.slots[slot], pr)
 	w.mu.Unlock()
 
 	cfg := engine.Config{
-		Stream: streamName,
-		Owner:  pr.owner,
-		Store: NewFaultStore(w.mem, StoreHooks{
-			Decide: pr.decideStore,
-			Stall:  pr.stall,
-			Dead:   pr.dead.Load,
-			Apply:  pr.apply,
-		}),
-		Client: w.stream.Client(KinesisHooks{
-			Decide: pr.decideKinesis,
-			Stall:  pr.stall,
-			Dead:   pr.dead.Load,
-		}),
-		Logger:          slog.New(&traceHandler{tr: &w.chk.trace, prefix: pr.owner + ": "}),
+		Stream:          streamName,
+		Owner:           pr.owner,
+		Store:           NewFaultStore(w.mem, pr.storeHooks(pr.decideStore, pr.apply)),
+		Client:          w.stream.Client(pr.kinesisHooks(pr.decideKinesis)),
+		Logger:          slog.New(&traceHandler{tr: &w.chk.trace, name: func() string { return pr.owner }}),
 		Start:           kltype.TrimHorizon,
 		LeaseDuration:   w.p.lease,
 		RenewInterval:   pr.cfg.renew,
 		FenceMargin:     pr.cfg.margin,
 		ScanInterval:    pr.cfg.scan,
 		ShutdownTimeout: 5 * time.Second,
-		Worker: engine.WorkerConfig{
-			Handler:            pr.handle,
-			Policy:             kltype.RetryPolicy{Attempts: 3, InitialDelay: 50 * time.Millisecond, MaxDelay: time.Second},
-			CheckpointEvery:    pr.cfg.checkpointEvery,
-			CheckpointInterval: pr.cfg.checkpointInterval,
-			Limit:              pr.cfg.limit,
-		},
-		Events: func(e kltype.LeaseEvent) { w.chk.tracef("%s: event %s %s", pr.owner, e.Type, e.ShardID) },
+		Worker:          simWorker(pr.handle, pr.cfg.slotPlan),
+		Events:          func(e kltype.LeaseEvent) { w.chk.tracef("%s: event %s %s", pr.owner, e.Type, e.ShardID) },
 	}
 	c, err := engine.NewCoordinator(cfg)
 	if err != nil {
@@ -595,14 +355,7 @@ func (w *world) startProc(slot int) {
 	})
 }
 
-func (w *world) current(slot int) *proc {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if gens := w.slots[slot]; len(gens) > 0 {
-		return gens[len(gens)-1]
-	}
-	return nil
-}
+func (w *world) current(slot int) *proc { return current(&w.mu, w.slots, slot) }
 
 // apply runs a planned event.
 func (w *world) apply(e event) {
@@ -619,21 +372,13 @@ func (w *world) apply(e event) {
 	if pr == nil || pr.dead.Load() || pr.stopping.Load() {
 		return
 	}
-	now := time.Now()
 	switch e.kind {
 	case evPause:
-		pr.pausedUntil.Store(now.Add(e.dur).UnixNano())
-		w.chk.paused(pr.owner, now, now.Add(e.dur))
+		pr.pause(w.chk, pr.owner, e.dur)
 	case evPartition:
-		pr.partUntil.Store(now.Add(e.dur).UnixNano())
+		pr.partition(e.dur)
 	case evClock:
-		if e.dur > 0 {
-			// The wall clock stands still (a stuck clock source).
-			pr.frozenAt.Store(pr.wallClock().UnixNano())
-			pr.frozenUntil.Store(now.Add(e.dur).UnixNano())
-		} else {
-			pr.skew.Store(int64(e.delta))
-		}
+		pr.clockEvent(e.dur, e.delta)
 	case evCrash:
 		w.stop(pr, true)
 	case evStop:
@@ -641,46 +386,10 @@ func (w *world) apply(e event) {
 	}
 }
 
-// stop stops pr: a crash (nothing it does reaches anything any more; Run's
-// context is cancelled so that its goroutines end, but its releases fail)
-// or a graceful shutdown, after which Run must return nil with every lease
-// released.
+// stop stops pr: a crash or a graceful shutdown (see simBase.stopProc).
 func (w *world) stop(pr *proc, crash bool) {
-	pr.stopping.Store(true)
-	if crash {
-		pr.dead.Store(true)
-		w.chk.crashed(pr.owner)
-	}
-	pr.cancel()
-	duringFaults := pr.faulty()
-	w.bg.Go(func() {
-		limit := 5*time.Second + 2*w.p.lease + time.Minute
-		select {
-		case <-pr.done:
-		case <-time.After(limit):
-			w.chk.mu.Lock()
-			w.chk.violate("%s: Run did not return %v after its context was cancelled", pr.owner, limit)
-			w.chk.mu.Unlock()
-			w.hang()
-		}
-		if !crash && pr.err != nil {
-			w.chk.mu.Lock()
-			w.chk.violate("%s: Run returned %v after a graceful stop", pr.owner, pr.err)
-			w.chk.mu.Unlock()
-		}
-		if !crash && !duringFaults {
-			// With store faults a release can fail (and the lease expires);
-			// once they stop, every lease must be released.
-			w.chk.mu.Lock()
-			defer w.chk.mu.Unlock()
-			for _, id := range w.stream.ShardIDs() {
-				l, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id})
-				if err == nil && l.Owner == pr.owner {
-					w.chk.violate("%s: still holds %s after Run returned from a graceful stop", pr.owner, id)
-				}
-			}
-		}
-	})
+	w.stopProc(&w.bg, &pr.procState, pr.owner, crash, pr.cancel, pr.done, func() error { return pr.err }, pr.faulty,
+		5*time.Second+2*w.p.lease+time.Minute, func(l leases.Lease) bool { return l.Owner == pr.owner })
 }
 
 // rewind is an operator moving a shard's checkpoint back (e.back records,
@@ -708,97 +417,29 @@ func (w *world) rewind(e event) {
 	w.chk.applied("Rewind", "operator", l, got)
 }
 
-// rng returns a generator for one decision of pr, drawn from the seed and
-// the decision's name and ordinal, so that a decision does not depend on
-// the interleaving of other processes' calls.
+// rng returns a generator for one decision of pr (see draws.next).
 func (pr *proc) rng(parts ...string) *rand.Rand {
-	k := strings.Join(parts, "|")
-	pr.rngMu.Lock()
-	n := pr.calls[k]
-	pr.calls[k] = n + 1
-	pr.rngMu.Unlock()
-	h := fnv.New64a()
-	h.Write([]byte(pr.owner))
-	h.Write([]byte{0})
-	h.Write([]byte(k))
-	h.Write(binary.LittleEndian.AppendUint64(nil, n))
-	return rand.New(rand.NewPCG(pr.w.p.seed, h.Sum64()))
+	return pr.draws.next(pr.w.p.seed, pr.owner, parts...)
 }
 
 func (pr *proc) faulty() bool { return time.Now().Before(pr.w.at(pr.w.p.faultEnd)) }
 
-func upTo(r *rand.Rand, d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return time.Duration(r.Int64N(int64(d)))
-}
-
-// wallClock is pr's wall clock: time.Now, offset by the clock jumps of the
-// plan, standing still while frozen. Only the expires_at it writes read it
-// (the simulation cannot skew the monotonic clock of one bubble's
-// goroutines), which the protocol must not depend on.
-func (pr *proc) wallClock() time.Time {
-	if time.Now().UnixNano() < pr.frozenUntil.Load() {
-		return time.Unix(0, pr.frozenAt.Load())
-	}
-	return time.Now().Add(time.Duration(pr.skew.Load()))
-}
-
-// stall blocks while pr is paused.
-func (pr *proc) stall() {
-	for {
-		d := time.Until(time.Unix(0, pr.pausedUntil.Load()))
-		if d <= 0 {
-			return
-		}
-		time.Sleep(d)
-	}
-}
-
 func (pr *proc) decideStore(op string, key leases.Key) Decision {
-	if time.Now().UnixNano() < pr.partUntil.Load() {
+	p := pr.w.p
+	if pr.partitioned() {
 		r := pr.rng("partition", op, key.Shard)
-		if pr.w.p.fenceStress {
-			// Refused at once: the holder's worker, whose checkpoints
-			// fail too, is not slowed down by them.
-			return Decision{
-				Delay: upTo(r, 20*time.Millisecond),
-				Err:   &InjectedError{Op: op, Key: key, Msg: "dial tcp: connect: connection refused"},
-			}
-		}
-		return Decision{
-			Delay: 500*time.Millisecond + upTo(r, 2*time.Second),
-			Err:   &InjectedError{Op: op, Key: key, Msg: "dial tcp: connect: connection timed out"},
-		}
+		return partitionFault(r, op, key, p.fenceStress, 500*time.Millisecond, 2*time.Second)
 	}
 	if !pr.faulty() {
 		return Decision{}
 	}
-	p := pr.w.p
 	r := pr.rng("store", op, key.Shard)
-	var d Decision
-	if r.Float64() < p.storeDelayP {
-		d.Delay = upTo(r, p.storeMaxDelay)
-	}
-	switch {
-	case r.Float64() < p.storeErrP:
-		msg := []string{"ProvisionedThroughputExceededException", "InternalServerError", "connection reset by peer"}[r.IntN(3)]
-		d.Err = &InjectedError{Op: op, Key: key, Msg: msg}
-	case isWrite(op) && r.Float64() < p.storeLostP:
-		d.LoseResponse = true
-		if r.IntN(2) == 0 {
-			d.Lost = fmt.Errorf("sim: %s %s: operation error: %w", op, key, context.DeadlineExceeded)
-		}
-		d.ResponseDelay = upTo(r, p.storeMaxDelay)
+	rates := storeRates{p.storeDelayP, p.storeErrP, p.storeLostP, p.storeRespDelayP, p.storeMaxDelay}
+	return storeFault(r, op, key, rates, isWrite(op), nil, func() {
 		pr.w.mu.Lock()
 		pr.w.lost++
 		pr.w.mu.Unlock()
-	}
-	if r.Float64() < p.storeRespDelayP {
-		d.ResponseDelay = upTo(r, p.storeMaxDelay)
-	}
-	return d
+	})
 }
 
 // apply runs a store call with the checker's lock held, so that the
@@ -823,27 +464,7 @@ func (pr *proc) decideKinesis(op, shardID string) (time.Duration, error) {
 	if !pr.faulty() {
 		return 0, nil
 	}
-	p := pr.w.p
-	r := pr.rng("kinesis", op, shardID)
-	var delay time.Duration
-	if r.Float64() < p.kinDelayP {
-		delay = upTo(r, 1500*time.Millisecond)
-	}
-	if r.Float64() >= p.kinErrP {
-		return delay, nil
-	}
-	msg := aws.String("injected by the simulation")
-	var errs []error
-	switch op {
-	case "GetRecords":
-		errs = []error{&types.ProvisionedThroughputExceededException{Message: msg}, &types.ExpiredIteratorException{Message: msg},
-			&types.InternalFailureException{Message: msg}, &types.KMSThrottlingException{Message: msg}}
-	case "GetShardIterator":
-		errs = []error{&types.ProvisionedThroughputExceededException{Message: msg}, &types.InternalFailureException{Message: msg}}
-	default:
-		errs = []error{&types.LimitExceededException{Message: msg}, &types.InternalFailureException{Message: msg}}
-	}
-	return delay, errs[r.IntN(len(errs))]
+	return kinesisFault(pr.rng("kinesis", op, shardID), &pr.w.p.planBase, op)
 }
 
 // fullScanEvery mirrors shard.fullScanEvery: in a stable assignment a
@@ -856,77 +477,11 @@ var errHandler = errors.New("sim: handler failed (injected)")
 // checker, works a little, sometimes fails, and stalls with its process.
 func (pr *proc) handle(ctx context.Context, r *kltype.Record) error {
 	if pr.dead.Load() {
-		<-ctx.Done() // a dead process delivers nothing
-		return ctx.Err()
+		return deadHandler(ctx) // a dead process delivers nothing
 	}
 	c := pr.w.chk
 	h := c.enter(pr.owner, r)
 	pr.stall() // a pause that starts as the handler is entered
-	p := pr.w.p
 	rng := pr.rng("handler", r.ShardID, r.SequenceNumber, strconv.FormatInt(r.SubSequence, 10))
-	work := upTo(rng, 20*time.Millisecond)
-	if rng.Float64() < p.handlerSlowP {
-		work = upTo(rng, p.handlerMaxWork)
-	}
-	fail := pr.faulty() && rng.Float64() < p.handlerErrP
-	t := time.NewTimer(work)
-	if pr.cfg.ignoresCancel {
-		<-t.C
-	} else {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			pr.stall()
-			c.exit(h, false)
-			return ctx.Err()
-		}
-	}
-	pr.stall() // a pause that catches the handler at work
-	if pr.dead.Load() {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	if fail {
-		c.exit(h, false)
-		return errHandler
-	}
-	c.exit(h, true)
-	return nil
+	return pr.work(ctx, c, h, rng, &pr.w.p.planBase, pr.faulty, pr.cfg.ignoresCancel)
 }
-
-// traceHandler is a slog.Handler that writes into a trace.
-type traceHandler struct {
-	tr     *trace
-	prefix string
-	attrs  string
-}
-
-func (h *traceHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
-
-func (h *traceHandler) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(h.prefix)
-	b.WriteString(r.Message)
-	b.WriteString(h.attrs)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	h.tr.add(b.String())
-	return nil
-}
-
-func (h *traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	var b strings.Builder
-	b.WriteString(h.attrs)
-	for _, a := range attrs {
-		if a.Key == "stream" || a.Key == "owner" {
-			continue
-		}
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-	}
-	return &traceHandler{tr: h.tr, prefix: h.prefix, attrs: b.String()}
-}
-
-func (h *traceHandler) WithGroup(string) slog.Handler { return h }
