@@ -143,8 +143,8 @@ type Group struct {
 	// current incarnation while none of its heartbeats was answered yet
 	// (adopted after its ReplaceMember's answer was lost); 0 otherwise.
 	nextIncSent, silentSince int64
-	hbFailed      bool   // the last round's heartbeat failed
-	viewComplete  bool   // every membership row was read at least once
+	hbFailed                 bool // the last round's heartbeat failed
+	viewComplete             bool // every membership row was read at least once
 
 	stats groupStats
 }
