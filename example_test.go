@@ -110,3 +110,16 @@ func ExampleWithHeartbeat() {
 	// kinesislease: invalid option: WithHeartbeat(2s, 5s): want 0 < interval <= timeout/4
 	// kinesislease: invalid option: WithMaxLeases(0): must be positive
 }
+
+// A memory budget for records fetched and not yet handled, shared by every
+// shard the instance holds: 64 MiB and 200,000 records here. Less than
+// 1 MiB or 100 records is refused.
+func ExampleWithMemoryBudget() {
+	_, err := kinesislease.New(awsConfig(), kinesislease.WithMemoryBudget(64<<20, 200_000))
+	fmt.Println(err)
+	_, err = kinesislease.New(awsConfig(), kinesislease.WithMemoryBudget(4096, 10))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// kinesislease: invalid option: WithMemoryBudget(4096, 10): want at least 1 MiB and 100 records
+}
