@@ -234,8 +234,10 @@ func (w *worker) consume(f *feed, cp *checkpointer) (permanent error, lost bool)
 			w.log.Error("kinesislease: cannot read shard", "err", err)
 			return err, false
 		case b := <-f.batches:
+			// One record context per record, allocated with the batch.
+			slots := make([]recordContext, len(b.Records))
 			for i := range b.Records {
-				if !w.handle(&b.Records[i], cp) {
+				if !w.handle(&b.Records[i], &slots[i], cp) {
 					return nil, false // stopping (or lost) before the end of this record
 				}
 			}
@@ -372,9 +374,10 @@ func (w *worker) release(acked leases.Checkpoint, permanent error) {
 // resumed from already covers. Each is acknowledged to cp once done. handle
 // returns false when the worker stops (or the lease is lost) first, leaving
 // the rest unacknowledged.
-func (w *worker) handle(rec *types.Record, cp *checkpointer) bool {
+func (w *worker) handle(rec *types.Record, slot *recordContext, cp *checkpointer) bool {
 	seq := aws.ToString(rec.SequenceNumber)
-	base := kltype.Record{
+	slot.Context = w.hardCtx
+	slot.rec = kltype.Record{
 		Stream:         w.stream,
 		ShardID:        w.shard,
 		SequenceNumber: seq,
@@ -384,15 +387,18 @@ func (w *worker) handle(rec *types.Record, cp *checkpointer) bool {
 	}
 	users, err := kpl.Split(rec.Data)
 	if err != nil || users == nil { // a corrupt aggregate (dead-lettered whole), or a plain record
-		r := base
-		return w.deliver(&r, err, leases.Checkpoint{Sequence: seq}, cp)
+		return w.deliver(slot, err, leases.Checkpoint{Sequence: seq}, cp)
 	}
 	skip := 0
 	if w.resume.Sequence == seq {
 		skip = int(w.resume.SubSequence)
 	}
+	subs := make([]recordContext, len(users))
 	for i := skip; i < len(users); i++ {
-		r := base
+		sub := &subs[i]
+		sub.Context = w.hardCtx
+		sub.rec = slot.rec
+		r := &sub.rec
 		r.SubSequence = int64(i)
 		r.PartitionKey = users[i].PartitionKey
 		r.ExplicitHashKey = users[i].ExplicitHashKey
@@ -402,7 +408,7 @@ func (w *worker) handle(rec *types.Record, cp *checkpointer) bool {
 		if i == len(users)-1 {
 			done.SubSequence = 0
 		}
-		if !w.deliver(&r, nil, done, cp) {
+		if !w.deliver(sub, nil, done, cp) {
 			return false
 		}
 	}
@@ -413,13 +419,14 @@ func (w *worker) handle(rec *types.Record, cp *checkpointer) bool {
 // dead-letter sink if corrupt, the error splitting its KPL aggregate, is
 // not nil), reports it to the hooks and acknowledges done to cp. It
 // returns false when the worker stops first or the lease is lost.
-func (w *worker) deliver(r *kltype.Record, corrupt error, done leases.Checkpoint, cp *checkpointer) bool {
+func (w *worker) deliver(slot *recordContext, corrupt error, done leases.Checkpoint, cp *checkpointer) bool {
 	start := w.now()
+	r := &slot.rec
 	var o kltype.Outcome
 	if corrupt != nil {
-		o = w.proc.DeadLetterNow(w.hardCtx, r, kltype.ReasonCorrupt, corrupt, w)
+		o = w.proc.DeadLetterNow(slot, r, kltype.ReasonCorrupt, corrupt, w)
 	} else {
-		o = w.proc.Process(w.hardCtx, r, w)
+		o = w.proc.Process(slot, r, w)
 	}
 	if o == Stopped {
 		return false

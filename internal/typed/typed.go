@@ -12,27 +12,26 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
-type recordKey struct{}
-
 // WithRecord returns ctx carrying r, for RecordFrom.
 func WithRecord(ctx context.Context, r *kltype.Record) context.Context {
-	return context.WithValue(ctx, recordKey{}, r)
+	return engine.WithRecord(ctx, r)
 }
 
 // RecordFrom returns the record ctx carries.
-func RecordFrom(ctx context.Context) (*kltype.Record, bool) {
-	r, ok := ctx.Value(recordKey{}).(*kltype.Record)
-	return r, ok
-}
+func RecordFrom(ctx context.Context) (*kltype.Record, bool) { return engine.RecordFrom(ctx) }
 
 // Handler decodes each record's data into a T with c and calls h with the
-// record in its context. A decode failure is a *kltype.DecodeError.
+// record in its context (the worker's contexts carry their record already;
+// others get it added). A decode failure is a *kltype.DecodeError.
 func Handler[T any](c codec.Codec, h func(context.Context, T) error) engine.Handler {
 	return func(ctx context.Context, r *kltype.Record) error {
 		var v T
 		if err := c.Unmarshal(r.Data, &v); err != nil {
 			return &kltype.DecodeError{Err: err}
 		}
-		return h(WithRecord(ctx, r), v)
+		if got, ok := engine.RecordFrom(ctx); !ok || got != r {
+			ctx = engine.WithRecord(ctx, r)
+		}
+		return h(ctx, v)
 	}
 }

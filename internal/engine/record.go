@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/kinesislease/kinesislease/kltype"
+)
+
+// recordContext is one record and the handler context that carries it
+// (for RecordFrom). The worker allocates them with the batch, one per
+// record, so that handing a record to the handler allocates nothing, and a
+// handler's context keeps returning its own record after the handler
+// returned.
+type recordContext struct {
+	context.Context
+	rec kltype.Record
+}
+
+type recordKey struct{}
+
+// Value returns the record for RecordFrom's key, else the parent's value.
+func (c *recordContext) Value(key any) any {
+	if key == (recordKey{}) {
+		return &c.rec
+	}
+	return c.Context.Value(key)
+}
+
+// RecordFrom returns the record ctx carries.
+func RecordFrom(ctx context.Context) (*kltype.Record, bool) {
+	r, ok := ctx.Value(recordKey{}).(*kltype.Record)
+	return r, ok
+}
+
+// WithRecord returns ctx carrying r, for RecordFrom (the harness's path;
+// the worker's records carry themselves).
+func WithRecord(ctx context.Context, r *kltype.Record) context.Context {
+	return context.WithValue(ctx, recordKey{}, r)
+}

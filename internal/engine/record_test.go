@@ -1,0 +1,74 @@
+package engine_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// TestRecordContextKeepsItsRecord: the worker hands each record its own
+// context (allocated with the batch, not per record): a context kept by a
+// handler still returns its own record after the handler returned and the
+// shard's later records were handled.
+func TestRecordContextKeepsItsRecord(t *testing.T) {
+	stream := sim.NewStream("ctx", 1)
+	id := stream.ShardIDs()[0]
+	const n = 50
+	for i := range n {
+		if _, err := stream.Put(id, "k", []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu   sync.Mutex
+		kept []context.Context
+		seqs []string
+		all  = make(chan struct{})
+	)
+	cfg := groupConfig("one", memory.New(), stream)
+	cfg.Streams[0].Worker.Handler = func(ctx context.Context, r *kltype.Record) error {
+		got, ok := engine.RecordFrom(ctx)
+		if !ok || got != r {
+			t.Errorf("RecordFrom in the handler: %v, %v; want the record handled", got, ok)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		kept = append(kept, ctx)
+		seqs = append(seqs, r.SequenceNumber)
+		if len(kept) == n {
+			close(all)
+		}
+		return nil
+	}
+	g, err := engine.NewGroup(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	select {
+	case <-all:
+	case <-time.After(30 * time.Second):
+		t.Fatal("records not handled after 30s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, c := range kept {
+		r, ok := engine.RecordFrom(c)
+		if !ok || r.SequenceNumber != seqs[i] || string(r.Data) != strconv.Itoa(i) {
+			t.Fatalf("context of record %d (%s) returns %+v after the handler returned", i, seqs[i], r)
+		}
+	}
+}
