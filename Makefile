@@ -17,6 +17,7 @@ lint:
 
 bench: install
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+bench-run: ; $(GO) run ./internal/bench $(BENCHFLAGS)
 
 demo: install
 	$(GO) run ./examples/fulfilment/demo

@@ -97,7 +97,12 @@ func (s *share) reserve(ctx context.Context, limit int32) (int32, error) {
 	for {
 		b.mu.Lock()
 		roomBytes, roomRecords := b.room(s)
-		if roomBytes > 0 && roomRecords > 0 {
+		// A shard holding records waits until half its fair part is free,
+		// so that its calls stay large (tiny refills would leave it without
+		// work while its next call waits for the polling interval).
+		n := int64(len(b.shares))
+		enough := s.records == 0 || (roomBytes >= b.maxBytes/n/2 && roomRecords >= b.maxRecords/n/2)
+		if roomBytes > 0 && roomRecords > 0 && enough {
 			n := min(int64(limit), roomRecords)
 			if b.avg == 0 {
 				// No record seen yet: a few, to learn their size before

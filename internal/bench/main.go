@@ -1,0 +1,153 @@
+// Command bench measures the kinesislease consumer against an in-process
+// Kinesis endpoint: a net/http server on 127.0.0.1 speaking the AWS JSON
+// 1.1 protocol of the SDK's Kinesis client (ListShards, GetShardIterator,
+// GetRecords, DescribeStreamSummary) and serving a fixed, pre-generated data
+// set of open shards. The clients are real SDK v2 Kinesis clients pointed
+// at it with BaseEndpoint.
+//
+//	go run ./internal/bench [flags]     (or: make bench-run BENCHFLAGS="[flags]")
+//
+// Modes:
+//
+//	-mode throughput (default)
+//	    -records records (default 200,000) over -shards shards (default 4),
+//	    about 100-byte JSON each. For -rounds rounds (default 5) it
+//	    alternates (a) the library: one Service, memory lease store,
+//	    Subscribe[Order] with a no-op handler and the JSON codec, TRIM_HORIZON,
+//	    WithPolling(1ms, 1ms, 10000) so that pacing is off, until every
+//	    record is handled; and (b) a plain SDK loop: a goroutine per shard
+//	    doing GetShardIterator TRIM_HORIZON and GetRecords (Limit 10,000),
+//	    decoding each record with encoding/json into the same struct. Each
+//	    side of each round gets a fresh server (same data). It prints wall
+//	    time, records/s and process CPU (getrusage user+sys) per record per
+//	    round, then medians, ranges and the library/plain ratios. The
+//	    server's own handler CPU is measured on its thread
+//	    (RUSAGE_THREAD, -server-cpu) and reported apart, so "client"
+//	    CPU is the process' minus the server's.
+//
+//	-mode throughput -shards 64 -slow 1
+//	    -slow shards (the last ones) have a handler sleeping -slow-delay
+//	    (default 4ms) per record; the others are no-ops. Each round runs
+//	    the library on all shards ("beside") and on the fast shards alone
+//	    ("solo", a stream without the slow shards) and reports the fast
+//	    shards' records/s in both, and beside/solo. No plain loop.
+//
+//	-mode memory
+//	    -shards shards (default 64), each with a backlog of -backlog
+//	    records (default: more than the handler can drain in -duration) of
+//	    -size bytes (default 1 KiB), generated per request (the server holds
+//	    no data). The handler sleeps -slow-delay (4ms) per record; library
+//	    defaults otherwise (pacing, Limit). Runs for -duration (default 2m),
+//	    sampling VmRSS (/proc/self/status) and runtime HeapInuse every
+//	    second, printing every 5s, then peak/min/final. The baseline (RSS
+//	    and heap with the server running, before the library starts) is
+//	    printed and subtracted. -budget-bytes N passes WithMemoryBudget(N,
+//	    1<<40); 0 keeps the library's default (32 MiB, 100,000 records), and
+//	    -budget-bytes 1099511627776 is a budget that never binds.
+//
+// Other flags: -cpuprofile FILE writes CPU profiles per side and round
+// (FILE.lib.N and FILE.plain.N; FILE in memory mode): `go tool pprof -top
+// FILE.lib.*` merges them. -v logs the library at INFO.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+)
+
+type flags struct {
+	mode        string
+	rounds      int
+	records     int
+	shards      int
+	slow        int
+	slowDelay   time.Duration
+	duration    time.Duration
+	backlog     int
+	size        int
+	budgetBytes int64
+	cpuprofile  string
+	serverCPU   bool
+	verbose     bool
+}
+
+func main() {
+	var f flags
+	flag.StringVar(&f.mode, "mode", "throughput", "throughput or memory")
+	flag.IntVar(&f.rounds, "rounds", 5, "throughput: rounds (each runs the library and the plain loop)")
+	flag.IntVar(&f.records, "records", 200000, "throughput: records in all, split evenly over the shards")
+	flag.IntVar(&f.shards, "shards", 0, "shards (0: 4 in throughput mode, 64 in memory mode)")
+	flag.IntVar(&f.slow, "slow", 0, "throughput: shards whose handler sleeps -slow-delay per record (compared beside vs solo)")
+	flag.DurationVar(&f.slowDelay, "slow-delay", 4*time.Millisecond, "handler sleep per record of a slow shard (memory mode: every shard)")
+	flag.DurationVar(&f.duration, "duration", 2*time.Minute, "memory: how long to run")
+	flag.IntVar(&f.backlog, "backlog", 0, "memory: records per shard (0: 1.5 × what the handler drains in -duration, at least 20,000)")
+	flag.IntVar(&f.size, "size", 1024, "memory: bytes of each record's data")
+	flag.Int64Var(&f.budgetBytes, "budget-bytes", 0, "memory: WithMemoryBudget(N, 1<<40); 0: the library default")
+	flag.StringVar(&f.cpuprofile, "cpuprofile", "", "write CPU profiles to FILE.lib.N / FILE.plain.N (memory mode: FILE)")
+	flag.BoolVar(&f.serverCPU, "server-cpu", true, "measure the in-process server's handler CPU (thread CPU time) apart")
+	flag.BoolVar(&f.verbose, "v", false, "log the library at INFO (default WARN)")
+	flag.Parse()
+
+	var err error
+	switch f.mode {
+	case "throughput":
+		if f.shards == 0 {
+			f.shards = 4
+		}
+		if f.slow > 0 {
+			err = runSlow(f)
+		} else {
+			err = runThroughput(f)
+		}
+	case "memory":
+		if f.shards == 0 {
+			f.shards = 64
+		}
+		err = runMemory(f)
+	default:
+		err = fmt.Errorf("unknown -mode %q (throughput or memory)", f.mode)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func logger(f flags) *slog.Logger {
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// awsConfig is what internal/testutil's Bench.Config gives the emulators'
+// clients: static credentials, the SDK's standard retryer and an HTTP client
+// on the SDK's default transport, reading no environment or shared config.
+func awsConfig(tr *http.Transport) aws.Config {
+	return aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		Retryer:     func() aws.Retryer { return retry.NewStandard() },
+		HTTPClient:  &http.Client{Transport: tr},
+	}
+}
+
+// newClient returns a Kinesis client for the server at url, its aws.Config
+// and a func closing its idle connections.
+func newClient(url string) (*kinesis.Client, aws.Config, func()) {
+	tr := awshttp.NewBuildableClient().GetTransport()
+	cfg := awsConfig(tr)
+	kc := kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+	return kc, cfg, tr.CloseIdleConnections
+}
