@@ -39,7 +39,7 @@ const (
 	// firstLimit is the Limit of calls made before any response told the
 	// budget how large records are.
 	firstLimit = 16
-	maxLimit          = 10_000 // GetRecords' own cap
+	maxLimit   = 10_000 // GetRecords' own cap
 )
 
 // NewBudget returns a budget of maxBytes and maxRecords (each at least 1).
