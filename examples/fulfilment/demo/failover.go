@@ -402,7 +402,7 @@ func (d *demo) waitStable(ctx context.Context, stable time.Duration, flowing boo
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
-			return false, fmt.Errorf("demo: reading the lease table: %w", err)
+			return false, err
 		}
 		allHeld := len(owners) == len(d.shards)
 		for _, o := range owners {
@@ -447,7 +447,7 @@ func (d *demo) waitStable(ctx context.Context, stable time.Duration, flowing boo
 }
 
 // signalOne SIGKILLs (signal "kill") or SIGSTOPs ("stop") the instance
-// holding the most shards, as killOne does, and records it in d.kill: the
+// holding the most shards, and records it in d.kill: the
 // time the signal was sent (taken once kill(2) returned) and the shards the
 // victim holds in the lease table right after it (nobody can take them
 // over that soon).
@@ -457,7 +457,7 @@ func (d *demo) signalOne(ctx context.Context, signal string) (*harness.Instance,
 	}
 	owners, err := d.readOwners(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("demo: reading the lease table: %w", err)
+		return nil, err
 	}
 	count := map[string]int{}
 	for _, o := range owners {
@@ -487,7 +487,7 @@ func (d *demo) signalOne(ctx context.Context, signal string) (*harness.Instance,
 	}
 	after, err := d.readOwners(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("demo: reading the lease table: %w", err)
+		return nil, err
 	}
 	var before []string
 	for _, s := range d.shards {
@@ -529,7 +529,7 @@ func (d *demo) waitShare(ctx context.Context, owner string, cont time.Time, fail
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
-			return false, fmt.Errorf("demo: reading the lease table: %w", err)
+			return false, err
 		}
 		read := time.Now()
 		held := 0

@@ -162,7 +162,7 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if err := d.killOne(ctx); err != nil {
+		if _, err := d.signalOne(ctx, "kill"); err != nil {
 			return nil, err
 		}
 		if err := d.waitTakeover(ctx); err != nil {
@@ -281,7 +281,7 @@ func (d *demo) readOwners(ctx context.Context) (map[string]string, error) {
 		owners[s] = l.Owner
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("demo: reading the lease table: %w", err)
 	}
 	return owners, nil
 }
@@ -348,7 +348,7 @@ func (d *demo) waitSettled(ctx context.Context) error {
 	return harness.Poll(ctx, 100*time.Millisecond, d.fleet.Died, func() (bool, error) {
 		owners, err := d.readOwners(ctx)
 		if err != nil && ctx.Err() == nil {
-			return false, fmt.Errorf("demo: reading the lease table: %w", err)
+			return false, err
 		}
 		allHeld := len(owners) == len(d.shards)
 		for _, o := range owners {
@@ -469,53 +469,6 @@ func newOrder(rng *rand.Rand, n int) harness.Order {
 		o.Total += int64(it.Quantity) * it.Price
 	}
 	return o
-}
-
-// killOne SIGKILLs the instance holding the most shards.
-func (d *demo) killOne(ctx context.Context) error {
-	if err := d.fleet.Died(); err != nil {
-		return err
-	}
-	owners, err := d.readOwners(ctx)
-	if err != nil {
-		return fmt.Errorf("demo: reading the lease table: %w", err)
-	}
-	count := map[string]int{}
-	for _, o := range owners {
-		count[o]++
-	}
-	var victim *harness.Instance
-	for _, in := range d.ins {
-		if count[in.Owner] > 0 && (victim == nil || count[in.Owner] >= count[victim.Owner]) {
-			victim = in
-		}
-	}
-	if victim == nil {
-		return fmt.Errorf("demo: no instance holds a shard: %s", describe(owners))
-	}
-	victim.Expect()
-	victim.Kill()
-	at := time.Now()
-	<-victim.Done()
-	// The shards it held: the rows it owns now that it is dead (nobody can
-	// take them over before a lease duration less a renew interval).
-	if owners, err = d.readOwners(ctx); err != nil {
-		return fmt.Errorf("demo: reading the lease table: %w", err)
-	}
-	k := &kill{owner: victim.Owner, at: at}
-	for _, s := range d.shards {
-		if owners[s] == victim.Owner {
-			k.shards = append(k.shards, s)
-		}
-	}
-	d.mu.Lock()
-	d.kill = k
-	d.mu.Unlock()
-	d.printf("SIGKILL %s, which held shards %s (%d orders published)\n", victim.Owner, harness.ShortList(k.shards), d.published.Load())
-	if len(k.shards) == 0 {
-		return fmt.Errorf("demo: %s held no shard when it was killed", victim.Owner)
-	}
-	return nil
 }
 
 // waitTakeover waits until a survivor acquired every shard the killed
