@@ -62,9 +62,6 @@ func (b *Budget) Largest() int64 {
 	return b.largest
 }
 
-// Max returns the budget's bytes and records.
-func (b *Budget) Max() (bytes, records int64) { return b.maxBytes, b.maxRecords }
-
 // join registers a reader and returns its share.
 func (b *Budget) join() *share {
 	b.mu.Lock()
@@ -148,10 +145,7 @@ func (s *share) charge(bytes, records int64) {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s.bytes += bytes
-	s.records += records
-	b.bytes += bytes
-	b.records += records
+	s.add(bytes, records)
 	b.largest = max(b.largest, bytes)
 	size := float64(bytes) / float64(records)
 	if b.avg == 0 {
@@ -159,6 +153,15 @@ func (s *share) charge(bytes, records int64) {
 	} else {
 		b.avg += (size - b.avg) / 8
 	}
+}
+
+// add changes the share's holdings, and the budget's, by bytes and
+// records. The caller holds b.mu.
+func (s *share) add(bytes, records int64) {
+	s.bytes += bytes
+	s.records += records
+	s.b.bytes += bytes
+	s.b.records += records
 }
 
 // release returns a handled batch of bytes and records.
@@ -169,11 +172,7 @@ func (s *share) release(bytes, records int64) {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	bytes, records = min(bytes, s.bytes), min(records, s.records)
-	s.bytes -= bytes
-	s.records -= records
-	b.bytes -= bytes
-	b.records -= records
+	s.add(-min(bytes, s.bytes), -min(records, s.records))
 	b.wake()
 }
 
@@ -182,9 +181,7 @@ func (s *share) leave() {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.bytes -= s.bytes
-	b.records -= s.records
-	s.bytes, s.records = 0, 0
+	s.add(-s.bytes, -s.records)
 	delete(b.shares, s)
 	b.wake()
 }

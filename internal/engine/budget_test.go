@@ -80,13 +80,7 @@ func TestBudgetBound(t *testing.T) {
 	cfg := groupConfig("one", memory.New(), stream)
 	cfg.Streams[0].Worker.Handler = handler
 	cfg.Streams[0].Worker.Budget = budget
-	g, err := engine.NewGroup(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
+	stop := startGroup(t, cfg)
 	select {
 	case <-all:
 	case <-time.After(60 * time.Second):
@@ -101,10 +95,7 @@ func TestBudgetBound(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	mu.Lock()
 	defer mu.Unlock()
 	if violation != "" {

@@ -72,6 +72,26 @@ func groupConfig(owner string, store leases.Store, stream *sim.Stream) engine.Gr
 	}
 }
 
+// startGroup runs a Group of cfg until the returned stop is called; stop
+// cancels it and fails the test if Run returned an error.
+func startGroup(t *testing.T, cfg engine.GroupConfig) (stop func()) {
+	t.Helper()
+	g, err := engine.NewGroup(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestMembershipRowsBounded: many processes with fresh owner ids crash
 // (their entries left behind); the live member removes the stale entries,
 // so the membership rows hold the live fleet, not every process that ever

@@ -47,22 +47,13 @@ func TestRecordContextKeepsItsRecord(t *testing.T) {
 		}
 		return nil
 	}
-	g, err := engine.NewGroup(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
+	stop := startGroup(t, cfg)
 	select {
 	case <-all:
 	case <-time.After(30 * time.Second):
 		t.Fatal("records not handled after 30s")
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	mu.Lock()
 	defer mu.Unlock()
 	for i, c := range kept {
