@@ -139,10 +139,11 @@ type Group struct {
 	nextInc       string // that new incarnation, once chosen
 	// nextIncSent is mono() when the first attempt to write nextInc's
 	// entry was sent: the earliest it can have landed, so the earliest
-	// others can have started timing it. silentSince is that time for the
-	// current incarnation while none of its heartbeats was answered yet
-	// (adopted after its ReplaceMember's answer was lost); 0 otherwise.
-	nextIncSent, silentSince int64
+	// others can have started timing it. silentFence is the fence counted
+	// from that send, for the current incarnation while none of its
+	// heartbeats was answered yet (adopted after its ReplaceMember's answer
+	// was lost); 0 otherwise.
+	nextIncSent, silentFence int64
 	hbFailed                 bool // the last round's heartbeat failed
 	viewComplete             bool // every membership row was read at least once
 
@@ -442,18 +443,23 @@ func (g *Group) heartbeat(ctx context.Context) error {
 // afresh.
 //
 // An incarnation whose entry others may have timed before any heartbeat of
-// it was answered (silentSince) is over the same way if that heartbeat was
-// sent a fence or more after silentSince.
+// it was answered is over the same way if that heartbeat was sent after
+// the fence counted from when others may first have seen it (silentFence).
 func (g *Group) extendFence(sent int64) {
 	started := g.fence.Load() != fenced
-	if (started && sent >= g.fence.Load()) || (!started && g.silentSince != 0 && sent >= g.silentSince+int64(g.cfg.Timeout-g.cfg.FenceMargin)) {
+	if (started && sent >= g.fence.Load()) || (!started && g.silentFence != 0 && sent >= g.silentFence) {
 		g.fenceAll("the fence passed before this heartbeat was sent")
 		if g.fencedSince == 0 {
 			g.fencedSince = sent
 		}
 	}
-	g.silentSince = 0
-	g.fence.Store(sent + int64(g.cfg.Timeout-g.cfg.FenceMargin))
+	g.silentFence = 0
+	g.fence.Store(g.fenceAfter(sent))
+}
+
+// fenceAfter is the fence of a heartbeat sent at sent (mono()).
+func (g *Group) fenceAfter(sent int64) int64 {
+	return sent + int64(g.cfg.Timeout-g.cfg.FenceMargin)
 }
 
 // reincarnate replaces this instance's membership entry with one of a new
@@ -483,8 +489,8 @@ func (g *Group) reincarnate(ctx context.Context) bool {
 	}
 	g.log.Info("kinesislease: new incarnation after a fence", "from", g.inc, "incarnation", inc)
 	g.markDead(cur)
-	g.inc, g.notice, g.needNewInc, g.nextInc, g.silentSince = inc, cur.Notice, false, "", 0
-	g.fence.Store(sent + int64(g.cfg.Timeout-g.cfg.FenceMargin))
+	g.inc, g.notice, g.needNewInc, g.nextInc, g.silentFence = inc, cur.Notice, false, "", 0
+	g.fence.Store(g.fenceAfter(sent))
 	g.observeRow(g.row, rows, sent, mono())
 	return true
 }
@@ -515,7 +521,7 @@ func (g *Group) round(ctx context.Context) error {
 		g.inc, g.notice, g.needNewInc, g.nextInc = g.nextInc, conflict.Current.Notice, false, ""
 		g.hb = max(g.hb, conflict.Current.Heartbeat)
 		g.fence.Store(fenced) // it holds nothing: its fence starts with an answered heartbeat
-		g.silentSince = g.nextIncSent
+		g.silentFence = g.fenceAfter(g.nextIncSent)
 		hbErr = g.heartbeat(ctx)
 		g.hbFailed = hbErr != nil
 	}
@@ -552,7 +558,7 @@ func (g *Group) round(ctx context.Context) error {
 			g.fencedSince = mono()
 		}
 		over := g.fence.Load() != fenced ||
-			(g.silentSince != 0 && mono() >= g.silentSince+int64(g.cfg.Timeout-g.cfg.FenceMargin))
+			(g.silentFence != 0 && mono() >= g.silentFence)
 		if over && !g.needNewInc {
 			// This incarnation's fence passed (it may be one adopted
 			// unanswered whose heartbeats failed since): others may find it
