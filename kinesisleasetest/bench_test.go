@@ -27,3 +27,27 @@ func benchmarkHarness(b *testing.B, c codec.Codec) {
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
 }
+
+func BenchmarkRawCodecJSON(b *testing.B)    { benchmarkRawCodec(b, codec.JSON) }
+func BenchmarkRawCodecMsgpack(b *testing.B) { benchmarkRawCodec(b, codec.Msgpack) }
+
+// benchmarkRawCodec is the floor the harness is compared with: what Handle
+// must do whatever the pipeline costs, encoding the value and decoding it,
+// in a loop and nothing else.
+func benchmarkRawCodec(b *testing.B, c codec.Codec) {
+	in := Order{ID: "order-000042", Total: 129.95}
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		data, err := c.Marshal(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var v Order
+		if err := c.Unmarshal(data, &v); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+}

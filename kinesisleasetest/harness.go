@@ -22,6 +22,9 @@ type Harness[T any] struct {
 	tb      testing.TB
 	handler kinesislease.Handler[T]
 	c       *core
+	// runs holds *run values, each with its pipeline built once: a record
+	// takes one, so concurrent calls each have their own.
+	runs sync.Pool
 }
 
 // core is the part of a Harness that knows nothing of T.
@@ -53,7 +56,33 @@ func New[T any](tb testing.TB, handler kinesislease.Handler[T], opts ...Option) 
 		tb.Fatalf("kinesisleasetest.New: invalid option: %v", errors.Join(cfg.errs...))
 		return nil
 	}
-	return &Harness[T]{tb: tb, handler: handler, c: &core{cfg: cfg}}
+	h := &Harness[T]{tb: tb, handler: handler, c: &core{cfg: cfg}}
+	h.runs.New = func() any { return h.newRun() }
+	return h
+}
+
+// newRun returns a run with its pipeline: the typed edge
+// kinesislease.Subscribe builds (decode into a T, a failure being a
+// *DecodeError; the record in the context for kinesislease.RecordFrom),
+// counting the handler's calls into the run's result.
+func (h *Harness[T]) newRun() *run {
+	st := &run{c: h.c}
+	handler := h.handler
+	st.p = engine.Processor{
+		Handler: typed.Handler(h.c.cfg.codec, func(ctx context.Context, v T) error {
+			st.res.Attempts++
+			return handler(ctx, v)
+		}),
+		Policy:    h.c.cfg.policy,
+		Log:       h.c.cfg.log,
+		Sleep:     st.sleep,
+		OnAttempt: st.onAttempt,
+		OnWait:    st.onWait,
+	}
+	if !h.c.cfg.noSink {
+		st.p.Sink = st.sink
+	}
+	return st
 }
 
 // Handle encodes v with the harness's codec into a record's data and
@@ -62,13 +91,18 @@ func New[T any](tb testing.TB, handler kinesislease.Handler[T], opts ...Option) 
 // encode fails the test (tb.Fatalf, so call Handle from the test's
 // goroutine, or use HandleRaw there). ctx is the handler's context.
 func (h *Harness[T]) Handle(ctx context.Context, v T, opts ...RecordOption) Result {
-	h.tb.Helper()
 	data, err := h.c.cfg.codec.Marshal(v)
 	if err != nil {
+		h.tb.Helper()
 		h.tb.Fatalf("kinesisleasetest: Handle: encode %T with codec %s: %v", v, h.c.cfg.codec.Name(), err)
 		return Result{}
 	}
-	return h.process(ctx, data, opts)
+	res, err := h.process(ctx, data, opts)
+	if err != nil {
+		h.tb.Helper()
+		h.tb.Fatalf("kinesisleasetest: Handle: %v", err)
+	}
+	return res
 }
 
 // HandleRaw processes a record whose data is data, as it would be read from
@@ -76,8 +110,12 @@ func (h *Harness[T]) Handle(ctx context.Context, v T, opts ...RecordOption) Resu
 // dead-lettered with reason "decode" without calling the handler). Use it
 // for records your producers did not write, or wrote wrong.
 func (h *Harness[T]) HandleRaw(ctx context.Context, data []byte, opts ...RecordOption) Result {
-	h.tb.Helper()
-	return h.process(ctx, bytes.Clone(data), opts)
+	res, err := h.process(ctx, bytes.Clone(data), opts)
+	if err != nil {
+		h.tb.Helper()
+		h.tb.Fatalf("kinesisleasetest: HandleRaw: %v", err)
+	}
+	return res
 }
 
 // DeadLetters returns every dead letter confirmed so far by this harness's
@@ -88,37 +126,49 @@ func (h *Harness[T]) DeadLetters() []*kltype.DeadLetterRecord {
 	return append([]*kltype.DeadLetterRecord(nil), h.c.dead...)
 }
 
-func (h *Harness[T]) process(ctx context.Context, data []byte, opts []RecordOption) Result {
-	h.tb.Helper()
-	r := h.c.newRecord(data)
+// process runs one record of data through a run's pipeline. The only
+// error is a nil RecordOption.
+func (h *Harness[T]) process(ctx context.Context, data []byte, opts []RecordOption) (Result, error) {
+	rctx, r := engine.NewRecordContext(ctx)
+	h.c.fillRecord(r, data)
 	for _, o := range opts {
 		if o == nil {
-			h.tb.Fatalf("kinesisleasetest: nil RecordOption")
-			return Result{}
+			return Result{}, errNilRecordOption
 		}
 		o.applyRecord(r)
 	}
-	st := &run{c: h.c}
-	st.res.Record = r
-	// The typed edge kinesislease.Subscribe builds: decode into a T (a
-	// failure is a *DecodeError), the record in the context for
-	// kinesislease.RecordFrom.
-	handler := h.handler
-	return st.process(ctx, r, typed.Handler(h.c.cfg.codec, func(ctx context.Context, v T) error {
-		st.res.Attempts++
-		return handler(ctx, v)
-	}))
+	st := h.runs.Get().(*run)
+	st.res, st.wait, st.holds = Result{Record: r}, engine.Wait{}, 0
+	res := st.process(rctx, r)
+	st.res = Result{} // the pooled run keeps nothing of this record
+	h.runs.Put(st)
+	return res, nil
 }
 
-func (c *core) newRecord(data []byte) *kltype.Record {
-	return &kltype.Record{
+var errNilRecordOption = errors.New("nil RecordOption")
+
+// fillRecord fills r with the harness's defaults and data.
+func (c *core) fillRecord(r *kltype.Record, data []byte) {
+	*r = kltype.Record{
 		Stream:         c.cfg.stream,
 		ShardID:        c.cfg.shard,
-		SequenceNumber: fmt.Sprintf("49%054d", c.seq.Add(1)),
+		SequenceNumber: sequenceNumber(c.seq.Add(1)),
 		PartitionKey:   DefaultPartitionKey,
 		ArrivalTime:    time.Now().UTC().Truncate(time.Millisecond),
 		Data:           data,
 	}
+}
+
+// sequenceNumber is the n-th record's sequence number: "49" and n in 54
+// digits, zero-padded (56 digits, as Kinesis' are).
+func sequenceNumber(n uint64) string {
+	var b [56]byte
+	b[0], b[1] = '4', '9'
+	for i := len(b) - 1; i >= 2; i-- {
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[:])
 }
 
 func (c *core) keep(dl *kltype.DeadLetterRecord) {
@@ -133,24 +183,14 @@ var errHeld = errors.New("kinesisleasetest: record held")
 // run is the processing of one record.
 type run struct {
 	c     *core
+	p     engine.Processor // built once (newRun), bound to this run
 	res   Result
 	wait  engine.Wait // the wait the pipeline is about to start, as it reported it
 	holds int         // waits while holding the shard
 }
 
-func (st *run) process(ctx context.Context, r *kltype.Record, handler engine.Handler) Result {
-	p := &engine.Processor{
-		Handler:   handler,
-		Policy:    st.c.cfg.policy,
-		Log:       st.c.cfg.log,
-		Sleep:     st.sleep,
-		OnAttempt: st.onAttempt,
-		OnWait:    st.onWait,
-	}
-	if !st.c.cfg.noSink {
-		p.Sink = st.sink
-	}
-	switch p.Process(ctx, r, nil) {
+func (st *run) process(ctx context.Context, r *kltype.Record) Result {
+	switch st.p.Process(ctx, r, nil) {
 	case kltype.Acked:
 		st.res.Outcome = Acked
 	case kltype.Dropped:

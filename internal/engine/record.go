@@ -37,3 +37,11 @@ func RecordFrom(ctx context.Context) (*kltype.Record, bool) {
 func WithRecord(ctx context.Context, r *kltype.Record) context.Context {
 	return context.WithValue(ctx, recordKey{}, r)
 }
+
+// NewRecordContext returns a context derived from parent that carries a
+// new record, and that record, for the caller to fill: one allocation for
+// both (the harness's path; the worker allocates them with the batch).
+func NewRecordContext(parent context.Context) (context.Context, *kltype.Record) {
+	c := &recordContext{Context: parent}
+	return c, &c.rec
+}
