@@ -79,3 +79,22 @@ func TestInvalidSubscriptions(t *testing.T) {
 		t.Errorf("Run with no subscription: %v", err)
 	}
 }
+
+// TestSubscribeReportsEveryInvalidOption: Subscribe, like New, names every
+// invalid option, not only the first.
+func TestSubscribeReportsEveryInvalidOption(t *testing.T) {
+	svc, err := kinesislease.New(awsConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = kinesislease.Subscribe(svc, "orders", func(context.Context, order) error { return nil },
+		kinesislease.WithCodec(nil), kinesislease.WithCheckpoint(0, time.Second), kinesislease.WithPolling(0, time.Second, 0))
+	if !errors.Is(err, kinesislease.ErrInvalidOption) {
+		t.Fatalf("Subscribe: %v, want ErrInvalidOption", err)
+	}
+	for _, want := range []string{"WithCodec", "WithCheckpoint", "WithPolling"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Subscribe: %v, want it to name %s", err, want)
+		}
+	}
+}

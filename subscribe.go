@@ -2,6 +2,7 @@ package kinesislease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/kinesislease/kinesislease/codec"
@@ -55,7 +56,7 @@ func Subscribe[T any](svc *Service, stream string, handler Handler[T], opts ...S
 		o.applySub(sub)
 	}
 	if len(sub.errs) > 0 {
-		return fmt.Errorf("subscribe %q: %w", stream, sub.errs[0])
+		return fmt.Errorf("subscribe %q: %w", stream, errors.Join(sub.errs...))
 	}
 	sub.worker.Handler = typed.Handler(sub.codec, handler)
 
