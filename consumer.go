@@ -103,7 +103,7 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 		c.owner = defaultOwner(c.app)
 	}
 	if c.store == nil {
-		c.store = memory.New()
+		c.store, c.storeDefaulted = memory.New(), true
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -201,6 +201,11 @@ func (s *Service) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	if len(subs) == 0 {
 		return fmt.Errorf("%w: Run with no subscription: call Subscribe first", ErrInvalidOption)
+	}
+	if s.cfg.storeDefaulted {
+		s.log.Warn("kinesislease: no lease store given (WithLeaseStore): leases and checkpoints are kept in this process's memory; " +
+			"other instances cannot see them, so each reads every shard, and a restart starts again from the start position: " +
+			"safe only for a single instance that may re-read")
 	}
 	if err := s.preflight(ctx, subs); err != nil {
 		return err

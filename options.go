@@ -24,6 +24,7 @@ type config struct {
 	app, version    string
 	owner           string
 	store           leases.Store
+	storeDefaulted  bool // no WithLeaseStore: the memory store
 	logger          *slog.Logger
 	client          Kinesis
 	leaseDuration   time.Duration

@@ -1,14 +1,19 @@
 package kinesislease_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
 func TestInvalidOptions(t *testing.T) {
@@ -96,5 +101,64 @@ func TestSubscribeReportsEveryInvalidOption(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Subscribe: %v, want it to name %s", err, want)
 		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDefaultStoreWarns: a service given no lease store says so at WARN
+// when it starts (several instances that forget WithLeaseStore each read
+// every shard); one given a store does not.
+func TestDefaultStoreWarns(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	for _, tc := range []struct {
+		name string
+		opts []kinesislease.Option
+		warn bool
+	}{{"default", nil, true}, {"memory store given", []kinesislease.Option{kinesislease.WithLeaseStore(memory.New())}, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs lockedBuffer
+			opts := append([]kinesislease.Option{kinesislease.WithKinesisClient(kc),
+				kinesislease.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))}, tc.opts...)
+			svc, err := kinesislease.New(testutil.Config(t), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := kinesislease.Subscribe(svc, stream, func(context.Context, order) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- svc.Run(ctx) }()
+			for len(svc.Held(stream)) == 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Contains(logs.String(), "no lease store given (WithLeaseStore)")
+			if got != tc.warn {
+				t.Errorf("warning logged: %v, want %v; log:\n%s", got, tc.warn, logs.String())
+			}
+		})
 	}
 }
