@@ -310,6 +310,13 @@ func (s *Service) preflight(ctx context.Context, subs []*subscription) error {
 		if _, err := s.kin.ListShards(ctx, in); err != nil {
 			return explain(sub.stream, err)
 		}
+		if sub.deadLetterStream != "" {
+			in := &kinesis.ListShardsInput{MaxResults: aws.Int32(1)}
+			in.StreamName, in.StreamARN = kinesisx.Fields(sub.deadLetterStream)
+			if _, err := s.kin.ListShards(ctx, in); err != nil {
+				return explainDeadLetter(sub.stream, sub.deadLetterStream, err)
+			}
+		}
 	}
 	return nil
 }

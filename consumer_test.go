@@ -331,6 +331,34 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
+// TestMissingDeadLetterStream: a mistyped dead-letter stream is refused
+// at start, naming it and the subscription, before any lease is taken
+// (not at the first failing record, which would then hold its shard).
+func TestMissingDeadLetterStream(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	store := memory.New()
+	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
+		kinesislease.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kinesislease.Subscribe(svc, stream, newTally().handler("a"), kinesislease.WithDeadLetterStream("no-such-dead-letters")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a service that started runs until then
+	defer cancel()
+	err = svc.Run(ctx)
+	if !errors.Is(err, kinesislease.ErrStreamNotFound) || !strings.Contains(err.Error(), `dead-letter stream "no-such-dead-letters"`) ||
+		!strings.Contains(err.Error(), stream) {
+		t.Fatalf("Run with a missing dead-letter stream: %v", err)
+	}
+	if l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"}); err == nil && l.Owner != "" {
+		t.Fatalf("a lease was taken before the dead-letter stream was checked: %+v", l)
+	}
+}
+
 // TestTwoStreams: one service consumes two streams, each with its own codec
 // of records and handler.
 func TestTwoStreams(t *testing.T) {

@@ -40,3 +40,15 @@ func explain(stream string, err error) error {
 	}
 	return err
 }
+
+// explainDeadLetter names what is wrong with the dead-letter stream dl of
+// the subscription to stream, found at start.
+func explainDeadLetter(stream, dl string, err error) error {
+	switch {
+	case kinesisx.IsNotFound(err):
+		return fmt.Errorf("%w: dead-letter stream %q (of the subscription to %q) does not exist (or is not in this account and region): create it, or fix WithDeadLetterStream: %w", ErrStreamNotFound, dl, stream, err)
+	case kinesisx.IsAccessDenied(err):
+		return fmt.Errorf("%w: dead-letter stream %q (of the subscription to %q): the credentials need kinesis:ListShards (checked at start) and kinesis:PutRecords on it: %w", ErrAccessDenied, dl, stream, err)
+	}
+	return fmt.Errorf("kinesislease: dead-letter stream %q (of the subscription to %q): %w", dl, stream, err)
+}
