@@ -285,14 +285,11 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 	err = g.Run(ctx)
 	s.log.Info("kinesislease: stopped", "owner", c.owner)
 	var dup *engine.DuplicateOwnerError
-	var se *engine.StreamError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &dup):
 		return fmt.Errorf("%w: %w", ErrDuplicateOwner, err)
-	case errors.As(err, &se):
-		return explain(se.Stream, err)
 	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -296,5 +298,91 @@ func TestTransientErrors(t *testing.T) {
 	// The SDK retried 2 failed attempts and 1 lost answer.
 	if calls, attempts := f.Calls("GetRecords"), f.Attempts("GetRecords"); attempts != calls-2+3 {
 		t.Errorf("GetRecords: %d calls (2 stopped before the SDK), %d attempts; want %d attempts", calls, attempts, calls-2+3)
+	}
+}
+
+// failures records HookFailed calls.
+type failures struct {
+	mu  sync.Mutex
+	got []kltype.FailureInfo
+}
+
+func (f *failures) OnFailed(i kltype.FailureInfo) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, i)
+}
+
+func (f *failures) all() []kltype.FailureInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]kltype.FailureInfo(nil), f.got...)
+}
+
+// TestOneStreamFailureIsolated: access denied on one stream's shard
+// (GetShardIterator fails with AccessDeniedException, injected through SDK
+// middleware) does not stop the service: the other stream's records are
+// all handled, the failed shard is reported to the hooks with its stream,
+// shard and error, and Run goes on until cancelled.
+func TestOneStreamFailureIsolated(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	faults := &testutil.Faults{}
+	faulty := testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)
+	good, bad := testutil.StreamName(t), testutil.StreamName(t)
+	testutil.CreateStream(t, kc, good, 1)
+	testutil.CreateStream(t, kc, bad, 1)
+	faults.Inject(testutil.Fault{Op: "GetShardIterator",
+		Match: func(in any) bool {
+			gi, ok := in.(*kinesis.GetShardIteratorInput)
+			return ok && aws.ToString(gi.StreamName) == bad
+		},
+		Err: &ktypes.AccessDeniedException{Message: aws.String("not authorized to perform kinesis:GetShardIterator on " + bad + " (injected)")}})
+	fl := &failures{}
+	ta := newTally()
+	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(faulty), kinesislease.WithLeaseStore(memory.New()),
+		kinesislease.WithLogger(testLogger(t)), kinesislease.WithHooks(fl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{good, bad} {
+		if err := kinesislease.Subscribe(svc, s, ta.handler("a"), kinesislease.WithStartPosition(kltype.TrimHorizon),
+			kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	put(t, kc, good, 0, 50)
+	put(t, kc, bad, 1000, 50)
+	ta.waitFor(t, 0, 50, 30*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(fl.all()) == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v: one stream's failure stopped the service", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no HookFailed call after 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f := fl.all()[0]
+	if f.Stream != bad || f.ShardID != "shardId-000000000000" || f.Err == nil || !strings.Contains(f.Err.Error(), "AccessDeniedException") || f.RetryIn <= 0 {
+		t.Fatalf("HookFailed %+v: want stream %s, its shard, the access-denied error, a retry delay", f, bad)
+	}
+	if d, _ := ta.count(); d != 50 {
+		t.Fatalf("%d records handled, want the good stream's 50 and none of the failing one's", d)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v", err)
+	default:
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 }

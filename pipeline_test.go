@@ -595,17 +595,24 @@ func TestPipelineRetryAfter(t *testing.T) {
 }
 
 // TestPipelineDeadLetterStreamUnavailable: while the dead-letter stream
-// cannot take the envelope (it does not exist yet) the failed record holds
-// its shard and the checkpoint stays before it; once the stream exists the
-// envelope lands and consumption goes on.
+// cannot take the envelope (its PutRecords fails with
+// ResourceNotFoundException, as after the stream was deleted: injected
+// through SDK middleware, since a stream missing at start is refused) the
+// failed record holds its shard and the checkpoint stays before it; once
+// the stream takes envelopes again the envelope lands and consumption goes
+// on.
 func TestPipelineDeadLetterStreamUnavailable(t *testing.T) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	faults := &testutil.Faults{}
+	faulty := testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)
 	stream, dlq := testutil.StreamName(t), testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
+	testutil.CreateStream(t, kc, dlq, 1)
+	faults.Inject(testutil.Fault{Op: "PutRecords", Err: &ktypes.ResourceNotFoundException{Message: aws.String("Stream " + dlq + " not found (injected)")}})
 	seqs := plPut(t, kc, stream, plOrders(0, 5))
 	d := newPLLog()
 	store := memory.New()
-	in := plRun(t, kc, store, stream, "a", nil, func(ctx context.Context, o order) error {
+	in := plRun(t, faulty, store, stream, "a", nil, func(ctx context.Context, o order) error {
 		d.add(ctx, t, o.ID)
 		if o.ID == 2 {
 			return kinesislease.DeadLetter(errors.New("poison"))
@@ -614,14 +621,16 @@ func TestPipelineDeadLetterStreamUnavailable(t *testing.T) {
 	}, kinesislease.WithRetryPolicy(plRetry), kinesislease.WithDeadLetterStream(dlq))
 	d.waitUntil(t, "order 2 handled", 15*time.Second, plSeen(1, 2))
 	plWaitCheckpoint(t, store, stream, plShard0, leases.Checkpoint{Sequence: seqs[1]}, 5*time.Second)
-	time.Sleep(300 * time.Millisecond) // the sink keeps failing meanwhile
+	for faults.Calls("PutRecords") < 3 { // the sink keeps failing meanwhile
+		time.Sleep(10 * time.Millisecond)
+	}
 	if l := plRow(t, store, stream, plShard0); l.Checkpoint != (leases.Checkpoint{Sequence: seqs[1]}) {
 		t.Fatalf("checkpoint %+v while the dead-letter stream is missing, want %s", l.Checkpoint, seqs[1])
 	}
 	if got := plIDs(d.all()); !slices.Equal(got, []int{0, 1, 2}) {
 		t.Fatalf("handled %v while order 2 could not be dead-lettered, want 0 1 2", got)
 	}
-	testutil.CreateStream(t, kc, dlq, 1)
+	faults.Clear()
 	d.waitUntil(t, "the rest handled", 15*time.Second, plSeen(1, 3, 4))
 	plWaitCheckpoint(t, store, stream, plShard0, leases.Checkpoint{Sequence: seqs[4]}, 5*time.Second)
 	in.stop(t)

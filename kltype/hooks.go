@@ -65,6 +65,29 @@ type HookShardStarted interface{ OnShardStarted(s ShardInfo) }
 // SHARD_END checkpoint written.
 type HookShardEnded interface{ OnShardEnded(s ShardInfo) }
 
+// FailureInfo describes a shard or stream that failed for a reason no
+// retry inside the reader can cure (HookFailed): access denied on one
+// stream, a checkpoint that is not in its shard, a stream deleted. The
+// other subscriptions and shards go on; this one is tried again after
+// RetryIn.
+type FailureInfo struct {
+	// Stream is the stream's name or ARN, as subscribed.
+	Stream string
+	// ShardID is the shard; "" when the whole stream failed (listing its
+	// shards).
+	ShardID string
+	// Err is the failure.
+	Err error
+	// Failures counts this shard's (or stream's) failures in a row.
+	Failures int
+	// RetryIn is how long until it is tried again.
+	RetryIn time.Duration
+}
+
+// HookFailed is called when a shard or a stream fails for good for now and
+// is set aside to be tried again later (membership protocol).
+type HookFailed interface{ OnFailed(f FailureInfo) }
+
 // BatchInfo describes one GetRecords answer that held records.
 type BatchInfo struct {
 	// Stream is the stream's name or ARN, as subscribed.
@@ -162,7 +185,7 @@ type HookCall interface{ OnCall(c CallInfo) }
 func IsHook(h Hook) bool {
 	switch h.(type) {
 	case HookLeaseAcquired, HookLeaseReleased, HookLeaseLost, HookShardStarted, HookShardEnded, HookBatchFetched,
-		HookRecordHandled, HookCheckpointWritten, HookThrottled, HookDeadLettered, HookCall:
+		HookRecordHandled, HookCheckpointWritten, HookThrottled, HookDeadLettered, HookCall, HookFailed:
 		return true
 	}
 	return false

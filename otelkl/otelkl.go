@@ -49,6 +49,12 @@
 //	kinesislease.throttles              counter  {throttle}  stream, shard_id, rpc.method
 //	kinesislease.shards.started         counter  {shard}     stream, shard_id
 //	kinesislease.shards.ended           counter  {shard}     stream, shard_id
+//	kinesislease.failures               counter  {failure}   stream, shard_id (empty for the stream)
+//
+// kinesislease.failures counts shards and streams set aside after failing
+// for good (HookFailed: access denied, a checkpoint not in its shard, a
+// stream deleted); each is tried again later, the rest of the service goes
+// on. Any increase wants a look at the ERROR log.
 //
 // kinesislease.millis_behind_latest is an asynchronous gauge: at each
 // collection, for every shard this process holds, the MillisBehindLatest of
@@ -188,6 +194,7 @@ type Hooks struct {
 	handlerDuration            metric.Float64Histogram
 	fetchRecords, fetchBytes   metric.Int64Counter
 	throttles                  metric.Int64Counter
+	failures                   metric.Int64Counter
 	shardsStarted, shardsEnded metric.Int64Counter
 	held                       metric.Int64UpDownCounter
 	takeovers, losses          metric.Int64Counter
@@ -313,6 +320,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
 	h.fetchRecords = counter("kinesislease.fetch.records", "{record}", "Records read by GetRecords.")
 	h.fetchBytes = counter("kinesislease.fetch.bytes", "By", "Data bytes of the records read by GetRecords.")
 	h.throttles = counter("kinesislease.throttles", "{throttle}", "Kinesis reads throttled and retried.")
+	h.failures = counter("kinesislease.failures", "{failure}", "Shards and streams set aside after failing for good, tried again later.")
 	h.shardsStarted = counter("kinesislease.shards.started", "{shard}", "Shard readers started.")
 	h.shardsEnded = counter("kinesislease.shards.ended", "{shard}", "Closed shards read to their end.")
 	h.takeovers = counter("kinesislease.lease.takeovers", "{lease}", "Leases taken over from another owner whose lease expired.")
@@ -525,6 +533,14 @@ func (h *Hooks) OnThrottled(t kltype.ThrottleInfo) {
 		return h.streamShard(t.Stream, t.ShardID, AttrMethod.String(t.Op))
 	})
 	h.throttles.Add(context.Background(), 1, a.add...)
+}
+
+type failureKey struct{ shardKey }
+
+// OnFailed implements kltype.HookFailed.
+func (h *Hooks) OnFailed(f kltype.FailureInfo) {
+	a := h.cached(failureKey{shardKey{f.Stream, f.ShardID}}, func() []attribute.KeyValue { return h.streamShard(f.Stream, f.ShardID) })
+	h.failures.Add(context.Background(), 1, a.add...)
 }
 
 type deadKey struct {

@@ -165,6 +165,9 @@ func TestHooksUnit(t *testing.T) {
 	h.OnThrottled(kltype.ThrottleInfo{Stream: "orders", ShardID: sh(s2), Op: "GetShardIterator", Delay: time.Second})
 	h.OnDeadLettered(&kltype.DeadLetterRecord{Record: &kltype.Record{Stream: "orders", ShardID: sh(s2)}, Reason: "dead-letter"})
 	h.OnDeadLettered(nil) // ignored
+	h.OnFailed(kltype.FailureInfo{Stream: "orders", ShardID: sh(s1), Err: errors.New("denied"), Failures: 1, RetryIn: time.Minute})
+	h.OnFailed(kltype.FailureInfo{Stream: "orders", ShardID: sh(s1), Err: errors.New("denied"), Failures: 2, RetryIn: 2 * time.Minute})
+	h.OnFailed(kltype.FailureInfo{Stream: "orders", Err: errors.New("gone")})
 	call := func(svc, op string, d time.Duration, err error) {
 		h.OnCall(kltype.CallInfo{Service: svc, Op: op, Duration: d, Err: err})
 	}
@@ -182,6 +185,8 @@ func TestHooksUnit(t *testing.T) {
 	ms.want(t, "kinesislease.lease.takeovers", 1, stream, ownerA)
 	ms.want(t, "kinesislease.lease.losses", 0, stream, ownerA)
 	ms.want(t, "kinesislease.shards.started", 3, stream)
+	ms.want(t, "kinesislease.failures", 2, stream, s1)
+	ms.want(t, "kinesislease.failures", 3, stream)
 	ms.want(t, "kinesislease.shards.started", 1, stream, s2)
 	ms.want(t, "kinesislease.fetch.records", 5, stream, s1)
 	ms.want(t, "kinesislease.fetch.bytes", 50, stream, s1)
@@ -262,6 +267,7 @@ var instruments = map[string]struct {
 	"kinesislease.fetch.bytes":          {"By", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
 	"kinesislease.millis_behind_latest": {"ms", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
 	"kinesislease.throttles":            {"{throttle}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrMethod}},
+	"kinesislease.failures":             {"{failure}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
 	"kinesislease.shards.started":       {"{shard}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
 	"kinesislease.shards.ended":         {"{shard}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
 	"kinesislease.leases.held":          {"{lease}", []attribute.Key{otelkl.AttrStream, otelkl.AttrOwner}},

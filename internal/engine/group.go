@@ -89,6 +89,11 @@ type GroupConfig struct {
 	ShutdownTimeout time.Duration
 	// Reconcile: how often held rows are re-read.
 	Reconcile time.Duration
+	// FailureBackoff is the first wait before a shard or stream that
+	// failed for good (access denied, a checkpoint not in its shard, the
+	// stream gone) is tried again; it doubles with each failure in a row,
+	// up to MaxFailureBackoff. Defaults 30s and 10 minutes.
+	FailureBackoff, MaxFailureBackoff time.Duration
 	Events    func(kltype.LeaseEvent)
 	Hooks     []kltype.Hook
 }
@@ -159,7 +164,22 @@ type streamState struct {
 	resync   bool
 	rows     map[string]rowState // what this instance last read or wrote, by shard id
 	legacy   map[string]observation
+	// failed holds the shards set aside after failing for good, by shard
+	// id; listing is the stream's own (ListShards failed for good).
+	failed  map[string]*failure
+	listing failure
 }
+
+// failure is a shard or stream set aside after failing for good: it is
+// tried again at until.
+type failure struct {
+	n     int // failures in a row
+	until time.Time
+	err   error
+}
+
+// waiting reports whether f still sets its shard or stream aside.
+func (f *failure) waiting(now time.Time) bool { return f != nil && now.Before(f.until) }
 
 type rowState struct {
 	lease   leases.Lease
@@ -224,6 +244,12 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	if cfg.Reconcile <= 0 {
 		cfg.Reconcile = DefaultReconcile
 	}
+	if cfg.FailureBackoff <= 0 {
+		cfg.FailureBackoff = 30 * time.Second
+	}
+	if cfg.MaxFailureBackoff < cfg.FailureBackoff {
+		cfg.MaxFailureBackoff = max(10*time.Minute, cfg.FailureBackoff)
+	}
 	if cfg.Heartbeat >= cfg.Timeout-cfg.FenceMargin {
 		return nil, fmt.Errorf("engine: heartbeat interval %v must be shorter than the timeout %v less the fence margin %v",
 			cfg.Heartbeat, cfg.Timeout, cfg.FenceMargin)
@@ -248,7 +274,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		if _, dup := g.streams[sc.Stream]; dup {
 			return nil, fmt.Errorf("engine: stream %q subscribed twice", sc.Stream)
 		}
-		g.streams[sc.Stream] = &streamState{cfg: sc, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]observation{}}
+		g.streams[sc.Stream] = &streamState{cfg: sc, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]observation{}, failed: map[string]*failure{}}
 	}
 	g.fence.Store(fenced)
 	return g, nil
@@ -285,8 +311,9 @@ func (g *Group) Stats() kltype.Stats {
 // ShutdownTimeout, heartbeating meanwhile), writes final checkpoints,
 // releases the leases and removes this instance's membership entry. It
 // returns nil after a shutdown, a *DuplicateOwnerError when another process
-// with the same owner id keeps heartbeating, or an error no retry can cure
-// (a *StreamError names its stream).
+// with the same owner id keeps heartbeating, or a misconfigured store
+// (leases.ErrMisconfigured). A shard or stream failing for good does not
+// end it: that one is set aside and tried again later (see fail).
 func (g *Group) Run(ctx context.Context) error {
 	if err := g.join(ctx); err != nil {
 		return err
@@ -457,6 +484,27 @@ func (g *Group) extendFence(sent int64) {
 	g.fence.Store(g.fenceAfter(sent))
 }
 
+// fail sets a shard (shard "" for the whole stream) aside after it failed
+// for good with err: it logs at ERROR, tells the hooks, and leaves it
+// alone for a backoff that doubles with each failure in a row. Every other
+// shard and stream goes on.
+func (g *Group) fail(st *streamState, shard string, f *failure, err error) {
+	f.n++
+	f.err = err
+	wait := g.cfg.FailureBackoff << min(f.n-1, 20)
+	if wait <= 0 || wait > g.cfg.MaxFailureBackoff {
+		wait = g.cfg.MaxFailureBackoff
+	}
+	f.until = time.Now().Add(wait)
+	what := "shard"
+	if shard == "" {
+		what = "stream"
+	}
+	st.log.Error("kinesislease: "+what+" failed; the other shards and streams go on, this one is tried again later",
+		"shard", shard, "err", err, "failures", f.n, "retry_in", wait)
+	g.h.onFailed(kltype.FailureInfo{Stream: st.cfg.Stream, ShardID: shard, Err: err, Failures: f.n, RetryIn: wait})
+}
+
 // fenceAfter is the fence of a heartbeat sent at sent (mono()).
 func (g *Group) fenceAfter(sent int64) int64 {
 	return sent + int64(g.cfg.Timeout-g.cfg.FenceMargin)
@@ -576,12 +624,19 @@ func (g *Group) round(ctx context.Context) error {
 		g.log.Info("kinesislease: heartbeat current again; taking leases afresh", "incarnation", g.inc)
 		g.fencedSince = 0
 	}
+	now := time.Now()
 	for _, st := range g.streams {
-		if st.shards == nil || st.resync || time.Since(st.lastSync) >= g.cfg.ShardSyncInterval {
-			if err := g.listShards(ctx, st); err != nil {
-				if fatal(err) {
-					return &StreamError{Stream: st.cfg.Stream, Err: err}
-				}
+		if st.listing.waiting(now) {
+			continue
+		}
+		if st.shards == nil || st.resync || time.Since(st.lastSync) >= g.cfg.ShardSyncInterval || st.listing.n > 0 {
+			err := g.listShards(ctx, st)
+			switch {
+			case err == nil:
+				st.listing = failure{}
+			case fatal(err):
+				g.fail(st, "", &st.listing, err)
+			default:
 				st.log.Warn("kinesislease: listing shards failed; retrying", "err", err)
 			}
 		}
@@ -598,7 +653,8 @@ func (g *Group) round(ctx context.Context) error {
 	g.releaseOrphans(ctx, a)
 	g.act(ctx, a)
 	g.removeStale(ctx)
-	return g.reap(ctx, false)
+	g.reap(ctx, false)
+	return nil
 }
 
 // readMembers reads the membership rows other than ours (ours came back
@@ -783,8 +839,9 @@ func (g *Group) act(ctx context.Context, a map[unit]string) {
 		}
 	}
 	var want []unit
+	now := time.Now()
 	for u, owner := range a {
-		if owner == g.cfg.Owner && held[u] == nil {
+		if owner == g.cfg.Owner && held[u] == nil && !g.streams[u.Stream].failed[u.Shard].waiting(now) {
 			want = append(want, u)
 		}
 	}
@@ -1167,7 +1224,7 @@ func (g *Group) removeStale(ctx context.Context) {
 // reap forgets finished workers and reports their lease events. A worker
 // that applied a rewind reads on from the new checkpoint, or, when the group
 // is stopping, releases the lease there.
-func (g *Group) reap(ctx context.Context, stopping bool) error {
+func (g *Group) reap(ctx context.Context, stopping bool) {
 	g.mu.Lock()
 	var done []unit
 	var ws []*worker
@@ -1181,15 +1238,22 @@ func (g *Group) reap(ctx context.Context, stopping bool) error {
 		}
 	}
 	g.mu.Unlock()
-	var perm error
 	for i, u := range done {
 		w := ws[i]
 		st := g.streams[u.Stream]
 		info := kltype.LeaseInfo{Stream: u.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.lease.current().Checkpoint}
 		st.rows[u.Shard] = rowState{lease: w.lease.current()}
+		if w.err == nil {
+			delete(st.failed, u.Shard)
+		}
 		switch {
 		case w.err != nil:
-			perm = &StreamError{Stream: u.Stream, Err: w.err}
+			f := st.failed[u.Shard]
+			if f == nil {
+				f = &failure{}
+				st.failed[u.Shard] = f
+			}
+			g.fail(st, u.Shard, f, w.err)
 		case w.rewound && stopping:
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			if err := w.lease.release(rctx, leases.Checkpoint{}); err == nil {
@@ -1214,20 +1278,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) error {
 			emit(g.h, g.cfg.Events, kltype.LeaseReleased, info)
 		}
 	}
-	return perm
 }
-
-// StreamError is an error of one stream of a Group: a permanent read error,
-// or a ListShards failure.
-type StreamError struct {
-	Stream string
-	Err    error
-}
-
-func (e *StreamError) Error() string { return fmt.Sprintf("stream %q: %v", e.Stream, e.Err) }
-
-// Unwrap returns the stream's error.
-func (e *StreamError) Unwrap() error { return e.Err }
 
 // listShards refreshes the shard list of st.
 func (g *Group) listShards(ctx context.Context, st *streamState) error {
@@ -1287,7 +1338,7 @@ func (g *Group) shutdown() {
 				g.log.Warn("kinesislease: heartbeat failed while draining", "err", err)
 			}
 		})
-		_ = g.reap(ctx, true)
+		g.reap(ctx, true)
 	}
 	g.releaseOrphans(ctx, nil)
 	if g.started {

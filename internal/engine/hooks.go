@@ -25,6 +25,7 @@ type hooks struct {
 	throttled  []kltype.HookThrottled
 	dead       []kltype.HookDeadLettered
 	call       []kltype.HookCall
+	failed     []kltype.HookFailed
 }
 
 func newHooks(hs []kltype.Hook) *hooks {
@@ -41,6 +42,7 @@ func newHooks(hs []kltype.Hook) *hooks {
 		add(&h.throttled, x)
 		add(&h.dead, x)
 		add(&h.call, x)
+		add(&h.failed, x)
 	}
 	return h
 }
@@ -69,6 +71,12 @@ func (h *hooks) wrapKinesis(k kinesisx.Reader) kinesisx.Reader {
 		return k
 	}
 	return &hookedKinesis{Reader: k, h: h}
+}
+
+func (h *hooks) onFailed(f kltype.FailureInfo) {
+	for _, x := range h.failed {
+		x.OnFailed(f)
+	}
 }
 
 func (h *hooks) deadLettered(dl *kltype.DeadLetterRecord) {

@@ -50,6 +50,11 @@ type Fault struct {
 	// Op is the SDK operation name, e.g. "GetRecords" or "UpdateItem"; ""
 	// matches every operation.
 	Op string
+	// Match, if set, narrows the fault to the calls whose input (the
+	// operation's *Input struct, e.g. *kinesis.GetShardIteratorInput) it
+	// accepts. Calls it rejects are not counted for Skip and Times. It is
+	// not consulted for PerAttempt faults, which apply to every matching Op.
+	Match func(input any) bool
 	// Skip is how many matching calls pass before the fault applies.
 	Skip int
 	// Times is how many matching calls the fault applies to; 0 means all.
@@ -171,8 +176,9 @@ type action struct {
 	lose  bool
 }
 
-// record counts a call or attempt of op and returns the faults to apply.
-func (f *Faults) record(op string, perAttempt bool) action {
+// record counts a call (with its input) or an attempt of op and returns
+// the faults to apply.
+func (f *Faults) record(op string, input any, perAttempt bool) action {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if perAttempt {
@@ -189,7 +195,7 @@ func (f *Faults) record(op string, perAttempt bool) action {
 	}
 	var act action
 	for _, ft := range f.faults {
-		if ft.PerAttempt != perAttempt || (ft.Op != "" && ft.Op != op) {
+		if ft.PerAttempt != perAttempt || (ft.Op != "" && ft.Op != op) || (!perAttempt && ft.Match != nil && !ft.Match(input)) {
 			continue
 		}
 		ft.seen++
@@ -257,7 +263,7 @@ func (callMiddleware) ID() string { return "testutil.Faults.Call" }
 func (m callMiddleware) HandleInitialize(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
 	middleware.InitializeOutput, middleware.Metadata, error,
 ) {
-	return inject(ctx, m.f, false, func() string { return "" },
+	return inject(ctx, m.f, false, in.Parameters, func() string { return "" },
 		func() (middleware.InitializeOutput, middleware.Metadata, error) {
 			return next.HandleInitialize(ctx, in)
 		})
@@ -267,11 +273,11 @@ func (m callMiddleware) HandleInitialize(ctx context.Context, in middleware.Init
 // out the action it draws around next, the rest of the middleware stack:
 // its delay, then its error instead of the call, or after it (a lost
 // answer, naming the request's URL). A bypassed call goes straight on.
-func inject[Out any](ctx context.Context, f *Faults, perAttempt bool, url func() string, next func() (Out, middleware.Metadata, error)) (Out, middleware.Metadata, error) {
+func inject[Out any](ctx context.Context, f *Faults, perAttempt bool, input any, url func() string, next func() (Out, middleware.Metadata, error)) (Out, middleware.Metadata, error) {
 	if bypassed(ctx) {
 		return next()
 	}
-	act := f.record(middleware.GetOperationName(ctx), perAttempt)
+	act := f.record(middleware.GetOperationName(ctx), input, perAttempt)
 	var none Out
 	if err := act.sleep(ctx); err != nil {
 		return none, middleware.Metadata{}, err
@@ -299,6 +305,6 @@ func (m attemptMiddleware) HandleFinalize(ctx context.Context, in middleware.Fin
 		}
 		return ""
 	}
-	return inject(ctx, m.f, true, url,
+	return inject(ctx, m.f, true, nil, url,
 		func() (middleware.FinalizeOutput, middleware.Metadata, error) { return next.HandleFinalize(ctx, in) })
 }
