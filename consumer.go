@@ -39,10 +39,12 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -294,28 +296,80 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 	return err
 }
 
-// preflight checks the store and every stream before taking any lease.
+// preflight checks the store and every stream (and dead-letter stream)
+// before taking any lease. A check that fails for a reason that may pass
+// (the network or an endpoint not ready yet, throttling, a timeout) is
+// retried with backoff until ctx ends, each failure logged with what was
+// checked; a missing resource, denied access or a misconfigured table fail
+// at once.
 func (s *Service) preflight(ctx context.Context, subs []*subscription) error {
 	if ch, ok := s.cfg.store.(leases.Checker); ok {
-		if err := ch.Check(ctx); err != nil {
+		if err := s.startupCheck(ctx, "lease store", fmt.Sprintf("%T", s.cfg.store), ch.Check, func(err error) error { return err }); err != nil {
 			return err
 		}
 	}
 	for _, sub := range subs {
-		in := &kinesis.ListShardsInput{MaxResults: aws.Int32(1)}
-		in.StreamName, in.StreamARN = kinesisx.Fields(sub.stream)
-		if _, err := s.kin.ListShards(ctx, in); err != nil {
-			return explain(sub.stream, err)
+		err := s.startupCheck(ctx, "stream", sub.stream, func(ctx context.Context) error { return s.listOne(ctx, sub.stream) },
+			func(err error) error { return explain(sub.stream, err) })
+		if err != nil {
+			return err
 		}
 		if sub.deadLetterStream != "" {
-			in := &kinesis.ListShardsInput{MaxResults: aws.Int32(1)}
-			in.StreamName, in.StreamARN = kinesisx.Fields(sub.deadLetterStream)
-			if _, err := s.kin.ListShards(ctx, in); err != nil {
-				return explainDeadLetter(sub.stream, sub.deadLetterStream, err)
+			err := s.startupCheck(ctx, "dead-letter stream", sub.deadLetterStream, func(ctx context.Context) error { return s.listOne(ctx, sub.deadLetterStream) },
+				func(err error) error { return explainDeadLetter(sub.stream, sub.deadLetterStream, err) })
+			if err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// listOne lists one shard of stream: the cheapest call that shows the
+// stream exists and may be read.
+func (s *Service) listOne(ctx context.Context, stream string) error {
+	in := &kinesis.ListShardsInput{MaxResults: aws.Int32(1)}
+	in.StreamName, in.StreamARN = kinesisx.Fields(stream)
+	_, err := s.kin.ListShards(ctx, in)
+	return err
+}
+
+// Start-up checks are retried after startupBackoff, doubling up to
+// maxStartupBackoff.
+const (
+	startupBackoff    = 500 * time.Millisecond
+	maxStartupBackoff = 30 * time.Second
+)
+
+// startupCheck runs check until it succeeds, fails for good (a missing
+// resource, denied access, a misconfigured table: explain's error at once)
+// or ctx ends (the last failure, explained). what and name say what is
+// checked, for the log and the error.
+func (s *Service) startupCheck(ctx context.Context, what, name string, check func(context.Context) error, explainErr func(error) error) error {
+	for attempt := 1; ; attempt++ {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || errors.Is(err, leases.ErrMisconfigured) || kinesisx.Permanent(err) {
+			return startupError(what, name, explainErr(err))
+		}
+		delay := backoff.Jitter(backoff.Delay(attempt, startupBackoff, maxStartupBackoff))
+		s.log.Warn("kinesislease: start-up check failed; retrying", "check", what, "name", name, "attempt", attempt, "delay", delay, "err", err)
+		if backoff.Sleep(ctx, delay) != nil {
+			return startupError(what, name, explainErr(err))
+		}
+	}
+}
+
+// startupError prefixes err with what failed at start, unless it already
+// names it (explain's sentinel errors do).
+func startupError(what, name string, err error) error {
+	if errors.Is(err, ErrStreamNotFound) || errors.Is(err, ErrAccessDenied) || errors.Is(err, leases.ErrMisconfigured) ||
+		strings.HasPrefix(err.Error(), "kinesislease:") {
+		return err
+	}
+	return fmt.Errorf("kinesislease: %s %q: not reachable at start: %w", what, name, err)
 }
 
 func (s *Service) coordinatorConfig(sub *subscription) engine.Config {

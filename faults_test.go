@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -385,4 +388,65 @@ func TestOneStreamFailureIsolated(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+}
+
+// TestStartupWaitsForTheNetwork: Kinesis unreachable at start (ListShards
+// fails with a connection error three times, injected outside the SDK's
+// retries) is retried with backoff, each failure logged with the stream;
+// then the service runs and reads. Unreachable until the context ends, Run
+// returns the last failure prefixed with what was checked.
+func TestStartupWaitsForTheNetwork(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused (injected)")}
+
+	t.Run("comes up", func(t *testing.T) {
+		faults := &testutil.Faults{}
+		faults.Inject(testutil.Fault{Op: "ListShards", Times: 3, Err: refused})
+		var logs lockedBuffer
+		ta := newTally()
+		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)),
+			kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kinesislease.Subscribe(svc, stream, ta.handler("a"), kinesislease.WithStartPosition(kltype.TrimHorizon)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- svc.Run(ctx) }()
+		put(t, kc, stream, 0, 10)
+		ta.waitFor(t, 0, 10, 30*time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if n := strings.Count(logs.String(), "start-up check failed; retrying"); n != 3 || !strings.Contains(logs.String(), stream) {
+			t.Fatalf("%d start-up retries logged, want 3 naming the stream; log:\n%s", n, logs.String())
+		}
+	})
+	t.Run("never comes up", func(t *testing.T) {
+		faults := &testutil.Faults{}
+		faults.Inject(testutil.Fault{Op: "ListShards", Err: refused})
+		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)),
+			kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kinesislease.Subscribe(svc, stream, newTally().handler("a")); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		err = svc.Run(ctx)
+		if err == nil || !strings.HasPrefix(err.Error(), "kinesislease: stream "+strconv.Quote(stream)) || !errors.Is(err, refused) {
+			t.Fatalf("Run: %v, want the connection error prefixed with the stream", err)
+		}
+		if faults.Calls("ListShards") < 2 {
+			t.Fatalf("ListShards called %d times: the start-up check was not retried", faults.Calls("ListShards"))
+		}
+	})
 }
