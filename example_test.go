@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
@@ -122,4 +123,23 @@ func ExampleWithMemoryBudget() {
 	// Output:
 	// <nil>
 	// kinesislease: invalid option: WithMemoryBudget(4096, 10): want at least 1 MiB and 100 records
+}
+
+// A producer-only program: a Publisher built from a Kinesis client, no
+// Service and no lease store.
+func ExampleNewPublisherFromClient() {
+	ctx := context.Background()
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	p, err := kinesislease.NewPublisherFromClient[Order](kinesis.NewFromConfig(cfg), "fulfilment",
+		kinesislease.WithPublishCodec(codec.Msgpack))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.Put(ctx, "customer-17", Order{ID: "ord-000042", Customer: "customer-17", Total: 42}); err != nil {
+		log.Fatal(err)
+	}
 }

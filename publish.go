@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -133,7 +134,8 @@ func (e *PublishError) Error() string {
 // A partial failure retries only the failed entries. It is safe for
 // concurrent use.
 type Publisher[T any] struct {
-	svc    *Service
+	client Producer
+	log    *slog.Logger
 	stream string
 	cfg    pubConfig
 
@@ -153,12 +155,35 @@ type pending struct {
 	result   chan error // buffered 1
 }
 
-// NewPublisher returns a Publisher to stream (a name or an ARN). Close it
-// to send what is buffered and stop its goroutine.
+// Producer is the part of *kinesis.Client a Publisher uses.
+type Producer interface {
+	PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
+}
+
+// NewPublisher returns a Publisher to stream (a name or an ARN) that puts
+// records with the service's Kinesis client and logs with its logger.
+// Close it to send what is buffered and stop its goroutine. A program that
+// only publishes needs no Service: see NewPublisherFromClient.
 func NewPublisher[T any](svc *Service, stream string, opts ...PublishOption) (*Publisher[T], error) {
 	if svc == nil {
 		return nil, fmt.Errorf("%w: NewPublisher on a nil service", ErrInvalidOption)
 	}
+	return newPublisher[T](svc.kin, svc.log, stream, opts)
+}
+
+// NewPublisherFromClient returns a Publisher to stream (a name or an ARN)
+// that puts records with client, for a program that publishes and consumes
+// nothing: no Service, no lease store. client is typically
+// kinesis.NewFromConfig(cfg); the publisher logs with slog.Default. Close
+// it to send what is buffered and stop its goroutine.
+func NewPublisherFromClient[T any](client Producer, stream string, opts ...PublishOption) (*Publisher[T], error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: NewPublisherFromClient with a nil client", ErrInvalidOption)
+	}
+	return newPublisher[T](client, slog.Default(), stream, opts)
+}
+
+func newPublisher[T any](client Producer, log *slog.Logger, stream string, opts []PublishOption) (*Publisher[T], error) {
 	if err := validStream(stream); err != nil {
 		return nil, err
 	}
@@ -166,7 +191,7 @@ func NewPublisher[T any](svc *Service, stream string, opts ...PublishOption) (*P
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher[T]{svc: svc, stream: stream, cfg: cfg, wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+	p := &Publisher[T]{client: client, log: log, stream: stream, cfg: cfg, wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	go p.loop()
 	return p, nil
 }
@@ -317,7 +342,7 @@ func (p *Publisher[T]) sendOne() bool {
 		r.attempts++
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	out, err := p.svc.kin.PutRecords(ctx, in)
+	out, err := p.client.PutRecords(ctx, in)
 	cancel()
 	var retry []*pending
 	var failed []FailedRecord
@@ -361,7 +386,7 @@ func (p *Publisher[T]) sendOne() bool {
 		p.mu.Unlock()
 		p.signal()
 	}
-	p.svc.log.Debug("kinesislease: published batch", "stream", p.stream, "records", len(batch), "retried", len(retry), "failed", len(failed))
+	p.log.Debug("kinesislease: published batch", "stream", p.stream, "records", len(batch), "retried", len(retry), "failed", len(failed))
 	return true
 }
 

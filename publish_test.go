@@ -2,6 +2,7 @@ package kinesislease_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -261,5 +262,47 @@ func TestPublisherNoLingerIdle(t *testing.T) {
 	time.Sleep(idle)
 	if used := cpuTime() - before; used > idle/2 {
 		t.Fatalf("an idle Publisher with no linger used %v of CPU in %v: it spins", used, idle)
+	}
+}
+
+// TestPublisherWithoutService: a program that only publishes builds its
+// Publisher from a Kinesis client alone (no Service, no lease store); the
+// records land on the stream in order with their partition keys.
+func TestPublisherWithoutService(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	p, err := kinesislease.NewPublisherFromClient[order](kc, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := p.Put(t.Context(), fmt.Sprintf("customer-%d", i), order{ID: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	it, err := kc.GetShardIterator(t.Context(), &kinesis.GetShardIteratorInput{StreamName: aws.String(stream),
+		ShardId: aws.String("shardId-000000000000"), ShardIteratorType: ktypes.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := kc.GetRecords(t.Context(), &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Records) != 5 {
+		t.Fatalf("%d records on the stream, want 5", len(out.Records))
+	}
+	for i, r := range out.Records {
+		var o order
+		if err := json.Unmarshal(r.Data, &o); err != nil || o.ID != i || aws.ToString(r.PartitionKey) != fmt.Sprintf("customer-%d", i) {
+			t.Fatalf("record %d: %s under %q (%v)", i, r.Data, aws.ToString(r.PartitionKey), err)
+		}
+	}
+	if _, err := kinesislease.NewPublisherFromClient[order](nil, stream); !errors.Is(err, kinesislease.ErrInvalidOption) {
+		t.Fatalf("NewPublisherFromClient(nil): %v, want ErrInvalidOption", err)
 	}
 }
