@@ -65,6 +65,8 @@ type Service struct {
 	coords map[string]*engine.Coordinator
 	// group of the running service under the membership protocol.
 	group *engine.Group
+	// running: Run passed its start-up checks and has not returned.
+	running bool
 	// budget bounds what every shard of the service holds fetched and not
 	// yet handled.
 	budget *engine.Budget
@@ -212,6 +214,8 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.preflight(ctx, subs); err != nil {
 		return err
 	}
+	s.setRunning(true)
+	defer s.setRunning(false)
 	if s.membership() {
 		return s.runGroup(ctx, subs)
 	}
@@ -245,6 +249,12 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Wait()
 	s.log.Info("kinesislease: stopped", "owner", s.cfg.owner)
 	return errors.Join(errs...)
+}
+
+func (s *Service) setRunning(r bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running = r
 }
 
 // membership reports whether the service runs the membership protocol: the

@@ -379,6 +379,15 @@ func TestOneStreamFailureIsolated(t *testing.T) {
 	if d, _ := ta.count(); d != 50 {
 		t.Fatalf("%d records handled, want the good stream's 50 and none of the failing one's", d)
 	}
+	// Health shows it: the good stream reading, the bad one's shard set
+	// aside with its error and when it is tried again.
+	h := svc.Health()
+	if !h.Live || len(h.Streams) != 2 || len(h.Streams[0].Shards) != 1 || !h.Streams[0].Shards[0].Reading {
+		t.Fatalf("Health %+v: want live, the good stream's shard reading", h)
+	}
+	if b := h.Streams[1].Shards; len(b) != 1 || b[0].Reading || b[0].Err == nil || !b[0].RetryAt.After(time.Now()) {
+		t.Fatalf("Health of %s: %+v, want its shard set aside with the error and a retry time", bad, b)
+	}
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned %v", err)

@@ -39,6 +39,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -98,6 +100,7 @@ type flags struct {
 	report               string
 	status               time.Duration
 	logLevel             string
+	healthAddr           string
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -123,6 +126,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.report, "report", "", "append one line per handled order (\"owner shard seq orderID unixnano\") and per lease move to this file")
 	fs.DurationVar(&f.status, "status", time.Second, "how often to print the status line (0: never)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	fs.StringVar(&f.healthAddr, "health-addr", "", "serve /livez, /readyz and /healthz on this address (e.g. 127.0.0.1:8081); empty: none")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -260,6 +264,16 @@ func run(f *flags, stdout, stderr io.Writer) error {
 				}
 			}
 		})
+	}
+	if f.healthAddr != "" {
+		srv := &http.Server{Addr: f.healthAddr, Handler: healthHandler(svc.Health), ReadHeaderTimeout: 5 * time.Second}
+		ln, err := net.Listen("tcp", f.healthAddr)
+		if err != nil {
+			return fmt.Errorf("--health-addr: %w", err)
+		}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		fmt.Fprintf(stdout, "health on http://%s/livez, /readyz, /healthz\n", ln.Addr())
 	}
 	err = svc.Run(ctx)
 	close(statusDone)

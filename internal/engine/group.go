@@ -94,8 +94,8 @@ type GroupConfig struct {
 	// stream gone) is tried again; it doubles with each failure in a row,
 	// up to MaxFailureBackoff. Defaults 30s and 10 minutes.
 	FailureBackoff, MaxFailureBackoff time.Duration
-	Events    func(kltype.LeaseEvent)
-	Hooks     []kltype.Hook
+	Events                            func(kltype.LeaseEvent)
+	Hooks                             []kltype.Hook
 }
 
 // unit names one shard of one stream.
@@ -149,8 +149,12 @@ type Group struct {
 	// heartbeats was answered yet (adopted after its ReplaceMember's answer
 	// was lost); 0 otherwise.
 	nextIncSent, silentFence int64
-	hbFailed                 bool // the last round's heartbeat failed
-	viewComplete             bool // every membership row was read at least once
+	hbFailed                 bool        // the last round's heartbeat failed
+	viewComplete             bool        // every membership row was read at least once
+	ready                    atomic.Bool // joined, with every membership row read: for Health
+	// healthMu guards the streams' failed and listing for Health: the
+	// round's goroutine, their only writer, takes it to write them.
+	healthMu sync.Mutex
 
 	stats groupStats
 }
@@ -296,6 +300,39 @@ func (g *Group) Held(stream string) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// Health returns a snapshot of the instance (see kltype.Health). It may be
+// called from any goroutine while Run runs.
+func (g *Group) Health() kltype.Health {
+	h := kltype.Health{Owner: g.cfg.Owner, Ready: g.ready.Load(), Live: g.ready.Load() && mono() < g.fence.Load()}
+	g.mu.Lock()
+	shards := map[string][]kltype.ShardHealth{}
+	for u, w := range g.workers {
+		sh := kltype.ShardHealth{ShardID: u.Shard, Reading: w.lease.valid() && !w.stopping(), MillisBehindLatest: w.lag.Load()}
+		if e := w.readErr.Load(); e != nil {
+			sh.Err = *e
+		}
+		shards[u.Stream] = append(shards[u.Stream], sh)
+	}
+	g.mu.Unlock()
+	g.healthMu.Lock()
+	defer g.healthMu.Unlock()
+	for _, sc := range g.cfg.Streams {
+		st := g.streams[sc.Stream]
+		sh := kltype.StreamHealth{Stream: sc.Stream, Shards: shards[sc.Stream]}
+		if st.listing.n > 0 {
+			sh.Err, sh.RetryAt = st.listing.err, st.listing.until
+		}
+		for id, f := range st.failed {
+			if !slices.ContainsFunc(sh.Shards, func(x kltype.ShardHealth) bool { return x.ShardID == id }) {
+				sh.Shards = append(sh.Shards, kltype.ShardHealth{ShardID: id, MillisBehindLatest: -1, Err: f.err, RetryAt: f.until})
+			}
+		}
+		slices.SortFunc(sh.Shards, func(a, b kltype.ShardHealth) int { return cmpString(a.ShardID, b.ShardID) })
+		h.Streams = append(h.Streams, sh)
+	}
+	return h
 }
 
 // Stats returns the store calls made so far: lease rows and membership rows.
@@ -489,6 +526,7 @@ func (g *Group) extendFence(sent int64) {
 // alone for a backoff that doubles with each failure in a row. Every other
 // shard and stream goes on.
 func (g *Group) fail(st *streamState, shard string, f *failure, err error) {
+	g.healthMu.Lock()
 	f.n++
 	f.err = err
 	wait := g.cfg.FailureBackoff << min(f.n-1, 20)
@@ -496,6 +534,7 @@ func (g *Group) fail(st *streamState, shard string, f *failure, err error) {
 		wait = g.cfg.MaxFailureBackoff
 	}
 	f.until = time.Now().Add(wait)
+	g.healthMu.Unlock()
 	what := "shard"
 	if shard == "" {
 		what = "stream"
@@ -633,7 +672,9 @@ func (g *Group) round(ctx context.Context) error {
 			err := g.listShards(ctx, st)
 			switch {
 			case err == nil:
+				g.healthMu.Lock()
 				st.listing = failure{}
+				g.healthMu.Unlock()
 			case fatal(err):
 				g.fail(st, "", &st.listing, err)
 			default:
@@ -642,6 +683,7 @@ func (g *Group) round(ctx context.Context) error {
 		}
 	}
 	g.viewComplete = g.viewComplete || complete
+	g.ready.Store(g.viewComplete)
 	if !g.viewComplete {
 		return nil // no full view of the members yet: plan nothing
 	}
@@ -1243,16 +1285,18 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 		st := g.streams[u.Stream]
 		info := kltype.LeaseInfo{Stream: u.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.lease.current().Checkpoint}
 		st.rows[u.Shard] = rowState{lease: w.lease.current()}
-		if w.err == nil {
+		g.healthMu.Lock()
+		f := st.failed[u.Shard]
+		switch {
+		case w.err == nil:
 			delete(st.failed, u.Shard)
+		case f == nil:
+			f = &failure{}
+			st.failed[u.Shard] = f
 		}
+		g.healthMu.Unlock()
 		switch {
 		case w.err != nil:
-			f := st.failed[u.Shard]
-			if f == nil {
-				f = &failure{}
-				st.failed[u.Shard] = f
-			}
 			g.fail(st, u.Shard, f, w.err)
 		case w.rewound && stopping:
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -79,6 +79,11 @@ type worker struct {
 
 	rewinding atomic.Bool // stop to apply the lease's pending rewind, keeping the lease
 
+	// For Health: the lag of the last batch with records (-1 before one)
+	// and the last read error retried (nil once a read succeeds).
+	lag     atomic.Int64
+	readErr atomic.Pointer[error]
+
 	// Set by run, read after done.
 	ended   bool  // the shard was read to its end and released with SHARD_END
 	rewound bool  // the rewind was applied; the lease is still held
@@ -92,6 +97,7 @@ func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, clie
 	}
 	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log}
 	w.h = &hooks{}
+	w.lag.Store(-1)
 	w.hardCtx, w.hardCancel = context.WithCancel(context.WithoutCancel(parent))
 	return w
 }
@@ -175,6 +181,7 @@ func (w *worker) startReader() *feed {
 		Client:  w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
 		Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
 		OnRetry: func(err error, d time.Duration) {
+			w.readErr.Store(&err)
 			if kinesisx.IsThrottled(err) {
 				w.log.Debug("kinesislease: throttled; backing off", "err", err, "delay", d)
 				w.throttled(err, d)
@@ -192,6 +199,10 @@ func (w *worker) startReader() *feed {
 			if err != nil {
 				f.errs <- err
 				return
+			}
+			w.readErr.Store(nil)
+			if len(b.Records) > 0 {
+				w.lag.Store(b.MillisBehindLatest)
 			}
 			if f.share != nil {
 				var n int64
