@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,11 +141,11 @@ func compareSeq(a, b string) int {
 // consumeExactly runs one instance reading 20 records per GetRecords call,
 // polling every 10ms, until every published record was handled, and checks
 // that the handler saw exactly the published records, in order, each once.
-func consumeExactly(t *testing.T, rec *recorder, stream string, published []string) {
+func consumeExactly(t *testing.T, rec *recorder, stream string, published []string, extra ...kinesislease.Option) {
 	t.Helper()
 	j := newJournal()
 	in := startJournal(t, rec, memory.New(), stream, "a", j,
-		[]kinesislease.SubscribeOption{kinesislease.WithPolling(10*time.Millisecond, 10*time.Millisecond, 20)})
+		[]kinesislease.SubscribeOption{kinesislease.WithPolling(10*time.Millisecond, 10*time.Millisecond, 20)}, extra...)
 	j.waitUntil(t, 60*time.Second, func(ds []delivery) bool { return len(ds) >= len(published) },
 		func(ds []delivery) string { return fmt.Sprintf("%d of %d records handled", len(ds), len(published)) })
 	in.stop(t)
@@ -187,38 +188,49 @@ func isThrottle(err error) bool {
 	return errors.As(err, &pte)
 }
 
+// throttles counts HookThrottled calls.
+type throttles struct{ n atomic.Int64 }
+
+func (h *throttles) OnThrottled(kltype.ThrottleInfo) { h.n.Add(1) }
+
 // TestThrottling: ProvisionedThroughputExceededException on GetShardIterator
-// and on GetRecords, seen by the reader (per call) and retried inside the SDK
-// (per attempt, some attempts running out): the reader backs off and retries
-// with the same iterator, losing, skipping and repeating nothing.
+// and on GetRecords, injected before the SDK's retry loop (per call) and
+// inside it (per attempt): the SDK retries no throttle (the reader's calls
+// say so), so the reader and the hooks see every one, it backs off once
+// and retries with the same iterator, losing, skipping and repeating
+// nothing.
 func TestThrottling(t *testing.T) {
 	rec, f, stream, published := faultyStream(t, 200)
 	pte := &ktypes.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard (injected)")}
 	f.Inject(testutil.Fault{Op: "GetShardIterator", Times: 3, Err: pte})
 	f.Inject(testutil.Fault{Op: "GetRecords", Skip: 2, Times: 5, Err: pte}) // calls 3 to 7: the reader sees them
-	// Attempts 7 to 10, i.e. calls 12 (3 attempts: the SDK gives up, the
-	// reader sees it) and 13 (1 failed attempt, then success).
+	// Attempts 7 to 10: with no SDK retry, four calls of one attempt each,
+	// every throttle seen by the reader.
 	f.Inject(testutil.Fault{Op: "GetRecords", PerAttempt: true, Skip: 6, Times: 4, Err: pte})
 
-	consumeExactly(t, rec, stream, published)
+	th := &throttles{}
+	consumeExactly(t, rec, stream, published, kinesislease.WithHooks(th))
 
 	gsi, gr := rec.ops("GetShardIterator"), rec.ops("GetRecords")
+	if got := th.n.Load(); got != 3+9 {
+		t.Errorf("HookThrottled called %d times, want every throttle: 3 of GetShardIterator and 9 of GetRecords", got)
+	}
 	if n := errorsOf(gsi, isThrottle); n != 3 || len(gsi) != 4 {
 		t.Errorf("GetShardIterator: %d calls, %d throttled; want 4 and 3 (retried until it worked, then one iterator for good)", len(gsi), n)
 	}
-	if n := errorsOf(gr, isThrottle); n != 6 {
-		t.Errorf("GetRecords: the reader saw %d throttles, want 6 (5 per call, 1 after the SDK's 3 attempts)", n)
+	if n := errorsOf(gr, isThrottle); n != 9 {
+		t.Errorf("GetRecords: the reader saw %d throttles, want 9 (5 per call, 4 per attempt: the SDK retries none)", n)
 	}
-	if errs := errorsOf(gr, anyError); errs != 6 {
-		t.Errorf("GetRecords: %d errors, want only the 6 throttles", errs)
+	if errs := errorsOf(gr, anyError); errs != 9 {
+		t.Errorf("GetRecords: %d errors, want only the 9 throttles", errs)
 	}
-	// The SDK retried the throttled attempts: 3 attempts more than calls
-	// that reached it. A call cancelled by the shutdown may end before its
+	// The SDK retried no throttled attempt: one attempt per call that
+	// reached it. A call cancelled by the shutdown may end before its
 	// attempt starts: each such call may lack its one attempt.
 	canceled := errorsOf(gr, func(err error) bool { return errors.Is(err, context.Canceled) })
-	if calls, attempts := f.Calls("GetRecords"), f.Attempts("GetRecords"); attempts > calls-5+3 || attempts < calls-5+3-canceled {
+	if calls, attempts := f.Calls("GetRecords"), f.Attempts("GetRecords"); attempts > calls-5 || attempts < calls-5-canceled {
 		t.Errorf("GetRecords: %d calls (5 stopped before the SDK, %d cancelled by the shutdown), %d attempts; want %d attempts (less one per cancelled call at most)",
-			calls, canceled, attempts, calls-5+3)
+			calls, canceled, attempts, calls-5)
 	}
 	// Five throttles in a row: the reader backed off, growing. The least
 	// backoffs from a 10ms base are 5+10+20+40+80ms; pacing alone would

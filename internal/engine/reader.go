@@ -153,7 +153,7 @@ func (r *Reader) get(ctx context.Context) (Batch, error) {
 		if r.last != "" {
 			pos = kltype.AfterSequenceNumber(r.last)
 		}
-		out, err := r.cfg.Client.GetShardIterator(ctx, kinesisx.IteratorInput(r.cfg.Stream, r.cfg.ShardID, pos))
+		out, err := r.cfg.Client.GetShardIterator(ctx, kinesisx.IteratorInput(r.cfg.Stream, r.cfg.ShardID, pos), kinesisx.WithoutThrottleRetries)
 		if err != nil {
 			return Batch{}, fmt.Errorf("shard %s: GetShardIterator %s: %w", r.cfg.ShardID, pos, err)
 		}
@@ -171,7 +171,7 @@ func (r *Reader) get(ctx context.Context) (Batch, error) {
 		}
 	}
 	r.lastGet = time.Now()
-	out, err := r.cfg.Client.GetRecords(ctx, kinesisx.GetRecordsInput(r.cfg.Stream, r.iterator, limit))
+	out, err := r.cfg.Client.GetRecords(ctx, kinesisx.GetRecordsInput(r.cfg.Stream, r.iterator, limit), kinesisx.WithoutThrottleRetries)
 	if err != nil {
 		return Batch{}, fmt.Errorf("shard %s: GetRecords: %w", r.cfg.ShardID, err)
 	}

@@ -213,3 +213,30 @@ func Permanent(err error) bool {
 	}
 	return ErrorCode(err) == "ValidationException"
 }
+
+// WithoutThrottleRetries is a per-call option that keeps the SDK's retryer
+// from retrying throttling (ProvisionedThroughputExceededException and the
+// like): the reader backs off from a throttle itself, once, and reports
+// every one to the hooks. Other transient errors are still retried by the
+// SDK as configured.
+func WithoutThrottleRetries(o *kinesis.Options) {
+	switch r := o.Retryer.(type) {
+	case nil:
+	case aws.RetryerV2:
+		o.Retryer = noThrottleRetriesV2{r}
+	default:
+		o.Retryer = noThrottleRetries{r}
+	}
+}
+
+type noThrottleRetries struct{ aws.Retryer }
+
+func (r noThrottleRetries) IsErrorRetryable(err error) bool {
+	return !IsThrottled(err) && r.Retryer.IsErrorRetryable(err)
+}
+
+type noThrottleRetriesV2 struct{ aws.RetryerV2 }
+
+func (r noThrottleRetriesV2) IsErrorRetryable(err error) bool {
+	return !IsThrottled(err) && r.RetryerV2.IsErrorRetryable(err)
+}
