@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 // Errors returned by New, Subscribe and Run; match them with errors.Is.
@@ -27,6 +28,11 @@ var (
 	// the lease table (WithOwner) and keeps heartbeating, or took this
 	// instance's membership entry over. The two never deliver at once.
 	ErrDuplicateOwner = errors.New("kinesislease: duplicate owner id")
+	// ErrCheckpointNotInShard: Kinesis refused a shard's checkpoint (the
+	// stream was deleted and recreated under its name, say); reported
+	// through HookFailed and Health while the shard is set aside. The
+	// remedy is `kinesislease rewind`. It is kltype.ErrCheckpointNotInShard.
+	ErrCheckpointNotInShard = kltype.ErrCheckpointNotInShard
 )
 
 // explain names the stream in errors a Kinesis call returned and maps them

@@ -25,6 +25,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -470,4 +471,54 @@ func TestStartupWaitsForTheNetwork(t *testing.T) {
 			t.Fatalf("ListShards called %d times: the start-up check was not retried", faults.Calls("ListShards"))
 		}
 	})
+}
+
+// TestRecreatedStream: a stream deleted and created again under the same
+// name keeps the rows of the old one, whose checkpoints are not in the new
+// shards: Kinesis refuses GetShardIterator after such a sequence number
+// with InvalidArgumentException ("... is invalid because it did not come
+// from this stream"). Neither emulator checks it, so the refusal is
+// injected through SDK middleware, with Kinesis' error. The shard is set
+// aside with ErrCheckpointNotInShard, whose message names the stream, the
+// shard and the rewind command; the service goes on running.
+func TestRecreatedStream(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	store := memory.New()
+	ta := newTally()
+	in := start(t, kc, store, stream, "a", ta)
+	put(t, kc, stream, 0, 20)
+	ta.waitFor(t, 0, 20, 30*time.Second)
+	in.stop(t)
+	l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"})
+	if err != nil || l.Checkpoint.Sequence == "" {
+		t.Fatalf("row after the first service: %+v, %v; want a checkpoint", l, err)
+	}
+
+	faults := &testutil.Faults{}
+	faults.Inject(testutil.Fault{Op: "GetShardIterator",
+		Match: func(in any) bool {
+			gi, ok := in.(*kinesis.GetShardIteratorInput)
+			return ok && gi.ShardIteratorType == ktypes.ShardIteratorTypeAfterSequenceNumber
+		},
+		Err: &ktypes.InvalidArgumentException{Message: aws.String("StartingSequenceNumber " + l.Checkpoint.Sequence +
+			" used in GetShardIterator on shard shardId-000000000000 in stream " + stream +
+			" under account 000000000000 is invalid because it did not come from this stream. (injected)")}})
+	fl := &failures{}
+	in2 := start(t, testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions), store, stream, "b", newTally(), kinesislease.WithHooks(fl))
+	deadline := time.Now().Add(30 * time.Second)
+	for len(fl.all()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no failure reported for the recreated stream's shard after 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f := fl.all()[0]
+	var ce *kltype.CheckpointError
+	if !errors.Is(f.Err, kinesislease.ErrCheckpointNotInShard) || !errors.As(f.Err, &ce) || ce.ShardID != "shardId-000000000000" ||
+		!strings.Contains(f.Err.Error(), "kinesislease rewind") || !strings.Contains(f.Err.Error(), stream) {
+		t.Fatalf("failure %v: want ErrCheckpointNotInShard naming the stream, the shard and the rewind command", f.Err)
+	}
+	in2.stop(t)
 }

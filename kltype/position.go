@@ -1,6 +1,7 @@
 package kltype
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -92,3 +93,35 @@ func (p StartPosition) String() string {
 	}
 	return fmt.Sprintf("StartPosition(%d)", int(p.Type))
 }
+
+// ErrCheckpointNotInShard: Kinesis refused to read a shard from its
+// checkpoint (InvalidArgumentException on GetShardIterator): the sequence
+// number is not in the shard, as after the stream was deleted and
+// recreated under the same name. The shard is set aside (the rest of the
+// service goes on); move its checkpoint with `kinesislease rewind` (to
+// TRIM_HORIZON, LATEST, a time or a sequence number of the new shard) and
+// it is read from there at its next retry. A *CheckpointError carries the
+// details.
+var ErrCheckpointNotInShard = errors.New("kinesislease: the checkpoint is not in the shard")
+
+// CheckpointError is a shard whose checkpoint Kinesis refused; it matches
+// ErrCheckpointNotInShard.
+type CheckpointError struct {
+	Stream, ShardID string
+	// Position is the position asked for: after (or at) the checkpoint.
+	Position StartPosition
+	// Err is Kinesis' error.
+	Err error
+}
+
+func (e *CheckpointError) Error() string {
+	return fmt.Sprintf("kinesislease: stream %q shard %s: the checkpoint %s is not in the shard (was the stream deleted and recreated?): "+
+		"rewind it, e.g. kinesislease rewind --table TABLE --stream %s --shard %s --to TRIM_HORIZON: %v",
+		e.Stream, e.ShardID, e.Position, e.Stream, e.ShardID, e.Err)
+}
+
+// Is matches ErrCheckpointNotInShard.
+func (e *CheckpointError) Is(target error) bool { return target == ErrCheckpointNotInShard }
+
+// Unwrap returns Kinesis' error.
+func (e *CheckpointError) Unwrap() error { return e.Err }

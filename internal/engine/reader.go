@@ -155,6 +155,10 @@ func (r *Reader) get(ctx context.Context) (Batch, error) {
 		}
 		out, err := r.cfg.Client.GetShardIterator(ctx, kinesisx.IteratorInput(r.cfg.Stream, r.cfg.ShardID, pos), kinesisx.WithoutThrottleRetries)
 		if err != nil {
+			var invalid *types.InvalidArgumentException
+			if pos.Sequence != "" && errors.As(err, &invalid) {
+				return Batch{}, &kltype.CheckpointError{Stream: r.cfg.Stream, ShardID: r.cfg.ShardID, Position: pos, Err: err}
+			}
 			return Batch{}, fmt.Errorf("shard %s: GetShardIterator %s: %w", r.cfg.ShardID, pos, err)
 		}
 		r.iterator = aws.ToString(out.ShardIterator)
