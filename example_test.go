@@ -69,15 +69,17 @@ func ExampleNew_invalidOption() {
 	// kinesislease: invalid option: WithLease(10s, 20s): want 0 < renew < 4/5 of duration
 }
 
-// A second subscription to one stream on one service is refused.
+// A second subscription to one stream on one service is refused, whether
+// the stream is named by its name or its ARN: the lease rows of a stream
+// are keyed by its name.
 func ExampleSubscribe_duplicate() {
 	svc, _ := kinesislease.New(awsConfig())
 	handle := func(context.Context, Order) error { return nil }
 	_ = kinesislease.Subscribe(svc, "orders", handle, kinesislease.WithStartPosition(kltype.TrimHorizon))
-	err := kinesislease.Subscribe(svc, "orders", handle)
+	err := kinesislease.Subscribe(svc, "arn:aws:kinesis:us-east-1:123456789012:stream/orders", handle)
 	fmt.Println(errors.Is(err, kinesislease.ErrDuplicateSubscription), err)
 	// Output:
-	// true kinesislease: stream already subscribed: "orders"
+	// true kinesislease: stream already subscribed: "arn:aws:kinesis:us-east-1:123456789012:stream/orders" (subscribed as "orders")
 }
 
 // The handler reaches the record's metadata through its context.

@@ -73,10 +73,16 @@ func TestInvalidSubscriptions(t *testing.T) {
 	}
 	// Valid: a name, an ARN, and two streams on one service.
 	svc, _ := kinesislease.New(awsConfig())
-	for _, s := range []string{"orders", "arn:aws:kinesis:eu-west-1:123456789012:stream/orders"} {
+	for _, s := range []string{"orders", "arn:aws:kinesis:eu-west-1:123456789012:stream/payments"} {
 		if err := kinesislease.Subscribe(svc, s, handle); err != nil {
 			t.Errorf("Subscribe(%q): %v", s, err)
 		}
+	}
+	// One stream name twice, however named (rows are keyed by the stream
+	// name): refused, naming both.
+	err := kinesislease.Subscribe(svc, "arn:aws:kinesis:eu-west-1:123456789012:stream/orders", handle)
+	if !errors.Is(err, kinesislease.ErrDuplicateSubscription) || !strings.Contains(err.Error(), `"orders"`) || !strings.Contains(err.Error(), "stream/orders") {
+		t.Errorf("Subscribe of orders by ARN beside orders by name: %v, want ErrDuplicateSubscription naming both", err)
 	}
 	// Run without a subscription is refused.
 	empty, _ := kinesislease.New(awsConfig())

@@ -21,6 +21,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
 // event is the payload of the resharding and fault tests: a partition key
@@ -561,8 +562,11 @@ func TestReshardUnderLoad(t *testing.T) {
 }
 
 // TestStreamARN: a subscription names its stream by ARN (kinesis-local has
-// stream ARNs; kinesalite does not): every record is handled, records carry
-// the ARN, and the lease rows are keyed by the ARN, not by the name.
+// stream ARNs; kinesalite does not): every record is handled, records and
+// lease events carry the ARN as subscribed, and the lease rows are keyed by
+// the stream's name, its identity however it is named. So switching the
+// configuration between the name and the ARN resumes from the same rows:
+// no second set of rows, no record read again before the checkpoints.
 func TestStreamARN(t *testing.T) {
 	stores(t, func(t *testing.T, newStore func() leases.Store) {
 		kc := testutil.KinesisClient(t, testutil.KinesisLocal)
@@ -596,32 +600,123 @@ func TestStreamARN(t *testing.T) {
 		}
 		mu.Lock()
 		if len(streams) != 1 || streams[arn] == 0 {
-			t.Errorf("lease events named streams %v, want only the ARN", streams)
+			t.Errorf("lease events named streams %v, want only the ARN as subscribed", streams)
 		}
 		mu.Unlock()
 
 		store := newStore()
 		for _, id := range []string{"shardId-000000000000", "shardId-000000000001"} {
-			l, err := store.Get(context.Background(), leases.Key{Stream: arn, Shard: id})
+			l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: id})
 			if err != nil {
-				t.Fatalf("row %s:%s: %v", arn, id, err)
+				t.Fatalf("row %s:%s: %v", stream, id, err)
 			}
-			if l.Key.Stream != arn || l.Checkpoint.Sequence == "" || l.Held() {
-				t.Errorf("row %s:%s = %+v, want released with a checkpoint under the ARN", arn, id, l)
+			if l.Checkpoint.Sequence == "" || l.Held() {
+				t.Errorf("row %s:%s = %+v, want released with a checkpoint under the stream name", stream, id, l)
 			}
-			if l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: id}); !errors.Is(err, leases.ErrNotFound) {
-				t.Errorf("row %s:%s keyed by the stream name: %+v, %v; want ErrNotFound", stream, id, l, err)
+			if l, err := store.Get(context.Background(), leases.Key{Stream: arn, Shard: id}); !errors.Is(err, leases.ErrNotFound) {
+				t.Errorf("row keyed by the ARN %s:%s: %+v, %v; want ErrNotFound (one set of rows)", arn, id, l, err)
 			}
 		}
 
-		// A restart by ARN resumes from those rows.
-		put(t, kc, stream, 100, 50)
-		ta2 := newTally()
-		in2 := start(t, kc, store, arn, "a2", ta2)
-		ta2.waitFor(t, 100, 50, 30*time.Second)
-		in2.stop(t)
-		if d, _ := ta2.count(0, 100); d != 0 {
-			t.Errorf("after a restart by ARN, %d records before the checkpoints were redelivered", d)
+		// The configuration switched to the name, then back to the ARN:
+		// each resumes from the same rows.
+		for i, name := range []string{stream, arn} {
+			first := 100 + 50*i
+			put(t, kc, stream, first, 50)
+			ta2 := newTally()
+			in2 := start(t, kc, store, name, fmt.Sprintf("b%d", i), ta2)
+			ta2.waitFor(t, first, 50, 30*time.Second)
+			in2.stop(t)
+			if d, _ := ta2.count(0, first); d != 0 {
+				t.Errorf("subscribed as %q: %d records before the checkpoints were redelivered", name, d)
+			}
 		}
 	})
+}
+
+// TestStreamARNEarlierRows: rows an earlier version keyed by the ARN (a
+// stream subscribed by ARN) are not ignored: while the name-keyed row has
+// no checkpoint, the shard is refused, naming both keys and the checkpoint
+// to copy; once the operator rewinds the name-keyed row, it is read from
+// there.
+func TestStreamARNEarlierRows(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.KinesisLocal)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	out, err := kc.DescribeStreamSummary(context.Background(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn := aws.ToString(out.StreamDescriptionSummary.StreamARN)
+	put(t, kc, stream, 0, 20)
+	seqs := shardSeqs(t, kc, stream, "shardId-000000000000")
+	store := memory.New()
+	ctx := context.Background()
+	old, err := store.Create(ctx, leases.Key{Stream: arn, Shard: "shardId-000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Rewind(ctx, old, leases.Checkpoint{Sequence: seqs[9]}); err != nil { // the earlier version read 10
+		t.Fatal(err)
+	}
+	fl := &failures{}
+	ta := newTally()
+	in := start(t, kc, store, arn, "a", ta, kinesislease.WithHooks(fl))
+	deadline := time.Now().Add(30 * time.Second)
+	for len(fl.all()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the shard was not refused after 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if msg := fl.all()[0].Err.Error(); !strings.Contains(msg, arn+":shardId-000000000000") || !strings.Contains(msg, stream+":shardId-000000000000") ||
+		!strings.Contains(msg, seqs[9]) || !strings.Contains(msg, "kinesislease rewind") {
+		t.Fatalf("refusal %q: want both keys, the checkpoint and the rewind command", msg)
+	}
+	if d, _ := ta.count(); d != 0 {
+		t.Fatalf("%d records handled from the start position while the earlier row was unresolved", d)
+	}
+	in.stop(t)
+	// The operator copies the checkpoint: the shard resumes after it.
+	row, err := store.Get(ctx, leases.Key{Stream: stream, Shard: "shardId-000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Rewind(ctx, row, leases.Checkpoint{Sequence: seqs[9]}); err != nil {
+		t.Fatal(err)
+	}
+	ta2 := newTally()
+	in2 := start(t, kc, store, arn, "b", ta2)
+	ta2.waitFor(t, 10, 10, 30*time.Second)
+	in2.stop(t)
+	if d, _ := ta2.count(0, 10); d != 0 {
+		t.Fatalf("%d records before the copied checkpoint handled", d)
+	}
+}
+
+// shardSeqs returns the sequence numbers of every record of a shard, in
+// order.
+func shardSeqs(t *testing.T, kc *kinesis.Client, stream, shard string) []string {
+	t.Helper()
+	it, err := kc.GetShardIterator(context.Background(), &kinesis.GetShardIteratorInput{StreamName: aws.String(stream),
+		ShardId: aws.String(shard), ShardIteratorType: ktypes.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []string
+	iter := it.ShardIterator
+	for range 10 {
+		out, err := kc.GetRecords(context.Background(), &kinesis.GetRecordsInput{ShardIterator: iter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range out.Records {
+			seqs = append(seqs, aws.ToString(r.SequenceNumber))
+		}
+		if len(out.Records) == 0 {
+			break
+		}
+		iter = out.NextShardIterator
+	}
+	return seqs
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/typed"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -66,8 +67,10 @@ func Subscribe[T any](svc *Service, stream string, handler Handler[T], opts ...S
 		return ErrRunning
 	}
 	for _, s := range svc.subs {
-		if s.stream == stream {
-			return fmt.Errorf("%w: %q", ErrDuplicateSubscription, stream)
+		if kinesisx.Name(s.stream) == kinesisx.Name(stream) {
+			// One stream, whichever way it is named: its rows are keyed by
+			// its name.
+			return fmt.Errorf("%w: %q (subscribed as %q)", ErrDuplicateSubscription, stream, s.stream)
 		}
 	}
 	svc.subs = append(svc.subs, sub)

@@ -160,7 +160,11 @@ type Group struct {
 }
 
 type streamState struct {
-	cfg      StreamConfig
+	cfg StreamConfig
+	// key is the stream's identity in the lease table: its name, however
+	// it was subscribed (a name or an ARN, cfg.Stream, used for the calls
+	// to Kinesis). Units, rows and the plan use it.
+	key      string
 	log      *slog.Logger
 	shards   map[string]types.Shard
 	order    []string
@@ -275,10 +279,11 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 			return nil, fmt.Errorf("engine: stream %q: no handler", sc.Stream)
 		}
 		sc.Worker.defaults()
-		if _, dup := g.streams[sc.Stream]; dup {
-			return nil, fmt.Errorf("engine: stream %q subscribed twice", sc.Stream)
+		key := kinesisx.Name(sc.Stream)
+		if prev, dup := g.streams[key]; dup {
+			return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
 		}
-		g.streams[sc.Stream] = &streamState{cfg: sc, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]observation{}, failed: map[string]*failure{}}
+		g.streams[key] = &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]observation{}, failed: map[string]*failure{}}
 	}
 	g.fence.Store(fenced)
 	return g, nil
@@ -294,7 +299,7 @@ func (g *Group) Held(stream string) []string {
 	defer g.mu.Unlock()
 	var ids []string
 	for u, w := range g.workers {
-		if u.Stream == stream && w.lease.valid() {
+		if u.Stream == kinesisx.Name(stream) && w.lease.valid() {
 			ids = append(ids, u.Shard)
 		}
 	}
@@ -319,8 +324,8 @@ func (g *Group) Health() kltype.Health {
 	g.healthMu.Lock()
 	defer g.healthMu.Unlock()
 	for _, sc := range g.cfg.Streams {
-		st := g.streams[sc.Stream]
-		sh := kltype.StreamHealth{Stream: sc.Stream, Shards: shards[sc.Stream]}
+		st := g.streams[kinesisx.Name(sc.Stream)]
+		sh := kltype.StreamHealth{Stream: sc.Stream, Shards: shards[st.key]}
 		if st.listing.n > 0 {
 			sh.Err, sh.RetryAt = st.listing.err, st.listing.until
 		}
@@ -937,7 +942,7 @@ func (g *Group) holds(u unit) bool {
 
 // readRow reads (without creating) the row of shard id into st.rows.
 func (g *Group) readRow(ctx context.Context, st *streamState, id string) (leases.Lease, bool, error) {
-	l, err := g.store.Get(ctx, leases.Key{Stream: st.cfg.Stream, Shard: id})
+	l, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: id})
 	if errors.Is(err, leases.ErrNotFound) {
 		st.rows[id] = rowState{missing: true}
 		return leases.Lease{}, false, nil
@@ -974,6 +979,19 @@ func (g *Group) acquire(ctx context.Context, u unit, mu *sync.Mutex) {
 	if err != nil {
 		if ctx.Err() == nil {
 			st.log.Warn("kinesislease: reading lease row failed", "shard", u.Shard, "err", err)
+		}
+		return
+	}
+	if err := g.arnRow(ctx, st, l); err != nil {
+		if !errors.Is(err, errArnRowUnread) {
+			g.healthMu.Lock()
+			f := st.failed[u.Shard]
+			if f == nil {
+				f = &failure{}
+				st.failed[u.Shard] = f
+			}
+			g.healthMu.Unlock()
+			g.fail(st, u.Shard, f, err)
 		}
 		return
 	}
@@ -1022,8 +1040,51 @@ func (g *Group) acquire(ctx context.Context, u unit, mu *sync.Mutex) {
 	mu.Lock()
 	st.rows[u.Shard] = rowState{lease: t}
 	mu.Unlock()
-	emit(g.h, g.cfg.Events, kltype.LeaseAcquired, kltype.LeaseInfo{Stream: u.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
+	emit(g.h, g.cfg.Events, kltype.LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
 	g.startWorker(ctx, st, u, h)
+}
+
+// errArnRowUnread: the row an earlier version keyed by the stream's ARN
+// could not be read; the take waits for the next round.
+var errArnRowUnread = errors.New("engine: the ARN-keyed row could not be read")
+
+// ArnRowError refuses a shard of a stream subscribed by ARN whose row, in
+// an earlier version, was keyed by the ARN: rows are keyed by the stream
+// name now, and the name's row has no checkpoint yet.
+type ArnRowError struct {
+	ArnKey, NameKey leases.Key
+	// Checkpoint is the ARN-keyed row's.
+	Checkpoint leases.Checkpoint
+}
+
+func (e *ArnRowError) Error() string {
+	return fmt.Sprintf("engine: the lease row %s (keyed by the stream's ARN, as an earlier version did) exists, with checkpoint %q; "+
+		"rows are keyed by the stream name now (%s, which has no checkpoint yet): stop any instance of the earlier version, then copy the checkpoint "+
+		"(kinesislease rewind --stream %s --shard %s --to %s), which starts the shard from it",
+		e.ArnKey, e.Checkpoint.Sequence, e.NameKey, e.NameKey.Stream, e.NameKey.Shard, e.Checkpoint.Sequence)
+}
+
+// arnRow checks, for a stream subscribed by ARN whose name-keyed row l has
+// no checkpoint, that no row keyed by the ARN (an earlier version's) holds
+// one: reading from the start position would skip or repeat what that row
+// says was read.
+func (g *Group) arnRow(ctx context.Context, st *streamState, l leases.Lease) error {
+	if st.cfg.Stream == st.key || !l.Checkpoint.IsZero() {
+		return nil
+	}
+	old, err := g.store.Get(ctx, leases.Key{Stream: st.cfg.Stream, Shard: l.Key.Shard})
+	switch {
+	case errors.Is(err, leases.ErrNotFound):
+		return nil
+	case err != nil:
+		if ctx.Err() == nil {
+			st.log.Warn("kinesislease: reading the ARN-keyed lease row failed", "shard", l.Key.Shard, "err", err)
+		}
+		return errArnRowUnread
+	case old.Checkpoint.IsZero() && old.Owner == "":
+		return nil
+	}
+	return &ArnRowError{ArnKey: old.Key, NameKey: l.Key, Checkpoint: old.Checkpoint}
 }
 
 // takeable reports whether row l, just read, may be taken by this instance.
@@ -1055,7 +1116,7 @@ func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
 // startWorker starts reading u, held by h, from its checkpoint.
 func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *heldLease) {
 	start := startAt(st.cfg.Start, st.shards, u.Shard, h.current().Checkpoint)
-	w := newWorker(ctx, &st.cfg.Worker, st.log, g.cfg.Client, u.Stream, u.Shard, start, h)
+	w := newWorker(ctx, &st.cfg.Worker, st.log, g.cfg.Client, st.cfg.Stream, u.Shard, start, h)
 	w.h = g.h
 	w.proc.OnDeadLetter = g.h.deadLettered
 	g.mu.Lock()
@@ -1283,7 +1344,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 	for i, u := range done {
 		w := ws[i]
 		st := g.streams[u.Stream]
-		info := kltype.LeaseInfo{Stream: u.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.lease.current().Checkpoint}
+		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.lease.current().Checkpoint}
 		st.rows[u.Shard] = rowState{lease: w.lease.current()}
 		g.healthMu.Lock()
 		f := st.failed[u.Shard]
@@ -1353,14 +1414,14 @@ func (g *Group) listShards(ctx context.Context, st *streamState) error {
 		if _, known := old[id]; known {
 			continue
 		}
-		key := leases.Key{Stream: st.cfg.Stream, Shard: id}
+		key := leases.Key{Stream: st.key, Shard: id}
 		if l, err := g.store.Create(ctx, key); err == nil {
 			st.rows[id] = rowState{lease: l}
 		} else if !errors.Is(err, leases.ErrConflict) {
 			return err
 		}
 		for _, p := range kinesisx.Parents(st.shards[id]) {
-			if _, in := st.shards[p]; in && !g.holds(unit{Stream: st.cfg.Stream, Shard: p}) {
+			if _, in := st.shards[p]; in && !g.holds(unit{Stream: st.key, Shard: p}) {
 				if _, _, err := g.readRow(ctx, st, p); err != nil {
 					return err
 				}
