@@ -281,7 +281,7 @@ const rewindAttempts = 5
 // at once when free, by a request to its holder when held; on a conflict it
 // reads the row again.
 func (s *session) apply(ctx context.Context, p plan, dry bool, now time.Time) (string, error) {
-	key := leases.Key{Stream: s.stream, Shard: p.id}
+	key := leases.Key{Stream: kinesisx.Name(s.stream), Shard: p.id}
 	to := showCheckpoint(p.cp)
 	var lastErr error
 	for attempt := 1; attempt <= rewindAttempts; attempt++ {

@@ -151,7 +151,7 @@ func (s *session) shardStatus(ctx context.Context, sh ktypes.Shard, now time.Tim
 		Parents: kinesisx.Parents(sh),
 		Closed:  sh.SequenceNumberRange != nil && sh.SequenceNumberRange.EndingSequenceNumber != nil,
 	}
-	l, err := s.store.Get(ctx, leases.Key{Stream: s.stream, Shard: id})
+	l, err := s.store.Get(ctx, leases.Key{Stream: kinesisx.Name(s.stream), Shard: id})
 	switch {
 	case errors.Is(err, leases.ErrNotFound):
 	case errors.Is(err, leases.ErrMisconfigured):
