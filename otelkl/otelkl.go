@@ -1,9 +1,11 @@
 // Package otelkl reports what a kinesislease Service does as OpenTelemetry
-// metrics. It is a hook (see kltype.Hook) implementing every Hook*
-// interface:
+// metrics and traces. The metrics come from a hook (see kltype.Hook)
+// implementing every Hook* interface; the traces from a handler wrapper,
+// Trace, a span per delivery:
 //
 //	h, err := otelkl.New(meterProvider)
 //	svc, err := kinesislease.New(cfg, kinesislease.WithHooks(h), ...)
+//	kinesislease.Subscribe(svc, "fulfilment", otelkl.Trace(tracerProvider, fulfil))
 //
 // The kinesislease package itself does not depend on OpenTelemetry; only
 // this package does. One Hooks value may serve several services (and
