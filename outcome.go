@@ -56,7 +56,7 @@ func NewDeadLetterEnvelope(dl *kltype.DeadLetterRecord) DeadLetterEnvelope {
 }
 
 // streamSink writes dead letters to a Kinesis stream.
-func streamSink(client Kinesis, stream string) engine.Sink {
+func streamSink(client Producer, stream string) engine.Sink {
 	return func(ctx context.Context, dl *kltype.DeadLetterRecord) error {
 		data, err := json.Marshal(NewDeadLetterEnvelope(dl))
 		if err != nil {

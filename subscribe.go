@@ -8,6 +8,7 @@ import (
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/subopts"
 	"github.com/kinesislease/kinesislease/internal/typed"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -75,4 +76,28 @@ func Subscribe[T any](svc *Service, stream string, handler Handler[T], opts ...S
 	}
 	svc.subs = append(svc.subs, sub)
 	return nil
+}
+
+func init() { subopts.Resolve = resolveSubscribeOptions }
+
+// resolveSubscribeOptions applies opts to a subscription with the defaults
+// and returns what a handler's pipeline uses, for kinesisleasetest.
+func resolveSubscribeOptions(opts []any, producer any) subopts.Settings {
+	sub := &subscription{codec: codec.JSON, start: kltype.Latest}
+	for _, o := range opts {
+		so, ok := o.(SubscribeOption)
+		if !ok || so == nil {
+			sub.errs = append(sub.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))
+			continue
+		}
+		so.applySub(sub)
+	}
+	if sub.worker.Policy == (kltype.RetryPolicy{}) {
+		sub.worker.Policy = kltype.DefaultRetryPolicy
+	}
+	s := subopts.Settings{Codec: sub.codec, Policy: sub.worker.Policy, Sink: sub.worker.Sink, DeadLetterStream: sub.deadLetterStream, Err: errors.Join(sub.errs...)}
+	if p, ok := producer.(Producer); ok && p != nil && sub.deadLetterStream != "" {
+		s.Sink = streamSink(p, sub.deadLetterStream)
+	}
+	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
 )
@@ -14,7 +15,7 @@ func BenchmarkHarnessMsgpack(b *testing.B) { benchmarkHarness(b, codec.Msgpack) 
 // benchmarkHarness measures records per second through the harness (encode,
 // decode, the real pipeline) with a handler that does nothing.
 func benchmarkHarness(b *testing.B, c codec.Codec) {
-	h := kinesisleasetest.New(b, func(context.Context, Order) error { return nil }, kinesisleasetest.WithCodec(c))
+	h := kinesisleasetest.New(b, func(context.Context, Order) error { return nil }, kinesisleasetest.WithSubscribeOptions(kinesislease.WithCodec(c)))
 	ctx := context.Background()
 	v := Order{ID: "order-000042", Total: 129.95}
 	b.ReportAllocs()

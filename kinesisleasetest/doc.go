@@ -5,7 +5,7 @@
 // each record, without AWS, emulators, a lease store or real time.
 //
 //	func TestFulfil(t *testing.T) {
-//		h := kinesisleasetest.New(t, fulfil, kinesisleasetest.WithCodec(codec.Msgpack))
+//		h := kinesisleasetest.New(t, fulfil, kinesisleasetest.WithSubscribeOptions(kinesislease.WithCodec(codec.Msgpack)))
 //
 //		res := h.Handle(ctx, Order{ID: "o-1"})
 //		res.RequireAcked(t)

@@ -51,9 +51,9 @@ func ExampleHarness_Handle_retried() {
 		}
 		return nil
 	}
-	h := kinesisleasetest.New(t, flaky, kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{
+	h := kinesisleasetest.New(t, flaky, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(kltype.RetryPolicy{
 		Attempts: 5, InitialDelay: 100 * time.Millisecond, MaxDelay: time.Second,
-	}))
+	})))
 
 	res := h.Handle(context.Background(), Order{ID: "o-2"})
 	res.RequireAcked(t)
@@ -74,9 +74,9 @@ func ExampleHarness_Handle_retried() {
 func ExampleHarness_Handle_retriesExhausted() {
 	t := panicTB()
 	broken := func(context.Context, Order) error { return errors.New("warehouse unavailable") }
-	h := kinesisleasetest.New(t, broken, kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{
+	h := kinesisleasetest.New(t, broken, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(kltype.RetryPolicy{
 		Attempts: 3, InitialDelay: 100 * time.Millisecond, MaxDelay: time.Second,
-	}))
+	})))
 
 	res := h.Handle(context.Background(), Order{ID: "o-3"})
 	res.RequireDeadLettered(t, "retries-exhausted")
@@ -95,7 +95,7 @@ func ExampleHarness_HandleRaw() {
 	t := panicTB()
 	h := kinesisleasetest.New(t, func(context.Context, Order) error {
 		panic("not reached")
-	}, kinesisleasetest.WithCodec(codec.Msgpack))
+	}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithCodec(codec.Msgpack)))
 
 	res := h.HandleRaw(context.Background(), []byte("{\"id\": \"json, not msgpack\"}"))
 	res.RequireDeadLettered(t, "decode")
@@ -114,9 +114,9 @@ func ExampleHarness_Handle_panic() {
 	t := panicTB()
 	h := kinesisleasetest.New(t, func(_ context.Context, o Order) error {
 		panic("order " + o.ID + ": no warehouse")
-	}, kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{
+	}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(kltype.RetryPolicy{
 		Attempts: 2, InitialDelay: time.Second, MaxDelay: time.Minute,
-	}))
+	})))
 
 	res := h.Handle(context.Background(), Order{ID: "o-4", Total: 1})
 	res.RequireDeadLettered(t, "panic")
@@ -153,9 +153,9 @@ func ExampleHarness_Handle_retryAfter() {
 			return kinesislease.RetryAfter(30*time.Second, errors.New("rate limited"))
 		}
 		return nil
-	}, kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{
+	}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(kltype.RetryPolicy{
 		Attempts: 1, InitialDelay: time.Second, MaxDelay: time.Second,
-	}))
+	})))
 
 	res := h.Handle(context.Background(), Order{ID: "o-6"})
 	res.RequireAcked(t)
@@ -175,9 +175,9 @@ func ExampleWithoutDeadLetter() {
 	},
 		kinesisleasetest.WithoutDeadLetter(),
 		kinesisleasetest.WithHoldAttempts(2),
-		kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{
+		kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(kltype.RetryPolicy{
 			Attempts: 3, InitialDelay: time.Second, MaxDelay: time.Second,
-		}),
+		})),
 	)
 
 	res := h.Handle(context.Background(), Order{ID: "o-7"})

@@ -52,6 +52,7 @@ func New[T any](tb testing.TB, handler kinesislease.Handler[T], opts ...Option) 
 		}
 		o.apply(&cfg)
 	}
+	cfg.resolve()
 	if len(cfg.errs) > 0 {
 		tb.Fatalf("kinesisleasetest.New: invalid option: %v", errors.Join(cfg.errs...))
 		return nil

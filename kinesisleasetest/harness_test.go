@@ -3,6 +3,7 @@ package kinesisleasetest_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
@@ -104,7 +108,7 @@ func TestRetriedThenAcked(t *testing.T) {
 			return fmt.Errorf("attempt %d: %w", rec.Attempt, errBoom)
 		}
 		return nil
-	}, kinesisleasetest.WithRetryPolicy(policy3))
+	}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)))
 
 	start := time.Now()
 	res := h.Handle(t.Context(), Order{ID: "r"})
@@ -129,7 +133,7 @@ func TestRetriedThenAcked(t *testing.T) {
 }
 
 func TestRetriesExhausted(t *testing.T) {
-	h := kinesisleasetest.New(t, failing, kinesisleasetest.WithRetryPolicy(policy3))
+	h := kinesisleasetest.New(t, failing, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)))
 	res := h.Handle(t.Context(), Order{ID: "x"})
 	res.RequireDeadLettered(t, "retries-exhausted")
 	res.RequireAttempts(t, 3)
@@ -156,7 +160,7 @@ func TestDefaultRetryPolicy(t *testing.T) {
 func TestDeadLetterOutcome(t *testing.T) {
 	h := kinesisleasetest.New(t, func(context.Context, Order) error {
 		return kinesislease.DeadLetter(errBoom)
-	}, kinesisleasetest.WithRetryPolicy(policy3))
+	}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)))
 	res := h.Handle(t.Context(), Order{})
 	res.RequireDeadLettered(t, "dead-letter")
 	res.RequireAttempts(t, 1)
@@ -170,7 +174,7 @@ func TestDecodeFailure(t *testing.T) {
 		t.Run(c.Name(), func(t *testing.T) {
 			called := false
 			h := kinesisleasetest.New(t, func(context.Context, Order) error { called = true; return nil },
-				kinesisleasetest.WithCodec(c))
+				kinesisleasetest.WithSubscribeOptions(kinesislease.WithCodec(c)))
 			data := []byte{0xc1, 0xff, '{'}
 			res := h.HandleRaw(t.Context(), data)
 			data[0] = 0 // the harness keeps its own copy
@@ -194,7 +198,7 @@ func TestDecodeFailure(t *testing.T) {
 func TestMsgpackRoundTrip(t *testing.T) {
 	var got Order
 	h := kinesisleasetest.New(t, func(_ context.Context, o Order) error { got = o; return nil },
-		kinesisleasetest.WithCodec(codec.Msgpack))
+		kinesisleasetest.WithSubscribeOptions(kinesislease.WithCodec(codec.Msgpack)))
 	res := h.Handle(t.Context(), Order{ID: "m", Total: 3})
 	res.RequireAcked(t)
 	want, _ := codec.Msgpack.Marshal(Order{ID: "m", Total: 3})
@@ -205,7 +209,7 @@ func TestMsgpackRoundTrip(t *testing.T) {
 
 func TestPanic(t *testing.T) {
 	h := kinesisleasetest.New(t, func(context.Context, Order) error { panic("kaboom") },
-		kinesisleasetest.WithRetryPolicy(policy3))
+		kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)))
 	res := h.Handle(t.Context(), Order{})
 	res.RequireDeadLettered(t, "panic")
 	res.RequireAttempts(t, 3)
@@ -222,7 +226,7 @@ func TestPanicThenFailure(t *testing.T) {
 			panic("kaboom")
 		}
 		return errBoom
-	}, kinesisleasetest.WithRetryPolicy(policy3))
+	}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)))
 	h.Handle(t.Context(), Order{}).RequireDeadLettered(t, "retries-exhausted")
 }
 
@@ -244,7 +248,7 @@ func TestRetryAfter(t *testing.T) {
 			return kinesislease.RetryAfter(time.Duration(rec.Attempt)*time.Minute, errBoom)
 		}
 		return nil
-	}, kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{Attempts: 1, InitialDelay: time.Second, MaxDelay: time.Second}))
+	}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(kltype.RetryPolicy{Attempts: 1, InitialDelay: time.Second, MaxDelay: time.Second})))
 	res := h.Handle(t.Context(), Order{})
 	res.RequireAcked(t)
 	res.RequireAttempts(t, 5)
@@ -272,7 +276,7 @@ func TestWithoutDeadLetter(t *testing.T) {
 		t.Run(fmt.Sprint(extra), func(t *testing.T) {
 			var logs bytes.Buffer
 			h := kinesisleasetest.New(t, failing,
-				kinesisleasetest.WithRetryPolicy(policy3), kinesisleasetest.WithoutDeadLetter(),
+				kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)), kinesisleasetest.WithoutDeadLetter(),
 				kinesisleasetest.WithHoldAttempts(extra), kinesisleasetest.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			res := h.Handle(t.Context(), Order{})
 			res.RequireHeld(t)
@@ -309,7 +313,7 @@ func TestWithoutDeadLetterRecovers(t *testing.T) {
 			return errBoom
 		}
 		return nil
-	}, kinesisleasetest.WithRetryPolicy(policy3), kinesisleasetest.WithoutDeadLetter())
+	}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)), kinesisleasetest.WithoutDeadLetter())
 	res := h.Handle(t.Context(), Order{})
 	res.RequireAcked(t)
 	res.RequireAttempts(t, policy3.Attempts+1)
@@ -343,15 +347,15 @@ func TestCustomSink(t *testing.T) {
 	var got []*kltype.DeadLetterRecord
 	fails := 2
 	h := kinesisleasetest.New(t, failing,
-		kinesisleasetest.WithRetryPolicy(policy3),
-		kinesisleasetest.WithDeadLetter(func(ctx context.Context, dl *kltype.DeadLetterRecord) error {
+		kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)),
+		kinesisleasetest.WithSubscribeOptions(kinesislease.WithDeadLetter(func(ctx context.Context, dl *kltype.DeadLetterRecord) error {
 			if fails > 0 {
 				fails--
 				return errors.New("sink unavailable")
 			}
 			got = append(got, dl)
 			return nil
-		}))
+		})))
 	res := h.Handle(t.Context(), Order{})
 	res.RequireDeadLettered(t, "retries-exhausted")
 	if len(got) != 1 || got[0] != res.DeadLetter || len(h.DeadLetters()) != 1 {
@@ -365,8 +369,8 @@ func TestCustomSink(t *testing.T) {
 
 func TestFailingSinkIsHeld(t *testing.T) {
 	h := kinesisleasetest.New(t, failing,
-		kinesisleasetest.WithRetryPolicy(policy3),
-		kinesisleasetest.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return errors.New("sink down") }))
+		kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)),
+		kinesisleasetest.WithSubscribeOptions(kinesislease.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return errors.New("sink down") })))
 	res := h.Handle(t.Context(), Order{})
 	res.RequireHeld(t)
 	res.RequireAttempts(t, 3)
@@ -392,7 +396,7 @@ func TestStoppedByContext(t *testing.T) {
 		h := kinesisleasetest.New(t, func(context.Context, Order) error {
 			cancel(errors.New("lease lost"))
 			return errBoom
-		}, kinesisleasetest.WithRetryPolicy(policy3))
+		}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)))
 		res := h.Handle(ctx, Order{})
 		if res.Outcome != kinesisleasetest.Stopped || res.Attempts != 1 || !strings.Contains(res.String(), "lease lost") {
 			t.Errorf("result %v: want stopped after 1 attempt", res)
@@ -409,7 +413,7 @@ func TestConcurrentHandle(t *testing.T) {
 			return errBoom
 		}
 		return nil
-	}, kinesisleasetest.WithRetryPolicy(policy3))
+	}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)))
 	var wg sync.WaitGroup
 	results := make([]kinesisleasetest.Result, 64)
 	for i := range results {
@@ -432,7 +436,7 @@ func TestRequireFailsTheTest(t *testing.T) {
 	dropped := kinesisleasetest.New(t, func(context.Context, Order) error { return kinesislease.Drop(errBoom) }).Handle(t.Context(), Order{})
 	decode := kinesisleasetest.New(t, ok).HandleRaw(t.Context(), []byte("nope"))
 	held := kinesisleasetest.New(t, failing, kinesisleasetest.WithoutDeadLetter(),
-		kinesisleasetest.WithRetryPolicy(policy3)).Handle(t.Context(), Order{})
+		kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3))).Handle(t.Context(), Order{})
 
 	for _, tc := range []struct {
 		name   string
@@ -484,9 +488,9 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 	}{
 		{"nil handler", nil, nil, "nil handler"},
 		{"nil option", ok, []kinesisleasetest.Option{nil}, "nil option"},
-		{"nil codec", ok, []kinesisleasetest.Option{kinesisleasetest.WithCodec(nil)}, "WithCodec(nil)"},
-		{"policy", ok, []kinesisleasetest.Option{kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{Attempts: 0, InitialDelay: 1, MaxDelay: 1})}, "WithRetryPolicy"},
-		{"nil sink", ok, []kinesisleasetest.Option{kinesisleasetest.WithDeadLetter(nil)}, "WithDeadLetter(nil)"},
+		{"nil codec", ok, []kinesisleasetest.Option{kinesisleasetest.WithSubscribeOptions(kinesislease.WithCodec(nil))}, "WithCodec(nil)"},
+		{"policy", ok, []kinesisleasetest.Option{kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(kltype.RetryPolicy{Attempts: 0, InitialDelay: 1, MaxDelay: 1}))}, "WithRetryPolicy"},
+		{"nil sink", ok, []kinesisleasetest.Option{kinesisleasetest.WithSubscribeOptions(kinesislease.WithDeadLetter(nil))}, "WithDeadLetter(nil)"},
 		{"hold attempts", ok, []kinesisleasetest.Option{kinesisleasetest.WithHoldAttempts(-1)}, "WithHoldAttempts(-1)"},
 		{"stream", ok, []kinesisleasetest.Option{kinesisleasetest.WithStream("")}, "WithStream"},
 		{"shard", ok, []kinesisleasetest.Option{kinesisleasetest.WithShard("")}, "WithShard"},
@@ -518,13 +522,13 @@ func TestEncodeFailureFailsTheTest(t *testing.T) {
 }
 
 func TestLastOptionWins(t *testing.T) {
-	h := kinesisleasetest.New(t, failing, kinesisleasetest.WithRetryPolicy(policy3),
+	h := kinesisleasetest.New(t, failing, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)),
 		kinesisleasetest.WithoutDeadLetter(),
-		kinesisleasetest.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return nil }))
+		kinesisleasetest.WithSubscribeOptions(kinesislease.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return nil })))
 	h.Handle(t.Context(), Order{}).RequireDeadLettered(t, "retries-exhausted")
 
-	h = kinesisleasetest.New(t, failing, kinesisleasetest.WithRetryPolicy(policy3),
-		kinesisleasetest.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return nil }),
+	h = kinesisleasetest.New(t, failing, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)),
+		kinesisleasetest.WithSubscribeOptions(kinesislease.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return nil })),
 		kinesisleasetest.WithoutDeadLetter())
 	h.Handle(t.Context(), Order{}).RequireHeld(t)
 }
@@ -537,5 +541,58 @@ func TestOutcomeString(t *testing.T) {
 		if o.String() != want {
 			t.Errorf("%d.String() = %q, want %q", int(o), o.String(), want)
 		}
+	}
+}
+
+// putRecorder is a kinesislease.Producer that keeps what it is sent.
+type putRecorder struct {
+	mu  sync.Mutex
+	ins []*kinesis.PutRecordsInput
+}
+
+func (p *putRecorder) PutRecords(_ context.Context, in *kinesis.PutRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ins = append(p.ins, in)
+	out := &kinesis.PutRecordsOutput{FailedRecordCount: aws.Int32(0)}
+	for range in.Records {
+		out.Records = append(out.Records, ktypes.PutRecordsResultEntry{SequenceNumber: aws.String("1"), ShardId: aws.String("shardId-000000000000")})
+	}
+	return out, nil
+}
+
+// TestSubscribeOptionsDeadLetterStream: the harness takes the real
+// subscription options, a dead-letter stream included: with WithKinesis
+// the envelope is written to that stream as a subscription writes it (the
+// JSON DeadLetterEnvelope under the record's partition key); without it,
+// the dead letter is recorded only. Invalid subscription options fail New,
+// each named.
+func TestSubscribeOptionsDeadLetterStream(t *testing.T) {
+	poison := func(context.Context, Order) error { return kinesislease.DeadLetter(errBoom) }
+	p := &putRecorder{}
+	h := kinesisleasetest.New(t, poison, kinesisleasetest.WithSubscribeOptions(kinesislease.WithDeadLetterStream("orders-dlq")),
+		kinesisleasetest.WithKinesis(p))
+	h.Handle(t.Context(), Order{ID: "o-1"}, kinesisleasetest.WithPartitionKey("customer-7")).RequireDeadLettered(t, "dead-letter")
+	if len(p.ins) != 1 || aws.ToString(p.ins[0].StreamName) != "orders-dlq" || len(p.ins[0].Records) != 1 {
+		t.Fatalf("PutRecords calls %+v, want one to orders-dlq with one record", p.ins)
+	}
+	var env kinesislease.DeadLetterEnvelope
+	if err := json.Unmarshal(p.ins[0].Records[0].Data, &env); err != nil || env.Reason != "dead-letter" ||
+		aws.ToString(p.ins[0].Records[0].PartitionKey) != "customer-7" {
+		t.Fatalf("envelope %s under %q (%v): want reason dead-letter under the record's partition key",
+			p.ins[0].Records[0].Data, aws.ToString(p.ins[0].Records[0].PartitionKey), err)
+	}
+
+	h = kinesisleasetest.New(t, poison, kinesisleasetest.WithSubscribeOptions(kinesislease.WithDeadLetterStream("orders-dlq")))
+	h.Handle(t.Context(), Order{}).RequireDeadLettered(t, "dead-letter")
+	if n := len(h.DeadLetters()); n != 1 {
+		t.Fatalf("%d dead letters recorded, want 1", n)
+	}
+
+	msg, stopped := fatal(t, func(tb testing.TB) {
+		kinesisleasetest.New(tb, ok, kinesisleasetest.WithSubscribeOptions(kinesislease.WithCodec(nil), kinesislease.WithPolling(0, 0, 0)))
+	})
+	if !stopped || !strings.Contains(msg, "WithCodec") || !strings.Contains(msg, "WithPolling") {
+		t.Errorf("invalid subscription options: stopped %t, message %q", stopped, msg)
 	}
 }

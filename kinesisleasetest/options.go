@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/internal/subopts"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
@@ -45,6 +47,8 @@ type config struct {
 	shard        string
 	holdAttempts int
 	log          *slog.Logger
+	subOpts      []kinesislease.SubscribeOption
+	producer     kinesislease.Producer
 	errs         []error
 }
 
@@ -63,41 +67,64 @@ func (c *config) fail(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf(format, args...))
 }
 
-// WithCodec sets how records are encoded by Handle and decoded into T, as
-// kinesislease.WithCodec does for a subscription (default codec.JSON).
-func WithCodec(c codec.Codec) Option {
-	return option(func(cfg *config) {
-		if c == nil {
-			cfg.fail("WithCodec(nil)")
-		}
-		cfg.codec = c
-	})
-}
-
-// WithRetryPolicy sets how failing records are retried, as
-// kinesislease.WithRetryPolicy does (default kltype.DefaultRetryPolicy;
-// its waits cost no time here).
-func WithRetryPolicy(p kltype.RetryPolicy) Option {
-	return option(func(cfg *config) {
-		if err := p.Validate(); err != nil {
-			cfg.fail("WithRetryPolicy: %w", err)
-		}
-		cfg.policy = p
-	})
-}
-
-// WithDeadLetter sends dead letters to sink, as kinesislease.WithDeadLetter
-// does. A dead letter sink confirmed (nil) is also recorded in
+// WithSubscribeOptions applies the options of the subscription the
+// handler runs under, the very values given to kinesislease.Subscribe:
+// WithCodec (how Handle encodes records and the pipeline decodes them;
+// default codec.JSON), WithRetryPolicy (its waits cost no time here),
+// WithDeadLetter and WithDeadLetterStream. Options about reading a stream
+// (WithStartPosition, WithCheckpoint, WithPolling) are checked and
+// otherwise ignored. A dead letter a sink confirmed is recorded in
 // Result.DeadLetter and Harness.DeadLetters; a sink error is retried, the
 // record holding its shard meanwhile, and a sink that keeps failing makes
-// the record Held. The default sink records and confirms every dead letter.
-func WithDeadLetter(sink func(ctx context.Context, dl *kltype.DeadLetterRecord) error) Option {
+// the record Held. A dead-letter stream is written with WithKinesis's
+// client; without one, its dead letters are only recorded. With no
+// dead-letter option, every dead letter is recorded and confirmed (see
+// WithoutDeadLetter for a subscription without any).
+func WithSubscribeOptions(opts ...kinesislease.SubscribeOption) Option {
 	return option(func(cfg *config) {
-		if sink == nil {
-			cfg.fail("WithDeadLetter(nil)")
+		cfg.subOpts = append(cfg.subOpts, opts...)
+		// The last of this and WithoutDeadLetter wins.
+		added := make([]any, len(opts))
+		for i, o := range opts {
+			added[i] = o
 		}
-		cfg.sink, cfg.noSink = sink, false
+		if st := subopts.Resolve(added, nil); st.Sink != nil || st.DeadLetterStream != "" {
+			cfg.noSink = false
+		}
 	})
+}
+
+// WithKinesis is the client a dead-letter stream of WithSubscribeOptions
+// is written with (a *kinesis.Client on an emulator, or an in-memory
+// Kinesis), so that a test can read the envelopes back.
+func WithKinesis(p kinesislease.Producer) Option {
+	return option(func(cfg *config) {
+		if p == nil {
+			cfg.fail("WithKinesis(nil)")
+		}
+		cfg.producer = p
+	})
+}
+
+// resolve applies the subscription's options (WithSubscribeOptions) once
+// every harness option is known.
+func (c *config) resolve() {
+	opts := make([]any, len(c.subOpts))
+	for i, o := range c.subOpts {
+		opts[i] = o
+	}
+	var producer any
+	if c.producer != nil {
+		producer = c.producer
+	}
+	st := subopts.Resolve(opts, producer)
+	if st.Err != nil {
+		c.errs = append(c.errs, st.Err)
+	}
+	c.codec, c.policy = st.Codec, st.Policy
+	if !c.noSink {
+		c.sink = st.Sink
+	}
 }
 
 // WithoutDeadLetter simulates a subscription with no dead-letter sink (no
@@ -107,7 +134,7 @@ func WithDeadLetter(sink func(ctx context.Context, dl *kltype.DeadLetterRecord) 
 // waiting for a sink that never comes). The harness lets such a record go
 // WithHoldAttempts more rounds, then stops it and reports it Held.
 func WithoutDeadLetter() Option {
-	return option(func(cfg *config) { cfg.sink, cfg.noSink = nil, true })
+	return option(func(cfg *config) { cfg.noSink = true })
 }
 
 // WithHoldAttempts sets how many extra rounds a record holding its shard is

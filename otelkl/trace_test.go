@@ -33,7 +33,7 @@ func TestTrace(t *testing.T) {
 			return boom
 		}
 		return nil
-	}), kinesisleasetest.WithRetryPolicy(kltype.RetryPolicy{Attempts: 3, InitialDelay: 1, MaxDelay: 1}))
+	}), kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(kltype.RetryPolicy{Attempts: 3, InitialDelay: 1, MaxDelay: 1})))
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "poll")
 	res := h.Handle(ctx, order{ID: 1}, kinesisleasetest.WithSequenceNumber("42"))
 	parent.End()
