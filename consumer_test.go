@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,7 +68,7 @@ func newTally() *tally {
 	return &tally{seen: map[int]int{}, byKey: map[string][]int{}, by: map[int]string{}, cond: make(chan struct{}, 1)}
 }
 
-func (ta *tally) handler(owner string) kinesislease.Handler[order] {
+func (ta *tally) handler(owner string) kinesislease.HandlerFunc[order] {
 	return func(ctx context.Context, o order) error {
 		ta.mu.Lock()
 		ta.seen[o.ID]++
@@ -160,7 +161,7 @@ func start(t testing.TB, client *kinesis.Client, store leases.Store, stream, own
 // subscription of T to stream: reading from TRIM_HORIZON, checkpointing
 // every 10 records or 100ms, polling fast; sub come after those defaults and
 // may override them, extra after the service's. Run stops when the test ends.
-func startWith[T any](t testing.TB, client kinesislease.Kinesis, store leases.Store, stream, owner string, h kinesislease.Handler[T],
+func startWith[T any](t testing.TB, client kinesislease.Kinesis, store leases.Store, stream, owner string, h kinesislease.HandlerFunc[T],
 	sub []kinesislease.SubscribeOption, extra ...kinesislease.Option,
 ) *instance {
 	t.Helper()
@@ -490,5 +491,50 @@ func TestRunStoreErrors(t *testing.T) {
 	err = run(dynamo.New(testutil.Config(t), table, dynamo.WithClient(denied)))
 	if !errors.Is(err, leases.ErrMisconfigured) || !strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), "access denied") {
 		t.Fatalf("Run with DynamoDB access denied: %v, want ErrMisconfigured naming the table", err)
+	}
+}
+
+// orderBook is a Handler value: a type with its dependencies.
+type orderBook struct{ ta *tally }
+
+func (b orderBook) Handle(ctx context.Context, o order) error { return b.ta.handler("a")(ctx, o) }
+
+// TestSubscribeHandler: a Handler value (the interface form) consumes a
+// stream through the same pipeline as a function: every record once, in
+// order per key.
+func TestSubscribeHandler(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 2)
+	ta := newTally()
+	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(memory.New()),
+		kinesislease.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kinesislease.SubscribeHandler[order](svc, stream, orderBook{ta}, kinesislease.WithStartPosition(kltype.TrimHorizon)); err != nil {
+		t.Fatal(err)
+	}
+	if err := kinesislease.SubscribeHandler[order](svc, "other", nil); !errors.Is(err, kinesislease.ErrInvalidOption) {
+		t.Fatalf("SubscribeHandler(nil): %v, want ErrInvalidOption", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	put(t, kc, stream, 0, 100)
+	ta.waitFor(t, 0, 100, 30*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, dups := ta.count(); dups != 0 {
+		t.Fatalf("%d duplicates", dups)
+	}
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	for key, ids := range ta.byKey {
+		if !slices.IsSorted(ids) {
+			t.Fatalf("key %s handled out of order: %v", key, ids)
+		}
 	}
 }

@@ -145,3 +145,22 @@ func ExampleNewPublisherFromClient() {
 		log.Fatal(err)
 	}
 }
+
+// fulfilment is a handler with its dependencies: the interface form.
+type fulfilment struct{ log *slog.Logger }
+
+// Handle fulfils one order.
+func (f fulfilment) Handle(ctx context.Context, o Order) error {
+	f.log.InfoContext(ctx, "fulfilling", "order.id", o.ID)
+	return nil
+}
+
+// A type with a Handle method subscribes with SubscribeHandler; a plain
+// function with Subscribe. Both run the same pipeline.
+func ExampleSubscribeHandler() {
+	svc, _ := kinesislease.New(awsConfig())
+	err := kinesislease.SubscribeHandler[Order](svc, "fulfilment", fulfilment{log: slog.Default()}, kinesislease.WithCodec(codec.Msgpack))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+}

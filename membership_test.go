@@ -383,7 +383,7 @@ type readers struct {
 	seen    map[int]bool
 }
 
-func (r *readers) handler(owner string) kinesislease.Handler[order] {
+func (r *readers) handler(owner string) kinesislease.HandlerFunc[order] {
 	return func(ctx context.Context, o order) error {
 		rec, _ := kinesislease.RecordFrom(ctx)
 		r.mu.Lock()

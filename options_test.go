@@ -43,7 +43,7 @@ func TestInvalidSubscriptions(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		stream  string
-		handler kinesislease.Handler[order]
+		handler kinesislease.HandlerFunc[order]
 		opt     kinesislease.SubscribeOption
 		want    string
 	}{

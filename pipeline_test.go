@@ -134,7 +134,7 @@ func plWaitCheckpoint(t testing.TB, store leases.Store, stream, shardID string, 
 // TRIM_HORIZON, checkpointing after every record (or 50ms), polling fast.
 // subOpts come after those defaults and may override them.
 func plRun[T any](t testing.TB, client *kinesis.Client, store leases.Store, stream, owner string, svcOpts []kinesislease.Option,
-	h kinesislease.Handler[T], subOpts ...kinesislease.SubscribeOption,
+	h kinesislease.HandlerFunc[T], subOpts ...kinesislease.SubscribeOption,
 ) *instance {
 	t.Helper()
 	sub := append([]kinesislease.SubscribeOption{kinesislease.WithCheckpoint(1, 50*time.Millisecond)}, subOpts...)

@@ -52,7 +52,7 @@ func newJournal() *journal {
 	return &journal{blocked: map[string]chan struct{}{}, waiting: map[string]int{}, kick: make(chan struct{}, 1)}
 }
 
-func (j *journal) handler(owner string) kinesislease.Handler[event] {
+func (j *journal) handler(owner string) kinesislease.HandlerFunc[event] {
 	return func(ctx context.Context, e event) error {
 		r, ok := kinesislease.RecordFrom(ctx)
 		if !ok {

@@ -18,13 +18,26 @@ import (
 // number. ok is false outside a handler.
 func RecordFrom(ctx context.Context) (r *kltype.Record, ok bool) { return typed.RecordFrom(ctx) }
 
-// Handler handles one decoded record. nil acknowledges it; a plain error
-// retries it in place per the subscription's kltype.RetryPolicy, then dead-letters
-// it (with no dead-letter sink it holds its shard: nothing is silently lost);
+// Handler handles decoded records: a type with its dependencies, subscribed
+// with SubscribeHandler. Handle is called for one record of a shard at a
+// time, in order. nil acknowledges the record; a plain error retries it in
+// place per the subscription's kltype.RetryPolicy, then dead-letters it
+// (with no dead-letter sink it holds its shard: nothing is silently lost);
 // RetryAfter, Drop and DeadLetter return special outcomes. A panic is
-// recovered and handled as an error, its stack logged. ctx is cancelled when
-// the lease is lost and when the shutdown timeout expires.
-type Handler[T any] func(ctx context.Context, v T) error
+// recovered and handled as an error, its stack logged. ctx is cancelled
+// when the lease is lost and when the shutdown timeout expires; it carries
+// the record (RecordFrom).
+type Handler[T any] interface {
+	Handle(ctx context.Context, v T) error
+}
+
+// HandlerFunc is a function used as a Handler, as http.HandlerFunc is:
+// Subscribe takes one, so a plain function subscribes in one line. Both
+// forms run the same pipeline.
+type HandlerFunc[T any] func(ctx context.Context, v T) error
+
+// Handle calls f(ctx, v).
+func (f HandlerFunc[T]) Handle(ctx context.Context, v T) error { return f(ctx, v) }
 
 type subscription struct {
 	stream           string
@@ -35,11 +48,25 @@ type subscription struct {
 	errs             []error
 }
 
-// Subscribe makes svc consume stream (a name or an ARN) with handler, each
-// record's data decoded into a T by the subscription's codec. It must be
-// called before Run. A second subscription to the same stream is refused
-// with ErrDuplicateSubscription; invalid options with ErrInvalidOption.
-func Subscribe[T any](svc *Service, stream string, handler Handler[T], opts ...SubscribeOption) error {
+// Subscribe makes svc consume stream (a name or an ARN) with the function
+// handler, each record's data decoded into a T by the subscription's
+// codec. It must be called before Run. A second subscription to the same
+// stream is refused with ErrDuplicateSubscription; invalid options with
+// ErrInvalidOption. SubscribeHandler takes a Handler value instead.
+func Subscribe[T any](svc *Service, stream string, handler HandlerFunc[T], opts ...SubscribeOption) error {
+	if handler == nil {
+		return subscribe[T](svc, stream, nil, opts)
+	}
+	return subscribe[T](svc, stream, handler, opts)
+}
+
+// SubscribeHandler is Subscribe with a Handler: a type whose Handle method
+// handles the records, with its dependencies in its fields.
+func SubscribeHandler[T any](svc *Service, stream string, handler Handler[T], opts ...SubscribeOption) error {
+	return subscribe(svc, stream, handler, opts)
+}
+
+func subscribe[T any](svc *Service, stream string, handler Handler[T], opts []SubscribeOption) error {
 	if svc == nil {
 		return fmt.Errorf("%w: Subscribe on a nil service", ErrInvalidOption)
 	}
@@ -60,7 +87,7 @@ func Subscribe[T any](svc *Service, stream string, handler Handler[T], opts ...S
 	if len(sub.errs) > 0 {
 		return fmt.Errorf("subscribe %q: %w", stream, errors.Join(sub.errs...))
 	}
-	sub.worker.Handler = typed.Handler(sub.codec, handler)
+	sub.worker.Handler = typed.Handler(sub.codec, handler.Handle)
 
 	svc.mu.Lock()
 	defer svc.mu.Unlock()

@@ -20,7 +20,7 @@ import (
 // Build it with New; it is safe for concurrent use.
 type Harness[T any] struct {
 	tb      testing.TB
-	handler kinesislease.Handler[T]
+	handler kinesislease.HandlerFunc[T]
 	c       *core
 	// runs holds *run values, each with its pipeline built once: a record
 	// takes one, so concurrent calls each have their own.
@@ -39,7 +39,7 @@ type core struct {
 // New returns a harness running handler the way a subscription made with
 // kinesislease.Subscribe and the same options would. Invalid options fail
 // the test at once (tb.Fatalf), each named.
-func New[T any](tb testing.TB, handler kinesislease.Handler[T], opts ...Option) *Harness[T] {
+func New[T any](tb testing.TB, handler kinesislease.HandlerFunc[T], opts ...Option) *Harness[T] {
 	tb.Helper()
 	cfg := defaultConfig()
 	if handler == nil {
@@ -263,4 +263,15 @@ func (st *run) holding() string {
 		return fmt.Sprintf("it failed all %d attempts of the retry policy and no dead-letter sink is configured", st.c.cfg.policy.Attempts)
 	}
 	return ""
+}
+
+// NewHandler is New for a kinesislease.Handler value, the interface form a
+// subscription takes with kinesislease.SubscribeHandler: the same pipeline
+// and options.
+func NewHandler[T any](tb testing.TB, handler kinesislease.Handler[T], opts ...Option) *Harness[T] {
+	tb.Helper()
+	if handler == nil {
+		return New[T](tb, nil, opts...)
+	}
+	return New(tb, kinesislease.HandlerFunc[T](handler.Handle), opts...)
 }

@@ -482,7 +482,7 @@ func TestRequireFailsTheTest(t *testing.T) {
 func TestNewRejectsInvalidOptions(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		handler kinesislease.Handler[Order]
+		handler kinesislease.HandlerFunc[Order]
 		opts    []kinesisleasetest.Option
 		want    string
 	}{
@@ -594,5 +594,34 @@ func TestSubscribeOptionsDeadLetterStream(t *testing.T) {
 	})
 	if !stopped || !strings.Contains(msg, "WithCodec") || !strings.Contains(msg, "WithPolling") {
 		t.Errorf("invalid subscription options: stopped %t, message %q", stopped, msg)
+	}
+}
+
+// fulfiller is a handler with its dependencies, the interface form.
+type fulfiller struct {
+	mu   sync.Mutex
+	done []string
+}
+
+func (f *fulfiller) Handle(ctx context.Context, o Order) error {
+	if o.ID == "" {
+		return kinesislease.Drop(errors.New("no id"))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.done = append(f.done, o.ID)
+	return nil
+}
+
+// TestNewHandler: a Handler value runs through the same pipeline as a
+// function: its outcomes, the record in its context.
+func TestNewHandler(t *testing.T) {
+	f := &fulfiller{}
+	h := kinesisleasetest.NewHandler[Order](t, f)
+	h.Handle(t.Context(), Order{ID: "o-1"}).RequireAcked(t)
+	h.Handle(t.Context(), Order{}).RequireDropped(t)
+	h.HandleRaw(t.Context(), []byte("nope")).RequireDeadLettered(t, "decode")
+	if len(f.done) != 1 || f.done[0] != "o-1" {
+		t.Fatalf("handled %v, want o-1", f.done)
 	}
 }

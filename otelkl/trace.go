@@ -32,7 +32,7 @@ const (
 // other than Drop sets the span's status to Error and is recorded on it.
 //
 //	kinesislease.Subscribe(svc, "fulfilment", otelkl.Trace(tp, fulfil))
-func Trace[T any](tp trace.TracerProvider, h kinesislease.Handler[T]) kinesislease.Handler[T] {
+func Trace[T any](tp trace.TracerProvider, h kinesislease.HandlerFunc[T]) kinesislease.HandlerFunc[T] {
 	tracer := tp.Tracer(ScopeName)
 	kind := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	var names atomic.Pointer[[2]string] // the last stream and its span name: one subscription, one stream

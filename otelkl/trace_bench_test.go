@@ -23,7 +23,7 @@ func BenchmarkTrace(b *testing.B) {
 	handler := func(context.Context, order) error { return nil }
 	for _, bc := range []struct {
 		name string
-		h    kinesislease.Handler[order]
+		h    kinesislease.HandlerFunc[order]
 	}{
 		{"bare", handler},
 		{"noop", otelkl.Trace(trace.TracerProvider(noop.NewTracerProvider()), handler)},

@@ -59,7 +59,7 @@ func TestReproTakeoverCountsFromScanStart(t *testing.T) {
 
 	var mu sync.Mutex
 	handled := map[string][]time.Time{}
-	handler := func(owner string) kinesislease.Handler[map[string]any] {
+	handler := func(owner string) kinesislease.HandlerFunc[map[string]any] {
 		return func(ctx context.Context, _ map[string]any) error {
 			mu.Lock()
 			handled[owner] = append(handled[owner], time.Now())
