@@ -333,6 +333,21 @@ func WithPolling(minInterval, idle time.Duration, limit int32) SubscribeOption {
 	})
 }
 
+// WithHandlerTimeout bounds each handler call: after d its context is
+// cancelled, and the attempt counts as failed (a
+// *kltype.HandlerTimeoutError, matching context.DeadlineExceeded), retried
+// per the retry policy and then dead-lettered, whatever the handler
+// returned once it did return. A handler must honour its context for the
+// timeout to free its shard. Default: no timeout (and no cost per record).
+func WithHandlerTimeout(d time.Duration) SubscribeOption {
+	return subOption(func(s *subscription) {
+		if d <= 0 {
+			s.errs = append(s.errs, fmt.Errorf("%w: WithHandlerTimeout(%v): must be positive", ErrInvalidOption, d))
+		}
+		s.worker.HandlerTimeout = d
+	})
+}
+
 // WithRetryPolicy sets how failing records are retried (default
 // kltype.DefaultRetryPolicy).
 func WithRetryPolicy(p kltype.RetryPolicy) SubscribeOption {

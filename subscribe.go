@@ -122,7 +122,7 @@ func resolveSubscribeOptions(opts []any, producer any) subopts.Settings {
 	if sub.worker.Policy == (kltype.RetryPolicy{}) {
 		sub.worker.Policy = kltype.DefaultRetryPolicy
 	}
-	s := subopts.Settings{Codec: sub.codec, Policy: sub.worker.Policy, Sink: sub.worker.Sink, DeadLetterStream: sub.deadLetterStream, Err: errors.Join(sub.errs...)}
+	s := subopts.Settings{Codec: sub.codec, Policy: sub.worker.Policy, Sink: sub.worker.Sink, HandlerTimeout: sub.worker.HandlerTimeout, DeadLetterStream: sub.deadLetterStream, Err: errors.Join(sub.errs...)}
 	if p, ok := producer.(Producer); ok && p != nil && sub.deadLetterStream != "" {
 		s.Sink = streamSink(p, sub.deadLetterStream)
 	}

@@ -75,6 +75,7 @@ func (h *Harness[T]) newRun() *run {
 			return handler(ctx, v)
 		}),
 		Policy:    h.c.cfg.policy,
+		Timeout:   h.c.cfg.timeout,
 		Log:       h.c.cfg.log,
 		Sleep:     st.sleep,
 		OnAttempt: st.onAttempt,

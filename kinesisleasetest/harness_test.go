@@ -625,3 +625,32 @@ func TestNewHandler(t *testing.T) {
 		t.Fatalf("handled %v, want o-1", f.done)
 	}
 }
+
+// TestHandlerTimeout: with WithHandlerTimeout a call that overruns has its
+// context cancelled and counts as a failed attempt (matching
+// context.DeadlineExceeded), even if the handler returned nil or asked for
+// a Drop after the deadline; the retry that keeps within it acknowledges.
+func TestHandlerTimeout(t *testing.T) {
+	for _, late := range []error{nil, kinesislease.Drop(errors.New("too late to drop"))} {
+		h := kinesisleasetest.New(t, func(ctx context.Context, _ Order) error {
+			if r, _ := kinesislease.RecordFrom(ctx); r.Attempt == 1 {
+				<-ctx.Done() // overruns; then returns as if all were well
+				return late
+			}
+			return nil
+		}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithHandlerTimeout(20*time.Millisecond)))
+		res := h.Handle(t.Context(), Order{ID: "o-1"})
+		res.RequireAcked(t)
+		res.RequireAttempts(t, 2)
+		var te *kltype.HandlerTimeoutError
+		if !errors.As(res.Errors[0], &te) || !errors.Is(res.Errors[0], context.DeadlineExceeded) || te.Timeout != 20*time.Millisecond {
+			t.Fatalf("first attempt's error %v, want a *kltype.HandlerTimeoutError of 20ms", res.Errors[0])
+		}
+	}
+	msg, stopped := fatal(t, func(tb testing.TB) {
+		kinesisleasetest.New(tb, ok, kinesisleasetest.WithSubscribeOptions(kinesislease.WithHandlerTimeout(0)))
+	})
+	if !stopped || !strings.Contains(msg, "WithHandlerTimeout") {
+		t.Errorf("WithHandlerTimeout(0): stopped %t, message %q", stopped, msg)
+	}
+}

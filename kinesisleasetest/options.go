@@ -47,6 +47,7 @@ type config struct {
 	shard        string
 	holdAttempts int
 	log          *slog.Logger
+	timeout      time.Duration // WithHandlerTimeout's
 	subOpts      []kinesislease.SubscribeOption
 	producer     kinesislease.Producer
 	errs         []error
@@ -121,7 +122,7 @@ func (c *config) resolve() {
 	if st.Err != nil {
 		c.errs = append(c.errs, st.Err)
 	}
-	c.codec, c.policy = st.Codec, st.Policy
+	c.codec, c.policy, c.timeout = st.Codec, st.Policy, st.HandlerTimeout
 	if !c.noSink {
 		c.sink = st.Sink
 	}

@@ -1,6 +1,7 @@
 package kltype
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -128,3 +129,24 @@ func (o Outcome) String() string {
 }
 
 var outcomeNames = [...]string{0: "none", Acked: "acknowledged", Dropped: "dropped", DeadLettered: "dead-lettered"}
+
+// HandlerTimeoutError is a handler call that overran the subscription's
+// handler timeout (kinesislease.WithHandlerTimeout): its context was
+// cancelled, and the attempt counts as failed, retried per the retry
+// policy, whatever the handler returned (Err).
+type HandlerTimeoutError struct {
+	Timeout time.Duration
+	Err     error
+}
+
+func (e *HandlerTimeoutError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("kinesislease: the handler ran past its timeout of %v", e.Timeout)
+	}
+	return fmt.Sprintf("kinesislease: the handler ran past its timeout of %v: %v", e.Timeout, e.Err)
+}
+
+// Unwrap returns context.DeadlineExceeded, not the handler's error: an
+// overrun attempt is a failure, even if the handler asked for a Drop or a
+// RetryAfter.
+func (e *HandlerTimeoutError) Unwrap() error { return context.DeadlineExceeded }

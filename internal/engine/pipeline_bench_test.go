@@ -22,8 +22,16 @@ import (
 // records, as GetRecords returns them, to a handler that reads the record
 // from its context and does nothing (the fence checked before every call,
 // the outcome, the checkpoint bookkeeping). ns/op and allocs/op are per
-// record; the batch's record contexts are allocated once per batch.
+// record; the batch's record contexts are allocated once per batch. The
+// "timeout" case adds a handler timeout (a context with a deadline and its
+// timer per call).
 func BenchmarkPipeline(b *testing.B) {
+	b.Run("no-timeout", func(b *testing.B) { benchmarkPipeline(b, 0) })
+	b.Run("timeout", func(b *testing.B) { benchmarkPipeline(b, time.Minute) })
+}
+
+// benchmarkPipeline runs BenchmarkPipeline with a handler timeout (0: none).
+func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 	const batch = 10_000
 	recs := make([]types.Record, batch)
 	for i := range recs {
@@ -40,7 +48,7 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		seen.Add(1)
 		return nil
-	}, CheckpointEvery: math.MaxInt}
+	}, CheckpointEvery: math.MaxInt, HandlerTimeout: timeout}
 	cfg.defaults()
 	shared := &atomic.Int64{}
 	shared.Store(math.MaxInt64)

@@ -46,6 +46,10 @@ type Processor struct {
 	OnWait func(r *kltype.Record, w Wait)
 	// OnDeadLetter, if set, is told of every dead letter a sink confirmed.
 	OnDeadLetter func(dl *kltype.DeadLetterRecord)
+	// Timeout, if positive, bounds each handler call: its context is
+	// cancelled then, and a call that overran counts as a failed attempt
+	// (a *HandlerTimeoutError), whatever it returned.
+	Timeout time.Duration
 }
 
 // Process delivers r until it is acknowledged, dropped or dead-lettered, or
@@ -170,7 +174,16 @@ func (p *Processor) call(ctx context.Context, r *kltype.Record, log *slog.Logger
 			log.Error("kinesislease: handler panicked", "seq", r.SequenceNumber, "panic", v, "stack", string(pe.Stack))
 		}
 	}()
-	return p.Handler(ctx, r)
+	if p.Timeout <= 0 {
+		return p.Handler(ctx, r)
+	}
+	tctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	err = p.Handler(tctx, r)
+	if errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		return &kltype.HandlerTimeoutError{Timeout: p.Timeout, Err: err}
+	}
+	return err
 }
 
 // waiter sleeps for a Processor working on one record. It is a value, not

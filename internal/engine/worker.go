@@ -39,6 +39,9 @@ type WorkerConfig struct {
 	Limit        int32
 	MinInterval  time.Duration
 	IdleInterval time.Duration
+	// HandlerTimeout, if positive, bounds each handler call (see
+	// Processor.Timeout).
+	HandlerTimeout time.Duration
 	// Budget, if set, bounds what the instance holds fetched and not yet
 	// handled; every worker of the instance shares it.
 	Budget *Budget
@@ -95,7 +98,7 @@ func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, clie
 		cfg: cfg, log: log.With("shard", shardID), client: client, stream: stream, shard: shardID,
 		start: start, resume: h.current().Checkpoint, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
 	}
-	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log}
+	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log, Timeout: cfg.HandlerTimeout}
 	w.h = &hooks{}
 	w.lag.Store(-1)
 	w.hardCtx, w.hardCancel = context.WithCancel(context.WithoutCancel(parent))

@@ -5,6 +5,7 @@ package subopts
 
 import (
 	"context"
+	"time"
 
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -19,6 +20,8 @@ type Settings struct {
 	// Sink is the dead-letter sink: WithDeadLetter's, or a dead-letter
 	// stream's written with the producer given to Resolve; nil for none.
 	Sink func(ctx context.Context, dl *kltype.DeadLetterRecord) error
+	// HandlerTimeout is WithHandlerTimeout's, 0 for none.
+	HandlerTimeout time.Duration
 	// DeadLetterStream is WithDeadLetterStream's stream, "" for none.
 	DeadLetterStream string
 	// Err joins the invalid options, each named.
