@@ -317,24 +317,6 @@ func TestTransientErrors(t *testing.T) {
 	}
 }
 
-// failures records HookFailed calls.
-type failures struct {
-	mu  sync.Mutex
-	got []kltype.FailureInfo
-}
-
-func (f *failures) OnFailed(i kltype.FailureInfo) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.got = append(f.got, i)
-}
-
-func (f *failures) all() []kltype.FailureInfo {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]kltype.FailureInfo(nil), f.got...)
-}
-
 // TestOneStreamFailureIsolated: access denied on one stream's shard
 // (GetShardIterator fails with AccessDeniedException, injected through SDK
 // middleware) does not stop the service: the other stream's records are
@@ -353,7 +335,7 @@ func TestOneStreamFailureIsolated(t *testing.T) {
 			return ok && aws.ToString(gi.StreamName) == bad
 		},
 		Err: &ktypes.AccessDeniedException{Message: aws.String("not authorized to perform kinesis:GetShardIterator on " + bad + " (injected)")}})
-	fl := &failures{}
+	fl := &testutil.Failures{}
 	ta := newTally()
 	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(faulty), kinesislease.WithLeaseStore(memory.New()),
 		kinesislease.WithLogger(testLogger(t)), kinesislease.WithHooks(fl))
@@ -374,7 +356,7 @@ func TestOneStreamFailureIsolated(t *testing.T) {
 	put(t, kc, bad, 1000, 50)
 	ta.waitFor(t, 0, 50, 30*time.Second)
 	deadline := time.Now().Add(30 * time.Second)
-	for len(fl.all()) == 0 {
+	for len(fl.All()) == 0 {
 		select {
 		case err := <-done:
 			t.Fatalf("Run returned %v: one stream's failure stopped the service", err)
@@ -385,7 +367,7 @@ func TestOneStreamFailureIsolated(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	f := fl.all()[0]
+	f := fl.All()[0]
 	if f.Stream != bad || f.ShardID != "shardId-000000000000" || f.Err == nil || !strings.Contains(f.Err.Error(), "AccessDeniedException") || f.RetryIn <= 0 {
 		t.Fatalf("HookFailed %+v: want stream %s, its shard, the access-denied error, a retry delay", f, bad)
 	}
@@ -505,16 +487,16 @@ func TestRecreatedStream(t *testing.T) {
 		Err: &ktypes.InvalidArgumentException{Message: aws.String("StartingSequenceNumber " + l.Checkpoint.Sequence +
 			" used in GetShardIterator on shard shardId-000000000000 in stream " + stream +
 			" under account 000000000000 is invalid because it did not come from this stream. (injected)")}})
-	fl := &failures{}
+	fl := &testutil.Failures{}
 	in2 := start(t, testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions), store, stream, "b", newTally(), kinesislease.WithHooks(fl))
 	deadline := time.Now().Add(30 * time.Second)
-	for len(fl.all()) == 0 {
+	for len(fl.All()) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("no failure reported for the recreated stream's shard after 30s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	f := fl.all()[0]
+	f := fl.All()[0]
 	var ce *kltype.CheckpointError
 	if !errors.Is(f.Err, kinesislease.ErrCheckpointNotInShard) || !errors.As(f.Err, &ce) || ce.ShardID != "shardId-000000000000" ||
 		!strings.Contains(f.Err.Error(), "kinesislease rewind") || !strings.Contains(f.Err.Error(), stream) {

@@ -659,17 +659,17 @@ func TestStreamARNEarlierRows(t *testing.T) {
 	if _, err := store.Rewind(ctx, old, leases.Checkpoint{Sequence: seqs[9]}); err != nil { // the earlier version read 10
 		t.Fatal(err)
 	}
-	fl := &failures{}
+	fl := &testutil.Failures{}
 	ta := newTally()
 	in := start(t, kc, store, arn, "a", ta, kinesislease.WithHooks(fl))
 	deadline := time.Now().Add(30 * time.Second)
-	for len(fl.all()) == 0 {
+	for len(fl.All()) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the shard was not refused after 30s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if msg := fl.all()[0].Err.Error(); !strings.Contains(msg, arn+":shardId-000000000000") || !strings.Contains(msg, stream+":shardId-000000000000") ||
+	if msg := fl.All()[0].Err.Error(); !strings.Contains(msg, arn+":shardId-000000000000") || !strings.Contains(msg, stream+":shardId-000000000000") ||
 		!strings.Contains(msg, seqs[9]) || !strings.Contains(msg, "kinesislease rewind") {
 		t.Fatalf("refusal %q: want both keys, the checkpoint and the rewind command", msg)
 	}

@@ -80,7 +80,7 @@ func TestBudgetBound(t *testing.T) {
 	cfg := groupConfig("one", memory.New(), stream)
 	cfg.Streams[0].Worker.Handler = handler
 	cfg.Streams[0].Worker.Budget = budget
-	stop := startGroup(t, cfg)
+	_, stop := startGroup(t, cfg)
 	select {
 	case <-all:
 	case <-time.After(60 * time.Second):

@@ -11,29 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
-
-// failedHook records HookFailed calls.
-type failedHook struct {
-	mu  sync.Mutex
-	got []kltype.FailureInfo
-}
-
-func (h *failedHook) OnFailed(f kltype.FailureInfo) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.got = append(h.got, f)
-}
-
-func (h *failedHook) calls() []kltype.FailureInfo {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]kltype.FailureInfo(nil), h.got...)
-}
 
 // TestShardFailureIsolated: a read error no retry can cure on one shard
 // (InvalidArgumentException) sets that shard aside: the Group goes on
@@ -59,7 +41,7 @@ func TestShardFailureIsolated(t *testing.T) {
 		mu      sync.Mutex
 		handled = map[string]int{}
 	)
-	hook := &failedHook{}
+	hook := &testutil.Failures{}
 	cfg := groupConfig("one", memory.New(), stream)
 	cfg.Client = stream.Client(sim.KinesisHooks{Decide: func(op, shard string) (time.Duration, error) {
 		if op == "GetRecords" && shard == bad && broken.Load() {
@@ -75,27 +57,20 @@ func TestShardFailureIsolated(t *testing.T) {
 		handled[r.ShardID]++
 		return nil
 	}
-	g, err := engine.NewGroup(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
+	done, stop := startGroup(t, cfg)
 	count := func(id string) int {
 		mu.Lock()
 		defer mu.Unlock()
 		return handled[id]
 	}
-	waitFor(t, 30*time.Second, func() bool { return count(good) == n && len(hook.calls()) >= 2 }, done,
+	waitFor(t, 30*time.Second, func() bool { return count(good) == n && len(hook.All()) >= 2 }, done,
 		"the good shard read and the bad one failed twice")
-	for _, f := range hook.calls() {
+	for _, f := range hook.All() {
 		if f.Stream != stream.Name() || f.ShardID != bad || !errors.As(f.Err, &invalid) || f.RetryIn <= 0 {
 			t.Fatalf("HookFailed %+v: want stream %s, shard %s, the InvalidArgumentException and a retry delay", f, stream.Name(), bad)
 		}
 	}
-	if c := hook.calls(); c[1].Failures != 2 || c[1].RetryIn != 2*c[0].RetryIn {
+	if c := hook.All(); c[1].Failures != 2 || c[1].RetryIn != 2*c[0].RetryIn {
 		t.Fatalf("failures %d and %d, retry delays %v and %v: want 1, 2 and a doubling delay", c[0].Failures, c[1].Failures, c[0].RetryIn, c[1].RetryIn)
 	}
 	if count(bad) != 0 {
@@ -103,10 +78,7 @@ func TestShardFailureIsolated(t *testing.T) {
 	}
 	broken.Store(false)
 	waitFor(t, 30*time.Second, func() bool { return count(bad) == n }, done, "the failed shard read once the fault is gone")
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	stop()
 }
 
 // waitFor polls cond until it holds, failing the test after timeout or if
@@ -142,7 +114,7 @@ func TestStreamFailureIsolated(t *testing.T) {
 	var denied atomic.Bool
 	denied.Store(true)
 	var handled atomic.Int64
-	hook := &failedHook{}
+	hook := &testutil.Failures{}
 	cfg := groupConfig("one", memory.New(), stream)
 	cfg.Client = stream.Client(sim.KinesisHooks{Decide: func(op, _ string) (time.Duration, error) {
 		if op == "ListShards" && denied.Load() {
@@ -153,22 +125,12 @@ func TestStreamFailureIsolated(t *testing.T) {
 	cfg.Hooks = []kltype.Hook{hook}
 	cfg.FailureBackoff, cfg.MaxFailureBackoff = 100*time.Millisecond, 100*time.Millisecond
 	cfg.Streams[0].Worker.Handler = func(context.Context, *kltype.Record) error { handled.Add(1); return nil }
-	g, err := engine.NewGroup(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	waitFor(t, 30*time.Second, func() bool { return len(hook.calls()) >= 2 }, done, "the stream failed twice")
-	if f := hook.calls()[0]; f.Stream != stream.Name() || f.ShardID != "" || f.Err == nil {
+	done, stop := startGroup(t, cfg)
+	waitFor(t, 30*time.Second, func() bool { return len(hook.All()) >= 2 }, done, "the stream failed twice")
+	if f := hook.All()[0]; f.Stream != stream.Name() || f.ShardID != "" || f.Err == nil {
 		t.Fatalf("HookFailed %+v: want the stream, no shard, the error", f)
 	}
 	denied.Store(false)
 	waitFor(t, 30*time.Second, func() bool { return handled.Load() == n }, done, "the stream read once access is back")
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	stop()
 }

@@ -73,21 +73,22 @@ func groupConfig(owner string, store leases.Store, stream *sim.Stream) engine.Gr
 }
 
 // startGroup runs a Group of cfg until the returned stop is called; stop
-// cancels it and fails the test if Run returned an error.
-func startGroup(t *testing.T, cfg engine.GroupConfig) (stop func()) {
+// cancels it and fails the test if Run returned an error. done receives
+// Run's result if it returns first (see waitFor).
+func startGroup(t *testing.T, cfg engine.GroupConfig) (done <-chan error, stop func()) {
 	t.Helper()
 	g, err := engine.NewGroup(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	return func() {
+	ran := make(chan error, 1)
+	go func() { ran <- g.Run(ctx) }()
+	return ran, func() {
 		t.Helper()
 		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
+		if err := <-ran; err != nil {
+			t.Fatalf("Run: %v", err)
 		}
 	}
 }

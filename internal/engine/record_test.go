@@ -47,7 +47,7 @@ func TestRecordContextKeepsItsRecord(t *testing.T) {
 		}
 		return nil
 	}
-	stop := startGroup(t, cfg)
+	_, stop := startGroup(t, cfg)
 	select {
 	case <-all:
 	case <-time.After(30 * time.Second):
