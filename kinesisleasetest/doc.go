@@ -26,10 +26,22 @@
 // handler that fails four times is tested in microseconds.
 //
 // Dead letters go by default to a recording sink: Result.DeadLetter and
-// Harness.DeadLetters show them. WithDeadLetter puts a sink of your own in
-// its place; WithoutDeadLetter simulates a subscription with no sink, where
-// a record that would be dead-lettered holds its shard (see Held).
+// Harness.DeadLetters show them. kinesislease.WithDeadLetter (or
+// WithDeadLetterStream with WithKinesis) among WithSubscribeOptions puts
+// the subscription's own sink in its place; WithoutDeadLetter simulates a
+// subscription with no sink, where a record that would be dead-lettered
+// holds its shard (see Held).
 //
 // Handle and HandleRaw may be called from several goroutines at once; each
 // call processes its record alone, as a shard worker does.
+//
+// # Whole services
+//
+// Kinesis is an in-memory Kinesis (streams, shards with hash ranges,
+// PutRecords routed by partition key, iterators, resharding, injected
+// throttling) that satisfies kinesislease.Kinesis and kinesislease.Producer:
+// with kinesislease.WithKinesisClient and the memory lease store a test
+// runs several Services of its own, publishes, stops one and checks that
+// every record was handled, without AWS, and under testing/synctest without
+// real time (see TestTwoServicesOnInMemoryKinesis and ExampleKinesis).
 package kinesisleasetest
