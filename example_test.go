@@ -164,3 +164,26 @@ func ExampleSubscribeHandler() {
 	// Output:
 	// <nil>
 }
+
+// A batch handler for a bulk sink: the items of one shard, in order, up to
+// 500 at a time (or 1s after a read, whichever first). It names the items
+// that failed; the others are acknowledged.
+func ExampleSubscribeBatch() {
+	svc, _ := kinesislease.New(awsConfig())
+	index := func(ctx context.Context, items []kinesislease.BatchItem[Order]) error {
+		var failed []kltype.ItemFailure
+		for i, it := range items {
+			if it.Value.ID == "" { // say the bulk write rejected this one
+				failed = append(failed, kltype.ItemFailure{Index: i, Err: kinesislease.DeadLetter(errors.New("no id"))})
+			}
+		}
+		if failed != nil {
+			return kinesislease.FailItems(failed...)
+		}
+		return nil
+	}
+	err := kinesislease.SubscribeBatch(svc, "fulfilment", index, kinesislease.WithBatchSize(500, 5<<20, time.Second))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+}

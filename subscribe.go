@@ -43,6 +43,7 @@ type subscription struct {
 	stream           string
 	deadLetterStream string
 	codec            codec.Codec
+	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
 	start            kltype.StartPosition
 	worker           engine.WorkerConfig
 	errs             []error
@@ -67,10 +68,24 @@ func SubscribeHandler[T any](svc *Service, stream string, handler Handler[T], op
 }
 
 func subscribe[T any](svc *Service, stream string, handler Handler[T], opts []SubscribeOption) error {
+	if handler == nil {
+		return subscribeWith(svc, stream, nil, opts)
+	}
+	return subscribeWith(svc, stream, func(sub *subscription) {
+		if sub.batch != nil {
+			sub.errs = append(sub.errs, fmt.Errorf("%w: WithBatchSize is for SubscribeBatch", ErrInvalidOption))
+		}
+		sub.worker.Handler = typed.Handler(sub.codec, handler.Handle)
+	}, opts)
+}
+
+// subscribeWith checks stream and opts, lets install set the
+// subscription's handler (nil: no handler given), and adds it to svc.
+func subscribeWith(svc *Service, stream string, install func(*subscription), opts []SubscribeOption) error {
 	if svc == nil {
 		return fmt.Errorf("%w: Subscribe on a nil service", ErrInvalidOption)
 	}
-	if handler == nil {
+	if install == nil {
 		return fmt.Errorf("%w: Subscribe(%q) with a nil handler", ErrInvalidOption, stream)
 	}
 	if err := validStream(stream); err != nil {
@@ -84,10 +99,10 @@ func subscribe[T any](svc *Service, stream string, handler Handler[T], opts []Su
 		}
 		o.applySub(sub)
 	}
+	install(sub)
 	if len(sub.errs) > 0 {
 		return fmt.Errorf("subscribe %q: %w", stream, errors.Join(sub.errs...))
 	}
-	sub.worker.Handler = typed.Handler(sub.codec, handler.Handle)
 
 	svc.mu.Lock()
 	defer svc.mu.Unlock()

@@ -150,3 +150,28 @@ func (e *HandlerTimeoutError) Error() string {
 // overrun attempt is a failure, even if the handler asked for a Drop or a
 // RetryAfter.
 func (e *HandlerTimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// ItemFailure is one item of a batch the handler did not acknowledge:
+// Index is its position in the batch the handler was given, Err its error,
+// read as a single record's would be (an outcome error — Drop,
+// DeadLetter, RetryAfter — or a plain error: a failed attempt).
+type ItemFailure struct {
+	Index int
+	Err   error
+}
+
+// BatchError is what a batch handler returns to acknowledge every item of
+// its batch but the failed ones (AWS Lambda's partial batch response): the
+// failed items are retried as a batch of their own per the retry policy,
+// then dead-lettered; the others are done. Build it with
+// kinesislease.FailItems.
+type BatchError struct {
+	Failures []ItemFailure
+}
+
+func (e *BatchError) Error() string {
+	if len(e.Failures) == 1 {
+		return fmt.Sprintf("kinesislease: 1 item of the batch failed (index %d): %v", e.Failures[0].Index, e.Failures[0].Err)
+	}
+	return fmt.Sprintf("kinesislease: %d items of the batch failed", len(e.Failures))
+}

@@ -96,7 +96,7 @@ func NewCoordinator(cfg Config) (*Coordinator, error) {
 		return nil, errors.New("shard: no lease store")
 	case cfg.Client == nil:
 		return nil, errors.New("shard: no Kinesis client")
-	case cfg.Worker.Handler == nil:
+	case cfg.Worker.Handler == nil && (cfg.Worker.Batch == nil || cfg.Worker.Batch.Handler == nil):
 		return nil, errors.New("shard: no handler")
 	}
 	if cfg.Logger == nil {

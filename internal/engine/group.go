@@ -275,7 +275,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	g.cfg.Client = cfg.Client
 	for i := range cfg.Streams {
 		sc := cfg.Streams[i]
-		if sc.Worker.Handler == nil {
+		if sc.Worker.Handler == nil && (sc.Worker.Batch == nil || sc.Worker.Batch.Handler == nil) {
 			return nil, fmt.Errorf("engine: stream %q: no handler", sc.Stream)
 		}
 		sc.Worker.defaults()

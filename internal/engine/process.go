@@ -56,10 +56,7 @@ type Processor struct {
 // until the gate says stop. ctx is the handler's context: cancelled when the
 // lease is lost or the shutdown timeout expires.
 func (p *Processor) Process(ctx context.Context, r *kltype.Record, gate Gate) kltype.Outcome {
-	log := p.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := p.logger()
 	failures := 0
 	wait := p.waiter(ctx, r, gate)
 	for attempt := 1; ; attempt++ {
@@ -131,11 +128,7 @@ func (p *Processor) DeadLetterNow(ctx context.Context, r *kltype.Record, reason 
 	if gate != nil && !gate.Wait() {
 		return Stopped
 	}
-	log := p.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return p.deadLetter(ctx, r, 0, reason, cause, log, p.waiter(ctx, r, gate))
+	return p.deadLetter(ctx, r, 0, reason, cause, p.logger(), p.waiter(ctx, r, gate))
 }
 
 // deadLetter hands r to the sink until it confirms. With no sink (a decode
@@ -164,6 +157,14 @@ func (p *Processor) deadLetter(ctx context.Context, r *kltype.Record, attempts i
 			return Stopped
 		}
 	}
+}
+
+// logger is p.Log, or a logger discarding everything.
+func (p *Processor) logger() *slog.Logger {
+	if p.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return p.Log
 }
 
 func (p *Processor) call(ctx context.Context, r *kltype.Record, log *slog.Logger) (err error) {

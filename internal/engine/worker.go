@@ -42,6 +42,9 @@ type WorkerConfig struct {
 	// HandlerTimeout, if positive, bounds each handler call (see
 	// Processor.Timeout).
 	HandlerTimeout time.Duration
+	// Batch, if set, hands the records to a batch handler instead of
+	// Handler (see BatchConfig).
+	Batch *BatchConfig
 	// Budget, if set, bounds what the instance holds fetched and not yet
 	// handled; every worker of the instance shares it.
 	Budget *Budget
@@ -233,6 +236,9 @@ func (w *worker) startReader() *feed {
 // the shard ends (w.ended) or reading fails for good (permanent). lost
 // reports that a checkpoint on the ticker found the lease lost.
 func (w *worker) consume(f *feed, cp *checkpointer) (permanent error, lost bool) {
+	if w.cfg.Batch != nil {
+		return w.consumeBatches(f, cp)
+	}
 	for {
 		select {
 		case <-w.graceful:
@@ -389,6 +395,18 @@ func (w *worker) release(acked leases.Checkpoint, permanent error) {
 // returns false when the worker stops (or the lease is lost) first, leaving
 // the rest unacknowledged.
 func (w *worker) handle(rec *types.Record, slot *recordContext, cp *checkpointer) bool {
+	return w.expand(rec, slot, func(r *recordContext, corrupt error, done leases.Checkpoint) bool {
+		return w.deliver(r, corrupt, done, cp)
+	})
+}
+
+// expand turns one Kinesis record into what is delivered, in order: the
+// record itself (in slot), or each user record of a KPL aggregate (skipping
+// those the checkpoint we resumed from covers), each with the checkpoint
+// that marks it done; corrupt is the error splitting a corrupt aggregate,
+// delivered whole to be dead-lettered. fn returns false to stop; so does
+// expand.
+func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recordContext, corrupt error, done leases.Checkpoint) bool) bool {
 	seq := aws.ToString(rec.SequenceNumber)
 	slot.Context = w.hardCtx
 	slot.rec = kltype.Record{
@@ -401,7 +419,7 @@ func (w *worker) handle(rec *types.Record, slot *recordContext, cp *checkpointer
 	}
 	users, err := kpl.Split(rec.Data)
 	if err != nil || users == nil { // a corrupt aggregate (dead-lettered whole), or a plain record
-		return w.deliver(slot, err, leases.Checkpoint{Sequence: seq}, cp)
+		return fn(slot, err, leases.Checkpoint{Sequence: seq})
 	}
 	skip := 0
 	if w.resume.Sequence == seq {
@@ -422,7 +440,7 @@ func (w *worker) handle(rec *types.Record, slot *recordContext, cp *checkpointer
 		if i == len(users)-1 {
 			done.SubSequence = 0
 		}
-		if !w.deliver(sub, nil, done, cp) {
+		if !fn(sub, nil, done) {
 			return false
 		}
 	}

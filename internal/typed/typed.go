@@ -6,6 +6,7 @@ package typed
 
 import (
 	"context"
+	"errors"
 
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/engine"
@@ -33,5 +34,46 @@ func Handler[T any](c codec.Codec, h func(context.Context, T) error) engine.Hand
 			ctx = engine.WithRecord(ctx, r)
 		}
 		return h(ctx, v)
+	}
+}
+
+// BatchHandler decodes each record of a batch into a T with c and calls h
+// with the decoded ones, as items (value and record) in order. A record
+// that cannot be decoded fails with a *kltype.DecodeError without reaching
+// h; h's *kltype.BatchError names its failed items by their index in the
+// items it was given; any other error fails every item it was given.
+func BatchHandler[T any, I any](c codec.Codec, item func(v T, r *kltype.Record) I, h func(context.Context, []I) error) engine.BatchHandler {
+	return func(ctx context.Context, recs []*kltype.Record) []engine.BatchFailure {
+		var failures []engine.BatchFailure
+		items := make([]I, 0, len(recs))
+		index := make([]int, 0, len(recs)) // items[k] is recs[index[k]]
+		for i, r := range recs {
+			var v T
+			if err := c.Unmarshal(r.Data, &v); err != nil {
+				failures = append(failures, engine.BatchFailure{Index: i, Err: &kltype.DecodeError{Err: err}})
+				continue
+			}
+			items = append(items, item(v, r))
+			index = append(index, i)
+		}
+		if len(items) == 0 {
+			return failures
+		}
+		err := h(ctx, items)
+		var be *kltype.BatchError
+		switch {
+		case err == nil:
+		case errors.As(err, &be):
+			for _, f := range be.Failures {
+				if f.Index >= 0 && f.Index < len(index) {
+					failures = append(failures, engine.BatchFailure{Index: index[f.Index], Err: f.Err})
+				}
+			}
+		default:
+			for _, i := range index {
+				failures = append(failures, engine.BatchFailure{Index: i, Err: err})
+			}
+		}
+		return failures
 	}
 }

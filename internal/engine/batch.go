@@ -1,0 +1,289 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// BatchHandler handles a batch of one shard's records, in order. It returns
+// nil when every record is acknowledged, else one BatchFailure per record
+// that was not (a record that could not be decoded is one, with a
+// *kltype.DecodeError).
+type BatchHandler func(ctx context.Context, recs []*kltype.Record) []BatchFailure
+
+// BatchFailure is one record of a batch that was not acknowledged: Index
+// into the batch given, and its error, read as a single record's (see
+// kltype.ItemFailure).
+type BatchFailure struct {
+	Index int
+	Err   error
+}
+
+// BatchConfig makes a worker hand its records to Handler in batches of at
+// most MaxRecords records and MaxBytes bytes of data, waiting up to Linger
+// after a GetRecords answer for more before handing over a batch that is
+// not full (0: each answer's records go at once).
+type BatchConfig struct {
+	Handler    BatchHandler
+	MaxRecords int
+	MaxBytes   int
+	Linger     time.Duration
+}
+
+// batchAcc is the batch being gathered.
+type batchAcc struct {
+	items     []*recordContext
+	dones     []leases.Checkpoint
+	bytes     int
+	responses []Batch // GetRecords answers to return to the budget once handled
+}
+
+func (a *batchAcc) full(c *BatchConfig) bool {
+	return len(a.items) >= c.MaxRecords || a.bytes >= c.MaxBytes
+}
+
+// consumeBatches is consume for a batch subscription.
+func (w *worker) consumeBatches(f *feed, cp *checkpointer) (permanent error, lost bool) {
+	bc := w.cfg.Batch
+	var acc batchAcc
+	var linger *time.Timer
+	var lingerC <-chan time.Time
+	flush := func() bool {
+		if linger != nil {
+			linger.Stop()
+			linger, lingerC = nil, nil
+		}
+		if len(acc.items) == 0 {
+			return true
+		}
+		ok := w.deliverBatch(acc.items, acc.dones, cp)
+		if ok {
+			for i := range acc.responses {
+				f.done(&acc.responses[i])
+			}
+		}
+		acc = batchAcc{}
+		return ok
+	}
+	defer func() {
+		if linger != nil {
+			linger.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-w.graceful:
+			return nil, false // what is gathered is not acknowledged: the next holder reads it again
+		case <-cp.ticker.C:
+			if cp.since > 0 && !cp.write() {
+				return nil, true
+			}
+		case err := <-f.errs:
+			if w.hardCtx.Err() != nil {
+				return nil, false
+			}
+			if !flush() {
+				return nil, false
+			}
+			w.log.Error("kinesislease: cannot read shard", "err", err)
+			return err, false
+		case <-lingerC:
+			if !flush() {
+				return nil, false
+			}
+		case b := <-f.batches:
+			acc.responses = append(acc.responses, b)
+			slots := make([]recordContext, len(b.Records))
+			for i := range b.Records {
+				ok := w.expand(&b.Records[i], &slots[i], func(r *recordContext, corrupt error, done leases.Checkpoint) bool {
+					if corrupt != nil {
+						// A corrupt aggregate is dead-lettered whole, in its place.
+						return flush() && w.deliver(r, corrupt, done, cp)
+					}
+					acc.items = append(acc.items, r)
+					acc.dones = append(acc.dones, done)
+					acc.bytes += len(r.rec.Data)
+					return !acc.full(bc) || flush()
+				})
+				if !ok {
+					return nil, false
+				}
+			}
+			switch {
+			case b.End:
+				if !flush() {
+					return nil, false
+				}
+				w.ended = true
+				return nil, false
+			case bc.Linger <= 0:
+				if !flush() {
+					return nil, false
+				}
+			case lingerC == nil && len(acc.items) > 0:
+				linger = time.NewTimer(bc.Linger)
+				lingerC = linger.C
+			}
+		}
+	}
+}
+
+// deliverBatch takes a batch to an outcome: the handler gets the records
+// still unresolved, as a batch, until each is acknowledged, dropped or
+// dead-lettered; failed ones are retried per the policy (a RetryAfter
+// after its delay, counting no attempt) as a batch of their own, then
+// dead-lettered (with no sink they hold the shard, as a single record
+// does). The checkpoint advances over the resolved prefix after each
+// round. It returns false when the worker stops or the lease is lost
+// first.
+func (w *worker) deliverBatch(items []*recordContext, dones []leases.Checkpoint, cp *checkpointer) bool {
+	p := w.proc
+	policy := p.Policy
+	n := len(items)
+	pending := make([]int, n)
+	for i := range pending {
+		pending[i] = i
+	}
+	failed := make([]int, n) // failed attempts per item
+	resolved := make([]bool, n)
+	next := 0 // items[:next] are acknowledged to the checkpointer
+	recs := make([]*kltype.Record, 0, n)
+	for {
+		if !w.Wait() {
+			return false
+		}
+		recs = recs[:0]
+		for _, i := range pending {
+			items[i].rec.Attempt = failed[i] + 1
+			recs = append(recs, &items[i].rec)
+		}
+		byIndex := map[int]error{}
+		for _, f := range w.callBatch(recs) {
+			if f.Index >= 0 && f.Index < len(recs) {
+				byIndex[f.Index] = f.Err
+			}
+		}
+		var again []int
+		var wt Wait
+		for bi, i := range pending {
+			err, ok := byIndex[bi]
+			r := &items[i].rec
+			if !ok || err == nil {
+				resolved[i] = true
+				w.handled(r, kltype.Acked, time.Time{})
+				continue
+			}
+			var (
+				drop   *kltype.DropError
+				dead   *kltype.DeadLetterError
+				decode *kltype.DecodeError
+				after  *kltype.RetryAfterError
+				panicE *kltype.PanicError
+			)
+			switch {
+			case errors.As(err, &drop):
+				w.log.Info("kinesislease: record dropped by the handler", "seq", r.SequenceNumber, "sub", r.SubSequence, "err", err)
+				resolved[i] = true
+				w.handled(r, kltype.Dropped, time.Time{})
+				continue
+			case errors.As(err, &decode), errors.As(err, &dead):
+				reason := kltype.ReasonDeadLetter
+				if decode != nil {
+					reason = kltype.ReasonDecode
+				}
+				if w.deadLetterItem(items[i], failed[i], reason, err) {
+					resolved[i] = true
+					continue
+				}
+				return false
+			case errors.As(err, &after):
+				again = append(again, i)
+				wt = longer(wt, Wait{Reason: WaitRetryAfter, Delay: after.Delay, Err: err})
+				continue
+			}
+			failed[i]++
+			if failed[i] < policy.Attempts {
+				w.log.Warn("kinesislease: batch item failed; retrying it", "seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", failed[i], "err", err)
+				again = append(again, i)
+				wt = longer(wt, Wait{Reason: WaitBackoff, Delay: backoff.Delay(failed[i], policy.InitialDelay, policy.MaxDelay), Err: err})
+				continue
+			}
+			reason := kltype.ReasonRetriesExhausted
+			if errors.As(err, &panicE) {
+				reason = kltype.ReasonPanic
+			}
+			if p.Sink != nil {
+				if !w.deadLetterItem(items[i], failed[i], reason, err) {
+					return false
+				}
+				resolved[i] = true
+				continue
+			}
+			w.log.Error("kinesislease: batch item keeps failing and no dead-letter sink is configured: holding the shard",
+				"seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", failed[i], "err", err)
+			again = append(again, i)
+			wt = longer(wt, Wait{Reason: WaitRetriesExhausted, Delay: policy.MaxDelay, Err: err})
+		}
+		for next < n && resolved[next] {
+			if !cp.ack(dones[next]) {
+				return false
+			}
+			next++
+		}
+		if len(again) == 0 {
+			return true
+		}
+		pending = again
+		if !p.waiter(w.hardCtx, &items[pending[0]].rec, w).wait(wt) {
+			return false
+		}
+	}
+}
+
+// longer returns the wait of a and b that waits longer.
+func longer(a, b Wait) Wait {
+	if b.Delay > a.Delay || a.Reason == 0 {
+		return b
+	}
+	return a
+}
+
+// deadLetterItem dead-letters one item of a batch (with no sink it holds
+// the shard until the worker stops) and reports whether it was.
+func (w *worker) deadLetterItem(item *recordContext, attempts int, reason string, cause error) bool {
+	p := w.proc
+	o := p.deadLetter(w.hardCtx, &item.rec, attempts, reason, cause, p.logger(), p.waiter(w.hardCtx, &item.rec, w))
+	if o == Stopped {
+		return false
+	}
+	w.handled(&item.rec, o, time.Time{})
+	return true
+}
+
+// callBatch calls the batch handler; a panic fails every record of the
+// batch with a *kltype.PanicError.
+func (w *worker) callBatch(recs []*kltype.Record) (failures []BatchFailure) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &kltype.PanicError{Value: v, Stack: debug.Stack()}
+			w.log.Error("kinesislease: batch handler panicked", "records", len(recs), "panic", v, "stack", string(pe.Stack))
+			failures = make([]BatchFailure, len(recs))
+			for i := range failures {
+				failures[i] = BatchFailure{Index: i, Err: pe}
+			}
+		}
+	}()
+	ctx := w.hardCtx
+	if t := w.cfg.HandlerTimeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	return w.cfg.Batch.Handler(ctx, recs)
+}
