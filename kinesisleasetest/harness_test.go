@@ -654,3 +654,46 @@ func TestHandlerTimeout(t *testing.T) {
 		t.Errorf("WithHandlerTimeout(0): stopped %t, message %q", stopped, msg)
 	}
 }
+
+// TestNewBatch: the batch harness runs the batch pipeline: named failures
+// retried as a batch of their own, outcome errors per item, an item
+// failing every attempt dead-lettered with its reason, the others
+// acknowledged; without a sink such an item holds its shard.
+func TestNewBatch(t *testing.T) {
+	var calls [][]string
+	h := kinesisleasetest.NewBatch(t, func(ctx context.Context, items []kinesislease.BatchItem[Order]) error {
+		var ids []string
+		var fails []kltype.ItemFailure
+		for i, it := range items {
+			ids = append(ids, it.Value.ID)
+			switch {
+			case it.Value.ID == "drop":
+				fails = append(fails, kltype.ItemFailure{Index: i, Err: kinesislease.Drop(errBoom)})
+			case it.Value.ID == "bad":
+				fails = append(fails, kltype.ItemFailure{Index: i, Err: errBoom})
+			case it.Value.ID == "once" && it.Record.Attempt == 1:
+				fails = append(fails, kltype.ItemFailure{Index: i, Err: errBoom})
+			}
+		}
+		calls = append(calls, ids)
+		if fails != nil {
+			return kinesislease.FailItems(fails...)
+		}
+		return nil
+	}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)))
+	res := h.HandleBatch(t.Context(), Order{ID: "a"}, Order{ID: "once"}, Order{ID: "drop"}, Order{ID: "bad"}, Order{ID: "b"})
+	res.RequireOutcomes(t, kinesisleasetest.Acked, kinesisleasetest.Acked, kinesisleasetest.Dropped, kinesisleasetest.DeadLettered, kinesisleasetest.Acked)
+	if res.Calls != 3 || fmt.Sprint(calls) != "[[a once drop bad b] [once bad] [bad]]" {
+		t.Fatalf("handler calls %v, want the whole batch, then once and bad, then bad", calls)
+	}
+	if dl := res.DeadLetters[3]; dl == nil || dl.Reason != "retries-exhausted" || dl.Attempts != 3 {
+		t.Fatalf("dead letter of bad: %+v, want retries-exhausted after 3 attempts", dl)
+	}
+	if len(res.Delays) != 2 {
+		t.Fatalf("delays %v, want the two backoffs", res.Delays)
+	}
+
+	held := kinesisleasetest.NewBatch(t, func(context.Context, []kinesislease.BatchItem[Order]) error { return errBoom },
+		kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)), kinesisleasetest.WithoutDeadLetter())
+	held.HandleBatch(t.Context(), Order{ID: "x"}, Order{ID: "y"}).RequireOutcomes(t, kinesisleasetest.Held, kinesisleasetest.Held)
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -134,38 +135,62 @@ func (w *worker) consumeBatches(f *feed, cp *checkpointer) (permanent error, los
 	}
 }
 
-// deliverBatch takes a batch to an outcome: the handler gets the records
-// still unresolved, as a batch, until each is acknowledged, dropped or
-// dead-lettered; failed ones are retried per the policy (a RetryAfter
-// after its delay, counting no attempt) as a batch of their own, then
-// dead-lettered (with no sink they hold the shard, as a single record
-// does). The checkpoint advances over the resolved prefix after each
-// round. It returns false when the worker stops or the lease is lost
-// first.
+// deliverBatch takes a gathered batch to an outcome through the
+// Processor (ProcessBatch), advancing the checkpoint over the resolved
+// prefix as items resolve. It returns false when the worker stops or the
+// lease is lost first.
 func (w *worker) deliverBatch(items []*recordContext, dones []leases.Checkpoint, cp *checkpointer) bool {
-	p := w.proc
+	recs := make([]*kltype.Record, len(items))
+	for i, it := range items {
+		recs[i] = &it.rec
+	}
+	resolved := make([]bool, len(items))
+	next := 0 // items[:next] are acknowledged to the checkpointer
+	return w.proc.ProcessBatch(w.hardCtx, recs, w.cfg.Batch.Handler, w, func(i int, o kltype.Outcome) bool {
+		w.handled(recs[i], o, time.Time{})
+		resolved[i] = true
+		for next < len(items) && resolved[next] {
+			if !cp.ack(dones[next]) {
+				return false
+			}
+			next++
+		}
+		return true
+	})
+}
+
+// ProcessBatch takes recs, one shard's records in order, to outcomes: the
+// handler gets the records still unresolved, as a batch, until each is
+// acknowledged, dropped or dead-lettered; failed ones are retried per the
+// policy (a RetryAfter after its delay, counting no attempt) as a batch of
+// their own, then dead-lettered (with no sink they hold the shard, as a
+// single record does). done(i, o) is told of each record as it resolves;
+// it returns false to stop. ProcessBatch returns false when the gate says
+// stop (or done did) before every record resolved.
+func (p *Processor) ProcessBatch(ctx context.Context, recs []*kltype.Record, handler BatchHandler, gate Gate, done func(i int, o kltype.Outcome) bool) bool {
+	log := p.logger()
 	policy := p.Policy
-	n := len(items)
-	pending := make([]int, n)
+	pending := make([]int, len(recs))
 	for i := range pending {
 		pending[i] = i
 	}
-	failed := make([]int, n) // failed attempts per item
-	resolved := make([]bool, n)
-	next := 0 // items[:next] are acknowledged to the checkpointer
-	recs := make([]*kltype.Record, 0, n)
+	failed := make([]int, len(recs)) // failed attempts per record
+	batch := make([]*kltype.Record, 0, len(recs))
 	for {
-		if !w.Wait() {
+		if gate != nil && !gate.Wait() {
 			return false
 		}
-		recs = recs[:0]
+		if ctx.Err() != nil {
+			return false
+		}
+		batch = batch[:0]
 		for _, i := range pending {
-			items[i].rec.Attempt = failed[i] + 1
-			recs = append(recs, &items[i].rec)
+			recs[i].Attempt = failed[i] + 1
+			batch = append(batch, recs[i])
 		}
 		byIndex := map[int]error{}
-		for _, f := range w.callBatch(recs) {
-			if f.Index >= 0 && f.Index < len(recs) {
+		for _, f := range p.callBatch(ctx, handler, batch, log) {
+			if f.Index >= 0 && f.Index < len(batch) {
 				byIndex[f.Index] = f.Err
 			}
 		}
@@ -173,10 +198,14 @@ func (w *worker) deliverBatch(items []*recordContext, dones []leases.Checkpoint,
 		var wt Wait
 		for bi, i := range pending {
 			err, ok := byIndex[bi]
-			r := &items[i].rec
+			r := recs[i]
+			if p.OnAttempt != nil {
+				p.OnAttempt(r, err)
+			}
 			if !ok || err == nil {
-				resolved[i] = true
-				w.handled(r, kltype.Acked, time.Time{})
+				if !done(i, kltype.Acked) {
+					return false
+				}
 				continue
 			}
 			var (
@@ -186,61 +215,56 @@ func (w *worker) deliverBatch(items []*recordContext, dones []leases.Checkpoint,
 				after  *kltype.RetryAfterError
 				panicE *kltype.PanicError
 			)
+			outcome := kltype.Outcome(0)
 			switch {
 			case errors.As(err, &drop):
-				w.log.Info("kinesislease: record dropped by the handler", "seq", r.SequenceNumber, "sub", r.SubSequence, "err", err)
-				resolved[i] = true
-				w.handled(r, kltype.Dropped, time.Time{})
-				continue
+				log.Info("kinesislease: record dropped by the handler", "seq", r.SequenceNumber, "sub", r.SubSequence, "err", err)
+				outcome = kltype.Dropped
 			case errors.As(err, &decode), errors.As(err, &dead):
 				reason := kltype.ReasonDeadLetter
 				if decode != nil {
 					reason = kltype.ReasonDecode
 				}
-				if w.deadLetterItem(items[i], failed[i], reason, err) {
-					resolved[i] = true
-					continue
+				if outcome = p.deadLetter(ctx, r, failed[i], reason, err, log, p.waiter(ctx, r, gate)); outcome == Stopped {
+					return false
 				}
-				return false
 			case errors.As(err, &after):
 				again = append(again, i)
 				wt = longer(wt, Wait{Reason: WaitRetryAfter, Delay: after.Delay, Err: err})
 				continue
-			}
-			failed[i]++
-			if failed[i] < policy.Attempts {
-				w.log.Warn("kinesislease: batch item failed; retrying it", "seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", failed[i], "err", err)
-				again = append(again, i)
-				wt = longer(wt, Wait{Reason: WaitBackoff, Delay: backoff.Delay(failed[i], policy.InitialDelay, policy.MaxDelay), Err: err})
-				continue
-			}
-			reason := kltype.ReasonRetriesExhausted
-			if errors.As(err, &panicE) {
-				reason = kltype.ReasonPanic
-			}
-			if p.Sink != nil {
-				if !w.deadLetterItem(items[i], failed[i], reason, err) {
-					return false
+			default:
+				failed[i]++
+				switch {
+				case failed[i] < policy.Attempts:
+					log.Warn("kinesislease: batch item failed; retrying it", "seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", failed[i], "err", err)
+					again = append(again, i)
+					wt = longer(wt, Wait{Reason: WaitBackoff, Delay: backoff.Delay(failed[i], policy.InitialDelay, policy.MaxDelay), Err: err})
+					continue
+				case p.Sink != nil:
+					reason := kltype.ReasonRetriesExhausted
+					if errors.As(err, &panicE) {
+						reason = kltype.ReasonPanic
+					}
+					if outcome = p.deadLetter(ctx, r, failed[i], reason, err, log, p.waiter(ctx, r, gate)); outcome == Stopped {
+						return false
+					}
+				default:
+					log.Error("kinesislease: batch item keeps failing and no dead-letter sink is configured: holding the shard",
+						"seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", failed[i], "err", err)
+					again = append(again, i)
+					wt = longer(wt, Wait{Reason: WaitRetriesExhausted, Delay: policy.MaxDelay, Err: err})
+					continue
 				}
-				resolved[i] = true
-				continue
 			}
-			w.log.Error("kinesislease: batch item keeps failing and no dead-letter sink is configured: holding the shard",
-				"seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", failed[i], "err", err)
-			again = append(again, i)
-			wt = longer(wt, Wait{Reason: WaitRetriesExhausted, Delay: policy.MaxDelay, Err: err})
-		}
-		for next < n && resolved[next] {
-			if !cp.ack(dones[next]) {
+			if !done(i, outcome) {
 				return false
 			}
-			next++
 		}
 		if len(again) == 0 {
 			return true
 		}
 		pending = again
-		if !p.waiter(w.hardCtx, &items[pending[0]].rec, w).wait(wt) {
+		if !p.waiter(ctx, recs[pending[0]], gate).wait(wt) {
 			return false
 		}
 	}
@@ -254,36 +278,30 @@ func longer(a, b Wait) Wait {
 	return a
 }
 
-// deadLetterItem dead-letters one item of a batch (with no sink it holds
-// the shard until the worker stops) and reports whether it was.
-func (w *worker) deadLetterItem(item *recordContext, attempts int, reason string, cause error) bool {
-	p := w.proc
-	o := p.deadLetter(w.hardCtx, &item.rec, attempts, reason, cause, p.logger(), p.waiter(w.hardCtx, &item.rec, w))
-	if o == Stopped {
-		return false
-	}
-	w.handled(&item.rec, o, time.Time{})
-	return true
-}
-
-// callBatch calls the batch handler; a panic fails every record of the
-// batch with a *kltype.PanicError.
-func (w *worker) callBatch(recs []*kltype.Record) (failures []BatchFailure) {
+// callBatch calls the batch handler (bounded by Timeout, if set); a
+// panic fails every record of the batch with a *kltype.PanicError.
+func (p *Processor) callBatch(ctx context.Context, handler BatchHandler, recs []*kltype.Record, log *slog.Logger) (failures []BatchFailure) {
 	defer func() {
 		if v := recover(); v != nil {
 			pe := &kltype.PanicError{Value: v, Stack: debug.Stack()}
-			w.log.Error("kinesislease: batch handler panicked", "records", len(recs), "panic", v, "stack", string(pe.Stack))
+			log.Error("kinesislease: batch handler panicked", "records", len(recs), "panic", v, "stack", string(pe.Stack))
 			failures = make([]BatchFailure, len(recs))
 			for i := range failures {
 				failures[i] = BatchFailure{Index: i, Err: pe}
 			}
 		}
 	}()
-	ctx := w.hardCtx
-	if t := w.cfg.HandlerTimeout; t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
+	if p.Timeout > 0 {
+		tctx, cancel := context.WithTimeout(ctx, p.Timeout)
 		defer cancel()
+		failures = handler(tctx, recs)
+		if errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			failures = make([]BatchFailure, len(recs))
+			for i := range failures {
+				failures[i] = BatchFailure{Index: i, Err: &kltype.HandlerTimeoutError{Timeout: p.Timeout}}
+			}
+		}
+		return failures
 	}
-	return w.cfg.Batch.Handler(ctx, recs)
+	return handler(ctx, recs)
 }
