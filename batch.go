@@ -67,6 +67,9 @@ func SubscribeBatch[T any](svc *Service, stream string, handler BatchHandlerFunc
 		if sub.batch == nil {
 			sub.batch = &engine.BatchConfig{MaxRecords: DefaultBatchRecords, MaxBytes: DefaultBatchBytes}
 		}
+		if sub.worker.KeyConcurrency > 1 {
+			sub.errs = append(sub.errs, fmt.Errorf("%w: WithKeyConcurrency is not for SubscribeBatch", ErrInvalidOption))
+		}
 		sub.batch.Handler = typed.BatchHandler[T](sub.codec, func(v T, r *kltype.Record) BatchItem[T] { return BatchItem[T]{Value: v, Record: r} },
 			func(ctx context.Context, items []BatchItem[T]) error { return handler(ctx, items) })
 		sub.worker.Batch = sub.batch

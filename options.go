@@ -333,6 +333,24 @@ func WithPolling(minInterval, idle time.Duration, limit int32) SubscribeOption {
 	})
 }
 
+// WithKeyConcurrency handles the records of a shard concurrently by
+// partition key: records of one key in order, one at a time; records of
+// different keys at most n at a time per shard (default 1: the whole shard
+// in order). The checkpoint advances only over records that are, with
+// every record before them, done, so a restart never skips one; a record
+// retrying or waiting on RetryAfter holds only its key (and the
+// checkpoint). On a planned handoff or shutdown, records in flight finish
+// and their retries are cut short; a lost lease cancels them. For
+// SubscribeBatch it is refused.
+func WithKeyConcurrency(n int) SubscribeOption {
+	return subOption(func(s *subscription) {
+		if n < 1 {
+			s.errs = append(s.errs, fmt.Errorf("%w: WithKeyConcurrency(%d): must be at least 1", ErrInvalidOption, n))
+		}
+		s.worker.KeyConcurrency = n
+	})
+}
+
 // WithHandlerTimeout bounds each handler call: after d its context is
 // cancelled, and the attempt counts as failed (a
 // *kltype.HandlerTimeoutError, matching context.DeadlineExceeded), retried

@@ -45,6 +45,10 @@ type WorkerConfig struct {
 	// Batch, if set, hands the records to a batch handler instead of
 	// Handler (see BatchConfig).
 	Batch *BatchConfig
+	// KeyConcurrency, if above 1, handles records of different partition
+	// keys concurrently, at most that many at a time per shard; records of
+	// one key stay in order, one at a time (see consumeByKey).
+	KeyConcurrency int
 	// Budget, if set, bounds what the instance holds fetched and not yet
 	// handled; every worker of the instance shares it.
 	Budget *Budget
@@ -238,6 +242,9 @@ func (w *worker) startReader() *feed {
 func (w *worker) consume(f *feed, cp *checkpointer) (permanent error, lost bool) {
 	if w.cfg.Batch != nil {
 		return w.consumeBatches(f, cp)
+	}
+	if w.cfg.KeyConcurrency > 1 {
+		return w.consumeByKey(f, cp)
 	}
 	for {
 		select {
@@ -452,6 +459,12 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 // not nil), reports it to the hooks and acknowledges done to cp. It
 // returns false when the worker stops first or the lease is lost.
 func (w *worker) deliver(slot *recordContext, corrupt error, done leases.Checkpoint, cp *checkpointer) bool {
+	return w.process(slot, corrupt) && cp.ack(done)
+}
+
+// process takes one record to an outcome and reports it to the hooks; it
+// returns false when the worker stops first. It acknowledges nothing.
+func (w *worker) process(slot *recordContext, corrupt error) bool {
 	start := w.now()
 	r := &slot.rec
 	var o kltype.Outcome
@@ -464,7 +477,7 @@ func (w *worker) deliver(slot *recordContext, corrupt error, done leases.Checkpo
 		return false
 	}
 	w.handled(r, o, start)
-	return cp.ack(done)
+	return true
 }
 
 // Hook calls. Each costs one length check when no hook listens.

@@ -1,0 +1,248 @@
+package kinesislease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// keyed is an order of one of many keys, numbered within its key.
+type keyed struct {
+	Key string `json:"key"`
+	N   int    `json:"n"`
+}
+
+// putKeyed puts n records per key for keys, interleaved, on one shard.
+func putKeyed(t *testing.T, kc *kinesis.Client, stream string, keys, n, from int) {
+	t.Helper()
+	var entries []ktypes.PutRecordsRequestEntry
+	flush := func() {
+		if _, err := kc.PutRecords(context.Background(), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries}); err != nil {
+			t.Fatal(err)
+		}
+		entries = entries[:0]
+	}
+	for i := from; i < from+n; i++ {
+		for k := range keys {
+			data := fmt.Appendf(nil, `{"key":"k%d","n":%d}`, k, i)
+			entries = append(entries, ktypes.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(fmt.Sprintf("k%d", k))})
+			if len(entries) == 500 {
+				flush()
+			}
+		}
+	}
+	if len(entries) > 0 {
+		flush()
+	}
+}
+
+// keyOrder checks per-key order and counts deliveries.
+type keyOrder struct {
+	mu       sync.Mutex
+	last     map[string]int // newest N first delivered per key
+	inside   map[string]bool
+	distinct int
+	errs     []string
+	want     int
+	all      chan struct{}
+	running  int
+	maxRun   int
+}
+
+func newKeyOrder(want int) *keyOrder {
+	return &keyOrder{last: map[string]int{}, inside: map[string]bool{}, want: want, all: make(chan struct{})}
+}
+
+func (o *keyOrder) handler(delay func() time.Duration) kinesislease.HandlerFunc[keyed] {
+	return func(ctx context.Context, v keyed) error {
+		o.mu.Lock()
+		if o.inside[v.Key] {
+			o.errs = append(o.errs, fmt.Sprintf("key %s: two records at once", v.Key))
+		}
+		o.inside[v.Key] = true
+		o.running++
+		o.maxRun = max(o.maxRun, o.running)
+		o.mu.Unlock()
+		time.Sleep(delay())
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.inside[v.Key] = false
+		o.running--
+		if last, seen := o.last[v.Key]; v.N > last || !seen {
+			if seen && v.N != last+1 || !seen && v.N != 0 {
+				o.errs = append(o.errs, fmt.Sprintf("key %s: record %d first delivered after %d", v.Key, v.N, last))
+			}
+			o.last[v.Key] = v.N
+			o.distinct++
+			if o.distinct == o.want {
+				close(o.all)
+			}
+		}
+		return nil
+	}
+}
+
+// TestKeyConcurrency: 1,000 keys on one shard, random handler delays, key
+// concurrency 16: records of one key never run at once and arrive in
+// order, records of different keys do run at once (never more than 16),
+// and a restart resumes from a checkpoint that skips no unacknowledged
+// record: every record handled, duplicates only after the checkpoint.
+func TestKeyConcurrency(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	const keys, per = 1000, 3
+	putKeyed(t, kc, stream, keys, per, 0)
+	store := memory.New()
+	o := newKeyOrder(keys * per)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rmu sync.Mutex
+	delay := func() time.Duration {
+		rmu.Lock()
+		defer rmu.Unlock()
+		return time.Duration(rng.IntN(2000)) * time.Microsecond
+	}
+	run := func(owner string, until func() bool) {
+		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
+			kinesislease.WithOwner(owner), kinesislease.WithLogger(testLogger(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kinesislease.Subscribe(svc, stream, o.handler(delay), kinesislease.WithStartPosition(kltype.TrimHorizon),
+			kinesislease.WithKeyConcurrency(16), kinesislease.WithCheckpoint(100, 50*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- svc.Run(ctx) }()
+		deadline := time.Now().Add(60 * time.Second)
+		for !until() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not done after 60s (%d of %d records)", owner, o.count(), keys*per)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Stopped half way, then restarted.
+	run("a", func() bool { return o.count() >= keys*per/2 })
+	l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"})
+	if err != nil || l.Checkpoint.Sequence == "" {
+		t.Fatalf("row after the first run: %+v, %v", l, err)
+	}
+	run("b", func() bool {
+		select {
+		case <-o.all:
+			return true
+		default:
+			return false
+		}
+	})
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range o.errs {
+		t.Error(e)
+	}
+	if o.maxRun < 2 || o.maxRun > 16 {
+		t.Errorf("at most %d records ran at once, want between 2 and 16", o.maxRun)
+	}
+	t.Logf("at most %d records at once", o.maxRun)
+}
+
+func (o *keyOrder) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.distinct
+}
+
+// TestKeyConcurrencyHeldKey: one key held by RetryAfter does not hold the
+// others: every other key's records are handled meanwhile, and the
+// checkpoint does not pass the held record.
+func TestKeyConcurrencyHeldKey(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	putKeyed(t, kc, stream, 20, 5, 0)
+	store := memory.New()
+	var mu sync.Mutex
+	others := 0
+	release := make(chan struct{})
+	var heldSeq string
+	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
+		kinesislease.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = kinesislease.Subscribe(svc, stream, func(ctx context.Context, v keyed) error {
+		if v.Key == "k0" && v.N == 0 {
+			select {
+			case <-release:
+				return nil
+			default:
+				rec, _ := kinesislease.RecordFrom(ctx)
+				mu.Lock()
+				heldSeq = rec.SequenceNumber
+				mu.Unlock()
+				return kinesislease.RetryAfter(20*time.Millisecond, errors.New("not yet"))
+			}
+		}
+		if v.Key != "k0" {
+			mu.Lock()
+			others++
+			mu.Unlock()
+		}
+		return nil
+	}, kinesislease.WithStartPosition(kltype.TrimHorizon), kinesislease.WithKeyConcurrency(4), kinesislease.WithCheckpoint(10, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := others
+		mu.Unlock()
+		if n == 19*5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records of the other keys handled while k0 was held", n, 19*5)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // checkpoints come every 20ms: give them time to (wrongly) pass the held record
+	l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	held := heldSeq
+	mu.Unlock()
+	if l.Checkpoint.Sequence != "" && compareSeq(l.Checkpoint.Sequence, held) >= 0 {
+		t.Fatalf("checkpoint %s at or past the held record %s", l.Checkpoint.Sequence, held)
+	}
+	close(release)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
