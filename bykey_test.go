@@ -246,3 +246,48 @@ func TestKeyConcurrencyHeldKey(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKeyConcurrencyHandoff: per-key order holds across a planned handoff:
+// a second instance joins while the first handles 1,000 keys over two
+// shards at key concurrency 16; one shard moves, drained by the first
+// before the second takes it; every record is handled, each key's records
+// first delivered in order, never two of a key at once, on both stores.
+func TestKeyConcurrencyHandoff(t *testing.T) {
+	stores(t, func(t *testing.T, newStore func() leases.Store) {
+		kc := testutil.KinesisClient(t, testutil.Kinesalite)
+		stream := testutil.StreamName(t)
+		testutil.CreateStream(t, kc, stream, 2)
+		const keys, per = 1000, 4
+		putKeyed(t, kc, stream, keys, per, 0)
+		o := newKeyOrder(keys * per)
+		slow := func() time.Duration { return 2 * time.Millisecond }
+		var ins []*instance
+		for _, owner := range []string{"a", "b"} {
+			ins = append(ins, startWith(t, kc, newStore(), stream, owner, o.handler(slow),
+				[]kinesislease.SubscribeOption{kinesislease.WithKeyConcurrency(16)}))
+			if owner == "a" {
+				deadline := time.Now().Add(30 * time.Second)
+				for o.count() < keys*per/4 {
+					if time.Now().After(deadline) {
+						t.Fatal("a handled too little after 30s")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		}
+		select {
+		case <-o.all:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%d of %d records handled after 60s", o.count(), keys*per)
+		}
+		waitSplit(t, stream, map[string]*instance{"a": ins[0], "b": ins[1]}, []int{1, 1}) // the handoff happened
+		for _, in := range ins {
+			in.stop(t)
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		for _, e := range o.errs {
+			t.Error(e)
+		}
+	})
+}
