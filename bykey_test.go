@@ -291,3 +291,67 @@ func TestKeyConcurrencyHandoff(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyConcurrencyLeaseLost: with records in flight on several keys, the
+// instance is cut off from the lease store (its heartbeats stop landing, so
+// its fence passes): the records in flight are cancelled and no checkpoint
+// passes the first record not acknowledged.
+func TestKeyConcurrencyLeaseLost(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	putKeyed(t, kc, stream, 50, 2, 0)
+	cs := &cutStore{Store: memory.New()}
+	var mu sync.Mutex
+	acked := 0
+	var blockedSeq string
+	cancelled := make(chan struct{}, 100)
+	startWith(t, kc, cs, stream, "a", func(ctx context.Context, v keyed) error {
+		if v.Key == "k7" || v.Key == "k9" {
+			rec, _ := kinesislease.RecordFrom(ctx)
+			mu.Lock()
+			if blockedSeq == "" || compareSeq(rec.SequenceNumber, blockedSeq) < 0 {
+				blockedSeq = rec.SequenceNumber
+			}
+			mu.Unlock()
+			<-ctx.Done() // in flight until the lease is lost
+			cancelled <- struct{}{}
+			return ctx.Err()
+		}
+		mu.Lock()
+		acked++
+		mu.Unlock()
+		return nil
+	}, []kinesislease.SubscribeOption{kinesislease.WithKeyConcurrency(8)})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := acked
+		mu.Unlock()
+		if n == 48*2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records of the free keys handled", n, 48*2)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cs.cut.Store(true)
+	for range 2 { // both blocked keys' first records are cancelled
+		select {
+		case <-cancelled:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the records in flight were not cancelled after the cut")
+		}
+	}
+	l, err := cs.Store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if l.Checkpoint.Sequence != "" && compareSeq(l.Checkpoint.Sequence, blockedSeq) >= 0 {
+		t.Fatalf("checkpoint %s at or past the first unacknowledged record %s", l.Checkpoint.Sequence, blockedSeq)
+	}
+	cs.cut.Store(false)
+}
