@@ -101,6 +101,7 @@ type flags struct {
 	status               time.Duration
 	logLevel             string
 	healthAddr           string
+	keyConcurrency       int
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -126,6 +127,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.report, "report", "", "append one line per handled order (\"owner shard seq orderID unixnano\") and per lease move to this file")
 	fs.DurationVar(&f.status, "status", time.Second, "how often to print the status line (0: never)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	fs.IntVar(&f.keyConcurrency, "key-concurrency", 1, "handle this many partition keys of a shard at once (records of one key stay in order)")
 	fs.StringVar(&f.healthAddr, "health-addr", "", "serve /livez, /readyz and /healthz on this address (e.g. 127.0.0.1:8081); empty: none")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -243,6 +245,7 @@ func run(f *flags, stdout, stderr io.Writer) error {
 		kinesislease.WithCodec(cdc),
 		kinesislease.WithStartPosition(start),
 		kinesislease.WithCheckpoint(f.checkpointEvery, f.checkpointInterval),
+		kinesislease.WithKeyConcurrency(f.keyConcurrency),
 	); err != nil {
 		return err
 	}

@@ -129,3 +129,23 @@ func TestTallyAfterStop(t *testing.T) {
 			ta.AfterStop, ta.OtherDups, ta.Overlaps, ta.InFlightDups)
 	}
 }
+
+// TestKeyOrder: an order of a customer first handled before an earlier one
+// of that customer (by sequence number) is reported; redeliveries and
+// other customers' orders are not.
+func TestKeyOrder(t *testing.T) {
+	t0 := time.Now()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Millisecond) }
+	customer := map[string]string{"o1": "c1", "o2": "c1", "o3": "c2", "o4": "c1"}
+	ds := []harness.Delivery{
+		{ID: "o1", Seq: "10", At: at(1)},
+		{ID: "o3", Seq: "5", At: at(2)}, // another customer
+		{ID: "o2", Seq: "20", At: at(3)},
+		{ID: "o1", Seq: "10", At: at(4)}, // a redelivery
+		{ID: "o4", Seq: "15", At: at(5)}, // c1 out of order: 15 after 20
+	}
+	bad := keyOrder([]string{"o1", "o2", "o3", "o4"}, ds, func(id string) string { return customer[id] })
+	if len(bad) != 1 || !strings.Contains(bad[0], "o4") {
+		t.Fatalf("keyOrder = %v, want only o4 reported", bad)
+	}
+}

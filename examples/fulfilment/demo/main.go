@@ -68,6 +68,7 @@ func demoMain() int {
 		trials  = flag.Int("trials", 1, "with --measure-failover: runs per setting")
 		only    = flag.String("settings", "membership,per-row,short", "with --measure-failover: the settings to measure, comma-separated")
 		sig     = flag.String("signal", "kill", "with --measure-failover: how to disrupt the victim: kill (SIGKILL) or stop (SIGSTOP, SIGCONT once failed over)")
+		keyConc = flag.Int("key-concurrency", 0, "the instances' --key-concurrency (0: their default, 1)")
 		timeout = flag.Duration("timeout", 0, "stop everything after this long (default 85s; with --measure-failover 30s + 90s per trial, 120s with --signal stop)")
 	)
 	flag.Parse()
@@ -110,7 +111,7 @@ func demoMain() int {
 		Stream: "fulfilment", Table: "fulfilment-leases",
 		Orders: *orders, PublishOver: *over, Instances: f.Instances,
 		Lease: f.Lease, Renew: f.Renew, Scan: f.Scan, CheckpointInterval: f.CheckpointInterval,
-		Kill: !*noKill, KillAt: 0.5,
+		Kill: !*noKill, KillAt: 0.5, KeyConcurrency: *keyConc,
 		Dir: fr.Dir, Binary: bin, Out: os.Stdout,
 	}
 	if err := fr.Setup(cfg.Table, cfg.Stream, int32(f.Shards)); err != nil {
@@ -123,7 +124,7 @@ func demoMain() int {
 	fmt.Println()
 	t.print(os.Stdout)
 	fmt.Printf("demo finished in %.1fs\n", time.Since(fr.Begin).Seconds())
-	if t.Lost > 0 || len(t.Overlaps) > 0 || (cfg.Kill && !t.Complete) {
+	if t.Lost > 0 || len(t.Overlaps) > 0 || len(t.KeyOrder) > 0 || (cfg.Kill && !t.Complete) {
 		return 1
 	}
 	return 0

@@ -36,7 +36,9 @@ type config struct {
 	// checkpoint interval.
 	Lease, Renew, Scan time.Duration
 	// Protocol is the instances' --protocol; empty for the default.
-	Protocol           string
+	Protocol string
+	// KeyConcurrency is the instances' --key-concurrency; 0 for the default.
+	KeyConcurrency     int
 	CheckpointInterval time.Duration
 	// Kill SIGKILLs the instance holding the most shards once KillAt of the
 	// orders are published (at once when there are none).
@@ -103,6 +105,7 @@ type demo struct {
 	store  *dynamo.Store
 
 	published atomic.Int64
+	customers sync.Map // order id -> its customer (the partition key), for the per-key order check
 
 	mu      sync.Mutex
 	reports harness.Reports
@@ -178,6 +181,7 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 		return nil, err
 	}
 	t := compute(ids, d.reports.Deliveries, d.reports.Events, d.kill, cfg.fence())
+	t.KeyOrder = keyOrder(ids, d.reports.Deliveries, func(id string) string { c, _ := d.customers.Load(id); s, _ := c.(string); return s })
 	t.Lease, t.Renew, t.Scan = cfg.Lease, cfg.Renew, cfg.Scan
 	return t, nil
 }
@@ -191,7 +195,7 @@ func newDemo(cfg config, env harness.Env) *demo {
 	}
 	d.fleet = &harness.Fleet{
 		Name: "demo", Binary: cfg.Binary, Dir: cfg.Dir, Env: env, Stream: cfg.Stream, Table: cfg.Table,
-		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, Protocol: cfg.Protocol, CheckpointInterval: cfg.CheckpointInterval,
+		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, Protocol: cfg.Protocol, KeyConcurrency: cfg.KeyConcurrency, CheckpointInterval: cfg.CheckpointInterval,
 		ShutdownTimeout: 10 * time.Second, Race: cfg.Race,
 	}
 	return d
@@ -424,6 +428,7 @@ func (d *demo) publish(ctx context.Context, killNow chan struct{}) ([]string, er
 			}
 			pending = append(pending, ktypes.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(o.Customer)})
 			pendingIDs = append(pendingIDs, o.ID)
+			d.customers.Store(o.ID, o.Customer)
 		}
 		for len(pending) > 0 {
 			n := min(500, len(pending))

@@ -29,6 +29,9 @@ type tally struct {
 	// the same shard and sequence number. OtherDups lists the rest.
 	KilledWindowDups int
 	OtherDups        []string
+	// KeyOrder lists the customers (partition keys) whose orders were not
+	// first handled in stream order.
+	KeyOrder []string
 
 	// The SIGKILLed instance, when, and the shards it held then. With
 	// --signal stop it was SIGSTOPped instead (Signal says which; empty for
@@ -381,6 +384,36 @@ func overlaps(ds []harness.Delivery, es []harness.LeaseEvent, k *kill, fence tim
 }
 
 // print writes the tally for people.
+// keyOrder returns the customers (partition keys) whose orders were not
+// first handled in stream order (their sequence numbers, on the one shard
+// a key maps to): per-key order, what a shard guarantees with or without
+// key concurrency, across failovers. customerOf maps an order id to its
+// customer; ids outside published are ignored.
+func keyOrder(published []string, ds []harness.Delivery, customerOf func(string) string) []string {
+	known := make(map[string]bool, len(published))
+	for _, id := range published {
+		known[id] = true
+	}
+	sorted := slices.Clone(ds)
+	slices.SortStableFunc(sorted, func(a, b harness.Delivery) int { return a.At.Compare(b.At) })
+	seen := map[string]bool{}
+	last := map[string]string{} // customer -> newest sequence number first handled
+	var bad []string
+	for _, d := range sorted {
+		if !known[d.ID] || seen[d.ID] {
+			continue
+		}
+		seen[d.ID] = true
+		c := customerOf(d.ID)
+		if prev, had := last[c]; had && harness.CmpSeq(d.Seq, prev) < 0 {
+			bad = append(bad, fmt.Sprintf("%s: %s (seq %s) first handled after seq %s", c, d.ID, d.Seq, prev))
+			continue
+		}
+		last[c] = d.Seq
+	}
+	return bad
+}
+
 func (t *tally) print(w io.Writer) {
 	fmt.Fprintf(w, "tally\n")
 	fmt.Fprintf(w, "  published            %d\n", t.Published)
@@ -392,6 +425,11 @@ func (t *tally) print(w io.Writer) {
 	fmt.Fprintln(w)
 	if t.Unknown > 0 {
 		fmt.Fprintf(w, "  never published      %d\n", t.Unknown)
+	}
+	if len(t.KeyOrder) == 0 {
+		fmt.Fprintf(w, "  key order            every customer's orders first handled in stream order\n")
+	} else {
+		fmt.Fprintf(w, "  key order            %d VIOLATIONS, e.g. %s\n", len(t.KeyOrder), t.KeyOrder[0])
 	}
 	fmt.Fprintf(w, "  duplicates           %d deliveries of %d orders", t.Duplicates, t.DuplicatedOrders)
 	if t.Killed != "" {

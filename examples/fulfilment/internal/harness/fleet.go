@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,7 +70,9 @@ type Fleet struct {
 	Lease, Renew, Scan time.Duration
 	// Protocol is the instances' --protocol (membership or per-row); empty
 	// for the default.
-	Protocol           string
+	Protocol string
+	// KeyConcurrency is the instances' --key-concurrency; 0 for the default.
+	KeyConcurrency     int
 	CheckpointInterval time.Duration
 	ShutdownTimeout    time.Duration
 	Race               bool // the binary was built with -race
@@ -138,6 +141,9 @@ func (f *Fleet) Start(owner string) (*Instance, error) {
 	}
 	if f.Lease > 0 { // else the library's defaults
 		args = append(args, "--lease", f.Lease.String(), "--renew", f.Renew.String(), "--scan", f.Scan.String())
+	}
+	if f.KeyConcurrency > 0 {
+		args = append(args, "--key-concurrency", strconv.Itoa(f.KeyConcurrency))
 	}
 	if f.Protocol != "" {
 		args = append(args, "--protocol", f.Protocol)
