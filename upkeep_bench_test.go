@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 // it reports (ReturnConsumedCapacity), what keeping the leases costs in
 // steady state: a fleet at the default settings, balanced, no records
 // flowing (so no checkpoints), over a 15s window (KINESISLEASE_UPKEEP_WINDOW
-// sets another), counting the lease events (moves) in it. Per protocol, instances
+// sets another; KINESISLEASE_UPKEEP_KEY_CONCURRENCY subscribes with
+// WithKeyConcurrency), counting the lease events (moves) in it. Per protocol, instances
 // and shards: write units per instance-hour, read units per instance-second,
 // and the membership rows' share of the writes. The membership protocol's
 // figures must not grow with the shard count.
@@ -74,8 +76,11 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if err := kinesislease.Subscribe(svc, stream, func(context.Context, order) error { return nil },
-						kinesislease.WithStartPosition(kltype.TrimHorizon)); err != nil {
+					subOpts := []kinesislease.SubscribeOption{kinesislease.WithStartPosition(kltype.TrimHorizon)}
+					if n, err := strconv.Atoi(os.Getenv("KINESISLEASE_UPKEEP_KEY_CONCURRENCY")); err == nil && n > 1 {
+						subOpts = append(subOpts, kinesislease.WithKeyConcurrency(n))
+					}
+					if err := kinesislease.Subscribe(svc, stream, func(context.Context, order) error { return nil }, subOpts...); err != nil {
 						b.Fatal(err)
 					}
 					svcs = append(svcs, svc)
