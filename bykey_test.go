@@ -355,3 +355,43 @@ func TestKeyConcurrencyLeaseLost(t *testing.T) {
 	}
 	cs.cut.Store(false)
 }
+
+// TestHandoffDrainBounded: a planned handoff does not wait on a hung
+// handler for ever: the instance giving the shard up cancels what is still
+// in flight after its shutdown timeout, releases with what it had
+// acknowledged, and the new holder reads the shard (the hung record
+// included, never acknowledged).
+func TestHandoffDrainBounded(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 2)
+	putKeyed(t, kc, stream, 20, 2, 0)
+	store := memory.New()
+	var mu sync.Mutex
+	byB := 0
+	a := startWith(t, kc, store, stream, "a", func(ctx context.Context, v keyed) error {
+		<-ctx.Done() // hung until cancelled
+		return ctx.Err()
+	}, []kinesislease.SubscribeOption{kinesislease.WithKeyConcurrency(4)}, kinesislease.WithShutdownTimeout(500*time.Millisecond))
+	waitSplit(t, stream, map[string]*instance{"a": a}, []int{2})
+	b := startWith(t, kc, store, stream, "b", func(ctx context.Context, v keyed) error {
+		mu.Lock()
+		byB++
+		mu.Unlock()
+		return nil
+	}, nil)
+	waitSplit(t, stream, map[string]*instance{"a": a, "b": b}, []int{1, 1})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := byB
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b handled nothing of the shard handed over after 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -878,11 +878,11 @@ func (g *Group) act(ctx context.Context, a map[unit]string) {
 		switch {
 		case ok && owner != g.cfg.Owner:
 			g.streams[u.Stream].log.Info("kinesislease: handing lease over", "shard", u.Shard, "to", owner)
-			w.stop()
+			w.stopWithin(g.cfg.ShutdownTimeout)
 		case !ok && g.cfg.MaxLeases > 0 && over > 0 && g.active(g.streams[u.Stream], u.Shard):
 			g.streams[u.Stream].log.Info("kinesislease: releasing a lease beyond the cap", "shard", u.Shard, "max_leases", g.cfg.MaxLeases)
 			over--
-			w.stop()
+			w.stopWithin(g.cfg.ShutdownTimeout)
 		}
 	}
 	var want []unit

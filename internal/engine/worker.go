@@ -115,6 +115,22 @@ func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, clie
 // stop asks the worker to drain, checkpoint and release.
 func (w *worker) stop() { w.gracefulOnce.Do(func() { close(w.graceful) }) }
 
+// stopWithin asks the worker to drain, checkpoint and release, and cancels
+// what is still in flight if the drain takes longer than d (a planned
+// handoff must not wait on a hung handler): the release then checkpoints
+// what was acknowledged.
+func (w *worker) stopWithin(d time.Duration) {
+	w.stop()
+	time.AfterFunc(d, func() {
+		select {
+		case <-w.done:
+		default:
+			w.log.Warn("kinesislease: drain for a handoff took too long; cancelling the records in flight", "after", d)
+			w.hardCancel()
+		}
+	})
+}
+
 // rewind asks the worker to drain and apply the lease's pending rewind
 // instead of releasing.
 func (w *worker) rewind() { w.rewinding.Store(true); w.stop() }
