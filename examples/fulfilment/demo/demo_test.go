@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +16,21 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 // TestDemo runs the demo small: 3 instances of examples/fulfilment as
 // separate processes (built with -race when this test is), 1000 orders over
 // 4s on 4 shards, the instance holding the most shards SIGKILLed half-way.
+//
+// It runs twice: with each shard's records handled in order, and with key
+// concurrency 8 (records of one customer in order, customers at once);
+// both keep every customer's orders in stream order across the SIGKILL.
 func TestDemo(t *testing.T) {
+	for _, keys := range []int{0, 8} {
+		t.Run(fmt.Sprintf("key-concurrency=%d", max(keys, 1)), func(t *testing.T) { testDemo(t, keys) })
+	}
+}
+
+func testDemo(t *testing.T, keyConcurrency int) {
 	e, table, stream := harness.TestEnv(t, 4)
 	cfg := config{
-		Stream: stream, Table: table,
+		KeyConcurrency: keyConcurrency,
+		Stream:         stream, Table: table,
 		Orders: 1000, PublishOver: 4 * time.Second, Instances: 3,
 		Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Scan: 500 * time.Millisecond,
 		CheckpointInterval: 500 * time.Millisecond,
@@ -43,6 +55,9 @@ func TestDemo(t *testing.T) {
 	}
 	if ta.Unknown != 0 {
 		t.Errorf("%d handled orders were never published", ta.Unknown)
+	}
+	if len(ta.KeyOrder) > 0 {
+		t.Errorf("%d customers' orders handled out of stream order, e.g. %s", len(ta.KeyOrder), ta.KeyOrder[0])
 	}
 
 	// Failover. A survivor takes a lease over once it has seen the row
