@@ -179,3 +179,65 @@ func TestBatchOptions(t *testing.T) {
 		t.Errorf("SubscribeBatch(nil): %v", err)
 	}
 }
+
+// TestBatchLeaseLost: a batch in the handler when the lease is lost (the
+// instance cut off from the lease store: its fence passes) has its context
+// cancelled, and no checkpoint passes the batch's first record.
+func TestBatchLeaseLost(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	put(t, kc, stream, 0, 30)
+	cs := &cutStore{Store: memory.New()}
+	var mu sync.Mutex
+	var firstBlocked string
+	cancelled := make(chan struct{}, 1)
+	runService(t, kc, cs, "a", func(svc *kinesislease.Service) error {
+		return kinesislease.SubscribeBatch(svc, stream, func(ctx context.Context, items []kinesislease.BatchItem[order]) error {
+			if items[0].Value.ID < 20 {
+				return nil // the first batches go through
+			}
+			mu.Lock()
+			if firstBlocked == "" {
+				firstBlocked = items[0].Record.SequenceNumber
+			}
+			mu.Unlock()
+			<-ctx.Done()
+			select {
+			case cancelled <- struct{}{}:
+			default:
+			}
+			return ctx.Err()
+		}, kinesislease.WithStartPosition(kltype.TrimHorizon), kinesislease.WithBatchSize(10, 1<<20, 0),
+			kinesislease.WithCheckpoint(1, 20*time.Millisecond), kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 10))
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		b := firstBlocked
+		mu.Unlock()
+		if b != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no batch reached the handler's blocking part after 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cs.cut.Store(true)
+	select {
+	case <-cancelled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the batch in the handler was not cancelled after the cut")
+	}
+	l, err := cs.Store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if l.Checkpoint.Sequence != "" && compareSeq(l.Checkpoint.Sequence, firstBlocked) >= 0 {
+		t.Fatalf("checkpoint %s at or past the unacknowledged batch's first record %s", l.Checkpoint.Sequence, firstBlocked)
+	}
+	cs.cut.Store(false)
+}

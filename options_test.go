@@ -57,6 +57,8 @@ func TestInvalidSubscriptions(t *testing.T) {
 		{"zero timestamp", "orders", handle, kinesislease.WithStartPosition(kltype.AtTimestamp(time.Time{})), "AtTimestamp"},
 		{"empty sequence", "orders", handle, kinesislease.WithStartPosition(kltype.AfterSequenceNumber("")), "sequence"},
 		{"polling", "orders", handle, kinesislease.WithPolling(0, time.Second, 0), "WithPolling"},
+		{"key concurrency", "orders", handle, kinesislease.WithKeyConcurrency(0), "WithKeyConcurrency"},
+		{"handler timeout", "orders", handle, kinesislease.WithHandlerTimeout(0), "WithHandlerTimeout"},
 	} {
 		svc, err := kinesislease.New(awsConfig())
 		if err != nil {
