@@ -3,6 +3,7 @@ package kinesislease_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,7 +17,9 @@ import (
 // BenchmarkKeyConcurrency: one shard of the in-memory Kinesis, 1,000
 // distinct keys, a handler sleeping 10ms: records/s at key concurrency 1,
 // 16 and 64 (the goal: about n × 100 records/s until the shard's own rate
-// bounds it), from the first record handled to the last.
+// bounds it), from the first record handled to the last; and the most
+// records acknowledged past the checkpoint at a checkpoint write (every
+// 200ms here).
 func BenchmarkKeyConcurrency(b *testing.B) {
 	for _, n := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("concurrency=%d", n), func(b *testing.B) {
@@ -38,8 +41,9 @@ func BenchmarkKeyConcurrency(b *testing.B) {
 				if err := p.Close(context.Background()); err != nil {
 					b.Fatal(err)
 				}
+				lag := &checkpointLag{}
 				svc, err := kinesislease.New(awsConfig(), kinesislease.WithKinesisClient(k), kinesislease.WithLeaseStore(memory.New()),
-					kinesislease.WithLogger(testLogger(b)))
+					kinesislease.WithLogger(testLogger(b)), kinesislease.WithHooks(lag))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -53,7 +57,7 @@ func BenchmarkKeyConcurrency(b *testing.B) {
 						close(all)
 					}
 					return nil
-				}, kinesislease.WithStartPosition(kltype.TrimHorizon), kinesislease.WithKeyConcurrency(n))
+				}, kinesislease.WithStartPosition(kltype.TrimHorizon), kinesislease.WithKeyConcurrency(n), kinesislease.WithCheckpoint(100_000, 200*time.Millisecond))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -67,7 +71,49 @@ func BenchmarkKeyConcurrency(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportMetric(float64(records)/elapsed.Seconds(), "records/s")
+				b.ReportMetric(float64(lag.worst()), "max-acked-past-checkpoint")
 			}
 		})
 	}
+}
+
+// checkpointLag measures, at each checkpoint written, how many records
+// were acknowledged past it (acknowledged, but a restart would hand them
+// out again): the checkpoint's lag behind the newest acknowledged record.
+type checkpointLag struct {
+	mu    sync.Mutex
+	acked []string // sequence numbers acknowledged
+	max   int
+}
+
+func (c *checkpointLag) OnRecordHandled(r kltype.RecordInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.acked = append(c.acked, r.SequenceNumber)
+}
+
+func (c *checkpointLag) OnCheckpointWritten(i kltype.CheckpointInfo) {
+	if i.Err != nil || i.Checkpoint.Sequence == "" {
+		return
+	}
+	c.mu.Lock()
+	acked := c.acked[:len(c.acked):len(c.acked)] // counted outside the lock: handlers are not held up
+	c.mu.Unlock()
+	cp := i.Checkpoint.Sequence
+	past := 0
+	for _, s := range acked {
+		// Decimal sequence numbers: longer is larger, else compare as text.
+		if len(s) > len(cp) || len(s) == len(cp) && s > cp {
+			past++
+		}
+	}
+	c.mu.Lock()
+	c.max = max(c.max, past)
+	c.mu.Unlock()
+}
+
+func (c *checkpointLag) worst() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.max
 }
