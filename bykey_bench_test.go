@@ -2,6 +2,7 @@ package kinesislease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -19,10 +20,19 @@ import (
 // 16 and 64 (the goal: about n × 100 records/s until the shard's own rate
 // bounds it), from the first record handled to the last; and the most
 // records acknowledged past the checkpoint at a checkpoint write (every
-// 200ms here).
+// 200ms here). "one-key-held": key k0 answers RetryAfter for ever; the
+// rate is the other keys'.
 func BenchmarkKeyConcurrency(b *testing.B) {
-	for _, n := range []int{1, 16, 64} {
-		b.Run(fmt.Sprintf("concurrency=%d", n), func(b *testing.B) {
+	for _, bc := range []struct {
+		n    int
+		held bool // key k0 answers RetryAfter for ever: the other keys' rate
+	}{{1, false}, {16, false}, {64, false}, {16, true}} {
+		n := bc.n
+		name := fmt.Sprintf("concurrency=%d", n)
+		if bc.held {
+			name += "/one-key-held"
+		}
+		b.Run(name, func(b *testing.B) {
 			records := 500 * n // about five seconds of work at the goal rate
 			for range b.N {
 				k := kinesisleasetest.NewKinesis()
@@ -50,10 +60,17 @@ func BenchmarkKeyConcurrency(b *testing.B) {
 				var count atomic.Int64
 				var first atomic.Int64 // unix ns of the first handler call: the start-up (join, take) is not the rate
 				all := make(chan struct{})
-				err = kinesislease.Subscribe(svc, "keys", func(context.Context, keyed) error {
+				want := int64(records)
+				if bc.held {
+					want -= int64(records / 1000) // k0's records never finish
+				}
+				err = kinesislease.Subscribe(svc, "keys", func(_ context.Context, v keyed) error {
 					first.CompareAndSwap(0, time.Now().UnixNano())
 					time.Sleep(10 * time.Millisecond)
-					if count.Add(1) == int64(records) {
+					if bc.held && v.Key == "k0" {
+						return kinesislease.RetryAfter(10*time.Millisecond, errors.New("held"))
+					}
+					if count.Add(1) == want {
 						close(all)
 					}
 					return nil
@@ -70,7 +87,7 @@ func BenchmarkKeyConcurrency(b *testing.B) {
 				if err := <-done; err != nil {
 					b.Fatal(err)
 				}
-				b.ReportMetric(float64(records)/elapsed.Seconds(), "records/s")
+				b.ReportMetric(float64(want)/elapsed.Seconds(), "records/s")
 				b.ReportMetric(float64(lag.worst()), "max-acked-past-checkpoint")
 			}
 		})
