@@ -211,33 +211,20 @@ func TestBatchLeaseLost(t *testing.T) {
 		}, kinesislease.WithStartPosition(kltype.TrimHorizon), kinesislease.WithBatchSize(10, 1<<20, 0),
 			kinesislease.WithCheckpoint(1, 20*time.Millisecond), kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 10))
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually(t, 30*time.Second, func() bool {
 		mu.Lock()
-		b := firstBlocked
-		mu.Unlock()
-		if b != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no batch reached the handler's blocking part after 30s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return firstBlocked != ""
+	}, func() string { return "no batch reached the handler's blocking part after 30s" })
 	cs.cut.Store(true)
 	select {
 	case <-cancelled:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the batch in the handler was not cancelled after the cut")
 	}
-	l, err := cs.Store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	mu.Lock()
-	defer mu.Unlock()
-	if l.Checkpoint.Sequence != "" && compareSeq(l.Checkpoint.Sequence, firstBlocked) >= 0 {
-		t.Fatalf("checkpoint %s at or past the unacknowledged batch's first record %s", l.Checkpoint.Sequence, firstBlocked)
-	}
+	blocked := firstBlocked
+	mu.Unlock()
+	checkpointBefore(t, cs.Store, stream, blocked, "the unacknowledged batch's first record")
 	cs.cut.Store(false)
 }

@@ -216,30 +216,20 @@ func TestKeyConcurrencyHeldKey(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	othersDone := func() int {
 		mu.Lock()
-		n := others
-		mu.Unlock()
-		if n == 19*5 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d records of the other keys handled while k0 was held", n, 19*5)
-		}
-		time.Sleep(5 * time.Millisecond)
+		defer mu.Unlock()
+		return others
 	}
+	eventually(t, 30*time.Second, func() bool { return othersDone() == 19*5 },
+		func() string {
+			return fmt.Sprintf("%d of %d records of the other keys handled while k0 was held", othersDone(), 19*5)
+		})
 	time.Sleep(100 * time.Millisecond) // checkpoints come every 20ms: give them time to (wrongly) pass the held record
-	l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	mu.Lock()
 	held := heldSeq
 	mu.Unlock()
-	if l.Checkpoint.Sequence != "" && compareSeq(l.Checkpoint.Sequence, held) >= 0 {
-		t.Fatalf("checkpoint %s at or past the held record %s", l.Checkpoint.Sequence, held)
-	}
+	checkpointBefore(t, store, stream, held, "the held record")
 	close(release)
 	cancel()
 	if err := <-done; err != nil {
@@ -323,19 +313,13 @@ func TestKeyConcurrencyLeaseLost(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}, []kinesislease.SubscribeOption{kinesislease.WithKeyConcurrency(8)})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	ackedNow := func() int {
 		mu.Lock()
-		n := acked
-		mu.Unlock()
-		if n == 48*2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d records of the free keys handled", n, 48*2)
-		}
-		time.Sleep(5 * time.Millisecond)
+		defer mu.Unlock()
+		return acked
 	}
+	eventually(t, 30*time.Second, func() bool { return ackedNow() == 48*2 },
+		func() string { return fmt.Sprintf("%d of %d records of the free keys handled", ackedNow(), 48*2) })
 	cs.cut.Store(true)
 	for range 2 { // both blocked keys' first records are cancelled
 		select {
@@ -344,15 +328,10 @@ func TestKeyConcurrencyLeaseLost(t *testing.T) {
 			t.Fatal("the records in flight were not cancelled after the cut")
 		}
 	}
-	l, err := cs.Store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	mu.Lock()
-	defer mu.Unlock()
-	if l.Checkpoint.Sequence != "" && compareSeq(l.Checkpoint.Sequence, blockedSeq) >= 0 {
-		t.Fatalf("checkpoint %s at or past the first unacknowledged record %s", l.Checkpoint.Sequence, blockedSeq)
-	}
+	blocked := blockedSeq
+	mu.Unlock()
+	checkpointBefore(t, cs.Store, stream, blocked, "the first unacknowledged record")
 	cs.cut.Store(false)
 }
 
@@ -381,17 +360,35 @@ func TestHandoffDrainBounded(t *testing.T) {
 		return nil
 	}, nil)
 	waitSplit(t, stream, map[string]*instance{"a": a, "b": b}, []int{1, 1})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually(t, 30*time.Second, func() bool {
 		mu.Lock()
-		n := byB
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
+		defer mu.Unlock()
+		return byB > 0
+	}, func() string { return "b handled nothing of the shard handed over after 30s" })
+}
+
+// eventually polls cond every 5ms until it holds, failing the test with
+// what after timeout.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("b handled nothing of the shard handed over after 30s")
+			t.Fatal(what())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkpointBefore fails the test if shard 0's row of stream in store has
+// a checkpoint at or past seq.
+func checkpointBefore(t *testing.T, store leases.Store, stream, seq, what string) {
+	t.Helper()
+	l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Checkpoint.Sequence != "" && compareSeq(l.Checkpoint.Sequence, seq) >= 0 {
+		t.Fatalf("checkpoint %s at or past %s %s", l.Checkpoint.Sequence, what, seq)
 	}
 }
