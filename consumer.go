@@ -324,6 +324,11 @@ func (s *Service) preflight(ctx context.Context, subs []*subscription) error {
 		if err != nil {
 			return err
 		}
+		if sub.consumer != "" {
+			if err := s.registerConsumer(ctx, sub); err != nil {
+				return err
+			}
+		}
 		if sub.deadLetterStream != "" {
 			err := s.startupCheck(ctx, "dead-letter stream", sub.deadLetterStream, func(ctx context.Context) error { return s.listOne(ctx, sub.deadLetterStream) },
 				func(err error) error { return explainDeadLetter(sub.stream, sub.deadLetterStream, err) })
@@ -332,6 +337,23 @@ func (s *Service) preflight(ctx context.Context, subs []*subscription) error {
 			}
 		}
 	}
+	return nil
+}
+
+// registerConsumer finds or registers the stream consumer of sub
+// (WithEnhancedFanOut) and waits until it is ACTIVE.
+func (s *Service) registerConsumer(ctx context.Context, sub *subscription) error {
+	fo, ok := s.kin.(kinesisx.FanOut)
+	if !ok {
+		return fmt.Errorf("%w: stream %q: WithEnhancedFanOut needs a Kinesis client with DescribeStreamSummary, RegisterStreamConsumer, DescribeStreamConsumer and SubscribeToShard (a *kinesis.Client); %T has not", ErrInvalidOption, sub.stream, s.kin)
+	}
+	c := &engine.Consumer{Client: fo, Stream: sub.stream, Name: sub.consumer, Log: s.log.With("stream", sub.stream)}
+	err := s.startupCheck(ctx, "stream consumer", sub.consumer, c.Register, func(err error) error { return explainConsumer(sub.stream, sub.consumer, err) })
+	if err != nil {
+		return err
+	}
+	sub.fanOut = c
+	s.log.Info("kinesislease: reading with enhanced fan-out", "stream", sub.stream, "consumer", sub.consumer, "arn", c.ARN())
 	return nil
 }
 
@@ -361,7 +383,7 @@ func (s *Service) startupCheck(ctx context.Context, what, name string, check fun
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil || errors.Is(err, leases.ErrMisconfigured) || kinesisx.Permanent(err) {
+		if ctx.Err() != nil || errors.Is(err, leases.ErrMisconfigured) || errors.Is(err, kltype.ErrConsumerLimit) || kinesisx.Permanent(err) {
 			return startupError(what, name, explainErr(err))
 		}
 		delay := backoff.Jitter(backoff.Delay(attempt, startupBackoff, maxStartupBackoff))
@@ -375,7 +397,7 @@ func (s *Service) startupCheck(ctx context.Context, what, name string, check fun
 // startupError prefixes err with what failed at start, unless it already
 // names it (explain's sentinel errors do).
 func startupError(what, name string, err error) error {
-	if errors.Is(err, ErrStreamNotFound) || errors.Is(err, ErrAccessDenied) || errors.Is(err, leases.ErrMisconfigured) ||
+	if errors.Is(err, ErrStreamNotFound) || errors.Is(err, ErrAccessDenied) || errors.Is(err, leases.ErrMisconfigured) || errors.Is(err, ErrConsumerLimit) ||
 		strings.HasPrefix(err.Error(), "kinesislease:") {
 		return err
 	}
@@ -400,6 +422,9 @@ func (s *Service) coordinatorConfig(sub *subscription) engine.Config {
 		Hooks:             c.hooks,
 	}
 	cfg.Worker.Budget = s.budget
+	if sub.fanOut != nil {
+		cfg.Worker.FanOut = &engine.FanOutConfig{Consumer: sub.fanOut}
+	}
 	if sub.deadLetterStream != "" {
 		cfg.Worker.Sink = streamSink(s.kin, sub.deadLetterStream)
 	}

@@ -33,6 +33,11 @@ var (
 	// through HookFailed and Health while the shard is set aside. The
 	// remedy is `kinesislease rewind`. It is kltype.ErrCheckpointNotInShard.
 	ErrCheckpointNotInShard = kltype.ErrCheckpointNotInShard
+	// ErrConsumerLimit: Run could not register a subscription's stream
+	// consumer (WithEnhancedFanOut): the stream has as many registered
+	// consumers as the account allows (20 by default). It is
+	// kltype.ErrConsumerLimit.
+	ErrConsumerLimit = kltype.ErrConsumerLimit
 )
 
 // explain names the stream in errors a Kinesis call returned and maps them
@@ -45,6 +50,19 @@ func explain(stream string, err error) error {
 		return fmt.Errorf("%w: stream %q: the credentials need kinesis:ListShards, kinesis:GetShardIterator and kinesis:GetRecords on the stream: %w", ErrAccessDenied, stream, err)
 	}
 	return err
+}
+
+// explainConsumer names what is wrong with the stream consumer of the
+// subscription to stream (WithEnhancedFanOut), found at start.
+func explainConsumer(stream, consumer string, err error) error {
+	switch {
+	case kinesisx.IsNotFound(err):
+		return fmt.Errorf("%w: stream %q (registering its consumer %q): %w", ErrStreamNotFound, stream, consumer, err)
+	case kinesisx.IsAccessDenied(err):
+		return fmt.Errorf("%w: stream %q, consumer %q: enhanced fan-out needs kinesis:DescribeStreamSummary and kinesis:RegisterStreamConsumer on the stream, "+
+			"kinesis:DescribeStreamConsumer and kinesis:SubscribeToShard on its consumers (stream/NAME/consumer/*): %w", ErrAccessDenied, stream, consumer, err)
+	}
+	return fmt.Errorf("kinesislease: stream %q, consumer %q: %w", stream, consumer, err)
 }
 
 // explainDeadLetter names what is wrong with the dead-letter stream dl of

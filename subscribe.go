@@ -42,6 +42,8 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, v T) error { return f(ctx, v
 type subscription struct {
 	stream           string
 	deadLetterStream string
+	consumer         string           // WithEnhancedFanOut's consumer name, "" for polling
+	fanOut           *engine.Consumer // the registered consumer, set at Run
 	codec            codec.Codec
 	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
 	start            kltype.StartPosition

@@ -104,6 +104,14 @@ func (p StartPosition) String() string {
 // details.
 var ErrCheckpointNotInShard = errors.New("kinesislease: the checkpoint is not in the shard")
 
+// ErrConsumerLimit: Kinesis refused to register a subscription's stream
+// consumer (enhanced fan-out) with LimitExceededException, and no consumer
+// of that name appeared meanwhile: the stream has as many registered
+// consumers as its account allows (20 by default). Deregister one that is
+// no longer used, or share a consumer name between the applications that
+// may share one.
+var ErrConsumerLimit = errors.New("kinesislease: stream consumer limit reached")
+
 // CheckpointError is a shard whose checkpoint Kinesis refused; it matches
 // ErrCheckpointNotInShard.
 type CheckpointError struct {

@@ -52,6 +52,10 @@ type WorkerConfig struct {
 	// Budget, if set, bounds what the instance holds fetched and not yet
 	// handled; every worker of the instance shares it.
 	Budget *Budget
+	// FanOut, if set, reads with enhanced fan-out (SubscribeToShard)
+	// instead of GetRecords; Limit, MinInterval and IdleInterval then do
+	// not apply.
+	FanOut *FanOutConfig
 }
 
 func (c *WorkerConfig) defaults() {
@@ -202,20 +206,35 @@ func (w *worker) startReader() *feed {
 		f.share = w.cfg.Budget.join()
 		reserve = f.share.reserve
 	}
-	reader := NewReader(ReaderConfig{
-		Reserve: reserve,
-		Client:  w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
-		Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
-		OnRetry: func(err error, d time.Duration) {
-			w.readErr.Store(&err)
-			if kinesisx.IsThrottled(err) {
-				w.log.Debug("kinesislease: throttled; backing off", "err", err, "delay", d)
-				w.throttled(err, d)
-				return
-			}
+	onRetry := func(err error, d time.Duration) {
+		w.readErr.Store(&err)
+		switch {
+		case kinesisx.IsThrottled(err):
+			w.log.Debug("kinesislease: throttled; backing off", "err", err, "delay", d)
+			w.throttled(err, d)
+		case kinesisx.IsResourceInUse(err):
+			// SubscribeToShard within 5 seconds of the shard's previous
+			// subscription (a handoff, a failover, a rewind).
+			w.log.Info("kinesislease: shard's previous subscription is less than 5 seconds old; subscribing again", "err", err, "delay", d)
+		default:
 			w.log.Warn("kinesislease: reading shard failed; retrying", "err", err, "delay", d)
-		},
-	})
+		}
+	}
+	var reader source
+	if fo := w.cfg.FanOut; fo != nil {
+		reader = newSubscriber(subscriberConfig{
+			FanOut: fo, Stream: w.stream, ShardID: w.shard, Start: w.start,
+			Valid: w.lease.valid, Reserve: reserve, OnRetry: onRetry,
+			OnEvent: func(ms int64) { w.lag.Store(ms) },
+		})
+	} else {
+		reader = NewReader(ReaderConfig{
+			Reserve: reserve,
+			Client:  w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
+			Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
+			OnRetry: onRetry,
+		})
+	}
 	for _, x := range w.h.started {
 		x.OnShardStarted(kltype.ShardInfo{Stream: w.stream, ShardID: w.shard, Start: w.start})
 	}
@@ -525,8 +544,11 @@ func (w *worker) checkpointed(cp leases.Checkpoint, err error) {
 
 func (w *worker) throttled(err error, d time.Duration) {
 	op := "GetRecords"
-	if strings.Contains(err.Error(), "GetShardIterator") {
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "GetShardIterator"):
 		op = "GetShardIterator"
+	case strings.Contains(msg, "SubscribeToShard"):
+		op = "SubscribeToShard"
 	}
 	for _, x := range w.h.throttled {
 		x.OnThrottled(kltype.ThrottleInfo{Stream: w.stream, ShardID: w.shard, Op: op, Delay: d, Err: err})

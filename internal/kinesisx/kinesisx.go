@@ -240,3 +240,49 @@ type noThrottleRetriesV2 struct{ aws.RetryerV2 }
 func (r noThrottleRetriesV2) IsErrorRetryable(err error) bool {
 	return !IsThrottled(err) && r.RetryerV2.IsErrorRetryable(err)
 }
+
+// FanOut is the part of *kinesis.Client that enhanced fan-out needs:
+// finding the stream's ARN (DescribeStreamSummary, for a stream named by
+// name), registering its consumer and waiting for it (RegisterStreamConsumer,
+// DescribeStreamConsumer), and subscribing to its shards.
+type FanOut interface {
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
+	RegisterStreamConsumer(ctx context.Context, in *kinesis.RegisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error)
+	DescribeStreamConsumer(ctx context.Context, in *kinesis.DescribeStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error)
+	SubscribeToShard(ctx context.Context, in *kinesis.SubscribeToShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error)
+}
+
+var _ FanOut = (*kinesis.Client)(nil)
+
+// IsResourceInUse reports whether err is a Kinesis ResourceInUseException.
+func IsResourceInUse(err error) bool {
+	var inUse *types.ResourceInUseException
+	return errors.As(err, &inUse)
+}
+
+// IsLimitExceeded reports whether err is a Kinesis LimitExceededException.
+func IsLimitExceeded(err error) bool {
+	var limit *types.LimitExceededException
+	return errors.As(err, &limit)
+}
+
+// StartingPosition is the SubscribeToShard starting position for p.
+func StartingPosition(p kltype.StartPosition) *types.StartingPosition {
+	sp := &types.StartingPosition{}
+	switch p.Type {
+	case kltype.PositionLatest:
+		sp.Type = types.ShardIteratorTypeLatest
+	case kltype.PositionTrimHorizon:
+		sp.Type = types.ShardIteratorTypeTrimHorizon
+	case kltype.PositionAtTimestamp:
+		sp.Type = types.ShardIteratorTypeAtTimestamp
+		sp.Timestamp = aws.Time(p.Time)
+	case kltype.PositionAtSequenceNumber:
+		sp.Type = types.ShardIteratorTypeAtSequenceNumber
+		sp.SequenceNumber = aws.String(p.Sequence)
+	case kltype.PositionAfterSequenceNumber:
+		sp.Type = types.ShardIteratorTypeAfterSequenceNumber
+		sp.SequenceNumber = aws.String(p.Sequence)
+	}
+	return sp
+}

@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
+)
+
+// Consumer is a subscription's registered stream consumer (enhanced
+// fan-out): its name, and its ARN once Register found or made it ACTIVE.
+// One Consumer serves every shard of its stream.
+type Consumer struct {
+	Client kinesisx.FanOut
+	Stream string // name or ARN
+	Name   string
+	Log    *slog.Logger
+	// Poll is the time between DescribeStreamConsumer calls while the
+	// consumer is CREATING or DELETING; the default is 1s.
+	Poll time.Duration
+
+	mu        sync.Mutex
+	streamARN string
+	arn       string
+	reg       chan struct{} // closed when a Register in progress ends; nil if none
+}
+
+// ARN returns the consumer's ARN, "" before Register succeeded.
+func (c *Consumer) ARN() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.arn
+}
+
+// StreamARN returns the stream's ARN, "" before Register found it.
+func (c *Consumer) StreamARN() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streamARN
+}
+
+// Register finds the consumer, registering it if it does not exist, and
+// waits until it is ACTIVE (a consumer being deleted is waited for, then
+// registered again). Concurrent calls share one registration. Its errors
+// name the operation that failed; ErrConsumerLimit says the stream has no
+// room for another consumer.
+func (c *Consumer) Register(ctx context.Context) error {
+	c.mu.Lock()
+	if ch := c.reg; ch != nil {
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if c.ARN() != "" {
+			return nil
+		}
+		return c.Register(ctx)
+	}
+	ch := make(chan struct{})
+	c.reg = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.reg = nil
+		c.mu.Unlock()
+		close(ch)
+	}()
+	arn, err := c.register(ctx)
+	c.mu.Lock()
+	c.arn = arn
+	c.mu.Unlock()
+	return err
+}
+
+func (c *Consumer) logger() *slog.Logger {
+	if c.Log == nil {
+		return slog.Default()
+	}
+	return c.Log
+}
+
+func (c *Consumer) register(ctx context.Context) (string, error) {
+	poll := c.Poll
+	if poll <= 0 {
+		poll = time.Second
+	}
+	streamARN, err := c.resolveStream(ctx)
+	if err != nil {
+		return "", err
+	}
+	registered, limited := false, 0
+	for attempt := 1; ; attempt++ {
+		out, err := c.Client.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(c.Name)})
+		switch {
+		case err == nil:
+			d := out.ConsumerDescription
+			switch d.ConsumerStatus {
+			case types.ConsumerStatusActive:
+				if registered {
+					c.logger().Info("kinesislease: stream consumer registered", "consumer", c.Name, "arn", aws.ToString(d.ConsumerARN))
+				}
+				return aws.ToString(d.ConsumerARN), nil
+			case types.ConsumerStatusDeleting:
+				c.logger().Warn("kinesislease: stream consumer is being deleted; waiting to register it again", "consumer", c.Name)
+			}
+		case kinesisx.IsNotFound(err):
+			_, rerr := c.Client.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(c.Name)})
+			switch {
+			case rerr == nil:
+				registered = true
+			case kinesisx.IsResourceInUse(rerr):
+				// Another instance registered it first (or the stream is
+				// being updated): describe again.
+			case kinesisx.IsLimitExceeded(rerr):
+				// Too many consumers, or too many registrations at once
+				// (5 a second per account): a peer's registration shows
+				// up on the next describe; three refusals in a row mean
+				// the stream is full.
+				if limited++; limited >= 3 {
+					return "", fmt.Errorf("stream consumer %q of %s: RegisterStreamConsumer: %w: %w", c.Name, streamARN, kltype.ErrConsumerLimit, rerr)
+				}
+			case ctx.Err() != nil || kinesisx.Permanent(rerr):
+				return "", fmt.Errorf("stream consumer %q of %s: RegisterStreamConsumer: %w", c.Name, streamARN, rerr)
+			default:
+				c.logger().Warn("kinesislease: registering the stream consumer failed; retrying", "consumer", c.Name, "err", rerr)
+			}
+		case ctx.Err() != nil || kinesisx.Permanent(err):
+			return "", fmt.Errorf("stream consumer %q of %s: DescribeStreamConsumer: %w", c.Name, streamARN, err)
+		default:
+			c.logger().Warn("kinesislease: describing the stream consumer failed; retrying", "consumer", c.Name, "err", err)
+		}
+		if err := backoff.Sleep(ctx, backoff.Jitter(min(poll*time.Duration(attempt), 5*poll))); err != nil {
+			return "", fmt.Errorf("stream consumer %q of %s: not ACTIVE: %w", c.Name, streamARN, err)
+		}
+	}
+}
+
+// resolveStream returns the stream's ARN: the stream itself if named by
+// ARN, else DescribeStreamSummary's.
+func (c *Consumer) resolveStream(ctx context.Context) (string, error) {
+	if arn := c.StreamARN(); arn != "" {
+		return arn, nil
+	}
+	arn := c.Stream
+	if !kinesisx.IsARN(arn) {
+		out, err := c.Client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(c.Stream)})
+		if err != nil {
+			return "", fmt.Errorf("stream %q: DescribeStreamSummary (for its ARN, to register consumer %q): %w", c.Stream, c.Name, err)
+		}
+		arn = aws.ToString(out.StreamDescriptionSummary.StreamARN)
+	}
+	c.mu.Lock()
+	c.streamARN = arn
+	c.mu.Unlock()
+	return arn, nil
+}
+
+// gone reports whether the consumer no longer exists (deleted while its
+// shards were read): the caller registers it again. An error of the
+// describe call itself reports false.
+func (c *Consumer) gone(ctx context.Context) bool {
+	arn := c.ARN()
+	if arn == "" {
+		return true
+	}
+	out, err := c.Client.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)})
+	if err != nil {
+		return kinesisx.IsNotFound(err)
+	}
+	return out.ConsumerDescription.ConsumerStatus == types.ConsumerStatusDeleting
+}
+
+// forget drops the consumer's ARN if it is still arn, so that the next
+// Register finds or makes the consumer anew.
+func (c *Consumer) forget(arn string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.arn == arn {
+		c.arn = ""
+	}
+}

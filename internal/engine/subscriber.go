@@ -1,0 +1,350 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
+)
+
+// FanOutConfig turns a subscription's reading from GetRecords polling to
+// enhanced fan-out: SubscribeToShard, the records pushed as they arrive.
+type FanOutConfig struct {
+	Consumer *Consumer
+	// Renew is how long a subscription is kept before it is renewed from
+	// the last record received; Kinesis ends each after 5 minutes. The
+	// default is 4m50s.
+	Renew time.Duration
+	// Idle is how long a subscription may go without an event (Kinesis
+	// sends one at least every few seconds, records or not) before it is
+	// taken as dead and renewed; the default is 30s.
+	Idle time.Duration
+	// MaxBackoff caps the delay between failed subscribe attempts; the
+	// default is 5s.
+	MaxBackoff time.Duration
+}
+
+// Fan-out defaults and limits.
+const (
+	defaultRenew = 4*time.Minute + 50*time.Second
+	defaultIdle  = 30 * time.Second
+	// subscribeInterval is Kinesis' limit: one SubscribeToShard call a
+	// second per consumer and shard.
+	subscribeInterval = time.Second
+	// validPoll is how often an open subscription checks its lease: one
+	// found invalid (fenced, lost) closes the subscription.
+	validPoll = 25 * time.Millisecond
+)
+
+// source is what a worker reads its shard from: a Reader (polling) or a
+// subscriber (enhanced fan-out).
+type source interface {
+	Next(ctx context.Context) (Batch, error)
+}
+
+// subscriberConfig configures a subscriber.
+type subscriberConfig struct {
+	FanOut  *FanOutConfig
+	Stream  string
+	ShardID string
+	Start   kltype.StartPosition
+	// Valid reports whether the lease may be used: the subscriber neither
+	// subscribes nor keeps a subscription open while it returns false.
+	Valid func() bool
+	// Reserve, if set, waits until the budget has room for another event.
+	Reserve func(ctx context.Context, limit int32) (int32, error)
+	// OnRetry, if set, is told of each error the subscriber retries.
+	OnRetry func(err error, delay time.Duration)
+	// OnEvent, if set, is told of every event's MillisBehindLatest,
+	// records or not.
+	OnEvent func(millisBehind int64)
+}
+
+// subscriber reads one shard with SubscribeToShard, from a start position,
+// in order, renewing the subscription from the last record received when
+// Kinesis ends it (every 5 minutes), when it is older than Renew, when it
+// breaks or goes quiet. It never has a subscription open while the lease
+// is not valid.
+type subscriber struct {
+	cfg subscriberConfig
+	fo  FanOutConfig
+
+	events  <-chan types.SubscribeToShardEventStream
+	stream  *kinesis.SubscribeToShardEventStream
+	cancel  context.CancelFunc // ends the open subscription's request
+	opened  time.Time          // when the open subscription succeeded
+	lastEv  time.Time          // when its last event arrived
+	reasons chan error         // the watch's reason for closing the subscription
+
+	last     string    // sequence number of the last record returned
+	lastCall time.Time // the last SubscribeToShard call
+	failed   int
+	done     bool
+}
+
+func newSubscriber(cfg subscriberConfig) *subscriber {
+	fo := *cfg.FanOut
+	if fo.Renew <= 0 {
+		fo.Renew = defaultRenew
+	}
+	if fo.Idle <= 0 {
+		fo.Idle = defaultIdle
+	}
+	if fo.MaxBackoff <= 0 {
+		fo.MaxBackoff = 5 * time.Second
+	}
+	return &subscriber{cfg: cfg, fo: fo}
+}
+
+// Errors that end a subscription for the subscriber's own reasons; each
+// is followed by a new subscription from the last record received.
+var (
+	errFenced = errors.New("lease not valid: subscription closed")
+	errIdle   = errors.New("no event: subscription taken as dead")
+)
+
+// Next returns the next event that holds records, or the last event of a
+// closed shard (marked End). Subscription failures (throttling, the
+// 5-second rule, broken connections, the 5-minute end) are retried inside
+// Next with a new subscription from the last record returned; none skips a
+// record. Next returns an error only when ctx ends or on an error no retry
+// can cure (the shard does not exist, access denied).
+func (s *subscriber) Next(ctx context.Context) (Batch, error) {
+	if s.done {
+		return Batch{}, ErrShardEnded
+	}
+	defer func() {
+		if s.done {
+			s.close()
+		}
+	}()
+	for {
+		if s.events == nil {
+			if err := s.open(ctx); err != nil {
+				if ctx.Err() != nil {
+					return Batch{}, ctx.Err()
+				}
+				if s.permanent(ctx, err) {
+					return Batch{}, err
+				}
+				if err := s.retry(ctx, err); err != nil {
+					return Batch{}, err
+				}
+				continue
+			}
+		}
+		b, ok, err := s.receive(ctx)
+		if err != nil {
+			return Batch{}, err
+		}
+		if ok {
+			return b, nil
+		}
+	}
+}
+
+// open waits for the lease to be valid and the per-second limit, then
+// subscribes from the last record returned (or the start position).
+func (s *subscriber) open(ctx context.Context) error {
+	for s.cfg.Valid != nil && !s.cfg.Valid() {
+		if err := backoff.Sleep(ctx, validPoll); err != nil {
+			return err
+		}
+	}
+	if err := backoff.Sleep(ctx, time.Until(s.lastCall.Add(subscribeInterval))); err != nil {
+		return err
+	}
+	c := s.fo.Consumer
+	arn := c.ARN()
+	if arn == "" {
+		if err := c.Register(ctx); err != nil {
+			return err
+		}
+		arn = c.ARN()
+	}
+	pos := s.cfg.Start
+	if s.last != "" {
+		pos = kltype.AfterSequenceNumber(s.last)
+	}
+	subCtx, cancel := context.WithCancel(ctx)
+	s.lastCall = time.Now()
+	out, err := c.Client.SubscribeToShard(subCtx, &kinesis.SubscribeToShardInput{
+		ConsumerARN: aws.String(arn), ShardId: aws.String(s.cfg.ShardID), StartingPosition: kinesisx.StartingPosition(pos),
+	}, kinesisx.WithoutThrottleRetries)
+	if err != nil {
+		cancel()
+		var invalid *types.InvalidArgumentException
+		if pos.Sequence != "" && errors.As(err, &invalid) {
+			return &kltype.CheckpointError{Stream: s.cfg.Stream, ShardID: s.cfg.ShardID, Position: pos, Err: err}
+		}
+		return fmt.Errorf("shard %s: SubscribeToShard %s (consumer %s): %w", s.cfg.ShardID, pos, arn, err)
+	}
+	s.stream = out.GetStream()
+	s.events = s.stream.Events()
+	s.cancel = cancel
+	s.opened = time.Now()
+	s.lastEv = s.opened
+	s.reasons = make(chan error, 1)
+	// The watch: a lease found invalid closes the subscription at once.
+	reasons, valid := s.reasons, s.cfg.Valid
+	if valid != nil {
+		go func() {
+			t := time.NewTicker(validPoll)
+			defer t.Stop()
+			for {
+				select {
+				case <-subCtx.Done():
+					return
+				case <-t.C:
+					if !valid() {
+						reasons <- errFenced
+						cancel()
+						return
+					}
+				}
+			}
+		}()
+	}
+	return nil
+}
+
+// receive waits for the open subscription's next event. ok reports a
+// batch to return; false means the subscription ended (or the event held
+// no records) and Next goes on.
+func (s *subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) {
+	if s.cfg.Reserve != nil {
+		// Room for one more event: until then the subscription's events
+		// wait in the connection's flow-control window.
+		if _, err := s.cfg.Reserve(ctx, 0); err != nil {
+			return Batch{}, false, err
+		}
+	}
+	renew := time.NewTimer(time.Until(s.opened.Add(s.fo.Renew)))
+	defer renew.Stop()
+	idle := time.NewTimer(time.Until(s.lastEv.Add(s.fo.Idle)))
+	defer idle.Stop()
+	select {
+	case <-ctx.Done():
+		s.close()
+		return Batch{}, false, ctx.Err()
+	case <-s.reasons:
+		s.close() // fenced: open waits for the lease
+		return Batch{}, false, nil
+	case <-renew.C:
+		s.close()
+		return Batch{}, false, nil
+	case <-idle.C:
+		s.close()
+		s.failed++
+		if s.cfg.OnRetry != nil {
+			s.cfg.OnRetry(fmt.Errorf("shard %s: %w after %v", s.cfg.ShardID, errIdle, s.fo.Idle), 0)
+		}
+		return Batch{}, false, nil
+	case ev, open := <-s.events:
+		if !open {
+			err := s.stream.Err()
+			s.close()
+			select {
+			case <-s.reasons: // the watch closed it: the lease is not valid
+				return Batch{}, false, nil
+			default:
+			}
+			if ctx.Err() != nil {
+				return Batch{}, false, ctx.Err()
+			}
+			if err != nil {
+				if s.permanent(ctx, err) {
+					return Batch{}, false, fmt.Errorf("shard %s: SubscribeToShard event stream: %w", s.cfg.ShardID, err)
+				}
+				if err := s.retry(ctx, fmt.Errorf("shard %s: SubscribeToShard event stream: %w", s.cfg.ShardID, err)); err != nil {
+					return Batch{}, false, err
+				}
+			}
+			return Batch{}, false, nil
+		}
+		s.lastEv = time.Now()
+		e, isEvent := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+		if !isEvent {
+			return Batch{}, false, nil // an event type this SDK version does not know
+		}
+		s.failed = 0
+		v := &e.Value
+		millis := aws.ToInt64(v.MillisBehindLatest)
+		if s.cfg.OnEvent != nil {
+			s.cfg.OnEvent(millis)
+		}
+		b = Batch{Records: v.Records, MillisBehindLatest: millis}
+		if n := len(v.Records); n > 0 {
+			s.last = aws.ToString(v.Records[n-1].SequenceNumber)
+		}
+		if v.ContinuationSequenceNumber == nil {
+			// The shard is closed and every record was sent; ChildShards
+			// names its children, which the shard listing finds too.
+			b.End = true
+			s.done = true
+		}
+		return b, len(b.Records) > 0 || b.End, nil
+	}
+}
+
+// close ends the open subscription, if any.
+func (s *subscriber) close() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	_ = s.stream.Close()
+	s.cancel, s.stream, s.events = nil, nil, nil
+}
+
+// permanent reports whether err is one no new subscription can cure. A
+// consumer found deleted (or being deleted) is registered again; a missing shard, denied
+// access, an invalid request or a checkpoint not in the shard are for good.
+func (s *subscriber) permanent(ctx context.Context, err error) bool {
+	var cpErr *kltype.CheckpointError
+	if errors.As(err, &cpErr) || errors.Is(err, kltype.ErrConsumerLimit) {
+		return true
+	}
+	c := s.fo.Consumer
+	switch {
+	case kinesisx.IsNotFound(err):
+		if arn := c.ARN(); c.gone(ctx) {
+			c.forget(arn) // the next open registers it again
+			return false
+		}
+		return true
+	case kinesisx.IsResourceInUse(err) && s.failed >= 6:
+		// Past the 5-second rule and still in use: the consumer may be
+		// being deleted.
+		if arn := c.ARN(); c.gone(ctx) {
+			c.forget(arn)
+		}
+		return false
+	}
+	return kinesisx.Permanent(err)
+}
+
+// retry reports err and waits before the next subscribe: a second for
+// the per-second limit and the 5-second rule (ResourceInUseException: the
+// previous subscription is less than 5 seconds old), backing off up to
+// MaxBackoff for other errors.
+func (s *subscriber) retry(ctx context.Context, err error) error {
+	s.failed++
+	delay := subscribeInterval
+	if !kinesisx.IsResourceInUse(err) && !kinesisx.IsLimitExceeded(err) {
+		delay = backoff.Delay(s.failed, subscribeInterval, s.fo.MaxBackoff)
+	}
+	delay = backoff.Jitter(delay)
+	if s.cfg.OnRetry != nil {
+		s.cfg.OnRetry(err, delay)
+	}
+	return backoff.Sleep(ctx, delay)
+}
