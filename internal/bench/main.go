@@ -45,6 +45,22 @@
 //	    1<<40); 0 keeps the library's default (32 MiB, 100,000 records), and
 //	    -budget-bytes 1099511627776 is a budget that never binds.
 //
+//	-mode latency
+//	    Put-to-handler latency and consumer CPU per record, polling at the
+//	    library's defaults against enhanced fan-out (WithEnhancedFanOut),
+//	    alternating each round (-rounds, default 3). The stream (-shards,
+//	    default 2) is on kinesalite, started as the tests start it (`npm
+//	    ci` first); a second process (this binary, -mode latency-load)
+//	    runs internal/testutil's local SubscribeToShard endpoint in front
+//	    of kinesalite and puts -records records (default 1,000) at -rate a
+//	    second (default 100), one PutRecord each, stamped with the time of
+//	    the put. The handler takes the latency as its own clock less the
+//	    stamp; CPU per record is this process' (the consumer's alone)
+//	    over the window. It prints p50, p99 and CPU per round and side,
+//	    then medians and ranges over the rounds, and the ratios. The
+//	    fan-out side's latency is the endpoint's inner GetRecords poll of
+//	    kinesalite plus the push, not Kinesis' own (about 70ms).
+//
 // Other flags: -cpuprofile FILE writes CPU profiles per side and round
 // (FILE.lib.N and FILE.plain.N; FILE in memory mode): `go tool pprof -top
 // FILE.lib.*` merges them. -v logs the library at INFO.
@@ -79,11 +95,13 @@ type flags struct {
 	cpuprofile  string
 	serverCPU   bool
 	verbose     bool
+	rate        int
+	backend     string
 }
 
 func main() {
 	var f flags
-	flag.StringVar(&f.mode, "mode", "throughput", "throughput or memory")
+	flag.StringVar(&f.mode, "mode", "throughput", "throughput, memory or latency")
 	flag.IntVar(&f.rounds, "rounds", 5, "throughput: rounds (each runs the library and the plain loop)")
 	flag.IntVar(&f.records, "records", 200000, "throughput: records in all, split evenly over the shards")
 	flag.IntVar(&f.shards, "shards", 0, "shards (0: 4 in throughput mode, 64 in memory mode)")
@@ -96,6 +114,8 @@ func main() {
 	flag.StringVar(&f.cpuprofile, "cpuprofile", "", "write CPU profiles to FILE.lib.N / FILE.plain.N (memory mode: FILE)")
 	flag.BoolVar(&f.serverCPU, "server-cpu", true, "measure the in-process server's handler CPU (thread CPU time) apart")
 	flag.BoolVar(&f.verbose, "v", false, "log the library at INFO (default WARN)")
+	flag.IntVar(&f.rate, "rate", 100, "latency: records put a second")
+	flag.StringVar(&f.backend, "backend", "", "latency-load (internal): the Kinesis emulator's URL")
 	flag.Parse()
 
 	var err error
@@ -109,18 +129,38 @@ func main() {
 		} else {
 			err = runThroughput(f)
 		}
+	case "latency":
+		if f.shards == 0 {
+			f.shards = 2
+		}
+		if !flagSet("records") {
+			f.records = 1000
+		}
+		if !flagSet("rounds") {
+			f.rounds = 3
+		}
+		err = runLatency(f)
+	case "latency-load":
+		err = runLoad(f)
 	case "memory":
 		if f.shards == 0 {
 			f.shards = 64
 		}
 		err = runMemory(f)
 	default:
-		err = fmt.Errorf("unknown -mode %q (throughput or memory)", f.mode)
+		err = fmt.Errorf("unknown -mode %q (throughput, memory or latency)", f.mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// flagSet reports whether the command line set flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
 }
 
 func logger(f flags) *slog.Logger {

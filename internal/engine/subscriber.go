@@ -178,7 +178,7 @@ func (s *subscriber) open(ctx context.Context) error {
 	s.lastCall = time.Now()
 	out, err := c.Client.SubscribeToShard(subCtx, &kinesis.SubscribeToShardInput{
 		ConsumerARN: aws.String(arn), ShardId: aws.String(s.cfg.ShardID), StartingPosition: kinesisx.StartingPosition(pos),
-	}, kinesisx.WithoutThrottleRetries)
+	}, kinesisx.WithoutThrottleRetries, kinesisx.OwnEventStreamCodec)
 	if err != nil {
 		cancel()
 		var invalid *types.InvalidArgumentException

@@ -16,8 +16,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kschemas "github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -253,6 +255,15 @@ type FanOut interface {
 }
 
 var _ FanOut = (*kinesis.Client)(nil)
+
+// OwnEventStreamCodec is a per-call option of SubscribeToShard that gives
+// the call a protocol instance of its own. The SDK's client shares one
+// event-stream codec (its decoder and payload buffer) among all its calls,
+// so two subscriptions read at once on one client race on it
+// (https://github.com/aws/smithy-go/issues/714).
+func OwnEventStreamCodec(o *kinesis.Options) {
+	o.Protocol = awsjson.New11(kschemas.Kinesis_20131202)
+}
 
 // IsResourceInUse reports whether err is a Kinesis ResourceInUseException.
 func IsResourceInUse(err error) bool {
