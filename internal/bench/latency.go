@@ -79,7 +79,7 @@ func runLatency(f flags) error {
 		}
 		for _, i := range order {
 			s := sides[i]
-			r, err := latencyRound(f, load, backend, stream, i == 1)
+			r, err := latencyRound(f, load, backend, stream, i == 1, round)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round, s.name, err)
 			}
@@ -112,7 +112,7 @@ type latencyResult struct {
 // until it reads every shard, has the load process put f.records records
 // at f.rate a second, and returns their latencies and this process' CPU per
 // record over the window.
-func latencyRound(f flags, load *loadProc, backend, stream string, fanOut bool) (latencyResult, error) {
+func latencyRound(f flags, load *loadProc, backend, stream string, fanOut bool, round int) (latencyResult, error) {
 	url := backend
 	if fanOut {
 		url = load.url
@@ -170,6 +170,15 @@ func latencyRound(f flags, load *loadProc, backend, stream string, fanOut bool) 
 		case <-time.After(2 * time.Second):
 		}
 	}
+	side := "polling"
+	if fanOut {
+		side = "fanout"
+	}
+	stopProfile, err := startProfile(profileName(f, side, round))
+	if err != nil {
+		return latencyResult{}, err
+	}
+	defer stopProfile()
 	cpu0 := processCPU()
 	if err := load.put(stream, f.records, f.rate, false); err != nil {
 		return latencyResult{}, err
@@ -182,6 +191,7 @@ func latencyRound(f flags, load *loadProc, backend, stream string, fanOut bool) 
 		return latencyResult{}, fmt.Errorf("%d of %d records handled 60s after the last put", got.Load(), want)
 	}
 	cpu := processCPU() - cpu0
+	stopProfile()
 	cancel()
 	if err := <-ran; err != nil {
 		return latencyResult{}, fmt.Errorf("Run: %w", err)

@@ -70,6 +70,17 @@ func (h *heldLease) valid() bool {
 	return now < h.expiry.Load()
 }
 
+// validFor returns how long the lease stays valid if no write moves its
+// fence: 0 or less if it is not valid now.
+func (h *heldLease) validFor() time.Duration {
+	now := mono()
+	left := h.expiry.Load() - now
+	if h.shared != nil {
+		left = min(left, h.shared.Load()-now)
+	}
+	return time.Duration(left)
+}
+
 // newMemberLease returns l held under the membership protocol: valid while
 // the instance's fence (shared) has not passed and the lease is not lost.
 func newMemberLease(store leases.Store, l leases.Lease, shared *atomic.Int64) *heldLease {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,9 +40,14 @@ const (
 	// subscribeInterval is Kinesis' limit: one SubscribeToShard call a
 	// second per consumer and shard.
 	subscribeInterval = time.Second
-	// validPoll is how often an open subscription checks its lease: one
-	// found invalid (fenced, lost) closes the subscription.
+	// subscribeMargin is added to it: the previous call may have reached
+	// Kinesis later than it was sent.
+	subscribeMargin = 50 * time.Millisecond
+	// validPoll is how often a subscriber waiting for its lease checks it.
 	validPoll = 25 * time.Millisecond
+	// watchMax is the longest an open subscription goes without checking
+	// its lease.
+	watchMax = time.Second
 )
 
 // source is what a worker reads its shard from: a Reader (polling) or a
@@ -56,9 +62,10 @@ type subscriberConfig struct {
 	Stream  string
 	ShardID string
 	Start   kltype.StartPosition
-	// Valid reports whether the lease may be used: the subscriber neither
-	// subscribes nor keeps a subscription open while it returns false.
-	Valid func() bool
+	// ValidFor returns how long the lease stays valid without another
+	// renewal (0 or less: not valid): the subscriber neither subscribes nor
+	// keeps a subscription open while it is not.
+	ValidFor func() time.Duration
 	// Reserve, if set, waits until the budget has room for another event.
 	Reserve func(ctx context.Context, limit int32) (int32, error)
 	// OnRetry, if set, is told of each error the subscriber retries.
@@ -154,12 +161,12 @@ func (s *subscriber) Next(ctx context.Context) (Batch, error) {
 // open waits for the lease to be valid and the per-second limit, then
 // subscribes from the last record returned (or the start position).
 func (s *subscriber) open(ctx context.Context) error {
-	for s.cfg.Valid != nil && !s.cfg.Valid() {
+	for s.cfg.ValidFor != nil && s.cfg.ValidFor() <= 0 {
 		if err := backoff.Sleep(ctx, validPoll); err != nil {
 			return err
 		}
 	}
-	if err := backoff.Sleep(ctx, time.Until(s.lastCall.Add(subscribeInterval))); err != nil {
+	if err := backoff.Sleep(ctx, time.Until(s.lastCall.Add(subscribeInterval+subscribeMargin))); err != nil {
 		return err
 	}
 	c := s.fo.Consumer
@@ -194,21 +201,26 @@ func (s *subscriber) open(ctx context.Context) error {
 	s.lastEv = s.opened
 	s.reasons = make(chan error, 1)
 	// The watch: a lease found invalid closes the subscription at once.
-	reasons, valid := s.reasons, s.cfg.Valid
-	if valid != nil {
+	// It sleeps until the lease would lapse without another renewal (at
+	// most watchMax), then looks again; a lost lease cancels the worker,
+	// and with it the subscription, at once.
+	if validFor := s.cfg.ValidFor; validFor != nil {
+		reasons := s.reasons
 		go func() {
-			t := time.NewTicker(validPoll)
+			t := time.NewTimer(min(validFor(), watchMax))
 			defer t.Stop()
 			for {
 				select {
 				case <-subCtx.Done():
 					return
 				case <-t.C:
-					if !valid() {
+					left := validFor()
+					if left <= 0 {
 						reasons <- errFenced
 						cancel()
 						return
 					}
+					t.Reset(min(left, watchMax))
 				}
 			}
 		}()
@@ -227,10 +239,9 @@ func (s *subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) 
 			return Batch{}, false, err
 		}
 	}
-	renew := time.NewTimer(time.Until(s.opened.Add(s.fo.Renew)))
-	defer renew.Stop()
-	idle := time.NewTimer(time.Until(s.lastEv.Add(s.fo.Idle)))
-	defer idle.Stop()
+	renewAt, idleAt := s.opened.Add(s.fo.Renew), s.lastEv.Add(s.fo.Idle)
+	deadline := time.NewTimer(min(time.Until(renewAt), time.Until(idleAt)))
+	defer deadline.Stop()
 	select {
 	case <-ctx.Done():
 		s.close()
@@ -238,11 +249,11 @@ func (s *subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) 
 	case <-s.reasons:
 		s.close() // fenced: open waits for the lease
 		return Batch{}, false, nil
-	case <-renew.C:
+	case now := <-deadline.C:
 		s.close()
-		return Batch{}, false, nil
-	case <-idle.C:
-		s.close()
+		if now.Before(idleAt) {
+			return Batch{}, false, nil // renewal
+		}
 		s.failed++
 		if s.cfg.OnRetry != nil {
 			s.cfg.OnRetry(fmt.Errorf("shard %s: %w after %v", s.cfg.ShardID, errIdle, s.fo.Idle), 0)
@@ -342,7 +353,7 @@ func (s *subscriber) retry(ctx context.Context, err error) error {
 	if !kinesisx.IsResourceInUse(err) && !kinesisx.IsLimitExceeded(err) {
 		delay = backoff.Delay(s.failed, subscribeInterval, s.fo.MaxBackoff)
 	}
-	delay = backoff.Jitter(delay)
+	delay += rand.N(delay / 10) // later, never sooner: the limits count from Kinesis' clock
 	if s.cfg.OnRetry != nil {
 		s.cfg.OnRetry(err, delay)
 	}

@@ -224,7 +224,7 @@ func (w *worker) startReader() *feed {
 	if fo := w.cfg.FanOut; fo != nil {
 		reader = newSubscriber(subscriberConfig{
 			FanOut: fo, Stream: w.stream, ShardID: w.shard, Start: w.start,
-			Valid: w.lease.valid, Reserve: reserve, OnRetry: onRetry,
+			ValidFor: w.lease.validFor, Reserve: reserve, OnRetry: onRetry,
 			OnEvent: func(ms int64) { w.lag.Store(ms) },
 		})
 	} else {
