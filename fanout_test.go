@@ -483,10 +483,10 @@ func TestFanOutConsumerDeleted(t *testing.T) {
 // outstanding tracks the bytes fetched (OnBatchFetched) and not yet
 // handled (OnRecordHandled), and the most ever outstanding.
 type outstanding struct {
-	mu          sync.Mutex
-	now, most   int
-	largest     int
-	handled     atomic.Int64
+	mu        sync.Mutex
+	now, most int
+	largest   int
+	handled   atomic.Int64
 }
 
 func (o *outstanding) OnBatchFetched(b kltype.BatchInfo) {

@@ -66,10 +66,10 @@ func runLatency(f flags) error {
 	fmt.Printf("latency: %d shards on kinesalite, %d records per side and round at %d/s, %d rounds; fan-out endpoint %s (its inner GetRecords poll %v)\n",
 		f.shards, f.records, f.rate, f.rounds, load.url, 20*time.Millisecond)
 	type side struct {
-		name        string
-		p50s, p99s  []float64
-		cpus        []float64
-		all         []time.Duration
+		name       string
+		p50s, p99s []float64
+		cpus       []float64
+		all        []time.Duration
 	}
 	sides := []*side{{name: "polling (defaults)"}, {name: "enhanced fan-out"}}
 	for round := 1; round <= f.rounds; round++ {
