@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
+)
+
+// subscriberBench returns a one-shard stream on kinesalite behind a
+// fan-out endpoint with cfg, a client of the endpoint, and a registered
+// consumer.
+func subscriberBench(t *testing.T, cfg testutil.FanOutConfig) (*testutil.FanOut, *kinesis.Client, string, *Consumer) {
+	t.Helper()
+	fo := testutil.FanOutEndpoint(t, testutil.Kinesalite, cfg)
+	kc := fo.Client()
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, testutil.KinesisClient(t, testutil.Kinesalite), stream, 1)
+	c := &Consumer{Client: kc, Stream: stream, Name: "engine-test", Poll: 50 * time.Millisecond}
+	if err := c.Register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return fo, kc, stream, c
+}
+
+func putN(t *testing.T, kc *kinesis.Client, stream string, from, n int) {
+	t.Helper()
+	var entries []ktypes.PutRecordsRequestEntry
+	for i := from; i < from+n; i++ {
+		entries = append(entries, ktypes.PutRecordsRequestEntry{Data: fmt.Appendf(nil, "%d", i), PartitionKey: aws.String("k")})
+	}
+	if _, err := kc.PutRecords(context.Background(), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// feedOf calls Next in a goroutine until ctx ends, sending each record's
+// data on the channel.
+func feedOf(ctx context.Context, t *testing.T, s *subscriber) <-chan string {
+	ch := make(chan string, 100)
+	go func() {
+		defer close(ch)
+		for {
+			b, err := s.Next(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("Next: %v", err)
+				}
+				return
+			}
+			for _, r := range b.Records {
+				ch <- string(r.Data)
+			}
+		}
+	}()
+	return ch
+}
+
+// stopFeed stops a feed and waits until its goroutine returned.
+func stopFeed(cancel context.CancelFunc, ch <-chan string) {
+	cancel()
+	for range ch {
+	}
+}
+
+// expect receives n records from ch, checking they are from, from+1, ...
+func expect(t *testing.T, ch <-chan string, from, n int) {
+	t.Helper()
+	for want := from; want < from+n; want++ {
+		select {
+		case got := <-ch:
+			if got != fmt.Sprint(want) {
+				t.Fatalf("record %s, want %d", got, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("record %d not received in 20s", want)
+		}
+	}
+}
+
+// TestSubscriberRenews: a subscription older than Renew is replaced by one
+// from the last record received, and one without an event for Idle (the
+// endpoint sends no heartbeat here) is taken as dead and replaced; no
+// record is skipped or repeated.
+func TestSubscriberRenews(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bench testutil.FanOutConfig
+		fo    FanOutConfig
+	}{
+		{"renew", testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond}, FanOutConfig{Renew: 1200 * time.Millisecond}},
+		{"idle", testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond, Heartbeat: time.Hour}, FanOutConfig{Idle: 1200 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fo, kc, stream, c := subscriberBench(t, tc.bench)
+			tc.fo.Consumer = c
+			var idle atomic.Int64
+			s := newSubscriber(subscriberConfig{FanOut: &tc.fo, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.TrimHorizon,
+				ValidFor: func() time.Duration { return time.Hour },
+				OnRetry: func(err error, _ time.Duration) {
+					if errors.Is(err, errIdle) {
+						idle.Add(1)
+					}
+				}})
+			ctx, cancel := context.WithCancel(context.Background())
+			ch := feedOf(ctx, t, s)
+			defer stopFeed(cancel, ch)
+			putN(t, kc, stream, 0, 10)
+			expect(t, ch, 0, 10)
+			for i := range 3 {
+				subs := fo.Stats().Subscribes
+				deadline := time.Now().Add(10 * time.Second)
+				for fo.Stats().Subscribes == subs {
+					if time.Now().After(deadline) {
+						t.Fatalf("no new subscription 10s after subscription %d", subs)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				putN(t, kc, stream, 10+10*i, 10)
+				expect(t, ch, 10+10*i, 10)
+			}
+			if tc.name == "idle" && idle.Load() == 0 {
+				t.Error("no subscription was taken as dead for want of events")
+			}
+			if st := fo.Stats(); st.ResourceInUse+st.LimitExceeded != 0 {
+				t.Errorf("subscribe rules broken: %+v", st)
+			}
+		})
+	}
+}
+
+// TestSubscriberFenced: a subscription whose lease lapses is closed at
+// once, and no new one is made until the lease is valid again.
+func TestSubscriberFenced(t *testing.T) {
+	fo, kc, stream, c := subscriberBench(t, testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond})
+	validUntil := time.Now().Add(time.Hour)
+	var mu = make(chan struct{}, 1)
+	mu <- struct{}{}
+	valid := func() time.Duration { <-mu; defer func() { mu <- struct{}{} }(); return time.Until(validUntil) }
+	setValid := func(d time.Duration) { <-mu; validUntil = time.Now().Add(d); mu <- struct{}{} }
+	s := newSubscriber(subscriberConfig{FanOut: &FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.TrimHorizon, ValidFor: valid})
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := feedOf(ctx, t, s)
+	defer stopFeed(cancel, ch)
+	putN(t, kc, stream, 0, 5)
+	expect(t, ch, 0, 5)
+	setValid(300 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for fo.Active("shardId-000000000000") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("subscription still open 5s after its lease lapsed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	subs := fo.Stats().Subscribes
+	time.Sleep(time.Second) // fenced a while: no new subscription
+	if got := fo.Stats().Subscribes; got != subs {
+		t.Fatalf("%d subscriptions made while the lease was not valid", got-subs)
+	}
+	setValid(time.Hour)
+	putN(t, kc, stream, 5, 5)
+	expect(t, ch, 5, 5)
+}
+
+// TestSubscriberCheckpointNotInShard: a checkpoint Kinesis refuses is a
+// *kltype.CheckpointError, not retried.
+func TestSubscriberCheckpointNotInShard(t *testing.T) {
+	_, _, stream, c := subscriberBench(t, testutil.FanOutConfig{})
+	s := newSubscriber(subscriberConfig{FanOut: &FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000",
+		Start: kltype.AfterSequenceNumber("49590338271490256608559692538361571095921575989136588898")})
+	defer s.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := s.Next(ctx)
+	var cpErr *kltype.CheckpointError
+	if !errors.As(err, &cpErr) || !errors.Is(err, kltype.ErrCheckpointNotInShard) {
+		t.Fatalf("got %v, want a CheckpointError", err)
+	}
+}
