@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,35 +176,68 @@ func distinct(ops []string) []string {
 	return slices.Compact(out)
 }
 
-// readmePolicy returns the actions of the IAM policy statements in the README.
-func readmePolicy(t *testing.T) map[string]bool {
+// policyStatement is one statement of an IAM policy in the README.
+type policyStatement struct {
+	Sid      string
+	Action   []string
+	Resource []string
+}
+
+// readmeStatements returns the statements of the IAM policies in the
+// README (a block with Action at the top stands for one statement).
+func readmeStatements(t *testing.T) []policyStatement {
 	t.Helper()
 	data, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	actions := map[string]bool{}
+	type stmt struct {
+		Sid      string
+		Action   []string
+		Resource json.RawMessage
+	}
+	resources := func(raw json.RawMessage) []string {
+		var one string
+		if json.Unmarshal(raw, &one) == nil {
+			return []string{one}
+		}
+		var many []string
+		_ = json.Unmarshal(raw, &many)
+		return many
+	}
+	var out []policyStatement
 	for _, m := range regexp.MustCompile("(?s)```json\n(.*?)```").FindAllSubmatch(data, -1) {
 		var doc struct {
-			Statement []struct {
-				Action []string
-			}
-			Action []string
+			stmt
+			Statement []stmt
 		}
 		if err := json.Unmarshal(m[1], &doc); err != nil {
 			t.Fatalf("README: a json block is not valid JSON: %v\n%s", err, m[1])
 		}
-		for _, a := range doc.Action {
-			actions[a] = true
-		}
-		for _, s := range doc.Statement {
-			for _, a := range s.Action {
-				actions[a] = true
+		for _, s := range append(doc.Statement, doc.stmt) {
+			if len(s.Action) > 0 {
+				out = append(out, policyStatement{Sid: s.Sid, Action: s.Action, Resource: resources(s.Resource)})
 			}
 		}
 	}
-	if len(actions) == 0 {
+	if len(out) == 0 {
 		t.Fatal("README has no IAM policy")
+	}
+	return out
+}
+
+// readmePolicy returns the actions of the README's IAM policy statements
+// for polling: every statement but the enhanced fan-out ones.
+func readmePolicy(t *testing.T) map[string]bool {
+	t.Helper()
+	actions := map[string]bool{}
+	for _, s := range readmeStatements(t) {
+		if strings.HasPrefix(s.Sid, "FanOut") {
+			continue
+		}
+		for _, a := range s.Action {
+			actions[a] = true
+		}
 	}
 	return actions
 }
@@ -218,4 +253,120 @@ func waitActive(t *testing.T, kc *kinesis.Client, stream string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("stream %s not ACTIVE after resharding", stream)
+}
+
+// TestLeastPrivilegeFanOut records every Kinesis operation of an enhanced
+// fan-out scenario (register the consumer, consume, rebalance between two
+// instances, reshard, shut down) with the resource each names, and checks
+// them against the README's fan-out policy: exactly its actions, each
+// call on a resource its statement allows (SubscribeToShard and
+// DescribeStreamConsumer on the consumer's ARN, the others on the
+// stream's).
+func TestLeastPrivilegeFanOut(t *testing.T) {
+	fo := testutil.FanOutEndpoint(t, testutil.KinesisLocal, testutil.FanOutConfig{TakeoverAfter: 500 * time.Millisecond})
+	type call struct{ op, resource string }
+	var mu sync.Mutex
+	var calls []call
+	faults := &testutil.Faults{}
+	stream := testutil.StreamName(t)
+	arnOf := func(name *string, arn *string) string {
+		if arn != nil {
+			return *arn
+		}
+		return "arn:aws:kinesis:" + testutil.Region + ":000000000000:stream/" + aws.ToString(name)
+	}
+	faults.Inject(testutil.Fault{Match: func(input any) bool {
+		var c call
+		switch in := input.(type) {
+		case *kinesis.ListShardsInput:
+			if in.NextToken != nil && in.StreamName == nil && in.StreamARN == nil {
+				return false // the stream is in the token
+			}
+			c = call{"ListShards", arnOf(in.StreamName, in.StreamARN)}
+		case *kinesis.DescribeStreamSummaryInput:
+			c = call{"DescribeStreamSummary", arnOf(in.StreamName, in.StreamARN)}
+		case *kinesis.RegisterStreamConsumerInput:
+			c = call{"RegisterStreamConsumer", aws.ToString(in.StreamARN)}
+		case *kinesis.DescribeStreamConsumerInput:
+			r := aws.ToString(in.ConsumerARN)
+			if r == "" {
+				r = aws.ToString(in.StreamARN) + "/consumer/" + aws.ToString(in.ConsumerName) + ":*"
+			}
+			c = call{"DescribeStreamConsumer", r}
+		case *kinesis.SubscribeToShardInput:
+			c = call{"SubscribeToShard", aws.ToString(in.ConsumerARN)}
+		default:
+			c = call{fmt.Sprintf("%T", input), ""}
+		}
+		mu.Lock()
+		calls = append(calls, c)
+		mu.Unlock()
+		return false // records, never applies
+	}})
+	kc := fo.Client(faults.KinesisOptions)
+	admin := testutil.KinesisClient(t, testutil.KinesisLocal)
+	testutil.CreateStream(t, admin, stream, 2)
+	dc := testutil.DynamoClient(t)
+	table := testutil.TableName(t)
+	testutil.CreateLeaseTable(t, dc, table)
+	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))
+
+	ta := newTally()
+	a := startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithShardSyncInterval(300*time.Millisecond))
+	put(t, admin, stream, 0, 40)
+	ta.waitFor(t, 0, 40, 30*time.Second)
+	b := startWith(t, kc, store, stream, "b", ta.handler("b"), fanOutSub(), kinesislease.WithShardSyncInterval(300*time.Millisecond))
+	if _, err := admin.UpdateShardCount(context.Background(), &kinesis.UpdateShardCountInput{
+		StreamName: aws.String(stream), TargetShardCount: aws.Int32(4), ScalingType: ktypes.ScalingTypeUniformScaling,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(t, admin, stream)
+	put(t, admin, stream, 40, 60)
+	ta.waitFor(t, 40, 60, 60*time.Second)
+	a.stop(t)
+	b.stop(t)
+
+	var statements []policyStatement
+	for _, s := range readmeStatements(t) {
+		if strings.HasPrefix(s.Sid, "FanOut") {
+			statements = append(statements, s)
+		}
+	}
+	if len(statements) == 0 {
+		t.Fatal("README has no fan-out policy (statements with a Sid starting FanOut)")
+	}
+	allowed := func(c call) bool {
+		for _, s := range statements {
+			if !slices.Contains(s.Action, "kinesis:"+c.op) {
+				continue
+			}
+			for _, r := range s.Resource {
+				r = strings.NewReplacer("REGION", testutil.Region, "ACCOUNT_ID", "000000000000", "stream/fulfilment", "stream/"+stream).Replace(r)
+				if ok, _ := path.Match(r, c.resource); ok {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var ops, documented []string
+	for _, c := range calls {
+		ops = append(ops, c.op)
+		if !allowed(c) {
+			t.Errorf("kinesis:%s on %s: the README's fan-out policy does not allow it", c.op, c.resource)
+		}
+	}
+	for _, s := range statements {
+		for _, a := range s.Action {
+			documented = append(documented, strings.TrimPrefix(a, "kinesis:"))
+		}
+	}
+	ops, documented = distinct(ops), distinct(documented)
+	t.Logf("Kinesis operations with enhanced fan-out: %v", ops)
+	if !slices.Equal(ops, documented) {
+		t.Errorf("Kinesis operations called %v, README's fan-out policy lists %v: they must match exactly", ops, documented)
+	}
 }
