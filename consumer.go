@@ -22,6 +22,11 @@
 // Concurrency: handlers of different shards run concurrently; a handler of
 // one shard is never called again before it returned.
 //
+// Reading: by default each shard is polled with GetRecords; with
+// WithEnhancedFanOut its records are pushed over SubscribeToShard to a
+// registered stream consumer, with the same leases, checkpoints and
+// guarantees.
+//
 // The types a handler, a hook or a test inspects live in package kltype,
 // each under one name: the record (kltype.Record, through RecordFrom), start
 // positions (kltype.Latest, kltype.TrimHorizon, ...), the outcome errors
@@ -74,7 +79,9 @@ type Service struct {
 
 // Kinesis is the part of *kinesis.Client the service uses: reading
 // (ListShards, GetShardIterator, GetRecords), and PutRecords for Publish and
-// dead-letter streams.
+// dead-letter streams. WithEnhancedFanOut needs more: the client must also
+// have DescribeStreamSummary, RegisterStreamConsumer, DescribeStreamConsumer
+// and SubscribeToShard (a *kinesis.Client has them all).
 type Kinesis interface {
 	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
 	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)

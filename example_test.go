@@ -187,3 +187,22 @@ func ExampleSubscribeBatch() {
 	// Output:
 	// <nil>
 }
+
+// Enhanced fan-out: the stream consumer "fulfilment-service" is registered
+// at Run if it does not exist, and each held shard's records are pushed as
+// they arrive. Every instance of the application uses the same name. A
+// name Kinesis would refuse is refused at Subscribe.
+func ExampleWithEnhancedFanOut() {
+	svc, err := kinesislease.New(awsConfig())
+	if err != nil {
+		panic(err)
+	}
+	fulfil := func(ctx context.Context, o Order) error { return nil }
+	err = kinesislease.Subscribe(svc, "fulfilment", fulfil, kinesislease.WithEnhancedFanOut("fulfilment-service"))
+	fmt.Println(err)
+	err = kinesislease.Subscribe(svc, "returns", fulfil, kinesislease.WithEnhancedFanOut("returns service"))
+	fmt.Println(errors.Is(err, kinesislease.ErrInvalidOption))
+	// Output:
+	// <nil>
+	// true
+}
