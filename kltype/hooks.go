@@ -88,7 +88,8 @@ type FailureInfo struct {
 // is set aside to be tried again later (membership protocol).
 type HookFailed interface{ OnFailed(f FailureInfo) }
 
-// BatchInfo describes one GetRecords answer that held records.
+// BatchInfo describes one GetRecords answer that held records, or one
+// SubscribeToShard event that did (enhanced fan-out).
 type BatchInfo struct {
 	// Stream is the stream's name or ARN, as subscribed.
 	Stream string
@@ -151,7 +152,8 @@ type ThrottleInfo struct {
 	Stream string
 	// ShardID is the shard read.
 	ShardID string
-	// Op is GetRecords or GetShardIterator.
+	// Op is GetRecords, GetShardIterator, or SubscribeToShard (enhanced
+	// fan-out: LimitExceededException, one call a second per shard).
 	Op string
 	// Delay is the wait before the retry.
 	Delay time.Duration
@@ -160,7 +162,8 @@ type ThrottleInfo struct {
 }
 
 // HookThrottled is called when a read was throttled
-// (ProvisionedThroughputExceededException) and will be retried after Delay.
+// (ProvisionedThroughputExceededException, or LimitExceededException on
+// SubscribeToShard) and will be retried after Delay.
 type HookThrottled interface{ OnThrottled(t ThrottleInfo) }
 
 // HookDeadLettered is called when a sink confirmed a dead letter.
