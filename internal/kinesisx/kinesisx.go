@@ -61,23 +61,9 @@ func Name(stream string) string {
 // IteratorInput is the GetShardIterator request that starts shardID of
 // stream at p.
 func IteratorInput(stream, shardID string, p kltype.StartPosition) *kinesis.GetShardIteratorInput {
-	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(shardID)}
+	sp := StartingPosition(p)
+	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(shardID), ShardIteratorType: sp.Type, StartingSequenceNumber: sp.SequenceNumber, Timestamp: sp.Timestamp}
 	in.StreamName, in.StreamARN = Fields(stream)
-	switch p.Type {
-	case kltype.PositionLatest:
-		in.ShardIteratorType = types.ShardIteratorTypeLatest
-	case kltype.PositionTrimHorizon:
-		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
-	case kltype.PositionAtTimestamp:
-		in.ShardIteratorType = types.ShardIteratorTypeAtTimestamp
-		in.Timestamp = aws.Time(p.Time)
-	case kltype.PositionAtSequenceNumber:
-		in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
-		in.StartingSequenceNumber = aws.String(p.Sequence)
-	case kltype.PositionAfterSequenceNumber:
-		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
-		in.StartingSequenceNumber = aws.String(p.Sequence)
-	}
 	return in
 }
 
@@ -277,7 +263,8 @@ func IsLimitExceeded(err error) bool {
 	return errors.As(err, &limit)
 }
 
-// StartingPosition is the SubscribeToShard starting position for p.
+// StartingPosition is the SubscribeToShard starting position for p (and
+// the iterator type, sequence number and timestamp of GetShardIterator's).
 func StartingPosition(p kltype.StartPosition) *types.StartingPosition {
 	sp := &types.StartingPosition{}
 	switch p.Type {
