@@ -33,6 +33,19 @@ type rig struct {
 	kc             *kinesis.Client
 	table, stream  string
 	ddbURL, kinURL string
+	// fanOut, if set, is the consumer name services subscribe with
+	// enhanced fan-out, through svcKC (a local fan-out endpoint in front of
+	// the emulator); the command itself reads the emulator.
+	fanOut string
+	svcKC  *kinesis.Client
+}
+
+// withFanOut makes the rig's services read with enhanced fan-out through a
+// local SubscribeToShard endpoint in front of kinesisEmulator.
+func (r *rig) withFanOut(kinesisEmulator testutil.Emulator) *rig {
+	fo := testutil.FanOutEndpoint(r.t, kinesisEmulator, testutil.FanOutConfig{})
+	r.fanOut, r.svcKC = "rewind-test", fo.Client()
+	return r
 }
 
 func newRig(t *testing.T, kinesisEmulator testutil.Emulator, shards int32) *rig {
@@ -225,8 +238,12 @@ func (r *rig) startService(owner string, j *journal, start kltype.StartPosition)
 	t := r.t
 	t.Helper()
 	s := &service{done: make(chan struct{})}
+	kc := r.kc
+	if r.svcKC != nil {
+		kc = r.svcKC
+	}
 	svc, err := kinesislease.New(testutil.Config(t),
-		kinesislease.WithKinesisClient(r.kc),
+		kinesislease.WithKinesisClient(kc),
 		kinesislease.WithLeaseStore(r.store(nil)),
 		kinesislease.WithOwner(owner),
 		kinesislease.WithLogger(testLogger(t)),
@@ -242,11 +259,15 @@ func (r *rig) startService(owner string, j *journal, start kltype.StartPosition)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kinesislease.Subscribe(svc, r.stream, j.handler,
+	sub := []kinesislease.SubscribeOption{
 		kinesislease.WithStartPosition(start),
 		kinesislease.WithCheckpoint(10, 100*time.Millisecond),
 		kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0),
-	); err != nil {
+	}
+	if r.fanOut != "" {
+		sub = append(sub, kinesislease.WithEnhancedFanOut(r.fanOut))
+	}
+	if err := kinesislease.Subscribe(svc, r.stream, j.handler, sub...); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

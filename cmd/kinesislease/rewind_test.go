@@ -47,9 +47,15 @@ func distinctIDs(ds []delivery) int {
 // TestRewindLive rewinds one shard to a sequence number while a service
 // consumes the stream: the holder (membership protocol) is told through its membership entry and applies the request within a heartbeat
 // and hands records k..N to the handler again, in order, keeping its lease
-// (no second reader, no concurrent handler call, nothing skipped).
+// (no second reader, no concurrent handler call, nothing skipped); the
+// same with enhanced fan-out, where the rewound shard's new subscription
+// waits out the 5-second rule.
 func TestRewindLive(t *testing.T) {
-	r := newRig(t, testutil.Kinesalite, 2)
+	t.Run("polling", func(t *testing.T) { testRewindLive(t, newRig(t, testutil.Kinesalite, 2)) })
+	t.Run("fan-out", func(t *testing.T) { testRewindLive(t, newRig(t, testutil.Kinesalite, 2).withFanOut(testutil.Kinesalite)) })
+}
+
+func testRewindLive(t *testing.T, r *rig) {
 	j := newJournal()
 	svc := r.startService("svc-1", j, kltype.TrimHorizon)
 
