@@ -52,7 +52,9 @@ func distinctIDs(ds []delivery) int {
 // waits out the 5-second rule.
 func TestRewindLive(t *testing.T) {
 	t.Run("polling", func(t *testing.T) { testRewindLive(t, newRig(t, testutil.Kinesalite, 2)) })
-	t.Run("fan-out", func(t *testing.T) { testRewindLive(t, newRig(t, testutil.Kinesalite, 2).withFanOut(testutil.Kinesalite)) })
+	t.Run("fan-out", func(t *testing.T) {
+		testRewindLive(t, newRig(t, testutil.Kinesalite, 2).withFanOut(testutil.Kinesalite))
+	})
 }
 
 func testRewindLive(t *testing.T, r *rig) {
