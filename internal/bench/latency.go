@@ -166,7 +166,7 @@ func latencyRound(f flags, load *loadProc, backend, stream string, fanOut bool, 
 		}
 		select {
 		case err := <-ran:
-			return latencyResult{}, fmt.Errorf("Run returned during warm-up: %v", err)
+			return latencyResult{}, fmt.Errorf("library: Run returned during warm-up: %v", err)
 		case <-time.After(2 * time.Second):
 		}
 	}
@@ -186,7 +186,7 @@ func latencyRound(f flags, load *loadProc, backend, stream string, fanOut bool, 
 	select {
 	case <-done:
 	case err := <-ran:
-		return latencyResult{}, fmt.Errorf("Run returned: %v", err)
+		return latencyResult{}, fmt.Errorf("library: Run returned: %v", err)
 	case <-time.After(60 * time.Second):
 		return latencyResult{}, fmt.Errorf("%d of %d records handled 60s after the last put", got.Load(), want)
 	}
@@ -194,7 +194,7 @@ func latencyRound(f flags, load *loadProc, backend, stream string, fanOut bool, 
 	stopProfile()
 	cancel()
 	if err := <-ran; err != nil {
-		return latencyResult{}, fmt.Errorf("Run: %w", err)
+		return latencyResult{}, fmt.Errorf("library: Run: %w", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
