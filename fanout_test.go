@@ -420,6 +420,38 @@ func TestFanOutStartErrors(t *testing.T) {
 			t.Fatalf("got %v, want ErrAccessDenied naming RegisterStreamConsumer", err)
 		}
 	})
+	t.Run("consumer being deleted", func(t *testing.T) {
+		arn := streamARN(t, kc, stream)
+		ctx := context.Background()
+		if _, err := kc.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleting")}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, func() bool {
+			out, err := kc.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleting")})
+			return err == nil && out.ConsumerDescription.ConsumerStatus == ktypes.ConsumerStatusActive
+		}, func() string { return "consumer not ACTIVE" })
+		if _, err := kc.DeregisterStreamConsumer(ctx, &kinesis.DeregisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleting")}); err != nil {
+			t.Fatal(err)
+		}
+		faults := &testutil.Faults{}
+		ta := newTally()
+		in := startWith(t, fo.Client(faults.KinesisOptions), memory.New(), stream, "a", ta.handler("a"), []kinesislease.SubscribeOption{kinesislease.WithEnhancedFanOut("deleting")})
+		put(t, kc, stream, 0, 10)
+		ta.waitFor(t, 0, 10, 30*time.Second)
+		in.stop(t)
+		if n := faults.Calls("RegisterStreamConsumer"); n != 1 {
+			t.Errorf("RegisterStreamConsumer called %d times, want once, after the old consumer was gone", n)
+		}
+		// Gone again, for the limit below.
+		if _, err := kc.DeregisterStreamConsumer(ctx, &kinesis.DeregisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleting")}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, func() bool {
+			_, err := kc.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleting")})
+			var nf *ktypes.ResourceNotFoundException
+			return errors.As(err, &nf)
+		}, func() string { return "consumer not deleted" })
+	})
 	t.Run("consumer limit", func(t *testing.T) {
 		arn := streamARN(t, kc, stream)
 		for i := range 20 {

@@ -14,6 +14,19 @@
 //
 // (--endpoint-url sets both, for an emulator that serves both on one port.)
 //
+// With --fan-out NAME it reads each shard with enhanced fan-out
+// (SubscribeToShard: records pushed as they arrive) as the stream consumer
+// NAME, which it registers if it does not exist; every instance gives the
+// same NAME. Without it (the default) it polls with GetRecords. Kinesis
+// refuses a new subscription to a shard within 5 seconds of the previous
+// one, so a failover can take up to 5 seconds longer than polled:
+//
+//	fulfilment --stream fulfilment --table fulfilment-leases --fan-out fulfilment
+//
+// No emulator serves SubscribeToShard: `go run ./examples/fulfilment/demo
+// --fan-out` puts the local fan-out endpoint of internal/testutil in front
+// of kinesalite and gives the instances its URL as --kinesis-endpoint-url.
+//
 // It runs until SIGINT or SIGTERM, then drains, checkpoints and releases its
 // leases (a second signal exits at once). Every second it prints one line: the
 // shards it holds and how many orders it handled. `go run
@@ -102,6 +115,7 @@ type flags struct {
 	logLevel             string
 	healthAddr           string
 	keyConcurrency       int
+	fanOut               string // stream consumer name; empty: polling
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -128,6 +142,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.DurationVar(&f.status, "status", time.Second, "how often to print the status line (0: never)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.IntVar(&f.keyConcurrency, "key-concurrency", 1, "handle this many partition keys of a shard at once (records of one key stay in order)")
+	fs.StringVar(&f.fanOut, "fan-out", "", "read with enhanced fan-out (SubscribeToShard) as this stream consumer, registered if need be, the same on every instance; empty: GetRecords polling")
 	fs.StringVar(&f.healthAddr, "health-addr", "", "serve /livez, /readyz and /healthz on this address (e.g. 127.0.0.1:8081); empty: none")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -241,17 +256,23 @@ func run(f *flags, stdout, stderr io.Writer) error {
 	}
 	ful.owner = svc.Owner()
 	ful.log = log.With("owner", ful.owner)
-	if err := kinesislease.Subscribe(svc, f.stream, ful.fulfil,
+	subOpts := []kinesislease.SubscribeOption{
 		kinesislease.WithCodec(cdc),
 		kinesislease.WithStartPosition(start),
 		kinesislease.WithCheckpoint(f.checkpointEvery, f.checkpointInterval),
 		kinesislease.WithKeyConcurrency(f.keyConcurrency),
-	); err != nil {
+	}
+	reading := "polling"
+	if f.fanOut != "" {
+		subOpts = append(subOpts, kinesislease.WithEnhancedFanOut(f.fanOut))
+		reading = "enhanced fan-out as consumer " + f.fanOut
+	}
+	if err := kinesislease.Subscribe(svc, f.stream, ful.fulfil, subOpts...); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(stdout, "fulfilment %s: stream %s, lease table %s, lease %v renew %v\n",
-		svc.Owner(), f.stream, f.table, f.lease, f.renew)
+	fmt.Fprintf(stdout, "fulfilment %s: stream %s (%s), lease table %s, lease %v renew %v\n",
+		svc.Owner(), f.stream, reading, f.table, f.lease, f.renew)
 	statusDone := make(chan struct{})
 	var wg sync.WaitGroup
 	if f.status > 0 {

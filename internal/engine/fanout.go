@@ -115,7 +115,9 @@ func (c *Consumer) register(ctx context.Context) (string, error) {
 				c.logger().Warn("kinesislease: stream consumer is being deleted; waiting to register it again", "consumer", c.Name)
 			}
 		case kinesisx.IsNotFound(err):
-			_, rerr := c.Client.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(c.Name)})
+			_, rerr := c.Client.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(c.Name)},
+				kinesisx.WithoutThrottleRetries) // LimitExceededException is handled below
+
 			switch {
 			case rerr == nil:
 				registered = true

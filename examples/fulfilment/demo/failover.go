@@ -230,8 +230,8 @@ func runFailover(ctx context.Context, cfg config, env harness.Env, signal string
 	if err := d.startInstances(); err != nil {
 		return nil, err
 	}
-	d.printf("started %d instances of the fulfilment service (lease %v, renew %v, scan %v, protocol %s); logs and reports in %s\n",
-		cfg.Instances, cfg.Lease, cfg.Renew, cfg.Scan, cmpOr(cfg.Protocol, "default"), cfg.Dir)
+	d.printf("started %d instances of the fulfilment service (lease %v, renew %v, scan %v, protocol %s, %s); logs and reports in %s\n",
+		cfg.Instances, cfg.Lease, cfg.Renew, cfg.Scan, cmpOr(cfg.Protocol, "default"), cfg.reading(), cfg.Dir)
 
 	// The watcher follows the reports every 100ms but the lease table only
 	// every second: with many shards, reading every row ten times a second

@@ -14,11 +14,25 @@
 // tally: published, handled, lost (must be 0) and duplicates (the orders the
 // killed instance handled after its last checkpoint, handled again by its
 // taker). The exit status is 1 if an order was lost, a shard was handled by
-// two instances at once, or the run failed.
+// two instances at once, a customer's orders were handled out of stream
+// order, or the run failed.
+//
+// With --fan-out the instances read with enhanced fan-out (--fan-out
+// fulfilment-demo) instead of polling: no emulator serves SubscribeToShard,
+// so the demo starts the fan-out endpoint of internal/testutil in front of
+// kinesalite (SubscribeToShard and the consumer calls served with Kinesis'
+// rules, among them the 5-second rule; every other call forwarded) and
+// gives the instances its URL as their Kinesis endpoint; the demo itself
+// publishes to kinesalite. The tally then also says what the endpoint
+// counted, and the run fails if fewer subscriptions succeeded than there
+// were tenures (an instance's handling of a shard under one lease) that
+// handled records.
 //
 // With --measure-failover it instead measures failover, with the default
-// settings of each protocol (membership; per-row: 10s lease, 3.3s renewals)
-// and with the demo's short leases (--settings picks), --trials runs each,
+// settings of each protocol (membership; per-row: 10s lease, 3.3s renewals),
+// with the demo's short leases, and with the membership defaults read with
+// enhanced fan-out through the fan-out endpoint ("fanout"; its bounds allow
+// for the 5-second rule); --settings picks, --trials runs each,
 // alternating. A trial publishes one record per shard about every 100ms
 // (PutRecords, ExplicitHashKey = the shard's first hash key), and once every
 // shard is held and records flow for 2s signals the instance holding the
@@ -50,6 +64,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
+	"github.com/kinesislease/kinesislease/internal/testutil"
 )
 
 func main() { os.Exit(demoMain()) }
@@ -64,9 +79,10 @@ func demoMain() int {
 		orders  = flag.Int("orders", 3000, "orders to publish")
 		over    = flag.Duration("publish-over", 10*time.Second, "publish the orders over this long")
 		noKill  = flag.Bool("no-kill", false, "do not SIGKILL an instance")
+		fanOut  = flag.Bool("fan-out", false, "the instances read with enhanced fan-out (--fan-out "+fanOutConsumer+") through a local fan-out endpoint in front of kinesalite, instead of polling")
 		measure = flag.Bool("measure-failover", false, "measure the failover (signal to a survivor handling the first record put after it, per shard of the victim) with each protocol's defaults and short leases, alternating, then exit")
 		trials  = flag.Int("trials", 1, "with --measure-failover: runs per setting")
-		only    = flag.String("settings", "membership,per-row,short", "with --measure-failover: the settings to measure, comma-separated")
+		only    = flag.String("settings", "membership,per-row,short,fanout", "with --measure-failover: the settings to measure, comma-separated (fanout: membership's, read with enhanced fan-out)")
 		sig     = flag.String("signal", "kill", "with --measure-failover: how to disrupt the victim: kill (SIGKILL) or stop (SIGSTOP, SIGCONT once failed over)")
 		keyConc = flag.Int("key-concurrency", 0, "the instances' --key-concurrency (0: their default, 1)")
 		timeout = flag.Duration("timeout", 0, "stop everything after this long (default 85s; with --measure-failover 30s + 90s per trial, 120s with --signal stop)")
@@ -104,14 +120,26 @@ func demoMain() int {
 	}
 
 	if *measure {
+		if *fanOut {
+			fmt.Fprintln(os.Stderr, "demo: --fan-out is for the plain run; with --measure-failover, pick the fanout setting (--settings)")
+			return 2
+		}
 		return measureFailover(fr, bin, f.Instances, int32(f.Shards), *trials, strings.Split(*only, ","), *sig)
 	}
 
+	var fo *testutil.FanOut
+	if *fanOut {
+		if fo, err = startFanOut(fr.Env); err != nil {
+			return fr.Fail(err)
+		}
+		defer fo.Close()
+		fmt.Printf("fan-out endpoint at %s in front of kinesalite: the instances read with enhanced fan-out as consumer %s\n", fo.URL(), fanOutConsumer)
+	}
 	cfg := config{
 		Stream: "fulfilment", Table: "fulfilment-leases",
 		Orders: *orders, PublishOver: *over, Instances: f.Instances,
 		Lease: f.Lease, Renew: f.Renew, Scan: f.Scan, CheckpointInterval: f.CheckpointInterval,
-		Kill: !*noKill, KillAt: 0.5, KeyConcurrency: *keyConc,
+		Kill: !*noKill, KillAt: 0.5, KeyConcurrency: *keyConc, FanOut: fo,
 		Dir: fr.Dir, Binary: bin, Out: os.Stdout,
 	}
 	if err := fr.Setup(cfg.Table, cfg.Stream, int32(f.Shards)); err != nil {
@@ -124,7 +152,7 @@ func demoMain() int {
 	fmt.Println()
 	t.print(os.Stdout)
 	fmt.Printf("demo finished in %.1fs\n", time.Since(fr.Begin).Seconds())
-	if t.Lost > 0 || len(t.Overlaps) > 0 || len(t.KeyOrder) > 0 || (cfg.Kill && !t.Complete) {
+	if t.Lost > 0 || len(t.Overlaps) > 0 || len(t.KeyOrder) > 0 || (cfg.Kill && !t.Complete) || t.fanOutProblem() != "" {
 		return 1
 	}
 	return 0
@@ -140,16 +168,19 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 		name               string
 		lease, renew, scan time.Duration
 		protocol           string
+		fanOut             bool // read with enhanced fan-out through a fan-out endpoint
 	}
 	settings := []setting{
-		// The defaults of each protocol, side by side, then short leases.
-		{"membership", 0, 0, 0, ""},
-		{"per-row", kinesislease.DefaultLeaseDuration, kinesislease.DefaultRenewInterval, kinesislease.DefaultLeaseDuration, "per-row"},
-		{"short", 3 * time.Second, time.Second, time.Second, ""},
+		// The defaults of each protocol, side by side, then short leases,
+		// then the membership defaults read with enhanced fan-out.
+		{"membership", 0, 0, 0, "", false},
+		{"per-row", kinesislease.DefaultLeaseDuration, kinesislease.DefaultRenewInterval, kinesislease.DefaultLeaseDuration, "per-row", false},
+		{"short", 3 * time.Second, time.Second, time.Second, "", false},
+		{"fanout", 0, 0, 0, "", true},
 	}
 	settings = slices.DeleteFunc(settings, func(s setting) bool { return !slices.Contains(only, s.name) })
 	if len(settings) == 0 {
-		fmt.Fprintf(os.Stderr, "demo: --settings %s: none of membership, per-row, short\n", strings.Join(only, ","))
+		fmt.Fprintf(os.Stderr, "demo: --settings %s: none of membership, per-row, short, fanout\n", strings.Join(only, ","))
 		return 2
 	}
 	sigName := map[string]string{"kill": "SIGKILL", "stop": "SIGSTOP"}[signal]

@@ -20,6 +20,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
+	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
@@ -40,6 +41,12 @@ type config struct {
 	// KeyConcurrency is the instances' --key-concurrency; 0 for the default.
 	KeyConcurrency     int
 	CheckpointInterval time.Duration
+	// FanOut, if set, is a fan-out endpoint (startFanOut) in front of the
+	// Kinesis emulator: the instances use it as their Kinesis endpoint and
+	// read with enhanced fan-out as the consumer fanOutConsumer; the demo's
+	// own client (publishing, listing shards) goes to the emulator. The
+	// caller closes it. Nil: the instances poll the emulator.
+	FanOut *testutil.FanOut
 	// Kill SIGKILLs the instance holding the most shards once KillAt of the
 	// orders are published (at once when there are none).
 	Kill   bool
@@ -52,6 +59,35 @@ type config struct {
 	Race   bool
 	// Out receives the progress; nil discards it.
 	Out io.Writer
+}
+
+// fanOutConsumer is the stream consumer the instances read with in fan-out
+// mode (their --fan-out).
+const fanOutConsumer = "fulfilment-demo"
+
+// fanOutTakeover is the 5-second rule of Kinesis, which the fan-out
+// endpoint keeps: a SubscribeToShard call for a shard within this of the
+// previous successful one fails with ResourceInUseException (the library
+// retries it every second), a later one takes the subscription over.
+const fanOutTakeover = 5 * time.Second
+
+// startFanOut starts a fan-out endpoint in front of env's Kinesis emulator
+// (SubscribeToShard and the consumer calls served by it, the rest
+// forwarded). Close it once the instances are gone.
+func startFanOut(env harness.Env) (*testutil.FanOut, error) {
+	fo, err := testutil.StartFanOut(testutil.FanOutConfig{Backend: env.KinesisEndpoint, TakeoverAfter: fanOutTakeover})
+	if err != nil {
+		return nil, fmt.Errorf("demo: starting the fan-out endpoint: %w", err)
+	}
+	return fo, nil
+}
+
+// reading says how the instances read the stream.
+func (c *config) reading() string {
+	if c.FanOut == nil {
+		return "polling"
+	}
+	return fmt.Sprintf("enhanced fan-out as consumer %s through %s", fanOutConsumer, c.FanOut.URL())
 }
 
 // Timings derived from the lease settings.
@@ -73,6 +109,9 @@ func (c *config) expectedFailover() time.Duration {
 // That scan comes at most 1.1 scan intervals (jittered) after the kill, and
 // the one that finds the row a lease duration old at most 1.1 scan intervals
 // after that; add a second for the Take write, scheduling and the report.
+// With fan-out the taker's first subscription may come up against the
+// 5-second rule (the dead holder subscribed just before the kill): up to
+// fanOutTakeover more, as the library documents.
 func (c *config) bestFailover() time.Duration {
 	if c.Lease == 0 {
 		return kinesislease.DefaultTimeout - kinesislease.DefaultHeartbeat
@@ -81,10 +120,14 @@ func (c *config) bestFailover() time.Duration {
 }
 
 func (c *config) worstFailover() time.Duration {
+	w := c.Lease + 2*(c.Scan+c.Scan/10) + time.Second
 	if c.Lease == 0 {
-		return kinesislease.DefaultTimeout + 2*kinesislease.DefaultHeartbeat + time.Second
+		w = kinesislease.DefaultTimeout + 2*kinesislease.DefaultHeartbeat + time.Second
 	}
-	return c.Lease + 2*(c.Scan+c.Scan/10) + time.Second
+	if c.FanOut != nil {
+		w += fanOutTakeover
+	}
+	return w
 }
 
 // settleTimeout bounds the wait for every shard to be held before the orders
@@ -134,8 +177,8 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 	if err := d.startInstances(); err != nil {
 		return nil, err
 	}
-	d.printf("started %d instances of the fulfilment service (lease %v, renew %v, scan %v); logs and reports in %s\n",
-		cfg.Instances, cfg.Lease, cfg.Renew, cfg.Scan, cfg.Dir)
+	d.printf("started %d instances of the fulfilment service (lease %v, renew %v, scan %v, %s); logs and reports in %s\n",
+		cfg.Instances, cfg.Lease, cfg.Renew, cfg.Scan, cfg.reading(), cfg.Dir)
 
 	// Watch the lease table and the reports, print progress every second.
 	d.printf("%s\n", d.header())
@@ -183,6 +226,7 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 	t := compute(ids, d.reports.Deliveries, d.reports.Events, d.kill, cfg.fence())
 	t.KeyOrder = keyOrder(ids, d.reports.Deliveries, func(id string) string { c, _ := d.customers.Load(id); s, _ := c.(string); return s })
 	t.Lease, t.Renew, t.Scan = cfg.Lease, cfg.Renew, cfg.Scan
+	t.fanOut(cfg.FanOut)
 	return t, nil
 }
 
@@ -197,6 +241,10 @@ func newDemo(cfg config, env harness.Env) *demo {
 		Name: "demo", Binary: cfg.Binary, Dir: cfg.Dir, Env: env, Stream: cfg.Stream, Table: cfg.Table,
 		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, Protocol: cfg.Protocol, KeyConcurrency: cfg.KeyConcurrency, CheckpointInterval: cfg.CheckpointInterval,
 		ShutdownTimeout: 10 * time.Second, Race: cfg.Race,
+	}
+	if cfg.FanOut != nil {
+		d.fleet.Env.KinesisEndpoint = cfg.FanOut.URL()
+		d.fleet.FanOut = fanOutConsumer
 	}
 	return d
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
+	"github.com/kinesislease/kinesislease/internal/testutil"
 )
 
 // tally is what a run of the demo found.
@@ -67,6 +68,15 @@ type tally struct {
 	// FenceOverlaps those overlaps the killed instance's fence window
 	// allows (4/5 of the lease after its last renewal).
 	Overlaps, FenceOverlaps []string
+	// Tenures counts the tenures that handled records: an instance's
+	// handling of a shard under one acquisition of its lease.
+	Tenures int
+
+	// FanOut is what the fan-out endpoint counted, in fan-out mode; nil
+	// when the instances polled. Each tenure needs a subscription of its
+	// own (a lost or released lease closes it), so FanOut.Subscribes must be
+	// at least Tenures (see fanOutProblem).
+	FanOut *testutil.FanOutStats
 
 	// The run's lease settings, for the report.
 	Lease, Renew, Scan time.Duration
@@ -276,8 +286,28 @@ func compute(published []string, ds []harness.Delivery, es []harness.LeaseEvent,
 	}
 	slices.Sort(t.OtherDups)
 
-	t.Overlaps, t.FenceOverlaps = overlaps(ds, es, k, fence)
+	t.Overlaps, t.FenceOverlaps, t.Tenures = overlaps(ds, es, k, fence)
 	return t
+}
+
+// fanOut records what fo counted (nothing when fo is nil: polling).
+func (t *tally) fanOut(fo *testutil.FanOut) {
+	if fo == nil {
+		return
+	}
+	st := fo.Stats()
+	t.FanOut = &st
+}
+
+// fanOutProblem says, in fan-out mode, why the records were not all read
+// with fan-out: fewer successful SubscribeToShard calls than tenures that
+// handled records. Empty: none (or polling).
+func (t *tally) fanOutProblem() string {
+	if t.FanOut == nil || t.FanOut.Subscribes >= t.Tenures {
+		return ""
+	}
+	return fmt.Sprintf("fan-out: %d SubscribeToShard calls succeeded for %d tenures that handled records: some were not read with fan-out",
+		t.FanOut.Subscribes, t.Tenures)
 }
 
 // explainedByKill reports whether the deliveries of one order (sorted by
@@ -307,11 +337,11 @@ type tenure struct {
 
 // overlaps finds shards handled by two instances at once. Each instance's
 // records of a shard are grouped by lease acquisition (its "acquired"
-// events); two groups of different instances whose spans intersect overlap.
-// An overlap involving the killed instance and no longer than the fence is
-// listed apart: the fence is the longest a holder that cannot renew goes on
-// delivering.
-func overlaps(ds []harness.Delivery, es []harness.LeaseEvent, k *kill, fence time.Duration) (bad, fenced []string) {
+// events) into tenures, which it counts; two tenures of different
+// instances whose spans intersect overlap. An overlap involving the killed
+// instance and no longer than the fence is listed apart: the fence is the
+// longest a holder that cannot renew goes on delivering.
+func overlaps(ds []harness.Delivery, es []harness.LeaseEvent, k *kill, fence time.Duration) (bad, fenced []string, count int) {
 	type key struct{ owner, shard string }
 	acq := map[key][]time.Time{}
 	for _, e := range es {
@@ -339,6 +369,7 @@ func overlaps(ds []harness.Delivery, es []harness.LeaseEvent, k *kill, fence tim
 		if tn == nil {
 			tn = &tenure{owner: d.Owner, first: d.At, last: d.At}
 			tenures[d.Shard][tk] = tn
+			count++
 		}
 		tn.records++
 		if d.At.Before(tn.first) {
@@ -380,7 +411,7 @@ func overlaps(ds []harness.Delivery, es []harness.LeaseEvent, k *kill, fence tim
 			}
 		}
 	}
-	return bad, fenced
+	return bad, fenced, count
 }
 
 // print writes the tally for people.
@@ -472,6 +503,13 @@ func (t *tally) print(w io.Writer) {
 				t.Failover.Seconds(), sig, t.Lease, t.Renew, t.Scan, t.Lease+t.Scan)
 		} else {
 			fmt.Fprintf(w, "  failover             INCOMPLETE\n")
+		}
+	}
+	if st := t.FanOut; st != nil {
+		fmt.Fprintf(w, "  fan-out              consumer %s: %d SubscribeToShard calls succeeded (%d tenures handled records), %d refused by the 5-second rule (ResourceInUse), %d by the one-call-a-second limit, %d subscriptions taken over\n",
+			fanOutConsumer, st.Subscribes, t.Tenures, st.ResourceInUse, st.LimitExceeded, st.Takeovers)
+		if p := t.fanOutProblem(); p != "" {
+			fmt.Fprintf(w, "    FAILED: %s\n", p)
 		}
 	}
 	switch {

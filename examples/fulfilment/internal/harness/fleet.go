@@ -72,7 +72,11 @@ type Fleet struct {
 	// for the default.
 	Protocol string
 	// KeyConcurrency is the instances' --key-concurrency; 0 for the default.
-	KeyConcurrency     int
+	KeyConcurrency int
+	// FanOut is the instances' --fan-out, the stream consumer they read
+	// with enhanced fan-out; empty: they poll. Env.KinesisEndpoint must then
+	// serve SubscribeToShard (a testutil.FanOut in front of the emulator).
+	FanOut             string
 	CheckpointInterval time.Duration
 	ShutdownTimeout    time.Duration
 	Race               bool // the binary was built with -race
@@ -147,6 +151,9 @@ func (f *Fleet) Start(owner string) (*Instance, error) {
 	}
 	if f.Protocol != "" {
 		args = append(args, "--protocol", f.Protocol)
+	}
+	if f.FanOut != "" {
+		args = append(args, "--fan-out", f.FanOut)
 	}
 	in.Cmd = exec.Command(f.Binary, args...)
 	in.Cmd.Stdout, in.Cmd.Stderr = lf, lf
