@@ -17,18 +17,39 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 // separate processes (built with -race when this test is), 1000 orders over
 // 4s on 4 shards, the instance holding the most shards SIGKILLed half-way.
 //
-// It runs twice: with each shard's records handled in order, and with key
-// concurrency 8 (records of one customer in order, customers at once);
-// both keep every customer's orders in stream order across the SIGKILL.
+// It runs three times: with each shard's records handled in order, with key
+// concurrency 8 (records of one customer in order, customers at once), and
+// read with enhanced fan-out (the instances' --fan-out) through a fan-out
+// endpoint in front of kinesalite; all keep every customer's orders in
+// stream order across the SIGKILL.
+//
+// With fan-out, every tenure that handled records (an instance's handling
+// of a shard under one lease) must have had a SubscribeToShard call of its
+// own: polling instances would pass every other check. The endpoint's
+// 5-second rule is stretched to testFanOutRule so that the takers' first
+// subscriptions after the SIGKILL come within it of the killed instance's
+// (which subscribed a few seconds before the kill): they are refused and
+// retried until the rule lets them take over, and the test checks both
+// that this happened wherever the lease times say it must have and that
+// nothing was lost or read twice beyond the checkpoint windows.
 func TestDemo(t *testing.T) {
 	for _, keys := range []int{0, 8} {
-		t.Run(fmt.Sprintf("key-concurrency=%d", max(keys, 1)), func(t *testing.T) { testDemo(t, keys) })
+		t.Run(fmt.Sprintf("key-concurrency=%d", max(keys, 1)), func(t *testing.T) { testDemo(t, keys, false) })
 	}
+	t.Run("fan-out", func(t *testing.T) { testDemo(t, 0, true) })
 }
 
-func testDemo(t *testing.T, keyConcurrency int) {
-	e, table, stream := harness.TestEnv(t, 4)
+func testDemo(t *testing.T, keyConcurrency int, fanOut bool) {
+	const shards = 4
+	e, table, stream := harness.TestEnv(t, shards)
+	var fo *testutil.FanOut
+	var rule time.Duration
+	if fanOut {
+		rule = testFanOutRule
+		fo = testutil.FanOutEndpoint(t, testutil.Kinesalite, testutil.FanOutConfig{TakeoverAfter: rule})
+	}
 	cfg := config{
+		FanOut: fo, FanOutRule: rule,
 		KeyConcurrency: keyConcurrency,
 		Stream:         stream, Table: table,
 		Orders: 1000, PublishOver: 4 * time.Second, Instances: 3,
@@ -103,12 +124,62 @@ func testDemo(t *testing.T, keyConcurrency int) {
 		t.Errorf("%d duplicate deliveries, want exactly the %d records of the killed instance's checkpoint windows", ta.Duplicates, window)
 	}
 
+	if fanOut {
+		checkFanOut(t, ta, shards, rule)
+	}
+
 	// No shard was handled by two processes at once.
 	for _, o := range ta.Overlaps {
 		t.Errorf("overlap: %s", o)
 	}
 	for _, o := range ta.FenceOverlaps {
 		t.Logf("overlap within the killed instance's fence window: %s", o)
+	}
+}
+
+// testFanOutRule is TestDemo's 5-second rule with fan-out: twice Kinesis'.
+const testFanOutRule = 10 * time.Second
+
+// checkFanOut checks what the fan-out endpoint (5-second rule rule) counted
+// in a run of the demo on shards shards with one SIGKILL.
+func checkFanOut(t *testing.T, ta *tally, shards int, rule time.Duration) {
+	t.Helper()
+	st := ta.FanOut
+	if st == nil {
+		t.Fatal("no fan-out counts in the tally")
+	}
+	t.Logf("fan-out: %d subscriptions for %d tenures, %d refused by the 5-second rule (%v here), %d by the per-second limit, %d taken over",
+		st.Subscribes, ta.Tenures, st.ResourceInUse, rule, st.LimitExceeded, st.Takeovers)
+	// Every shard read before the kill, each of the killed instance's
+	// again by its taker, each tenure with a subscription of its own.
+	if ta.Tenures < shards+len(ta.KilledShards) {
+		t.Errorf("%d tenures handled records, want at least %d (every shard, then the killed instance's %d again)",
+			ta.Tenures, shards+len(ta.KilledShards), len(ta.KilledShards))
+	}
+	if p := ta.fanOutProblem(); p != "" {
+		t.Error(p)
+	}
+	// The killed instance subscribed to a shard after it last acquired it
+	// (it handled records of it since), a taker right after acquiring it:
+	// a taker acquiring the shard less than the rule (less a second for the
+	// calls' own delays) after the killed instance did was refused at least
+	// once (ResourceInUse; the killed instance's last call was seconds
+	// before, so not the per-second limit).
+	must := 0
+	for _, s := range ta.KilledShards {
+		held, ok := ta.VictimHeld[s]
+		took, taken := ta.Takeover[s]
+		if ok && taken && held+took < rule-time.Second {
+			must++
+			t.Logf("shard %s: acquired by the killed instance %v before the kill, by its taker %v after: its first subscription must be refused",
+				harness.ShortShard(s), held.Round(time.Millisecond), took.Round(time.Millisecond))
+		}
+	}
+	if st.ResourceInUse < must {
+		t.Errorf("%d SubscribeToShard calls refused by the 5-second rule, want at least %d (one per taker that subscribed within it)", st.ResourceInUse, must)
+	}
+	if must == 0 {
+		t.Logf("no taker subscribed within the rule of the killed instance's subscription: the refusal was not exercised")
 	}
 }
 

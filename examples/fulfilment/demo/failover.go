@@ -360,7 +360,11 @@ func runFailover(ctx context.Context, cfg config, env harness.Env, signal string
 	}
 	t := compute(ids, d.reports.Deliveries, d.reports.Events, k, cfg.fence())
 	t.Lease, t.Renew, t.Scan = cfg.Lease, cfg.Renew, cfg.Scan
+	t.fanOut(cfg.FanOut)
 	tr.Tally, tr.Acquired = t, t.Failover
+	if p := t.fanOutProblem(); p != "" {
+		tr.Problems = append(tr.Problems, p)
+	}
 	if t.Lost > 0 {
 		tr.Problems = append(tr.Problems, fmt.Sprintf("%d orders lost, e.g. %s", t.Lost, strings.Join(t.LostSample, " ")))
 	}

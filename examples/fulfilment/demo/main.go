@@ -220,6 +220,9 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 		if signal == "stop" {
 			fmt.Printf(", SIGCONT until the victim held its share again")
 		}
+		if slices.ContainsFunc(settings, func(s setting) bool { return s.fanOut }) {
+			fmt.Printf(", with fan-out the endpoint's successful SubscribeToShard calls, those refused by the 5-second rule (ResourceInUse) and the subscriptions taken over")
+		}
 		fmt.Println(", and whether the trial passed")
 		for _, r := range results {
 			for i, tr := range r.trials {
@@ -234,6 +237,9 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 				back := ""
 				if signal == "stop" {
 					back = fmt.Sprintf("  share back %.2fs", tr.ShareBack.Seconds())
+				}
+				if st := tr.Tally.FanOut; st != nil {
+					back += fmt.Sprintf("  subscribes %d, in use %d, takeovers %d", st.Subscribes, st.ResourceInUse, st.Takeovers)
 				}
 				fmt.Printf("  %-10s #%-2d %s %s: %.2fs  (%s)  acquired %.2fs%s  %s\n", r.name, i+1, tr.Victim,
 					harness.ShortList(tr.Shards), tr.Failover.Seconds(), perShard(tr), tr.Acquired.Seconds(), back, status)
@@ -254,13 +260,28 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 				Lease: s.lease, Renew: s.renew, Scan: s.scan, Protocol: s.protocol, CheckpointInterval: time.Second,
 				Kill: true, Dir: runDir, Binary: bin, Out: os.Stdout,
 			}
-			r.cfg = cfg
 			if err := harness.Setup(fr.Ctx, fr.Env, name, name, shards); err != nil {
 				return fr.Fail(err)
 			}
-			fmt.Printf("\n== failover trial %d/%d with the %s settings (lease %v, renew %v, scan %v), %s\n",
-				i+1, trials, s.name, s.lease, s.renew, s.scan, sigName)
+			reading := "polling"
+			if s.fanOut {
+				// Its own endpoint per trial: its counts are the trial's.
+				fo, err := startFanOut(fr.Env)
+				if err != nil {
+					return fr.Fail(err)
+				}
+				cfg.FanOut = fo
+				reading = "enhanced fan-out"
+			}
+			r.cfg = cfg
+			fmt.Printf("\n== failover trial %d/%d with the %s settings (lease %v, renew %v, scan %v, %s), %s\n",
+				i+1, trials, s.name, s.lease, s.renew, s.scan, reading, sigName)
 			tr, err := runFailover(fr.Ctx, cfg, fr.Env, signal)
+			if cfg.FanOut != nil {
+				if cerr := cfg.FanOut.Close(); cerr != nil {
+					fmt.Fprintf(os.Stderr, "demo: closing the fan-out endpoint: %v\n", cerr)
+				}
+			}
 			if err != nil {
 				failed = true
 				if fr.Ctx.Err() != nil {

@@ -47,6 +47,9 @@ type config struct {
 	// own client (publishing, listing shards) goes to the emulator. The
 	// caller closes it. Nil: the instances poll the emulator.
 	FanOut *testutil.FanOut
+	// FanOutRule is FanOut's 5-second rule (its TakeoverAfter), for the
+	// bounds; 0: fanOutTakeover, which startFanOut gives it.
+	FanOutRule time.Duration
 	// Kill SIGKILLs the instance holding the most shards once KillAt of the
 	// orders are published (at once when there are none).
 	Kill   bool
@@ -111,7 +114,7 @@ func (c *config) expectedFailover() time.Duration {
 // after that; add a second for the Take write, scheduling and the report.
 // With fan-out the taker's first subscription may come up against the
 // 5-second rule (the dead holder subscribed just before the kill): up to
-// fanOutTakeover more, as the library documents.
+// the rule's length more, as the library documents.
 func (c *config) bestFailover() time.Duration {
 	if c.Lease == 0 {
 		return kinesislease.DefaultTimeout - kinesislease.DefaultHeartbeat
@@ -125,9 +128,16 @@ func (c *config) worstFailover() time.Duration {
 		w = kinesislease.DefaultTimeout + 2*kinesislease.DefaultHeartbeat + time.Second
 	}
 	if c.FanOut != nil {
-		w += fanOutTakeover
+		w += c.fanOutRule()
 	}
 	return w
+}
+
+func (c *config) fanOutRule() time.Duration {
+	if c.FanOutRule > 0 {
+		return c.FanOutRule
+	}
+	return fanOutTakeover
 }
 
 // settleTimeout bounds the wait for every shard to be held before the orders

@@ -59,6 +59,11 @@ type tally struct {
 	TakenBy  map[string]string
 	Failover time.Duration
 	Complete bool
+	// VictimHeld is, per shard of the killed instance it handled records of
+	// in its last tenure before the kill, how long before the kill that
+	// tenure began (it acquired the lease): its last SubscribeToShard call
+	// for the shard, in fan-out mode, came after that.
+	VictimHeld map[string]time.Duration
 	// CheckpointWindow is, per shard of the killed instance, how many
 	// records it handled after its last checkpoint: the taker resumed
 	// before them and handled them again.
@@ -219,8 +224,20 @@ func compute(published []string, ds []harness.Delivery, es []harness.LeaseEvent,
 	if k != nil {
 		t.Killed, t.KilledAt, t.KilledShards = k.owner, k.at, k.shards
 		t.Takeover, t.TakenBy, t.CheckpointWindow = map[string]time.Duration{}, map[string]string{}, map[string]int{}
+		t.VictimHeld = map[string]time.Duration{}
 		t.Complete = len(k.shards) > 0
 		for _, s := range k.shards {
+			var since time.Time // the victim's last acquisition of s before the signal
+			for _, e := range es {
+				if e.Shard == s && e.Kind == "acquired" && e.Owner == k.owner && e.At.Before(k.at) && e.At.After(since) {
+					since = e.At
+				}
+			}
+			if !since.IsZero() && slices.ContainsFunc(ds, func(d harness.Delivery) bool {
+				return d.Shard == s && d.Owner == k.owner && !d.At.Before(since) && d.At.Before(k.at)
+			}) {
+				t.VictimHeld[s] = k.at.Sub(since)
+			}
 			var first *harness.LeaseEvent
 			for i, e := range es {
 				if e.Shard == s && e.Kind == "acquired" && e.Owner != k.owner && e.At.After(k.at) &&
