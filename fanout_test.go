@@ -592,3 +592,21 @@ func TestFanOutPerRowProtocol(t *testing.T) {
 		t.Fatalf("%d records handled twice", dups)
 	}
 }
+
+// TestFanOutStreamARN: a stream subscribed by ARN registers its consumer
+// on that ARN, with no DescribeStreamSummary call.
+func TestFanOutStreamARN(t *testing.T) {
+	_, kc, faults, stream := fanOutStream(t, testutil.KinesisLocal, testutil.FanOutConfig{}, 1)
+	arn := streamARN(t, testutil.KinesisClient(t, testutil.KinesisLocal), stream)
+	ta := newTally()
+	in := startWith(t, kc, memory.New(), arn, "a", ta.handler("a"), fanOutSub())
+	put(t, kc, stream, 0, 20)
+	ta.waitFor(t, 0, 20, 30*time.Second)
+	in.stop(t)
+	if n := faults.Calls("DescribeStreamSummary"); n != 0 {
+		t.Errorf("DescribeStreamSummary called %d times for a stream named by ARN", n)
+	}
+	if n := faults.Calls("RegisterStreamConsumer"); n != 1 {
+		t.Errorf("RegisterStreamConsumer called %d times, want 1", n)
+	}
+}
