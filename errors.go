@@ -3,6 +3,7 @@ package kinesislease
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -46,6 +47,8 @@ func explain(stream string, err error) error {
 	switch {
 	case kinesisx.IsNotFound(err):
 		return fmt.Errorf("%w: stream %q does not exist (or is not in this account and region): create it, or subscribe to the right name: %w", ErrStreamNotFound, stream, err)
+	case kinesisx.IsAccessDenied(err) && (strings.Contains(err.Error(), "SubscribeToShard") || strings.Contains(err.Error(), "StreamConsumer")):
+		return fmt.Errorf("%w: stream %q: enhanced fan-out needs kinesis:DescribeStreamConsumer and kinesis:SubscribeToShard on the stream's consumers (stream/NAME/consumer/*): %w", ErrAccessDenied, stream, err)
 	case kinesisx.IsAccessDenied(err):
 		return fmt.Errorf("%w: stream %q: the credentials need kinesis:ListShards, kinesis:GetShardIterator and kinesis:GetRecords on the stream: %w", ErrAccessDenied, stream, err)
 	}

@@ -610,3 +610,40 @@ func TestFanOutStreamARN(t *testing.T) {
 		t.Errorf("RegisterStreamConsumer called %d times, want 1", n)
 	}
 }
+
+// TestFanOutStopMidStream stops an instance while events wait for a slow
+// handler (the budget full, the SDK holding an event): the subscriptions
+// and the SDK's goroutines end (the package's goleak check), the final
+// checkpoints hold, and a new instance handles every record, first
+// deliveries in order.
+func TestFanOutStopMidStream(t *testing.T) {
+	_, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{Limit: 50}, 2)
+	store := memory.New()
+	put(t, kc, stream, 0, 1000)
+	ta := newTally()
+	slow := func(ctx context.Context, o order) error {
+		time.Sleep(2 * time.Millisecond)
+		return ta.handler("a")(ctx, o)
+	}
+	a := startWith(t, kc, store, stream, "a", slow, fanOutSub(), kinesislease.WithMemoryBudget(1<<20, 100))
+	eventually(t, 30*time.Second, func() bool { d, _ := ta.count(); return d >= 100 }, func() string { return "100 records not handled" })
+	a.stop(t)
+	startWith(t, kc, store, stream, "b", ta.handler("b"), fanOutSub())
+	ta.waitFor(t, 0, 1000, 30*time.Second)
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	for key, ids := range ta.byKey {
+		first := map[int]bool{}
+		prev := -1
+		for _, id := range ids {
+			if first[id] {
+				continue
+			}
+			first[id] = true
+			if id < prev {
+				t.Fatalf("key %s: %d first handled after %d", key, id, prev)
+			}
+			prev = id
+		}
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -31,7 +32,7 @@ type Consumer struct {
 	mu        sync.Mutex
 	streamARN string
 	arn       string
-	reg       chan struct{} // closed when a Register in progress ends; nil if none
+	reg       *registration // the Register in progress; nil if none
 }
 
 // ARN returns the consumer's ARN, "" before Register succeeded.
@@ -55,32 +56,40 @@ func (c *Consumer) StreamARN() string {
 // room for another consumer.
 func (c *Consumer) Register(ctx context.Context) error {
 	c.mu.Lock()
-	if ch := c.reg; ch != nil {
+	if r := c.reg; r != nil {
 		c.mu.Unlock()
 		select {
-		case <-ch:
+		case <-r.done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if c.ARN() != "" {
-			return nil
+		if r.err == nil || !isContextErr(r.err) {
+			return r.err
 		}
-		return c.Register(ctx)
+		return c.Register(ctx) // that caller gave up: try ourselves
 	}
-	ch := make(chan struct{})
-	c.reg = ch
+	r := &registration{done: make(chan struct{})}
+	c.reg = r
 	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.reg = nil
-		c.mu.Unlock()
-		close(ch)
-	}()
 	arn, err := c.register(ctx)
 	c.mu.Lock()
 	c.arn = arn
+	c.reg = nil
+	r.err = err
 	c.mu.Unlock()
+	close(r.done)
 	return err
+}
+
+// registration is a Register in progress; err is its result once done is
+// closed.
+type registration struct {
+	done chan struct{}
+	err  error
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func (c *Consumer) logger() *slog.Logger {
@@ -118,6 +127,9 @@ func (c *Consumer) register(ctx context.Context) (string, error) {
 			_, rerr := c.Client.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(c.Name)},
 				kinesisx.WithoutThrottleRetries) // LimitExceededException is handled below
 
+			if !kinesisx.IsLimitExceeded(rerr) {
+				limited = 0
+			}
 			switch {
 			case rerr == nil:
 				registered = true
@@ -168,19 +180,22 @@ func (c *Consumer) resolveStream(ctx context.Context) (string, error) {
 	return arn, nil
 }
 
-// gone reports whether the consumer no longer exists (deleted while its
-// shards were read): the caller registers it again. An error of the
-// describe call itself reports false.
-func (c *Consumer) gone(ctx context.Context) bool {
+// gone reports whether the consumer no longer exists, or is being deleted
+// (deleted while its shards were read): the caller registers it again.
+// An error of the describe call itself is returned.
+func (c *Consumer) gone(ctx context.Context) (bool, error) {
 	arn := c.ARN()
 	if arn == "" {
-		return true
+		return true, nil
 	}
 	out, err := c.Client.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)})
-	if err != nil {
-		return kinesisx.IsNotFound(err)
+	switch {
+	case kinesisx.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, err
 	}
-	return out.ConsumerDescription.ConsumerStatus == types.ConsumerStatusDeleting
+	return out.ConsumerDescription.ConsumerStatus == types.ConsumerStatusDeleting, nil
 }
 
 // forget drops the consumer's ARN if it is still arn, so that the next

@@ -89,6 +89,9 @@ func NewReader(cfg ReaderConfig) *Reader {
 	return &Reader{cfg: cfg}
 }
 
+// Close implements source; a Reader holds nothing open between calls.
+func (r *Reader) Close() {}
+
 // ErrShardEnded is returned by Next after the batch marked End.
 var ErrShardEnded = errors.New("shard: shard ended")
 

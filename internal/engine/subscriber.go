@@ -51,9 +51,10 @@ const (
 )
 
 // source is what a worker reads its shard from: a Reader (polling) or a
-// subscriber (enhanced fan-out).
+// subscriber (enhanced fan-out). Close releases what it holds open.
 type source interface {
 	Next(ctx context.Context) (Batch, error)
+	Close()
 }
 
 // subscriberConfig configures a subscriber.
@@ -92,6 +93,7 @@ type subscriber struct {
 	reasons chan error         // the watch's reason for closing the subscription
 
 	last     string    // sequence number of the last record returned
+	cont     string    // the last event's ContinuationSequenceNumber
 	lastCall time.Time // the last SubscribeToShard call
 	failed   int
 	done     bool
@@ -128,11 +130,14 @@ func (s *subscriber) Next(ctx context.Context) (Batch, error) {
 	if s.done {
 		return Batch{}, ErrShardEnded
 	}
-	defer func() {
-		if s.done {
-			s.close()
-		}
-	}()
+	b, err := s.next(ctx)
+	if err != nil || s.done {
+		s.close()
+	}
+	return b, err
+}
+
+func (s *subscriber) next(ctx context.Context) (Batch, error) {
 	for {
 		if s.events == nil {
 			if err := s.open(ctx); err != nil {
@@ -158,29 +163,41 @@ func (s *subscriber) Next(ctx context.Context) (Batch, error) {
 	}
 }
 
-// open waits for the lease to be valid and the per-second limit, then
-// subscribes from the last record returned (or the start position).
+// Close ends the open subscription, if any.
+func (s *subscriber) Close() { s.close() }
+
+// registerError is a failure to register the consumer again (it was found
+// deleted): permanent if Kinesis' error is.
+type registerError struct{ err error }
+
+func (e *registerError) Error() string { return e.err.Error() }
+func (e *registerError) Unwrap() error { return e.err }
+
+// open waits for the per-second limit, the consumer (registered again if
+// it was found deleted) and the lease to be valid, then subscribes from
+// the last record returned (or the start position). The lease is checked
+// last, right before the call: a fenced instance never subscribes.
 func (s *subscriber) open(ctx context.Context) error {
-	for s.cfg.ValidFor != nil && s.cfg.ValidFor() <= 0 {
+	c := s.fo.Consumer
+	var arn string
+	for {
+		if err := backoff.Sleep(ctx, time.Until(s.lastCall.Add(subscribeInterval+subscribeMargin))); err != nil {
+			return err
+		}
+		if arn = c.ARN(); arn == "" {
+			if err := c.Register(ctx); err != nil {
+				return &registerError{err}
+			}
+			continue // the lease again, after the wait
+		}
+		if s.cfg.ValidFor == nil || s.cfg.ValidFor() > 0 {
+			break
+		}
 		if err := backoff.Sleep(ctx, validPoll); err != nil {
 			return err
 		}
 	}
-	if err := backoff.Sleep(ctx, time.Until(s.lastCall.Add(subscribeInterval+subscribeMargin))); err != nil {
-		return err
-	}
-	c := s.fo.Consumer
-	arn := c.ARN()
-	if arn == "" {
-		if err := c.Register(ctx); err != nil {
-			return err
-		}
-		arn = c.ARN()
-	}
-	pos := s.cfg.Start
-	if s.last != "" {
-		pos = kltype.AfterSequenceNumber(s.last)
-	}
+	pos := s.resumeAt()
 	subCtx, cancel := context.WithCancel(ctx)
 	s.lastCall = time.Now()
 	out, err := c.Client.SubscribeToShard(subCtx, &kinesis.SubscribeToShardInput{
@@ -228,6 +245,20 @@ func (s *subscriber) open(ctx context.Context) error {
 	return nil
 }
 
+// resumeAt is where the next subscription starts: after the last record
+// returned; before any, after the last event's continuation if the start
+// position moves with time (LATEST, AT_TIMESTAMP: subscribing there again
+// would skip what came meanwhile); else the start position.
+func (s *subscriber) resumeAt() kltype.StartPosition {
+	switch t := s.cfg.Start.Type; {
+	case s.last != "":
+		return kltype.AfterSequenceNumber(s.last)
+	case s.cont != "" && (t == kltype.PositionLatest || t == kltype.PositionAtTimestamp):
+		return kltype.AfterSequenceNumber(s.cont)
+	}
+	return s.cfg.Start
+}
+
 // receive waits for the open subscription's next event. ok reports a
 // batch to return; false means the subscription ended (or the event held
 // no records) and Next goes on.
@@ -236,11 +267,19 @@ func (s *subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) 
 		// Room for one more event: until then the subscription's events
 		// wait in the connection's flow-control window.
 		if _, err := s.cfg.Reserve(ctx, 0); err != nil {
+			s.close()
 			return Batch{}, false, err
 		}
 	}
-	renewAt, idleAt := s.opened.Add(s.fo.Renew), s.lastEv.Add(s.fo.Idle)
-	deadline := time.NewTimer(min(time.Until(renewAt), time.Until(idleAt)))
+	// An event already waiting is taken before any deadline: time spent
+	// handling the previous one is not the subscription's silence.
+	select {
+	case ev, open := <-s.events:
+		return s.event(ctx, ev, open)
+	default:
+	}
+	renewAt, idleAt := s.opened.Add(s.fo.Renew), time.Now().Add(s.fo.Idle)
+	deadline := time.NewTimer(min(time.Until(renewAt), s.fo.Idle))
 	defer deadline.Stop()
 	select {
 	case <-ctx.Done():
@@ -260,50 +299,59 @@ func (s *subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) 
 		}
 		return Batch{}, false, nil
 	case ev, open := <-s.events:
-		if !open {
-			err := s.stream.Err()
-			s.close()
-			select {
-			case <-s.reasons: // the watch closed it: the lease is not valid
-				return Batch{}, false, nil
-			default:
-			}
-			if ctx.Err() != nil {
-				return Batch{}, false, ctx.Err()
-			}
-			if err != nil {
-				if s.permanent(ctx, err) {
-					return Batch{}, false, fmt.Errorf("shard %s: SubscribeToShard event stream: %w", s.cfg.ShardID, err)
-				}
-				if err := s.retry(ctx, fmt.Errorf("shard %s: SubscribeToShard event stream: %w", s.cfg.ShardID, err)); err != nil {
-					return Batch{}, false, err
-				}
-			}
-			return Batch{}, false, nil
-		}
-		s.lastEv = time.Now()
-		e, isEvent := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
-		if !isEvent {
-			return Batch{}, false, nil // an event type this SDK version does not know
-		}
-		s.failed = 0
-		v := &e.Value
-		millis := aws.ToInt64(v.MillisBehindLatest)
-		if s.cfg.OnEvent != nil {
-			s.cfg.OnEvent(millis)
-		}
-		b = Batch{Records: v.Records, MillisBehindLatest: millis}
-		if n := len(v.Records); n > 0 {
-			s.last = aws.ToString(v.Records[n-1].SequenceNumber)
-		}
-		if v.ContinuationSequenceNumber == nil {
-			// The shard is closed and every record was sent; ChildShards
-			// names its children, which the shard listing finds too.
-			b.End = true
-			s.done = true
-		}
-		return b, len(b.Records) > 0 || b.End, nil
+		return s.event(ctx, ev, open)
 	}
+}
+
+// event handles what the open subscription's channel gave: an event, or
+// (open false) the end of the subscription.
+func (s *subscriber) event(ctx context.Context, ev types.SubscribeToShardEventStream, open bool) (b Batch, ok bool, err error) {
+	if !open {
+		err := s.stream.Err()
+		s.close()
+		select {
+		case <-s.reasons: // the watch closed it: the lease is not valid
+			return Batch{}, false, nil
+		default:
+		}
+		if ctx.Err() != nil {
+			return Batch{}, false, ctx.Err()
+		}
+		if err != nil {
+			err = fmt.Errorf("shard %s: SubscribeToShard event stream: %w", s.cfg.ShardID, err)
+			if s.permanent(ctx, err) {
+				return Batch{}, false, err
+			}
+			if err := s.retry(ctx, err); err != nil {
+				return Batch{}, false, err
+			}
+		}
+		return Batch{}, false, nil
+	}
+	s.lastEv = time.Now()
+	e, isEvent := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+	if !isEvent {
+		return Batch{}, false, nil // an event type this SDK version does not know
+	}
+	s.failed = 0
+	v := &e.Value
+	millis := aws.ToInt64(v.MillisBehindLatest)
+	if s.cfg.OnEvent != nil {
+		s.cfg.OnEvent(millis)
+	}
+	b = Batch{Records: v.Records, MillisBehindLatest: millis}
+	if n := len(v.Records); n > 0 {
+		s.last = aws.ToString(v.Records[n-1].SequenceNumber)
+	}
+	if v.ContinuationSequenceNumber == nil {
+		// The shard is closed and every record was sent; ChildShards
+		// names its children, which the shard listing finds too.
+		b.End = true
+		s.done = true
+	} else {
+		s.cont = *v.ContinuationSequenceNumber
+	}
+	return b, len(b.Records) > 0 || b.End, nil
 }
 
 // close ends the open subscription, if any.
@@ -321,13 +369,22 @@ func (s *subscriber) close() {
 // access, an invalid request or a checkpoint not in the shard are for good.
 func (s *subscriber) permanent(ctx context.Context, err error) bool {
 	var cpErr *kltype.CheckpointError
-	if errors.As(err, &cpErr) || errors.Is(err, kltype.ErrConsumerLimit) {
+	var regErr *registerError
+	switch {
+	case errors.As(err, &cpErr), errors.Is(err, kltype.ErrConsumerLimit):
 		return true
+	case errors.As(err, &regErr):
+		return kinesisx.Permanent(err) // the stream is gone, access denied
 	}
 	c := s.fo.Consumer
 	switch {
 	case kinesisx.IsNotFound(err):
-		if arn := c.ARN(); c.gone(ctx) {
+		arn := c.ARN()
+		gone, gerr := c.gone(ctx)
+		if gerr != nil {
+			return false // not known: the next attempt asks again
+		}
+		if gone {
 			c.forget(arn) // the next open registers it again
 			return false
 		}
@@ -335,8 +392,10 @@ func (s *subscriber) permanent(ctx context.Context, err error) bool {
 	case kinesisx.IsResourceInUse(err) && s.failed >= 6:
 		// Past the 5-second rule and still in use: the consumer may be
 		// being deleted.
-		if arn := c.ARN(); c.gone(ctx) {
-			c.forget(arn)
+		if arn := c.ARN(); arn != "" {
+			if gone, _ := c.gone(ctx); gone {
+				c.forget(arn)
+			}
 		}
 		return false
 	}

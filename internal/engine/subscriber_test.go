@@ -154,10 +154,10 @@ func TestSubscriberFenced(t *testing.T) {
 	putN(t, kc, stream, 0, 5)
 	expect(t, ch, 0, 5)
 	setValid(300 * time.Millisecond)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(300*time.Millisecond + time.Second)
 	for fo.Active("shardId-000000000000") != 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("subscription still open 5s after its lease lapsed")
+			t.Fatal("subscription still open 1s after its lease lapsed")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -184,5 +184,70 @@ func TestSubscriberCheckpointNotInShard(t *testing.T) {
 	var cpErr *kltype.CheckpointError
 	if !errors.As(err, &cpErr) || !errors.Is(err, kltype.ErrCheckpointNotInShard) {
 		t.Fatalf("got %v, want a CheckpointError", err)
+	}
+}
+
+// TestSubscriberLatestResumes: a subscription from LATEST that broke before
+// any record came resumes after the last event's continuation, not at
+// LATEST again, so the records put while it was down are not skipped.
+func TestSubscriberLatestResumes(t *testing.T) {
+	fo, kc, stream, c := subscriberBench(t, testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
+	putN(t, kc, stream, -5, 5) // before LATEST: never delivered
+	var events atomic.Int64
+	s := newSubscriber(subscriberConfig{FanOut: &FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.Latest,
+		ValidFor: func() time.Duration { return time.Hour }, OnEvent: func(int64) { events.Add(1) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := feedOf(ctx, t, s)
+	defer stopFeed(cancel, ch)
+	deadline := time.Now().Add(10 * time.Second)
+	for events.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no event in 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	subs := fo.Stats().Subscribes
+	if fo.Drop("shardId-000000000000") != 1 {
+		t.Fatal("no subscription to drop")
+	}
+	putN(t, kc, stream, 0, 5) // while the subscriber waits a second to subscribe again
+	expect(t, ch, 0, 5)
+	if got := fo.Stats().Subscribes; got != subs+1 {
+		t.Errorf("%d new subscriptions, want 1 (the records came on the new one)", got-subs)
+	}
+}
+
+// TestSubscriberSlowConsumer: time spent handling the previous event does
+// not count as the subscription's silence: a consumer slower than Idle
+// with events waiting never has its subscription taken as dead.
+func TestSubscriberSlowConsumer(t *testing.T) {
+	_, kc, stream, c := subscriberBench(t, testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond, Limit: 1})
+	var idle atomic.Int64
+	s := newSubscriber(subscriberConfig{FanOut: &FanOutConfig{Consumer: c, Idle: 300 * time.Millisecond}, Stream: stream, ShardID: "shardId-000000000000",
+		Start: kltype.TrimHorizon, ValidFor: func() time.Duration { return time.Hour },
+		OnRetry: func(err error, _ time.Duration) {
+			if errors.Is(err, errIdle) {
+				idle.Add(1)
+			}
+		}})
+	defer s.Close()
+	putN(t, kc, stream, 0, 6)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for want := 0; want < 6; {
+		b, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range b.Records {
+			if got := string(r.Data); got != fmt.Sprint(want) {
+				t.Fatalf("record %s, want %d", got, want)
+			}
+			want++
+		}
+		time.Sleep(500 * time.Millisecond) // handling, longer than Idle
+	}
+	if n := idle.Load(); n != 0 {
+		t.Errorf("%d subscriptions taken as dead while events waited", n)
 	}
 }

@@ -239,6 +239,7 @@ func (w *worker) startReader() *feed {
 		x.OnShardStarted(kltype.ShardInfo{Stream: w.stream, ShardID: w.shard, Start: w.start})
 	}
 	f.wg.Go(func() {
+		defer reader.Close()
 		for {
 			b, err := reader.Next(readCtx)
 			if err != nil {

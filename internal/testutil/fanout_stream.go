@@ -246,9 +246,23 @@ func (f *FanOut) subscribe(w http.ResponseWriter, r *http.Request, body []byte) 
 		f.mu.Unlock()
 	}
 
-	// What an event without records continues from until records come.
+	// What an event without records continues from until records come: the
+	// position asked for, as the real service gives it (resuming after it
+	// with AFTER_SEQUENCE_NUMBER skips nothing and repeats nothing).
 	startSeq := in.StartingPosition.SequenceNumber
-	if t := ktypes.ShardIteratorType(in.StartingPosition.Type); t != ktypes.ShardIteratorTypeAtSequenceNumber && t != ktypes.ShardIteratorTypeAfterSequenceNumber {
+	switch t := ktypes.ShardIteratorType(in.StartingPosition.Type); t {
+	case ktypes.ShardIteratorTypeAtSequenceNumber, ktypes.ShardIteratorTypeAfterSequenceNumber:
+	case ktypes.ShardIteratorTypeLatest, ktypes.ShardIteratorTypeAtTimestamp:
+		// The last record before the position, or the shard's start.
+		var before *time.Time
+		if t == ktypes.ShardIteratorTypeAtTimestamp {
+			before = gi.Timestamp
+		}
+		startSeq = aws.ToString(shard.SequenceNumberRange.StartingSequenceNumber)
+		if seq := f.lastRecordBefore(ctx, c.streamName, in.ShardId, before); seq != "" {
+			startSeq = seq
+		}
+	default:
 		startSeq = aws.ToString(shard.SequenceNumberRange.StartingSequenceNumber)
 	}
 	l := &subLoop{
@@ -262,6 +276,32 @@ func (f *FanOut) subscribe(w http.ResponseWriter, r *http.Request, body []byte) 
 		deadline:   now.Add(f.cfg.Lifetime),
 	}
 	l.run()
+}
+
+// lastRecordBefore returns the sequence number of the shard's last record
+// (arrived before before, if set), "" if there is none or the backend
+// fails: it reads the shard from TRIM_HORIZON (the bench's shards are
+// small).
+func (f *FanOut) lastRecordBefore(ctx context.Context, stream, shardID string, before *time.Time) string {
+	out, err := f.backend.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String(stream), ShardId: aws.String(shardID), ShardIteratorType: ktypes.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		return ""
+	}
+	last, iter := "", out.ShardIterator
+	for iter != nil {
+		recs, err := f.backend.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter})
+		if err != nil || len(recs.Records) == 0 {
+			return last
+		}
+		for _, r := range recs.Records {
+			if before != nil && !aws.ToTime(r.ApproximateArrivalTimestamp).Before(*before) {
+				return last
+			}
+			last = aws.ToString(r.SequenceNumber)
+		}
+		iter = recs.NextShardIterator
+	}
+	return last
 }
 
 // subLoop streams one subscription.
