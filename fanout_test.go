@@ -2,6 +2,7 @@ package kinesislease_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -645,5 +646,50 @@ func TestFanOutStopMidStream(t *testing.T) {
 			}
 			prev = id
 		}
+	}
+}
+
+// TestFanOutDeadLetters: outcomes with enhanced fan-out: every tenth order
+// is dead-lettered (to WithDeadLetter's sink, with its sequence number),
+// the rest acknowledged, and the checkpoint passes them all.
+func TestFanOutDeadLetters(t *testing.T) {
+	_, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{}, 1)
+	store := memory.New()
+	var mu sync.Mutex
+	var dead []int
+	sink := func(ctx context.Context, dl *kltype.DeadLetterRecord) error {
+		var o order
+		if err := json.Unmarshal(dl.Record.Data, &o); err != nil {
+			return err
+		}
+		mu.Lock()
+		dead = append(dead, o.ID)
+		mu.Unlock()
+		return nil
+	}
+	ta := newTally()
+	h := func(ctx context.Context, o order) error {
+		if o.ID%10 == 0 {
+			return kinesislease.DeadLetter(errors.New("poison"))
+		}
+		return ta.handler("a")(ctx, o)
+	}
+	put(t, kc, stream, 0, 100)
+	in := startWith(t, kc, store, stream, "a", h, fanOutSub(kinesislease.WithDeadLetter(sink)))
+	eventually(t, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		d, _ := ta.count()
+		return d == 90 && len(dead) == 10
+	}, func() string { return "not every order handled or dead-lettered" })
+	in.stop(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(dead, []int{0, 10, 20, 30, 40, 50, 60, 70, 80, 90}) {
+		t.Fatalf("dead letters %v, want every tenth order in order", dead)
+	}
+	last := lastSequence(t, testutil.KinesisClient(t, testutil.Kinesalite), stream, "shardId-000000000000")
+	if l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"}); err != nil || l.Checkpoint.Sequence != last {
+		t.Fatalf("checkpoint %+v (%v), want the last record %s", l.Checkpoint, err, last)
 	}
 }

@@ -181,57 +181,72 @@ func TestKPLConsume(t *testing.T) {
 func TestKPLRestartMidAggregate(t *testing.T) {
 	stores(t, func(t *testing.T, newStore func() leases.Store) {
 		for _, k := range []int{0, 3, 5} {
-			t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
-				kc := testutil.KinesisClient(t, testutil.Kinesalite)
-				stream := testutil.StreamName(t)
-				testutil.CreateStream(t, kc, stream, 1)
-				a, b, c := kplOrders(0, 4), kplOrders(4, 6), kplOrders(10, 3)
-				seqs, _ := putKPL(t, kc, stream, a, b, c)
-				stopAt := b.orderIDs[k]
-				probe := newStore()
-
-				d1 := newPLLog()
-				in := plRun(t, kc, newStore(), stream, "a", nil, func(ctx context.Context, o order) error {
-					d1.add(ctx, t, o.ID)
-					if o.ID == stopAt {
-						return fmt.Errorf("order %d fails", o.ID)
-					}
-					return nil
-				}, kinesislease.WithRetryPolicy(kltype.RetryPolicy{Attempts: 1, InitialDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}))
-				d1.waitUntil(t, "the failing record tried twice", 15*time.Second, plSeen(2, stopAt))
-				// k user records of b done; none done means a is done whole.
-				want := leases.Checkpoint{Sequence: seqs[1], SubSequence: int64(k)}
-				if k == 0 {
-					want = leases.Checkpoint{Sequence: seqs[0]}
-				}
-				plWaitCheckpoint(t, probe, stream, plShard0, want, 5*time.Second)
-				in.stop(t)
-				if l := plRow(t, probe, stream, plShard0); l.Held() || l.Checkpoint != want {
-					t.Fatalf("after the stop: row %+v, want released at %+v", l, want)
-				}
-				first := plIDs(d1.all())
-				if i := slices.Index(first, stopAt); !slices.Equal(first[:i], plSpan(0, stopAt)) || slices.ContainsFunc(first[i:], func(id int) bool { return id != stopAt }) {
-					t.Fatalf("first run handled %v, want 0 to %d then only %d", first, stopAt, stopAt)
-				}
-
-				d2 := newPLLog()
-				in2 := plRun(t, kc, newStore(), stream, "b", nil, func(ctx context.Context, o order) error {
-					d2.add(ctx, t, o.ID)
-					return nil
-				})
-				d2.waitUntil(t, "the rest handled", 15*time.Second, plSeen(1, plSpan(stopAt, 13-stopAt)...))
-				plWaitCheckpoint(t, probe, stream, plShard0, leases.Checkpoint{Sequence: seqs[2]}, 5*time.Second)
-				in2.stop(t)
-				got := d2.all()
-				if !slices.Equal(plIDs(got), plSpan(stopAt, 13-stopAt)) {
-					t.Fatalf("after the restart handled %v, want %d to 12 once each, in order", plIDs(got), stopAt)
-				}
-				if got[0].seq != seqs[1] || got[0].sub != int64(k) {
-					t.Fatalf("first record after the restart: seq %s sub %d, want %s %d", got[0].seq, got[0].sub, seqs[1], k)
-				}
-			})
+			t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) { kplRestartMidAggregate(t, newStore, k, false) })
 		}
 	})
+	// With enhanced fan-out: the restart subscribes AT_SEQUENCE_NUMBER of
+	// the aggregate and skips the user records done.
+	t.Run("fan-out", func(t *testing.T) {
+		store := memory.New()
+		kplRestartMidAggregate(t, func() leases.Store { return store }, 3, true)
+	})
+}
+
+func kplRestartMidAggregate(t *testing.T, newStore func() leases.Store, k int, fanOut bool) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	var sub []kinesislease.SubscribeOption
+	if fanOut {
+		// The service reads through a local fan-out endpoint in front of
+		// the same kinesalite.
+		kc = testutil.FanOutEndpoint(t, testutil.Kinesalite, testutil.FanOutConfig{TakeoverAfter: 500 * time.Millisecond}).Client()
+		sub = fanOutSub()
+	}
+	a, b, c := kplOrders(0, 4), kplOrders(4, 6), kplOrders(10, 3)
+	seqs, _ := putKPL(t, kc, stream, a, b, c)
+	stopAt := b.orderIDs[k]
+	probe := newStore()
+
+	d1 := newPLLog()
+	in := plRun(t, kc, newStore(), stream, "a", nil, func(ctx context.Context, o order) error {
+		d1.add(ctx, t, o.ID)
+		if o.ID == stopAt {
+			return fmt.Errorf("order %d fails", o.ID)
+		}
+		return nil
+	}, append(sub, kinesislease.WithRetryPolicy(kltype.RetryPolicy{Attempts: 1, InitialDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}))...)
+	d1.waitUntil(t, "the failing record tried twice", 15*time.Second, plSeen(2, stopAt))
+	// k user records of b done; none done means a is done whole.
+	want := leases.Checkpoint{Sequence: seqs[1], SubSequence: int64(k)}
+	if k == 0 {
+		want = leases.Checkpoint{Sequence: seqs[0]}
+	}
+	plWaitCheckpoint(t, probe, stream, plShard0, want, 5*time.Second)
+	in.stop(t)
+	if l := plRow(t, probe, stream, plShard0); l.Held() || l.Checkpoint != want {
+		t.Fatalf("after the stop: row %+v, want released at %+v", l, want)
+	}
+	first := plIDs(d1.all())
+	if i := slices.Index(first, stopAt); !slices.Equal(first[:i], plSpan(0, stopAt)) || slices.ContainsFunc(first[i:], func(id int) bool { return id != stopAt }) {
+		t.Fatalf("first run handled %v, want 0 to %d then only %d", first, stopAt, stopAt)
+	}
+
+	d2 := newPLLog()
+	in2 := plRun(t, kc, newStore(), stream, "b", nil, func(ctx context.Context, o order) error {
+		d2.add(ctx, t, o.ID)
+		return nil
+	}, sub...)
+	d2.waitUntil(t, "the rest handled", 15*time.Second, plSeen(1, plSpan(stopAt, 13-stopAt)...))
+	plWaitCheckpoint(t, probe, stream, plShard0, leases.Checkpoint{Sequence: seqs[2]}, 5*time.Second)
+	in2.stop(t)
+	got := d2.all()
+	if !slices.Equal(plIDs(got), plSpan(stopAt, 13-stopAt)) {
+		t.Fatalf("after the restart handled %v, want %d to 12 once each, in order", plIDs(got), stopAt)
+	}
+	if got[0].seq != seqs[1] || got[0].sub != int64(k) {
+		t.Fatalf("first record after the restart: seq %s sub %d, want %s %d", got[0].seq, got[0].sub, seqs[1], k)
+	}
 }
 
 // TestKPLCorruptAggregate: an aggregate whose checksum is wrong is
