@@ -686,6 +686,15 @@ func (f *FanOut) registerConsumer(w http.ResponseWriter, r *http.Request, body [
 }
 
 func (f *FanOut) describeConsumer(w http.ResponseWriter, r *http.Request, body []byte) {
+	f.withConsumer(w, body, func(c *consumer, now time.Time) {
+		writeJSON(w, map[string]any{"ConsumerDescription": c.json(now, &f.cfg, true)})
+	})
+}
+
+// withConsumer decodes a request naming one consumer (ConsumerARN, or
+// StreamARN and ConsumerName) and calls fn with it under f.mu, or writes
+// the error.
+func (f *FanOut) withConsumer(w http.ResponseWriter, body []byte, fn func(c *consumer, now time.Time)) {
 	var in struct{ StreamARN, ConsumerName, ConsumerARN string }
 	if err := decodeRequest(body, &in); err != nil {
 		writeErr(w, err)
@@ -704,7 +713,7 @@ func (f *FanOut) describeConsumer(w http.ResponseWriter, r *http.Request, body [
 		writeErr(w, errNotFound("Consumer %s not found", in.ConsumerARN+in.ConsumerName))
 		return
 	}
-	writeJSON(w, map[string]any{"ConsumerDescription": c.json(now, &f.cfg, true)})
+	fn(c, now)
 }
 
 func (f *FanOut) listConsumers(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -763,30 +772,14 @@ func (f *FanOut) listConsumers(w http.ResponseWriter, r *http.Request, body []by
 }
 
 func (f *FanOut) deregisterConsumer(w http.ResponseWriter, r *http.Request, body []byte) {
-	var in struct{ StreamARN, ConsumerName, ConsumerARN string }
-	if err := decodeRequest(body, &in); err != nil {
-		writeErr(w, err)
-		return
-	}
-	if in.ConsumerARN == "" && (in.StreamARN == "" || in.ConsumerName == "") {
-		writeErr(w, errInvalid("either ConsumerARN or both StreamARN and ConsumerName are required"))
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	now := time.Now()
-	f.pruneLocked(now)
-	c := f.findLocked(in.ConsumerARN, in.StreamARN, in.ConsumerName)
-	if c == nil {
-		writeErr(w, errNotFound("Consumer %s not found", in.ConsumerARN+in.ConsumerName))
-		return
-	}
-	if !c.deleted.IsZero() {
-		writeErr(w, errInUse("Consumer %s is DELETING", c.arn))
-		return
-	}
-	c.deleted = now
-	writeJSON(w, struct{}{})
+	f.withConsumer(w, body, func(c *consumer, now time.Time) {
+		if !c.deleted.IsZero() {
+			writeErr(w, errInUse("Consumer %s is DELETING", c.arn))
+			return
+		}
+		c.deleted = now
+		writeJSON(w, struct{}{})
+	})
 }
 
 // deleteStream forwards DeleteStream unless the stream has consumers and
