@@ -21,12 +21,17 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 // SIGINT.
 const fixedSeed = 4
 
-// TestChaos runs the chaos small, twice at once on the same emulators: 4
-// instances of examples/fulfilment as separate processes (built with -race
-// when this test is), 8 shards, 100 orders a second, 20s of chaos, one run
-// with the fixed seed and one with a random seed (logged, with the command
-// that replays it); then asserts every invariant the tally checks (see the
-// package comment). The whole test takes about 35s.
+// TestChaos runs the chaos small, three times in parallel on the same
+// emulators: 4 instances of examples/fulfilment as separate processes (built
+// with -race when this test is), 8 shards, 100 orders a second, 20s of
+// chaos; one run with the fixed seed and one with a random seed (logged,
+// with the command that replays it), both polling, and one with the fixed
+// seed read with enhanced fan-out through a fan-out endpoint in front of
+// kinesalite (Kinesis' 5-second rule and per-second limit; see the package
+// comment's --fan-out); then asserts every invariant the tally checks (see
+// the package comment). Each run takes about 25s; the whole test about 55s
+// on two CPUs, where go test runs two at a time (-parallel defaults to
+// GOMAXPROCS), about 30s with room for all three.
 //
 // Environment:
 //
@@ -34,26 +39,29 @@ const fixedSeed = 4
 //	KINESISLEASE_CHAOS_DURATION=10m   long mode: one run of this much chaos, 200
 //	                                  orders a second, a random seed unless one is
 //	                                  set (raise go test's -timeout to duration + 5m)
+//	KINESISLEASE_CHAOS_FANOUT=1       with either of those: the one run reads with
+//	                                  enhanced fan-out
 //	KINESISLEASE_CHAOS_KEEP=DIR       keep the instances' logs and reports in DIR
 func TestChaos(t *testing.T) {
 	if !harness.SignalsSupported {
 		t.Skip(errUnsupportedPlatform)
 	}
 	duration, rate := 20*time.Second, 100
-	seeds := []uint64{fixedSeed, randomSeed()}
+	runs := []chaosCase{{fixedSeed, false}, {randomSeed(), false}, {fixedSeed, true}}
+	fanOut := os.Getenv("KINESISLEASE_CHAOS_FANOUT") != ""
 	if s := os.Getenv("KINESISLEASE_CHAOS_DURATION"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
 			t.Fatalf("KINESISLEASE_CHAOS_DURATION=%q: want a positive duration like 10m", s)
 		}
-		duration, rate, seeds = d, 200, seeds[1:]
+		duration, rate, runs = d, 200, []chaosCase{{runs[1].seed, fanOut}}
 	}
 	if s := os.Getenv("KINESISLEASE_CHAOS_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil || n == 0 {
 			t.Fatalf("KINESISLEASE_CHAOS_SEED=%q: want a positive integer", s)
 		}
-		seeds = []uint64{n}
+		runs = []chaosCase{{n, fanOut}}
 	}
 	if dl, ok := t.Deadline(); ok && time.Until(dl) < duration+2*time.Minute {
 		t.Fatalf("%v of chaos needs a longer -timeout (%v left)", duration, time.Until(dl).Round(time.Second))
@@ -63,26 +71,48 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatalf("chaos: %v", err)
 	}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+	for _, c := range runs {
+		name := fmt.Sprintf("seed=%d", c.seed)
+		if c.fanOut {
+			name = "fan-out/" + name
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			chaosRun(t, bin, seed, duration, rate)
+			chaosRun(t, bin, c, duration, rate)
 		})
 	}
 }
 
+// chaosCase is one run of TestChaos: its seed, and whether it reads with
+// enhanced fan-out.
+type chaosCase struct {
+	seed   uint64
+	fanOut bool
+}
+
 // chaosRun runs the chaos once and checks the tally.
-func chaosRun(t *testing.T, bin string, seed uint64, duration time.Duration, rate int) {
-	t.Logf("chaos seed %d, %v; replay: KINESISLEASE_CHAOS_SEED=%d KINESISLEASE_CHAOS_DURATION=%v go test -run TestChaos ./examples/fulfilment/chaos",
-		seed, duration, seed, duration)
+func chaosRun(t *testing.T, bin string, c chaosCase, duration time.Duration, rate int) {
+	seed := c.seed
+	replay := ""
+	if c.fanOut {
+		replay = "KINESISLEASE_CHAOS_FANOUT=1 "
+	}
+	t.Logf("chaos seed %d, %v; replay: %sKINESISLEASE_CHAOS_SEED=%d KINESISLEASE_CHAOS_DURATION=%v go test -run TestChaos ./examples/fulfilment/chaos",
+		seed, duration, replay, seed, duration)
 	e, table, stream := harness.TestEnv(t, 8)
+	var fo *testutil.FanOut
+	if c.fanOut {
+		// Kinesis' rules, as the package comment's --fan-out: closed when
+		// the test ends, once run has stopped every instance.
+		fo = testutil.FanOutEndpoint(t, testutil.Kinesalite, testutil.FanOutConfig{})
+	}
 	cfg := config{
 		Stream: stream, Table: table,
 		Instances: 4, MaxDown: 2, Rate: rate, Keys: 64,
 		Duration: duration, Seed: seed,
 		Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Scan: 500 * time.Millisecond,
 		CheckpointInterval: time.Second,
-		Dir:                t.TempDir(), Binary: bin, Race: harness.RaceEnabled, Out: harness.TestLog(t),
+		Dir:                t.TempDir(), Binary: bin, Race: harness.RaceEnabled, FanOut: fo, Out: harness.TestLog(t),
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), duration+2*time.Minute)
 	defer cancel()
@@ -108,12 +138,20 @@ func chaosRun(t *testing.T, bin string, seed uint64, duration time.Duration, rat
 	if n := ta.Done[kill] + ta.Done[stop] + ta.Done[interrupt]; n == 0 {
 		t.Errorf("seed %d: no chaos action was carried out (%d skipped)", seed, ta.Skipped)
 	}
+	// With fan-out the records came by SubscribeToShard: every tenure that
+	// handled records subscribed (a violation otherwise, see
+	// fanOutProblem), and some did.
+	if c.fanOut && (ta.FanOut == nil || ta.FanOut.Subscribes == 0) {
+		t.Errorf("seed %d: fan-out mode, but no SubscribeToShard call succeeded (%+v)", seed, ta.FanOut)
+	}
 	// Takeover: a taker must see a row unchanged for a lease duration, and
 	// reads it every scan interval, or, in a stable assignment when the
 	// process watching that row is down too, only in the full scan every
 	// 6th interval: about lease + 2 full-scan periods (8.6s here) at worst;
 	// twice that for a loaded CI machine. (Handoff requests to a dead holder
-	// no longer restart the count: see handoff_test.go.)
+	// no longer restart the count: see handoff_test.go.) The same with
+	// fan-out: the 5-second rule delays a taker's first record, not its
+	// acquisition of the lease.
 	const bound = 2 * (2*time.Second + 2*6*1100*time.Millisecond/2)
 	if l := ta.longestTakeover(); l > bound {
 		t.Errorf("seed %d: longest takeover %v, want at most %v", seed, l, bound)

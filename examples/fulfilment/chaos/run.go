@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
+	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
@@ -45,8 +47,26 @@ type config struct {
 	// -race when Race).
 	Binary string
 	Race   bool
+	// FanOut, if set, is a fan-out endpoint in front of the Kinesis
+	// emulator: the instances use it as their Kinesis endpoint and read
+	// with enhanced fan-out as the consumer fanOutConsumer; the run's own
+	// client (publishing, listing shards) goes to the emulator. The caller
+	// closes it once run returned. Nil: the instances poll the emulator.
+	FanOut *testutil.FanOut
 	// Out receives the progress; nil discards it.
 	Out io.Writer
+}
+
+// fanOutConsumer is the stream consumer the instances read with in fan-out
+// mode (their --fan-out).
+const fanOutConsumer = "chaos"
+
+// reading says how the instances read the stream.
+func (c *config) reading() string {
+	if c.FanOut == nil {
+		return "polling"
+	}
+	return fmt.Sprintf("enhanced fan-out as consumer %s through %s", fanOutConsumer, c.FanOut.URL())
 }
 
 func (c *config) defaults() {
@@ -142,6 +162,7 @@ type runner struct {
 	pub      []published
 	lastSeq  map[string]string       // shard -> newest sequence number published
 	rows     map[string]leases.Lease // shard -> row, as last polled
+	seen     map[string][]rowRun     // shard -> its owners as polled, in order
 	regress  []string                // checkpoints seen going backwards
 	actions  []actionRecord
 	problems []string // violations found while running (not in the reports)
@@ -170,18 +191,27 @@ func run(ctx context.Context, cfg config, e harness.Env) (*tally, error) {
 		gens:    make([]int, cfg.Instances),
 		lastSeq: map[string]string{},
 		rows:    map[string]leases.Lease{},
+		seen:    map[string][]rowRun{},
 	}
 	r.fleet = &harness.Fleet{
 		Name: "chaos", Binary: cfg.Binary, Dir: cfg.Dir, Env: e, Stream: cfg.Stream, Table: cfg.Table,
 		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, CheckpointInterval: cfg.CheckpointInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Race: cfg.Race,
 	}
+	if cfg.FanOut != nil {
+		r.fleet.Env.KinesisEndpoint = cfg.FanOut.URL()
+		r.fleet.FanOut = fanOutConsumer
+	}
 	var err error
 	if r.shards, err = r.fleet.Prepare(ctx); err != nil {
 		return nil, err
 	}
-	r.printf("seed %d: %d actions over %v (replay with --seed %d --duration %v)\n%s",
-		cfg.Seed, len(r.plan), cfg.Duration, cfg.Seed, cfg.Duration, describePlan(r.plan))
+	replay := ""
+	if cfg.FanOut != nil {
+		replay = "--fan-out "
+	}
+	r.printf("seed %d: %d actions over %v (replay with %s--seed %d --duration %v)\n%s",
+		cfg.Seed, len(r.plan), cfg.Duration, replay, cfg.Seed, cfg.Duration, describePlan(r.plan))
 
 	defer r.fleet.Cleanup()
 	for s := range cfg.Instances {
@@ -189,8 +219,8 @@ func run(ctx context.Context, cfg config, e harness.Env) (*tally, error) {
 			return nil, err
 		}
 	}
-	r.printf("started %d instances (lease %v, renew %v, scan %v, checkpoint every %v); logs and reports in %s\n",
-		cfg.Instances, cfg.Lease, cfg.Renew, cfg.Scan, cfg.CheckpointInterval, cfg.Dir)
+	r.printf("started %d instances (lease %v, renew %v, scan %v, checkpoint every %v, reading by %s); logs and reports in %s\n",
+		cfg.Instances, cfg.Lease, cfg.Renew, cfg.Scan, cfg.CheckpointInterval, cfg.reading(), cfg.Dir)
 
 	stopWatch := harness.Watch(ctx, r.out, 200*time.Millisecond, r.poll, r.row)
 	defer stopWatch()
@@ -296,10 +326,18 @@ func (r *runner) readReports() error {
 // pollRows reads every row of the lease table and checks that no
 // checkpoint went backwards: a checkpoint lands only while its writer holds
 // the lease, and every holder resumes from the row's checkpoint, so a late
-// checkpoint of a fenced holder is the only way back.
+// checkpoint of a fenced holder is the only way back. It also records each
+// row's owner (see rowRun), for the tally.
 func (r *runner) pollRows(ctx context.Context) error {
+	sent := time.Now() // each row's read (strongly consistent) is sent after this
 	return harness.ReadRows(ctx, r.store, r.cfg.Stream, r.shards, func(s string, l leases.Lease) {
 		r.mu.Lock()
+		runs := r.seen[s]
+		if n := len(runs); n > 0 && runs[n-1].Owner == l.Owner {
+			runs[n-1].Last = sent
+		} else {
+			r.seen[s] = append(runs, rowRun{Owner: l.Owner, First: sent, Last: sent})
+		}
 		prev, ok := r.rows[s]
 		if ok && prev.Checkpoint.Sequence != "" && harness.CmpSeq(l.Checkpoint.Sequence, prev.Checkpoint.Sequence) < 0 {
 			r.regress = append(r.regress, fmt.Sprintf("shard %s: checkpoint went back from %s (counter %d, owner %q) to %s (counter %d, owner %q) at %s",
@@ -755,9 +793,13 @@ func (r *runner) observations() *observations {
 	defer r.mu.Unlock()
 	o := &observations{
 		Begin: r.begin, Published: slices.Clone(r.pub), Deliveries: slices.Clone(r.reports.Deliveries), Events: slices.Clone(r.reports.Events),
-		Actions: slices.Clone(r.actions), Problems: slices.Concat(r.problems, r.regress),
+		Actions: slices.Clone(r.actions), Problems: slices.Concat(r.problems, r.regress), Rows: maps.Clone(r.seen),
 		Lease: r.cfg.Lease, Renew: r.cfg.Renew, Scan: r.cfg.Scan, CheckpointInterval: r.cfg.CheckpointInterval,
 		Seed: r.cfg.Seed, Duration: r.cfg.Duration, Instances: r.cfg.Instances, Shards: len(r.shards),
+	}
+	if r.cfg.FanOut != nil {
+		st := r.cfg.FanOut.Stats()
+		o.FanOut = &st
 	}
 	for _, p := range r.procs {
 		pi := procInfo{Owner: p.Owner, Slot: p.slot, Started: p.started, Exited: p.ExitedAt(), Killed: p.killedAt,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
+	"github.com/kinesislease/kinesislease/internal/testutil"
 )
 
 // procInfo is one process of a run, as the tally needs it.
@@ -33,9 +34,18 @@ type take struct {
 	At          time.Time
 }
 
+// rowRun is a run of lease-table reads of one row that showed the same
+// owner ("" for free): the reads were sent from First to Last (each read
+// is strongly consistent and sent after its time).
+type rowRun struct {
+	Owner       string
+	First, Last time.Time
+}
+
 // observations is everything a run saw: what was published, the instances'
-// reports, the processes and what the chaos did to them, and the problems
-// found while running (lease table checks, failed graceful stops).
+// reports, the processes and what the chaos did to them, the owners of the
+// lease table's rows as polled, and the problems found while running (lease
+// table checks, failed graceful stops).
 type observations struct {
 	Begin              time.Time
 	Published          []published
@@ -43,12 +53,16 @@ type observations struct {
 	Events             []harness.LeaseEvent
 	Procs              []procInfo
 	Actions            []actionRecord
+	Rows               map[string][]rowRun // by shard
 	Problems           []string
 	Lease, Renew, Scan time.Duration
 	CheckpointInterval time.Duration
 	Seed               uint64
 	Duration           time.Duration
 	Instances, Shards  int
+	// FanOut is what the fan-out endpoint counted once every instance
+	// stopped, in fan-out mode; nil when the instances polled.
+	FanOut *testutil.FanOutStats
 }
 
 const (
@@ -70,7 +84,8 @@ type tenure struct {
 	endKind      string    // released, lost, ended, killed, open
 	// adjusted: the tenure delivered nothing and its "acquired" line came
 	// right after a SIGCONT of its process; the take may have landed before
-	// the SIGSTOP, so acq is moved back to the SIGSTOP.
+	// the SIGSTOP, so acq is moved back to the SIGSTOP, or only as far back
+	// as the lease table shows it may have landed (see takeBound).
 	adjusted bool
 	// from is the owner it took the lease over from, "" for a free lease,
 	// per the log line of the take (fromKnown: one was found).
@@ -135,6 +150,11 @@ type tally struct {
 	// StopsKept counts leases a stopped process still held after SIGCONT
 	// (stopped for less than a takeover takes).
 	StopsKept int
+	// PutBack counts tenures that delivered nothing, acquired right after
+	// a SIGCONT, whose acquisition was put back because the take may have
+	// landed before the SIGSTOP; PutBackBounded those the lease table kept
+	// from going back all the way to the SIGSTOP (see takeBound).
+	PutBack, PutBackBounded int
 
 	// The fence: leases taken from stopped processes, and how many of
 	// those the process itself then saw lost; checkpoints and renewals
@@ -153,6 +173,13 @@ type tally struct {
 	// Problems found while running: checkpoint regressions, final rows,
 	// failed graceful stops, catch-up timeouts.
 	Problems []string
+
+	// ReadTenures counts the tenures that handled records. FanOut is what
+	// the fan-out endpoint counted, in fan-out mode (nil: polling): each
+	// tenure is a worker of its own that subscribes before it reads, so
+	// FanOut.Subscribes must be at least ReadTenures (see fanOutProblem).
+	ReadTenures int
+	FanOut      *testutil.FanOutStats
 
 	Lease, Renew, Scan, CheckpointInterval time.Duration
 }
@@ -178,7 +205,21 @@ func (t *tally) Violations() []string {
 	add("early takeover", t.Early)
 	add("no takeover", t.Missing)
 	add("problem", t.Problems)
+	if p := t.fanOutProblem(); p != "" {
+		v = append(v, p)
+	}
 	return v
+}
+
+// fanOutProblem says, in fan-out mode, why the records were not all read
+// with fan-out: fewer successful SubscribeToShard calls than tenures that
+// handled records. Empty: none (or polling).
+func (t *tally) fanOutProblem() string {
+	if t.FanOut == nil || t.FanOut.Subscribes >= t.ReadTenures {
+		return ""
+	}
+	return fmt.Sprintf("fan-out: %d SubscribeToShard calls succeeded for %d tenures that handled records: some were not read with fan-out",
+		t.FanOut.Subscribes, t.ReadTenures)
 }
 
 // compute builds the tally from the observations.
@@ -191,6 +232,7 @@ func compute(o *observations) *tally {
 		Done:     map[kind]int{},
 		Problems: slices.Clone(o.Problems),
 		Lease:    o.Lease, Renew: o.Renew, Scan: o.Scan, CheckpointInterval: o.CheckpointInterval,
+		FanOut: o.FanOut,
 	}
 	at := func(tm time.Time) string { return fmt.Sprintf("%.3fs", tm.Sub(o.Begin).Seconds()) }
 	procs := map[string]*procInfo{}
@@ -295,14 +337,28 @@ func compute(o *observations) *tally {
 		owner[i] = tn
 	}
 	for _, tn := range all {
+		if len(tn.ds) > 0 {
+			t.ReadTenures++
+		}
+	}
+	type putBack struct{ acq, stop time.Time }
+	adjust := map[*tenure]putBack{}
+	for _, tn := range all {
 		if len(tn.ds) > 0 || procs[tn.owner] == nil {
 			continue
 		}
 		for _, ep := range procs[tn.owner].Stops {
 			if !tn.acq.Before(ep.Cont) && tn.acq.Sub(ep.Cont) <= inFlightSlack {
-				tn.acq, tn.adjusted = ep.Stop, true
+				adjust[tn] = putBack{takeBound(tn, ep, all, ds, o.Rows[tn.shard]), ep.Stop}
 			}
 		}
+	}
+	for tn, pb := range adjust {
+		t.PutBack++
+		if pb.acq.After(pb.stop) {
+			t.PutBackBounded++
+		}
+		tn.acq, tn.adjusted = pb.acq, true
 	}
 
 	// Overlaps: per shard, tenures in acquisition order; a tenure's
@@ -577,6 +633,69 @@ func compute(o *observations) *tally {
 	return t
 }
 
+// takeBound is the earliest time the take of tenure tn may have landed:
+// tn delivered nothing, and its "acquired" line came right after the
+// SIGCONT of stop episode ep, so the take may have landed before the
+// SIGSTOP (its answer read only after the SIGCONT) and is put back at the
+// SIGSTOP, unless the observations show it came later.
+//
+// Had the take landed before the stop, the row would have been tn's
+// owner's from then until the "acquired" line, unless another tenure took
+// it from tn's owner meanwhile; if one did (or may have: its take's log
+// line not found), the SIGSTOP it is. Otherwise the take came after
+//   - every read of the row sent after the stop (and before the line) that
+//     showed another owner, or none (the reads are strongly consistent);
+//   - every delivery, after the stop and before the line, of a tenure of
+//     another process (not the one tn took the lease from, and not taking
+//     it from tn's owner) that ended by releasing the lease: the row was
+//     that tenure's from its take until its release, which came after its
+//     deliveries, and tn's take cannot have landed in that span, nor before
+//     it (that tenure would then have taken the lease from tn's owner).
+//
+// The bound is the latest of these, or the SIGSTOP.
+//
+// This matters with enhanced fan-out: a taker's first subscription after
+// a SIGCONT is often refused for seconds by the 5-second rule, so a
+// tenure acquired right after a SIGCONT and ended by the next chaos
+// action before it delivered anything is common; put back at the SIGSTOP,
+// it would be taken for the successor of the holder that kept the shard
+// across the stop, and that holder's deliveries during the stop for
+// overlaps.
+func takeBound(tn *tenure, ep episode, all []*tenure, ds []harness.Delivery, rows []rowRun) time.Time {
+	for _, o := range all {
+		if o != tn && o.shard == tn.shard && !o.acq.Before(ep.Stop) && !o.acq.After(tn.acq) &&
+			(!o.fromKnown || o.from == tn.owner) {
+			return ep.Stop // taken from tn's owner while it was stopped (or maybe)
+		}
+	}
+	bound := ep.Stop
+	for _, run := range rows {
+		if run.Owner == tn.owner || run.Last.Before(ep.Stop) {
+			continue
+		}
+		last := run.Last
+		if !last.Before(tn.acq) { // the latest read of the run sent before the "acquired" line
+			if !run.First.Before(tn.acq) {
+				continue
+			}
+			last = run.First
+		}
+		bound = maxTime(bound, last)
+	}
+	for _, o := range all {
+		if o.shard != tn.shard || o.owner == tn.owner || o.owner == tn.from || !o.fromKnown || o.from == tn.owner ||
+			(o.endKind != "released" && o.endKind != "ended") {
+			continue
+		}
+		for _, i := range o.ds {
+			if d := ds[i].At; d.After(ep.Stop) && d.Before(tn.acq) {
+				bound = maxTime(bound, d)
+			}
+		}
+	}
+	return bound
+}
+
 // inFlightAcrossStop reports whether delivery i, tn's first one after the
 // next tenure's acquisition at n, was in flight across a SIGSTOP of its
 // process: its previous delivery came before the stop, the stop began no
@@ -693,6 +812,20 @@ func (t *tally) print(w io.Writer) {
 	fmt.Fprintf(w, "  longest takeover        %.2fs (from a SIGKILL or SIGSTOP to another process acquiring the shard)\n", t.longestTakeover().Seconds())
 	fmt.Fprintf(w, "  fence                   %d leases taken from stopped processes (%d seen lost by them), %d kept through a short stop; %d checkpoints and %d renewals refused for a lost lease\n",
 		t.TakenFromStopped, t.NoticedLost, t.StopsKept, t.RefusedCheckpoints, t.LostRenewals)
+	if t.PutBack > 0 {
+		fmt.Fprintf(w, "  after SIGCONT           %d tenures acquired right after a SIGCONT delivered nothing: their take may have landed before the SIGSTOP; %d put back to it, %d only as far as the lease table allows\n",
+			t.PutBack, t.PutBack-t.PutBackBounded, t.PutBackBounded)
+	}
+	if st := t.FanOut; st != nil {
+		fmt.Fprintf(w, "  fan-out                 %d SubscribeToShard calls succeeded for %d tenures that handled records; refused: %d ResourceInUse (5-second rule), %d LimitExceeded (one call a second); %d subscriptions taken over",
+			st.Subscribes, t.ReadTenures, st.ResourceInUse, st.LimitExceeded, st.Takeovers)
+		if n := activeSubs(st); n > 0 {
+			fmt.Fprintf(w, "; %d still open at the end", n)
+		}
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintf(w, "  reading                 polling (GetRecords); %d tenures handled records\n", t.ReadTenures)
+	}
 	if t.ErrorLines > 0 {
 		fmt.Fprintf(w, "  instance ERROR lines    %d\n", t.ErrorLines)
 	}
@@ -710,6 +843,15 @@ func (t *tally) print(w io.Writer) {
 	if len(v) > 30 {
 		fmt.Fprintf(w, "    ... and %d more\n", len(v)-30)
 	}
+}
+
+// activeSubs counts the subscriptions st says are running.
+func activeSubs(st *testutil.FanOutStats) int {
+	n := 0
+	for _, c := range st.Active {
+		n += c
+	}
+	return n
 }
 
 // longestTakeover is the longest time from a SIGKILL or SIGSTOP of a

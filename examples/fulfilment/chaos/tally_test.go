@@ -180,6 +180,116 @@ func TestTallyFindsFaults(t *testing.T) {
 	}
 }
 
+// TestTallyTakeAfterStop: a tenure that delivered nothing and whose
+// "acquired" line came right after a SIGCONT of its process is put back at
+// the SIGSTOP (its take may have landed before it), but no further back
+// than the lease table allows: a read after the stop that showed the row
+// held by another process proves the take came later. Common with
+// enhanced fan-out, where the taker's first subscription is refused by the
+// 5-second rule until the next chaos action ends the tenure.
+func TestTallyTakeAfterStop(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	sh := func(n int) string { return fmt.Sprintf("shardId-%012d", n) }
+	type obs struct{ *observations }
+	newObs := func() obs { return obs{&observations{Begin: t0, Lease: 2 * time.Second, Rows: map[string][]rowRun{}}} }
+	ev := func(o obs, owner string, shard int, kind string, ms int) {
+		o.Events = append(o.Events, harness.LeaseEvent{Owner: owner, Shard: sh(shard), Kind: kind, At: at(ms)})
+	}
+	dl := func(o obs, owner string, shard int, seq, id string, ms int) {
+		o.Published = append(o.Published, published{id: id, key: "k" + id, counter: 1, shard: sh(shard), seq: seq, at: at(0)})
+		o.Deliveries = append(o.Deliveries, harness.Delivery{Owner: owner, Shard: sh(shard), Seq: seq, ID: id, At: at(ms)})
+	}
+	seen := func(o obs, shard int, owner string, from, to int) {
+		o.Rows[sh(shard)] = append(o.Rows[sh(shard)], rowRun{Owner: owner, First: at(from), Last: at(to)})
+	}
+	stopped := []episode{{Stop: at(1000), Cont: at(3000)}}
+	stopAction := actionRecord{action: action{Kind: stop}, Owner: "p", Start: at(1000), End: at(3000)}
+
+	// Shard 0: q holds it across p's stop (1000..3000) and releases it at
+	// 3200 (a handoff); p takes it free at 3300 and is killed at 4000
+	// before its first record (the 5-second rule).
+	free := func(rows bool) *tally {
+		o := newObs()
+		ev(o, "q", 0, "acquired", 0)
+		dl(o, "q", 0, "1", "r1", 500)
+		dl(o, "q", 0, "2", "r2", 1500)
+		dl(o, "q", 0, "3", "r3", 2500)
+		dl(o, "q", 0, "4", "r4", 3150) // after the last read showing q
+		ev(o, "q", 0, "released", 3200)
+		ev(o, "p", 0, "acquired", 3300)
+		if rows {
+			seen(o, 0, "q", 100, 3100)
+			seen(o, 0, "", 3250, 3250)
+			seen(o, 0, "p", 3400, 3900)
+		}
+		o.Procs = []procInfo{
+			{Owner: "q", Takes: []take{{Shard: sh(0), At: at(0)}}},
+			{Owner: "p", Stops: stopped, Killed: at(4000), Takes: []take{{Shard: sh(0), At: at(3300)}}},
+		}
+		o.Actions = []actionRecord{stopAction}
+		return compute(o.observations)
+	}
+	// p's take came after q's release (the row was free), so after its
+	// deliveries, with or without the lease table's word.
+	for _, rows := range []bool{true, false} {
+		if ta := free(rows); len(ta.Violations()) > 0 || ta.PutBack != 1 || ta.PutBackBounded != 1 {
+			t.Errorf("free take after the stop (lease table read: %v): violations %q, put back %d (bounded %d), want 1 (1)",
+				rows, ta.Violations(), ta.PutBack, ta.PutBackBounded)
+		}
+	}
+
+	// Shard 1: q holds it, SIGKILLed at 2000 during p's stop; p takes it
+	// over from q at 3300, then is SIGKILLed at 4000 before its first
+	// record.
+	o := newObs()
+	ev(o, "q", 1, "acquired", 0)
+	dl(o, "q", 1, "1", "r1", 500)
+	dl(o, "q", 1, "2", "r2", 1900)
+	ev(o, "p", 1, "acquired", 3300)
+	seen(o, 1, "q", 100, 3200)
+	seen(o, 1, "p", 3400, 3900)
+	o.Procs = []procInfo{
+		{Owner: "q", Killed: at(2000), Takes: []take{{Shard: sh(1), At: at(0)}}},
+		{Owner: "p", Stops: stopped, Killed: at(4000), Takes: []take{{Shard: sh(1), From: "q", At: at(3300)}}},
+	}
+	o.Actions = []actionRecord{stopAction, {action: action{Kind: kill}, Owner: "q", Start: at(2000)}}
+	if ta := compute(o.observations); len(ta.Violations()) > 0 {
+		t.Errorf("takeover after the stop, the lease table showing q across it: %q", ta.Violations())
+	}
+
+	// Shard 2: p's take from x landed before the stop (the table shows p
+	// at 1100), its answer read after the SIGCONT; r takes it from the
+	// stopped p at 2500. x went on delivering at 1500, after p's take: an
+	// overlap, found only with p's tenure put back at the SIGSTOP; r's
+	// deliveries are not.
+	for _, withR := range []bool{true, false} {
+		o := newObs()
+		ev(o, "x", 2, "acquired", 0)
+		dl(o, "x", 2, "1", "r1", 500)
+		dl(o, "x", 2, "2", "r2", 1500)
+		ev(o, "p", 2, "acquired", 3300)
+		ev(o, "p", 2, "lost", 3400)
+		seen(o, 2, "x", 100, 900)
+		seen(o, 2, "p", 1100, 2400)
+		o.Procs = []procInfo{
+			{Owner: "x", Takes: []take{{Shard: sh(2), At: at(0)}}},
+			{Owner: "p", Stops: stopped, Takes: []take{{Shard: sh(2), From: "x", At: at(3300)}}},
+		}
+		if withR {
+			ev(o, "r", 2, "acquired", 2500)
+			dl(o, "r", 2, "3", "r3", 2600)
+			seen(o, 2, "r", 2600, 3900)
+			o.Procs = append(o.Procs, procInfo{Owner: "r", Takes: []take{{Shard: sh(2), From: "p", At: at(2500)}}})
+		}
+		o.Actions = []actionRecord{stopAction}
+		ta := compute(o.observations)
+		if len(ta.Overlaps) != 1 || !strings.Contains(ta.Overlaps[0], "shard 2: x") {
+			t.Errorf("take before the stop (r taking it from p: %v): overlaps %q, want x's", withR, ta.Overlaps)
+		}
+	}
+}
+
 // TestPlan checks that schedules are reproducible, stay within the chaos,
 // never have more than MaxDown slots down, and mix every kind of chaos.
 func TestPlan(t *testing.T) {
