@@ -222,11 +222,6 @@ func (c *Coordinator) transient(ctx context.Context, err error, msg string) erro
 	return nil
 }
 
-// fatal reports whether err means the configuration cannot work.
-func fatal(err error) bool {
-	return errors.Is(err, leases.ErrMisconfigured) || kinesisx.Permanent(err)
-}
-
 // renewAll renews every held lease. A lease found lost stops its worker at
 // once; one whose holder was asked for a handoff is drained and released.
 func (c *Coordinator) renewAll(ctx context.Context) error {
@@ -314,32 +309,6 @@ func (c *Coordinator) reap() (ended bool, rewound []*worker, err error) {
 // checkpoint at the event; from the previous owner of a taken-over lease.
 func (c *Coordinator) emit(t kltype.LeaseEventType, shardID string, cp leases.Checkpoint, from string) {
 	emit(c.h, c.cfg.Events, t, kltype.LeaseInfo{Stream: c.cfg.Stream, ShardID: shardID, Owner: c.cfg.Owner, Checkpoint: cp, From: from})
-}
-
-// emit tells events and the hooks of a lease event.
-func emit(h *hooks, events func(kltype.LeaseEvent), t kltype.LeaseEventType, info kltype.LeaseInfo) {
-	if events != nil {
-		events(kltype.LeaseEvent{Type: t, Stream: info.Stream, ShardID: info.ShardID})
-	}
-	ctx := context.Background()
-	switch t {
-	case kltype.LeaseAcquired:
-		for _, x := range h.acquired {
-			x.OnLeaseAcquired(ctx, info)
-		}
-	case kltype.LeaseReleased:
-		for _, x := range h.released {
-			x.OnLeaseReleased(ctx, info)
-		}
-	case kltype.LeaseLost:
-		for _, x := range h.lost {
-			x.OnLeaseLost(ctx, info)
-		}
-	case kltype.ShardEnded:
-		for _, x := range h.ended {
-			x.OnShardEnded(kltype.ShardInfo{Stream: info.Stream, ShardID: info.ShardID})
-		}
-	}
 }
 
 // listShards refreshes the shard list.
@@ -516,7 +485,6 @@ func (c *Coordinator) readRows(ctx context.Context, ids []string, rows map[strin
 	return nil
 }
 
-
 // row reads (creating it if missing) the row of shard id.
 func (c *Coordinator) row(ctx context.Context, id string) (leases.Lease, error) {
 	key := leases.Key{Stream: c.cfg.Stream, Shard: id}
@@ -543,42 +511,6 @@ func parentIDs(s types.Shard) []string {
 		}
 	}
 	return ids
-}
-
-// shardMap indexes shards by id and lists their ids in ListShards' order
-// (reusing order's array).
-func shardMap(shards []types.Shard, order []string) (map[string]types.Shard, []string) {
-	m := make(map[string]types.Shard, len(shards))
-	order = order[:0]
-	for _, s := range shards {
-		id := aws.ToString(s.ShardId)
-		m[id] = s
-		order = append(order, id)
-	}
-	return m, order
-}
-
-// hasParents reports whether shard id has a parent still in the stream.
-func hasParents(shards map[string]types.Shard, id string) bool {
-	for _, p := range parentIDs(shards[id]) {
-		if _, ok := shards[p]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-// startAt returns where a worker starts reading shard id: after its
-// checkpoint cp, else at its own beginning for a child of a split or merge,
-// else at the subscription's start position.
-func startAt(start kltype.StartPosition, shards map[string]types.Shard, id string, cp leases.Checkpoint) kltype.StartPosition {
-	if hasParents(shards, id) {
-		start = kltype.TrimHorizon
-	}
-	if p, ok := kinesisx.PositionAfter(cp); ok {
-		start = p
-	}
-	return start
 }
 
 // takePending takes the leases we asked for once their holder released them.
@@ -693,4 +625,3 @@ func (c *Coordinator) shutdown() {
 	}
 	c.log.Info("kinesislease: stopped")
 }
-

@@ -52,10 +52,12 @@ const (
 	// while it wrote nothing. Requests reach it sooner through its
 	// membership entry's Notice.
 	DefaultReconcile = 5 * time.Minute
-	// legacyLease: how long a row of the per-row renewal protocol (no
-	// incarnation) must show the same owner and expires_at before it is
-	// taken: that protocol's default lease duration.
-	legacyLease = 10 * time.Second
+	// LegacyRowTimeout: how long a row of the retired per-row renewal
+	// protocol (an owner and no incarnation) must be seen unchanged before
+	// it is taken. That protocol's holders renewed every lease duration/3
+	// at most (10s by default), so an unchanged row for a minute has no
+	// live holder.
+	LegacyRowTimeout = time.Minute
 )
 
 // StreamConfig is one subscription of a Group.
@@ -171,7 +173,7 @@ type streamState struct {
 	lastSync time.Time
 	resync   bool
 	rows     map[string]rowState // what this instance last read or wrote, by shard id
-	legacy   map[string]observation
+	legacy   map[string]legacyObs
 	// failed holds the shards set aside after failing for good, by shard
 	// id; listing is the stream's own (ListShards failed for good).
 	failed  map[string]*failure
@@ -196,6 +198,12 @@ type rowState struct {
 
 // memberObs is what this instance last saw of one incarnation, and since
 // when on its own clock it has seen it unchanged.
+// legacyObs is a per-row row as first seen with its write token.
+type legacyObs struct {
+	token string
+	since time.Time
+}
+
 type memberObs struct {
 	m leases.Member
 	// since is when the read that first showed this heartbeat value
@@ -283,7 +291,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		if prev, dup := g.streams[key]; dup {
 			return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
 		}
-		g.streams[key] = &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]observation{}, failed: map[string]*failure{}}
+		g.streams[key] = &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]legacyObs{}, failed: map[string]*failure{}}
 	}
 	g.fence.Store(fenced)
 	return g, nil
@@ -1095,18 +1103,18 @@ func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
 	case !l.Held():
 		return true
 	case l.Incarnation == "":
-		// A row of the per-row renewal protocol: its holder renews
-		// expires_at. Taken once seen unchanged for that protocol's lease.
+		// A row of the retired per-row renewal protocol (an owner, no
+		// incarnation): its holder, if it still runs, renews the row, which
+		// moves its write token. Taken only once seen unchanged for
+		// LegacyRowTimeout, longer than any per-row lease in use.
 		o, ok := st.legacy[id]
-		if !ok || !sameHolding(o.lease, l) {
-			st.legacy[id] = observation{lease: l, since: time.Now()}
-			if ok && l.Owner != g.cfg.Owner {
-				st.log.Error("kinesislease: a lease row is renewed by an instance of the per-row renewal protocol: stop it before starting instances of the membership protocol",
-					"shard", id, "holder", l.Owner)
-			}
+		if !ok || o.token != l.Token {
+			st.legacy[id] = legacyObs{token: l.Token, since: time.Now()}
+			st.log.Error("kinesislease: a lease row is held by an instance of the retired per-row renewal protocol (no incarnation): stop every instance of the earlier version; the row is taken once it has not changed for "+LegacyRowTimeout.String(),
+				"shard", id, "holder", l.Owner)
 			return false
 		}
-		return time.Since(o.since) >= legacyLease
+		return time.Since(o.since) >= LegacyRowTimeout
 	case l.Owner == g.cfg.Owner && l.Incarnation == g.inc:
 		return true // ours, from before a fence: take it afresh
 	}

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// fatal reports whether err means the configuration cannot work.
+func fatal(err error) bool {
+	return errors.Is(err, leases.ErrMisconfigured) || kinesisx.Permanent(err)
+}
+
+// emit tells events and the hooks of a lease event.
+func emit(h *hooks, events func(kltype.LeaseEvent), t kltype.LeaseEventType, info kltype.LeaseInfo) {
+	if events != nil {
+		events(kltype.LeaseEvent{Type: t, Stream: info.Stream, ShardID: info.ShardID})
+	}
+	ctx := context.Background()
+	switch t {
+	case kltype.LeaseAcquired:
+		for _, x := range h.acquired {
+			x.OnLeaseAcquired(ctx, info)
+		}
+	case kltype.LeaseReleased:
+		for _, x := range h.released {
+			x.OnLeaseReleased(ctx, info)
+		}
+	case kltype.LeaseLost:
+		for _, x := range h.lost {
+			x.OnLeaseLost(ctx, info)
+		}
+	case kltype.ShardEnded:
+		for _, x := range h.ended {
+			x.OnShardEnded(kltype.ShardInfo{Stream: info.Stream, ShardID: info.ShardID})
+		}
+	}
+}
+
+// shardMap indexes shards by id and lists their ids in ListShards' order
+// (reusing order's array).
+func shardMap(shards []types.Shard, order []string) (map[string]types.Shard, []string) {
+	m := make(map[string]types.Shard, len(shards))
+	order = order[:0]
+	for _, s := range shards {
+		id := aws.ToString(s.ShardId)
+		m[id] = s
+		order = append(order, id)
+	}
+	return m, order
+}
+
+// hasParents reports whether shard id has a parent still in the stream.
+func hasParents(shards map[string]types.Shard, id string) bool {
+	for _, p := range kinesisx.Parents(shards[id]) {
+		if _, ok := shards[p]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// startAt returns where a worker starts reading shard id: after its
+// checkpoint cp, else at its own beginning for a child of a split or merge,
+// else at the subscription's start position.
+func startAt(start kltype.StartPosition, shards map[string]types.Shard, id string, cp leases.Checkpoint) kltype.StartPosition {
+	if hasParents(shards, id) {
+		start = kltype.TrimHorizon
+	}
+	if p, ok := kinesisx.PositionAfter(cp); ok {
+		start = p
+	}
+	return start
+}
