@@ -18,6 +18,10 @@ type Health struct {
 	// process on false trades a wait for a restart: both take the leases
 	// afresh.
 	Live bool
+	// Err, while Live is false, is why: the last error of the lease store
+	// (a table missing or unreachable, access denied); nil otherwise. The
+	// instance keeps trying and resumes on its own once the store works.
+	Err error
 	// Owner is the instance's owner id.
 	Owner string
 	// Streams is one entry per subscription, in subscription order.

@@ -127,6 +127,15 @@ type Membership interface {
 	// new Token. Take (the per-row renewal protocol) and Release clear
 	// Incarnation.
 	TakeAs(ctx context.Context, l Lease, owner, incarnation string) (Lease, error)
+
+	// CreateAs creates the row of key, only if no row exists, held by
+	// owner's incarnation with checkpoint cp (none when cp is zero), in one
+	// write: Counter 1 and a new Token, like Create. It fails with
+	// ErrConflict if the row exists. The holder of a row that vanished (a
+	// row deleted, a table recreated empty) recreates it this way from the
+	// checkpoint it knows, so that no one can take the row in between with
+	// no checkpoint and read from the start position.
+	CreateAs(ctx context.Context, key Key, owner, incarnation string, cp Checkpoint) (Lease, error)
 }
 
 // MemberConflictError is the error of a membership write whose condition

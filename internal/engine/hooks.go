@@ -8,7 +8,6 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
-	"github.com/kinesislease/kinesislease/leases"
 )
 
 // hooks holds the registered hooks by interface, sorted once, so that an
@@ -54,18 +53,6 @@ func add[T any](list *[]T, x kltype.Hook) {
 	}
 }
 
-// calls wraps the lease store and the Kinesis client to time every call for
-// HookCall hooks; without such hooks it returns them as they are.
-func (h *hooks) wrapStore(s leases.Store) leases.Store {
-	if len(h.call) == 0 {
-		return s
-	}
-	if m, ok := s.(leases.Membership); ok {
-		return &hookedMemberStore{hookedStore: hookedStore{Store: s, h: h}, mem: m}
-	}
-	return &hookedStore{Store: s, h: h}
-}
-
 func (h *hooks) wrapKinesis(k kinesisx.Reader) kinesisx.Reader {
 	if len(h.call) == 0 {
 		return k
@@ -92,53 +79,11 @@ func (h *hooks) onCall(service, op string, start time.Time, err error) {
 	}
 }
 
-// hookedStore times every lease store call for HookCall hooks.
-type hookedStore struct {
-	leases.Store
-	h *hooks
-}
-
 func timed[T any](h *hooks, service, op string, call func() (T, error)) (T, error) {
 	start := time.Now()
 	v, err := call()
 	h.onCall(service, op, start, err)
 	return v, err
-}
-
-func (s *hookedStore) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "Get", func() (leases.Lease, error) { return s.Store.Get(ctx, key) })
-}
-
-func (s *hookedStore) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "Create", func() (leases.Lease, error) { return s.Store.Create(ctx, key) })
-}
-
-func (s *hookedStore) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "Take", func() (leases.Lease, error) { return s.Store.Take(ctx, l, owner, ttl) })
-}
-
-func (s *hookedStore) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "Renew", func() (leases.Lease, error) { return s.Store.Renew(ctx, l, ttl) })
-}
-
-func (s *hookedStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "Checkpoint", func() (leases.Lease, error) { return s.Store.Checkpoint(ctx, l, cp) })
-}
-
-func (s *hookedStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "Release", func() (leases.Lease, error) { return s.Store.Release(ctx, l, cp) })
-}
-
-func (s *hookedStore) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "RequestHandoff", func() (leases.Lease, error) { return s.Store.RequestHandoff(ctx, l, to) })
-}
-
-func (s *hookedStore) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "Rewind", func() (leases.Lease, error) { return s.Store.Rewind(ctx, l, cp) })
-}
-
-func (s *hookedStore) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "ApplyRewind", func() (leases.Lease, error) { return s.Store.ApplyRewind(ctx, l) })
 }
 
 // hookedKinesis times every Kinesis call for HookCall hooks.
@@ -159,26 +104,4 @@ func (k *hookedKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetSha
 
 func (k *hookedKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	return timed(k.h, "kinesis", "GetRecords", func() (*kinesis.GetRecordsOutput, error) { return k.Reader.GetRecords(ctx, in, optFns...) })
-}
-
-// hookedMemberStore times the membership calls too.
-type hookedMemberStore struct {
-	hookedStore
-	mem leases.Membership
-}
-
-func (s *hookedMemberStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
-	return timed(s.h, "dynamodb", "Heartbeat", func() ([]leases.Member, error) { return s.mem.Heartbeat(ctx, row, m) })
-}
-
-func (s *hookedMemberStore) Members(ctx context.Context, row int) ([]leases.Member, error) {
-	return timed(s.h, "dynamodb", "Members", func() ([]leases.Member, error) { return s.mem.Members(ctx, row) })
-}
-
-func (s *hookedMemberStore) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
-	return timed(s.h, "dynamodb", "ReplaceMember", func() ([]leases.Member, error) { return s.mem.ReplaceMember(ctx, row, seen, next) })
-}
-
-func (s *hookedMemberStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "TakeAs", func() (leases.Lease, error) { return s.mem.TakeAs(ctx, l, owner, inc) })
 }

@@ -49,6 +49,14 @@ type heldLease struct {
 	// released: this instance released the lease itself (lost is then set
 	// too, to fence further writes); another owner did not take it.
 	released bool
+
+	// proofSent is mono() when the last successful write of the row was
+	// sent. Under the membership protocol a holder delivers only within
+	// proof of it (see deliverable): a row deleted behind its back is
+	// noticed at the next write, and an idle shard proves its row with a
+	// write (touch) before it delivers again. 0 proof: no such bound.
+	proofSent atomic.Int64
+	proof     time.Duration
 }
 
 func newHeldLease(store leases.Store, l leases.Lease, sentAt int64, ttl, fence time.Duration) *heldLease {
@@ -83,10 +91,38 @@ func (h *heldLease) validFor() time.Duration {
 
 // newMemberLease returns l held under the membership protocol: valid while
 // the instance's fence (shared) has not passed and the lease is not lost.
-func newMemberLease(store leases.Store, l leases.Lease, shared *atomic.Int64) *heldLease {
-	h := &heldLease{store: store, lease: l, writing: make(chan struct{}, 1), shared: shared}
+func newMemberLease(store leases.Store, l leases.Lease, shared *atomic.Int64, sent int64, proof time.Duration) *heldLease {
+	h := &heldLease{store: store, lease: l, writing: make(chan struct{}, 1), shared: shared, proof: proof}
 	h.expiry.Store(math.MaxInt64)
+	h.proofSent.Store(sent)
 	return h
+}
+
+// deliverable reports whether a record may be handed to a handler now: the
+// lease is valid, its row was not found missing, and its last successful
+// write was sent within the proof bound. proven is false when only that
+// bound stands in the way: a touch may restore it.
+func (h *heldLease) deliverable() (ok, proven bool) {
+	if !h.valid() || h.vanished.Load() {
+		return false, true
+	}
+	if h.proof > 0 && mono()-h.proofSent.Load() >= int64(h.proof) {
+		return false, false
+	}
+	return true, true
+}
+
+// touch proves the row still exists and is ours, with a write that changes
+// nothing but the counter and token (TakeAs of its own holder).
+func (h *heldLease) touch(ctx context.Context) error {
+	mem, ok := h.store.(leases.Membership)
+	if !ok {
+		return nil
+	}
+	_, err := h.write(ctx, false, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+		return mem.TakeAs(ctx, l, l.Owner, l.Incarnation)
+	})
+	return err
 }
 
 // current returns the lease as last written or read.
@@ -124,6 +160,9 @@ func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Cont
 		sent := mono()
 		l, err := do(ctx, known)
 		if err == nil {
+			if sent > h.proofSent.Load() {
+				h.proofSent.Store(sent)
+			}
 			h.mu.Lock()
 			h.lease = l
 			if extend && !h.lost && !l.ExpiresAt.Equal(known.ExpiresAt) {

@@ -52,7 +52,7 @@ func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 	cfg.defaults()
 	shared := &atomic.Int64{}
 	shared.Store(math.MaxInt64)
-	h := newMemberLease(memory.New(), leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, shared)
+	h := newMemberLease(memory.New(), leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, shared, mono(), 0)
 	w := newWorker(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, "s", "shardId-0", kltype.Latest, h)
 	cp := w.newCheckpointer()
 	defer cp.stop()

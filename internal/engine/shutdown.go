@@ -1,28 +1,69 @@
 package engine
 
 import (
+	"context"
 	"log/slog"
-	"sync"
+	"slices"
 	"time"
 )
 
-// stopAll asks every worker of workers (guarded by mu) to drain and
-// release, and returns them.
-func stopAll[K comparable](mu *sync.Mutex, workers map[K]*worker) []*worker {
-	mu.Lock()
-	defer mu.Unlock()
-	ws := make([]*worker, 0, len(workers))
-	for _, w := range workers {
+// shutdown drains every worker, bounded by ShutdownTimeout, while the
+// heartbeat loop goes on (the leases stay held while the heartbeat
+// advances), then releases the orphan rows. It returns within
+// ShutdownTimeout + abandonAfter + the releases' deadlines, whatever the
+// handlers do: a handler that ignores its cancelled context is abandoned
+// (logged at ERROR with its shard; its lease row is released for the next
+// holder, which may deliver the abandoned record again).
+func (g *Group) shutdown() {
+	g.mu.Lock()
+	ws := make([]*worker, 0, len(g.workers))
+	for _, w := range g.workers {
 		ws = append(ws, w)
 		w.stop()
 	}
-	return ws
+	g.mu.Unlock()
+	ctx := context.Background()
+	if len(ws) > 0 {
+		if stuck := drain(g.log, ws, g.cfg.ShutdownTimeout, abandonAfter); len(stuck) > 0 {
+			for _, w := range stuck {
+				w.log.Error("kinesislease: a handler ignored its cancelled context past the shutdown timeout; abandoning it and releasing its lease (the record in flight may be delivered again by the next holder)",
+					"stream", w.stream, "after", g.cfg.ShutdownTimeout+abandonAfter)
+				known := w.lease.current()
+				w.lease.markLost()
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, _ = g.store.Release(rctx, known, known.Checkpoint)
+				cancel()
+			}
+		}
+		g.reap(ctx, true)
+	}
+	g.mu.Lock()
+	orphans := make(map[unit]orphan, len(g.orphans))
+	for u, o := range g.orphans {
+		if g.workers[u] == nil {
+			orphans[u] = o
+		}
+	}
+	g.mu.Unlock()
+	units := make([]unit, 0, len(orphans))
+	for u := range orphans {
+		units = append(units, u)
+	}
+	slices.SortFunc(units, cmpUnit)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	bounded(rctx, len(units), func(i int) {
+		cctx, cancel := context.WithTimeout(rctx, 5*time.Second)
+		defer cancel()
+		g.releaseOrphan(cctx, units[i], orphans[units[i]])
+	})
+	g.log.Info("kinesislease: stopped")
 }
 
-// drain waits until every worker of ws (asked to stop) is done, calling
-// keepAlive every interval meanwhile (the leases must stay held while they
-// drain), and cancels their handlers once timeout has passed.
-func drain(log *slog.Logger, ws []*worker, timeout, interval time.Duration, keepAlive func()) {
+// drain waits until every worker of ws (asked to stop) is done; once
+// timeout has passed it cancels their handlers, and once abandon more has
+// passed it gives up on those still running and returns them.
+func drain(log *slog.Logger, ws []*worker, timeout, abandon time.Duration) (stuck []*worker) {
 	log.Info("kinesislease: draining", "leases", len(ws))
 	all := make(chan struct{})
 	go func() {
@@ -33,22 +74,28 @@ func drain(log *slog.Logger, ws []*worker, timeout, interval time.Duration, keep
 	}()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	var give <-chan time.Time
 	for {
 		select {
 		case <-all:
-			return
-		case <-tick.C:
-			keepAlive()
+			return nil
 		case <-t.C:
 			log.Warn("kinesislease: shutdown timeout; cancelling handlers", "timeout", timeout)
 			for _, w := range ws {
 				w.hardCancel()
 			}
+			a := time.NewTimer(abandon)
+			defer a.Stop()
+			give = a.C
+		case <-give:
+			for _, w := range ws {
+				select {
+				case <-w.done:
+				default:
+					stuck = append(stuck, w)
+				}
+			}
+			return stuck
 		}
 	}
 }
-
-// readConcurrency bounds the concurrent store calls of a round.
-const readConcurrency = 8

@@ -576,7 +576,25 @@ func (w *worker) Done() <-chan struct{} { return w.graceful }
 // waitValid blocks while the lease cannot be trusted (its last renewal is
 // older than the fence) and reports whether delivery may go on.
 func (w *worker) waitValid() bool {
-	for !w.lease.valid() {
+	for {
+		ok, proven := w.lease.deliverable()
+		if ok {
+			break
+		}
+		if !proven {
+			// Idle past the proof bound: prove the row still exists and is
+			// ours before delivering again (a row deleted meanwhile may have
+			// been recreated by its next holder).
+			tctx, cancel := context.WithTimeout(w.hardCtx, 5*time.Second)
+			err := w.lease.touch(tctx)
+			cancel()
+			if err == nil {
+				continue
+			}
+			if errors.Is(err, errLost) {
+				return false
+			}
+		}
 		select {
 		case <-w.graceful:
 			return false

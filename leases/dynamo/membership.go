@@ -255,3 +255,24 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 	}
 	return m, nil
 }
+
+// CreateAs implements leases.Membership: one UpdateItem conditional on
+// attribute_not_exists(lease_key), writing owner, incarnation and the
+// checkpoint. Unlike Create it does not consult a legacy bare row: it is
+// the recreation of a row whose checkpoint the caller knows.
+func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := s.begin(ctx, key); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateMember(leases.Member{Owner: owner, Incarnation: incarnation}); err != nil {
+		return leases.Lease{}, err
+	}
+	u := update{set: map[string]types.AttributeValue{
+		"#owner":        &types.AttributeValueMemberS{Value: owner},
+		attrIncarnation: &types.AttributeValueMemberS{Value: incarnation},
+	}}
+	if !cp.IsZero() {
+		u.setCheckpoint(cp)
+	}
+	return s.write(ctx, "CreateAs", key, 0, "", u)
+}

@@ -361,3 +361,21 @@ func sortedMembers(entries map[string]leases.Member) []leases.Member {
 	}
 	return slices.SortedFunc(maps.Values(entries), func(a, b leases.Member) int { return strings.Compare(a.Owner, b.Owner) })
 }
+
+// CreateAs implements leases.Membership.
+func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := begin(ctx, key); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateMember(leases.Member{Owner: owner, Incarnation: incarnation}); err != nil {
+		return leases.Lease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.rows[key]; ok {
+		return leases.Lease{}, &leases.ConflictError{Op: "CreateAs", Key: key}
+	}
+	l := leases.Lease{Key: key, Owner: owner, Incarnation: incarnation, Checkpoint: cp, Counter: 1, Token: token()}
+	s.rows[key] = l
+	return l, nil
+}

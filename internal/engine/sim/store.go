@@ -324,3 +324,12 @@ func (s *FaultStore) TakeAs(ctx context.Context, l leases.Lease, owner, incarnat
 	}
 	return s.call(ctx, "TakeAs", l, func() (leases.Lease, error) { return mem.TakeAs(ctx, l, owner, incarnation) })
 }
+
+// CreateAs implements leases.Membership.
+func (s *FaultStore) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
+	mem, err := s.membership()
+	if err != nil {
+		return leases.Lease{}, err
+	}
+	return s.call(ctx, "CreateAs", leases.Lease{Key: key}, func() (leases.Lease, error) { return mem.CreateAs(ctx, key, owner, incarnation, cp) })
+}

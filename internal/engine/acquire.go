@@ -1,0 +1,449 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// heldInfo is what decide needs of a held lease.
+type heldInfo struct {
+	stopping bool // its worker is draining already
+	active   bool // its shard may be read (not ended, parents done)
+}
+
+// actions is what one round does to leases: the outcome of decide.
+type actions struct {
+	handoffs []unit // held, the plan gives them another member: drain and release
+	overCap  []unit // held beyond the cap, the plan gives them nobody: drain and release
+	takes    []unit // the plan gives them this instance: read the row, take it if free or dead
+	retakes  []unit // orphans the plan gives this instance: take them directly, as the new incarnation
+	releases []unit // orphans the plan gives another member or nobody: release them
+}
+
+// decide turns the plan a (unit → owner) into actions for self, given the
+// leases it holds, its orphans (true: a worker of the orphan still runs, so
+// wait for it), whether the plan has stood for two rounds (settled: only
+// then are held leases handed over, so that views settling do not move
+// leases back and forth), the lease cap (0: none) and the units set aside
+// after a failure. It is pure. An orphan never waits for a release before
+// it is taken again: the self-fencing livelock of releasing every row one
+// at a time after a fence, and then taking each back, cannot happen.
+func decide(self string, a map[unit]string, held map[unit]heldInfo, orphans map[unit]bool, settled bool, maxLeases int, failing func(unit) bool) actions {
+	var act actions
+	over := len(held) - maxLeases
+	for u, h := range held {
+		if !settled || h.stopping {
+			continue
+		}
+		owner, ok := a[u]
+		switch {
+		case ok && owner != self:
+			act.handoffs = append(act.handoffs, u)
+		case !ok && maxLeases > 0 && over > 0 && h.active:
+			over--
+			act.overCap = append(act.overCap, u)
+		}
+	}
+	for u, running := range orphans {
+		switch {
+		case running:
+			// Its old worker is still stopping: the next round.
+		case a[u] == self && !failing(u):
+			act.retakes = append(act.retakes, u)
+		default:
+			act.releases = append(act.releases, u)
+		}
+	}
+	for u, owner := range a {
+		if owner != self || failing(u) {
+			continue
+		}
+		if _, h := held[u]; h {
+			continue
+		}
+		if _, o := orphans[u]; o {
+			continue
+		}
+		act.takes = append(act.takes, u)
+	}
+	for _, s := range [][]unit{act.handoffs, act.overCap, act.takes, act.retakes, act.releases} {
+		slices.SortFunc(s, cmpUnit)
+	}
+	return act
+}
+
+func cmpUnit(x, y unit) int {
+	if x.Stream != y.Stream {
+		return cmpString(x.Stream, y.Stream)
+	}
+	return cmpString(x.Shard, y.Shard)
+}
+
+// apply carries out the plan: hand-offs and releases beyond the cap drain
+// in their workers; takes, direct retakes of orphans and releases of the
+// others run concurrently, at most storeConcurrency store calls at once.
+func (g *Group) apply(ctx context.Context, a map[unit]string) {
+	g.mu.Lock()
+	held := make(map[unit]heldInfo, len(g.workers))
+	workers := make(map[unit]*worker, len(g.workers))
+	for u, w := range g.workers {
+		workers[u] = w
+	}
+	orphans := make(map[unit]orphan, len(g.orphans))
+	running := make(map[unit]bool, len(g.orphans))
+	for u, o := range g.orphans {
+		orphans[u] = o
+		running[u] = g.workers[u] != nil
+	}
+	g.mu.Unlock()
+	for u, w := range workers {
+		held[u] = heldInfo{stopping: w.stopping(), active: g.active(g.streams[u.Stream], u.Shard)}
+	}
+	act := decide(g.cfg.Owner, a, held, running, g.sameRounds >= 2, g.cfg.MaxLeases, g.failing)
+	for _, u := range act.handoffs {
+		g.streams[u.Stream].log.Info("kinesislease: handing lease over", "shard", u.Shard, "to", a[u])
+		workers[u].stopWithin(g.cfg.ShutdownTimeout)
+	}
+	for _, u := range act.overCap {
+		g.streams[u.Stream].log.Info("kinesislease: releasing a lease beyond the cap", "shard", u.Shard, "max_leases", g.cfg.MaxLeases)
+		workers[u].stopWithin(g.cfg.ShutdownTimeout)
+	}
+	bounded(ctx, len(act.retakes)+len(act.takes)+len(act.releases), func(i int) {
+		switch {
+		case i < len(act.retakes):
+			g.retake(ctx, act.retakes[i], orphans[act.retakes[i]])
+		case i < len(act.retakes)+len(act.takes):
+			g.acquire(ctx, act.takes[i-len(act.retakes)])
+		default:
+			u := act.releases[i-len(act.retakes)-len(act.takes)]
+			g.releaseOrphan(ctx, u, orphans[u])
+		}
+	})
+}
+
+// bounded runs fn(0..n-1), at most storeConcurrency at once, until ctx
+// ends, and waits for them.
+func bounded(ctx context.Context, n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, storeConcurrency)
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(i)
+		})
+	}
+	wg.Wait()
+}
+
+// lostRowWait is how long a row that this instance saw exist must be seen
+// missing before anyone but its holder creates it again. Its holder stops
+// delivering within the proof bound after the row vanished (its next write
+// fails; an idle shard proves its row with a write before it delivers
+// again), so once this has passed on the creator's own clock, counted from
+// a read that returned after the row vanished, no one still delivers it.
+func (g *Group) lostRowWait(st *streamState) time.Duration {
+	return g.proof(st) + g.cfg.FenceMargin
+}
+
+// proof is how long after its last successful write a holder may deliver
+// without proving its row again (see heldLease.deliverable).
+func (g *Group) proof(st *streamState) time.Duration {
+	return st.cfg.Worker.CheckpointInterval + g.cfg.Timeout
+}
+
+// acquire reads the row of u and takes it if it is free, held by a dead
+// incarnation, or still names this incarnation.
+func (g *Group) acquire(ctx context.Context, u unit) {
+	st := g.streams[u.Stream]
+	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
+	sent := mono()
+	l, err := g.store.Get(ctx, key)
+	if errors.Is(err, leases.ErrNotFound) {
+		g.missingRow(ctx, st, u, sent, mono())
+		return
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			st.log.Warn("kinesislease: reading lease row failed", "shard", u.Shard, "err", err)
+		}
+		return
+	}
+	if err := g.arnRow(ctx, st, l); err != nil {
+		if !errors.Is(err, errArnRowUnread) {
+			g.fail(st, u.Shard, err)
+		}
+		return
+	}
+	st.setRow(u.Shard, rowState{lease: l})
+	if !g.takeable(st, u.Shard, l) {
+		return
+	}
+	g.take(ctx, st, u, l)
+}
+
+// take takes row l for this incarnation and starts reading it.
+func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Lease) {
+	inc := g.Incarnation()
+	sent := mono()
+	t, err := g.mem.TakeAs(ctx, l, g.cfg.Owner, inc)
+	if err != nil {
+		if !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound) {
+			// The take may have landed with its answer lost: the row would
+			// name this incarnation with nobody reading it.
+			g.mu.Lock()
+			g.orphans[u] = orphan{inc: inc, known: l}
+			g.mu.Unlock()
+			if ctx.Err() == nil {
+				st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
+			}
+		}
+		return
+	}
+	g.startTaken(ctx, st, u, l, t, sent)
+}
+
+// startTaken starts a worker on row t, just taken (from l) by a write sent
+// at sent: a pending rewind first.
+func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t leases.Lease, sent int64) {
+	h := newMemberLease(g.store, t, &g.fence, sent, g.proof(st))
+	if t.RewindTo.Sequence != "" {
+		var err error
+		if t, err = h.applyRewind(ctx); err != nil {
+			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
+			g.mu.Lock()
+			g.orphans[u] = orphan{inc: h.current().Incarnation, known: h.current()}
+			g.mu.Unlock()
+			return
+		}
+		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
+	}
+	st.setRow(u.Shard, rowState{lease: t})
+	if !g.startWorker(ctx, st, u, h, t.Incarnation) {
+		return
+	}
+	from := ""
+	if l.Owner != "" && l.Owner != g.cfg.Owner {
+		from = l.Owner
+		st.log.Info("kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, "seq", t.Checkpoint.Sequence)
+	} else {
+		st.log.Info("kinesislease: lease acquired", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
+	}
+	emit(g.h, g.cfg.Events, kltype.LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
+}
+
+// retake takes an orphan row directly as the current incarnation: a write
+// conditional on the row as this instance last knew it, with a read only
+// if that fails.
+func (g *Group) retake(ctx context.Context, u unit, o orphan) {
+	st := g.streams[u.Stream]
+	inc := g.Incarnation()
+	l := o.known
+	for attempt := 0; ; attempt++ {
+		sent := mono()
+		t, err := g.mem.TakeAs(ctx, l, g.cfg.Owner, inc)
+		if err == nil {
+			g.startTaken(ctx, st, u, l, t, sent)
+			return
+		}
+		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
+			if errors.Is(err, leases.ErrNotFound) {
+				// Vanished: what any member does with a missing row, from
+				// the checkpoint this instance knew.
+				g.dropOrphan(u, o)
+				st.setRow(u.Shard, rowState{missing: true, missingSince: mono(), missingConfirm: mono()})
+			}
+			return
+		}
+		cur, err := g.store.Get(ctx, l.Key)
+		switch {
+		case errors.Is(err, leases.ErrNotFound):
+			g.dropOrphan(u, o)
+			g.missingRow(ctx, st, u, sent, mono())
+			return
+		case err != nil:
+			return
+		}
+		st.setRow(u.Shard, rowState{lease: cur})
+		if !(cur.Owner == g.cfg.Owner && cur.Incarnation == o.inc) && !g.takeable(st, u.Shard, cur) {
+			g.dropOrphan(u, o) // someone took it
+			return
+		}
+		l = cur
+	}
+}
+
+// releaseOrphan frees an orphan row the plan gives another member, keeping
+// the checkpoint last written while the lease was trusted.
+func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
+	st := g.streams[u.Stream]
+	l := o.known
+	for attempt := 0; ; attempt++ {
+		_, err := g.store.Release(ctx, l, leases.Checkpoint{})
+		if err == nil {
+			st.log.Info("kinesislease: released a lease lost at a fence", "shard", u.Shard)
+			g.dropOrphan(u, o)
+			return
+		}
+		if errors.Is(err, leases.ErrNotFound) {
+			g.dropOrphan(u, o)
+			return
+		}
+		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
+			return
+		}
+		cur, err := g.store.Get(ctx, l.Key)
+		switch {
+		case errors.Is(err, leases.ErrNotFound):
+			g.dropOrphan(u, o)
+			return
+		case err != nil:
+			return
+		case cur.Owner != g.cfg.Owner || cur.Incarnation != o.inc:
+			g.dropOrphan(u, o) // someone took it
+			return
+		}
+		l = cur
+	}
+}
+
+// dropOrphan forgets orphan o of u, unless it was replaced meanwhile.
+func (g *Group) dropOrphan(u unit, o orphan) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
+		delete(g.orphans, u)
+	}
+}
+
+// missingRow decides what to do with the row of u that a read sent at sent
+// and returned at ret found missing. A row this instance never saw, of a
+// stream none of whose rows it saw either (a new stream, a new shard), is
+// created free at once. A row it saw exist has vanished (deleted, or the
+// table recreated): it is created again, held by this instance and from the
+// checkpoint it last saw, only after it has been seen missing for
+// lostRowWait, by when its holder, if it was not this instance, has
+// stopped delivering or recreated it itself.
+func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, ret int64) {
+	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
+	r := st.row(u.Shard)
+	if !r.seen && !st.seenAny() {
+		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
+		l, err := g.store.Create(ctx, key)
+		if errors.Is(err, leases.ErrConflict) {
+			l, err = g.store.Get(ctx, key)
+		}
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, leases.ErrNotFound) {
+				st.log.Warn("kinesislease: creating lease row failed", "shard", u.Shard, "err", err)
+			}
+			return
+		}
+		st.setRow(u.Shard, rowState{lease: l})
+		if g.takeable(st, u.Shard, l) {
+			g.take(ctx, st, u, l)
+		}
+		return
+	}
+	if wait := g.lostRowWait(st); time.Duration(r.missingConfirm-r.missingSince) < wait {
+		return
+	}
+	inc := g.Incarnation()
+	cp := r.lease.Checkpoint
+	csent := mono()
+	t, err := g.mem.CreateAs(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard}, g.cfg.Owner, inc, cp)
+	if err != nil {
+		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
+			st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
+		}
+		return
+	}
+	st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it from the checkpoint this instance last saw",
+		"shard", u.Shard, "seq", cp.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
+	g.startTaken(ctx, st, u, leases.Lease{}, t, csent)
+}
+
+// takeable reports whether row l, just read, may be taken by this instance.
+func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
+	switch {
+	case l.Checkpoint.Sequence == leases.ShardEnd && l.RewindTo.IsZero():
+		return false
+	case !l.Held():
+		return true
+	case l.Incarnation == "":
+		// A row of the retired per-row renewal protocol (an owner, no
+		// incarnation): its holder, if it still runs, renews the row, which
+		// moves its write token. Taken only once seen unchanged for
+		// LegacyRowTimeout, longer than any per-row lease in use.
+		st.rowsMu.Lock()
+		defer st.rowsMu.Unlock()
+		o, ok := st.legacy[id]
+		if !ok || o.token != l.Token {
+			st.legacy[id] = legacyObs{token: l.Token, since: time.Now()}
+			st.log.Error("kinesislease: a lease row is held by an instance of the retired per-row renewal protocol (no incarnation): stop every instance of the earlier version; the row is taken once it has not changed for "+LegacyRowTimeout.String(),
+				"shard", id, "holder", l.Owner)
+			return false
+		}
+		return time.Since(o.since) >= LegacyRowTimeout
+	case l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
+		return true // ours, from before a fence or a take whose answer was lost
+	}
+	g.viewMu.Lock()
+	defer g.viewMu.Unlock()
+	return !g.view.alive(l.Owner, l.Incarnation, mono())
+}
+
+// errArnRowUnread: the row an earlier version keyed by the stream's ARN
+// could not be read; the take waits for the next round.
+var errArnRowUnread = errors.New("engine: the ARN-keyed row could not be read")
+
+// ArnRowError refuses a shard of a stream subscribed by ARN whose row, in
+// an earlier version, was keyed by the ARN: rows are keyed by the stream
+// name now, and the name's row has no checkpoint yet.
+type ArnRowError struct {
+	ArnKey, NameKey leases.Key
+	// Checkpoint is the ARN-keyed row's.
+	Checkpoint leases.Checkpoint
+}
+
+func (e *ArnRowError) Error() string {
+	return fmt.Sprintf("engine: the lease row %s (keyed by the stream's ARN, as an earlier version did) exists, with checkpoint %q; "+
+		"rows are keyed by the stream name now (%s, which has no checkpoint yet): stop any instance of the earlier version, then copy the checkpoint "+
+		"(kinesislease rewind --stream %s --shard %s --to %s), which starts the shard from it",
+		e.ArnKey, e.Checkpoint.Sequence, e.NameKey, e.NameKey.Stream, e.NameKey.Shard, e.Checkpoint.Sequence)
+}
+
+// arnRow checks, for a stream subscribed by ARN whose name-keyed row l has
+// no checkpoint, that no row keyed by the ARN (an earlier version's) holds
+// one: reading from the start position would skip or repeat what that row
+// says was read.
+func (g *Group) arnRow(ctx context.Context, st *streamState, l leases.Lease) error {
+	if st.cfg.Stream == st.key || !l.Checkpoint.IsZero() {
+		return nil
+	}
+	old, err := g.store.Get(ctx, leases.Key{Stream: st.cfg.Stream, Shard: l.Key.Shard})
+	switch {
+	case errors.Is(err, leases.ErrNotFound):
+		return nil
+	case err != nil:
+		if ctx.Err() == nil {
+			st.log.Warn("kinesislease: reading the ARN-keyed lease row failed", "shard", l.Key.Shard, "err", err)
+		}
+		return errArnRowUnread
+	case old.Checkpoint.IsZero() && old.Owner == "":
+		return nil
+	}
+	return &ArnRowError{ArnKey: old.Key, NameKey: l.Key, Checkpoint: old.Checkpoint}
+}

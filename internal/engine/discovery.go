@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// syncShards lists the shards of every stream that is due (the first
+// round, every ShardSyncInterval, after a shard ended here or at another
+// member), and every few rounds re-reads the rows of parents not known to
+// be done, so that their children start once they reach SHARD_END.
+func (g *Group) syncShards(ctx context.Context) {
+	if g.resync.Swap(false) {
+		for _, st := range g.streams {
+			st.resync = true
+		}
+	}
+	now := time.Now()
+	for _, st := range g.streams {
+		if st.listing.waiting(now) {
+			continue
+		}
+		if st.shards == nil || st.resync || time.Since(st.lastSync) >= g.cfg.ShardSyncInterval || st.listing.n > 0 {
+			err := g.listShards(ctx, st)
+			switch {
+			case err == nil:
+				g.healthMu.Lock()
+				st.listing = failure{}
+				g.healthMu.Unlock()
+			case fatal(err):
+				g.fail(st, "", err)
+			case ctx.Err() == nil:
+				st.log.Warn("kinesislease: listing shards failed; retrying", "err", err)
+			}
+		}
+	}
+	if g.rounds%4 != 0 {
+		return
+	}
+	var parents []unit
+	for name, st := range g.streams {
+		for _, id := range st.order {
+			for _, p := range kinesisx.Parents(st.shards[id]) {
+				if _, in := st.shards[p]; in && st.row(p).lease.Checkpoint.Sequence != leases.ShardEnd && !g.holds(unit{Stream: name, Shard: p}) {
+					parents = append(parents, unit{Stream: name, Shard: p})
+				}
+			}
+		}
+	}
+	bounded(ctx, len(parents), func(i int) {
+		g.readRow(ctx, g.streams[parents[i].Stream], parents[i].Shard)
+	})
+}
+
+// listShards refreshes the shard list of st. The first listing reads every
+// row once (concurrently): checkpoints at SHARD_END (parents done), rows
+// that exist, the checkpoints this instance would recreate a vanished row
+// from.
+func (g *Group) listShards(ctx context.Context, st *streamState) error {
+	shards, err := kinesisx.ListShards(ctx, g.cfg.Client, st.cfg.Stream)
+	if err != nil {
+		return err
+	}
+	first := st.shards == nil
+	old := st.shards
+	shardsNow, order := shardMap(shards, st.order)
+	if first {
+		errs := make([]error, len(order))
+		bounded(ctx, len(order), func(i int) { errs[i] = g.readRow(ctx, st, order[i]) })
+		if err := errors.Join(errs...); err != nil {
+			return err // listed again next round
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	st.shards, st.order = shardsNow, order
+	st.lastSync = time.Now()
+	st.resync = false
+	if first {
+		return nil
+	}
+	// New shards (children of a split or merge): create their rows (free,
+	// no checkpoint: a child starts at its own beginning) and read their
+	// parents' rows now, so that they start as soon as the parents are
+	// done.
+	for _, id := range st.order {
+		if _, known := old[id]; known {
+			continue
+		}
+		key := leases.Key{Stream: st.key, Shard: id}
+		if l, err := g.store.Create(ctx, key); err == nil {
+			st.setRow(id, rowState{lease: l})
+		} else if !errors.Is(err, leases.ErrConflict) {
+			return err
+		}
+		for _, p := range kinesisx.Parents(st.shards[id]) {
+			if _, in := st.shards[p]; in && !g.holds(unit{Stream: st.key, Shard: p}) {
+				if err := g.readRow(ctx, st, p); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// readRow reads (without creating) the row of shard id into st.rows.
+func (g *Group) readRow(ctx context.Context, st *streamState, id string) error {
+	sent := mono()
+	l, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: id})
+	switch {
+	case errors.Is(err, leases.ErrNotFound):
+		st.setRow(id, rowState{missing: true, missingSince: mono(), missingConfirm: sent})
+		return nil
+	case err != nil:
+		return err
+	}
+	st.setRow(id, rowState{lease: l})
+	return nil
+}
+
+// active reports whether shard id may be read: not ended (unless a rewind
+// is pending), every parent still in the stream at SHARD_END.
+func (g *Group) active(st *streamState, id string) bool {
+	r := st.row(id)
+	if r.lease.Checkpoint.Sequence == leases.ShardEnd && r.lease.RewindTo.IsZero() {
+		return false
+	}
+	for _, p := range kinesisx.Parents(st.shards[id]) {
+		if _, in := st.shards[p]; in && st.row(p).lease.Checkpoint.Sequence != leases.ShardEnd {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,417 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// heartbeatState is the heartbeat loop's own state (and join's, before the
+// loop starts): nothing else reads or writes it.
+type heartbeatState struct {
+	hb     int64 // the last heartbeat value written
+	notice int64 // our entry's Notice as last seen
+	// needNewInc: fenced; go on as a new incarnation before taking
+	// anything. nextInc is that new incarnation once chosen.
+	needNewInc bool
+	nextInc    string
+	// nextIncSent is mono() when the first attempt to write nextInc's entry
+	// was sent: the earliest it can have landed, so the earliest others can
+	// have started timing it. silentFence is the fence counted from that
+	// send, for the current incarnation while none of its heartbeats was
+	// answered yet (adopted after its ReplaceMember's answer was lost); 0
+	// otherwise.
+	nextIncSent, silentFence int64
+	failed                   bool // the last heartbeat failed
+}
+
+// fenceAfter is the fence of a heartbeat sent at sent (mono()): the
+// instance delivers until Timeout-FenceMargin after the send, and a taker
+// acts only once it has seen the heartbeat unchanged for Timeout, counted
+// from a read that returned after the send.
+func fenceAfter(sent int64, timeout, margin time.Duration) int64 {
+	return sent + int64(timeout-margin)
+}
+
+// fencePassed reports whether a heartbeat sent at sent came too late to
+// extend the fence: the fence had passed before it was sent (takers may
+// have found the incarnation dead already), or, for an incarnation none of
+// whose heartbeats was answered yet, the fence counted from when others may
+// first have seen it (silent) had.
+func fencePassed(fence, silent, sent int64) bool {
+	if fence != fenced {
+		return sent >= fence
+	}
+	return silent != 0 && sent >= silent
+}
+
+// hbAction is what the heartbeat loop does with a heartbeat's result.
+type hbAction int
+
+const (
+	hbLanded        hbAction = iota // extend the fence
+	hbFailed                        // retry in half an interval
+	hbNotice                        // someone bumped our Notice: adopt it, heartbeat again
+	hbAdoptNext                     // our new incarnation's entry landed unanswered: go on as it
+	hbNextDead                      // ... and was found dead since: choose yet another
+	hbFoundDead                     // others marked this incarnation dead: fence all, go on as a new one
+	hbReplaced                      // another process took over our entry: stop
+	hbMisconfigured                 // the store cannot work (a missing table, denied access)
+)
+
+// heartbeatAction maps a heartbeat's error onto what to do. cur is the
+// entry a conflict found.
+func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases.Member) {
+	var conflict *leases.MemberConflictError
+	switch {
+	case err == nil:
+		return hbLanded, leases.Member{}
+	case errors.As(err, &conflict):
+		cur := conflict.Current
+		switch {
+		case cur.Incarnation == inc && cur.Notice != s.notice && !cur.Leaving:
+			return hbNotice, cur
+		case s.needNewInc && s.nextInc != "" && cur.Incarnation == s.nextInc && cur.Leaving:
+			return hbNextDead, cur
+		case s.needNewInc && s.nextInc != "" && cur.Incarnation == s.nextInc:
+			return hbAdoptNext, cur
+		case cur.Incarnation == inc && cur.Leaving:
+			// Found dead by others, or (needNewInc) our own leaving
+			// heartbeat whose answer was lost: either way, on as a new one.
+			return hbFoundDead, cur
+		case cur.Owner == "":
+			return hbFailed, cur // removed meanwhile: the next attempt writes it afresh
+		}
+		return hbReplaced, cur
+	case errors.Is(err, leases.ErrMisconfigured):
+		return hbMisconfigured, leases.Member{}
+	}
+	return hbFailed, leases.Member{}
+}
+
+// join writes this incarnation's first heartbeat. An entry of another
+// incarnation of the same owner is waited for (up to ShutdownTimeout) to
+// leave, or replaced once seen unchanged for a whole Timeout. A store that
+// cannot work (leases.ErrMisconfigured) ends it with that error.
+func (g *Group) join(ctx context.Context) error {
+	wait := max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout)
+	var (
+		seen            leases.Member
+		seenAt, firstAt time.Time
+		changed, failed bool
+	)
+	for {
+		err := g.heartbeat(ctx)
+		var conflict *leases.MemberConflictError
+		switch {
+		case err == nil:
+			g.started.Store(true)
+			if failed {
+				// An earlier attempt may have landed unanswered, and others
+				// may have seen this incarnation go silent since: start
+				// afresh as a new one before taking anything.
+				g.hb.needNewInc = true
+			}
+			return nil
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &conflict):
+			cur := conflict.Current
+			now := time.Now()
+			if cur.Owner == "" {
+				continue // gone meanwhile
+			}
+			if cur.Leaving || (cur == seen && now.Sub(seenAt) >= g.cfg.Timeout) {
+				// Left, or dead: its fence has passed. Take the entry over.
+				if cur.Incarnation == g.inc {
+					// Our own earlier attempt landed unanswered, and others
+					// found it dead since: an incarnation marked leaving
+					// never comes back, so join as a new one.
+					g.setInc(newIncarnation())
+				}
+				g.hb.hb++
+				next := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb.hb}
+				sent := mono()
+				if rows, err := g.mem.ReplaceMember(ctx, g.row, cur, next); err == nil {
+					g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
+					g.observe(g.row, rows, sent, mono())
+					g.markDead(cur)
+					g.log.Info("kinesislease: replaced the membership entry of an earlier incarnation", "incarnation", cur.Incarnation)
+					g.started.Store(true)
+					return nil
+				} else if ctx.Err() == nil {
+					failed = true // it may have landed unanswered
+					g.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
+				}
+				break // and try again after a heartbeat interval
+			}
+			if cur != seen {
+				if firstAt.IsZero() {
+					firstAt = now
+					g.log.Warn("kinesislease: another process heartbeats with this owner id; waiting for it to leave",
+						"incarnation", cur.Incarnation)
+				} else if cur.Incarnation == seen.Incarnation {
+					changed = true // it heartbeats: alive
+				}
+				seen, seenAt = cur, now
+			}
+			if changed && now.Sub(firstAt) >= wait {
+				return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: cur.Incarnation}
+			}
+		case errors.Is(err, leases.ErrMisconfigured):
+			return err
+		default:
+			failed = true
+			g.log.Warn("kinesislease: heartbeat failed; retrying", "err", err)
+		}
+		if err := backoff.Sleep(ctx, backoff.Jitter(g.cfg.Heartbeat)); err != nil {
+			return nil
+		}
+	}
+}
+
+// heartbeats is the heartbeat loop: a heartbeat every interval (half an
+// interval after a failure, so that two failures in a row do not fence),
+// whatever the rest of the instance is doing, until ctx ends. It returns a
+// *DuplicateOwnerError when another process took this instance's entry.
+func (g *Group) heartbeats(ctx context.Context) error {
+	for {
+		wait := backoff.Jitter(g.cfg.Heartbeat)
+		if g.hb.failed {
+			wait = g.cfg.Heartbeat / 2
+		}
+		if backoff.Sleep(ctx, wait) != nil {
+			return nil
+		}
+		if err := g.beat(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// beat is one turn of the heartbeat loop: a heartbeat, what its result
+// calls for, and the fence's bookkeeping.
+func (g *Group) beat(ctx context.Context) error {
+	err := g.heartbeat(ctx)
+	act, cur := heartbeatAction(err, &g.hb, g.Incarnation())
+	g.hb.failed = act != hbLanded
+	switch act {
+	case hbLanded:
+		g.storeErr.Store(nil)
+	case hbNotice:
+		// Someone bumped our notice (an operator's rewind): look at the held
+		// rows now, and heartbeat with the notice as it is.
+		g.hb.notice = cur.Notice
+		g.reconcileNow.Store(true)
+		err = g.heartbeat(ctx)
+		g.hb.failed = err != nil
+	case hbNextDead:
+		// Our new incarnation's entry landed unanswered, then went silent
+		// long enough to be found dead: never go on as it; the next turn
+		// starts yet another.
+		g.setInc(cur.Incarnation)
+		g.hb.nextInc = ""
+		g.hb.failed = true
+		return nil
+	case hbAdoptNext:
+		// Our own new incarnation's entry: its ReplaceMember landed with the
+		// answer lost. Go on as it. Others may have seen that entry since the
+		// first attempt was sent, and time it from then: if a fence passes
+		// from that send before a heartbeat of it is answered, this
+		// incarnation is over too (another one follows; see fencePassed).
+		g.log.Info("kinesislease: new incarnation after a fence", "from", g.Incarnation(), "incarnation", g.hb.nextInc)
+		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: g.Incarnation()})
+		g.setInc(g.hb.nextInc)
+		g.hb.notice, g.hb.needNewInc, g.hb.nextInc = cur.Notice, false, ""
+		g.hb.hb = max(g.hb.hb, cur.Heartbeat)
+		g.fence.Store(fenced) // it holds nothing: its fence starts with an answered heartbeat
+		g.hb.silentFence = fenceAfter(g.hb.nextIncSent, g.cfg.Timeout, g.cfg.FenceMargin)
+		err = g.heartbeat(ctx)
+		g.hb.failed = err != nil
+	case hbFoundDead:
+		// Someone found this incarnation dead and marked it leaving: it may
+		// never come back (a taker may act on that view for a while). All is
+		// lost; go on as a new incarnation.
+		g.fenceAll("another member found this incarnation dead")
+		g.fence.Store(fenced)
+		g.hb.failed = !g.reincarnate(ctx, cur)
+		return nil
+	case hbReplaced:
+		// Another incarnation took our entry over: it believes us dead, so
+		// our fence has passed. Stop delivering at once and leave.
+		g.fenceAll("another process replaced this instance's membership entry")
+		return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: cur.Incarnation, Replaced: true}
+	case hbMisconfigured:
+		// Running, the table went missing or access was withdrawn: fence
+		// (the fence passes on its own), report, and keep trying.
+		g.storeErr.Store(&err)
+		g.log.Error("kinesislease: the lease store cannot be written; delivery stops at the fence and resumes once it works again", "err", err)
+	default:
+		if ctx.Err() == nil {
+			g.log.Warn("kinesislease: heartbeat failed", "err", err)
+			g.storeErr.Store(&err)
+		}
+	}
+	if err == nil && g.hb.needNewInc {
+		g.hb.failed = !g.reincarnate(ctx, leases.Member{})
+	}
+	if mono() >= g.fence.Load() && g.fence.Load() != fenced {
+		// Heartbeats failed past the fence (or the incarnation adopted
+		// unanswered had none answered in time): others may find it dead,
+		// so it is over, whatever it holds.
+		g.fenceAll("heartbeats failed past the fence")
+	} else if g.hb.silentFence != 0 && mono() >= g.hb.silentFence {
+		g.fenceAll("heartbeats failed past the fence")
+	}
+	return nil
+}
+
+// heartbeat advances this incarnation's heartbeat. Its deadline is half the
+// interval: the SDK's own retries fit inside it, and the library does not
+// retry (the next turn does).
+func (g *Group) heartbeat(ctx context.Context) error {
+	hctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
+	defer cancel()
+	// Every attempt writes a new value: an attempt whose answer was lost
+	// may have landed, and a next attempt writing the same value would move
+	// the holder's fence while takers see no change.
+	g.hb.hb++
+	inc := g.Incarnation()
+	m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load()}
+	// A fenced incarnation says so: its leases may be taken at once. Only
+	// the old incarnation: once the instance goes on as a new one, that one
+	// holds what it takes afresh.
+	m.Leaving = g.hb.needNewInc
+	sent := mono()
+	rows, err := g.mem.Heartbeat(hctx, g.row, m)
+	if err != nil {
+		return err
+	}
+	g.extendFence(sent)
+	g.observe(g.row, rows, sent, mono())
+	return nil
+}
+
+// extendFence moves the fence to a heartbeat sent at sent. The fence is
+// sticky: if it had passed before the heartbeat was sent (a pause, failed
+// heartbeats), others may have taken every lease already, so each is lost
+// before the fence moves; the instance reads again only what it takes
+// afresh, as a new incarnation.
+func (g *Group) extendFence(sent int64) {
+	if fencePassed(g.fence.Load(), g.hb.silentFence, sent) {
+		g.fenceAll("the fence passed before this heartbeat was sent")
+	}
+	g.hb.silentFence = 0
+	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
+}
+
+// fenceAll stops every worker at once: no lease of this incarnation may be
+// trusted any more. Each row becomes an orphan, kept with the checkpoint
+// last written, to be taken again directly by the next incarnation.
+func (g *Group) fenceAll(why string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.workers) > 0 {
+		g.log.Warn("kinesislease: fenced: every lease is lost", "why", why, "leases", len(g.workers))
+	}
+	for u, w := range g.workers {
+		w.lease.markLost()
+		w.kill()
+		g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.current()}
+	}
+	// Past a fence this incarnation is over: takers may have read it
+	// leaving or dead in any membership row they read since. The instance
+	// goes on as a new incarnation, so that no taker's view of the old one
+	// can ever apply to a row it takes afresh.
+	g.hb.needNewInc = true
+	g.fencedSince.CompareAndSwap(0, mono())
+}
+
+// setInc makes inc this instance's incarnation.
+func (g *Group) setInc(inc string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inc = inc
+}
+
+// markDead records that an incarnation is known dead.
+func (g *Group) markDead(m leases.Member) {
+	g.viewMu.Lock()
+	defer g.viewMu.Unlock()
+	g.view.markDead(m.Owner, m.Incarnation, mono())
+}
+
+// reincarnate replaces this instance's membership entry with one of a new
+// incarnation (after a fence), and reports whether it did. cur is the entry
+// as last found, if known.
+func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
+	old := g.Incarnation()
+	if cur.Owner == "" {
+		g.viewMu.Lock()
+		cur = g.view.latest[g.cfg.Owner]
+		g.viewMu.Unlock()
+	}
+	if cur.Incarnation != old {
+		return false // not seen yet: the next heartbeat (leaving) shows it
+	}
+	if g.hb.nextInc == "" {
+		g.hb.nextInc = newIncarnation() // kept across retries: an attempt whose answer was lost may have landed
+		g.hb.nextIncSent = 0
+	}
+	inc := g.hb.nextInc
+	g.hb.hb++
+	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load()}
+	sent := mono()
+	if g.hb.nextIncSent == 0 {
+		g.hb.nextIncSent = sent
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
+	defer cancel()
+	rows, err := g.mem.ReplaceMember(rctx, g.row, cur, next)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("kinesislease: starting a new incarnation after a fence failed; retrying", "err", err)
+		}
+		return false
+	}
+	g.log.Info("kinesislease: new incarnation after a fence", "from", old, "incarnation", inc)
+	g.markDead(cur)
+	g.mu.Lock()
+	g.inc = inc
+	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
+	g.mu.Unlock()
+	g.hb.notice, g.hb.needNewInc, g.hb.nextInc, g.hb.silentFence = cur.Notice, false, "", 0
+	g.observe(g.row, rows, sent, mono())
+	g.fencedSince.Store(0)
+	g.log.Info("kinesislease: heartbeat current again; taking leases afresh", "incarnation", inc)
+	return true
+}
+
+// leave removes this incarnation's membership entry, after the leases are
+// released.
+func (g *Group) leave() {
+	if !g.started.Load() {
+		return
+	}
+	g.viewMu.Lock()
+	me := g.view.latest[g.cfg.Owner]
+	g.viewMu.Unlock()
+	if me.Incarnation == "" {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := g.mem.ReplaceMember(rctx, g.row, me, leases.Member{})
+	var conflict *leases.MemberConflictError
+	if errors.As(err, &conflict) && conflict.Current.Incarnation == me.Incarnation {
+		// Our view was stale (a heartbeat's answer lost): remove the entry
+		// as it is.
+		_, err = g.mem.ReplaceMember(rctx, g.row, conflict.Current, leases.Member{})
+	}
+	if err != nil {
+		g.log.Warn("kinesislease: removing the membership entry failed; the next incarnation waits for it to go stale", "err", err)
+	}
+}

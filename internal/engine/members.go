@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"slices"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// memberID names one incarnation of one owner.
+type memberID struct{ owner, inc string }
+
+// memberObs is what this instance last saw of one incarnation, and since
+// when, on its own monotonic clock, its heartbeat has stood still.
+type memberObs struct {
+	m   leases.Member
+	row int
+	// since is when the read that first showed this heartbeat value (or,
+	// for an absent incarnation, the first read of its row without it)
+	// returned; confirm is when the latest read that still showed it was
+	// sent. The incarnation is dead once confirm-since >= the timeout.
+	since, confirm int64
+	absent         bool
+	absentAt       int64 // since when it is absent, for forgetting it
+	announced      bool  // this instance tried to mark it leaving
+}
+
+// stale returns how long the incarnation has been seen unchanged.
+func (o *memberObs) stale() time.Duration { return time.Duration(o.confirm - o.since) }
+
+// memberView is this instance's view of the membership: every incarnation
+// it saw in a membership row (or that a lease row names), what it saw last
+// and since when. It is pure: every method takes the times it needs, so
+// that tests drive it directly. It is not safe for concurrent use; the
+// Group guards it with viewMu.
+type memberView struct {
+	self    string
+	timeout time.Duration
+	// forget: an incarnation absent this long is forgotten (memory stays
+	// bounded by the live fleet). If a row still names it, it is watched
+	// afresh and found dead a timeout later: slower, never unsafe.
+	forget time.Duration
+	obs    map[memberID]*memberObs
+	// latest is the entry of each owner as last seen (the view the plan is
+	// made over); this instance's own entry included.
+	latest map[string]leases.Member
+}
+
+func newMemberView(self string, timeout time.Duration) *memberView {
+	return &memberView{self: self, timeout: timeout, forget: 10 * timeout,
+		obs: map[memberID]*memberObs{}, latest: map[string]leases.Member{}}
+}
+
+// observe records membership row r as read by a call sent at sent that
+// returned at ret. selfInc is this instance's current incarnation, whose
+// entry is only recorded. It reports whether a member's Ended count changed
+// (a shard ended: its children are in the shard lists now). An unreadable
+// row is never observed: its members' ages freeze, they never grow.
+//
+// Only the heartbeat counts as a sign of life: a notice bumped by someone
+// else, or an Ended count, does not restart a taker's timer.
+func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, ret int64) (endedChanged bool) {
+	present := map[memberID]bool{}
+	for _, m := range rows {
+		id := memberID{m.Owner, m.Incarnation}
+		present[id] = true
+		if prev, ok := v.latest[m.Owner]; ok && prev.Ended != m.Ended && m.Owner != v.self {
+			endedChanged = true
+		}
+		v.latest[m.Owner] = m
+		if m.Owner == v.self && m.Incarnation == selfInc {
+			continue
+		}
+		o := v.obs[id]
+		if o != nil && !o.absent && o.m.Heartbeat == m.Heartbeat {
+			o.confirm = max(o.confirm, sent)
+			o.m = m
+			continue
+		}
+		v.obs[id] = &memberObs{m: m, row: r, since: ret, confirm: ret}
+	}
+	for id, o := range v.obs {
+		if o.row != r || present[id] {
+			continue
+		}
+		if !o.absent {
+			// Gone from its row (removed, or replaced by a new incarnation):
+			// watch its absence from now.
+			o.absent, o.since, o.absentAt = true, ret, ret
+			if cur, ok := v.latest[id.owner]; ok && cur.Incarnation == id.inc {
+				delete(v.latest, id.owner)
+			}
+		}
+		o.confirm = max(o.confirm, sent)
+	}
+	if cur, ok := v.latest[v.self]; ok && leases.MemberRow(v.self) == r && !present[memberID{v.self, cur.Incarnation}] {
+		delete(v.latest, v.self)
+	}
+	return endedChanged
+}
+
+// alive reports whether incarnation inc of owner may still hold leases at
+// now: seen heartbeating (or present) within the timeout, and not marked
+// leaving. An incarnation never seen is watched from now: alive for a
+// timeout more.
+func (v *memberView) alive(owner, inc string, now int64) bool {
+	id := memberID{owner, inc}
+	o := v.obs[id]
+	if o == nil {
+		v.obs[id] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: leases.MemberRow(owner),
+			since: now, confirm: now, absent: true, absentAt: now}
+		return true
+	}
+	if o.m.Leaving && !o.absent {
+		return false
+	}
+	return o.stale() < v.timeout
+}
+
+// markDead records that inc of owner is known dead at now (its entry was
+// replaced after it was seen stale, or it left).
+func (v *memberView) markDead(owner, inc string, now int64) {
+	v.obs[memberID{owner, inc}] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: leases.MemberRow(owner),
+		since: now - int64(v.timeout), confirm: now, absent: true, absentAt: now}
+}
+
+// live returns the owners the plan spreads the shards over, sorted: self
+// and every owner whose latest entry is an incarnation seen alive.
+func (v *memberView) live(now int64) []string {
+	owners := []string{v.self}
+	for owner, m := range v.latest {
+		if owner != v.self && v.alive(owner, m.Incarnation, now) {
+			owners = append(owners, owner)
+		}
+	}
+	slices.Sort(owners)
+	return owners
+}
+
+// dead returns the entries seen unchanged for a timeout that nobody has
+// marked leaving yet, and that this instance has not tried to mark: the
+// ones to announce.
+func (v *memberView) dead() []leases.Member {
+	var ms []leases.Member
+	for _, o := range v.obs {
+		if !o.absent && !o.announced && !o.m.Leaving && o.m.Owner != v.self && o.stale() >= v.timeout {
+			ms = append(ms, o.m)
+		}
+	}
+	sortMembers(ms)
+	return ms
+}
+
+// stale returns the entries seen unchanged for three timeouts: to remove,
+// so that membership rows stay the size of the live fleet.
+func (v *memberView) staleEntries() []leases.Member {
+	var ms []leases.Member
+	for _, o := range v.obs {
+		if !o.absent && o.m.Owner != v.self && o.stale() >= 3*v.timeout {
+			ms = append(ms, o.m)
+		}
+	}
+	sortMembers(ms)
+	return ms
+}
+
+// prune forgets incarnations absent for longer than forget at now.
+func (v *memberView) prune(now int64) {
+	for id, o := range v.obs {
+		if o.absent && time.Duration(now-o.absentAt) >= v.forget {
+			delete(v.obs, id)
+		}
+	}
+}
+
+func sortMembers(ms []leases.Member) {
+	slices.SortFunc(ms, func(a, b leases.Member) int {
+		if a.Owner != b.Owner {
+			return cmpString(a.Owner, b.Owner)
+		}
+		return cmpString(a.Incarnation, b.Incarnation)
+	})
+}

@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// reconcile re-reads held rows: all of them at once when an operator asked
+// (our entry's Notice moved), else a slice each round so that every held
+// row is re-read once per Reconcile (2,000 held rows at the defaults: 9
+// reads a round). A pending rewind is applied, whatever checkpoints landed
+// since it was asked for; a row another owner holds is lost. A row that
+// vanished (a write of its worker found it missing) is recreated at once
+// from the checkpoint this instance knows.
+func (g *Group) reconcile(ctx context.Context) {
+	g.mu.Lock()
+	var all []unit
+	var vanished []unit
+	ws := make(map[unit]*worker, len(g.workers))
+	for u, w := range g.workers {
+		if w.stopping() {
+			continue
+		}
+		ws[u] = w
+		all = append(all, u)
+		if w.lease.vanished.Load() {
+			vanished = append(vanished, u)
+		}
+	}
+	g.mu.Unlock()
+	slices.SortFunc(all, cmpUnit)
+	slices.SortFunc(vanished, cmpUnit)
+	bounded(ctx, len(vanished), func(i int) { g.recreate(ctx, vanished[i], ws[vanished[i]]) })
+
+	var due []unit
+	if g.reconcileNow.Swap(false) {
+		due = all
+	} else if n := len(all); n > 0 {
+		rounds := max(int(g.cfg.Reconcile/g.cfg.Heartbeat), 1)
+		per := (n + rounds - 1) / rounds
+		start := g.reconciled % n
+		for i := range min(per, n) {
+			due = append(due, all[(start+i)%n])
+		}
+		g.reconciled = (start + per) % max(n, 1)
+	}
+	bounded(ctx, len(due), func(i int) { g.recheck(ctx, due[i], ws[due[i]]) })
+}
+
+// recheck re-reads the row of u, held by w.
+func (g *Group) recheck(ctx context.Context, u unit, w *worker) {
+	st := g.streams[u.Stream]
+	l, err := g.store.Get(ctx, w.lease.current().Key)
+	switch {
+	case errors.Is(err, leases.ErrNotFound):
+		w.lease.vanished.Store(true)
+		g.recreate(ctx, u, w)
+	case err != nil:
+		if ctx.Err() == nil {
+			st.log.Warn("kinesislease: re-reading a held row failed", "shard", u.Shard, "err", err)
+		}
+	case l.Owner != g.cfg.Owner || l.Incarnation != w.lease.current().Incarnation:
+		st.log.Warn("kinesislease: lease lost", "shard", u.Shard, "new_owner", l.Owner)
+		w.lease.markLost()
+		w.kill()
+	case l.RewindTo.Sequence != "" && !w.stopping():
+		// Applied whatever the counter: checkpoints that landed between the
+		// request and this read do not hide it.
+		w.lease.adopt(l)
+		st.log.Info("kinesislease: rewinding", "shard", u.Shard, "from", l.Checkpoint.Sequence, "to", l.RewindTo.Sequence)
+		w.rewind()
+	}
+}
+
+// recreate writes the row of u again after it vanished, held by this
+// incarnation and from the checkpoint it last wrote, in one write
+// (CreateAs), and lets its worker deliver again: never a silent restart
+// from the start position. The worker stopped delivering when its write
+// found the row missing. Others do not create the row before lostRowWait,
+// which this instance, the holder, need not wait for.
+func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
+	st := g.streams[u.Stream]
+	// With the lease's write token held, so that no checkpoint of the
+	// worker meets the row half recreated.
+	var sent int64
+	err := w.lease.exclusive(func(known leases.Lease) (leases.Lease, error) {
+		st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint",
+			"shard", u.Shard, "seq", known.Checkpoint.String())
+		sent = mono()
+		return g.mem.CreateAs(ctx, known.Key, known.Owner, known.Incarnation, known.Checkpoint)
+	})
+	switch {
+	case err == nil:
+		if sent > w.lease.proofSent.Load() {
+			w.lease.proofSent.Store(sent)
+		}
+		w.lease.vanished.Store(false)
+	case errors.Is(err, leases.ErrConflict):
+		// Someone recreated it first (after lostRowWait): not ours any more.
+		st.log.Warn("kinesislease: lease lost: the vanished row was recreated by another member", "shard", u.Shard)
+		w.lease.markLost()
+		w.kill()
+	case ctx.Err() == nil:
+		st.log.Warn("kinesislease: recreating the lease row failed; retrying", "shard", u.Shard, "err", err)
+	}
+}
+
+// announceDead marks the entry of every member this instance just found
+// dead as leaving (a write conditional on the heartbeat it saw unchanged for
+// the timeout), so that the other members act on the death at their next
+// read instead of each waiting out its own timeout: the failover is the
+// first detector's, not the last's. The dead member's fence has passed; if
+// it was only paused, it has lost every lease and its next heartbeat rejoins
+// it with none.
+func (g *Group) announceDead(ctx context.Context) {
+	g.viewMu.Lock()
+	dead := g.view.dead()
+	for _, m := range dead {
+		g.view.obs[memberID{m.Owner, m.Incarnation}].announced = true // tried once: the others try too, the row decides
+	}
+	g.viewMu.Unlock()
+	for _, m := range dead {
+		next := m
+		next.Leaving = true
+		if _, err := g.mem.ReplaceMember(ctx, leases.MemberRow(m.Owner), m, next); err == nil {
+			g.log.Info("kinesislease: member dead; its leases are free to take", "member", m.Owner, "incarnation", m.Incarnation)
+		}
+	}
+}
+
+// removeStale removes entries seen unchanged for three timeouts, so the
+// membership rows stay the size of the live fleet. The lowest live owner
+// does it; the writes are conditional, so a race is harmless.
+func (g *Group) removeStale(ctx context.Context) {
+	g.viewMu.Lock()
+	live := g.view.live(mono())
+	stale := g.view.staleEntries()
+	g.viewMu.Unlock()
+	if len(live) == 0 || live[0] != g.cfg.Owner {
+		return
+	}
+	for _, m := range stale {
+		if _, err := g.mem.ReplaceMember(ctx, leases.MemberRow(m.Owner), m, leases.Member{}); err == nil {
+			g.log.Info("kinesislease: removed a dead member's entry", "member", m.Owner, "incarnation", m.Incarnation)
+		}
+	}
+}

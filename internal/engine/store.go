@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// groupStats counts a Group's store calls.
+type groupStats struct {
+	reads, writes, heartbeats, memberReads atomic.Int64
+}
+
+// Stats returns the store calls made so far: lease rows and membership rows.
+func (g *Group) Stats() kltype.Stats {
+	return kltype.Stats{
+		Reads:      g.stats.reads.Load() + g.stats.memberReads.Load(),
+		Writes:     g.stats.writes.Load() + g.stats.heartbeats.Load(),
+		Heartbeats: g.stats.heartbeats.Load(), MemberReads: g.stats.memberReads.Load(),
+	}
+}
+
+// instrumentedStore is the Group's view of its lease store: every call is
+// counted (Stats) and, when call hooks are set, timed for them.
+type instrumentedStore struct {
+	leases.Store
+	mem leases.Membership
+	h   *hooks
+	s   *groupStats
+}
+
+var (
+	_ leases.Store      = (*instrumentedStore)(nil)
+	_ leases.Membership = (*instrumentedStore)(nil)
+)
+
+func newInstrumentedStore(s leases.Store, mem leases.Membership, h *hooks, stats *groupStats) *instrumentedStore {
+	return &instrumentedStore{Store: s, mem: mem, h: h, s: stats}
+}
+
+// call counts one call in n and times it for the hooks.
+func call[T any](s *instrumentedStore, n *atomic.Int64, op string, fn func() (T, error)) (T, error) {
+	n.Add(1)
+	if len(s.h.call) == 0 {
+		return fn()
+	}
+	start := time.Now()
+	v, err := fn()
+	s.h.onCall("dynamodb", op, start, err)
+	return v, err
+}
+
+func (s *instrumentedStore) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	return call(s, &s.s.reads, "Get", func() (leases.Lease, error) { return s.Store.Get(ctx, key) })
+}
+
+func (s *instrumentedStore) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	return call(s, &s.s.writes, "Create", func() (leases.Lease, error) { return s.Store.Create(ctx, key) })
+}
+
+func (s *instrumentedStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return call(s, &s.s.writes, "Checkpoint", func() (leases.Lease, error) { return s.Store.Checkpoint(ctx, l, cp) })
+}
+
+func (s *instrumentedStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return call(s, &s.s.writes, "Release", func() (leases.Lease, error) { return s.Store.Release(ctx, l, cp) })
+}
+
+func (s *instrumentedStore) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return call(s, &s.s.writes, "Rewind", func() (leases.Lease, error) { return s.Store.Rewind(ctx, l, cp) })
+}
+
+func (s *instrumentedStore) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	return call(s, &s.s.writes, "ApplyRewind", func() (leases.Lease, error) { return s.Store.ApplyRewind(ctx, l) })
+}
+
+func (s *instrumentedStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	return call(s, &s.s.heartbeats, "Heartbeat", func() ([]leases.Member, error) { return s.mem.Heartbeat(ctx, row, m) })
+}
+
+func (s *instrumentedStore) Members(ctx context.Context, row int) ([]leases.Member, error) {
+	return call(s, &s.s.memberReads, "Members", func() ([]leases.Member, error) { return s.mem.Members(ctx, row) })
+}
+
+func (s *instrumentedStore) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	return call(s, &s.s.writes, "ReplaceMember", func() ([]leases.Member, error) { return s.mem.ReplaceMember(ctx, row, seen, next) })
+}
+
+func (s *instrumentedStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	return call(s, &s.s.writes, "TakeAs", func() (leases.Lease, error) { return s.mem.TakeAs(ctx, l, owner, inc) })
+}
+
+func (s *instrumentedStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
+	return call(s, &s.s.writes, "CreateAs", func() (leases.Lease, error) { return s.mem.CreateAs(ctx, key, owner, inc, cp) })
+}
