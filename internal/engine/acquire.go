@@ -330,7 +330,7 @@ func (g *Group) dropOrphan(u unit, o orphan) {
 
 // missingRow decides what to do with the row of u that a read sent at sent
 // and returned at ret found missing. A row this instance never saw, of a
-// stream none of whose rows it saw either (a new stream, a new shard), is
+// stream none of whose rows existed when it started (a new stream), is
 // created free at once. A row it saw exist has vanished (deleted, or the
 // table recreated): it is created again, held by this instance and from the
 // checkpoint it last saw, only after it has been seen missing for
@@ -339,7 +339,7 @@ func (g *Group) dropOrphan(u unit, o orphan) {
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, ret int64) {
 	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
 	r := st.row(u.Shard)
-	if !r.seen && !st.seenAny() {
+	if !r.seen && !st.hadRows {
 		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 		l, err := g.store.Create(ctx, key)
 		if errors.Is(err, leases.ErrConflict) {

@@ -77,6 +77,9 @@ func (g *Group) listShards(ctx context.Context, st *streamState) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		for _, id := range order {
+			st.hadRows = st.hadRows || st.row(id).seen
+		}
 	}
 	st.shards, st.order = shardsNow, order
 	st.lastSync = time.Now()

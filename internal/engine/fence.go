@@ -314,10 +314,19 @@ func (g *Group) extendFence(sent int64) {
 func (g *Group) fenceAll(why string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.workers) > 0 {
-		g.log.Warn("kinesislease: fenced: every lease is lost", "why", why, "leases", len(g.workers))
+	n := 0
+	for _, w := range g.workers {
+		if !w.lease.isLost() {
+			n++
+		}
+	}
+	if n > 0 {
+		g.log.Warn("kinesislease: fenced: every lease is lost", "why", why, "leases", n)
 	}
 	for u, w := range g.workers {
+		if w.lease.isLost() {
+			continue
+		}
 		w.lease.markLost()
 		w.kill()
 		g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.current()}

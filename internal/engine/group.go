@@ -156,8 +156,8 @@ type Group struct {
 	streams map[string]*streamState
 
 	// Set by the heartbeat loop, taken by the round loop.
-	reconcileNow atomic.Bool // our Notice moved: re-read every held row
-	resync       atomic.Bool // a member ended a shard: list every stream
+	reconcileNow atomic.Bool  // our Notice moved: re-read every held row
+	resync       atomic.Bool  // a member ended a shard: list every stream
 	ended        atomic.Int64 // shards this instance read to their end
 	storeErr     atomic.Pointer[error]
 
@@ -196,9 +196,11 @@ type streamState struct {
 	// rows is what this instance last read or wrote of each row, by shard
 	// id. Guarded by rowsMu while a round's calls run concurrently.
 	rowsMu sync.Mutex
-	rows    map[string]rowState
-	anySeen bool
-	legacy  map[string]legacyObs
+	rows   map[string]rowState
+	legacy map[string]legacyObs
+	// hadRows: some row of the stream existed when this instance first
+	// listed its shards (the stream was consumed before it started).
+	hadRows bool
 	// failed holds the shards set aside after failing for good, by shard
 	// id; listing is the stream's own (ListShards failed for good).
 	failed  map[string]*failure
@@ -225,16 +227,8 @@ func (st *streamState) setRow(id string, r rowState) {
 		}
 	} else {
 		r.seen = true
-		st.anySeen = true
 	}
 	st.rows[id] = r
-}
-
-// seenAny reports whether this instance saw any row of the stream exist.
-func (st *streamState) seenAny() bool {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	return st.anySeen
 }
 
 // failure is a shard or stream set aside after failing for good: it is

@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+func TestFenceArithmetic(t *testing.T) {
+	if got := fenceAfter(10*sec, 5*time.Second, time.Second); got != 14*sec {
+		t.Fatalf("fenceAfter(10s) = %v, want 14s (timeout less margin after the send)", time.Duration(got))
+	}
+	cases := []struct {
+		name                string
+		fence, silent, sent int64
+		passed              bool
+	}{
+		{"sent before the fence", 14 * sec, 0, 13 * sec, false},
+		{"sent at the fence: takers may act", 14 * sec, 0, 14 * sec, true},
+		{"sent after the fence", 14 * sec, 0, 20 * sec, true},
+		{"no fence yet, no silent fence", fenced, 0, 100 * sec, false},
+		{"adopted unanswered, sent before its silent fence", fenced, 14 * sec, 13 * sec, false},
+		{"adopted unanswered, sent after its silent fence", fenced, 14 * sec, 15 * sec, true},
+	}
+	for _, c := range cases {
+		if got := fencePassed(c.fence, c.silent, c.sent); got != c.passed {
+			t.Errorf("%s: fencePassed = %v, want %v", c.name, got, c.passed)
+		}
+	}
+}
+
+func TestHeartbeatAction(t *testing.T) {
+	conflict := func(cur leases.Member) error {
+		return &leases.MemberConflictError{Op: "Heartbeat", Owner: "o", Current: cur}
+	}
+	me := func(f func(*leases.Member)) leases.Member {
+		m := leases.Member{Owner: "o", Incarnation: "i1", Heartbeat: 3}
+		if f != nil {
+			f(&m)
+		}
+		return m
+	}
+	cases := []struct {
+		name  string
+		err   error
+		state heartbeatState
+		want  hbAction
+	}{
+		{"landed", nil, heartbeatState{}, hbLanded},
+		{"a network error", errors.New("timeout"), heartbeatState{}, hbFailed},
+		{"a missing table", fmt.Errorf("table gone: %w", leases.ErrMisconfigured), heartbeatState{}, hbMisconfigured},
+		{"notice bumped", conflict(me(func(m *leases.Member) { m.Notice = 2 })), heartbeatState{notice: 1}, hbNotice},
+		{"found dead by others", conflict(me(func(m *leases.Member) { m.Leaving = true })), heartbeatState{}, hbFoundDead},
+		{"our own leaving heartbeat landed unanswered", conflict(me(func(m *leases.Member) { m.Leaving = true; m.Heartbeat = 4 })), heartbeatState{needNewInc: true}, hbFoundDead},
+		{"our new incarnation landed unanswered", conflict(leases.Member{Owner: "o", Incarnation: "i2"}), heartbeatState{needNewInc: true, nextInc: "i2"}, hbAdoptNext},
+		{"our new incarnation landed unanswered and was found dead", conflict(leases.Member{Owner: "o", Incarnation: "i2", Leaving: true}), heartbeatState{needNewInc: true, nextInc: "i2"}, hbNextDead},
+		{"removed meanwhile", conflict(leases.Member{}), heartbeatState{}, hbFailed},
+		{"another process took the entry", conflict(leases.Member{Owner: "o", Incarnation: "zz"}), heartbeatState{}, hbReplaced},
+	}
+	for _, c := range cases {
+		st := c.state
+		if got, _ := heartbeatAction(c.err, &st, "i1"); got != c.want {
+			t.Errorf("%s: action %d, want %d", c.name, got, c.want)
+		}
+	}
+}

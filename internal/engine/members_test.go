@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+const sec = int64(time.Second)
+
+func TestMemberView(t *testing.T) {
+	const timeout = 5 * time.Second
+	a := leases.Member{Owner: "a", Incarnation: "ia", Heartbeat: 1}
+	b := leases.Member{Owner: "b", Incarnation: "ib", Heartbeat: 1}
+	row := func(owner string) int { return leases.MemberRow(owner) }
+	type read struct {
+		at      int64 // sent; returned 10ms later
+		row     int
+		entries []leases.Member
+	}
+	bump := func(m leases.Member, f func(*leases.Member)) leases.Member { f(&m); return m }
+	cases := []struct {
+		name  string
+		reads []read
+		at    int64
+		alive map[string]bool // owner -> alive (its incarnation as in the case)
+		live  []string
+		dead  []string
+	}{
+		{
+			name:  "heartbeating is alive",
+			reads: []read{{0, row("a"), []leases.Member{a}}, {4 * sec, row("a"), []leases.Member{bump(a, func(m *leases.Member) { m.Heartbeat = 2 })}}, {8 * sec, row("a"), []leases.Member{bump(a, func(m *leases.Member) { m.Heartbeat = 3 })}}},
+			at:    8 * sec,
+			alive: map[string]bool{"a": true},
+			live:  []string{"a", "self"},
+		},
+		{
+			name:  "unchanged for the timeout is dead, counted from the first read's return to the last read's send",
+			reads: []read{{0, row("a"), []leases.Member{a}}, {5*sec + int64(10*time.Millisecond), row("a"), []leases.Member{a}}},
+			at:    6 * sec,
+			alive: map[string]bool{"a": false},
+			live:  []string{"self"},
+			dead:  []string{"a"},
+		},
+		{
+			name:  "just short of the timeout is alive",
+			reads: []read{{0, row("a"), []leases.Member{a}}, {5 * sec, row("a"), []leases.Member{a}}},
+			at:    6 * sec,
+			alive: map[string]bool{"a": true},
+			live:  []string{"a", "self"},
+		},
+		{
+			name: "a notice bump does not restart the timer",
+			reads: []read{{0, row("a"), []leases.Member{a}},
+				{3 * sec, row("a"), []leases.Member{bump(a, func(m *leases.Member) { m.Notice = 7 })}},
+				{6 * sec, row("a"), []leases.Member{bump(a, func(m *leases.Member) { m.Notice = 7 })}}},
+			at:    6 * sec,
+			alive: map[string]bool{"a": false},
+			live:  []string{"self"},
+			dead:  []string{"a"},
+		},
+		{
+			name:  "marked leaving is dead at once",
+			reads: []read{{0, row("a"), []leases.Member{bump(a, func(m *leases.Member) { m.Leaving = true })}}},
+			at:    sec,
+			alive: map[string]bool{"a": false},
+			live:  []string{"self"},
+		},
+		{
+			name:  "an unreadable row freezes ages: never read again, never dead",
+			reads: []read{{0, row("b"), []leases.Member{b}}},
+			at:    60 * sec,
+			alive: map[string]bool{"b": true},
+			live:  []string{"b", "self"},
+		},
+		{
+			name:  "absent from its row for the timeout is dead",
+			reads: []read{{0, row("a"), []leases.Member{a}}, {sec, row("a"), nil}, {7 * sec, row("a"), nil}},
+			at:    7 * sec,
+			alive: map[string]bool{"a": false},
+			live:  []string{"self"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := newMemberView("self", timeout)
+			for _, r := range c.reads {
+				v.observe(r.row, r.entries, "iself", r.at, r.at+int64(10*time.Millisecond))
+			}
+			for owner, want := range c.alive {
+				inc := "i" + owner
+				if got := v.alive(owner, inc, c.at); got != want {
+					t.Errorf("alive(%s) = %v, want %v", owner, got, want)
+				}
+			}
+			if got := v.live(c.at); !slices.Equal(got, c.live) {
+				t.Errorf("live = %v, want %v", got, c.live)
+			}
+			var dead []string
+			for _, m := range v.dead() {
+				dead = append(dead, m.Owner)
+			}
+			if !slices.Equal(dead, c.dead) {
+				t.Errorf("dead = %v, want %v", dead, c.dead)
+			}
+		})
+	}
+}
+
+func TestMemberViewUnknownIncarnationWatchedFromNow(t *testing.T) {
+	v := newMemberView("self", 5*time.Second)
+	if !v.alive("x", "ix", 0) {
+		t.Fatal("an incarnation never seen must be alive for a timeout from when a row first names it")
+	}
+	// Its row is read without it from then on.
+	v.observe(leases.MemberRow("x"), nil, "iself", 5*sec, 5*sec+1)
+	if v.alive("x", "ix", 5*sec) {
+		t.Fatal("absent for a whole timeout must be dead")
+	}
+}
+
+func TestMemberViewBounded(t *testing.T) {
+	v := newMemberView("self", time.Second)
+	r := 0
+	for i := range 1000 {
+		m := leases.Member{Owner: "a", Incarnation: string(rune('A'+i%26)) + string(rune('a'+i/26)), Heartbeat: 1}
+		r = leases.MemberRow("a")
+		at := int64(i) * sec
+		v.observe(r, []leases.Member{m}, "iself", at, at)
+		v.prune(at)
+	}
+	if n := len(v.obs); n > 12 {
+		t.Fatalf("the view keeps %d incarnations of one owner after 1,000 restarts; want those of the last 10 timeouts at most", n)
+	}
+}
+
+func TestMarkDead(t *testing.T) {
+	v := newMemberView("self", 5*time.Second)
+	a := leases.Member{Owner: "a", Incarnation: "ia", Heartbeat: 1}
+	v.observe(leases.MemberRow("a"), []leases.Member{a}, "iself", 0, 0)
+	v.markDead("a", "ia", sec)
+	if v.alive("a", "ia", sec) {
+		t.Fatal("marked dead, still alive")
+	}
+	if len(v.dead()) != 0 {
+		t.Fatal("a member marked dead (replaced) must not be announced again")
+	}
+}
