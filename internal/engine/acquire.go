@@ -329,9 +329,9 @@ func (g *Group) dropOrphan(u unit, o orphan) {
 }
 
 // missingRow decides what to do with the row of u that a read sent at sent
-// and returned at ret found missing. A row this instance never saw, of a
-// stream none of whose rows existed when it started (a new stream), is
-// created free at once. A row it saw exist has vanished (deleted, or the
+// and returned at ret found missing. A row of a stream that nobody read
+// when this instance started (no row existed, no other member was alive: a
+// new stream) is created free at once. A row it saw exist has vanished (deleted, or the
 // table recreated): it is created again, held by this instance and from the
 // checkpoint it last saw, only after it has been seen missing for
 // lostRowWait, by when its holder, if it was not this instance, has

@@ -77,6 +77,12 @@ func (g *Group) listShards(ctx context.Context, st *streamState) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// Missing rows of a stream that others may be reading already are
+		// rows that vanished, not rows to create at once: so says a row
+		// that exists, or another live member.
+		g.viewMu.Lock()
+		st.hadRows = len(g.view.live(mono())) > 1
+		g.viewMu.Unlock()
 		for _, id := range order {
 			st.hadRows = st.hadRows || st.row(id).seen
 		}

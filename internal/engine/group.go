@@ -198,9 +198,13 @@ type streamState struct {
 	rowsMu sync.Mutex
 	rows   map[string]rowState
 	legacy map[string]legacyObs
-	// hadRows: some row of the stream existed when this instance first
-	// listed its shards (the stream was consumed before it started).
+	// hadRows: when this instance first listed the stream's shards, some
+	// row existed or another member was alive: the stream may be read by
+	// others already, so a missing row may be one that vanished.
 	hadRows bool
+	// missingGap: two reads that found a row missing further apart than
+	// this do not show it missing in between.
+	missingGap time.Duration
 	// failed holds the shards set aside after failing for good, by shard
 	// id; listing is the stream's own (ListShards failed for good).
 	failed  map[string]*failure
@@ -222,7 +226,10 @@ func (st *streamState) setRow(id string, r rowState) {
 	old := st.rows[id]
 	if r.missing {
 		r.lease, r.seen = old.lease, old.seen
-		if old.missing {
+		if old.missing && r.missingConfirm-old.missingConfirm <= int64(st.missingGap) {
+			// Missing at both reads, close enough together to take the row
+			// as missing in between (a row created and deleted again
+			// between two reads this close is not provided for).
 			r.missingSince, r.missingConfirm = old.missingSince, max(old.missingConfirm, r.missingConfirm)
 		}
 	} else {
@@ -331,7 +338,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		if prev, dup := g.streams[key]; dup {
 			return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
 		}
-		g.streams[key] = &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]legacyObs{}, failed: map[string]*failure{}}
+		g.streams[key] = &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]legacyObs{}, failed: map[string]*failure{}, missingGap: 3 * cfg.Heartbeat}
 	}
 	g.fence.Store(fenced)
 	return g, nil

@@ -379,3 +379,23 @@ func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation
 	s.rows[key] = l
 	return l, nil
 }
+
+// Delete removes the row of key, as an operator deleting the item would:
+// for tests of a row that vanishes under its holder. It reports whether
+// the row existed.
+func (s *Store) Delete(key leases.Key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.rows[key]
+	delete(s.rows, key)
+	return ok
+}
+
+// Clear removes every lease row and membership row, as a table deleted and
+// created again empty would: for tests of a fleet that outlives its table.
+func (s *Store) Clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows = make(map[leases.Key]leases.Lease)
+	s.members = make(map[int]map[string]leases.Member)
+}

@@ -1,0 +1,384 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// fleet is a few Groups on one memory store and one sim stream, in a
+// synctest bubble, with records put on every shard every 100ms and every
+// delivery recorded.
+type fleet struct {
+	t      *testing.T
+	store  *memory.Store
+	stream *sim.Stream
+	ids    []string
+
+	mu      sync.Mutex
+	putAt   map[string]time.Time // data -> when put
+	handled []delivery
+	members map[string]*member
+	wg      sync.WaitGroup
+	stopPut chan struct{}
+	logs    *countingHandler
+}
+
+type delivery struct {
+	owner, shard, data string
+	at                 time.Time
+}
+
+type member struct {
+	g      *engine.Group
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newFleet(t *testing.T, shards int) *fleet {
+	f := &fleet{t: t, store: memory.New(), stream: sim.NewStream("lost", shards), putAt: map[string]time.Time{},
+		members: map[string]*member{}, stopPut: make(chan struct{}),
+		logs: &countingHandler{counts: map[string]int{}, subs: []string{"abandoning", "vanished", "cannot be written"}}}
+	f.ids = f.stream.ShardIDs()
+	f.wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-f.stopPut:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			for _, id := range f.ids {
+				data := fmt.Sprintf("%s/%d", id, i)
+				f.mu.Lock()
+				f.putAt[data] = time.Now()
+				f.mu.Unlock()
+				if _, err := f.stream.Put(id, "k", []byte(data)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	})
+	return f
+}
+
+func (f *fleet) config(owner string, store leases.Store, handler engine.Handler) engine.GroupConfig {
+	if handler == nil {
+		handler = func(_ context.Context, r *kltype.Record) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.handled = append(f.handled, delivery{owner: owner, shard: r.ShardID, data: string(r.Data), at: time.Now()})
+			return nil
+		}
+	}
+	return engine.GroupConfig{
+		Owner: owner, Store: store, Client: f.stream.Client(sim.KinesisHooks{}), Logger: slog.New(teeHandler{f.logs, os.Getenv("KINESISLEASE_SCALE_LOG") != ""}).With("o", owner),
+		ShutdownTimeout: 2 * time.Second,
+		Streams: []engine.StreamConfig{{Stream: f.stream.Name(), Start: kltype.TrimHorizon, Worker: engine.WorkerConfig{
+			MinInterval: 200 * time.Millisecond, IdleInterval: 200 * time.Millisecond, Handler: handler,
+		}}},
+	}
+}
+
+func (f *fleet) start(cfg engine.GroupConfig) *engine.Group {
+	g, err := engine.NewGroup(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{g: g, cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- g.Run(ctx) }()
+	f.members[cfg.Owner] = m
+	return g
+}
+
+// stop stops every member and the producer; it reports Run errors.
+func (f *fleet) stop() {
+	close(f.stopPut)
+	f.wg.Wait()
+	for owner, m := range f.members {
+		m.cancel()
+		if err := <-m.done; err != nil {
+			f.t.Errorf("%s: Run: %v", owner, err)
+		}
+	}
+}
+
+// holder returns the owner delivering shard id now (the last to deliver it).
+func (f *fleet) holder(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.handled) - 1; i >= 0; i-- {
+		if f.handled[i].shard == id {
+			return f.handled[i].owner
+		}
+	}
+	return ""
+}
+
+// check verifies what every run of these tests must hold: every record put
+// before cutoff was handled; on each shard, owners never interleave (once a
+// second owner delivered, the first never did again: no two readers); and
+// no record put more than replay before since was handled twice (no replay
+// from the stream's start after a lost row). It returns the duplicates.
+func (f *fleet) check(cutoff, since time.Time, replay time.Duration) int {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seen := map[string]int{}
+	owners := map[string][]string{}
+	for _, d := range f.handled {
+		seen[d.data]++
+		o := owners[d.shard]
+		if len(o) == 0 || o[len(o)-1] != d.owner {
+			if slices.Contains(o, d.owner) {
+				f.t.Errorf("shard %s: delivered by %v then by %s again: two readers", d.shard, o, d.owner)
+			}
+			owners[d.shard] = append(o, d.owner)
+		}
+	}
+	dups := 0
+	for data, at := range f.putAt {
+		n := seen[data]
+		if n == 0 && at.Before(cutoff) {
+			f.t.Errorf("record %s put at %v never handled", data, at.Format("15:04:05.000"))
+		}
+		if n > 1 {
+			dups++
+			if at.Before(since.Add(-replay)) {
+				f.t.Errorf("record %s, put at %v, long before the fault at %v, handled %d times: replayed from an earlier position", data, at.Format("15:04:05.000"), since.Format("15:04:05.000"), n)
+			}
+		}
+	}
+	return dups
+}
+
+// TestDeletedRowNoSecondReader: the row of a held shard is deleted, and a
+// new member joins whose plan gives it shards. The holder goes on, notices
+// at its next checkpoint and recreates the row from its own checkpoint; no
+// one else creates it meanwhile, the shard never has two readers and is not
+// replayed from the start. The engine before this change let the new member
+// create the row from what it knew (nothing: TRIM_HORIZON) while the holder
+// still delivered.
+func TestDeletedRowNoSecondReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, 4)
+		f.start(f.config("a", f.store, nil))
+		time.Sleep(10 * time.Second)
+		for _, id := range f.ids {
+			if f.holder(id) != "a" {
+				t.Fatalf("shard %s not delivered by a", id)
+			}
+		}
+		deletedAt := time.Now()
+		for _, id := range f.ids {
+			if !f.store.Delete(leases.Key{Stream: "lost", Shard: id}) {
+				t.Fatalf("no row for %s", id)
+			}
+		}
+		f.start(f.config("b", f.store, nil))
+		time.Sleep(40 * time.Second)
+		f.stop()
+		dups := f.check(time.Now().Add(-2*time.Second), deletedAt, 6*time.Second)
+		for _, id := range f.ids {
+			l, err := f.store.Get(context.Background(), leases.Key{Stream: "lost", Shard: id})
+			if err != nil {
+				t.Fatalf("row %s: %v", id, err)
+			}
+			if l.Checkpoint.IsZero() {
+				t.Errorf("row %s recreated without a checkpoint", id)
+			}
+		}
+		if f.logs.count("vanished") == 0 {
+			t.Error("the lost rows were never reported")
+		}
+		t.Logf("%d duplicates (records after the last checkpoint before the deletion, and hand-offs)", dups)
+	})
+}
+
+// TestTableRecreatedEmpty: every lease and membership row vanishes at once
+// under a running fleet of two. Every shard is read again from its last
+// checkpoint: no record lost, none replayed from before it, no two readers.
+func TestTableRecreatedEmpty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, 6)
+		f.start(f.config("a", f.store, nil))
+		f.start(f.config("b", f.store, nil))
+		time.Sleep(15 * time.Second)
+		clearedAt := time.Now()
+		f.store.Clear()
+		time.Sleep(40 * time.Second)
+		f.stop()
+		f.check(time.Now().Add(-2*time.Second), clearedAt, 6*time.Second)
+		for _, id := range f.ids {
+			if _, err := f.store.Get(context.Background(), leases.Key{Stream: "lost", Shard: id}); err != nil {
+				t.Errorf("row %s after the table came back: %v", id, err)
+			}
+		}
+	})
+}
+
+// TestStoreMissingWhileRunning: the table goes missing (every call fails
+// with leases.ErrMisconfigured) for longer than the timeout. Run does not
+// return: the instance fences, reports the error in Health and at ERROR,
+// and delivers again once the table works. Before, Run returned "table not
+// found" and the process's checkpoints died with it.
+func TestStoreMissingWhileRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, 2)
+		var missing atomic.Bool
+		errTable := fmt.Errorf("dynamo: table %q not found: %w", "t", leases.ErrMisconfigured)
+		store := sim.NewFaultStore(f.store, sim.StoreHooks{Decide: func(op string, key leases.Key) sim.Decision {
+			if missing.Load() {
+				return sim.Decision{Err: errTable}
+			}
+			return sim.Decision{}
+		}})
+		g := f.start(f.config("a", store, nil))
+		time.Sleep(5 * time.Second)
+		missing.Store(true)
+		failedAt := time.Now()
+		time.Sleep(10 * time.Second)
+		h := g.Health()
+		if h.Live || !errors.Is(h.Err, leases.ErrMisconfigured) {
+			t.Errorf("Health while the table is missing: Live %v, Err %v; want not live, the store's error", h.Live, h.Err)
+		}
+		select {
+		case err := <-f.members["a"].done:
+			t.Fatalf("Run returned while the table was missing: %v", err)
+		default:
+		}
+		missing.Store(false)
+		time.Sleep(10 * time.Second)
+		if h := g.Health(); !h.Live || h.Err != nil {
+			t.Errorf("Health after the table is back: Live %v, Err %v", h.Live, h.Err)
+		}
+		f.stop()
+		f.check(time.Now().Add(-2*time.Second), failedAt, 6*time.Second)
+		if f.logs.count("cannot be written") == 0 {
+			t.Error("the missing table was never reported")
+		}
+	})
+}
+
+// TestRewindInterleavedWithCheckpoints: an operator's rewind (the row's
+// rewind_to, and a bump of the holder's Notice, as the CLI does) lands
+// while the holder checkpoints after every record. It is applied within two
+// heartbeats. The engine before this change applied a rewind only if the
+// row's counter had not moved since the holder's last write, so a
+// checkpoint landing in between left it pending.
+func TestRewindInterleavedWithCheckpoints(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, 1)
+		cfg := f.config("a", f.store, nil)
+		cfg.Streams[0].Worker.CheckpointEvery = 1
+		g := f.start(cfg)
+		time.Sleep(5 * time.Second)
+		key := leases.Key{Stream: "lost", Shard: f.ids[0]}
+		target := f.ids[0] + "/3"
+		seq, ok := f.stream.RecordAt(f.ids[0], 3)
+		if !ok {
+			t.Fatal("no record 3")
+		}
+		for try := 0; ; try++ {
+			l, err := f.store.Get(context.Background(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.store.Rewind(context.Background(), l, leases.RewindAtSequence(seq)); err == nil {
+				break
+			} else if !errors.Is(err, leases.ErrConflict) || try > 100 {
+				t.Fatal(err)
+			}
+		}
+		asked := time.Now()
+		// The holder checkpoints between the request and anything it reads.
+		time.Sleep(150 * time.Millisecond)
+		row := leases.MemberRow("a")
+		ms, err := f.store.Members(context.Background(), row)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.Owner == "a" && m.Incarnation == g.Incarnation() {
+				next := m
+				next.Notice++
+				if _, err := f.store.ReplaceMember(context.Background(), row, m, next); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		deadline := asked.Add(2*engine.DefaultHeartbeat + 500*time.Millisecond)
+		for {
+			f.mu.Lock()
+			n := 0
+			for _, d := range f.handled {
+				if d.data == target {
+					n++
+				}
+			}
+			f.mu.Unlock()
+			if n >= 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				l, _ := f.store.Get(context.Background(), key)
+				t.Fatalf("rewind to record 3 not applied within two heartbeats (row: checkpoint %s, rewind_to %s)", l.Checkpoint, l.RewindTo)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("rewind applied %v after it was asked for", time.Since(asked).Round(time.Millisecond))
+		f.stop()
+	})
+}
+
+// TestShutdownAbandonsStuckHandler: a handler that ignores its cancelled
+// context does not keep Run from returning: after the shutdown timeout and
+// the grace that follows it, Run returns, logging the abandoned shard at
+// ERROR.
+func TestShutdownAbandonsStuckHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, 1)
+		var release atomic.Bool
+		stuck := func(ctx context.Context, r *kltype.Record) error {
+			for !release.Load() {
+				time.Sleep(time.Second) // deaf to ctx
+			}
+			return nil
+		}
+		f.start(f.config("a", f.store, stuck))
+		time.Sleep(5 * time.Second)
+		m := f.members["a"]
+		stopAt := time.Now()
+		m.cancel()
+		if err := <-m.done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		took := time.Since(stopAt)
+		delete(f.members, "a")
+		release.Store(true)
+		f.stop()
+		time.Sleep(3 * time.Second) // the abandoned worker winds down once its handler returns
+		synctest.Wait()
+		if f.logs.count("abandoning") != 1 {
+			t.Errorf("abandoned handlers logged %d times, want 1", f.logs.count("abandoning"))
+		}
+		if limit := 2*time.Second + 5*time.Second + 11*time.Second; took > limit {
+			t.Errorf("Run returned %v after it was cancelled; want within the shutdown timeout, the grace and the releases' deadlines (%v)", took, limit)
+		}
+	})
+}
