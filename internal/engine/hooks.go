@@ -113,24 +113,12 @@ func (s *hookedStore) Create(ctx context.Context, key leases.Key) (leases.Lease,
 	return timed(s.h, "dynamodb", "Create", func() (leases.Lease, error) { return s.Store.Create(ctx, key) })
 }
 
-func (s *hookedStore) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "Take", func() (leases.Lease, error) { return s.Store.Take(ctx, l, owner, ttl) })
-}
-
-func (s *hookedStore) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "Renew", func() (leases.Lease, error) { return s.Store.Renew(ctx, l, ttl) })
-}
-
 func (s *hookedStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
 	return timed(s.h, "dynamodb", "Checkpoint", func() (leases.Lease, error) { return s.Store.Checkpoint(ctx, l, cp) })
 }
 
 func (s *hookedStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
 	return timed(s.h, "dynamodb", "Release", func() (leases.Lease, error) { return s.Store.Release(ctx, l, cp) })
-}
-
-func (s *hookedStore) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
-	return timed(s.h, "dynamodb", "RequestHandoff", func() (leases.Lease, error) { return s.Store.RequestHandoff(ctx, l, to) })
 }
 
 func (s *hookedStore) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
