@@ -426,13 +426,13 @@ func (ta *shardTally) handled(id int) (int, string) {
 	return len(ta.seen[id]), ta.seen[id][0]
 }
 
-// TestUpgradeFromPerRowRows: a table an earlier release (the per-row
+// TestUpgradeFromRenewalProtocolRows: a table an earlier release (the per-row
 // renewal protocol) used. A row it released is resumed from its checkpoint
 // at once; a row one of its instances still holds (an owner, no
 // incarnation, its expires_at and handoff_to) is left alone, with an ERROR
 // naming the holder and the shard, until it has stood still for
 // engine.LegacyRowTimeout (a minute, longer than this test waits).
-func TestUpgradeFromPerRowRows(t *testing.T) {
+func TestUpgradeFromRenewalProtocolRows(t *testing.T) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 2)

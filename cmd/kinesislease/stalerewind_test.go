@@ -119,11 +119,11 @@ func TestRewindAfterStoppedHolder(t *testing.T) {
 	}
 }
 
-// TestRewindPerRowRow: a row still held by an instance of an earlier
+// TestRewindRenewalProtocolRow: a row still held by an instance of an earlier
 // release (the per-row renewal protocol: an owner, no incarnation, an
 // expires_at) gets a rewind request conditional on its owner alone, and the
 // command says who applies it: that holder has no membership entry to tell.
-func TestRewindPerRowRow(t *testing.T) {
+func TestRewindRenewalProtocolRow(t *testing.T) {
 	r := newRig(t, testutil.Kinesalite, 1)
 	ps := putRecords(t, r.kc, r.stream, 0, 10, nil)
 	id := ps[0].shard

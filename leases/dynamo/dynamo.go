@@ -91,11 +91,11 @@ import (
 const (
 	attrKey         = "lease_key"
 	attrOwner       = "owner"      // a DynamoDB reserved word: always written as #owner
-	attrExpiresAt   = "expires_at" // the per-row renewal protocol's: removed by TakeAs
+	attrOldExpiry   = "expires_at" // the per-row renewal protocol's: removed by TakeAs
 	attrCheckpoint  = "checkpoint"
 	attrSubSequence = "sub_sequence"
 	attrCounter     = "lease_counter"
-	attrHandoffTo   = "handoff_to" // the per-row renewal protocol's: removed by TakeAs
+	attrOldHandoff  = "handoff_to" // the per-row renewal protocol's: removed by TakeAs
 	attrToken       = "write_token"
 	attrRewindTo    = "rewind_to"     // a checkpoint asked for by an operator
 	attrRewindSub   = "rewind_to_sub" // its sub-sequence

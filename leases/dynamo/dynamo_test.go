@@ -125,12 +125,12 @@ func putRaw(t *testing.T, client *dynamodb.Client, table string, item map[string
 	}
 }
 
-// TestPerRowRows: a row written by the retired per-row renewal protocol (an
+// TestRenewalProtocolRows: a row written by the retired per-row renewal protocol (an
 // owner, no incarnation, an expires_at and a handoff_to) reads without
 // them; a Rewind as the operator command makes it, from the row as read,
 // lands on the owner alone; TakeAs removes the leftover attributes and keeps
 // the checkpoint and the pending rewind.
-func TestPerRowRows(t *testing.T) {
+func TestRenewalProtocolRows(t *testing.T) {
 	s, client := newStore(t, &testutil.Faults{})
 	k := leases.Key{Stream: "orders", Shard: "shardId-000000000001"}
 	putRaw(t, client, s.Table(), map[string]types.AttributeValue{

@@ -28,7 +28,7 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 	u := update{set: map[string]types.AttributeValue{
 		"#owner":        &types.AttributeValueMemberS{Value: owner},
 		attrIncarnation: &types.AttributeValueMemberS{Value: incarnation},
-	}, remove: []string{attrExpiresAt, attrHandoffTo}}
+	}, remove: []string{attrOldExpiry, attrOldHandoff}}
 	return s.write(ctx, "TakeAs", l.Key, l.Counter, u)
 }
 
