@@ -36,20 +36,9 @@ var (
 	_ leases.Membership = (*Store)(nil)
 )
 
-// Option configures a Store.
-type Option interface{ apply(*Store) }
-
-type optionFunc func(*Store)
-
-func (f optionFunc) apply(s *Store) { f(s) }
-
 // New returns an empty Store.
-func New(opts ...Option) *Store {
-	s := &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member)}
-	for _, o := range opts {
-		o.apply(s)
-	}
-	return s
+func New() *Store {
+	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member)}
 }
 
 // Check implements leases.Checker. A memory store has nothing to

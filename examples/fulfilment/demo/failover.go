@@ -383,13 +383,6 @@ func runFailover(ctx context.Context, cfg config, env harness.Env, signal string
 	return tr, nil
 }
 
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // waitStable waits until every shard is held and the assignment (the lease
 // table) has not changed for stable; with flowing also until every shard
 // had a record handled. Past twice the settle timeout it goes on with an
