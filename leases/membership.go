@@ -105,9 +105,10 @@ type Membership interface {
 	// TakeAs makes owner's incarnation the holder of l.Key, whoever holds
 	// it now, if the row's counter still equals l.Counter. The caller
 	// decides whether the lease may be taken: it is free, its holder's
-	// incarnation is dead or leaving (see the package documentation), or
-	// it names the caller's own incarnation. The counter condition makes
-	// the take fail if anything was written since the caller's read.
+	// incarnation is dead or leaving (see the package documentation), it
+	// names the caller's own incarnation, or it is a row of the per-row
+	// renewal protocol that stood still long enough. The counter condition
+	// makes the take fail if anything was written since the caller's read.
 	// Owner and Incarnation are written; the checkpoint and a pending
 	// RewindTo are kept; attributes left by the per-row renewal protocol
 	// (an expiry, a handoff request) are removed. Like every write it bumps
