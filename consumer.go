@@ -66,9 +66,7 @@ type Service struct {
 	mu   sync.Mutex
 	subs []*subscription
 	run  bool
-	// coordinators of the running service, for Held and tests.
-	coords map[string]*engine.Coordinator
-	// group of the running service under the membership protocol.
+	// group runs every subscription of the running service.
 	group *engine.Group
 	// running: Run passed its start-up checks and has not returned.
 	running bool
@@ -93,19 +91,22 @@ var _ Kinesis = (*kinesis.Client)(nil)
 
 // New returns a Service whose Kinesis client is built from cfg (the same
 // aws.Config the lease store is built from, so both reach one account and
-// region). Invalid options are reported here, each error naming the option.
+// region). Invalid options are reported here, each error naming the option;
+// Run reports none.
 func New(cfg aws.Config, opts ...Option) (*Service, error) {
-	c := config{
-		leaseDuration:   DefaultLeaseDuration,
-		renewInterval:   DefaultRenewInterval,
-		shutdownTimeout: DefaultShutdownTimeout,
-	}
+	c := config{shutdownTimeout: DefaultShutdownTimeout}
 	for _, o := range opts {
 		if o == nil {
 			c.errs = append(c.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))
 			continue
 		}
 		o.applyService(&c)
+	}
+	if _, ok := c.store.(leases.Membership); c.store != nil && !ok {
+		c.errs = append(c.errs, fmt.Errorf("%w: WithLeaseStore(%T): the store does not implement leases.Membership, which the lease protocol needs", ErrInvalidOption, c.store))
+	}
+	if c.heartbeat == 0 {
+		c.heartbeat, c.timeout = DefaultHeartbeat, DefaultTimeout
 	}
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, err
@@ -122,7 +123,7 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 	if c.client == nil {
 		c.client = kinesis.NewFromConfig(cfg)
 	}
-	// The coordinators add stream and owner to every line they log.
+	// The engine adds stream and owner to every line it logs.
 	log := c.logger
 	if c.app != "" {
 		log = log.With("app", c.app, "version", c.version)
@@ -130,8 +131,7 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 	if c.budgetBytes == 0 {
 		c.budgetBytes, c.budgetRecords = DefaultMemoryBudgetBytes, DefaultMemoryBudgetRecords
 	}
-	return &Service{cfg: c, log: log, kin: c.client, coords: map[string]*engine.Coordinator{},
-		budget: engine.NewBudget(c.budgetBytes, c.budgetRecords)}, nil
+	return &Service{cfg: c, log: log, kin: c.client, budget: engine.NewBudget(c.budgetBytes, c.budgetRecords)}, nil
 }
 
 // Owner returns this instance's owner id.
@@ -154,32 +154,25 @@ func defaultOwner(app string) string {
 // nil when the service is not running or has no such subscription.
 func (s *Service) Held(stream string) []string {
 	s.mu.Lock()
-	c, g := s.coords[stream], s.group
+	g := s.group
 	s.mu.Unlock()
-	switch {
-	case g != nil:
-		return g.Held(stream)
-	case c != nil:
-		return c.Held()
+	if g == nil {
+		return nil
 	}
-	return nil
+	return g.Held(stream)
 }
 
-// Stats returns the lease store calls made so far. Under the per-row
-// renewal protocol they are stream's own; under the membership protocol,
-// whose heartbeats serve every stream, they are the whole service's, for
-// any subscribed stream.
+// Stats returns the lease store calls the service made so far. Its
+// heartbeats serve every stream, so they are the whole service's, whichever
+// subscribed stream is named; zero before Run.
 func (s *Service) Stats(stream string) kltype.Stats {
 	s.mu.Lock()
-	c, g := s.coords[stream], s.group
+	g := s.group
 	s.mu.Unlock()
-	switch {
-	case g != nil:
-		return g.Stats()
-	case c != nil:
-		return c.Stats()
+	if g == nil {
+		return kltype.Stats{}
 	}
-	return kltype.Stats{}
+	return g.Stats()
 }
 
 var streamName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
@@ -223,52 +216,13 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.setRunning(true)
 	defer s.setRunning(false)
-	if s.membership() {
-		return s.runGroup(ctx, subs)
-	}
-	coords := make([]*engine.Coordinator, len(subs))
-	for i, sub := range subs {
-		c, err := engine.NewCoordinator(s.coordinatorConfig(sub))
-		if err != nil {
-			return fmt.Errorf("%w: stream %q: %w", ErrInvalidOption, sub.stream, err)
-		}
-		coords[i] = c
-	}
-	s.mu.Lock()
-	for i, sub := range subs {
-		s.coords[sub.stream] = coords[i]
-	}
-	s.mu.Unlock()
-
-	s.log.Info("kinesislease: starting", "owner", s.cfg.owner, "streams", len(subs), "protocol", "per-row renewal", "store", fmt.Sprintf("%T", s.cfg.store))
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(coords))
-	var wg sync.WaitGroup
-	for i, c := range coords {
-		wg.Go(func() {
-			if err := c.Run(runCtx); err != nil {
-				errs[i] = explain(subs[i].stream, err)
-				cancel() // one subscription that cannot work stops the service
-			}
-		})
-	}
-	wg.Wait()
-	s.log.Info("kinesislease: stopped", "owner", s.cfg.owner)
-	return errors.Join(errs...)
+	return s.runGroup(ctx, subs)
 }
 
 func (s *Service) setRunning(r bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.running = r
-}
-
-// membership reports whether the service runs the membership protocol: the
-// default whenever the store implements leases.Membership.
-func (s *Service) membership() bool {
-	_, ok := s.cfg.store.(leases.Membership)
-	return ok && s.cfg.protocol != PerRowRenewal
 }
 
 // runGroup runs every subscription in one engine.Group.
@@ -280,27 +234,18 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 		ShardSyncInterval: c.shardSync, ShutdownTimeout: c.shutdownTimeout,
 		Events: c.events, Hooks: c.hooks,
 	}
-	switch {
-	case gc.Heartbeat != 0:
-	case c.leaseSet:
-		// WithLease alone: its duration is the failover time, its renewal
-		// interval the heartbeat's.
-		gc.Heartbeat, gc.Timeout = c.renewInterval, c.leaseDuration
-	default:
-		gc.Heartbeat, gc.Timeout = DefaultHeartbeat, DefaultTimeout
-	}
 	for _, sub := range subs {
-		cfg := s.coordinatorConfig(sub)
-		gc.Streams = append(gc.Streams, engine.StreamConfig{Stream: sub.stream, Start: sub.start, Worker: cfg.Worker})
+		gc.Streams = append(gc.Streams, engine.StreamConfig{Stream: sub.stream, Start: sub.start, Worker: s.workerConfig(sub)})
 	}
 	g, err := engine.NewGroup(gc)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		// New and Subscribe checked every option: this is a bug.
+		return fmt.Errorf("kinesislease: %w", err)
 	}
 	s.mu.Lock()
 	s.group = g
 	s.mu.Unlock()
-	s.log.Info("kinesislease: starting", "owner", c.owner, "incarnation", g.Incarnation(), "streams", len(subs), "protocol", "membership", "store", fmt.Sprintf("%T", c.store))
+	s.log.Info("kinesislease: starting", "owner", c.owner, "incarnation", g.Incarnation(), "streams", len(subs), "store", fmt.Sprintf("%T", c.store))
 	err = g.Run(ctx)
 	s.log.Info("kinesislease: stopped", "owner", c.owner)
 	var dup *engine.DuplicateOwnerError
@@ -350,18 +295,28 @@ func (s *Service) preflight(ctx context.Context, subs []*subscription) error {
 // registerConsumer finds or registers the stream consumer of sub
 // (WithEnhancedFanOut) and waits until it is ACTIVE.
 func (s *Service) registerConsumer(ctx context.Context, sub *subscription) error {
-	fo, ok := s.kin.(kinesisx.FanOut)
-	if !ok {
-		return fmt.Errorf("%w: stream %q: WithEnhancedFanOut needs a Kinesis client with DescribeStreamSummary, RegisterStreamConsumer, DescribeStreamConsumer and SubscribeToShard (a *kinesis.Client); %T has not", ErrInvalidOption, sub.stream, s.kin)
+	fo, err := fanOutClient(s.kin, sub.stream)
+	if err != nil {
+		return err
 	}
 	c := &engine.Consumer{Client: fo, Stream: sub.stream, Name: sub.consumer, Log: s.log.With("stream", sub.stream)}
-	err := s.startupCheck(ctx, "stream consumer", sub.consumer, c.Register, func(err error) error { return explainConsumer(sub.stream, sub.consumer, err) })
+	err = s.startupCheck(ctx, "stream consumer", sub.consumer, c.Register, func(err error) error { return explainConsumer(sub.stream, sub.consumer, err) })
 	if err != nil {
 		return err
 	}
 	sub.fanOut = c
 	s.log.Info("kinesislease: reading with enhanced fan-out", "stream", sub.stream, "consumer", sub.consumer, "arn", c.ARN())
 	return nil
+}
+
+// fanOutClient returns kin as the client enhanced fan-out needs, or an
+// error naming the subscription to stream (Subscribe reports it).
+func fanOutClient(kin Kinesis, stream string) (kinesisx.FanOut, error) {
+	fo, ok := kin.(kinesisx.FanOut)
+	if !ok {
+		return nil, fmt.Errorf("%w: stream %q: WithEnhancedFanOut needs a Kinesis client with DescribeStreamSummary, RegisterStreamConsumer, DescribeStreamConsumer and SubscribeToShard (a *kinesis.Client); %T has not", ErrInvalidOption, stream, kin)
+	}
+	return fo, nil
 }
 
 // listOne lists one shard of stream: the cheapest call that shows the
@@ -411,30 +366,15 @@ func startupError(what, name string, err error) error {
 	return fmt.Errorf("kinesislease: %s %q: not reachable at start: %w", what, name, err)
 }
 
-func (s *Service) coordinatorConfig(sub *subscription) engine.Config {
-	c := s.cfg
-	cfg := engine.Config{
-		Stream:            sub.stream,
-		Owner:             c.owner,
-		Store:             c.store,
-		Client:            s.kin,
-		Logger:            s.log,
-		Start:             sub.start,
-		LeaseDuration:     c.leaseDuration,
-		RenewInterval:     c.renewInterval,
-		ScanInterval:      c.scanInterval,
-		ShardSyncInterval: c.shardSync,
-		ShutdownTimeout:   c.shutdownTimeout,
-		Worker:            sub.worker,
-		Hooks:             c.hooks,
-	}
-	cfg.Worker.Budget = s.budget
+// workerConfig returns the shard workers' configuration of sub.
+func (s *Service) workerConfig(sub *subscription) engine.WorkerConfig {
+	w := sub.worker
+	w.Budget = s.budget
 	if sub.fanOut != nil {
-		cfg.Worker.FanOut = &engine.FanOutConfig{Consumer: sub.fanOut}
+		w.FanOut = &engine.FanOutConfig{Consumer: sub.fanOut}
 	}
 	if sub.deadLetterStream != "" {
-		cfg.Worker.Sink = streamSink(s.kin, sub.deadLetterStream)
+		w.Sink = streamSink(s.kin, sub.deadLetterStream)
 	}
-	cfg.Events = c.events
-	return cfg
+	return w
 }

@@ -145,10 +145,10 @@ func (in *instance) stop(t testing.TB) {
 	}
 }
 
-// fast lease settings for tests: takeover in well under a second.
+// fast lease settings for tests: a heartbeat every 150ms, takeover after
+// 600ms of silence.
 var fastLease = []kinesislease.Option{
-	kinesislease.WithLease(600*time.Millisecond, 150*time.Millisecond),
-	kinesislease.WithScanInterval(200 * time.Millisecond),
+	kinesislease.WithHeartbeat(150*time.Millisecond, 600*time.Millisecond),
 	kinesislease.WithShutdownTimeout(5 * time.Second),
 }
 

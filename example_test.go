@@ -58,15 +58,17 @@ func Example() {
 	}
 }
 
-// Options are checked when the service or subscription is built; each error
-// names what is wrong and matches ErrInvalidOption.
+// Options are checked when the service or subscription is built, never
+// later by Run; each error names what is wrong and matches
+// ErrInvalidOption. Here a heartbeat slower than the timeout: the leases
+// would be lost between two heartbeats.
 func ExampleNew_invalidOption() {
-	_, err := kinesislease.New(awsConfig(), kinesislease.WithLease(10*time.Second, 20*time.Second))
+	_, err := kinesislease.New(awsConfig(), kinesislease.WithHeartbeat(10*time.Second, 5*time.Second))
 	fmt.Println(errors.Is(err, kinesislease.ErrInvalidOption))
 	fmt.Println(err)
 	// Output:
 	// true
-	// kinesislease: invalid option: WithLease(10s, 20s): want 0 < renew < 4/5 of duration
+	// kinesislease: invalid option: WithHeartbeat(10s, 5s): want 0 < interval <= timeout/4
 }
 
 // A second subscription to one stream on one service is refused, whether
@@ -98,7 +100,7 @@ func ExampleRecordFrom() {
 // awsConfig stands for config.LoadDefaultConfig in examples that call no AWS.
 func awsConfig() aws.Config { return aws.Config{Region: "us-east-1"} }
 
-// The membership protocol's settings: a heartbeat interval and a timeout
+// The lease protocol's settings: a heartbeat interval and a timeout
 // after which a silent instance's shards move. An interval that leaves no
 // room for two failed heartbeats is refused.
 func ExampleWithHeartbeat() {

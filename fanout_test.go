@@ -573,29 +573,6 @@ func TestFanOutMemoryBudget(t *testing.T) {
 	}
 }
 
-// TestFanOutPerRowProtocol: enhanced fan-out under the per-row renewal
-// protocol, two instances sharing the shards, one stopping: every record
-// once, in order per key.
-func TestFanOutPerRowProtocol(t *testing.T) {
-	_, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{TakeoverAfter: 500 * time.Millisecond}, 2)
-	store := memory.New()
-	ta := newTally()
-	perRow := kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal)
-	a := startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub(), perRow)
-	b := startWith(t, kc, store, stream, "b", ta.handler("b"), fanOutSub(), perRow)
-	eventually(t, 30*time.Second, func() bool { return len(a.svc.Held(stream)) == 1 && len(b.svc.Held(stream)) == 1 },
-		func() string { return fmt.Sprintf("not balanced: a %v, b %v", a.svc.Held(stream), b.svc.Held(stream)) })
-	put(t, kc, stream, 0, 100)
-	ta.waitFor(t, 0, 100, 30*time.Second)
-	a.stop(t)
-	put(t, kc, stream, 100, 100)
-	ta.waitFor(t, 100, 100, 30*time.Second)
-	checkTallyOrder(t, ta)
-	if _, dups := ta.count(); dups != 0 {
-		t.Fatalf("%d records handled twice", dups)
-	}
-}
-
 // TestFanOutStreamARN: a stream subscribed by ARN registers its consumer
 // on that ARN, with no DescribeStreamSummary call.
 func TestFanOutStreamARN(t *testing.T) {

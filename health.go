@@ -11,28 +11,14 @@ import "github.com/kinesislease/kinesislease/kltype"
 // from any goroutine.
 func (s *Service) Health() kltype.Health {
 	s.mu.Lock()
-	g, running := s.group, s.running
-	subs := s.subs
-	coords := make(map[string]bool, len(s.coords))
-	for name := range s.coords {
-		coords[name] = true
-	}
+	g, running, subs := s.group, s.running, s.subs
 	s.mu.Unlock()
 	if g != nil && running {
 		return g.Health()
 	}
 	h := kltype.Health{Owner: s.cfg.owner}
 	for _, sub := range subs {
-		sh := kltype.StreamHealth{Stream: sub.stream}
-		if running && coords[sub.stream] {
-			for _, id := range s.Held(sub.stream) {
-				sh.Shards = append(sh.Shards, kltype.ShardHealth{ShardID: id, Reading: true, MillisBehindLatest: -1})
-			}
-		}
-		h.Streams = append(h.Streams, sh)
+		h.Streams = append(h.Streams, kltype.StreamHealth{Stream: sub.stream})
 	}
-	// Under PerRowRenewal: ready and live while the coordinators run.
-	h.Ready = running && len(coords) > 0
-	h.Live = h.Ready
 	return h
 }

@@ -205,34 +205,78 @@ func hookSeqCmp(a, b string) int {
 	return x.Cmp(y)
 }
 
-// hookFreezable is a lease store whose holder writes (Renew, Checkpoint) fail
-// while frozen: the instance using it cannot renew, as if cut off from the
-// table, and others see its leases unchanged until they take them over.
+// hookFreezable is a lease store that an instance is cut off from while
+// frozen: every call fails, as for a process whose network is gone. Its
+// heartbeats stop landing, so its fence passes and the others take its
+// leases over.
 type hookFreezable struct {
-	leases.Store
+	*memory.Store
 	frozen atomic.Bool
 }
 
 var errHookFrozen = errors.New("test: lease store unreachable")
 
-func (s *hookFreezable) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
+func (s *hookFreezable) err() error {
 	if s.frozen.Load() {
-		return leases.Lease{}, errHookFrozen
+		return errHookFrozen
 	}
-	return s.Store.Renew(ctx, l, ttl)
+	return nil
+}
+
+func (s *hookFreezable) Get(ctx context.Context, k leases.Key) (leases.Lease, error) {
+	if err := s.err(); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.Store.Get(ctx, k)
 }
 
 func (s *hookFreezable) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	if s.frozen.Load() {
-		return leases.Lease{}, errHookFrozen
+	if err := s.err(); err != nil {
+		return leases.Lease{}, err
 	}
 	return s.Store.Checkpoint(ctx, l, cp)
 }
 
-// TestHooks (per-row renewal protocol: it watches renewals): two services on one memory store and a 2-shard kinesalite
+func (s *hookFreezable) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := s.err(); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.Store.Release(ctx, l, cp)
+}
+
+func (s *hookFreezable) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	if err := s.err(); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.Store.TakeAs(ctx, l, owner, inc)
+}
+
+func (s *hookFreezable) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.Store.Heartbeat(ctx, row, m)
+}
+
+func (s *hookFreezable) Members(ctx context.Context, row int) ([]leases.Member, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.Store.Members(ctx, row)
+}
+
+func (s *hookFreezable) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.Store.ReplaceMember(ctx, row, seen, next)
+}
+
+// TestHooks: two services on one memory store and a 2-shard kinesalite
 // stream. A reads 100 records alone; then A is cut off from the store, B
-// takes both its leases over and A, reconnected, finds them lost; B reads 50
-// more and shuts down. Every hook is called with the right values.
+// takes both its leases over once A's heartbeat stood still for the timeout,
+// and A, reconnected, finds them lost; A stops, B reads 50 more and shuts
+// down. Every hook is called with the right values.
 func TestHooks(t *testing.T) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
@@ -253,7 +297,7 @@ func TestHooks(t *testing.T) {
 	ha := &hookLog{}
 	storeA := &hookFreezable{Store: mem}
 	tallyA := newTally()
-	a := start(t, kc, storeA, stream, "a", tallyA, kinesislease.WithHooks(ha), kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal))
+	a := start(t, kc, storeA, stream, "a", tallyA, kinesislease.WithHooks(ha))
 	tallyA.waitFor(t, 0, 100, 30*time.Second)
 	ha.waitUntil(t, "A's checkpoints of the last records", func() bool {
 		for _, id := range shards {
@@ -334,11 +378,11 @@ func TestHooks(t *testing.T) {
 	ha.mu.Unlock()
 
 	// Phase 2: A is cut off from the store; B starts and takes both leases
-	// over once it has seen them unrenewed for a lease duration.
+	// over once it has seen A's heartbeat unchanged for the timeout.
 	storeA.frozen.Store(true)
 	hb := &hookLog{}
 	tallyB := newTally()
-	b := start(t, kc, mem, stream, "b", tallyB, kinesislease.WithHooks(hb), kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal))
+	b := start(t, kc, mem, stream, "b", tallyB, kinesislease.WithHooks(hb))
 	hb.waitUntil(t, "B acquiring both shards", func() bool {
 		n := 0
 		for _, e := range hb.leases {
@@ -380,12 +424,12 @@ func TestHooks(t *testing.T) {
 		}
 	}
 	ha.mu.Lock()
-	renewFailed := false
+	heartbeatFailed := false
 	for _, c := range ha.calls {
-		renewFailed = renewFailed || (c.Service == "dynamodb" && c.Op == "Renew" && errors.Is(c.Err, errHookFrozen))
+		heartbeatFailed = heartbeatFailed || (c.Service == "dynamodb" && c.Op == "Heartbeat" && errors.Is(c.Err, errHookFrozen))
 	}
-	if !renewFailed {
-		t.Errorf("A's calls: no failed Renew reported while the store was cut off")
+	if !heartbeatFailed {
+		t.Errorf("A's calls: no failed Heartbeat reported while the store was cut off")
 	}
 	if ha.nilCtx != 0 {
 		t.Errorf("%d lease hooks of A called with a nil context", ha.nilCtx)
@@ -396,8 +440,8 @@ func TestHooks(t *testing.T) {
 	// releasing both leases with its final checkpoints.
 	put2 := hookPut(t, kc, stream, 100, 50)
 	tallyB.waitFor(t, 100, 50, 30*time.Second)
-	hb.waitUntil(t, "a renewal by B", func() bool {
-		return slices.ContainsFunc(hb.calls, func(c kltype.CallInfo) bool { return c.Op == "Renew" && c.Err == nil })
+	hb.waitUntil(t, "a heartbeat by B", func() bool {
+		return slices.ContainsFunc(hb.calls, func(c kltype.CallInfo) bool { return c.Op == "Heartbeat" && c.Err == nil })
 	})
 	b.stop(t)
 	if d, _ := tallyB.count(0, 100); d != 0 {
@@ -457,7 +501,7 @@ func TestHooks(t *testing.T) {
 		}
 		ops[c.Service+"."+c.Op] = true
 	}
-	for _, op := range []string{"dynamodb.Get", "dynamodb.Take", "dynamodb.Renew", "dynamodb.Checkpoint", "dynamodb.Release",
+	for _, op := range []string{"dynamodb.Get", "dynamodb.TakeAs", "dynamodb.Heartbeat", "dynamodb.Members", "dynamodb.Checkpoint", "dynamodb.Release",
 		"kinesis.ListShards", "kinesis.GetShardIterator", "kinesis.GetRecords"} {
 		if !ops[op] {
 			t.Errorf("B's calls: no %s reported (saw %v)", op, ops)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -300,65 +301,6 @@ func waitRow(t *testing.T, store leases.Store, key leases.Key, ok func(leases.Le
 	}
 }
 
-// TestProtocolSwitch: the documented upgrade path (stop, then start on the
-// other protocol) and its rollback, on DynamoDB Local: a per-row fleet, then
-// a membership fleet, then per-row again, each resuming from the others'
-// checkpoints: every record once, none twice.
-func TestProtocolSwitch(t *testing.T) {
-	kc := testutil.KinesisClient(t, testutil.Kinesalite)
-	stream := testutil.StreamName(t)
-	testutil.CreateStream(t, kc, stream, 4)
-	_, _, store := dynamoTable(t)
-	ta := newTally()
-	perRow := kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal)
-	for i, step := range []struct {
-		name string
-		opts []kinesislease.Option
-	}{{"per-row", []kinesislease.Option{perRow}}, {"membership", nil}, {"per-row again", []kinesislease.Option{perRow}}} {
-		ins := map[string]*instance{}
-		for _, o := range []string{"a", "b"} {
-			ins[o] = start(t, kc, store, stream, fmt.Sprintf("%s-%d", o, i), ta, step.opts...)
-		}
-		put(t, kc, stream, i*100, 100)
-		ta.waitFor(t, i*100, 100, 30*time.Second)
-		for _, in := range ins {
-			in.stop(t)
-		}
-		if d, dups := ta.count(); d != (i+1)*100 || dups != 0 {
-			t.Fatalf("after the %s fleet: %d distinct, %d duplicates; want %d and 0", step.name, d, dups, (i+1)*100)
-		}
-	}
-}
-
-// TestMixedProtocols: instances of both protocols of this release on one
-// table at once (a mistake the README warns of) still never read a shard
-// twice at a time: the per-row instance never takes a row naming an
-// incarnation, the membership one takes a per-row holder's row only once
-// its expires_at stood still for 10s.
-func TestMixedProtocols(t *testing.T) {
-	kc := testutil.KinesisClient(t, testutil.Kinesalite)
-	stream := testutil.StreamName(t)
-	testutil.CreateStream(t, kc, stream, 4)
-	mem := memory.New()
-	ta := newTally()
-	ins := map[string]*instance{
-		"a": start(t, kc, mem, stream, "a", ta, kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal)),
-		"b": start(t, kc, mem, stream, "b", ta),
-	}
-	put(t, kc, stream, 0, 200)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, twice := holdings(ins, []string{stream}); twice {
-			t.Fatal("a shard held by instances of both protocols at once")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	ta.waitFor(t, 0, 200, 30*time.Second)
-	if _, dups := ta.count(); dups != 0 {
-		t.Fatalf("%d duplicates with both protocols on one table, want 0", dups)
-	}
-}
-
 // slowTake is a memory store whose TakeAs, once armed, waits first: a taker
 // paused between its read of a row and its take (a GC pause, SIGSTOP).
 type slowTake struct {
@@ -458,4 +400,137 @@ func TestMaxLeases(t *testing.T) {
 	waitSplit(t, stream, ins, []int{2, 2})
 	ins["c"] = start(t, kc, mem, stream, "c", ta)
 	waitSplit(t, stream, ins, []int{2, 2, 1})
+}
+
+// shardTally records, per order id, the shards it was handled from.
+type shardTally struct {
+	mu   sync.Mutex
+	seen map[int][]string
+}
+
+func (ta *shardTally) handler(ctx context.Context, o order) error {
+	rec, _ := kinesislease.RecordFrom(ctx)
+	ta.mu.Lock()
+	ta.seen[o.ID] = append(ta.seen[o.ID], rec.ShardID)
+	ta.mu.Unlock()
+	return nil
+}
+
+// handled returns how many times id was handled, and from which shard.
+func (ta *shardTally) handled(id int) (int, string) {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	if len(ta.seen[id]) == 0 {
+		return 0, ""
+	}
+	return len(ta.seen[id]), ta.seen[id][0]
+}
+
+// TestUpgradeFromRenewalProtocolRows: a table an earlier release (the per-row
+// renewal protocol) used. A row it released is resumed from its checkpoint
+// at once; a row one of its instances still holds (an owner, no
+// incarnation, its expires_at and handoff_to) is left alone, with an ERROR
+// naming the holder and the shard, until it has stood still for
+// engine.LegacyRowTimeout (a minute, longer than this test waits).
+func TestUpgradeFromRenewalProtocolRows(t *testing.T) {
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 2)
+	dc, table, store := dynamoTable(t)
+	const released, held = "shardId-000000000000", "shardId-000000000001"
+
+	// Both shards read to a checkpoint, then the rows left as the earlier
+	// release leaves them: one released, one held by a live instance.
+	ta := &shardTally{seen: map[int][]string{}}
+	first := startWith(t, kc, store, stream, "first", ta.handler, nil)
+	put(t, kc, stream, 0, 100)
+	eventually(t, 30*time.Second, func() bool {
+		for id := range 100 {
+			if n, _ := ta.handled(id); n == 0 {
+				return false
+			}
+		}
+		return true
+	}, func() string { return "the first 100 records not handled" })
+	first.stop(t)
+	shardOfKey := map[string]string{}
+	for id := range 100 {
+		_, shard := ta.handled(id)
+		shardOfKey[fmt.Sprintf("customer-%d", id%17)] = shard
+	}
+	heldKey := leases.Key{Stream: stream, Shard: held}
+	if _, err := dc.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName:                aws.String(table),
+		Key:                      map[string]dtypes.AttributeValue{"lease_key": &dtypes.AttributeValueMemberS{Value: heldKey.String()}},
+		UpdateExpression:         aws.String("SET #o = :o, expires_at = :e, handoff_to = :h REMOVE incarnation"),
+		ExpressionAttributeNames: map[string]string{"#o": "owner"},
+		ExpressionAttributeValues: map[string]dtypes.AttributeValue{
+			":o": &dtypes.AttributeValueMemberS{Value: "old-release"},
+			":e": &dtypes.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(10 * time.Second).UnixMilli())},
+			":h": &dtypes.AttributeValueMemberS{Value: "old-release-2"},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := store.Get(context.Background(), heldKey)
+	if err != nil || before.Owner != "old-release" || before.Incarnation != "" {
+		t.Fatalf("the per-row row as written: %+v, %v", before, err)
+	}
+
+	var logs lockedBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))
+	ta2 := &shardTally{seen: map[int][]string{}}
+	next := startWith(t, kc, store, stream, "next", ta2.handler, nil, kinesislease.WithLogger(logger))
+	put(t, kc, stream, 100, 100)
+	var onReleased, onHeld []int
+	for id := 100; id < 200; id++ {
+		if shardOfKey[fmt.Sprintf("customer-%d", id%17)] == released {
+			onReleased = append(onReleased, id)
+		} else {
+			onHeld = append(onHeld, id)
+		}
+	}
+	if len(onReleased) == 0 || len(onHeld) == 0 {
+		t.Fatalf("records 100-199 all on one shard (%d on %s, %d on %s)", len(onReleased), released, len(onHeld), held)
+	}
+	eventually(t, 30*time.Second, func() bool {
+		for _, id := range onReleased {
+			if n, _ := ta2.handled(id); n == 0 {
+				return false
+			}
+		}
+		return true
+	}, func() string { return "the records of the released row's shard not handled" })
+	eventually(t, 30*time.Second, func() bool { return strings.Contains(logs.String(), "retired per-row renewal protocol") },
+		func() string { return "no ERROR about the per-row row; log:\n" + logs.String() })
+	time.Sleep(3 * time.Second) // 20 heartbeats: long enough to take a row it should not
+
+	if got := next.svc.Held(stream); !slices.Equal(got, []string{released}) {
+		t.Errorf("the new instance holds %v, want only %s (the per-row row is held by a live instance of the earlier release)", got, released)
+	}
+	for id := range 100 {
+		if n, _ := ta2.handled(id); n != 0 {
+			t.Errorf("record %d, before the checkpoints the earlier release left, redelivered", id)
+		}
+	}
+	for _, id := range onHeld {
+		if n, _ := ta2.handled(id); n != 0 {
+			t.Fatalf("record %d of %s, whose row a live instance of the earlier release holds, handled", id, held)
+		}
+	}
+	if after, err := store.Get(context.Background(), heldKey); err != nil || after != before {
+		t.Errorf("the per-row row changed: %+v (%v), was %+v", after, err, before)
+	}
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "retired per-row renewal protocol") {
+			line = l
+			break
+		}
+	}
+	for _, want := range []string{"level=ERROR", "holder=old-release", "shard=" + held, "stop every instance of the earlier version"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the ERROR line %q lacks %q", line, want)
+		}
+	}
 }

@@ -27,14 +27,9 @@ type config struct {
 	storeDefaulted  bool // no WithLeaseStore: the memory store
 	logger          *slog.Logger
 	client          Kinesis
-	leaseDuration   time.Duration
-	renewInterval   time.Duration
-	leaseSet        bool // WithLease was given
-	protocol        LeaseProtocol
 	heartbeat       time.Duration
 	timeout         time.Duration
 	maxLeases       int
-	scanInterval    time.Duration
 	shardSync       time.Duration
 	shutdownTimeout time.Duration
 	events          func(kltype.LeaseEvent)
@@ -44,18 +39,14 @@ type config struct {
 	errs            []error
 }
 
-// Default lease settings. KCL's defaults are a 10s failover time and
-// renewals every 3.3s; these match them, so a dead instance's shards move in
-// about LeaseDuration plus one ScanInterval.
-const (
-	DefaultLeaseDuration   = 10 * time.Second
-	DefaultRenewInterval   = DefaultLeaseDuration / 3
-	DefaultShutdownTimeout = 30 * time.Second
-)
+// DefaultShutdownTimeout bounds the drain at shutdown (WithShutdownTimeout).
+const DefaultShutdownTimeout = 30 * time.Second
 
-// Default membership settings (WithHeartbeat): a heartbeat every 1.25s is
-// one write per instance, 2,880 an hour; a dead instance's shards move
-// after about DefaultTimeout plus a heartbeat.
+// Default lease settings (WithHeartbeat): a heartbeat every 1.25s is one
+// write per instance, 2,880 an hour, whatever the number of shards; a dead
+// instance's shards move after about DefaultTimeout plus a heartbeat, and
+// an instance stops delivering once its last successful heartbeat was sent
+// 5/6 of DefaultTimeout ago (its fence: about 4.17s).
 const (
 	DefaultHeartbeat = 1250 * time.Millisecond
 	DefaultTimeout   = 5 * time.Second
@@ -81,7 +72,9 @@ func WithOwner(id string) Option {
 
 // WithLeaseStore sets where leases and checkpoints live. The default is an
 // in-memory store: one instance only, and checkpoints die with the process.
-// Use leases/dynamo for a service of several instances.
+// Use leases/dynamo for a service of several instances. The store must
+// implement leases.Membership (both stores of this module do): New refuses
+// one that does not.
 func WithLeaseStore(s leases.Store) Option {
 	return serviceOption(func(c *config) {
 		if s == nil {
@@ -103,62 +96,18 @@ func WithKinesisClient(client Kinesis) Option {
 	return serviceOption(func(c *config) { c.client = client })
 }
 
-// WithLease sets the lease duration and renewal interval (defaults
-// DefaultLeaseDuration and DefaultRenewInterval, as KCL's). Another
-// instance takes a lease over once it has seen it unrenewed for duration;
-// the holder stops handing records to handlers once its last renewal is older
-// than 4/5 of duration. renew must be below that: a third of duration leaves
-// room for two failed renewals. Shorter leases fail over faster and cost more
-// DynamoDB writes (3600/renew per held shard per hour).
-func WithLease(duration, renew time.Duration) Option {
-	return serviceOption(func(c *config) {
-		if duration <= 0 || renew <= 0 || renew >= duration-duration/5 {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithLease(%v, %v): want 0 < renew < 4/5 of duration", ErrInvalidOption, duration, renew))
-		}
-		c.leaseDuration, c.renewInterval, c.leaseSet = duration, renew, true
-	})
-}
-
-// LeaseProtocol says how the instances of a service prove they are alive.
-type LeaseProtocol int
-
-const (
-	// Membership (the default with a store implementing leases.Membership,
-	// as leases/dynamo and leases/memory do): every instance heartbeats in
-	// a membership row of the lease table, and a lease stays held while
-	// its holder's heartbeat advances. Lease upkeep costs one write per
-	// instance per heartbeat whatever the shard count; one assignment
-	// plan spans every stream of the service. See WithHeartbeat.
-	Membership LeaseProtocol = iota
-	// PerRowRenewal is the first release's protocol: each held lease row is
-	// renewed every renewal interval (WithLease) and takers watch every
-	// row. For stores without leases.Membership, and for a fleet still
-	// running instances of the first release.
-	PerRowRenewal
-)
-
-// WithLeaseProtocol selects the lease protocol (default Membership when the
-// store supports it). Every instance sharing a lease table must run the same
-// protocol: stop the fleet before changing it.
-func WithLeaseProtocol(p LeaseProtocol) Option {
-	return serviceOption(func(c *config) {
-		if p != Membership && p != PerRowRenewal {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithLeaseProtocol(%d): unknown protocol", ErrInvalidOption, int(p)))
-		}
-		c.protocol = p
-	})
-}
-
-// WithHeartbeat sets the membership protocol's heartbeat interval and
-// timeout (defaults 1.25s and 5s): a member whose heartbeat another instance
-// sees unchanged for timeout is dead and its shards are taken; an instance
-// delivers only while its last successful heartbeat was sent less than 5/6
-// of timeout ago (after a failed heartbeat the next comes half an interval
-// later). interval must leave room for two failed heartbeats: at
-// most a quarter of timeout. Each heartbeat is one DynamoDB write (one WCU
-// while the membership row stays under 1 KB). Without WithHeartbeat,
-// WithLease's duration and renewal interval stand for timeout and
-// interval.
+// WithHeartbeat sets the lease protocol's heartbeat interval and timeout
+// (defaults DefaultHeartbeat and DefaultTimeout, 1.25s and 5s). Every
+// instance heartbeats in a membership row of the lease table, and its leases
+// stay held while its heartbeat advances: a member whose heartbeat another
+// instance sees unchanged for timeout is dead and its shards are taken; an
+// instance delivers only while its last successful heartbeat was sent less
+// than 5/6 of timeout ago (its fence; after a failed heartbeat the next
+// comes half an interval later). interval must leave room for two failed
+// heartbeats: at most a quarter of timeout. Each heartbeat is one DynamoDB
+// write (one WCU while the membership row stays under 1 KB), whatever the
+// number of shards. Give every instance sharing a lease table the same
+// settings.
 func WithHeartbeat(interval, timeout time.Duration) Option {
 	return serviceOption(func(c *config) {
 		if interval <= 0 || timeout <= 0 || interval > timeout/4 {
@@ -168,8 +117,7 @@ func WithHeartbeat(interval, timeout time.Duration) Option {
 	})
 }
 
-// WithMaxLeases caps the leases this instance holds (membership protocol;
-// default no cap). Shards beyond the fleet's capacity stay unread until an
+// WithMaxLeases caps the leases this instance holds (default no cap). Shards beyond the fleet's capacity stay unread until an
 // instance joins: a cap is for keeping one instance's load bounded. Give
 // every instance the same cap: each computes the plan with its own, and
 // plans that differ move leases back and forth.
@@ -214,19 +162,6 @@ func WithMemoryBudget(bytes int64, records int64) Option {
 			c.errs = append(c.errs, fmt.Errorf("%w: WithMemoryBudget(%d, %d): want at least 1 MiB and 100 records", ErrInvalidOption, bytes, records))
 		}
 		c.budgetBytes, c.budgetRecords = bytes, records
-	})
-}
-
-// WithScanInterval sets how often the rows of shards this instance does not
-// hold are read, to find free and expired leases and balance (default: the
-// lease duration, jittered), under the PerRowRenewal protocol. It costs one
-// GetItem per such shard per scan. The membership protocol does not scan.
-func WithScanInterval(d time.Duration) Option {
-	return serviceOption(func(c *config) {
-		if d <= 0 {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithScanInterval(%v): must be positive", ErrInvalidOption, d))
-		}
-		c.scanInterval = d
 	})
 }
 
@@ -351,10 +286,10 @@ func WithPolling(minInterval, idle time.Duration, limit int32) SubscribeOption {
 // every second), so a failover can take up to 5 seconds longer than with
 // polling. Registered consumers cost money per consumer-shard hour and per
 // GB read; they are not deregistered when the service stops (see the
-// README). WithPolling does not apply. Run fails with
-// ErrConsumerLimit when the stream has no room for another consumer, and
-// with ErrInvalidOption if the Kinesis client (WithKinesisClient) has no
-// SubscribeToShard.
+// README). WithPolling does not apply. Subscribe fails with
+// ErrInvalidOption if the Kinesis client (WithKinesisClient) has no
+// SubscribeToShard; Run fails with ErrConsumerLimit when the stream has no
+// room for another consumer.
 func WithEnhancedFanOut(consumerName string) SubscribeOption {
 	return subOption(func(s *subscription) {
 		if !validConsumerName(consumerName) {

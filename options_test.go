@@ -13,6 +13,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -24,9 +25,13 @@ func TestInvalidOptions(t *testing.T) {
 	}{
 		{"empty owner", kinesislease.WithOwner(""), "WithOwner"},
 		{"nil store", kinesislease.WithLeaseStore(nil), "WithLeaseStore"},
-		{"renew not below lease", kinesislease.WithLease(time.Second, time.Second), "WithLease"},
-		{"zero lease", kinesislease.WithLease(0, time.Second), "WithLease"},
-		{"zero scan", kinesislease.WithScanInterval(0), "WithScanInterval"},
+		{"store without membership", kinesislease.WithLeaseStore(storeOnly{memory.New()}), "leases.Membership"},
+		{"heartbeat not below a quarter of the timeout", kinesislease.WithHeartbeat(2*time.Second, 5*time.Second), "WithHeartbeat"},
+		{"zero heartbeat", kinesislease.WithHeartbeat(0, 5*time.Second), "WithHeartbeat"},
+		{"zero timeout", kinesislease.WithHeartbeat(time.Second, 0), "WithHeartbeat"},
+		{"zero max leases", kinesislease.WithMaxLeases(0), "WithMaxLeases"},
+		{"small memory budget", kinesislease.WithMemoryBudget(1024, 100), "WithMemoryBudget"},
+		{"hook implementing nothing", kinesislease.WithHooks(struct{}{}), "WithHooks"},
 		{"zero shard sync", kinesislease.WithShardSyncInterval(0), "WithShardSyncInterval"},
 		{"zero shutdown", kinesislease.WithShutdownTimeout(0), "WithShutdownTimeout"},
 		{"nil", nil, "nil option"},
@@ -34,6 +39,24 @@ func TestInvalidOptions(t *testing.T) {
 		_, err := kinesislease.New(awsConfig(), tc.opt)
 		if !errors.Is(err, kinesislease.ErrInvalidOption) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: New: %v, want ErrInvalidOption naming %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// storeOnly hides every method of a store but those of leases.Store.
+type storeOnly struct{ leases.Store }
+
+// TestNewReportsEveryInvalidOption: New names every invalid option at once,
+// so that Run never meets one.
+func TestNewReportsEveryInvalidOption(t *testing.T) {
+	_, err := kinesislease.New(awsConfig(), kinesislease.WithOwner(""), kinesislease.WithHeartbeat(time.Second, time.Second),
+		kinesislease.WithLeaseStore(storeOnly{memory.New()}), kinesislease.WithShutdownTimeout(0))
+	if !errors.Is(err, kinesislease.ErrInvalidOption) {
+		t.Fatalf("New: %v, want ErrInvalidOption", err)
+	}
+	for _, want := range []string{"WithOwner", "WithHeartbeat", "WithLeaseStore", "WithShutdownTimeout"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("New: %v, want it to name %s", err, want)
 		}
 	}
 }

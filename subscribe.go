@@ -102,6 +102,11 @@ func subscribeWith(svc *Service, stream string, install func(*subscription), opt
 		o.applySub(sub)
 	}
 	install(sub)
+	if sub.consumer != "" {
+		if _, err := fanOutClient(svc.kin, stream); err != nil {
+			sub.errs = append(sub.errs, err)
+		}
+	}
 	if len(sub.errs) > 0 {
 		return fmt.Errorf("subscribe %q: %w", stream, errors.Join(sub.errs...))
 	}

@@ -22,23 +22,17 @@ import (
 // steady state: a fleet at the default settings, balanced, no records
 // flowing (so no checkpoints), over a 15s window (KINESISLEASE_UPKEEP_WINDOW
 // sets another; KINESISLEASE_UPKEEP_KEY_CONCURRENCY subscribes with
-// WithKeyConcurrency), counting the lease events (moves) in it. Per protocol, instances
-// and shards: write units per instance-hour, read units per instance-second,
-// and the membership rows' share of the writes. The membership protocol's
-// figures must not grow with the shard count.
+// WithKeyConcurrency), counting the lease events (moves) in it. Per
+// instances and shards: write units per instance-hour, read units per
+// instance-second, and the membership rows' share of the writes. The figures
+// must not grow with the shard count.
 func BenchmarkLeaseUpkeep(b *testing.B) {
 	window := 15 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("KINESISLEASE_UPKEEP_WINDOW")); err == nil && d > 0 {
 		window = d
 	}
-	for _, c := range []struct {
-		protocol          string
-		instances, shards int
-	}{
-		{"membership", 4, 8}, {"membership", 4, 64}, {"membership", 4, 512}, {"membership", 20, 64}, {"membership", 8, 256},
-		{"per-row", 4, 8}, {"per-row", 4, 64},
-	} {
-		b.Run(fmt.Sprintf("%s/instances=%d/shards=%d", c.protocol, c.instances, c.shards), func(b *testing.B) {
+	for _, c := range []struct{ instances, shards int }{{4, 8}, {4, 64}, {4, 512}, {20, 64}, {8, 256}} {
+		b.Run(fmt.Sprintf("instances=%d/shards=%d", c.instances, c.shards), func(b *testing.B) {
 			for range b.N {
 				kc := testutil.KinesisClient(b, testutil.Kinesalite)
 				stream := testutil.StreamName(b)
@@ -68,9 +62,6 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 								moves.Add(1)
 							}
 						}),
-					}
-					if c.protocol == "per-row" {
-						opts = append(opts, kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal))
 					}
 					svc, err := kinesislease.New(testutil.Config(b), opts...)
 					if err != nil {

@@ -38,20 +38,16 @@ type LeaseEvent struct {
 	ShardID string
 }
 
-// Stats counts the lease store calls of one subscription, for cost
-// measurements (kinesislease.Service.Stats).
+// Stats counts the lease store calls of a service, for cost measurements
+// (kinesislease.Service.Stats).
 type Stats struct {
-	// Reads counts Get calls (strongly consistent GetItems on DynamoDB).
+	// Reads counts strongly consistent reads (GetItems on DynamoDB): of
+	// lease rows and of membership rows.
 	Reads int64
-	// Writes counts conditional writes: creates, takes, renewals,
-	// checkpoints, releases, handoff requests, heartbeats.
+	// Writes counts conditional writes: creates, takes, checkpoints,
+	// releases, rewinds, heartbeats and other membership writes.
 	Writes int64
-	// Scans counts the coordinator's scans of the rows it does not hold.
-	Scans int64
-	// FullScans counts the scans that read every such row.
-	FullScans int64
-	// Heartbeats counts membership heartbeats (writes, included in Writes)
-	// and MemberReads the reads of membership rows (included in Reads),
-	// under the membership protocol.
+	// Heartbeats counts heartbeats (writes, included in Writes) and
+	// MemberReads the reads of membership rows (included in Reads).
 	Heartbeats, MemberReads int64
 }

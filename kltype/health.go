@@ -11,12 +11,11 @@ type Health struct {
 	// readiness should wait for it.
 	Ready bool
 	// Live: the instance may deliver records: its last successful heartbeat
-	// is within the fence (under PerRowRenewal: it is running). It turns
-	// false the moment the fence passes (the store unreachable for longer
-	// than the timeout less the margin) and true again once a heartbeat
-	// lands and leases are taken afresh. A liveness probe that restarts the
-	// process on false trades a wait for a restart: both take the leases
-	// afresh.
+	// is within the fence. It turns false the moment the fence passes (the
+	// store unreachable for longer than the timeout less the margin) and
+	// true again once a heartbeat lands and leases are taken afresh. A
+	// liveness probe that restarts the process on false trades a wait for a
+	// restart: both take the leases afresh.
 	Live bool
 	// Err, while Live is false, is why: the last error of the lease store
 	// (a table missing or unreachable, access denied); nil otherwise. The

@@ -85,7 +85,7 @@ type FailureInfo struct {
 }
 
 // HookFailed is called when a shard or a stream fails for good for now and
-// is set aside to be tried again later (membership protocol).
+// is set aside to be tried again later.
 type HookFailed interface{ OnFailed(f FailureInfo) }
 
 // BatchInfo describes one GetRecords answer that held records, or one
@@ -173,7 +173,7 @@ type HookDeadLettered interface{ OnDeadLettered(dl *DeadLetterRecord) }
 type CallInfo struct {
 	// Service is "dynamodb" (the lease store, whatever it is) or "kinesis".
 	Service string
-	// Op is the operation, e.g. Renew or GetRecords.
+	// Op is the operation, e.g. Heartbeat or GetRecords.
 	Op string
 	// Duration is how long the call took.
 	Duration time.Duration

@@ -1,88 +1,120 @@
-// Package leases defines the shard lease: who holds a shard of a Kinesis
-// stream, and how far its records have been processed.
+// Package leases defines the shard lease (who holds a shard of a Kinesis
+// stream, and how far its records have been processed) and the membership
+// protocol that keeps leases held: the contract every Store gives and the
+// consumer builds on.
 //
-// A Store keeps one row per shard, keyed by [Key] (`stream:shard`). Every row
-// carries a counter (lease_counter) that each successful write bumps by one.
-// Every write names the counter its writer last saw, and a holder's writes
-// also name the owner; a write whose condition no longer holds fails with
-// [ErrConflict] and changes nothing. On this rule the consumer builds its
-// guarantees:
+// # Rows
 //
-//  1. Two owners never both hold a shard: a takeover is conditional on the
-//     counter the taker read, so it races with every write of the holder and
-//     at most one of them lands; and a holder that can no longer show takers
-//     it is alive stops delivering records before a taker may act (point 3).
-//  2. A checkpoint lands only while its writer holds the lease.
-//  3. A taker never needs synchronised clocks. It treats a lease held by
-//     another owner as dead once it has seen the holder's renewals stop: the
-//     pair (Owner, ExpiresAt) that [Store.Renew] writes, compared as opaque
-//     values and never against a clock, unchanged for a whole lease duration
-//     on the taker's own monotonic clock, counted from when the read that
-//     first showed the pair returned. The holder counts its lease from when
-//     it sent the write (its Take or a Renew) that wrote the pair, and stops
-//     delivering a safety margin before a lease duration has passed, so it
-//     has stopped before any taker may act.
+// A Store keeps one lease row per shard, keyed by [Key] (`stream:shard`),
+// and, beside them in the same table, [MemberRows] membership rows (keys
+// [MemberKey], which start with '#': no stream name contains one and no ARN
+// starts with one, so they never collide with a lease key).
 //
-// The counter is not the sign of life: other writers bump it too. A
-// RequestHandoff by an instance that wants the lease, or a Rewind by an
-// operator, writes the row without its holder; a requester asking a dead
-// holder for its lease would, if the counter counted, keep that lease alive
-// forever. So those writes leave Owner and ExpiresAt as they are, and a taker
-// ignores them, while the takeover itself is still conditional on the counter
-// the taker read: it fails if anything at all was written since. The holder
-// mirrors the takers: only a Renew that changed ExpiresAt extends how long it
-// may deliver. A Checkpoint does not, nor does a Renew that returned the
-// ExpiresAt the holder already had, since takers cannot tell such a write from
-// none. Hence every Renew must write an ExpiresAt later than the one it
-// replaces (see "Writing a Store").
+// Every lease row carries a counter (lease_counter) that each successful
+// write bumps by one, and a write token (a random value each write makes
+// anew). Every write names the counter its writer last saw; a holder's
+// writes (Checkpoint, Release, ApplyRewind, and a Rewind of a held row)
+// also name the owner and, when the lease names one, the incarnation. A
+// write whose condition no longer holds fails with a [*ConflictError]
+// (matching [ErrConflict]) and changes nothing.
 //
-// Beyond that, ExpiresAt is the holder's wall-clock estimate of when its lease
-// ends, for people and tools.
+// # Membership
 //
-// The interface needs nothing but single-row reads and conditional single-row
-// writes (DynamoDB's GetItem and UpdateItem); the shard list comes from
-// Kinesis, never from listing the store.
+// Each instance of a service heartbeats in one membership row (chosen by
+// [MemberRow] from its owner id): its [Member] entry names its owner id, its
+// incarnation (one per process: a restart is a new incarnation) and a
+// heartbeat value it advances on every heartbeat. A lease row names its
+// holder's owner and incarnation ([Membership.TakeAs]) and stays held while
+// that incarnation's heartbeat advances. No lease row is renewed: upkeep
+// costs one write per instance per heartbeat, whatever the number of shards,
+// and a taker watches a few membership rows instead of every lease row.
+//
+// On these rules the consumer builds its guarantees:
+//
+//  1. Two owners never both hold a shard: a takeover (TakeAs) is
+//     conditional on the counter the taker read, so it races with every
+//     write of the holder and at most one of them lands; and a holder that
+//     can no longer show takers it is alive stops delivering records before
+//     a taker may act (point 3).
+//  2. A checkpoint lands only while its writer holds the lease: the
+//     holder's writes are conditional on its owner and incarnation, so
+//     neither another owner nor another process with the same owner id
+//     (an earlier incarnation, or a duplicate) can write it.
+//  3. A taker never needs synchronised clocks. It treats an incarnation as
+//     dead once it has seen that incarnation's heartbeat, compared as an
+//     opaque value and never against a clock, unchanged for a whole timeout
+//     on its own monotonic clock: from when the read that first showed the
+//     value returned to when a later read that still showed it was sent.
+//     The holder counts from when it sent its last successful heartbeat, and
+//     stops delivering (its fence) a safety margin before a timeout has
+//     passed, so it has stopped before any taker may act. A holder whose
+//     fence passed has lost every lease: it delivers again only after
+//     taking each row afresh, as a new incarnation.
+//  4. The counter is not the sign of life; the heartbeat is. Others bump
+//     the counter too (an operator's Rewind of a held row), and such writes
+//     leave Owner and Incarnation as they are; a takeover is still
+//     conditional on the counter the taker read, so it fails if anything at
+//     all was written since.
+//  5. A released lease (Owner empty) can be taken at once, and so can the
+//     leases of an incarnation whose entry is marked Leaving (it shut down,
+//     or another member found it dead: it never comes back).
+//  6. Two processes with one owner id are told apart by their incarnations:
+//     a Heartbeat is conditional on the entry's incarnation, so only one of
+//     them heartbeats, and only its leases are held.
+//  7. Only Create creates a row. A row that vanished is recreated by its
+//     holder, from the checkpoint it knows; nobody else takes a missing row.
+//
+// The interface needs nothing but single-row reads and conditional
+// single-row writes (DynamoDB's GetItem and UpdateItem); the shard list
+// comes from Kinesis, never from listing the store.
 //
 // Implementations live in the sub-packages memory (tests, one process) and
 // dynamo (DynamoDB).
+//
+// # Rows of the per-row renewal protocol
+//
+// An earlier release kept leases held by renewing each row. Its rows name
+// an owner and no incarnation (and may carry attributes of that protocol,
+// such as an expiry and a handoff request, which Stores ignore). Every
+// Store still reads them and TakeAs takes them, removing those leftover
+// attributes; a holder write on such a row (l.Incarnation empty) is
+// conditional on the owner only. The consumer takes such a row only after
+// it has seen it unchanged for a minute: stop every instance of the earlier
+// release before starting this one.
 //
 // # Writing a Store
 //
 // A Store for another database must give the guarantees above with the same
 // primitives:
 //
-//   - Reads are single-row and strongly consistent: Get returns the row as
-//     last written by anyone, never an older version. Writes are conditional
-//     single-row writes, each condition checked and the change applied
-//     atomically: Create only if the row is absent; every other write only
-//     if the row's counter equals l.Counter and, for a write on a held row
-//     (Renew, Checkpoint, Release and ApplyRewind by its holder,
-//     RequestHandoff and a Rewind of a held row by others), its owner is the
-//     non-empty l.Owner; a Rewind of a free row also requires it still free.
-//     No write but Create creates a row. No scans, listings or multi-row
-//     transactions.
-//   - Every successful write sets Counter to l.Counter+1 (Create: 1), writes
-//     a new Token that no other write of any writer produces (a random one),
-//     and returns the row as now stored. A write changes only the fields its
-//     method names and keeps the others.
-//   - Only Take, Renew and Release change Owner or ExpiresAt. Renew writes
-//     an ExpiresAt at least a millisecond later than l.ExpiresAt: now+ttl,
-//     or l.ExpiresAt plus a millisecond when the store's clock did not move
-//     far enough (it stood still or stepped back, or two renewals fell in
-//     one millisecond). A Renew that repeated ExpiresAt would look like no
-//     renewal at all, and one that went back to an earlier value could
-//     repeat a pair a taker saw before. ExpiresAt is kept to at least
-//     millisecond precision; a free row's is zero. (Take writes now+ttl
-//     afresh, so one assumption about clocks is left: a holder's wall clock
-//     does not stand still across its Release of a lease and its Take of the
-//     same lease, which could write a pair again.)
+//   - It implements [Store] and [Membership]; the consumer refuses a Store
+//     without Membership.
+//   - Reads are single-row and strongly consistent: Get and Members return
+//     the row as last written by anyone, never an older version. Writes are
+//     conditional single-row writes, each condition checked and the change
+//     applied atomically: Create only if the row is absent; every other
+//     lease write only if the row's counter equals l.Counter and, for a
+//     holder write (Checkpoint, Release, ApplyRewind, and a Rewind of a held
+//     row), its owner is the non-empty l.Owner and, when l.Incarnation is
+//     not empty, its incarnation is l.Incarnation; a Rewind of a free row
+//     also requires it still free. No write but Create creates a lease row.
+//     No scans, listings or multi-row transactions.
+//   - Every successful lease write sets Counter to l.Counter+1 (Create: 1),
+//     writes a new Token that no other write of any writer produces (a
+//     random one), and returns the row as now stored. A write changes only
+//     the fields its method names and keeps the others. Only TakeAs and
+//     Release change Owner and Incarnation.
+//   - Membership writes name one entry of one row and change nothing else
+//     in it (members of one row never overwrite each other); their
+//     conditions are documented on [Membership].
 //   - Errors are mapped, the native error kept wrapped (errors.As finds it):
-//     a failed condition is a [*ConflictError] (matching ErrConflict), a
-//     missing row matches ErrNotFound, and what no retry can cure (a missing
-//     table, a wrong key schema, denied access) matches ErrMisconfigured
-//     with a message naming the resource and what to do. A context that is
-//     done makes a call return an error matching the context's error
-//     (errors.Is(err, ctx.Err())); one done on entry writes nothing.
+//     a failed condition is a [*ConflictError] (a [*MemberConflictError] for
+//     a membership write), both matching ErrConflict; a missing row matches
+//     ErrNotFound; and what no retry can cure (a missing table, a wrong key
+//     schema, denied access) matches ErrMisconfigured with a message naming
+//     the resource and what to do. A context that is done makes a call
+//     return an error matching the context's error (errors.Is(err,
+//     ctx.Err())); one done on entry writes nothing.
 //   - A Store does not retry: not conflicts (its caller re-reads the row and
 //     decides), and not other failures beyond what its client library does
 //     for transient errors. If that library may resend a write whose answer
@@ -90,24 +122,19 @@
 //     moved the counter): the Store then reads the row and, finding its own
 //     Token, returns that row as a success.
 //   - Arguments are validated before anything is sent, with errors that do
-//     not match ErrConflict: [Key.Validate] for every key ([ValidateLeaseKey]
-//     in a Store that implements [Membership], whose rows share the table),
-//     [ValidateOwner]
-//     for Take's owner and RequestHandoff's to, [ValidateTTL] for lease
-//     durations, a non-empty Sequence for Checkpoint and Rewind.
+//     not match ErrConflict: [ValidateLeaseKey] for every lease key,
+//     [ValidateMember] for TakeAs's owner and incarnation and for entries,
+//     [ValidateMemberRow] and [ValidateReplaceMember] for membership calls,
+//     a non-empty Sequence for Checkpoint and Rewind.
 //   - Every method is safe for concurrent use, by goroutines and by
 //     processes sharing the database.
 //   - Optionally, a Store implements [Checker], so that a service refuses to
 //     start on a configuration that cannot work instead of failing at its
 //     first lease.
-//   - A Store for the membership protocol implements [Membership]: its
-//     membership rows live beside the lease rows (keys [MemberKey], which
-//     no lease key may name), each entry written by a conditional write of
-//     that one entry.
 //
 // Then run the conformance suite, leasestest.Run, from a test of the
-// Store's package; it also checks Checker and Membership when the Store
-// implements them. The Stores of this module pass it.
+// Store's package; it also checks Checker when the Store implements it. The
+// Stores of this module pass it.
 package leases
 
 import (
@@ -124,8 +151,9 @@ var (
 	ErrNotFound = errors.New("leases: lease not found")
 
 	// ErrConflict: the write's condition did not hold (the row exists on
-	// Create; on other writes the counter moved on or the writer is not the
-	// owner). Nothing was written. Re-read the row to learn its state.
+	// Create; on other writes the counter moved on, or the writer is not
+	// the holder: another owner or another incarnation). Nothing was
+	// written. Re-read the row to learn its state.
 	ErrConflict = errors.New("leases: lease changed concurrently")
 
 	// ErrMisconfigured: the store cannot work as configured (a missing table,
@@ -247,28 +275,16 @@ type Lease struct {
 	Key Key
 	// Owner holds the lease; empty when the lease is free.
 	Owner string
-	// Incarnation is the holder's incarnation (see Membership.TakeAs);
-	// empty for a lease taken with Take (the per-row renewal protocol) and
-	// for a free lease. Release clears it.
+	// Incarnation is the holder's incarnation (see Membership.TakeAs):
+	// holder writes are conditional on it. Empty for a free lease (Release
+	// clears it) and for a row held under the retired per-row renewal
+	// protocol (see the package documentation).
 	Incarnation string
 	// Counter is bumped by every successful write (lease_counter). Every
 	// write is conditional on it.
 	Counter int64
-	// ExpiresAt is the holder's wall-clock estimate of when its lease ends
-	// (about the store's clock at the Take or Renew plus the lease
-	// duration), for people and tools; zero when the lease is free. Never
-	// compare it with a clock to decide a takeover. Takers compare it as an opaque value
-	// instead: with Owner it is the holder's sign of life, which every Renew
-	// moves (later, at millisecond precision) and which Checkpoint,
-	// RequestHandoff, Rewind and ApplyRewind leave as it is. See the package
-	// documentation.
-	ExpiresAt time.Time
 	// Checkpoint is how far the shard has been processed.
 	Checkpoint Checkpoint
-	// HandoffTo names an owner that asked the holder to hand the lease over
-	// (a planned move). The holder finishes in-flight work, checkpoints and
-	// releases; the requester then takes the free lease.
-	HandoffTo string
 	// RewindTo, when not zero, is a checkpoint an operator asked the holder
 	// to move to (see Store.Rewind). The holder stops delivering, applies it
 	// with ApplyRewind and reads on from there.
@@ -288,6 +304,13 @@ func (l Lease) Held() bool { return l.Owner != "" }
 // validation error for an invalid argument). A write changes only the fields
 // its method names.
 //
+// A lease is taken with Membership.TakeAs, which every Store the consumer
+// uses implements too. The holder's writes (Checkpoint, Release,
+// ApplyRewind, and Rewind of a held row) are conditional on l.Counter, on
+// l.Owner and, when l.Incarnation is not empty, on l.Incarnation: a row at
+// another counter, with another owner or another incarnation fails with a
+// *ConflictError and is left as it is.
+//
 // Stores do not retry conflicts; they map their native errors onto the
 // sentinels and keep the native error wrapped. The package documentation
 // ("Writing a Store") lists what an implementation must guarantee.
@@ -300,57 +323,34 @@ type Store interface {
 	// only if no row exists; otherwise ErrConflict.
 	Create(ctx context.Context, key Key) (Lease, error)
 
-	// Take makes owner the holder of l.Key, whoever holds it now, if the
-	// row's counter still equals l.Counter. The caller decides whether the
-	// lease may be taken: it is free, or the caller has seen its holder's
-	// (Owner, ExpiresAt) unchanged for a whole lease duration (not its
-	// counter, which requests bump too; see the package documentation). The
-	// counter condition makes the take fail if anything was written since
-	// the caller's read. ExpiresAt becomes now+ttl; HandoffTo is cleared; the
-	// checkpoint and a pending RewindTo are kept.
-	Take(ctx context.Context, l Lease, owner string, ttl time.Duration) (Lease, error)
-
-	// Renew extends the lease if l.Owner still holds it at counter
-	// l.Counter: ExpiresAt becomes now+ttl, or l.ExpiresAt plus a
-	// millisecond if now+ttl is not at least that late, so that every
-	// renewal writes an ExpiresAt later than the one before it (at
-	// millisecond precision, whatever the store's clock does). Takers watch
-	// for that change, and the holder counts its lease only from a renewal
-	// that made it. HandoffTo and RewindTo are kept.
-	Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
-
-	// Checkpoint records cp if l.Owner still holds the lease at counter
-	// l.Counter. cp must not be zero. Owner and ExpiresAt are kept: a
-	// checkpoint is not a renewal.
+	// Checkpoint records cp if the row is still held by l.Owner (and
+	// l.Incarnation, when set) at counter l.Counter. cp must not be zero.
+	// Owner, Incarnation and a pending RewindTo are kept.
 	Checkpoint(ctx context.Context, l Lease, cp Checkpoint) (Lease, error)
 
-	// Release frees the lease (Owner and HandoffTo become empty, ExpiresAt
-	// zero) if l.Owner still holds it at counter l.Counter, writing cp as
-	// the final checkpoint in the same write unless cp is zero, in which
-	// case the checkpoint is kept. A pending RewindTo is kept for the next
-	// holder.
+	// Release frees the lease (Owner and Incarnation become empty) if the
+	// row is still held by l.Owner (and l.Incarnation, when set) at counter
+	// l.Counter, writing cp as the final checkpoint in the same write unless
+	// cp is zero, in which case the checkpoint is kept. A pending RewindTo
+	// is kept for the next holder.
 	Release(ctx context.Context, l Lease, cp Checkpoint) (Lease, error)
-
-	// RequestHandoff asks the holder of a lease to hand it over to to: it sets
-	// HandoffTo if the row is still held by l.Owner at counter l.Counter.
-	// The holder learns of it at its next renewal, which conflicts. Owner and
-	// ExpiresAt are kept: a request is no sign of the holder's life.
-	RequestHandoff(ctx context.Context, l Lease, to string) (Lease, error)
 
 	// Rewind moves a shard's checkpoint to cp (an operator replaying or
 	// skipping records). If l is free (l.Owner empty) and the row is still
 	// free at counter l.Counter, the checkpoint becomes cp at once (and a
-	// request an earlier holder left pending is dropped). If l is
-	// held and the row is still held by l.Owner at l.Counter, RewindTo
-	// becomes cp: the holder applies it (ApplyRewind) after its next
-	// renewal, so no two readers ever read the shard. cp must not be zero.
-	// Owner and ExpiresAt are kept either way.
+	// request an earlier holder left pending is dropped). If l is held and
+	// the row is still held by l.Owner (and l.Incarnation, when set) at
+	// l.Counter, RewindTo becomes cp: the holder applies it with
+	// ApplyRewind once it reads the request (the consumer re-reads its held
+	// rows when its membership entry's Notice is bumped, and periodically),
+	// so no two readers ever read the shard. cp must not be zero. Owner and
+	// Incarnation are kept either way.
 	Rewind(ctx context.Context, l Lease, cp Checkpoint) (Lease, error)
 
-	// ApplyRewind is the holder's answer to a rewind request: if l.Owner
-	// still holds the lease at counter l.Counter and RewindTo is set, the
-	// checkpoint becomes RewindTo and RewindTo is cleared. Owner and
-	// ExpiresAt are kept.
+	// ApplyRewind is the holder's answer to a rewind request: if the row is
+	// still held by l.Owner (and l.Incarnation, when set) at counter
+	// l.Counter and RewindTo is set, the checkpoint becomes RewindTo and
+	// RewindTo is cleared. Owner and Incarnation are kept.
 	ApplyRewind(ctx context.Context, l Lease) (Lease, error)
 }
 
@@ -381,19 +381,20 @@ type Checker interface {
 	Check(ctx context.Context) error
 }
 
-// ConflictError is the error Stores return for a write whose condition did
-// not hold. It matches ErrConflict. Current, when known, is the row as read
-// after the failed write.
+// ConflictError is the error Stores return for a lease write whose
+// condition did not hold. It matches ErrConflict.
 type ConflictError struct {
-	Op  string // the Store method, e.g. "Renew"
+	Op  string // the Store method, e.g. "Checkpoint"
 	Key Key    // the row written
 	// ExpectedCounter is the counter the write was conditional on.
 	ExpectedCounter int64
-	// ExpectedOwner is the owner the write was conditional on, for a write
-	// on a held row; empty for the others (Create, Take, a Rewind of a free
-	// row).
+	// ExpectedOwner is the owner the write was conditional on, for a holder
+	// write; empty for the others (Create, TakeAs, a Rewind of a free row).
 	ExpectedOwner string
-	Err           error // the store's native error, if any
+	// ExpectedIncarnation is the incarnation a holder write was conditional
+	// on; empty when it was conditional on the owner alone.
+	ExpectedIncarnation string
+	Err                 error // the store's native error, if any
 }
 
 // Error names the method, the row and the condition that did not hold.
@@ -401,6 +402,9 @@ func (e *ConflictError) Error() string {
 	msg := fmt.Sprintf("leases: %s %s: lease changed concurrently (expected counter %d", e.Op, e.Key, e.ExpectedCounter)
 	if e.ExpectedOwner != "" {
 		msg += fmt.Sprintf(", owner %q", e.ExpectedOwner)
+	}
+	if e.ExpectedIncarnation != "" {
+		msg += fmt.Sprintf(", incarnation %q", e.ExpectedIncarnation)
 	}
 	msg += ")"
 	if e.Err != nil {
@@ -423,14 +427,6 @@ func ValidateOwner(owner string) error {
 	}
 	if len(owner) > 256 {
 		return fmt.Errorf("leases: owner %.32q…: longer than 256 bytes", owner)
-	}
-	return nil
-}
-
-// ValidateTTL reports whether ttl can be a lease duration.
-func ValidateTTL(ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("leases: lease duration %v: must be positive", ttl)
 	}
 	return nil
 }

@@ -8,22 +8,6 @@ import (
 	"strings"
 )
 
-// Membership: the liveness protocol.
-//
-// Each instance of a service heartbeats in one of MemberRows membership rows
-// of the lease table (chosen by MemberRow from its owner id): its entry
-// names its owner id, its incarnation (one per process) and a heartbeat
-// counter it advances on every heartbeat. A lease row names its holder's
-// owner and incarnation (TakeAs) and stays held while that incarnation's
-// heartbeat advances: lease upkeep costs one write per instance per
-// heartbeat, whatever the number of shards, and a taker watches a few
-// membership rows instead of every lease row.
-//
-// Takers compare heartbeat values as opaque values on their own monotonic
-// clock, never against a clock of another machine. The rows' keys
-// (MemberKey) start with '#', which no stream name contains and no ARN
-// starts with, so they never collide with a stream:shard key.
-
 // MemberRows is the number of membership rows of a lease table. It is fixed
 // (never derived from the fleet size): every instance of every version
 // sharing a table must agree on it.
@@ -76,9 +60,9 @@ type Member struct {
 	Notice int64
 }
 
-// Membership is the part of a Store that keeps membership rows and lets a
-// holder name its incarnation in the lease rows it takes. Both stores of
-// this module implement it; leasestest checks it.
+// Membership is the part of a Store that keeps membership rows and takes
+// leases for an incarnation. The consumer needs it: every Store it runs on
+// implements it (both stores of this module do), and leasestest checks it.
 //
 // Membership rows hold an entry per member. Every write is conditional on the
 // entry the writer knows, and returns the whole row after the write (the
@@ -118,14 +102,17 @@ type Membership interface {
 	// left the same entry has the same effect for the caller.
 	ReplaceMember(ctx context.Context, row int, seen, next Member) ([]Member, error)
 
-	// TakeAs is Take for the membership protocol: owner's incarnation
-	// becomes the holder of l.Key, whoever holds it now, if the row's
-	// counter still equals l.Counter. Incarnation is written beside Owner;
-	// HandoffTo is cleared; the checkpoint and a pending RewindTo are kept.
-	// ExpiresAt is left as it is: a lease taken this way is held while the
-	// incarnation heartbeats. Like every write it bumps Counter and writes a
-	// new Token. Take (the per-row renewal protocol) and Release clear
-	// Incarnation.
+	// TakeAs makes owner's incarnation the holder of l.Key, whoever holds
+	// it now, if the row's counter still equals l.Counter. The caller
+	// decides whether the lease may be taken: it is free, its holder's
+	// incarnation is dead or leaving (see the package documentation), it
+	// names the caller's own incarnation, or it is a row of the per-row
+	// renewal protocol that stood still long enough. The counter condition
+	// makes the take fail if anything was written since the caller's read.
+	// Owner and Incarnation are written; the checkpoint and a pending
+	// RewindTo are kept; attributes left by the per-row renewal protocol
+	// (an expiry, a handoff request) are removed. Like every write it bumps
+	// Counter and writes a new Token.
 	TakeAs(ctx context.Context, l Lease, owner, incarnation string) (Lease, error)
 
 	// CreateAs creates the row of key, only if no row exists, held by

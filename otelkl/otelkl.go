@@ -26,9 +26,10 @@
 //	                      dead-letter, decode, panic, corrupt-aggregate
 //	rpc.service           dynamodb (the lease store, whatever its backend) or
 //	                      kinesis
-//	rpc.method            the store or Kinesis operation: Get, Create, Take,
-//	                      Renew, Checkpoint, Release, RequestHandoff, Rewind,
-//	                      ApplyRewind; ListShards, GetShardIterator, GetRecords
+//	rpc.method            the store or Kinesis operation: Get, Create,
+//	                      TakeAs, Checkpoint, Release, Rewind, ApplyRewind,
+//	                      Heartbeat, Members, ReplaceMember; ListShards,
+//	                      GetShardIterator, GetRecords
 //
 // Records, from HookRecordHandled:
 //

@@ -78,8 +78,7 @@ func TestScenario(t *testing.T) {
 		kinesislease.WithLeaseStore(memory.New()),
 		kinesislease.WithOwner("otel-a"),
 		kinesislease.WithLogger(slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-		kinesislease.WithLease(600*time.Millisecond, 150*time.Millisecond),
-		kinesislease.WithScanInterval(200*time.Millisecond),
+		kinesislease.WithHeartbeat(150*time.Millisecond, 600*time.Millisecond),
 		kinesislease.WithShutdownTimeout(5*time.Second),
 		kinesislease.WithHooks(h),
 	)
@@ -123,7 +122,7 @@ func TestScenario(t *testing.T) {
 
 	st := otelkl.AttrStream.String(name)
 	// Running: wait until every record reached its outcome and a heartbeat
-	// (the membership protocol's sign of life) and a checkpoint were
+	// (the sign of life that keeps the leases) and a checkpoint were
 	// recorded.
 	var ms metrics
 	deadline := time.Now().Add(30 * time.Second)

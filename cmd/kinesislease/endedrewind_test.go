@@ -18,8 +18,8 @@ import (
 )
 
 // TestRewindRequestOutlivesShardEnd: a rewind is requested from the holder
-// of a closed shard, which reaches the shard's end before its next renewal
-// and releases the row at SHARD_END, the request still pending (its release
+// of a closed shard, which reaches the shard's end before it reads the
+// request and releases the row at SHARD_END, the request still pending (its release
 // conflicts with the request, re-reads the row, still owns it and releases
 // again). The next instance must still apply the request: take the row,
 // move its checkpoint and read the shard again. Before the coordinator
@@ -32,12 +32,12 @@ func TestRewindRequestOutlivesShardEnd(t *testing.T) {
 	split(t, r, 2)
 
 	// svc-old holds the parent, read to its last record.
-	st := r.store(nil)
+	st := r.store()
 	ctx := context.Background()
 	key := leases.Key{Stream: r.stream, Shard: parent}
 	l, err := st.Create(ctx, key)
 	if err == nil {
-		l, err = st.Take(ctx, l, "svc-old", time.Minute)
+		l, err = st.TakeAs(ctx, l, "svc-old", "inc-old")
 	}
 	if err == nil {
 		l, err = st.Checkpoint(ctx, l, leases.Checkpoint{Sequence: ps[2].seq})

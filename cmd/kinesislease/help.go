@@ -100,6 +100,13 @@ DESCRIPTION
 
        SHARD       the shard id.
        OWNER       the instance holding the lease; "-" when it is free.
+       INCARNATION the holder's process (a new one at every start of the
+                   owner); "-" when free. The lease stays held while that
+                   incarnation heartbeats in the table's membership rows.
+                   A held row without one was written by an instance of
+                   an earlier release (the retired per-row renewal
+                   protocol): the service takes it only once it has stood
+                   still for a minute, after logging an ERROR.
        COUNTER     the row's lease_counter, bumped by every write; "-" when
                    no instance has created the shard's row yet.
        CHECKPOINT  how far the shard is processed: a sequence number
@@ -108,17 +115,12 @@ DESCRIPTION
                    applies), or a position written by a rewind that the
                    next processed record replaces: TRIM_HORIZON, LATEST,
                    AT_SEQUENCE_NUMBER:<seq>, AT_TIMESTAMP:<time>.
-       EXPIRES     the lease's expiry relative to now ("in 7s",
-                   "expired 3s ago"; "-" when free), as its holder wrote
-                   it. Instances never compare clocks: one takes a lease
-                   over only after seeing it not renewed for a whole lease
-                   duration on its own clock.
        SHARD_END   "yes" when the shard was read to its end.
        PARENTS     the shard's parents (a split or merge; "a,b" for a
                    merge), "-" if none. A child is read only once every
                    parent is at SHARD_END.
-       REWIND      a rewind requested from the holder, which applies it at
-                   its next renewal; "-" if none.
+       REWIND      a rewind requested from the holder, which applies it
+                   within a heartbeat; "-" if none.
        LAG         how far the checkpoint is behind the tip of the shard:
                    the MillisBehindLatest of one GetRecords (Limit 1) read
                    right after the checkpoint (from TRIM_HORIZON when there
@@ -148,19 +150,18 @@ OPTIONS` + tableStreamHelp + `
             shard_id            string
             row_exists          bool    false: no row yet
             owner               string  "" when free
+            incarnation         string  "" when free or held by an
+                                        earlier release
             counter             number  0 without a row
             checkpoint          string  sequence number, SHARD_END, a
                                         rewind position (AT_TIMESTAMP:<unix
                                         ms>, ...) or ""
             sub_sequence        number
             checkpoint_pending  bool    checkpoint is a rewind position
-            expires_at          string  RFC 3339, or null when free
-            expires_in_ms       number  negative once expired; null when free
             shard_end           bool
             closed              bool    the stream closed the shard
             parents             [string]
             pending_rewind      string  "" if none
-            handoff_to          string  an instance that asked for the lease
             lag_ms              number  null at SHARD_END or when unknown
             caught_up           bool    no record after the checkpoint;
                                         null when lag_ms is
@@ -193,8 +194,9 @@ DESCRIPTION
        o A free row is rewritten at once: the next instance to take the
          lease reads from the new position.
 
-       o A held row gets a rewind request. Its holder sees it at its next
-         renewal (every third of the lease duration), finishes the record in
+       o A held row gets a rewind request, and its holder is told through
+         its membership entry (its notice is bumped, one more UpdateItem).
+         It sees the request within a heartbeat, finishes the record in
          flight, moves the checkpoint itself and reads on from the new
          position, keeping its lease: the shard never has two readers. If
          the holder died, the instance that takes the lease over applies
@@ -204,7 +206,7 @@ DESCRIPTION
          created free and rewritten, so that the first instance to take it
          starts at the position instead of the service's start position.
 
-       A write that races an instance (a renewal, a take, a release) fails
+       A write that races an instance (a checkpoint, a take, a release) fails
        its condition; rewind then reads the row again and retries, up to 5
        times. Every shard's position is resolved, and every argument
        checked, before anything is written.
@@ -262,7 +264,7 @@ OUTPUT
        One line per shard:
 
           <shard>: rewritten (free): <from> -> <to>
-          <shard>: requested from <owner>: <from> -> <to>; it applies the rewind at its next renewal
+          <shard>: requested from <owner>: <from> -> <to>; it applies the rewind within a heartbeat
           <shard>: row created, rewritten (free): - -> <to>
           <shard>: unchanged: SHARD_END; the shard is closed and holds no record at or after <to>
 

@@ -12,16 +12,18 @@
 //	kinesislease rewind --table T --stream S --to POSITION [--shard ID] [--dry-run] [global options]
 //	kinesislease help [status|rewind]
 //
-// status prints one line per shard of the stream: its lease holder, counter,
-// checkpoint, lease expiry, whether it reached SHARD_END, its parents, a
-// pending rewind and how far the checkpoint is behind the tip of the shard.
+// status prints one line per shard of the stream: its lease holder and the
+// holder's incarnation, counter, checkpoint, whether it reached SHARD_END,
+// its parents, a pending rewind and how far the checkpoint is behind the tip
+// of the shard.
 // It reads only (dynamodb:GetItem; kinesis:ListShards, GetShardIterator,
 // GetRecords).
 //
 // rewind moves checkpoints while the service runs, through the lease store's
 // conditional writes only: a free row is rewritten at once; a held row gets a
-// rewind request that its holder applies at its next renewal (after finishing
-// the record in flight), so that no two readers ever read the shard. POSITION
+// rewind request, and its holder, told through its membership entry, applies
+// it within a heartbeat (after finishing the record in flight), so that no
+// two readers ever read the shard. POSITION
 // is TRIM_HORIZON, LATEST, an RFC 3339 time or a sequence number (with
 // --shard). Run `kinesislease help rewind` for the details.
 //

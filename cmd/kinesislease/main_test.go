@@ -64,14 +64,9 @@ func newRig(t *testing.T, kinesisEmulator testutil.Emulator, shards int32) *rig 
 	return r
 }
 
-// store is a lease store on the rig's table, writing expires_at from clock
-// (time.Now if nil).
-func (r *rig) store(clock func() time.Time) *dynamo.Store {
-	opts := []dynamo.Option{dynamo.WithClient(r.ddb)}
-	if clock != nil {
-		opts = append(opts, dynamo.WithClock(clock))
-	}
-	return dynamo.New(testutil.Config(r.t), r.table, opts...)
+// store is a lease store on the rig's table.
+func (r *rig) store() *dynamo.Store {
+	return dynamo.New(testutil.Config(r.t), r.table, dynamo.WithClient(r.ddb))
 }
 
 // args returns a command line for cmd on the rig's table and stream.
@@ -244,11 +239,10 @@ func (r *rig) startService(owner string, j *journal, start kltype.StartPosition)
 	}
 	svc, err := kinesislease.New(testutil.Config(t),
 		kinesislease.WithKinesisClient(kc),
-		kinesislease.WithLeaseStore(r.store(nil)),
+		kinesislease.WithLeaseStore(r.store()),
 		kinesislease.WithOwner(owner),
 		kinesislease.WithLogger(testLogger(t)),
-		kinesislease.WithLease(600*time.Millisecond, 150*time.Millisecond),
-		kinesislease.WithScanInterval(200*time.Millisecond),
+		kinesislease.WithHeartbeat(150*time.Millisecond, 600*time.Millisecond),
 		kinesislease.WithShutdownTimeout(5*time.Second),
 		kinesislease.WithLeaseEvents(func(e kltype.LeaseEvent) {
 			s.mu.Lock()
@@ -302,7 +296,7 @@ func (s *service) leaseEvents() []kltype.LeaseEvent {
 // waitRow waits until the row of shard satisfies ok.
 func (r *rig) waitRow(shard string, timeout time.Duration, what string, ok func(leases.Lease) bool) leases.Lease {
 	r.t.Helper()
-	st := r.store(nil)
+	st := r.store()
 	deadline := time.Now().Add(timeout)
 	for {
 		l, err := st.Get(context.Background(), leases.Key{Stream: r.stream, Shard: shard})

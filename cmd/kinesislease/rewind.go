@@ -122,7 +122,7 @@ func (c *cli) rewind(args []string) int {
 
 	code := exitOK
 	for _, p := range plans {
-		msg, err := s.apply(c.ctx, p, *dry, c.now())
+		msg, err := s.apply(c.ctx, p, *dry)
 		if err != nil {
 			var e error = s.rowErr(p.id, err)
 			if errors.Is(err, leases.ErrMisconfigured) {
@@ -273,14 +273,14 @@ func (s *session) firstAtOrAfter(ctx context.Context, id string, t time.Time) (r
 }
 
 // rewindAttempts bounds the conditional writes tried on one row: a held
-// row's counter moves at every renewal.
+// row's counter moves at every checkpoint.
 const rewindAttempts = 5
 
 // apply moves one shard's checkpoint through the store, or, with dry, says
 // what it would do. It reads the row, creates it if missing, and rewinds it:
 // at once when free, by a request to its holder when held; on a conflict it
 // reads the row again.
-func (s *session) apply(ctx context.Context, p plan, dry bool, now time.Time) (string, error) {
+func (s *session) apply(ctx context.Context, p plan, dry bool) (string, error) {
 	key := leases.Key{Stream: kinesisx.Name(s.stream), Shard: p.id}
 	to := showCheckpoint(p.cp)
 	var lastErr error
@@ -324,7 +324,7 @@ func (s *session) apply(ctx context.Context, p plan, dry bool, now time.Time) (s
 		nl, err := s.store.Rewind(ctx, l, p.cp)
 		if errors.Is(err, leases.ErrConflict) {
 			lastErr = err
-			continue // taken, released or renewed meanwhile: read it again
+			continue // taken, released or checkpointed meanwhile: read it again
 		}
 		if err != nil {
 			return "", err
@@ -332,16 +332,17 @@ func (s *session) apply(ctx context.Context, p plan, dry bool, now time.Time) (s
 		if !nl.Held() {
 			return fmt.Sprintf("%srewritten (free): %s -> %s%s", created, from, to, replacing), nil
 		}
-		when := "it applies the rewind at its next renewal"
-		if nl.Incarnation != "" {
-			// A holder of the membership protocol writes its row only to
-			// checkpoint: tell it through its membership entry.
-			when = "it applies the rewind within a heartbeat"
-			if err := s.notify(ctx, nl.Owner, nl.Incarnation); err != nil {
-				when = fmt.Sprintf("it applies the rewind at its next checkpoint or reconciliation (telling it failed: %v)", err)
-			}
-		} else if !nl.ExpiresAt.IsZero() && nl.ExpiresAt.Before(now) {
-			when = fmt.Sprintf("its lease expired %s ago: the next holder applies the rewind before reading", now.Sub(nl.ExpiresAt).Round(time.Second))
+		if nl.Incarnation == "" {
+			// A row held by an instance of an earlier release (the per-row
+			// renewal protocol): it has no membership entry to tell.
+			return fmt.Sprintf("requested from %s: %s -> %s%s; %s holds the row without an incarnation (an earlier release): "+
+				"the next holder applies the rewind before reading", nl.Owner, from, to, replacing, nl.Owner), nil
+		}
+		// The holder writes its row only to checkpoint: tell it through its
+		// membership entry.
+		when := "it applies the rewind within a heartbeat"
+		if err := s.notify(ctx, nl.Owner, nl.Incarnation); err != nil {
+			when = fmt.Sprintf("it applies the rewind at its next checkpoint or reconciliation (telling it failed: %v)", err)
 		}
 		return fmt.Sprintf("requested from %s: %s -> %s%s; %s", nl.Owner, from, to, replacing, when), nil
 	}

@@ -83,7 +83,7 @@ func testRewindLive(t *testing.T, r *rig) {
 	var watch sync.WaitGroup
 	var owners sync.Map
 	watch.Go(func() {
-		st := r.store(nil)
+		st := r.store()
 		for watchCtx.Err() == nil {
 			l, err := st.Get(watchCtx, leases.Key{Stream: r.stream, Shard: target})
 			if err == nil {
@@ -171,7 +171,7 @@ func TestRewindFree(t *testing.T) {
 	j.waitUntil(t, 30*time.Second, "all 40 records handled", func(ds []delivery) bool { return distinctIDs(ds) == 40 })
 	svc.stop(t)
 
-	st := r.store(nil)
+	st := r.store()
 	rows := map[string]leases.Lease{}
 	for _, id := range []string{"shardId-000000000000", "shardId-000000000001"} {
 		l, err := st.Get(context.Background(), leases.Key{Stream: r.stream, Shard: id})

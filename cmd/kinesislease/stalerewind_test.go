@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -28,7 +32,7 @@ func TestRewindFreeRowClearsStaleRequest(t *testing.T) {
 			client := testutil.DynamoClient(t)
 			table := testutil.TableName(t)
 			testutil.CreateLeaseTable(t, client, table)
-			return (&rig{t: t, ddb: client, table: table}).store(nil)
+			return (&rig{t: t, ddb: client, table: table}).store()
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -39,7 +43,7 @@ func TestRewindFreeRowClearsStaleRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l, err = s.Take(ctx, l, "a", time.Minute); err != nil {
+			if l, err = s.(leases.Membership).TakeAs(ctx, l, "a", "inc-a"); err != nil {
 				t.Fatal(err)
 			}
 			if l, err = s.Checkpoint(ctx, l, leases.Checkpoint{Sequence: "900"}); err != nil {
@@ -75,11 +79,11 @@ func TestRewindAfterStoppedHolder(t *testing.T) {
 	r := newRig(t, testutil.Kinesalite, 1)
 	ps := putRecords(t, r.kc, r.stream, 0, 10, nil)
 	id := ps[0].shard
-	st := r.store(nil)
+	st := r.store()
 	ctx := context.Background()
 	l, err := st.Create(ctx, leases.Key{Stream: r.stream, Shard: id})
 	if err == nil {
-		l, err = st.Take(ctx, l, "svc-old", time.Minute)
+		l, err = st.TakeAs(ctx, l, "svc-old", "inc-old")
 	}
 	if err == nil {
 		l, err = st.Checkpoint(ctx, l, leases.Checkpoint{Sequence: ps[9].seq})
@@ -112,5 +116,43 @@ func TestRewindAfterStoppedHolder(t *testing.T) {
 	svc.stop(t)
 	if got, want := idsOf(j.deliveries(), id), putIDs(ps, id); !slices.Equal(got, want) {
 		t.Errorf("the next service handled %v, want %v (from TRIM_HORIZON, not from the stale request's record 5)", got, want)
+	}
+}
+
+// TestRewindRenewalProtocolRow: a row still held by an instance of an earlier
+// release (the per-row renewal protocol: an owner, no incarnation, an
+// expires_at) gets a rewind request conditional on its owner alone, and the
+// command says who applies it: that holder has no membership entry to tell.
+func TestRewindRenewalProtocolRow(t *testing.T) {
+	r := newRig(t, testutil.Kinesalite, 1)
+	ps := putRecords(t, r.kc, r.stream, 0, 10, nil)
+	id := ps[0].shard
+	key := leases.Key{Stream: r.stream, Shard: id}
+	ctx := context.Background()
+	if _, err := r.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.table), Item: map[string]dtypes.AttributeValue{
+		"lease_key":     &dtypes.AttributeValueMemberS{Value: key.String()},
+		"owner":         &dtypes.AttributeValueMemberS{Value: "svc-old"},
+		"expires_at":    &dtypes.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(10 * time.Second).UnixMilli())},
+		"checkpoint":    &dtypes.AttributeValueMemberS{Value: ps[9].seq},
+		"lease_counter": &dtypes.AttributeValueMemberN{Value: "12"},
+		"write_token":   &dtypes.AttributeValueMemberS{Value: "per-row"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	res := runCLI(r.args("status", "--json")...)
+	if res.code != 0 || !strings.Contains(res.stdout, `"owner": "svc-old"`) || !strings.Contains(res.stdout, `"incarnation": ""`) {
+		t.Fatalf("status of a per-row row: %v", res)
+	}
+	res = runCLI(r.args("rewind", "--to", "TRIM_HORIZON")...)
+	want := fmt.Sprintf("%s: requested from svc-old: %s -> TRIM_HORIZON; svc-old holds the row without an incarnation (an earlier release): the next holder applies the rewind before reading\n", id, ps[9].seq)
+	if res.code != 0 || res.stdout != want {
+		t.Fatalf("rewind of a per-row row: %v, want stdout %q", res, want)
+	}
+	l, err := r.store().Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Owner != "svc-old" || l.Incarnation != "" || l.Counter != 13 || l.RewindTo.Sequence != leases.RewindTrimHorizon || l.Checkpoint.Sequence != ps[9].seq {
+		t.Errorf("the row after the rewind: %+v, want svc-old's at counter 13 with the request pending", l)
 	}
 }

@@ -28,8 +28,12 @@ type shardStatus struct {
 	// RowExists is false for a shard no instance has created a row for yet.
 	RowExists bool `json:"row_exists"`
 	// Owner holds the lease; "" when it is free.
-	Owner   string `json:"owner"`
-	Counter int64  `json:"counter"`
+	Owner string `json:"owner"`
+	// Incarnation is the holder's process (one per run of the owner); ""
+	// when free, and for a row held by an instance of an earlier release
+	// (the retired per-row renewal protocol).
+	Incarnation string `json:"incarnation"`
+	Counter     int64  `json:"counter"`
 	// Checkpoint is a sequence number, SHARD_END, a position written by a
 	// rewind and not yet replaced (TRIM_HORIZON, LATEST,
 	// AT_SEQUENCE_NUMBER:<seq>, AT_TIMESTAMP:<unix ms>), or "" (none).
@@ -37,10 +41,6 @@ type shardStatus struct {
 	SubSequence int64  `json:"sub_sequence"`
 	// CheckpointPending: Checkpoint is such a rewind position.
 	CheckpointPending bool `json:"checkpoint_pending"`
-	// ExpiresAt is the holder's own estimate of its lease's end (null when
-	// free); ExpiresInMs is relative to now, negative once it has passed.
-	ExpiresAt   *time.Time `json:"expires_at"`
-	ExpiresInMs *int64     `json:"expires_in_ms"`
 	// ShardEnd: the row's checkpoint is SHARD_END (read to its end).
 	ShardEnd bool `json:"shard_end"`
 	// Closed: the stream closed the shard (a split or merge); its records
@@ -49,8 +49,6 @@ type shardStatus struct {
 	Parents []string `json:"parents"`
 	// PendingRewind is a rewind an operator asked the holder for, "" if none.
 	PendingRewind string `json:"pending_rewind"`
-	// HandoffTo names an instance that asked the holder for the lease.
-	HandoffTo string `json:"handoff_to"`
 	// LagMs is how far the checkpoint is behind the tip of the shard
 	// (GetRecords' MillisBehindLatest read right after the checkpoint);
 	// null for a shard at SHARD_END, or when it could not be read.
@@ -82,7 +80,7 @@ func (c *cli) status(args []string) int {
 		return c.fail("status", err)
 	}
 	defer s.close()
-	rows, lagErr, err := s.status(c.ctx, c.now())
+	rows, lagErr, err := s.status(c.ctx)
 	if err != nil {
 		return c.fail("status", err)
 	}
@@ -122,7 +120,7 @@ func eachShard(shards []ktypes.Shard, fn func(i int, sh ktypes.Shard)) {
 // status reads every shard's row and lag. A row that cannot be read fails
 // the whole status (err); a lag that cannot be measured is reported in its
 // line and returned as lagErr.
-func (s *session) status(ctx context.Context, now time.Time) (rows []shardStatus, lagErr, err error) {
+func (s *session) status(ctx context.Context) (rows []shardStatus, lagErr, err error) {
 	shards, err := s.listShards(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -130,7 +128,7 @@ func (s *session) status(ctx context.Context, now time.Time) (rows []shardStatus
 	rows = make([]shardStatus, len(shards))
 	errs := make([]error, len(shards))
 	lagErrs := make([]error, len(shards))
-	eachShard(shards, func(i int, sh ktypes.Shard) { rows[i], errs[i], lagErrs[i] = s.shardStatus(ctx, sh, now) })
+	eachShard(shards, func(i int, sh ktypes.Shard) { rows[i], errs[i], lagErrs[i] = s.shardStatus(ctx, sh) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, nil, err
@@ -144,7 +142,7 @@ func (s *session) status(ctx context.Context, now time.Time) (rows []shardStatus
 	return rows, nil, nil
 }
 
-func (s *session) shardStatus(ctx context.Context, sh ktypes.Shard, now time.Time) (st shardStatus, err, lagErr error) {
+func (s *session) shardStatus(ctx context.Context, sh ktypes.Shard) (st shardStatus, err, lagErr error) {
 	id := aws.ToString(sh.ShardId)
 	st = shardStatus{
 		ShardID: id,
@@ -162,6 +160,7 @@ func (s *session) shardStatus(ctx context.Context, sh ktypes.Shard, now time.Tim
 	default:
 		st.RowExists = true
 		st.Owner = l.Owner
+		st.Incarnation = l.Incarnation
 		st.Counter = l.Counter
 		st.Checkpoint = l.Checkpoint.Sequence
 		st.SubSequence = l.Checkpoint.SubSequence
@@ -169,12 +168,6 @@ func (s *session) shardStatus(ctx context.Context, sh ktypes.Shard, now time.Tim
 		st.ShardEnd = l.Checkpoint.Sequence == leases.ShardEnd
 		st.PendingRewind = l.RewindTo.String()
 		st.rewindTo = l.RewindTo
-		st.HandoffTo = l.HandoffTo
-		if l.Held() && !l.ExpiresAt.IsZero() {
-			at := l.ExpiresAt.UTC()
-			in := l.ExpiresAt.Sub(now).Milliseconds()
-			st.ExpiresAt, st.ExpiresInMs = &at, &in
-		}
 	}
 	if st.ShardEnd {
 		return st, nil, nil
@@ -232,19 +225,6 @@ func showCheckpoint(cp leases.Checkpoint) string {
 	return cp.String()
 }
 
-// showExpiry renders a lease's expiry relative to now: "in 7s",
-// "expired 3s ago", "-" (free).
-func showExpiry(st shardStatus) string {
-	if st.ExpiresInMs == nil {
-		return "-"
-	}
-	d := time.Duration(*st.ExpiresInMs) * time.Millisecond
-	if d >= 0 {
-		return "in " + d.Round(time.Second).String()
-	}
-	return "expired " + (-d).Round(time.Second).String() + " ago"
-}
-
 func showLag(st shardStatus) string {
 	switch {
 	case st.ShardEnd:
@@ -263,7 +243,7 @@ func dash(s string) string {
 }
 
 // statusHeader names the columns of the text output.
-var statusHeader = []string{"SHARD", "OWNER", "COUNTER", "CHECKPOINT", "EXPIRES", "SHARD_END", "PARENTS", "REWIND", "LAG"}
+var statusHeader = []string{"SHARD", "OWNER", "INCARNATION", "COUNTER", "CHECKPOINT", "SHARD_END", "PARENTS", "REWIND", "LAG"}
 
 func writeTable(w io.Writer, rows []shardStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -281,9 +261,9 @@ func writeTable(w io.Writer, rows []shardStatus) error {
 		fmt.Fprintln(tw, strings.Join([]string{
 			st.ShardID,
 			dash(st.Owner),
+			dash(st.Incarnation),
 			counter,
 			showCheckpoint(leases.Checkpoint{Sequence: st.Checkpoint, SubSequence: st.SubSequence}),
-			showExpiry(st),
 			end,
 			dash(strings.Join(st.Parents, ",")),
 			rewind,

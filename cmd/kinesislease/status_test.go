@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease/internal/testutil"
@@ -82,10 +84,8 @@ func TestStatus(t *testing.T) {
 	r := newRig(t, testutil.KinesisLocal, 2)
 	labels, seqs := reshardedStream(t, r)
 
-	// Rows, written with a clock the command shares: expiries are exact.
 	now := time.Now().Truncate(time.Second)
-	clock := now
-	st := r.store(func() time.Time { return clock })
+	st := r.store()
 	ctx := context.Background()
 	key := func(n int) leases.Key { return leases.Key{Stream: r.stream, Shard: shardID(n)} }
 	must := func(l leases.Lease, err error) leases.Lease {
@@ -99,25 +99,32 @@ func TestStatus(t *testing.T) {
 
 	// Parent 0: read to its end by svc-a, released with SHARD_END.
 	l := must(st.Create(ctx, key(0)))
-	l = must(st.Take(ctx, l, "svc-a", time.Hour))
+	l = must(st.TakeAs(ctx, l, "svc-a", "inc-a1"))
 	l = must(st.Checkpoint(ctx, l, cp("p0-3")))
 	must(st.Release(ctx, l, leases.Checkpoint{Sequence: leases.ShardEnd}))
-	// Parent 1: held by svc-b, whose lease expired 30s ago (it died
-	// mid-shard), checkpoint at p1-2 of 3.
-	clock = now.Add(-40 * time.Second)
+	// Parent 1: held by svc-b, an instance of an earlier release (the
+	// per-row renewal protocol: no incarnation, an expires_at the command
+	// ignores), checkpoint at p1-2 of 3.
 	l = must(st.Create(ctx, key(1)))
-	l = must(st.Take(ctx, l, "svc-b", 10*time.Second))
+	l = must(st.TakeAs(ctx, l, "svc-b", "inc-b"))
 	must(st.Checkpoint(ctx, l, cp("p1-2")))
-	clock = now
-	// Child 2: held by svc-a for another hour, checkpoint c2-1 of 2, and a
-	// rewind to TRIM_HORIZON requested from it.
+	if _, err := r.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(r.table),
+		Key:                       map[string]dtypes.AttributeValue{"lease_key": &dtypes.AttributeValueMemberS{Value: key(1).String()}},
+		UpdateExpression:          aws.String("SET expires_at = :e REMOVE incarnation"),
+		ExpressionAttributeValues: map[string]dtypes.AttributeValue{":e": &dtypes.AttributeValueMemberN{Value: fmt.Sprint(now.Add(-30 * time.Second).UnixMilli())}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Child 2: held by svc-a, checkpoint c2-1 of 2, and a rewind to
+	// TRIM_HORIZON requested from it.
 	l = must(st.Create(ctx, key(2)))
-	l = must(st.Take(ctx, l, "svc-a", time.Hour))
+	l = must(st.TakeAs(ctx, l, "svc-a", "inc-a2"))
 	l = must(st.Checkpoint(ctx, l, cp("c2-1")))
 	must(st.Rewind(ctx, l, leases.Checkpoint{Sequence: leases.RewindTrimHorizon}))
 	// Child 3: free, read to its tip (c3-2 of 2).
 	l = must(st.Create(ctx, key(3)))
-	l = must(st.Take(ctx, l, "svc-a", time.Hour))
+	l = must(st.TakeAs(ctx, l, "svc-a", "inc-a2"))
 	l = must(st.Checkpoint(ctx, l, cp("c3-2")))
 	must(st.Release(ctx, l, leases.Checkpoint{}))
 	// Child 4: free, rewound to a time before its records: a pending
@@ -182,8 +189,8 @@ func TestStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &objs); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, res.stdout)
 	}
-	fields := []string{"shard_id", "row_exists", "owner", "counter", "checkpoint", "sub_sequence", "checkpoint_pending",
-		"expires_at", "expires_in_ms", "shard_end", "closed", "parents", "pending_rewind", "handoff_to", "lag_ms", "caught_up"}
+	fields := []string{"shard_id", "row_exists", "owner", "incarnation", "counter", "checkpoint", "sub_sequence", "checkpoint_pending",
+		"shard_end", "closed", "parents", "pending_rewind", "lag_ms", "caught_up"}
 	slices.Sort(fields)
 	if len(objs) != 6 {
 		t.Fatalf("status --json: %d objects, want 6:\n%s", len(objs), res.stdout)
@@ -202,18 +209,17 @@ func TestStatus(t *testing.T) {
 		}
 	}
 	type want struct {
-		owner, checkpoint, rewind string
-		counter                   float64
-		row, pending, end, closed bool
-		expiresInMs               any // float64, or nil
-		parents                   []any
-		lag                       string // "nil", "0", ">0"
-		caughtUp                  any    // bool, or nil
+		owner, inc, checkpoint, rewind string
+		counter                        float64
+		row, pending, end, closed      bool
+		parents                        []any
+		lag                            string // "nil", "0", ">0"
+		caughtUp                       any    // bool, or nil
 	}
 	wants := []want{
 		{owner: "", checkpoint: leases.ShardEnd, counter: 4, row: true, end: true, closed: true, parents: []any{}, lag: "nil", caughtUp: nil},
-		{owner: "svc-b", checkpoint: seqs["p1-2"], counter: 3, row: true, closed: true, expiresInMs: float64(-30000), parents: []any{}, lag: "0", caughtUp: false},
-		{owner: "svc-a", checkpoint: seqs["c2-1"], rewind: leases.RewindTrimHorizon, counter: 4, row: true, expiresInMs: float64(3600000), parents: []any{"shardId-000000000000"}, lag: "0", caughtUp: false},
+		{owner: "svc-b", checkpoint: seqs["p1-2"], counter: 3, row: true, closed: true, parents: []any{}, lag: "0", caughtUp: false},
+		{owner: "svc-a", inc: "inc-a2", checkpoint: seqs["c2-1"], rewind: leases.RewindTrimHorizon, counter: 4, row: true, parents: []any{"shardId-000000000000"}, lag: "0", caughtUp: false},
 		{owner: "", checkpoint: seqs["c3-2"], counter: 4, row: true, parents: []any{"shardId-000000000000"}, lag: "0", caughtUp: true},
 		{owner: "", checkpoint: "AT_TIMESTAMP:1577934245000", counter: 2, row: true, pending: true, parents: []any{"shardId-000000000001"}, lag: ">0", caughtUp: false},
 		{owner: "", checkpoint: "", counter: 0, row: false, parents: []any{"shardId-000000000001"}, lag: ">0", caughtUp: false},
@@ -229,6 +235,7 @@ func TestStatus(t *testing.T) {
 			}
 		}
 		check("owner", o["owner"], w.owner)
+		check("incarnation", o["incarnation"], w.inc)
 		check("checkpoint", o["checkpoint"], w.checkpoint)
 		check("pending_rewind", o["pending_rewind"], w.rewind)
 		check("counter", o["counter"], w.counter)
@@ -236,16 +243,8 @@ func TestStatus(t *testing.T) {
 		check("checkpoint_pending", o["checkpoint_pending"], w.pending)
 		check("shard_end", o["shard_end"], w.end)
 		check("closed", o["closed"], w.closed)
-		check("expires_in_ms", o["expires_in_ms"], w.expiresInMs)
 		check("parents", o["parents"], w.parents)
-		check("handoff_to", o["handoff_to"], "")
 		check("caught_up", o["caught_up"], w.caughtUp)
-		if w.expiresInMs != nil {
-			want := now.Add(time.Duration(w.expiresInMs.(float64)) * time.Millisecond).UTC().Format(time.RFC3339Nano)
-			check("expires_at", o["expires_at"], want)
-		} else {
-			check("expires_at", o["expires_at"], nil)
-		}
 		lag, isNum := o["lag_ms"].(float64)
 		switch {
 		case w.lag == "nil" && o["lag_ms"] != nil,

@@ -103,10 +103,7 @@ type flags struct {
 	kinesisEndpoint      string // overrides endpoint for Kinesis
 	start                string
 	codec                string
-	lease, renew, scan   time.Duration
-	protocol             string
 	heartbeat, timeout   time.Duration
-	leaseSet             bool // --lease or --renew given
 	checkpointEvery      int
 	checkpointInterval   time.Duration
 	shutdownTimeout      time.Duration
@@ -129,12 +126,8 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.kinesisEndpoint, "kinesis-endpoint-url", "", "base URL of a Kinesis emulator (e.g. kinesalite); overrides --endpoint-url for Kinesis")
 	fs.StringVar(&f.start, "start", "LATEST", "where a shard without a checkpoint starts: LATEST or TRIM_HORIZON")
 	fs.StringVar(&f.codec, "codec", "msgpack", "record encoding: msgpack or json")
-	fs.DurationVar(&f.lease, "lease", kinesislease.DefaultLeaseDuration, "lease duration: a dead instance's shards move after about this long")
-	fs.DurationVar(&f.renew, "renew", 0, "lease renewal interval (default: a third of --lease)")
-	fs.DurationVar(&f.scan, "scan", 0, "how often the rows of shards not held are read (default: --lease; per-row protocol)")
-	fs.StringVar(&f.protocol, "protocol", "membership", "lease protocol: membership (heartbeats) or per-row (renewals)")
-	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "membership heartbeat interval (default 1.25s, or --renew when --lease is given)")
-	fs.DurationVar(&f.timeout, "timeout", 0, "membership timeout: a dead instance's shards move after about this long (default 6s, or --lease)")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "heartbeat interval (default 1.25s, or a fifth of --timeout)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "a dead instance's shards move after its heartbeat stood still about this long (default 5s, or 5× --heartbeat)")
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 1000, "checkpoint after this many acknowledged records...")
 	fs.DurationVar(&f.checkpointInterval, "checkpoint-interval", 5*time.Second, "...or this long, whichever comes first")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", kinesislease.DefaultShutdownTimeout, "bound on the drain after SIGINT/SIGTERM")
@@ -150,12 +143,13 @@ func parseFlags(args []string) (*flags, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	fs.Visit(func(fl *flag.Flag) { f.leaseSet = f.leaseSet || fl.Name == "lease" || fl.Name == "renew" })
-	if f.renew == 0 {
-		f.renew = f.lease / 3
-	}
-	if f.protocol != "membership" && f.protocol != "per-row" {
-		return nil, fmt.Errorf("--protocol %q: want membership or per-row", f.protocol)
+	switch {
+	case f.heartbeat == 0 && f.timeout == 0:
+		f.heartbeat, f.timeout = kinesislease.DefaultHeartbeat, kinesislease.DefaultTimeout
+	case f.heartbeat == 0:
+		f.heartbeat = f.timeout / 5
+	case f.timeout == 0:
+		f.timeout = 5 * f.heartbeat
 	}
 	if f.dynamoEndpoint == "" {
 		f.dynamoEndpoint = f.endpoint
@@ -235,20 +229,17 @@ func run(f *flags, stdout, stderr io.Writer) error {
 	defer rep.Close()
 
 	ful := &fulfiller{log: log, report: rep}
-	opts := leaseOptions(f)
-	opts = append(opts,
+	opts := []kinesislease.Option{
 		kinesislease.WithApp("fulfilment", "0.1.0"),
+		kinesislease.WithHeartbeat(f.heartbeat, f.timeout),
 		kinesislease.WithLeaseStore(dynamo.New(cfg, f.table, storeOpts...)),
 		kinesislease.WithKinesisClient(kinesis.NewFromConfig(cfg, kinOpts...)),
 		kinesislease.WithLogger(log),
 		kinesislease.WithShutdownTimeout(f.shutdownTimeout),
 		kinesislease.WithLeaseEvents(ful.leaseEvent),
-	)
+	}
 	if f.owner != "" {
 		opts = append(opts, kinesislease.WithOwner(f.owner))
-	}
-	if f.scan > 0 {
-		opts = append(opts, kinesislease.WithScanInterval(f.scan))
 	}
 	svc, err := kinesislease.New(cfg, opts...)
 	if err != nil {
@@ -271,8 +262,10 @@ func run(f *flags, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(stdout, "fulfilment %s: stream %s (%s), lease table %s, lease %v renew %v\n",
-		svc.Owner(), f.stream, reading, f.table, f.lease, f.renew)
+	// An instance delivers while its last heartbeat was sent less than 5/6
+	// of the timeout ago (kinesislease.WithHeartbeat): its fence.
+	fmt.Fprintf(stdout, "fulfilment %s: stream %s (%s), lease table %s, heartbeat %v, timeout %v, fence %v\n",
+		svc.Owner(), f.stream, reading, f.table, f.heartbeat, f.timeout, fence(f.timeout))
 	statusDone := make(chan struct{})
 	var wg sync.WaitGroup
 	if f.status > 0 {
@@ -416,23 +409,9 @@ func (r *report) Close() error {
 	return r.f.Close()
 }
 
-// leaseOptions returns the lease protocol's options the flags ask for.
-func leaseOptions(f *flags) []kinesislease.Option {
-	if f.protocol == "per-row" {
-		return []kinesislease.Option{kinesislease.WithLeaseProtocol(kinesislease.PerRowRenewal), kinesislease.WithLease(f.lease, f.renew)}
-	}
-	switch {
-	case f.heartbeat > 0 || f.timeout > 0:
-		hb, to := f.heartbeat, f.timeout
-		if hb == 0 {
-			hb = to / 5
-		}
-		if to == 0 {
-			to = 5 * hb
-		}
-		return []kinesislease.Option{kinesislease.WithHeartbeat(hb, to)}
-	case f.leaseSet:
-		return []kinesislease.Option{kinesislease.WithLease(f.lease, f.renew)}
-	}
-	return nil
+// fence is how long after its last successful heartbeat was sent an
+// instance may go on delivering: 5/6 of the timeout (see
+// kinesislease.WithHeartbeat).
+func fence(timeout time.Duration) time.Duration {
+	return (timeout - timeout/6).Round(time.Millisecond)
 }

@@ -16,18 +16,17 @@ var epoch = time.Now()
 
 func mono() int64 { return int64(time.Since(epoch)) }
 
-// fenced is the expiry of a lease no longer ours: before every mono(),
-// which is negative inside a testing/synctest bubble (its clock starts in
-// 2000, before epoch), so 0 would not do.
+// fenced is the fence of an instance that may deliver nothing: before every
+// mono(), which is negative inside a testing/synctest bubble (its clock
+// starts in 2000, before epoch), so 0 would not do.
 const fenced = math.MinInt64
 
-// heldLease is a lease this instance holds. Every store write on it goes
-// through write, one at a time, so renewals and checkpoints never race on
-// the counter.
+// heldLease is a lease this instance holds under the membership protocol.
+// It may deliver while the instance's fence (shared) has not passed and the
+// lease is not lost. Every store write on it goes through write, one at a
+// time, so checkpoints, rewinds and the release never race on the counter.
 type heldLease struct {
 	store leases.Store
-	ttl   time.Duration
-	fence time.Duration // how long after a successful write's send delivery may go on
 	// writing holds a token while a write is in progress: writes go one at
 	// a time. A channel rather than mu, which is never held across a store
 	// call: a goroutine waiting on a sync.Mutex blocks a testing/synctest
@@ -36,14 +35,14 @@ type heldLease struct {
 	mu      sync.Mutex // guards lease, lost and released
 	lease   leases.Lease
 	lost    bool
-	expiry  atomic.Int64 // mono() after which no record may be handed over
-	// shared, if set, is the instance's fence of the membership protocol
-	// (mono() after which none of its leases may deliver), checked beside
-	// expiry.
+	// gone mirrors lost for valid, which runs on every delivery and takes
+	// no lock.
+	gone atomic.Bool
+	// shared is the instance's fence of the membership protocol: mono()
+	// after which none of its leases may deliver.
 	shared *atomic.Int64
 	// vanished is set when a write found the row gone (a table recreated, a
-	// row deleted): the membership protocol recreates it from the
-	// checkpoint it knows.
+	// row deleted): the Group recreates it from the checkpoint it knows.
 	vanished atomic.Bool
 
 	// released: this instance released the lease itself (lost is then set
@@ -51,49 +50,19 @@ type heldLease struct {
 	released bool
 
 	// proofSent is mono() when the last successful write of the row was
-	// sent. Under the membership protocol a holder delivers only within
-	// proof of it (see deliverable): a row deleted behind its back is
-	// noticed at the next write, and an idle shard proves its row with a
-	// write (touch) before it delivers again. 0 proof: no such bound.
+	// sent. A holder delivers only within proof of it (see deliverable): a
+	// row deleted behind its back is noticed at the next write, and an idle
+	// shard proves its row with a write (touch) before it delivers again.
+	// 0 proof: no such bound.
 	proofSent atomic.Int64
 	proof     time.Duration
 }
 
-func newHeldLease(store leases.Store, l leases.Lease, sentAt int64, ttl, fence time.Duration) *heldLease {
-	h := &heldLease{store: store, ttl: ttl, fence: fence, lease: l, writing: make(chan struct{}, 1)}
-	h.expiry.Store(sentAt + int64(fence))
-	return h
-}
-
-// valid reports whether records may be handed to handlers: the last
-// successful write was sent less than the fence ago.
-func (h *heldLease) valid() bool {
-	now := mono()
-	// The shared fence first: markLost (expiry) happens before a sticky
-	// fence moves on, so reading them the other way round could pair an old
-	// expiry with a new fence.
-	if h.shared != nil && now >= h.shared.Load() {
-		return false
-	}
-	return now < h.expiry.Load()
-}
-
-// validFor returns how long the lease stays valid if no write moves its
-// fence: 0 or less if it is not valid now.
-func (h *heldLease) validFor() time.Duration {
-	now := mono()
-	left := h.expiry.Load() - now
-	if h.shared != nil {
-		left = min(left, h.shared.Load()-now)
-	}
-	return time.Duration(left)
-}
-
 // newMemberLease returns l held under the membership protocol: valid while
-// the instance's fence (shared) has not passed and the lease is not lost.
+// the instance's fence (shared) has not passed and the lease is not lost;
+// sent is when the write that took it was sent, proof the proof bound.
 func newMemberLease(store leases.Store, l leases.Lease, shared *atomic.Int64, sent int64, proof time.Duration) *heldLease {
 	h := &heldLease{store: store, lease: l, writing: make(chan struct{}, 1), shared: shared, proof: proof}
-	h.expiry.Store(math.MaxInt64)
 	h.proofSent.Store(sent)
 	return h
 }
@@ -119,10 +88,32 @@ func (h *heldLease) touch(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	_, err := h.write(ctx, false, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		return mem.TakeAs(ctx, l, l.Owner, l.Incarnation)
 	})
 	return err
+}
+
+// valid reports whether records may be handed to handlers: the instance's
+// fence has not passed and the lease is not lost.
+func (h *heldLease) valid() bool {
+	// The shared fence first: markLost happens before a sticky fence moves
+	// on, so reading them the other way round could pair a lease not yet
+	// marked lost with the new fence.
+	if mono() >= h.shared.Load() {
+		return false
+	}
+	return !h.gone.Load()
+}
+
+// validFor returns how long the lease stays valid if no heartbeat moves the
+// fence: 0 or less if it is not valid now.
+func (h *heldLease) validFor() time.Duration {
+	left := time.Duration(h.shared.Load() - mono())
+	if h.gone.Load() {
+		return 0
+	}
+	return left
 }
 
 // current returns the lease as last written or read.
@@ -132,22 +123,15 @@ func (h *heldLease) current() leases.Lease {
 	return h.lease
 }
 
-// errLost means another owner holds the lease now.
+// errLost means another owner (or another incarnation) holds the lease now.
 var errLost = errors.New("shard: lease lost")
 
-// write runs one store write with the lease as last known. The lease counts
-// from the moment the write was sent. On a conflict it re-reads the row: if
-// this instance still owns it (someone asked for a handoff, or our own write
-// landed with its answer lost) it adopts the row and tries once more;
-// otherwise the lease is lost.
-//
-// Only a renewal (extend) moves the fence: it is the write that changes
-// expires_at, which takers watch (see Coordinator). A checkpoint does not,
-// so a taker never acts while the holder still trusts a write the taker
-// could not see as a sign of life. Nor does a renewal that left expires_at
-// as it was (the holder's wall clock stood still): takers cannot tell it
-// from no renewal at all.
-func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Context, leases.Lease) (leases.Lease, error)) (leases.Lease, error) {
+// write runs one store write with the lease as last known. No write moves
+// the fence: only heartbeats do. On a conflict it re-reads the row: if this
+// incarnation still holds it (another writer, such as an operator's rewind,
+// bumped the counter, or our own write landed with its answer lost) it
+// adopts the row and tries once more; otherwise the lease is lost.
+func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.Lease) (leases.Lease, error)) (leases.Lease, error) {
 	h.writing <- struct{}{}
 	defer func() { <-h.writing }()
 	h.mu.Lock()
@@ -165,9 +149,6 @@ func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Cont
 			}
 			h.mu.Lock()
 			h.lease = l
-			if extend && !h.lost && !l.ExpiresAt.Equal(known.ExpiresAt) {
-				h.expiry.Store(sent + int64(h.fence))
-			}
 			h.mu.Unlock()
 			return l, nil
 		}
@@ -188,7 +169,7 @@ func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Cont
 		h.lease = cur
 		if cur.Owner != known.Owner || cur.Incarnation != known.Incarnation {
 			h.lost = true
-			h.expiry.Store(fenced)
+			h.gone.Store(true)
 			h.mu.Unlock()
 			return cur, errLost
 		}
@@ -197,9 +178,9 @@ func (h *heldLease) write(ctx context.Context, extend bool, do func(context.Cont
 	}
 }
 
-// exclusive runs fn with the lease's write token held: no renewal,
-// checkpoint or release of the lease runs meanwhile. fn returns the lease as
-// it left the row (adopted when fn succeeds).
+// exclusive runs fn with the lease's write token held: no checkpoint,
+// rewind or release of the lease runs meanwhile. fn returns the lease as it
+// left the row (adopted when fn succeeds).
 func (h *heldLease) exclusive(fn func(known leases.Lease) (leases.Lease, error)) error {
 	h.writing <- struct{}{}
 	defer func() { <-h.writing }()
@@ -244,33 +225,27 @@ func (h *heldLease) markLost() {
 	h.mu.Lock()
 	h.lost = true
 	h.mu.Unlock()
-	h.expiry.Store(fenced)
-}
-
-func (h *heldLease) renew(ctx context.Context) (leases.Lease, error) {
-	return h.write(ctx, true, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
-		return h.store.Renew(ctx, l, h.ttl)
-	})
+	h.gone.Store(true)
 }
 
 func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error {
 	if h.current().Checkpoint == cp {
 		return nil
 	}
-	_, err := h.write(ctx, false, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		return h.store.Checkpoint(ctx, l, cp)
 	})
 	return err
 }
 
 func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
-	return h.write(ctx, false, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	return h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		return h.store.ApplyRewind(ctx, l)
 	})
 }
 
 func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {
-	_, err := h.write(ctx, false, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		if l.Checkpoint == cp {
 			cp = leases.Checkpoint{}
 		}

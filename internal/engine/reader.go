@@ -1,7 +1,8 @@
 // Package shard reads the shards of a Kinesis stream under leases: the
 // reader (GetShardIterator and GetRecords), the per-shard worker that hands
-// records to a handler in order and checkpoints, and the coordinator that
-// discovers shards and takes, renews, balances and releases their leases.
+// records to a handler in order and checkpoints, and the Group that
+// discovers shards and takes, balances and releases their leases under the
+// membership protocol.
 //
 // Nothing here is generic: records reach the handler as raw bytes with their
 // metadata; decoding happens in the caller's typed wrapper.

@@ -64,7 +64,7 @@ type subscriberConfig struct {
 	ShardID string
 	Start   kltype.StartPosition
 	// ValidFor returns how long the lease stays valid without another
-	// renewal (0 or less: not valid): the subscriber neither subscribes nor
+	// heartbeat (0 or less: not valid): the subscriber neither subscribes nor
 	// keeps a subscription open while it is not.
 	ValidFor func() time.Duration
 	// Reserve, if set, waits until the budget has room for another event.
@@ -218,7 +218,7 @@ func (s *subscriber) open(ctx context.Context) error {
 	s.lastEv = s.opened
 	s.reasons = make(chan error, 1)
 	// The watch: a lease found invalid closes the subscription at once.
-	// It sleeps until the lease would lapse without another renewal (at
+	// It sleeps until the lease would lapse without another heartbeat (at
 	// most watchMax), then looks again; a lost lease cancels the worker,
 	// and with it the subscription, at once.
 	if validFor := s.cfg.ValidFor; validFor != nil {

@@ -23,7 +23,7 @@ import (
 // in order.
 type Handler func(ctx context.Context, r *kltype.Record) error
 
-// WorkerConfig configures the per-shard workers of a coordinator.
+// WorkerConfig configures the per-shard workers of a Group.
 type WorkerConfig struct {
 	Handler Handler
 	// Policy retries failing records (default DefaultRetryPolicy).
@@ -389,7 +389,7 @@ func (w *worker) finish(acked leases.Checkpoint, permanent error) {
 // (w.rewound) or the lease is lost; false means release the lease instead.
 func (w *worker) applyRewind() bool {
 	// The records in flight are done; the checkpoint moves where the
-	// operator asked, and the coordinator starts reading from there.
+	// operator asked, and the Group starts reading from there.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), 10*time.Second)
 	l, err := w.lease.applyRewind(rctx)
 	cancel()
@@ -573,8 +573,9 @@ func (w *worker) Wait() bool { return w.waitValid() }
 // Done implements Gate.
 func (w *worker) Done() <-chan struct{} { return w.graceful }
 
-// waitValid blocks while the lease cannot be trusted (its last renewal is
-// older than the fence) and reports whether delivery may go on.
+// waitValid blocks while the lease cannot be trusted (lost, or the
+// instance's fence passed: its last successful heartbeat is too old) and
+// reports whether delivery may go on.
 func (w *worker) waitValid() bool {
 	for {
 		ok, proven := w.lease.deliverable()

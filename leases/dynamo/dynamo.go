@@ -7,13 +7,15 @@
 // credentials need only dynamodb:GetItem and dynamodb:UpdateItem on the table.
 //
 // Row attributes: lease_key, owner (absent when free), incarnation (the
-// holder's, written by TakeAs; absent when free or taken with Take),
-// expires_at (unix ms; absent when free; TakeAs leaves it as it is),
-// checkpoint, sub_sequence, lease_counter, handoff_to, rewind_to and
-// rewind_to_sub (an operator's pending rewind), write_token. Takers watch
-// owner and expires_at, as opaque values, for the holder's renewals (see
-// package leases); every Renew writes an expires_at later than the one before
-// it, even when the store's clock stands still.
+// holder's, written by TakeAs; absent when free), checkpoint, sub_sequence,
+// lease_counter, rewind_to and rewind_to_sub (an operator's pending rewind),
+// write_token. Rows written by the retired per-row renewal protocol may
+// also carry expires_at and handoff_to: the store ignores them, and TakeAs
+// removes them. A holder write (Checkpoint, Release, ApplyRewind, a Rewind of
+// a held row) is conditional on lease_counter, owner and, when the lease
+// names one, incarnation:
+//
+//	lease_counter = :expected_counter AND #owner = :expected_owner AND incarnation = :expected_inc
 //
 // # Membership rows
 //
@@ -75,7 +77,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -89,12 +90,12 @@ import (
 // Attribute names of a row.
 const (
 	attrKey         = "lease_key"
-	attrOwner       = "owner" // a DynamoDB reserved word: always written as #owner
-	attrExpiresAt   = "expires_at"
+	attrOwner       = "owner"      // a DynamoDB reserved word: always written as #owner
+	attrOldExpiry   = "expires_at" // the per-row renewal protocol's: removed by TakeAs
 	attrCheckpoint  = "checkpoint"
 	attrSubSequence = "sub_sequence"
 	attrCounter     = "lease_counter"
-	attrHandoffTo   = "handoff_to"
+	attrOldHandoff  = "handoff_to" // the per-row renewal protocol's: removed by TakeAs
 	attrToken       = "write_token"
 	attrRewindTo    = "rewind_to"     // a checkpoint asked for by an operator
 	attrRewindSub   = "rewind_to_sub" // its sub-sequence
@@ -130,7 +131,6 @@ type Store struct {
 	table        string
 	region       string
 	legacyStream string
-	now          func() time.Time
 	clientOpts   []func(*dynamodb.Options)
 	err          error // set by New for a configuration that cannot work
 }
@@ -158,11 +158,6 @@ func WithClientOptions(fns ...func(*dynamodb.Options)) Option {
 	return optionFunc(func(s *Store) { s.clientOpts = append(s.clientOpts, fns...) })
 }
 
-// WithClock makes the store compute expires_at from now instead of time.Now.
-// A clock that stands still or steps back still makes every Renew move
-// expires_at later (see Store.Renew).
-func WithClock(now func() time.Time) Option { return optionFunc(func(s *Store) { s.now = now }) }
-
 // LegacyStream names the one stream whose checkpoints an earlier format kept
 // in rows keyed by the bare shard id.
 //
@@ -186,7 +181,7 @@ var tableName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
 // cfg. A table name that DynamoDB cannot accept makes every call fail with an
 // error naming it (see Check).
 func New(cfg aws.Config, table string, opts ...Option) *Store {
-	s := &Store{table: table, region: cfg.Region, now: time.Now}
+	s := &Store{table: table, region: cfg.Region}
 	for _, o := range opts {
 		o.apply(s)
 	}
@@ -272,7 +267,7 @@ func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error
 	if !cp.IsZero() {
 		u.setCheckpoint(cp)
 	}
-	return s.write(ctx, "Create", key, 0, "", u)
+	return s.write(ctx, "Create", key, 0, u)
 }
 
 // legacyCheckpoint returns the checkpoint to start key's new row with: the
@@ -320,44 +315,6 @@ func (e *LegacyRowError) Error() string {
 // Is makes errors.Is(err, leases.ErrMisconfigured) true.
 func (e *LegacyRowError) Is(target error) bool { return target == leases.ErrMisconfigured }
 
-// Take implements leases.Store.
-func (s *Store) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
-	if err := s.begin(ctx, l.Key); err != nil {
-		return leases.Lease{}, err
-	}
-	if err := leases.ValidateOwner(owner); err != nil {
-		return leases.Lease{}, err
-	}
-	if err := leases.ValidateTTL(ttl); err != nil {
-		return leases.Lease{}, err
-	}
-	u := update{set: map[string]types.AttributeValue{
-		"#owner":      &types.AttributeValueMemberS{Value: owner},
-		attrExpiresAt: numAttr(s.now().Add(ttl).UnixMilli()),
-	}, remove: []string{attrHandoffTo, attrIncarnation}}
-	return s.write(ctx, "Take", l.Key, l.Counter, "", u)
-}
-
-// Renew implements leases.Store: expires_at becomes now+ttl, or l.ExpiresAt
-// plus a millisecond if that is later. The write is conditional on l.Counter,
-// so l.ExpiresAt is the value it replaces.
-func (s *Store) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
-	if err := s.begin(ctx, l.Key); err != nil {
-		return leases.Lease{}, err
-	}
-	if err := leases.ValidateTTL(ttl); err != nil {
-		return leases.Lease{}, err
-	}
-	ms := s.now().Add(ttl).UnixMilli()
-	if !l.ExpiresAt.IsZero() && ms <= l.ExpiresAt.UnixMilli() {
-		// The clock stood still, stepped back, or the renewals fell in one
-		// millisecond: takers see a renewal only as a change of expires_at.
-		ms = l.ExpiresAt.UnixMilli() + 1
-	}
-	u := update{set: map[string]types.AttributeValue{attrExpiresAt: numAttr(ms)}}
-	return s.holderWrite(ctx, "Renew", l, u)
-}
-
 // Checkpoint implements leases.Store.
 func (s *Store) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
 	if err := s.begin(ctx, l.Key); err != nil {
@@ -376,23 +333,11 @@ func (s *Store) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoin
 	if err := s.begin(ctx, l.Key); err != nil {
 		return leases.Lease{}, err
 	}
-	u := update{set: map[string]types.AttributeValue{}, remove: []string{"#owner", attrIncarnation, attrExpiresAt, attrHandoffTo}}
+	u := update{set: map[string]types.AttributeValue{}, remove: []string{"#owner", attrIncarnation}}
 	if !cp.IsZero() {
 		u.setCheckpoint(cp)
 	}
 	return s.holderWrite(ctx, "Release", l, u)
-}
-
-// RequestHandoff implements leases.Store.
-func (s *Store) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
-	if err := s.begin(ctx, l.Key); err != nil {
-		return leases.Lease{}, err
-	}
-	if err := leases.ValidateOwner(to); err != nil {
-		return leases.Lease{}, err
-	}
-	u := update{set: map[string]types.AttributeValue{attrHandoffTo: &types.AttributeValueMemberS{Value: to}}}
-	return s.holderWrite(ctx, "RequestHandoff", l, u)
 }
 
 // Rewind implements leases.Store.
@@ -407,7 +352,7 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 		// A request left pending by an earlier holder is superseded.
 		u := update{set: map[string]types.AttributeValue{}, remove: []string{attrRewindTo, attrRewindSub}, freeOnly: true}
 		u.setCheckpoint(cp)
-		return s.write(ctx, "Rewind", l.Key, l.Counter, "", u)
+		return s.write(ctx, "Rewind", l.Key, l.Counter, u)
 	}
 	u := update{set: map[string]types.AttributeValue{
 		attrRewindTo:  &types.AttributeValueMemberS{Value: cp.Sequence},
@@ -422,7 +367,7 @@ func (s *Store) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, 
 		return leases.Lease{}, err
 	}
 	if l.RewindTo.Sequence == "" {
-		return leases.Lease{}, &leases.ConflictError{Op: "ApplyRewind", Key: l.Key, ExpectedCounter: l.Counter, ExpectedOwner: l.Owner}
+		return leases.Lease{}, &leases.ConflictError{Op: "ApplyRewind", Key: l.Key, ExpectedCounter: l.Counter, ExpectedOwner: l.Owner, ExpectedIncarnation: l.Incarnation}
 	}
 	// The counter condition guarantees rewind_to is still the one l holds.
 	u := update{set: map[string]types.AttributeValue{}, remove: []string{attrRewindTo, attrRewindSub}}
@@ -430,19 +375,26 @@ func (s *Store) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, 
 	return s.holderWrite(ctx, "ApplyRewind", l, u)
 }
 
+// holderWrite is a write of l's holder: conditional on its owner and, when l
+// names one, its incarnation.
 func (s *Store) holderWrite(ctx context.Context, op string, l leases.Lease, u update) (leases.Lease, error) {
 	if l.Owner == "" {
 		// A free lease has no holder to write as: the condition cannot hold.
 		return leases.Lease{}, &leases.ConflictError{Op: op, Key: l.Key, ExpectedCounter: l.Counter}
 	}
-	return s.write(ctx, op, l.Key, l.Counter, l.Owner, u)
+	u.owner, u.incarnation = l.Owner, l.Incarnation
+	return s.write(ctx, op, l.Key, l.Counter, u)
 }
 
-// update is the SET and REMOVE parts of an UpdateExpression.
+// update is the SET and REMOVE parts of an UpdateExpression, and the
+// conditions beyond the counter.
 type update struct {
 	set      map[string]types.AttributeValue // attribute (or #name) -> value
 	remove   []string
 	freeOnly bool // the row must have no owner
+	// owner, if set, must hold the row (a holder write), and incarnation,
+	// if set too, must be the row's.
+	owner, incarnation string
 }
 
 func (u *update) setCheckpoint(cp leases.Checkpoint) {
@@ -451,9 +403,10 @@ func (u *update) setCheckpoint(cp leases.Checkpoint) {
 }
 
 // write makes one conditional UpdateItem: on a row that does not exist when
-// counter is 0 (Create), else on the row at counter, held by owner unless
-// owner is empty. It bumps the counter and writes a new token.
-func (s *Store) write(ctx context.Context, op string, key leases.Key, counter int64, owner string, u update) (leases.Lease, error) {
+// counter is 0 (Create), else on the row at counter, held by u.owner (and
+// u.incarnation) unless u.owner is empty. It bumps the counter and writes a
+// new token.
+func (s *Store) write(ctx context.Context, op string, key leases.Key, counter int64, u update) (leases.Lease, error) {
 	tok := rand.Text()
 	u.set[attrCounter] = numAttr(counter + 1)
 	u.set[attrToken] = &types.AttributeValueMemberS{Value: tok}
@@ -484,10 +437,14 @@ func (s *Store) write(ctx context.Context, op string, key leases.Key, counter in
 	} else {
 		cond = attrCounter + " = :expected_counter"
 		values[":expected_counter"] = numAttr(counter)
-		if owner != "" {
+		if u.owner != "" {
 			cond += " AND #owner = :expected_owner"
 			names["#owner"] = attrOwner
-			values[":expected_owner"] = &types.AttributeValueMemberS{Value: owner}
+			values[":expected_owner"] = &types.AttributeValueMemberS{Value: u.owner}
+			if u.incarnation != "" {
+				cond += " AND " + attrIncarnation + " = :expected_inc"
+				values[":expected_inc"] = &types.AttributeValueMemberS{Value: u.incarnation}
+			}
 		} else {
 			// Never create a row by writing to a missing one.
 			cond += " AND attribute_exists(" + attrKey + ")"
@@ -533,7 +490,7 @@ func (s *Store) write(ctx context.Context, op string, key leases.Key, counter in
 		// SDK's retry then failed the condition our own write had changed.
 		return s.decode(key, current)
 	}
-	return leases.Lease{}, &leases.ConflictError{Op: op, Key: key, ExpectedCounter: counter, ExpectedOwner: owner, Err: err}
+	return leases.Lease{}, &leases.ConflictError{Op: op, Key: key, ExpectedCounter: counter, ExpectedOwner: u.owner, ExpectedIncarnation: u.incarnation, Err: err}
 }
 
 func (s *Store) begin(ctx context.Context, key leases.Key) error {
@@ -553,20 +510,15 @@ func (s *Store) decode(key leases.Key, item map[string]types.AttributeValue) (le
 		Owner:       str(item, attrOwner),
 		Incarnation: str(item, attrIncarnation),
 		Checkpoint:  leases.Checkpoint{Sequence: str(item, attrCheckpoint)},
-		HandoffTo:   str(item, attrHandoffTo),
 		RewindTo:    leases.Checkpoint{Sequence: str(item, attrRewindTo)},
 		Token:       str(item, attrToken),
 	}
+	// expires_at and handoff_to, on a row of the per-row renewal protocol,
+	// are ignored.
 	var err error
 	if l.Counter, err = num(item, attrCounter); err == nil {
 		if l.Checkpoint.SubSequence, err = num(item, attrSubSequence); err == nil {
-			var ms int64
-			if ms, err = num(item, attrExpiresAt); err == nil && ms != 0 {
-				l.ExpiresAt = time.UnixMilli(ms)
-			}
-			if err == nil {
-				l.RewindTo.SubSequence, err = num(item, attrRewindSub)
-			}
+			l.RewindTo.SubSequence, err = num(item, attrRewindSub)
 		}
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -78,7 +79,7 @@ func TestRowFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err = s.Take(ctx(t), l, "instance-a", 10*time.Second); err != nil {
+	if l, err = s.TakeAs(ctx(t), l, "instance-a", "inc-a"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err = s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "4959", SubSequence: 2}); err != nil {
@@ -86,7 +87,7 @@ func TestRowFormat(t *testing.T) {
 	}
 	item := rawItem(t, client, s.Table(), "orders:shardId-000000000001")
 	want := map[string]string{
-		"lease_key": "S", "owner": "S", "expires_at": "N", "checkpoint": "S",
+		"lease_key": "S", "owner": "S", "incarnation": "S", "checkpoint": "S",
 		"sub_sequence": "N", "lease_counter": "N", "write_token": "S",
 	}
 	for name, typ := range want {
@@ -104,6 +105,97 @@ func TestRowFormat(t *testing.T) {
 	}
 	if got := item["owner"].(*types.AttributeValueMemberS).Value; got != "instance-a" {
 		t.Errorf("owner = %s", got)
+	}
+	for _, name := range []string{"expires_at", "handoff_to"} {
+		if _, ok := item[name]; ok {
+			t.Errorf("the row has attribute %s, which only the retired per-row renewal protocol wrote", name)
+		}
+	}
+	if len(item) != len(want) {
+		t.Errorf("row attributes %v, want exactly %v", item, want)
+	}
+}
+
+// putRaw writes item as it is, as another program (an earlier release)
+// would.
+func putRaw(t *testing.T, client *dynamodb.Client, table string, item map[string]types.AttributeValue) {
+	t.Helper()
+	if _, err := client.PutItem(testutil.WithoutFaults(ctx(t)), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRenewalProtocolRows: a row written by the retired per-row renewal protocol (an
+// owner, no incarnation, an expires_at and a handoff_to) reads without
+// them; a Rewind as the operator command makes it, from the row as read,
+// lands on the owner alone; TakeAs removes the leftover attributes and keeps
+// the checkpoint and the pending rewind.
+func TestRenewalProtocolRows(t *testing.T) {
+	s, client := newStore(t, &testutil.Faults{})
+	k := leases.Key{Stream: "orders", Shard: "shardId-000000000001"}
+	putRaw(t, client, s.Table(), map[string]types.AttributeValue{
+		"lease_key":     &types.AttributeValueMemberS{Value: k.String()},
+		"owner":         &types.AttributeValueMemberS{Value: "old-release"},
+		"expires_at":    &types.AttributeValueMemberN{Value: "1767225600000"},
+		"handoff_to":    &types.AttributeValueMemberS{Value: "another"},
+		"checkpoint":    &types.AttributeValueMemberS{Value: "4959"},
+		"sub_sequence":  &types.AttributeValueMemberN{Value: "0"},
+		"lease_counter": &types.AttributeValueMemberN{Value: "41"},
+		"write_token":   &types.AttributeValueMemberS{Value: "per-row-token"},
+	})
+	l, err := s.Get(ctx(t), k)
+	if err != nil {
+		t.Fatalf("Get of a per-row row: %v", err)
+	}
+	want := leases.Lease{Key: k, Owner: "old-release", Counter: 41, Checkpoint: leases.Checkpoint{Sequence: "4959"}, Token: "per-row-token"}
+	if l != want {
+		t.Fatalf("Get of a per-row row: %+v, want %+v", l, want)
+	}
+	// Another incarnation's view of the row conflicts; the row as read
+	// (no incarnation) is written on its owner alone.
+	other := l
+	other.Incarnation = "inc-x"
+	_, err = s.Rewind(ctx(t), other, leases.Checkpoint{Sequence: "4000"})
+	var ce *leases.ConflictError
+	if !errors.As(err, &ce) || ce.ExpectedIncarnation != "inc-x" {
+		t.Fatalf("Rewind naming an incarnation of a row that names none: %v, want a *leases.ConflictError expecting inc-x", err)
+	}
+	if l, err = s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "4000"}); err != nil {
+		t.Fatalf("Rewind of the per-row row as read: %v", err)
+	}
+	if l.RewindTo.Sequence != "4000" || l.Owner != "old-release" || l.Counter != 42 {
+		t.Fatalf("after the Rewind: %+v", l)
+	}
+	item := rawItem(t, client, s.Table(), k.String())
+	if _, ok := item["expires_at"]; !ok {
+		t.Fatalf("the Rewind removed expires_at (only TakeAs removes it): %v", item)
+	}
+
+	got, err := s.TakeAs(ctx(t), l, "svc-a", "inc-a")
+	if err != nil {
+		t.Fatalf("TakeAs of a per-row row: %v", err)
+	}
+	if got.Owner != "svc-a" || got.Incarnation != "inc-a" || got.Checkpoint != l.Checkpoint || got.RewindTo != l.RewindTo || got.Counter != 43 {
+		t.Fatalf("TakeAs of a per-row row: %+v, want svc-a/inc-a with checkpoint %v and rewind %v kept", got, l.Checkpoint, l.RewindTo)
+	}
+	item = rawItem(t, client, s.Table(), k.String())
+	for _, name := range []string{"expires_at", "handoff_to"} {
+		if _, ok := item[name]; ok {
+			t.Errorf("TakeAs left attribute %s of the per-row protocol: %v", name, item)
+		}
+	}
+
+	// expires_at is never decoded: a row whose value is not even a number
+	// reads as well.
+	k2 := leases.Key{Stream: "orders", Shard: "shardId-000000000002"}
+	putRaw(t, client, s.Table(), map[string]types.AttributeValue{
+		"lease_key":     &types.AttributeValueMemberS{Value: k2.String()},
+		"owner":         &types.AttributeValueMemberS{Value: "old-release"},
+		"expires_at":    &types.AttributeValueMemberS{Value: "2026-01-01T00:00:00Z"},
+		"lease_counter": &types.AttributeValueMemberN{Value: "3"},
+	})
+	if l2, err := s.Get(ctx(t), k2); err != nil || l2.Owner != "old-release" || l2.Counter != 3 {
+		t.Fatalf("Get of a row with a string expires_at: %+v, %v; want it read, expires_at ignored", l2, err)
 	}
 }
 
@@ -210,46 +302,6 @@ func TestAccessDeniedCodes(t *testing.T) {
 	}
 }
 
-// TestRenewClockStandsStill: with a clock that never moves, every Renew
-// still writes a later expires_at (one millisecond later), and once the clock
-// moves on expires_at is now+ttl again.
-func TestRenewClockStandsStill(t *testing.T) {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	var clock atomic.Pointer[time.Time]
-	clock.Store(&now)
-	s, client := newStore(t, &testutil.Faults{}, dynamo.WithClock(func() time.Time { return *clock.Load() }))
-	k := leases.Key{Stream: "orders", Shard: "shardId-000000000001"}
-	l, err := s.Create(ctx(t), k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l, err = s.Take(ctx(t), l, "a", 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	base := now.Add(10 * time.Second).UnixMilli()
-	for i := range 3 {
-		if l, err = s.Renew(ctx(t), l, 10*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		want := base + int64(i) + 1
-		if got := l.ExpiresAt.UnixMilli(); got != want {
-			t.Fatalf("renewal %d with a clock that stands still: expires_at %d, want %d", i+1, got, want)
-		}
-		raw := rawItem(t, client, s.Table(), k.String())["expires_at"].(*types.AttributeValueMemberN).Value
-		if raw != fmt.Sprint(want) {
-			t.Fatalf("renewal %d: the row holds expires_at %s, want %d", i+1, raw, want)
-		}
-	}
-	later := now.Add(time.Minute)
-	clock.Store(&later)
-	if l, err = s.Renew(ctx(t), l, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if want := later.Add(10 * time.Second).UnixMilli(); l.ExpiresAt.UnixMilli() != want {
-		t.Fatalf("after the clock moved: expires_at %d, want %d", l.ExpiresAt.UnixMilli(), want)
-	}
-}
-
 func TestInvalidTableName(t *testing.T) {
 	s := dynamo.New(testutil.Config(t), "no spaces allowed")
 	err := s.Check(ctx(t))
@@ -286,13 +338,19 @@ func TestLostResponseRecognised(t *testing.T) {
 		name string
 		do   func(leases.Lease) (leases.Lease, error)
 	}{
-		{"Take", func(l leases.Lease) (leases.Lease, error) { return s.Take(ctx(t), l, "a", 10*time.Second) }},
-		{"Renew", func(l leases.Lease) (leases.Lease, error) { return s.Renew(ctx(t), l, 10*time.Second) }},
+		{"TakeAs", func(l leases.Lease) (leases.Lease, error) { return s.TakeAs(ctx(t), l, "a", "inc-a") }},
 		{"Checkpoint", func(l leases.Lease) (leases.Lease, error) {
 			return s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "42"})
 		}},
+		{"Rewind of a held row", func(l leases.Lease) (leases.Lease, error) {
+			return s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "40"})
+		}},
+		{"ApplyRewind", func(l leases.Lease) (leases.Lease, error) { return s.ApplyRewind(ctx(t), l) }},
 		{"Release", func(l leases.Lease) (leases.Lease, error) { return s.Release(ctx(t), l, leases.Checkpoint{}) }},
-		{"TakeAs", func(l leases.Lease) (leases.Lease, error) { return s.TakeAs(ctx(t), l, "a", "inc-a") }},
+		{"Rewind of a free row", func(l leases.Lease) (leases.Lease, error) {
+			return s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "41"})
+		}},
+		{"TakeAs again", func(l leases.Lease) (leases.Lease, error) { return s.TakeAs(ctx(t), l, "a", "inc-a") }},
 		{"TakeAs by a new incarnation", func(l leases.Lease) (leases.Lease, error) { return s.TakeAs(ctx(t), l, "a", "inc-a2") }},
 	} {
 		before := faults.Attempts("UpdateItem")
@@ -327,14 +385,14 @@ func TestLostResponseOfOthersWriteIsConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another instance takes the lease first; our Take then fails its
+	// Another instance takes the lease first; our TakeAs then fails its
 	// condition on the first attempt already.
-	if _, err := other.Take(ctx(t), l, "b", 10*time.Second); err != nil {
+	if _, err := other.TakeAs(ctx(t), l, "b", "inc-b"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Take(ctx(t), l, "a", 10*time.Second)
+	_, err = s.TakeAs(ctx(t), l, "a", "inc-a")
 	if !errors.Is(err, leases.ErrConflict) {
-		t.Fatalf("Take after another's: %v, want ErrConflict", err)
+		t.Fatalf("TakeAs after another's: %v, want ErrConflict", err)
 	}
 }
 
@@ -429,7 +487,7 @@ func TestCancelDuringCall(t *testing.T) {
 }
 
 // BenchmarkConditionalUpdate measures conditional UpdateItem writes per
-// second (Renew, one lease per goroutine) on DynamoDB Local.
+// second (Checkpoint, one lease per goroutine) on DynamoDB Local.
 func BenchmarkConditionalUpdate(b *testing.B) {
 	s, _ := newStore(b, &testutil.Faults{})
 	var n atomic.Int64
@@ -440,14 +498,14 @@ func BenchmarkConditionalUpdate(b *testing.B) {
 		k := leases.Key{Stream: "bench", Shard: fmt.Sprintf("shardId-%d", n.Add(1))}
 		l, err := s.Create(c, k)
 		if err == nil {
-			l, err = s.Take(c, l, "bench", time.Minute)
+			l, err = s.TakeAs(c, l, "bench", "inc-bench")
 		}
 		if err != nil {
 			b.Error(err)
 			return
 		}
-		for pb.Next() {
-			if l, err = s.Renew(c, l, time.Minute); err != nil {
+		for i := 1; pb.Next(); i++ {
+			if l, err = s.Checkpoint(c, l, leases.Checkpoint{Sequence: strconv.Itoa(i)}); err != nil {
 				b.Error(err)
 				return
 			}

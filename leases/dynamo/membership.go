@@ -14,9 +14,10 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// TakeAs implements leases.Membership: like Take (conditional on l.Counter,
-// a new write_token, a lost answer recognised by it), but it writes
-// incarnation beside owner and leaves expires_at as it is.
+// TakeAs implements leases.Membership: one UpdateItem conditional on
+// l.Counter (and on the row existing), with a new write_token by which a
+// lost answer is recognised. It writes owner and incarnation and removes
+// the per-row renewal protocol's expires_at and handoff_to.
 func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation string) (leases.Lease, error) {
 	if err := s.begin(ctx, l.Key); err != nil {
 		return leases.Lease{}, err
@@ -27,8 +28,8 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 	u := update{set: map[string]types.AttributeValue{
 		"#owner":        &types.AttributeValueMemberS{Value: owner},
 		attrIncarnation: &types.AttributeValueMemberS{Value: incarnation},
-	}, remove: []string{attrHandoffTo}}
-	return s.write(ctx, "TakeAs", l.Key, l.Counter, "", u)
+	}, remove: []string{attrOldExpiry, attrOldHandoff}}
+	return s.write(ctx, "TakeAs", l.Key, l.Counter, u)
 }
 
 // Heartbeat implements leases.Membership: one UpdateItem, SET of m's entry
@@ -274,5 +275,5 @@ func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation
 	if !cp.IsZero() {
 		u.setCheckpoint(cp)
 	}
-	return s.write(ctx, "CreateAs", key, 0, "", u)
+	return s.write(ctx, "CreateAs", key, 0, u)
 }

@@ -150,8 +150,8 @@ func TestMemberRowFormat(t *testing.T) {
 	}
 }
 
-// TestLeaseRowFormatTakeAs: TakeAs writes incarnation and no expires_at;
-// Take and Release remove incarnation.
+// TestLeaseRowFormatTakeAs: TakeAs writes owner and incarnation; a new
+// incarnation's TakeAs replaces it; Release removes both.
 func TestLeaseRowFormatTakeAs(t *testing.T) {
 	s, client := newStore(t, &testutil.Faults{})
 	k := leases.Key{Stream: "orders", Shard: "shardId-000000000001"}
@@ -159,30 +159,23 @@ func TestLeaseRowFormatTakeAs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err = s.TakeAs(ctx(t), l, "instance-a", "inc-a"); err != nil {
-		t.Fatal(err)
-	}
-	item := rawItem(t, client, s.Table(), k.String())
-	if v, ok := item["incarnation"].(*types.AttributeValueMemberS); !ok || v.Value != "inc-a" {
-		t.Fatalf("after TakeAs: incarnation %v, want S inc-a", item["incarnation"])
-	}
-	if _, ok := item["expires_at"]; ok {
-		t.Fatalf("TakeAs of a free row wrote expires_at: %v", item)
-	}
-	if l, err = s.Take(ctx(t), l, "instance-b", 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := rawItem(t, client, s.Table(), k.String())["incarnation"]; ok {
-		t.Fatal("Take kept the incarnation attribute")
-	}
-	if l, err = s.TakeAs(ctx(t), l, "instance-b", "inc-b"); err != nil {
-		t.Fatal(err)
+	for _, h := range [][2]string{{"instance-a", "inc-a"}, {"instance-b", "inc-b"}, {"instance-b", "inc-b2"}} {
+		if l, err = s.TakeAs(ctx(t), l, h[0], h[1]); err != nil {
+			t.Fatal(err)
+		}
+		item := rawItem(t, client, s.Table(), k.String())
+		if v, ok := item["incarnation"].(*types.AttributeValueMemberS); !ok || v.Value != h[1] {
+			t.Fatalf("after TakeAs by %s: incarnation %v, want S %s", h[0], item["incarnation"], h[1])
+		}
+		if v, ok := item["owner"].(*types.AttributeValueMemberS); !ok || v.Value != h[0] {
+			t.Fatalf("after TakeAs by %s: owner %v", h[0], item["owner"])
+		}
 	}
 	if _, err = s.Release(ctx(t), l, leases.Checkpoint{}); err != nil {
 		t.Fatal(err)
 	}
-	item = rawItem(t, client, s.Table(), k.String())
-	for _, name := range []string{"incarnation", "owner", "expires_at"} {
+	item := rawItem(t, client, s.Table(), k.String())
+	for _, name := range []string{"incarnation", "owner"} {
 		if _, ok := item[name]; ok {
 			t.Errorf("Release kept attribute %s: %v", name, item)
 		}

@@ -5,17 +5,16 @@
 //		leasestest.Run(t, func(t *testing.T) leases.Store { return memory.New() })
 //	}
 //
-// The suite checks the contract documented on leases.Store and in the
-// "Writing a Store" section of package leases: conditional creation, a
-// counter bumped by every write, conflicts that change nothing, fencing of
-// holders' writes, exactly one winner among racing takers, a Renew that
-// always moves ExpiresAt later (the sign of life takers watch) while requests
-// leave Owner and ExpiresAt alone, the context honoured, and, for a Store
-// that implements leases.Checker, a Check that passes on a working store and
-// honours its context. For a Store that implements leases.Membership, the
-// subtests of Membership check the membership rows (conditional heartbeats,
-// replacements and removals, one winner among racing incarnations of an
-// owner, rows kept apart from lease rows) and TakeAs.
+// The suite checks the contract documented on leases.Store,
+// leases.Membership and in the "Writing a Store" section of package leases:
+// conditional creation, a counter bumped by every write, conflicts that
+// change nothing, holder writes fenced by owner and incarnation, exactly one
+// winner among racing takers, the holder kept by the writes of others, the
+// context honoured, and, for a Store that implements leases.Checker, a Check
+// that passes on a working store and honours its context. The subtests of
+// Membership check the membership rows (conditional heartbeats, replacements
+// and removals, one winner among racing incarnations of an owner, rows kept
+// apart from lease rows) and TakeAs.
 package leasestest
 
 import (
@@ -33,9 +32,10 @@ import (
 
 // Run runs the conformance suite as subtests of t. newStore is called once
 // per subtest; it may return the same store each time (every subtest uses
-// keys of its own) or a fresh one. The subtest Checker is skipped for a
-// store that does not implement leases.Checker, the subtests of Membership
-// for one that does not implement leases.Membership.
+// keys of its own) or a fresh one. Every store must implement
+// leases.Membership (leases are taken with TakeAs): Run fails at once for
+// one that does not. The subtest Checker is skipped for a store that does
+// not implement leases.Checker.
 //
 // Membership rows have fixed keys, so subtests that share a store share
 // them (each uses owner ids of its own): the store's membership rows must
@@ -43,6 +43,9 @@ import (
 // checks that rows nobody wrote read as no members.
 func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 	t.Helper()
+	if s := newStore(t); !isMembership(s) {
+		t.Fatalf("%T does not implement leases.Membership: a Store takes leases with TakeAs, and the consumer refuses a Store without it", s)
+	}
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s leases.Store)
@@ -53,15 +56,13 @@ func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"EveryWriteBumpsCounter", testEveryWriteBumpsCounter},
 		{"StaleCounterConflictsAndChangesNothing", testStaleCounter},
 		{"HolderWritesByNonOwnerConflict", testNonOwner},
+		{"HolderWritesByAnotherIncarnationConflict", testOtherIncarnation},
 		{"ReleaseKeepsCheckpoint", testReleaseKeepsCheckpoint},
 		{"ReleaseWritesFinalCheckpoint", testReleaseFinalCheckpoint},
 		{"CheckpointValues", testCheckpointValues},
-		{"HandoffRequest", testHandoff},
 		{"RewindFreeRow", testRewindFree},
 		{"RewindHeldRow", testRewindHeld},
-		{"ExpiresAt", testExpiresAt},
-		{"RenewMovesExpiresAtLater", testRenewMovesExpiresAt},
-		{"RequestsAreNoSignOfLife", testRequestsKeepSignOfLife},
+		{"OthersWritesKeepTheHolder", testOthersKeepHolder},
 		{"RacingTakersOneWins", testTakeRace},
 		{"StreamsAreIndependent", testStreamsIndependent},
 		{"StreamARNKeys", testStreamARN},
@@ -75,6 +76,11 @@ func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		})
 	}
 	t.Run("Membership", func(t *testing.T) { runMembership(t, newStore) })
+}
+
+func isMembership(s leases.Store) bool {
+	_, ok := s.(leases.Membership)
+	return ok
 }
 
 var seq atomic.Int64
@@ -97,8 +103,6 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-const ttl = 10 * time.Second
-
 func mustCreate(t *testing.T, s leases.Store, k leases.Key) leases.Lease {
 	t.Helper()
 	l, err := s.Create(ctx(t), k)
@@ -117,22 +121,26 @@ func mustGet(t *testing.T, s leases.Store, k leases.Key) leases.Lease {
 	return l
 }
 
+// take is TakeAs by owner's incarnation incOf(owner).
+func take(t *testing.T, s leases.Store, l leases.Lease, owner string) (leases.Lease, error) {
+	t.Helper()
+	return s.(leases.Membership).TakeAs(ctx(t), l, owner, incOf(owner))
+}
+
+// incOf is the incarnation mustTake and take name for owner.
+func incOf(owner string) string { return "inc-" + owner }
+
 func mustTake(t *testing.T, s leases.Store, l leases.Lease, owner string) leases.Lease {
 	t.Helper()
-	got, err := s.Take(ctx(t), l, owner, ttl)
+	got, err := take(t, s, l, owner)
 	if err != nil {
-		t.Fatalf("Take(%s, %q) at counter %d: %v", l.Key, owner, l.Counter, err)
+		t.Fatalf("TakeAs(%s, %q, %q) at counter %d: %v", l.Key, owner, incOf(owner), l.Counter, err)
 	}
 	return got
 }
 
-// same compares the fields a store persists. ExpiresAt is compared at
-// millisecond precision, the precision stores are required to keep.
-func same(a, b leases.Lease) bool {
-	return a.Key == b.Key && a.Owner == b.Owner && a.Incarnation == b.Incarnation && a.Counter == b.Counter &&
-		a.ExpiresAt.UnixMilli() == b.ExpiresAt.UnixMilli() && a.Checkpoint == b.Checkpoint &&
-		a.HandoffTo == b.HandoffTo && a.RewindTo == b.RewindTo && a.Token == b.Token
-}
+// same compares the fields a store persists.
+func same(a, b leases.Lease) bool { return a == b }
 
 // checkWritten checks that a write returned the row now stored, one counter
 // past before, with a new token.
@@ -273,7 +281,7 @@ func testCreateWhenAbsent(t *testing.T, s leases.Store) {
 		t.Fatalf("Get before Create: %v, want ErrNotFound", err)
 	}
 	l := mustCreate(t, s, k)
-	if l.Key != k || l.Owner != "" || l.Counter != 1 || !l.Checkpoint.IsZero() || l.HandoffTo != "" || l.Token == "" || l.Held() {
+	if l.Key != k || l.Owner != "" || l.Incarnation != "" || l.Counter != 1 || !l.Checkpoint.IsZero() || !l.RewindTo.IsZero() || l.Token == "" || l.Held() {
 		t.Fatalf("Create returned %+v, want a free row at counter 1 with a token and no checkpoint", l)
 	}
 	if got := mustGet(t, s, k); !same(got, l) {
@@ -290,7 +298,7 @@ func testCreateWhenPresent(t *testing.T, s leases.Store) {
 
 func testWriteBeforeCreate(t *testing.T, s leases.Store) {
 	k := newKey(t)
-	ghost := leases.Lease{Key: k, Owner: "a", Counter: 1}
+	ghost := leases.Lease{Key: k, Owner: "a", Incarnation: incOf("a"), Counter: 1}
 	for op, err := range writeAll(t, s, ghost) {
 		if !errors.Is(err, leases.ErrNotFound) && !errors.Is(err, leases.ErrConflict) {
 			t.Errorf("%s on a missing row: %v, want ErrNotFound or ErrConflict", op, err)
@@ -306,11 +314,9 @@ func testWriteBeforeCreate(t *testing.T, s leases.Store) {
 func writeAll(t *testing.T, s leases.Store, l leases.Lease) map[string]error {
 	t.Helper()
 	errs := map[string]error{}
-	_, errs["Take"] = s.Take(ctx(t), l, "other", ttl)
-	_, errs["Renew"] = s.Renew(ctx(t), l, ttl)
+	_, errs["TakeAs"] = take(t, s, l, "other")
 	_, errs["Checkpoint"] = s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "999"})
 	_, errs["Release"] = s.Release(ctx(t), l, leases.Checkpoint{})
-	_, errs["RequestHandoff"] = s.RequestHandoff(ctx(t), l, "other")
 	_, errs["Rewind"] = s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "1"})
 	_, errs["ApplyRewind"] = s.ApplyRewind(ctx(t), l)
 	return errs
@@ -323,16 +329,20 @@ func testEveryWriteBumpsCounter(t *testing.T, s leases.Store) {
 		op string
 		do func(leases.Lease) (leases.Lease, error)
 	}{
-		{"Take", func(l leases.Lease) (leases.Lease, error) { return s.Take(ctx(t), l, "a", ttl) }},
-		{"Renew", func(l leases.Lease) (leases.Lease, error) { return s.Renew(ctx(t), l, ttl) }},
+		{"TakeAs", func(l leases.Lease) (leases.Lease, error) { return take(t, s, l, "a") }},
 		{"Checkpoint", func(l leases.Lease) (leases.Lease, error) {
-			return s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "100"})
+			return s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "200"})
 		}},
-		{"RequestHandoff", func(l leases.Lease) (leases.Lease, error) { return s.RequestHandoff(ctx(t), l, "b") }},
-		{"Renew after handoff request", func(l leases.Lease) (leases.Lease, error) { return s.Renew(ctx(t), l, ttl) }},
+		{"Rewind of a held row", func(l leases.Lease) (leases.Lease, error) {
+			return s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "100"})
+		}},
+		{"ApplyRewind", func(l leases.Lease) (leases.Lease, error) { return s.ApplyRewind(ctx(t), l) }},
 		{"Release", func(l leases.Lease) (leases.Lease, error) { return s.Release(ctx(t), l, leases.Checkpoint{}) }},
-		{"Take by b", func(l leases.Lease) (leases.Lease, error) { return s.Take(ctx(t), l, "b", ttl) }},
-		{"Take over by c", func(l leases.Lease) (leases.Lease, error) { return s.Take(ctx(t), l, "c", ttl) }},
+		{"Rewind of a free row", func(l leases.Lease) (leases.Lease, error) {
+			return s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "100"})
+		}},
+		{"TakeAs by b", func(l leases.Lease) (leases.Lease, error) { return take(t, s, l, "b") }},
+		{"TakeAs over by c", func(l leases.Lease) (leases.Lease, error) { return take(t, s, l, "c") }},
 	}
 	for _, st := range steps {
 		got, err := st.do(l)
@@ -365,38 +375,107 @@ func testStaleCounter(t *testing.T, s leases.Store) {
 
 func testNonOwner(t *testing.T, s leases.Store) {
 	k, l := heldRow(t, s)
+	l, err := s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "3"}) // so that ApplyRewind has something to apply
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, impostor := range []string{"b", ""} {
 		fake := l
 		fake.Owner = impostor
-		_, err := s.Renew(ctx(t), fake, ttl)
-		wantConflict(t, fmt.Sprintf("Renew by %q", impostor), err)
-		_, err = s.Checkpoint(ctx(t), fake, leases.Checkpoint{Sequence: "7"})
-		wantConflict(t, fmt.Sprintf("Checkpoint by %q", impostor), err)
-		_, err = s.Release(ctx(t), fake, leases.Checkpoint{Sequence: "7"})
-		wantConflict(t, fmt.Sprintf("Release by %q", impostor), err)
-		_, err = s.RequestHandoff(ctx(t), fake, "x")
-		wantConflict(t, fmt.Sprintf("RequestHandoff naming holder %q", impostor), err)
+		for op, err := range holderWrites(t, s, fake) {
+			wantConflict(t, fmt.Sprintf("%s by %q", op, impostor), err)
+		}
 	}
 	wantRow(t, s, k, l, "non-owner writes changed the row")
 
-	// A holder whose lease was taken over can no longer checkpoint, even
-	// with the counter it last saw.
+	// A holder whose lease was taken over can no longer write, even with
+	// the counter it last saw.
 	taken := mustTake(t, s, l, "b")
-	_, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "8"})
-	wantConflict(t, "Checkpoint by the previous holder", err)
-	if got := mustGet(t, s, k); !same(got, taken) {
-		t.Fatalf("previous holder's checkpoint changed the row: %+v", got)
+	for op, err := range holderWrites(t, s, l) {
+		wantConflict(t, op+" by the previous holder", err)
 	}
+	wantRow(t, s, k, taken, "the previous holder's writes changed the row")
 
 	// A free lease has no holder to write as.
 	free, err := s.Release(ctx(t), taken, leases.Checkpoint{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Renew(ctx(t), free, ttl)
-	wantConflict(t, "Renew of a free lease", err)
 	_, err = s.Checkpoint(ctx(t), free, leases.Checkpoint{Sequence: "9"})
 	wantConflict(t, "Checkpoint of a free lease", err)
+	_, err = s.Release(ctx(t), free, leases.Checkpoint{})
+	wantConflict(t, "Release of a free lease", err)
+	_, err = s.ApplyRewind(ctx(t), free)
+	wantConflict(t, "ApplyRewind of a free lease", err)
+	wantRow(t, s, k, free, "writes as the holder of a free lease changed the row")
+}
+
+// holderWrites attempts every holder write with l as the expected state (a
+// Rewind with l held, so a Rewind of a held row) and returns each error.
+func holderWrites(t *testing.T, s leases.Store, l leases.Lease) map[string]error {
+	t.Helper()
+	errs := map[string]error{}
+	_, errs["Checkpoint"] = s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "7"})
+	_, errs["Release"] = s.Release(ctx(t), l, leases.Checkpoint{Sequence: "7"})
+	_, errs["ApplyRewind"] = s.ApplyRewind(ctx(t), l)
+	_, errs["Rewind of a held row"] = s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "1"})
+	return errs
+}
+
+// testOtherIncarnation: a holder write carrying the right owner and counter
+// but another incarnation than the row's conflicts and writes nothing: an
+// earlier process of the same owner (fenced, restarted) or a second process
+// started with the same owner id cannot write a lease another incarnation
+// holds. A write with the row's incarnation lands.
+func testOtherIncarnation(t *testing.T, s leases.Store) {
+	k, l := heldRow(t, s)
+	l, err := s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "3"}) // so that ApplyRewind has something to apply
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{incOf("a") + "-2", "x"} {
+		fake := l
+		fake.Incarnation = other
+		for op, err := range holderWrites(t, s, fake) {
+			what := fmt.Sprintf("%s by owner %q, incarnation %q, of a row held by incarnation %q", op, l.Owner, other, l.Incarnation)
+			wantConflict(t, what, err)
+			var ce *leases.ConflictError
+			if errors.As(err, &ce) && ce.ExpectedIncarnation != other {
+				t.Errorf("%s: the conflict names expected incarnation %q, want %q", what, ce.ExpectedIncarnation, other)
+			}
+		}
+		wantRow(t, s, k, l, fmt.Sprintf("writes by incarnation %q changed the row", other))
+	}
+
+	// A new incarnation of the owner takes the row: the old one's writes,
+	// even made with the new counter, conflict.
+	next, err := s.(leases.Membership).TakeAs(ctx(t), l, l.Owner, incOf("a")+"-new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := next
+	old.Incarnation = l.Incarnation
+	for op, err := range holderWrites(t, s, old) {
+		wantConflict(t, op+" by the incarnation the row was taken from", err)
+	}
+	wantRow(t, s, k, next, "the old incarnation's writes changed the row")
+
+	// The holding incarnation writes.
+	got, err := s.ApplyRewind(ctx(t), next)
+	if err != nil {
+		t.Fatalf("ApplyRewind by the holding incarnation: %v", err)
+	}
+	checkWritten(t, s, "ApplyRewind by the holding incarnation", next, got)
+	got2, err := s.Checkpoint(ctx(t), got, leases.Checkpoint{Sequence: "4"})
+	if err != nil {
+		t.Fatalf("Checkpoint by the holding incarnation: %v", err)
+	}
+	checkWritten(t, s, "Checkpoint by the holding incarnation", got, got2)
+	got3, err := s.Release(ctx(t), got2, leases.Checkpoint{})
+	if err != nil {
+		t.Fatalf("Release by the holding incarnation: %v", err)
+	}
+	checkWritten(t, s, "Release by the holding incarnation", got2, got3)
 }
 
 func testReleaseKeepsCheckpoint(t *testing.T, s leases.Store) {
@@ -410,13 +489,13 @@ func testReleaseKeepsCheckpoint(t *testing.T, s leases.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Owner != "" || l.Held() || l.Checkpoint != cp || l.HandoffTo != "" {
+	if l.Owner != "" || l.Incarnation != "" || l.Held() || l.Checkpoint != cp {
 		t.Fatalf("after Release: %+v, want free with checkpoint %v", l, cp)
 	}
 	// A released lease can be taken at once, and the taker sees the checkpoint.
 	l = mustTake(t, s, mustGet(t, s, k), "b")
 	if l.Checkpoint != cp {
-		t.Fatalf("after Take of a released lease: checkpoint %v, want %v", l.Checkpoint, cp)
+		t.Fatalf("after TakeAs of a released lease: checkpoint %v, want %v", l.Checkpoint, cp)
 	}
 }
 
@@ -451,51 +530,6 @@ func testCheckpointValues(t *testing.T, s leases.Store) {
 		if got := mustGet(t, s, k); got.Checkpoint != cp {
 			t.Fatalf("after Checkpoint(%v) the store holds %v", cp, got.Checkpoint)
 		}
-	}
-}
-
-func testHandoff(t *testing.T, s leases.Store) {
-	k, l := heldRow(t, s)
-	asked, err := s.RequestHandoff(ctx(t), l, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if asked.HandoffTo != "b" || asked.Owner != "a" {
-		t.Fatalf("after RequestHandoff: %+v, want owner a, handoff to b", asked)
-	}
-	// The holder's renewal with the counter it knew conflicts; re-read, it
-	// still holds the lease and sees the request.
-	_, err = s.Renew(ctx(t), l, ttl)
-	wantConflict(t, "Renew after a handoff request", err)
-	cur := mustGet(t, s, k)
-	if cur.Owner != "a" || cur.HandoffTo != "b" {
-		t.Fatalf("re-read after handoff request: %+v", cur)
-	}
-	renewed, err := s.Renew(ctx(t), cur, ttl)
-	if err != nil || renewed.HandoffTo != "b" {
-		t.Fatalf("Renew at the current counter: %+v, %v; want success keeping the request", renewed, err)
-	}
-	released, err := s.Release(ctx(t), renewed, leases.Checkpoint{Sequence: "77"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if released.HandoffTo != "" || released.Held() {
-		t.Fatalf("after Release: %+v, want free with no handoff", released)
-	}
-	// A request on a free lease conflicts: there is nobody to hand over.
-	_, err = s.RequestHandoff(ctx(t), released, "b")
-	wantConflict(t, "RequestHandoff on a free lease", err)
-	// Take clears a pending request.
-	taken := mustTake(t, s, mustTake(t, s, mustGet(t, s, k), "a"), "c")
-	if taken.HandoffTo != "" {
-		t.Fatal("Take kept HandoffTo")
-	}
-	asked, err = s.RequestHandoff(ctx(t), taken, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if took := mustTake(t, s, asked, "b"); took.HandoffTo != "" || took.Owner != "b" {
-		t.Fatalf("Take after a request: %+v", took)
 	}
 }
 
@@ -548,25 +582,25 @@ func testRewindHeld(t *testing.T, s leases.Store) {
 	}
 	// The holder's next write with the counter it knew conflicts; it re-reads
 	// and applies the rewind.
-	_, err = s.Renew(ctx(t), l, ttl)
-	wantConflict(t, "Renew after a rewind request", err)
+	_, err = s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "920"})
+	wantConflict(t, "Checkpoint after a rewind request", err)
 	// A normal checkpoint keeps the pending rewind.
 	cp, err := s.Checkpoint(ctx(t), mustGet(t, s, k), leases.Checkpoint{Sequence: "950"})
 	if err != nil || cp.RewindTo != to {
 		t.Fatalf("Checkpoint with a rewind pending: %+v, %v; want RewindTo kept", cp, err)
 	}
-	// Release and Take keep it too, for the next holder to apply.
+	// Release and TakeAs keep it too, for the next holder to apply.
 	rel, err := s.Release(ctx(t), cp, leases.Checkpoint{})
 	if err != nil || rel.RewindTo != to {
 		t.Fatalf("Release with a rewind pending: %+v, %v; want RewindTo kept", rel, err)
 	}
 	next := mustTake(t, s, rel, "b")
 	if next.RewindTo != to {
-		t.Fatalf("Take with a rewind pending: %+v, want RewindTo kept", next)
+		t.Fatalf("TakeAs with a rewind pending: %+v, want RewindTo kept", next)
 	}
 	// A non-holder cannot apply it.
 	fake := next
-	fake.Owner = "a"
+	fake.Owner, fake.Incarnation = "a", incOf("a")
 	_, err = s.ApplyRewind(ctx(t), fake)
 	wantConflict(t, "ApplyRewind by a non-holder", err)
 	applied, err := s.ApplyRewind(ctx(t), next)
@@ -579,42 +613,13 @@ func testRewindHeld(t *testing.T, s leases.Store) {
 	}
 }
 
-func testExpiresAt(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustCreate(t, s, k)
-	if !l.ExpiresAt.IsZero() {
-		t.Fatalf("a new row expires at %v, want zero", l.ExpiresAt)
-	}
-	l = mustTake(t, s, l, "a")
-	if l.ExpiresAt.IsZero() {
-		t.Fatal("Take wrote no ExpiresAt")
-	}
-	first := l.ExpiresAt
-	l, err := s.Renew(ctx(t), l, 2*ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Renewing with twice the duration moves the expiry by at least one
-	// duration, whatever the clock did in between (stores may use a fake one).
-	if d := l.ExpiresAt.Sub(first); d < ttl-time.Millisecond {
-		t.Fatalf("Renew(2×%v) moved ExpiresAt by %v", ttl, d)
-	}
-	l, err = s.Release(ctx(t), l, leases.Checkpoint{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !l.ExpiresAt.IsZero() {
-		t.Fatalf("a released row expires at %v, want zero", l.ExpiresAt)
-	}
-}
-
 func testTakeRace(t *testing.T, s leases.Store) {
 	const takers, rounds = 50, 100
 	k := newKey(t)
 	l := mustCreate(t, s, k)
 	for round := range rounds {
-		_, l = raceTake(t, s, k, l, round, takers, "Take", func(i int) (leases.Lease, error) {
-			return s.Take(ctx(t), l, fmt.Sprintf("owner-%d", i), ttl)
+		_, l = raceTake(t, s, k, l, round, takers, "TakeAs", func(i int) (leases.Lease, error) {
+			return s.(leases.Membership).TakeAs(ctx(t), l, fmt.Sprintf("owner-%d", i), fmt.Sprintf("inc-%d-%d", round, i))
 		})
 	}
 }
@@ -635,14 +640,10 @@ func testStreamsIndependent(t *testing.T, s leases.Store) {
 		t.Fatalf("writes to %s changed %s: %+v", k1, k2, got)
 	}
 	// The same counter value on the other key does not make a stale write land.
-	l2, err := s.Take(ctx(t), l2, "b", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mustTake(t, s, l2, "b")
 	if got := mustGet(t, s, k1); got.Owner != "a" || got.Checkpoint.Sequence != "11" {
 		t.Fatalf("writes to %s changed %s: %+v", k2, k1, got)
 	}
-	_ = l2
 }
 
 func testStreamARN(t *testing.T, s leases.Store) {
@@ -667,15 +668,13 @@ func testInvalidArguments(t *testing.T, s leases.Store) {
 	bad := leases.Key{Stream: k.Stream, Shard: ""}
 	_, err := s.Create(ctx(t), bad)
 	wantInvalid(t, "Create with an empty shard id", err)
-	_, err = s.Take(ctx(t), l, "", ttl)
-	wantInvalid(t, "Take with an empty owner", err)
-	_, err = s.Take(ctx(t), l, "a", 0)
-	wantInvalid(t, "Take with a zero lease duration", err)
 	held := mustTake(t, s, l, "a")
 	_, err = s.Checkpoint(ctx(t), held, leases.Checkpoint{})
 	wantInvalid(t, "Checkpoint with an empty sequence number", err)
-	_, err = s.RequestHandoff(ctx(t), held, "")
-	wantInvalid(t, "RequestHandoff to nobody", err)
+	_, err = s.Checkpoint(ctx(t), held, leases.Checkpoint{SubSequence: 2})
+	wantInvalid(t, "Checkpoint with a sub-sequence and no sequence number", err)
+	_, err = s.Rewind(ctx(t), held, leases.Checkpoint{})
+	wantInvalid(t, "Rewind to a zero checkpoint", err)
 	wantRow(t, s, k, held, "invalid writes changed the row")
 }
 
@@ -688,89 +687,35 @@ func testCancelledContext(t *testing.T, s leases.Store) {
 				_, err := s.Create(c, leases.Key{Stream: k.Stream, Shard: "shardId-000000000001"})
 				return err
 			},
-			"Take":           func() error { _, err := s.Take(c, l, "b", ttl); return err },
-			"Renew":          func() error { _, err := s.Renew(c, l, ttl); return err },
-			"Checkpoint":     func() error { _, err := s.Checkpoint(c, l, leases.Checkpoint{Sequence: "3"}); return err },
-			"Release":        func() error { _, err := s.Release(c, l, leases.Checkpoint{}); return err },
-			"RequestHandoff": func() error { _, err := s.RequestHandoff(c, l, "b"); return err },
-			"Rewind":         func() error { _, err := s.Rewind(c, l, leases.Checkpoint{Sequence: "1"}); return err },
-			"ApplyRewind":    func() error { _, err := s.ApplyRewind(c, l); return err },
+			"TakeAs": func() error {
+				_, err := s.(leases.Membership).TakeAs(c, l, "b", incOf("b"))
+				return err
+			},
+			"Checkpoint":  func() error { _, err := s.Checkpoint(c, l, leases.Checkpoint{Sequence: "3"}); return err },
+			"Release":     func() error { _, err := s.Release(c, l, leases.Checkpoint{}); return err },
+			"Rewind":      func() error { _, err := s.Rewind(c, l, leases.Checkpoint{Sequence: "1"}); return err },
+			"ApplyRewind": func() error { _, err := s.ApplyRewind(c, l); return err },
 		}
 		wantDeadCalls(t, name, c, calls)
 	}
 	wantRow(t, s, k, l, "calls with a dead context changed the row")
 }
 
-// sameSignOfLife reports whether a and b show the same holder, not renewed
-// in between: the (Owner, ExpiresAt) pair takers compare, at the millisecond
-// precision stores keep.
-func sameSignOfLife(a, b leases.Lease) bool {
-	return a.Owner == b.Owner && a.ExpiresAt.UnixMilli() == b.ExpiresAt.UnixMilli()
-}
-
-// testRenewMovesExpiresAt: every Renew writes an ExpiresAt later than the one
-// it replaces, at millisecond precision, whatever the store's clock does.
-// Takers see a renewal only as a change of (Owner, ExpiresAt), and the holder
-// counts its lease only from a renewal that changed ExpiresAt, so a Renew
-// that repeats it (renewals in one millisecond, a clock that stood still)
-// makes the holder stop delivering, and one that goes back can repeat a value
-// a taker saw earlier, which makes it take a live lease.
-func testRenewMovesExpiresAt(t *testing.T, s leases.Store) {
-	k, l := heldRow(t, s)
-	renew := func(op string, d time.Duration) {
-		t.Helper()
-		got, err := s.Renew(ctx(t), l, d)
-		if err != nil {
-			t.Fatalf("%s: %v", op, err)
-		}
-		checkWritten(t, s, op, l, got)
-		if got.Owner != l.Owner {
-			t.Fatalf("%s changed the owner from %q to %q", op, l.Owner, got.Owner)
-		}
-		if got.ExpiresAt.UnixMilli() <= l.ExpiresAt.UnixMilli() {
-			t.Fatalf("%s wrote ExpiresAt %v over %v: every Renew must write a later one (at millisecond precision), "+
-				"or takers cannot tell it from no renewal at all", op, got.ExpiresAt, l.ExpiresAt)
-		}
-		l = got
-	}
-	// Back to back: several renewals fall in one millisecond of a store
-	// that is fast enough.
-	for i := range 5 {
-		renew(fmt.Sprintf("Renew %d of 5 back to back", i+1), ttl)
-	}
-	// A duration shorter than what is left: now+ttl is earlier than the
-	// current ExpiresAt, as after a clock stepped back.
-	for i := range 3 {
-		renew(fmt.Sprintf("Renew %d of 3 with a duration of 1ms, %v before the current expiry", i+1, time.Until(l.ExpiresAt).Round(time.Millisecond)), time.Millisecond)
-	}
-	// After a request bumped the counter, the holder re-reads and renews.
-	asked, err := s.RequestHandoff(ctx(t), l, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l = mustGet(t, s, k)
-	if !same(l, asked) {
-		t.Fatalf("Get after RequestHandoff = %+v, want %+v", l, asked)
-	}
-	renew("Renew after a handoff request", time.Millisecond)
-}
-
-// testRequestsKeepSignOfLife: the writes of others on a held row
-// (RequestHandoff, Rewind) and the holder's writes that are not renewals
-// (Checkpoint, ApplyRewind) leave Owner and ExpiresAt as they are. A request
-// that moved them would look like the holder renewing: a requester asking a
-// dead holder for its lease, or an operator rewinding it, would keep that
-// lease from being taken over for as long as the requests go on.
-func testRequestsKeepSignOfLife(t *testing.T, s leases.Store) {
+// testOthersKeepHolder: a Rewind of a held row (an operator's write) and
+// the holder's writes other than Release (Checkpoint, ApplyRewind) leave
+// Owner and Incarnation as they are: a write that moved them would hand the
+// lease to nobody, or to a holder that is not reading it.
+func testOthersKeepHolder(t *testing.T, s leases.Store) {
 	_, l := heldRow(t, s)
 	steps := []struct {
 		op string
 		do func(leases.Lease) (leases.Lease, error)
 	}{
-		{"RequestHandoff", func(l leases.Lease) (leases.Lease, error) { return s.RequestHandoff(ctx(t), l, "b") }},
-		{"second RequestHandoff", func(l leases.Lease) (leases.Lease, error) { return s.RequestHandoff(ctx(t), l, "c") }},
 		{"Rewind of a held row", func(l leases.Lease) (leases.Lease, error) {
 			return s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "10"})
+		}},
+		{"second Rewind of a held row", func(l leases.Lease) (leases.Lease, error) {
+			return s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "8"})
 		}},
 		{"Checkpoint", func(l leases.Lease) (leases.Lease, error) {
 			return s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "20"})
@@ -778,22 +723,21 @@ func testRequestsKeepSignOfLife(t *testing.T, s leases.Store) {
 		{"ApplyRewind", func(l leases.Lease) (leases.Lease, error) { return s.ApplyRewind(ctx(t), l) }},
 	}
 	for _, st := range steps {
-		// Let the store's clock move, so that a write that stamps ExpiresAt
-		// with it shows.
-		time.Sleep(3 * time.Millisecond)
 		got, err := st.do(l)
 		if err != nil {
 			t.Fatalf("%s at counter %d: %v", st.op, l.Counter, err)
 		}
 		checkWritten(t, s, st.op, l, got)
-		if !sameSignOfLife(got, l) {
-			t.Fatalf("%s changed (Owner, ExpiresAt) from (%q, %v) to (%q, %v): "+
-				"takers would take it for a renewal by the holder", st.op, l.Owner, l.ExpiresAt, got.Owner, got.ExpiresAt)
+		if got.Owner != l.Owner || got.Incarnation != l.Incarnation {
+			t.Fatalf("%s changed the holder from (%q, %q) to (%q, %q)", st.op, l.Owner, l.Incarnation, got.Owner, got.Incarnation)
 		}
 		l = got
 	}
+	if l.Checkpoint.Sequence != "8" || !l.RewindTo.IsZero() {
+		t.Fatalf("after the steps: %+v, want checkpoint 8 (the second rewind, applied) and no rewind pending", l)
+	}
 
-	// A Rewind of a free row leaves it free, with no expiry.
+	// A Rewind of a free row leaves it free.
 	free, err := s.Release(ctx(t), l, leases.Checkpoint{})
 	if err != nil {
 		t.Fatal(err)
@@ -802,8 +746,8 @@ func testRequestsKeepSignOfLife(t *testing.T, s leases.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Owner != "" || !got.ExpiresAt.IsZero() {
-		t.Fatalf("Rewind of a free row: owner %q, ExpiresAt %v; want it free with a zero ExpiresAt", got.Owner, got.ExpiresAt)
+	if got.Owner != "" || got.Incarnation != "" {
+		t.Fatalf("Rewind of a free row: owner %q, incarnation %q; want it free", got.Owner, got.Incarnation)
 	}
 }
 

@@ -29,21 +29,14 @@ type brokenVariant struct {
 }
 
 var brokenVariants = map[string]brokenVariant{
-	// Renew stamps now+ttl with a clock that stands still: takers cannot
-	// tell its renewals from none.
-	"renew-frozen-clock": {func() leases.Store { return blindRenew{frozen()} }, "RenewMovesExpiresAtLater"},
-	// Renew stamps now+ttl with a real clock: renewals in one millisecond
-	// repeat ExpiresAt, and a shorter duration moves it back.
-	"renew-blind": {func() leases.Store { return blindRenew{New()} }, "RenewMovesExpiresAtLater"},
-	// Renew only avoids repeating the value it replaces: a clock that
-	// stepped back moves ExpiresAt back, and a later renewal can write a
-	// value a taker saw before.
-	"renew-differs-only": {func() leases.Store { return differsRenew{New()} }, "RenewMovesExpiresAtLater"},
-	// RequestHandoff refreshes ExpiresAt: a requester keeps a dead holder's
-	// lease alive.
-	"handoff-refreshes-expiry": {func() leases.Store { return refreshingHandoff{New()} }, "RequestsAreNoSignOfLife"},
-	// A Rewind of a held row refreshes ExpiresAt.
-	"rewind-refreshes-expiry": {func() leases.Store { return refreshingRewind{New()} }, "RequestsAreNoSignOfLife"},
+	// Holder writes check the owner but not the incarnation: an earlier
+	// process of the same owner id writes a row another incarnation holds.
+	"checkpoint-ignores-incarnation":  {func() leases.Store { return ignoresIncarnation{New(), "Checkpoint"} }, "HolderWritesByAnotherIncarnationConflict"},
+	"release-ignores-incarnation":     {func() leases.Store { return ignoresIncarnation{New(), "Release"} }, "HolderWritesByAnotherIncarnationConflict"},
+	"applyrewind-ignores-incarnation": {func() leases.Store { return ignoresIncarnation{New(), "ApplyRewind"} }, "HolderWritesByAnotherIncarnationConflict"},
+	"rewind-ignores-incarnation":      {func() leases.Store { return ignoresIncarnation{New(), "Rewind"} }, "HolderWritesByAnotherIncarnationConflict"},
+	// A Rewind of a held row clears the holder's incarnation.
+	"rewind-clears-incarnation": {func() leases.Store { return clearingRewind{New()} }, "OthersWritesKeepTheHolder"},
 	// Check fails on a working store.
 	"check-fails": {func() leases.Store {
 		return checkFunc{New(), func(context.Context) error { return errors.New("broken: no table") }}
@@ -79,10 +72,6 @@ var brokenVariants = map[string]brokenVariant{
 	// ReplaceMember checks the incarnation only: a live entry seen stale
 	// once is replaced.
 	"replace-ignores-heartbeat": {func() leases.Store { return replaceIgnoresHeartbeat{New()} }, "Membership/ReplaceMemberOnlyIfSeen"},
-	// TakeAs stamps ExpiresAt as Take does.
-	"takeas-stamps-expiry": {func() leases.Store { return stampingTakeAs{New()} }, "Membership/TakeAs"},
-	// Take leaves the incarnation of a TakeAs in place.
-	"take-keeps-incarnation": {func() leases.Store { return keepingTake{New()} }, "Membership/TakeClearsIncarnation"},
 	// Release leaves the incarnation in place.
 	"release-keeps-incarnation": {func() leases.Store { return keepingRelease{New()} }, "Membership/ReleaseClearsIncarnation"},
 	// Lease methods accept the key of a membership row.
@@ -97,71 +86,6 @@ var brokenVariants = map[string]brokenVariant{
 			return nil
 		}}
 	}, "Checker"},
-}
-
-func frozen() *Store {
-	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	return New(WithClock(func() time.Time { return t }))
-}
-
-type blindRenew struct{ *Store }
-
-func (b blindRenew) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
-	if err := begin(ctx, l.Key); err != nil {
-		return leases.Lease{}, err
-	}
-	return b.write("Renew", l, true, func(r *leases.Lease) error {
-		r.ExpiresAt = b.now().Add(ttl)
-		return nil
-	})
-}
-
-type differsRenew struct{ *Store }
-
-func (b differsRenew) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
-	if err := begin(ctx, l.Key); err != nil {
-		return leases.Lease{}, err
-	}
-	return b.write("Renew", l, true, func(r *leases.Lease) error {
-		e := b.now().Add(ttl)
-		if e.UnixMilli() == r.ExpiresAt.UnixMilli() {
-			e = r.ExpiresAt.Add(time.Millisecond)
-		}
-		r.ExpiresAt = e
-		return nil
-	})
-}
-
-type refreshingHandoff struct{ *Store }
-
-func (b refreshingHandoff) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
-	if err := begin(ctx, l.Key); err != nil {
-		return leases.Lease{}, err
-	}
-	if err := leases.ValidateOwner(to); err != nil {
-		return leases.Lease{}, err
-	}
-	return b.write("RequestHandoff", l, true, func(r *leases.Lease) error {
-		r.HandoffTo = to
-		r.ExpiresAt = b.now().Add(time.Minute)
-		return nil
-	})
-}
-
-type refreshingRewind struct{ *Store }
-
-func (b refreshingRewind) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	if l.Owner == "" || cp.Sequence == "" {
-		return b.Store.Rewind(ctx, l, cp)
-	}
-	if err := begin(ctx, l.Key); err != nil {
-		return leases.Lease{}, err
-	}
-	return b.write("Rewind", l, true, func(r *leases.Lease) error {
-		r.RewindTo = cp
-		r.ExpiresAt = b.now().Add(time.Minute)
-		return nil
-	})
 }
 
 type anyIncarnation struct{ *Store }
@@ -225,28 +149,53 @@ func (b replaceIgnoresHeartbeat) ReplaceMember(ctx context.Context, row int, see
 	return b.Store.ReplaceMember(ctx, row, seen, next)
 }
 
-type stampingTakeAs struct{ *Store }
-
-func (b stampingTakeAs) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
-	if err := begin(ctx, l.Key); err != nil {
-		return leases.Lease{}, err
-	}
-	return b.write("TakeAs", l, false, func(r *leases.Lease) error {
-		r.Owner, r.Incarnation, r.HandoffTo = owner, inc, ""
-		r.ExpiresAt = b.now().Add(time.Minute)
-		return nil
-	})
+// ignoresIncarnation makes the holder write op conditional on the owner
+// alone: it writes as if the caller named the row's incarnation.
+type ignoresIncarnation struct {
+	*Store
+	op string
 }
 
-type keepingTake struct{ *Store }
+func (b ignoresIncarnation) asStored(op string, l leases.Lease) leases.Lease {
+	if op != b.op {
+		return l
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r, ok := b.rows[l.Key]; ok && r.Owner == l.Owner {
+		l.Incarnation = r.Incarnation
+	}
+	return l
+}
 
-func (b keepingTake) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
+func (b ignoresIncarnation) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return b.Store.Checkpoint(ctx, b.asStored("Checkpoint", l), cp)
+}
+
+func (b ignoresIncarnation) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return b.Store.Release(ctx, b.asStored("Release", l), cp)
+}
+
+func (b ignoresIncarnation) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	return b.Store.ApplyRewind(ctx, b.asStored("ApplyRewind", l))
+}
+
+func (b ignoresIncarnation) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return b.Store.Rewind(ctx, b.asStored("Rewind", l), cp)
+}
+
+type clearingRewind struct{ *Store }
+
+func (b clearingRewind) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if l.Owner == "" || cp.Sequence == "" {
+		return b.Store.Rewind(ctx, l, cp)
+	}
 	if err := begin(ctx, l.Key); err != nil {
 		return leases.Lease{}, err
 	}
-	return b.write("Take", l, false, func(r *leases.Lease) error {
-		r.Owner, r.HandoffTo = owner, ""
-		r.ExpiresAt = b.now().Add(ttl)
+	return b.write("Rewind", l, true, func(r *leases.Lease) error {
+		r.RewindTo = cp
+		r.Incarnation = ""
 		return nil
 	})
 }
@@ -258,7 +207,7 @@ func (b keepingRelease) Release(ctx context.Context, l leases.Lease, cp leases.C
 		return leases.Lease{}, err
 	}
 	return b.write("Release", l, true, func(r *leases.Lease) error {
-		r.Owner, r.HandoffTo, r.ExpiresAt = "", "", time.Time{}
+		r.Owner = ""
 		if !cp.IsZero() {
 			r.Checkpoint = cp
 		}

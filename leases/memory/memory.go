@@ -19,15 +19,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
 )
 
 // Store is an in-memory leases.Store. The zero value is not usable; call New.
 type Store struct {
-	now func() time.Time
-
 	mu      sync.Mutex
 	rows    map[leases.Key]leases.Lease
 	members map[int]map[string]leases.Member // membership row -> owner -> entry
@@ -39,27 +36,9 @@ var (
 	_ leases.Membership = (*Store)(nil)
 )
 
-// Option configures a Store.
-type Option interface{ apply(*Store) }
-
-type optionFunc func(*Store)
-
-func (f optionFunc) apply(s *Store) { f(s) }
-
-// WithClock makes the store read the time from now (for ExpiresAt) instead of
-// time.Now: tests use it to control time. A clock that stands still or steps
-// back still makes every Renew move ExpiresAt later (see Store.Renew).
-func WithClock(now func() time.Time) Option {
-	return optionFunc(func(s *Store) { s.now = now })
-}
-
 // New returns an empty Store.
-func New(opts ...Option) *Store {
-	s := &Store{now: time.Now, rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member)}
-	for _, o := range opts {
-		o.apply(s)
-	}
-	return s
+func New() *Store {
+	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member)}
 }
 
 // Check implements leases.Checker. A memory store has nothing to
@@ -95,53 +74,6 @@ func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error
 	return l, nil
 }
 
-// Take implements leases.Store.
-func (s *Store) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
-	if err := begin(ctx, l.Key); err != nil {
-		return leases.Lease{}, err
-	}
-	if err := leases.ValidateOwner(owner); err != nil {
-		return leases.Lease{}, err
-	}
-	if err := leases.ValidateTTL(ttl); err != nil {
-		return leases.Lease{}, err
-	}
-	return s.write("Take", l, false, func(r *leases.Lease) error {
-		r.Owner = owner
-		r.Incarnation = "" // the per-row renewal protocol names no incarnation
-		r.HandoffTo = ""
-		r.ExpiresAt = s.now().Add(ttl)
-		return nil
-	})
-}
-
-// Renew implements leases.Store: ExpiresAt becomes now+ttl, or the stored
-// ExpiresAt plus a millisecond if that is later.
-func (s *Store) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
-	if err := begin(ctx, l.Key); err != nil {
-		return leases.Lease{}, err
-	}
-	if err := leases.ValidateTTL(ttl); err != nil {
-		return leases.Lease{}, err
-	}
-	return s.write("Renew", l, true, func(r *leases.Lease) error {
-		r.ExpiresAt = renewedExpiry(r.ExpiresAt, s.now().Add(ttl))
-		return nil
-	})
-}
-
-// renewedExpiry returns the ExpiresAt a renewal writes over prev: want, or
-// prev plus a millisecond when want is not that late (the clock stood still,
-// stepped back, or the renewals fell in one millisecond). Takers see a
-// renewal only as a change of ExpiresAt, so it must never repeat an earlier
-// value.
-func renewedExpiry(prev, want time.Time) time.Time {
-	if floor := prev.Add(time.Millisecond); !prev.IsZero() && want.Before(floor) {
-		return floor
-	}
-	return want
-}
-
 // Checkpoint implements leases.Store.
 func (s *Store) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
 	if err := begin(ctx, l.Key); err != nil {
@@ -164,25 +96,9 @@ func (s *Store) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoin
 	return s.write("Release", l, true, func(r *leases.Lease) error {
 		r.Owner = ""
 		r.Incarnation = ""
-		r.HandoffTo = ""
-		r.ExpiresAt = time.Time{}
 		if !cp.IsZero() {
 			r.Checkpoint = cp
 		}
-		return nil
-	})
-}
-
-// RequestHandoff implements leases.Store.
-func (s *Store) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
-	if err := begin(ctx, l.Key); err != nil {
-		return leases.Lease{}, err
-	}
-	if err := leases.ValidateOwner(to); err != nil {
-		return leases.Lease{}, err
-	}
-	return s.write("RequestHandoff", l, true, func(r *leases.Lease) error {
-		r.HandoffTo = to
 		return nil
 	})
 }
@@ -230,7 +146,8 @@ func (s *Store) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, 
 var errFree = errors.New("condition")
 
 // write applies change to the row of l.Key if its counter is l.Counter and,
-// when holder is set, its owner is the non-empty l.Owner.
+// when holder is set, its owner is the non-empty l.Owner and its incarnation
+// is l.Incarnation, when that is not empty.
 func (s *Store) write(op string, l leases.Lease, holder bool, change func(*leases.Lease) error) (leases.Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -240,8 +157,8 @@ func (s *Store) write(op string, l leases.Lease, holder bool, change func(*lease
 	}
 	conflict := &leases.ConflictError{Op: op, Key: l.Key, ExpectedCounter: l.Counter}
 	if holder {
-		conflict.ExpectedOwner = l.Owner
-		if l.Owner == "" || r.Owner != l.Owner {
+		conflict.ExpectedOwner, conflict.ExpectedIncarnation = l.Owner, l.Incarnation
+		if l.Owner == "" || r.Owner != l.Owner || (l.Incarnation != "" && r.Incarnation != l.Incarnation) {
 			return leases.Lease{}, conflict
 		}
 	}
@@ -268,8 +185,7 @@ func token() string {
 	return rand.Text()[:16]
 }
 
-// TakeAs implements leases.Membership: like Take, but Incarnation is
-// written beside Owner and ExpiresAt is left as it is.
+// TakeAs implements leases.Membership.
 func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation string) (leases.Lease, error) {
 	if err := begin(ctx, l.Key); err != nil {
 		return leases.Lease{}, err
@@ -280,7 +196,6 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 	return s.write("TakeAs", l, false, func(r *leases.Lease) error {
 		r.Owner = owner
 		r.Incarnation = incarnation
-		r.HandoffTo = ""
 		return nil
 	})
 }

@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) { testutil.Main(m) }
 
 // fixedSeed's 20s schedule has every kind of chaos: SIGKILLs, SIGSTOPs
-// shorter than the lease, around the fence and twice the lease, and a
+// shorter than the timeout, around the fence and twice the timeout, and a
 // SIGINT.
 const fixedSeed = 4
 
@@ -110,7 +110,7 @@ func chaosRun(t *testing.T, bin string, c chaosCase, duration time.Duration, rat
 		Stream: stream, Table: table,
 		Instances: 4, MaxDown: 2, Rate: rate, Keys: 64,
 		Duration: duration, Seed: seed,
-		Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Scan: 500 * time.Millisecond,
+		Heartbeat: 500 * time.Millisecond, Timeout: 2 * time.Second,
 		CheckpointInterval: time.Second,
 		Dir:                t.TempDir(), Binary: bin, Race: harness.RaceEnabled, FanOut: fo, Out: harness.TestLog(t),
 	}
@@ -144,15 +144,14 @@ func chaosRun(t *testing.T, bin string, c chaosCase, duration time.Duration, rat
 	if c.fanOut && (ta.FanOut == nil || ta.FanOut.Subscribes == 0) {
 		t.Errorf("seed %d: fan-out mode, but no SubscribeToShard call succeeded (%+v)", seed, ta.FanOut)
 	}
-	// Takeover: a taker must see a row unchanged for a lease duration, and
-	// reads it every scan interval, or, in a stable assignment when the
-	// process watching that row is down too, only in the full scan every
-	// 6th interval: about lease + 2 full-scan periods (8.6s here) at worst;
-	// twice that for a loaded CI machine. (Handoff requests to a dead holder
-	// no longer restart the count: see handoff_test.go.) The same with
-	// fan-out: the 5-second rule delays a taker's first record, not its
-	// acquisition of the lease.
-	const bound = 2 * (2*time.Second + 2*6*1100*time.Millisecond/2)
+	// Takeover: a taker must see the holder's heartbeat unchanged for the
+	// timeout, and it reads the membership rows every heartbeat (jittered
+	// up to +10%): timeout + 2×1.1 heartbeats after the signal at worst
+	// (3.1s here). With two instances down at once the plan may first give
+	// a shard to the other one, not yet found dead: twice that; and twice
+	// again for a loaded CI machine. The same with fan-out: the 5-second
+	// rule delays a taker's first record, not its acquisition of the lease.
+	bound := 2 * 2 * (cfg.Timeout + 2*cfg.Heartbeat*11/10)
 	if l := ta.longestTakeover(); l > bound {
 		t.Errorf("seed %d: longest takeover %v, want at most %v", seed, l, bound)
 	}

@@ -7,13 +7,14 @@
 // It starts DynamoDB Local and kinesalite (internal/testutil; `npm ci` at the
 // repository root installs them), creates a lease table and an 8-shard
 // stream, builds examples/fulfilment and runs 4 instances of it as separate
-// processes with short leases (--lease 2s, --renew 500ms, --scan 500ms,
-// checkpoints every 1s). A producer publishes orders at a steady rate, round
+// processes with short lease settings (a heartbeat every 500ms, a 2s
+// timeout; --heartbeat and --heartbeat-timeout set others; checkpoints
+// every 1s). A producer publishes orders at a steady rate, round
 // robin over 64 partition keys, each order carrying its key's next counter
 // (order id kKKK-CCCCCCC). Meanwhile a chaos schedule drawn from --seed
 // disrupts random instances, at most two at a time: SIGKILL and a new
 // process (a new owner id) after a random delay; SIGSTOP for up to three
-// leases (long enough for its leases to be taken over), then SIGCONT;
+// timeouts (long enough for its leases to be taken over), then SIGCONT;
 // SIGINT (drain, checkpoint, release) and a new process. When the chaos is
 // over the producer stops, the instances catch up until every order is
 // handled and every shard checkpointed at its last record, and are stopped
@@ -25,8 +26,8 @@
 //     line to the same process's "released"/"lost"/"ended" line or its
 //     SIGKILL) in acquisition order: every delivery of a tenure must come
 //     before the next tenure's acquisition. The taker acquires only once
-//     the holder's fence is closed, a fifth of a lease before anyone may
-//     take over, so a delivery stamped after the acquisition was handed to
+//     the holder's fence is closed, a sixth of the timeout before anyone
+//     may take over, so a delivery stamped after the acquisition was handed to
 //     the handler after it. The stamp is taken in the handler: a process
 //     SIGSTOPped between handing a record over and the stamp stamps it
 //     after its SIGCONT. That one record per stop (its previous delivery
@@ -57,7 +58,7 @@
 //     last record.
 //   - takeovers: per SIGKILL/SIGSTOP/SIGINT, the time from the signal to
 //     another process acquiring each shard the disrupted process held; none
-//     sooner than half a lease after a SIGKILL or SIGSTOP.
+//     sooner than half the timeout after a SIGKILL or SIGSTOP.
 //
 // With --fan-out the instances read with enhanced fan-out (--fan-out
 // chaos) instead of polling: no emulator serves SubscribeToShard, so the
@@ -113,7 +114,7 @@ func main() { os.Exit(chaosMain()) }
 func chaosMain() int {
 	f := harness.Flags{
 		Instances: 4, Shards: 8,
-		Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Scan: 500 * time.Millisecond, CheckpointInterval: time.Second,
+		Heartbeat: 500 * time.Millisecond, Timeout: 2 * time.Second, CheckpointInterval: time.Second,
 	}
 	f.Register(flag.CommandLine)
 	var (
@@ -166,7 +167,7 @@ func chaosMain() int {
 		Stream: "fulfilment-chaos", Table: "fulfilment-chaos-leases",
 		Instances: f.Instances, MaxDown: *maxDown, Rate: *rate, Keys: *keys,
 		Duration: *duration, Seed: *seed,
-		Lease: f.Lease, Renew: f.Renew, Scan: f.Scan, CheckpointInterval: f.CheckpointInterval,
+		Heartbeat: f.Heartbeat, Timeout: f.Timeout, CheckpointInterval: f.CheckpointInterval,
 		Dir: fr.Dir, Race: *race, FanOut: fo, Out: os.Stdout,
 	}
 	if err := fr.Setup(cfg.Table, cfg.Stream, int32(f.Shards)); err != nil {

@@ -36,9 +36,9 @@ type config struct {
 	Keys          int // partition keys (customers); orders go round-robin over them
 	Duration      time.Duration
 	Seed          uint64
-	// Lease settings of every instance (--lease, --renew, --scan), its
+	// Lease settings of every instance (--heartbeat, --timeout), its
 	// checkpoint interval and shutdown timeout.
-	Lease, Renew, Scan time.Duration
+	Heartbeat, Timeout time.Duration
 	CheckpointInterval time.Duration
 	ShutdownTimeout    time.Duration
 	// Dir holds the binary, the reports and the instances' logs.
@@ -82,8 +82,11 @@ func (c *config) defaults() {
 	if c.Keys == 0 {
 		c.Keys = 64
 	}
-	if c.Lease == 0 {
-		c.Lease, c.Renew, c.Scan = 2*time.Second, 500*time.Millisecond, 500*time.Millisecond
+	if c.Timeout == 0 {
+		c.Heartbeat, c.Timeout = 500*time.Millisecond, 2*time.Second
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = c.Timeout / 5
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = time.Second
@@ -95,7 +98,7 @@ func (c *config) defaults() {
 
 func (c *config) planConfig() planConfig {
 	return planConfig{
-		Duration: c.Duration, Instances: c.Instances, MaxDown: c.MaxDown, Lease: c.Lease,
+		Duration: c.Duration, Instances: c.Instances, MaxDown: c.MaxDown, Timeout: c.Timeout,
 		Drain: 1500 * time.Millisecond, Settle: time.Second,
 		MinGap: 300 * time.Millisecond, MaxGap: 2 * time.Second,
 	}
@@ -105,8 +108,8 @@ func (c *config) planConfig() planConfig {
 // catchUpTimeout the wait, after the chaos, for every order to be handled
 // and every shard checkpointed at its last record; exitTimeout the wait for
 // a SIGINTed or SIGKILLed instance to exit.
-func (c *config) settleTimeout() time.Duration  { return 20*time.Second + 2*c.Lease }
-func (c *config) catchUpTimeout() time.Duration { return 30*time.Second + 4*c.Lease }
+func (c *config) settleTimeout() time.Duration  { return 20*time.Second + 2*c.Timeout }
+func (c *config) catchUpTimeout() time.Duration { return 30*time.Second + 4*c.Timeout }
 func (c *config) exitTimeout() time.Duration    { return c.ShutdownTimeout + 10*time.Second }
 
 // published is one order the producer put on the stream: its partition key,
@@ -195,7 +198,7 @@ func run(ctx context.Context, cfg config, e harness.Env) (*tally, error) {
 	}
 	r.fleet = &harness.Fleet{
 		Name: "chaos", Binary: cfg.Binary, Dir: cfg.Dir, Env: e, Stream: cfg.Stream, Table: cfg.Table,
-		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, CheckpointInterval: cfg.CheckpointInterval,
+		Heartbeat: cfg.Heartbeat, Timeout: cfg.Timeout, CheckpointInterval: cfg.CheckpointInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Race: cfg.Race,
 	}
 	if cfg.FanOut != nil {
@@ -219,8 +222,8 @@ func run(ctx context.Context, cfg config, e harness.Env) (*tally, error) {
 			return nil, err
 		}
 	}
-	r.printf("started %d instances (lease %v, renew %v, scan %v, checkpoint every %v, reading by %s); logs and reports in %s\n",
-		cfg.Instances, cfg.Lease, cfg.Renew, cfg.Scan, cfg.CheckpointInterval, cfg.reading(), cfg.Dir)
+	r.printf("started %d instances (heartbeat %v, timeout %v, checkpoint every %v, reading by %s); logs and reports in %s\n",
+		cfg.Instances, cfg.Heartbeat, cfg.Timeout, cfg.CheckpointInterval, cfg.reading(), cfg.Dir)
 
 	stopWatch := harness.Watch(ctx, r.out, 200*time.Millisecond, r.poll, r.row)
 	defer stopWatch()
@@ -648,7 +651,7 @@ func (r *runner) execute(ctx context.Context, a action) {
 			return
 		}
 		rec.Start = time.Now()
-		r.printf("SIGSTOP %s for %v (lease %v)\n", p.Owner, a.Hold.Round(time.Millisecond), r.cfg.Lease)
+		r.printf("SIGSTOP %s for %v (timeout %v)\n", p.Owner, a.Hold.Round(time.Millisecond), r.cfg.Timeout)
 		sleep(a.Hold) // on cancellation, continue it anyway: cleanup kills it
 		rec.End = time.Now()
 		if err := p.Continue(); err != nil && !p.Exited() {
@@ -794,7 +797,7 @@ func (r *runner) observations() *observations {
 	o := &observations{
 		Begin: r.begin, Published: slices.Clone(r.pub), Deliveries: slices.Clone(r.reports.Deliveries), Events: slices.Clone(r.reports.Events),
 		Actions: slices.Clone(r.actions), Problems: slices.Concat(r.problems, r.regress), Rows: maps.Clone(r.seen),
-		Lease: r.cfg.Lease, Renew: r.cfg.Renew, Scan: r.cfg.Scan, CheckpointInterval: r.cfg.CheckpointInterval,
+		Heartbeat: r.cfg.Heartbeat, Timeout: r.cfg.Timeout, CheckpointInterval: r.cfg.CheckpointInterval,
 		Seed: r.cfg.Seed, Duration: r.cfg.Duration, Instances: r.cfg.Instances, Shards: len(r.shards),
 	}
 	if r.cfg.FanOut != nil {
@@ -804,7 +807,7 @@ func (r *runner) observations() *observations {
 	for _, p := range r.procs {
 		pi := procInfo{Owner: p.Owner, Slot: p.slot, Started: p.started, Exited: p.ExitedAt(), Killed: p.killedAt,
 			Interrupted: p.interruptAt, Stops: slices.Clone(p.stops)}
-		pi.RefusedCheckpoints, pi.LostRenewals, pi.Errors, pi.Takes = scanLog(p.LogPath)
+		pi.RefusedCheckpoints, pi.FoundLost, pi.Errors, pi.Takes = scanLog(p.LogPath)
 		o.Procs = append(o.Procs, pi)
 	}
 	return o
@@ -812,7 +815,8 @@ func (r *runner) observations() *observations {
 
 // scanLog reads an instance's log: the checkpoints refused because the
 // lease was lost (the worker's "lease lost; stopping without checkpoint"),
-// the renewals that found the lease taken ("lease lost"), the ERROR lines,
+// the re-reads of held rows that found the lease taken ("lease lost"), the
+// ERROR lines,
 // and every lease it took: free ("lease acquired") or from another owner
 // ("lease taken over ... from=").
 func scanLog(path string) (refused, lost, errs int, takes []take) {

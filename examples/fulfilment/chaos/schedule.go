@@ -40,7 +40,7 @@ type planConfig struct {
 	Duration  time.Duration // every action ends (as planned) within it
 	Instances int
 	MaxDown   int           // at most this many slots disrupted at once (< Instances)
-	Lease     time.Duration // the instances' lease duration
+	Timeout   time.Duration // the instances' timeout: a silent one's leases are taken after it
 	// Drain is how long a graceful stop is expected to take, and Settle how
 	// long a restarted or continued instance is left alone before its slot
 	// may be disrupted again; both count as "down" for MaxDown.
@@ -52,10 +52,10 @@ type planConfig struct {
 // plan draws a chaos schedule from seed: actions at random gaps, each on a
 // random slot that is up, with at most MaxDown slots down at any time (as
 // planned: a slot is down from its action's start until its restart or
-// SIGCONT plus Settle). Kinds: 35% SIGKILL (restart after 0..2×lease), 40%
-// SIGSTOP (half of them shorter than the lease, half 1..3× the lease, long
-// enough for the lease to be taken over), 25% SIGINT (restart 0..1 lease
-// after the exit). The same seed and config give the same schedule.
+// SIGCONT plus Settle). Kinds: 35% SIGKILL (restart after 0..2×timeout),
+// 40% SIGSTOP (half of them shorter than the timeout, half 1..3× the
+// timeout, long enough for the leases to be taken over), 25% SIGINT
+// (restart 0..1 timeout after the exit). The same seed and config give the same schedule.
 func plan(seed uint64, c planConfig) []action {
 	rng := rand.New(rand.NewPCG(seed, 0x63_68_61_6f_73)) // "chaos"
 	uniform := func(lo, hi time.Duration) time.Duration {
@@ -76,17 +76,17 @@ func plan(seed uint64, c planConfig) []action {
 		var down time.Duration // planned time the slot is not up
 		switch p := rng.Float64(); {
 		case p < 0.35:
-			a = action{Kind: kill, Hold: uniform(0, 2*c.Lease)}
+			a = action{Kind: kill, Hold: uniform(0, 2*c.Timeout)}
 			down = a.Hold
 		case p < 0.75:
 			if rng.IntN(2) == 0 {
-				a = action{Kind: stop, Hold: uniform(c.Lease/10, c.Lease)}
+				a = action{Kind: stop, Hold: uniform(c.Timeout/10, c.Timeout)}
 			} else {
-				a = action{Kind: stop, Hold: uniform(c.Lease, 3*c.Lease)}
+				a = action{Kind: stop, Hold: uniform(c.Timeout, 3*c.Timeout)}
 			}
 			down = a.Hold
 		default:
-			a = action{Kind: interrupt, Hold: uniform(0, c.Lease)}
+			a = action{Kind: interrupt, Hold: uniform(0, c.Timeout)}
 			down = c.Drain + a.Hold
 		}
 		// Every action ends within the chaos: shorten the last ones.

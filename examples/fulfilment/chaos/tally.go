@@ -22,9 +22,10 @@ type procInfo struct {
 	Started, Exited, Killed, Interrupted time.Time
 	Stops                                []episode
 	// From its log: checkpoints refused because the lease was lost,
-	// renewals that found the lease taken, ERROR lines, leases taken.
-	RefusedCheckpoints, LostRenewals, Errors int
-	Takes                                    []take
+	// re-reads of held rows that found the lease taken, ERROR lines, leases
+	// taken.
+	RefusedCheckpoints, FoundLost, Errors int
+	Takes                                 []take
 }
 
 // take is a lease a process took, from its log: From is the owner it took
@@ -55,7 +56,7 @@ type observations struct {
 	Actions            []actionRecord
 	Rows               map[string][]rowRun // by shard
 	Problems           []string
-	Lease, Renew, Scan time.Duration
+	Heartbeat, Timeout time.Duration
 	CheckpointInterval time.Duration
 	Seed               uint64
 	Duration           time.Duration
@@ -141,7 +142,7 @@ type tally struct {
 	// Takeovers, by what disrupted the holder: the longest time from the
 	// signal until another process acquired a shard the disrupted process
 	// held, and how many were measured. Early lists takeovers sooner than
-	// half a lease after a SIGKILL or SIGSTOP (a live lease taken), Missing
+	// half the timeout after a SIGKILL or SIGSTOP (a live lease taken), Missing
 	// shards never taken over after a SIGKILL.
 	Longest        map[kind]time.Duration
 	LongestAt      map[kind]string
@@ -157,14 +158,14 @@ type tally struct {
 	PutBack, PutBackBounded int
 
 	// The fence: leases taken from stopped processes, and how many of
-	// those the process itself then saw lost; checkpoints and renewals
-	// refused for a lost lease (instance logs); ERROR log lines.
+	// those the process itself then saw lost; checkpoints refused and held
+	// rows found taken, for a lost lease (instance logs); ERROR log lines.
 	TakenFromStopped, NoticedLost int
 	RefusedCheckpoints            int
-	LostRenewals                  int
+	FoundLost                     int
 	ErrorLines                    int
 
-	// Chaos carried out (by kind), longer-than-lease stops, and skipped
+	// Chaos carried out (by kind), longer-than-timeout stops, and skipped
 	// actions.
 	Done      map[kind]int
 	LongStops int
@@ -181,7 +182,7 @@ type tally struct {
 	ReadTenures int
 	FanOut      *testutil.FanOutStats
 
-	Lease, Renew, Scan, CheckpointInterval time.Duration
+	Heartbeat, Timeout, CheckpointInterval time.Duration
 }
 
 // Violations lists every broken invariant; empty means the run passed.
@@ -229,9 +230,9 @@ func compute(o *observations) *tally {
 		Published: len(o.Published), Deliveries: len(o.Deliveries),
 		Causes:  map[string]int{},
 		Longest: map[kind]time.Duration{}, LongestAt: map[kind]string{}, TakeoverCount: map[kind]int{},
-		Done:     map[kind]int{},
-		Problems: slices.Clone(o.Problems),
-		Lease:    o.Lease, Renew: o.Renew, Scan: o.Scan, CheckpointInterval: o.CheckpointInterval,
+		Done:      map[kind]int{},
+		Problems:  slices.Clone(o.Problems),
+		Heartbeat: o.Heartbeat, Timeout: o.Timeout, CheckpointInterval: o.CheckpointInterval,
 		FanOut: o.FanOut,
 	}
 	at := func(tm time.Time) string { return fmt.Sprintf("%.3fs", tm.Sub(o.Begin).Seconds()) }
@@ -240,7 +241,7 @@ func compute(o *observations) *tally {
 		p := &o.Procs[i]
 		procs[p.Owner] = p
 		t.RefusedCheckpoints += p.RefusedCheckpoints
-		t.LostRenewals += p.LostRenewals
+		t.FoundLost += p.FoundLost
 		t.ErrorLines += p.Errors
 	}
 
@@ -364,7 +365,7 @@ func compute(o *observations) *tally {
 	// Overlaps: per shard, tenures in acquisition order; a tenure's
 	// deliveries must all come before the next tenure's acquisition. The
 	// taker acquires only after the holder's fence closed (the holder stops
-	// delivering a fifth of a lease before anyone may take over), so a
+	// delivering a sixth of the timeout before anyone may take over), so a
 	// delivery stamped after the next acquisition was handed over after it,
 	// unless the holder was paused between handing the record over and the
 	// handler's timestamp: a SIGSTOP. That one record per SIGSTOP is
@@ -580,7 +581,7 @@ func compute(o *observations) *tally {
 			continue
 		}
 		t.Done[a.Kind]++
-		if a.Kind == stop && a.End.Sub(a.Start) > o.Lease {
+		if a.Kind == stop && a.End.Sub(a.Start) > o.Timeout {
 			t.LongStops++
 		}
 		if a.Start.IsZero() {
@@ -606,9 +607,9 @@ func compute(o *observations) *tally {
 			}
 			if a.Kind == stop {
 				// Taken while stopped, or right after the SIGCONT before the
-				// process could renew (it then saw the lease lost); else it
-				// kept the lease and a later move is not this stop's.
-				racedCont := tn.endKind == "lost" && !nx.acq.After(tn.end) && !nx.acq.After(a.End.Add(o.Lease))
+				// process could heartbeat (it then saw the lease lost); else
+				// it kept the lease and a later move is not this stop's.
+				racedCont := tn.endKind == "lost" && !nx.acq.After(tn.end) && !nx.acq.After(a.End.Add(o.Timeout))
 				if nx.acq.After(a.End) && !racedCont {
 					t.StopsKept++
 					continue
@@ -624,8 +625,8 @@ func compute(o *observations) *tally {
 				t.Longest[a.Kind] = d
 				t.LongestAt[a.Kind] = fmt.Sprintf("shard %s, %s to %s at %s", harness.ShortShard(tn.shard), a.Owner, nx.owner, at(nx.acq))
 			}
-			if a.Kind != interrupt && d < o.Lease/2 {
-				t.Early = append(t.Early, fmt.Sprintf("shard %s taken by %s at %s, %v after the %s of its holder %s (at %s): sooner than half a lease",
+			if a.Kind != interrupt && d < o.Timeout/2 {
+				t.Early = append(t.Early, fmt.Sprintf("shard %s taken by %s at %s, %v after the %s of its holder %s (at %s): sooner than half the timeout",
 					harness.ShortShard(tn.shard), nx.owner, at(nx.acq), d.Round(time.Millisecond), a.Kind, a.Owner, at(a.Start)))
 			}
 		}
@@ -766,9 +767,9 @@ func maxTime(a, b time.Time) time.Time {
 // print writes the tally for people.
 func (t *tally) print(w io.Writer) {
 	v := t.Violations()
-	fmt.Fprintf(w, "chaos tally: seed %d, %v of chaos, %d instances, %d shards (lease %v, renew %v, scan %v, checkpoint every %v)\n",
-		t.Seed, t.Duration, t.Instances, t.Shards, t.Lease, t.Renew, t.Scan, t.CheckpointInterval)
-	fmt.Fprintf(w, "  chaos                   %d SIGKILL, %d SIGSTOP (%d longer than the lease), %d SIGINT; %d skipped\n",
+	fmt.Fprintf(w, "chaos tally: seed %d, %v of chaos, %d instances, %d shards (heartbeat %v, timeout %v, checkpoint every %v)\n",
+		t.Seed, t.Duration, t.Instances, t.Shards, t.Heartbeat, t.Timeout, t.CheckpointInterval)
+	fmt.Fprintf(w, "  chaos                   %d SIGKILL, %d SIGSTOP (%d longer than the timeout), %d SIGINT; %d skipped\n",
 		t.Done[kill], t.Done[stop], t.LongStops, t.Done[interrupt], t.Skipped)
 	fmt.Fprintf(w, "  published               %d\n", t.Published)
 	fmt.Fprintf(w, "  handled (distinct)      %d  (%d deliveries)\n", t.Handled, t.Deliveries)
@@ -810,8 +811,8 @@ func (t *tally) print(w io.Writer) {
 		fmt.Fprintf(w, "  takeover %-23s longest %.2fs of %d (%s)\n", name, t.Longest[k].Seconds(), t.TakeoverCount[k], t.LongestAt[k])
 	}
 	fmt.Fprintf(w, "  longest takeover        %.2fs (from a SIGKILL or SIGSTOP to another process acquiring the shard)\n", t.longestTakeover().Seconds())
-	fmt.Fprintf(w, "  fence                   %d leases taken from stopped processes (%d seen lost by them), %d kept through a short stop; %d checkpoints and %d renewals refused for a lost lease\n",
-		t.TakenFromStopped, t.NoticedLost, t.StopsKept, t.RefusedCheckpoints, t.LostRenewals)
+	fmt.Fprintf(w, "  fence                   %d leases taken from stopped processes (%d seen lost by them), %d kept through a short stop; %d checkpoints refused and %d held rows found taken, for a lost lease\n",
+		t.TakenFromStopped, t.NoticedLost, t.StopsKept, t.RefusedCheckpoints, t.FoundLost)
 	if t.PutBack > 0 {
 		fmt.Fprintf(w, "  after SIGCONT           %d tenures acquired right after a SIGCONT delivered nothing: their take may have landed before the SIGSTOP; %d put back to it, %d only as far as the lease table allows\n",
 			t.PutBack, t.PutBack-t.PutBackBounded, t.PutBackBounded)

@@ -16,7 +16,7 @@ func TestTallyFindsFaults(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	sh := func(n int) string { return fmt.Sprintf("shardId-%012d", n) }
-	o := &observations{Begin: t0, Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Scan: 500 * time.Millisecond}
+	o := &observations{Begin: t0, Heartbeat: 500 * time.Millisecond, Timeout: 2 * time.Second}
 	pub := func(id string, shard int, seq string, key string, counter int) {
 		o.Published = append(o.Published, published{id: id, key: key, counter: counter, shard: sh(shard), seq: seq, at: at(0)})
 	}
@@ -162,7 +162,7 @@ func TestTallyFindsFaults(t *testing.T) {
 	}
 
 	// A clean run: a SIGKILL, a takeover, the window redelivered.
-	o = &observations{Begin: t0, Lease: 2 * time.Second}
+	o = &observations{Begin: t0, Timeout: 2 * time.Second}
 	pub("r1", 0, "1", "k1", 1)
 	pub("r2", 0, "2", "k1", 2)
 	ev("a", 0, "acquired", 0)
@@ -192,7 +192,9 @@ func TestTallyTakeAfterStop(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	sh := func(n int) string { return fmt.Sprintf("shardId-%012d", n) }
 	type obs struct{ *observations }
-	newObs := func() obs { return obs{&observations{Begin: t0, Lease: 2 * time.Second, Rows: map[string][]rowRun{}}} }
+	newObs := func() obs {
+		return obs{&observations{Begin: t0, Timeout: 2 * time.Second, Rows: map[string][]rowRun{}}}
+	}
 	ev := func(o obs, owner string, shard int, kind string, ms int) {
 		o.Events = append(o.Events, harness.LeaseEvent{Owner: owner, Shard: sh(shard), Kind: kind, At: at(ms)})
 	}
@@ -311,7 +313,7 @@ func TestPlan(t *testing.T) {
 			if a.Kind == interrupt {
 				down += pc.Drain
 			}
-			if a.Kind == stop && a.Hold > pc.Lease {
+			if a.Kind == stop && a.Hold > pc.Timeout {
 				long++
 			}
 			end := a.At + down + pc.Settle
@@ -331,10 +333,10 @@ func TestPlan(t *testing.T) {
 		}
 	}
 	if kinds[kill] == 0 || kinds[stop] == 0 || kinds[interrupt] == 0 || long == 0 {
-		t.Errorf("50 schedules: %v, %d stops longer than the lease", kinds, long)
+		t.Errorf("50 schedules: %v, %d stops longer than the timeout", kinds, long)
 	}
 	p := plan(fixedSeed, pc)
-	if !slices.ContainsFunc(p, func(a action) bool { return a.Kind == stop && a.Hold > pc.Lease }) ||
+	if !slices.ContainsFunc(p, func(a action) bool { return a.Kind == stop && a.Hold > pc.Timeout }) ||
 		!slices.ContainsFunc(p, func(a action) bool { return a.Kind == kill }) ||
 		!slices.ContainsFunc(p, func(a action) bool { return a.Kind == interrupt }) {
 		t.Errorf("the fixed seed's schedule lacks a kind of chaos:\n%s", describePlan(p))

@@ -53,7 +53,7 @@ func testDemo(t *testing.T, keyConcurrency int, fanOut bool) {
 		KeyConcurrency: keyConcurrency,
 		Stream:         stream, Table: table,
 		Orders: 1000, PublishOver: 4 * time.Second, Instances: 3,
-		Lease: 2 * time.Second, Renew: 500 * time.Millisecond, Scan: 500 * time.Millisecond,
+		Heartbeat: 500 * time.Millisecond, Timeout: 2 * time.Second,
 		CheckpointInterval: 500 * time.Millisecond,
 		Kill:               true, KillAt: 0.5,
 		Dir: t.TempDir(), Race: harness.RaceEnabled, Out: harness.TestLog(t),
@@ -81,14 +81,14 @@ func testDemo(t *testing.T, keyConcurrency int, fanOut bool) {
 		t.Errorf("%d customers' orders handled out of stream order, e.g. %s", len(ta.KeyOrder), ta.KeyOrder[0])
 	}
 
-	// Failover. A survivor takes a lease over once it has seen the row
-	// unchanged for a lease duration, and it reads the row every scan
-	// interval: expected lease+scan after the kill (2.5s here). The analytic
-	// worst case is lease + 2×1.1×scan (the first scan to see the last
-	// renewal comes up to a jittered scan interval after the kill, the one
-	// that finds it a lease duration old up to another) plus the Take write,
-	// 4.1s here; we allow 3× the expected, for loaded CI machines running
-	// five processes built with -race.
+	// Failover. A survivor takes a lease over once it has seen the killed
+	// instance's heartbeat unchanged for the timeout, and it reads the
+	// membership rows every heartbeat: expected timeout+heartbeat after the
+	// kill (2.5s here). The analytic worst case is timeout + 2 heartbeats
+	// (the first read to see the last heartbeat comes up to a jittered
+	// interval after the kill, the one that finds it a timeout old up to
+	// another) plus the take, 4s here; we allow 3× the expected, for loaded
+	// CI machines running five processes built with -race.
 	if len(ta.KilledShards) == 0 {
 		t.Fatalf("the killed instance %s held no shard", ta.Killed)
 	}
@@ -99,15 +99,15 @@ func testDemo(t *testing.T, keyConcurrency int, fanOut bool) {
 	t.Logf("failover after SIGKILL: %v (expected about %v, analytic worst %v); per shard %v",
 		ta.Failover.Round(time.Millisecond), expected, cfg.worstFailover(), ta.Takeover)
 	if bound := 3 * expected; ta.Failover > bound {
-		t.Errorf("failover took %v, want at most %v (3× lease+scan)", ta.Failover, bound)
+		t.Errorf("failover took %v, want at most %v (3× timeout+heartbeat)", ta.Failover, bound)
 	}
 	// Nobody may take a live lease over early: the killed instance's last
-	// renewal was at most a renew interval before the kill, so no takeover
-	// can come sooner than lease−renew after it. Half the lease leaves room
-	// for a late renewal.
+	// heartbeat was at most a heartbeat interval before the kill, so no
+	// takeover can come sooner than timeout−heartbeat after it. Half the
+	// timeout leaves room for a late heartbeat.
 	for s, d := range ta.Takeover {
-		if d < cfg.Lease/2 {
-			t.Errorf("shard %s taken over %v after the kill: sooner than half the lease (%v)", s, d, cfg.Lease/2)
+		if d < cfg.timeout()/2 {
+			t.Errorf("shard %s taken over %v after the kill: sooner than half the timeout (%v)", s, d, cfg.timeout()/2)
 		}
 	}
 

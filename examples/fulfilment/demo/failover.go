@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 )
@@ -230,8 +229,8 @@ func runFailover(ctx context.Context, cfg config, env harness.Env, signal string
 	if err := d.startInstances(); err != nil {
 		return nil, err
 	}
-	d.printf("started %d instances of the fulfilment service (lease %v, renew %v, scan %v, protocol %s, %s); logs and reports in %s\n",
-		cfg.Instances, cfg.Lease, cfg.Renew, cfg.Scan, cmpOr(cfg.Protocol, "default"), cfg.reading(), cfg.Dir)
+	d.printf("started %d instances of the fulfilment service (%s, %s); logs and reports in %s\n",
+		cfg.Instances, cfg.settings(), cfg.reading(), cfg.Dir)
 
 	// The watcher follows the reports every 100ms but the lease table only
 	// every second: with many shards, reading every row ten times a second
@@ -253,7 +252,7 @@ func runFailover(ctx context.Context, cfg config, env harness.Env, signal string
 	}, d.row)
 	defer stopWatch()
 
-	if _, err := d.waitStable(ctx, max(2*cfg.Renew, 2*kinesislease.DefaultHeartbeat), false, d.fleet.Died); err != nil {
+	if _, err := d.waitStable(ctx, 2*cfg.heartbeat(), false, d.fleet.Died); err != nil {
 		return nil, err
 	}
 
@@ -359,7 +358,7 @@ func runFailover(ctx context.Context, cfg config, env harness.Env, signal string
 		tr.Failover = max(tr.Failover, f)
 	}
 	t := compute(ids, d.reports.Deliveries, d.reports.Events, k, cfg.fence())
-	t.Lease, t.Renew, t.Scan = cfg.Lease, cfg.Renew, cfg.Scan
+	t.Settings, t.ExpectedFailover = cfg.settings(), cfg.expectedFailover()
 	t.fanOut(cfg.FanOut)
 	tr.Tally, tr.Acquired = t, t.Failover
 	if p := t.fanOutProblem(); p != "" {
@@ -382,13 +381,6 @@ func runFailover(ctx context.Context, cfg config, env harness.Env, signal string
 			len(t.OtherDups), sig, strings.Join(t.OtherDups[:min(10, len(t.OtherDups))], " ")))
 	}
 	return tr, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // waitStable waits until every shard is held and the assignment (the lease
@@ -517,7 +509,7 @@ func (d *demo) signalOne(ctx context.Context, signal string) (*harness.Instance,
 
 // shareTimeout bounds the wait for a SIGCONTed victim to hold its share
 // again.
-func (c *config) shareTimeout() time.Duration { return 60*time.Second + 4*c.Lease }
+func (c *config) shareTimeout() time.Duration { return 60*time.Second + 4*c.timeout() }
 
 // waitShare waits until the lease table shows owner holding its share of
 // the shards, ⌊S/N⌋ or ⌈S/N⌉ of S shards over N instances, and returns how

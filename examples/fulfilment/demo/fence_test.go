@@ -1,11 +1,15 @@
-// TestReproTakeoverCountsFromScanStart is a regression test for a bug the
-// demo's author found: shard.Coordinator.scan stamped every row it read with
-// the time the scan started, not the time the read returned. When that read
-// was slow and a later scan fast, the taker counted the lease duration from
-// before the holder's last renewal was sent, took the lease over early, and
-// the holder, still inside its fence, went on delivering: two instances
-// handled the shard at once. The coordinator now counts from when each read
-// returned.
+// TestReproTakeoverCountsFromReadReturn comes from a bug the demo's author
+// found in the retired per-row protocol, which stamped every row it read
+// with the time the scan started, not the time the read returned. When that
+// read was slow and a later one fast, the taker counted the lease duration
+// from before the holder's last renewal was sent, took the lease over early,
+// and the holder, still inside its fence, went on delivering: two instances
+// handled the shard at once. The membership protocol must not repeat it: a
+// taker dates a heartbeat value from when the read that first showed it
+// returned. Here the taker's read of the holder's membership row is slow,
+// and the holder is cut off from the store right after it returns: the
+// holder's last heartbeat may be one sent just before that return, so the
+// taker may act only a whole timeout after it.
 
 package main
 
@@ -24,6 +28,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
+	"github.com/kinesislease/kinesislease/internal/engine/plan"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -32,24 +37,26 @@ import (
 
 var errPartition = errors.New("partitioned")
 
-// takerStore makes one armed Get slow (a latency spike): it waits, then reads.
+// takerStore makes one armed read of the membership row of owner slow (a
+// latency spike): it waits, then reads.
 type takerStore struct {
-	leases.Store
+	*memory.Store
+	owner  string
 	armed  *atomic.Bool
 	onRead func()
 }
 
-func (s takerStore) Get(ctx context.Context, k leases.Key) (leases.Lease, error) {
-	if s.armed.CompareAndSwap(true, false) {
+func (s takerStore) Members(ctx context.Context, row int) ([]leases.Member, error) {
+	if row == leases.MemberRow(s.owner) && s.armed.CompareAndSwap(true, false) {
 		time.Sleep(time.Second)
-		l, err := s.Store.Get(ctx, k)
+		ms, err := s.Store.Members(ctx, row)
 		s.onRead()
-		return l, err
+		return ms, err
 	}
-	return s.Store.Get(ctx, k)
+	return s.Store.Members(ctx, row)
 }
 
-func TestReproTakeoverCountsFromScanStart(t *testing.T) {
+func TestReproTakeoverCountsFromReadReturn(t *testing.T) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -71,7 +78,7 @@ func TestReproTakeoverCountsFromScanStart(t *testing.T) {
 	start := func(owner string, store leases.Store) (*kinesislease.Service, func()) {
 		svc, err := kinesislease.New(testutil.Config(t),
 			kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store), kinesislease.WithOwner(owner),
-			kinesislease.WithLease(2*time.Second, 400*time.Millisecond), kinesislease.WithScanInterval(200*time.Millisecond),
+			kinesislease.WithHeartbeat(400*time.Millisecond, 2*time.Second),
 			kinesislease.WithShutdownTimeout(2*time.Second), kinesislease.WithLogger(log.With("svc", owner)))
 		if err != nil {
 			t.Fatal(err)
@@ -96,31 +103,51 @@ func TestReproTakeoverCountsFromScanStart(t *testing.T) {
 	})
 	defer func() { pstop(); pwg.Wait() }()
 
-	// a's every write fails once partitioned (it lost DynamoDB).
+	// a's every write, heartbeats included, fails once partitioned (it lost
+	// DynamoDB).
 	a, stopA := start("a", harness.CutOffStore{Store: mem, Cut: &partitioned, Err: errPartition})
 	defer stopA()
 	for len(a.Held(stream)) == 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
-	_, stopB := start("b", takerStore{Store: mem, armed: &armed, onRead: func() {
+	// The taker b: an owner id whose membership row is not a's (so that it
+	// reads a's heartbeats with Members, the slow read, not in its own
+	// heartbeat's answer) and to which the plan does not give the shard (so
+	// that a keeps it until the partition).
+	b := ""
+	u := plan.Unit{Stream: stream, Shard: "shardId-000000000000"}
+	for i := range 64 {
+		o := fmt.Sprintf("b%d", i)
+		if leases.MemberRow(o) != leases.MemberRow("a") && plan.Assign([]string{"a", o}, []plan.Unit{u}, 0)[u] == "a" {
+			b = o
+			break
+		}
+	}
+	if b == "" {
+		t.Fatal("no taker owner id found that the plan leaves a's shard to")
+	}
+	_, stopB := start(b, takerStore{Store: mem, owner: "a", armed: &armed, onRead: func() {
 		partitioned.Store(true)
 		partAt.Store(time.Now().UnixNano())
 	}})
 	defer stopB()
-	time.Sleep(time.Second) // a few ordinary scans of b
+	time.Sleep(time.Second) // a few ordinary rounds of b
 	armed.Store(true)
 	time.Sleep(5 * time.Second)
 
 	mu.Lock()
 	defer mu.Unlock()
 	p := time.Unix(0, partAt.Load())
-	if len(handled["b"]) == 0 {
-		t.Fatalf("b never took over")
+	if len(handled[b]) == 0 {
+		t.Fatalf("%s never took over", b)
 	}
-	bFirst := handled["b"][0]
+	bFirst := handled[b][0]
+	if !bFirst.After(p) {
+		t.Fatalf("%s handled a record %v before a was partitioned: the shard moved to it by plan, and the test checks nothing", b, p.Sub(bFirst))
+	}
 	aLast := handled["a"][len(handled["a"])-1]
-	t.Logf("a partitioned at P (right after b's slow read returned); b's first delivery at P+%v; a's last delivery at P+%v",
-		bFirst.Sub(p).Round(time.Millisecond), aLast.Sub(p).Round(time.Millisecond))
+	t.Logf("a partitioned at P (right after %s's slow read returned); %s's first delivery at P+%v; a's last delivery at P+%v",
+		b, b, bFirst.Sub(p).Round(time.Millisecond), aLast.Sub(p).Round(time.Millisecond))
 	n := 0
 	for _, at := range handled["a"] {
 		if !at.Before(bFirst) {
@@ -128,6 +155,6 @@ func TestReproTakeoverCountsFromScanStart(t *testing.T) {
 		}
 	}
 	if n > 0 {
-		t.Errorf("a delivered %d records after b's first delivery: both handled the shard at once for %v", n, aLast.Sub(bFirst).Round(time.Millisecond))
+		t.Errorf("a delivered %d records after %s's first delivery: both handled the shard at once for %v", n, b, aLast.Sub(bFirst).Round(time.Millisecond))
 	}
 }

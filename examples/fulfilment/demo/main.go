@@ -5,8 +5,10 @@
 // It starts DynamoDB Local and kinesalite (internal/testutil; `npm ci` at the
 // repository root installs them), creates the lease table fulfilment-leases
 // and a 4-shard stream fulfilment, builds examples/fulfilment and runs 3
-// instances of it as separate processes (owners instance-1..3, short leases
-// so that the demo is quick). It publishes 3000 orders over 10 seconds,
+// instances of it as separate processes (owners instance-1..3) at the
+// library's lease settings (a heartbeat every 1.25s, a 5s timeout; it prints
+// them, with the fence they make), unless --heartbeat or --heartbeat-timeout
+// say otherwise. It publishes 3000 orders over 10 seconds,
 // printing every second who holds which shard and how many orders each
 // handled; half-way it SIGKILLs the instance holding the most shards and
 // shows the survivors take its shards over. Once every order is handled it
@@ -28,11 +30,11 @@
 // were tenures (an instance's handling of a shard under one lease) that
 // handled records.
 //
-// With --measure-failover it instead measures failover, with the default
-// settings of each protocol (membership; per-row: 10s lease, 3.3s renewals),
-// with the demo's short leases, and with the membership defaults read with
-// enhanced fan-out through the fan-out endpoint ("fanout"; its bounds allow
-// for the 5-second rule); --settings picks, --trials runs each,
+// With --measure-failover it instead measures failover, with the library's
+// default settings ("defaults": a heartbeat every 1.25s, a 5s timeout), with
+// short ones ("short": 500ms, 2s), and with the defaults read with enhanced
+// fan-out through the fan-out endpoint ("fanout"; its bounds allow for the
+// 5-second rule); --settings picks, --trials runs each,
 // alternating. A trial publishes one record per shard about every 100ms
 // (PutRecords, ExplicitHashKey = the shard's first hash key), and once every
 // shard is held and records flow for 2s signals the instance holding the
@@ -62,7 +64,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 )
@@ -70,19 +71,16 @@ import (
 func main() { os.Exit(demoMain()) }
 
 func demoMain() int {
-	f := harness.Flags{
-		Instances: 3, Shards: 4,
-		Lease: 3 * time.Second, Renew: time.Second, Scan: time.Second, CheckpointInterval: time.Second,
-	}
+	f := harness.Flags{Instances: 3, Shards: 4, CheckpointInterval: time.Second}
 	f.Register(flag.CommandLine)
 	var (
 		orders  = flag.Int("orders", 3000, "orders to publish")
 		over    = flag.Duration("publish-over", 10*time.Second, "publish the orders over this long")
 		noKill  = flag.Bool("no-kill", false, "do not SIGKILL an instance")
 		fanOut  = flag.Bool("fan-out", false, "the instances read with enhanced fan-out (--fan-out "+fanOutConsumer+") through a local fan-out endpoint in front of kinesalite, instead of polling")
-		measure = flag.Bool("measure-failover", false, "measure the failover (signal to a survivor handling the first record put after it, per shard of the victim) with each protocol's defaults and short leases, alternating, then exit")
+		measure = flag.Bool("measure-failover", false, "measure the failover (signal to a survivor handling the first record put after it, per shard of the victim) with the library's defaults and short settings, alternating, then exit")
 		trials  = flag.Int("trials", 1, "with --measure-failover: runs per setting")
-		only    = flag.String("settings", "membership,per-row,short,fanout", "with --measure-failover: the settings to measure, comma-separated (fanout: membership's, read with enhanced fan-out)")
+		only    = flag.String("settings", "defaults,short,fanout", "with --measure-failover: the settings to measure, comma-separated (fanout: the defaults, read with enhanced fan-out)")
 		sig     = flag.String("signal", "kill", "with --measure-failover: how to disrupt the victim: kill (SIGKILL) or stop (SIGSTOP, SIGCONT once failed over)")
 		keyConc = flag.Int("key-concurrency", 0, "the instances' --key-concurrency (0: their default, 1)")
 		timeout = flag.Duration("timeout", 0, "stop everything after this long (default 85s; with --measure-failover 30s + 90s per trial, 120s with --signal stop)")
@@ -138,7 +136,7 @@ func demoMain() int {
 	cfg := config{
 		Stream: "fulfilment", Table: "fulfilment-leases",
 		Orders: *orders, PublishOver: *over, Instances: f.Instances,
-		Lease: f.Lease, Renew: f.Renew, Scan: f.Scan, CheckpointInterval: f.CheckpointInterval,
+		Heartbeat: f.Heartbeat, Timeout: f.Timeout, CheckpointInterval: f.CheckpointInterval,
 		Kill: !*noKill, KillAt: 0.5, KeyConcurrency: *keyConc, FanOut: fo,
 		Dir: fr.Dir, Binary: bin, Out: os.Stdout,
 	}
@@ -166,21 +164,19 @@ func demoMain() int {
 func measureFailover(fr *harness.Frame, bin string, instances int, shards int32, trials int, only []string, signal string) int {
 	type setting struct {
 		name               string
-		lease, renew, scan time.Duration
-		protocol           string
-		fanOut             bool // read with enhanced fan-out through a fan-out endpoint
+		heartbeat, timeout time.Duration // 0: the library's defaults
+		fanOut             bool          // read with enhanced fan-out through a fan-out endpoint
 	}
 	settings := []setting{
-		// The defaults of each protocol, side by side, then short leases,
-		// then the membership defaults read with enhanced fan-out.
-		{"membership", 0, 0, 0, "", false},
-		{"per-row", kinesislease.DefaultLeaseDuration, kinesislease.DefaultRenewInterval, kinesislease.DefaultLeaseDuration, "per-row", false},
-		{"short", 3 * time.Second, time.Second, time.Second, "", false},
-		{"fanout", 0, 0, 0, "", true},
+		// The library's defaults, then short settings, then the defaults
+		// read with enhanced fan-out.
+		{"defaults", 0, 0, false},
+		{"short", 500 * time.Millisecond, 2 * time.Second, false},
+		{"fanout", 0, 0, true},
 	}
 	settings = slices.DeleteFunc(settings, func(s setting) bool { return !slices.Contains(only, s.name) })
 	if len(settings) == 0 {
-		fmt.Fprintf(os.Stderr, "demo: --settings %s: none of membership, per-row, short, fanout\n", strings.Join(only, ","))
+		fmt.Fprintf(os.Stderr, "demo: --settings %s: none of defaults, short, fanout\n", strings.Join(only, ","))
 		return 2
 	}
 	sigName := map[string]string{"kill": "SIGKILL", "stop": "SIGSTOP"}[signal]
@@ -195,7 +191,7 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 	printSummary := func() {
 		fmt.Printf("\nfailover: from the %s of the instance holding the most shards until a survivor handled, on each of its shards, the first record put after the %s; a trial's failover is the longest over those shards (records on every shard every 100ms; %d instances, %d shards)\n",
 			sigName, sigName, instances, shards)
-		fmt.Printf("  %-10s %-20s %13s %7s %7s %7s  %s\n", "settings", "lease/renew/scan", "bounds", "median", "min", "max", "trials")
+		fmt.Printf("  %-10s %-20s %13s %7s %7s %7s  %s\n", "settings", "heartbeat/timeout", "bounds", "median", "min", "max", "trials")
 		for _, r := range results {
 			var ms []time.Duration
 			var list string
@@ -213,7 +209,7 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 				med, lo, hi = fmt.Sprintf("%.2fs", a.Seconds()), fmt.Sprintf("%.2fs", b.Seconds()), fmt.Sprintf("%.2fs", c.Seconds())
 			}
 			fmt.Printf("  %-10s %-20s %13s %7s %7s %7s  %s\n", r.name,
-				fmt.Sprintf("%v/%v/%v", r.cfg.Lease, r.cfg.Renew.Round(10*time.Millisecond), r.cfg.Scan),
+				fmt.Sprintf("%v/%v", r.cfg.heartbeat(), r.cfg.timeout()),
 				fmt.Sprintf("%.1fs..%.1fs", r.cfg.bestFailover().Seconds(), r.cfg.worstFailover().Seconds()), med, lo, hi, list)
 		}
 		fmt.Printf("per trial: the victim, its failover, per shard (shard:seconds), the longest time until a survivor acquired a victim shard's lease")
@@ -257,7 +253,7 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 			}
 			cfg := config{
 				Stream: name, Table: name, Instances: instances,
-				Lease: s.lease, Renew: s.renew, Scan: s.scan, Protocol: s.protocol, CheckpointInterval: time.Second,
+				Heartbeat: s.heartbeat, Timeout: s.timeout, CheckpointInterval: time.Second,
 				Kill: true, Dir: runDir, Binary: bin, Out: os.Stdout,
 			}
 			if err := harness.Setup(fr.Ctx, fr.Env, name, name, shards); err != nil {
@@ -274,8 +270,8 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 				reading = "enhanced fan-out"
 			}
 			r.cfg = cfg
-			fmt.Printf("\n== failover trial %d/%d with the %s settings (lease %v, renew %v, scan %v, %s), %s\n",
-				i+1, trials, s.name, s.lease, s.renew, s.scan, reading, sigName)
+			fmt.Printf("\n== failover trial %d/%d with the %s settings (%s, %s), %s\n",
+				i+1, trials, s.name, cfg.settings(), reading, sigName)
 			tr, err := runFailover(fr.Ctx, cfg, fr.Env, signal)
 			if cfg.FanOut != nil {
 				if cerr := cfg.FanOut.Close(); cerr != nil {

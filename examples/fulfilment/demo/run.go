@@ -33,11 +33,9 @@ type config struct {
 	Orders        int           // orders to publish
 	PublishOver   time.Duration // spread over this long
 	Instances     int
-	// Lease settings of every instance (--lease, --renew, --scan) and its
-	// checkpoint interval.
-	Lease, Renew, Scan time.Duration
-	// Protocol is the instances' --protocol; empty for the default.
-	Protocol string
+	// Lease settings of every instance (--heartbeat, --timeout; 0 for the
+	// library's defaults) and its checkpoint interval.
+	Heartbeat, Timeout time.Duration
 	// KeyConcurrency is the instances' --key-concurrency; 0 for the default.
 	KeyConcurrency     int
 	CheckpointInterval time.Duration
@@ -93,40 +91,57 @@ func (c *config) reading() string {
 	return fmt.Sprintf("enhanced fan-out as consumer %s through %s", fanOutConsumer, c.FanOut.URL())
 }
 
-// Timings derived from the lease settings.
-func (c *config) fence() time.Duration { return c.Lease - c.Lease/5 }
-
-// expectedFailover is the time from a SIGKILL until a survivor takes a lease
-// over, as the library documents it: a survivor must see the row unchanged
-// for a lease duration, and it reads the row every scan interval.
-func (c *config) expectedFailover() time.Duration {
-	if c.Lease == 0 { // the membership protocol's defaults
-		return kinesislease.DefaultTimeout + kinesislease.DefaultHeartbeat
+// heartbeat and timeout are the instances' settings, as the fulfilment
+// service resolves its flags: the library's defaults when neither is set,
+// else a timeout of five heartbeats.
+func (c *config) heartbeat() time.Duration {
+	switch {
+	case c.Heartbeat > 0:
+		return c.Heartbeat
+	case c.Timeout > 0:
+		return c.Timeout / 5
 	}
-	return c.Lease + c.Scan
+	return kinesislease.DefaultHeartbeat
 }
 
-// bestFailover and worstFailover bound it. The dead holder renewed last at
-// most a renew interval before the kill, and the survivor's clock starts at
-// the first scan that sees that renewal: no takeover before lease−renew.
-// That scan comes at most 1.1 scan intervals (jittered) after the kill, and
-// the one that finds the row a lease duration old at most 1.1 scan intervals
-// after that; add a second for the Take write, scheduling and the report.
+func (c *config) timeout() time.Duration {
+	switch {
+	case c.Timeout > 0:
+		return c.Timeout
+	case c.Heartbeat > 0:
+		return 5 * c.Heartbeat
+	}
+	return kinesislease.DefaultTimeout
+}
+
+// fence is how long after its last successful heartbeat was sent a holder
+// goes on delivering: 5/6 of the timeout (kinesislease.WithHeartbeat).
+func (c *config) fence() time.Duration { return c.timeout() - c.timeout()/6 }
+
+// settings describes the lease settings, for the progress and the tally.
+func (c *config) settings() string {
+	return fmt.Sprintf("heartbeat %v, timeout %v, fence %v", c.heartbeat(), c.timeout(), c.fence().Round(time.Millisecond))
+}
+
+// expectedFailover is the time from a SIGKILL until a survivor takes a lease
+// over, as the library documents it: a survivor must see the dead
+// instance's heartbeat unchanged for the timeout, and it reads the
+// membership rows every heartbeat.
+func (c *config) expectedFailover() time.Duration { return c.timeout() + c.heartbeat() }
+
+// bestFailover and worstFailover bound it. The dead holder's last heartbeat
+// was at most a heartbeat interval before the kill, and a survivor times
+// the value from the first read that shows it: no takeover before
+// timeout−heartbeat. That read comes at most a jittered heartbeat interval
+// after the kill, and the one that finds the value a timeout old at most
+// another after that; add a second for the take, scheduling and the report.
 // With fan-out the taker's first subscription may come up against the
 // 5-second rule (the dead holder subscribed just before the kill): up to
 // the rule's length more, as the library documents.
-func (c *config) bestFailover() time.Duration {
-	if c.Lease == 0 {
-		return kinesislease.DefaultTimeout - kinesislease.DefaultHeartbeat
-	}
-	return c.Lease - c.Renew
-}
+func (c *config) bestFailover() time.Duration { return c.timeout() - c.heartbeat() }
 
 func (c *config) worstFailover() time.Duration {
-	w := c.Lease + 2*(c.Scan+c.Scan/10) + time.Second
-	if c.Lease == 0 {
-		w = kinesislease.DefaultTimeout + 2*kinesislease.DefaultHeartbeat + time.Second
-	}
+	w := c.timeout() + 2*c.heartbeat() + time.Second
 	if c.FanOut != nil {
 		w += c.fanOutRule()
 	}
@@ -143,7 +158,7 @@ func (c *config) fanOutRule() time.Duration {
 // settleTimeout bounds the wait for every shard to be held before the orders
 // start; takeoverTimeout the wait for a failover; drainTimeout the wait for
 // the last orders once they are all published.
-func (c *config) settleTimeout() time.Duration   { return 15*time.Second + 2*c.Lease }
+func (c *config) settleTimeout() time.Duration   { return 15*time.Second + 2*c.timeout() }
 func (c *config) takeoverTimeout() time.Duration { return 2*c.worstFailover() + 5*time.Second }
 func (c *config) drainTimeout() time.Duration    { return 30 * time.Second }
 
@@ -187,8 +202,8 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 	if err := d.startInstances(); err != nil {
 		return nil, err
 	}
-	d.printf("started %d instances of the fulfilment service (lease %v, renew %v, scan %v, %s); logs and reports in %s\n",
-		cfg.Instances, cfg.Lease, cfg.Renew, cfg.Scan, cfg.reading(), cfg.Dir)
+	d.printf("started %d instances of the fulfilment service (%s, %s); logs and reports in %s\n",
+		cfg.Instances, cfg.settings(), cfg.reading(), cfg.Dir)
 
 	// Watch the lease table and the reports, print progress every second.
 	d.printf("%s\n", d.header())
@@ -235,7 +250,7 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 	}
 	t := compute(ids, d.reports.Deliveries, d.reports.Events, d.kill, cfg.fence())
 	t.KeyOrder = keyOrder(ids, d.reports.Deliveries, func(id string) string { c, _ := d.customers.Load(id); s, _ := c.(string); return s })
-	t.Lease, t.Renew, t.Scan = cfg.Lease, cfg.Renew, cfg.Scan
+	t.Settings, t.ExpectedFailover = cfg.settings(), cfg.expectedFailover()
 	t.fanOut(cfg.FanOut)
 	return t, nil
 }
@@ -249,7 +264,7 @@ func newDemo(cfg config, env harness.Env) *demo {
 	}
 	d.fleet = &harness.Fleet{
 		Name: "demo", Binary: cfg.Binary, Dir: cfg.Dir, Env: env, Stream: cfg.Stream, Table: cfg.Table,
-		Lease: cfg.Lease, Renew: cfg.Renew, Scan: cfg.Scan, Protocol: cfg.Protocol, KeyConcurrency: cfg.KeyConcurrency, CheckpointInterval: cfg.CheckpointInterval,
+		Heartbeat: cfg.Heartbeat, Timeout: cfg.Timeout, KeyConcurrency: cfg.KeyConcurrency, CheckpointInterval: cfg.CheckpointInterval,
 		ShutdownTimeout: 10 * time.Second, Race: cfg.Race,
 	}
 	if cfg.FanOut != nil {
@@ -401,10 +416,10 @@ func (d *demo) row() string {
 }
 
 // waitSettled waits until every shard is held by an instance and the
-// assignment has not changed for two renew intervals (bounded).
+// assignment has not changed for two heartbeats (bounded).
 func (d *demo) waitSettled(ctx context.Context) error {
 	deadline := time.Now().Add(d.cfg.settleTimeout())
-	stable := 2 * d.cfg.Renew
+	stable := 2 * d.cfg.heartbeat()
 	var last map[string]string
 	var since time.Time
 	return harness.Poll(ctx, 100*time.Millisecond, d.fleet.Died, func() (bool, error) {
@@ -550,8 +565,8 @@ func (d *demo) waitTakeover(ctx context.Context) error {
 		}
 		d.mu.Unlock()
 		if len(reported) == len(k.shards) {
-			d.printf("every shard held again %.2fs after the kill (lease %v + scan %v = %v; bounds %.1fs..%.1fs)\n",
-				d.lastTakeover().Sub(k.at).Seconds(), d.cfg.Lease, d.cfg.Scan, d.cfg.expectedFailover(),
+			d.printf("every shard held again %.2fs after the kill (timeout %v + heartbeat %v = %v; bounds %.1fs..%.1fs)\n",
+				d.lastTakeover().Sub(k.at).Seconds(), d.cfg.timeout(), d.cfg.heartbeat(), d.cfg.expectedFailover(),
 				d.cfg.bestFailover().Seconds(), d.cfg.worstFailover().Seconds())
 			return true, nil
 		}

@@ -71,7 +71,7 @@ type tally struct {
 
 	// Overlaps lists shards handled by two instances at overlapping times;
 	// FenceOverlaps those overlaps the killed instance's fence window
-	// allows (4/5 of the lease after its last renewal).
+	// allows (5/6 of the timeout after its last heartbeat).
 	Overlaps, FenceOverlaps []string
 	// Tenures counts the tenures that handled records: an instance's
 	// handling of a shard under one acquisition of its lease.
@@ -83,8 +83,10 @@ type tally struct {
 	// at least Tenures (see fanOutProblem).
 	FanOut *testutil.FanOutStats
 
-	// The run's lease settings, for the report.
-	Lease, Renew, Scan time.Duration
+	// The run's lease settings and the failover they make for, for the
+	// report.
+	Settings         string
+	ExpectedFailover time.Duration
 }
 
 // kill says which instance was SIGKILLed, when, and what it held then.
@@ -357,7 +359,7 @@ type tenure struct {
 // events) into tenures, which it counts; two tenures of different
 // instances whose spans intersect overlap. An overlap involving the killed
 // instance and no longer than the fence is listed apart: the fence is the
-// longest a holder that cannot renew goes on delivering.
+// longest a holder that cannot heartbeat goes on delivering.
 func overlaps(ds []harness.Delivery, es []harness.LeaseEvent, k *kill, fence time.Duration) (bad, fenced []string, count int) {
 	type key struct{ owner, shard string }
 	acq := map[key][]time.Time{}
@@ -516,8 +518,8 @@ func (t *tally) print(w io.Writer) {
 			}
 		}
 		if t.Complete {
-			fmt.Fprintf(w, "  failover             %.2fs from %s to every shard held again (lease %v, renew %v, scan %v: lease+scan = %v)\n",
-				t.Failover.Seconds(), sig, t.Lease, t.Renew, t.Scan, t.Lease+t.Scan)
+			fmt.Fprintf(w, "  failover             %.2fs from %s to every shard held again (%s: timeout+heartbeat = %v)\n",
+				t.Failover.Seconds(), sig, t.Settings, t.ExpectedFailover)
 		} else {
 			fmt.Fprintf(w, "  failover             INCOMPLETE\n")
 		}

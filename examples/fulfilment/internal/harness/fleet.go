@@ -65,12 +65,9 @@ type Fleet struct {
 	Binary, Dir   string
 	Env           Env
 	Stream, Table string
-	// Lease settings of every instance (--lease, --renew, --scan), its
-	// checkpoint interval and shutdown timeout.
-	Lease, Renew, Scan time.Duration
-	// Protocol is the instances' --protocol (membership or per-row); empty
-	// for the default.
-	Protocol string
+	// Lease settings of every instance (--heartbeat, --timeout; 0 for the
+	// library's defaults), its checkpoint interval and shutdown timeout.
+	Heartbeat, Timeout time.Duration
 	// KeyConcurrency is the instances' --key-concurrency; 0 for the default.
 	KeyConcurrency int
 	// FanOut is the instances' --fan-out, the stream consumer they read
@@ -143,14 +140,14 @@ func (f *Fleet) Start(owner string) (*Instance, error) {
 		"--shutdown-timeout", f.ShutdownTimeout.String(),
 		"--report", in.Report,
 	}
-	if f.Lease > 0 { // else the library's defaults
-		args = append(args, "--lease", f.Lease.String(), "--renew", f.Renew.String(), "--scan", f.Scan.String())
+	if f.Heartbeat > 0 { // else the library's default
+		args = append(args, "--heartbeat", f.Heartbeat.String())
+	}
+	if f.Timeout > 0 {
+		args = append(args, "--timeout", f.Timeout.String())
 	}
 	if f.KeyConcurrency > 0 {
 		args = append(args, "--key-concurrency", strconv.Itoa(f.KeyConcurrency))
-	}
-	if f.Protocol != "" {
-		args = append(args, "--protocol", f.Protocol)
 	}
 	if f.FanOut != "" {
 		args = append(args, "--fan-out", f.FanOut)

@@ -11,8 +11,10 @@ import (
 // Flags are the flags the commands share: the fleet's size and lease
 // settings, and whether to keep the work directory.
 type Flags struct {
-	Instances, Shards  int
-	Lease, Renew, Scan time.Duration
+	Instances, Shards int
+	// Heartbeat and Timeout are the instances' --heartbeat and --timeout;
+	// 0 for the library's defaults.
+	Heartbeat, Timeout time.Duration
 	CheckpointInterval time.Duration
 	Keep               bool
 }
@@ -22,9 +24,8 @@ type Flags struct {
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.Instances, "instances", f.Instances, "instances of the fulfilment service")
 	fs.IntVar(&f.Shards, "shards", f.Shards, "shards of the stream")
-	fs.DurationVar(&f.Lease, "lease", f.Lease, "lease duration of the instances")
-	fs.DurationVar(&f.Renew, "renew", f.Renew, "lease renewal interval")
-	fs.DurationVar(&f.Scan, "scan", f.Scan, "lease scan interval")
+	fs.DurationVar(&f.Heartbeat, "heartbeat", f.Heartbeat, "heartbeat interval of the instances (0: the library's default, 1.25s)")
+	fs.DurationVar(&f.Timeout, "heartbeat-timeout", f.Timeout, "the instances' timeout: a member whose heartbeat stands still this long is dead (0: the library's default, 5s)")
 	fs.DurationVar(&f.CheckpointInterval, "checkpoint-interval", f.CheckpointInterval, "checkpoint interval of the instances")
 	fs.BoolVar(&f.Keep, "keep", f.Keep, "keep the directory with the instances' logs and reports")
 }

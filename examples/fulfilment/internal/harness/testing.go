@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/leases"
@@ -48,27 +47,17 @@ func (w testLog) Write(p []byte) (int, error) {
 
 // CutOffStore is the lease store of an instance cut off from it once Cut is
 // set (a network partition, or a process that died at once): every write
-// the instance would make, as holder or taker, fails with Err; reads still
-// work.
+// the instance would make, heartbeats included, fails with Err; reads still
+// work. Store must implement leases.Membership.
 type CutOffStore struct {
 	leases.Store
 	Cut *atomic.Bool
 	Err error
 }
 
-func (s CutOffStore) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
-	if s.Cut.Load() {
-		return leases.Lease{}, s.Err
-	}
-	return s.Store.Take(ctx, l, owner, ttl)
-}
+var _ leases.Membership = CutOffStore{}
 
-func (s CutOffStore) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
-	if s.Cut.Load() {
-		return leases.Lease{}, s.Err
-	}
-	return s.Store.Renew(ctx, l, ttl)
-}
+func (s CutOffStore) mem() leases.Membership { return s.Store.(leases.Membership) }
 
 func (s CutOffStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
 	if s.Cut.Load() {
@@ -84,9 +73,56 @@ func (s CutOffStore) Release(ctx context.Context, l leases.Lease, cp leases.Chec
 	return s.Store.Release(ctx, l, cp)
 }
 
-func (s CutOffStore) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
+func (s CutOffStore) Create(ctx context.Context, k leases.Key) (leases.Lease, error) {
 	if s.Cut.Load() {
 		return leases.Lease{}, s.Err
 	}
-	return s.Store.RequestHandoff(ctx, l, to)
+	return s.Store.Create(ctx, k)
+}
+
+func (s CutOffStore) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	if s.Cut.Load() {
+		return leases.Lease{}, s.Err
+	}
+	return s.Store.Rewind(ctx, l, cp)
+}
+
+func (s CutOffStore) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	if s.Cut.Load() {
+		return leases.Lease{}, s.Err
+	}
+	return s.Store.ApplyRewind(ctx, l)
+}
+
+func (s CutOffStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	if s.Cut.Load() {
+		return leases.Lease{}, s.Err
+	}
+	return s.mem().TakeAs(ctx, l, owner, inc)
+}
+
+// CreateAs implements leases.Membership.
+func (s CutOffStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
+	if s.Cut.Load() {
+		return leases.Lease{}, s.Err
+	}
+	return s.mem().CreateAs(ctx, key, owner, inc, cp)
+}
+
+func (s CutOffStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if s.Cut.Load() {
+		return nil, s.Err
+	}
+	return s.mem().Heartbeat(ctx, row, m)
+}
+
+func (s CutOffStore) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	if s.Cut.Load() {
+		return nil, s.Err
+	}
+	return s.mem().ReplaceMember(ctx, row, seen, next)
+}
+
+func (s CutOffStore) Members(ctx context.Context, row int) ([]leases.Member, error) {
+	return s.mem().Members(ctx, row)
 }
