@@ -54,7 +54,7 @@ type checker struct {
 }
 
 type checkStats struct {
-	entries, acks, writes, checkpoints, takes, handoffs int
+	entries, acks, writes, checkpoints, takes int
 	// takeovers counts Takes of a lease another owner held; close ones
 	// came within closeTakeover of the previous owner's last delivery on
 	// the shard, and closest is the least such gap (a fence test measures
@@ -261,10 +261,8 @@ func isWrite(op string) bool { return op != "Get" }
 func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	c.stats.writes++
 	s := c.shard(after.Key.Shard)
-	if op != "Renew" || after.HandoffTo != "" || after.RewindTo.Sequence != "" {
-		c.tracef("%s %s %s -> counter %d owner %q cp %s handoff %q rewind %q", writer, op, after.Key.Shard, after.Counter,
-			after.Owner, after.Checkpoint, after.HandoffTo, after.RewindTo)
-	}
+	c.tracef("%s %s %s -> counter %d owner %q cp %s rewind %q", writer, op, after.Key.Shard, after.Counter,
+		after.Owner, after.Checkpoint, after.RewindTo)
 	if op != "Create" && after.Counter != before.Counter+1 {
 		c.violate("%s %s %s: counter %d -> %d, want +1", writer, op, after.Key.Shard, before.Counter, after.Counter)
 	}
@@ -302,8 +300,6 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		if !before.Held() {
 			c.replay(s, after.Checkpoint)
 		}
-	case "RequestHandoff":
-		c.stats.handoffs++
 	case "Checkpoint", "Release":
 		if before.Owner != writer {
 			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)

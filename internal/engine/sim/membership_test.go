@@ -20,14 +20,12 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// The simulation of the membership protocol (engine.Group): the same
-// infrastructure as TestSimulation (a simulated Kinesis stream, one shared
-// memory store seen by every process through its own FaultStore, the
-// checker of check_test.go), with the faults the membership protocol must
-// survive. Its seeds are chosen with the flags and variables of
-// TestSimulation (-seed, -seeds, -seedbase, -simtrace,
-// KINESISLEASE_SIM_SEEDS, KINESISLEASE_SIM_SEED_BASE); without them it runs
-// membershipCISeeds seeds.
+// The simulation of the membership protocol (engine.Group): a simulated
+// Kinesis stream, one shared memory table seen by every process through its
+// own FaultStore, the checker of check_test.go, and the faults the
+// membership protocol must survive. Its seeds are chosen with -seed, -seeds,
+// -seedbase, -simtrace, KINESISLEASE_SIM_SEEDS and
+// KINESISLEASE_SIM_SEED_BASE; without them it runs membershipCISeeds seeds.
 const membershipCISeeds = 300
 
 // membershipReports is how many failing seeds TestMembership reports with
@@ -59,7 +57,6 @@ type mkind int
 const (
 	mPause     mkind = iota + 1 // the whole process stalls
 	mPartition                  // the process's store calls fail without reaching the store (Kinesis still answers)
-	mClock                      // the process's wall clock jumps or stands still
 	mCrash                      // the process dies
 	mStop                       // graceful shutdown (a leave, unless a restart follows)
 	mRestart                    // a new process in the slot: a new incarnation of the same owner, or a fresh owner
@@ -68,7 +65,7 @@ const (
 )
 
 func (k mkind) String() string {
-	return [...]string{"", "pause", "partition", "clock-jump", "crash", "stop", "restart", "throttle-all", "lost-answers"}[k]
+	return [...]string{"", "pause", "partition", "crash", "stop", "restart", "throttle-all", "lost-answers"}[k]
 }
 
 type mevent struct {
@@ -76,9 +73,8 @@ type mevent struct {
 	kind      mkind
 	slot      int // -1: every slot (mThrottle, mLost)
 	dur       time.Duration
-	delta     time.Duration // clock jump
-	sameOwner bool          // restart: a new incarnation of the slot's owner
-	table     bool          // throttle: every row of the table, not only the membership rows
+	sameOwner bool // restart: a new incarnation of the slot's owner
+	table     bool // throttle: every row of the table, not only the membership rows
 }
 
 func (e mevent) String() string {
@@ -90,12 +86,6 @@ func (e mevent) String() string {
 	switch e.kind {
 	case mPause, mPartition:
 		s += fmt.Sprintf(" %s for %v", who, e.dur)
-	case mClock:
-		if e.dur > 0 {
-			s += fmt.Sprintf(" %s stands still for %v", who, e.dur)
-		} else {
-			s += fmt.Sprintf(" %s by %v", who, e.delta)
-		}
 	case mThrottle:
 		what := "membership rows"
 		if e.table {
@@ -166,7 +156,7 @@ func newMPlan(seed uint64) *mplan {
 		t := p.procs[slot].start + time.Duration(r.Int64N(int64(10*time.Second)))
 		for t < p.faultEnd {
 			e := mevent{at: t, slot: slot}
-			switch k := r.IntN(11); {
+			switch k := r.IntN(10); {
 			case k < 3:
 				e.kind = mPause
 				if r.IntN(3) == 0 {
@@ -178,16 +168,9 @@ func newMPlan(seed uint64) *mplan {
 				e.kind = mPartition
 				e.dur = T/4 + time.Duration(r.Int64N(int64(5*T/2)))
 			case k < 6:
-				e.kind = mClock
-				if r.IntN(2) == 0 {
-					e.delta = time.Duration(r.Int64N(int64(96*time.Hour))) - 48*time.Hour
-				} else {
-					e.dur = T + time.Duration(r.Int64N(int64(2*T)))
-				}
-			case k < 7:
 				e.kind = mLost
 				e.dur = p.hb/2 + time.Duration(r.Int64N(int64(2*T)))
-			case k < 9:
+			case k < 8:
 				e.kind = mCrash
 			default:
 				e.kind = mStop
@@ -353,7 +336,6 @@ type msummary struct {
 	crashes, restartsSame, restartsFresh    int
 	stops, leaves, joins, pauses, longPause int
 	partitions, throttles, lostPeriods      int
-	clocks                                  int
 	overBound                               []uint64
 }
 
@@ -362,7 +344,7 @@ type msummary struct {
 // stream and one lease table, with delays, failures and lost answers on the
 // lease rows and the membership rows, fleet-wide periods of throttling on
 // the membership rows and of heartbeats landing unanswered, partitions
-// from the table, pauses longer than the timeout, wall-clock jumps, crashes
+// from the table, pauses longer than the timeout, crashes
 // and restarts (new incarnations of the same owner and fresh owners), joins
 // and leaves, Kinesis throttling and errors, checking at every handler call
 // and every write:
@@ -412,9 +394,9 @@ func TestMembership(t *testing.T) {
 		sum.worstFair.Round(time.Millisecond), sum.worstFairSeed, 100*sum.worstFailoverShare, 100*sum.worstFairShare,
 		sum.entries, sum.takes, sum.takeovers, sum.closest.Round(time.Millisecond), sum.releases, sum.checkpoints, sum.hbLanded, sum.hbUnchanged)
 	t.Logf("membership faults: %d injected failures, %d throttled calls, %d answers lost (%d of heartbeats); %d crashes, %d restarts (%d same owner, %d fresh owner), %d stops (%d leaves), %d joins, "+
-		"%d pauses (%d longer than the timeout), %d partitions, %d fleet-wide throttling periods, %d lost-answer periods, %d clock jumps",
+		"%d pauses (%d longer than the timeout), %d partitions, %d fleet-wide throttling periods, %d lost-answer periods",
 		sum.injected, sum.throttled, sum.lostHB+sum.lostOther, sum.lostHB, sum.crashes, sum.restartsSame+sum.restartsFresh, sum.restartsSame, sum.restartsFresh,
-		sum.stops, sum.leaves, sum.joins, sum.pauses, sum.longPause, sum.partitions, sum.throttles, sum.lostPeriods, sum.clocks)
+		sum.stops, sum.leaves, sum.joins, sum.pauses, sum.longPause, sum.partitions, sum.throttles, sum.lostPeriods)
 	if len(sum.overBound) > 0 {
 		slices.Sort(sum.overBound)
 		t.Logf("seeds over a liveness bound: %v", sum.overBound)
@@ -488,8 +470,6 @@ func runMSeed(t *testing.T, seed uint64, sum *msummary) {
 			sum.throttles++
 		case mLost:
 			sum.lostPeriods++
-		case mClock:
-			sum.clocks++
 		}
 	}
 	for _, down := range stopped {
@@ -1035,8 +1015,6 @@ func (w *mworld) apply(e mevent) {
 		pr.pause(w.chk, pr.ident, e.dur)
 	case mPartition:
 		pr.partition(e.dur)
-	case mClock:
-		pr.clockEvent(e.dur, e.delta)
 	case mCrash:
 		w.stop(pr, true)
 	case mStop:
@@ -1165,7 +1143,6 @@ func (pr *mproc) apply(op string, l leases.Lease, do func() (leases.Lease, error
 	c := w.chk
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w.now = pr.wallClock
 	write := op != "Get"
 	var before leases.Lease
 	if write {
