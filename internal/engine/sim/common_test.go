@@ -29,7 +29,6 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
-	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
 // The infrastructure of the simulations: the choice of seeds, the bubble a
@@ -300,7 +299,7 @@ type simBase struct {
 	seed    uint64
 	start   time.Time
 	stream  *Stream
-	mem     *memory.Store
+	mem     *Table
 	chk     *checker
 	produce *rand.Rand
 	aggP    float64
@@ -317,7 +316,7 @@ type simBase struct {
 func (b *simBase) init(t *testing.T, p *planBase, holder func(leases.Lease) string) {
 	b.t, b.seed, b.start, b.aggP, b.shards = t, p.seed, time.Now(), p.aggP, p.shards
 	b.stream = NewStream(streamName, p.shards)
-	b.mem = memory.New()
+	b.mem = NewTable()
 	b.chk = newChecker(b.stream)
 	b.chk.owner = func(id string) string { // called with chk.mu held
 		l, err := b.row(id)
