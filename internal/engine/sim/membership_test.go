@@ -71,19 +71,19 @@ type mplan struct {
 type mkind int
 
 const (
-	mPause     mkind = iota + 1 // the whole process stalls
-	mPartition                  // the process's store calls fail without reaching the store (Kinesis still answers)
-	mCrash                      // the process dies
-	mStop                       // graceful shutdown (a leave, unless a restart follows)
-	mRestart                    // a new process in the slot: a new incarnation of the same owner, or a fresh owner
-	mThrottle                   // every process's calls on the membership rows (table: on every row) are throttled
-	mLost                       // heartbeats land and their answers are lost (one slot, or every slot)
-	mDeleteRow                  // a lease row is deleted: shard's, or the next one held if that one is free
-	mDropTable                  // every lease row and membership row gone at once (the table recreated), after the table was missing for dur
-	mThrottleRow                // one membership row (row) throttled for every process: its calls fail, the other rows' succeed
-	mLatency                    // every store call of the slot (or of every slot) takes 5-50ms
-	mSlowList                   // every ListShards call of the slot (or of every slot) takes delay to 2*delay
-	mRewind                     // an operator rewinds shard's row by back records (a request to its holder, whose notice is bumped)
+	mPause       mkind = iota + 1 // the whole process stalls
+	mPartition                    // the process's store calls fail without reaching the store (Kinesis still answers)
+	mCrash                        // the process dies
+	mStop                         // graceful shutdown (a leave, unless a restart follows)
+	mRestart                      // a new process in the slot: a new incarnation of the same owner, or a fresh owner
+	mThrottle                     // every process's calls on the membership rows (table: on every row) are throttled
+	mLost                         // heartbeats land and their answers are lost (one slot, or every slot)
+	mDeleteRow                    // a lease row is deleted: shard's, or the next one held if that one is free
+	mDropTable                    // every lease row and membership row gone at once (the table recreated), after the table was missing for dur
+	mThrottleRow                  // one membership row (row) throttled for every process: its calls fail, the other rows' succeed
+	mLatency                      // every store call of the slot (or of every slot) takes 5-50ms
+	mSlowList                     // every ListShards call of the slot (or of every slot) takes delay to 2*delay
+	mRewind                       // an operator rewinds shard's row by back records (a request to its holder, whose notice is bumped)
 )
 
 func (k mkind) String() string {
