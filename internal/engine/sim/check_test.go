@@ -30,6 +30,13 @@ import (
 //     an operator's rewind;
 //   - every write that landed is seen, in counter order, with the counter
 //     bumped by one: nothing reaches the table behind the checker's back;
+//   - (h) after a row was deleted (a row deleted, the table recreated) while
+//     held, its holder may go on delivering until the row is taken again,
+//     but nobody else creates or takes it while that holder may still
+//     deliver (mayDeliver); the next take starts neither at the start
+//     position when a live process knew a checkpoint, nor behind the
+//     checkpoint its holder knew when the holder takes it, nor after records
+//     not acknowledged (a skip);
 //   - (d), at the end: every record of every shard was acknowledged at
 //     least once and every checkpoint covers its whole shard.
 //
@@ -47,20 +54,30 @@ type checker struct {
 	shards map[string]*shardState
 	// pauses holds, per owner, the intervals its process was paused.
 	pauses map[string][][2]time.Time
+	// mayDeliver reports whether the process named owner may still deliver
+	// shard id by the protocol's rule; nil means it cannot be told (the
+	// checks that need it are skipped).
+	mayDeliver func(owner, id string) bool
 
 	violations []string
+	dropped    int // violations beyond the first 20
 	trace      trace
 	stats      checkStats
 }
 
 type checkStats struct {
-	entries, acks, writes, checkpoints, takes, handoffs int
+	entries, acks, writes, checkpoints, takes int
 	// takeovers counts Takes of a lease another owner held; close ones
 	// came within closeTakeover of the previous owner's last delivery on
 	// the shard, and closest is the least such gap (a fence test measures
 	// how close a taker came to a holder still delivering).
 	takeovers, closeTakeovers int
 	closest                   time.Duration
+	// deletions counts rows deleted; restarts the takes of a row recreated
+	// after it was deleted, stale the restarts from a checkpoint older than
+	// the best one a live process knew (a replay, not a violation unless
+	// from the start position or by the holder).
+	deletions, restarts, stale int
 }
 
 // closeTakeover: a takeover this soon after the previous holder's last
@@ -78,6 +95,19 @@ type shardState struct {
 	newest   leases.Lease      // the newest version seen
 	tenures  map[string]*tenure
 	entered  map[string]time.Time // each owner's last handler entry
+
+	// From the deletion of the row until its next take (afterDelete): its
+	// holder then ("" if free), how many records the best checkpoint a live
+	// process knew then covers (known; -1 for none), and the holder's own
+	// (holderKnown).
+	afterDelete        bool
+	deletedAt          time.Time
+	goneHolder         string
+	known, holderKnown int
+	// The last take of the row after a deletion: when, by whom, the
+	// holder at the deletion.
+	restartedAt            time.Time
+	restartedBy, restartOf string
 }
 
 // tenure is one owner's lease on a shard, from its Take (or a rewind it
@@ -87,6 +117,10 @@ type tenure struct {
 	next        int // the next user record it must deliver
 	lastEntered int
 	since       time.Time
+	// restart, if not -1, is where the owner may also start reading again
+	// (its take of a row it recreated from its checkpoint, going on with
+	// what it read meanwhile or restarting from the checkpoint).
+	restart int
 }
 
 type handlerCall struct {
@@ -128,6 +162,8 @@ func (c *checker) violate(format string, args ...any) {
 	c.trace.add("VIOLATION " + msg)
 	if len(c.violations) < 20 {
 		c.violations = append(c.violations, msg)
+	} else {
+		c.dropped++
 	}
 }
 
@@ -180,7 +216,7 @@ func (c *checker) enter(owner string, r *kltype.Record) *handlerCall {
 	if c.owner != nil {
 		holder = c.owner(r.ShardID)
 	}
-	if holder != owner {
+	if holder != owner && !(s.afterDelete && s.goneHolder == owner) {
 		c.violate("(a) %s entered its handler on %s record #%d (%s/%d) while the row is held by %q",
 			owner, r.ShardID, idx, r.SequenceNumber, r.SubSequence, holder)
 	}
@@ -194,6 +230,8 @@ func (c *checker) enter(owner string, r *kltype.Record) *handlerCall {
 	switch {
 	case t == nil:
 		c.violate("(a) %s delivered %s record #%d without having taken the lease", owner, r.ShardID, idx)
+	case idx == t.restart && idx != t.next:
+		t.start, t.next, t.restart = idx, idx, -1
 	case idx != t.next && idx != t.lastEntered:
 		c.violate("(a) %s delivered %s record #%d out of order: its lease started at #%d, it acknowledged up to #%d, last delivered #%d",
 			owner, r.ShardID, idx, t.start, t.next-1, t.lastEntered)
@@ -261,10 +299,8 @@ func isWrite(op string) bool { return op != "Get" }
 func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	c.stats.writes++
 	s := c.shard(after.Key.Shard)
-	if op != "Renew" || after.HandoffTo != "" || after.RewindTo.Sequence != "" {
-		c.tracef("%s %s %s -> counter %d owner %q cp %s handoff %q rewind %q", writer, op, after.Key.Shard, after.Counter,
-			after.Owner, after.Checkpoint, after.HandoffTo, after.RewindTo)
-	}
+	c.tracef("%s %s %s -> counter %d owner %q cp %s rewind %q", writer, op, after.Key.Shard, after.Counter,
+		after.Owner, after.Checkpoint, after.RewindTo)
 	if op != "Create" && after.Counter != before.Counter+1 {
 		c.violate("%s %s %s: counter %d -> %d, want +1", writer, op, after.Key.Shard, before.Counter, after.Counter)
 	}
@@ -294,16 +330,30 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 				}
 			}
 		}
-		c.setTenure(s, writer, after.Checkpoint)
+		if t := s.tenures[writer]; s.afterDelete && writer == s.goneHolder && t != nil {
+			// The holder takes the row it recreated: it goes on from where
+			// it is, or restarts from the checkpoint.
+			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
+				t.restart = n
+			}
+		} else {
+			c.setTenure(s, writer, after.Checkpoint)
+		}
+		if s.afterDelete {
+			c.restarted(s, writer, after)
+		}
+	case "Create":
+		if s.afterDelete && s.goneHolder != "" && writer != s.goneHolder && c.mayDeliver != nil && c.mayDeliver(s.goneHolder, s.id) {
+			c.violate("(h) %s created the row of %s, deleted at T+%v, while its holder %s may still deliver",
+				writer, s.id, s.deletedAt.Sub(c.start).Round(time.Millisecond), s.goneHolder)
+		}
 	case "ApplyRewind":
 		c.setTenure(s, writer, after.Checkpoint)
 		c.replay(s, after.Checkpoint)
 	case "Rewind":
-		if !before.Held() {
+		if !before.Held() && !s.afterDelete { // after a deletion: the row recreated from a checkpoint, not an operator's rewind
 			c.replay(s, after.Checkpoint)
 		}
-	case "RequestHandoff":
-		c.stats.handoffs++
 	case "Checkpoint", "Release":
 		if before.Owner != writer {
 			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)
@@ -343,12 +393,68 @@ func (c *checker) observed(row leases.Lease) {
 	c.inOrder(s)
 }
 
+// deleted records that shard id's row was deleted (or the table emptied):
+// holder is the checker's name of its holder then ("" if free), known how
+// many records the best checkpoint a live process knew then covers (-1 for
+// none), holderKnown the holder's own. The caller holds mu.
+func (c *checker) deleted(id, holder string, known, holderKnown int) {
+	s := c.shard(id)
+	c.stats.deletions++
+	c.tracef("row of %s deleted (holder %q; the best checkpoint a live process knows covers %d records, the holder's %d)", id, holder, known, holderKnown)
+	s.versions, s.tokens = map[int64]version{}, map[int64]string{}
+	s.last, s.newest = leases.Lease{}, leases.Lease{}
+	if !s.afterDelete {
+		s.goneHolder, s.known, s.holderKnown = holder, known, holderKnown
+	} else {
+		// Deleted again before anyone took it: a holder recreating it has not
+		// taken it yet, and is still the one that may deliver.
+		if holder != "" {
+			s.goneHolder, s.holderKnown = holder, holderKnown
+		}
+		s.known = max(s.known, known)
+	}
+	s.afterDelete, s.deletedAt = true, time.Now()
+}
+
+// restarted checks (h) for the first take of s after its row was deleted:
+// writer took it at after's checkpoint.
+func (c *checker) restarted(s *shardState, writer string, after leases.Lease) {
+	s.afterDelete = false
+	c.stats.restarts++
+	holder := s.goneHolder
+	s.restartedAt, s.restartedBy, s.restartOf = time.Now(), writer, holder
+	s.goneHolder = ""
+	n, err := c.covered(s.id, after.Checkpoint)
+	if err != nil {
+		return // reported by setTenure
+	}
+	at := s.deletedAt.Sub(c.start).Round(time.Millisecond)
+	if holder != "" && writer != holder && c.mayDeliver != nil && c.mayDeliver(holder, s.id) {
+		c.violate("(h) %s took %s, whose row was deleted at T+%v, while its holder %s may still deliver", writer, s.id, at, holder)
+	}
+	switch {
+	case n == 0 && s.known > 0:
+		c.violate("(h) %s restarted %s at the start position after its row was deleted at T+%v, although a live process knew a checkpoint covering %d records: acknowledged records are replayed from the start",
+			writer, s.id, at, s.known)
+	case writer == holder && n < s.holderKnown:
+		c.violate("(h) %s, the holder of %s when its row was deleted at T+%v, restarted it at a checkpoint covering %d records, behind its own covering %d",
+			writer, s.id, at, n, s.holderKnown)
+	case n > s.prefix:
+		c.violate("(h) %s restarted %s after its row was deleted at T+%v at a checkpoint covering %d records; only the first %d were acknowledged: records skipped",
+			writer, s.id, at, n, s.prefix)
+	}
+	if n < s.known {
+		c.stats.stale++
+		c.tracef("%s restarted %s at a checkpoint covering %d records, behind the best known (%d): those are replayed", writer, s.id, n, s.known)
+	}
+}
+
 func (c *checker) setTenure(s *shardState, owner string, cp leases.Checkpoint) {
 	n, err := c.covered(s.id, cp)
 	if err != nil {
 		c.violate("%s took %s at checkpoint %s: %v", owner, s.id, cp, err)
 	}
-	s.tenures[owner] = &tenure{start: n, next: n, lastEntered: -1, since: time.Now()}
+	s.tenures[owner] = &tenure{start: n, next: n, lastEntered: -1, since: time.Now(), restart: -1}
 }
 
 // replay records that an operator's rewind moved s's checkpoint back to

@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"flag"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -23,15 +25,29 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
-	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
-// The infrastructure TestSimulation and TestMembership share: the choice
-// of seeds, the bubble a seed runs in, the plan's common parts, the world's
-// stream, table and checker, and each process's faults.
+// The infrastructure of the simulations: the choice of seeds, the bubble a
+// seed runs in, the plan's common parts, the world's stream, table and
+// checker, and each process's faults.
+
+var (
+	flagSeed  = flag.Uint64("seed", 0, "simulate only this seed (replays a failure)")
+	flagSeeds = flag.Int("seeds", 0, "how many seeds TestMembership runs (default $KINESISLEASE_SIM_SEEDS, else 300)")
+	flagBase  = flag.Uint64("seedbase", 0, "first seed of TestMembership (default $KINESISLEASE_SIM_SEED_BASE, else 1)")
+	flagTrace = flag.Bool("simtrace", false, "print the trace of every seed, not only of failing ones")
+)
+
+const streamName = "sim"
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// errHandler is the error of a handler call that fails by the plan.
+var errHandler = errors.New("sim: handler failed (injected)")
 
 // ---------------------------------------------------------------------------
 // Seeds.
@@ -283,9 +299,8 @@ type simBase struct {
 	seed    uint64
 	start   time.Time
 	stream  *Stream
-	mem     *memory.Store
+	mem     *Table
 	chk     *checker
-	now     func() time.Time // the wall clock of the process whose write is being applied (under chk.mu)
 	produce *rand.Rand
 	aggP    float64
 	shards  int
@@ -296,13 +311,12 @@ type simBase struct {
 	onViolation func()                   // called after every violation (under chk.mu), if set
 }
 
-// init makes the stream with its initial records and the table (whose
-// clock is now), and the checker, which names a row's holder by holder.
+// init makes the stream with its initial records, the table and the
+// checker, which names a row's holder by holder.
 func (b *simBase) init(t *testing.T, p *planBase, holder func(leases.Lease) string) {
 	b.t, b.seed, b.start, b.aggP, b.shards = t, p.seed, time.Now(), p.aggP, p.shards
 	b.stream = NewStream(streamName, p.shards)
-	b.now = time.Now
-	b.mem = memory.New(memory.WithClock(func() time.Time { return b.now() }))
+	b.mem = NewTable()
 	b.chk = newChecker(b.stream)
 	b.chk.owner = func(id string) string { // called with chk.mu held
 		l, err := b.row(id)
@@ -566,27 +580,13 @@ func current[P any](mu *sync.Mutex, slots [][]*P, slot int) *P {
 // ---------------------------------------------------------------------------
 // A process's faults.
 
-// procState is a simulated process's state of faults, shared by the
-// simulations: pauses, partitions, its wall clock, death and stopping.
+// procState is a simulated process's state of faults: pauses, partitions,
+// death and stopping.
 type procState struct {
 	pausedUntil atomic.Int64 // unix nanoseconds
 	partUntil   atomic.Int64
-	skew        atomic.Int64 // its wall clock's offset
-	frozenUntil atomic.Int64 // unix nanoseconds: its wall clock stands still until then
-	frozenAt    atomic.Int64 // at this reading (unix nanoseconds)
 	dead        atomic.Bool
 	stopping    atomic.Bool
-}
-
-// wallClock is the process's wall clock: time.Now, offset by the clock
-// jumps of the plan, standing still while frozen. Only the expires_at it
-// writes read it (the simulation cannot skew the monotonic clock of one
-// bubble's goroutines), which the protocol must not depend on.
-func (ps *procState) wallClock() time.Time {
-	if time.Now().UnixNano() < ps.frozenUntil.Load() {
-		return time.Unix(0, ps.frozenAt.Load())
-	}
-	return time.Now().Add(time.Duration(ps.skew.Load()))
 }
 
 // stall blocks while the process is paused.
@@ -612,17 +612,6 @@ func (ps *procState) pause(c *checker, name string, dur time.Duration) {
 
 // partition cuts the process off from the store for dur from now.
 func (ps *procState) partition(dur time.Duration) { ps.partUntil.Store(time.Now().Add(dur).UnixNano()) }
-
-// clockEvent makes the process's wall clock stand still for dur (a stuck
-// clock source), or, with dur 0, jump by delta.
-func (ps *procState) clockEvent(dur, delta time.Duration) {
-	if dur > 0 {
-		ps.frozenAt.Store(ps.wallClock().UnixNano())
-		ps.frozenUntil.Store(time.Now().Add(dur).UnixNano())
-	} else {
-		ps.skew.Store(int64(delta))
-	}
-}
 
 // storeHooks are the hooks of the process's FaultStore.
 func (ps *procState) storeHooks(decide func(op string, key leases.Key) Decision,

@@ -15,13 +15,10 @@
 //     stalls (a paused process) and death, decided per call by hooks, with
 //     a hook that sees every call reach the store.
 //
-// The tests (go test ./internal/engine/sim/) run TestSimulation, hundreds of seeded
-// simulations of several coordinators under faults in synctest bubbles,
-// checking the protocol's invariants at every handler call and every write
-// (see checker in check_test.go), and TestDynamoProtocol, the same checks
-// in real time against the DynamoDB store on DynamoDB Local. A failing
-// seed prints the command that replays it; KINESISLEASE_SIM_SEEDS=5000 runs
-// more seeds. TestDynamoProtocol and TestSimulation exercise the per-row
-// renewal protocol (engine.Coordinator); TestMembership, with the same
-// seed flags and variables, the membership protocol (engine.Group).
+// The tests (go test ./internal/engine/sim/) run TestMembership, hundreds
+// of seeded simulations of several engine.Groups (the membership protocol)
+// under faults in synctest bubbles, checking the protocol's invariants at
+// every handler call and every write (see checker in check_test.go). A
+// failing seed prints the command that replays it; KINESISLEASE_SIM_SEEDS=5000
+// runs more seeds.
 package sim

@@ -20,14 +20,12 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// The simulation of the membership protocol (engine.Group): the same
-// infrastructure as TestSimulation (a simulated Kinesis stream, one shared
-// memory store seen by every process through its own FaultStore, the
-// checker of check_test.go), with the faults the membership protocol must
-// survive. Its seeds are chosen with the flags and variables of
-// TestSimulation (-seed, -seeds, -seedbase, -simtrace,
-// KINESISLEASE_SIM_SEEDS, KINESISLEASE_SIM_SEED_BASE); without them it runs
-// membershipCISeeds seeds.
+// The simulation of the membership protocol (engine.Group): a simulated
+// Kinesis stream, one shared memory table seen by every process through its
+// own FaultStore, the checker of check_test.go, and the faults the
+// membership protocol must survive. Its seeds are chosen with -seed, -seeds,
+// -seedbase, -simtrace, KINESISLEASE_SIM_SEEDS and
+// KINESISLEASE_SIM_SEED_BASE; without them it runs membershipCISeeds seeds.
 const membershipCISeeds = 300
 
 // membershipReports is how many failing seeds TestMembership reports with
@@ -52,33 +50,63 @@ type mplan struct {
 	memDelayP, memErrP, memLostP float64 // on the membership rows
 
 	events []mevent
+
+	// The longest delay of a ListShards call in a slow-listing period
+	// (mSlowList): a call in flight when faults stop delays liveness by as
+	// much.
+	maxListDelay time.Duration
+
+	// A scenario's settings (TestMembershipFaults, TestMembershipBugs);
+	// zero in a seed's plan.
+	name      string           // the scenario's name; "" for a seed
+	latency   [2]time.Duration // every store call of every process takes from [0] to [1], the whole run
+	putAll    time.Duration    // a record on every shard this often, until produce
+	settle    time.Duration    // how long the checks wait for liveness past their bounds (0: 10 minutes)
+	reconcile time.Duration    // the Groups' Reconcile (0: the default)
+	// check runs the scenario's own checks once every process has shut down
+	// (chk.mu held).
+	check func(w *mworld)
 }
 
 type mkind int
 
 const (
-	mPause     mkind = iota + 1 // the whole process stalls
-	mPartition                  // the process's store calls fail without reaching the store (Kinesis still answers)
-	mClock                      // the process's wall clock jumps or stands still
-	mCrash                      // the process dies
-	mStop                       // graceful shutdown (a leave, unless a restart follows)
-	mRestart                    // a new process in the slot: a new incarnation of the same owner, or a fresh owner
-	mThrottle                   // every process's calls on the membership rows (table: on every row) are throttled
-	mLost                       // heartbeats land and their answers are lost (one slot, or every slot)
+	mPause       mkind = iota + 1 // the whole process stalls
+	mPartition                    // the process's store calls fail without reaching the store (Kinesis still answers)
+	mCrash                        // the process dies
+	mStop                         // graceful shutdown (a leave, unless a restart follows)
+	mRestart                      // a new process in the slot: a new incarnation of the same owner, or a fresh owner
+	mThrottle                     // every process's calls on the membership rows (table: on every row) are throttled
+	mLost                         // heartbeats land and their answers are lost (one slot, or every slot)
+	mDeleteRow                    // a lease row is deleted: shard's, or the next one held if that one is free
+	mDropTable                    // every lease row and membership row gone at once (the table recreated), after the table was missing for dur
+	mThrottleRow                  // one membership row (row) throttled for every process: its calls fail, the other rows' succeed
+	mLatency                      // every store call of the slot (or of every slot) takes 5-50ms
+	mSlowList                     // every ListShards call of the slot (or of every slot) takes delay to 2*delay
+	mRewind                       // an operator rewinds shard's row by back records (a request to its holder, whose notice is bumped)
 )
 
 func (k mkind) String() string {
-	return [...]string{"", "pause", "partition", "clock-jump", "crash", "stop", "restart", "throttle-all", "lost-answers"}[k]
+	return [...]string{"", "pause", "partition", "crash", "stop", "restart", "throttle-all", "lost-answers",
+		"delete-row", "drop-table", "throttle-member-row", "store-latency", "slow-listshards", "rewind"}[k]
 }
 
 type mevent struct {
 	at        time.Duration
 	kind      mkind
-	slot      int // -1: every slot (mThrottle, mLost)
+	slot      int // -1: every slot (mThrottle, mLost, mLatency, mSlowList)
 	dur       time.Duration
-	delta     time.Duration // clock jump
-	sameOwner bool          // restart: a new incarnation of the slot's owner
-	table     bool          // throttle: every row of the table, not only the membership rows
+	sameOwner bool // restart: a new incarnation of the slot's owner
+	table     bool // throttle: every row of the table, not only the membership rows
+
+	shard int           // mDeleteRow, mRewind: the shard's index
+	row   int           // mThrottleRow: the membership row
+	delay time.Duration // mSlowList: the least delay of a call
+	back  int           // mRewind: how many records back from the row's checkpoint (0: to TRIM_HORIZON)
+	// mRewind: the holder's notice is bumped only once a write of the
+	// holder (a checkpoint) landed on the row after the request: the
+	// holder learns of the request from a row it wrote since.
+	afterCheckpoint bool
 }
 
 func (e mevent) String() string {
@@ -90,12 +118,6 @@ func (e mevent) String() string {
 	switch e.kind {
 	case mPause, mPartition:
 		s += fmt.Sprintf(" %s for %v", who, e.dur)
-	case mClock:
-		if e.dur > 0 {
-			s += fmt.Sprintf(" %s stands still for %v", who, e.dur)
-		} else {
-			s += fmt.Sprintf(" %s by %v", who, e.delta)
-		}
 	case mThrottle:
 		what := "membership rows"
 		if e.table {
@@ -104,6 +126,21 @@ func (e mevent) String() string {
 		s += fmt.Sprintf(" %s for %v (%s)", who, e.dur, what)
 	case mLost:
 		s += fmt.Sprintf(" %s for %v", who, e.dur)
+	case mDeleteRow:
+		s += fmt.Sprintf(" shardId-%012d (or the next held row)", e.shard)
+	case mDropTable:
+		s += fmt.Sprintf(" (missing for %v first)", e.dur)
+	case mThrottleRow:
+		s += fmt.Sprintf(" %s for %v", leases.MemberKey(e.row), e.dur)
+	case mLatency:
+		s += fmt.Sprintf(" %s for %v", who, e.dur)
+	case mSlowList:
+		s += fmt.Sprintf(" %s for %v (each call %v to %v)", who, e.dur, e.delay, 2*e.delay)
+	case mRewind:
+		s += fmt.Sprintf(" shardId-%012d by %d records (notice after the holder's next write: %v)", e.shard, e.back, e.afterCheckpoint)
+		if e.slot >= 0 {
+			s += fmt.Sprintf(", or the next one held by slot %d", e.slot)
+		}
 	case mRestart:
 		if e.sameOwner {
 			s += fmt.Sprintf(" %s (same owner, new incarnation)", who)
@@ -133,15 +170,11 @@ func newMPlan(seed uint64) *mplan {
 		{time.Second, 4 * time.Second}, {1500 * time.Millisecond, 6 * time.Second},
 		{engine.DefaultHeartbeat, 7500 * time.Millisecond}, {2 * time.Second, 6 * time.Second},
 	}[r.IntN(8)]
-	p.hb, p.timeout = settings[0], settings[1]
+	var margin time.Duration
 	if r.IntN(3) == 0 {
-		p.margin = p.timeout/6 + time.Duration(r.Int64N(int64(p.timeout/6)))
+		margin = settings[1]/6 + time.Duration(r.Int64N(int64(settings[1]/6)))
 	}
-	p.effMargin = p.margin
-	if p.effMargin <= 0 {
-		p.effMargin = p.timeout / 6
-	}
-	p.effMargin = max(p.effMargin, p.hb/2+p.hb/10) // as engine.NewGroup
+	p.protocol(settings[0], settings[1], margin)
 
 	n := 2 + r.IntN(3)
 	for i := range n {
@@ -166,7 +199,7 @@ func newMPlan(seed uint64) *mplan {
 		t := p.procs[slot].start + time.Duration(r.Int64N(int64(10*time.Second)))
 		for t < p.faultEnd {
 			e := mevent{at: t, slot: slot}
-			switch k := r.IntN(11); {
+			switch k := r.IntN(10); {
 			case k < 3:
 				e.kind = mPause
 				if r.IntN(3) == 0 {
@@ -178,16 +211,9 @@ func newMPlan(seed uint64) *mplan {
 				e.kind = mPartition
 				e.dur = T/4 + time.Duration(r.Int64N(int64(5*T/2)))
 			case k < 6:
-				e.kind = mClock
-				if r.IntN(2) == 0 {
-					e.delta = time.Duration(r.Int64N(int64(96*time.Hour))) - 48*time.Hour
-				} else {
-					e.dur = T + time.Duration(r.Int64N(int64(2*T)))
-				}
-			case k < 7:
 				e.kind = mLost
 				e.dur = p.hb/2 + time.Duration(r.Int64N(int64(2*T)))
-			case k < 9:
+			case k < 8:
 				e.kind = mCrash
 			default:
 				e.kind = mStop
@@ -236,9 +262,100 @@ func newMPlan(seed uint64) *mplan {
 		e.at = 5*time.Second + time.Duration(r.Int64N(int64(p.faultEnd-e.dur-5*time.Second)))
 		p.events = append(p.events, e)
 	}
+	p.drawTableFaults(r)
 	p.stress(seed)
+	p.exclude()
 	slices.SortStableFunc(p.events, func(a, b mevent) int { return int(a.at - b.at) })
 	return p
+}
+
+// protocol sets the protocol's settings: the heartbeat interval, the
+// timeout and the fence margin as configured (0: the default), and the
+// margin the Group makes of them (see engine.NewGroup).
+func (p *mplan) protocol(hb, timeout, margin time.Duration) {
+	p.hb, p.timeout, p.margin = hb, timeout, margin
+	p.effMargin = p.margin
+	if p.effMargin <= 0 {
+		p.effMargin = p.timeout / 6
+	}
+	p.effMargin = max(p.effMargin, p.hb/2+p.hb/10) // as engine.NewGroup
+}
+
+// drawTableFaults draws the faults of the table and of the calls around
+// it: rows deleted while held, the table recreated empty (missing for a
+// while first, sometimes), one membership row throttled for longer than the
+// timeout, slow store calls, slow ListShards calls, operator rewinds.
+func (p *mplan) drawTableFaults(r *rand.Rand) {
+	T := p.timeout
+	// add places e (its duration capped) within the faults' period.
+	add := func(e mevent) {
+		e.dur = min(e.dur, p.faultEnd-10*time.Second)
+		e.at = 5*time.Second + time.Duration(r.Int64N(int64(p.faultEnd-e.dur-6*time.Second)))
+		p.events = append(p.events, e)
+	}
+	if r.IntN(3) == 0 {
+		for range 1 + r.IntN(3) {
+			add(mevent{kind: mDeleteRow, slot: -1, shard: r.IntN(p.shards)})
+		}
+	}
+	if r.IntN(6) == 0 {
+		e := mevent{kind: mDropTable, slot: -1}
+		if r.IntN(2) == 0 {
+			e.dur = time.Duration(r.Int64N(int64(T)))
+		}
+		add(e)
+	}
+	if r.IntN(4) == 0 {
+		add(mevent{kind: mThrottleRow, slot: -1, row: r.IntN(leases.MemberRows), dur: T + T/10 + time.Duration(r.Int64N(int64(T)))})
+	}
+	if r.IntN(4) == 0 {
+		e := mevent{kind: mLatency, slot: -1, dur: 5*time.Second + time.Duration(r.Int64N(int64(20*time.Second)))}
+		if r.IntN(2) == 0 {
+			e.slot = r.IntN(len(p.procs))
+		}
+		add(e)
+	}
+	if r.IntN(5) == 0 {
+		e := mevent{kind: mSlowList, slot: -1, dur: 10*time.Second + time.Duration(r.Int64N(int64(30*time.Second))),
+			delay: time.Second + time.Duration(r.Int64N(int64(3*time.Second)))}
+		if r.IntN(2) == 0 {
+			e.slot = r.IntN(len(p.procs))
+		}
+		p.maxListDelay = max(p.maxListDelay, 2*e.delay)
+		add(e)
+	}
+	if r.IntN(4) == 0 {
+		for range 1 + r.IntN(2) {
+			add(mevent{kind: mRewind, slot: -1, shard: r.IntN(p.shards), back: r.IntN(30), afterCheckpoint: r.IntN(2) == 0})
+		}
+	}
+}
+
+// excluded is the set of event kinds $KINESISLEASE_SIM_EXCLUDE leaves out
+// of every seed's plan (a comma-separated list of their names, as the plans
+// print them: delete-row, drop-table, throttle-member-row, store-latency,
+// slow-listshards, rewind, throttle-all, lost-answers, pause, partition), to
+// tell which kind of fault a failure needs. The plans are drawn as without
+// it, then the excluded events dropped.
+var excluded = func() map[string]bool {
+	m := map[string]bool{}
+	for _, name := range strings.Split(os.Getenv("KINESISLEASE_SIM_EXCLUDE"), ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			m[name] = true
+		}
+	}
+	return m
+}()
+
+// exclude drops the events of the kinds excluded.
+func (p *mplan) exclude() {
+	if len(excluded) == 0 {
+		return
+	}
+	p.events = slices.DeleteFunc(p.events, func(e mevent) bool { return excluded[e.kind.String()] })
+	if !slices.ContainsFunc(p.events, func(e mevent) bool { return e.kind == mSlowList }) {
+		p.maxListDelay = 0
+	}
 }
 
 // stress turns a third of the plans into fence tests: a record every few
@@ -279,6 +396,9 @@ func (p *mplan) stress(seed uint64) {
 
 func (p *mplan) String() string {
 	var b strings.Builder
+	if p.name != "" {
+		fmt.Fprintf(&b, "scenario %s: ", p.name)
+	}
 	fmt.Fprintf(&b, "seed %d: %d shards (initial records %v, aggregates %.0f%%), heartbeat %v, timeout %v, fence margin %v (configured %v), %d slots\n",
 		p.seed, p.shards, p.initial, p.aggP*100, p.hb, p.timeout, p.effMargin, p.margin, len(p.procs))
 	for i, pp := range p.procs {
@@ -288,6 +408,9 @@ func (p *mplan) String() string {
 	fmt.Fprintf(&b, "  faults until T+%v: store delay %.2f (max %v) error %.2f lost %.2f response delay %.2f; membership rows delay %.2f error %.2f lost %.2f; kinesis delay %.2f error %.2f; handler error %.2f slow %.2f (max %v)\n",
 		p.faultEnd, p.storeDelayP, p.storeMaxDelay, p.storeErrP, p.storeLostP, p.storeRespDelayP, p.memDelayP, p.memErrP, p.memLostP,
 		p.kinDelayP, p.kinErrP, p.handlerErrP, p.handlerSlowP, p.handlerMaxWork)
+	if p.latency[1] > 0 || p.putAll > 0 {
+		fmt.Fprintf(&b, "  every store call takes %v to %v; a record on every shard every %v\n", p.latency[0], p.latency[1], p.putAll)
+	}
 	writeTail(&b, &p.planBase, p.events)
 	return b.String()
 }
@@ -304,7 +427,8 @@ func (p *mplan) round() time.Duration { return p.hb + p.hb/10 }
 //     request and response delays (2 × storeMaxDelay), a Kinesis call's
 //     delay and the reader's longest backoff after a failure (5s), a
 //     handler at work (handlerMaxWork) or retrying (up to the retry
-//     policy's 1s).
+//     policy's 1s), a ListShards call of a slow-listing period
+//     (maxListDelay).
 //   - failover: a dead holder is seen dead after its heartbeat stood still
 //     for Timeout on the taker's clock: the taker's next round sees the last
 //     value, a read sent Timeout later confirms it (a round's granularity),
@@ -328,7 +452,7 @@ func (p *mplan) round() time.Duration { return p.hb + p.hb/10 }
 func (p *mplan) bounds() (inFlight, failover, join, fair time.Duration) {
 	R := p.round()
 	H := p.handlerMaxWork + time.Second
-	inFlight = 2*p.storeMaxDelay + 1500*time.Millisecond + 5*time.Second + H
+	inFlight = 2*p.storeMaxDelay + 1500*time.Millisecond + 5*time.Second + H + p.maxListDelay
 	failover = p.timeout + 4*R + H + 1200*time.Millisecond
 	join = p.timeout + 2*R
 	fair = 5*R + H
@@ -353,7 +477,9 @@ type msummary struct {
 	crashes, restartsSame, restartsFresh    int
 	stops, leaves, joins, pauses, longPause int
 	partitions, throttles, lostPeriods      int
-	clocks                                  int
+	deletes, drops, rowThrottles, slowStore int
+	slowListing, rewinds, restarts, stale   int
+	slowCalls, slowLists                    int
 	overBound                               []uint64
 }
 
@@ -362,7 +488,7 @@ type msummary struct {
 // stream and one lease table, with delays, failures and lost answers on the
 // lease rows and the membership rows, fleet-wide periods of throttling on
 // the membership rows and of heartbeats landing unanswered, partitions
-// from the table, pauses longer than the timeout, wall-clock jumps, crashes
+// from the table, pauses longer than the timeout, crashes
 // and restarts (new incarnations of the same owner and fresh owners), joins
 // and leaves, Kinesis throttling and errors, checking at every handler call
 // and every write:
@@ -398,6 +524,16 @@ type msummary struct {
 // Interleavings of goroutines are not fixed by the seed, so a failure may
 // need a few replays.
 func TestMembership(t *testing.T) {
+	for name := range excluded {
+		switch name {
+		case "crash", "stop", "restart", "":
+			t.Fatalf("KINESISLEASE_SIM_EXCLUDE: %q cannot be left out (a slot's restarts follow its crashes and stops)", name)
+		}
+		if !slices.ContainsFunc([]mkind{mPause, mPartition, mThrottle, mLost, mDeleteRow, mDropTable, mThrottleRow, mLatency, mSlowList, mRewind},
+			func(k mkind) bool { return k.String() == name }) {
+			t.Fatalf("KINESISLEASE_SIM_EXCLUDE: no event kind %q", name)
+		}
+	}
 	sum := &msummary{}
 	// Batches of parallel seeds, one batch after the other: a seed's check
 	// for goroutines left behind reads the stacks of every goroutine of the
@@ -412,9 +548,12 @@ func TestMembership(t *testing.T) {
 		sum.worstFair.Round(time.Millisecond), sum.worstFairSeed, 100*sum.worstFailoverShare, 100*sum.worstFairShare,
 		sum.entries, sum.takes, sum.takeovers, sum.closest.Round(time.Millisecond), sum.releases, sum.checkpoints, sum.hbLanded, sum.hbUnchanged)
 	t.Logf("membership faults: %d injected failures, %d throttled calls, %d answers lost (%d of heartbeats); %d crashes, %d restarts (%d same owner, %d fresh owner), %d stops (%d leaves), %d joins, "+
-		"%d pauses (%d longer than the timeout), %d partitions, %d fleet-wide throttling periods, %d lost-answer periods, %d clock jumps",
+		"%d pauses (%d longer than the timeout), %d partitions, %d fleet-wide throttling periods, %d lost-answer periods",
 		sum.injected, sum.throttled, sum.lostHB+sum.lostOther, sum.lostHB, sum.crashes, sum.restartsSame+sum.restartsFresh, sum.restartsSame, sum.restartsFresh,
-		sum.stops, sum.leaves, sum.joins, sum.pauses, sum.longPause, sum.partitions, sum.throttles, sum.lostPeriods, sum.clocks)
+		sum.stops, sum.leaves, sum.joins, sum.pauses, sum.longPause, sum.partitions, sum.throttles, sum.lostPeriods)
+	t.Logf("membership table faults: %d row deletions, %d tables recreated, %d membership rows throttled alone, %d periods of slow store calls (%d calls), %d of slow ListShards (%d calls), %d rewinds; "+
+		"%d takes of a recreated row (%d from a checkpoint older than the best a live process knew)",
+		sum.deletes, sum.drops, sum.rowThrottles, sum.slowStore, sum.slowCalls, sum.slowListing, sum.slowLists, sum.rewinds, sum.restarts, sum.stale)
 	if len(sum.overBound) > 0 {
 		slices.Sort(sum.overBound)
 		t.Logf("seeds over a liveness bound: %v", sum.overBound)
@@ -423,7 +562,7 @@ func TestMembership(t *testing.T) {
 
 func runMSeed(t *testing.T, seed uint64, sum *msummary) {
 	p := newMPlan(seed)
-	w := simulate(t, mlabel(seed), func(t *testing.T) *mworld { return newMWorld(t, p) })
+	w := simulate(t, p.label(), func(t *testing.T) *mworld { return newMWorld(t, p) })
 	sum.mu.Lock()
 	defer sum.mu.Unlock()
 	sum.seeds++
@@ -455,6 +594,10 @@ func runMSeed(t *testing.T, seed uint64, sum *msummary) {
 	sum.lostOther += ws.lostOther
 	sum.injected += ws.injected
 	sum.throttled += ws.throttled
+	sum.slowCalls += ws.slowCalls
+	sum.slowLists += ws.slowLists
+	sum.restarts += st.restarts
+	sum.stale += st.stale
 	for _, pp := range p.procs {
 		if pp.start > 0 {
 			sum.joins++
@@ -488,8 +631,18 @@ func runMSeed(t *testing.T, seed uint64, sum *msummary) {
 			sum.throttles++
 		case mLost:
 			sum.lostPeriods++
-		case mClock:
-			sum.clocks++
+		case mDeleteRow:
+			sum.deletes++
+		case mDropTable:
+			sum.drops++
+		case mThrottleRow:
+			sum.rowThrottles++
+		case mLatency:
+			sum.slowStore++
+		case mSlowList:
+			sum.slowListing++
+		case mRewind:
+			sum.rewinds++
 		}
 	}
 	for _, down := range stopped {
@@ -527,7 +680,13 @@ func runMSeed(t *testing.T, seed uint64, sum *msummary) {
 	}
 }
 
-func mlabel(seed uint64) string { return "membership-" + strconv.FormatUint(seed, 10) }
+// label is the pprof label of the goroutines of the plan's bubble.
+func (p *mplan) label() string {
+	if p.name != "" {
+		return "scenario-" + p.name
+	}
+	return "membership-" + strconv.FormatUint(p.seed, 10)
+}
 
 // mreplay returns the command that replays seed. The seed fixes the plan
 // and every injected fault; the interleaving of goroutines, Go's map order
@@ -553,6 +712,9 @@ type mworld struct {
 	firstTrace string               // the trace when the first violation was found
 	seq        int64                // orders the model's events (takes, fences) within one instant
 	lastEntry  map[string]time.Time // when each incarnation's membership entry last changed
+	rewinds    []*rewindReq         // the operator's rewind requests
+	// In a scenario: every handler entry on each shard, in order.
+	entries map[string][]entryRec
 
 	full []string // with -seed: every trace line (see drainTrace)
 
@@ -570,7 +732,23 @@ type mworld struct {
 type mstats struct {
 	releases, hbLanded, hbUnchanged int
 	lostHB, lostOther, injected     int
-	throttled                       int
+	throttled, slowCalls, slowLists int
+}
+
+// entryRec is a handler entry: when, and by which process.
+type entryRec struct {
+	at    time.Time
+	ident string
+}
+
+// rewindReq is an operator's rewind request on a held row: the row as the
+// request left it, when it was made and when the holder's notice was
+// bumped (zero if it was not: the entry was gone or of another
+// incarnation), and when a holder applied it (zero if not yet).
+type rewindReq struct {
+	id                          string
+	row                         leases.Lease
+	at, notified, applied, gone time.Time
 }
 
 // mproc is one process: a Group with its owner id, and its own view of the
@@ -604,6 +782,13 @@ type mproc struct {
 	lostAll   int64     // and that event's place among the model's events (mworld.seq)
 	ten       map[string]*mtenure
 	returned  bool // Run returned
+	// fences are the periods the process's fence had passed, as the model
+	// computes it: from its fence to the send of the next heartbeat that was
+	// answered.
+	fences [][2]time.Time
+	// knows holds, per shard, how many records the best checkpoint the
+	// process read or wrote covers.
+	knows map[string]int
 }
 
 // mtenure is one lease of a process as the model sees it: when its TakeAs
@@ -619,8 +804,21 @@ type mtenure struct {
 func newMWorld(t *testing.T, p *mplan) *mworld {
 	w := &mworld{p: p, byInc: map[string]*mproc{}, readAgain: map[string]time.Time{}, lastEntry: map[string]time.Time{}}
 	w.plan, w.what, w.replay, w.onViolation = p, "membership ", mreplay, w.snap
+	if p.name != "" {
+		w.what = "scenario " + p.name + " "
+		w.replay = func(uint64) string { return sreplay(p.name) }
+		w.entries = map[string][]entryRec{}
+	}
 	w.slots = make([][]*mproc, len(p.procs))
 	w.init(t, &p.planBase, func(l leases.Lease) string { return w.name(l.Owner, l.Incarnation) })
+	w.chk.mayDeliver = func(name, id string) bool { // called with chk.mu held
+		q := w.byInc[name]
+		if q == nil || q.dead.Load() || q.returned {
+			return false
+		}
+		ok, _ := q.valid(id, time.Now(), false)
+		return ok
+	}
 	w.inFlight, w.foBound, w.joinBound, w.fairBound = p.bounds()
 	return w
 }
@@ -684,7 +882,19 @@ func (w *mworld) run() {
 		}()
 	}
 
-	w.producing.Go(w.producer(p.putEvery, p.produce))
+	if p.putEvery > 0 {
+		w.producing.Go(w.producer(p.putEvery, p.produce))
+	}
+	if p.putAll > 0 {
+		w.producing.Go(func() {
+			for time.Now().Add(p.putAll).Before(w.at(p.produce)) {
+				time.Sleep(p.putAll)
+				for i := range p.shards {
+					w.put(i)
+				}
+			}
+		})
+	}
 
 	var steps []step
 	for slot, pp := range p.procs {
@@ -713,7 +923,11 @@ func (w *mworld) run() {
 	R := p.round()
 	readBound := w.inFlight + w.foBound
 	joinBound := w.inFlight + w.joinBound
-	deadline := faultEnd.Add(readBound + joinBound + w.fairBound + 10*time.Minute)
+	settle := 10 * time.Minute
+	if p.settle > 0 {
+		settle = p.settle
+	}
+	deadline := faultEnd.Add(readBound + joinBound + w.fairBound + settle)
 	var readAll, joined, settled time.Time
 	var fair, done bool
 	for time.Now().Before(deadline) {
@@ -780,6 +994,7 @@ func (w *mworld) run() {
 				w.fairAt, fairBound, max(readBound, joinBound), w.fairBound, w.assignment())
 		}
 	}
+	w.checkRewinds(readBound)
 	w.chk.mu.Unlock()
 
 	// Graceful shutdown of every live process: each releases its leases
@@ -804,12 +1019,23 @@ func (w *mworld) run() {
 	w.chk.mu.Unlock()
 	w.chk.final(rows)
 	w.chk.mu.Lock()
+	if p.check != nil {
+		// The scenario's own violations first: they name what it tests.
+		before := w.chk.violations
+		w.chk.violations = nil
+		p.check(w)
+		w.chk.violations = append(w.chk.violations, before...)
+		if n := len(w.chk.violations) - 20; n > 0 {
+			w.chk.violations = w.chk.violations[:20]
+			w.chk.dropped += n
+		}
+	}
 	w.snap()
 	w.chk.mu.Unlock()
 	w.elapsed = time.Since(w.start)
 
 	stopWatchdog()
-	w.checkLeftovers(mlabel(w.p.seed))
+	w.checkLeftovers(w.p.label())
 }
 
 // drainTrace moves the lines of the checker's trace (a ring of the last
@@ -934,7 +1160,7 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 		owner = w.slots[slot][gen-1].owner
 	}
 	pr := &mproc{w: w, slot: slot, gen: gen, owner: owner, cfg: w.p.procs[slot],
-		done: make(chan struct{}), ten: map[string]*mtenure{}}
+		done: make(chan struct{}), ten: map[string]*mtenure{}, knows: map[string]int{}}
 	w.slots[slot] = append(w.slots[slot], pr)
 	w.mu.Unlock()
 
@@ -953,6 +1179,7 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 		Heartbeat:       w.p.hb,
 		Timeout:         w.p.timeout,
 		FenceMargin:     w.p.margin,
+		Reconcile:       w.p.reconcile,
 		ShutdownTimeout: 5 * time.Second,
 	}
 	// The process is named by its ident, known once NewGroup has made the
@@ -1020,10 +1247,19 @@ func (w *mworld) current(slot int) *mproc { return current(&w.mu, w.slots, slot)
 func (w *mworld) apply(e mevent) {
 	w.chk.tracef("event: %v", e)
 	switch e.kind {
-	case mThrottle, mLost:
-		return // decided per call (mproc.decideStore)
+	case mThrottle, mLost, mThrottleRow, mLatency, mSlowList:
+		return // decided per call (mproc.decideStore, mproc.decideKinesis)
 	case mRestart:
 		w.startProc(e.slot, e.sameOwner)
+		return
+	case mDeleteRow:
+		w.deleteRow(e.shard)
+		return
+	case mDropTable:
+		w.dropTable(e.dur)
+		return
+	case mRewind:
+		w.bg.Go(func() { w.rewind(e) })
 		return
 	}
 	pr := w.current(e.slot)
@@ -1035,12 +1271,200 @@ func (w *mworld) apply(e mevent) {
 		pr.pause(w.chk, pr.ident, e.dur)
 	case mPartition:
 		pr.partition(e.dur)
-	case mClock:
-		pr.clockEvent(e.dur, e.delta)
 	case mCrash:
 		w.stop(pr, true)
 	case mStop:
 		w.stop(pr, false)
+	}
+}
+
+// shardID is the id of shard i.
+func shardID(i int) string { return fmt.Sprintf("shardId-%012d", i) }
+
+// deleteRow deletes the row of shard i, or, if that row is free or missing,
+// of the next shard whose row is held.
+func (w *mworld) deleteRow(i int) {
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	for k := range w.p.shards {
+		id := shardID((i + k) % w.p.shards)
+		if l, err := w.row(id); err == nil && l.Held() {
+			w.deleteLocked(id)
+			return
+		}
+	}
+	w.deleteLocked(shardID(i))
+}
+
+// deleteLocked deletes the row of shard id, telling the checker who held
+// it and what the live processes knew of its checkpoint; the caller holds
+// chk.mu.
+func (w *mworld) deleteLocked(id string) {
+	l, err := w.row(id)
+	if err != nil {
+		w.chk.tracef("operator: the row of %s does not exist; nothing to delete", id)
+		return
+	}
+	holder := ""
+	if l.Held() {
+		holder = w.name(l.Owner, l.Incarnation)
+	}
+	known, holderKnown := w.knowledge(id, l)
+	w.mem.DeleteRow(l.Key)
+	w.chk.deleted(id, holder, known, holderKnown)
+}
+
+// knowledge returns how many records the best checkpoint of shard id a
+// live process knows covers (-1 if none knows one), capped by what row l's
+// checkpoint covers (an operator may have rewound it), and the holder's
+// own; the caller holds chk.mu.
+func (w *mworld) knowledge(id string, l leases.Lease) (known, holderKnown int) {
+	row, _ := w.chk.covered(id, l.Checkpoint)
+	known, holderKnown = -1, -1
+	for _, pr := range w.byInc {
+		if pr.dead.Load() || pr.returned {
+			continue
+		}
+		if n, ok := pr.knows[id]; ok {
+			known = max(known, min(n, row))
+		}
+	}
+	if q := w.procOf(l.Owner, l.Incarnation); q != nil && l.Held() {
+		if n, ok := q.knows[id]; ok {
+			holderKnown = min(n, row)
+		}
+	}
+	return known, holderKnown
+}
+
+// dropTable empties the table (every lease row and membership row gone at
+// once), after it was missing for gap if gap > 0.
+func (w *mworld) dropTable(gap time.Duration) {
+	w.chk.mu.Lock()
+	for i := range w.p.shards {
+		w.deleteLocked(shardID(i))
+	}
+	if gap > 0 {
+		w.mem.SetMissing(true)
+		w.chk.tracef("operator: the table is missing")
+	} else {
+		w.mem.Drop()
+		w.chk.tracef("operator: the table is empty")
+	}
+	w.chk.mu.Unlock()
+	if gap > 0 {
+		w.bg.Go(func() {
+			time.Sleep(gap)
+			w.chk.mu.Lock()
+			w.mem.SetMissing(false)
+			w.chk.tracef("operator: the table exists again, empty")
+			w.chk.mu.Unlock()
+		})
+	}
+}
+
+// rewind is an operator's rewind of shard e.shard: back records before its
+// checkpoint (TRIM_HORIZON if there are not that many), at once on a free
+// row, else a request to its holder, whose membership entry's Notice is
+// bumped (after the holder's next write on the row, with
+// e.afterCheckpoint), as the kinesislease command does.
+func (w *mworld) rewind(e mevent) {
+	id := shardID(e.shard)
+	w.chk.mu.Lock()
+	if e.slot >= 0 {
+		// The first shard from e.shard held by the slot's process.
+		pr := w.current(e.slot)
+		for k := range w.p.shards {
+			if l, err := w.row(shardID((e.shard + k) % w.p.shards)); err == nil && l.Held() && w.procOf(l.Owner, l.Incarnation) == pr {
+				id = l.Key.Shard
+				break
+			}
+		}
+	}
+	l, err := w.row(id)
+	if err != nil {
+		w.chk.mu.Unlock()
+		w.chk.tracef("operator: rewind %s: %v", id, err)
+		return
+	}
+	cp := leases.Checkpoint{Sequence: leases.RewindTrimHorizon}
+	if n, err := w.chk.covered(id, l.Checkpoint); err == nil && e.back > 0 && n-e.back > 0 {
+		if seq, ok := w.stream.RecordAt(id, n-e.back); ok {
+			cp = leases.RewindAtSequence(seq)
+		}
+	}
+	got, err := w.mem.Rewind(context.Background(), l, cp)
+	if err != nil {
+		w.chk.mu.Unlock()
+		w.chk.tracef("operator: rewind %s to %s: %v", id, cp, err)
+		return
+	}
+	w.chk.applied("Rewind", "operator", w.identified(l), w.identified(got))
+	if !got.Held() {
+		w.chk.mu.Unlock()
+		return // applied at once
+	}
+	req := &rewindReq{id: id, row: got, at: time.Now()}
+	w.rewinds = append(w.rewinds, req)
+	w.chk.mu.Unlock()
+	if e.afterCheckpoint {
+		// Wait for the holder's next write on the row (a checkpoint, which
+		// conflicts with the request, reads the row again and lands).
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+			time.Sleep(5 * time.Millisecond)
+			if l, err := w.mem.Get(context.Background(), got.Key); err != nil || l.Counter != got.Counter {
+				break
+			}
+		}
+	}
+	w.notify(req, got.Owner, got.Incarnation)
+}
+
+// notify bumps the Notice of the membership entry of incarnation inc of
+// owner, as the kinesislease command does after a rewind request.
+func (w *mworld) notify(req *rewindReq, owner, inc string) {
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	row := leases.MemberRow(owner)
+	ms, err := w.mem.Members(context.Background(), row)
+	if err != nil {
+		w.chk.tracef("operator: notice to %s: %v", w.name(owner, inc), err)
+		return
+	}
+	i := slices.IndexFunc(ms, func(m leases.Member) bool { return m.Owner == owner && m.Incarnation == inc })
+	if i < 0 {
+		w.chk.tracef("operator: no membership entry of %s: no notice (the next holder applies the rewind)", ident(owner, inc))
+		return
+	}
+	next := ms[i]
+	next.Notice++
+	if _, err := w.mem.ReplaceMember(context.Background(), row, ms[i], next); err != nil {
+		w.chk.tracef("operator: notice to %s: %v", w.name(owner, inc), err)
+		return
+	}
+	w.lastEntry[ident(owner, inc)] = time.Now()
+	if req != nil {
+		req.notified = time.Now()
+	}
+	w.chk.tracef("operator: notice of %s bumped to %d", w.name(owner, inc), next.Notice)
+}
+
+// checkRewinds checks that every rewind request whose holder was told
+// (its notice bumped) was applied, unless its row was deleted or rewound
+// again since: within bound after faults stopped, at the latest; the
+// caller holds chk.mu.
+func (w *mworld) checkRewinds(bound time.Duration) {
+	for _, req := range w.rewinds {
+		if req.notified.IsZero() || !req.applied.IsZero() {
+			continue
+		}
+		l, err := w.row(req.id)
+		if err != nil || l.RewindTo != req.row.RewindTo {
+			continue // the row was deleted, or rewound again
+		}
+		w.violate("(j) the rewind of %s to %s requested from %s at T+%v (notice bumped at T+%v) is still pending %v after faults stopped (row at counter %d, %q): its holder never applied it",
+			req.id, req.row.RewindTo, w.name(req.row.Owner, req.row.Incarnation), w.elapsedAt(req.at), w.elapsedAt(req.notified),
+			bound, l.Counter, w.name(l.Owner, l.Incarnation))
 	}
 }
 
@@ -1105,6 +1529,38 @@ func (pr *mproc) count(f func(s *mstats)) {
 }
 
 func (pr *mproc) decideStore(op string, key leases.Key) Decision {
+	d := pr.decideFault(op, key)
+	if lat := pr.latency(op, key); lat > 0 {
+		// Half on the way there, half on the way back.
+		d.Delay += lat / 2
+		d.ResponseDelay += lat - lat/2
+	}
+	return d
+}
+
+// latency returns how long a store call of pr takes without faults: the
+// scenario's latency, or 5-50ms in a period of slow calls.
+func (pr *mproc) latency(op string, key leases.Key) time.Duration {
+	p := pr.w.p
+	var lat time.Duration
+	if lo, hi := p.latency[0], p.latency[1]; hi > 0 {
+		lat = lo
+		if hi > lo {
+			lat += upTo(pr.rng("latency", op, key.Shard), hi-lo)
+		}
+	}
+	el := time.Since(pr.w.start)
+	for _, e := range p.events {
+		if e.kind == mLatency && e.within(el) && (e.slot < 0 || e.slot == pr.slot) {
+			pr.count(func(s *mstats) { s.slowCalls++ })
+			lat = max(lat, 5*time.Millisecond+upTo(pr.rng("latency", op, key.Shard), 45*time.Millisecond))
+		}
+	}
+	return lat
+}
+
+// decideFault decides the faults of a store call of pr.
+func (pr *mproc) decideFault(op string, key leases.Key) Decision {
 	p := pr.w.p
 	member := isMemberOp(op)
 	now := time.Now()
@@ -1124,6 +1580,11 @@ func (pr *mproc) decideStore(op string, key leases.Key) Decision {
 			pr.count(func(s *mstats) { s.throttled++ })
 			return Decision{Delay: upTo(r, 30*time.Millisecond),
 				Err: &InjectedError{Op: op, Key: key, Msg: "ProvisionedThroughputExceededException (the whole fleet is throttled)"}}
+		case e.kind == mThrottleRow && member && key == MemberRowKey(e.row):
+			r := pr.rng("throttle-row", op, key.Shard)
+			pr.count(func(s *mstats) { s.throttled++ })
+			return Decision{Delay: upTo(r, 30*time.Millisecond),
+				Err: &InjectedError{Op: op, Key: key, Msg: "ProvisionedThroughputExceededException (this membership row is throttled)"}}
 		case e.kind == mLost && op == "Heartbeat" && (e.slot < 0 || e.slot == pr.slot):
 			r := pr.rng("lost", op)
 			pr.count(func(s *mstats) { s.lostHB++ })
@@ -1150,10 +1611,21 @@ func (pr *mproc) decideStore(op string, key leases.Key) Decision {
 }
 
 func (pr *mproc) decideKinesis(op, shardID string) (time.Duration, error) {
-	if !pr.faulty() {
-		return 0, nil
+	var slow time.Duration
+	if op == "ListShards" {
+		el := time.Since(pr.w.start)
+		for _, e := range pr.w.p.events {
+			if e.kind == mSlowList && e.within(el) && (e.slot < 0 || e.slot == pr.slot) {
+				pr.count(func(s *mstats) { s.slowLists++ })
+				slow = max(slow, e.delay+upTo(pr.rng("slow-list"), e.delay))
+			}
+		}
 	}
-	return kinesisFault(pr.rng("kinesis", op, shardID), &pr.w.p.planBase, op)
+	if !pr.faulty() {
+		return slow, nil
+	}
+	delay, err := kinesisFault(pr.rng("kinesis", op, shardID), &pr.w.p.planBase, op)
+	return slow + delay, err
 }
 
 // apply runs a lease-row call with the checker's lock held, so that the
@@ -1165,7 +1637,6 @@ func (pr *mproc) apply(op string, l leases.Lease, do func() (leases.Lease, error
 	c := w.chk
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w.now = pr.wallClock
 	write := op != "Get"
 	var before leases.Lease
 	if write {
@@ -1181,10 +1652,28 @@ func (pr *mproc) apply(op string, l leases.Lease, do func() (leases.Lease, error
 		op = "Take" // the checker's name for a take
 	case "Release":
 		pr.count(func(s *mstats) { s.releases++ })
+		delete(pr.ten, got.Key.Shard) // its lease is over
+	case "ApplyRewind":
+		for _, req := range w.rewinds {
+			if req.id == got.Key.Shard && req.applied.IsZero() {
+				req.applied = time.Now()
+			}
+		}
 	}
 	c.applied(op, pr.ident, w.identified(before), w.identified(got))
 	w.snap()
 	return got, err
+}
+
+// learn records that pr was told row l (the answer of a read or a write).
+func (pr *mproc) learn(l leases.Lease) {
+	pr.w.chk.mu.Lock()
+	defer pr.w.chk.mu.Unlock()
+	if n, err := pr.w.chk.covered(l.Key.Shard, l.Checkpoint); err == nil {
+		if k, ok := pr.knows[l.Key.Shard]; !ok || n > k {
+			pr.knows[l.Key.Shard] = n
+		}
+	}
 }
 
 // takeLanded records pr's TakeAs that landed on a row that was before, and
@@ -1194,7 +1683,10 @@ func (w *mworld) takeLanded(pr *mproc, before, after leases.Lease) {
 	id := after.Key.Shard
 	now := time.Now()
 	w.seq++
-	pr.ten[id] = &mtenure{landed: now, seq: w.seq, pending: true}
+	// The holder of a row it recreated after a deletion goes on delivering
+	// while it takes the row again: its lease stays valid meanwhile.
+	cont, _ := pr.valid(id, now, false)
+	pr.ten[id] = &mtenure{landed: now, seq: w.seq, pending: true, believed: cont && w.chk.shard(id).goneHolder == pr.ident}
 	q := w.procOf(before.Owner, before.Incarnation)
 	if q == nil || q == pr || q.dead.Load() || q.returned {
 		return // free, its own (an earlier incarnation's), or of a process that is gone
@@ -1244,6 +1736,7 @@ func (pr *mproc) heartbeatAnswered(sent time.Time) {
 	w.chk.mu.Lock()
 	defer w.chk.mu.Unlock()
 	if pr.started && !sent.Before(pr.fenceAt) {
+		pr.fences = append(pr.fences, [2]time.Time{pr.fenceAt, sent})
 		pr.lostAllAt = time.Now()
 		w.seq++
 		pr.lostAll = w.seq
@@ -1385,8 +1878,42 @@ func (s *modelStore) ReplaceMember(ctx context.Context, row int, seen, next leas
 	return rows, err
 }
 
+// learned returns l and err, having recorded that the process was told l if
+// err is nil.
+func (s *modelStore) learned(l leases.Lease, err error) (leases.Lease, error) {
+	if err == nil {
+		s.pr.learn(l)
+	}
+	return l, err
+}
+
+func (s *modelStore) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	return s.learned(s.FaultStore.Get(ctx, key))
+}
+
+func (s *modelStore) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	return s.learned(s.FaultStore.Create(ctx, key))
+}
+
+func (s *modelStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return s.learned(s.FaultStore.Checkpoint(ctx, l, cp))
+}
+
+func (s *modelStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return s.learned(s.FaultStore.Release(ctx, l, cp))
+}
+
+func (s *modelStore) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	return s.learned(s.FaultStore.Rewind(ctx, l, cp))
+}
+
+func (s *modelStore) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	return s.learned(s.FaultStore.ApplyRewind(ctx, l))
+}
+
 func (s *modelStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
 	got, err := s.FaultStore.TakeAs(ctx, l, owner, inc)
+	s.learned(got, err)
 	if err == nil {
 		s.pr.takeAnswered(l.Key.Shard)
 	} else {
@@ -1415,6 +1942,9 @@ func (pr *mproc) handle(ctx context.Context, r *kltype.Record) error {
 		if _, ok := w.readAgain[r.ShardID]; !ok {
 			w.readAgain[r.ShardID] = now
 		}
+	}
+	if w.entries != nil {
+		w.entries[r.ShardID] = append(w.entries[r.ShardID], entryRec{at: now, ident: pr.ident})
 	}
 	w.snap()
 	c.mu.Unlock()

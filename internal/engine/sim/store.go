@@ -195,16 +195,6 @@ func (s *FaultStore) Create(ctx context.Context, key leases.Key) (leases.Lease, 
 	return s.call(ctx, "Create", leases.Lease{Key: key}, func() (leases.Lease, error) { return s.Store.Create(ctx, key) })
 }
 
-// Take implements leases.Store.
-func (s *FaultStore) Take(ctx context.Context, l leases.Lease, owner string, ttl time.Duration) (leases.Lease, error) {
-	return s.call(ctx, "Take", l, func() (leases.Lease, error) { return s.Store.Take(ctx, l, owner, ttl) })
-}
-
-// Renew implements leases.Store.
-func (s *FaultStore) Renew(ctx context.Context, l leases.Lease, ttl time.Duration) (leases.Lease, error) {
-	return s.call(ctx, "Renew", l, func() (leases.Lease, error) { return s.Store.Renew(ctx, l, ttl) })
-}
-
 // Checkpoint implements leases.Store.
 func (s *FaultStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
 	return s.call(ctx, "Checkpoint", l, func() (leases.Lease, error) { return s.Store.Checkpoint(ctx, l, cp) })
@@ -213,11 +203,6 @@ func (s *FaultStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.C
 // Release implements leases.Store.
 func (s *FaultStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
 	return s.call(ctx, "Release", l, func() (leases.Lease, error) { return s.Store.Release(ctx, l, cp) })
-}
-
-// RequestHandoff implements leases.Store.
-func (s *FaultStore) RequestHandoff(ctx context.Context, l leases.Lease, to string) (leases.Lease, error) {
-	return s.call(ctx, "RequestHandoff", l, func() (leases.Lease, error) { return s.Store.RequestHandoff(ctx, l, to) })
 }
 
 // Rewind implements leases.Store.
@@ -316,7 +301,7 @@ func (s *FaultStore) ReplaceMember(ctx context.Context, row int, seen, next leas
 }
 
 // TakeAs implements leases.Membership. It writes a lease row: the hooks see
-// it like Take (Decide with the row's key, Apply).
+// it like the other lease-row writes (Decide with the row's key, Apply).
 func (s *FaultStore) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation string) (leases.Lease, error) {
 	mem, err := s.membership()
 	if err != nil {
