@@ -202,9 +202,12 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound) {
 			// The take may have landed with its answer lost: the row would
-			// name this incarnation with nobody reading it.
+			// name this incarnation with nobody reading it. Known as it
+			// would be then, so that a release is conditional on our take.
+			mine := l
+			mine.Owner, mine.Incarnation, mine.Counter = g.cfg.Owner, inc, l.Counter+1
 			g.mu.Lock()
-			g.orphans[u] = orphan{inc: inc, known: l}
+			g.orphans[u] = orphan{inc: inc, known: mine}
 			g.mu.Unlock()
 			if ctx.Err() == nil {
 				st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
@@ -263,7 +266,8 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 				// Vanished: what any member does with a missing row, from
 				// the checkpoint this instance knew.
 				g.dropOrphan(u, o)
-				st.setRow(u.Shard, rowState{missing: true, missingSince: mono(), missingConfirm: mono()})
+				st.setRow(u.Shard, rowState{lease: o.known})
+				st.setRow(u.Shard, rowState{missing: true, missingSince: mono(), missingConfirm: sent})
 			}
 			return
 		}
@@ -271,6 +275,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		switch {
 		case errors.Is(err, leases.ErrNotFound):
 			g.dropOrphan(u, o)
+			st.setRow(u.Shard, rowState{lease: o.known})
 			g.missingRow(ctx, st, u, sent, mono())
 			return
 		case err != nil:

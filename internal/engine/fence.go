@@ -114,6 +114,7 @@ func (g *Group) join(ctx context.Context) error {
 				// may have seen this incarnation go silent since: start
 				// afresh as a new one before taking anything.
 				g.hb.needNewInc = true
+				g.fencedSince.Store(mono())
 			}
 			return nil
 		case ctx.Err() != nil:
@@ -258,6 +259,9 @@ func (g *Group) beat(ctx context.Context) error {
 	if err == nil && g.hb.needNewInc {
 		g.hb.failed = !g.reincarnate(ctx, leases.Member{})
 	}
+	if !g.hb.failed && !g.hb.needNewInc && g.hb.silentFence == 0 && mono() < g.fence.Load() && g.fencedSince.Swap(0) != 0 {
+		g.log.Info("kinesislease: heartbeat current again; taking leases afresh", "incarnation", g.Incarnation())
+	}
 	if mono() >= g.fence.Load() && g.fence.Load() != fenced {
 		// Heartbeats failed past the fence (or the incarnation adopted
 		// unanswered had none answered in time): others may find it dead,
@@ -394,8 +398,6 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	g.mu.Unlock()
 	g.hb.notice, g.hb.needNewInc, g.hb.nextInc, g.hb.silentFence = cur.Notice, false, "", 0
 	g.observe(g.row, rows, sent, mono())
-	g.fencedSince.Store(0)
-	g.log.Info("kinesislease: heartbeat current again; taking leases afresh", "incarnation", inc)
 	return true
 }
 

@@ -620,7 +620,7 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 	w.h = g.h
 	w.proc.OnDeadLetter = g.h.deadLettered
 	g.mu.Lock()
-	if g.inc != inc || g.workers[u] != nil || mono() >= g.fence.Load() {
+	if g.inc != inc || g.workers[u] != nil || mono() >= g.fence.Load() || g.fencedSince.Load() != 0 {
 		// Fenced or reincarnated while taking: the row names inc but may
 		// not be read; the next round takes it afresh, or releases it.
 		g.orphans[u] = orphan{inc: inc, known: h.current()}

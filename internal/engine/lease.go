@@ -82,13 +82,17 @@ func (h *heldLease) deliverable() (ok, proven bool) {
 }
 
 // touch proves the row still exists and is ours, with a write that changes
-// nothing but the counter and token (TakeAs of its own holder).
+// nothing but the counter and token: its checkpoint written again, or, for
+// a row with none yet, a TakeAs by its own holder.
 func (h *heldLease) touch(ctx context.Context) error {
-	mem, ok := h.store.(leases.Membership)
-	if !ok {
-		return nil
-	}
 	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+		if !l.Checkpoint.IsZero() {
+			return h.store.Checkpoint(ctx, l, l.Checkpoint)
+		}
+		mem, ok := h.store.(leases.Membership)
+		if !ok {
+			return l, nil
+		}
 		return mem.TakeAs(ctx, l, l.Owner, l.Incarnation)
 	})
 	return err

@@ -301,7 +301,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	s := c.shard(after.Key.Shard)
 	c.tracef("%s %s %s -> counter %d owner %q cp %s rewind %q", writer, op, after.Key.Shard, after.Counter,
 		after.Owner, after.Checkpoint, after.RewindTo)
-	if op != "Create" && after.Counter != before.Counter+1 {
+	if op != "Create" && op != "CreateAs" && after.Counter != before.Counter+1 {
 		c.violate("%s %s %s: counter %d -> %d, want +1", writer, op, after.Key.Shard, before.Counter, after.Counter)
 	}
 	seen := false
@@ -314,6 +314,14 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	}
 	if after.Counter > s.newest.Counter {
 		s.newest = after
+	}
+	if op == "CreateAs" {
+		// A row created held by its writer: a creation, then a take.
+		if s.afterDelete && s.goneHolder != "" && writer != s.goneHolder && c.mayDeliver != nil && c.mayDeliver(s.goneHolder, s.id) {
+			c.violate("(h) %s created the row of %s, deleted at T+%v, while its holder %s may still deliver",
+				writer, s.id, s.deletedAt.Sub(c.start).Round(time.Millisecond), s.goneHolder)
+		}
+		op = "Take"
 	}
 	switch op {
 	case "Take":

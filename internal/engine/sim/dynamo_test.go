@@ -825,7 +825,7 @@ func (p *dynProc) apply(op string, l leases.Lease, do func() (leases.Lease, erro
 	ours := p.tokens[key][row.Token]
 	p.tokMu.Unlock()
 	switch {
-	case ours && (op == "Create" || row.Counter == l.Counter+1):
+	case ours && (op == "Create" || op == "CreateAs" || row.Counter == l.Counter+1):
 		p.d.lostSeen.Add(1)
 		c.mu.Lock()
 		c.tracef("%s %s %s: answer lost (%v); the write landed", p.owner, op, l.Key.Shard, err)

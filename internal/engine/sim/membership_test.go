@@ -1647,9 +1647,11 @@ func (pr *mproc) apply(op string, l leases.Lease, do func() (leases.Lease, error
 		return got, err
 	}
 	switch op {
-	case "TakeAs":
+	case "TakeAs", "CreateAs":
 		w.takeLanded(pr, before, got)
-		op = "Take" // the checker's name for a take
+		if op == "TakeAs" {
+			op = "Take" // the checker's name for a take
+		}
 	case "Release":
 		pr.count(func(s *mstats) { s.releases++ })
 		delete(pr.ten, got.Key.Shard) // its lease is over
@@ -1918,6 +1920,17 @@ func (s *modelStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc stri
 		s.pr.takeAnswered(l.Key.Shard)
 	} else {
 		s.pr.takeFailed(l.Key.Shard)
+	}
+	return got, err
+}
+
+func (s *modelStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
+	got, err := s.FaultStore.CreateAs(ctx, key, owner, inc, cp)
+	s.learned(got, err)
+	if err == nil {
+		s.pr.takeAnswered(key.Shard)
+	} else {
+		s.pr.takeFailed(key.Shard)
 	}
 	return got, err
 }
