@@ -6,9 +6,10 @@
 // # Rows
 //
 // A Store keeps one lease row per shard, keyed by [Key] (`stream:shard`),
-// and, beside them in the same table, [MemberRows] membership rows (keys
-// [MemberKey], which start with '#': no stream name contains one and no ARN
-// starts with one, so they never collide with a lease key).
+// and, beside them in the same table, membership rows (keys [MemberKey])
+// and one membership header ([MemberHeaderKey]). Those keys start with '#':
+// no stream name contains one and no ARN starts with one, so they never
+// collide with a lease key.
 //
 // Every lease row carries a counter (lease_counter) that each successful
 // write bumps by one, and a write token (a random value each write makes
@@ -20,14 +21,25 @@
 //
 // # Membership
 //
-// Each instance of a service heartbeats in one membership row (chosen by
-// [MemberRow] from its owner id): its [Member] entry names its owner id, its
-// incarnation (one per process: a restart is a new incarnation) and a
+// Each instance of a service heartbeats in one membership row: it joins
+// ([Membership.Join]) the lowest row with fewer than [RowCapacity] entries
+// and stays there for its incarnation's life. Its [Member] entry names its
+// owner id, its incarnation (one per process: a restart is a new
+// incarnation; the incarnation names the row, see [IncarnationRow]) and a
 // heartbeat value it advances on every heartbeat. A lease row names its
 // holder's owner and incarnation ([Membership.TakeAs]) and stays held while
 // that incarnation's heartbeat advances. No lease row is renewed: upkeep
-// costs one write per instance per heartbeat, whatever the number of shards,
-// and a taker watches a few membership rows instead of every lease row.
+// costs one write per instance per heartbeat, whatever the number of shards
+// or members, and no item is written by more than RowCapacity members.
+//
+// Members watch each other in rows: the members of a row see each other's
+// heartbeats in the answer to their own, and each reads one more row a
+// round, the next one with entries, so every row is watched by its own
+// members and by those of the row before it. The header carries a roster
+// version per row ([Membership.BumpRow] after every join, departure, death
+// mark or removal): every member reads the header once a round (one small
+// item) and re-reads only the rows whose roster changed, so that it knows
+// every member of the fleet without reading every row.
 //
 // On these rules the consumer builds its guarantees:
 //
@@ -61,8 +73,11 @@
 //  6. Two processes with one owner id are told apart by their incarnations:
 //     a Heartbeat is conditional on the entry's incarnation, so only one of
 //     them heartbeats, and only its leases are held.
-//  7. Only Create creates a row. A row that vanished is recreated by its
-//     holder, from the checkpoint it knows; nobody else takes a missing row.
+//  7. Only Create and CreateAs create a lease row. A row that vanished is
+//     recreated by its holder, from the checkpoint it knows (CreateAs, in
+//     one write); the consumer lets nobody else create a missing row before
+//     its holder has certainly stopped delivering it (see the consumer's
+//     documentation of lost rows).
 //
 // The interface needs nothing but single-row reads and conditional
 // single-row writes (DynamoDB's GetItem and UpdateItem); the shard list
@@ -105,8 +120,10 @@
 //     the fields its method names and keeps the others. Only TakeAs and
 //     Release change Owner and Incarnation.
 //   - Membership writes name one entry of one row and change nothing else
-//     in it (members of one row never overwrite each other); their
-//     conditions are documented on [Membership].
+//     in it but the row's entry count (members of one row never overwrite
+//     each other); their conditions are documented on [Membership]. A row
+//     never holds more than RowCapacity entries. Header bumps are
+//     unconditional increments.
 //   - Errors are mapped, the native error kept wrapped (errors.As finds it):
 //     a failed condition is a [*ConflictError] (a [*MemberConflictError] for
 //     a membership write), both matching ErrConflict; a missing row matches

@@ -8,30 +8,63 @@ import (
 	"strings"
 )
 
-// MemberRows is the number of membership rows of a lease table. It is fixed
-// (never derived from the fleet size): every instance of every version
-// sharing a table must agree on it.
-const MemberRows = 2
+// Membership rows. Members heartbeat in membership rows of at most
+// RowCapacity entries each, packed from row 0 up: a member joins the lowest
+// row with room (Join), and stays in it for its incarnation's life; its
+// incarnation names the row (IncarnationRow), so whoever reads a lease row
+// knows where its holder heartbeats. A small header item (MemberHeaderKey)
+// carries a roster version per row, bumped (BumpRow) whenever a row's
+// roster changes (a member joins, leaves, is found dead or removed), so
+// that members re-read only the rows whose roster changed: one small read a
+// round, whatever the fleet's size.
+const (
+	// RowCapacity is the most entries a membership row holds: with owner
+	// ids of up to 64 bytes a row stays under 1 KB, so that a heartbeat
+	// costs one write unit.
+	RowCapacity = 8
+	// MaxMemberRows bounds the row numbers (a fleet of 32,768 members).
+	MaxMemberRows = 4096
+)
 
-// memberPrefix starts the key of every membership row.
-const memberPrefix = "#members:"
+// memberPrefix starts the key of every membership row and of the header.
+const memberPrefix = "#members"
 
-// MemberKey returns the key of membership row i (0 <= i < MemberRows), as a
-// Store writes it: "#members:i".
-func MemberKey(i int) string { return memberPrefix + strconv.Itoa(i) }
+// MemberHeaderKey is the key of the membership header item.
+const MemberHeaderKey = memberPrefix
 
-// IsMemberKey reports whether key (a row's key as text) is a membership row's.
+// MemberKey returns the key of membership row i, as a Store writes it:
+// "#members:i".
+func MemberKey(i int) string { return memberPrefix + ":" + strconv.Itoa(i) }
+
+// IsMemberKey reports whether key (a row's key as text) is a membership
+// row's or the header's.
 func IsMemberKey(key string) bool { return strings.HasPrefix(key, memberPrefix) }
 
-// MemberRow returns the membership row of owner: a hash of the owner id, so
-// that every incarnation of an owner heartbeats in the same row.
-func MemberRow(owner string) int {
-	var h uint32 = 2166136261 // FNV-1a
-	for i := 0; i < len(owner); i++ {
-		h ^= uint32(owner[i])
-		h *= 16777619
+// NewIncarnation returns an incarnation id heartbeating in membership row
+// row: "row.suffix". suffix is random (a process's own).
+func NewIncarnation(row int, suffix string) string { return strconv.Itoa(row) + "." + suffix }
+
+// IncarnationRow returns the membership row an incarnation heartbeats in,
+// and false for an incarnation that names none (one of an earlier version).
+func IncarnationRow(inc string) (int, bool) {
+	i := strings.IndexByte(inc, '.')
+	if i <= 0 {
+		return 0, false
 	}
-	return int(h % MemberRows)
+	r, err := strconv.Atoi(inc[:i])
+	if err != nil || r < 0 || r >= MaxMemberRows {
+		return 0, false
+	}
+	return r, true
+}
+
+// MemberHeader is the membership header: the roster version of each row
+// that ever had one (row -> version; a row absent has version 0), and a
+// counter bumped by a member that found a lease row missing, so that every
+// holder re-reads the rows it holds (ReportVanished).
+type MemberHeader struct {
+	Rows     map[int]int64
+	Vanished int64
 }
 
 // Member is one instance's entry in a membership row.
@@ -73,14 +106,23 @@ type Member struct {
 // is sent, with errors that do not match ErrConflict; errors are mapped as
 // for Store methods, and a context that is done on entry writes nothing.
 type Membership interface {
+	// Join writes m as a new entry in membership row row, if the row has
+	// no entry for m.Owner and fewer than RowCapacity entries. It returns
+	// the row's entries after the write. An entry already there makes it
+	// fail with a *MemberConflictError carrying that entry (an attempt of
+	// this same call whose answer was lost left exactly m: then it
+	// succeeds); a full row fails with a *MemberConflictError whose Full is
+	// set. Nothing is written on failure.
+	Join(ctx context.Context, row int, m Member) ([]Member, error)
+
 	// Heartbeat writes m as owner m.Owner's entry in membership row row, if
-	// the row has no entry for m.Owner, or its entry has m.Incarnation and
-	// m.Notice and is not marked Leaving (unless m is too). It returns the
-	// row's entries after the write. An entry of another incarnation, with
-	// another Notice (someone bumped it), or marked Leaving (someone found
-	// the incarnation dead: it may never come back) makes it fail with a
-	// *MemberConflictError (matching ErrConflict) carrying that entry;
-	// nothing is written.
+	// its entry there has m.Incarnation and m.Notice and is not marked
+	// Leaving (unless m is too). It returns the row's entries after the
+	// write. An entry of another incarnation, with another Notice (someone
+	// bumped it), marked Leaving (someone found the incarnation dead: it may
+	// never come back), or no entry at all (removed, or the table recreated:
+	// Join again) makes it fail with a *MemberConflictError carrying the
+	// entry found (zero if none); nothing is written.
 	Heartbeat(ctx context.Context, row int, m Member) ([]Member, error)
 
 	// Members reads membership row row with a strongly consistent read and
@@ -102,17 +144,22 @@ type Membership interface {
 	// left the same entry has the same effect for the caller.
 	ReplaceMember(ctx context.Context, row int, seen, next Member) ([]Member, error)
 
-	// TakeAs makes owner's incarnation the holder of l.Key, whoever holds
-	// it now, if the row's counter still equals l.Counter. The caller
-	// decides whether the lease may be taken: it is free, its holder's
-	// incarnation is dead or leaving (see the package documentation), it
-	// names the caller's own incarnation, or it is a row of the per-row
-	// renewal protocol that stood still long enough. The counter condition
-	// makes the take fail if anything was written since the caller's read.
-	// Owner and Incarnation are written; the checkpoint and a pending
-	// RewindTo are kept; attributes left by the per-row renewal protocol
-	// (an expiry, a handoff request) are removed. Like every write it bumps
-	// Counter and writes a new Token.
+	// Header reads the membership header with a strongly consistent read
+	// (a zero MemberHeader when there is none yet).
+	Header(ctx context.Context) (MemberHeader, error)
+
+	// BumpRow adds one to row's roster version in the header (creating the
+	// header if needed). The increments commute: it needs no condition.
+	BumpRow(ctx context.Context, row int) error
+
+	// ReportVanished adds one to the header's Vanished counter.
+	ReportVanished(ctx context.Context) error
+
+	// TakeAs is the take of the membership protocol: owner's incarnation
+	// becomes the holder of l.Key, whoever holds it now, if the row's
+	// counter still equals l.Counter. Incarnation is written beside Owner;
+	// the checkpoint and a pending RewindTo are kept. Like every write it
+	// bumps Counter and writes a new Token. Release clears Incarnation.
 	TakeAs(ctx context.Context, l Lease, owner, incarnation string) (Lease, error)
 
 	// CreateAs creates the row of key, only if no row exists, held by
@@ -136,13 +183,17 @@ type MemberConflictError struct {
 	Owner string
 	// Current is the owner's entry as found (zero if there is none).
 	Current Member
+	// Full: a Join found the row holding RowCapacity entries already.
+	Full bool
 	// Err is the store's native error, if any.
 	Err error
 }
 
 func (e *MemberConflictError) Error() string {
 	msg := fmt.Sprintf("leases: %s %s: entry of %q changed concurrently", e.Op, MemberKey(e.Row), e.Owner)
-	if e.Current.Owner != "" {
+	if e.Full {
+		msg = fmt.Sprintf("leases: %s %s: the row is full (%d entries)", e.Op, MemberKey(e.Row), RowCapacity)
+	} else if e.Current.Owner != "" {
 		msg += fmt.Sprintf(" (now incarnation %q, heartbeat %d, notice %d)", e.Current.Incarnation, e.Current.Heartbeat, e.Current.Notice)
 	} else {
 		msg += " (now absent)"
@@ -160,7 +211,8 @@ func (e *MemberConflictError) Is(target error) bool { return target == ErrConfli
 func (e *MemberConflictError) Unwrap() error { return e.Err }
 
 // ValidateMember reports whether m can be written: a valid owner, an
-// incarnation of 1 to 64 bytes.
+// incarnation of 1 to 64 bytes. (The engine's incarnations name their row,
+// see NewIncarnation; a store need not check that.)
 func ValidateMember(m Member) error {
 	if err := ValidateOwner(m.Owner); err != nil {
 		return err
@@ -173,8 +225,8 @@ func ValidateMember(m Member) error {
 
 // ValidateMemberRow reports whether row names a membership row.
 func ValidateMemberRow(row int) error {
-	if row < 0 || row >= MemberRows {
-		return fmt.Errorf("leases: membership row %d: want 0 <= row < %d", row, MemberRows)
+	if row < 0 || row >= MaxMemberRows {
+		return fmt.Errorf("leases: membership row %d: want 0 <= row < %d", row, MaxMemberRows)
 	}
 	return nil
 }

@@ -354,7 +354,10 @@ func (s *session) apply(ctx context.Context, p plan, dry bool) (string, error) {
 // or of another incarnation needs no notice: the row's next holder applies
 // the rewind before reading.
 func (s *session) notify(ctx context.Context, owner, inc string) error {
-	row := leases.MemberRow(owner)
+	row, ok := leases.IncarnationRow(inc)
+	if !ok {
+		return nil // an earlier version's holder: the next holder applies it
+	}
 	var err error
 	for range rewindAttempts {
 		var ms []leases.Member

@@ -154,8 +154,16 @@ func bounded(ctx context.Context, n int, fn func(i int)) {
 // fails; an idle shard proves its row with a write before it delivers
 // again), so once this has passed on the creator's own clock, counted from
 // a read that returned after the row vanished, no one still delivers it.
+//
+// A holder whose shard is idle writes nothing and would not notice: so the
+// first member to find a row vanished reports it in the membership header
+// (ReportVanished), and every member, seeing the report at its next round,
+// re-reads the rows it holds and recreates those that vanished from its own
+// checkpoint; the wait covers two rounds for that. So the row is recreated
+// from the best checkpoint a live member knows, never from none while one
+// does.
 func (g *Group) lostRowWait(st *streamState) time.Duration {
-	return g.proof(st) + g.cfg.FenceMargin
+	return g.proof(st) + g.cfg.FenceMargin + 2*g.cfg.Heartbeat
 }
 
 // proof is how long after its last successful write a holder may deliver
@@ -361,6 +369,11 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 			g.take(ctx, st, u, l)
 		}
 		return
+	}
+	if !r.reported {
+		if err := g.mem.ReportVanished(ctx); err == nil {
+			st.markReported(u.Shard)
+		}
 	}
 	if wait := g.lostRowWait(st); time.Duration(r.missingConfirm-r.missingSince) < wait {
 		return

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
@@ -60,6 +62,7 @@ const (
 	hbFoundDead                     // others marked this incarnation dead: fence all, go on as a new one
 	hbReplaced                      // another process took over our entry: stop
 	hbMisconfigured                 // the store cannot work (a missing table, denied access)
+	hbMissing                       // our entry is gone: join again
 )
 
 // heartbeatAction maps a heartbeat's error onto what to do. cur is the
@@ -83,7 +86,7 @@ func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases
 			// heartbeat whose answer was lost: either way, on as a new one.
 			return hbFoundDead, cur
 		case cur.Owner == "":
-			return hbFailed, cur // removed meanwhile: the next attempt writes it afresh
+			return hbMissing, cur // removed, or the table recreated: join again
 		}
 		return hbReplaced, cur
 	case errors.Is(err, leases.ErrMisconfigured):
@@ -92,86 +95,173 @@ func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases
 	return hbFailed, leases.Member{}
 }
 
-// join writes this incarnation's first heartbeat. An entry of another
-// incarnation of the same owner is waited for (up to ShutdownTimeout) to
-// leave, or replaced once seen unchanged for a whole Timeout. A store that
-// cannot work (leases.ErrMisconfigured) ends it with that error.
+// join reads the membership (the header and every row it lists) and
+// writes this incarnation's first entry. An entry of another incarnation of
+// the same owner is waited for (up to ShutdownTimeout) to leave, or
+// replaced once seen unchanged for a whole Timeout, in its row; otherwise
+// the instance joins the lowest row with room. A store that cannot work
+// (leases.ErrMisconfigured) ends it with that error.
 func (g *Group) join(ctx context.Context) error {
 	wait := max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout)
 	var (
 		seen            leases.Member
 		seenAt, firstAt time.Time
-		changed, failed bool
+		changed         bool
 	)
 	for {
-		err := g.heartbeat(ctx)
-		var conflict *leases.MemberConflictError
+		mine, mineRow, counts, err := g.readAll(ctx)
 		switch {
-		case err == nil:
-			g.started.Store(true)
-			if failed {
-				// An earlier attempt may have landed unanswered, and others
-				// may have seen this incarnation go silent since: start
-				// afresh as a new one before taking anything.
-				g.hb.needNewInc = true
-				g.fencedSince.Store(mono())
-			}
-			return nil
 		case ctx.Err() != nil:
 			return nil
-		case errors.As(err, &conflict):
-			cur := conflict.Current
+		case errors.Is(err, leases.ErrMisconfigured):
+			return err
+		case err != nil:
+			g.log.Warn("kinesislease: reading the membership failed; retrying", "err", err)
+		case mine.Owner != "":
+			// An earlier incarnation of this owner (a restart), or another
+			// process with the same owner id.
 			now := time.Now()
-			if cur.Owner == "" {
-				continue // gone meanwhile
-			}
-			if cur.Leaving || (cur == seen && now.Sub(seenAt) >= g.cfg.Timeout) {
+			if mine.Leaving || (mine == seen && now.Sub(seenAt) >= g.cfg.Timeout) {
 				// Left, or dead: its fence has passed. Take the entry over.
-				if cur.Incarnation == g.inc {
-					// Our own earlier attempt landed unanswered, and others
-					// found it dead since: an incarnation marked leaving
-					// never comes back, so join as a new one.
-					g.setInc(newIncarnation())
+				if done, err := g.replaceEntry(ctx, mineRow, mine); done || err != nil {
+					return err
 				}
-				g.hb.hb++
-				next := leases.Member{Owner: g.cfg.Owner, Incarnation: g.inc, Heartbeat: g.hb.hb}
-				sent := mono()
-				if rows, err := g.mem.ReplaceMember(ctx, g.row, cur, next); err == nil {
-					g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
-					g.observe(g.row, rows, sent, mono())
-					g.markDead(cur)
-					g.log.Info("kinesislease: replaced the membership entry of an earlier incarnation", "incarnation", cur.Incarnation)
-					g.started.Store(true)
-					return nil
-				} else if ctx.Err() == nil {
-					failed = true // it may have landed unanswered
-					g.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
-				}
-				break // and try again after a heartbeat interval
+				break
 			}
-			if cur != seen {
+			if mine != seen {
 				if firstAt.IsZero() {
 					firstAt = now
 					g.log.Warn("kinesislease: another process heartbeats with this owner id; waiting for it to leave",
-						"incarnation", cur.Incarnation)
-				} else if cur.Incarnation == seen.Incarnation {
+						"incarnation", mine.Incarnation)
+				} else if mine.Incarnation == seen.Incarnation {
 					changed = true // it heartbeats: alive
 				}
-				seen, seenAt = cur, now
+				seen, seenAt = mine, now
 			}
 			if changed && now.Sub(firstAt) >= wait {
-				return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: cur.Incarnation}
+				return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: mine.Incarnation}
 			}
-		case errors.Is(err, leases.ErrMisconfigured):
-			return err
 		default:
-			failed = true
-			g.log.Warn("kinesislease: heartbeat failed; retrying", "err", err)
+			if done, err := g.joinRow(ctx, counts, -1); done || err != nil {
+				return err
+			}
 		}
 		if err := backoff.Sleep(ctx, backoff.Jitter(g.cfg.Heartbeat)); err != nil {
 			return nil
 		}
 	}
+}
+
+// readAll reads the header and every row it lists into the view, and
+// returns this owner's entry if one is found (and its row), and how many
+// entries each row holds.
+func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, counts map[int]int, err error) {
+	h, err := g.mem.Header(ctx)
+	if err != nil {
+		return leases.Member{}, 0, nil, err
+	}
+	g.viewMu.Lock()
+	g.rows.header, g.rows.headerOK, g.rows.vanished = h.Rows, true, h.Vanished
+	g.viewMu.Unlock()
+	rows := make([]int, 0, len(h.Rows))
+	for r := range h.Rows {
+		rows = append(rows, r)
+	}
+	slices.Sort(rows)
+	counts = map[int]int{}
+	for _, r := range rows {
+		sent := mono()
+		ms, err := g.mem.Members(ctx, r)
+		if err != nil {
+			return leases.Member{}, 0, nil, err
+		}
+		counts[r] = len(ms)
+		for _, m := range ms {
+			if m.Owner == g.cfg.Owner && (mine.Owner == "" || !m.Leaving) {
+				mine, mineRow = m, r
+			}
+		}
+		g.observe(r, ms, sent, mono())
+		g.viewMu.Lock()
+		g.rows.readAt[r] = h.Rows[r]
+		g.viewMu.Unlock()
+	}
+	return mine, mineRow, counts, nil
+}
+
+// joinRow writes a new entry for a new incarnation in the lowest row with
+// room (by counts; never row skip), and reports whether it did. Its fence
+// counts from the first attempt's send, since an attempt whose answer was
+// lost may have landed then.
+func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool, error) {
+	for row := 0; row < leases.MaxMemberRows; row++ {
+		if row == skip || counts[row] >= leases.RowCapacity {
+			continue
+		}
+		inc := newIncarnation(row)
+		g.hb.hb++
+		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load()}
+		first := mono()
+		for attempt := 0; attempt < 3; attempt++ {
+			jctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
+			rows, err := g.mem.Join(jctx, row, m)
+			cancel()
+			var conflict *leases.MemberConflictError
+			switch {
+			case err == nil:
+				g.setInc(inc)
+				g.fence.Store(fenceAfter(first, g.cfg.Timeout, g.cfg.FenceMargin))
+				g.observe(row, rows, first, mono())
+				g.started.Store(true)
+				g.rosterChanged(ctx, row)
+				return true, nil
+			case errors.As(err, &conflict) && conflict.Full:
+				counts[row] = leases.RowCapacity
+			case errors.As(err, &conflict):
+				return false, nil // another process of this owner joined meanwhile: read again
+			case errors.Is(err, leases.ErrMisconfigured):
+				return false, err
+			case ctx.Err() != nil:
+				return false, nil
+			default:
+				g.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
+				continue // the same entry again: if the first landed, this one finds it
+			}
+			break
+		}
+		if counts[row] < leases.RowCapacity {
+			return false, nil // failed three times: read again, later
+		}
+	}
+	return false, errors.New("engine: every membership row is full")
+}
+
+// replaceEntry takes over the entry cur of an earlier incarnation of this
+// owner in row, as a new incarnation in the same row, and reports whether
+// it did.
+func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (bool, error) {
+	inc := newIncarnation(row)
+	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
+	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb}
+	sent := mono()
+	rows, err := g.mem.ReplaceMember(ctx, row, cur, next)
+	if err != nil {
+		if errors.Is(err, leases.ErrMisconfigured) {
+			return false, err
+		}
+		if ctx.Err() == nil {
+			g.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
+		}
+		return false, nil
+	}
+	g.setInc(inc)
+	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
+	g.observe(row, rows, sent, mono())
+	g.markDead(cur)
+	g.log.Info("kinesislease: replaced the membership entry of an earlier incarnation", "incarnation", cur.Incarnation)
+	g.started.Store(true)
+	g.rosterChanged(ctx, row)
+	return true, nil
 }
 
 // heartbeats is the heartbeat loop: a heartbeat every interval (half an
@@ -245,6 +335,15 @@ func (g *Group) beat(ctx context.Context) error {
 		// our fence has passed. Stop delivering at once and leave.
 		g.fenceAll("another process replaced this instance's membership entry")
 		return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: cur.Incarnation, Replaced: true}
+	case hbMissing:
+		// Our entry was removed (found stale for three timeouts: our fence
+		// passed long ago) or the table was recreated empty. Join again: as
+		// the same incarnation in the same row if it is current and the row
+		// has room (safe: takers time an absent entry as they time a silent
+		// one, and a heartbeat sent after the fence fences), else as a new
+		// incarnation in a row with room.
+		g.rejoin(ctx)
+		return nil
 	case hbMisconfigured:
 		// Running, the table went missing or access was withdrawn: fence
 		// (the fence passes on its own), report, and keep trying.
@@ -290,12 +389,12 @@ func (g *Group) heartbeat(ctx context.Context) error {
 	// holds what it takes afresh.
 	m.Leaving = g.hb.needNewInc
 	sent := mono()
-	rows, err := g.mem.Heartbeat(hctx, g.row, m)
+	rows, err := g.mem.Heartbeat(hctx, rowOf(inc), m)
 	if err != nil {
 		return err
 	}
 	g.extendFence(sent)
-	g.observe(g.row, rows, sent, mono())
+	g.observe(rowOf(inc), rows, sent, mono())
 	return nil
 }
 
@@ -371,7 +470,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 		return false // not seen yet: the next heartbeat (leaving) shows it
 	}
 	if g.hb.nextInc == "" {
-		g.hb.nextInc = newIncarnation() // kept across retries: an attempt whose answer was lost may have landed
+		g.hb.nextInc = newIncarnation(rowOf(old)) // kept across retries: an attempt whose answer was lost may have landed
 		g.hb.nextIncSent = 0
 	}
 	inc := g.hb.nextInc
@@ -383,7 +482,8 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
 	defer cancel()
-	rows, err := g.mem.ReplaceMember(rctx, g.row, cur, next)
+	row := rowOf(old)
+	rows, err := g.mem.ReplaceMember(rctx, row, cur, next)
 	if err != nil {
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: starting a new incarnation after a fence failed; retrying", "err", err)
@@ -397,7 +497,8 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
 	g.mu.Unlock()
 	g.hb.notice, g.hb.needNewInc, g.hb.nextInc, g.hb.silentFence = cur.Notice, false, "", 0
-	g.observe(g.row, rows, sent, mono())
+	g.observe(row, rows, sent, mono())
+	g.rosterChanged(ctx, row)
 	return true
 }
 
@@ -415,14 +516,62 @@ func (g *Group) leave() {
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := g.mem.ReplaceMember(rctx, g.row, me, leases.Member{})
+	row := rowOf(me.Incarnation)
+	_, err := g.mem.ReplaceMember(rctx, row, me, leases.Member{})
 	var conflict *leases.MemberConflictError
 	if errors.As(err, &conflict) && conflict.Current.Incarnation == me.Incarnation {
 		// Our view was stale (a heartbeat's answer lost): remove the entry
 		// as it is.
-		_, err = g.mem.ReplaceMember(rctx, g.row, conflict.Current, leases.Member{})
+		_, err = g.mem.ReplaceMember(rctx, row, conflict.Current, leases.Member{})
+	}
+	if err == nil {
+		g.rosterChanged(rctx, row)
 	}
 	if err != nil {
 		g.log.Warn("kinesislease: removing the membership entry failed; the next incarnation waits for it to go stale", "err", err)
+	}
+}
+
+// rejoin writes this instance's entry again after it vanished: the same
+// incarnation in the same row when it may go on, else a new incarnation
+// (every lease lost) in the lowest row with room.
+func (g *Group) rejoin(ctx context.Context) {
+	inc := g.Incarnation()
+	row := rowOf(inc)
+	if !g.hb.needNewInc {
+		g.hb.hb++
+		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load()}
+		jctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
+		sent := mono()
+		rows, err := g.mem.Join(jctx, row, m)
+		cancel()
+		if err == nil {
+			g.hb.failed = false
+			g.extendFence(sent)
+			g.observe(row, rows, sent, mono())
+			g.rosterChanged(ctx, row)
+			g.log.Warn("kinesislease: this instance's membership entry had vanished (table recreated?); wrote it again", "row", row)
+			return
+		}
+		var conflict *leases.MemberConflictError
+		if !errors.As(err, &conflict) {
+			return // the next turn tries again
+		}
+	}
+	// A new incarnation, in a row with room.
+	g.fenceAll("this instance's membership entry vanished and cannot be written again as it was")
+	g.fence.Store(fenced)
+	g.viewMu.Lock()
+	counts := maps.Clone(g.rows.total)
+	g.viewMu.Unlock()
+	if ms, err := g.mem.Members(ctx, row); err == nil {
+		counts[row] = len(ms)
+	}
+	if ok, err := g.joinRow(ctx, counts, -1); ok {
+		g.hb.needNewInc, g.hb.nextInc, g.hb.silentFence, g.hb.notice, g.hb.failed = false, "", 0, 0, false
+		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: inc})
+		g.log.Info("kinesislease: new incarnation after the membership entry vanished", "from", inc, "incarnation", g.Incarnation())
+	} else if err != nil {
+		g.log.Error("kinesislease: joining the membership again failed", "err", err)
 	}
 }

@@ -57,7 +57,7 @@ func TestHeartbeatAction(t *testing.T) {
 		{"our own leaving heartbeat landed unanswered", conflict(me(func(m *leases.Member) { m.Leaving = true; m.Heartbeat = 4 })), heartbeatState{needNewInc: true}, hbFoundDead},
 		{"our new incarnation landed unanswered", conflict(leases.Member{Owner: "o", Incarnation: "i2"}), heartbeatState{needNewInc: true, nextInc: "i2"}, hbAdoptNext},
 		{"our new incarnation landed unanswered and was found dead", conflict(leases.Member{Owner: "o", Incarnation: "i2", Leaving: true}), heartbeatState{needNewInc: true, nextInc: "i2"}, hbNextDead},
-		{"removed meanwhile", conflict(leases.Member{}), heartbeatState{}, hbFailed},
+		{"removed meanwhile, or the table recreated", conflict(leases.Member{}), heartbeatState{}, hbMissing},
 		{"another process took the entry", conflict(leases.Member{Owner: "o", Incarnation: "zz"}), heartbeatState{}, hbReplaced},
 	}
 	for _, c := range cases {

@@ -125,7 +125,6 @@ type Group struct {
 	store leases.Store
 	h     *hooks
 	log   *slog.Logger
-	row   int
 
 	// mu guards workers, orphans and inc. A change of incarnation and the
 	// fencing of every worker happen under it, and so does a new worker's
@@ -148,10 +147,11 @@ type Group struct {
 
 	hb heartbeatState // the heartbeat loop's own
 
-	viewMu sync.Mutex // guards view and viewRead
+	viewMu sync.Mutex // guards view and rows
 	view   *memberView
-	// viewRead: the membership rows read at least once.
-	viewRead map[int]bool
+	rows   rowBook
+	// dupSince: since when another process with this owner id is seen.
+	dupSince map[memberID]int64
 
 	streams map[string]*streamState
 
@@ -173,7 +173,13 @@ type Group struct {
 	healthMu sync.Mutex
 
 	stats groupStats
+
+	// cancelRun ends Run with an error (set by Run).
+	cancelRun context.CancelCauseFunc
 }
+
+// myRow returns the membership row this instance heartbeats in.
+func (g *Group) myRow() int { return rowOf(g.Incarnation()) }
 
 // orphan is a row that may name incarnation inc of this instance with no
 // worker reading it; known is the row as this instance last knew it.
@@ -230,11 +236,20 @@ func (st *streamState) setRow(id string, r rowState) {
 			// Missing at both reads, close enough together to take the row
 			// as missing in between (a row created and deleted again
 			// between two reads this close is not provided for).
-			r.missingSince, r.missingConfirm = old.missingSince, max(old.missingConfirm, r.missingConfirm)
+			r.missingSince, r.missingConfirm, r.reported = old.missingSince, max(old.missingConfirm, r.missingConfirm), old.reported
 		}
 	} else {
 		r.seen = true
 	}
+	st.rows[id] = r
+}
+
+// markReported records that the vanished row id was reported.
+func (st *streamState) markReported(id string) {
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	r := st.rows[id]
+	r.reported = true
 	st.rows[id] = r
 }
 
@@ -257,6 +272,7 @@ type rowState struct {
 	// one was sent (see lostRowWait).
 	missing                      bool
 	missingSince, missingConfirm int64
+	reported                     bool // this instance reported it vanished (ReportVanished)
 	seen                         bool // this instance saw the row exist
 }
 
@@ -319,8 +335,8 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	}
 	h := newHooks(cfg.Hooks)
 	g := &Group{
-		cfg: cfg, h: h, inc: newIncarnation(), row: leases.MemberRow(cfg.Owner),
-		streams: map[string]*streamState{}, view: newMemberView(cfg.Owner, cfg.Timeout), viewRead: map[int]bool{},
+		cfg: cfg, h: h,
+		streams: map[string]*streamState{}, view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
 		workers: map[unit]*worker{}, orphans: map[unit]orphan{},
 		log: cfg.Logger.With("owner", cfg.Owner),
 	}
@@ -344,7 +360,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	return g, nil
 }
 
-func newIncarnation() string { return rand.Text()[:10] }
+func newIncarnation(row int) string { return leases.NewIncarnation(row, rand.Text()[:10]) }
 
 // Incarnation returns this process's current incarnation id.
 func (g *Group) Incarnation() string {
@@ -419,6 +435,7 @@ func (g *Group) Run(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	g.cancelRun = cancel
 	// The heartbeats go on through the drain, until the leases are
 	// released: their own context, not Run's.
 	hbCtx, hbStop := context.WithCancel(context.WithoutCancel(ctx))
@@ -469,8 +486,12 @@ func (g *Group) round(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Duration(fence-mono()))
 	defer cancel()
-	if !g.readMembers(rctx) {
+	if !g.refreshView(rctx) {
 		return // no full view of the members yet: plan nothing
+	}
+	if err := g.duplicates(); err != nil {
+		g.cancelRun(err)
+		return
 	}
 	g.ready.Store(true)
 	g.syncShards(rctx)
@@ -482,44 +503,6 @@ func (g *Group) round(ctx context.Context) {
 	g.viewMu.Lock()
 	g.view.prune(mono())
 	g.viewMu.Unlock()
-}
-
-// readMembers reads the membership rows other than ours (ours comes back
-// with every heartbeat), concurrently, and reports whether every row has
-// been read at least once.
-func (g *Group) readMembers(ctx context.Context) bool {
-	var wg sync.WaitGroup
-	for r := range leases.MemberRows {
-		if r == g.row {
-			continue
-		}
-		wg.Go(func() {
-			sent := mono()
-			rows, err := g.mem.Members(ctx, r)
-			if err != nil {
-				if ctx.Err() == nil {
-					g.log.Warn("kinesislease: reading membership row failed", "row", r, "err", err)
-				}
-				return
-			}
-			g.observe(r, rows, sent, mono())
-		})
-	}
-	wg.Wait()
-	g.viewMu.Lock()
-	defer g.viewMu.Unlock()
-	return len(g.viewRead) == leases.MemberRows
-}
-
-// observe records a membership row as read (see memberView.observe).
-func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
-	inc := g.Incarnation()
-	g.viewMu.Lock()
-	defer g.viewMu.Unlock()
-	g.viewRead[r] = true
-	if g.view.observe(r, rows, inc, sent, ret) {
-		g.resync.Store(true) // a member ended a shard: its children are in the shard lists now
-	}
 }
 
 // plan returns the assignment of every active shard over the live members.

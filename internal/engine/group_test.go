@@ -123,7 +123,11 @@ func TestMembershipRowsBounded(t *testing.T) {
 
 	entries := func() int {
 		n := 0
-		for r := range leases.MemberRows {
+		h, err := mem.Header(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := range h.Rows {
 			ms, err := mem.Members(context.Background(), r)
 			if err != nil {
 				t.Fatal(err)

@@ -308,7 +308,10 @@ func TestRewindInterleavedWithCheckpoints(t *testing.T) {
 		asked := time.Now()
 		// The holder checkpoints between the request and anything it reads.
 		time.Sleep(150 * time.Millisecond)
-		row := leases.MemberRow("a")
+		row, ok := leases.IncarnationRow(g.Incarnation())
+		if !ok {
+			t.Fatalf("incarnation %q names no membership row", g.Incarnation())
+		}
 		ms, err := f.store.Members(context.Background(), row)
 		if err != nil {
 			t.Fatal(err)

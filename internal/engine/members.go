@@ -44,11 +44,26 @@ type memberView struct {
 	// latest is the entry of each owner as last seen (the view the plan is
 	// made over); this instance's own entry included.
 	latest map[string]leases.Member
+	// unknown holds the rows of incarnations a lease row named before any
+	// read showed them: to read at the next refresh.
+	unknown map[int]bool
+	// dupes holds entries of this instance's owner id in rows other than
+	// its own: another process with the same owner id.
+	dupes map[memberID]leases.Member
+}
+
+// rowOf returns the membership row incarnation inc heartbeats in; -1 for an
+// incarnation that names none (an earlier version's).
+func rowOf(inc string) int {
+	if r, ok := leases.IncarnationRow(inc); ok {
+		return r
+	}
+	return -1
 }
 
 func newMemberView(self string, timeout time.Duration) *memberView {
 	return &memberView{self: self, timeout: timeout, forget: 10 * timeout,
-		obs: map[memberID]*memberObs{}, latest: map[string]leases.Member{}}
+		obs: map[memberID]*memberObs{}, latest: map[string]leases.Member{}, unknown: map[int]bool{}, dupes: map[memberID]leases.Member{}}
 }
 
 // observe records membership row r as read by a call sent at sent that
@@ -67,9 +82,17 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 		if prev, ok := v.latest[m.Owner]; ok && prev.Ended != m.Ended && m.Owner != v.self {
 			endedChanged = true
 		}
-		v.latest[m.Owner] = m
-		if m.Owner == v.self && m.Incarnation == selfInc {
-			continue
+		if m.Owner == v.self {
+			if r == rowOf(selfInc) {
+				v.latest[m.Owner] = m
+			} else if !m.Leaving {
+				v.dupes[id] = m // another process with this owner id, in another row
+			}
+			if m.Incarnation == selfInc {
+				continue
+			}
+		} else {
+			v.latest[m.Owner] = m
 		}
 		o := v.obs[id]
 		if o != nil && !o.absent && o.m.Heartbeat == m.Heartbeat {
@@ -93,7 +116,7 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 		}
 		o.confirm = max(o.confirm, sent)
 	}
-	if cur, ok := v.latest[v.self]; ok && leases.MemberRow(v.self) == r && !present[memberID{v.self, cur.Incarnation}] {
+	if cur, ok := v.latest[v.self]; ok && rowOf(cur.Incarnation) == r && !present[memberID{v.self, cur.Incarnation}] {
 		delete(v.latest, v.self)
 	}
 	return endedChanged
@@ -107,8 +130,9 @@ func (v *memberView) alive(owner, inc string, now int64) bool {
 	id := memberID{owner, inc}
 	o := v.obs[id]
 	if o == nil {
-		v.obs[id] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: leases.MemberRow(owner),
+		v.obs[id] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: rowOf(inc),
 			since: now, confirm: now, absent: true, absentAt: now}
+		v.unknown[rowOf(inc)] = true
 		return true
 	}
 	if o.m.Leaving && !o.absent {
@@ -120,7 +144,7 @@ func (v *memberView) alive(owner, inc string, now int64) bool {
 // markDead records that inc of owner is known dead at now (its entry was
 // replaced after it was seen stale, or it left).
 func (v *memberView) markDead(owner, inc string, now int64) {
-	v.obs[memberID{owner, inc}] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: leases.MemberRow(owner),
+	v.obs[memberID{owner, inc}] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: rowOf(inc),
 		since: now - int64(v.timeout), confirm: now, absent: true, absentAt: now}
 }
 

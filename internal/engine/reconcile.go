@@ -125,26 +125,31 @@ func (g *Group) announceDead(ctx context.Context) {
 	for _, m := range dead {
 		next := m
 		next.Leaving = true
-		if _, err := g.mem.ReplaceMember(ctx, leases.MemberRow(m.Owner), m, next); err == nil {
-			g.log.Info("kinesislease: member dead; its leases are free to take", "member", m.Owner, "incarnation", m.Incarnation)
+		if r := rowOf(m.Incarnation); r >= 0 {
+			if _, err := g.mem.ReplaceMember(ctx, r, m, next); err == nil {
+				g.log.Info("kinesislease: member dead; its leases are free to take", "member", m.Owner, "incarnation", m.Incarnation)
+				g.rosterChanged(ctx, r)
+			}
 		}
 	}
 }
 
 // removeStale removes entries seen unchanged for three timeouts, so the
-// membership rows stay the size of the live fleet. The lowest live owner
-// does it; the writes are conditional, so a race is harmless.
+// membership rows hold the live fleet and leave room for new members. Any
+// member that timed them does it (those of their row and of the row before
+// it); the writes are conditional, so a race is harmless.
 func (g *Group) removeStale(ctx context.Context) {
 	g.viewMu.Lock()
-	live := g.view.live(mono())
 	stale := g.view.staleEntries()
 	g.viewMu.Unlock()
-	if len(live) == 0 || live[0] != g.cfg.Owner {
-		return
-	}
 	for _, m := range stale {
-		if _, err := g.mem.ReplaceMember(ctx, leases.MemberRow(m.Owner), m, leases.Member{}); err == nil {
+		r := rowOf(m.Incarnation)
+		if r < 0 {
+			continue
+		}
+		if _, err := g.mem.ReplaceMember(ctx, r, m, leases.Member{}); err == nil {
 			g.log.Info("kinesislease: removed a dead member's entry", "member", m.Owner, "incarnation", m.Incarnation)
+			g.rosterChanged(ctx, r)
 		}
 	}
 }

@@ -96,3 +96,21 @@ func (s *instrumentedStore) TakeAs(ctx context.Context, l leases.Lease, owner, i
 func (s *instrumentedStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
 	return call(s, &s.s.writes, "CreateAs", func() (leases.Lease, error) { return s.mem.CreateAs(ctx, key, owner, inc, cp) })
 }
+
+func (s *instrumentedStore) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	return call(s, &s.s.writes, "Join", func() ([]leases.Member, error) { return s.mem.Join(ctx, row, m) })
+}
+
+func (s *instrumentedStore) Header(ctx context.Context) (leases.MemberHeader, error) {
+	return call(s, &s.s.memberReads, "Header", func() (leases.MemberHeader, error) { return s.mem.Header(ctx) })
+}
+
+func (s *instrumentedStore) BumpRow(ctx context.Context, row int) error {
+	_, err := call(s, &s.s.writes, "BumpRow", func() (struct{}, error) { return struct{}{}, s.mem.BumpRow(ctx, row) })
+	return err
+}
+
+func (s *instrumentedStore) ReportVanished(ctx context.Context) error {
+	_, err := call(s, &s.s.writes, "ReportVanished", func() (struct{}, error) { return struct{}{}, s.mem.ReportVanished(ctx) })
+	return err
+}

@@ -111,6 +111,11 @@ const (
 	entryLeaving   = "l" // BOOL: leaving, absent when false
 	entryNotice    = "n" // N: notice, absent when 0
 	entryEnded     = "e" // N: shards ended by the member, absent when 0
+	attrCount      = "n" // N: a membership row's entry count
+	// The membership header: r<row> (N) per row, the roster version, and
+	// vanished (N).
+	headerRowPrefix = "r"
+	attrVanished    = "vanished"
 )
 
 // Client is the part of *dynamodb.Client the store uses.

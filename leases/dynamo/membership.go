@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -32,9 +33,36 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 	return s.write(ctx, "TakeAs", l.Key, l.Counter, u)
 }
 
+// Join implements leases.Membership: one UpdateItem, SET of m's entry and
+// ADD one to the row's entry count n, if the entry is absent and n is below
+// leases.RowCapacity. A resent attempt (its answer lost) meets the entry it
+// wrote and succeeds.
+func (s *Store) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if err := s.beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	if err := leases.ValidateMember(m); err != nil {
+		return nil, err
+	}
+	key := leases.MemberKey(row)
+	names := map[string]string{"#m": memberPrefix + m.Owner, "#n": attrCount}
+	values := map[string]types.AttributeValue{":entry": entryAttr(m), ":one": numAttr(1), ":cap": numAttr(leases.RowCapacity)}
+	rows, conflict, err := s.updateMember(ctx, key, m.Owner, "SET #m = :entry ADD #n :one",
+		"attribute_not_exists(#m) AND (attribute_not_exists(#n) OR #n < :cap)", names, values)
+	if conflict != nil {
+		if conflict.Current == m {
+			return rows, nil // our own join, landed on an attempt whose answer was lost
+		}
+		conflict.Op, conflict.Row = "Join", row
+		conflict.Full = conflict.Current.Owner == ""
+		return nil, conflict
+	}
+	return rows, err
+}
+
 // Heartbeat implements leases.Membership: one UpdateItem, SET of m's entry
-// if it is absent or has m.Incarnation and m.Notice. A resent attempt (its
-// answer lost) meets the entry it wrote and succeeds again.
+// if it exists with m.Incarnation and m.Notice. A resent attempt (its answer
+// lost) meets the entry it wrote and succeeds again.
 func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	if err := s.beginMember(ctx, row); err != nil {
 		return nil, err
@@ -60,12 +88,84 @@ func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leas
 		names["#l"] = entryLeaving
 	}
 	rows, conflict, err := s.updateMember(ctx, key, m.Owner, "SET #m = :entry",
-		"attribute_not_exists(#m) OR (#m.#i = :inc AND "+notice+leaving+")", names, values)
+		"#m.#i = :inc AND "+notice+leaving, names, values)
 	if conflict != nil {
 		conflict.Op, conflict.Row = "Heartbeat", row
 		return nil, conflict
 	}
 	return rows, err
+}
+
+// Header implements leases.Membership: one strongly consistent GetItem of
+// the header item.
+func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
+	if err := ctx.Err(); err != nil {
+		return leases.MemberHeader{}, err
+	}
+	if s.err != nil {
+		return leases.MemberHeader{}, s.err
+	}
+	item, err := s.getItem(ctx, leases.MemberHeaderKey)
+	if err != nil {
+		return leases.MemberHeader{}, err
+	}
+	h := leases.MemberHeader{Rows: map[int]int64{}}
+	for name, v := range item {
+		switch {
+		case name == attrVanished:
+			if h.Vanished, err = num(item, attrVanished); err != nil {
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, leases.MemberHeaderKey, err)
+			}
+		case strings.HasPrefix(name, headerRowPrefix):
+			r, err := strconv.Atoi(name[len(headerRowPrefix):])
+			n, ok := v.(*types.AttributeValueMemberN)
+			if err != nil || !ok {
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: want a number named r<row>", s.table, leases.MemberHeaderKey, name)
+			}
+			if h.Rows[r], err = strconv.ParseInt(n.Value, 10, 64); err != nil {
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: %w", s.table, leases.MemberHeaderKey, name, err)
+			}
+		}
+	}
+	return h, nil
+}
+
+// BumpRow implements leases.Membership: one UpdateItem, ADD r<row> 1 on the
+// header, conditional only on the item not being a lease row (no
+// lease_counter): increments commute, and DynamoDB's ADD creates the item
+// and the attribute when they are missing.
+func (s *Store) BumpRow(ctx context.Context, row int) error {
+	if err := s.beginMember(ctx, row); err != nil {
+		return err
+	}
+	return s.bumpHeader(ctx, headerRowPrefix+strconv.Itoa(row))
+}
+
+// ReportVanished implements leases.Membership: ADD vanished 1 on the header.
+func (s *Store) ReportVanished(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return s.bumpHeader(ctx, attrVanished)
+}
+
+func (s *Store) bumpHeader(ctx context.Context, attr string) error {
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 keyAttr(leases.MemberHeaderKey),
+		UpdateExpression:    aws.String("ADD #a :one"),
+		ConditionExpression: aws.String("attribute_not_exists(#c)"), // never a lease row
+
+		ExpressionAttributeNames:  map[string]string{"#a": attr, "#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": numAttr(1)},
+	})
+	if err != nil {
+		return s.mapErr("UpdateItem", leases.MemberHeaderKey, err)
+	}
+	return nil
 }
 
 // updateMember makes one conditional UpdateItem of owner's entry in the
@@ -135,15 +235,17 @@ func (s *Store) ReplaceMember(ctx context.Context, row int, seen, next leases.Me
 		":inc": &types.AttributeValueMemberS{Value: seen.Incarnation},
 		":hb":  numAttr(seen.Heartbeat),
 	}
-	expr := "REMOVE #m"
+	names := map[string]string{"#m": memberPrefix + seen.Owner, "#i": entryInc, "#h": entryHeartbeat}
+	expr := "REMOVE #m ADD #n :minus"
 	if next.Owner == "" {
 		next = leases.Member{}
+		names["#n"] = attrCount
+		values[":minus"] = numAttr(-1)
 	} else {
 		expr = "SET #m = :next"
 		values[":next"] = entryAttr(next)
 	}
-	rows, conflict, err := s.updateMember(ctx, key, seen.Owner, expr, "#m.#i = :inc AND #m.#h = :hb",
-		map[string]string{"#m": memberPrefix + seen.Owner, "#i": entryInc, "#h": entryHeartbeat}, values)
+	rows, conflict, err := s.updateMember(ctx, key, seen.Owner, expr, "#m.#i = :inc AND #m.#h = :hb", names, values)
 	if conflict != nil {
 		if conflict.Current == next {
 			// Already replaced: our own write, landed on an attempt whose answer

@@ -25,9 +25,11 @@ import (
 
 // Store is an in-memory leases.Store. The zero value is not usable; call New.
 type Store struct {
-	mu      sync.Mutex
-	rows    map[leases.Key]leases.Lease
-	members map[int]map[string]leases.Member // membership row -> owner -> entry
+	mu       sync.Mutex
+	rows     map[leases.Key]leases.Lease
+	members  map[int]map[string]leases.Member // membership row -> owner -> entry
+	header   map[int]int64                    // membership row -> roster version
+	vanished int64
 }
 
 var (
@@ -38,7 +40,7 @@ var (
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member)}
+	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64)}
 }
 
 // Check implements leases.Checker. A memory store has nothing to
@@ -200,6 +202,34 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 	})
 }
 
+// Join implements leases.Membership.
+func (s *Store) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if err := beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	if err := leases.ValidateMember(m); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	entries := s.members[row]
+	if cur, ok := entries[m.Owner]; ok {
+		if cur == m {
+			return sortedMembers(entries), nil // our own join, landed before
+		}
+		return nil, &leases.MemberConflictError{Op: "Join", Row: row, Owner: m.Owner, Current: cur}
+	}
+	if len(entries) >= leases.RowCapacity {
+		return nil, &leases.MemberConflictError{Op: "Join", Row: row, Owner: m.Owner, Full: true}
+	}
+	if entries == nil {
+		entries = make(map[string]leases.Member)
+		s.members[row] = entries
+	}
+	entries[m.Owner] = m
+	return sortedMembers(entries), nil
+}
+
 // Heartbeat implements leases.Membership.
 func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	if err := beginMember(ctx, row); err != nil {
@@ -211,15 +241,44 @@ func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leas
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	entries := s.members[row]
-	if cur, ok := entries[m.Owner]; ok && (cur.Incarnation != m.Incarnation || cur.Notice != m.Notice || (cur.Leaving && !m.Leaving)) {
+	cur, ok := entries[m.Owner]
+	if !ok || cur.Incarnation != m.Incarnation || cur.Notice != m.Notice || (cur.Leaving && !m.Leaving) {
 		return nil, &leases.MemberConflictError{Op: "Heartbeat", Row: row, Owner: m.Owner, Current: cur}
-	}
-	if entries == nil {
-		entries = make(map[string]leases.Member)
-		s.members[row] = entries
 	}
 	entries[m.Owner] = m
 	return sortedMembers(entries), nil
+}
+
+// Header implements leases.Membership.
+func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
+	if err := ctx.Err(); err != nil {
+		return leases.MemberHeader{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return leases.MemberHeader{Rows: maps.Clone(s.header), Vanished: s.vanished}, nil
+}
+
+// BumpRow implements leases.Membership.
+func (s *Store) BumpRow(ctx context.Context, row int) error {
+	if err := beginMember(ctx, row); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.header[row]++
+	return nil
+}
+
+// ReportVanished implements leases.Membership.
+func (s *Store) ReportVanished(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.vanished++
+	return nil
 }
 
 // Members implements leases.Membership.
@@ -313,4 +372,6 @@ func (s *Store) Clear() {
 	defer s.mu.Unlock()
 	s.rows = make(map[leases.Key]leases.Lease)
 	s.members = make(map[int]map[string]leases.Member)
+	s.header = make(map[int]int64)
+	s.vanished = 0
 }

@@ -318,3 +318,53 @@ func (s *FaultStore) CreateAs(ctx context.Context, key leases.Key, owner, incarn
 	}
 	return s.call(ctx, "CreateAs", leases.Lease{Key: key}, func() (leases.Lease, error) { return mem.CreateAs(ctx, key, owner, incarnation, cp) })
 }
+
+// Join implements leases.Membership.
+func (s *FaultStore) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	mem, err := s.membership()
+	if err != nil {
+		return nil, err
+	}
+	return s.callMembers(ctx, "Join", row, func() ([]leases.Member, error) { return mem.Join(ctx, row, m) })
+}
+
+// headerRow is the row number the hooks see header calls under (-1).
+const headerRow = -1
+
+// Header implements leases.Membership; the hooks see it as a call on
+// MemberRowKey(-1).
+func (s *FaultStore) Header(ctx context.Context) (leases.MemberHeader, error) {
+	mem, err := s.membership()
+	if err != nil {
+		return leases.MemberHeader{}, err
+	}
+	var h leases.MemberHeader
+	_, err = s.callMembers(ctx, "Header", headerRow, func() ([]leases.Member, error) {
+		var err error
+		h, err = mem.Header(ctx)
+		return nil, err
+	})
+	return h, err
+}
+
+// BumpRow implements leases.Membership; the hooks see it as a call on
+// MemberRowKey(-1).
+func (s *FaultStore) BumpRow(ctx context.Context, row int) error {
+	mem, err := s.membership()
+	if err != nil {
+		return err
+	}
+	_, err = s.callMembers(ctx, "BumpRow", headerRow, func() ([]leases.Member, error) { return nil, mem.BumpRow(ctx, row) })
+	return err
+}
+
+// ReportVanished implements leases.Membership; the hooks see it as a call
+// on MemberRowKey(-1).
+func (s *FaultStore) ReportVanished(ctx context.Context) error {
+	mem, err := s.membership()
+	if err != nil {
+		return err
+	}
+	_, err = s.callMembers(ctx, "ReportVanished", headerRow, func() ([]leases.Member, error) { return nil, mem.ReportVanished(ctx) })
+	return err
+}

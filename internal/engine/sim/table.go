@@ -226,3 +226,39 @@ func (t *Table) CreateAs(ctx context.Context, key leases.Key, owner, incarnation
 	}
 	return s.CreateAs(ctx, key, owner, incarnation, cp)
 }
+
+// Join implements leases.Membership.
+func (t *Table) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	s, err := t.membership("Join")
+	if err != nil {
+		return nil, err
+	}
+	return s.Join(ctx, row, m)
+}
+
+// Header implements leases.Membership.
+func (t *Table) Header(ctx context.Context) (leases.MemberHeader, error) {
+	s, err := t.membership("Header")
+	if err != nil {
+		return leases.MemberHeader{}, err
+	}
+	return s.Header(ctx)
+}
+
+// BumpRow implements leases.Membership.
+func (t *Table) BumpRow(ctx context.Context, row int) error {
+	s, err := t.membership("BumpRow")
+	if err != nil {
+		return err
+	}
+	return s.BumpRow(ctx, row)
+}
+
+// ReportVanished implements leases.Membership.
+func (t *Table) ReportVanished(ctx context.Context) error {
+	s, err := t.membership("ReportVanished")
+	if err != nil {
+		return err
+	}
+	return s.ReportVanished(ctx)
+}

@@ -101,6 +101,38 @@ func (s CutOffStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc stri
 	return s.mem().TakeAs(ctx, l, owner, inc)
 }
 
+// Join implements leases.Membership.
+func (s CutOffStore) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if s.Cut.Load() {
+		return nil, s.Err
+	}
+	return s.mem().Join(ctx, row, m)
+}
+
+// Header implements leases.Membership.
+func (s CutOffStore) Header(ctx context.Context) (leases.MemberHeader, error) {
+	if s.Cut.Load() {
+		return leases.MemberHeader{}, s.Err
+	}
+	return s.mem().Header(ctx)
+}
+
+// BumpRow implements leases.Membership.
+func (s CutOffStore) BumpRow(ctx context.Context, row int) error {
+	if s.Cut.Load() {
+		return s.Err
+	}
+	return s.mem().BumpRow(ctx, row)
+}
+
+// ReportVanished implements leases.Membership.
+func (s CutOffStore) ReportVanished(ctx context.Context) error {
+	if s.Cut.Load() {
+		return s.Err
+	}
+	return s.mem().ReportVanished(ctx)
+}
+
 // CreateAs implements leases.Membership.
 func (s CutOffStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
 	if s.Cut.Load() {

@@ -1,0 +1,251 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// rowBook is what this instance knows of the membership rows: the roster
+// version of each row in the header as last read, the version each row had
+// when this instance last read it, and how many entries it held. Guarded by
+// Group.viewMu.
+type rowBook struct {
+	header   map[int]int64 // row -> roster version, as the header said
+	headerOK bool          // the header was read at least once
+	vanished int64         // the header's Vanished count, as last read
+	readAt   map[int]int64 // row -> the header's version when last read
+	entries  map[int]int   // row -> entries not marked leaving at the last read
+	total    map[int]int   // row -> entries at the last read
+	want     map[int]bool  // rows to read at the next refresh (a row names an unknown incarnation)
+	// bump holds the rows whose roster this instance changed and whose
+	// header version it has not bumped yet (a bump failed): retried every
+	// round until it lands.
+	bump map[int]bool
+}
+
+func newRowBook() rowBook {
+	return rowBook{header: map[int]int64{}, readAt: map[int]int64{}, entries: map[int]int{}, total: map[int]int{}, want: map[int]bool{}, bump: map[int]bool{}}
+}
+
+// watched returns the membership rows this instance times besides its own:
+// walking the rows after its own, in ring order, every row with entries up
+// to and including the first that has an entry not marked leaving (or that
+// the header lists and was never read), at most maxWatched of them. Every
+// row with entries is so watched by the members of the row before it, and
+// the members of a row watch each other through their heartbeats, so every
+// member is timed by someone at the cost of one read a round; the rows
+// passed on the way, whose entries are all marked leaving (a whole row
+// died), are read too until their entries are removed.
+func (b *rowBook) watched(own int) []int {
+	last := own
+	for r := range b.header {
+		last = max(last, r)
+	}
+	var rows []int
+	for i := 1; i <= last && len(rows) < maxWatched; i++ {
+		r := (own + i) % (last + 1)
+		total, read := b.total[r]
+		if !read {
+			if _, listed := b.header[r]; listed {
+				return append(rows, r)
+			}
+			continue
+		}
+		if total == 0 {
+			continue
+		}
+		rows = append(rows, r)
+		if b.entries[r] > 0 {
+			return rows
+		}
+	}
+	return rows
+}
+
+// maxWatched bounds the rows a member times besides its own.
+const maxWatched = 3
+
+// due returns the rows to read now: those whose roster version moved since
+// this instance read them, the watched row, and the rows asked for.
+func (b *rowBook) due(own int) []int {
+	set := map[int]bool{}
+	for r, v := range b.header {
+		if r == own {
+			continue // comes back with every heartbeat
+		}
+		if at, ok := b.readAt[r]; !ok || at != v {
+			set[r] = true
+		}
+	}
+	for _, w := range b.watched(own) {
+		set[w] = true
+	}
+	for r := range b.want {
+		if r != own {
+			set[r] = true
+		}
+	}
+	rows := make([]int, 0, len(set))
+	for r := range set {
+		rows = append(rows, r)
+	}
+	slices.Sort(rows)
+	return rows
+}
+
+// complete reports whether every row the header lists has been read once.
+func (b *rowBook) complete(own int) bool {
+	if !b.headerOK {
+		return false
+	}
+	for r := range b.header {
+		if _, ok := b.total[r]; !ok && r != own {
+			return false
+		}
+	}
+	return true
+}
+
+// refreshView reads the membership header (one small item) and the rows it
+// calls for: those whose roster changed, the watched row (for timing), and
+// rows named by a lease this instance has to judge. It reports whether the
+// view is complete: the header read and every row it lists read once.
+func (g *Group) refreshView(ctx context.Context) bool {
+	g.flushBumps(ctx)
+	own := g.myRow()
+	h, err := g.mem.Header(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("kinesislease: reading the membership header failed", "err", err)
+		}
+	} else {
+		g.viewMu.Lock()
+		if g.rows.headerOK && h.Vanished != g.rows.vanished {
+			// Someone found a lease row missing: whoever holds it recreates
+			// it from its checkpoint now (reconcile re-reads every held row).
+			g.reconcileNow.Store(true)
+		}
+		g.rows.header, g.rows.headerOK, g.rows.vanished = h.Rows, true, h.Vanished
+		g.viewMu.Unlock()
+	}
+	g.viewMu.Lock()
+	for r := range g.view.unknown {
+		if r >= 0 {
+			g.rows.want[r] = true
+		}
+	}
+	clear(g.view.unknown)
+	due := g.rows.due(own)
+	clear(g.rows.want)
+	g.viewMu.Unlock()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, storeConcurrency)
+	for _, r := range due {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			g.viewMu.Lock()
+			v := g.rows.header[r]
+			g.viewMu.Unlock()
+			sent := mono()
+			rows, err := g.mem.Members(ctx, r)
+			if err != nil {
+				if ctx.Err() == nil {
+					g.log.Warn("kinesislease: reading membership row failed", "row", r, "err", err)
+				}
+				return
+			}
+			g.observe(r, rows, sent, mono())
+			g.viewMu.Lock()
+			g.rows.readAt[r] = v
+			g.viewMu.Unlock()
+		})
+	}
+	wg.Wait()
+	g.viewMu.Lock()
+	defer g.viewMu.Unlock()
+	return g.rows.complete(own)
+}
+
+// observe records a membership row as read (see memberView.observe).
+func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
+	inc := g.Incarnation()
+	g.viewMu.Lock()
+	defer g.viewMu.Unlock()
+	live := 0
+	for _, m := range rows {
+		if !m.Leaving {
+			live++
+		}
+	}
+	g.rows.entries[r] = live
+	g.rows.total[r] = len(rows)
+	if g.view.observe(r, rows, inc, sent, ret) {
+		g.resync.Store(true) // a member ended a shard: its children are in the shard lists now
+	}
+}
+
+// rosterChanged bumps row's roster version in the header after this
+// instance changed its roster (joined, left, marked a member dead, removed
+// one), so that the others re-read it; a bump that fails is retried every
+// round.
+func (g *Group) rosterChanged(ctx context.Context, row int) {
+	if err := g.mem.BumpRow(ctx, row); err != nil {
+		g.viewMu.Lock()
+		g.rows.bump[row] = true
+		g.viewMu.Unlock()
+		if ctx.Err() == nil {
+			g.log.Warn("kinesislease: announcing a membership change failed; retrying", "row", row, "err", err)
+		}
+	}
+}
+
+// flushBumps retries the roster bumps that failed.
+func (g *Group) flushBumps(ctx context.Context) {
+	g.viewMu.Lock()
+	rows := make([]int, 0, len(g.rows.bump))
+	for r := range g.rows.bump {
+		rows = append(rows, r)
+	}
+	clear(g.rows.bump)
+	g.viewMu.Unlock()
+	slices.Sort(rows)
+	for _, r := range rows {
+		g.rosterChanged(ctx, r)
+	}
+}
+
+// wantRow asks the next refresh to read row r.
+func (g *Group) wantRow(r int) {
+	g.viewMu.Lock()
+	defer g.viewMu.Unlock()
+	g.rows.want[r] = true
+}
+
+// duplicates returns a *DuplicateOwnerError once another process has been
+// heartbeating with this instance's owner id in another row for longer
+// than the wait join allows; it logs the first sight at ERROR.
+func (g *Group) duplicates() error {
+	g.viewMu.Lock()
+	defer g.viewMu.Unlock()
+	wait := max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout)
+	for id, m := range g.view.dupes {
+		o := g.view.obs[id]
+		switch {
+		case o == nil || o.absent || m.Leaving:
+			delete(g.view.dupes, id)
+		case o.stale() >= g.cfg.Timeout:
+			delete(g.view.dupes, id) // not heartbeating: a dead process's leftover entry
+		case g.dupSince[id] == 0:
+			g.dupSince[id] = mono()
+			g.log.Error("kinesislease: another process heartbeats with this owner id; give each instance its own owner id", "incarnation", id.inc)
+		case time.Duration(mono()-g.dupSince[id]) >= wait:
+			return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: id.inc}
+		}
+	}
+	return nil
+}
