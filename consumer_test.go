@@ -38,6 +38,14 @@ type order struct {
 // put writes n orders numbered from first, spread over partition keys.
 func put(t testing.TB, client *kinesis.Client, stream string, first, n int) {
 	t.Helper()
+	if err := putOrders(client, stream, first, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putOrders is put for a goroutine other than the test's: it returns the
+// error.
+func putOrders(client *kinesis.Client, stream string, first, n int) error {
 	for start := first; start < first+n; start += 500 {
 		var entries []ktypes.PutRecordsRequestEntry
 		for id := start; id < min(first+n, start+500); id++ {
@@ -47,12 +55,13 @@ func put(t testing.TB, client *kinesis.Client, stream string, first, n int) {
 		}
 		out, err := client.PutRecords(testutil.WithoutFaults(context.Background()), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
 		if err != nil {
-			t.Fatal(err)
+			return fmt.Errorf("PutRecords: %w", err)
 		}
 		if aws.ToInt32(out.FailedRecordCount) != 0 {
-			t.Fatalf("PutRecords: %d failed", aws.ToInt32(out.FailedRecordCount))
+			return fmt.Errorf("PutRecords: %d failed", aws.ToInt32(out.FailedRecordCount))
 		}
 	}
+	return nil
 }
 
 // tally records what handlers saw, by order id.

@@ -113,15 +113,27 @@ func TestMembershipRowsBounded(t *testing.T) {
 	}
 	liveDone := make(chan error, 1)
 	go func() { liveDone <- live.Run(ctx) }()
+	stopLive := sync.OnceValue(func() error { cancel(); return <-liveDone })
+	defer stopLive() // the live Group never outlives the test
 
-	entries := func() int {
+	// countEntries counts the membership entries; it runs on the crashing
+	// processes' goroutines too, so it returns its error.
+	countEntries := func() (int, error) {
 		n := 0
 		for r := range leases.MemberRows {
 			ms, err := mem.Members(context.Background(), r)
 			if err != nil {
-				t.Fatal(err)
+				return 0, err
 			}
 			n += len(ms)
+		}
+		return n, nil
+	}
+	entries := func() int { // on the test's goroutine
+		t.Helper()
+		n, err := countEntries()
+		if err != nil {
+			t.Fatal(err)
 		}
 		return n
 	}
@@ -147,8 +159,13 @@ func TestMembershipRowsBounded(t *testing.T) {
 			st.crashed.Store(true)
 			pcancel()
 			<-done
+			n, err := countEntries()
+			if err != nil {
+				t.Error(err)
+				return
+			}
 			mu.Lock()
-			maxSeen = max(maxSeen, entries())
+			maxSeen = max(maxSeen, n)
 			mu.Unlock()
 		})
 	}
@@ -161,8 +178,7 @@ func TestMembershipRowsBounded(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("%d crashed processes: at most %d entries at once (%d running at a time), 1 left", restarts, maxSeen, parallel)
-	cancel()
-	if err := <-liveDone; err != nil {
+	if err := stopLive(); err != nil {
 		t.Fatal(err)
 	}
 }
