@@ -211,6 +211,15 @@ func runService(t testing.TB, client kinesislease.Kinesis, store leases.Store, o
 	if err := subscribe(svc); err != nil {
 		t.Fatal(err)
 	}
+	return runInstance(t, svc)
+}
+
+// runInstance runs svc on a goroutine of its own until in.stop or the end
+// of the test: a cleanup cancels Run and waits for it (failing the test if
+// it does not return within 20s), so Run does not outlive a test that
+// stopped at a t.Fatal.
+func runInstance(t testing.TB, svc *kinesislease.Service) *instance {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{svc: svc, cancel: cancel, done: make(chan struct{})}
 	go func() { in.err = svc.Run(ctx); close(in.done) }()
@@ -389,15 +398,10 @@ func TestTwoStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
+	in := runInstance(t, svc)
 	t1.waitFor(t, 0, 100, 30*time.Second)
 	t2.waitFor(t, 1000, 50, 30*time.Second)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	in.stop(t)
 	if d, _ := t1.count(1000, 1050); d != 0 {
 		t.Fatalf("the first stream's handler saw %d records of the second", d)
 	}
@@ -527,15 +531,10 @@ func TestSubscribeHandler(t *testing.T) {
 	if err := kinesislease.SubscribeHandler[order](svc, "other", nil); !errors.Is(err, kinesislease.ErrInvalidOption) {
 		t.Fatalf("SubscribeHandler(nil): %v, want ErrInvalidOption", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
+	in := runInstance(t, svc)
 	put(t, kc, stream, 0, 100)
 	ta.waitFor(t, 0, 100, 30*time.Second)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	in.stop(t)
 	if _, dups := ta.count(); dups != 0 {
 		t.Fatalf("%d duplicates", dups)
 	}

@@ -492,18 +492,13 @@ func TestFanOutStartErrors(t *testing.T) {
 			t.Fatalf("got %v, want ErrConsumerLimit naming the consumer", err)
 		}
 		// An existing consumer is used though the stream is full.
-		ctx, cancel := context.WithCancel(context.Background())
 		svc, _ := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(t)))
 		ta := newTally()
 		_ = kinesislease.Subscribe(svc, stream, ta.handler("a"), kinesislease.WithEnhancedFanOut("other-3"), kinesislease.WithStartPosition(kltype.TrimHorizon))
-		done := make(chan error, 1)
-		go func() { done <- svc.Run(ctx) }()
+		in := runInstance(t, svc)
 		put(t, kc, stream, 0, 10)
 		ta.waitFor(t, 0, 10, 20*time.Second)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		in.stop(t)
 	})
 }
 

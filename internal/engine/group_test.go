@@ -72,9 +72,11 @@ func groupConfig(owner string, store leases.Store, stream *sim.Stream) engine.Gr
 	}
 }
 
-// startGroup runs a Group of cfg until the returned stop is called; stop
-// cancels it and fails the test if Run returned an error. done receives
-// Run's result if it returns first (see waitFor).
+// startGroup runs a Group of cfg until the returned stop is called or the
+// test ends (a cleanup cancels Run and waits for it, so it does not
+// outlive a test stopped by t.Fatal); stop cancels it, waits and fails the
+// test if Run returned an error. done receives Run's result if it returns
+// first (see waitFor).
 func startGroup(t *testing.T, cfg engine.GroupConfig) (done <-chan error, stop func()) {
 	t.Helper()
 	g, err := engine.NewGroup(cfg)
@@ -83,12 +85,20 @@ func startGroup(t *testing.T, cfg engine.GroupConfig) (done <-chan error, stop f
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	go func() { ran <- g.Run(ctx) }()
+	finished := make(chan struct{})
+	var runErr error
+	go func() {
+		runErr = g.Run(ctx)
+		ran <- runErr
+		close(finished)
+	}()
+	wait := sync.OnceFunc(func() { cancel(); <-finished })
+	t.Cleanup(wait)
 	return ran, func() {
 		t.Helper()
-		cancel()
-		if err := <-ran; err != nil {
-			t.Fatalf("Run: %v", err)
+		wait()
+		if runErr != nil {
+			t.Fatalf("Run: %v", runErr)
 		}
 	}
 }

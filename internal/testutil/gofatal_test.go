@@ -574,11 +574,10 @@ func (m *module) stub(path string) *types.Package {
 // A root is code that runs on a goroutine of its own: a function
 // literal, or the module's function or variable a call names.
 type root struct {
-	u    *unit
-	at   token.Pos // where the goroutine starts
-	how  string    // "go", "Go", ...
-	body ast.Node  // a function literal, or nil
-	fn   ast.Expr  // or the function value that runs
+	u   *unit
+	at  token.Pos // where the goroutine starts
+	how string    // "go", "Go", ...
+	fn  ast.Expr  // the function value that runs: a literal, or the module's function or variable
 }
 
 // roots returns the goroutine starts in f.
