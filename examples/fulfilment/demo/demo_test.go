@@ -87,20 +87,21 @@ func testDemo(t *testing.T, keyConcurrency int, fanOut bool) {
 	// worst case is lease + 2×1.1×scan (the first scan to see the last
 	// renewal comes up to a jittered scan interval after the kill, the one
 	// that finds it a lease duration old up to another) plus the Take write,
-	// 4.1s here; we allow 3× the expected, for loaded CI machines running
-	// five processes built with -race.
+	// 4.1s here. Five processes built with -race on a loaded machine can
+	// take longer than any bound on the wall clock, so the time is only
+	// logged; that takeovers come within their bound is checked on virtual
+	// clocks, where load cannot stretch it (the sim's failover bound,
+	// chaos' TestReproHandoffRequestsKeepDeadLeaseAlive). Here every shard
+	// of the killed instance must be taken over (within the run's 3
+	// minutes) and none too early.
 	if len(ta.KilledShards) == 0 {
 		t.Fatalf("the killed instance %s held no shard", ta.Killed)
 	}
 	if !ta.Complete {
 		t.Fatalf("shards %v of the killed %s were not all taken over: %v", ta.KilledShards, ta.Killed, ta.Takeover)
 	}
-	expected := cfg.expectedFailover()
 	t.Logf("failover after SIGKILL: %v (expected about %v, analytic worst %v); per shard %v",
-		ta.Failover.Round(time.Millisecond), expected, cfg.worstFailover(), ta.Takeover)
-	if bound := 3 * expected; ta.Failover > bound {
-		t.Errorf("failover took %v, want at most %v (3× lease+scan)", ta.Failover, bound)
-	}
+		ta.Failover.Round(time.Millisecond), cfg.expectedFailover(), cfg.worstFailover(), ta.Takeover)
 	// Nobody may take a live lease over early: the killed instance's last
 	// renewal was at most a renew interval before the kill, so no takeover
 	// can come sooner than lease−renew after it. Half the lease leaves room
