@@ -97,13 +97,11 @@ func TestBatchPartialFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
+	in := runInstance(t, svc)
 	select {
 	case <-all:
-	case err := <-done:
-		t.Fatalf("Run returned %v", err)
+	case <-in.done:
+		t.Fatalf("Run returned %v", in.err)
 	case <-time.After(30 * time.Second):
 		mu.Lock()
 		t.Fatalf("after 30s: acked %v, batches %v", acked, batches)
@@ -122,10 +120,7 @@ func TestBatchPartialFailure(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	in.stop(t)
 	mu.Lock()
 	defer mu.Unlock()
 	for id := range 30 {

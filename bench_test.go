@@ -160,9 +160,7 @@ func BenchmarkLeaseWrites(b *testing.B) {
 					kinesislease.WithStartPosition(kltype.Latest)); err != nil {
 					b.Fatal(err)
 				}
-				ctx, cancel := context.WithCancel(context.Background())
-				ran := make(chan error, 1)
-				go func() { ran <- svc.Run(ctx) }()
+				in := runInstance(b, svc)
 				for len(svc.Held(stream)) < benchShards {
 					time.Sleep(50 * time.Millisecond)
 				}
@@ -184,10 +182,7 @@ func BenchmarkLeaseWrites(b *testing.B) {
 				}
 				tick.Stop()
 				st, cps := svc.Stats(stream), store.checkpoints.Load()-cp0
-				cancel()
-				if err := <-ran; err != nil {
-					b.Fatal(err)
-				}
+				in.stop(b)
 				perHour := float64(time.Hour) / float64(window)
 				b.ReportMetric(float64(cps)/float64(benchShards)*perHour, "checkpoints/shard/hour")
 				b.ReportMetric(float64(st.Heartbeats-st0.Heartbeats)*perHour, "heartbeats/hour")

@@ -126,9 +126,7 @@ func TestKeyConcurrency(t *testing.T) {
 			kinesislease.WithKeyConcurrency(16), kinesislease.WithCheckpoint(100, 50*time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- svc.Run(ctx) }()
+		in := runInstance(t, svc)
 		deadline := time.Now().Add(60 * time.Second)
 		for !until() {
 			if time.Now().After(deadline) {
@@ -136,10 +134,7 @@ func TestKeyConcurrency(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		in.stop(t)
 	}
 	// Stopped half way, then restarted.
 	run("a", func() bool { return o.count() >= keys*per/2 })
@@ -213,9 +208,7 @@ func TestKeyConcurrencyHeldKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
+	in := runInstance(t, svc)
 	othersDone := func() int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -231,10 +224,7 @@ func TestKeyConcurrencyHeldKey(t *testing.T) {
 	mu.Unlock()
 	checkpointBefore(t, store, stream, held, "the held record")
 	close(release)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	in.stop(t)
 }
 
 // TestKeyConcurrencyHandoff: per-key order holds across a planned handoff:

@@ -38,6 +38,14 @@ type order struct {
 // put writes n orders numbered from first, spread over partition keys.
 func put(t testing.TB, client *kinesis.Client, stream string, first, n int) {
 	t.Helper()
+	if err := putOrders(client, stream, first, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putOrders is put for a goroutine other than the test's: it returns the
+// error.
+func putOrders(client *kinesis.Client, stream string, first, n int) error {
 	for start := first; start < first+n; start += 500 {
 		var entries []ktypes.PutRecordsRequestEntry
 		for id := start; id < min(first+n, start+500); id++ {
@@ -47,12 +55,13 @@ func put(t testing.TB, client *kinesis.Client, stream string, first, n int) {
 		}
 		out, err := client.PutRecords(testutil.WithoutFaults(context.Background()), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
 		if err != nil {
-			t.Fatal(err)
+			return fmt.Errorf("PutRecords: %w", err)
 		}
 		if aws.ToInt32(out.FailedRecordCount) != 0 {
-			t.Fatalf("PutRecords: %d failed", aws.ToInt32(out.FailedRecordCount))
+			return fmt.Errorf("PutRecords: %d failed", aws.ToInt32(out.FailedRecordCount))
 		}
 	}
+	return nil
 }
 
 // tally records what handlers saw, by order id.
@@ -202,6 +211,15 @@ func runService(t testing.TB, client kinesislease.Kinesis, store leases.Store, o
 	if err := subscribe(svc); err != nil {
 		t.Fatal(err)
 	}
+	return runInstance(t, svc)
+}
+
+// runInstance runs svc on a goroutine of its own until in.stop or the end
+// of the test: a cleanup cancels Run and waits for it (failing the test if
+// it does not return within 20s), so Run does not outlive a test that
+// stopped at a t.Fatal.
+func runInstance(t testing.TB, svc *kinesislease.Service) *instance {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{svc: svc, cancel: cancel, done: make(chan struct{})}
 	go func() { in.err = svc.Run(ctx); close(in.done) }()
@@ -380,15 +398,10 @@ func TestTwoStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
+	in := runInstance(t, svc)
 	t1.waitFor(t, 0, 100, 30*time.Second)
 	t2.waitFor(t, 1000, 50, 30*time.Second)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	in.stop(t)
 	if d, _ := t1.count(1000, 1050); d != 0 {
 		t.Fatalf("the first stream's handler saw %d records of the second", d)
 	}
@@ -518,15 +531,10 @@ func TestSubscribeHandler(t *testing.T) {
 	if err := kinesislease.SubscribeHandler[order](svc, "other", nil); !errors.Is(err, kinesislease.ErrInvalidOption) {
 		t.Fatalf("SubscribeHandler(nil): %v, want ErrInvalidOption", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
+	in := runInstance(t, svc)
 	put(t, kc, stream, 0, 100)
 	ta.waitFor(t, 0, 100, 30*time.Second)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	in.stop(t)
 	if _, dups := ta.count(); dups != 0 {
 		t.Fatalf("%d duplicates", dups)
 	}

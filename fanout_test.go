@@ -187,24 +187,53 @@ func lastSequence(t *testing.T, kc *kinesis.Client, stream, shard string) string
 	return last
 }
 
-// putFor puts 20 orders every 50ms from first until stop is closed, and
-// returns how many it put.
-func putFor(t *testing.T, kc *kinesis.Client, stream string, first int, stop <-chan struct{}) <-chan int {
-	n := make(chan int, 1)
+// putFor puts 20 orders every 50ms from first, on a goroutine of its own,
+// until the stop it returns is called; stop waits for the goroutine,
+// fails the test if a put failed (the goroutine then stopped putting) and
+// returns how many orders were put. The goroutine ends with the test even
+// if stop is never called (a cleanup stops it and reports its error).
+func putFor(t *testing.T, kc *kinesis.Client, stream string, first int) (stop func() int) {
+	t.Helper()
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	var (
+		put int
+		err error
+	)
 	go func() {
-		id := first
+		defer close(done)
 		for {
 			select {
-			case <-stop:
-				n <- id - first
+			case <-quit:
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			put(t, kc, stream, id, 20)
-			id += 20
+			if err = putOrders(kc, stream, first+put, 20); err != nil {
+				return
+			}
+			put += 20
 		}
 	}()
-	return n
+	var once sync.Once
+	end := func() {
+		once.Do(func() { close(quit); <-done })
+	}
+	reported := false
+	t.Cleanup(func() {
+		end()
+		if err != nil && !reported {
+			t.Errorf("putFor: after %d orders: %v", put, err)
+		}
+	})
+	return func() int {
+		t.Helper()
+		end()
+		if err != nil {
+			reported = true
+			t.Fatalf("putFor: after %d orders: %v", put, err)
+		}
+		return put
+	}
 }
 
 // TestFanOutResubscribes puts records while subscriptions end every 1.5s
@@ -217,8 +246,7 @@ func TestFanOutResubscribes(t *testing.T) {
 	startWith(t, kc, memory.New(), stream, "a", ta.handler("a"), fanOutSub())
 	eventually(t, 10*time.Second, func() bool { return fo.Active("shardId-000000000000") == 1 && fo.Active("shardId-000000000001") == 1 },
 		func() string { return fmt.Sprintf("not subscribed: %+v", fo.Stats()) })
-	stop := make(chan struct{})
-	n := putFor(t, kc, stream, 0, stop)
+	stopPut := putFor(t, kc, stream, 0)
 	subs0 := fo.Stats().Subscribes
 	// Two subscription ends by Kinesis at least, a reset, an exception.
 	eventually(t, 20*time.Second, func() bool { return fo.Stats().Subscribes >= subs0+4 }, func() string { return fmt.Sprintf("no renewal: %+v", fo.Stats()) })
@@ -228,8 +256,7 @@ func TestFanOutResubscribes(t *testing.T) {
 	fo.FailNext("shardId-000000000001", "InternalFailureException")
 	subs1 := fo.Stats().Subscribes
 	eventually(t, 20*time.Second, func() bool { return fo.Stats().Subscribes >= subs1+4 }, func() string { return fmt.Sprintf("no resubscription: %+v", fo.Stats()) })
-	close(stop)
-	total := <-n
+	total := stopPut()
 	ta.waitFor(t, 0, total, 30*time.Second)
 	checkTallyOrder(t, ta)
 	if _, dups := ta.count(); dups != 0 {
@@ -296,8 +323,7 @@ func TestFanOutReshard(t *testing.T) {
 	store := memory.New()
 	ta := newTally()
 	startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithShardSyncInterval(300*time.Millisecond))
-	stop := make(chan struct{})
-	n := putFor(t, kc, stream, 0, stop)
+	stopPut := putFor(t, kc, stream, 0)
 	eventually(t, 10*time.Second, func() bool { d, _ := ta.count(); return d > 50 }, func() string { return "nothing handled" })
 	admin := testutil.KinesisClient(t, testutil.KinesisLocal)
 	if _, err := admin.UpdateShardCount(context.Background(), &kinesis.UpdateShardCountInput{
@@ -316,8 +342,7 @@ func TestFanOutReshard(t *testing.T) {
 		return n
 	}
 	eventually(t, 30*time.Second, func() bool { return children() >= 2 }, func() string { return fmt.Sprintf("children not subscribed: %+v", fo.Stats()) })
-	close(stop)
-	total := <-n
+	total := stopPut()
 	ta.waitFor(t, 0, total, 30*time.Second)
 	checkTallyOrder(t, ta)
 	if _, dups := ta.count(); dups != 0 {
@@ -467,18 +492,13 @@ func TestFanOutStartErrors(t *testing.T) {
 			t.Fatalf("got %v, want ErrConsumerLimit naming the consumer", err)
 		}
 		// An existing consumer is used though the stream is full.
-		ctx, cancel := context.WithCancel(context.Background())
 		svc, _ := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(t)))
 		ta := newTally()
 		_ = kinesislease.Subscribe(svc, stream, ta.handler("a"), kinesislease.WithEnhancedFanOut("other-3"), kinesislease.WithStartPosition(kltype.TrimHorizon))
-		done := make(chan error, 1)
-		go func() { done <- svc.Run(ctx) }()
+		in := runInstance(t, svc)
 		put(t, kc, stream, 0, 10)
 		ta.waitFor(t, 0, 10, 20*time.Second)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		in.stop(t)
 	})
 }
 

@@ -348,18 +348,15 @@ func TestOneStreamFailureIsolated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
+	in := runInstance(t, svc)
 	put(t, kc, good, 0, 50)
 	put(t, kc, bad, 1000, 50)
 	ta.waitFor(t, 0, 50, 30*time.Second)
 	deadline := time.Now().Add(30 * time.Second)
 	for len(fl.All()) == 0 {
 		select {
-		case err := <-done:
-			t.Fatalf("Run returned %v: one stream's failure stopped the service", err)
+		case <-in.done:
+			t.Fatalf("Run returned %v: one stream's failure stopped the service", in.err)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -384,14 +381,11 @@ func TestOneStreamFailureIsolated(t *testing.T) {
 		t.Fatalf("Health of %s: %+v, want its shard set aside with the error and a retry time", bad, b)
 	}
 	select {
-	case err := <-done:
-		t.Fatalf("Run returned %v", err)
+	case <-in.done:
+		t.Fatalf("Run returned %v", in.err)
 	default:
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	in.stop(t)
 }
 
 // TestStartupWaitsForTheNetwork: Kinesis unreachable at start (ListShards
@@ -418,16 +412,10 @@ func TestStartupWaitsForTheNetwork(t *testing.T) {
 		if err := kinesislease.Subscribe(svc, stream, ta.handler("a"), kinesislease.WithStartPosition(kltype.TrimHorizon)); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- svc.Run(ctx) }()
+		in := runInstance(t, svc)
 		put(t, kc, stream, 0, 10)
 		ta.waitFor(t, 0, 10, 30*time.Second)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("Run: %v", err)
-		}
+		in.stop(t)
 		if n := strings.Count(logs.String(), "start-up check failed; retrying"); n != 3 || !strings.Contains(logs.String(), stream) {
 			t.Fatalf("%d start-up retries logged, want 3 naming the stream; log:\n%s", n, logs.String())
 		}

@@ -48,14 +48,11 @@ func TestHealth(t *testing.T) {
 	if h := svc.Health(); h.Ready || h.Live || len(h.Streams) != 1 || h.Streams[0].Stream != stream {
 		t.Fatalf("Health before Run: %+v, want neither ready nor live, the subscription listed", h)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
+	in := runInstance(t, svc)
 	reading := func(h kltype.Health) bool {
 		return h.Ready && h.Live && len(h.Streams) == 1 && len(h.Streams[0].Shards) == 1 && h.Streams[0].Shards[0].Reading
 	}
-	waitHealth(t, svc, done, reading, "ready, live and reading")
+	waitHealth(t, in, reading, "ready, live and reading")
 	put(t, kc, stream, 0, 10)
 	ta.waitFor(t, 0, 10, 30*time.Second)
 	if lag := svc.Health().Streams[0].Shards[0].MillisBehindLatest; lag < 0 {
@@ -64,7 +61,7 @@ func TestHealth(t *testing.T) {
 
 	faults.Inject(testutil.Fault{Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused (injected)")}})
 	blocked := time.Now()
-	waitHealth(t, svc, done, func(h kltype.Health) bool { return !h.Live }, "not live with DynamoDB blocked")
+	waitHealth(t, in, func(h kltype.Health) bool { return !h.Live }, "not live with DynamoDB blocked")
 	t.Logf("not live %v after DynamoDB was blocked (timeout 1s, fence 833ms after the last heartbeat sent)", time.Since(blocked).Round(time.Millisecond))
 	afterNotLive.Store(true)
 	put(t, kc, stream, 10, 10)         // records flow while not live: none may be handled
@@ -72,26 +69,24 @@ func TestHealth(t *testing.T) {
 	afterNotLive.Store(false)
 
 	faults.Clear()
-	waitHealth(t, svc, done, reading, "live and reading again with DynamoDB back")
+	waitHealth(t, in, reading, "live and reading again with DynamoDB back")
 	ta.waitFor(t, 10, 10, 30*time.Second)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	in.stop(t)
 	if h := svc.Health(); h.Ready || h.Live {
 		t.Fatalf("Health after Run returned: %+v", h)
 	}
 }
 
-// waitHealth polls svc.Health until ok, failing after 30s or if Run
+// waitHealth polls in.svc.Health until ok, failing after 30s or if Run
 // returned.
-func waitHealth(t *testing.T, svc *kinesislease.Service, done <-chan error, ok func(kltype.Health) bool, what string) {
+func waitHealth(t *testing.T, in *instance, ok func(kltype.Health) bool, what string) {
 	t.Helper()
+	svc := in.svc
 	deadline := time.Now().Add(30 * time.Second)
 	for !ok(svc.Health()) {
 		select {
-		case err := <-done:
-			t.Fatalf("Run returned (%v) before %s", err, what)
+		case <-in.done:
+			t.Fatalf("Run returned (%v) before %s", in.err, what)
 		default:
 		}
 		if time.Now().After(deadline) {

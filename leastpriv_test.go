@@ -53,7 +53,7 @@ func TestLeastPrivilege(t *testing.T) {
 		seen <- e.ID
 		return nil
 	}
-	newSvc := func(owner string) (*kinesislease.Service, context.CancelFunc, chan error) {
+	newSvc := func(owner string) *instance {
 		svc, err := kinesislease.New(testutil.Config(t), append([]kinesislease.Option{
 			kinesislease.WithKinesisClient(kc),
 			kinesislease.WithLeaseStore(dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))),
@@ -72,17 +72,7 @@ func TestLeastPrivilege(t *testing.T) {
 		); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- svc.Run(ctx) }()
-		return svc, cancel, done
-	}
-	stop := func(cancel context.CancelFunc, done chan error) {
-		t.Helper()
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		return runInstance(t, svc)
 	}
 	waitIDs := func(want map[int]bool) {
 		t.Helper()
@@ -97,8 +87,8 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 
-	pubSvc, cancelA, doneA := newSvc("a")
-	pub, err := kinesislease.NewPublisher[event](pubSvc, stream)
+	a := newSvc("a")
+	pub, err := kinesislease.NewPublisher[event](a.svc, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +108,7 @@ func TestLeastPrivilege(t *testing.T) {
 	waitIDs(want)
 
 	// Rebalance: a second instance joins.
-	_, cancelB, doneB := newSvc("b")
+	b := newSvc("b")
 	// Reshard while both run (a test-only client: UpdateShardCount is not the
 	// library's).
 	admin := testutil.KinesisClient(t, testutil.KinesisLocal)
@@ -130,13 +120,13 @@ func TestLeastPrivilege(t *testing.T) {
 	waitActive(t, admin, stream)
 	publish(40, 80)
 	waitIDs(want)
-	stop(cancelA, doneA)
+	a.stop(t)
 	publish(80, 100)
 	waitIDs(want)
 	if err := pub.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	stop(cancelB, doneB)
+	b.stop(t)
 
 	// The closed parents ended at SHARD_END: the scenario did reshard.
 	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(testutil.DynamoClient(t)))

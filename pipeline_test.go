@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -139,6 +143,37 @@ func plRun[T any](t testing.TB, client *kinesis.Client, store leases.Store, stre
 	t.Helper()
 	sub := append([]kinesislease.SubscribeOption{kinesislease.WithCheckpoint(1, 50*time.Millisecond)}, subOpts...)
 	return startWith(t, client, store, stream, owner, h, sub, svcOpts...)
+}
+
+// plLogs returns a service option logging warnings and errors to t and to
+// the returned buffer, for a test that checks what was logged.
+func plLogs(t testing.TB) (kinesislease.Option, *lockedBuffer) {
+	logs := &lockedBuffer{}
+	h := slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelWarn})
+	return kinesislease.WithLogger(slog.New(h)), logs
+}
+
+// shutdownTimeoutLog is what the service logs when its shutdown timeout
+// expires with handlers still running, which it then cancels.
+const shutdownTimeoutLog = "shutdown timeout; cancelling handlers"
+
+// plStopWithin cancels in's Run and waits for it to return, failing the
+// test if it has not after within (a bound against a hang, far above the
+// expected time, not a timing check) or returned an error; it returns when
+// it cancelled and how long Run then took to return, for the log.
+func plStopWithin(t testing.TB, in *instance, within time.Duration) (began time.Time, took time.Duration) {
+	t.Helper()
+	began = time.Now()
+	in.cancel()
+	select {
+	case <-in.done:
+	case <-time.After(within):
+		t.Fatalf("Run still running %v after cancel", within)
+	}
+	if in.err != nil {
+		t.Fatalf("Run: %v", in.err)
+	}
+	return began, time.Since(began)
 }
 
 // plDelivery is one call of a handler, with what RecordFrom said.
@@ -500,20 +535,22 @@ func TestPipelineCheckpointAfterSink(t *testing.T) {
 
 // TestPipelineHoldAcrossRestart: with no dead-letter sink a record that
 // keeps failing holds its shard: the checkpoint stays before it, nothing
-// after it is handled, the service still stops within its shutdown timeout,
-// and a new service whose handler succeeds delivers it first and then
-// everything after it.
+// after it is handled, the service still stops within its shutdown timeout
+// (the worker waiting to retry stops at once: the timeout, 30s, never
+// expires, which the service would log), and a new service whose handler
+// succeeds delivers it first and then everything after it.
 func TestPipelineHoldAcrossRestart(t *testing.T) {
 	stores(t, func(t *testing.T, newStore func() leases.Store) {
 		kc := testutil.KinesisClient(t, testutil.Kinesalite)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 1)
 		seqs := plPut(t, kc, stream, plOrders(0, 10))
-		const shutdown = 3 * time.Second
+		const shutdown = 30 * time.Second
 		probe := newStore()
 
 		d1 := newPLLog()
-		in := plRun(t, kc, newStore(), stream, "a", []kinesislease.Option{kinesislease.WithShutdownTimeout(shutdown)},
+		logged, logs := plLogs(t)
+		in := plRun(t, kc, newStore(), stream, "a", []kinesislease.Option{kinesislease.WithShutdownTimeout(shutdown), logged},
 			func(ctx context.Context, o order) error {
 				d1.add(ctx, t, o.ID)
 				if o.ID == 4 {
@@ -525,10 +562,10 @@ func TestPipelineHoldAcrossRestart(t *testing.T) {
 		plWaitCheckpoint(t, probe, stream, plShard0, leases.Checkpoint{Sequence: seqs[3]}, 5*time.Second)
 		// Stop while the worker waits to retry.
 		time.Sleep(50 * time.Millisecond)
-		began := time.Now()
-		in.stop(t)
-		if took := time.Since(began); took >= shutdown {
-			t.Fatalf("stopping took %v, over the shutdown timeout %v", took, shutdown)
+		_, took := plStopWithin(t, in, 2*shutdown)
+		t.Logf("Run returned %v after cancel", took)
+		if strings.Contains(logs.String(), shutdownTimeoutLog) {
+			t.Fatalf("the shutdown timeout (%v) expired while the worker waited to retry: it did not stop at once; log:\n%s", shutdown, logs.String())
 		}
 		for _, dv := range d1.all() {
 			if dv.id > 4 {
@@ -640,10 +677,83 @@ func TestPipelineDeadLetterStreamUnavailable(t *testing.T) {
 	}
 }
 
+// TestShutdownTimeoutVirtual: Run, cancelled while a handler is busy,
+// cancels the handler's context when the shutdown timeout expires, not
+// before, and returns soon after: within 2s of the timeout, on the virtual
+// clock of a testing/synctest bubble (the in-memory Kinesis and lease
+// store), which load on the machine cannot stretch.
+func TestShutdownTimeoutVirtual(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stream, shutdown = "orders", 10 * time.Second
+		k := kinesisleasetest.NewKinesis()
+		if err := k.CreateStream(stream, 1); err != nil {
+			t.Fatal(err)
+		}
+		var entries []ktypes.PutRecordsRequestEntry
+		for _, e := range plOrders(0, 4) {
+			entries = append(entries, ktypes.PutRecordsRequestEntry{PartitionKey: aws.String(e.pk), Data: e.data})
+		}
+		if _, err := k.PutRecords(context.Background(), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries}); err != nil {
+			t.Fatal(err)
+		}
+		logged, logs := plLogs(t)
+		svc, err := kinesislease.New(aws.Config{}, kinesislease.WithKinesisClient(k), kinesislease.WithLeaseStore(memory.New()),
+			kinesislease.WithShutdownTimeout(shutdown), logged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy := make(chan struct{})
+		var cancelled time.Time
+		if err := kinesislease.Subscribe(svc, stream, func(ctx context.Context, o order) error {
+			if o.ID == 2 {
+				close(busy)
+				<-ctx.Done()
+				cancelled = time.Now()
+				return ctx.Err()
+			}
+			return nil
+		}, testSubscription(kinesislease.WithRetryPolicy(plRetry))...); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- svc.Run(ctx) }()
+		select {
+		case <-busy:
+		case <-time.After(time.Minute): // virtual
+			t.Fatal("order 2 not reached after a minute")
+		}
+		began := time.Now()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		case <-time.After(10 * shutdown): // virtual
+			t.Fatalf("Run still running %v after cancel (shutdown timeout %v)", 10*shutdown, shutdown)
+		}
+		took := time.Since(began)
+		t.Logf("virtual: the handler cancelled %v and Run returned %v after cancel", cancelled.Sub(began), took)
+		if waited := cancelled.Sub(began); waited < shutdown {
+			t.Errorf("the busy handler was cancelled %v after the stop began, before the shutdown timeout %v", waited, shutdown)
+		}
+		if took > shutdown+2*time.Second {
+			t.Errorf("Run returned %v after cancel, want within 2s of the %v shutdown timeout", took, shutdown)
+		}
+		if !strings.Contains(logs.String(), shutdownTimeoutLog) {
+			t.Errorf("no %q logged; log:\n%s", shutdownTimeoutLog, logs.String())
+		}
+	})
+}
+
 // TestPipelineShutdownTimeout: a handler still busy when the shutdown
-// timeout expires has its context cancelled; Run returns soon after, the
-// record is not acknowledged (the checkpoint stays before it) and the next
-// service delivers it again.
+// timeout expires has its context cancelled, not before (the service says
+// so in its log); Run then returns, the record is not acknowledged (the
+// checkpoint stays before it) and the next service delivers it again.
+// That Run returns soon after the timeout is TestShutdownTimeoutVirtual's,
+// on a clock load cannot stretch.
 func TestPipelineShutdownTimeout(t *testing.T) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
@@ -652,13 +762,17 @@ func TestPipelineShutdownTimeout(t *testing.T) {
 	const shutdown = time.Second
 	store := memory.New()
 	busy := make(chan struct{})
+	var cancelled time.Time // when the busy handler's context was done
+	var cancelErr error
 	d1 := newPLLog()
-	in := plRun(t, kc, store, stream, "a", []kinesislease.Option{kinesislease.WithShutdownTimeout(shutdown)},
+	logged, logs := plLogs(t)
+	in := plRun(t, kc, store, stream, "a", []kinesislease.Option{kinesislease.WithShutdownTimeout(shutdown), logged},
 		func(ctx context.Context, o order) error {
 			d1.add(ctx, t, o.ID)
 			if o.ID == 2 {
 				close(busy)
 				<-ctx.Done() // a slow call that honours its context
+				cancelled, cancelErr = time.Now(), ctx.Err()
 				return ctx.Err()
 			}
 			return nil
@@ -668,10 +782,16 @@ func TestPipelineShutdownTimeout(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatalf("order 2 not reached: %s", plSummary(d1.all()))
 	}
-	began := time.Now()
-	in.stop(t)
-	if took := time.Since(began); took < shutdown || took > shutdown+2*time.Second {
-		t.Fatalf("Run returned %v after cancel, want just after the %v shutdown timeout", took, shutdown)
+	began, took := plStopWithin(t, in, 30*shutdown) // Run's return orders the handler's writes before these reads
+	t.Logf("Run returned %v after cancel (shutdown timeout %v)", took, shutdown)
+	if !errors.Is(cancelErr, context.Canceled) {
+		t.Fatalf("the busy handler's context ended with %v, want context.Canceled", cancelErr)
+	}
+	if waited := cancelled.Sub(began); waited < shutdown {
+		t.Fatalf("the busy handler was cancelled %v after the stop began, before the %v shutdown timeout", waited, shutdown)
+	}
+	if !strings.Contains(logs.String(), shutdownTimeoutLog) {
+		t.Fatalf("no %q logged; log:\n%s", shutdownTimeoutLog, logs.String())
 	}
 	if l := plRow(t, store, stream, plShard0); l.Held() || l.Checkpoint != (leases.Checkpoint{Sequence: seqs[1]}) {
 		t.Fatalf("after the stop: row %+v, want released at %s", l, seqs[1])

@@ -48,10 +48,9 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 				testutil.CreateLeaseTable(b, dc, table)
 				store := dynamo.New(testutil.Config(b), table, dynamo.WithClient(dc))
 				var svcs []*kinesislease.Service
+				var running []*instance
 				var moves atomic.Int64 // lease moves, counted once balanced
 				var counting atomic.Bool
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, c.instances)
 				for i := range c.instances {
 					opts := []kinesislease.Option{
 						kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
@@ -75,7 +74,7 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 						b.Fatal(err)
 					}
 					svcs = append(svcs, svc)
-					go func() { done <- svc.Run(ctx) }()
+					running = append(running, runInstance(b, svc))
 				}
 				// Balanced: every shard held once, shares within one.
 				deadline := time.Now().Add(3 * time.Minute)
@@ -104,11 +103,11 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 				g1 := meter.WritesBy()
 				counting.Store(false)
 				inWindow := moves.Load()
-				cancel()
-				for range c.instances {
-					if err := <-done; err != nil {
-						b.Fatal(err)
-					}
+				for _, in := range running {
+					in.cancel() // all at once, as before
+				}
+				for _, in := range running {
+					in.stop(b)
 				}
 				perHour := float64(time.Hour) / float64(window)
 				n := float64(c.instances)

@@ -34,15 +34,24 @@ func kNewStream(t *testing.T, name string, shards int) *kinesisleasetest.Kinesis
 
 func kListAll(t *testing.T, k *kinesisleasetest.Kinesis, in *kinesis.ListShardsInput) []types.Shard {
 	t.Helper()
+	shards, err := kTryListAll(k, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shards
+}
+
+// kTryListAll is kListAll for a goroutine other than the test's.
+func kTryListAll(k *kinesisleasetest.Kinesis, in *kinesis.ListShardsInput) ([]types.Shard, error) {
 	var shards []types.Shard
 	for {
 		out, err := k.ListShards(kctx, in)
 		if err != nil {
-			t.Fatalf("ListShards: %v", err)
+			return nil, fmt.Errorf("ListShards: %v", err)
 		}
 		shards = append(shards, out.Shards...)
 		if out.NextToken == nil {
-			return shards
+			return shards, nil
 		}
 		in = &kinesis.ListShardsInput{NextToken: out.NextToken, MaxResults: in.MaxResults}
 	}
@@ -58,14 +67,23 @@ func kIDs(shards []types.Shard) []string {
 
 func kPut(t *testing.T, k *kinesisleasetest.Kinesis, stream string, entries ...types.PutRecordsRequestEntry) []types.PutRecordsResultEntry {
 	t.Helper()
+	recs, err := kTryPut(k, stream, entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// kTryPut is kPut for a goroutine other than the test's.
+func kTryPut(k *kinesisleasetest.Kinesis, stream string, entries ...types.PutRecordsRequestEntry) ([]types.PutRecordsResultEntry, error) {
 	out, err := k.PutRecords(kctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
 	if err != nil {
-		t.Fatalf("PutRecords: %v", err)
+		return nil, fmt.Errorf("PutRecords: %v", err)
 	}
 	if n := aws.ToInt32(out.FailedRecordCount); n != 0 {
-		t.Fatalf("PutRecords: %d failed: %+v", n, out.Records)
+		return nil, fmt.Errorf("PutRecords: %d failed: %+v", n, out.Records)
 	}
-	return out.Records
+	return out.Records, nil
 }
 
 func kEntry(key, data string) types.PutRecordsRequestEntry {
@@ -78,11 +96,20 @@ func kEntryAt(hashKey, data string) types.PutRecordsRequestEntry {
 
 func kIterator(t *testing.T, k *kinesisleasetest.Kinesis, in *kinesis.GetShardIteratorInput) string {
 	t.Helper()
+	it, err := kTryIterator(k, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return it
+}
+
+// kTryIterator is kIterator for a goroutine other than the test's.
+func kTryIterator(k *kinesisleasetest.Kinesis, in *kinesis.GetShardIteratorInput) (string, error) {
 	out, err := k.GetShardIterator(kctx, in)
 	if err != nil {
-		t.Fatalf("GetShardIterator: %v", err)
+		return "", fmt.Errorf("GetShardIterator: %v", err)
 	}
-	return aws.ToString(out.ShardIterator)
+	return aws.ToString(out.ShardIterator), nil
 }
 
 func kIterIn(stream, shard string, typ types.ShardIteratorType) *kinesis.GetShardIteratorInput {
@@ -93,17 +120,26 @@ func kIterIn(stream, shard string, typ types.ShardIteratorType) *kinesis.GetShar
 // returns the records' data and the last answer.
 func kReadAll(t *testing.T, k *kinesisleasetest.Kinesis, it string) ([]string, *kinesis.GetRecordsOutput) {
 	t.Helper()
+	data, out, err := kTryReadAll(k, it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, out
+}
+
+// kTryReadAll is kReadAll for a goroutine other than the test's.
+func kTryReadAll(k *kinesisleasetest.Kinesis, it string) ([]string, *kinesis.GetRecordsOutput, error) {
 	var data []string
 	for {
 		out, err := k.GetRecords(kctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it)})
 		if err != nil {
-			t.Fatalf("GetRecords: %v", err)
+			return nil, nil, fmt.Errorf("GetRecords: %v", err)
 		}
 		for _, r := range out.Records {
 			data = append(data, string(r.Data))
 		}
 		if out.NextShardIterator == nil || len(out.Records) == 0 {
-			return data, out
+			return data, out, nil
 		}
 		it = *out.NextShardIterator
 	}
@@ -817,15 +853,29 @@ func TestConcurrent(t *testing.T) {
 	k := kNewStream(t, "s", 4)
 	var wg sync.WaitGroup
 	for w := range 4 {
+		// Not the test's goroutines: they report with t.Error and return.
 		wg.Go(func() {
 			for i := range 50 {
-				kPut(t, k, "s", kEntry(fmt.Sprintf("w%d", w), fmt.Sprintf("w%d-%03d", w, i)))
+				if _, err := kTryPut(k, "s", kEntry(fmt.Sprintf("w%d", w), fmt.Sprintf("w%d-%03d", w, i))); err != nil {
+					t.Errorf("writer %d: %v", w, err)
+					return
+				}
 			}
 		})
 		wg.Go(func() {
 			for range 20 {
-				kListAll(t, k, &kinesis.ListShardsInput{StreamName: aws.String("s")})
-				kReadAll(t, k, kIterator(t, k, kIterIn("s", fmt.Sprintf("shardId-%012d", w), types.ShardIteratorTypeTrimHorizon)))
+				if _, err := kTryListAll(k, &kinesis.ListShardsInput{StreamName: aws.String("s")}); err != nil {
+					t.Errorf("reader %d: %v", w, err)
+					return
+				}
+				it, err := kTryIterator(k, kIterIn("s", fmt.Sprintf("shardId-%012d", w), types.ShardIteratorTypeTrimHorizon))
+				if err == nil {
+					_, _, err = kTryReadAll(k, it)
+				}
+				if err != nil {
+					t.Errorf("reader %d: %v", w, err)
+					return
+				}
 			}
 		})
 	}

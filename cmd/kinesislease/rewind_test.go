@@ -92,6 +92,7 @@ func testRewindLive(t *testing.T, r *rig) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+	defer func() { stopWatch(); watch.Wait() }() // on a t.Fatal below too
 
 	mark := len(j.deliveries())
 	res := runCLI(r.args("rewind", "--shard", target, "--to", kSeq)...)

@@ -79,9 +79,11 @@ func groupConfig(owner string, store leases.Store, stream *sim.Stream) engine.Gr
 	}
 }
 
-// startGroup runs a Group of cfg until the returned stop is called; stop
-// cancels it and fails the test if Run returned an error. done receives
-// Run's result if it returns first (see waitFor).
+// startGroup runs a Group of cfg until the returned stop is called or the
+// test ends (a cleanup cancels Run and waits for it, so it does not
+// outlive a test stopped by t.Fatal); stop cancels it, waits and fails the
+// test if Run returned an error. done receives Run's result if it returns
+// first (see waitFor).
 func startGroup(t *testing.T, cfg engine.GroupConfig) (done <-chan error, stop func()) {
 	t.Helper()
 	g, err := engine.NewGroup(cfg)
@@ -90,12 +92,20 @@ func startGroup(t *testing.T, cfg engine.GroupConfig) (done <-chan error, stop f
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	go func() { ran <- g.Run(ctx) }()
+	finished := make(chan struct{})
+	var runErr error
+	go func() {
+		runErr = g.Run(ctx)
+		ran <- runErr
+		close(finished)
+	}()
+	wait := sync.OnceFunc(func() { cancel(); <-finished })
+	t.Cleanup(wait)
 	return ran, func() {
 		t.Helper()
-		cancel()
-		if err := <-ran; err != nil {
-			t.Fatalf("Run: %v", err)
+		wait()
+		if runErr != nil {
+			t.Fatalf("Run: %v", runErr)
 		}
 	}
 }
@@ -120,8 +130,12 @@ func TestMembershipRowsBounded(t *testing.T) {
 	}
 	liveDone := make(chan error, 1)
 	go func() { liveDone <- live.Run(ctx) }()
+	stopLive := sync.OnceValue(func() error { cancel(); return <-liveDone })
+	defer stopLive() // the live Group never outlives the test
 
-	entries := func() int {
+	// countEntries counts the membership entries; it runs on the crashing
+	// processes' goroutines too, so it returns its error.
+	countEntries := func() (int, error) {
 		n := 0
 		h, err := mem.Header(context.Background())
 		if err != nil {
@@ -130,9 +144,17 @@ func TestMembershipRowsBounded(t *testing.T) {
 		for r := range h.Rows {
 			ms, err := mem.Members(context.Background(), r)
 			if err != nil {
-				t.Fatal(err)
+				return 0, err
 			}
 			n += len(ms)
+		}
+		return n, nil
+	}
+	entries := func() int { // on the test's goroutine
+		t.Helper()
+		n, err := countEntries()
+		if err != nil {
+			t.Fatal(err)
 		}
 		return n
 	}
@@ -158,8 +180,13 @@ func TestMembershipRowsBounded(t *testing.T) {
 			st.crashed.Store(true)
 			pcancel()
 			<-done
+			n, err := countEntries()
+			if err != nil {
+				t.Error(err)
+				return
+			}
 			mu.Lock()
-			maxSeen = max(maxSeen, entries())
+			maxSeen = max(maxSeen, n)
 			mu.Unlock()
 		})
 	}
@@ -172,8 +199,7 @@ func TestMembershipRowsBounded(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("%d crashed processes: at most %d entries at once (%d running at a time), 1 left", restarts, maxSeen, parallel)
-	cancel()
-	if err := <-liveDone; err != nil {
+	if err := stopLive(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -64,6 +64,10 @@ type FanOutConfig struct {
 	// Limit is the Limit of each GetRecords call to the backend, so the
 	// most records one event carries (default 1000).
 	Limit int32
+	// ShutdownGrace is how long Close waits for connections to finish,
+	// once it has told every subscription to end, before it cuts them
+	// (default 5s; FanOutStats.ClosedForcibly says it did).
+	ShutdownGrace time.Duration
 }
 
 func (c FanOutConfig) withDefaults() FanOutConfig {
@@ -79,6 +83,7 @@ func (c FanOutConfig) withDefaults() FanOutConfig {
 	def(&c.Heartbeat, time.Second)
 	def(&c.ActivateAfter, 200*time.Millisecond)
 	def(&c.DeleteAfter, 200*time.Millisecond)
+	def(&c.ShutdownGrace, 5*time.Second)
 	if c.Limit <= 0 {
 		c.Limit = 1000
 	}
@@ -87,10 +92,6 @@ func (c FanOutConfig) withDefaults() FanOutConfig {
 
 // maxConsumersPerStream is Kinesis's limit of registered consumers per stream.
 const maxConsumersPerStream = 20
-
-// shutdownGrace bounds how long Close waits for connections to finish
-// before it closes them.
-const shutdownGrace = 5 * time.Second
 
 // A FanOut is a local enhanced fan-out endpoint (the "fan-out bench"): an
 // HTTP server on 127.0.0.1 that implements the consumer operations
@@ -164,6 +165,9 @@ type FanOutStats struct {
 	// Active is the number of running subscriptions per shard ID (of any
 	// stream and consumer); shards without one are absent.
 	Active map[string]int
+	// ClosedForcibly says Close cut connections still open ShutdownGrace
+	// after it told the subscriptions to end.
+	ClosedForcibly bool
 }
 
 type consumer struct {
@@ -320,9 +324,12 @@ func (f *FanOut) Close() error {
 	for _, s := range subs {
 		s.stop(endClean, "")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.ShutdownGrace)
 	defer cancel()
 	if err := f.srv.Shutdown(ctx); err != nil {
+		f.mu.Lock()
+		f.stats.ClosedForcibly = true
+		f.mu.Unlock()
 		_ = f.srv.Close()
 	}
 	f.handlers.Wait()

@@ -693,21 +693,31 @@ func TestFanOutFailNext(t *testing.T) {
 	}
 }
 
-// TestFanOutClientClose: a client closing its stream ends the subscription.
+// TestFanOutClientClose: a client closing its stream ends the
+// subscription, at once: not when its loop, caught up, next polls the
+// backend or sends a heartbeat, both an hour away.
 func TestFanOutClientClose(t *testing.T) {
 	t.Parallel()
-	fx := newFanOutFixture(t, Kinesalite, fastFanOut(FanOutConfig{Poll: time.Second}), 1)
+	fx := newFanOutFixture(t, Kinesalite, fastFanOut(FanOutConfig{Poll: time.Hour, Heartbeat: time.Hour}), 1)
+	fx.put(t, 1, "r")
 	es := mustSubscribe(t, fx.c, fx.consumerARN, shard0, trimHorizon)
 	waitFor(t, "an active subscription", 5*time.Second, func() bool { return fx.f.Active(shard0) == 1 })
+	streamRecords(t, es, 1, 10*time.Second) // sent: the loop, caught up, goes to its hour's wait
 	_ = es.Close()
-	// Poll is 1s: the loop must stop before its wait ends.
-	waitFor(t, "the subscription to end", 500*time.Millisecond, func() bool { return fx.f.Active(shard0) == 0 })
+	// 30s only bounds a hang: a loop that waited for its poll or heartbeat
+	// would take an hour.
+	waitFor(t, "the subscription to end", 30*time.Second, func() bool { return fx.f.Active(shard0) == 0 })
 }
 
-// TestFanOutClose: Close ends subscriptions cleanly.
+// TestFanOutClose: Close ends subscriptions cleanly (the client reads the
+// end of the stream, no error) and at once: their loops, an hour from
+// their next poll and heartbeat, stop when Close tells them, so it never
+// waits out its shutdown grace (a minute here, far above the milliseconds
+// it takes) to cut the connections.
 func TestFanOutClose(t *testing.T) {
 	t.Parallel()
-	f, err := StartFanOut(FanOutConfig{Backend: Endpoint(t, Kinesalite), ActivateAfter: time.Millisecond})
+	f, err := StartFanOut(FanOutConfig{Backend: Endpoint(t, Kinesalite), ActivateAfter: time.Millisecond,
+		Poll: time.Hour, Heartbeat: time.Hour, ShutdownGrace: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -716,16 +726,19 @@ func TestFanOutClose(t *testing.T) {
 	CreateStream(t, KinesisClient(t, Kinesalite), fx.stream, 1)
 	fx.streamARN = streamARN(t, fx.c, fx.stream)
 	fx.consumerARN = fx.register(t, "c")
+	fx.put(t, 1, "r")
 	es := mustSubscribe(t, fx.c, fx.consumerARN, shard0, trimHorizon)
 	waitFor(t, "an active subscription", 5*time.Second, func() bool { return f.Active(shard0) == 1 })
+	streamRecords(t, es, 1, 10*time.Second) // sent: the loop, caught up, goes to its hour's wait
 	start := time.Now()
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("Close took %v", took)
+	t.Logf("Close took %v", time.Since(start))
+	if st := f.Stats(); st.ClosedForcibly || st.Active[shard0] != 0 {
+		t.Errorf("after Close: %+v, want no subscription, none cut at the shutdown grace", st)
 	}
-	drain(t, es, 5*time.Second)
+	drain(t, es, 30*time.Second) // the stream has ended; 30s bounds a hang
 	if err := es.Err(); err != nil {
 		t.Fatalf("Err %v after Close, want nil", err)
 	}

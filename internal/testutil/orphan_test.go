@@ -74,6 +74,10 @@ func TestNoOrphanEmulators(t *testing.T) {
 					}
 				}
 			}()
+			// After a t.Fatal below too, the child is gone and the copier
+			// has returned when the test ends (both no-ops after the
+			// test's own Kill or Wait).
+			t.Cleanup(func() { _ = cmd.Process.Kill(); <-copied; _ = cmd.Wait() })
 			select {
 			case <-ready:
 			case <-copied:

@@ -83,24 +83,21 @@ func testDemo(t *testing.T, keyConcurrency int, fanOut bool) {
 
 	// Failover. A survivor takes a lease over once it has seen the killed
 	// instance's heartbeat unchanged for the timeout, and it reads the
-	// membership rows every heartbeat: expected timeout+heartbeat after the
-	// kill (2.5s here). The analytic worst case is timeout + 2 heartbeats
-	// (the first read to see the last heartbeat comes up to a jittered
-	// interval after the kill, the one that finds it a timeout old up to
-	// another) plus the take, 4s here; we allow 3× the expected, for loaded
-	// CI machines running five processes built with -race.
+	// membership every heartbeat: expected timeout+heartbeat after the kill.
+	// Five processes built with -race on a loaded machine can take longer
+	// than any bound on the wall clock, so the time is only logged; that
+	// takeovers come within their bound is checked on virtual clocks, where
+	// load cannot stretch it (the membership simulation's failover bound).
+	// Here every shard of the killed instance must be taken over (within the
+	// run's 3 minutes) and none too early.
 	if len(ta.KilledShards) == 0 {
 		t.Fatalf("the killed instance %s held no shard", ta.Killed)
 	}
 	if !ta.Complete {
 		t.Fatalf("shards %v of the killed %s were not all taken over: %v", ta.KilledShards, ta.Killed, ta.Takeover)
 	}
-	expected := cfg.expectedFailover()
 	t.Logf("failover after SIGKILL: %v (expected about %v, analytic worst %v); per shard %v",
-		ta.Failover.Round(time.Millisecond), expected, cfg.worstFailover(), ta.Takeover)
-	if bound := 3 * expected; ta.Failover > bound {
-		t.Errorf("failover took %v, want at most %v (3× timeout+heartbeat)", ta.Failover, bound)
-	}
+		ta.Failover.Round(time.Millisecond), cfg.expectedFailover(), cfg.worstFailover(), ta.Takeover)
 	// Nobody may take a live lease over early: the killed instance's last
 	// heartbeat was at most a heartbeat interval before the kill, so no
 	// takeover can come sooner than timeout−heartbeat after it. Half the

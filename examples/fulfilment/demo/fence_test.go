@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,7 +48,8 @@ type takerStore struct {
 }
 
 func (s takerStore) Members(ctx context.Context, row int) ([]leases.Member, error) {
-	if row == leases.MemberRow(s.owner) && s.armed.CompareAndSwap(true, false) {
+	peek, _ := s.Store.Members(ctx, row)
+	if slices.ContainsFunc(peek, func(m leases.Member) bool { return m.Owner == s.owner }) && s.armed.CompareAndSwap(true, false) {
 		time.Sleep(time.Second)
 		ms, err := s.Store.Members(ctx, row)
 		s.onRead()
@@ -105,20 +107,31 @@ func TestReproTakeoverCountsFromReadReturn(t *testing.T) {
 
 	// a's every write, heartbeats included, fails once partitioned (it lost
 	// DynamoDB).
+	// Row 0 holds entries of members long gone (marked leaving), so that a,
+	// joining it, fills it.
+	for i := range leases.RowCapacity - 1 {
+		gone := leases.Member{Owner: fmt.Sprintf("gone-%d", i), Incarnation: leases.NewIncarnation(0, "gone"), Heartbeat: 1, Leaving: true}
+		if _, err := mem.Join(context.Background(), 0, gone); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mem.BumpRow(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
 	a, stopA := start("a", harness.CutOffStore{Store: mem, Cut: &partitioned, Err: errPartition})
 	defer stopA()
 	for len(a.Held(stream)) == 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The taker b: an owner id whose membership row is not a's (so that it
-	// reads a's heartbeats with Members, the slow read, not in its own
-	// heartbeat's answer) and to which the plan does not give the shard (so
-	// that a keeps it until the partition).
+	// The taker b: in another membership row than a's (a's row is full, so
+	// that b reads a's heartbeats with Members, the slow read, not in its
+	// own heartbeat's answer), and an owner id to which the plan does not
+	// give the shard (so that a keeps it until the partition).
 	b := ""
 	u := plan.Unit{Stream: stream, Shard: "shardId-000000000000"}
 	for i := range 64 {
 		o := fmt.Sprintf("b%d", i)
-		if leases.MemberRow(o) != leases.MemberRow("a") && plan.Assign([]string{"a", o}, []plan.Unit{u}, 0)[u] == "a" {
+		if plan.Assign([]string{"a", o}, []plan.Unit{u}, 0)[u] == "a" {
 			b = o
 			break
 		}
