@@ -19,15 +19,21 @@ import (
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
 
-// ownerIn returns an owner id of exactly n bytes whose membership row is row.
-func ownerIn(row, n int) string {
-	for i := 0; ; i++ {
-		o := fmt.Sprintf("fulfilment-%d-", i)
-		o += strings.Repeat("x", n-len(o))
-		if leases.MemberRow(o) == row {
-			return o
-		}
+// ownerOf returns an owner id of exactly n bytes, told apart by label.
+func ownerOf(label string, n int) string {
+	o := "fulfilment-" + label + "-"
+	return o + strings.Repeat("x", n-len(o))
+}
+
+// rowCount returns a membership row's entry count as the item holds it
+// (attribute n), and whether it holds one.
+func rowCount(t *testing.T, client *dynamodb.Client, table string, row int) (string, bool) {
+	t.Helper()
+	v, ok := rawItem(t, client, table, leases.MemberKey(row))["n"].(*types.AttributeValueMemberN)
+	if !ok {
+		return "", false
 	}
+	return v.Value, true
 }
 
 // attrSize is the size DynamoDB bills for an attribute, by the rules of
@@ -58,18 +64,24 @@ func attrSize(t *testing.T, name string, v types.AttributeValue) int {
 // heartbeat of every member of the row pays for).
 func TestMemberRowFormat(t *testing.T) {
 	s, client := newStore(t, &testutil.Faults{})
-	owner := ownerIn(1, 40)
-	row := leases.MemberRow(owner)
+	owner := ownerOf("a", 40)
+	row := 1
 	e := leases.Member{Owner: owner, Incarnation: "0123456789", Heartbeat: 999999}
-	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
+	if _, err := s.Join(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
 	item := rawItem(t, client, s.Table(), leases.MemberKey(row))
-	if len(item) != 2 {
-		t.Fatalf("membership row holds %v, want lease_key and one entry", item)
+	if len(item) != 3 {
+		t.Fatalf("membership row holds %v, want lease_key, the entry count n and one entry", item)
 	}
 	if k := item["lease_key"].(*types.AttributeValueMemberS).Value; k != "#members:"+fmt.Sprint(row) {
 		t.Fatalf("membership row key %q", k)
+	}
+	if n, ok := item["n"].(*types.AttributeValueMemberN); !ok || n.Value != "1" {
+		t.Fatalf("membership row's entry count n is %v, want N 1", item["n"])
+	}
+	if n := attrSize(t, "n", item["n"]); n != 3 {
+		t.Errorf("the entry count of a row of up to 9 entries: %d bytes, want 3", n)
 	}
 	attr := "m_" + owner
 	m, ok := item[attr].(*types.AttributeValueMemberM)
@@ -148,6 +160,67 @@ func TestMemberRowFormat(t *testing.T) {
 	if m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM); len(m.Value) != 2 {
 		t.Fatalf("entry %v, want l, n and e omitted", m.Value)
 	}
+
+	// The entry count follows joins and removals, and nothing else.
+	mate := leases.Member{Owner: ownerOf("b", 40), Incarnation: "inc-b", Heartbeat: 1}
+	steps := []struct {
+		what string
+		do   func() error
+		want string
+	}{
+		{"a second join", func() error { return second(s.Join(ctx(t), row, mate)) }, "2"},
+		{"the same join again", func() error { return second(s.Join(ctx(t), row, mate)) }, "2"},
+		{"a heartbeat", func() error {
+			e.Heartbeat++
+			return second(s.Heartbeat(ctx(t), row, e))
+		}, "2"},
+		{"a new incarnation", func() error {
+			next := leases.Member{Owner: owner, Incarnation: "inc-2", Heartbeat: 1}
+			err := second(s.ReplaceMember(ctx(t), row, e, next))
+			e = next
+			return err
+		}, "2"},
+		{"a removal", func() error { return second(s.ReplaceMember(ctx(t), row, mate, leases.Member{})) }, "1"},
+		{"the same removal again", func() error { return second(s.ReplaceMember(ctx(t), row, mate, leases.Member{})) }, "1"},
+		{"the last removal", func() error { return second(s.ReplaceMember(ctx(t), row, e, leases.Member{})) }, "0"},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.what, err)
+		}
+		if n, ok := rowCount(t, client, s.Table(), row); !ok || n != st.want {
+			t.Fatalf("after %s: the row's entry count n is %q (present %v), want %s", st.what, n, ok, st.want)
+		}
+	}
+}
+
+// TestJoinFullRow: a row whose entry count n reached RowCapacity refuses
+// a Join in its condition: the conflict says Full, wraps the SDK's error,
+// and n stays.
+func TestJoinFullRow(t *testing.T) {
+	s, client := newStore(t, &testutil.Faults{})
+	row := 3
+	for i := range leases.RowCapacity {
+		if _, err := s.Join(ctx(t), row, leases.Member{Owner: ownerOf(fmt.Sprint(i), 30), Incarnation: "inc", Heartbeat: 1}); err != nil {
+			t.Fatalf("join %d: %v", i+1, err)
+		}
+	}
+	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(leases.RowCapacity) {
+		t.Fatalf("a full row's entry count n is %q, want %d", n, leases.RowCapacity)
+	}
+	x := leases.Member{Owner: ownerOf("x", 30), Incarnation: "inc", Heartbeat: 1}
+	_, err := s.Join(ctx(t), row, x)
+	var ce *leases.MemberConflictError
+	if !errors.As(err, &ce) || !ce.Full {
+		t.Fatalf("Join in a full row: %v, want a *leases.MemberConflictError with Full set", err)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		t.Fatalf("the SDK's ConditionalCheckFailedException is not wrapped: %v", err)
+	}
+	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(leases.RowCapacity) {
+		t.Fatalf("after the refused join the entry count n is %q, want %d", n, leases.RowCapacity)
+	}
 }
 
 // TestLeaseRowFormatTakeAs: TakeAs writes owner and incarnation; a new
@@ -184,16 +257,17 @@ func TestLeaseRowFormatTakeAs(t *testing.T) {
 
 // TestMembershipLostResponse: a membership write lands, its answer is
 // lost, the SDK resends it. A heartbeat's resent copy meets its own entry
-// and succeeds again; a ReplaceMember's fails its condition (the first
-// copy changed the entry) and the store finds the entry already as asked:
-// a success, not a conflict.
+// and succeeds again; a Join's and a ReplaceMember's fail their condition
+// (the first copy wrote the entry) and the store finds the entry already
+// as asked: a success, not a conflict, and the row's entry count moved
+// once.
 func TestMembershipLostResponse(t *testing.T) {
 	faults := &testutil.Faults{}
-	s, _ := newStore(t, faults)
-	owner := ownerIn(0, 40)
-	row := leases.MemberRow(owner)
-	mate := leases.Member{Owner: ownerIn(row, 30), Incarnation: "inc-mate", Heartbeat: 1}
-	if _, err := s.Heartbeat(ctx(t), row, mate); err != nil {
+	s, client := newStore(t, faults)
+	owner := ownerOf("a", 40)
+	row := 0
+	mate := leases.Member{Owner: ownerOf("mate", 30), Incarnation: "inc-mate", Heartbeat: 1}
+	if _, err := s.Join(ctx(t), row, mate); err != nil {
 		t.Fatal(err)
 	}
 	old := leases.Member{Owner: owner, Incarnation: "inc-1", Heartbeat: 1}
@@ -205,7 +279,7 @@ func TestMembershipLostResponse(t *testing.T) {
 		do   func() ([]leases.Member, error)
 		want leases.Member // the entry after; zero: none
 	}{
-		{"Heartbeat creating the entry", func() ([]leases.Member, error) { return s.Heartbeat(ctx(t), row, old) }, old},
+		{"Join", func() ([]leases.Member, error) { return s.Join(ctx(t), row, old) }, old},
 		{"Heartbeat", func() ([]leases.Member, error) {
 			old.Heartbeat++
 			return s.Heartbeat(ctx(t), row, old)
@@ -240,6 +314,39 @@ func TestMembershipLostResponse(t *testing.T) {
 				t.Fatalf("%s: row %v, want the entry %+v", st.name, got, st.want)
 			}
 		}
+		if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(len(stored)) {
+			t.Fatalf("%s: the row's entry count n is %q with %d entries: a resent write counted twice", st.name, n, len(stored))
+		}
+	}
+}
+
+// TestJoinLostResponseOnLastSlot: the Join that fills a row lands and its
+// answer is lost; the resent copy finds the row full, but with the entry
+// it wrote: a success, and the row holds RowCapacity entries.
+func TestJoinLostResponseOnLastSlot(t *testing.T) {
+	faults := &testutil.Faults{}
+	s, client := newStore(t, faults)
+	row := 5
+	for i := range leases.RowCapacity - 1 {
+		if _, err := s.Join(ctx(t), row, leases.Member{Owner: ownerOf(fmt.Sprint(i), 30), Incarnation: "inc", Heartbeat: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := leases.Member{Owner: ownerOf("last", 30), Incarnation: "inc-last", Heartbeat: 1}
+	before := faults.Attempts("UpdateItem")
+	faults.Inject(testutil.Fault{Op: "UpdateItem", Times: 1, PerAttempt: true, LoseResponse: true})
+	ms, err := s.Join(ctx(t), row, last)
+	if err != nil {
+		t.Fatalf("the Join that filled the row, its first answer lost: %v, want success", err)
+	}
+	if n := faults.Attempts("UpdateItem") - before; n != 2 {
+		t.Fatalf("%d UpdateItem attempts, want 2 (one lost, one resent)", n)
+	}
+	if len(ms) != leases.RowCapacity || !hasEntry(ms, last) {
+		t.Fatalf("the Join's answer %v, want %d entries with %+v", ms, leases.RowCapacity, last)
+	}
+	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(leases.RowCapacity) {
+		t.Fatalf("the row's entry count n is %q, want %d", n, leases.RowCapacity)
 	}
 }
 
@@ -287,10 +394,10 @@ func TestReplaceMemberLostResponseThenOthersWrite(t *testing.T) {
 	testutil.CreateLeaseTable(t, plain, table)
 	member := dynamo.New(testutil.Config(t), table, dynamo.WithClient(plain))
 
-	owner := ownerIn(1, 40)
-	row := leases.MemberRow(owner)
+	owner := ownerOf("a", 40)
+	row := 1
 	e := leases.Member{Owner: owner, Incarnation: "inc-1", Heartbeat: 5}
-	if _, err := member.Heartbeat(ctx(t), row, e); err != nil {
+	if _, err := member.Join(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
 	bumped := e
@@ -340,14 +447,19 @@ func TestReplaceMemberLostResponseThenOthersWrite(t *testing.T) {
 // TestMembershipMisconfigured: the membership methods map a missing table
 // and denied access like the lease methods, naming the table.
 func TestMembershipMisconfigured(t *testing.T) {
-	owner := ownerIn(0, 20)
+	owner := ownerOf("a", 20)
 	e := leases.Member{Owner: owner, Incarnation: "inc", Heartbeat: 1}
 	calls := func(s *dynamo.Store) map[string]error {
 		return map[string]error{
-			"Heartbeat":     second(s.Heartbeat(ctx(t), 0, e)),
-			"Members":       second(s.Members(ctx(t), 0)),
-			"ReplaceMember": second(s.ReplaceMember(ctx(t), 0, e, leases.Member{})),
-			"TakeAs":        second(s.TakeAs(ctx(t), leases.Lease{Key: leases.Key{Stream: "orders", Shard: "shardId-0"}, Counter: 1}, owner, "inc")),
+			"Join":           second(s.Join(ctx(t), 0, e)),
+			"Heartbeat":      second(s.Heartbeat(ctx(t), 0, e)),
+			"Members":        second(s.Members(ctx(t), 0)),
+			"ReplaceMember":  second(s.ReplaceMember(ctx(t), 0, e, leases.Member{})),
+			"Header":         second(s.Header(ctx(t))),
+			"BumpRow":        s.BumpRow(ctx(t), 0),
+			"ReportVanished": s.ReportVanished(ctx(t)),
+			"TakeAs":         second(s.TakeAs(ctx(t), leases.Lease{Key: leases.Key{Stream: "orders", Shard: "shardId-0"}, Counter: 1}, owner, "inc")),
+			"CreateAs":       second(s.CreateAs(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"}, owner, "inc", leases.Checkpoint{Sequence: "1"})),
 		}
 	}
 	t.Run("MissingTable", func(t *testing.T) {
@@ -410,5 +522,113 @@ func TestMembershipMalformedEntry(t *testing.T) {
 	_, err = s.Members(ctx(t), 0)
 	if err == nil || !strings.Contains(err.Error(), s.Table()) || !strings.Contains(err.Error(), "m_broken") {
 		t.Fatalf("Members of a row with a malformed entry: %v, want an error naming the table and the attribute", err)
+	}
+}
+
+// TestHeaderFormat pins the layout of the membership header: the item
+// "#members", one number r<row> per bumped row and vanished, nothing else.
+func TestHeaderFormat(t *testing.T) {
+	s, client := newStore(t, &testutil.Faults{})
+	if item := rawItem(t, client, s.Table(), leases.MemberHeaderKey); item != nil {
+		t.Fatalf("a fresh table has a header item: %v", item)
+	}
+	for _, r := range []int{3, 3, 0, leases.MaxMemberRows - 1} {
+		if err := s.BumpRow(ctx(t), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.ReportVanished(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	item := rawItem(t, client, s.Table(), leases.MemberHeaderKey)
+	want := map[string]string{"r3": "2", "r0": "1", fmt.Sprintf("r%d", leases.MaxMemberRows-1): "1", "vanished": "1"}
+	if k, ok := item["lease_key"].(*types.AttributeValueMemberS); !ok || k.Value != "#members" {
+		t.Fatalf("the header's key is %v, want S #members", item["lease_key"])
+	}
+	if len(item) != len(want)+1 {
+		t.Fatalf("the header item holds %v, want lease_key and %v", item, want)
+	}
+	for name, v := range want {
+		if n, ok := item[name].(*types.AttributeValueMemberN); !ok || n.Value != v {
+			t.Errorf("header attribute %s is %v, want N %s", name, item[name], v)
+		}
+	}
+	h, err := s.Header(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Rows) != 3 || h.Rows[3] != 2 || h.Rows[0] != 1 || h.Rows[leases.MaxMemberRows-1] != 1 || h.Vanished != 1 {
+		t.Fatalf("Header: %+v, want rows 3: 2, 0: 1, %d: 1 and vanished 1", h, leases.MaxMemberRows-1)
+	}
+	// The header is no membership row.
+	if ms, err := s.Members(ctx(t), 0); err != nil || len(ms) != 0 {
+		t.Fatalf("Members(0) after header bumps: %v, %v; want no entries", ms, err)
+	}
+}
+
+// TestHeaderMalformed: a header attribute another tool wrote in a shape
+// the store does not know is reported, naming the table and the
+// attribute.
+func TestHeaderMalformed(t *testing.T) {
+	for name, v := range map[string]types.AttributeValue{
+		"r5":       &types.AttributeValueMemberS{Value: "not a number"},
+		"rfive":    &types.AttributeValueMemberN{Value: "1"},
+		"vanished": &types.AttributeValueMemberS{Value: "many"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, client := newStore(t, &testutil.Faults{})
+			_, err := client.UpdateItem(testutil.WithoutFaults(ctx(t)), &dynamodb.UpdateItemInput{
+				TableName:                 aws.String(s.Table()),
+				Key:                       map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: leases.MemberHeaderKey}},
+				UpdateExpression:          aws.String("SET #a = :v"),
+				ExpressionAttributeNames:  map[string]string{"#a": name},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":v": v},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Header(ctx(t))
+			if err == nil || !strings.Contains(err.Error(), s.Table()) || !strings.Contains(err.Error(), name) {
+				t.Fatalf("Header with a malformed attribute %s: %v, want an error naming the table and the attribute", name, err)
+			}
+		})
+	}
+}
+
+// TestHeaderLostResponse: a bump whose answer is lost is resent by the
+// SDK; the increments need no condition, so the resent copy lands too: the
+// call succeeds and the version moved (by one or two: a version read as
+// changed only makes members re-read a row).
+func TestHeaderLostResponse(t *testing.T) {
+	faults := &testutil.Faults{}
+	s, _ := newStore(t, faults)
+	for name, bump := range map[string]func() error{
+		"BumpRow":        func() error { return s.BumpRow(ctx(t), 2) },
+		"ReportVanished": func() error { return s.ReportVanished(ctx(t)) },
+	} {
+		before, err := s.Header(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempts := faults.Attempts("UpdateItem")
+		faults.Inject(testutil.Fault{Op: "UpdateItem", Times: 1, PerAttempt: true, LoseResponse: true})
+		if err := bump(); err != nil {
+			t.Fatalf("%s whose first answer was lost: %v, want success", name, err)
+		}
+		if n := faults.Attempts("UpdateItem") - attempts; n != 2 {
+			t.Fatalf("%s: %d UpdateItem attempts, want 2 (one lost, one resent)", name, n)
+		}
+		after, err := s.Header(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := after.Rows[2] - before.Rows[2]
+		if name == "ReportVanished" {
+			moved = after.Vanished - before.Vanished
+		}
+		if moved < 1 || moved > 2 {
+			t.Fatalf("%s whose first answer was lost moved the counter by %d, want 1 or 2", name, moved)
+		}
+		t.Logf("%s with a lost answer moved its counter by %d", name, moved)
 	}
 }

@@ -12,9 +12,12 @@
 // winner among racing takers, the holder kept by the writes of others, the
 // context honoured, and, for a Store that implements leases.Checker, a Check
 // that passes on a working store and honours its context. The subtests of
-// Membership check the membership rows (conditional heartbeats, replacements
-// and removals, one winner among racing incarnations of an owner, rows kept
-// apart from lease rows) and TakeAs.
+// Membership check the membership rows (joins bounded by
+// leases.RowCapacity, with the count kept through removals and resent
+// joins; heartbeats conditional on an existing entry; replacements and
+// removals; one winner among racing incarnations of an owner; rows kept
+// apart from lease rows), the header (per-row roster versions and the
+// vanished counter, whose increments are never lost), TakeAs and CreateAs.
 package leasestest
 
 import (
@@ -37,10 +40,15 @@ import (
 // one that does not. The subtest Checker is skipped for a store that does
 // not implement leases.Checker.
 //
-// Membership rows have fixed keys, so subtests that share a store share
-// them (each uses owner ids of its own): the store's membership rows must
-// start empty, as on a fresh table, since Membership/UntouchedRowsAreEmpty
-// checks that rows nobody wrote read as no members.
+// Membership rows have fixed keys and hold at most leases.RowCapacity
+// entries, so each Membership subtest uses rows of its own (rows 0 to 63,
+// handed out in turn, and the highest row, leases.MaxMemberRows-1), and
+// owner ids of its own; the membership header is shared, and the subtests
+// that share a store check only how their own calls change it. The
+// store's membership rows and header must start empty, as on a fresh
+// table: Membership/UntouchedRowsAreEmpty and
+// Membership/UntouchedHeaderIsZero check that they read as no members and
+// no versions.
 func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 	t.Helper()
 	if s := newStore(t); !isMembership(s) {

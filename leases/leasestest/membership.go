@@ -3,6 +3,7 @@ package leasestest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -12,15 +13,45 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
+// suiteRows bounds the membership rows the subtests use: rowSource hands
+// out rows 0 to suiteRows-1, and UntouchedRowsAreEmpty checks that they
+// (and the highest row, leases.MaxMemberRows-1, which HighestRow uses)
+// start empty.
+const suiteRows = 64
+
+// rowSource hands out the membership rows of one run of the suite, each to
+// one subtest: rows hold at most leases.RowCapacity entries, so subtests
+// sharing a store cannot share rows.
+type rowSource struct{ next atomic.Int64 }
+
+// fresh returns a membership row no other subtest of this run uses.
+func (rs *rowSource) fresh(t *testing.T) int {
+	t.Helper()
+	r := int(rs.next.Add(1) - 1)
+	if r >= suiteRows {
+		t.Fatalf("leasestest: the membership subtests use more than %d rows; raise suiteRows", suiteRows)
+	}
+	return r
+}
+
+type memberTest func(t *testing.T, s leases.Store, m leases.Membership, rows *rowSource)
+
 // runMembership runs the subtests of leases.Membership, in order: the first
-// checks rows nobody has written yet.
+// two check rows and a header nobody has written yet.
 func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
+	rows := &rowSource{}
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s leases.Store, m leases.Membership)
+		fn   memberTest
 	}{
 		{"UntouchedRowsAreEmpty", testUntouchedRows},
+		{"UntouchedHeaderIsZero", testUntouchedHeader},
+		{"JoinWritesEntry", testJoinWritesEntry},
+		{"JoinIsIdempotent", testJoinIdempotent},
+		{"JoinCapacity", testJoinCapacity},
+		{"ConcurrentJoinsRespectCapacity", testConcurrentJoins},
 		{"HeartbeatWritesEntry", testHeartbeatWritesEntry},
+		{"HeartbeatNeedsAnEntry", testHeartbeatNeedsEntry},
 		{"RowMatesSeeEachOther", testRowMates},
 		{"HeartbeatOfAnotherIncarnationConflicts", testHeartbeatOtherIncarnation},
 		{"HeartbeatFailsOnBumpedNotice", testHeartbeatBumpedNotice},
@@ -32,10 +63,15 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"ConcurrentOwnersKeepTheirEntries", testConcurrentOwners},
 		{"RacingIncarnationsOneWins", testRacingIncarnations},
 		{"OwnerIDsAreOpaque", testOpaqueOwners},
+		{"HighestRow", testHighestRow},
+		{"HeaderBumps", testHeaderBumps},
+		{"ConcurrentBumpsAllCount", testConcurrentBumps},
 		{"MembershipRowsAreNotLeases", testMemberRowsNotLeases},
 		{"TakeAs", testTakeAs},
 		{"TakeAsConditionalOnCounter", testTakeAsCounter},
 		{"ReleaseClearsIncarnation", testReleaseClearsIncarnation},
+		{"CreateAs", testCreateAs},
+		{"CreateAsOnlyIfAbsent", testCreateAsOnlyIfAbsent},
 		{"InvalidArguments", testMemberInvalidArguments},
 		{"CancelledContext", testMemberCancelledContext},
 	}
@@ -46,25 +82,19 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 			if !ok {
 				t.Fatalf("newStore returned %T, which does not implement leases.Membership", s)
 			}
-			tc.fn(t, s, m)
+			tc.fn(t, s, m, rows)
 		})
 	}
 }
 
-// newOwner returns an owner id no other subtest uses whose membership row
-// (leases.MemberRow) is row.
-func newOwner(t *testing.T, row int, label string) string {
+// newOwner returns an owner id no other subtest uses.
+func newOwner(t *testing.T, label string) string {
 	t.Helper()
 	name := testName(t)
 	if len(name) > 100 {
 		name = name[len(name)-100:]
 	}
-	base := fmt.Sprintf("%s-%s-%d-%d", name, label, time.Now().UnixNano(), seq.Add(1))
-	for i := 0; ; i++ {
-		if o := fmt.Sprintf("%s-%d", base, i); leases.MemberRow(o) == row {
-			return o
-		}
-	}
+	return fmt.Sprintf("%s-%s-%d-%d", name, label, time.Now().UnixNano(), seq.Add(1))
 }
 
 // entryOf returns owner's entry in ms.
@@ -78,9 +108,13 @@ func entryOf(ms []leases.Member, owner string) (leases.Member, bool) {
 }
 
 // checkRow checks that ms is a row as returned by a Membership method:
-// sorted by owner, one entry per owner, every entry with an incarnation.
+// sorted by owner, one entry per owner, every entry with an incarnation,
+// at most leases.RowCapacity entries.
 func checkRow(t *testing.T, op string, ms []leases.Member) {
 	t.Helper()
+	if len(ms) > leases.RowCapacity {
+		t.Fatalf("%s returned %d entries, more than a row holds (leases.RowCapacity, %d): %+v", op, len(ms), leases.RowCapacity, ms)
+	}
 	for i, m := range ms {
 		if m.Owner == "" || m.Incarnation == "" {
 			t.Fatalf("%s returned an entry without owner or incarnation: %+v", op, m)
@@ -113,6 +147,29 @@ func wantNoEntry(t *testing.T, op string, ms []leases.Member, owner string) {
 	}
 }
 
+// sortedByOwner returns a copy of ms sorted by owner.
+func sortedByOwner(ms []leases.Member) []leases.Member {
+	out := slices.Clone(ms)
+	slices.SortFunc(out, func(a, b leases.Member) int { return strings.Compare(a.Owner, b.Owner) })
+	return out
+}
+
+// wantExactly checks that the row ms holds exactly the entries want (in
+// any order).
+func wantExactly(t *testing.T, op string, ms, want []leases.Member) {
+	t.Helper()
+	checkRow(t, op, ms)
+	if w := sortedByOwner(want); !slices.Equal(ms, w) {
+		t.Fatalf("%s: the row holds %+v, want exactly %+v", op, ms, w)
+	}
+}
+
+// wantStoredExactly checks that row holds exactly the entries want.
+func wantStoredExactly(t *testing.T, op string, m leases.Membership, row int, want []leases.Member) {
+	t.Helper()
+	wantExactly(t, fmt.Sprintf("%s: Members(%d)", op, row), mustMembers(t, m, row), want)
+}
+
 func mustMembers(t *testing.T, m leases.Membership, row int) []leases.Member {
 	t.Helper()
 	ms, err := m.Members(ctx(t), row)
@@ -123,9 +180,18 @@ func mustMembers(t *testing.T, m leases.Membership, row int) []leases.Member {
 	return ms
 }
 
-func mustHeartbeat(t *testing.T, m leases.Membership, e leases.Member) []leases.Member {
+func mustJoin(t *testing.T, m leases.Membership, row int, e leases.Member) []leases.Member {
 	t.Helper()
-	row := leases.MemberRow(e.Owner)
+	ms, err := m.Join(ctx(t), row, e)
+	if err != nil {
+		t.Fatalf("Join(%d, %+v): %v", row, e, err)
+	}
+	wantEntry(t, "Join", ms, e)
+	return ms
+}
+
+func mustHeartbeat(t *testing.T, m leases.Membership, row int, e leases.Member) []leases.Member {
+	t.Helper()
 	ms, err := m.Heartbeat(ctx(t), row, e)
 	if err != nil {
 		t.Fatalf("Heartbeat(%d, %+v): %v", row, e, err)
@@ -134,9 +200,8 @@ func mustHeartbeat(t *testing.T, m leases.Membership, e leases.Member) []leases.
 	return ms
 }
 
-func mustReplace(t *testing.T, m leases.Membership, seen, next leases.Member) []leases.Member {
+func mustReplace(t *testing.T, m leases.Membership, row int, seen, next leases.Member) []leases.Member {
 	t.Helper()
-	row := leases.MemberRow(seen.Owner)
 	ms, err := m.ReplaceMember(ctx(t), row, seen, next)
 	if err != nil {
 		t.Fatalf("ReplaceMember(%d, %+v, %+v): %v", row, seen, next, err)
@@ -149,9 +214,9 @@ func mustReplace(t *testing.T, m leases.Membership, seen, next leases.Member) []
 	return ms
 }
 
-// wantMemberConflict checks that err is a *leases.MemberConflictError of
-// op on owner's entry in row, which found current.
-func wantMemberConflict(t *testing.T, op string, err error, row int, owner string, current leases.Member) {
+// memberConflict checks that err is a *leases.MemberConflictError
+// (matching leases.ErrConflict) naming row and owner, and returns it.
+func memberConflict(t *testing.T, op string, err error, row int, owner string) *leases.MemberConflictError {
 	t.Helper()
 	if !errors.Is(err, leases.ErrConflict) {
 		t.Fatalf("%s: error %v, want one matching leases.ErrConflict", op, err)
@@ -163,23 +228,84 @@ func wantMemberConflict(t *testing.T, op string, err error, row int, owner strin
 	if ce.Row != row || ce.Owner != owner || ce.Op == "" {
 		t.Fatalf("%s: conflict names op %q, row %d, owner %q; want row %d, owner %q", op, ce.Op, ce.Row, ce.Owner, row, owner)
 	}
+	return ce
+}
+
+// wantMemberConflict checks that err is a *leases.MemberConflictError of
+// op on owner's entry in row, which found current (zero: no entry), and
+// not a full row's.
+func wantMemberConflict(t *testing.T, op string, err error, row int, owner string, current leases.Member) {
+	t.Helper()
+	ce := memberConflict(t, op, err, row, owner)
 	if ce.Current != current {
 		t.Fatalf("%s: conflict carries the entry %+v, want the entry found, %+v", op, ce.Current, current)
 	}
+	if ce.Full {
+		t.Fatalf("%s: conflict says the row is full; want a conflict on the entry %+v", op, current)
+	}
 }
 
-func wantStored(t *testing.T, op string, m leases.Membership, want leases.Member) {
+// wantFull checks that err is the *leases.MemberConflictError of a Join of
+// owner (who has no entry) in the full row row.
+func wantFull(t *testing.T, op string, err error, row int, owner string) {
 	t.Helper()
-	wantEntry(t, op+": Members", mustMembers(t, m, leases.MemberRow(want.Owner)), want)
+	ce := memberConflict(t, op, err, row, owner)
+	if !ce.Full {
+		t.Fatalf("%s: conflict %v does not say the row is full (Full is false)", op, err)
+	}
+	if ce.Current != (leases.Member{}) {
+		t.Fatalf("%s: a full row's conflict carries the entry %+v; the owner has none", op, ce.Current)
+	}
 }
 
-func wantNotStored(t *testing.T, op string, m leases.Membership, owner string) {
+func wantStored(t *testing.T, op string, m leases.Membership, row int, want leases.Member) {
 	t.Helper()
-	wantNoEntry(t, op+": Members", mustMembers(t, m, leases.MemberRow(owner)), owner)
+	wantEntry(t, op+": Members", mustMembers(t, m, row), want)
 }
 
-func testUntouchedRows(t *testing.T, _ leases.Store, m leases.Membership) {
-	for r := range leases.MemberRows {
+func mustHeader(t *testing.T, m leases.Membership) leases.MemberHeader {
+	t.Helper()
+	h, err := m.Header(ctx(t))
+	if err != nil {
+		t.Fatalf("Header: %v", err)
+	}
+	return h
+}
+
+// versions returns h's roster versions without the zero ones (a row absent
+// has version 0).
+func versions(h leases.MemberHeader) map[int]int64 {
+	v := maps.Clone(h.Rows)
+	maps.DeleteFunc(v, func(_ int, n int64) bool { return n == 0 })
+	if v == nil {
+		v = map[int]int64{}
+	}
+	return v
+}
+
+// wantHeader checks that the store's header is want (rows of version 0
+// and absent rows alike).
+func wantHeader(t *testing.T, op string, m leases.Membership, want leases.MemberHeader) {
+	t.Helper()
+	got := mustHeader(t, m)
+	if !maps.Equal(versions(got), versions(want)) || got.Vanished != want.Vanished {
+		t.Fatalf("%s: the header is %+v, want %+v", op, got, want)
+	}
+}
+
+// bumped returns h with row's version plus n.
+func bumped(h leases.MemberHeader, row int, n int64) leases.MemberHeader {
+	out := leases.MemberHeader{Rows: versions(h), Vanished: h.Vanished}
+	out.Rows[row] += n
+	return out
+}
+
+func testUntouchedRows(t *testing.T, _ leases.Store, m leases.Membership, _ *rowSource) {
+	check := make([]int, 0, suiteRows+1)
+	for r := range suiteRows {
+		check = append(check, r)
+	}
+	for _, r := range append(check, leases.MaxMemberRows-1) {
 		ms, err := m.Members(ctx(t), r)
 		if err != nil {
 			t.Fatalf("Members(%d) of a row nobody wrote: %v, want no error", r, err)
@@ -191,70 +317,326 @@ func testUntouchedRows(t *testing.T, _ leases.Store, m leases.Membership) {
 	}
 }
 
-func testHeartbeatWritesEntry(t *testing.T, _ leases.Store, m leases.Membership) {
-	for r := range leases.MemberRows {
-		a := newOwner(t, r, "a")
-		wantNotStored(t, "before the first heartbeat", m, a)
-		steps := []leases.Member{
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 1},
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 2},
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Notice: 7},
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // Notice back to its zero value
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 1 << 62, Leaving: true},
+func testUntouchedHeader(t *testing.T, _ leases.Store, m leases.Membership, _ *rowSource) {
+	for range 2 {
+		h, err := m.Header(ctx(t))
+		if err != nil {
+			t.Fatalf("Header of a store nobody wrote: %v, want no error", err)
 		}
-		var stored leases.Member
-		for i, e := range steps {
-			op := fmt.Sprintf("heartbeat %d in row %d", i+1, r)
-			// A heartbeat carries the stored notice: a step with another
-			// one has it bumped first, as a requester would.
-			if i > 0 && e.Notice != stored.Notice {
-				bumped := stored
-				bumped.Notice = e.Notice
-				mustReplace(t, m, stored, bumped)
+		if len(h.Rows) != 0 || h.Vanished != 0 {
+			t.Fatalf("Header of a store nobody wrote: %+v, want no roster versions and Vanished 0 "+
+				"(leasestest needs a store whose membership header starts empty, such as a fresh table)", h)
+		}
+	}
+}
+
+// testJoinWritesEntry: Join writes the entry as given, returns the row,
+// and leaves other rows alone; a joined entry heartbeats.
+func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r, other := rows.fresh(t), rows.fresh(t)
+	a, b, c := newOwner(t, "a"), newOwner(t, "b"), newOwner(t, "c")
+	ea := leases.Member{Owner: a, Incarnation: leases.NewIncarnation(r, "a1"), Heartbeat: 1}
+	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2}
+	wantStoredExactly(t, "before the first join", m, r, nil)
+	wantExactly(t, "the first Join's answer", mustJoin(t, m, r, ea), []leases.Member{ea})
+	wantStoredExactly(t, "after the first join", m, r, []leases.Member{ea})
+	wantExactly(t, "the second Join's answer", mustJoin(t, m, r, eb), []leases.Member{ea, eb})
+	wantStoredExactly(t, "after the second join", m, r, []leases.Member{ea, eb})
+
+	// Another row: its own entries only.
+	ec := leases.Member{Owner: c, Incarnation: "inc-c", Heartbeat: 1}
+	wantExactly(t, "a Join in another row", mustJoin(t, m, other, ec), []leases.Member{ec})
+	wantStoredExactly(t, "after a join in another row", m, r, []leases.Member{ea, eb})
+
+	// The joined entries heartbeat.
+	ea.Heartbeat++
+	wantExactly(t, "a heartbeat after the join", mustHeartbeat(t, m, r, ea), []leases.Member{ea, eb})
+	eb.Heartbeat++
+	wantExactly(t, "a heartbeat after the join", mustHeartbeat(t, m, r, eb), []leases.Member{ea, eb})
+}
+
+// testJoinIdempotent: a Join that meets exactly its own entry (a resent
+// call whose first answer was lost) succeeds and writes nothing; one that
+// meets another entry of the owner fails, carrying it, and writes nothing.
+func testJoinIdempotent(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a := newOwner(t, "a")
+	e := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 3}
+	mustJoin(t, m, r, e)
+	for i := range 2 {
+		wantExactly(t, fmt.Sprintf("Join %d of the same entry", i+2), mustJoin(t, m, r, e), []leases.Member{e})
+		wantStoredExactly(t, "after the same Join again", m, r, []leases.Member{e})
+	}
+	for _, other := range []leases.Member{
+		{Owner: a, Incarnation: "inc-2", Heartbeat: 3},
+		{Owner: a, Incarnation: "inc-2", Heartbeat: 0},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 4},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Leaving: true},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Notice: 1},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Ended: 1},
+	} {
+		op := fmt.Sprintf("Join of %+v over the entry %+v", other, e)
+		ms, err := m.Join(ctx(t), r, other)
+		wantMemberConflict(t, op, err, r, a, e)
+		if ms != nil {
+			t.Fatalf("%s: a failed Join returned entries %+v", op, ms)
+		}
+		wantStoredExactly(t, op, m, r, []leases.Member{e})
+	}
+	// The entry moved on: the Join that wrote it no longer finds its own
+	// entry, and fails.
+	alive := e
+	alive.Heartbeat++
+	mustHeartbeat(t, m, r, alive)
+	_, err := m.Join(ctx(t), r, e)
+	wantMemberConflict(t, "Join of an entry that heartbeated since", err, r, a, alive)
+	wantStoredExactly(t, "after the refused Join", m, r, []leases.Member{alive})
+
+	// The entry joined three times counts once: the row still takes
+	// RowCapacity-1 other owners.
+	want := []leases.Member{alive}
+	for i := 1; i < leases.RowCapacity; i++ {
+		o := leases.Member{Owner: newOwner(t, fmt.Sprint(i)), Incarnation: "inc", Heartbeat: 1}
+		if _, err := m.Join(ctx(t), r, o); err != nil {
+			t.Fatalf("Join of owner %d of %d in a row whose first owner joined three times: %v; a Join that found its own entry counted as an entry", i+1, leases.RowCapacity, err)
+		}
+		want = append(want, o)
+	}
+	wantStoredExactly(t, "after filling the row", m, r, want)
+}
+
+// testJoinCapacity: a row takes RowCapacity entries; a Join beyond fails
+// as full and writes nothing; entries removed make room again, and nothing
+// else does.
+func testJoinCapacity(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	var entries []leases.Member
+	for i := range leases.RowCapacity {
+		e := leases.Member{Owner: newOwner(t, fmt.Sprint(i)), Incarnation: fmt.Sprintf("inc-%d", i), Heartbeat: 1}
+		ms, err := m.Join(ctx(t), r, e)
+		if err != nil {
+			t.Fatalf("Join %d of %d in an empty row: %v", i+1, leases.RowCapacity, err)
+		}
+		entries = append(entries, e)
+		wantExactly(t, fmt.Sprintf("Join %d's answer", i+1), ms, entries)
+	}
+	refused := func(what string) {
+		t.Helper()
+		x := leases.Member{Owner: newOwner(t, "x"), Incarnation: "inc-x", Heartbeat: 1}
+		op := fmt.Sprintf("Join in a full row (%s)", what)
+		ms, err := m.Join(ctx(t), r, x)
+		wantFull(t, op, err, r, x.Owner)
+		if ms != nil {
+			t.Fatalf("%s: a failed Join returned entries %+v", op, ms)
+		}
+		wantStoredExactly(t, op, m, r, entries)
+	}
+	joined := func(what string) leases.Member {
+		t.Helper()
+		e := leases.Member{Owner: newOwner(t, "y"), Incarnation: "inc-y", Heartbeat: 1}
+		if _, err := m.Join(ctx(t), r, e); err != nil {
+			t.Fatalf("Join after %s: %v, want room for it", what, err)
+		}
+		return e
+	}
+	refused("RowCapacity entries")
+	refused("again")
+
+	// The last joiner resends its Join (its answer was lost): it finds its
+	// own entry and succeeds, full row and all.
+	wantExactly(t, "the last joiner's Join again", mustJoin(t, m, r, entries[len(entries)-1]), entries)
+	// Another entry of a member in the full row: a conflict carrying it.
+	_, err := m.Join(ctx(t), r, leases.Member{Owner: entries[0].Owner, Incarnation: "inc-other", Heartbeat: 1})
+	if ce := memberConflict(t, "Join of another incarnation in a full row", err, r, entries[0].Owner); ce.Current != entries[0] {
+		t.Fatalf("Join of another incarnation in a full row: conflict carries %+v, want the entry %+v", ce.Current, entries[0])
+	}
+	// Members of a full row heartbeat.
+	e0 := entries[0]
+	e0.Heartbeat++
+	mustHeartbeat(t, m, r, e0)
+	entries[0] = e0
+	refused("heartbeats")
+
+	// Replacing an entry (a new incarnation, a notice bump) makes no room.
+	next := leases.Member{Owner: e0.Owner, Incarnation: "inc-0b", Heartbeat: 1}
+	mustReplace(t, m, r, e0, next)
+	entries[0] = next
+	n := next
+	n.Notice = 1
+	mustReplace(t, m, r, next, n)
+	entries[0] = n
+	refused("replacements")
+	// A removal that fails makes no room.
+	stale := entries[1]
+	stale.Heartbeat--
+	_, err = m.ReplaceMember(ctx(t), r, stale, leases.Member{})
+	wantMemberConflict(t, "removal having seen an older heartbeat", err, r, stale.Owner, entries[1])
+	refused("a refused removal")
+
+	// A removal makes room for one Join.
+	mustReplace(t, m, r, entries[1], leases.Member{})
+	entries = slices.Delete(entries, 1, 2)
+	wantStoredExactly(t, "after a removal", m, r, entries)
+	entries = append(entries, joined("a removal"))
+	refused("a removal and a join")
+
+	// A removal repeated (its answer was lost) counts once.
+	gone := entries[1]
+	mustReplace(t, m, r, gone, leases.Member{})
+	mustReplace(t, m, r, gone, leases.Member{})
+	entries = slices.Delete(entries, 1, 2)
+	entries = append(entries, joined("a removal sent twice"))
+	refused("a removal sent twice and a join")
+
+	// Empty again: RowCapacity Joins fit, and no more.
+	for _, e := range slices.Clone(entries) {
+		mustReplace(t, m, r, e, leases.Member{})
+	}
+	entries = nil
+	wantStoredExactly(t, "after removing every entry", m, r, nil)
+	for i := range leases.RowCapacity {
+		entries = append(entries, joined(fmt.Sprintf("emptying the row (join %d)", i+1)))
+	}
+	refused("emptying and filling the row")
+}
+
+// testConcurrentJoins: more owners than a row takes race to join it:
+// exactly RowCapacity win, every loser fails as full, and the row holds the
+// winners; emptied by racing removals, it takes RowCapacity again.
+func testConcurrentJoins(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	const racers = 2*leases.RowCapacity + 3
+	r := rows.fresh(t)
+	for round := range 2 {
+		entries := make([]leases.Member, racers)
+		for i := range entries {
+			entries[i] = leases.Member{Owner: newOwner(t, fmt.Sprint(i)), Incarnation: fmt.Sprintf("inc-%d-%d", round, i), Heartbeat: 1}
+		}
+		errs := make([]error, racers)
+		together(racers, func(i int) { _, errs[i] = m.Join(ctx(t), r, entries[i]) })
+		var won []leases.Member
+		for i, err := range errs {
+			if err == nil {
+				won = append(won, entries[i])
+				continue
 			}
-			mustHeartbeat(t, m, e)
-			wantStored(t, op, m, e)
-			stored = e
+			wantFull(t, fmt.Sprintf("round %d: a Join that lost the race for the row", round), err, r, entries[i].Owner)
 		}
-		// Once marked leaving, the incarnation never comes back: a heartbeat
-		// that does not say leaving fails and writes nothing.
-		back := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 5}
-		_, err := m.Heartbeat(ctx(t), r, back)
-		wantMemberConflict(t, "a heartbeat back from leaving", err, r, a, stored)
-		wantStored(t, "after the refused heartbeat back from leaving", m, stored)
+		if len(won) != leases.RowCapacity {
+			t.Fatalf("round %d: %d of %d racing Joins in an empty row succeeded, want exactly %d (leases.RowCapacity)", round, len(won), racers, leases.RowCapacity)
+		}
+		wantStoredExactly(t, fmt.Sprintf("round %d: after the race", round), m, r, won)
+		together(len(won), func(i int) { _, errs[i] = m.ReplaceMember(ctx(t), r, won[i], leases.Member{}) })
+		for i := range won {
+			if errs[i] != nil {
+				t.Fatalf("round %d: concurrent removal of %+v: %v", round, won[i], errs[i])
+			}
+		}
+		wantStoredExactly(t, fmt.Sprintf("round %d: after the concurrent removals", round), m, r, nil)
 	}
 }
 
-func testRowMates(t *testing.T, _ leases.Store, m leases.Membership) {
-	for r := range leases.MemberRows {
-		a, b := newOwner(t, r, "a"), newOwner(t, r, "b")
-		ea := leases.Member{Owner: a, Incarnation: "inc-a", Heartbeat: 1}
-		eb := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1, Notice: 2}
-		mustHeartbeat(t, m, ea)
-		ms := mustHeartbeat(t, m, eb)
-		wantEntry(t, "the second owner's heartbeat", ms, ea)
-		ea.Heartbeat = 2
-		ms = mustHeartbeat(t, m, ea)
-		wantEntry(t, "the first owner's next heartbeat", ms, eb)
-		ms = mustMembers(t, m, r)
-		wantEntry(t, "Members", ms, ea)
-		wantEntry(t, "Members", ms, eb)
-		// An owner of another row is not in this one.
-		if leases.MemberRows > 1 {
-			other := (r + 1) % leases.MemberRows
-			c := newOwner(t, other, "c")
-			ec := leases.Member{Owner: c, Incarnation: "inc-c", Heartbeat: 1}
-			wantNoEntry(t, "the heartbeat of an owner of another row", mustHeartbeat(t, m, ec), a)
-			wantNoEntry(t, fmt.Sprintf("Members(%d)", r), mustMembers(t, m, r), c)
-		}
+func testHeartbeatWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a := newOwner(t, "a")
+	stored := leases.Member{Owner: a, Incarnation: "inc-1"}
+	mustJoin(t, m, r, stored)
+	steps := []leases.Member{
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 1},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 2},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 2}, // the same heartbeat again (a resent one)
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Notice: 7},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // Notice back to its zero value
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 1 << 62, Leaving: true},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 1<<62 + 1, Leaving: true}, // leaving, it may still write
 	}
+	for i, e := range steps {
+		op := fmt.Sprintf("heartbeat %d in row %d", i+1, r)
+		// A heartbeat carries the stored notice: a step with another
+		// one has it bumped first, as a requester would.
+		if e.Notice != stored.Notice {
+			bumped := stored
+			bumped.Notice = e.Notice
+			mustReplace(t, m, r, stored, bumped)
+		}
+		wantExactly(t, op, mustHeartbeat(t, m, r, e), []leases.Member{e})
+		wantStoredExactly(t, op, m, r, []leases.Member{e})
+		stored = e
+	}
+	// Once marked leaving, the incarnation never comes back: a heartbeat
+	// that does not say leaving fails and writes nothing.
+	back := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 5}
+	_, err := m.Heartbeat(ctx(t), r, back)
+	wantMemberConflict(t, "a heartbeat back from leaving", err, r, a, stored)
+	wantStoredExactly(t, "after the refused heartbeat back from leaving", m, r, []leases.Member{stored})
 }
 
-func testHeartbeatOtherIncarnation(t *testing.T, _ leases.Store, m leases.Membership) {
-	r := 0
-	a := newOwner(t, r, "a")
+// testHeartbeatNeedsEntry: a Heartbeat of an owner without an entry in the
+// row (never joined, removed, joined elsewhere) fails with a conflict
+// carrying no entry, and writes nothing: only Join creates an entry.
+func testHeartbeatNeedsEntry(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r, other := rows.fresh(t), rows.fresh(t)
+	a, b := newOwner(t, "a"), newOwner(t, "b")
+	absent := func(what string, want []leases.Member) {
+		t.Helper()
+		for _, e := range []leases.Member{
+			{Owner: a, Incarnation: "inc-a", Heartbeat: 1},
+			{Owner: a, Incarnation: "inc-a", Heartbeat: 2, Leaving: true},
+			{Owner: a, Incarnation: "inc-a", Heartbeat: 3, Notice: 1, Ended: 2},
+		} {
+			op := fmt.Sprintf("Heartbeat of %+v %s", e, what)
+			ms, err := m.Heartbeat(ctx(t), r, e)
+			wantMemberConflict(t, op, err, r, a, leases.Member{})
+			if ms != nil {
+				t.Fatalf("%s: a failed Heartbeat returned entries %+v", op, ms)
+			}
+			wantStoredExactly(t, op, m, r, want)
+		}
+	}
+	absent("in a row nobody wrote", nil)
+
+	eb := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1}
+	mustJoin(t, m, r, eb)
+	absent("in a row without its entry", []leases.Member{eb})
+
+	mustJoin(t, m, other, leases.Member{Owner: a, Incarnation: "inc-a", Heartbeat: 1})
+	absent("in a row other than the one it joined", []leases.Member{eb})
+
+	ea := leases.Member{Owner: a, Incarnation: "inc-a", Heartbeat: 1}
+	mustJoin(t, m, r, ea)
+	ea.Heartbeat++
+	mustHeartbeat(t, m, r, ea)
+	mustReplace(t, m, r, ea, leases.Member{})
+	absent("after its entry was removed", []leases.Member{eb})
+}
+
+func testRowMates(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r, other := rows.fresh(t), rows.fresh(t)
+	a, b := newOwner(t, "a"), newOwner(t, "b")
+	ea := leases.Member{Owner: a, Incarnation: "inc-a", Heartbeat: 1}
+	eb := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1, Notice: 2}
+	mustJoin(t, m, r, ea)
+	ms := mustJoin(t, m, r, eb)
+	wantEntry(t, "the second owner's join", ms, ea)
+	eb.Heartbeat++
+	wantEntry(t, "the second owner's heartbeat", mustHeartbeat(t, m, r, eb), ea)
+	ea.Heartbeat = 2
+	ms = mustHeartbeat(t, m, r, ea)
+	wantEntry(t, "the first owner's next heartbeat", ms, eb)
+	wantStoredExactly(t, "Members", m, r, []leases.Member{ea, eb})
+	// An owner of another row is not in this one.
+	c := newOwner(t, "c")
+	ec := leases.Member{Owner: c, Incarnation: "inc-c", Heartbeat: 1}
+	wantExactly(t, "the join of an owner of another row", mustJoin(t, m, other, ec), []leases.Member{ec})
+	ec.Heartbeat++
+	wantExactly(t, "the heartbeat of an owner of another row", mustHeartbeat(t, m, other, ec), []leases.Member{ec})
+	wantStoredExactly(t, fmt.Sprintf("Members(%d)", r), m, r, []leases.Member{ea, eb})
+}
+
+func testHeartbeatOtherIncarnation(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a := newOwner(t, "a")
 	first := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 5}
-	mustHeartbeat(t, m, first)
+	mustJoin(t, m, r, first)
 	for _, e := range []leases.Member{
 		{Owner: a, Incarnation: "inc-2", Heartbeat: 1},
 		{Owner: a, Incarnation: "inc-2", Heartbeat: 6},
@@ -265,126 +647,129 @@ func testHeartbeatOtherIncarnation(t *testing.T, _ leases.Store, m leases.Member
 		if ms != nil {
 			t.Fatalf("a failed Heartbeat returned entries %+v", ms)
 		}
-		wantStored(t, "after the refused heartbeat", m, first)
+		wantStoredExactly(t, "after the refused heartbeat", m, r, []leases.Member{first})
 	}
 	// The incarnation that owns the entry heartbeats on.
 	next := first
 	next.Heartbeat++
-	mustHeartbeat(t, m, next)
+	mustHeartbeat(t, m, r, next)
 }
 
 // testHeartbeatBumpedNotice: a heartbeat carrying a notice other than the
 // stored one (someone bumped it with ReplaceMember) fails, carrying the
 // stored entry, and writes nothing; one carrying the stored notice succeeds
 // and keeps it.
-func testHeartbeatBumpedNotice(t *testing.T, _ leases.Store, m leases.Membership) {
-	for r := range leases.MemberRows {
-		a, b := newOwner(t, r, "a"), newOwner(t, r, "b")
-		e := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 4}
-		mate := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1}
-		mustHeartbeat(t, m, e)
-		mustHeartbeat(t, m, mate)
+func testHeartbeatBumpedNotice(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a, b := newOwner(t, "a"), newOwner(t, "b")
+	e := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 4}
+	mate := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1}
+	mustJoin(t, m, r, e)
+	mustJoin(t, m, r, mate)
 
-		// Nobody bumped the notice: a heartbeat carrying one fails too.
-		ms, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: 1})
-		wantMemberConflict(t, fmt.Sprintf("row %d: Heartbeat with notice 1 over an entry without one", r), err, r, a, e)
-		if ms != nil {
-			t.Fatalf("a failed Heartbeat returned entries %+v", ms)
-		}
-		wantStored(t, "after the refused heartbeat", m, e)
-
-		// Bumped from none to 1, then from 1 to 2: a heartbeat with a notice
-		// other than the stored one (the one it saw before, or any other)
-		// fails, whatever else it carries.
-		for _, notice := range []int64{1, 2} {
-			bumped := e
-			bumped.Notice = notice
-			mustReplace(t, m, e, bumped)
-			for _, stale := range []leases.Member{
-				{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: e.Notice},
-				{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: e.Notice, Leaving: true, Ended: 3},
-				{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat, Notice: notice + 1},
-				{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: 0},
-			} {
-				op := fmt.Sprintf("row %d: Heartbeat with notice %d over the bumped notice %d (%+v)", r, stale.Notice, notice, stale)
-				ms, err := m.Heartbeat(ctx(t), r, stale)
-				wantMemberConflict(t, op, err, r, a, bumped)
-				if ms != nil {
-					t.Fatalf("%s: a failed Heartbeat returned entries %+v", op, ms)
-				}
-				wantStored(t, op, m, bumped)
-				wantStored(t, op, m, mate)
-			}
-			e = bumped
-		}
-
-		// The member heartbeats again with the notice it learnt: it
-		// succeeds, and keeps the notice.
-		for range 2 {
-			e.Heartbeat++
-			ms := mustHeartbeat(t, m, e)
-			wantEntry(t, "a heartbeat with the bumped notice", ms, mate)
-			wantStored(t, fmt.Sprintf("row %d: after a heartbeat with the bumped notice", r), m, e)
-		}
-		// The row-mate, whose notice nobody bumped, heartbeats on.
-		mate.Heartbeat++
-		wantEntry(t, "the row-mate's heartbeat", mustHeartbeat(t, m, mate), e)
+	// Nobody bumped the notice: a heartbeat carrying one fails too.
+	ms, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: 1})
+	wantMemberConflict(t, "Heartbeat with notice 1 over an entry without one", err, r, a, e)
+	if ms != nil {
+		t.Fatalf("a failed Heartbeat returned entries %+v", ms)
 	}
-}
+	wantStoredExactly(t, "after the refused heartbeat", m, r, []leases.Member{e, mate})
 
-// testEndedRoundTrips: Ended, as a heartbeat writes it, is read back by
-// Members, returned by Heartbeat and ReplaceMember (in the entry written
-// and in a row-mate's), and carried by a conflict.
-func testEndedRoundTrips(t *testing.T, _ leases.Store, m leases.Membership) {
-	for r := range leases.MemberRows {
-		a, b := newOwner(t, r, "a"), newOwner(t, r, "b")
-		steps := []leases.Member{
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 1, Ended: 1},
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 2, Ended: 3},
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Ended: 3},
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // Ended back to 0
-			{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Ended: 1 << 62, Leaving: true},
-		}
-		for i, e := range steps {
-			op := fmt.Sprintf("heartbeat %d in row %d", i+1, r)
-			mustHeartbeat(t, m, e)
-			wantStored(t, op, m, e)
-		}
-		e := steps[len(steps)-1]
-		// A row-mate's heartbeat returns the entry with its Ended.
-		mate := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1, Ended: 2}
-		wantEntry(t, "the row-mate's heartbeat", mustHeartbeat(t, m, mate), e)
-		wantStored(t, "after the row-mate's heartbeat", m, mate)
-
-		// ReplaceMember writes and returns Ended: a notice bump keeps it, a
-		// new incarnation writes its own.
+	// Bumped from none to 1, then from 1 to 2: a heartbeat with a notice
+	// other than the stored one (the one it saw before, or any other)
+	// fails, whatever else it carries.
+	for _, notice := range []int64{1, 2} {
 		bumped := e
-		bumped.Notice = 1
-		wantEntry(t, "ReplaceMember bumping the notice", mustReplace(t, m, e, bumped), mate)
-		wantStored(t, "after the notice bump", m, bumped)
-		next := leases.Member{Owner: a, Incarnation: "inc-2", Heartbeat: 1, Ended: 5}
-		wantEntry(t, "ReplaceMember by a new incarnation", mustReplace(t, m, bumped, next), mate)
-		wantStored(t, "after ReplaceMember", m, next)
-
-		// A conflict carries the entry with its Ended.
-		_, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 6, Ended: 1 << 62})
-		wantMemberConflict(t, "Heartbeat of the replaced incarnation", err, r, a, next)
-		_, err = m.ReplaceMember(ctx(t), r, bumped, leases.Member{})
-		wantMemberConflict(t, "ReplaceMember having seen the replaced entry", err, r, a, next)
-		wantStored(t, "after the refused writes", m, next)
-
-		// The new incarnation heartbeats with an Ended of its own.
-		next.Heartbeat, next.Ended = 2, 6
-		mustHeartbeat(t, m, next)
-		wantStored(t, "after the new incarnation's heartbeat", m, next)
+		bumped.Notice = notice
+		mustReplace(t, m, r, e, bumped)
+		for _, stale := range []leases.Member{
+			{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: e.Notice},
+			{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: e.Notice, Leaving: true, Ended: 3},
+			{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat, Notice: notice + 1},
+			{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: 0},
+		} {
+			op := fmt.Sprintf("Heartbeat with notice %d over the bumped notice %d (%+v)", stale.Notice, notice, stale)
+			ms, err := m.Heartbeat(ctx(t), r, stale)
+			wantMemberConflict(t, op, err, r, a, bumped)
+			if ms != nil {
+				t.Fatalf("%s: a failed Heartbeat returned entries %+v", op, ms)
+			}
+			wantStoredExactly(t, op, m, r, []leases.Member{bumped, mate})
+		}
+		e = bumped
 	}
+
+	// The member heartbeats again with the notice it learnt: it
+	// succeeds, and keeps the notice.
+	for range 2 {
+		e.Heartbeat++
+		ms := mustHeartbeat(t, m, r, e)
+		wantEntry(t, "a heartbeat with the bumped notice", ms, mate)
+		wantStored(t, "after a heartbeat with the bumped notice", m, r, e)
+	}
+	// The row-mate, whose notice nobody bumped, heartbeats on.
+	mate.Heartbeat++
+	wantEntry(t, "the row-mate's heartbeat", mustHeartbeat(t, m, r, mate), e)
 }
 
-func testReplaceMember(t *testing.T, _ leases.Store, m leases.Membership) {
-	r := 1 % leases.MemberRows
-	a := newOwner(t, r, "a")
+// testEndedRoundTrips: Ended, as Join and Heartbeat write it, is read back
+// by Members, returned by Join, Heartbeat and ReplaceMember (in the entry
+// written and in a row-mate's), and carried by a conflict.
+func testEndedRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a, b := newOwner(t, "a"), newOwner(t, "b")
+	steps := []leases.Member{
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 1, Ended: 1},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 2, Ended: 3},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Ended: 3},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // Ended back to 0
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Ended: 1 << 62, Leaving: true},
+	}
+	mustJoin(t, m, r, steps[0])
+	wantStored(t, "after the join", m, r, steps[0])
+	for i, e := range steps[1:] {
+		op := fmt.Sprintf("heartbeat %d", i+1)
+		mustHeartbeat(t, m, r, e)
+		wantStored(t, op, m, r, e)
+	}
+	e := steps[len(steps)-1]
+	// A row-mate's join and heartbeat return the entry with its Ended.
+	mate := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1, Ended: 2}
+	wantEntry(t, "the row-mate's join", mustJoin(t, m, r, mate), e)
+	mate.Heartbeat++
+	wantEntry(t, "the row-mate's heartbeat", mustHeartbeat(t, m, r, mate), e)
+	wantStored(t, "after the row-mate's heartbeat", m, r, mate)
+
+	// ReplaceMember writes and returns Ended: a notice bump keeps it, a
+	// new incarnation writes its own.
+	bumped := e
+	bumped.Notice = 1
+	wantEntry(t, "ReplaceMember bumping the notice", mustReplace(t, m, r, e, bumped), mate)
+	wantStored(t, "after the notice bump", m, r, bumped)
+	next := leases.Member{Owner: a, Incarnation: "inc-2", Heartbeat: 1, Ended: 5}
+	wantEntry(t, "ReplaceMember by a new incarnation", mustReplace(t, m, r, bumped, next), mate)
+	wantStored(t, "after ReplaceMember", m, r, next)
+
+	// A conflict carries the entry with its Ended.
+	_, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 6, Ended: 1 << 62})
+	wantMemberConflict(t, "Heartbeat of the replaced incarnation", err, r, a, next)
+	_, err = m.ReplaceMember(ctx(t), r, bumped, leases.Member{})
+	wantMemberConflict(t, "ReplaceMember having seen the replaced entry", err, r, a, next)
+	_, err = m.Join(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-3", Heartbeat: 1})
+	wantMemberConflict(t, "Join of another incarnation", err, r, a, next)
+	wantStoredExactly(t, "after the refused writes", m, r, []leases.Member{next, mate})
+
+	// The new incarnation heartbeats with an Ended of its own.
+	next.Heartbeat, next.Ended = 2, 6
+	mustHeartbeat(t, m, r, next)
+	wantStored(t, "after the new incarnation's heartbeat", m, r, next)
+}
+
+func testReplaceMember(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a := newOwner(t, "a")
 	old := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 3}
-	mustHeartbeat(t, m, old)
+	mustJoin(t, m, r, old)
 	next := leases.Member{Owner: a, Incarnation: "inc-2", Heartbeat: 1}
 
 	// A seen entry that is not the stored one: nothing is replaced.
@@ -395,112 +780,122 @@ func testReplaceMember(t *testing.T, _ leases.Store, m leases.Membership) {
 	} {
 		_, err := m.ReplaceMember(ctx(t), r, seen, next)
 		wantMemberConflict(t, fmt.Sprintf("ReplaceMember having seen %+v (stored %+v)", seen, old), err, r, a, old)
-		wantStored(t, "after the refused ReplaceMember", m, old)
+		wantStoredExactly(t, "after the refused ReplaceMember", m, r, []leases.Member{old})
 	}
 	// The entry moves on after it was seen: the replacement fails.
 	alive := old
 	alive.Heartbeat++
-	mustHeartbeat(t, m, alive)
+	mustHeartbeat(t, m, r, alive)
 	_, err := m.ReplaceMember(ctx(t), r, old, next)
 	wantMemberConflict(t, "ReplaceMember of an entry that heartbeated since it was seen", err, r, a, alive)
-	wantStored(t, "after the refused ReplaceMember", m, alive)
+	wantStoredExactly(t, "after the refused ReplaceMember", m, r, []leases.Member{alive})
 
 	// Seen as stored: replaced.
-	mustReplace(t, m, alive, next)
-	wantStored(t, "after ReplaceMember", m, next)
+	mustReplace(t, m, r, alive, next)
+	wantStoredExactly(t, "after ReplaceMember", m, r, []leases.Member{next})
 	// The replaced incarnation can no longer heartbeat; the new one can.
 	alive.Heartbeat++
 	_, err = m.Heartbeat(ctx(t), r, alive)
 	wantMemberConflict(t, "Heartbeat of the replaced incarnation", err, r, a, next)
 	next.Heartbeat++
-	mustHeartbeat(t, m, next)
+	mustHeartbeat(t, m, r, next)
 	// An entry that already is next counts as replaced.
-	mustReplace(t, m, alive, next)
-	wantStored(t, "after ReplaceMember with the entry already next", m, next)
+	mustReplace(t, m, r, alive, next)
+	wantStoredExactly(t, "after ReplaceMember with the entry already next", m, r, []leases.Member{next})
 
 	// An owner without an entry: nothing to replace, nothing written.
-	z := newOwner(t, r, "z")
+	z := newOwner(t, "z")
 	_, err = m.ReplaceMember(ctx(t), r, leases.Member{Owner: z, Incarnation: "inc-1", Heartbeat: 1}, leases.Member{Owner: z, Incarnation: "inc-2", Heartbeat: 1})
 	wantMemberConflict(t, "ReplaceMember of an absent entry", err, r, z, leases.Member{})
-	wantNotStored(t, "after ReplaceMember of an absent entry", m, z)
+	wantStoredExactly(t, "after ReplaceMember of an absent entry", m, r, []leases.Member{next})
 }
 
-func testReplaceMemberRemoves(t *testing.T, _ leases.Store, m leases.Membership) {
-	r := 0
-	a, b := newOwner(t, r, "a"), newOwner(t, r, "b")
+func testReplaceMemberRemoves(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a, b := newOwner(t, "a"), newOwner(t, "b")
 	ea := leases.Member{Owner: a, Incarnation: "inc-a", Heartbeat: 9, Leaving: true}
 	eb := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1}
-	mustHeartbeat(t, m, ea)
-	mustHeartbeat(t, m, eb)
+	mustJoin(t, m, r, ea)
+	mustJoin(t, m, r, eb)
 
 	// A stale seen entry removes nothing.
 	stale := ea
 	stale.Heartbeat--
 	_, err := m.ReplaceMember(ctx(t), r, stale, leases.Member{})
 	wantMemberConflict(t, "removal having seen an older heartbeat", err, r, a, ea)
-	wantStored(t, "after the refused removal", m, ea)
+	wantStoredExactly(t, "after the refused removal", m, r, []leases.Member{ea, eb})
 
-	ms := mustReplace(t, m, ea, leases.Member{})
-	wantEntry(t, "the removal's answer", ms, eb)
-	wantNotStored(t, "after the removal", m, a)
-	wantStored(t, "after the removal of a row-mate", m, eb)
+	ms := mustReplace(t, m, r, ea, leases.Member{})
+	wantExactly(t, "the removal's answer", ms, []leases.Member{eb})
+	wantStoredExactly(t, "after the removal", m, r, []leases.Member{eb})
 	// Removing it again: it is already gone, which counts as removed.
-	mustReplace(t, m, ea, leases.Member{})
-	wantNotStored(t, "after the second removal", m, a)
-	// A removed owner heartbeats afresh, in any incarnation.
-	mustHeartbeat(t, m, leases.Member{Owner: a, Incarnation: "inc-a2", Heartbeat: 1})
+	wantExactly(t, "the second removal's answer", mustReplace(t, m, r, ea, leases.Member{}), []leases.Member{eb})
+	wantStoredExactly(t, "after the second removal", m, r, []leases.Member{eb})
+	// A removed owner joins afresh, in any incarnation.
+	back := leases.Member{Owner: a, Incarnation: "inc-a2", Heartbeat: 1}
+	mustJoin(t, m, r, back)
 	// A removal of an entry re-created since it was seen fails.
 	_, err = m.ReplaceMember(ctx(t), r, ea, leases.Member{})
-	wantMemberConflict(t, "removal of an entry re-created since", err, r, a, leases.Member{Owner: a, Incarnation: "inc-a2", Heartbeat: 1})
+	wantMemberConflict(t, "removal of an entry re-created since", err, r, a, back)
+	wantStoredExactly(t, "after the refused removal", m, r, []leases.Member{back, eb})
 }
 
-func testNoticeBump(t *testing.T, _ leases.Store, m leases.Membership) {
-	r := 0
-	a := newOwner(t, r, "a")
-	e := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 7, Leaving: true}
-	mustHeartbeat(t, m, e)
+func testNoticeBump(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a := newOwner(t, "a")
+	e := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 6}
+	mustJoin(t, m, r, e)
+	e.Heartbeat, e.Leaving = 7, true
+	mustHeartbeat(t, m, r, e)
 	for notice := int64(1); notice <= 3; notice++ {
 		bumped := e
 		bumped.Notice = notice
-		ms := mustReplace(t, m, e, bumped)
+		ms := mustReplace(t, m, r, e, bumped)
 		got, _ := entryOf(ms, a)
 		if got.Owner != e.Owner || got.Incarnation != e.Incarnation || got.Heartbeat != e.Heartbeat || got.Leaving != e.Leaving {
 			t.Fatalf("a notice bump changed more than Notice: %+v after %+v", got, e)
 		}
-		wantStored(t, fmt.Sprintf("after notice bump %d", notice), m, bumped)
+		wantStored(t, fmt.Sprintf("after notice bump %d", notice), m, r, bumped)
 		e = bumped
 	}
 }
 
-func testMemberCopies(t *testing.T, _ leases.Store, m leases.Membership) {
-	r := 0
-	a, b := newOwner(t, r, "a"), newOwner(t, r, "b")
+func testMemberCopies(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a, b := newOwner(t, "a"), newOwner(t, "b")
 	ea := leases.Member{Owner: a, Incarnation: "inc-a", Heartbeat: 1}
 	eb := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1}
-	mustHeartbeat(t, m, ea)
 	scribble := func(ms []leases.Member) {
 		for i := range ms {
 			ms[i].Heartbeat, ms[i].Incarnation = -1, "scribbled"
 		}
 		slices.Reverse(ms)
 	}
-	scribble(mustHeartbeat(t, m, eb))
+	scribble(mustJoin(t, m, r, ea))
+	scribble(mustJoin(t, m, r, eb))
+	ea.Heartbeat++
+	scribble(mustHeartbeat(t, m, r, ea))
+	next := eb
+	next.Notice = 1
+	scribble(mustReplace(t, m, r, eb, next))
 	scribble(mustMembers(t, m, r))
-	ms := mustMembers(t, m, r)
-	wantEntry(t, "Members after the caller changed earlier answers", ms, ea)
-	wantEntry(t, "Members after the caller changed earlier answers", ms, eb)
+	wantStoredExactly(t, "Members after the caller changed earlier answers", m, r, []leases.Member{ea, next})
 }
 
-func testConcurrentOwners(t *testing.T, _ leases.Store, m leases.Membership) {
-	const owners, beats = 16, 5
-	r := 1 % leases.MemberRows
+func testConcurrentOwners(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	const owners, beats = leases.RowCapacity, 5
+	r := rows.fresh(t)
 	ids := make([]string, owners)
 	for i := range ids {
-		ids[i] = newOwner(t, r, fmt.Sprint(i))
+		ids[i] = newOwner(t, fmt.Sprint(i))
 	}
-	errs := make(chan error, owners*beats)
+	errs := make(chan error, owners*(beats+1))
 	together(len(ids), func(i int) {
 		id := ids[i]
+		if _, err := m.Join(ctx(t), r, leases.Member{Owner: id, Incarnation: "inc"}); err != nil {
+			errs <- fmt.Errorf("join of %s: %w", id, err)
+			return
+		}
 		for hb := int64(1); hb <= beats; hb++ {
 			if _, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: id, Incarnation: "inc", Heartbeat: hb}); err != nil {
 				errs <- fmt.Errorf("heartbeat %d of %s: %w", hb, id, err)
@@ -509,21 +904,24 @@ func testConcurrentOwners(t *testing.T, _ leases.Store, m leases.Membership) {
 	})
 	close(errs)
 	for err := range errs {
-		t.Fatalf("concurrent heartbeats of distinct owners in one row: %v", err)
+		t.Fatalf("concurrent joins and heartbeats of distinct owners in one row: %v", err)
 	}
-	ms := mustMembers(t, m, r)
+	var want []leases.Member
 	for _, id := range ids {
-		wantEntry(t, "Members after concurrent heartbeats", ms, leases.Member{Owner: id, Incarnation: "inc", Heartbeat: beats})
+		want = append(want, leases.Member{Owner: id, Incarnation: "inc", Heartbeat: beats})
 	}
+	wantStoredExactly(t, "after concurrent heartbeats", m, r, want)
 }
 
 // testRacingIncarnations: incarnations of one owner race, for an absent
-// entry with Heartbeat and for a stale one with ReplaceMember; in each round
+// entry with Join and for a stale one with ReplaceMember; in each round
 // exactly one wins, and every loser's conflict carries the winner's entry.
-func testRacingIncarnations(t *testing.T, _ leases.Store, m leases.Membership) {
+// Each round ends with the entry removed, so the row is joined and emptied
+// many more times than it has room for.
+func testRacingIncarnations(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	const racers, rounds = 10, 20
-	r := 0
-	a := newOwner(t, r, "a")
+	r := rows.fresh(t)
+	a := newOwner(t, "a")
 	race := func(round int, what string, try func(inc string) ([]leases.Member, error)) leases.Member {
 		t.Helper()
 		var (
@@ -553,78 +951,261 @@ func testRacingIncarnations(t *testing.T, _ leases.Store, m leases.Membership) {
 		for err := range errs {
 			wantMemberConflict(t, fmt.Sprintf("round %d, %s: a loser", round, what), err, r, a, won)
 		}
-		wantStored(t, fmt.Sprintf("round %d, %s", round, what), m, won)
+		wantStoredExactly(t, fmt.Sprintf("round %d, %s", round, what), m, r, []leases.Member{won})
 		return won
 	}
 	for round := range rounds {
-		// The entry is absent: the first heartbeat of one incarnation wins.
-		joined := race(round, "heartbeat", func(inc string) ([]leases.Member, error) {
-			return m.Heartbeat(ctx(t), r, leases.Member{Owner: a, Incarnation: inc, Heartbeat: 1})
+		// The entry is absent: the Join of one incarnation wins.
+		joined := race(round, "join", func(inc string) ([]leases.Member, error) {
+			return m.Join(ctx(t), r, leases.Member{Owner: a, Incarnation: inc, Heartbeat: 1})
 		})
 		// The entry is seen stale: one new incarnation takes it over.
 		taken := race(round, "replace", func(inc string) ([]leases.Member, error) {
 			return m.ReplaceMember(ctx(t), r, joined, leases.Member{Owner: a, Incarnation: inc, Heartbeat: 1})
 		})
-		mustReplace(t, m, taken, leases.Member{})
+		mustReplace(t, m, r, taken, leases.Member{})
 	}
 }
 
-func testOpaqueOwners(t *testing.T, s leases.Store, m leases.Membership) {
-	base := newOwner(t, 0, "x")
-	owners := []string{
-		base,
-		base + ".i",
-		base + ".dotted.path",
-		base + "[0]",
-		base + ":colon",
-		base + " #hash :value",
-		base + "-ünïcødé-日本",
-		"m_" + base,
-		base + strings.Repeat("z", 256-len(base)),
+// testOpaqueOwners: owner ids are opaque: dots, brackets, colons, hashes,
+// non-ASCII, prefixes of each other, the longest allowed, and the names a
+// store might use for its own attributes are all one entry each.
+func testOpaqueOwners(t *testing.T, s leases.Store, m leases.Membership, rows *rowSource) {
+	r1, r2 := rows.fresh(t), rows.fresh(t)
+	base := newOwner(t, "x")
+	byRow := map[int][]string{
+		r1: {
+			base,
+			base + ".i",
+			base + ".dotted.path",
+			base + "[0]",
+			base + ":colon",
+			base + " #hash :value",
+			base + "-ünïcødé-日本",
+			"m_" + base,
+		},
+		// Rows are the subtest's own: these owner ids need no prefix.
+		r2: {
+			base + strings.Repeat("z", 256-len(base)),
+			"n", "i", "h", "m_", "#members", "lease_key", "lease_counter",
+		},
 	}
-	for i, o := range owners {
-		mustHeartbeat(t, m, leases.Member{Owner: o, Incarnation: "inc", Heartbeat: int64(i + 1)})
+	for _, r := range []int{r1, r2} {
+		var want []leases.Member
+		for i, o := range byRow[r] {
+			e := leases.Member{Owner: o, Incarnation: "inc", Heartbeat: int64(i + 1)}
+			mustJoin(t, m, r, e)
+			want = append(want, e)
+		}
+		for i := range want {
+			want[i].Heartbeat += 100
+			mustHeartbeat(t, m, r, want[i])
+		}
+		wantStoredExactly(t, fmt.Sprintf("row %d of opaque owner ids", r), m, r, want)
+		// Removing one leaves its neighbours (a prefix of it among them)
+		// alone.
+		gone := want[2]
+		mustReplace(t, m, r, gone, leases.Member{})
+		wantStoredExactly(t, "after removing "+gone.Owner, m, r, slices.Delete(want, 2, 3))
 	}
-	for i, o := range owners {
-		wantStored(t, fmt.Sprintf("owner id %q", o), m, leases.Member{Owner: o, Incarnation: "inc", Heartbeat: int64(i + 1)})
-	}
-	// Removing one leaves its neighbours (a prefix of it among them) alone.
-	mustReplace(t, m, leases.Member{Owner: owners[2], Incarnation: "inc", Heartbeat: 3}, leases.Member{})
-	wantNotStored(t, "after removing "+owners[2], m, owners[2])
-	wantStored(t, "after removing "+owners[2], m, leases.Member{Owner: base, Incarnation: "inc", Heartbeat: 1})
-	wantStored(t, "after removing "+owners[2], m, leases.Member{Owner: owners[1], Incarnation: "inc", Heartbeat: 2})
 	// And as a lease holder.
-	k := newKey(t)
-	l, err := m.TakeAs(ctx(t), mustCreate(t, s, k), owners[5], "inc")
-	if err != nil || l.Owner != owners[5] {
-		t.Fatalf("TakeAs by owner %q: %+v, %v", owners[5], l, err)
+	for _, o := range []string{byRow[r1][5], byRow[r2][0], "lease_counter"} {
+		k := newKey(t)
+		l, err := m.TakeAs(ctx(t), mustCreate(t, s, k), o, "inc")
+		if err != nil || l.Owner != o {
+			t.Fatalf("TakeAs by owner %q: %+v, %v", o, l, err)
+		}
+		if got := mustGet(t, s, k); got.Owner != o || got.Incarnation != "inc" || got.Counter != 2 {
+			t.Fatalf("TakeAs by owner %q: the store holds %+v", o, got)
+		}
 	}
-	if got := mustGet(t, s, k); got.Owner != owners[5] || got.Incarnation != "inc" {
-		t.Fatalf("TakeAs by owner %q: the store holds %+v", owners[5], got)
+}
+
+// testHighestRow: the highest row number, leases.MaxMemberRows-1, is a
+// membership row like the others.
+func testHighestRow(t *testing.T, _ leases.Store, m leases.Membership, _ *rowSource) {
+	r := leases.MaxMemberRows - 1
+	a := newOwner(t, "a")
+	e := leases.Member{Owner: a, Incarnation: leases.NewIncarnation(r, "x"), Heartbeat: 1}
+	mustJoin(t, m, r, e)
+	e.Heartbeat++
+	mustHeartbeat(t, m, r, e)
+	wantStoredExactly(t, "the highest row", m, r, []leases.Member{e})
+	h := mustHeader(t, m)
+	if err := m.BumpRow(ctx(t), r); err != nil {
+		t.Fatalf("BumpRow(%d): %v", r, err)
+	}
+	wantHeader(t, fmt.Sprintf("after BumpRow(%d)", r), m, bumped(h, r, 1))
+	mustReplace(t, m, r, e, leases.Member{})
+	wantStoredExactly(t, "the highest row after the removal", m, r, nil)
+}
+
+// testHeaderBumps: BumpRow adds one to its row's version and nothing else;
+// ReportVanished adds one to Vanished and nothing else; membership writes
+// leave the header alone, and bumps leave the rows alone; Header returns a
+// map the caller owns.
+func testHeaderBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r1, r2 := rows.fresh(t), rows.fresh(t)
+	h := mustHeader(t, m)
+	if v := h.Rows[r1]; v != 0 {
+		t.Fatalf("Header: row %d, which nobody bumped, has version %d, want 0", r1, v)
+	}
+	bump := func(r int) {
+		t.Helper()
+		if err := m.BumpRow(ctx(t), r); err != nil {
+			t.Fatalf("BumpRow(%d): %v", r, err)
+		}
+		h = bumped(h, r, 1)
+		wantHeader(t, fmt.Sprintf("after BumpRow(%d)", r), m, h)
+	}
+	vanish := func() {
+		t.Helper()
+		if err := m.ReportVanished(ctx(t)); err != nil {
+			t.Fatalf("ReportVanished: %v", err)
+		}
+		h.Vanished++
+		wantHeader(t, "after ReportVanished", m, h)
+	}
+	bump(r1)
+	bump(r1)
+	bump(r2)
+	vanish()
+	bump(r1)
+	vanish()
+	vanish()
+	if got := mustHeader(t, m); got.Rows[r1] != 3 || got.Rows[r2] != 1 {
+		t.Fatalf("Header after three bumps of row %d and one of row %d: %+v", r1, r2, got)
+	}
+
+	// Bumps write no membership row.
+	wantStoredExactly(t, "a bumped row", m, r1, nil)
+	// Membership writes leave the header alone.
+	e := leases.Member{Owner: newOwner(t, "a"), Incarnation: "inc", Heartbeat: 1}
+	mustJoin(t, m, r1, e)
+	next := e
+	next.Heartbeat++
+	mustHeartbeat(t, m, r1, next)
+	mustReplace(t, m, r1, next, leases.Member{})
+	wantHeader(t, "after membership writes", m, h)
+
+	// The caller owns Header's map.
+	got := mustHeader(t, m)
+	if got.Rows == nil {
+		t.Fatalf("Header after bumps: %+v, want roster versions", got)
+	}
+	got.Rows[r1] = 1000
+	delete(got.Rows, r2)
+	got.Rows[r2+1] = 7
+	wantHeader(t, "after the caller changed Header's map", m, h)
+}
+
+// testConcurrentBumps: bumps from many goroutines at once all count (the
+// increments commute: none may be lost to a read-modify-write).
+func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	const goroutines, bumps1, bumps2, vanished = 8, 6, 3, 2
+	r1, r2 := rows.fresh(t), rows.fresh(t)
+	before := mustHeader(t, m)
+	errs := make(chan error, goroutines*(bumps1+bumps2+vanished))
+	together(goroutines, func(int) {
+		for i := range bumps1 {
+			if err := m.BumpRow(ctx(t), r1); err != nil {
+				errs <- err
+			}
+			if i < bumps2 {
+				if err := m.BumpRow(ctx(t), r2); err != nil {
+					errs <- err
+				}
+			}
+			if i < vanished {
+				if err := m.ReportVanished(ctx(t)); err != nil {
+					errs <- err
+				}
+			}
+		}
+	})
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent bumps: %v", err)
+	}
+	want := bumped(bumped(before, r1, goroutines*bumps1), r2, goroutines*bumps2)
+	want.Vanished += goroutines * vanished
+	wantHeader(t, fmt.Sprintf("after %d goroutines bumped row %d %d times, row %d %d times and reported %d vanished rows each",
+		goroutines, r1, bumps1, r2, bumps2, vanished), m, want)
+}
+
+// memberKeys returns lease keys whose text form is a membership row's key
+// or starts like the header's: no lease method may read or write them.
+func memberKeys(t *testing.T, rows ...int) []leases.Key {
+	t.Helper()
+	var ks []leases.Key
+	for _, r := range rows {
+		k, err := leases.ParseKey(leases.MemberKey(r))
+		if err != nil {
+			t.Fatalf("ParseKey(%q): %v", leases.MemberKey(r), err)
+		}
+		ks = append(ks, k)
+	}
+	ks = append(ks,
+		leases.Key{Stream: leases.MemberHeaderKey, Shard: "shardId-000000000000"},
+		leases.Key{Stream: leases.MemberHeaderKey + "-" + testName(t), Shard: "shardId-000000000000"},
+		leases.Key{Stream: leases.MemberKey(0), Shard: "shardId-000000000000"},
+	)
+	for _, k := range ks {
+		if err := k.Validate(); err != nil || !leases.IsMemberKey(k.String()) {
+			t.Fatalf("leasestest: %q is not a valid key of a membership row (%v)", k, err)
+		}
+	}
+	return ks
+}
+
+// wantRefusedKey checks that err is the validation error of a lease method
+// given a membership key: not nil, not a conflict, not "not found" (the
+// key is refused before anything is read).
+func wantRefusedKey(t *testing.T, op string, err error) {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Errorf("%s: no error, want the membership key refused", op)
+	case errors.Is(err, leases.ErrConflict), errors.Is(err, leases.ErrNotFound):
+		t.Errorf("%s: %v, want a validation error refusing the membership key (leases.ValidateLeaseKey)", op, err)
 	}
 }
 
 // testMemberRowsNotLeases: membership rows and lease rows share the table
-// but never each other's rows: heartbeats leave lease rows alone, lease
-// writes leave membership rows alone, and no lease key reads or writes a
-// membership row.
-func testMemberRowsNotLeases(t *testing.T, s leases.Store, m leases.Membership) {
-	var entries []leases.Member
-	for r := range leases.MemberRows {
-		e := leases.Member{Owner: newOwner(t, r, "a"), Incarnation: "inc", Heartbeat: 1}
-		mustHeartbeat(t, m, e)
-		entries = append(entries, e)
+// but never each other's rows: membership writes leave lease rows alone,
+// lease writes leave membership rows and the header alone, and every lease
+// method refuses a key that names a membership row or the header.
+func testMemberRowsNotLeases(t *testing.T, s leases.Store, m leases.Membership, rows *rowSource) {
+	r1, r2 := rows.fresh(t), rows.fresh(t)
+	entries := map[int]leases.Member{}
+	for _, r := range []int{r1, r2} {
+		e := leases.Member{Owner: newOwner(t, "a"), Incarnation: "inc", Heartbeat: 1}
+		mustJoin(t, m, r, e)
+		entries[r] = e
 	}
+	if err := m.BumpRow(ctx(t), r1); err != nil {
+		t.Fatal(err)
+	}
+	header := mustHeader(t, m)
 	k := leases.Key{Stream: newKey(t).Stream, Shard: "shardId-0"}
 	if _, err := s.Get(ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("Get(%s) of a lease never created, with membership rows written: %v, want ErrNotFound", k, err)
 	}
 	l := mustTake(t, s, mustCreate(t, s, k), "a")
-	for i := range entries {
-		entries[i].Heartbeat++
-		mustHeartbeat(t, m, entries[i])
+	for r, e := range entries {
+		e.Heartbeat++
+		mustHeartbeat(t, m, r, e)
+		entries[r] = e
 	}
-	wantRow(t, s, k, l, fmt.Sprintf("heartbeats changed the lease row %s", k))
+	if err := m.BumpRow(ctx(t), r2); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ReportVanished(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	header = bumped(header, r2, 1)
+	header.Vanished++
+	wantRow(t, s, k, l, fmt.Sprintf("membership writes changed the lease row %s", k))
 	l, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "7"})
 	if err != nil {
 		t.Fatal(err)
@@ -632,35 +1213,47 @@ func testMemberRowsNotLeases(t *testing.T, s leases.Store, m leases.Membership) 
 	if _, err := m.TakeAs(ctx(t), l, "b", "inc-b"); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range entries {
-		wantStored(t, "after lease writes", m, e)
+	if _, err := m.CreateAs(ctx(t), leases.Key{Stream: k.Stream, Shard: "shardId-1"}, "b", "inc-b", leases.Checkpoint{Sequence: "3"}); err != nil {
+		t.Fatal(err)
 	}
+	for r, e := range entries {
+		wantStoredExactly(t, "after lease writes", m, r, []leases.Member{e})
+	}
+	wantHeader(t, "after lease writes", m, header)
 
-	for r := range leases.MemberRows {
-		mk, err := leases.ParseKey(leases.MemberKey(r))
-		if err != nil {
-			t.Fatalf("ParseKey(%q): %v", leases.MemberKey(r), err)
-		}
-		if got, err := s.Get(ctx(t), mk); err == nil {
-			t.Errorf("Get(%s) read membership row %d as a lease: %+v", mk, r, got)
-		}
-		if got, err := s.Create(ctx(t), mk); err == nil {
-			t.Errorf("Create(%s) made membership row %d a lease: %+v", mk, r, got)
-		}
+	for _, mk := range memberKeys(t, 0, r1, r2, leases.MaxMemberRows-1) {
 		ghost := leases.Lease{Key: mk, Owner: "a", Incarnation: "inc", Counter: 1}
-		if got, err := s.Checkpoint(ctx(t), ghost, leases.Checkpoint{Sequence: "1"}); err == nil {
-			t.Errorf("Checkpoint(%s) wrote membership row %d as a lease: %+v", mk, r, got)
+		free := leases.Lease{Key: mk, Counter: 1}
+		calls := map[string]func() error{
+			"Get":                  func() error { _, err := s.Get(ctx(t), mk); return err },
+			"Create":               func() error { _, err := s.Create(ctx(t), mk); return err },
+			"Checkpoint":           func() error { _, err := s.Checkpoint(ctx(t), ghost, leases.Checkpoint{Sequence: "1"}); return err },
+			"Release":              func() error { _, err := s.Release(ctx(t), ghost, leases.Checkpoint{Sequence: "1"}); return err },
+			"Rewind of a held row": func() error { _, err := s.Rewind(ctx(t), ghost, leases.Checkpoint{Sequence: "1"}); return err },
+			"Rewind of a free row": func() error { _, err := s.Rewind(ctx(t), free, leases.Checkpoint{Sequence: "1"}); return err },
+			"ApplyRewind": func() error {
+				g := ghost
+				g.RewindTo = leases.Checkpoint{Sequence: "1"}
+				_, err := s.ApplyRewind(ctx(t), g)
+				return err
+			},
+			"TakeAs": func() error { _, err := m.TakeAs(ctx(t), free, "a", "inc"); return err },
+			"CreateAs": func() error {
+				_, err := m.CreateAs(ctx(t), mk, "a", "inc", leases.Checkpoint{Sequence: "1"})
+				return err
+			},
 		}
-		if got, err := m.TakeAs(ctx(t), ghost, "a", "inc"); err == nil {
-			t.Errorf("TakeAs(%s) took membership row %d as a lease: %+v", mk, r, got)
+		for op, call := range calls {
+			wantRefusedKey(t, fmt.Sprintf("%s(%s)", op, mk), call())
 		}
 	}
-	for _, e := range entries {
-		wantStored(t, "after lease calls naming membership rows", m, e)
+	for r, e := range entries {
+		wantStoredExactly(t, "after lease calls naming membership rows", m, r, []leases.Member{e})
 	}
+	wantHeader(t, "after lease calls naming membership rows", m, header)
 }
 
-func testTakeAs(t *testing.T, s leases.Store, m leases.Membership) {
+func testTakeAs(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
 	// A free row: owner and incarnation written.
 	k := newKey(t)
 	free := mustCreate(t, s, k)
@@ -709,7 +1302,7 @@ func testTakeAs(t *testing.T, s leases.Store, m leases.Membership) {
 	}
 }
 
-func testTakeAsCounter(t *testing.T, s leases.Store, m leases.Membership) {
+func testTakeAsCounter(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
 	k := newKey(t)
 	l, err := m.TakeAs(ctx(t), mustCreate(t, s, k), "a", "inc-a")
 	if err != nil {
@@ -732,7 +1325,7 @@ func testTakeAsCounter(t *testing.T, s leases.Store, m leases.Membership) {
 	}
 }
 
-func testReleaseClearsIncarnation(t *testing.T, s leases.Store, m leases.Membership) {
+func testReleaseClearsIncarnation(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
 	k := newKey(t)
 	l, err := m.TakeAs(ctx(t), mustCreate(t, s, k), "a", "inc-a")
 	if err != nil {
@@ -756,22 +1349,111 @@ func testReleaseClearsIncarnation(t *testing.T, s leases.Store, m leases.Members
 	}
 }
 
-func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membership) {
-	a := newOwner(t, 0, "a")
-	e := leases.Member{Owner: a, Incarnation: "inc", Heartbeat: 1}
-	notValidation := func(err error) bool { return err == nil || errors.Is(err, leases.ErrConflict) }
-	for _, row := range []int{-1, leases.MemberRows, 1 << 20} {
-		if _, err := m.Heartbeat(ctx(t), row, e); notValidation(err) {
-			t.Errorf("Heartbeat in row %d: %v, want a validation error", row, err)
+// testCreateAs: CreateAs creates a missing row, in one write, held by the
+// caller's incarnation with the checkpoint given: counter 1, a new token,
+// no rewind pending. The holder writes it at once; others cannot.
+func testCreateAs(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
+	base := newKey(t)
+	tokens := map[string]bool{}
+	for i, cp := range []leases.Checkpoint{
+		{Sequence: "49590338271490256608559692538361571095921575989136588898", SubSequence: 3},
+		{Sequence: "49590338271490256608559692538361571095921575989136588899"},
+		{}, // no checkpoint: the holder starts where the subscription says
+		{Sequence: leases.ShardEnd},
+		leases.RewindAtSequence("1234"),
+	} {
+		k := leases.Key{Stream: base.Stream, Shard: fmt.Sprintf("shardId-%012d", i)}
+		owner, inc := fmt.Sprintf("owner-%d", i), leases.NewIncarnation(i, "abc")
+		l, err := m.CreateAs(ctx(t), k, owner, inc, cp)
+		if err != nil {
+			t.Fatalf("CreateAs(%s, %q, %q, %v) of a missing row: %v", k, owner, inc, cp, err)
 		}
-		if _, err := m.Members(ctx(t), row); notValidation(err) {
-			t.Errorf("Members(%d): %v, want a validation error", row, err)
+		want := leases.Lease{Key: k, Owner: owner, Incarnation: inc, Counter: 1, Checkpoint: cp, Token: l.Token}
+		if l != want || l.Token == "" || !l.Held() {
+			t.Fatalf("CreateAs(%s, %q, %q, %v): %+v, want %+v with a token", k, owner, inc, cp, l, want)
 		}
-		if _, err := m.ReplaceMember(ctx(t), row, e, leases.Member{}); notValidation(err) {
-			t.Errorf("ReplaceMember in row %d: %v, want a validation error", row, err)
+		if tokens[l.Token] {
+			t.Fatalf("CreateAs(%s) wrote the token %q of another write", k, l.Token)
+		}
+		tokens[l.Token] = true
+		wantRow(t, s, k, l, fmt.Sprintf("after CreateAs(%s)", k))
+
+		// Another incarnation of the owner, and another owner, cannot
+		// write the row; its holder can.
+		for _, fake := range []leases.Lease{
+			func() leases.Lease { f := l; f.Incarnation = inc + "-old"; return f }(),
+			func() leases.Lease { f := l; f.Owner = owner + "-other"; return f }(),
+		} {
+			_, err := s.Checkpoint(ctx(t), fake, leases.Checkpoint{Sequence: "5"})
+			wantConflict(t, fmt.Sprintf("Checkpoint by (%q, %q) of a row CreateAs made for (%q, %q)", fake.Owner, fake.Incarnation, owner, inc), err)
+		}
+		wantRow(t, s, k, l, "writes by others changed the row CreateAs made")
+		got, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "5"})
+		if err != nil {
+			t.Fatalf("Checkpoint by the incarnation CreateAs made the holder: %v", err)
+		}
+		checkWritten(t, s, "Checkpoint after CreateAs", l, got)
+		if got.Owner != owner || got.Incarnation != inc {
+			t.Fatalf("Checkpoint after CreateAs: %+v, want the holder kept", got)
+		}
+		tokens[got.Token] = true
+	}
+}
+
+// testCreateAsOnlyIfAbsent: CreateAs on a row that exists, in any state,
+// fails with a *leases.ConflictError and changes nothing.
+func testCreateAsOnlyIfAbsent(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
+	base := newKey(t)
+	key := func(i int) leases.Key { return leases.Key{Stream: base.Stream, Shard: fmt.Sprintf("shardId-%012d", i)} }
+	cp := leases.Checkpoint{Sequence: "77"}
+
+	free := mustCreate(t, s, key(0))
+	held, err := s.Checkpoint(ctx(t), mustTake(t, s, mustCreate(t, s, key(1)), "a"), leases.Checkpoint{Sequence: "9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released, err := s.Release(ctx(t), mustTake(t, s, mustCreate(t, s, key(2)), "a"), leases.Checkpoint{Sequence: "10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := m.CreateAs(ctx(t), key(3), "a", incOf("a"), leases.Checkpoint{Sequence: "11"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, l := range map[string]leases.Lease{"a free row": free, "a held row": held, "a released row": released, "a row CreateAs made": created} {
+		for _, by := range [][2]string{{"a", incOf("a")}, {"b", incOf("b")}} {
+			op := fmt.Sprintf("CreateAs by (%q, %q) of %s", by[0], by[1], what)
+			got, err := m.CreateAs(ctx(t), l.Key, by[0], by[1], cp)
+			wantConflict(t, op, err)
+			if got != (leases.Lease{}) {
+				t.Errorf("%s: a failed CreateAs returned %+v, want the zero Lease", op, got)
+			}
+			wantRow(t, s, l.Key, l, op+" changed the row")
 		}
 	}
-	wantNotStored(t, "after calls with invalid rows", m, a)
+	// Nor does Create create over a row CreateAs made.
+	_, err = s.Create(ctx(t), key(3))
+	wantConflict(t, "Create of a row CreateAs made", err)
+	wantRow(t, s, key(3), created, "Create changed the row CreateAs made")
+}
+
+func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a := newOwner(t, "a")
+	e := leases.Member{Owner: a, Incarnation: "inc", Heartbeat: 1}
+	header := mustHeader(t, m)
+	for _, row := range []int{-1, leases.MaxMemberRows, leases.MaxMemberRows + 1, 1 << 20} {
+		_, err := m.Join(ctx(t), row, e)
+		wantInvalid(t, fmt.Sprintf("Join in row %d", row), err)
+		_, err = m.Heartbeat(ctx(t), row, e)
+		wantInvalid(t, fmt.Sprintf("Heartbeat in row %d", row), err)
+		_, err = m.Members(ctx(t), row)
+		wantInvalid(t, fmt.Sprintf("Members(%d)", row), err)
+		_, err = m.ReplaceMember(ctx(t), row, e, leases.Member{})
+		wantInvalid(t, fmt.Sprintf("ReplaceMember in row %d", row), err)
+		wantInvalid(t, fmt.Sprintf("BumpRow(%d)", row), m.BumpRow(ctx(t), row))
+	}
+	wantHeader(t, "after calls with invalid rows", m, header)
 
 	badEntries := map[string]leases.Member{
 		"an empty owner":                {Incarnation: "inc", Heartbeat: 1},
@@ -780,14 +1462,14 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 		"an incarnation longer than 64": {Owner: a, Incarnation: strings.Repeat("i", 65), Heartbeat: 1},
 	}
 	for what, bad := range badEntries {
-		if _, err := m.Heartbeat(ctx(t), leases.MemberRow(bad.Owner), bad); notValidation(err) {
-			t.Errorf("Heartbeat of an entry with %s: %v, want a validation error", what, err)
-		}
+		_, err := m.Join(ctx(t), r, bad)
+		wantInvalid(t, "Join of an entry with "+what, err)
+		_, err = m.Heartbeat(ctx(t), r, bad)
+		wantInvalid(t, "Heartbeat of an entry with "+what, err)
 	}
-	wantNotStored(t, "after invalid heartbeats", m, a)
+	wantStoredExactly(t, "after invalid joins and heartbeats", m, r, nil)
 
-	mustHeartbeat(t, m, e)
-	r := leases.MemberRow(a)
+	mustJoin(t, m, r, e)
 	for what, c := range map[string]struct{ seen, next leases.Member }{
 		"a seen entry without incarnation":  {leases.Member{Owner: a, Heartbeat: 1}, leases.Member{}},
 		"a seen entry without owner":        {leases.Member{Incarnation: "inc", Heartbeat: 1}, leases.Member{}},
@@ -795,41 +1477,57 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 		"a next entry without incarnation":  {e, leases.Member{Owner: a, Heartbeat: 1}},
 		"a next incarnation longer than 64": {e, leases.Member{Owner: a, Incarnation: strings.Repeat("i", 65), Heartbeat: 1}},
 	} {
-		if _, err := m.ReplaceMember(ctx(t), r, c.seen, c.next); notValidation(err) {
-			t.Errorf("ReplaceMember with %s: %v, want a validation error", what, err)
-		}
+		_, err := m.ReplaceMember(ctx(t), r, c.seen, c.next)
+		wantInvalid(t, "ReplaceMember with "+what, err)
 	}
-	wantStored(t, "after invalid replacements", m, e)
-	wantNotStored(t, "after invalid replacements", m, a+"-other")
+	wantStoredExactly(t, "after invalid replacements", m, r, []leases.Member{e})
 
 	k := newKey(t)
 	l := mustCreate(t, s, k)
+	missing := leases.Key{Stream: k.Stream, Shard: "shardId-000000000001"}
 	for what, c := range map[string][2]string{
 		"an empty owner":                {"", "inc"},
+		"an owner longer than 256":      {strings.Repeat("o", 257), "inc"},
 		"an empty incarnation":          {"a", ""},
 		"an incarnation longer than 64": {"a", strings.Repeat("i", 65)},
 	} {
-		if _, err := m.TakeAs(ctx(t), l, c[0], c[1]); notValidation(err) {
-			t.Errorf("TakeAs with %s: %v, want a validation error", what, err)
-		}
+		_, err := m.TakeAs(ctx(t), l, c[0], c[1])
+		wantInvalid(t, "TakeAs with "+what, err)
+		_, err = m.CreateAs(ctx(t), missing, c[0], c[1], leases.Checkpoint{Sequence: "1"})
+		wantInvalid(t, "CreateAs with "+what, err)
 	}
-	if _, err := m.TakeAs(ctx(t), leases.Lease{Key: leases.Key{Stream: k.Stream}, Counter: 1}, "a", "inc"); notValidation(err) {
-		t.Errorf("TakeAs with an empty shard id: %v, want a validation error", err)
+	_, err := m.TakeAs(ctx(t), leases.Lease{Key: leases.Key{Stream: k.Stream}, Counter: 1}, "a", "inc")
+	wantInvalid(t, "TakeAs with an empty shard id", err)
+	for what, bad := range map[string]leases.Key{
+		"an empty shard id":          {Stream: k.Stream},
+		"an empty stream":            {Shard: "shardId-000000000001"},
+		"a shard id with a colon":    {Stream: k.Stream, Shard: "shard:1"},
+		"a control character":        {Stream: k.Stream + "\x00", Shard: "shardId-000000000001"},
+		"a shard id longer than 128": {Stream: k.Stream, Shard: strings.Repeat("s", 129)},
+		"a stream longer than 2048":  {Stream: strings.Repeat("s", 2049), Shard: "shardId-000000000001"},
+	} {
+		_, err := m.CreateAs(ctx(t), bad, "a", "inc", leases.Checkpoint{Sequence: "1"})
+		wantInvalid(t, "CreateAs with "+what, err)
 	}
 	wantRow(t, s, k, l, "invalid TakeAs calls changed the row")
+	if _, err := s.Get(ctx(t), missing); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("invalid CreateAs calls created %s: Get = %v", missing, err)
+	}
 }
 
-func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membership) {
-	r := 0
-	a, b := newOwner(t, r, "a"), newOwner(t, r, "b")
+func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a, b := newOwner(t, "a"), newOwner(t, "b")
 	e := leases.Member{Owner: a, Incarnation: "inc", Heartbeat: 1}
-	mustHeartbeat(t, m, e)
+	mustJoin(t, m, r, e)
 	k := newKey(t)
 	l := mustCreate(t, s, k)
+	missing := leases.Key{Stream: k.Stream, Shard: "shardId-000000000001"}
+	header := mustHeader(t, m)
 	for name, c := range deadContexts(t) {
 		calls := map[string]func() error{
-			"Heartbeat of a new owner": func() error {
-				_, err := m.Heartbeat(c, r, leases.Member{Owner: b, Incarnation: "inc", Heartbeat: 1})
+			"Join": func() error {
+				_, err := m.Join(c, r, leases.Member{Owner: b, Incarnation: "inc", Heartbeat: 1})
 				return err
 			},
 			"Heartbeat": func() error {
@@ -842,11 +1540,21 @@ func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membershi
 				return err
 			},
 			"ReplaceMember removing": func() error { _, err := m.ReplaceMember(c, r, e, leases.Member{}); return err },
+			"Header":                 func() error { _, err := m.Header(c); return err },
+			"BumpRow":                func() error { return m.BumpRow(c, r) },
+			"ReportVanished":         func() error { return m.ReportVanished(c) },
 			"TakeAs":                 func() error { _, err := m.TakeAs(c, l, "a", "inc"); return err },
+			"CreateAs": func() error {
+				_, err := m.CreateAs(c, missing, "a", "inc", leases.Checkpoint{Sequence: "1"})
+				return err
+			},
 		}
 		wantDeadCalls(t, name, c, calls)
 	}
-	wantStored(t, "after calls with a dead context", m, e)
-	wantNotStored(t, "after calls with a dead context", m, b)
+	wantStoredExactly(t, "after calls with a dead context", m, r, []leases.Member{e})
+	wantHeader(t, "after calls with a dead context", m, header)
 	wantRow(t, s, k, l, "TakeAs with a dead context changed the row")
+	if _, err := s.Get(ctx(t), missing); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("CreateAs with a dead context created %s: Get = %v", missing, err)
+	}
 }

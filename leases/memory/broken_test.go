@@ -1,7 +1,7 @@
 package memory
 
 // The conformance suite checked against stores broken on purpose: each
-// variant below breaks one rule of the lease contract, and the subtest of
+// variant below breaks one rule of the lease or membership contract, and the subtest of
 // leasestest named for it must fail. Each variant runs the whole suite in a
 // child process (a failing leasestest.Run cannot be contained in this one).
 
@@ -76,6 +76,50 @@ var brokenVariants = map[string]brokenVariant{
 	"release-keeps-incarnation": {func() leases.Store { return keepingRelease{New()} }, "Membership/ReleaseClearsIncarnation"},
 	// Lease methods accept the key of a membership row.
 	"member-key-is-lease": {func() leases.Store { return memberKeyLease{New()} }, "Membership/MembershipRowsAreNotLeases"},
+	// Heartbeat creates a missing entry (the contract before Join): a
+	// member removed as dead, or one whose table was recreated, heartbeats
+	// on unnoticed, and rows fill past their capacity.
+	"heartbeat-creates-entry": {func() leases.Store { return creatingHeartbeat{New()} }, "Membership/HeartbeatNeedsAnEntry"},
+	// Join ignores leases.RowCapacity: rows grow past what one write unit
+	// covers.
+	"join-exceeds-capacity": {func() leases.Store {
+		return brokenJoin{Store: New(), room: func(int, int) bool { return true }}
+	}, "Membership/JoinCapacity"},
+	// Join counts every entry ever written to the row and removals never
+	// give the room back (a count that is incremented but not
+	// decremented): a row emptied by removals stays full.
+	"join-counts-removed-entries": {func() leases.Store {
+		joins := map[int]int{}
+		return brokenJoin{Store: New(),
+			room:   func(row, _ int) bool { return joins[row] < leases.RowCapacity },
+			joined: func(row int) { joins[row]++ }}
+	}, "Membership/JoinCapacity"},
+	// Join on a full row fails without saying so: the joiner cannot tell a
+	// full row from a conflict on its own entry.
+	"join-full-not-flagged": {func() leases.Store { return brokenJoin{Store: New(), unflagged: true} }, "Membership/JoinCapacity"},
+	// Join writes over another entry of the owner: a second process with
+	// the same owner id takes the first one's entry.
+	"join-overwrites-entry": {func() leases.Store { return brokenJoin{Store: New(), overwrite: true} }, "Membership/JoinIsIdempotent"},
+	// Join fails on the entry it wrote itself: a resent Join whose first
+	// answer was lost reports a conflict.
+	"join-resend-conflicts": {func() leases.Store { return brokenJoin{Store: New(), resendConflicts: true} }, "Membership/JoinIsIdempotent"},
+	// BumpRow reads the version and writes it back plus one: concurrent
+	// bumps are lost, and a member misses a roster change.
+	"bump-lost-increment": {func() leases.Store { return readModifyWriteBump{New()} }, "Membership/ConcurrentBumpsAllCount"},
+	// BumpRow keeps one version for every row: a member re-reads rows whose
+	// roster did not change, and the others' versions move.
+	"bump-collapses-rows": {func() leases.Store { return collapsingBump{New()} }, "Membership/HeaderBumps"},
+	// Header returns the store's own map: the caller's changes reach the
+	// store.
+	"header-shares-map": {func() leases.Store { return sharedHeader{New()} }, "Membership/HeaderBumps"},
+	// CreateAs writes over a row that exists.
+	"createas-overwrites": {func() leases.Store { return brokenCreateAs{Store: New(), overwrite: true} }, "Membership/CreateAsOnlyIfAbsent"},
+	// CreateAs drops the checkpoint: the recreated row starts from the
+	// subscription's start position.
+	"createas-drops-checkpoint": {func() leases.Store { return brokenCreateAs{Store: New(), dropCheckpoint: true} }, "Membership/CreateAs"},
+	// CreateAs checks the key with Key.Validate, not ValidateLeaseKey: it
+	// creates a lease row under a membership row's key.
+	"createas-accepts-member-key": {func() leases.Store { return brokenCreateAs{Store: New(), anyKey: true} }, "Membership/MembershipRowsAreNotLeases"},
 	// Check ignores its context and blocks.
 	"check-ignores-context": {func() leases.Store {
 		return checkFunc{New(), func(ctx context.Context) error {
@@ -99,8 +143,8 @@ func (b anyIncarnation) Heartbeat(ctx context.Context, row int, m leases.Member)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.members[row] == nil {
-		b.members[row] = map[string]leases.Member{}
+	if _, ok := b.members[row][m.Owner]; !ok {
+		return nil, &leases.MemberConflictError{Op: "Heartbeat", Row: row, Owner: m.Owner}
 	}
 	b.members[row][m.Owner] = m
 	return sortedMembers(b.members[row]), nil
@@ -121,14 +165,163 @@ func (b condHeartbeat) Heartbeat(ctx context.Context, row int, m leases.Member) 
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if cur, ok := b.members[row][m.Owner]; ok && !b.ok(cur, m) {
+	if cur, ok := b.members[row][m.Owner]; !ok || !b.ok(cur, m) {
 		return nil, &leases.MemberConflictError{Op: "Heartbeat", Row: row, Owner: m.Owner, Current: cur}
-	}
-	if b.members[row] == nil {
-		b.members[row] = map[string]leases.Member{}
 	}
 	b.members[row][m.Owner] = m
 	return sortedMembers(b.members[row]), nil
+}
+
+// creatingHeartbeat writes m when its owner has no entry, as Join would
+// (room or not).
+type creatingHeartbeat struct{ *Store }
+
+func (b creatingHeartbeat) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if err := beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	if err := leases.ValidateMember(m); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	_, ok := b.members[row][m.Owner]
+	if !ok {
+		if b.members[row] == nil {
+			b.members[row] = map[string]leases.Member{}
+		}
+		b.members[row][m.Owner] = m
+	}
+	ms := sortedMembers(b.members[row])
+	b.mu.Unlock()
+	if ok {
+		return b.Store.Heartbeat(ctx, row, m)
+	}
+	return ms, nil
+}
+
+// brokenJoin is a Join with one rule broken: room (nil: fewer than
+// RowCapacity entries) says whether row, holding n entries, takes another,
+// and joined is told of every entry written; overwrite writes over
+// another entry of the owner; resendConflicts fails on the owner's
+// identical entry; unflagged leaves Full unset on a full row.
+type brokenJoin struct {
+	*Store
+	room                                  func(row, n int) bool
+	joined                                func(row int)
+	overwrite, resendConflicts, unflagged bool
+}
+
+func (b brokenJoin) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	if err := beginMember(ctx, row); err != nil {
+		return nil, err
+	}
+	if err := leases.ValidateMember(m); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	entries := b.members[row]
+	if cur, ok := entries[m.Owner]; ok {
+		switch {
+		case cur == m && !b.resendConflicts:
+			return sortedMembers(entries), nil
+		case cur != m && b.overwrite:
+			entries[m.Owner] = m
+			return sortedMembers(entries), nil
+		}
+		return nil, &leases.MemberConflictError{Op: "Join", Row: row, Owner: m.Owner, Current: cur}
+	}
+	room := len(entries) < leases.RowCapacity
+	if b.room != nil {
+		room = b.room(row, len(entries))
+	}
+	if !room {
+		return nil, &leases.MemberConflictError{Op: "Join", Row: row, Owner: m.Owner, Full: !b.unflagged}
+	}
+	if entries == nil {
+		entries = make(map[string]leases.Member)
+		b.members[row] = entries
+	}
+	entries[m.Owner] = m
+	if b.joined != nil {
+		b.joined(row)
+	}
+	return sortedMembers(entries), nil
+}
+
+// readModifyWriteBump reads a row's version and writes it back plus one,
+// without holding the lock in between.
+type readModifyWriteBump struct{ *Store }
+
+func (b readModifyWriteBump) BumpRow(ctx context.Context, row int) error {
+	if err := beginMember(ctx, row); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	v := b.header[row]
+	b.mu.Unlock()
+	time.Sleep(time.Millisecond) // the round trip between the read and the write
+	b.mu.Lock()
+	b.header[row] = v + 1
+	b.mu.Unlock()
+	return nil
+}
+
+// collapsingBump bumps one version, row 0's, whatever the row.
+type collapsingBump struct{ *Store }
+
+func (b collapsingBump) BumpRow(ctx context.Context, row int) error {
+	if err := beginMember(ctx, row); err != nil {
+		return err
+	}
+	return b.Store.BumpRow(ctx, 0)
+}
+
+// sharedHeader returns the store's own map of versions.
+type sharedHeader struct{ *Store }
+
+func (b sharedHeader) Header(ctx context.Context) (leases.MemberHeader, error) {
+	if err := ctx.Err(); err != nil {
+		return leases.MemberHeader{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return leases.MemberHeader{Rows: b.header, Vanished: b.vanished}, nil
+}
+
+// brokenCreateAs is a CreateAs with one rule broken: overwrite writes over
+// a row that exists, dropCheckpoint ignores cp, anyKey validates the key
+// with Key.Validate alone.
+type brokenCreateAs struct {
+	*Store
+	overwrite, dropCheckpoint, anyKey bool
+}
+
+func (b brokenCreateAs) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return leases.Lease{}, err
+	}
+	validate := leases.ValidateLeaseKey
+	if b.anyKey {
+		validate = func(k leases.Key) error { return k.Validate() }
+	}
+	if err := validate(key); err != nil {
+		return leases.Lease{}, err
+	}
+	if err := leases.ValidateMember(leases.Member{Owner: owner, Incarnation: incarnation}); err != nil {
+		return leases.Lease{}, err
+	}
+	if b.dropCheckpoint {
+		cp = leases.Checkpoint{}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.rows[key]; ok && !b.overwrite {
+		return leases.Lease{}, &leases.ConflictError{Op: "CreateAs", Key: key}
+	}
+	l := leases.Lease{Key: key, Owner: owner, Incarnation: incarnation, Checkpoint: cp, Counter: 1, Token: token()}
+	b.rows[key] = l
+	return l, nil
 }
 
 type droppingEnded struct{ *Store }

@@ -6,8 +6,9 @@
 // dynamo store for anything else.
 //
 // Store implements leases.Membership: its membership rows (one map of
-// entries by owner per row, absent until the first heartbeat) are kept
-// beside the lease rows, under the same lock, and no lease key can name one.
+// entries by owner per row, absent until the first join) and its header
+// (a version per row and the vanished counter) are kept beside the lease
+// rows, under the same lock, and no lease key can name them.
 package memory
 
 import (
