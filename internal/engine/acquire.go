@@ -206,7 +206,9 @@ func (g *Group) acquire(ctx context.Context, u unit) {
 func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Lease) {
 	inc := g.Incarnation()
 	sent := mono()
-	t, err := g.mem.TakeAs(ctx, l, g.cfg.Owner, inc)
+	tctx, cancel := g.atFence(ctx)
+	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
+	cancel()
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound) {
 			// The take may have landed with its answer lost: the row would
@@ -264,7 +266,9 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 	l := o.known
 	for attempt := 0; ; attempt++ {
 		sent := mono()
-		t, err := g.mem.TakeAs(ctx, l, g.cfg.Owner, inc)
+		tctx, cancel := g.atFence(ctx)
+		t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
+		cancel()
 		if err == nil {
 			g.startTaken(ctx, st, u, l, t, sent)
 			return
@@ -352,7 +356,7 @@ func (g *Group) dropOrphan(u unit, o orphan) {
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, ret int64) {
 	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
 	r := st.row(u.Shard)
-	if !r.seen && !st.hadRows {
+	if !r.seen && g.newStream(st) {
 		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 		l, err := g.store.Create(ctx, key)
 		if errors.Is(err, leases.ErrConflict) {
@@ -375,13 +379,18 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 			st.markReported(u.Shard)
 		}
 	}
+	if !r.seen && !st.hadRows && !g.headerAtJoin.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
+		return // too early to tell a new stream from a table emptied under its fleet
+	}
 	if wait := g.lostRowWait(st); time.Duration(r.missingConfirm-r.missingSince) < wait {
 		return
 	}
 	inc := g.Incarnation()
 	cp := r.lease.Checkpoint
 	csent := mono()
-	t, err := g.mem.CreateAs(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard}, g.cfg.Owner, inc, cp)
+	cctx, cancel := g.atFence(ctx)
+	t, err := g.mem.CreateAs(cctx, leases.Key{Stream: u.Stream, Shard: u.Shard}, g.cfg.Owner, inc, cp)
+	cancel()
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
 			st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)

@@ -77,12 +77,6 @@ func (g *Group) listShards(ctx context.Context, st *streamState) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// Missing rows of a stream that others may be reading already are
-		// rows that vanished, not rows to create at once: so says a row
-		// that exists, or another live member.
-		g.viewMu.Lock()
-		st.hadRows = len(g.view.live(mono())) > 1
-		g.viewMu.Unlock()
 		for _, id := range order {
 			st.hadRows = st.hadRows || st.row(id).seen
 		}
@@ -142,6 +136,31 @@ func (g *Group) active(st *streamState, id string) bool {
 	}
 	for _, p := range kinesisx.Parents(st.shards[id]) {
 		if _, in := st.shards[p]; in && st.row(p).lease.Checkpoint.Sequence != leases.ShardEnd {
+			return false
+		}
+	}
+	return true
+}
+
+// newStream reports whether a stream none of whose rows existed at this
+// instance's first listing may be taken as new, its missing rows created at
+// once: no other live member holds a lease (its entry's Held), and, if the
+// membership header was empty when this instance joined (a new table, or
+// one emptied under a running fleet), it joined at least two heartbeats
+// ago, by when the members of a running fleet have written their entries
+// again. Otherwise a missing row may be one that vanished under its holder.
+func (g *Group) newStream(st *streamState) bool {
+	if st.hadRows {
+		return false
+	}
+	if !g.headerAtJoin.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
+		return false
+	}
+	g.viewMu.Lock()
+	defer g.viewMu.Unlock()
+	now := mono()
+	for owner, m := range g.view.latest {
+		if owner != g.cfg.Owner && m.Held > 0 && g.view.alive(owner, m.Incarnation, now) {
 			return false
 		}
 	}

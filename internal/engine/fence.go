@@ -163,6 +163,9 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 	g.viewMu.Lock()
 	g.rows.header, g.rows.headerOK, g.rows.vanished = h.Rows, true, h.Vanished
 	g.viewMu.Unlock()
+	if len(h.Rows) > 0 {
+		g.headerAtJoin.Store(true)
+	}
 	rows := make([]int, 0, len(h.Rows))
 	for r := range h.Rows {
 		rows = append(rows, r)
@@ -199,6 +202,11 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			continue
 		}
 		inc := newIncarnation(row)
+		if cur := g.Incarnation(); rowOf(cur) < 0 {
+			// The first join: the process's own suffix (Incarnation before
+			// Run), in the row it joins.
+			inc = leases.NewIncarnation(row, cur)
+		}
 		g.hb.hb++
 		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load()}
 		first := mono()
@@ -210,6 +218,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			switch {
 			case err == nil:
 				g.setInc(inc)
+				g.joinedAt.CompareAndSwap(0, mono())
 				g.fence.Store(fenceAfter(first, g.cfg.Timeout, g.cfg.FenceMargin))
 				g.observe(row, rows, first, mono())
 				g.started.Store(true)
@@ -255,6 +264,7 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 		return false, nil
 	}
 	g.setInc(inc)
+	g.joinedAt.CompareAndSwap(0, mono())
 	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
 	g.observe(row, rows, sent, mono())
 	g.markDead(cur)
@@ -383,7 +393,7 @@ func (g *Group) heartbeat(ctx context.Context) error {
 	// the holder's fence while takers see no change.
 	g.hb.hb++
 	inc := g.Incarnation()
-	m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load()}
+	m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount()}
 	// A fenced incarnation says so: its leases may be taken at once. Only
 	// the old incarnation: once the instance goes on as a new one, that one
 	// holds what it takes afresh.
@@ -574,4 +584,11 @@ func (g *Group) rejoin(ctx context.Context) {
 	} else if err != nil {
 		g.log.Error("kinesislease: joining the membership again failed", "err", err)
 	}
+}
+
+// heldCount returns how many leases this instance holds (workers running).
+func (g *Group) heldCount() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return int64(len(g.workers))
 }

@@ -176,6 +176,11 @@ type Group struct {
 
 	// cancelRun ends Run with an error (set by Run).
 	cancelRun context.CancelCauseFunc
+	// joinedAt is mono() when this process first joined the membership;
+	// headerAtJoin: the membership header listed rows then (the table was
+	// in use).
+	joinedAt     atomic.Int64
+	headerAtJoin atomic.Bool
 }
 
 // myRow returns the membership row this instance heartbeats in.
@@ -205,8 +210,8 @@ type streamState struct {
 	rows   map[string]rowState
 	legacy map[string]legacyObs
 	// hadRows: when this instance first listed the stream's shards, some
-	// row existed or another member was alive: the stream may be read by
-	// others already, so a missing row may be one that vanished.
+	// row existed: the stream is read by others already, so a missing row
+	// may be one that vanished (see newStream).
 	hadRows bool
 	// missingGap: two reads that found a row missing further apart than
 	// this do not show it missing in between.
@@ -335,7 +340,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	}
 	h := newHooks(cfg.Hooks)
 	g := &Group{
-		cfg: cfg, h: h,
+		cfg: cfg, h: h, inc: rand.Text()[:10],
 		streams: map[string]*streamState{}, view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
 		workers: map[unit]*worker{}, orphans: map[unit]orphan{},
 		log: cfg.Logger.With("owner", cfg.Owner),
@@ -362,7 +367,9 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 
 func newIncarnation(row int) string { return leases.NewIncarnation(row, rand.Text()[:10]) }
 
-// Incarnation returns this process's current incarnation id.
+// Incarnation returns this process's current incarnation id: before Run
+// has joined the membership, the process's random suffix alone (its first
+// incarnation is that suffix in the row it joins, "row.suffix").
 func (g *Group) Incarnation() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -475,8 +482,8 @@ func (g *Group) loop(ctx context.Context) {
 // round is one round of the instance's work: read the other membership
 // rows, list shards when due, re-read held rows, announce dead members,
 // plan, and take and release what the plan says. It does nothing while the
-// instance is fenced, and all its calls share a deadline at the fence as it
-// stood when the round began.
+// instance is fenced; its calls end within a timeout, and every take within
+// the fence as it stands when the take is sent.
 func (g *Group) round(ctx context.Context) {
 	g.rounds++
 	g.reap(ctx, false)
@@ -484,7 +491,9 @@ func (g *Group) round(ctx context.Context) {
 	if fence == fenced || mono() >= fence || g.fencedSince.Load() != 0 {
 		return // the heartbeat loop is bringing the instance back
 	}
-	rctx, cancel := context.WithTimeout(ctx, time.Duration(fence-mono()))
+	// The round's calls are bounded by the timeout; a take is bounded by the
+	// fence (see fenced), and whatever lands after it is only an orphan.
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
 	if !g.refreshView(rctx) {
 		return // no full view of the members yet: plan nothing
@@ -673,4 +682,11 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 			emit(g.h, g.cfg.Events, kltype.LeaseReleased, info)
 		}
 	}
+}
+
+// atFence returns ctx bounded by the fence as it stands now: a take sent
+// under it either lands before the fence or is cancelled (and if it landed
+// unanswered, the row is an orphan, taken again or released).
+func (g *Group) atFence(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, time.Duration(g.fence.Load()-mono()))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -124,7 +125,11 @@ func TestMembershipRowsBounded(t *testing.T) {
 	stream := sim.NewStream("bounded", 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	live, err := engine.NewGroup(groupConfig("live", mem, stream))
+	lcfg := groupConfig("live", mem, stream)
+	if os.Getenv("KL_DEBUG") != "" {
+		lcfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	live, err := engine.NewGroup(lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +199,11 @@ func TestMembershipRowsBounded(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for entries() > 1 {
 		if time.Now().After(deadline) {
+			h, _ := mem.Header(context.Background())
+			for r := range h.Rows {
+				ms, _ := mem.Members(context.Background(), r)
+				t.Logf("row %d (version %d): %+v", r, h.Rows[r], ms)
+			}
 			t.Fatalf("%d membership entries 10s after %d crashed processes, want 1 (the live one)", entries(), restarts)
 		}
 		time.Sleep(20 * time.Millisecond)

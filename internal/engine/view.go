@@ -18,7 +18,7 @@ type rowBook struct {
 	headerOK bool          // the header was read at least once
 	vanished int64         // the header's Vanished count, as last read
 	readAt   map[int]int64 // row -> the header's version when last read
-	entries  map[int]int   // row -> entries not marked leaving at the last read
+	entries  map[int]int   // row -> entries alive (not leaving, not found dead) at the last read
 	total    map[int]int   // row -> entries at the last read
 	want     map[int]bool  // rows to read at the next refresh (a row names an unknown incarnation)
 	// bump holds the rows whose roster this instance changed and whose
@@ -33,13 +33,13 @@ func newRowBook() rowBook {
 
 // watched returns the membership rows this instance times besides its own:
 // walking the rows after its own, in ring order, every row with entries up
-// to and including the first that has an entry not marked leaving (or that
-// the header lists and was never read), at most maxWatched of them. Every
+// to and including the first that has an entry alive (or that the header
+// lists and was never read), at most maxWatched of them. Every
 // row with entries is so watched by the members of the row before it, and
 // the members of a row watch each other through their heartbeats, so every
 // member is timed by someone at the cost of one read a round; the rows
-// passed on the way, whose entries are all marked leaving (a whole row
-// died), are read too until their entries are removed.
+// passed on the way, whose members are all dead (a whole row died), are
+// read too until their entries are removed.
 func (b *rowBook) watched(own int) []int {
 	last := own
 	for r := range b.header {
@@ -66,8 +66,10 @@ func (b *rowBook) watched(own int) []int {
 	return rows
 }
 
-// maxWatched bounds the rows a member times besides its own.
-const maxWatched = 3
+// maxWatched bounds the rows a member times besides its own: one in steady
+// state, more only while rows of dead members lie in between (they are read
+// until their entries are removed, three timeouts after they died).
+const maxWatched = 8
 
 // due returns the rows to read now: those whose roster version moved since
 // this instance read them, the watched row, and the rows asked for.
@@ -176,9 +178,9 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 	inc := g.Incarnation()
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
-	live := 0
+	live, now := 0, mono()
 	for _, m := range rows {
-		if !m.Leaving {
+		if !m.Leaving && (m.Owner == g.cfg.Owner || g.view.alive(m.Owner, m.Incarnation, now)) {
 			live++
 		}
 	}

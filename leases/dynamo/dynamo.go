@@ -111,6 +111,7 @@ const (
 	entryLeaving   = "l" // BOOL: leaving, absent when false
 	entryNotice    = "n" // N: notice, absent when 0
 	entryEnded     = "e" // N: shards ended by the member, absent when 0
+	entryHeld      = "k" // N: leases the member holds, absent when 0
 	attrCount      = "n" // N: a membership row's entry count
 	// The membership header: r<row> (N) per row, the roster version, and
 	// vanished (N).

@@ -294,6 +294,9 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if m.Ended != 0 {
 		e[entryEnded] = numAttr(m.Ended)
 	}
+	if m.Held != 0 {
+		e[entryHeld] = numAttr(m.Held)
+	}
 	return &types.AttributeValueMemberM{Value: e}
 }
 
@@ -344,6 +347,9 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
 	if m.Notice, err = num(mv.Value, entryNotice); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	if m.Held, err = num(mv.Value, entryHeld); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
 	if m.Ended, err = num(mv.Value, entryEnded); err != nil {

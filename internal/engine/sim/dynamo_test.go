@@ -317,7 +317,7 @@ func (d *dynWorld) run() {
 	switch d.profile {
 	case "calls":
 		steps = append(steps,
-			step{at(3*time.Second, 4*time.Second), func() { d.throttle(leases.MemberRow(d.proc(0).owner), dynTimeout*3/2) }},
+			step{at(3*time.Second, 4*time.Second), func() { d.throttle(d.memberRow(d.proc(0).owner), dynTimeout*3/2) }},
 			step{at(6*time.Second, 7*time.Second), func() { d.slowCalls(3 * time.Second) }},
 			step{8 * time.Second, func() { d.slowListing(3 * time.Second) }})
 	case "rows":
@@ -538,6 +538,23 @@ func (d *dynWorld) crash(i int) {
 	p.dead.Store(true)
 	d.chk.crashed(p.owner)
 	p.cancel()
+}
+
+// memberRow returns the membership row owner heartbeats in (0 if none is
+// found).
+func (d *dynWorld) memberRow(owner string) int {
+	ctx := testutil.WithoutFaults(context.Background())
+	h, err := d.reader.Header(ctx)
+	if err != nil {
+		return 0
+	}
+	for r := range h.Rows {
+		ms, err := d.reader.Members(ctx, r)
+		if err == nil && slices.ContainsFunc(ms, func(m leases.Member) bool { return m.Owner == owner }) {
+			return r
+		}
+	}
+	return 0
 }
 
 func (d *dynWorld) throttle(row int, dur time.Duration) {

@@ -306,7 +306,9 @@ func (p *mplan) drawTableFaults(r *rand.Rand) {
 		add(e)
 	}
 	if r.IntN(4) == 0 {
-		add(mevent{kind: mThrottleRow, slot: -1, row: r.IntN(leases.MemberRows), dur: T + T/10 + time.Duration(r.Int64N(int64(T)))})
+		// The rows in use: members pack the lowest rows, RowCapacity each.
+		rows := max(1, (len(p.procs)+leases.RowCapacity-1)/leases.RowCapacity)
+		add(mevent{kind: mThrottleRow, slot: -1, row: r.IntN(rows), dur: T + T/10 + time.Duration(r.Int64N(int64(T)))})
 	}
 	if r.IntN(4) == 0 {
 		e := mevent{kind: mLatency, slot: -1, dur: 5*time.Second + time.Duration(r.Int64N(int64(20*time.Second)))}
@@ -789,6 +791,8 @@ type mproc struct {
 	// knows holds, per shard, how many records the best checkpoint the
 	// process read or wrote covers.
 	knows map[string]int
+	// heldEver: the shards the process took at some point.
+	heldEver map[string]bool
 }
 
 // mtenure is one lease of a process as the model sees it: when its TakeAs
@@ -1006,7 +1010,8 @@ func (w *mworld) run() {
 	w.bg.Wait()
 	w.chk.mu.Lock()
 	rows := w.finalRows(func(l leases.Lease) string { return w.name(l.Owner, l.Incarnation) }, w.identified)
-	for row := range leases.MemberRows {
+	hdr, _ := w.mem.Header(context.Background())
+	for row := range hdr.Rows {
 		ms, _ := w.mem.Members(context.Background(), row)
 		for _, m := range ms {
 			for _, pr := range live {
@@ -1160,7 +1165,7 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 		owner = w.slots[slot][gen-1].owner
 	}
 	pr := &mproc{w: w, slot: slot, gen: gen, owner: owner, cfg: w.p.procs[slot],
-		done: make(chan struct{}), ten: map[string]*mtenure{}, knows: map[string]int{}}
+		done: make(chan struct{}), ten: map[string]*mtenure{}, knows: map[string]int{}, heldEver: map[string]bool{}}
 	w.slots[slot] = append(w.slots[slot], pr)
 	w.mu.Unlock()
 
@@ -1325,7 +1330,11 @@ func (w *mworld) knowledge(id string, l leases.Lease) (known, holderKnown int) {
 		if pr.dead.Load() || pr.returned {
 			continue
 		}
-		if n, ok := pr.knows[id]; ok {
+		// What a process held the shard under: the engine recreates a
+		// vanished row from what its holders knew (every holder, idle or
+		// fenced, re-reads its rows when a member reports one vanished); a
+		// process that only read the row does not vouch for it.
+		if n, ok := pr.knows[id]; ok && pr.heldEver[id] {
 			known = max(known, min(n, row))
 		}
 	}
@@ -1425,7 +1434,11 @@ func (w *mworld) rewind(e mevent) {
 func (w *mworld) notify(req *rewindReq, owner, inc string) {
 	w.chk.mu.Lock()
 	defer w.chk.mu.Unlock()
-	row := leases.MemberRow(owner)
+	row, ok := leases.IncarnationRow(inc)
+	if !ok {
+		w.chk.tracef("operator: %s names no membership row: no notice", w.name(owner, inc))
+		return
+	}
 	ms, err := w.mem.Members(context.Background(), row)
 	if err != nil {
 		w.chk.tracef("operator: notice to %s: %v", w.name(owner, inc), err)
@@ -1518,9 +1531,15 @@ func (pr *mproc) ended() bool {
 
 func (pr *mproc) faulty() bool { return time.Now().Before(pr.w.at(pr.w.p.faultEnd)) }
 
-func isMemberOp(op string) bool { return op == "Heartbeat" || op == "Members" || op == "ReplaceMember" }
+func isMemberOp(op string) bool {
+	switch op {
+	case "Heartbeat", "Members", "ReplaceMember", "Join", "Header", "BumpRow", "ReportVanished":
+		return true
+	}
+	return false
+}
 
-func isMemberWrite(op string) bool { return op != "Get" && op != "Members" }
+func isMemberWrite(op string) bool { return op != "Get" && op != "Members" && op != "Header" }
 
 func (pr *mproc) count(f func(s *mstats)) {
 	pr.w.mu.Lock()
@@ -1684,6 +1703,7 @@ func (pr *mproc) learn(l leases.Lease) {
 func (w *mworld) takeLanded(pr *mproc, before, after leases.Lease) {
 	id := after.Key.Shard
 	now := time.Now()
+	pr.heldEver[id] = true
 	w.seq++
 	// The holder of a row it recreated after a deletion goes on delivering
 	// while it takes the row again: its lease stays valid meanwhile.
@@ -1858,13 +1878,36 @@ func (pr *mproc) applyMembers(op string, row int, do func() ([]leases.Member, er
 // process gets, from which the simulation computes the process's fence.
 type modelStore struct {
 	*FaultStore
-	pr *mproc
+	pr       *mproc
+	joinMu   sync.Mutex
+	joinSent map[leases.Member]time.Time
 }
 
 func (s *modelStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	sent := time.Now() // the Group's send time: nothing between it and this call takes time
 	rows, err := s.FaultStore.Heartbeat(ctx, row, m)
 	if err == nil {
+		s.pr.heartbeatAnswered(sent)
+	}
+	return rows, err
+}
+
+// Join models the Group's join: its fence counts from the send of the
+// first attempt to write that same entry (a resent one finds it landed).
+func (s *modelStore) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	sent := time.Now()
+	s.joinMu.Lock()
+	if s.joinSent == nil {
+		s.joinSent = map[leases.Member]time.Time{}
+	}
+	if first, ok := s.joinSent[m]; ok {
+		sent = first
+	} else {
+		s.joinSent[m] = sent
+	}
+	s.joinMu.Unlock()
+	rows, err := s.FaultStore.Join(ctx, row, m)
+	if err == nil && m.Owner == s.pr.owner {
 		s.pr.heartbeatAnswered(sent)
 	}
 	return rows, err
@@ -1964,4 +2007,14 @@ func (pr *mproc) handle(ctx context.Context, r *kltype.Record) error {
 	pr.stall()
 	rng := pr.rng("handler", r.ShardID, r.SequenceNumber, strconv.FormatInt(r.SubSequence, 10))
 	return pr.work(ctx, c, h, rng, &w.p.planBase, pr.faulty, pr.cfg.ignoresCancel)
+}
+
+// procRow returns the membership row pr's current incarnation heartbeats
+// in (-1 if it names none).
+func procRow(pr *mproc) int {
+	inc := pr.ident[strings.LastIndexByte(pr.ident, '/')+1:]
+	if r, ok := leases.IncarnationRow(inc); ok {
+		return r
+	}
+	return -1
 }
