@@ -121,7 +121,7 @@ func dynamoSeeds(t *testing.T) []uint64 {
 // KINESISLEASE_DYNAMO_PROFILE=none (or calls, rows, table) gives every seed
 // that profile.
 func TestDynamoMembership(t *testing.T) {
-	t.Parallel() // mostly waiting in real time: alongside the simulations
+	t.Parallel() // mostly waiting in real time: beside the simulations
 	plain := testutil.DynamoClient(t, fastDynamo)
 	for _, seed := range dynamoSeeds(t) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {

@@ -25,8 +25,14 @@ import (
 // own FaultStore, the checker of check_test.go, and the faults the
 // membership protocol must survive. Its seeds are chosen with -seed, -seeds,
 // -seedbase, -simtrace, KINESISLEASE_SIM_SEEDS and
-// KINESISLEASE_SIM_SEED_BASE; without them it runs membershipCISeeds seeds.
-const membershipCISeeds = 300
+// KINESISLEASE_SIM_SEED_BASE; without them it runs membershipCISeeds seeds
+// (membershipRaceSeeds under the race detector, which makes a seed about
+// five times slower: the package's tests stay within a minute on two busy
+// cores).
+const (
+	membershipCISeeds   = 300
+	membershipRaceSeeds = 150
+)
 
 // membershipReports is how many failing seeds TestMembership reports with
 // their plan and trace; the others get a line each.
@@ -533,11 +539,13 @@ type msummary struct {
 // KINESISLEASE_SIM_EXCLUDE=delete-row,drop-table (see excluded) leaves
 // those kinds of events out of every plan.
 //
-// The plain test command runs membershipCISeeds seeds; run 10,000 or more
-// (KINESISLEASE_SIM_SEEDS=10000) before changing internal/engine/group.go.
+// The plain test command runs membershipCISeeds seeds (membershipRaceSeeds
+// with -race); run 30,000 (KINESISLEASE_SIM_SEEDS=30000) before changing
+// internal/engine/group.go.
 // Interleavings of goroutines are not fixed by the seed, so a failure may
 // need a few replays.
 func TestMembership(t *testing.T) {
+	t.Parallel() // beside TestDynamoMembership, which mostly waits
 	for name := range excluded {
 		switch name {
 		case "crash", "stop", "restart", "":
@@ -553,7 +561,11 @@ func TestMembership(t *testing.T) {
 	// for goroutines left behind reads the stacks of every goroutine of the
 	// test binary, and tens of thousands of seeds waiting for their turn
 	// would make it quadratic.
-	runSeeds(t, seedList(t, membershipCISeeds), 256, func(t *testing.T, seed uint64) { runMSeed(t, seed, sum) })
+	ci := membershipCISeeds
+	if raceEnabled {
+		ci = membershipRaceSeeds
+	}
+	runSeeds(t, seedList(t, ci), 256, func(t *testing.T, seed uint64) { runMSeed(t, seed, sum) })
 	t.Logf("membership: %d seeds (%d failed), %v of virtual time; worst failover %v after faults stopped (seed %d), worst fair shares %v after faults stopped (seed %d); "+
 		"at most %.0f%% and %.0f%% of their bounds; "+
 		"%d handler calls, %d takes (%d takeovers, closest %v after the previous holder's last delivery), %d releases, %d checkpoints; "+

@@ -196,6 +196,7 @@ func (w *mworld) proc(slot int) *mproc {
 // go test ./internal/engine/sim/ -run 'TestMembershipFaults/^NAME$' -v
 // runs one; -simtrace prints its trace.
 func TestMembershipFaults(t *testing.T) {
+	t.Parallel()
 	T := engine.DefaultTimeout
 	R := engine.DefaultHeartbeat + engine.DefaultHeartbeat/10
 	t.Run("row-deleted", func(t *testing.T) {
@@ -385,6 +386,7 @@ func (w *mworld) checkNoStaleRestart() {
 //     alive again to the others, and the failover waits a whole timeout
 //     from the bump.
 func TestMembershipBugs(t *testing.T) {
+	t.Parallel()
 	t.Run("self-fence-livelock", func(t *testing.T) {
 		t.Parallel()
 		p := scenario(1, 150, 2, 3*time.Second)
