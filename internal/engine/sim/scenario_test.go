@@ -173,8 +173,8 @@ func (w *mworld) proc(slot int) *mproc {
 //
 //   - row-deleted: a held row is deleted; its holder goes on delivering
 //     and recreates it from its own checkpoint (no delivery stops for
-//     longer than 2s), and the row is held again within 5s (a checkpoint
-//     interval, 2 rounds and a second);
+//     longer than 2s), and holds the row again within a checkpoint
+//     interval, 2 rounds and a second (4.75s);
 //   - table-recreated: every lease row and membership row is gone at once
 //     under 3 processes; every shard is read again from the best
 //     checkpoint a live process knew (not one replayed from an older one),
