@@ -89,7 +89,11 @@ const closeTakeover = time.Second
 type shardState struct {
 	id       string
 	acked    []bool
-	prefix   int // every user record before it was acknowledged
+	prefix   int // every user record before it was acknowledged (since the last replay an operator asked for)
+	// ever and everPrefix are acked and prefix, replays aside: every user
+	// record before everPrefix was acknowledged at least once.
+	ever       []bool
+	everPrefix int
 	open     []*handlerCall
 	versions map[int64]version // seen, not yet checked in order
 	tokens   map[int64]string  // the token of every version seen, by counter
@@ -272,6 +276,13 @@ func (c *checker) exitLocked(h *handlerCall, acked bool) {
 	s.acked[h.idx] = true
 	for s.prefix < len(s.acked) && s.acked[s.prefix] {
 		s.prefix++
+	}
+	for len(s.ever) <= h.idx {
+		s.ever = append(s.ever, false)
+	}
+	s.ever[h.idx] = true
+	for s.everPrefix < len(s.ever) && s.ever[s.everPrefix] {
+		s.everPrefix++
 	}
 	if t := h.tenure; t != nil && h.idx == t.next {
 		t.next++
@@ -460,8 +471,11 @@ func (c *checker) restarted(s *shardState, writer string, after leases.Lease) {
 	case writer == holder && n < s.holderKnown:
 		c.violate("(h) %s, the holder of %s when its row was deleted at T+%v, restarted it at a checkpoint covering %d records, behind its own covering %d",
 			writer, s.id, at, n, s.holderKnown)
+	case n > s.everPrefix:
+		c.violate("(h) %s restarted %s after its row was deleted at T+%v at a checkpoint covering %d records; only the first %d were ever acknowledged: records skipped",
+			writer, s.id, at, n, s.everPrefix)
 	case n > s.prefix:
-		c.violate("(h) %s restarted %s after its row was deleted at T+%v at a checkpoint covering %d records; only the first %d were acknowledged: records skipped",
+		c.violate("(h) %s restarted %s after its row was deleted at T+%v at a checkpoint covering %d records, ahead of the operator's rewind to #%d applied before: the records it asked to replay are skipped",
 			writer, s.id, at, n, s.prefix)
 	}
 	if n < known {
