@@ -87,20 +87,20 @@ type checkStats struct {
 const closeTakeover = time.Second
 
 type shardState struct {
-	id       string
-	acked    []bool
-	prefix   int // every user record before it was acknowledged (since the last replay an operator asked for)
+	id     string
+	acked  []bool
+	prefix int // every user record before it was acknowledged (since the last replay an operator asked for)
 	// ever and everPrefix are acked and prefix, replays aside: every user
 	// record before everPrefix was acknowledged at least once.
 	ever       []bool
 	everPrefix int
-	open     []*handlerCall
-	versions map[int64]version // seen, not yet checked in order
-	tokens   map[int64]string  // the token of every version seen, by counter
-	last     leases.Lease      // the newest version checked in order
-	newest   leases.Lease      // the newest version seen
-	tenures  map[string]*tenure
-	entered  map[string]time.Time // each owner's last handler entry
+	open       []*handlerCall
+	versions   map[int64]version // seen, not yet checked in order
+	tokens     map[int64]string  // the token of every version seen, by counter
+	last       leases.Lease      // the newest version checked in order
+	newest     leases.Lease      // the newest version seen
+	tenures    map[string]*tenure
+	entered    map[string]time.Time // each owner's last handler entry
 
 	// From the deletion of the row until its next take (afterDelete): its
 	// holder then ("" if free), how many records the best checkpoint each
