@@ -56,8 +56,10 @@ type checker struct {
 	pauses map[string][][2]time.Time
 	// mayDeliver reports whether the process named owner may still deliver
 	// shard id by the protocol's rule; nil means it cannot be told (the
-	// checks that need it are skipped).
+	// checks that need it are skipped). alive reports whether the process
+	// named owner is alive (nil: every process is).
 	mayDeliver func(owner, id string) bool
+	alive      func(owner string) bool
 
 	violations []string
 	dropped    int // violations beyond the first 20
@@ -67,7 +69,7 @@ type checker struct {
 
 type checkStats struct {
 	entries, acks, writes, checkpoints, takes int
-	// takeovers counts Takes of a lease another owner held; close ones
+	// takeovers counts takes of a lease another owner held; close ones
 	// came within closeTakeover of the previous owner's last delivery on
 	// the shard, and closest is the least such gap (a fence test measures
 	// how close a taker came to a holder still delivering).
@@ -85,32 +87,37 @@ type checkStats struct {
 const closeTakeover = time.Second
 
 type shardState struct {
-	id       string
-	acked    []bool
-	prefix   int // every user record before it was acknowledged
-	open     []*handlerCall
-	versions map[int64]version // seen, not yet checked in order
-	tokens   map[int64]string  // the token of every version seen, by counter
-	last     leases.Lease      // the newest version checked in order
-	newest   leases.Lease      // the newest version seen
-	tenures  map[string]*tenure
-	entered  map[string]time.Time // each owner's last handler entry
+	id     string
+	acked  []bool
+	prefix int // every user record before it was acknowledged (since the last replay an operator asked for)
+	// ever and everPrefix are acked and prefix, replays aside: every user
+	// record before everPrefix was acknowledged at least once.
+	ever       []bool
+	everPrefix int
+	open       []*handlerCall
+	versions   map[int64]version // seen, not yet checked in order
+	tokens     map[int64]string  // the token of every version seen, by counter
+	last       leases.Lease      // the newest version checked in order
+	newest     leases.Lease      // the newest version seen
+	tenures    map[string]*tenure
+	entered    map[string]time.Time // each owner's last handler entry
 
 	// From the deletion of the row until its next take (afterDelete): its
-	// holder then ("" if free), how many records the best checkpoint a live
-	// process knew then covers (known; -1 for none), and the holder's own
-	// (holderKnown).
-	afterDelete        bool
-	deletedAt          time.Time
-	goneHolder         string
-	known, holderKnown int
+	// holder then ("" if free), how many records the best checkpoint each
+	// live process knew then covers (known, by process), and the holder's
+	// own (holderKnown; -1 for none).
+	afterDelete bool
+	deletedAt   time.Time
+	goneHolder  string
+	known       map[string]int
+	holderKnown int
 	// The last take of the row after a deletion: when, by whom, the
 	// holder at the deletion.
 	restartedAt            time.Time
 	restartedBy, restartOf string
 }
 
-// tenure is one owner's lease on a shard, from its Take (or a rewind it
+// tenure is one owner's lease on a shard, from its TakeAs (or a rewind it
 // applied): where its reading started and how far it got.
 type tenure struct {
 	start       int // user index it started from
@@ -270,6 +277,13 @@ func (c *checker) exitLocked(h *handlerCall, acked bool) {
 	for s.prefix < len(s.acked) && s.acked[s.prefix] {
 		s.prefix++
 	}
+	for len(s.ever) <= h.idx {
+		s.ever = append(s.ever, false)
+	}
+	s.ever[h.idx] = true
+	for s.everPrefix < len(s.ever) && s.ever[s.everPrefix] {
+		s.everPrefix++
+	}
 	if t := h.tenure; t != nil && h.idx == t.next {
 		t.next++
 	}
@@ -288,9 +302,6 @@ func (c *checker) crashed(owner string) {
 		}
 	}
 }
-
-// isWrite reports whether op changes the row.
-func isWrite(op string) bool { return op != "Get" }
 
 // applied records a write that landed (whatever its caller sees): writer
 // called op on the row as it knew it (before) and the row became after.
@@ -324,7 +335,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		op = "Take"
 	}
 	switch op {
-	case "Take":
+	case "TakeAs":
 		c.stats.takes++
 		if prev := before.Owner; prev != "" && prev != writer {
 			c.stats.takeovers++
@@ -403,25 +414,45 @@ func (c *checker) observed(row leases.Lease) {
 
 // deleted records that shard id's row was deleted (or the table emptied):
 // holder is the checker's name of its holder then ("" if free), known how
-// many records the best checkpoint a live process knew then covers (-1 for
-// none), holderKnown the holder's own. The caller holds mu.
-func (c *checker) deleted(id, holder string, known, holderKnown int) {
+// many records the best checkpoint each live process knew then covers, by
+// process (capped by what the row's covered). The caller holds mu.
+func (c *checker) deleted(id, holder string, known map[string]int) {
 	s := c.shard(id)
 	c.stats.deletions++
-	c.tracef("row of %s deleted (holder %q; the best checkpoint a live process knows covers %d records, the holder's %d)", id, holder, known, holderKnown)
+	holderKnown, ok := known[holder]
+	if !ok || holder == "" {
+		holderKnown = -1
+	}
+	c.tracef("row of %s deleted (holder %q; the best checkpoint a live process knows covers %d records, the holder's %d)",
+		id, holder, maxKnown(known, nil), holderKnown)
 	s.versions, s.tokens = map[int64]version{}, map[int64]string{}
 	s.last, s.newest = leases.Lease{}, leases.Lease{}
 	if !s.afterDelete {
-		s.goneHolder, s.known, s.holderKnown = holder, known, holderKnown
-	} else {
+		s.goneHolder, s.known, s.holderKnown = holder, map[string]int{}, holderKnown
+	} else if holder != "" {
 		// Deleted again before anyone took it: a holder recreating it has not
 		// taken it yet, and is still the one that may deliver.
-		if holder != "" {
-			s.goneHolder, s.holderKnown = holder, holderKnown
+		s.goneHolder, s.holderKnown = holder, holderKnown
+	}
+	for name, n := range known {
+		if k, ok := s.known[name]; !ok || n > k {
+			s.known[name] = n
 		}
-		s.known = max(s.known, known)
 	}
 	s.afterDelete, s.deletedAt = true, time.Now()
+}
+
+// maxKnown returns the most records a checkpoint known by a process of
+// known covers, counting only the processes alive says are (nil: all); -1
+// if none.
+func maxKnown(known map[string]int, alive func(string) bool) int {
+	best := -1
+	for name, n := range known {
+		if alive == nil || alive(name) {
+			best = max(best, n)
+		}
+	}
+	return best
 }
 
 // restarted checks (h) for the first take of s after its row was deleted:
@@ -437,23 +468,27 @@ func (c *checker) restarted(s *shardState, writer string, after leases.Lease) {
 		return // reported by setTenure
 	}
 	at := s.deletedAt.Sub(c.start).Round(time.Millisecond)
+	known := maxKnown(s.known, c.alive) // the processes that knew it and are still alive
 	if holder != "" && writer != holder && c.mayDeliver != nil && c.mayDeliver(holder, s.id) {
 		c.violate("(h) %s took %s, whose row was deleted at T+%v, while its holder %s may still deliver", writer, s.id, at, holder)
 	}
 	switch {
-	case n == 0 && s.known > 0:
+	case n == 0 && known > 0:
 		c.violate("(h) %s restarted %s at the start position after its row was deleted at T+%v, although a live process knew a checkpoint covering %d records: acknowledged records are replayed from the start",
-			writer, s.id, at, s.known)
+			writer, s.id, at, known)
 	case writer == holder && n < s.holderKnown:
 		c.violate("(h) %s, the holder of %s when its row was deleted at T+%v, restarted it at a checkpoint covering %d records, behind its own covering %d",
 			writer, s.id, at, n, s.holderKnown)
+	case n > s.everPrefix:
+		c.violate("(h) %s restarted %s after its row was deleted at T+%v at a checkpoint covering %d records; only the first %d were ever acknowledged: records skipped",
+			writer, s.id, at, n, s.everPrefix)
 	case n > s.prefix:
-		c.violate("(h) %s restarted %s after its row was deleted at T+%v at a checkpoint covering %d records; only the first %d were acknowledged: records skipped",
+		c.violate("(h) %s restarted %s after its row was deleted at T+%v at a checkpoint covering %d records, ahead of the operator's rewind to #%d applied before: the records it asked to replay are skipped",
 			writer, s.id, at, n, s.prefix)
 	}
-	if n < s.known {
+	if n < known {
 		c.stats.stale++
-		c.tracef("%s restarted %s at a checkpoint covering %d records, behind the best known (%d): those are replayed", writer, s.id, n, s.known)
+		c.tracef("%s restarted %s at a checkpoint covering %d records, behind the best a live process knows (%d): those are replayed", writer, s.id, n, known)
 	}
 }
 

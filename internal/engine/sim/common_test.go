@@ -37,7 +37,7 @@ import (
 
 var (
 	flagSeed  = flag.Uint64("seed", 0, "simulate only this seed (replays a failure)")
-	flagSeeds = flag.Int("seeds", 0, "how many seeds TestMembership runs (default $KINESISLEASE_SIM_SEEDS, else 300)")
+	flagSeeds = flag.Int("seeds", 0, "how many seeds TestMembership runs (default $KINESISLEASE_SIM_SEEDS, else 300, 150 with -race)")
 	flagBase  = flag.Uint64("seedbase", 0, "first seed of TestMembership (default $KINESISLEASE_SIM_SEED_BASE, else 1)")
 	flagTrace = flag.Bool("simtrace", false, "print the trace of every seed, not only of failing ones")
 )

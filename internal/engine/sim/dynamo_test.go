@@ -121,7 +121,7 @@ func dynamoSeeds(t *testing.T) []uint64 {
 // KINESISLEASE_DYNAMO_PROFILE=none (or calls, rows, table) gives every seed
 // that profile.
 func TestDynamoMembership(t *testing.T) {
-	t.Parallel() // mostly waiting in real time: alongside the simulations
+	t.Parallel() // mostly waiting in real time: beside the simulations
 	plain := testutil.DynamoClient(t, fastDynamo)
 	for _, seed := range dynamoSeeds(t) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -155,7 +155,7 @@ func runDynamoSeed(t *testing.T, plain *dynamodb.Client, seed uint64) {
 	}
 	d.throttleRow.Store(-1)
 	d.chk = newChecker(d.stream)
-	d.chk.mayDeliver = d.mayDeliver
+	d.chk.mayDeliver, d.chk.alive = d.mayDeliver, d.alive
 	for i := range dynShards {
 		for range 20 {
 			d.put(i)
@@ -575,9 +575,9 @@ func (d *dynWorld) slowListing(dur time.Duration) {
 
 // knowledge returns what the live processes know of shard id's checkpoint
 // (see mworld.knowledge); the caller holds chk.mu.
-func (d *dynWorld) knowledge(id string, l leases.Lease) (known, holderKnown int) {
+func (d *dynWorld) knowledge(id string, l leases.Lease) map[string]int {
 	row, _ := d.chk.covered(id, l.Checkpoint)
-	known, holderKnown = -1, -1
+	known := map[string]int{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, p := range d.all {
@@ -585,13 +585,18 @@ func (d *dynWorld) knowledge(id string, l leases.Lease) (known, holderKnown int)
 			continue
 		}
 		if n, ok := p.knows[id]; ok {
-			known = max(known, min(n, row))
-			if l.Held() && p.owner == l.Owner {
-				holderKnown = min(n, row)
-			}
+			known[p.owner] = min(n, row)
 		}
 	}
-	return known, holderKnown
+	return known
+}
+
+// alive reports whether the process of owner runs; the caller holds chk.mu.
+func (d *dynWorld) alive(owner string) bool {
+	d.mu.Lock()
+	p := d.byOwner[owner]
+	d.mu.Unlock()
+	return p != nil && !p.dead.Load() && !p.returned.Load()
 }
 
 // deleteHeld deletes the row of shard i, or of the next shard whose row is
@@ -618,8 +623,7 @@ func (d *dynWorld) deleteHeld(i int) {
 		}
 		d.event("the row of %s deleted (held by %q)", id, l.Owner)
 		d.chk.mu.Lock()
-		known, holderKnown := d.knowledge(id, l)
-		d.chk.deleted(id, l.Owner, known, holderKnown)
+		d.chk.deleted(id, l.Owner, d.knowledge(id, l))
 		d.chk.mu.Unlock()
 		return
 	}
@@ -645,8 +649,7 @@ func (d *dynWorld) recreateTable() {
 	d.event("table deleted")
 	d.chk.mu.Lock()
 	for id, l := range rows {
-		known, holderKnown := d.knowledge(id, l)
-		d.chk.deleted(id, l.Owner, known, holderKnown)
+		d.chk.deleted(id, l.Owner, d.knowledge(id, l))
 	}
 	d.chk.mu.Unlock()
 	d.epoch.Unlock()
@@ -821,13 +824,9 @@ func (p *dynProc) apply(op string, l leases.Lease, do func() (leases.Lease, erro
 	if op == "Get" {
 		return got, err
 	}
-	name := op
-	if op == "TakeAs" {
-		name = "Take" // the checker's name for a take
-	}
 	if err == nil {
 		c.mu.Lock()
-		c.applied(name, p.owner, l, got)
+		c.applied(op, p.owner, l, got)
 		c.mu.Unlock()
 		return got, err
 	}
@@ -846,7 +845,7 @@ func (p *dynProc) apply(op string, l leases.Lease, do func() (leases.Lease, erro
 		p.d.lostSeen.Add(1)
 		c.mu.Lock()
 		c.tracef("%s %s %s: answer lost (%v); the write landed", p.owner, op, l.Key.Shard, err)
-		c.applied(name, p.owner, l, row)
+		c.applied(op, p.owner, l, row)
 		c.mu.Unlock()
 	case row.Counter > l.Counter+1:
 		// Landed and overwritten, or not landed: the poller may have seen

@@ -173,8 +173,8 @@ func (w *mworld) proc(slot int) *mproc {
 //
 //   - row-deleted: a held row is deleted; its holder goes on delivering
 //     and recreates it from its own checkpoint (no delivery stops for
-//     longer than 2s), and the row is held again within 5s (a checkpoint
-//     interval, 2 rounds and a second);
+//     longer than 2s), and holds the row again within a checkpoint
+//     interval, 2 rounds and a second (4.75s);
 //   - table-recreated: every lease row and membership row is gone at once
 //     under 3 processes; every shard is read again from the best
 //     checkpoint a live process knew (not one replayed from an older one),
@@ -196,6 +196,7 @@ func (w *mworld) proc(slot int) *mproc {
 // go test ./internal/engine/sim/ -run 'TestMembershipFaults/^NAME$' -v
 // runs one; -simtrace prints its trace.
 func TestMembershipFaults(t *testing.T) {
+	t.Parallel()
 	T := engine.DefaultTimeout
 	R := engine.DefaultHeartbeat + engine.DefaultHeartbeat/10
 	t.Run("row-deleted", func(t *testing.T) {
@@ -378,6 +379,7 @@ func (w *mworld) checkNoStaleRestart() {
 //     alive again to the others, and the failover waits a whole timeout
 //     from the bump.
 func TestMembershipBugs(t *testing.T) {
+	t.Parallel()
 	t.Run("self-fence-livelock", func(t *testing.T) {
 		t.Parallel()
 		p := scenario(1, 150, 2, 3*time.Second)
