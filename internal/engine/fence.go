@@ -17,17 +17,14 @@ type heartbeatState struct {
 	hb     int64 // the last heartbeat value written
 	notice int64 // our entry's Notice as last seen
 	// needNewInc: fenced; go on as a new incarnation before taking
-	// anything. nextInc is that new incarnation once chosen.
+	// anything. attempted holds the incarnations this instance tried to go
+	// on as (ReplaceMember) without an answer: one may have landed. None is
+	// ever used again: others may have timed it, found it dead and removed
+	// it since; a later attempt replaces whichever entry is there with a
+	// brand-new incarnation.
 	needNewInc bool
-	nextInc    string
-	// nextIncSent is mono() when the first attempt to write nextInc's entry
-	// was sent: the earliest it can have landed, so the earliest others can
-	// have started timing it. silentFence is the fence counted from that
-	// send, for the current incarnation while none of its heartbeats was
-	// answered yet (adopted after its ReplaceMember's answer was lost); 0
-	// otherwise.
-	nextIncSent, silentFence int64
-	failed                   bool // the last heartbeat failed
+	attempted  map[string]bool
+	failed bool // the last heartbeat failed
 }
 
 // fenceAfter is the fence of a heartbeat sent at sent (mono()): the
@@ -40,14 +37,10 @@ func fenceAfter(sent int64, timeout, margin time.Duration) int64 {
 
 // fencePassed reports whether a heartbeat sent at sent came too late to
 // extend the fence: the fence had passed before it was sent (takers may
-// have found the incarnation dead already), or, for an incarnation none of
-// whose heartbeats was answered yet, the fence counted from when others may
-// first have seen it (silent) had.
-func fencePassed(fence, silent, sent int64) bool {
-	if fence != fenced {
-		return sent >= fence
-	}
-	return silent != 0 && sent >= silent
+// have found the incarnation dead already). An incarnation that holds
+// nothing yet has no fence to pass.
+func fencePassed(fence, sent int64) bool {
+	return fence != fenced && sent >= fence
 }
 
 // hbAction is what the heartbeat loop does with a heartbeat's result.
@@ -57,8 +50,7 @@ const (
 	hbLanded        hbAction = iota // extend the fence
 	hbFailed                        // retry in half an interval
 	hbNotice                        // someone bumped our Notice: adopt it, heartbeat again
-	hbAdoptNext                     // our new incarnation's entry landed unanswered: go on as it
-	hbNextDead                      // ... and was found dead since: choose yet another
+	hbOurAttempt                    // a new incarnation we tried landed unanswered: replace it with a new one
 	hbFoundDead                     // others marked this incarnation dead: fence all, go on as a new one
 	hbReplaced                      // another process took over our entry: stop
 	hbMisconfigured                 // the store cannot work (a missing table, denied access)
@@ -77,10 +69,8 @@ func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases
 		switch {
 		case cur.Incarnation == inc && cur.Notice != s.notice && !cur.Leaving:
 			return hbNotice, cur
-		case s.needNewInc && s.nextInc != "" && cur.Incarnation == s.nextInc && cur.Leaving:
-			return hbNextDead, cur
-		case s.needNewInc && s.nextInc != "" && cur.Incarnation == s.nextInc:
-			return hbAdoptNext, cur
+		case s.attempted[cur.Incarnation]:
+			return hbOurAttempt, cur
 		case cur.Incarnation == inc && cur.Leaving:
 			// Found dead by others, or (needNewInc) our own leaving
 			// heartbeat whose answer was lost: either way, on as a new one.
@@ -309,29 +299,11 @@ func (g *Group) beat(ctx context.Context) error {
 		g.reconcileNow.Store(true)
 		err = g.heartbeat(ctx)
 		g.hb.failed = err != nil
-	case hbNextDead:
-		// Our new incarnation's entry landed unanswered, then went silent
-		// long enough to be found dead: never go on as it; the next turn
-		// starts yet another.
-		g.setInc(cur.Incarnation)
-		g.hb.nextInc = ""
-		g.hb.failed = true
+	case hbOurAttempt:
+		// Our entry is one of the new incarnations we tried (its answer was
+		// lost): never go on as it; replace it with yet another.
+		g.hb.failed = !g.reincarnate(ctx, cur)
 		return nil
-	case hbAdoptNext:
-		// Our own new incarnation's entry: its ReplaceMember landed with the
-		// answer lost. Go on as it. Others may have seen that entry since the
-		// first attempt was sent, and time it from then: if a fence passes
-		// from that send before a heartbeat of it is answered, this
-		// incarnation is over too (another one follows; see fencePassed).
-		g.log.Info("kinesislease: new incarnation after a fence", "from", g.Incarnation(), "incarnation", g.hb.nextInc)
-		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: g.Incarnation()})
-		g.setInc(g.hb.nextInc)
-		g.hb.notice, g.hb.needNewInc, g.hb.nextInc = cur.Notice, false, ""
-		g.hb.hb = max(g.hb.hb, cur.Heartbeat)
-		g.fence.Store(fenced) // it holds nothing: its fence starts with an answered heartbeat
-		g.hb.silentFence = fenceAfter(g.hb.nextIncSent, g.cfg.Timeout, g.cfg.FenceMargin)
-		err = g.heartbeat(ctx)
-		g.hb.failed = err != nil
 	case hbFoundDead:
 		// Someone found this incarnation dead and marked it leaving: it may
 		// never come back (a taker may act on that view for a while). All is
@@ -368,15 +340,13 @@ func (g *Group) beat(ctx context.Context) error {
 	if err == nil && g.hb.needNewInc {
 		g.hb.failed = !g.reincarnate(ctx, leases.Member{})
 	}
-	if !g.hb.failed && !g.hb.needNewInc && g.hb.silentFence == 0 && mono() < g.fence.Load() && g.fencedSince.Swap(0) != 0 {
+	if !g.hb.failed && !g.hb.needNewInc && mono() < g.fence.Load() && g.fencedSince.Swap(0) != 0 {
 		g.log.Info("kinesislease: heartbeat current again; taking leases afresh", "incarnation", g.Incarnation())
 	}
 	if mono() >= g.fence.Load() && g.fence.Load() != fenced {
 		// Heartbeats failed past the fence (or the incarnation adopted
 		// unanswered had none answered in time): others may find it dead,
 		// so it is over, whatever it holds.
-		g.fenceAll("heartbeats failed past the fence")
-	} else if g.hb.silentFence != 0 && mono() >= g.hb.silentFence {
 		g.fenceAll("heartbeats failed past the fence")
 	}
 	return nil
@@ -414,10 +384,9 @@ func (g *Group) heartbeat(ctx context.Context) error {
 // before the fence moves; the instance reads again only what it takes
 // afresh, as a new incarnation.
 func (g *Group) extendFence(sent int64) {
-	if fencePassed(g.fence.Load(), g.hb.silentFence, sent) {
+	if fencePassed(g.fence.Load(), sent) {
 		g.fenceAll("the fence passed before this heartbeat was sent")
 	}
-	g.hb.silentFence = 0
 	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
 }
 
@@ -467,8 +436,10 @@ func (g *Group) markDead(m leases.Member) {
 }
 
 // reincarnate replaces this instance's membership entry with one of a new
-// incarnation (after a fence), and reports whether it did. cur is the entry
-// as last found, if known.
+// incarnation in the same row (after a fence), and reports whether it did.
+// cur is the entry as last found, if known: the current incarnation's, or
+// one of the attempts whose answer was lost. Every attempt is a brand-new
+// incarnation.
 func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	old := g.Incarnation()
 	if cur.Owner == "" {
@@ -476,25 +447,28 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 		cur = g.view.latest[g.cfg.Owner]
 		g.viewMu.Unlock()
 	}
-	if cur.Incarnation != old {
+	if cur.Incarnation != old && !g.hb.attempted[cur.Incarnation] {
 		return false // not seen yet: the next heartbeat (leaving) shows it
 	}
-	if g.hb.nextInc == "" {
-		g.hb.nextInc = newIncarnation(rowOf(old)) // kept across retries: an attempt whose answer was lost may have landed
-		g.hb.nextIncSent = 0
+	row := rowOf(old)
+	inc := newIncarnation(row)
+	if g.hb.attempted == nil {
+		g.hb.attempted = map[string]bool{}
 	}
-	inc := g.hb.nextInc
-	g.hb.hb++
+	g.hb.attempted[inc] = true
+	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
 	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load()}
 	sent := mono()
-	if g.hb.nextIncSent == 0 {
-		g.hb.nextIncSent = sent
-	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
 	defer cancel()
-	row := rowOf(old)
 	rows, err := g.mem.ReplaceMember(rctx, row, cur, next)
 	if err != nil {
+		var conflict *leases.MemberConflictError
+		if errors.As(err, &conflict) && (conflict.Current.Incarnation == old || g.hb.attempted[conflict.Current.Incarnation]) {
+			g.viewMu.Lock()
+			g.view.latest[g.cfg.Owner] = conflict.Current // the next attempt replaces what is there
+			g.viewMu.Unlock()
+		}
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: starting a new incarnation after a fence failed; retrying", "err", err)
 		}
@@ -502,11 +476,14 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	}
 	g.log.Info("kinesislease: new incarnation after a fence", "from", old, "incarnation", inc)
 	g.markDead(cur)
+	if cur.Incarnation != old {
+		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: old})
+	}
 	g.mu.Lock()
 	g.inc = inc
 	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
 	g.mu.Unlock()
-	g.hb.notice, g.hb.needNewInc, g.hb.nextInc, g.hb.silentFence = cur.Notice, false, "", 0
+	g.hb.notice, g.hb.needNewInc, g.hb.attempted = cur.Notice, false, nil
 	g.observe(row, rows, sent, mono())
 	g.rosterChanged(ctx, row)
 	return true
@@ -578,7 +555,7 @@ func (g *Group) rejoin(ctx context.Context) {
 		counts[row] = len(ms)
 	}
 	if ok, err := g.joinRow(ctx, counts, -1); ok {
-		g.hb.needNewInc, g.hb.nextInc, g.hb.silentFence, g.hb.notice, g.hb.failed = false, "", 0, 0, false
+		g.hb.needNewInc, g.hb.attempted, g.hb.notice, g.hb.failed = false, nil, 0, false
 		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: inc})
 		g.log.Info("kinesislease: new incarnation after the membership entry vanished", "from", inc, "incarnation", g.Incarnation())
 	} else if err != nil {

@@ -14,19 +14,17 @@ func TestFenceArithmetic(t *testing.T) {
 		t.Fatalf("fenceAfter(10s) = %v, want 14s (timeout less margin after the send)", time.Duration(got))
 	}
 	cases := []struct {
-		name                string
-		fence, silent, sent int64
-		passed              bool
+		name        string
+		fence, sent int64
+		passed      bool
 	}{
-		{"sent before the fence", 14 * sec, 0, 13 * sec, false},
-		{"sent at the fence: takers may act", 14 * sec, 0, 14 * sec, true},
-		{"sent after the fence", 14 * sec, 0, 20 * sec, true},
-		{"no fence yet, no silent fence", fenced, 0, 100 * sec, false},
-		{"adopted unanswered, sent before its silent fence", fenced, 14 * sec, 13 * sec, false},
-		{"adopted unanswered, sent after its silent fence", fenced, 14 * sec, 15 * sec, true},
+		{"sent before the fence", 14 * sec, 13 * sec, false},
+		{"sent at the fence: takers may act", 14 * sec, 14 * sec, true},
+		{"sent after the fence", 14 * sec, 20 * sec, true},
+		{"a new incarnation holds nothing: no fence yet", fenced, 100 * sec, false},
 	}
 	for _, c := range cases {
-		if got := fencePassed(c.fence, c.silent, c.sent); got != c.passed {
+		if got := fencePassed(c.fence, c.sent); got != c.passed {
 			t.Errorf("%s: fencePassed = %v, want %v", c.name, got, c.passed)
 		}
 	}
@@ -55,8 +53,8 @@ func TestHeartbeatAction(t *testing.T) {
 		{"notice bumped", conflict(me(func(m *leases.Member) { m.Notice = 2 })), heartbeatState{notice: 1}, hbNotice},
 		{"found dead by others", conflict(me(func(m *leases.Member) { m.Leaving = true })), heartbeatState{}, hbFoundDead},
 		{"our own leaving heartbeat landed unanswered", conflict(me(func(m *leases.Member) { m.Leaving = true; m.Heartbeat = 4 })), heartbeatState{needNewInc: true}, hbFoundDead},
-		{"our new incarnation landed unanswered", conflict(leases.Member{Owner: "o", Incarnation: "i2"}), heartbeatState{needNewInc: true, nextInc: "i2"}, hbAdoptNext},
-		{"our new incarnation landed unanswered and was found dead", conflict(leases.Member{Owner: "o", Incarnation: "i2", Leaving: true}), heartbeatState{needNewInc: true, nextInc: "i2"}, hbNextDead},
+		{"a new incarnation we tried landed unanswered", conflict(leases.Member{Owner: "o", Incarnation: "i2"}), heartbeatState{needNewInc: true, attempted: map[string]bool{"i2": true}}, hbOurAttempt},
+		{"... and was found dead since", conflict(leases.Member{Owner: "o", Incarnation: "i2", Leaving: true}), heartbeatState{needNewInc: true, attempted: map[string]bool{"i2": true}}, hbOurAttempt},
 		{"removed meanwhile, or the table recreated", conflict(leases.Member{}), heartbeatState{}, hbMissing},
 		{"another process took the entry", conflict(leases.Member{Owner: "o", Incarnation: "zz"}), heartbeatState{}, hbReplaced},
 	}

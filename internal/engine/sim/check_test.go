@@ -332,7 +332,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			c.violate("(h) %s created the row of %s, deleted at T+%v, while its holder %s may still deliver",
 				writer, s.id, s.deletedAt.Sub(c.start).Round(time.Millisecond), s.goneHolder)
 		}
-		op = "Take"
+		op = "TakeAs"
 	}
 	switch op {
 	case "TakeAs":

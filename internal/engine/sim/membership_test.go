@@ -1249,7 +1249,13 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 		w.chk.mu.Lock()
 		pr.returned = true
 		w.chk.mu.Unlock()
-		w.chk.runReturned(pr.ident, pr.err, pr.stopping.Load())
+		// A process that starts while the table is missing never joins: Run
+		// returns the store's ErrMisconfigured, the start-up check of a
+		// configuration that cannot work (its supervisor restarts it).
+		w.chk.mu.Lock()
+		joined := pr.started
+		w.chk.mu.Unlock()
+		w.chk.runReturned(pr.ident, pr.err, pr.stopping.Load() || (!joined && errors.Is(pr.err, leases.ErrMisconfigured)))
 		w.chk.mu.Lock()
 		var dup *engine.DuplicateOwnerError
 		if errors.As(pr.err, &dup) {
@@ -1359,7 +1365,12 @@ func (w *mworld) knowledge(id string, l leases.Lease) map[string]int {
 		if pr.dead.Load() || pr.returned {
 			continue
 		}
-		if n, ok := pr.knows[id]; ok {
+		// What a process knew while it held the shard: every holder, idle
+		// or fenced, re-reads its rows when a member reports one vanished,
+		// and recreates them from its checkpoint. A process that only read
+		// the row (and never held it) does not vouch for it: the engine
+		// does not ask every member for what it read once.
+		if n, ok := pr.knows[id]; ok && pr.heldEver[id] {
 			known[pr.ident] = min(n, row)
 		}
 	}
