@@ -1,6 +1,9 @@
 package plan
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // A Unit is one shard to place: an active shard of one of the streams the
 // service subscribes to. The caller leaves out shards that are done (at
@@ -21,24 +24,40 @@ type Unit struct {
 //   - Deterministic: a function of the set of members and the set of units
 //     only. Their order and duplicates make no difference; the empty member
 //     id is ignored (an empty owner means a free lease). No randomness,
-//     clock or store. With no members the result is nil.
+//     clock or store, no map iteration order, integer arithmetic only, so
+//     that members on different architectures compute the same plan. With
+//     no members the result is nil.
 //   - Balanced in total: every member holds ⌊T/n⌋ or ⌈T/n⌉ units.
 //   - Balanced per stream: of a stream of s units every member holds ⌊s/n⌋
 //     or ⌈s/n⌉ (10 one-shard streams on 3 members: 4/3/3; two on 2: one
 //     each).
-//   - Sticky: of all the assignments balanced so, it is one of the highest
-//     total rendezvous score (the score of a unit on a member is a hash of
-//     the pair, the same whoever else is a member), so a unit leaves its
-//     top-ranked member only where balance demands it, and for the least
-//     loss. A member joining takes its share and a member leaving gives its
-//     units up; the other units stay, but for a few moved to rebalance,
-//     about the square root of a stream's size (64 shards on 4 members: a
-//     fifth takes 13 and 4 more move; see TestAssignSticky). Plain
-//     rendezvous hashing is sticky but does not balance (64 shards on 4
-//     members: a median spread of 8 between the most and the least loaded);
-//     greedy capacity-bounded rendezvous (each unit in turn to its best
-//     member with room left) balances, but what ends where depends on the
-//     order of the units, and it moves more on a change.
+//   - Sticky: up to 25,000 pairs (n × the units placed), of all the
+//     assignments balanced so, it is one of the highest total rendezvous
+//     score (the score of a unit on a member is a hash of the pair, the same
+//     whoever else is a member), so a unit leaves its top-ranked member only
+//     where balance demands it, and for the least loss. A member joining
+//     takes its share and a member leaving gives its units up; the other
+//     units stay, but for a few moved to rebalance, about the square root of
+//     a stream's size (64 shards on 4 members: a fifth takes 13 and 4 more
+//     move; see TestAssignSticky). Plain rendezvous hashing is sticky but
+//     does not balance (64 shards on 4 members: a median spread of 8 between
+//     the most and the least loaded); greedy capacity-bounded rendezvous
+//     (each unit in turn to its best member with room left) balances, but
+//     what ends where depends on the order of the units, and it moves more
+//     on a change.
+//     Above 25,000 pairs that exact solution costs too much (5 to 180 ms at
+//     200,000 pairs, far more at 20,000,000), and the plan is that of a
+//     greedy on a ring of the members' points instead (see large.go), which
+//     keeps every other guarantee exactly but is sticky only in practice,
+//     with no bound on the score: a member joining takes its share and one
+//     leaving gives its units up, and some 3 to 6 times the share more move
+//     to rebalance (20,000 shards on 1,000 members, in one stream or 200: a
+//     newcomer takes its 20 and about 65 others move; a leaver gives up its
+//     20 and about 105 of the others' move; see TestPlannerSticky), about
+//     as many as the exact solution moves where both run (4,000 shards on
+//     200 members: 45 others on a join and 64 on a leave, against 74 and
+//     71). Crossing 25,000 pairs, as members join or shards split, moves
+//     most units, once.
 //   - Capped: maxLeases > 0 caps what one member holds. When the cap binds
 //     (maxLeases < ⌈T/n⌉) only n × maxLeases units are placed, every member
 //     holding exactly maxLeases, and the others are absent from the result:
@@ -49,6 +68,16 @@ type Unit struct {
 //     shard id order, so that the same ones stay out as members come and go.
 //     maxLeases ≤ 0 is no cap.
 //
+// Assign is a Planner used once: a caller that plans round after round
+// keeps a Planner, which returns the last plan again when nothing changed
+// and otherwise recomputes only what it must.
+func Assign(members []string, units []Unit, maxLeases int) map[Unit]string {
+	var p Planner
+	return p.Assign(members, units, maxLeases)
+}
+
+// exact is Assign up to 25,000 pairs.
+//
 // How: a stream of s units gives every member ⌊s/n⌋ of them and s mod n
 // members one more. Which members get the one more of which stream is
 // decided first, for all the streams together: each member gets ⌊R/n⌋ or
@@ -57,7 +86,7 @@ type Unit struct {
 // stream by stream, the units go to the members with those quotas with the
 // highest total score of the (unit, member) pairs. Both steps are the same
 // min-cost flow (spread.solve).
-func Assign(members []string, units []Unit, maxLeases int) map[Unit]string {
+func exact(members []string, units []Unit, maxLeases int) map[Unit]string {
 	ms := slices.DeleteFunc(slices.Clone(members), func(m string) bool { return m == "" })
 	slices.Sort(ms)
 	ms = slices.Compact(ms)
@@ -176,34 +205,48 @@ func byStream(us []Unit) [][]Unit {
 }
 
 // capStreams keeps c of the total units of streams: to each stream its
-// share in proportion to its size, rounded by largest remainders (ties: the
-// stream with fewer kept, then the earlier stream), the first of its units.
+// share (capCounts), the first of its units.
 func capStreams(streams [][]Unit, total, c int) [][]Unit {
-	keep := make([]int, len(streams))
-	rem := make([]int, len(streams))
-	left := c
+	sizes := make([]int, len(streams))
 	for k, st := range streams {
-		keep[k], rem[k] = len(st)*c/total, len(st)*c%total
+		sizes[k] = len(st)
+	}
+	keep := capCounts(sizes, total, c)
+	capped := make([][]Unit, len(streams))
+	for k, st := range streams {
+		capped[k] = st[:keep[k]]
+	}
+	return capped
+}
+
+// capCounts shares c of the total units out among streams of the given
+// sizes (in the order of their names) in proportion to their sizes,
+// rounded by largest remainders; ties go to the stream with fewer kept,
+// then to the earlier stream. (In 64 bits: size × c overflows a 32-bit int
+// from 46,341 units.)
+func capCounts(sizes []int, total, c int) []int {
+	keep := make([]int, len(sizes))
+	rem := make([]int64, len(sizes))
+	left := c
+	for k, sz := range sizes {
+		q := int64(sz) * int64(c)
+		keep[k], rem[k] = int(q/int64(total)), q%int64(total)
 		left -= keep[k]
 	}
-	order := make([]int, len(streams))
+	order := make([]int, len(sizes))
 	for k := range order {
 		order[k] = k
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		if rem[a] != rem[b] {
-			return rem[b] - rem[a]
+			return cmp.Compare(rem[b], rem[a])
 		}
 		return keep[a] - keep[b]
 	})
 	for _, k := range order[:left] {
 		keep[k]++
 	}
-	capped := make([][]Unit, len(streams))
-	for k, st := range streams {
-		capped[k] = st[:keep[k]]
-	}
-	return capped
+	return keep
 }
 
 func compareUnits(a, b Unit) int {
@@ -232,7 +275,7 @@ func b2i(b bool) int {
 // a member), through the splitmix64 finaliser so that every bit depends on
 // every input byte, keeping the top scoreBits bits. All the arithmetic of
 // the planner is on integers, so that members on different architectures
-// compute the same plan.
+// compute the same plan. (The greedy of large.go keeps all 64 bits: mix.)
 const (
 	fnvOffset = 14695981039346656037
 	fnvPrime  = 1099511628211

@@ -113,45 +113,49 @@ func TestAssignExamples(t *testing.T) {
 		{name: "a cap of one", members: fleet(3), units: cat(shards("a", 4), shards("b", 4)), maxLeases: 1, loads: []int{1, 1, 1}, placed: 3},
 		{name: "a negative cap is no cap", members: fleet(2), units: shards("s", 10), maxLeases: -1, loads: []int{5, 5}, placed: -1},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a := Assign(tt.members, tt.units, tt.maxLeases)
-			if tt.loads == nil {
-				if a != nil {
-					t.Fatalf("Assign = %v, want nil", a)
+	forRegimes(t, func(t *testing.T, assign assignFunc) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				a := assign(tt.members, tt.units, tt.maxLeases)
+				if tt.loads == nil {
+					if a != nil {
+						t.Fatalf("Assign = %v, want nil", a)
+					}
+					return
 				}
-				return
-			}
-			if a == nil {
-				t.Fatal("Assign = nil, want a map")
-			}
-			ms := slices.Compact(slices.Sorted(slices.Values(slices.DeleteFunc(slices.Clone(tt.members), func(m string) bool { return m == "" }))))
-			if got := loads(ms, a); !slices.Equal(got, tt.loads) {
-				t.Errorf("loads %v, want %v", got, tt.loads)
-			}
-			us := slices.Compact(slices.SortedFunc(slices.Values(tt.units), compareUnits))
-			if tt.placed < 0 {
-				checkBalanced(t, ms, us, a)
-			} else if len(a) != tt.placed {
-				t.Errorf("%d units placed, want %d", len(a), tt.placed)
-			}
-		})
-	}
+				if a == nil {
+					t.Fatal("Assign = nil, want a map")
+				}
+				ms := slices.Compact(slices.Sorted(slices.Values(slices.DeleteFunc(slices.Clone(tt.members), func(m string) bool { return m == "" }))))
+				if got := loads(ms, a); !slices.Equal(got, tt.loads) {
+					t.Errorf("loads %v, want %v", got, tt.loads)
+				}
+				us := slices.Compact(slices.SortedFunc(slices.Values(tt.units), compareUnits))
+				if tt.placed < 0 {
+					checkBalanced(t, ms, us, a)
+				} else if len(a) != tt.placed {
+					t.Errorf("%d units placed, want %d", len(a), tt.placed)
+				}
+			})
+		}
+	})
 }
 
 // TestAssignCapShares: under a binding cap the units placed are shared out
 // among the streams by size, the first of each stream in shard order.
 func TestAssignCapShares(t *testing.T) {
-	units := slices.Concat(shards("a", 6), shards("b", 3), shards("c", 1))
-	// 2 members × 2 = 4 of 10: a 2.4, b 1.2, c 0.4 → 2, 1, 1 (c's remainder is the largest).
-	a := Assign(fleet(2), units, 2)
-	want := []Unit{{"a", "shardId-000000000000"}, {"a", "shardId-000000000001"}, {"b", "shardId-000000000000"}, {"c", "shardId-000000000000"}}
-	if got := slices.SortedFunc(maps.Keys(a), compareUnits); !slices.Equal(got, want) {
-		t.Errorf("placed %v, want %v", got, want)
-	}
-	if got := loads(fleet(2), a); !slices.Equal(got, []int{2, 2}) {
-		t.Errorf("loads %v, want [2 2]", got)
-	}
+	forRegimes(t, func(t *testing.T, assign assignFunc) {
+		units := slices.Concat(shards("a", 6), shards("b", 3), shards("c", 1))
+		// 2 members × 2 = 4 of 10: a 2.4, b 1.2, c 0.4 → 2, 1, 1 (c's remainder is the largest).
+		a := assign(fleet(2), units, 2)
+		want := []Unit{{"a", "shardId-000000000000"}, {"a", "shardId-000000000001"}, {"b", "shardId-000000000000"}, {"c", "shardId-000000000000"}}
+		if got := slices.SortedFunc(maps.Keys(a), compareUnits); !slices.Equal(got, want) {
+			t.Errorf("placed %v, want %v", got, want)
+		}
+		if got := loads(fleet(2), a); !slices.Equal(got, []int{2, 2}) {
+			t.Errorf("loads %v, want [2 2]", got)
+		}
+	})
 }
 
 // randomFleet returns n members with random names and streams streams of
@@ -182,101 +186,107 @@ func randomFleet(r *rand.Rand, n, streams, total int) ([]string, []Unit) {
 // streams and 0 to 300 shards, every member holds ⌊T/n⌋ or ⌈T/n⌉ units in
 // all and ⌊s/n⌋ or ⌈s/n⌉ of every stream.
 func TestAssignBalanced(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for n := 1; n <= 12; n++ {
-		for streams := 1; streams <= 10; streams++ {
-			for range 8 {
-				ms, units := randomFleet(r, n, streams, r.IntN(301))
-				checkBalanced(t, ms, units, Assign(ms, units, 0))
+	forRegimes(t, func(t *testing.T, assign assignFunc) {
+		r := rand.New(rand.NewPCG(1, 2))
+		for n := 1; n <= 12; n++ {
+			for streams := 1; streams <= 10; streams++ {
+				for range 8 / raceScale {
+					ms, units := randomFleet(r, n, streams, r.IntN(301))
+					checkBalanced(t, ms, units, assign(ms, units, 0))
+				}
 			}
 		}
-	}
-	// Many small streams, the shape where per-stream remainders decide
-	// everything.
-	for range 200 {
-		n, streams := 1+r.IntN(12), 1+r.IntN(60)
-		ms, units := randomFleet(r, n, streams, streams+r.IntN(3*streams))
-		checkBalanced(t, ms, units, Assign(ms, units, 0))
-	}
+		// Many small streams, the shape where per-stream remainders decide
+		// everything.
+		for range 200 / raceScale {
+			n, streams := 1+r.IntN(12), 1+r.IntN(60)
+			ms, units := randomFleet(r, n, streams, streams+r.IntN(3*streams))
+			checkBalanced(t, ms, units, assign(ms, units, 0))
+		}
+	})
 }
 
 // TestAssignDeterministic: the same sets of members and units in any order,
 // with duplicates, give the same assignment.
 func TestAssignDeterministic(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for range 300 {
-		ms, units := randomFleet(r, 1+r.IntN(12), 1+r.IntN(10), r.IntN(301))
-		want := Assign(ms, units, 0)
-		for range 3 {
-			ms2 := append(slices.Clone(ms), ms[:r.IntN(len(ms)+1)]...)
-			units2 := append(slices.Clone(units), units[:r.IntN(len(units)+1)]...)
-			r.Shuffle(len(ms2), func(i, j int) { ms2[i], ms2[j] = ms2[j], ms2[i] })
-			r.Shuffle(len(units2), func(i, j int) { units2[i], units2[j] = units2[j], units2[i] })
-			if got := Assign(ms2, units2, 0); !maps.Equal(got, want) {
-				t.Fatalf("members %q, %d units: the assignment depends on their order", ms, len(units))
+	forRegimes(t, func(t *testing.T, assign assignFunc) {
+		r := rand.New(rand.NewPCG(3, 4))
+		for range 300 / raceScale {
+			ms, units := randomFleet(r, 1+r.IntN(12), 1+r.IntN(10), r.IntN(301))
+			want := maps.Clone(assign(ms, units, 0))
+			for range 3 {
+				ms2 := append(slices.Clone(ms), ms[:r.IntN(len(ms)+1)]...)
+				units2 := append(slices.Clone(units), units[:r.IntN(len(units)+1)]...)
+				r.Shuffle(len(ms2), func(i, j int) { ms2[i], ms2[j] = ms2[j], ms2[i] })
+				r.Shuffle(len(units2), func(i, j int) { units2[i], units2[j] = units2[j], units2[i] })
+				if got := assign(ms2, units2, 0); !maps.Equal(got, want) {
+					t.Fatalf("members %q, %d units: the assignment depends on their order", ms, len(units))
+				}
+			}
+			// Assign does not touch its arguments.
+			ms2, units2 := slices.Clone(ms), slices.Clone(units)
+			assign(ms2, units2, 1)
+			if !slices.Equal(ms2, ms) || !slices.Equal(units2, units) {
+				t.Fatal("Assign modified its arguments")
 			}
 		}
-		// Assign does not touch its arguments.
-		ms2, units2 := slices.Clone(ms), slices.Clone(units)
-		Assign(ms2, units2, 1)
-		if !slices.Equal(ms2, ms) || !slices.Equal(units2, units) {
-			t.Fatal("Assign modified its arguments")
-		}
-	}
+	})
 }
 
 // TestAssignCapped: with maxLeases, nobody holds more; when it binds every
 // member holds exactly maxLeases, each stream has its proportional share
 // placed (the first of its shards), spread evenly over the members.
 func TestAssignCapped(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	for range 500 {
-		n := 1 + r.IntN(12)
-		ms, units := randomFleet(r, n, 1+r.IntN(10), r.IntN(301))
-		T := len(units)
-		maxLeases := 1 + r.IntN((T+n-1)/n+2)
-		a := Assign(ms, units, maxLeases)
-		placed := min(T, n*maxLeases)
-		if len(a) != placed {
-			t.Fatalf("%d units, %d members, max %d: %d placed, want %d", T, n, maxLeases, len(a), placed)
-		}
-		total, perStream := counts(ms, a)
-		for m, c := range total {
-			if c > maxLeases || (placed < T && c != maxLeases) {
-				t.Fatalf("%d units, %d members, max %d: %s holds %d", T, n, maxLeases, m, c)
+	forRegimes(t, func(t *testing.T, assign assignFunc) {
+		r := rand.New(rand.NewPCG(5, 6))
+		for range 500 / raceScale {
+			n := 1 + r.IntN(12)
+			ms, units := randomFleet(r, n, 1+r.IntN(10), r.IntN(301))
+			T := len(units)
+			maxLeases := 1 + r.IntN((T+n-1)/n+2)
+			a := assign(ms, units, maxLeases)
+			placed := min(T, n*maxLeases)
+			if len(a) != placed {
+				t.Fatalf("%d units, %d members, max %d: %d placed, want %d", T, n, maxLeases, len(a), placed)
 			}
-		}
-		size := map[string]int{}
-		for _, u := range units {
-			size[u.Stream]++
-		}
-		var kept []Unit
-		for u := range a {
-			kept = append(kept, u)
-		}
-		keptBy := map[string]int{}
-		for _, u := range kept {
-			keptBy[u.Stream]++
-		}
-		for s, sz := range size {
-			k := keptBy[s]
-			// Proportional, rounded either way.
-			if lo, hi := sz*placed/T, (sz*placed+T-1)/T; k < lo || k > hi {
-				t.Fatalf("stream %s of %d: %d placed, want %d or %d", s, sz, k, lo, hi)
-			}
-			for _, u := range shards(s, k) {
-				if _, ok := a[u]; !ok {
-					t.Fatalf("stream %s: %d placed but %v is not: not the first ones", s, k, u)
+			total, perStream := counts(ms, a)
+			for m, c := range total {
+				if c > maxLeases || (placed < T && c != maxLeases) {
+					t.Fatalf("%d units, %d members, max %d: %s holds %d", T, n, maxLeases, m, c)
 				}
 			}
-			for _, m := range ms {
-				if c := perStream[s][m]; c != k/n && c != (k+n-1)/n {
-					t.Fatalf("stream %s: %s holds %d of the %d placed", s, m, c, k)
+			size := map[string]int{}
+			for _, u := range units {
+				size[u.Stream]++
+			}
+			var kept []Unit
+			for u := range a {
+				kept = append(kept, u)
+			}
+			keptBy := map[string]int{}
+			for _, u := range kept {
+				keptBy[u.Stream]++
+			}
+			for s, sz := range size {
+				k := keptBy[s]
+				// Proportional, rounded either way.
+				if lo, hi := sz*placed/T, (sz*placed+T-1)/T; k < lo || k > hi {
+					t.Fatalf("stream %s of %d: %d placed, want %d or %d", s, sz, k, lo, hi)
+				}
+				for _, u := range shards(s, k) {
+					if _, ok := a[u]; !ok {
+						t.Fatalf("stream %s: %d placed but %v is not: not the first ones", s, k, u)
+					}
+				}
+				for _, m := range ms {
+					if c := perStream[s][m]; c != k/n && c != (k+n-1)/n {
+						t.Fatalf("stream %s: %s holds %d of the %d placed", s, m, c, k)
+					}
 				}
 			}
+			checkBalanced(t, ms, kept, a)
 		}
-		checkBalanced(t, ms, kept, a)
-	}
+	})
 }
 
 // TestSpreadOptimal: solve finds a placement of the highest total score
@@ -285,6 +295,9 @@ func TestAssignCapped(t *testing.T) {
 func TestSpreadOptimal(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for trial := range 3300 {
+		if raceScale > 1 && trial%raceScale != 0 {
+			continue
+		}
 		n, items := 2+r.IntN(3), 1+r.IntN(5)
 		if trial >= 3000 {
 			n, items = 5, 6 // single copies only, below
@@ -467,7 +480,7 @@ func TestAssignSticky(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	var joins, leaves []int
 	sumJoin, sumLeave, sumSlack := 0, 0, 0
-	for range 400 {
+	for range 400 / raceScale {
 		ms, units := randomFleet(r, 1+r.IntN(12), 1+r.IntN(10), r.IntN(301))
 		join, took, leave, slack := check(t, ms, units)
 		joins, leaves = append(joins, join-took), append(leaves, leave)
@@ -485,14 +498,16 @@ func TestAssignSticky(t *testing.T) {
 // TestAssignStable: once placed, nothing moves while the view stays the
 // same, whichever member computes the plan (each with its own order).
 func TestAssignStable(t *testing.T) {
-	ms, units := fleet(5), slices.Concat(shards("a", 37), shards("b", 4))
-	want := Assign(ms, units, 0)
-	for i := range ms {
-		view := slices.Concat(ms[i:], ms[:i])
-		if got := Assign(view, units, 0); !maps.Equal(got, want) {
-			t.Fatalf("member %s's view gives another plan", ms[i])
+	forRegimes(t, func(t *testing.T, assign assignFunc) {
+		ms, units := fleet(5), slices.Concat(shards("a", 37), shards("b", 4))
+		want := maps.Clone(assign(ms, units, 0))
+		for i := range ms {
+			view := slices.Concat(ms[i:], ms[:i])
+			if got := assign(view, units, 0); !maps.Equal(got, want) {
+				t.Fatalf("member %s's view gives another plan", ms[i])
+			}
 		}
-	}
+	})
 }
 
 func BenchmarkAssign(b *testing.B) {
