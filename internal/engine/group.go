@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -161,6 +162,7 @@ type Group struct {
 	ended        atomic.Int64 // shards this instance read to their end
 	storeErr     atomic.Pointer[error]
 
+	planner    plan.Planner // cached: recomputes only when members or shards change
 	lastAssign map[unit]string
 	sameRounds int
 	rounds     int
@@ -527,14 +529,20 @@ func (g *Group) plan() map[unit]string {
 	g.viewMu.Lock()
 	live := g.view.live(mono())
 	g.viewMu.Unlock()
-	a := plan.Assign(live, units, g.cfg.MaxLeases)
-	if mapsEqual(a, g.lastAssign) {
+	a := g.planner.Assign(live, units, g.cfg.MaxLeases)
+	if sameMap(a, g.lastAssign) || mapsEqual(a, g.lastAssign) {
 		g.sameRounds++
 	} else {
 		g.sameRounds = 0
 	}
 	g.lastAssign = a
 	return a
+}
+
+// sameMap reports whether a and b are the same map (the planner hands back
+// its last plan when nothing changed), without comparing their entries.
+func sameMap(a, b map[unit]string) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 func mapsEqual(a, b map[unit]string) bool {
