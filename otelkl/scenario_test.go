@@ -212,7 +212,7 @@ func TestScenario(t *testing.T) {
 		{"kinesis", "GetRecords", int64(n / 25)},
 		{"dynamodb", "TakeAs", 2},
 		{"dynamodb", "Heartbeat", 1},
-		{"dynamodb", "Members", 1},
+		{"dynamodb", "Header", 1},
 		{"dynamodb", "Checkpoint", 1},
 		{"dynamodb", "Release", 2},
 	} {

@@ -232,6 +232,7 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 // at sent: a pending rewind first.
 func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t leases.Lease, sent int64) {
 	h := newMemberLease(g.store, t, &g.fence, sent, g.proof(st))
+	h.onVanish = g.kickRound
 	if t.RewindTo.Sequence != "" {
 		var err error
 		if t, err = h.applyRewind(ctx); err != nil {
@@ -303,11 +304,16 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 }
 
 // releaseOrphan frees an orphan row the plan gives another member, keeping
-// the checkpoint last written while the lease was trusted.
+// the checkpoint last written while the lease was trusted. An orphan whose
+// row vanished is recreated free from that checkpoint once it has been
+// missing for lostRowWait (this instance may be the only one that knows
+// it), so that the member the plan gives it to does not start it at the
+// start position.
 func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 	st := g.streams[u.Stream]
 	l := o.known
 	for attempt := 0; ; attempt++ {
+		sent := mono()
 		_, err := g.store.Release(ctx, l, leases.Checkpoint{})
 		if err == nil {
 			st.log.Info("kinesislease: released a lease lost at a fence", "shard", u.Shard)
@@ -315,7 +321,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 			return
 		}
 		if errors.Is(err, leases.ErrNotFound) {
-			g.dropOrphan(u, o)
+			g.vanishedOrphan(ctx, st, u, o, sent, mono())
 			return
 		}
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
@@ -324,7 +330,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 		cur, err := g.store.Get(ctx, l.Key)
 		switch {
 		case errors.Is(err, leases.ErrNotFound):
-			g.dropOrphan(u, o)
+			g.vanishedOrphan(ctx, st, u, o, sent, mono())
 			return
 		case err != nil:
 			return
@@ -334,6 +340,44 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 		}
 		l = cur
 	}
+}
+
+// vanishedOrphan handles an orphan whose row a read sent at sent found
+// missing: after lostRowWait it recreates the row from the orphan's
+// checkpoint and releases it at once, free for the member the plan gives it.
+func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o orphan, sent, ret int64) {
+	if st.row(u.Shard).lease.Counter == 0 {
+		st.setRow(u.Shard, rowState{lease: o.known})
+	}
+	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
+	r := st.row(u.Shard)
+	if !r.reported {
+		if err := g.mem.ReportVanished(ctx); err == nil {
+			st.markReported(u.Shard)
+		}
+	}
+	if time.Duration(r.missingConfirm-r.missingSince) < g.lostRowWait(st) || o.known.Checkpoint.IsZero() {
+		if o.known.Checkpoint.IsZero() {
+			g.dropOrphan(u, o) // nothing to save: the plan's member creates it
+		}
+		return
+	}
+	t, err := g.mem.CreateAs(ctx, o.known.Key, g.cfg.Owner, g.Incarnation(), o.known.Checkpoint)
+	if err != nil {
+		if errors.Is(err, leases.ErrConflict) {
+			g.dropOrphan(u, o) // recreated by someone else
+		}
+		return
+	}
+	st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last wrote",
+		"shard", u.Shard, "seq", o.known.Checkpoint.String())
+	if _, err := g.store.Release(ctx, t, leases.Checkpoint{}); err != nil {
+		g.mu.Lock()
+		g.orphans[u] = orphan{inc: t.Incarnation, known: t} // ours now: release it again next round
+		g.mu.Unlock()
+		return
+	}
+	g.dropOrphan(u, o)
 }
 
 // dropOrphan forgets orphan o of u, unless it was replaced meanwhile.
@@ -369,6 +413,12 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 			return
 		}
 		st.setRow(u.Shard, rowState{lease: l})
+		if err := g.arnRow(ctx, st, l); err != nil {
+			if !errors.Is(err, errArnRowUnread) {
+				g.fail(st, u.Shard, err)
+			}
+			return
+		}
 		if g.takeable(st, u.Shard, l) {
 			g.take(ctx, st, u, l)
 		}
@@ -382,7 +432,14 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	if !r.seen && !st.hadRows && !g.headerAtJoin.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
 		return // too early to tell a new stream from a table emptied under its fleet
 	}
-	if wait := g.lostRowWait(st); time.Duration(r.missingConfirm-r.missingSince) < wait {
+	wait := g.lostRowWait(st)
+	if r.lease.Checkpoint.IsZero() {
+		// This instance knows no checkpoint: give those that do (the
+		// holder, an earlier holder with an orphan) the time to recreate
+		// the row first.
+		wait += 3 * g.cfg.Heartbeat
+	}
+	if time.Duration(r.missingConfirm-r.missingSince) < wait {
 		return
 	}
 	inc := g.Incarnation()

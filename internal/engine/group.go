@@ -176,6 +176,8 @@ type Group struct {
 
 	stats groupStats
 
+	// kick wakes the round loop early (a held row vanished).
+	kick chan struct{}
 	// cancelRun ends Run with an error (set by Run).
 	cancelRun context.CancelCauseFunc
 	// joinedAt is mono() when this process first joined the membership;
@@ -342,7 +344,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	}
 	h := newHooks(cfg.Hooks)
 	g := &Group{
-		cfg: cfg, h: h, inc: rand.Text()[:10],
+		cfg: cfg, h: h, inc: rand.Text()[:10], kick: make(chan struct{}, 1),
 		streams: map[string]*streamState{}, view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
 		workers: map[unit]*worker{}, orphans: map[unit]orphan{},
 		log: cfg.Logger.With("owner", cfg.Owner),
@@ -475,6 +477,8 @@ func (g *Group) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-g.kick:
+			t.Stop()
 		}
 		g.round(ctx)
 		t.Reset(backoff.Jitter(g.cfg.Heartbeat))
@@ -697,4 +701,12 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 // unanswered, the row is an orphan, taken again or released).
 func (g *Group) atFence(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, time.Duration(g.fence.Load()-mono()))
+}
+
+// kickRound makes the round loop run a round now.
+func (g *Group) kickRound() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
 }

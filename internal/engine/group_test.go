@@ -144,7 +144,7 @@ func TestMembershipRowsBounded(t *testing.T) {
 		n := 0
 		h, err := mem.Header(context.Background())
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
 		for r := range h.Rows {
 			ms, err := mem.Members(context.Background(), r)

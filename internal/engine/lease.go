@@ -56,6 +56,16 @@ type heldLease struct {
 	// 0 proof: no such bound.
 	proofSent atomic.Int64
 	proof     time.Duration
+	// onVanish, if set, is told when a write finds the row missing (the
+	// Group recreates it at once).
+	onVanish func()
+}
+
+func (h *heldLease) markVanished() {
+	h.vanished.Store(true)
+	if h.onVanish != nil {
+		h.onVanish()
+	}
 }
 
 // newMemberLease returns l held under the membership protocol: valid while
@@ -157,7 +167,7 @@ func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.L
 			return l, nil
 		}
 		if errors.Is(err, leases.ErrNotFound) {
-			h.vanished.Store(true)
+			h.markVanished()
 		}
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
 			return known, err
@@ -165,7 +175,7 @@ func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.L
 		cur, gerr := h.store.Get(ctx, known.Key)
 		if gerr != nil {
 			if errors.Is(gerr, leases.ErrNotFound) {
-				h.vanished.Store(true)
+				h.markVanished()
 			}
 			return known, gerr
 		}

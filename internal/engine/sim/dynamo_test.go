@@ -247,7 +247,7 @@ type dynProc struct {
 
 func (d *dynWorld) put(i int) {
 	if _, err := d.stream.Put(shardID(i), "pk", []byte("record")); err != nil {
-		d.t.Fatalf("put: %v", err)
+		d.t.Errorf("put: %v", err) // on the producer's goroutine: no Fatal
 	}
 }
 

@@ -2037,12 +2037,18 @@ func (pr *mproc) handle(ctx context.Context, r *kltype.Record) error {
 	return pr.work(ctx, c, h, rng, &w.p.planBase, pr.faulty, pr.cfg.ignoresCancel)
 }
 
-// procRow returns the membership row pr's current incarnation heartbeats
-// in (-1 if it names none).
+// procRow returns the membership row pr heartbeats in: the row its
+// incarnations name (-1 if none does yet). The caller holds chk.mu (a
+// scenario's check does).
 func procRow(pr *mproc) int {
-	inc := pr.ident[strings.LastIndexByte(pr.ident, '/')+1:]
-	if r, ok := leases.IncarnationRow(inc); ok {
-		return r
+	row := -1
+	for key, q := range pr.w.byInc {
+		if q != pr {
+			continue
+		}
+		if r, ok := leases.IncarnationRow(key[strings.LastIndexByte(key, '/')+1:]); ok {
+			row = r
+		}
 	}
-	return -1
+	return row
 }
