@@ -217,7 +217,7 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 			mine := l
 			mine.Owner, mine.Incarnation, mine.Counter = g.cfg.Owner, inc, l.Counter+1
 			g.mu.Lock()
-			g.orphans[u] = orphan{inc: inc, known: mine}
+			g.orphans[u] = orphan{inc: inc, known: mine, presumed: true}
 			g.mu.Unlock()
 			if ctx.Err() == nil {
 				st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
@@ -265,6 +265,24 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 	st := g.streams[u.Stream]
 	inc := g.Incarnation()
 	l := o.known
+	if o.presumed {
+		// Our take's answer was lost: the row may be ours at that counter,
+		// or another's write made the same counter. Read it first.
+		cur, err := g.store.Get(ctx, l.Key)
+		switch {
+		case errors.Is(err, leases.ErrNotFound):
+			g.dropOrphan(u, o)
+			return
+		case err != nil:
+			return
+		}
+		st.setRow(u.Shard, rowState{lease: cur})
+		if !(cur.Owner == g.cfg.Owner && cur.Incarnation == o.inc) && !g.takeable(st, u.Shard, cur) {
+			g.dropOrphan(u, o) // not ours: someone else's
+			return
+		}
+		l = cur
+	}
 	for attempt := 0; ; attempt++ {
 		sent := mono()
 		tctx, cancel := g.atFence(ctx)

@@ -195,6 +195,9 @@ func (g *Group) myRow() int { return rowOf(g.Incarnation()) }
 type orphan struct {
 	inc   string
 	known leases.Lease
+	// presumed: known is the row as our take would have left it, had its
+	// lost answer landed (the counter alone does not prove it).
+	presumed bool
 }
 
 type streamState struct {
