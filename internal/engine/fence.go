@@ -24,7 +24,7 @@ type heartbeatState struct {
 	// brand-new incarnation.
 	needNewInc bool
 	attempted  map[string]bool
-	failed bool // the last heartbeat failed
+	failed     bool // the last heartbeat failed
 }
 
 // fenceAfter is the fence of a heartbeat sent at sent (mono()): the
