@@ -20,43 +20,41 @@
 // # Membership rows
 //
 // Store implements leases.Membership. Membership row i is the item whose
-// lease_key is leases.MemberKey(i) ("#members:0", "#members:1"); no lease
-// key can name it (every lease method refuses one). Besides lease_key it
-// holds one top-level attribute per member, named "m_" followed by the
-// owner id (always sent through ExpressionAttributeNames, so any owner id
-// of up to 256 bytes is one attribute name, dots and all), whose value is a
-// map:
+// lease_key is leases.MemberKey(i) ("#members:0", "#members:1", …), the
+// header is leases.MemberHeaderKey ("#members"); no lease key can name
+// them (every lease method refuses one). Besides lease_key a row holds n,
+// its entry count (at most leases.RowCapacity), and one top-level attribute
+// per member, named "m_" followed by the owner id (always sent through
+// ExpressionAttributeNames), whose value is a map:
 //
 //	i  S     incarnation
 //	h  N     heartbeat
 //	l  BOOL  leaving (absent when false)
 //	n  N     notice (absent when 0)
 //	e  N     shards the member ended (absent when 0)
+//	k  N     leases the member holds (absent when 0)
 //
-// By DynamoDB's item-size rules an entry of a 40-byte owner id, a 10-byte
-// incarnation and a heartbeat below 10^6 is 63 bytes (42 for the name, 21
-// for the map), 70 with leaving and a notice below 100 set; each further
-// byte of incarnation or two digits of heartbeat add one. The row's key
-// takes 19 bytes. A write is billed per started KB of the larger of the row
-// before and after it, so every heartbeat costs one write unit while its
-// row holds up to 15 such entries, and one more per further 16 or so. Each
-// write names one entry, so members of one row never overwrite each other:
+// An entry of a 64-byte owner id is about 92 bytes: a full row of 8 stays
+// under 1 KB, so a heartbeat costs one write unit. Each write names one
+// entry:
 //
-//   - Heartbeat: SET #m = :entry, condition attribute_not_exists(#m) OR
-//     (#m.i = :inc AND the notice is the member's: #m.n = :n, or
-//     attribute_not_exists(#m.n) for none) — a resent heartbeat whose answer
-//     was lost succeeds again; a bumped notice fails it, so the member
-//     learns of the bump from the conflict's entry;
-//   - ReplaceMember: SET #m = :next, or REMOVE #m, condition #m.i = :inc AND
-//     #m.h = :hb; when the condition fails and the entry found already is
-//     next (or is absent, for a removal) the call succeeds: the write of an
-//     attempt whose answer was lost had landed;
-//   - Members: a strongly consistent GetItem of the row.
+//   - Join: SET #m = :entry ADD n 1, condition attribute_not_exists(#m) AND
+//     (attribute_not_exists(n) OR n < 8); a resent join whose answer was
+//     lost finds its own entry and succeeds;
+//   - Heartbeat: SET #m = :entry, condition #m.i = :inc AND the notice is
+//     the member's AND (unless the heartbeat says leaving) the entry is not
+//     leaving; a missing entry fails it;
+//   - ReplaceMember: SET #m = :next, or REMOVE #m ADD n -1, condition
+//     #m.i = :inc AND #m.h = :hb; an entry already equal to next (or absent,
+//     for a removal) counts as replaced;
+//   - Members: a strongly consistent GetItem of the row;
+//   - Header: a strongly consistent GetItem of the header (attributes
+//     r<row> and vanished); BumpRow and ReportVanished: ADD r<row> 1, ADD
+//     vanished 1, conditional only on the item not being a lease row.
 //
 // Every write returns the whole row (ReturnValues ALL_NEW) and, when its
 // condition fails, the row as found (ALL_OLD), so a conflict carries the
-// entry without another read. A row that was never written reads as no
-// members; the first heartbeat in it creates it.
+// entry without another read.
 //
 // Store implements leases.Checker: Check reads one row that is never written,
 // so that a service started on a missing table, a table with another key, or
