@@ -221,12 +221,6 @@ func (g *Group) flushBumps(ctx context.Context) {
 	}
 }
 
-// wantRow asks the next refresh to read row r.
-func (g *Group) wantRow(r int) {
-	g.viewMu.Lock()
-	defer g.viewMu.Unlock()
-	g.rows.want[r] = true
-}
 
 // duplicates returns a *DuplicateOwnerError once another process has been
 // heartbeating with this instance's owner id in another row for longer

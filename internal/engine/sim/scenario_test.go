@@ -235,6 +235,7 @@ func TestMembershipFaults(t *testing.T) {
 	})
 	t.Run("table-recreated", func(t *testing.T) {
 		t.Parallel()
+		lostRows(t)
 		p := scenario(3, 6, 20, 30*time.Second)
 		p.events = []mevent{{at: 15 * time.Second, kind: mDropTable, slot: -1}}
 		p.check = func(w *mworld) {
