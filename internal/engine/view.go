@@ -221,7 +221,6 @@ func (g *Group) flushBumps(ctx context.Context) {
 	}
 }
 
-
 // duplicates returns a *DuplicateOwnerError once another process has been
 // heartbeating with this instance's owner id in another row for longer
 // than the wait join allows; it logs the first sight at ERROR.
