@@ -419,6 +419,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
 	r := st.row(u.Shard)
 	if !r.seen && g.newStream(st) {
+		g.createAll(ctx, st, u.Shard)
 		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 		l, err := g.store.Create(ctx, key)
 		if errors.Is(err, leases.ErrConflict) {
@@ -548,4 +549,30 @@ func (g *Group) arnRow(ctx context.Context, st *streamState, l leases.Lease) err
 		return nil
 	}
 	return &ArnRowError{ArnKey: old.Key, NameKey: l.Key, Checkpoint: old.Checkpoint}
+}
+
+// createAll creates, once per stream, every row of a new stream that is
+// still missing but that of skip (free, no checkpoint: each starts at the
+// subscription's start position), so that the members started with this
+// one find them and take them at once instead of waiting for them as for
+// rows that vanished.
+func (g *Group) createAll(ctx context.Context, st *streamState, skip string) {
+	st.rowsMu.Lock()
+	if st.createdAll {
+		st.rowsMu.Unlock()
+		return
+	}
+	st.createdAll = true
+	var ids []string
+	for _, id := range st.order {
+		if r := st.rows[id]; r.missing && !r.seen && id != skip {
+			ids = append(ids, id)
+		}
+	}
+	st.rowsMu.Unlock()
+	bounded(ctx, len(ids), func(i int) {
+		if l, err := g.store.Create(ctx, leases.Key{Stream: st.key, Shard: ids[i]}); err == nil {
+			st.setRow(ids[i], rowState{lease: l})
+		}
+	})
 }

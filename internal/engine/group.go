@@ -219,6 +219,9 @@ type streamState struct {
 	// row existed: the stream is read by others already, so a missing row
 	// may be one that vanished (see newStream).
 	hadRows bool
+	// createdAll: this instance created the missing rows of the new
+	// stream (see createAll).
+	createdAll bool
 	// missingGap: two reads that found a row missing further apart than
 	// this do not show it missing in between.
 	missingGap time.Duration
