@@ -200,8 +200,11 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 		g.hb.hb++
 		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load()}
 		first := mono()
-		for attempt := 0; attempt < 3; attempt++ {
-			jctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
+		for attempt := 0; attempt < 5; attempt++ {
+			// A join's deadline is a whole interval (a heartbeat's is half):
+			// it holds nothing yet, and its fence counts from the first
+			// attempt's send whatever the answer's delay.
+			jctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat)
 			rows, err := g.mem.Join(jctx, row, m)
 			cancel()
 			var conflict *leases.MemberConflictError
@@ -229,7 +232,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			break
 		}
 		if counts[row] < leases.RowCapacity {
-			return false, nil // failed three times: read again, later
+			return false, nil // failed five times: read again, later
 		}
 	}
 	return false, errors.New("engine: every membership row is full")
