@@ -129,7 +129,10 @@ func TestReproTakeoverCountsFromReadReturn(t *testing.T) {
 	// give the shard (so that a keeps it until the partition).
 	b := ""
 	u := plan.Unit{Stream: stream, Shard: "shardId-000000000000"}
-	for i := range 64 {
+	// A candidate wins the shard from a with probability 1 - a's score:
+	// when a's score is low, few do, and the chance that none of n does is
+	// 1/(n+1). Try enough of them.
+	for i := range 100000 {
 		o := fmt.Sprintf("b%d", i)
 		if plan.Assign([]string{"a", o}, []plan.Unit{u}, 0)[u] == "a" {
 			b = o
