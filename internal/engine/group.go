@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -488,7 +489,7 @@ func (g *Group) plan() map[unit]string {
 	live := g.view.live(mono())
 	g.viewMu.Unlock()
 	a := g.planner.Assign(live, units, g.cfg.MaxLeases)
-	if sameMap(a, g.lastAssign) || mapsEqual(a, g.lastAssign) {
+	if sameMap(a, g.lastAssign) || maps.Equal(a, g.lastAssign) {
 		g.sameRounds++
 	} else {
 		g.sameRounds = 0
@@ -501,18 +502,6 @@ func (g *Group) plan() map[unit]string {
 // its last plan when nothing changed), without comparing their entries.
 func sameMap(a, b map[unit]string) bool {
 	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-}
-
-func mapsEqual(a, b map[unit]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func cmpString(a, b string) int {
