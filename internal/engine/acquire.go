@@ -211,14 +211,7 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	cancel()
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound) {
-			// The take may have landed with its answer lost: the row would
-			// name this incarnation with nobody reading it. Known as it
-			// would be then, so that a release is conditional on our take.
-			mine := l
-			mine.Owner, mine.Incarnation, mine.Counter = g.cfg.Owner, inc, l.Counter+1
-			g.mu.Lock()
-			g.orphans[u] = orphan{inc: inc, known: mine, presumed: true}
-			g.mu.Unlock()
+			g.presume(u, l, inc)
 			if ctx.Err() == nil {
 				st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
 			}
@@ -226,6 +219,34 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 		return
 	}
 	g.startTaken(ctx, st, u, l, t, sent)
+}
+
+// presume records, after a write of row l as incarnation inc that failed
+// without a conflict, that the write may have landed with its answer lost:
+// the row would then name this instance with nobody reading it, and every
+// other member would wait on it for as long as this incarnation lives. So
+// it is an orphan, known as the write would have left it; the next round
+// reads it before taking it again or releasing it.
+func (g *Group) presume(u unit, l leases.Lease, inc string) {
+	mine := l
+	mine.Owner, mine.Incarnation, mine.Counter = g.cfg.Owner, inc, l.Counter+1
+	g.mu.Lock()
+	g.orphans[u] = orphan{inc: inc, known: mine, presumed: true}
+	g.mu.Unlock()
+}
+
+// ours reports whether row l names this process, as one of its recent
+// incarnations: the current one (a take whose answer was lost) or an
+// earlier one (a row not taken again since a fence). Nobody else takes a
+// row of the current incarnation while it lives, so this process must read
+// it or release it.
+func (g *Group) ours(l leases.Lease) bool {
+	if l.Owner != g.cfg.Owner || l.Incarnation == "" {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Contains(g.incs, l.Incarnation)
 }
 
 // startTaken starts a worker on row t, just taken (from l) by a write sent
@@ -277,7 +298,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			return
 		}
 		st.setRow(u.Shard, rowState{lease: cur})
-		if !(cur.Owner == g.cfg.Owner && cur.Incarnation == o.inc) && !g.takeable(st, u.Shard, cur) {
+		if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
 			g.dropOrphan(u, o) // not ours: someone else's
 			return
 		}
@@ -293,12 +314,15 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			return
 		}
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
-			if errors.Is(err, leases.ErrNotFound) {
+			switch {
+			case errors.Is(err, leases.ErrNotFound):
 				// Vanished: what any member does with a missing row, from
 				// the checkpoint this instance knew.
 				g.dropOrphan(u, o)
 				st.setRow(u.Shard, rowState{lease: o.known})
 				st.setRow(u.Shard, rowState{missing: true, missingSince: mono(), missingConfirm: sent})
+			case !errors.Is(err, leases.ErrConflict):
+				g.presume(u, l, inc) // it may have landed unanswered
 			}
 			return
 		}
@@ -313,7 +337,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			return
 		}
 		st.setRow(u.Shard, rowState{lease: cur})
-		if !(cur.Owner == g.cfg.Owner && cur.Incarnation == o.inc) && !g.takeable(st, u.Shard, cur) {
+		if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
 			g.dropOrphan(u, o) // someone took it
 			return
 		}
@@ -352,11 +376,11 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 			return
 		case err != nil:
 			return
-		case cur.Owner != g.cfg.Owner || cur.Incarnation != o.inc:
+		case !g.ours(cur):
 			g.dropOrphan(u, o) // someone took it
 			return
 		}
-		l = cur
+		l = cur // ours still, perhaps under a later incarnation: release that
 	}
 }
 
@@ -448,7 +472,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 			st.markReported(u.Shard)
 		}
 	}
-	if !r.seen && !st.hadRows && !g.headerAtJoin.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
+	if !r.seen && !st.sawRows() && !g.headerAtJoin.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
 		return // too early to tell a new stream from a table emptied under its fleet
 	}
 	wait := g.lostRowWait(st)
@@ -468,8 +492,11 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	t, err := g.mem.CreateAs(cctx, leases.Key{Stream: u.Stream, Shard: u.Shard}, g.cfg.Owner, inc, cp)
 	cancel()
 	if err != nil {
-		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
-			st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
+		if !errors.Is(err, leases.ErrConflict) {
+			g.presume(u, leases.Lease{Key: leases.Key{Stream: u.Stream, Shard: u.Shard}, Checkpoint: cp}, inc)
+			if ctx.Err() == nil {
+				st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
+			}
 		}
 		return
 	}

@@ -77,9 +77,6 @@ func (g *Group) listShards(ctx context.Context, st *streamState) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		for _, id := range order {
-			st.hadRows = st.hadRows || st.row(id).seen
-		}
 	}
 	st.shards, st.order = shardsNow, order
 	st.lastSync = time.Now()
@@ -142,15 +139,15 @@ func (g *Group) active(st *streamState, id string) bool {
 	return true
 }
 
-// newStream reports whether a stream none of whose rows existed at this
-// instance's first listing may be taken as new, its missing rows created at
+// newStream reports whether a stream none of whose rows this instance ever
+// saw exist may be taken as new, its missing rows created at
 // once: no other live member holds a lease (its entry's Held), and, if the
 // membership header was empty when this instance joined (a new table, or
 // one emptied under a running fleet), it joined at least two heartbeats
 // ago, by when the members of a running fleet have written their entries
 // again. Otherwise a missing row may be one that vanished under its holder.
 func (g *Group) newStream(st *streamState) bool {
-	if st.hadRows {
+	if st.sawRows() {
 		return false
 	}
 	if !g.headerAtJoin.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {

@@ -376,7 +376,12 @@ func (g *Group) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.extendFence(sent)
+	if !m.Leaving {
+		// A leaving heartbeat moves no fence: that incarnation is over, and
+		// nothing may be taken or delivered as it (takers may take its rows
+		// at once).
+		g.extendFence(sent)
+	}
 	g.observe(rowOf(inc), rows, sent, mono())
 	return nil
 }
@@ -428,7 +433,24 @@ func (g *Group) fenceAll(why string) {
 func (g *Group) setInc(inc string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.becomeLocked(inc)
+}
+
+// maxIncs bounds Group.incs. Rows of older incarnations of this process
+// are taken by whichever member the plan gives them to, once it finds that
+// incarnation dead (it is, past a fence); only a row naming the current
+// incarnation would wait on this process for as long as it lives.
+const maxIncs = 16
+
+// becomeLocked makes inc the incarnation; the caller holds g.mu.
+func (g *Group) becomeLocked(inc string) {
 	g.inc = inc
+	if !slices.Contains(g.incs, inc) {
+		if len(g.incs) == maxIncs {
+			g.incs = slices.Delete(g.incs, 0, 1)
+		}
+		g.incs = append(g.incs, inc)
+	}
 }
 
 // markDead records that an incarnation is known dead.
@@ -483,7 +505,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: old})
 	}
 	g.mu.Lock()
-	g.inc = inc
+	g.becomeLocked(inc)
 	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
 	g.mu.Unlock()
 	g.hb.notice, g.hb.needNewInc, g.hb.attempted = cur.Notice, false, nil

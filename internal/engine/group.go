@@ -131,8 +131,13 @@ type Group struct {
 	// fencing of every worker happen under it, and so does a new worker's
 	// check of the incarnation it took its row as, so that no worker of an
 	// incarnation that is over ever starts.
-	mu      sync.Mutex
-	inc     string
+	mu  sync.Mutex
+	inc string
+	// incs are the latest incarnations this process has been (inc among
+	// them), at most maxIncs: a row naming one is this process's own,
+	// whatever it knows of it (see ours). Another process with the same
+	// owner id (a restart) is not this one: its rows wait to be found dead.
+	incs    []string
 	workers map[unit]*worker
 	// orphans are rows that may still name an incarnation of this instance
 	// although it runs no worker for them (lost at a fence, a release that
@@ -216,9 +221,10 @@ type streamState struct {
 	rowsMu sync.Mutex
 	rows   map[string]rowState
 	legacy map[string]legacyObs
-	// hadRows: when this instance first listed the stream's shards, some
-	// row existed: the stream is read by others already, so a missing row
-	// may be one that vanished (see newStream).
+	// hadRows: this instance saw a row of the stream exist, at its first
+	// listing or since: the stream is read already, so a missing row may be
+	// one that vanished (see newStream), never a new stream's. Guarded by
+	// rowsMu.
 	hadRows bool
 	// createdAll: this instance created the missing rows of the new
 	// stream (see createAll).
@@ -255,8 +261,17 @@ func (st *streamState) setRow(id string, r rowState) {
 		}
 	} else {
 		r.seen = true
+		st.hadRows = true
 	}
 	st.rows[id] = r
+}
+
+// sawRows reports whether this instance ever saw a row of the stream exist
+// (see hadRows).
+func (st *streamState) sawRows() bool {
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	return st.hadRows
 }
 
 // markReported records that the vanished row id was reported.
@@ -643,6 +658,9 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 // under it either lands before the fence or is cancelled (and if it landed
 // unanswered, the row is an orphan, taken again or released).
 func (g *Group) atFence(ctx context.Context) (context.Context, context.CancelFunc) {
+	if g.fencedSince.Load() != 0 {
+		return context.WithTimeout(ctx, 0) // fenced: nothing may be taken until the next incarnation
+	}
 	return context.WithTimeout(ctx, time.Duration(g.fence.Load()-mono()))
 }
 

@@ -334,7 +334,17 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		}
 		op = "TakeAs"
 	}
+	if op == "TakeAs" && before.Owner == writer && before.Incarnation == after.Incarnation && s.tenures[writer] != nil && !s.afterDelete {
+		// The holder proving its row (a shard idle, or its checkpoint
+		// write failed): a write of the same tenure, from the same place,
+		// or a take as the same incarnation whose first answer was lost.
+		op = "Prove"
+	}
 	switch op {
+	case "Prove":
+		if after.Checkpoint != before.Checkpoint {
+			c.checkCovered(s, writer, op, after.Checkpoint)
+		}
 	case "TakeAs":
 		c.stats.takes++
 		if prev := before.Owner; prev != "" && prev != writer {

@@ -1790,6 +1790,18 @@ func (pr *mproc) valid(id string, now time.Time, pending bool) (bool, string) {
 	return true, ""
 }
 
+// leavingAnswered records that a leaving heartbeat of pr (sent by an
+// incarnation that found itself fenced) was answered: the Group lost every
+// lease before sending it, and its fence does not move.
+func (pr *mproc) leavingAnswered() {
+	w := pr.w
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	pr.lostAllAt = time.Now()
+	w.seq++
+	pr.lostAll = w.seq
+}
+
 // heartbeatAnswered records that a heartbeat of pr (or the ReplaceMember
 // that wrote its first entry) sent at sent was answered: the Group moves
 // its fence to sent + Timeout - FenceMargin, having lost every lease first
@@ -1927,7 +1939,10 @@ type modelStore struct {
 func (s *modelStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	sent := time.Now() // the Group's send time: nothing between it and this call takes time
 	rows, err := s.FaultStore.Heartbeat(ctx, row, m)
-	if err == nil {
+	switch {
+	case err == nil && m.Leaving:
+		s.pr.leavingAnswered() // a fenced incarnation's last word: it moves no fence
+	case err == nil:
 		s.pr.heartbeatAnswered(sent)
 	}
 	return rows, err
