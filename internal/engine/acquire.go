@@ -289,10 +289,15 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 	if o.presumed {
 		// Our take's answer was lost: the row may be ours at that counter,
 		// or another's write made the same counter. Read it first.
+		sent := mono()
 		cur, err := g.store.Get(ctx, l.Key)
 		switch {
+		case errors.Is(err, leases.ErrNotFound) && l.Checkpoint.IsZero():
+			g.dropOrphan(u, o) // nothing to save: missingRow as for any member
+			return
 		case errors.Is(err, leases.ErrNotFound):
-			g.dropOrphan(u, o)
+			st.know(u.Shard, l)
+			g.missingRow(ctx, st, u, sent, mono())
 			return
 		case err != nil:
 			return
@@ -316,11 +321,13 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
 			switch {
 			case errors.Is(err, leases.ErrNotFound):
-				// Vanished: what any member does with a missing row, from
-				// the checkpoint this instance knew.
-				g.dropOrphan(u, o)
-				st.setRow(u.Shard, rowState{lease: o.known})
-				st.setRow(u.Shard, rowState{missing: true, missingSince: mono(), missingConfirm: sent})
+				// Vanished: recreated from the checkpoint this instance
+				// knew, once missing for lostRowWait. It stays an orphan
+				// until then: if the plan moves it to another member, it is
+				// recreated free from there (vanishedOrphan), not left to
+				// one that never knew where it was read to.
+				st.know(u.Shard, o.known)
+				g.missingRow(ctx, st, u, sent, mono())
 			case !errors.Is(err, leases.ErrConflict):
 				g.presume(u, l, inc) // it may have landed unanswered
 			}
@@ -329,8 +336,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		cur, err := g.store.Get(ctx, l.Key)
 		switch {
 		case errors.Is(err, leases.ErrNotFound):
-			g.dropOrphan(u, o)
-			st.setRow(u.Shard, rowState{lease: o.known})
+			st.know(u.Shard, o.known)
 			g.missingRow(ctx, st, u, sent, mono())
 			return
 		case err != nil:
@@ -356,10 +362,11 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 	l := o.known
 	for attempt := 0; ; attempt++ {
 		sent := mono()
-		_, err := g.store.Release(ctx, l, leases.Checkpoint{})
+		rl, err := g.store.Release(ctx, l, leases.Checkpoint{})
 		if err == nil {
 			st.log.Info("kinesislease: released a lease lost at a fence", "shard", u.Shard)
 			g.dropOrphan(u, o)
+			g.noteReleased(u, rl)
 			return
 		}
 		if errors.Is(err, leases.ErrNotFound) {
@@ -377,7 +384,10 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 		case err != nil:
 			return
 		case !g.ours(cur):
-			g.dropOrphan(u, o) // someone took it
+			g.dropOrphan(u, o) // someone took it, or our release's answer was lost
+			if !cur.Held() {
+				g.noteReleased(u, cur)
+			}
 			return
 		}
 		l = cur // ours still, perhaps under a later incarnation: release that
@@ -388,9 +398,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 // missing: after lostRowWait it recreates the row from the orphan's
 // checkpoint and releases it at once, free for the member the plan gives it.
 func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o orphan, sent, ret int64) {
-	if st.row(u.Shard).lease.Counter == 0 {
-		st.setRow(u.Shard, rowState{lease: o.known})
-	}
+	st.know(u.Shard, o.known)
 	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
 	r := st.row(u.Shard)
 	if !r.reported {
@@ -413,13 +421,15 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	}
 	st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last wrote",
 		"shard", u.Shard, "seq", o.known.Checkpoint.String())
-	if _, err := g.store.Release(ctx, t, leases.Checkpoint{}); err != nil {
+	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
+	if err != nil {
 		g.mu.Lock()
 		g.orphans[u] = orphan{inc: t.Incarnation, known: t} // ours now: release it again next round
 		g.mu.Unlock()
 		return
 	}
 	g.dropOrphan(u, o)
+	g.noteReleased(u, rl)
 }
 
 // dropOrphan forgets orphan o of u, unless it was replaced meanwhile.
@@ -478,9 +488,10 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	wait := g.lostRowWait(st)
 	if r.lease.Checkpoint.IsZero() {
 		// This instance knows no checkpoint: give those that do (the
-		// holder, an earlier holder with an orphan) the time to recreate
-		// the row first.
-		wait += 3 * g.cfg.Heartbeat
+		// holder, an earlier holder with an orphan, whoever released it
+		// lately) the time to recreate the row first, even if they began
+		// to look a round late or their round took up to a timeout.
+		wait += 3*g.cfg.Heartbeat + g.cfg.Timeout
 	}
 	if time.Duration(r.missingConfirm-r.missingSince) < wait {
 		return
@@ -500,8 +511,15 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		}
 		return
 	}
-	st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it from the checkpoint this instance last saw",
-		"shard", u.Shard, "seq", cp.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
+	if r.seen {
+		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it from the checkpoint this instance last saw",
+			"shard", u.Shard, "seq", cp.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
+	} else {
+		// Never seen: a stream new to a table in use, or rows that vanished
+		// before this instance saw them and that no member recreated.
+		st.log.Warn("kinesislease: no lease row for this shard (a stream new to the lease table, or a row that vanished and nobody recreated); created it at the start position",
+			"shard", u.Shard, "start", st.cfg.Start.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
+	}
 	g.startTaken(ctx, st, u, leases.Lease{}, t, csent)
 }
 

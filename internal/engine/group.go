@@ -145,6 +145,12 @@ type Group struct {
 	// if the plan gives it to this instance, else released, so that the
 	// member the plan gives it to need not wait for it.
 	orphans map[unit]orphan
+	// released are rows this instance released lately, as it left them
+	// (free, with its last checkpoint), at most maxReleased for at most
+	// releasedFor: if one vanishes before the member the plan gives it to
+	// takes it, this instance may be the only one that knows where it was
+	// read to, and recreates it from there (see recheckReleased).
+	released map[unit]releasedRow
 
 	fence atomic.Int64 // mono() after which nothing may be delivered
 	// fencedSince is mono() when this instance found itself fenced; 0 when
@@ -230,7 +236,9 @@ type streamState struct {
 	// stream (see createAll).
 	createdAll bool
 	// missingGap: two reads that found a row missing further apart than
-	// this do not show it missing in between.
+	// this do not show it missing in between (a round's reads may take up
+	// to a timeout; a row recreated and deleted again within this is not
+	// provided for).
 	missingGap time.Duration
 	// failed holds the shards set aside after failing for good, by shard
 	// id; listing is the stream's own (ListShards failed for good).
@@ -264,6 +272,18 @@ func (st *streamState) setRow(id string, r rowState) {
 		st.hadRows = true
 	}
 	st.rows[id] = r
+}
+
+// know records l as the row of id as this instance knows it (an orphan's
+// row as this instance last wrote it), keeping what it knows of the row
+// being missing: a row seen missing stays missing since its first sighting.
+func (st *streamState) know(id string, l leases.Lease) {
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	r := st.rows[id]
+	r.lease, r.seen = l, true
+	st.rows[id] = r
+	st.hadRows = true
 }
 
 // sawRows reports whether this instance ever saw a row of the stream exist
@@ -367,7 +387,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	g := &Group{
 		cfg: cfg, h: h, inc: rand.Text()[:10], kick: make(chan struct{}, 1),
 		streams: map[string]*streamState{}, view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
-		workers: map[unit]*worker{}, orphans: map[unit]orphan{},
+		workers: map[unit]*worker{}, orphans: map[unit]orphan{}, released: map[unit]releasedRow{},
 		log: cfg.Logger.With("owner", cfg.Owner),
 	}
 	g.store = newInstrumentedStore(cfg.Store, mem, h, &g.stats)
@@ -384,7 +404,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		if prev, dup := g.streams[key]; dup {
 			return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
 		}
-		g.streams[key] = &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]legacyObs{}, failed: map[string]*failure{}, missingGap: 3 * cfg.Heartbeat}
+		g.streams[key] = &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]legacyObs{}, failed: map[string]*failure{}, missingGap: cfg.Timeout + 2*cfg.Heartbeat}
 	}
 	g.fence.Store(fenced)
 	return g, nil
@@ -642,6 +662,9 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 		case w.lease.takenOver():
 			emit(g.h, g.cfg.Events, kltype.LeaseLost, info)
 		default:
+			if w.lease.isReleased() {
+				g.noteReleased(u, w.lease.current())
+			}
 			if !w.lease.isReleased() {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.

@@ -190,9 +190,24 @@ func TestReaderBehind(t *testing.T) {
 		minInterval = 20 * time.Millisecond
 		idle        = time.Second
 	)
+	// The reader notes a call's time just before it sends it, after its
+	// pacing wait and its Reserve call; the recorder notes it just after.
+	// Measured between the recorder's note of one call and the Reserve of
+	// the next, a gap is never longer than the reader's own: scheduling
+	// delays between the two notes cannot make a correct reader look early.
+	var (
+		resMu    sync.Mutex
+		reserved []time.Time
+	)
 	r := engine.NewReader(engine.ReaderConfig{
 		Client: rec, Stream: stream, ShardID: shard0, Start: kltype.TrimHorizon,
 		Limit: limit, MinInterval: minInterval, IdleInterval: idle,
+		Reserve: func(_ context.Context, n int32) (int32, error) {
+			resMu.Lock()
+			reserved = append(reserved, time.Now())
+			resMu.Unlock()
+			return n, nil
+		},
 	})
 	ctx := t.Context()
 	var got []string
@@ -218,6 +233,11 @@ func TestReaderBehind(t *testing.T) {
 	}
 
 	gr := rec.ops("GetRecords")
+	resMu.Lock()
+	defer resMu.Unlock()
+	if len(reserved) != len(gr) {
+		t.Fatalf("Reserve called %d times for %d GetRecords calls", len(reserved), len(gr))
+	}
 	var behind []int64
 	idled := 0
 	for i, c := range gr {
@@ -228,7 +248,7 @@ func TestReaderBehind(t *testing.T) {
 			}
 			continue
 		}
-		prev, gap := gr[i-1], c.Start.Sub(gr[i-1].Start)
+		prev, gap := gr[i-1], reserved[i].Sub(gr[i-1].Start)
 		caught := prev.Records == 0 || (prev.Behind == 0 && prev.Records < limit)
 		switch {
 		case gap < minInterval:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -38,6 +39,7 @@ func (g *Group) reconcile(ctx context.Context) {
 	var due []unit
 	if g.reconcileNow.Swap(false) {
 		due = all
+		g.recheckReleased(ctx)
 	} else if n := len(all); n > 0 {
 		rounds := max(int(g.cfg.Reconcile/g.cfg.Heartbeat), 1)
 		per := (n + rounds - 1) / rounds
@@ -152,4 +154,91 @@ func (g *Group) removeStale(ctx context.Context) {
 			g.rosterChanged(ctx, r)
 		}
 	}
+}
+
+// releasedRow is a row as this instance released it, and when.
+type releasedRow struct {
+	lease leases.Lease
+	at    time.Time
+}
+
+const (
+	// maxReleased and releasedFor bound Group.released. A row released is
+	// normally taken within a few rounds by the member the plan gives it
+	// to, which knows the checkpoint from then on.
+	maxReleased = 256
+	releasedFor = 5 * time.Minute
+)
+
+// noteReleased records that this instance released the row of u, leaving
+// it as l.
+func (g *Group) noteReleased(u unit, l leases.Lease) {
+	if l.Checkpoint.IsZero() {
+		return // nothing to save: the start position is what anyone knows
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	for v, r := range g.released {
+		if now.Sub(r.at) > releasedFor {
+			delete(g.released, v)
+		}
+	}
+	if len(g.released) >= maxReleased {
+		var oldest unit
+		var at time.Time
+		for v, r := range g.released {
+			if at.IsZero() || r.at.Before(at) {
+				oldest, at = v, r.at
+			}
+		}
+		delete(g.released, oldest)
+	}
+	g.released[u] = releasedRow{lease: l, at: now}
+}
+
+// recheckReleased re-reads the rows this instance released lately, when
+// someone reported a row vanished: one that is missing becomes an orphan
+// known as it was released, so that it is recreated from its checkpoint
+// (free, after lostRowWait, or taken if the plan gives it to this
+// instance) rather than from the start position by a member that never
+// knew where it was read to.
+func (g *Group) recheckReleased(ctx context.Context) {
+	g.mu.Lock()
+	var units []unit
+	rel := make(map[unit]releasedRow, len(g.released))
+	now := time.Now()
+	for u, r := range g.released {
+		if now.Sub(r.at) > releasedFor {
+			delete(g.released, u)
+			continue
+		}
+		if _, held := g.workers[u]; held {
+			continue
+		}
+		if _, o := g.orphans[u]; o {
+			continue
+		}
+		units = append(units, u)
+		rel[u] = r
+	}
+	g.mu.Unlock()
+	slices.SortFunc(units, cmpUnit)
+	bounded(ctx, len(units), func(i int) {
+		u := units[i]
+		l, err := g.store.Get(ctx, rel[u].lease.Key)
+		switch {
+		case errors.Is(err, leases.ErrNotFound):
+			g.mu.Lock()
+			if _, o := g.orphans[u]; !o && g.workers[u] == nil {
+				g.orphans[u] = orphan{inc: g.inc, known: rel[u].lease}
+			}
+			delete(g.released, u)
+			g.mu.Unlock()
+		case err == nil && l.Counter != rel[u].lease.Counter:
+			g.mu.Lock()
+			delete(g.released, u) // taken (or recreated) since: its holder knows
+			g.mu.Unlock()
+		}
+	})
 }

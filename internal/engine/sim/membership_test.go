@@ -466,6 +466,13 @@ func (p *mplan) round() time.Duration { return p.hb + p.hb/10 }
 //     the plan is stable for two rounds before a holder hands over, drains
 //     and releases, and the member it goes to takes it in its next round:
 //     4 rounds + handler time, plus a round of slack.
+//   - lost rows, when the plan deletes rows or drops the table: a row that
+//     vanished is recreated by a member that knows no checkpoint for it
+//     only after engine's lost-row wait (the longest checkpoint interval,
+//     a Timeout, the fence margin, two heartbeats) and the extra wait of
+//     one that knows none (three heartbeats and a Timeout), counted from
+//     a read a round after the row vanished; the failover bound is at
+//     least that, plus 2 rounds and handler time.
 //
 // With the defaults (Heartbeat 1.25s, Timeout 5s, handlers of up to 278ms):
 // calls in flight 7.8s + 2 × the store's longest delay, then failover 13s,
@@ -475,6 +482,17 @@ func (p *mplan) bounds() (inFlight, failover, join, fair time.Duration) {
 	H := p.handlerMaxWork + time.Second
 	inFlight = 2*p.storeMaxDelay + 1500*time.Millisecond + 5*time.Second + H + p.maxListDelay
 	failover = p.timeout + 4*R + H + 1200*time.Millisecond
+	for _, e := range p.events {
+		if e.kind == mDeleteRow || e.kind == mDropTable {
+			cp := time.Duration(0)
+			for _, s := range p.procs {
+				cp = max(cp, s.checkpointInterval)
+			}
+			lost := cp + 2*p.timeout + p.effMargin + 5*p.hb + 3*R + H
+			failover = max(failover, lost)
+			break
+		}
+	}
 	join = p.timeout + 2*R
 	fair = 5*R + H
 	return inFlight, failover, join, fair
