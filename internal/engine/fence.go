@@ -419,7 +419,7 @@ func (g *Group) fenceAll(why string) {
 		}
 		w.lease.markLost()
 		w.kill()
-		g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.current()}
+		g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan()}
 	}
 	// Past a fence this incarnation is over: takers may have read it
 	// leaving or dead in any membership row they read since. The instance

@@ -669,7 +669,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.
 				g.mu.Lock()
-				g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.current()}
+				g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan()}
 				g.mu.Unlock()
 			}
 			emit(g.h, g.cfg.Events, kltype.LeaseReleased, info)

@@ -32,8 +32,13 @@ type heldLease struct {
 	// call: a goroutine waiting on a sync.Mutex blocks a testing/synctest
 	// bubble's clock, so a slow store call would hang a simulation.
 	writing chan struct{}
-	mu      sync.Mutex // guards lease, lost and released
+	mu      sync.Mutex // guards lease, attempted, lost and released
 	lease   leases.Lease
+	// attempted is the checkpoint last asked for (every record before it
+	// acknowledged), whether or not its write landed or was answered: a
+	// row recreated after it vanished starts there, not at the last
+	// checkpoint whose answer came back.
+	attempted leases.Checkpoint
 	lost    bool
 	// gone mirrors lost for valid, which runs on every delivery and takes
 	// no lock.
@@ -243,7 +248,11 @@ func (h *heldLease) markLost() {
 }
 
 func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error {
-	if h.current().Checkpoint == cp {
+	h.mu.Lock()
+	same := h.lease.Checkpoint == cp
+	h.attempted = cp
+	h.mu.Unlock()
+	if same {
 		return nil
 	}
 	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
@@ -253,9 +262,36 @@ func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error 
 }
 
 func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
-	return h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	l, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		return h.store.ApplyRewind(ctx, l)
 	})
+	if err == nil {
+		h.mu.Lock()
+		h.attempted = leases.Checkpoint{} // read again from the rewind's position
+		h.mu.Unlock()
+	}
+	return l, err
+}
+
+// asOrphan is the lease as an orphan keeps it: the row as last known, with
+// the checkpoint last asked for (see resumeAt), from which a vanished row
+// is recreated. The conditions of writes on it are the counter, owner and
+// incarnation, which it keeps.
+func (h *heldLease) asOrphan() leases.Lease {
+	l := h.current()
+	l.Checkpoint = h.resumeAt()
+	return l
+}
+
+// resumeAt is where a recreated row starts: the checkpoint last asked for,
+// if any since the last rewind, else the one last written.
+func (h *heldLease) resumeAt() leases.Checkpoint {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.attempted.IsZero() {
+		return h.attempted
+	}
+	return h.lease.Checkpoint
 }
 
 func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {

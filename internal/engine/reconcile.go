@@ -89,10 +89,11 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	// worker meets the row half recreated.
 	var sent int64
 	err := w.lease.exclusive(func(known leases.Lease) (leases.Lease, error) {
+		cp := w.lease.resumeAt()
 		st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint",
-			"shard", u.Shard, "seq", known.Checkpoint.String())
+			"shard", u.Shard, "seq", cp.String())
 		sent = mono()
-		return g.mem.CreateAs(ctx, known.Key, known.Owner, known.Incarnation, known.Checkpoint)
+		return g.mem.CreateAs(ctx, known.Key, known.Owner, known.Incarnation, cp)
 	})
 	switch {
 	case err == nil:

@@ -785,6 +785,7 @@ type mworld struct {
 	fairShare            float64 // fairAt / its bound
 	overBound            bool
 	inFlight, foBound    time.Duration
+	final                atomic.Bool // the final graceful shutdown has begun: no supervisor restarts
 	joinBound, fairBound time.Duration
 }
 
@@ -1064,6 +1065,7 @@ func (w *mworld) run() {
 
 	// Graceful shutdown of every live process: each releases its leases
 	// with its final checkpoint and removes its membership entry.
+	w.final.Store(true)
 	live := w.live()
 	for _, pr := range live {
 		w.stop(pr, false)
@@ -1286,7 +1288,19 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 		w.chk.mu.Lock()
 		joined := pr.started
 		w.chk.mu.Unlock()
-		w.chk.runReturned(pr.ident, pr.err, pr.stopping.Load() || (!joined && errors.Is(pr.err, leases.ErrMisconfigured)))
+		misconfigured := !joined && errors.Is(pr.err, leases.ErrMisconfigured)
+		w.chk.runReturned(pr.ident, pr.err, pr.stopping.Load() || misconfigured)
+		if misconfigured && !pr.stopping.Load() && !w.final.Load() {
+			// Its supervisor starts it again a little later, as the same
+			// owner (a crash loop while the table is missing).
+			w.bg.Go(func() {
+				time.Sleep(2 * time.Second)
+				if !w.final.Load() && w.current(slot) == pr {
+					w.chk.tracef("supervisor: %s exited with the table missing; restarting slot %d", pr.ident, slot)
+					w.startProc(slot, true)
+				}
+			})
+		}
 		w.chk.mu.Lock()
 		var dup *engine.DuplicateOwnerError
 		if errors.As(pr.err, &dup) {
