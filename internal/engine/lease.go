@@ -39,7 +39,7 @@ type heldLease struct {
 	// row recreated after it vanished starts there, not at the last
 	// checkpoint whose answer came back.
 	attempted leases.Checkpoint
-	lost    bool
+	lost      bool
 	// gone mirrors lost for valid, which runs on every delivery and takes
 	// no lock.
 	gone atomic.Bool
