@@ -196,6 +196,9 @@ func (g *Group) acquire(ctx context.Context, u unit) {
 		return
 	}
 	st.setRow(u.Shard, rowState{lease: l})
+	if !g.ours(l) {
+		g.noteReleased(u, l)
+	}
 	if !g.takeable(st, u.Shard, l) {
 		return
 	}
@@ -482,7 +485,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 			st.markReported(u.Shard)
 		}
 	}
-	if !r.seen && !st.sawRows() && !g.headerAtJoin.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
+	if !r.seen && !st.sawRows() && !g.tableInUse.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
 		return // too early to tell a new stream from a table emptied under its fleet
 	}
 	wait := g.lostRowWait(st)

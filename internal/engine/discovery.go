@@ -140,18 +140,19 @@ func (g *Group) active(st *streamState, id string) bool {
 }
 
 // newStream reports whether a stream none of whose rows this instance ever
-// saw exist may be taken as new, its missing rows created at once: the
-// membership header was empty when this instance joined (a new table, or
-// one emptied under a running fleet), it joined at least two heartbeats ago,
-// by when the members of a running fleet have written their entries again,
-// and no other live member holds a lease (its entry's Held). On a table in
-// use (the header listed rows at join) a missing row may be one that
-// vanished under a holder that is paused or partitioned: it is created
-// only by missingRow's wait, from the start position only if no member
-// recreated it from a checkpoint first. So a stream added to a running
-// fleet starts after that wait (lostRowWait and three heartbeats).
+// saw exist may be taken as new, its missing rows created at once: no fleet
+// read the table when this instance joined (the membership header was
+// empty, a new table or one emptied under its fleet; or every other entry
+// was of a process that had just joined: a fleet starting together), it
+// joined at least two heartbeats ago, by when the members of a running
+// fleet have written their entries again, and no other live member holds a
+// lease (its entry's Held). On a table in use a missing row may be one that
+// vanished under a holder that is paused or partitioned: it is created only
+// by missingRow's wait, at the start position only if no member recreated
+// it from a checkpoint first. So a stream added to a running fleet starts
+// after that wait.
 func (g *Group) newStream(st *streamState) bool {
-	if st.sawRows() || g.headerAtJoin.Load() {
+	if st.sawRows() || g.tableInUse.Load() {
 		return false
 	}
 	if time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {

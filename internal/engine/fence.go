@@ -153,15 +153,13 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 	g.viewMu.Lock()
 	g.rows.header, g.rows.headerOK, g.rows.vanished = h.Rows, true, h.Vanished
 	g.viewMu.Unlock()
-	if len(h.Rows) > 0 {
-		g.headerAtJoin.Store(true)
-	}
 	rows := make([]int, 0, len(h.Rows))
 	for r := range h.Rows {
 		rows = append(rows, r)
 	}
 	slices.Sort(rows)
 	counts = map[int]int{}
+	others, old := 0, 0
 	for _, r := range rows {
 		sent := mono()
 		ms, err := g.mem.Members(ctx, r)
@@ -173,14 +171,33 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 			if m.Owner == g.cfg.Owner && (mine.Owner == "" || !m.Leaving) {
 				mine, mineRow = m, r
 			}
+			if m.Owner != g.cfg.Owner {
+				others++
+				if m.Heartbeat > freshHeartbeats {
+					old++
+				}
+			}
 		}
 		g.observe(r, ms, sent, mono())
 		g.viewMu.Lock()
 		g.rows.readAt[r] = h.Rows[r]
 		g.viewMu.Unlock()
 	}
+	if len(h.Rows) > 0 && (others == 0 || old > 0) {
+		// Rows listed, and either nobody in them (every member left, or
+		// the table was emptied and some came back and left) or some member
+		// that has run for a while: a fleet reads this table already.
+		g.tableInUse.Store(true)
+	}
 	return mine, mineRow, counts, nil
 }
+
+// freshHeartbeats: an entry whose heartbeat has not passed this is of a
+// process that joined moments ago (entries start at 1; an incarnation that
+// joins again after a fence or a table emptied keeps counting from where
+// it was). A membership of nothing but such entries is a fleet starting
+// together, not one that has been reading the table.
+const freshHeartbeats = 3
 
 // joinRow writes a new entry for a new incarnation in the lowest row with
 // room (by counts; never row skip), and reports whether it did. Its fence

@@ -146,10 +146,11 @@ type Group struct {
 	// member the plan gives it to need not wait for it.
 	orphans map[unit]orphan
 	// released are rows this instance released lately, as it left them
-	// (free, with its last checkpoint), at most maxReleased for at most
-	// releasedFor: if one vanishes before the member the plan gives it to
-	// takes it, this instance may be the only one that knows where it was
-	// read to, and recreates it from there (see recheckReleased).
+	// (free, with its last checkpoint), or read lately while another held
+	// them, at most maxReleased for at most releasedFor: if one vanishes
+	// and its holder is gone, this instance may be the only live one that
+	// knows where it was read to, and recreates it from there (see
+	// recheckReleased).
 	released map[unit]releasedRow
 
 	fence atomic.Int64 // mono() after which nothing may be delivered
@@ -192,10 +193,10 @@ type Group struct {
 	// cancelRun ends Run with an error (set by Run).
 	cancelRun context.CancelCauseFunc
 	// joinedAt is mono() when this process first joined the membership;
-	// headerAtJoin: the membership header listed rows then (the table was
-	// in use).
-	joinedAt     atomic.Int64
-	headerAtJoin atomic.Bool
+	// tableInUse: a fleet read the table when it joined (see readAll and
+	// newStream).
+	joinedAt   atomic.Int64
+	tableInUse atomic.Bool
 }
 
 // myRow returns the membership row this instance heartbeats in.

@@ -172,7 +172,8 @@ const (
 )
 
 // noteReleased records that this instance released the row of u, leaving
-// it as l.
+// it as l, or read it so (a row it did not hold): either way it knows where
+// the shard was read to.
 func (g *Group) noteReleased(u unit, l leases.Lease) {
 	if l.Checkpoint.IsZero() {
 		return // nothing to save: the start position is what anyone knows
@@ -198,12 +199,13 @@ func (g *Group) noteReleased(u unit, l leases.Lease) {
 	g.released[u] = releasedRow{lease: l, at: now}
 }
 
-// recheckReleased re-reads the rows this instance released lately, when
-// someone reported a row vanished: one that is missing becomes an orphan
-// known as it was released, so that it is recreated from its checkpoint
+// recheckReleased re-reads the rows this instance released or read lately,
+// when someone reported a row vanished: one that is missing becomes an
+// orphan known as it was, so that it is recreated from its checkpoint
 // (free, after lostRowWait, or taken if the plan gives it to this
 // instance) rather than from the start position by a member that never
-// knew where it was read to.
+// knew where it was read to. Its holder, if alive, recreates it first: it
+// need not wait.
 func (g *Group) recheckReleased(ctx context.Context) {
 	g.mu.Lock()
 	var units []unit
@@ -236,9 +238,12 @@ func (g *Group) recheckReleased(ctx context.Context) {
 			}
 			delete(g.released, u)
 			g.mu.Unlock()
-		case err == nil && l.Counter != rel[u].lease.Counter:
+		case err == nil && !l.Checkpoint.IsZero() && !g.ours(l):
 			g.mu.Lock()
-			delete(g.released, u) // taken (or recreated) since: its holder knows
+			if r, ok := g.released[u]; ok {
+				r.lease = l // what it knows now (the time it was noted stays)
+				g.released[u] = r
+			}
 			g.mu.Unlock()
 		}
 	})
