@@ -91,7 +91,8 @@ type Member struct {
 	// rows again at once (an operator's rewind request). The member
 	// compares it as an opaque value.
 	Notice int64
-	// Held is how many leases the member held at its last heartbeat. A
+	// Held is how many leases the member held at its last heartbeat
+	// (counting rows it lost at a fence and will take again or release). A
 	// member that finds every row of a stream missing takes the stream as
 	// new (and creates its rows at once) only while no member holds any.
 	Held int64

@@ -111,14 +111,18 @@ func (g *Group) join(ctx context.Context) error {
 			// An earlier incarnation of this owner (a restart), or another
 			// process with the same owner id.
 			now := time.Now()
-			if mine.Leaving || (mine == seen && now.Sub(seenAt) >= g.cfg.Timeout) {
-				// Left, or dead: its fence has passed. Take the entry over.
+			// Only its heartbeat shows it alive: a notice bumped by an
+			// operator's rewind changes the entry but not that.
+			still := mine.Incarnation == seen.Incarnation && mine.Heartbeat == seen.Heartbeat && seen.Owner != ""
+			if mine.Leaving || (still && now.Sub(seenAt) >= g.cfg.Timeout) {
+				// Left, or dead: its fence has passed. Take the entry over
+				// (conditional on the entry as just read).
 				if done, err := g.replaceEntry(ctx, mineRow, mine); done || err != nil {
 					return err
 				}
 				break
 			}
-			if mine != seen {
+			if !still {
 				if firstAt.IsZero() {
 					firstAt = now
 					g.log.Warn("kinesislease: another process heartbeats with this owner id; waiting for it to leave",
@@ -215,7 +219,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			inc = leases.NewIncarnation(row, cur)
 		}
 		g.hb.hb++
-		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load()}
+		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load(), Held: g.heldCount()}
 		first := mono()
 		for attempt := 0; attempt < 5; attempt++ {
 			// A join's deadline is a whole interval (a heartbeat's is half):
@@ -261,7 +265,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (bool, error) {
 	inc := newIncarnation(row)
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb}
+	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Held: g.heldCount()}
 	sent := mono()
 	rows, err := g.mem.ReplaceMember(ctx, row, cur, next)
 	if err != nil {
@@ -499,7 +503,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	}
 	g.hb.attempted[inc] = true
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load()}
+	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount()}
 	sent := mono()
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
 	defer cancel()
@@ -569,7 +573,7 @@ func (g *Group) rejoin(ctx context.Context) {
 	row := rowOf(inc)
 	if !g.hb.needNewInc {
 		g.hb.hb++
-		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load()}
+		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount()}
 		jctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
 		sent := mono()
 		rows, err := g.mem.Join(jctx, row, m)
@@ -605,9 +609,11 @@ func (g *Group) rejoin(ctx context.Context) {
 	}
 }
 
-// heldCount returns how many leases this instance holds (workers running).
+// heldCount returns how many rows this instance holds: workers running,
+// and orphans (rows that may name it, or that vanished and it will
+// recreate): a member that holds any keeps a stream from being taken as new.
 func (g *Group) heldCount() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return int64(len(g.workers))
+	return int64(len(g.workers) + len(g.orphans))
 }

@@ -128,6 +128,19 @@ type tenure struct {
 	// (its take of a row it recreated from its checkpoint, going on with
 	// what it read meanwhile or restarting from the checkpoint).
 	restart int
+	// ended: the owner's worker for this tenure has finished (the Group
+	// reported the lease released, lost or ended); a take of the row after
+	// that starts a new tenure, even as the same incarnation.
+	ended bool
+}
+
+// tenureEnded records that owner's worker on shard id finished.
+func (c *checker) tenureEnded(owner, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.shard(id).tenures[owner]; t != nil {
+		t.ended = true
+	}
 }
 
 type handlerCall struct {
@@ -334,10 +347,11 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		}
 		op = "TakeAs"
 	}
-	if op == "TakeAs" && before.Owner == writer && before.Incarnation == after.Incarnation && s.tenures[writer] != nil && !s.afterDelete {
-		// The holder proving its row (a shard idle, or its checkpoint
-		// write failed): a write of the same tenure, from the same place,
-		// or a take as the same incarnation whose first answer was lost.
+	if t := s.tenures[writer]; op == "TakeAs" && before.Owner == writer && before.Incarnation == after.Incarnation && t != nil && !t.ended && !s.afterDelete {
+		// The holder proving its row (a shard idle whose row has no
+		// checkpoint yet): a write of the same tenure, from the same place,
+		// or a take as the same incarnation whose first answer was lost
+		// (no worker ran).
 		op = "Prove"
 	}
 	switch op {

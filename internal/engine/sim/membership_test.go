@@ -1253,7 +1253,13 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 	// The process is named by its ident, known once NewGroup has made the
 	// incarnation.
 	cfg.Logger = slog.New(&traceHandler{tr: &w.chk.trace, name: func() string { return pr.ident }})
-	cfg.Events = func(e kltype.LeaseEvent) { w.chk.tracef("%s: event %s %s", pr.ident, e.Type, e.ShardID) }
+	cfg.Events = func(e kltype.LeaseEvent) {
+		w.chk.tracef("%s: event %s %s", pr.ident, e.Type, e.ShardID)
+		switch e.Type {
+		case kltype.LeaseReleased, kltype.LeaseLost, kltype.ShardEnded:
+			w.chk.tenureEnded(pr.ident, e.ShardID)
+		}
+	}
 	g, err := engine.NewGroup(cfg)
 	if err != nil {
 		w.t.Fatalf("NewGroup: %v", err)
