@@ -477,6 +477,16 @@ func (p *mplan) round() time.Duration { return p.hb + p.hb/10 }
 // With the defaults (Heartbeat 1.25s, Timeout 5s, handlers of up to 278ms):
 // calls in flight 7.8s + 2 × the store's longest delay, then failover 13s,
 // join 7.75s, fair shares 21.1s.
+// lostRowFailover is the failover bound of a shard whose row is missing
+// (see bounds).
+func (p *mplan) lostRowFailover() time.Duration {
+	cp := time.Duration(0)
+	for _, s := range p.procs {
+		cp = max(cp, s.checkpointInterval)
+	}
+	return cp + 2*p.timeout + p.effMargin + 5*p.hb + 3*p.round() + p.handlerMaxWork + time.Second
+}
+
 func (p *mplan) bounds() (inFlight, failover, join, fair time.Duration) {
 	R := p.round()
 	H := p.handlerMaxWork + time.Second
@@ -484,12 +494,7 @@ func (p *mplan) bounds() (inFlight, failover, join, fair time.Duration) {
 	failover = p.timeout + 4*R + H + 1200*time.Millisecond
 	for _, e := range p.events {
 		if e.kind == mDeleteRow || e.kind == mDropTable {
-			cp := time.Duration(0)
-			for _, s := range p.procs {
-				cp = max(cp, s.checkpointInterval)
-			}
-			lost := cp + 2*p.timeout + p.effMargin + 5*p.hb + 3*R + H
-			failover = max(failover, lost)
+			failover = max(failover, p.lostRowFailover())
 			break
 		}
 	}
@@ -987,6 +992,16 @@ func (w *mworld) run() {
 	w.chk.tracef("faults stop; a probe record put on every shard")
 
 	R := p.round()
+	// A shard with no row when faults stop (its stream's rows never
+	// created, the first member having died first; or a row deleted) is
+	// created only after the lost-row wait (see bounds).
+	for _, id := range w.stream.ShardIDs() {
+		if _, err := w.mem.Get(context.Background(), leases.Key{Stream: streamName, Shard: id}); errors.Is(err, leases.ErrNotFound) {
+			w.foBound = max(w.foBound, p.lostRowFailover())
+			w.chk.tracef("shard %s has no row as faults stop: the failover bound is the lost-row wait's, %v", id, w.foBound)
+			break
+		}
+	}
 	readBound := w.inFlight + w.foBound
 	joinBound := w.inFlight + w.joinBound
 	settle := 10 * time.Minute
