@@ -139,9 +139,6 @@ func runDynamoSeed(t *testing.T, plain *dynamodb.Client, seed uint64) {
 		}
 		profile = v
 	}
-	if (profile == "table" || profile == "rows") && os.Getenv("KINESISLEASE_SIM_LOSTROWS") == "" {
-		t.Skipf("profile %s: known open (issue 19): set KINESISLEASE_SIM_LOSTROWS=1 to run the lost-row profiles", profile)
-	}
 	t.Logf("seed %d, profile %s (go test ./internal/engine/sim/ -run TestDynamoMembership -dynamoseed=%d -v)", seed, profile, seed)
 	table := testutil.TableName(t)
 	testutil.CreateLeaseTable(t, plain, table)

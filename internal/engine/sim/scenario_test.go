@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -202,7 +201,6 @@ func TestMembershipFaults(t *testing.T) {
 	R := engine.DefaultHeartbeat + engine.DefaultHeartbeat/10
 	t.Run("row-deleted", func(t *testing.T) {
 		t.Parallel()
-		lostRows(t)
 		p := scenario(2, 4, 20, 30*time.Second)
 		del := 15 * time.Second
 		p.events = []mevent{{at: del, kind: mDeleteRow, slot: -1, shard: 0}}
@@ -235,7 +233,6 @@ func TestMembershipFaults(t *testing.T) {
 	})
 	t.Run("table-recreated", func(t *testing.T) {
 		t.Parallel()
-		lostRows(t)
 		p := scenario(3, 6, 20, 30*time.Second)
 		p.events = []mevent{{at: 15 * time.Second, kind: mDropTable, slot: -1}}
 		p.check = func(w *mworld) {
@@ -246,7 +243,6 @@ func TestMembershipFaults(t *testing.T) {
 	})
 	t.Run("table-missing", func(t *testing.T) {
 		t.Parallel()
-		lostRows(t)
 		p := scenario(3, 6, 20, 30*time.Second)
 		gap := 3 * time.Second
 		p.events = []mevent{{at: 15 * time.Second, kind: mDropTable, slot: -1, dur: gap}}
@@ -446,9 +442,6 @@ func TestMembershipBugs(t *testing.T) {
 	})
 	t.Run("notice-delays-failover", func(t *testing.T) {
 		t.Parallel()
-		if os.Getenv("KINESISLEASE_SIM_LOSTROWS") == "" {
-			t.Skip("known open (issue 19): with packed membership rows the takeover of a dead member's shard sometimes comes a round past this bound; set KINESISLEASE_SIM_LOSTROWS=1 to run it")
-		}
 		p := scenario(2, 4, 20, 40*time.Second)
 		p.protocol(time.Second, 10*time.Second, 0)
 		crash := 15 * time.Second
@@ -480,15 +473,4 @@ func TestMembershipBugs(t *testing.T) {
 		}
 		runScenario(t, p)
 	})
-}
-
-// lostRows leaves a lost-row scenario to runs with KINESISLEASE_SIM_LOSTROWS
-// set: known open (issue 19), it still fails now and then (a holder silent
-// for longer than the scenario's bound after its row vanished; a shard slow
-// to come back after the table was missing).
-func lostRows(t *testing.T) {
-	t.Helper()
-	if os.Getenv("KINESISLEASE_SIM_LOSTROWS") == "" {
-		t.Skip("known open (issue 19): set KINESISLEASE_SIM_LOSTROWS=1 to run the lost-row scenarios")
-	}
 }
