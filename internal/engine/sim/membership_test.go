@@ -30,14 +30,10 @@ import (
 // five times slower: the package's tests stay within a minute on two busy
 // cores).
 //
-// Known open (issue 19): since the membership moved to packed rows, about
-// one seed in a hundred of the full set (seeds 101 and 145 of 1-300) leaves
-// a shard unread long after the faults stop (and seed 18 now and then);
-// the default run is seeds 1-40 until that is fixed.
 // KINESISLEASE_SIM_SEEDS=300 runs the full set.
 const (
-	membershipCISeeds   = 40
-	membershipRaceSeeds = 40
+	membershipCISeeds   = 300
+	membershipRaceSeeds = 150
 )
 
 // membershipReports is how many failing seeds TestMembership reports with
@@ -354,10 +350,13 @@ func (p *mplan) drawTableFaults(r *rand.Rand) {
 var excluded = func() map[string]bool {
 	m := map[string]bool{}
 	if os.Getenv("KINESISLEASE_SIM_LOSTROWS") == "" {
-		// Known open (issue 19): with rows deleted or the table dropped,
-		// some seeds still restart a shard from an older checkpoint than
-		// the best a live process knew, or go past the liveness bound.
-		// KINESISLEASE_SIM_LOSTROWS=1 puts these faults back in every run.
+		// Known open (issue 19): with rows deleted or the table dropped
+		// among all the other faults, about one seed in a hundred (3 of
+		// seeds 4000-4299) still restarts a shard at the start position
+		// although a live process knew a checkpoint for it. The scenarios
+		// of TestMembershipFaults and the DynamoDB-Local profiles test the
+		// same faults one at a time in every run.
+		// KINESISLEASE_SIM_LOSTROWS=1 puts these faults back in every seed.
 		m["delete-row"], m["drop-table"] = true, true
 	}
 	for _, name := range strings.Split(os.Getenv("KINESISLEASE_SIM_EXCLUDE"), ",") {
