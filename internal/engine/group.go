@@ -472,7 +472,14 @@ func (g *Group) loop(ctx context.Context) {
 			t.Stop()
 		}
 		g.round(ctx)
-		t.Reset(backoff.Jitter(g.cfg.Heartbeat))
+		wait := backoff.Jitter(g.cfg.Heartbeat)
+		g.viewMu.Lock()
+		_, next := g.view.suspects(mono())
+		g.viewMu.Unlock()
+		if d := time.Duration(next - mono()); next != 0 && d < wait {
+			wait = max(d+time.Millisecond, time.Millisecond) // a member's timeout runs out first
+		}
+		t.Reset(wait)
 	}
 }
 

@@ -161,6 +161,33 @@ func (v *memberView) live(now int64) []string {
 	return owners
 }
 
+// suspects returns the rows of the incarnations seen unchanged for less
+// than the timeout, not yet announced dead, whose timeout has run out at now
+// (a read sent now would show them dead), and the earliest future instant
+// at which another one's will (0: none). A round reads those rows at once,
+// and the next round is due then: a death is found a timeout after the
+// last heartbeat was first seen, not up to a round later.
+func (v *memberView) suspects(now int64) (rows []int, next int64) {
+	seen := map[int]bool{}
+	for _, o := range v.obs {
+		if o.absent || o.announced || o.m.Leaving || o.m.Owner == v.self || o.row < 0 || o.stale() >= v.timeout {
+			continue
+		}
+		due := o.since + int64(v.timeout)
+		switch {
+		case due <= now:
+			if !seen[o.row] {
+				seen[o.row] = true
+				rows = append(rows, o.row)
+			}
+		case next == 0 || due < next:
+			next = due
+		}
+	}
+	slices.Sort(rows)
+	return rows, next
+}
+
 // dead returns the entries seen unchanged for a timeout that nobody has
 // marked leaving yet, and that this instance has not tried to mark: the
 // ones to announce.

@@ -148,3 +148,33 @@ func TestMarkDead(t *testing.T) {
 		t.Fatal("a member marked dead (replaced) must not be announced again")
 	}
 }
+
+// TestMemberViewSuspects: a member whose heartbeat stands still becomes a
+// suspect the moment its timeout runs out (its row is read then), and until
+// then the next round is due at that moment; a heartbeating member never is.
+func TestMemberViewSuspects(t *testing.T) {
+	const timeout = 5 * time.Second
+	v := newMemberView("self", timeout)
+	a := leases.Member{Owner: "a", Incarnation: "0.AAAA", Heartbeat: 1}
+	b := leases.Member{Owner: "b", Incarnation: "1.BBBB", Heartbeat: 1}
+	v.observe(0, []leases.Member{a}, "0.SELF", 0, sec/100)
+	v.observe(1, []leases.Member{b}, "0.SELF", 0, sec/100)
+	if rows, next := v.suspects(2 * sec); len(rows) != 0 || next != sec/100+int64(timeout) {
+		t.Fatalf("at 2s: suspects %v, next %v; want none, next at 5.01s", rows, time.Duration(next))
+	}
+	// b heartbeats at 3s; a does not.
+	b.Heartbeat = 2
+	v.observe(1, []leases.Member{b}, "0.SELF", 3*sec, 3*sec+sec/100)
+	rows, next := v.suspects(5*sec + sec/100)
+	if !slices.Equal(rows, []int{0}) || next != 3*sec+sec/100+int64(timeout) {
+		t.Fatalf("at 5.01s: suspects %v, next %v; want row 0, next at 8.01s", rows, time.Duration(next))
+	}
+	// The read of row 0 sent then finds a dead: no longer a suspect, dead.
+	v.observe(0, []leases.Member{a}, "0.SELF", 5*sec+sec/100, 5*sec+2*sec/100)
+	if rows, _ := v.suspects(5*sec + 3*sec/100); len(rows) != 0 {
+		t.Fatalf("a found dead, still suspected: %v", rows)
+	}
+	if d := v.dead(); len(d) != 1 || d[0].Owner != "a" {
+		t.Fatalf("dead %v, want a", d)
+	}
+}

@@ -143,6 +143,14 @@ func (g *Group) refreshView(ctx context.Context) bool {
 	clear(g.view.unknown)
 	due := g.rows.due(own)
 	clear(g.rows.want)
+	// Rows of members whose timeout has run out: read now, own row
+	// included (its entries otherwise come back only with the heartbeat).
+	suspect, _ := g.view.suspects(mono())
+	for _, r := range suspect {
+		if !slices.Contains(due, r) {
+			due = append(due, r)
+		}
+	}
 	g.viewMu.Unlock()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, storeConcurrency)
