@@ -231,6 +231,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			var conflict *leases.MemberConflictError
 			switch {
 			case err == nil:
+				delete(g.hb.attempted, inc) // ours now: not an attempt to replace
 				g.setInc(inc)
 				g.joinedAt.CompareAndSwap(0, mono())
 				g.fence.Store(fenceAfter(first, g.cfg.Timeout, g.cfg.FenceMargin))
@@ -247,6 +248,14 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			case ctx.Err() != nil:
 				return false, nil
 			default:
+				// It may have landed with its answer lost: if the entry
+				// turns up later, it is one of ours (heartbeatAction's
+				// hbOurAttempt), replaced by a new incarnation, never
+				// taken for another process with this owner id.
+				if g.hb.attempted == nil {
+					g.hb.attempted = map[string]bool{}
+				}
+				g.hb.attempted[inc] = true
 				g.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
 				continue // the same entry again: if the first landed, this one finds it
 			}
