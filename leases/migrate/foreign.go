@@ -343,6 +343,9 @@ func pickStreamID(from Foreign, ids map[string]bool, stream string) (string, err
 	})
 	shown := strings.Join(firstN(found, maxShownStreamIDs), ", ")
 	if from.StreamID != "" {
+		if m := streamIDPattern.FindStringSubmatch(from.StreamID); m == nil || m[2] != kinesisx.Name(stream) {
+			return "", fmt.Errorf("%w: stream identifier %q does not name stream %q", ErrInvalid, from.StreamID, stream)
+		}
 		if !ids[from.StreamID] {
 			return "", fmt.Errorf("%w: table %q has no items of stream %q (it has %s)", ErrSchema, from.Table, from.StreamID, shown)
 		}
