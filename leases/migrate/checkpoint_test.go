@@ -149,9 +149,9 @@ func TestProgressOrder(t *testing.T) {
 
 func TestPickStreamID(t *testing.T) {
 	ids := map[string]bool{
-		"111111111111:orders:1700000000": true,
-		"111111111111:orders:1700009999": true, // deleted and created again
-		"222222222222:orders:1600000000": true,
+		"111111111111:orders:1700000000":   true,
+		"111111111111:orders:1700009999":   true, // deleted and created again
+		"222222222222:orders:1600000000":   true,
 		"111111111111:payments:1700000000": true,
 	}
 	f := Foreign{Table: "kcl"}
