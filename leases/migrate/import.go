@@ -44,23 +44,24 @@ func Import(ctx context.Context, from Foreign, to Ours, opts ...Option) (*Report
 		return nil, err
 	}
 
-	// Two reads an interval apart: the second is the one acted on.
-	first, err := scan(ctx, from.Client, from.Table)
-	if err != nil {
-		return nil, err
+	// Two reads an interval apart (ours, then the foreign table): the
+	// second is the one acted on.
+	read := func() (map[string]ourRow, snapshot, error) {
+		rows, err := readOurs(ctx, to.Store, name, shards)
+		if err != nil {
+			return nil, nil, err
+		}
+		snap, err := scan(ctx, from.Client, from.Table)
+		return rows, snap, err
 	}
-	ours1, err := readOurs(ctx, to.Store, name, shards)
+	ours1, first, err := read()
 	if err != nil {
 		return nil, err
 	}
 	if err := backoff.Sleep(ctx, o.interval); err != nil {
 		return nil, err
 	}
-	second, err := scan(ctx, from.Client, from.Table)
-	if err != nil {
-		return nil, err
-	}
-	ours2, err := readOurs(ctx, to.Store, name, shards)
+	ours2, second, err := read()
 	if err != nil {
 		return nil, err
 	}
