@@ -110,14 +110,14 @@ func (c *cli) main(args []string) int {
 		}
 		sc := commandNamed(args[1])
 		if sc == nil {
-			return c.usageError(nil, fmt.Sprintf("argument command: invalid choice: %q (choose from status, rewind, help)", args[1]))
+			return c.usageError(nil, fmt.Sprintf("argument command: invalid choice: %q (choose from status, rewind, import, export, help)", args[1]))
 		}
 		fmt.Fprint(c.stdout, sc.help)
 		return exitOK
 	default:
 		sc := commandNamed(cmd)
 		if sc == nil {
-			return c.usageError(nil, fmt.Sprintf("argument command: invalid choice: %q (choose from status, rewind, help)", cmd))
+			return c.usageError(nil, fmt.Sprintf("argument command: invalid choice: %q (choose from status, rewind, import, export, help)", cmd))
 		}
 		return sc.run(c, args[1:])
 	}
@@ -137,6 +137,8 @@ func init() {
 	commands = []*command{
 		{name: "status", synopsis: statusSynopsis, help: statusHelp, run: (*cli).status},
 		{name: "rewind", synopsis: rewindSynopsis, help: rewindHelp, run: (*cli).rewind},
+		{name: "import", synopsis: importSynopsis, help: importHelp, run: (*cli).importCmd},
+		{name: "export", synopsis: exportSynopsis, help: exportHelp, run: (*cli).exportCmd},
 	}
 }
 

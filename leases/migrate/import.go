@@ -196,7 +196,7 @@ func planImport(ctx context.Context, o options, format Format, to Ours, stream s
 		switch {
 		case errors.Is(err, ErrNeedTimestamp):
 			p.row.Action, p.row.To = Refused, "AT_TIMESTAMP:?"
-			p.row.Err = fmt.Errorf("%w: item %s is at AT_TIMESTAMP, whose time the KCL keeps in the application's configuration: give it (--at-timestamp)", ErrNeedTimestamp, fr.key)
+			p.row.Err = fmt.Errorf("%w: item %s is at AT_TIMESTAMP, whose time the KCL keeps in the application's configuration: give it (--at-timestamp, WithAtTimestamp)", ErrNeedTimestamp, fr.key)
 			return p, nil
 		case err != nil:
 			return p, fmt.Errorf("item %s: %w", fr.key, err)

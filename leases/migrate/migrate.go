@@ -260,7 +260,7 @@ func refused(o options, rep *Report, what string, hard, soft []error) error {
 	}
 	hint := ""
 	if len(hard) == 0 {
-		hint = " (WithForce overrides)"
+		hint = " (forcing overrides: --force, WithForce)"
 	}
 	return fmt.Errorf("%w: %s stream %q%s: %w", ErrRefused, what, rep.Stream, hint, errors.Join(append(hard, soft...)...))
 }
