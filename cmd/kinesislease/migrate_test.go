@@ -429,7 +429,7 @@ func TestImportRefusals(t *testing.T) {
 	// Ours is further than the KCL's on shard 0.
 	l, err := st.Create(ctx, leases.Key{Stream: r.stream, Shard: sid(0)})
 	if err == nil {
-		l, err = st.Rewind(ctx, l, leases.Checkpoint{Sequence: r0b})
+		_, err = st.Rewind(ctx, l, leases.Checkpoint{Sequence: r0b})
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -91,9 +91,19 @@ func Export(ctx context.Context, from Ours, to Foreign, opts ...Option) (*Report
 	if moved := oursChanged(ours1, ours2, fleet1, fleet2); len(moved) > 0 {
 		refusals = append(refusals, &RunningError{Stream: name, Changed: moved, Interval: o.interval})
 	}
+	var lookups []*shardInfo
+	for _, si := range shards {
+		if r := ours2[si.id]; r.found && isDigits(r.lease.Checkpoint.Sequence) && r.lease.Checkpoint.SubSequence == 0 {
+			lookups = append(lookups, si)
+		}
+	}
+	records, err := countUserRecords(ctx, from, lookups, func(si *shardInfo) string { return ours2[si.id].lease.Checkpoint.Sequence })
+	if err != nil {
+		return nil, err
+	}
 	plans := make([]exportPlan, 0, len(shards))
 	for _, si := range shards {
-		p, err := planExport(ctx, from, to, si, ours2[si.id], kcl2)
+		p, err := planExport(to, si, ours2[si.id], max(records[si.id], 1), kcl2)
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +165,7 @@ type exportPlan struct {
 }
 
 // planExport decides the KCL item of shard si from our row r.
-func planExport(ctx context.Context, from Ours, to Foreign, si *shardInfo, r ourRow, snap snapshot) (exportPlan, error) {
+func planExport(to Foreign, si *shardInfo, r ourRow, records int, snap snapshot) (exportPlan, error) {
 	key := si.id
 	if to.StreamID != "" {
 		key = to.StreamID + ":" + si.id
@@ -177,13 +187,6 @@ func planExport(ctx context.Context, from Ours, to Foreign, si *shardInfo, r our
 		p.row.Action = Skip
 		p.row.Note = "no checkpoint: not exported (the KCL starts the shard at its initial position, or where its item says)"
 		return p, nil
-	}
-	records := 1
-	if isDigits(cp.Sequence) && cp.SubSequence == 0 {
-		var err error
-		if records, err = userRecords(ctx, from.Kinesis, from.Stream, si.id, cp.Sequence); err != nil {
-			return p, err
-		}
 	}
 	seq, sub, note, err := toKCL(cp, records)
 	if err != nil {

@@ -94,9 +94,8 @@ type item struct {
 // snapshot is one read of a whole table: items by key.
 type snapshot map[string]item
 
-// scan reads every item of table (strongly consistent), keyed by keyAttr's
-// value; keyAttr "" takes it from the first attribute among leaseKey and
-// ShardID.
+// scan reads every item of table (strongly consistent), by key (see
+// itemKey).
 func scan(ctx context.Context, c Client, table string) (snapshot, error) {
 	snap := snapshot{}
 	in := &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
@@ -94,9 +96,21 @@ func Import(ctx context.Context, from Foreign, to Ours, opts ...Option) (*Report
 	if moved := changed(first, second); len(moved) > 0 {
 		refusals = append(refusals, &RunningError{Table: from.Table, Stream: name, Changed: moved, Interval: o.interval})
 	}
+	// The user records of the records the KCL checkpoints name, read a
+	// few shards at a time.
+	var lookups []*shardInfo
+	for _, si := range shards {
+		if fr := src[si.id]; format == KCL && fr != nil && isDigits(fr.seq) && fr.sub >= 0 {
+			lookups = append(lookups, si)
+		}
+	}
+	records, err := countUserRecords(ctx, to, lookups, func(si *shardInfo) string { return src[si.id].seq })
+	if err != nil {
+		return nil, err
+	}
 	plans := make([]importPlan, 0, len(shards))
 	for _, si := range shards {
-		p, err := planImport(ctx, o, format, to, name, si, byID, src, ours1[si.id], ours2[si.id])
+		p, err := planImport(o, format, to, name, si, byID, src, records[si.id], ours1[si.id], ours2[si.id])
 		if err != nil {
 			return nil, err
 		}
@@ -147,11 +161,7 @@ type importPlan struct {
 }
 
 func sortPlans(ps []importPlan) {
-	for i := 1; i < len(ps); i++ {
-		for j := i; j > 0 && ps[j].row.Shard < ps[j-1].row.Shard; j-- {
-			ps[j], ps[j-1] = ps[j-1], ps[j]
-		}
-	}
+	slices.SortFunc(ps, func(a, b importPlan) int { return strings.Compare(a.row.Shard, b.row.Shard) })
 }
 
 func checkOurs(to Ours) error {
@@ -166,8 +176,8 @@ func checkOurs(to Ours) error {
 
 // planImport decides the row of shard si: what the foreign row translates
 // to, and what to do with ours (seen as a, then b).
-func planImport(ctx context.Context, o options, format Format, to Ours, stream string, si *shardInfo, byID map[string]*shardInfo,
-	src map[string]*foreignRow, a, b ourRow) (importPlan, error) {
+func planImport(o options, format Format, to Ours, stream string, si *shardInfo, byID map[string]*shardInfo,
+	src map[string]*foreignRow, records int, a, b ourRow) (importPlan, error) {
 	key := leases.Key{Stream: stream, Shard: si.id}
 	p := importPlan{key: key, seen: b, row: Row{Shard: si.id, Parents: si.parents, Key: key.String(), From: "-", Before: showOurs(b.lease.Checkpoint)}}
 	if !b.found {
@@ -182,12 +192,7 @@ func planImport(ctx context.Context, o options, format Format, to Ours, stream s
 		if format == VMware {
 			target, err = FromVMware(fr.seq)
 		} else {
-			records := 1
-			if isDigits(fr.seq) && fr.sub >= 0 {
-				if records, err = userRecords(ctx, to.Kinesis, to.Stream, si.id, fr.seq); err != nil {
-					return p, err
-				}
-			}
+			records = max(records, 1)
 			target, err = FromKCL(fr.seq, fr.sub, records, o.at)
 			if records > 1 {
 				p.row.Note = fmt.Sprintf("a KPL aggregate of %d user records", records)

@@ -129,3 +129,21 @@ func userRecords(ctx context.Context, kin Kinesis, stream, shard, seq string) (i
 	}
 	return 1, nil
 }
+
+// countUserRecords returns userRecords of the record seq(si) of each shard
+// si, by shard id, reading a few shards at a time.
+func countUserRecords(ctx context.Context, o Ours, shards []*shardInfo, seq func(*shardInfo) string) (map[string]int, error) {
+	counts := make([]int, len(shards))
+	errs := make([]error, len(shards))
+	bounded(len(shards), func(i int) {
+		counts[i], errs[i] = userRecords(ctx, o.Kinesis, o.Stream, shards[i].id, seq(shards[i]))
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(shards))
+	for i, si := range shards {
+		out[si.id] = counts[i]
+	}
+	return out, nil
+}
