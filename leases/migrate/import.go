@@ -16,8 +16,8 @@ import (
 
 // Import copies the checkpoints of stream to.Stream from the foreign table
 // into our lease rows, as the package documentation describes: it lists the
-// stream's shards, reads the foreign table and our rows twice, to.Interval
-// apart, translates every checkpoint, refuses (ErrRefused, wrapping each
+// stream's shards, reads our rows and the foreign table twice, an interval
+// apart (WithInterval), translates every checkpoint, refuses (ErrRefused, wrapping each
 // reason) while the source runs, when a checkpoint would move backwards or a
 // live member holds a row, and otherwise writes every row through to.Store.
 //
