@@ -404,6 +404,10 @@ func TestImportRefusals(t *testing.T) {
 		}
 	}
 
+	if res := runCLI(r.args("import", "--from-table", "no-such-table", "--interval", "50ms")...); res.code != exitNotFound || !strings.Contains(res.stderr, `table "no-such-table"`) {
+		t.Errorf("a missing source table: %v; want exit code %d naming it", res, exitNotFound)
+	}
+
 	// The KCL application renews a lease between the two reads.
 	renew := afterFirstScan(func() {
 		_, err := r.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{

@@ -14,7 +14,8 @@
 // checkpoint (a sequence number or one of the sentinels TRIM_HORIZON,
 // LATEST, AT_TIMESTAMP, SHARD_END), checkpointSubSequenceNumber, parentShardId
 // (a string set), leaseOwner and leaseCounter. KCL 3.x items whose entityType
-// is not LEASE are ignored.
+// is not LEASE are ignored, and so is a pendingCheckpoint (prepared, never
+// committed).
 //
 // vmware-go-kcl-v2 (clientlibrary/checkpoint/dynamodb-checkpointer.go): one
 // item per shard keyed ShardID, with Checkpoint (a sequence number or

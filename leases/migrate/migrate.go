@@ -162,6 +162,7 @@ type RunningError struct {
 	Interval time.Duration
 }
 
+// Error names the table (or our service), what changed and what to do.
 func (e *RunningError) Error() string {
 	what := strings.Join(firstN(e.Changed, 5), ", ")
 	if len(e.Changed) > 5 {
@@ -188,6 +189,7 @@ type BackwardsError struct {
 	From, To string
 }
 
+// Error names the row and both checkpoints.
 func (e *BackwardsError) Error() string {
 	where := "our row"
 	if e.Table != "" {
@@ -206,6 +208,7 @@ type HeldError struct {
 	Owner, Incarnation string // its holder
 }
 
+// Error names the row and its holder, and what to do.
 func (e *HeldError) Error() string {
 	inc := ""
 	if e.Incarnation != "" {
