@@ -95,6 +95,7 @@ type session struct {
 	table, stream string
 	region        string
 	store         *dynamo.Store
+	ddb           *dynamodb.Client // the store's client, for other tables (import, export)
 	kin           *kinesis.Client
 	conns         *connTracker
 }
@@ -175,7 +176,6 @@ func (c *cli) connect(g *globals) (*session, error) {
 		conns.close()
 		return nil, badArg("no region: pass --region, set AWS_REGION or configure one for the profile")
 	}
-	var storeOpts []dynamo.Option
 	dopts := []func(*dynamodb.Options){}
 	if u := g.dynamoURL(); u != "" {
 		dopts = append(dopts, func(o *dynamodb.Options) {
@@ -185,7 +185,7 @@ func (c *cli) connect(g *globals) (*session, error) {
 		})
 	}
 	dopts = append(dopts, c.dynamoOpts...)
-	storeOpts = append(storeOpts, dynamo.WithClientOptions(dopts...))
+	ddb := dynamodb.NewFromConfig(cfg, dopts...)
 	kopts := []func(*kinesis.Options){}
 	if u := g.kinesisURL(); u != "" {
 		kopts = append(kopts, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(u) })
@@ -195,7 +195,8 @@ func (c *cli) connect(g *globals) (*session, error) {
 		table:  g.table,
 		stream: g.stream,
 		region: cfg.Region,
-		store:  dynamo.New(cfg, g.table, storeOpts...),
+		store:  dynamo.New(cfg, g.table, dynamo.WithClient(ddb)),
+		ddb:    ddb,
 		kin:    kinesis.NewFromConfig(cfg, kopts...),
 		conns:  conns,
 	}, nil

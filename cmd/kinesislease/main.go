@@ -10,7 +10,9 @@
 //
 //	kinesislease status --table T --stream S [--json] [global options]
 //	kinesislease rewind --table T --stream S --to POSITION [--shard ID] [--dry-run] [global options]
-//	kinesislease help [status|rewind]
+//	kinesislease import --table T --stream S --from-table F [--format kcl|vmware-go-kcl] [--kcl-stream ID] [--at-timestamp TIME] [--interval D] [--dry-run] [--force]
+//	kinesislease export --table T --stream S --to-table K [--kcl-stream ID] [--interval D] [--dry-run] [--force]
+//	kinesislease help [status|rewind|import|export]
 //
 // status prints one line per shard of the stream: its lease holder and the
 // holder's incarnation, counter, checkpoint, whether it reached SHARD_END,
@@ -27,6 +29,13 @@
 // is TRIM_HORIZON, LATEST, an RFC 3339 time or a sequence number (with
 // --shard). Run `kinesislease help rewind` for the details.
 //
+// import copies the checkpoints of a Java KCL (1.x, 2.x, 3.x) or
+// vmware-go-kcl-v2 lease table into the stream's rows, and export writes the
+// stream's checkpoints back into a KCL table; both refuse while an
+// application still writes the tables, to move a checkpoint backwards or to
+// write a row a live instance holds, unless --force (see the package
+// leases/migrate).
+//
 // Global options: --region, --profile, --endpoint-url, --dynamodb-endpoint-url,
 // --kinesis-endpoint-url, --cli-read-timeout. With an endpoint URL (local
 // emulators) the region defaults to us-east-1 and the credentials to the
@@ -39,6 +48,7 @@
 //	2  bad usage or arguments (unknown option, missing --table, a time in the future, ...)
 //	3  a resource was not found: the table, the stream or the shard
 //	4  access denied
+//	5  import, export: refused by a safety check; nothing written
 package main
 
 import (
@@ -110,14 +120,14 @@ func (c *cli) main(args []string) int {
 		}
 		sc := commandNamed(args[1])
 		if sc == nil {
-			return c.usageError(nil, fmt.Sprintf("argument command: invalid choice: %q (choose from status, rewind, help)", args[1]))
+			return c.usageError(nil, fmt.Sprintf("argument command: invalid choice: %q (choose from status, rewind, import, export, help)", args[1]))
 		}
 		fmt.Fprint(c.stdout, sc.help)
 		return exitOK
 	default:
 		sc := commandNamed(cmd)
 		if sc == nil {
-			return c.usageError(nil, fmt.Sprintf("argument command: invalid choice: %q (choose from status, rewind, help)", cmd))
+			return c.usageError(nil, fmt.Sprintf("argument command: invalid choice: %q (choose from status, rewind, import, export, help)", cmd))
 		}
 		return sc.run(c, args[1:])
 	}
@@ -137,6 +147,8 @@ func init() {
 	commands = []*command{
 		{name: "status", synopsis: statusSynopsis, help: statusHelp, run: (*cli).status},
 		{name: "rewind", synopsis: rewindSynopsis, help: rewindHelp, run: (*cli).rewind},
+		{name: "import", synopsis: importSynopsis, help: importHelp, run: (*cli).importCmd},
+		{name: "export", synopsis: exportSynopsis, help: exportHelp, run: (*cli).exportCmd},
 	}
 }
 

@@ -65,8 +65,11 @@ func newRig(t *testing.T, kinesisEmulator testutil.Emulator, shards int32) *rig 
 }
 
 // store is a lease store on the rig's table.
-func (r *rig) store() *dynamo.Store {
-	return dynamo.New(testutil.Config(r.t), r.table, dynamo.WithClient(r.ddb))
+func (r *rig) store() *dynamo.Store { return r.storeOn(r.table) }
+
+// storeOn is a lease store on another table.
+func (r *rig) storeOn(table string) *dynamo.Store {
+	return dynamo.New(testutil.Config(r.t), table, dynamo.WithClient(r.ddb))
 }
 
 // args returns a command line for cmd on the rig's table and stream.

@@ -28,12 +28,20 @@ const (
 // Its calls bypass any Faults on client (see WithoutFaults).
 func CreateLeaseTable(tb testing.TB, client *dynamodb.Client, name string) {
 	tb.Helper()
+	CreateKeyedTable(tb, client, name, LeaseKeyAttribute)
+}
+
+// CreateKeyedTable is CreateLeaseTable with another string hash key: the
+// lease tables of other libraries (the KCL's leaseKey, vmware-go-kcl's
+// ShardID).
+func CreateKeyedTable(tb testing.TB, client *dynamodb.Client, name, hashKey string) {
+	tb.Helper()
 	ctx, cancel := setupContext()
 	defer cancel()
 	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
-		AttributeDefinitions: []dtypes.AttributeDefinition{{AttributeName: aws.String(LeaseKeyAttribute), AttributeType: dtypes.ScalarAttributeTypeS}},
-		KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String(LeaseKeyAttribute), KeyType: dtypes.KeyTypeHash}},
+		AttributeDefinitions: []dtypes.AttributeDefinition{{AttributeName: aws.String(hashKey), AttributeType: dtypes.ScalarAttributeTypeS}},
+		KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String(hashKey), KeyType: dtypes.KeyTypeHash}},
 		BillingMode:          dtypes.BillingModePayPerRequest,
 	})
 	if err != nil {

@@ -1,0 +1,329 @@
+package migrate
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Format is the schema of a foreign lease table.
+type Format string
+
+const (
+	// KCL is the lease table of the Java Kinesis Client Library 1.x, 2.x and
+	// 3.x, single-stream (leaseKey = shard id) or multi-stream (leaseKey =
+	// account:stream:creationEpoch:shardId).
+	KCL Format = "kcl"
+	// VMware is the checkpoint table of vmware-go-kcl-v2 (ShardID,
+	// Checkpoint, AssignedTo, LeaseTimeout, ParentShardId).
+	VMware Format = "vmware-go-kcl"
+)
+
+// Foreign is a foreign lease table.
+type Foreign struct {
+	// Client reaches the table: a *dynamodb.Client.
+	Client Client
+	// Table is the table's name.
+	Table string
+	// Format is the table's schema. Import detects it from the items when
+	// empty; Export writes KCL items whatever it says (VMware is refused).
+	Format Format
+	// StreamID is the KCL multi-stream identifier of the stream,
+	// "account:stream:creationEpoch". Import picks the items of that
+	// identifier; without it, those of the stream's name (and, for a stream
+	// named by ARN, its account), refusing when several creation epochs
+	// match. Export keys its items "StreamID:shardId" with it, and by the
+	// bare shard id without it.
+	StreamID string
+}
+
+// Ours is the kinesislease side: the lease store, a Kinesis client and the
+// stream.
+type Ours struct {
+	// Store is the lease store (a *dynamo.Store). A Store that implements
+	// leases.Membership lets the import tell a live holder from a dead
+	// one; without it every held row counts as live.
+	Store leases.Store
+	// Kinesis lists the stream's shards and reads the records checkpoints
+	// name (to count the user records of KPL aggregates).
+	Kinesis Kinesis
+	// Stream is the stream's name or ARN, as the service subscribes to it
+	// (rows are keyed by its name).
+	Stream string
+}
+
+// Option adjusts Import and Export.
+type Option interface{ apply(*options) }
+
+type options struct {
+	dryRun   bool
+	force    bool
+	interval time.Duration
+	at       time.Time
+	errs     []error
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// DefaultInterval is the time between the two reads that tell whether an
+// application is still running.
+const DefaultInterval = 10 * time.Second
+
+// WithDryRun reads the tables and plans every row, and writes nothing. The
+// Report lists what would be written; refusals are returned as without it.
+func WithDryRun() Option { return optionFunc(func(o *options) { o.dryRun = true }) }
+
+// WithForce writes despite the safety checks: a running source, a
+// checkpoint moving backwards, a row held by a live member (which gets a
+// rewind request that its holder applies).
+func WithForce() Option { return optionFunc(func(o *options) { o.force = true }) }
+
+// WithInterval sets the time between the two reads of the tables
+// (DefaultInterval). It must be positive; keep it above the source's lease
+// renewal period.
+func WithInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, fmt.Errorf("WithInterval(%v): want a positive duration", d))
+			return
+		}
+		o.interval = d
+	})
+}
+
+// WithAtTimestamp gives the time of the KCL application's AT_TIMESTAMP
+// initial position (InitialPositionInStreamExtended.newInitialPositionAtTimestamp),
+// which the KCL does not keep in its table: rows at AT_TIMESTAMP are imported
+// as AT_TIMESTAMP:<t>. Without it Import refuses them.
+func WithAtTimestamp(t time.Time) Option {
+	return optionFunc(func(o *options) {
+		if t.IsZero() {
+			o.errs = append(o.errs, errors.New("WithAtTimestamp: zero time"))
+			return
+		}
+		o.at = t
+	})
+}
+
+func newOptions(opts []Option) (options, error) {
+	o := options{interval: DefaultInterval}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	if len(o.errs) > 0 {
+		return o, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(o.errs...))
+	}
+	return o, nil
+}
+
+// Errors. Match them with errors.Is; the typed errors carry the details.
+var (
+	// ErrInvalid: an argument or option cannot work (a missing client, a
+	// malformed stream identifier, a zero interval).
+	ErrInvalid = errors.New("migrate: invalid argument")
+	// ErrSchema: the table's items are not of the expected format, or name
+	// no shard of the stream.
+	ErrSchema = errors.New("migrate: unexpected table contents")
+	// ErrRunning: the application using a table is still running (see
+	// RunningError).
+	ErrRunning = errors.New("migrate: application still running")
+	// ErrBackwards: a checkpoint would move backwards (see BackwardsError).
+	ErrBackwards = errors.New("migrate: checkpoint would move backwards")
+	// ErrHeld: a row is held by a live member (see HeldError).
+	ErrHeld = errors.New("migrate: row held by a live member")
+	// ErrNeedTimestamp: a KCL row is at AT_TIMESTAMP and no WithAtTimestamp
+	// says which time.
+	ErrNeedTimestamp = errors.New("migrate: AT_TIMESTAMP needs the application's timestamp")
+	// ErrRefused: the safety checks refused the import or export; the
+	// error wraps each reason (RunningError, BackwardsError, HeldError, ...).
+	ErrRefused = errors.New("migrate: refused")
+)
+
+// RunningError says that an application still writes a table: items (or,
+// for kinesislease, rows and membership heartbeats) changed between two reads
+// Interval apart. It matches ErrRunning.
+type RunningError struct {
+	// Table is the foreign table that changed; empty when the kinesislease
+	// service of Stream is the one running.
+	Table string
+	// Stream is our stream.
+	Stream string
+	// Changed names what changed: item keys, or "member <owner>" and row
+	// keys for kinesislease.
+	Changed []string
+	// Interval is the time between the two reads.
+	Interval time.Duration
+}
+
+// Error names the table (or our service), what changed and what to do.
+func (e *RunningError) Error() string {
+	what := strings.Join(firstN(e.Changed, 5), ", ")
+	if len(e.Changed) > 5 {
+		what += fmt.Sprintf(" and %d more", len(e.Changed)-5)
+	}
+	if e.Table != "" {
+		return fmt.Sprintf("table %q is still being written (%s changed within %v): stop the application that uses it first", e.Table, what, e.Interval)
+	}
+	return fmt.Sprintf("the kinesislease service of stream %q is still running (%s changed within %v): stop it first", e.Stream, what, e.Interval)
+}
+
+// Is makes errors.Is(err, ErrRunning) true.
+func (e *RunningError) Is(target error) bool { return target == ErrRunning }
+
+// BackwardsError refuses to move a shard's checkpoint back. It matches
+// ErrBackwards.
+type BackwardsError struct {
+	// Table is the table whose row would move (empty: ours).
+	Table string
+	// Key is the row's key.
+	Key string
+	// From is the row's checkpoint, To the one that would replace it, each
+	// in its table's notation.
+	From, To string
+}
+
+// Error names the row and both checkpoints.
+func (e *BackwardsError) Error() string {
+	where := "our row"
+	if e.Table != "" {
+		where = fmt.Sprintf("table %q, item", e.Table)
+	}
+	return fmt.Sprintf("%s %s: would move the checkpoint back from %s to %s, replaying what was processed", where, e.Key, e.From, e.To)
+}
+
+// Is makes errors.Is(err, ErrBackwards) true.
+func (e *BackwardsError) Is(target error) bool { return target == ErrBackwards }
+
+// HeldError refuses to write a row held by a live member: its holder
+// heartbeated (or its row changed) between the two reads. It matches ErrHeld.
+type HeldError struct {
+	Key                string // our row
+	Owner, Incarnation string // its holder
+}
+
+// Error names the row and its holder, and what to do.
+func (e *HeldError) Error() string {
+	inc := ""
+	if e.Incarnation != "" {
+		inc = " (incarnation " + e.Incarnation + ")"
+	}
+	return fmt.Sprintf("our row %s is held by %s%s, which is alive: stop the service, or force a rewind request that it applies", e.Key, e.Owner, inc)
+}
+
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// Action is what happens to one shard's row.
+type Action string
+
+const (
+	// Write: the row's checkpoint is written (created first if missing).
+	Write Action = "write"
+	// Create: a row is created without a checkpoint (the source has none).
+	Create Action = "create"
+	// Request: the row is held; a rewind request is written that its
+	// holder (or its next holder) applies.
+	Request Action = "request"
+	// Unchanged: the row already says this.
+	Unchanged Action = "unchanged"
+	// Skip: nothing to write (a shard the stream no longer lists, a shard
+	// without a checkpoint to export).
+	Skip Action = "skip"
+	// Refused: a safety check refused the row (Row.Err says why).
+	Refused Action = "refused"
+)
+
+// Report is what an Import or Export did, or, with WithDryRun, would do.
+type Report struct {
+	// Stream is our stream's name.
+	Stream string
+	// Source and Target name the tables read and written ("" for ours).
+	Source, Target string
+	// Rows holds one entry per shard, sorted by shard id.
+	Rows []Row
+	// DryRun: nothing was written.
+	DryRun bool
+	// Forced lists the refusals WithForce overrode.
+	Forced []error
+}
+
+// refused returns the error of the refusals found, if any: hard ones
+// always, the others unless forced (then Report.Forced lists them).
+func refused(o options, rep *Report, what string, hard, soft []error) error {
+	if len(hard) == 0 && (len(soft) == 0 || o.force) {
+		rep.Forced = soft
+		return nil
+	}
+	hint := ""
+	if len(hard) == 0 {
+		hint = " (forcing overrides: --force, WithForce)"
+	}
+	return fmt.Errorf("%w: %s stream %q%s: %w", ErrRefused, what, rep.Stream, hint, errors.Join(append(hard, soft...)...))
+}
+
+// Row is one shard's checkpoint as found and moved.
+type Row struct {
+	// Shard is the shard id.
+	Shard string
+	// Parents are the shard's parents as Kinesis lists them.
+	Parents []string
+	// Key is the key of the row written: ours ("stream:shard") on import,
+	// the KCL leaseKey on export.
+	Key string
+	// From is the source's checkpoint in its own notation ("-" for none):
+	// the foreign item's on import, ours on export.
+	From string
+	// To is what is written, in the target's notation.
+	To string
+	// Before is the target's checkpoint before ("-": none, or no row).
+	Before string
+	// Checkpoint is ours: the one written (or that would be) on import,
+	// the one read on export.
+	Checkpoint leases.Checkpoint
+	// Action is what happened.
+	Action Action
+	// Note explains a translation or an action, for people.
+	Note string
+	// Err is why the row was refused (Action Refused), or, with
+	// WithForce, the refusal overridden.
+	Err error
+}
+
+// String renders the row on one line, as the command prints it.
+func (r Row) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: ", r.Shard)
+	switch r.Action {
+	case Write, Request:
+		fmt.Fprintf(&b, "%s %s -> %s (source %s)", r.Action, r.Before, r.To, r.From)
+	case Create:
+		fmt.Fprintf(&b, "create (source %s)", r.From)
+	case Unchanged:
+		fmt.Fprintf(&b, "unchanged %s (source %s)", r.Before, r.From)
+	case Skip:
+		fmt.Fprintf(&b, "skip (source %s)", r.From)
+	case Refused:
+		fmt.Fprintf(&b, "refused %s -> %s (source %s): %v", r.Before, r.To, r.From, r.Err)
+	}
+	if r.Err != nil && r.Action != Refused {
+		fmt.Fprintf(&b, "; forced past: %v", r.Err)
+	}
+	if r.Note != "" {
+		fmt.Fprintf(&b, "; %s", r.Note)
+	}
+	return b.String()
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
