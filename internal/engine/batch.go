@@ -39,10 +39,8 @@ type BatchConfig struct {
 
 // batchAcc is the batch being gathered.
 type batchAcc struct {
-	items     []*recordContext
-	dones     []leases.Checkpoint
-	bytes     int
-	responses []Batch // GetRecords answers to return to the budget once handled
+	items []*recordContext
+	bytes int
 }
 
 func (a *batchAcc) full(c *BatchConfig) bool {
@@ -52,6 +50,7 @@ func (a *batchAcc) full(c *BatchConfig) bool {
 // consumeBatches is consume for a batch subscription.
 func (w *worker) consumeBatches(f *feed, cp *checkpointer) (permanent error, lost bool) {
 	bc := w.cfg.Batch
+	q := w.newAckQueue(f, cp)
 	var acc batchAcc
 	var linger *time.Timer
 	var lingerC <-chan time.Time
@@ -63,12 +62,7 @@ func (w *worker) consumeBatches(f *feed, cp *checkpointer) (permanent error, los
 		if len(acc.items) == 0 {
 			return true
 		}
-		ok := w.deliverBatch(acc.items, acc.dones, cp)
-		if ok {
-			for i := range acc.responses {
-				f.done(&acc.responses[i])
-			}
-		}
+		ok := w.deliverBatch(acc.items, q)
 		acc = batchAcc{}
 		return ok
 	}
@@ -85,6 +79,10 @@ func (w *worker) consumeBatches(f *feed, cp *checkpointer) (permanent error, los
 			if cp.since > 0 && !cp.write() {
 				return nil, true
 			}
+		case <-w.trk.notify:
+			if !q.settle(false) {
+				return nil, false
+			}
 		case err := <-f.errs:
 			if w.hardCtx.Err() != nil {
 				return nil, false
@@ -99,16 +97,16 @@ func (w *worker) consumeBatches(f *feed, cp *checkpointer) (permanent error, los
 				return nil, false
 			}
 		case b := <-f.batches:
-			acc.responses = append(acc.responses, b)
+			resp := &respHold{b: b, open: true}
 			slots := make([]recordContext, len(b.Records))
 			for i := range b.Records {
 				ok := w.expand(&b.Records[i], &slots[i], func(r *recordContext, corrupt error, done leases.Checkpoint) bool {
+					q.hold(r, done, resp)
 					if corrupt != nil {
 						// A corrupt aggregate is dead-lettered whole, in its place.
-						return flush() && w.deliver(r, corrupt, done, cp)
+						return flush() && q.deliver(r, corrupt)
 					}
 					acc.items = append(acc.items, r)
-					acc.dones = append(acc.dones, done)
 					acc.bytes += len(r.rec.Data)
 					return !acc.full(bc) || flush()
 				})
@@ -116,9 +114,10 @@ func (w *worker) consumeBatches(f *feed, cp *checkpointer) (permanent error, los
 					return nil, false
 				}
 			}
+			q.closeResp(resp)
 			switch {
 			case b.End:
-				if !flush() {
+				if !flush() || !w.endShard(q) {
 					return nil, false
 				}
 				w.ended = true
@@ -135,28 +134,78 @@ func (w *worker) consumeBatches(f *feed, cp *checkpointer) (permanent error, los
 	}
 }
 
-// deliverBatch takes a gathered batch to an outcome through the
-// Processor (ProcessBatch), advancing the checkpoint over the resolved
-// prefix as items resolve. It returns false when the worker stops or the
-// lease is lost first.
-func (w *worker) deliverBatch(items []*recordContext, dones []leases.Checkpoint, cp *checkpointer) bool {
+// deliverBatch takes a gathered batch to outcomes (or to a deferral)
+// through the Processor, once there is room for another deferral; the
+// checkpoint advances over the resolved prefix as items resolve. It returns
+// false when the worker stops or the lease is lost first.
+func (w *worker) deliverBatch(items []*recordContext, q *ackQueue) bool {
+	if !q.room() {
+		return false
+	}
 	recs := make([]*kltype.Record, len(items))
 	for i, it := range items {
 		recs[i] = &it.rec
+		q.enqueue(it)
 	}
-	resolved := make([]bool, len(items))
-	next := 0 // items[:next] are acknowledged to the checkpointer
-	return w.proc.ProcessBatch(w.hardCtx, recs, w.cfg.Batch.Handler, w, func(i int, o kltype.Outcome) bool {
+	br := newBatchRun(w.hardCtx, recs, w.cfg.Batch.Handler, func(i int, o kltype.Outcome) bool {
 		w.handled(recs[i], o, time.Time{})
-		resolved[i] = true
-		for next < len(items) && resolved[next] {
-			if !cp.ack(dones[next]) {
-				return false
-			}
-			next++
-		}
-		return true
+		return q.resolved(items[i])
 	})
+	br.items = items
+	br.ctx.del.t = w.trk
+	switch w.proc.runBatch(br, w, nil) {
+	case Stopped:
+		return false
+	case Deferred:
+		q.deferred(br.ctx.del.d, br.unresolved()...)
+	}
+	return true
+}
+
+// batchContext is a batch handler's context: it carries the batch's
+// deferrable acknowledgement (Defer).
+type batchContext struct {
+	context.Context
+	del delivery
+}
+
+// Value returns the batch's delivery for its key, else the parent's value.
+func (c *batchContext) Value(key any) any {
+	if key == (deliveryKey{}) {
+		return &c.del
+	}
+	return c.Context.Value(key)
+}
+
+// batchRun is one batch on its way to outcomes: the records still
+// unresolved (pending) and their failed attempts, kept across a deferral.
+type batchRun struct {
+	ctx     *batchContext
+	items   []*recordContext // the worker's records (nil outside a worker)
+	recs    []*kltype.Record
+	handler BatchHandler
+	done    func(i int, o kltype.Outcome) bool
+	pending []int // indices into recs, in order
+	failed  []int // failed attempts per record
+	batch   []*kltype.Record
+}
+
+func newBatchRun(ctx context.Context, recs []*kltype.Record, handler BatchHandler, done func(i int, o kltype.Outcome) bool) *batchRun {
+	br := &batchRun{ctx: &batchContext{Context: ctx}, recs: recs, handler: handler, done: done,
+		pending: make([]int, len(recs)), failed: make([]int, len(recs)), batch: make([]*kltype.Record, 0, len(recs))}
+	for i := range br.pending {
+		br.pending[i] = i
+	}
+	return br
+}
+
+// unresolved returns the worker's records of the batch not resolved yet.
+func (br *batchRun) unresolved() []*recordContext {
+	out := make([]*recordContext, 0, len(br.pending))
+	for _, i := range br.pending {
+		out = append(out, br.items[i])
+	}
+	return out
 }
 
 // ProcessBatch takes recs, one shard's records in order, to outcomes: the
@@ -166,37 +215,60 @@ func (w *worker) deliverBatch(items []*recordContext, dones []leases.Checkpoint,
 // their own, then dead-lettered (with no sink they hold the shard, as a
 // single record does). done(i, o) is told of each record as it resolves;
 // it returns false to stop. ProcessBatch returns false when the gate says
-// stop (or done did) before every record resolved.
+// stop (or done did) before every record resolved. A handler that defers
+// the batch's acknowledgement (Defer) is waited for in place.
 func (p *Processor) ProcessBatch(ctx context.Context, recs []*kltype.Record, handler BatchHandler, gate Gate, done func(i int, o kltype.Outcome) bool) bool {
+	return p.runBatch(newBatchRun(ctx, recs, handler, done), gate, nil) != Stopped
+}
+
+// resumeBatch goes on with br once its deferred acknowledgement d was
+// resolved, as runBatch would have had the handler returned it.
+func (p *Processor) resumeBatch(br *batchRun, gate Gate, d *Deferral) kltype.Outcome {
+	return p.runBatch(br, gate, d)
+}
+
+// runBatch is ProcessBatch on br: it returns Acked once every record
+// resolved, Stopped, or (inside a worker) Deferred when the handler
+// deferred the batch's acknowledgement; resumed is the resolved deferral
+// to go on from.
+func (p *Processor) runBatch(br *batchRun, gate Gate, resumed *Deferral) kltype.Outcome {
 	log := p.logger()
 	policy := p.Policy
-	pending := make([]int, len(recs))
-	for i := range pending {
-		pending[i] = i
-	}
-	failed := make([]int, len(recs)) // failed attempts per record
-	batch := make([]*kltype.Record, 0, len(recs))
-	for {
-		if gate != nil && !gate.Wait() {
-			return false
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		batch = batch[:0]
-		for _, i := range pending {
-			recs[i].Attempt = failed[i] + 1
-			batch = append(batch, recs[i])
+	recs, ctx := br.recs, br.ctx
+	for ; ; resumed = nil {
+		var fs []BatchFailure
+		if resumed != nil {
+			fs = resumed.resultFailures()
+		} else {
+			if gate != nil && !gate.Wait() {
+				return Stopped
+			}
+			if ctx.Err() != nil {
+				return Stopped
+			}
+			br.batch = br.batch[:0]
+			for _, i := range br.pending {
+				recs[i].Attempt = br.failed[i] + 1
+				br.batch = append(br.batch, recs[i])
+			}
+			ctx.del.begin(len(br.batch))
+			got, void := p.callBatch(ctx, br.handler, br.batch, log)
+			var d *Deferral
+			if fs, d = ctx.del.settleBatch(ctx, got, void); d != nil {
+				d.batch = br
+				return Deferred
+			}
 		}
 		byIndex := map[int]error{}
-		for _, f := range p.callBatch(ctx, handler, batch, log) {
-			if f.Index >= 0 && f.Index < len(batch) {
+		for _, f := range fs {
+			if f.Index >= 0 && f.Index < len(br.pending) {
 				byIndex[f.Index] = f.Err
 			}
 		}
+		failed, done := br.failed, br.done
 		var again []int
 		var wt Wait
-		for bi, i := range pending {
+		for bi, i := range br.pending {
 			err, ok := byIndex[bi]
 			r := recs[i]
 			if p.OnAttempt != nil {
@@ -204,7 +276,7 @@ func (p *Processor) ProcessBatch(ctx context.Context, recs []*kltype.Record, han
 			}
 			if !ok || err == nil {
 				if !done(i, kltype.Acked) {
-					return false
+					return Stopped
 				}
 				continue
 			}
@@ -226,7 +298,7 @@ func (p *Processor) ProcessBatch(ctx context.Context, recs []*kltype.Record, han
 					reason = kltype.ReasonDecode
 				}
 				if outcome = p.deadLetter(ctx, r, failed[i], reason, err, log, p.waiter(ctx, r, gate)); outcome == Stopped {
-					return false
+					return Stopped
 				}
 			case errors.As(err, &after):
 				again = append(again, i)
@@ -246,7 +318,7 @@ func (p *Processor) ProcessBatch(ctx context.Context, recs []*kltype.Record, han
 						reason = kltype.ReasonPanic
 					}
 					if outcome = p.deadLetter(ctx, r, failed[i], reason, err, log, p.waiter(ctx, r, gate)); outcome == Stopped {
-						return false
+						return Stopped
 					}
 				default:
 					log.Error("kinesislease: batch item keeps failing and no dead-letter sink is configured: holding the shard",
@@ -257,17 +329,38 @@ func (p *Processor) ProcessBatch(ctx context.Context, recs []*kltype.Record, han
 				}
 			}
 			if !done(i, outcome) {
-				return false
+				return Stopped
 			}
 		}
 		if len(again) == 0 {
-			return true
+			br.pending = br.pending[:0]
+			return kltype.Acked
 		}
-		pending = again
-		if !p.waiter(ctx, recs[pending[0]], gate).wait(wt) {
-			return false
+		br.pending = again
+		if !p.waiter(ctx, recs[br.pending[0]], gate).wait(wt) {
+			return Stopped
 		}
 	}
+}
+
+// settleBatch ends a batch call of del that returned fs (void: it
+// panicked or overran its timeout): the batch's failures, or, if the
+// handler deferred inside a worker, the Deferral. Outside a worker a
+// deferral is waited for here.
+func (del *delivery) settleBatch(ctx context.Context, fs []BatchFailure, void bool) ([]BatchFailure, *Deferral) {
+	d, done := del.end(void)
+	switch {
+	case d == nil:
+		return fs, nil
+	case done:
+		return d.resultFailures(), nil
+	case del.t == nil:
+		if !d.await(ctx) {
+			return failBatch(del.batchSize)(context.Cause(ctx)), nil
+		}
+		return d.resultFailures(), nil
+	}
+	return nil, d
 }
 
 // longer returns the wait of a and b that waits longer.
@@ -279,8 +372,9 @@ func longer(a, b Wait) Wait {
 }
 
 // callBatch calls the batch handler (bounded by Timeout, if set); a
-// panic fails every record of the batch with a *kltype.PanicError.
-func (p *Processor) callBatch(ctx context.Context, handler BatchHandler, recs []*kltype.Record, log *slog.Logger) (failures []BatchFailure) {
+// panic fails every record of the batch with a *kltype.PanicError, and so
+// does an overrun of the timeout with a *kltype.HandlerTimeoutError (void).
+func (p *Processor) callBatch(ctx context.Context, handler BatchHandler, recs []*kltype.Record, log *slog.Logger) (failures []BatchFailure, void bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			pe := &kltype.PanicError{Value: v, Stack: debug.Stack()}
@@ -289,6 +383,7 @@ func (p *Processor) callBatch(ctx context.Context, handler BatchHandler, recs []
 			for i := range failures {
 				failures[i] = BatchFailure{Index: i, Err: pe}
 			}
+			void = true
 		}
 	}()
 	if p.Timeout > 0 {
@@ -300,8 +395,9 @@ func (p *Processor) callBatch(ctx context.Context, handler BatchHandler, recs []
 			for i := range failures {
 				failures[i] = BatchFailure{Index: i, Err: &kltype.HandlerTimeoutError{Timeout: p.Timeout}}
 			}
+			return failures, true
 		}
-		return failures
+		return failures, false
 	}
-	return handler(ctx, recs)
+	return handler(ctx, recs), false
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -9,10 +10,12 @@ type keyItem struct {
 	slot    *recordContext
 	corrupt error
 	done    leases.Checkpoint
-	k       int       // its place in the shard's order
-	resp    *keyBatch // the GetRecords answer it came in
-	outcome bool      // written by the lane before it hands the item back: it reached an outcome
-	acked   bool      // written by consumeByKey once the lane handed it back
+	k       int            // its place in the shard's order
+	resp    *keyBatch      // the GetRecords answer it came in
+	o       kltype.Outcome // written by the lane before it hands the item back (Stopped, Deferred or an outcome)
+	resume  *Deferral      // its deferred acknowledgement came back failed: the lane resumes it
+	acked   bool           // written by consumeByKey once the item resolved
+	defer_  bool           // its acknowledgement is deferred and not resolved yet
 }
 
 // keyBatch is a GetRecords answer whose records are spread over keys: it is
@@ -32,7 +35,9 @@ const maxKeyWindow = 10_000
 // keys run on up to KeyConcurrency lanes at once. The checkpoint advances
 // to the newest record such that it and every record before it are
 // resolved, so a restart never skips an unacknowledged record. A retry or
-// RetryAfter holds only its key. On a stop, records in flight finish
+// RetryAfter holds only its key. A record whose acknowledgement is deferred
+// frees its key; if it comes back failed it is delivered again before the
+// key's records not delivered yet. On a stop, records in flight finish
 // (their waits cut short by the stop) and nothing queued starts; a lost
 // lease cancels what is in flight.
 func (w *worker) consumeByKey(f *feed, cp *checkpointer) (permanent error, lost bool) {
@@ -42,40 +47,50 @@ func (w *worker) consumeByKey(f *feed, cp *checkpointer) (permanent error, lost 
 	for range lanes {
 		go func() {
 			for it := range ready {
-				it.outcome = w.process(it.slot, it.corrupt)
+				if d := it.resume; d != nil {
+					it.resume = nil
+					it.o = w.resumeOutcome(it.slot, d)
+				} else {
+					it.o = w.outcome(it.slot, it.corrupt)
+				}
 				results <- it
 			}
 		}()
 	}
-	queues := map[string][]*keyItem{} // per key, in order; its head is in a lane while busy[key]
-	busy := map[string]bool{}
-	var runnable []string // keys with queued items and none in a lane
+	k := &byKey{w: w, f: f, cp: cp, queues: map[string][]*keyItem{}, busy: map[string]bool{}, pending: map[int]*keyItem{}}
+	w.acks = k
 	free := lanes
-	pending := map[int]*keyItem{} // not yet acknowledged to the checkpointer, by k
-	nextK, ackK := 0, 0           // the next k to give out; the lowest k not acknowledged
-	ending := false               // the shard's last answer was read
+	ending := false // the shard's last answer was read
 
 	dispatch := func() {
-		for free > 0 && len(runnable) > 0 {
-			key := runnable[0]
-			runnable = runnable[1:]
-			busy[key] = true
+		bounded := k.outstanding >= w.cfg.MaxDeferred
+		for i := 0; free > 0 && i < len(k.runnable); {
+			key := k.runnable[i]
+			if bounded && k.queues[key][0].resume == nil {
+				i++ // no new delivery at the bound: only those coming back
+				continue
+			}
+			k.runnable = append(k.runnable[:i], k.runnable[i+1:]...)
+			k.busy[key] = true
 			free--
-			ready <- queues[key][0]
+			ready <- k.queues[key][0]
 		}
 	}
-	// stop waits for the lanes to hand their items back (unacknowledged),
-	// then ends them.
+	// stop waits for the lanes to hand their items back (unacknowledged,
+	// unless deferred meanwhile), then ends them.
 	stop := func() {
 		for free < lanes {
-			<-results
+			it := <-results
 			free++
+			if it.o == Deferred {
+				k.deferred(it)
+			}
 		}
 		close(ready)
 	}
 	for {
 		batches := f.batches
-		if ending || len(pending) >= maxKeyWindow {
+		if ending || len(k.pending) >= maxKeyWindow {
 			batches = nil
 		}
 		select {
@@ -88,6 +103,13 @@ func (w *worker) consumeByKey(f *feed, cp *checkpointer) (permanent error, lost 
 				stop()
 				return nil, true
 			}
+		case <-w.trk.notify:
+			if !k.settleLive() {
+				w.hardCancel()
+				stop()
+				return nil, true
+			}
+			dispatch()
 		case err := <-f.errs:
 			var permanent error
 			if w.hardCtx.Err() == nil {
@@ -98,30 +120,17 @@ func (w *worker) consumeByKey(f *feed, cp *checkpointer) (permanent error, lost 
 			return permanent, false
 		case it := <-results:
 			free++
-			if !it.outcome {
+			if it.o == Stopped {
 				stop() // stopping, or the lease lost: nothing more is acknowledged
 				return nil, false
 			}
-			key := it.slot.rec.PartitionKey
-			if queues[key] = queues[key][1:]; len(queues[key]) > 0 {
-				runnable = append(runnable, key)
-				busy[key] = false
-			} else {
-				delete(queues, key)
-				delete(busy, key)
-			}
-			if it.resp.left--; it.resp.left == 0 {
-				f.done(&it.resp.b)
-			}
-			it.acked = true
-			for p := pending[ackK]; p != nil && p.acked; p = pending[ackK] {
-				delete(pending, ackK)
-				ackK++
-				if !cp.ack(p.done) {
-					w.hardCancel()
-					stop()
-					return nil, true
-				}
+			k.next(it.slot.rec.PartitionKey)
+			if it.o == Deferred {
+				k.deferred(it)
+			} else if !k.resolved(it) {
+				w.hardCancel()
+				stop()
+				return nil, true
 			}
 			dispatch()
 		case b := <-batches:
@@ -129,14 +138,15 @@ func (w *worker) consumeByKey(f *feed, cp *checkpointer) (permanent error, lost 
 			resp := &keyBatch{b: b}
 			for i := range b.Records {
 				w.expand(&b.Records[i], &slots[i], func(r *recordContext, corrupt error, done leases.Checkpoint) bool {
-					it := &keyItem{slot: r, corrupt: corrupt, done: done, k: nextK, resp: resp}
-					nextK++
+					it := &keyItem{slot: r, corrupt: corrupt, done: done, k: k.nextK, resp: resp}
+					r.order = int64(k.nextK)
+					k.nextK++
 					resp.left++
-					pending[it.k] = it
+					k.pending[it.k] = it
 					key := r.rec.PartitionKey
-					queues[key] = append(queues[key], it)
-					if len(queues[key]) == 1 && !busy[key] {
-						runnable = append(runnable, key)
+					k.queues[key] = append(k.queues[key], it)
+					if len(k.queues[key]) == 1 && !k.busy[key] {
+						k.runnable = append(k.runnable, key)
 					}
 					return true
 				})
@@ -147,10 +157,139 @@ func (w *worker) consumeByKey(f *feed, cp *checkpointer) (permanent error, lost 
 			ending = b.End
 			dispatch()
 		}
-		if ending && len(pending) == 0 {
+		if ending && len(k.pending) == 0 {
 			stop()
 			w.ended = true
 			return nil, false
 		}
+		if ending && len(k.pending) == k.outstanding && k.outstanding > 0 && !w.toldRelease {
+			// Only deferred records keep the shard from its end: tell the
+			// release callback, so that a sink flushes them.
+			w.toldRelease = true
+			if fn := w.cfg.OnRelease; fn != nil {
+				fn(w.hardCtx, kltype.ReleaseInfo{Stream: w.stream, ShardID: w.shard, Outstanding: k.outstanding, Ended: true})
+			}
+		}
 	}
 }
+
+// byKey is consumeByKey's state, kept on its goroutine.
+type byKey struct {
+	w  *worker
+	f  *feed
+	cp *checkpointer
+
+	queues   map[string][]*keyItem // per key, in order; its head is in a lane while busy[key]
+	busy     map[string]bool
+	runnable []string         // keys with queued items and none in a lane
+	pending  map[int]*keyItem // not yet acknowledged to the checkpointer, by k
+	nextK    int              // the next k to give out
+	ackK     int              // the lowest k not acknowledged
+
+	outstanding int // records deferred and not resolved
+	awaiting    int // of those, records whose resolution has not come back yet
+}
+
+// next pops the head of key's queue (the item a lane handed back) and
+// makes the key runnable again if more of it wait.
+func (k *byKey) next(key string) {
+	if k.queues[key] = k.queues[key][1:]; len(k.queues[key]) > 0 {
+		k.runnable = append(k.runnable, key)
+		k.busy[key] = false
+	} else {
+		delete(k.queues, key)
+		delete(k.busy, key)
+	}
+}
+
+// deferred counts it, handed back deferred, as awaited.
+func (k *byKey) deferred(it *keyItem) {
+	d := it.slot.del.d
+	d.key, d.n = it, 1
+	k.awaiting++
+	if !it.defer_ {
+		it.defer_ = true
+		k.outstanding++
+	}
+}
+
+// resolved acknowledges it and the resolved prefix; false if the lease was
+// lost.
+func (k *byKey) resolved(it *keyItem) bool {
+	if it.defer_ {
+		it.defer_ = false
+		k.outstanding--
+	}
+	if it.resp.left--; it.resp.left == 0 {
+		k.f.done(&it.resp.b)
+	}
+	it.acked = true
+	for p := k.pending[k.ackK]; p != nil && p.acked; p = k.pending[k.ackK] {
+		delete(k.pending, k.ackK)
+		k.ackK++
+		if !k.cp.ack(p.done) {
+			return false
+		}
+	}
+	return true
+}
+
+// settleLive takes up the resolutions handed back while delivering: an
+// acknowledgement resolves its record here; a failure goes back to the
+// front of its key's queue, for a lane to resume. false if the lease was
+// lost.
+func (k *byKey) settleLive() bool {
+	for _, d := range k.w.trk.take() {
+		k.awaiting--
+		it := d.key
+		if d.result() != nil {
+			k.requeue(it, d)
+			continue
+		}
+		if o := k.w.resumeOutcome(it.slot, d); o != Stopped && !k.resolved(it) {
+			return false
+		}
+	}
+	return true
+}
+
+// requeue puts it, whose deferred acknowledgement came back failed, first
+// among its key's records waiting for a lane.
+func (k *byKey) requeue(it *keyItem, d *Deferral) {
+	it.resume = d
+	key := it.slot.rec.PartitionKey
+	q := k.queues[key]
+	switch {
+	case k.busy[key]: // its head is in a lane: next after it
+		k.queues[key] = append(q[:1], append([]*keyItem{it}, q[1:]...)...)
+	case len(q) > 0: // runnable already
+		k.queues[key] = append([]*keyItem{it}, q...)
+	default:
+		k.queues[key] = []*keyItem{it}
+		k.runnable = append(k.runnable, key)
+	}
+}
+
+// settle implements drainer: once the lanes ended, resolutions are taken
+// up on this goroutine (a failure cannot be delivered again while
+// stopping: its record stays unresolved).
+func (k *byKey) settle(bool) bool {
+	for _, d := range k.w.trk.take() {
+		k.awaiting--
+		it := d.key
+		switch k.w.resumeOutcome(it.slot, d) {
+		case Stopped:
+		case Deferred:
+			k.deferred(it)
+		default:
+			if !k.resolved(it) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (k *byKey) awaited() int { return k.awaiting }
+
+func (k *byKey) held() int { return k.outstanding }

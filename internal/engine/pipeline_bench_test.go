@@ -56,6 +56,7 @@ func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 	w := newWorker(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, "s", "shardId-0", kltype.Latest, h)
 	cp := w.newCheckpointer()
 	defer cp.stop()
+	q := w.newAckQueue(&feed{}, cp)
 	b.ReportAllocs()
 	var slots []recordContext
 	done := 0
@@ -64,7 +65,7 @@ func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 		if i == 0 {
 			slots = make([]recordContext, batch) // as consume does per batch
 		}
-		if !w.handle(&recs[i], &slots[i], cp) {
+		if !w.handle(&recs[i], &slots[i], nil, q) {
 			b.Fatal("stopped")
 		}
 		done++

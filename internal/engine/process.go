@@ -55,19 +55,46 @@ type Processor struct {
 // Process delivers r until it is acknowledged, dropped or dead-lettered, or
 // until the gate says stop. ctx is the handler's context: cancelled when the
 // lease is lost or the shutdown timeout expires.
+//
+// A handler that defers its acknowledgement (Defer) makes Process return
+// Deferred, inside a worker; outside one (ctx carries no worker's record)
+// Process waits for the resolution in place.
 func (p *Processor) Process(ctx context.Context, r *kltype.Record, gate Gate) kltype.Outcome {
+	return p.process(ctx, r, gate, nil)
+}
+
+// Resume goes on with r after its handler's deferred acknowledgement d was
+// resolved, as Process would have had the handler returned the resolution.
+func (p *Processor) Resume(ctx context.Context, r *kltype.Record, gate Gate, d *Deferral) kltype.Outcome {
+	return p.process(ctx, r, gate, d)
+}
+
+func (p *Processor) process(ctx context.Context, r *kltype.Record, gate Gate, resumed *Deferral) kltype.Outcome {
 	log := p.logger()
-	failures := 0
+	attempt, failures := 0, 0
+	if resumed != nil {
+		attempt, failures = resumed.attempt, resumed.failed
+	}
 	wait := p.waiter(ctx, r, gate)
-	for attempt := 1; ; attempt++ {
-		if gate != nil && !gate.Wait() {
-			return Stopped
+	for ; ; resumed = nil {
+		var err error
+		if resumed != nil {
+			err = resumed.result() // the outcome of the attempt that deferred
+		} else {
+			if gate != nil && !gate.Wait() {
+				return Stopped
+			}
+			if ctx.Err() != nil {
+				return Stopped
+			}
+			attempt++
+			r.Attempt = attempt
+			var d *Deferral
+			if err, d = p.callDeferrable(ctx, r, log); d != nil {
+				d.attempt, d.failed = attempt, failures
+				return Deferred
+			}
 		}
-		if ctx.Err() != nil {
-			return Stopped
-		}
-		r.Attempt = attempt
-		err := p.call(ctx, r, log)
 		if p.OnAttempt != nil {
 			p.OnAttempt(r, err)
 		}

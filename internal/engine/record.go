@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
 )
 
 // recordContext is one record and the handler context that carries it
@@ -14,14 +15,26 @@ import (
 type recordContext struct {
 	context.Context
 	rec kltype.Record
+	del delivery // its handler's acknowledgement, if the handler defers it (Defer)
+
+	// The worker's bookkeeping while the record waits to be acknowledged
+	// to the checkpointer (ackQueue).
+	order    int64             // its place in the shard (counted by the worker)
+	done     leases.Checkpoint // the checkpoint that marks it done
+	resp     *respHold         // the GetRecords answer it came in, for the budget
+	resolved bool              // it reached an outcome
+	deferred bool              // its acknowledgement is deferred and not resolved yet
 }
 
 type recordKey struct{}
 
 // Value returns the record for RecordFrom's key, else the parent's value.
 func (c *recordContext) Value(key any) any {
-	if key == (recordKey{}) {
+	switch key {
+	case recordKey{}:
 		return &c.rec
+	case deliveryKey{}:
+		return &c.del
 	}
 	return c.Context.Value(key)
 }

@@ -56,6 +56,17 @@ type WorkerConfig struct {
 	// instead of GetRecords; Limit, MinInterval and IdleInterval then do
 	// not apply.
 	FanOut *FanOutConfig
+	// MaxDeferred bounds the shard's deferred acknowledgements not yet
+	// resolved (Defer), in records: delivery waits at the bound (default
+	// DefaultMaxDeferred).
+	MaxDeferred int
+	// DrainTimeout bounds how long a release waits for deferred
+	// acknowledgements (the service's shutdown timeout; default 30s).
+	DrainTimeout time.Duration
+	// OnRelease, if set, is called on the worker's goroutine before the
+	// shard is let go (see kltype.ReleaseInfo); ctx is cancelled when the
+	// release stops waiting.
+	OnRelease func(ctx context.Context, info kltype.ReleaseInfo)
 }
 
 func (c *WorkerConfig) defaults() {
@@ -67,6 +78,12 @@ func (c *WorkerConfig) defaults() {
 	}
 	if c.Policy == (kltype.RetryPolicy{}) {
 		c.Policy = kltype.DefaultRetryPolicy
+	}
+	if c.MaxDeferred <= 0 {
+		c.MaxDeferred = DefaultMaxDeferred
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
 	}
 }
 
@@ -93,6 +110,12 @@ type worker struct {
 
 	rewinding atomic.Bool // stop to apply the lease's pending rewind, keeping the lease
 
+	// Deferred acknowledgements: trk receives their resolutions; acks is
+	// what letGo drains (set by the consume loop).
+	trk         *tracker
+	acks        drainer
+	toldRelease bool // the release callback was called (at the shard's end)
+
 	// For Health: the lag of the last batch with records (-1 before one)
 	// and the last read error retried (nil once a read succeeds).
 	lag     atomic.Int64
@@ -108,6 +131,7 @@ func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, clie
 	w := &worker{
 		cfg: cfg, log: log.With("shard", shardID), client: client, stream: stream, shard: shardID,
 		start: start, resume: h.current().Checkpoint, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
+		trk: newTracker(),
 	}
 	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log, Timeout: cfg.HandlerTimeout}
 	w.h = &hooks{}
@@ -164,6 +188,7 @@ func (w *worker) run() {
 	defer cp.stop()
 
 	permanent, lost := w.consume(f, cp)
+	w.letGo(lost)
 	if lost {
 		return // a checkpoint found the lease lost: nothing more is written
 	}
@@ -282,6 +307,7 @@ func (w *worker) consume(f *feed, cp *checkpointer) (permanent error, lost bool)
 	if w.cfg.KeyConcurrency > 1 {
 		return w.consumeByKey(f, cp)
 	}
+	q := w.newAckQueue(f, cp)
 	for {
 		select {
 		case <-w.graceful:
@@ -289,6 +315,10 @@ func (w *worker) consume(f *feed, cp *checkpointer) (permanent error, lost bool)
 		case <-cp.ticker.C:
 			if cp.since > 0 && !cp.write() {
 				return nil, true
+			}
+		case <-w.trk.notify:
+			if !q.settle(false) {
+				return nil, false
 			}
 		case err := <-f.errs:
 			if w.hardCtx.Err() != nil {
@@ -299,13 +329,17 @@ func (w *worker) consume(f *feed, cp *checkpointer) (permanent error, lost bool)
 		case b := <-f.batches:
 			// One record context per record, allocated with the batch.
 			slots := make([]recordContext, len(b.Records))
+			resp := &respHold{b: b, open: true}
 			for i := range b.Records {
-				if !w.handle(&b.Records[i], &slots[i], cp) {
+				if !w.handle(&b.Records[i], &slots[i], resp, q) {
 					return nil, false // stopping (or lost) before the end of this record
 				}
 			}
-			f.done(&b)
+			q.closeResp(resp)
 			if b.End {
+				if !w.endShard(q) {
+					return nil, false
+				}
 				w.ended = true
 				return nil, false
 			}
@@ -434,12 +468,14 @@ func (w *worker) release(acked leases.Checkpoint, permanent error) {
 
 // handle takes one Kinesis record to an outcome: the record, or each user
 // record of a KPL aggregate in order, skipping those the checkpoint we
-// resumed from already covers. Each is acknowledged to cp once done. handle
-// returns false when the worker stops (or the lease is lost) first, leaving
-// the rest unacknowledged.
-func (w *worker) handle(rec *types.Record, slot *recordContext, cp *checkpointer) bool {
+// resumed from already covers. Each is acknowledged to the checkpointer
+// once it and every record before it resolved (q). handle returns false
+// when the worker stops (or the lease is lost) first, leaving the rest
+// unacknowledged.
+func (w *worker) handle(rec *types.Record, slot *recordContext, resp *respHold, q *ackQueue) bool {
 	return w.expand(rec, slot, func(r *recordContext, corrupt error, done leases.Checkpoint) bool {
-		return w.deliver(r, corrupt, done, cp)
+		q.hold(r, done, resp)
+		return q.deliver(r, corrupt)
 	})
 }
 
@@ -452,6 +488,7 @@ func (w *worker) handle(rec *types.Record, slot *recordContext, cp *checkpointer
 func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recordContext, corrupt error, done leases.Checkpoint) bool) bool {
 	seq := aws.ToString(rec.SequenceNumber)
 	slot.Context = w.hardCtx
+	slot.del.t = w.trk
 	slot.rec = kltype.Record{
 		Stream:         w.stream,
 		ShardID:        w.shard,
@@ -472,6 +509,7 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 	for i := skip; i < len(users); i++ {
 		sub := &subs[i]
 		sub.Context = w.hardCtx
+		sub.del.t = w.trk
 		sub.rec = slot.rec
 		r := &sub.rec
 		r.SubSequence = int64(i)
@@ -490,30 +528,10 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 	return true
 }
 
-// deliver takes r to an outcome through the Processor (straight to the
-// dead-letter sink if corrupt, the error splitting its KPL aggregate, is
-// not nil), reports it to the hooks and acknowledges done to cp. It
-// returns false when the worker stops first or the lease is lost.
-func (w *worker) deliver(slot *recordContext, corrupt error, done leases.Checkpoint, cp *checkpointer) bool {
-	return w.process(slot, corrupt) && cp.ack(done)
-}
-
 // process takes one record to an outcome and reports it to the hooks; it
 // returns false when the worker stops first. It acknowledges nothing.
 func (w *worker) process(slot *recordContext, corrupt error) bool {
-	start := w.now()
-	r := &slot.rec
-	var o kltype.Outcome
-	if corrupt != nil {
-		o = w.proc.DeadLetterNow(slot, r, kltype.ReasonCorrupt, corrupt, w)
-	} else {
-		o = w.proc.Process(slot, r, w)
-	}
-	if o == Stopped {
-		return false
-	}
-	w.handled(r, o, start)
-	return true
+	return w.outcome(slot, corrupt) != Stopped
 }
 
 // Hook calls. Each costs one length check when no hook listens.

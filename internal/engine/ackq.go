@@ -1,0 +1,337 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// DefaultMaxDeferred bounds a shard's deferred acknowledgements not yet
+// resolved (WorkerConfig.MaxDeferred): about ten seconds of a shard written
+// at its limit of 1,000 records a second.
+const DefaultMaxDeferred = 10_000
+
+// respHold is a GetRecords answer whose records are not all resolved yet:
+// it goes back to the budget once they are.
+type respHold struct {
+	b    Batch
+	left int  // its records taken up and not resolved yet
+	open bool // the worker may still take up records of it
+}
+
+// ackQueue acknowledges a shard's records to the checkpointer in the
+// shard's order as they resolve, in or out of order: the checkpoint never
+// passes a record that is not resolved. A record resolved while the queue
+// is empty is acknowledged at once (no bookkeeping); others wait in q
+// behind the first unresolved one. It is the worker's (consume and
+// consumeBatches), used from the worker's goroutine only.
+type ackQueue struct {
+	w  *worker
+	f  *feed
+	cp *checkpointer
+	t  *tracker
+
+	q    []*recordContext // unacknowledged records, in order, from head
+	head int
+	next int64 // the next record's order
+
+	outstanding int // records deferred and not resolved (bounded by max)
+	awaiting    int // of those, records whose resolution has not come back yet
+	max         int
+}
+
+func (w *worker) newAckQueue(f *feed, cp *checkpointer) *ackQueue {
+	q := &ackQueue{w: w, f: f, cp: cp, t: w.trk, max: w.cfg.MaxDeferred}
+	w.acks = q
+	return q
+}
+
+// hold counts slot as taken up from its answer, in the shard's order.
+func (q *ackQueue) hold(slot *recordContext, done leases.Checkpoint, resp *respHold) {
+	slot.order, slot.done, slot.resp = q.next, done, resp
+	q.next++
+	if resp != nil {
+		resp.left++
+	}
+}
+
+// closeResp says every record of resp was taken up: it goes back to the
+// budget once they are resolved.
+func (q *ackQueue) closeResp(resp *respHold) {
+	resp.open = false
+	if resp.left == 0 {
+		q.f.done(&resp.b)
+	}
+}
+
+// deliver takes slot (held) to an outcome, or to a deferral, once there is
+// room for another deferral; false when the worker stops or the lease is
+// lost first.
+func (q *ackQueue) deliver(slot *recordContext, corrupt error) bool {
+	if !q.room() {
+		return false
+	}
+	switch q.w.outcome(slot, corrupt) {
+	case Stopped:
+		return false
+	case Deferred:
+		q.deferred(slot.del.d, slot)
+		q.enqueue(slot)
+		return true
+	default:
+		if q.head == len(q.q) {
+			// Nothing before it unresolved: acknowledged at once.
+			q.release(slot)
+			return q.cp.ack(slot.done)
+		}
+		q.enqueue(slot)
+		return q.resolved(slot)
+	}
+}
+
+func (q *ackQueue) enqueue(slot *recordContext) {
+	if q.head > 0 && q.head == len(q.q) {
+		clear(q.q)
+		q.q, q.head = q.q[:0], 0
+	}
+	q.q = append(q.q, slot)
+}
+
+// deferred counts the deferral d of slots (a record, or a batch's
+// unresolved records) as awaited.
+func (q *ackQueue) deferred(d *Deferral, slots ...*recordContext) {
+	d.n = len(slots)
+	q.awaiting += d.n
+	for _, s := range slots {
+		if !s.deferred {
+			s.deferred = true
+			q.outstanding++
+		}
+	}
+}
+
+// resolved marks slot (queued) resolved and acknowledges the resolved
+// prefix; false if the lease was lost.
+func (q *ackQueue) resolved(slot *recordContext) bool {
+	slot.resolved = true
+	q.release(slot)
+	for q.head < len(q.q) && q.q[q.head].resolved {
+		s := q.q[q.head]
+		q.q[q.head] = nil
+		q.head++
+		if !q.cp.ack(s.done) {
+			return false
+		}
+	}
+	if q.head > 1024 && q.head*2 > len(q.q) {
+		q.q = append(q.q[:0], q.q[q.head:]...)
+		clear(q.q[len(q.q):cap(q.q)])
+		q.head = 0
+	}
+	return true
+}
+
+// release returns slot's part of its answer to the budget, and its place
+// among the outstanding deferrals.
+func (q *ackQueue) release(slot *recordContext) {
+	if slot.deferred {
+		slot.deferred = false
+		q.outstanding--
+	}
+	if r := slot.resp; r != nil {
+		slot.resp = nil
+		if r.left--; r.left == 0 && !r.open {
+			q.f.done(&r.b)
+		}
+	}
+}
+
+// room waits until a new delivery may start: the resolutions handed back
+// are taken up first (a failed one delivered again), and while max
+// deferrals are outstanding it waits for some to resolve, writing
+// checkpoints on the ticker meanwhile. false: the worker stops or the
+// lease is lost first.
+func (q *ackQueue) room() bool {
+	select {
+	case <-q.t.notify:
+		if !q.settle(false) {
+			return false
+		}
+	default:
+	}
+	for q.outstanding >= q.max {
+		if !q.wait() {
+			return false
+		}
+	}
+	return true
+}
+
+// wait waits for a resolution and takes it up, writing checkpoints on the
+// ticker meanwhile; false when the worker stops or the lease is lost.
+func (q *ackQueue) wait() bool {
+	w := q.w
+	select {
+	case <-q.t.notify:
+		return q.settle(false)
+	case <-q.cp.ticker.C:
+		return q.cp.since == 0 || q.cp.write()
+	case <-w.graceful:
+		return false
+	case <-w.hardCtx.Done():
+		return false
+	}
+}
+
+// settle takes up the resolutions handed back, in the shard's order. It
+// returns false when the worker stops or the lease is lost first; while
+// draining (a release) a failed record cannot be delivered again and stays
+// unresolved, and settle goes on.
+func (q *ackQueue) settle(draining bool) bool {
+	for _, d := range q.t.take() {
+		q.awaiting -= d.n
+		if !q.settleOne(d) && !draining {
+			return false
+		}
+	}
+	return !draining || !q.w.lease.isLost()
+}
+
+func (q *ackQueue) settleOne(d *Deferral) bool {
+	w := q.w
+	if br := d.batch; br != nil {
+		switch w.proc.resumeBatch(br, w, d) {
+		case Stopped:
+			return false
+		case Deferred:
+			q.deferred(d, br.unresolved()...)
+		}
+		return true
+	}
+	slot := d.slot
+	switch o := w.resumeOutcome(slot, d); o {
+	case Stopped:
+		return false
+	case Deferred:
+		q.deferred(d, slot)
+		return true
+	default:
+		return q.resolved(slot)
+	}
+}
+
+// awaited and held implement drainer.
+func (q *ackQueue) awaited() int { return q.awaiting }
+func (q *ackQueue) held() int    { return q.outstanding }
+
+// drainer is what letGo drains: the worker's ackQueue, or consumeByKey's.
+type drainer interface {
+	// settle takes up the resolutions handed back (draining: a failure
+	// cannot be delivered again); false if the lease was lost.
+	settle(draining bool) bool
+	// awaited counts records whose deferred acknowledgement has not come
+	// back; held those deferred and not resolved.
+	awaited() int
+	held() int
+}
+
+// outcome takes slot to an outcome (or a deferral) through the Processor,
+// reporting a resolved one to the hooks.
+func (w *worker) outcome(slot *recordContext, corrupt error) kltype.Outcome {
+	start := w.now()
+	r := &slot.rec
+	var o kltype.Outcome
+	if corrupt != nil {
+		o = w.proc.DeadLetterNow(slot, r, kltype.ReasonCorrupt, corrupt, w)
+	} else {
+		o = w.proc.Process(slot, r, w)
+	}
+	switch o {
+	case Stopped:
+	case Deferred:
+		d := slot.del.d
+		d.slot, d.start = slot, start
+	default:
+		w.handled(r, o, start)
+	}
+	return o
+}
+
+// resumeOutcome takes up slot's deferred acknowledgement d, resolved, as the
+// handler's return: Process goes on from there.
+func (w *worker) resumeOutcome(slot *recordContext, d *Deferral) kltype.Outcome {
+	o := w.proc.Resume(slot, &slot.rec, w, d)
+	switch o {
+	case Stopped, Deferred:
+	default:
+		w.handled(&slot.rec, o, d.start)
+	}
+	return o
+}
+
+// letGo is the worker's last word on its deferred acknowledgements, once
+// it stopped delivering: it tells the subscription's release callback, and
+// unless the lease was lost waits (up to DrainTimeout, or until the
+// handlers are cancelled) for the outstanding ones, so that the release
+// checkpoints as far as they resolve; then it refuses any later one.
+func (w *worker) letGo(lost bool) {
+	defer w.trk.close()
+	a := w.acks
+	lost = lost || w.lease.isLost()
+	if w.toldRelease || (a == nil || a.held() == 0) && w.cfg.OnRelease == nil {
+		return
+	}
+	info := kltype.ReleaseInfo{Stream: w.stream, ShardID: w.shard, Lost: lost, Ended: w.ended}
+	if a != nil {
+		info.Outstanding = a.held()
+	}
+	if !lost && !w.ended {
+		info.Wait = w.cfg.DrainTimeout
+	}
+	if lost {
+		w.trk.close() // acknowledgements from now on are ignored
+	}
+	if fn := w.cfg.OnRelease; fn != nil {
+		fn(w.hardCtx, info)
+	}
+	if lost || a == nil || a.awaited() == 0 {
+		return
+	}
+	w.log.Info("kinesislease: waiting for deferred acknowledgements before releasing", "outstanding", a.held(), "timeout", w.cfg.DrainTimeout)
+	timer := time.NewTimer(w.cfg.DrainTimeout)
+	defer timer.Stop()
+	for a.awaited() > 0 {
+		select {
+		case <-w.trk.notify:
+			if !a.settle(true) {
+				return
+			}
+		case <-timer.C:
+			w.log.Warn("kinesislease: deferred acknowledgements still outstanding at the timeout; releasing at the resolved prefix", "outstanding", a.held())
+			return
+		case <-w.hardCtx.Done():
+			return
+		}
+	}
+}
+
+// endShard waits, at the shard's end, until every deferred acknowledgement
+// resolved (telling the release callback first), so that SHARD_END passes
+// no unresolved record; false if the worker stops or the lease is lost
+// first.
+func (w *worker) endShard(q *ackQueue) bool {
+	if q.outstanding == 0 {
+		return true
+	}
+	w.toldRelease = true
+	if fn := w.cfg.OnRelease; fn != nil {
+		fn(w.hardCtx, kltype.ReleaseInfo{Stream: w.stream, ShardID: w.shard, Outstanding: q.outstanding, Ended: true})
+	}
+	for q.outstanding > 0 {
+		if !q.wait() {
+			return false
+		}
+	}
+	return true
+}
