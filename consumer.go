@@ -370,6 +370,7 @@ func startupError(what, name string, err error) error {
 func (s *Service) workerConfig(sub *subscription) engine.WorkerConfig {
 	w := sub.worker
 	w.Budget = s.budget
+	w.DrainTimeout = s.cfg.shutdownTimeout
 	if sub.fanOut != nil {
 		w.FanOut = &engine.FanOutConfig{Consumer: sub.fanOut}
 	}

@@ -72,11 +72,13 @@ func (q *ackQueue) deliver(slot *recordContext, corrupt error) bool {
 	if !q.room() {
 		return false
 	}
-	switch q.w.outcome(slot, corrupt) {
+	switch o, start := q.w.outcome(slot, corrupt); o {
 	case Stopped:
 		return false
 	case Deferred:
-		q.deferred(slot.del.d, slot)
+		d := slot.del.d
+		d.slot, d.start = slot, start
+		q.deferred(d, slot)
 		q.enqueue(slot)
 		return true
 	default:
@@ -237,25 +239,21 @@ type drainer interface {
 }
 
 // outcome takes slot to an outcome (or a deferral) through the Processor,
-// reporting a resolved one to the hooks.
-func (w *worker) outcome(slot *recordContext, corrupt error) kltype.Outcome {
-	start := w.now()
+// reporting a resolved one to the hooks; start is when it began, for the
+// hooks (zero without record hooks). A deferral's worker-side fields are
+// the caller's to set, on the goroutine that takes up its resolutions.
+func (w *worker) outcome(slot *recordContext, corrupt error) (o kltype.Outcome, start time.Time) {
+	start = w.now()
 	r := &slot.rec
-	var o kltype.Outcome
 	if corrupt != nil {
 		o = w.proc.DeadLetterNow(slot, r, kltype.ReasonCorrupt, corrupt, w)
 	} else {
 		o = w.proc.Process(slot, r, w)
 	}
-	switch o {
-	case Stopped:
-	case Deferred:
-		d := slot.del.d
-		d.slot, d.start = slot, start
-	default:
+	if o != Stopped && o != Deferred {
 		w.handled(r, o, start)
 	}
-	return o
+	return o, start
 }
 
 // resumeOutcome takes up slot's deferred acknowledgement d, resolved, as the
@@ -291,6 +289,7 @@ func (w *worker) letGo(lost bool) {
 	}
 	if lost {
 		w.trk.close() // acknowledgements from now on are ignored
+		w.hardCancel()
 	}
 	if fn := w.cfg.OnRelease; fn != nil {
 		fn(w.hardCtx, info)

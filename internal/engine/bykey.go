@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"slices"
+	"time"
+
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -16,6 +19,9 @@ type keyItem struct {
 	resume  *Deferral      // its deferred acknowledgement came back failed: the lane resumes it
 	acked   bool           // written by consumeByKey once the item resolved
 	defer_  bool           // its acknowledgement is deferred and not resolved yet
+	fresh   bool           // in a lane for its first delivery
+	start   time.Time      // when its first delivery began, for the hooks
+	inLane  bool           // handed to a lane and not back yet
 }
 
 // keyBatch is a GetRecords answer whose records are spread over keys: it is
@@ -51,7 +57,7 @@ func (w *worker) consumeByKey(f *feed, cp *checkpointer) (permanent error, lost 
 					it.resume = nil
 					it.o = w.resumeOutcome(it.slot, d)
 				} else {
-					it.o = w.outcome(it.slot, it.corrupt)
+					it.o, it.start = w.outcome(it.slot, it.corrupt)
 				}
 				results <- it
 			}
@@ -62,18 +68,34 @@ func (w *worker) consumeByKey(f *feed, cp *checkpointer) (permanent error, lost 
 	free := lanes
 	ending := false // the shard's last answer was read
 
+	// fresh counts the lanes' first deliveries: each may defer, so they
+	// count towards the bound.
+	fresh := 0
 	dispatch := func() {
-		bounded := k.outstanding >= w.cfg.MaxDeferred
 		for i := 0; free > 0 && i < len(k.runnable); {
 			key := k.runnable[i]
-			if bounded && k.queues[key][0].resume == nil {
+			it := k.queues[key][0]
+			if it.resume == nil && k.outstanding+fresh >= w.cfg.MaxDeferred {
 				i++ // no new delivery at the bound: only those coming back
 				continue
+			}
+			if it.resume == nil && !it.defer_ {
+				fresh++
+				it.fresh = true
 			}
 			k.runnable = append(k.runnable[:i], k.runnable[i+1:]...)
 			k.busy[key] = true
 			free--
-			ready <- k.queues[key][0]
+			it.inLane = true
+			ready <- it
+		}
+	}
+	back := func(it *keyItem) {
+		free++
+		it.inLane = false
+		if it.fresh {
+			it.fresh = false
+			fresh--
 		}
 	}
 	// stop waits for the lanes to hand their items back (unacknowledged,
@@ -81,9 +103,11 @@ func (w *worker) consumeByKey(f *feed, cp *checkpointer) (permanent error, lost 
 	stop := func() {
 		for free < lanes {
 			it := <-results
-			free++
+			back(it)
 			if it.o == Deferred {
-				k.deferred(it)
+				if d := k.deferred(it); d != nil {
+					k.early = append(k.early, d) // for letGo's drain
+				}
 			}
 		}
 		close(ready)
@@ -119,14 +143,18 @@ func (w *worker) consumeByKey(f *feed, cp *checkpointer) (permanent error, lost 
 			stop()
 			return permanent, false
 		case it := <-results:
-			free++
+			back(it)
 			if it.o == Stopped {
 				stop() // stopping, or the lease lost: nothing more is acknowledged
 				return nil, false
 			}
 			k.next(it.slot.rec.PartitionKey)
 			if it.o == Deferred {
-				k.deferred(it)
+				if d := k.deferred(it); d != nil && !k.settleLiveOf([]*Deferral{d}) {
+					w.hardCancel()
+					stop()
+					return nil, true
+				}
 			} else if !k.resolved(it) {
 				w.hardCancel()
 				stop()
@@ -188,6 +216,9 @@ type byKey struct {
 
 	outstanding int // records deferred and not resolved
 	awaiting    int // of those, records whose resolution has not come back yet
+	// early holds resolutions that came back before their lane handed the
+	// item back: taken up once it does.
+	early []*Deferral
 }
 
 // next pops the head of key's queue (the item a lane handed back) and
@@ -202,15 +233,24 @@ func (k *byKey) next(key string) {
 	}
 }
 
-// deferred counts it, handed back deferred, as awaited.
-func (k *byKey) deferred(it *keyItem) {
+// deferred counts it, handed back deferred, as awaited. It returns its
+// resolution if that came back already (early), else nil.
+func (k *byKey) deferred(it *keyItem) *Deferral {
 	d := it.slot.del.d
-	d.key, d.n = it, 1
+	d.key, d.slot, d.n = it, it.slot, 1
+	if d.start.IsZero() {
+		d.start = it.start
+	}
 	k.awaiting++
 	if !it.defer_ {
 		it.defer_ = true
 		k.outstanding++
 	}
+	if i := slices.Index(k.early, d); i >= 0 {
+		k.early = slices.Delete(k.early, i, i+1)
+		return d
+	}
+	return nil
 }
 
 // resolved acknowledges it and the resolved prefix; false if the lease was
@@ -239,9 +279,17 @@ func (k *byKey) resolved(it *keyItem) bool {
 // front of its key's queue, for a lane to resume. false if the lease was
 // lost.
 func (k *byKey) settleLive() bool {
-	for _, d := range k.w.trk.take() {
-		k.awaiting--
+	return k.settleLiveOf(k.w.trk.take())
+}
+
+func (k *byKey) settleLiveOf(ds []*Deferral) bool {
+	for _, d := range ds {
 		it := d.key
+		if it == nil || it.inLane {
+			k.early = append(k.early, d) // its lane has not handed it back yet
+			continue
+		}
+		k.awaiting--
 		if d.result() != nil {
 			k.requeue(it, d)
 			continue
@@ -274,7 +322,9 @@ func (k *byKey) requeue(it *keyItem, d *Deferral) {
 // up on this goroutine (a failure cannot be delivered again while
 // stopping: its record stays unresolved).
 func (k *byKey) settle(bool) bool {
-	for _, d := range k.w.trk.take() {
+	ds := append(k.early, k.w.trk.take()...)
+	k.early = nil
+	for _, d := range ds {
 		k.awaiting--
 		it := d.key
 		switch k.w.resumeOutcome(it.slot, d) {

@@ -531,7 +531,8 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 // process takes one record to an outcome and reports it to the hooks; it
 // returns false when the worker stops first. It acknowledges nothing.
 func (w *worker) process(slot *recordContext, corrupt error) bool {
-	return w.outcome(slot, corrupt) != Stopped
+	o, _ := w.outcome(slot, corrupt)
+	return o != Stopped
 }
 
 // Hook calls. Each costs one length check when no hook listens.

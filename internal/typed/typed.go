@@ -59,21 +59,27 @@ func BatchHandler[T any, I any](c codec.Codec, item func(v T, r *kltype.Record) 
 		if len(items) == 0 {
 			return failures
 		}
-		err := h(ctx, items)
-		var be *kltype.BatchError
-		switch {
-		case err == nil:
-		case errors.As(err, &be):
-			for _, f := range be.Failures {
-				if f.Index >= 0 && f.Index < len(index) {
-					failures = append(failures, engine.BatchFailure{Index: index[f.Index], Err: f.Err})
+		// failuresFor reads the handler's outcome of items: its return, or
+		// the resolution of the acknowledgement it deferred (Defer).
+		failuresFor := func(err error) []engine.BatchFailure {
+			fs := append([]engine.BatchFailure(nil), failures...)
+			var be *kltype.BatchError
+			switch {
+			case err == nil:
+			case errors.As(err, &be):
+				for _, f := range be.Failures {
+					if f.Index >= 0 && f.Index < len(index) {
+						fs = append(fs, engine.BatchFailure{Index: index[f.Index], Err: f.Err})
+					}
+				}
+			default:
+				for _, i := range index {
+					fs = append(fs, engine.BatchFailure{Index: i, Err: err})
 				}
 			}
-		default:
-			for _, i := range index {
-				failures = append(failures, engine.BatchFailure{Index: i, Err: err})
-			}
+			return fs
 		}
-		return failures
+		engine.SetBatchResolver(ctx, failuresFor)
+		return failuresFor(h(ctx, items))
 	}
 }
