@@ -16,6 +16,7 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
+	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
 // errIgnored is what the deferring handlers of these tests return after
@@ -646,6 +647,57 @@ func TestDeferBatch(t *testing.T) {
 		}
 	}
 	eventually(t, 30*time.Second, l.out0, func() string { return "the checkpoint did not reach the last record" })
+	in.stop(t)
+	l.check(t)
+}
+
+// TestDeferLeaseLost: cut off from the lease store, the instance's fence
+// passes and its lease is lost: the release callback is told (Lost, its
+// context done) without any wait, acknowledgements from then on are
+// ignored (ErrLeaseGone), and the checkpoint stays at the resolved prefix.
+func TestDeferLeaseLost(t *testing.T) {
+	t.Parallel()
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	put(t, kc, stream, 0, 20)
+	cs := &cutStore{Store: memory.New()}
+	l := newLedger()
+	lost := make(chan kltype.ReleaseInfo, 10)
+	in := runService(t, kc, cs, "a", func(svc *kinesislease.Service) error {
+		return kinesislease.Subscribe(svc, stream, l.handler, testSubscription(kinesislease.WithOnRelease(func(ctx context.Context, info kltype.ReleaseInfo) {
+			if info.Lost && ctx.Err() == nil {
+				t.Errorf("release callback of a lost lease: context not done")
+			}
+			lost <- info
+		}))...)
+	}, kinesislease.WithHooks(l))
+	var ds []deferCall
+	for range 20 {
+		ds = append(ds, l.next(t))
+	}
+	for _, d := range ds[:5] {
+		l.resolve(t, d, nil)
+	}
+	eventually(t, 30*time.Second, func() bool { return l.lastWritten(shard0) == ds[4].seq },
+		func() string { return "the checkpoint did not reach record 4" })
+	cs.cut.Store(true)
+	var info kltype.ReleaseInfo
+	select {
+	case info = <-lost:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no release callback 30s after the cut")
+	}
+	if !info.Lost || info.Outstanding != 15 || info.Wait != 0 {
+		t.Errorf("release callback told %+v, want lost, 15 outstanding, no wait", info)
+	}
+	for _, d := range ds[5:] {
+		if err := d.ack.Done(nil); !errors.Is(err, kinesislease.ErrLeaseGone) {
+			t.Fatalf("Done after the lease was lost: %v, want ErrLeaseGone", err)
+		}
+	}
+	checkpointBefore(t, cs.Store, stream, ds[5].seq, "record 5, unresolved when the lease was lost")
+	cs.cut.Store(false)
 	in.stop(t)
 	l.check(t)
 }

@@ -1,0 +1,76 @@
+package kinesislease_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
+)
+
+// TestDeferMisuse: Defer outside a handler, or after it returned, resolves
+// nothing (ErrNotDeferred); a second Done is ErrAlreadyResolved; a handler
+// that defers and then panics fails its attempt all the same. In the
+// harness a deferred record resolves in place: Handle returns once Done was
+// called, from another goroutine.
+func TestDeferMisuse(t *testing.T) {
+	t.Parallel()
+	if err := kinesislease.Defer(context.Background()).Done(nil); !errors.Is(err, kinesislease.ErrNotDeferred) {
+		t.Errorf("Defer outside a handler, Done: %v, want ErrNotDeferred", err)
+	}
+	var zero kinesislease.Deferred
+	if err := zero.Ack(); !errors.Is(err, kinesislease.ErrNotDeferred) {
+		t.Errorf("zero Deferred, Ack: %v, want ErrNotDeferred", err)
+	}
+
+	var saved context.Context
+	errs := make(chan error, 2)
+	h := kinesisleasetest.New(t, func(ctx context.Context, o order) error {
+		saved = ctx
+		ack := kinesislease.Defer(ctx)
+		go func() {
+			errs <- ack.Done(nil)
+			errs <- ack.Done(nil)
+		}()
+		return errIgnored
+	})
+	if res := h.Handle(context.Background(), order{ID: 1}); res.Outcome != kinesisleasetest.Acked || res.Attempts != 1 {
+		t.Fatalf("deferred, then Done(nil): %v after %d attempts, want acknowledged after 1", res.Outcome, res.Attempts)
+	}
+	if err := <-errs; err != nil {
+		t.Errorf("first Done: %v", err)
+	}
+	if err := <-errs; !errors.Is(err, kinesislease.ErrAlreadyResolved) {
+		t.Errorf("second Done: %v, want ErrAlreadyResolved", err)
+	}
+	if err := kinesislease.Defer(saved).Done(nil); !errors.Is(err, kinesislease.ErrNotDeferred) {
+		t.Errorf("Defer after the handler returned, Done: %v, want ErrNotDeferred", err)
+	}
+
+	// Done(err) retries per the policy; a panic after Defer fails the
+	// attempt, and its Deferred resolves nothing.
+	var first kinesislease.Deferred
+	calls := 0
+	h2 := kinesisleasetest.New(t, func(ctx context.Context, o order) error {
+		calls++
+		ack := kinesislease.Defer(ctx)
+		switch calls {
+		case 1:
+			go func() { _ = ack.Done(errors.New("sink failed")) }()
+		case 2:
+			first = ack
+			panic("after Defer")
+		default:
+			go func() { _ = ack.Ack() }()
+		}
+		return nil
+	})
+	res := h2.Handle(context.Background(), order{ID: 2})
+	if res.Outcome != kinesisleasetest.Acked || res.Attempts != 3 {
+		t.Fatalf("failed by Done(err), then a panic after Defer: %v after %d attempts, want acknowledged after 3", res.Outcome, res.Attempts)
+	}
+	if err := first.Ack(); !errors.Is(err, kinesislease.ErrAlreadyResolved) {
+		t.Errorf("Ack after the handler panicked: %v, want ErrAlreadyResolved", err)
+	}
+}
