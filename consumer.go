@@ -17,7 +17,9 @@
 // The checkpoint advances to the newest record such that it and every
 // record before it were acknowledged, every N records or T time and always
 // on release: delivery is at least once, and a restart redelivers at most the
-// records after the last checkpoint.
+// records after the last checkpoint. A handler may defer its record's
+// acknowledgement (Defer) to a sink that resolves it later; the checkpoint
+// waits for it.
 //
 // Concurrency: handlers of different shards run concurrently; a handler of
 // one shard is never called again before it returned.

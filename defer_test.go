@@ -39,7 +39,6 @@ type ledger struct {
 	mu         sync.Mutex
 	calls      []deferCall        // every deferring call, in call order
 	order      map[string]int    // seq -> place in first-deferCall order, per shard (key shard/seq)
-	bySeq      map[string]string // shard/seq -> shard
 	first      map[string][]string
 	resolved   map[string]bool // shard/seq -> resolved
 	violations []string

@@ -26,7 +26,8 @@ func RecordFrom(ctx context.Context) (r *kltype.Record, ok bool) { return typed.
 // RetryAfter, Drop and DeadLetter return special outcomes. A panic is
 // recovered and handled as an error, its stack logged. ctx is cancelled
 // when the lease is lost and when the shutdown timeout expires; it carries
-// the record (RecordFrom).
+// the record (RecordFrom). A handler may instead take the record's
+// acknowledgement with it and resolve it later (Defer).
 type Handler[T any] interface {
 	Handle(ctx context.Context, v T) error
 }

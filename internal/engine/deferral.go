@@ -332,10 +332,10 @@ func (d *Deferral) order() int64 {
 // handler deferred inside a worker, the Deferral (its result comes later).
 // Outside a worker a deferral is waited for here. A call that panicked or
 // overran its timeout fails whatever the handler deferred.
-func (p *Processor) callDeferrable(ctx context.Context, r *kltype.Record, log *slog.Logger) (error, *Deferral) {
+func (p *Processor) callDeferrable(ctx context.Context, r *kltype.Record, log *slog.Logger) (*Deferral, error) {
 	del, _ := ctx.Value(deliveryKey{}).(*delivery)
 	if del == nil {
-		return p.call(ctx, r, log), nil
+		return nil, p.call(ctx, r, log)
 	}
 	del.begin(0)
 	err := p.call(ctx, r, log)
@@ -343,20 +343,20 @@ func (p *Processor) callDeferrable(ctx context.Context, r *kltype.Record, log *s
 }
 
 // settle ends a call of del that returned err: see callDeferrable.
-func (del *delivery) settle(ctx context.Context, err error) (error, *Deferral) {
+func (del *delivery) settle(ctx context.Context, err error) (*Deferral, error) {
 	d, done := del.end(voids(err))
 	switch {
 	case d == nil:
-		return err, nil
+		return nil, err
 	case done:
-		return d.result(), nil
+		return nil, d.result()
 	case del.t == nil:
 		if !d.await(ctx) {
-			return context.Cause(ctx), nil
+			return nil, context.Cause(ctx)
 		}
-		return d.result(), nil
+		return nil, d.result()
 	}
-	return nil, d
+	return d, nil
 }
 
 // voids reports whether a call's error fails it whatever its handler

@@ -90,7 +90,7 @@ func (p *Processor) process(ctx context.Context, r *kltype.Record, gate Gate, re
 			attempt++
 			r.Attempt = attempt
 			var d *Deferral
-			if err, d = p.callDeferrable(ctx, r, log); d != nil {
+			if d, err = p.callDeferrable(ctx, r, log); d != nil {
 				d.attempt, d.failed = attempt, failures
 				return Deferred
 			}

@@ -528,13 +528,6 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 	return true
 }
 
-// process takes one record to an outcome and reports it to the hooks; it
-// returns false when the worker stops first. It acknowledges nothing.
-func (w *worker) process(slot *recordContext, corrupt error) bool {
-	o, _ := w.outcome(slot, corrupt)
-	return o != Stopped
-}
-
 // Hook calls. Each costs one length check when no hook listens.
 
 // now reads the clock only for record hooks.
