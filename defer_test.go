@@ -37,8 +37,8 @@ type deferCall struct {
 // Deferred is resolved, so a checkpoint at it is legitimate from then on.
 type ledger struct {
 	mu         sync.Mutex
-	calls      []deferCall        // every deferring call, in call order
-	order      map[string]int    // seq -> place in first-deferCall order, per shard (key shard/seq)
+	calls      []deferCall    // every deferring call, in call order
+	order      map[string]int // seq -> place in first-deferCall order, per shard (key shard/seq)
 	first      map[string][]string
 	resolved   map[string]bool // shard/seq -> resolved
 	violations []string
@@ -221,10 +221,14 @@ func TestDeferOrderAndCheckpoint(t *testing.T) {
 			}()
 			<-done
 			eventually(t, 30*time.Second, func() bool { return l.lastWritten(shard0) == ds[56].seq },
-				func() string { return fmt.Sprintf("checkpoint %q, want record 56's %s", l.lastWritten(shard0), ds[56].seq) })
+				func() string {
+					return fmt.Sprintf("checkpoint %q, want record 56's %s", l.lastWritten(shard0), ds[56].seq)
+				})
 			l.resolve(t, held, nil)
 			eventually(t, 30*time.Second, func() bool { return l.lastWritten(shard0) == ds[n-1].seq },
-				func() string { return fmt.Sprintf("checkpoint %q, want the last record's %s", l.lastWritten(shard0), ds[n-1].seq) })
+				func() string {
+					return fmt.Sprintf("checkpoint %q, want the last record's %s", l.lastWritten(shard0), ds[n-1].seq)
+				})
 			if err := held.ack.Done(nil); !errors.Is(err, kinesislease.ErrAlreadyResolved) {
 				t.Errorf("second Done: %v, want ErrAlreadyResolved", err)
 			}
