@@ -25,6 +25,9 @@ var (
 	ErrAccessDenied = errors.New("kinesislease: access denied")
 	// ErrRunning: Subscribe or Run on a service that is already running.
 	ErrRunning = errors.New("kinesislease: service already running")
+	// ErrNotSubscribed is returned by Unsubscribe for a stream the service
+	// does not subscribe.
+	ErrNotSubscribed = errors.New("kinesislease: stream not subscribed")
 	// ErrDuplicateOwner: another process uses this instance's owner id in
 	// the lease table (WithOwner) and keeps heartbeating, or took this
 	// instance's membership entry over. The two never deliver at once.

@@ -166,7 +166,15 @@ type Group struct {
 	// dupSince: since when another process with this owner id is seen.
 	dupSince map[memberID]int64
 
-	streams map[string]*streamState
+	// streams is every subscribed stream by key. Only the round goroutine
+	// changes it (applyStreamChanges, at the start of a round, with
+	// streamsMu held); other goroutines read it under streamsMu.
+	streams   map[string]*streamState
+	order     []string // the keys of streams, in subscription order
+	streamsMu sync.RWMutex
+	// changes are the AddStream and RemoveStream calls not yet applied.
+	changesMu sync.Mutex
+	changes   []streamChange
 
 	// Set by the heartbeat loop, taken by the round loop.
 	reconcileNow atomic.Bool  // our Notice moved: re-read every held row
@@ -241,6 +249,10 @@ type streamState struct {
 	// to a timeout; a row recreated and deleted again within this is not
 	// provided for).
 	missingGap time.Duration
+	// removing: RemoveStream was called; removed get nil once every shard
+	// of the stream is released.
+	removing bool
+	removed  []chan error
 	// failed holds the shards set aside after failing for good, by shard
 	// id; listing is the stream's own (ListShards failed for good).
 	failed  map[string]*failure
@@ -397,15 +409,12 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	g.cfg.Client = cfg.Client
 	for i := range cfg.Streams {
 		sc := cfg.Streams[i]
-		if sc.Worker.Handler == nil && (sc.Worker.Batch == nil || sc.Worker.Batch.Handler == nil) {
-			return nil, fmt.Errorf("engine: stream %q: no handler", sc.Stream)
+		st, err := g.newStreamState(sc)
+		if err != nil {
+			return nil, err
 		}
-		sc.Worker.defaults()
-		key := kinesisx.Name(sc.Stream)
-		if prev, dup := g.streams[key]; dup {
-			return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
-		}
-		g.streams[key] = &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]legacyObs{}, failed: map[string]*failure{}, missingGap: cfg.Timeout + 2*cfg.Heartbeat}
+		g.streams[st.key] = st
+		g.order = append(g.order, st.key)
 	}
 	g.fence.Store(fenced)
 	return g, nil
@@ -490,7 +499,9 @@ func (g *Group) loop(ctx context.Context) {
 // the fence as it stands when the take is sent.
 func (g *Group) round(ctx context.Context) {
 	g.rounds++
+	g.applyStreamChanges()
 	g.reap(ctx, false)
+	g.removeStreams()
 	fence := g.fence.Load()
 	if fence == fenced || mono() >= fence || g.fencedSince.Load() != 0 {
 		return // the heartbeat loop is bringing the instance back
@@ -522,6 +533,9 @@ func (g *Group) round(ctx context.Context) {
 func (g *Group) plan() map[unit]string {
 	var units []unit
 	for name, st := range g.streams {
+		if st.removing {
+			continue // its shards are being released
+		}
 		for _, id := range st.order {
 			if g.active(st, id) {
 				units = append(units, unit{Stream: name, Shard: id})

@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+)
+
+// streamChange is one AddStream or RemoveStream call, applied by the round
+// goroutine; done gets its outcome (for a removal: once every shard of the
+// stream is released).
+type streamChange struct {
+	add    *streamState
+	remove string
+	done   chan error
+}
+
+// ErrUnknownStream: RemoveStream of a stream the Group does not read.
+var ErrUnknownStream = errors.New("engine: no such stream")
+
+// newStreamState checks sc and returns its state, not yet subscribed.
+func (g *Group) newStreamState(sc StreamConfig) (*streamState, error) {
+	if sc.Worker.Handler == nil && (sc.Worker.Batch == nil || sc.Worker.Batch.Handler == nil) {
+		return nil, fmt.Errorf("engine: stream %q: no handler", sc.Stream)
+	}
+	sc.Worker.defaults()
+	key := kinesisx.Name(sc.Stream)
+	if prev, dup := g.streams[key]; dup {
+		return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
+	}
+	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]legacyObs{},
+		failed: map[string]*failure{}, missingGap: g.cfg.Timeout + 2*g.cfg.Heartbeat}, nil
+}
+
+// AddStream subscribes one more stream while Run runs: its shards join the
+// plan at the next round, spread over the members as every stream's are.
+// Every instance of the service must add it too: until one has, the shards
+// the plan gives that one wait. It returns once the stream is in the plan,
+// or when ctx ends. A stream subscribed already is refused.
+func (g *Group) AddStream(ctx context.Context, sc StreamConfig) error {
+	g.streamsMu.RLock()
+	st, err := g.newStreamState(sc)
+	g.streamsMu.RUnlock()
+	if err != nil {
+		return err
+	}
+	return g.change(ctx, streamChange{add: st, done: make(chan error, 1)})
+}
+
+// RemoveStream stops reading a stream while Run runs: each of its shards
+// drains (the record in flight finishes, bounded by ShutdownTimeout),
+// writes its final checkpoint and is released; then the stream leaves the
+// plan. It returns once every shard of the stream is released, or when ctx
+// ends (the removal goes on). Every instance must remove it: the shards the
+// plan gives one that still reads the stream are read on by it.
+func (g *Group) RemoveStream(ctx context.Context, stream string) error {
+	return g.change(ctx, streamChange{remove: kinesisx.Name(stream), done: make(chan error, 1)})
+}
+
+func (g *Group) change(ctx context.Context, c streamChange) error {
+	g.changesMu.Lock()
+	g.changes = append(g.changes, c)
+	g.changesMu.Unlock()
+	g.kickRound()
+	select {
+	case err := <-c.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// applyStreamChanges applies the pending AddStream and RemoveStream calls
+// (round goroutine).
+func (g *Group) applyStreamChanges() {
+	g.changesMu.Lock()
+	changes := g.changes
+	g.changes = nil
+	g.changesMu.Unlock()
+	for _, c := range changes {
+		switch {
+		case c.add != nil:
+			g.streamsMu.Lock()
+			prev, dup := g.streams[c.add.key]
+			if !dup {
+				g.streams[c.add.key] = c.add
+				g.order = append(g.order, c.add.key)
+			}
+			g.streamsMu.Unlock()
+			if dup {
+				c.done <- fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", c.add.key, prev.cfg.Stream, c.add.cfg.Stream)
+				continue
+			}
+			c.add.log.Info("kinesislease: stream added")
+			c.done <- nil
+		default:
+			st := g.streams[c.remove]
+			if st == nil {
+				c.done <- fmt.Errorf("%w: %q", ErrUnknownStream, c.remove)
+				continue
+			}
+			if !st.removing {
+				st.removing = true
+				st.log.Info("kinesislease: removing stream: draining and releasing its shards")
+			}
+			st.removed = append(st.removed, c.done)
+		}
+	}
+	// Hand every shard of a stream being removed back: drain and release.
+	g.mu.Lock()
+	for u, w := range g.workers {
+		if st := g.streams[u.Stream]; st != nil && st.removing && !w.stopping() {
+			w.stopWithin(g.cfg.ShutdownTimeout)
+		}
+	}
+	g.mu.Unlock()
+}
+
+// removeStreams forgets each stream being removed once none of its shards
+// is held or an orphan any more (round goroutine, after reap).
+func (g *Group) removeStreams() {
+	for key, st := range g.streams {
+		if !st.removing {
+			continue
+		}
+		g.mu.Lock()
+		busy := false
+		for u := range g.workers {
+			busy = busy || u.Stream == key
+		}
+		for u := range g.orphans {
+			busy = busy || u.Stream == key
+		}
+		for u := range g.released {
+			if u.Stream == key {
+				delete(g.released, u)
+			}
+		}
+		g.mu.Unlock()
+		if busy {
+			continue
+		}
+		g.streamsMu.Lock()
+		delete(g.streams, key)
+		g.order = slices.DeleteFunc(g.order, func(k string) bool { return k == key })
+		g.streamsMu.Unlock()
+		st.log.Info("kinesislease: stream removed: every shard released")
+		for _, d := range st.removed {
+			d <- nil
+		}
+	}
+}
