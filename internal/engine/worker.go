@@ -42,6 +42,9 @@ type WorkerConfig struct {
 	// HandlerTimeout, if positive, bounds each handler call (see
 	// Processor.Timeout).
 	HandlerTimeout time.Duration
+	// MaxAge, if positive, dead-letters records older than it at a
+	// delivery (see Processor.MaxAge).
+	MaxAge time.Duration
 	// Batch, if set, hands the records to a batch handler instead of
 	// Handler (see BatchConfig).
 	Batch *BatchConfig
@@ -93,6 +96,11 @@ type worker struct {
 
 	rewinding atomic.Bool // stop to apply the lease's pending rewind, keeping the lease
 
+	// hashRange is the shard's hash key range (from ListShards), against
+	// which the user records of KPL aggregates are filtered (see expand);
+	// nil when unknown or the whole key space: nothing is filtered.
+	hashRange *kpl.HashRange
+
 	// For Health: the lag of the last batch with records (-1 before one)
 	// and the last read error retried (nil once a read succeeds).
 	lag     atomic.Int64
@@ -109,7 +117,7 @@ func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, clie
 		cfg: cfg, log: log.With("shard", shardID), client: client, stream: stream, shard: shardID,
 		start: start, resume: h.current().Checkpoint, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
 	}
-	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log, Timeout: cfg.HandlerTimeout}
+	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log, Timeout: cfg.HandlerTimeout, MaxAge: cfg.MaxAge}
 	w.h = &hooks{}
 	w.lag.Store(-1)
 	w.hardCtx, w.hardCancel = context.WithCancel(context.WithoutCancel(parent))
@@ -468,8 +476,16 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 	if w.resume.Sequence == seq {
 		skip = int(w.resume.SubSequence)
 	}
+	out := w.outOfRange(seq, users, skip)
+	last := len(users) - 1 // the last user record delivered
+	for last >= skip && out != nil && out[last] {
+		last--
+	}
 	subs := make([]recordContext, len(users))
-	for i := skip; i < len(users); i++ {
+	for i := skip; i <= last; i++ {
+		if out != nil && out[i] {
+			continue
+		}
 		sub := &subs[i]
 		sub.Context = w.hardCtx
 		sub.rec = slot.rec
@@ -478,9 +494,10 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 		r.PartitionKey = users[i].PartitionKey
 		r.ExplicitHashKey = users[i].ExplicitHashKey
 		r.Data = users[i].Data
-		// SubSequence counts the user records done; 0 means all of them.
+		// SubSequence counts the user records done; 0 means all of them
+		// (those after last are filtered out: done too).
 		done := leases.Checkpoint{Sequence: seq, SubSequence: int64(i + 1)}
-		if i == len(users)-1 {
+		if i == last {
 			done.SubSequence = 0
 		}
 		if !fn(sub, nil, done) {
@@ -488,6 +505,73 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 		}
 	}
 	return true
+}
+
+// outOfRange returns which user records of the aggregate seq, from skip on,
+// hash outside the shard's range, or nil when none does (or the range is
+// not known); it logs and reports those it finds to the hooks.
+//
+// After a reshard, a KPL whose shard map is stale can aggregate user
+// records for a shard that no longer owns all their hash keys; Kinesis
+// routes the aggregate by the explicit hash key the KPL gives it (its
+// first user record's), and the KPL, seeing the put land on a shard other
+// than the one it predicted, puts every user record whose hash key is not
+// in that shard's range again, which Kinesis routes to the shard owning it.
+// Those user records would be delivered twice, once here out of their
+// key's order: they are skipped here. The others are delivered: the KPL
+// counts them as written here and does not put them again (since
+// amazon-kinesis-producer f4a64f1fdb3cfd98bf6aebcc1d31e501acacbc04,
+// aws/kinesis/core/retrier.cc, Retrier::succeed_if_correct_shard; earlier
+// KPLs put every user record of such an aggregate again, so those are
+// delivered twice). KCL drops the whole aggregate instead
+// (AggregatorUtil.deaggregate with startingHashKey and endingHashKey,
+// amazon-kinesis-client/src/main/java/software/amazon/kinesis/retrieval/AggregatorUtil.java
+// at awslabs/amazon-kinesis-client 024eb86e2163a3d211cacf21f44f5411b6c41c53),
+// which loses the in-range user records under a KPL with f4a64f1.
+//
+// A user record whose explicit hash key cannot be parsed is kept: nothing
+// is dropped without proof that it belongs elsewhere.
+func (w *worker) outOfRange(seq string, users []kpl.UserRecord, skip int) []bool {
+	if w.hashRange == nil {
+		return nil
+	}
+	var out []bool
+	n := 0
+	for i := skip; i < len(users); i++ {
+		k, err := users[i].HashKey()
+		if err != nil || w.hashRange.Contains(k) {
+			continue
+		}
+		if out == nil {
+			out = make([]bool, len(users))
+		}
+		out[i] = true
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	w.log.Warn("kinesislease: KPL user records hash outside the shard's range: skipped (after a reshard the KPL puts them again, to the shard that owns them)",
+		"seq", seq, "skipped", n, "user_records", len(users))
+	for _, x := range w.h.filtered {
+		x.OnUserRecordsFiltered(kltype.FilterInfo{Stream: w.stream, ShardID: w.shard, SequenceNumber: seq, Filtered: n, UserRecords: len(users)})
+	}
+	return out
+}
+
+// shardHashRange returns the hash key range ListShards gave sh, or nil
+// when it gave none (or an unreadable one) or the range is the whole key
+// space: then no user record is filtered.
+func shardHashRange(sh types.Shard) *kpl.HashRange {
+	hr := sh.HashKeyRange
+	if hr == nil {
+		return nil
+	}
+	r, err := kpl.ParseHashRange(aws.ToString(hr.StartingHashKey), aws.ToString(hr.EndingHashKey))
+	if err != nil || r.Whole() {
+		return nil
+	}
+	return &r
 }
 
 // deliver takes r to an outcome through the Processor (straight to the
