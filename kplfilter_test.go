@@ -100,7 +100,7 @@ func TestKPLHashRangeFilter(t *testing.T) {
 		{PartitionKey: "k0", ExplicitHashKey: filterLow, Data: orderData(0)},
 		{PartitionKey: "k1", ExplicitHashKey: filterHigh, Data: orderData(1)}, // outside
 		{PartitionKey: lowPK, Data: orderData(2)},
-		{PartitionKey: highPK, Data: orderData(3)}, // outside, by its partition key's MD5
+		{PartitionKey: highPK, Data: orderData(3)},                             // outside, by its partition key's MD5
 		{PartitionKey: highPK, ExplicitHashKey: filterLow, Data: orderData(4)}, // inside: the explicit key wins
 		{PartitionKey: "k5", ExplicitHashKey: filterHigh, Data: orderData(5)},  // outside, and last
 	}
