@@ -57,7 +57,7 @@ func (s *Service) Rewind(ctx context.Context, stream, shard string, position klt
 	}
 	shards, err := kinesisx.ListShards(ctx, s.kin, stream)
 	if err != nil {
-		return nil, fmt.Errorf("kinesislease: Rewind: %w", explain(stream, err))
+		return nil, rewindErr(stream, err)
 	}
 	slices.SortFunc(shards, func(a, b types.Shard) int { return strings.Compare(aws.ToString(a.ShardId), aws.ToString(b.ShardId)) })
 	if shard != "" {
@@ -70,7 +70,7 @@ func (s *Service) Rewind(ctx context.Context, stream, shard string, position klt
 		if errors.Is(err, ErrPositionNotInShard) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("kinesislease: Rewind: %w", explain(stream, err))
+		return nil, rewindErr(stream, err)
 	}
 	var (
 		results []kltype.RewindResult
@@ -89,6 +89,18 @@ func (s *Service) Rewind(ctx context.Context, stream, shard string, position klt
 		results = append(results, res)
 	}
 	return results, errors.Join(errs...)
+}
+
+// rewindErr names the stream in a Kinesis error of Rewind, matching
+// ErrStreamNotFound or ErrAccessDenied when it says so.
+func rewindErr(stream string, err error) error {
+	switch {
+	case kinesisx.IsNotFound(err):
+		return fmt.Errorf("%w: Rewind: stream %q does not exist (or is not in this account and region): %w", ErrStreamNotFound, stream, err)
+	case kinesisx.IsAccessDenied(err):
+		return explain(stream, err)
+	}
+	return fmt.Errorf("kinesislease: Rewind: %w", err)
 }
 
 // checkRewind reports what is wrong with Rewind's arguments, if anything.

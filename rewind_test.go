@@ -110,6 +110,7 @@ func TestServiceRewind(t *testing.T) {
 			t.Errorf("%s: Rewind = %v, %v; want no result and an error matching %v", tc.name, res, err, tc.want)
 			continue
 		}
+		t.Logf("%s: %v", tc.name, err)
 		for _, s := range tc.says {
 			if !strings.Contains(err.Error(), s) {
 				t.Errorf("%s: %v: want it to name %s", tc.name, err, s)
