@@ -54,10 +54,14 @@ func TestMaxRecordAge(t *testing.T) {
 	var dead plSinkLog
 	reasons := &deadReasons{n: map[string]int{}}
 	holding, release := make(chan struct{}), make(chan struct{})
-	in := plRun(t, kc, store, stream, "a", []kinesislease.Option{kinesislease.WithHooks(reasons)}, func(ctx context.Context, o order) error {
+	var once sync.Once
+	// A slower heartbeat than the other tests': a lease lost on a loaded
+	// machine would deliver record 0 again.
+	svcOpts := []kinesislease.Option{kinesislease.WithHooks(reasons), kinesislease.WithHeartbeat(300*time.Millisecond, 3*time.Second)}
+	in := plRun(t, kc, store, stream, "a", svcOpts, func(ctx context.Context, o order) error {
 		d.add(ctx, t, o.ID)
 		if o.ID == 0 {
-			close(holding)
+			once.Do(func() { close(holding) })
 			select {
 			case <-release:
 			case <-ctx.Done():
@@ -70,8 +74,8 @@ func TestMaxRecordAge(t *testing.T) {
 	seq0 := plPut(t, kc, stream, plOrders(0, 1))[0]
 	select {
 	case <-holding:
-	case <-time.After(30 * time.Second):
-		t.Fatal("record 0 not delivered after 30s")
+	case <-time.After(60 * time.Second):
+		t.Fatal("record 0 not delivered after 60s")
 	}
 	seq1 := plPut(t, kc, stream, plOrders(1, 1))[0]
 	put1 := time.Now() // record 1 arrived before this
@@ -81,16 +85,18 @@ func TestMaxRecordAge(t *testing.T) {
 	seq2 := plPut(t, kc, stream, plOrders(2, 1))[0]
 	close(release)
 
-	d.waitUntil(t, "record 2 handled", 30*time.Second, plSeen(1, 2))
+	d.waitUntil(t, "record 2 handled", 60*time.Second, plSeen(1, 2))
 	plWaitCheckpoint(t, store, stream, plShard0, leases.Checkpoint{Sequence: seq2}, 10*time.Second)
 	in.stop(t)
 
-	if got := plIDs(d.all()); !slices.Equal(got, []int{0, 2}) {
-		t.Errorf("handled %v, want [0 2]: record 1 expired, the others once each", got)
+	// At least once: a lease lost under load may deliver a record again,
+	// never record 1.
+	if got := slices.Compact(slices.Sorted(slices.Values(plIDs(d.all())))); !slices.Equal(got, []int{0, 2}) {
+		t.Errorf("handled %v, want 0 and 2: record 1 expired, nothing else lost", plIDs(d.all()))
 	}
 	dls := dead.all()
-	if len(dls) != 1 {
-		t.Fatalf("%d dead letters, want 1 (record 1): %+v", len(dls), dls)
+	if len(dls) == 0 {
+		t.Fatal("no dead letter, want record 1's")
 	}
 	dl := dls[0]
 	var exp *kltype.ExpiredError
@@ -103,8 +109,13 @@ func TestMaxRecordAge(t *testing.T) {
 	if want := plOrder(1).data; string(dl.Record.Data) != string(want) {
 		t.Errorf("dead letter data %q, want the record's own %q", dl.Record.Data, want)
 	}
-	if n := reasons.count(kltype.ReasonExpired); n != 1 {
-		t.Errorf("HookDeadLettered counted %d expired records, want 1", n)
+	for _, other := range dls[1:] {
+		if other.Record.SequenceNumber != seq1 {
+			t.Errorf("dead letter of %s, want only record 1's (%s)", other.Record.SequenceNumber, seq1)
+		}
+	}
+	if n := reasons.count(kltype.ReasonExpired); n != len(dls) {
+		t.Errorf("HookDeadLettered counted %d expired records, the sink got %d", n, len(dls))
 	}
 	if seq0 == seq1 || seq1 == seq2 {
 		t.Fatalf("sequence numbers %s %s %s not distinct", seq0, seq1, seq2)
