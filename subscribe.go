@@ -101,6 +101,7 @@ func subscribeWith(svc *Service, stream string, install func(*subscription), opt
 		return err
 	}
 	sub := &subscription{stream: stream, codec: codec.JSON, start: kltype.Latest}
+	sub.worker.MaxAge = svc.cfg.maxAge
 	for _, o := range opts {
 		if o == nil {
 			sub.errs = append(sub.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))
@@ -109,6 +110,10 @@ func subscribeWith(svc *Service, stream string, install func(*subscription), opt
 		o.applySub(sub)
 	}
 	install(sub)
+	if sub.worker.MaxAge > 0 && sub.worker.Sink == nil && sub.deadLetterStream == "" {
+		sub.errs = append(sub.errs, fmt.Errorf("%w: WithMaxRecordAge(%v) needs a dead-letter sink (WithDeadLetter or WithDeadLetterStream): without one an expired record would hold its shard",
+			ErrInvalidOption, sub.worker.MaxAge))
+	}
 	if sub.consumer != "" {
 		if _, err := fanOutClient(svc.kin, stream); err != nil {
 			sub.errs = append(sub.errs, err)
@@ -230,7 +235,8 @@ func resolveSubscribeOptions(opts []any, producer any) subopts.Settings {
 	if sub.worker.Policy == (kltype.RetryPolicy{}) {
 		sub.worker.Policy = kltype.DefaultRetryPolicy
 	}
-	s := subopts.Settings{Codec: sub.codec, Policy: sub.worker.Policy, Sink: sub.worker.Sink, HandlerTimeout: sub.worker.HandlerTimeout, DeadLetterStream: sub.deadLetterStream, Err: errors.Join(sub.errs...)}
+	s := subopts.Settings{Codec: sub.codec, Policy: sub.worker.Policy, Sink: sub.worker.Sink, HandlerTimeout: sub.worker.HandlerTimeout, MaxAge: sub.worker.MaxAge,
+		DeadLetterStream: sub.deadLetterStream, Err: errors.Join(sub.errs...)}
 	if p, ok := producer.(Producer); ok && p != nil && sub.deadLetterStream != "" {
 		s.Sink = streamSink(p, sub.deadLetterStream)
 	}

@@ -183,6 +183,24 @@ func (p *Processor) ProcessBatch(ctx context.Context, recs []*kltype.Record, han
 		if ctx.Err() != nil {
 			return false
 		}
+		if p.MaxAge > 0 {
+			// Records too old are dead-lettered instead of handed over.
+			live := make([]int, 0, len(pending))
+			for _, i := range pending {
+				expired := p.expired(recs[i])
+				if expired == nil {
+					live = append(live, i)
+					continue
+				}
+				o := p.deadLetter(ctx, recs[i], failed[i], kltype.ReasonExpired, expired, log, p.waiter(ctx, recs[i], gate))
+				if o == Stopped || !done(i, o) {
+					return false
+				}
+			}
+			if pending = live; len(pending) == 0 {
+				return true
+			}
+		}
 		batch = batch[:0]
 		for _, i := range pending {
 			recs[i].Attempt = failed[i] + 1

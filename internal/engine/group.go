@@ -622,6 +622,7 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 	start := startAt(st.cfg.Start, st.shards, u.Shard, h.current().Checkpoint)
 	w := newWorker(ctx, &st.cfg.Worker, st.log, g.cfg.Client, st.cfg.Stream, u.Shard, start, h)
 	w.h = g.h
+	w.hashRange = shardHashRange(st.shards[u.Shard])
 	w.proc.OnDeadLetter = g.h.deadLettered
 	g.mu.Lock()
 	if g.inc != inc || g.workers[u] != nil || mono() >= g.fence.Load() || g.fencedSince.Load() != 0 {
