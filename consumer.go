@@ -35,7 +35,6 @@
 package kinesislease
 
 import (
-	"slices"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -43,6 +42,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
