@@ -172,6 +172,10 @@ type Group struct {
 	streams   map[string]*streamState
 	order     []string // the keys of streams, in subscription order
 	streamsMu sync.RWMutex
+	// digest is streamsDigest's value; otherStreams the live members last
+	// seen subscribing other streams (round goroutine).
+	digest       atomic.Pointer[string]
+	otherStreams []string
 	// changes are the AddStream and RemoveStream calls not yet applied.
 	changesMu sync.Mutex
 	changes   []streamChange
@@ -186,7 +190,7 @@ type Group struct {
 	lastAssign map[unit]string
 	sameRounds int
 	rounds     int
-	reconciled int // the held rows re-read since the last full pass
+	reconciled int // rounds of reconciliation done (its slice of the held rows)
 	ready      atomic.Bool
 	started    atomic.Bool // the first heartbeat landed
 
@@ -416,6 +420,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		g.streams[st.key] = st
 		g.order = append(g.order, st.key)
 	}
+	g.setDigest()
 	g.fence.Store(fenced)
 	return g, nil
 }
@@ -543,7 +548,7 @@ func (g *Group) plan() map[unit]string {
 		}
 	}
 	g.viewMu.Lock()
-	live := g.view.live(mono())
+	live := g.planMembers(mono())
 	g.viewMu.Unlock()
 	a := g.planner.Assign(live, units, g.cfg.MaxLeases)
 	if sameMap(a, g.lastAssign) || maps.Equal(a, g.lastAssign) {

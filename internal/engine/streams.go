@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"strconv"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
@@ -109,6 +111,9 @@ func (g *Group) applyStreamChanges() {
 			st.removed = append(st.removed, c.done)
 		}
 	}
+	if len(changes) > 0 {
+		g.setDigest() // the next heartbeat tells the others
+	}
 	// Hand every shard of a stream being removed back: drain and release.
 	g.mu.Lock()
 	for u, w := range g.workers {
@@ -152,4 +157,56 @@ func (g *Group) removeStreams() {
 			d <- nil
 		}
 	}
+}
+
+// streamsDigest is the digest of the streams this instance subscribes (not
+// those being removed), as its membership entry carries it.
+func (g *Group) streamsDigest() string {
+	if d := g.digest.Load(); d != nil {
+		return *d
+	}
+	return ""
+}
+
+// setDigest computes the digest of the subscribed streams (round
+// goroutine, or NewGroup).
+func (g *Group) setDigest() {
+	var keys []string
+	for key, st := range g.streams {
+		if !st.removing {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	h := fnv.New64a()
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+	}
+	d := strconv.FormatUint(h.Sum64(), 36)
+	g.digest.Store(&d)
+}
+
+// planMembers returns the live owners the plan spreads this instance's
+// streams over: itself and those whose entry says they subscribe the same
+// streams (or says nothing). Members that subscribe others plan theirs over
+// their own kind: a shard is never planned to a member that does not read
+// its stream. The caller holds viewMu.
+func (g *Group) planMembers(now int64) []string {
+	mine := g.streamsDigest()
+	var owners, other []string
+	for _, o := range g.view.live(now) {
+		d := g.view.latest[o].Streams
+		if o == g.cfg.Owner || d == "" || d == mine {
+			owners = append(owners, o)
+		} else {
+			other = append(other, o)
+		}
+	}
+	if len(other) > 0 && !slices.Equal(other, g.otherStreams) {
+		g.log.Warn("kinesislease: some members subscribe other streams; each plans its streams over the members that subscribe the same (subscribe or unsubscribe on every instance)",
+			"members", other)
+	}
+	g.otherStreams = other
+	return owners
 }
