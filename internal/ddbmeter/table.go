@@ -1,0 +1,284 @@
+package ddbmeter
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// KeyAttr is the table's partition key, a string (leases/dynamo's).
+const KeyAttr = "lease_key"
+
+// Units are capacity units consumed, and the calls that consumed them.
+type Units struct {
+	RCU, WCU float64
+	// Reads and Writes count the calls; FailedWrites the writes whose
+	// condition failed (billed all the same).
+	Reads, Writes, FailedWrites int64
+}
+
+func (u *Units) add(v Units) {
+	u.RCU += v.RCU
+	u.WCU += v.WCU
+	u.Reads += v.Reads
+	u.Writes += v.Writes
+	u.FailedWrites += v.FailedWrites
+}
+
+// Sub returns u - v (what was consumed between two snapshots).
+func (u Units) Sub(v Units) Units {
+	return Units{RCU: u.RCU - v.RCU, WCU: u.WCU - v.WCU, Reads: u.Reads - v.Reads, Writes: u.Writes - v.Writes, FailedWrites: u.FailedWrites - v.FailedWrites}
+}
+
+// Table is an in-memory DynamoDB table keyed by KeyAttr (a string) that
+// bills every call (see the package documentation). Client returns the
+// views callers use; every view shares the items. It is safe for
+// concurrent use.
+type Table struct {
+	mu       sync.Mutex
+	items    map[string]map[string]types.AttributeValue
+	updates  map[string]*updateExpr
+	conds    map[string]*condExpr
+	byClient map[int]*Units
+	byKey    map[string]*Units
+}
+
+// NewTable returns an empty table.
+func NewTable() *Table {
+	return &Table{
+		items:   map[string]map[string]types.AttributeValue{},
+		updates: map[string]*updateExpr{}, conds: map[string]*condExpr{},
+		byClient: map[int]*Units{}, byKey: map[string]*Units{},
+	}
+}
+
+// Client returns a view of the table whose calls are billed to id.
+func (t *Table) Client(id int) *Client { return &Client{t: t, id: id} }
+
+// Bill is a snapshot of what the table's calls consumed so far: by client
+// id and by item key.
+type Bill struct {
+	ByClient map[int]Units
+	ByKey    map[string]Units
+}
+
+// Bill returns what the calls consumed so far.
+func (t *Table) Bill() Bill {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := Bill{ByClient: make(map[int]Units, len(t.byClient)), ByKey: make(map[string]Units, len(t.byKey))}
+	for id, u := range t.byClient {
+		b.ByClient[id] = *u
+	}
+	for k, u := range t.byKey {
+		b.ByKey[k] = *u
+	}
+	return b
+}
+
+// Item returns a copy of the item with key key, nil if there is none.
+func (t *Table) Item(key string) map[string]types.AttributeValue {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return cloneItem(t.items[key])
+}
+
+// Keys returns the keys of every item, in no order.
+func (t *Table) Keys() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Collect(maps.Keys(t.items))
+}
+
+// charge bills u to client id and item key; t.mu is held.
+func (t *Table) charge(id int, key string, u Units) {
+	c := t.byClient[id]
+	if c == nil {
+		c = &Units{}
+		t.byClient[id] = c
+	}
+	c.add(u)
+	k := t.byKey[key]
+	if k == nil {
+		k = &Units{}
+		t.byKey[key] = k
+	}
+	k.add(u)
+}
+
+// Client is one caller's view of a Table: a dynamo.Client.
+type Client struct {
+	t  *Table
+	id int
+}
+
+func validation(format string, args ...any) error {
+	return &smithy.GenericAPIError{Code: "ValidationException", Message: fmt.Sprintf(format, args...)}
+}
+
+func keyOf(key map[string]types.AttributeValue) (string, error) {
+	if len(key) != 1 {
+		return "", validation("The provided key element does not match the schema")
+	}
+	s, ok := key[KeyAttr].(*types.AttributeValueMemberS)
+	if !ok || s.Value == "" {
+		return "", validation("The provided key element does not match the schema")
+	}
+	return s.Value, nil
+}
+
+// GetItem implements dynamo.Client: a copy of the item (nil if none),
+// billed ceil(size / 4 KB) read units, at least one; half for an eventually
+// consistent read.
+func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	key, err := keyOf(in.Key)
+	if err != nil {
+		return nil, err
+	}
+	t := c.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	item := t.items[key]
+	units := float64(ReadUnits(Size(item)))
+	if !aws.ToBool(in.ConsistentRead) {
+		units /= 2
+	}
+	t.charge(c.id, key, Units{RCU: units, Reads: 1})
+	return &dynamodb.GetItemOutput{Item: cloneItem(item)}, nil
+}
+
+// UpdateItem implements dynamo.Client: the condition checked against the
+// item as it is, the update applied to a copy, billed ceil(max(size
+// before, size after) / 1 KB) write units, at least one, whether the
+// condition held or not.
+func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	key, err := keyOf(in.Key)
+	if err != nil {
+		return nil, err
+	}
+	t := c.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	u, cnd, err := t.parse(in)
+	if err != nil {
+		return nil, err
+	}
+	e := env{names: in.ExpressionAttributeNames, values: in.ExpressionAttributeValues}
+
+	old := t.items[key]
+	view := old
+	if view == nil {
+		view = map[string]types.AttributeValue{}
+	}
+	ok := true
+	if cnd != nil {
+		if ok, err = cnd.c.eval(view, e); err != nil {
+			return nil, validation("%v", err)
+		}
+	}
+	next := cloneItem(view)
+	next[KeyAttr] = &types.AttributeValueMemberS{Value: key}
+	if err := u.apply(next, e); err != nil {
+		return nil, validation("%v", err)
+	}
+	if _, ok := next[KeyAttr].(*types.AttributeValueMemberS); !ok {
+		return nil, validation("Cannot update attribute %s. This attribute is part of the key", KeyAttr)
+	}
+	units := Units{WCU: float64(WriteUnits(max(Size(old), Size(next)))), Writes: 1}
+	if !ok {
+		units.FailedWrites = 1
+		t.charge(c.id, key, units)
+		ccf := &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
+		if in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
+			ccf.Item = cloneItem(old)
+		}
+		return nil, ccf
+	}
+	t.charge(c.id, key, units)
+	t.items[key] = next
+	out := &dynamodb.UpdateItemOutput{}
+	switch in.ReturnValues {
+	case types.ReturnValueAllNew:
+		out.Attributes = cloneItem(next)
+	case types.ReturnValueAllOld:
+		out.Attributes = cloneItem(old)
+	case types.ReturnValueNone, "":
+	default:
+		return nil, validation("ReturnValues %s is not supported here", in.ReturnValues)
+	}
+	return out, nil
+}
+
+// parse returns the parsed expressions of in (cached by their text), after
+// checking that the placeholders used and given match; t.mu is held.
+func (t *Table) parse(in *dynamodb.UpdateItemInput) (*updateExpr, *condExpr, error) {
+	src := aws.ToString(in.UpdateExpression)
+	if src == "" {
+		return nil, nil, validation("no UpdateExpression: this table supports update expressions only")
+	}
+	u := t.updates[src]
+	if u == nil {
+		var err error
+		if u, err = parseUpdate(src); err != nil {
+			return nil, nil, validation("Invalid UpdateExpression %q: %v", src, err)
+		}
+		t.updates[src] = u
+	}
+	var c *condExpr
+	if s := aws.ToString(in.ConditionExpression); s != "" {
+		if c = t.conds[s]; c == nil {
+			var err error
+			if c, err = parseCondition(s); err != nil {
+				return nil, nil, validation("Invalid ConditionExpression %q: %v", s, err)
+			}
+			t.conds[s] = c
+		}
+	}
+	usedNames := func(n string) bool { return u.names[n] || (c != nil && c.names[n]) }
+	usedValues := func(v string) bool { return u.values[v] || (c != nil && c.values[v]) }
+	for n := range in.ExpressionAttributeNames {
+		if !usedNames(n) {
+			return nil, nil, validation("Value provided in ExpressionAttributeNames unused in expressions: keys: {%s}", n)
+		}
+	}
+	for v := range in.ExpressionAttributeValues {
+		if !usedValues(v) {
+			return nil, nil, validation("Value provided in ExpressionAttributeValues unused in expressions: keys: {%s}", v)
+		}
+	}
+	check := func(names, values map[string]bool) error {
+		for n := range names {
+			if _, ok := in.ExpressionAttributeNames[n]; !ok {
+				return validation("An expression attribute name used in the document path is not defined; attribute name: %s", n)
+			}
+		}
+		for v := range values {
+			if _, ok := in.ExpressionAttributeValues[v]; !ok {
+				return validation("An expression attribute value used in expression is not defined; attribute value: %s", v)
+			}
+		}
+		return nil
+	}
+	if err := check(u.names, u.values); err != nil {
+		return nil, nil, err
+	}
+	if c != nil {
+		if err := check(c.names, c.values); err != nil {
+			return nil, nil, err
+		}
+	}
+	return u, c, nil
+}
