@@ -48,12 +48,12 @@ func TestNumberSize(t *testing.T) {
 
 func TestSize(t *testing.T) {
 	item := map[string]types.AttributeValue{
-		"lease_key": &types.AttributeValueMemberS{Value: "abc"},                // 9 + 3
-		"n":         &types.AttributeValueMemberN{Value: "8"},                  // 1 + 2
-		"l":         &types.AttributeValueMemberBOOL{Value: true},              // 1 + 1
-		"héllo":     &types.AttributeValueMemberS{Value: "wörld"},              // 6 + 6
-		"b":         &types.AttributeValueMemberB{Value: []byte{1, 2, 3, 4}},   // 1 + 4
-		"list":      &types.AttributeValueMemberL{Value: []types.AttributeValue{ // 4 + 3 + (1+1) + (1+2)
+		"lease_key": &types.AttributeValueMemberS{Value: "abc"},              // 9 + 3
+		"n":         &types.AttributeValueMemberN{Value: "8"},                // 1 + 2
+		"l":         &types.AttributeValueMemberBOOL{Value: true},            // 1 + 1
+		"héllo":     &types.AttributeValueMemberS{Value: "wörld"},            // 6 + 6
+		"b":         &types.AttributeValueMemberB{Value: []byte{1, 2, 3, 4}}, // 1 + 4
+		"list": &types.AttributeValueMemberL{Value: []types.AttributeValue{ // 4 + 3 + (1+1) + (1+2)
 			&types.AttributeValueMemberS{Value: "x"}, &types.AttributeValueMemberN{Value: "7"},
 		}},
 		"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{ // 1 + 3 + (1+1+2) + (1+1+2)
