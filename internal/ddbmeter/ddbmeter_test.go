@@ -167,3 +167,38 @@ func TestMembershipRowSize(t *testing.T) {
 	}
 	t.Logf("a full membership row of 64-byte owner ids: %d bytes (%d per entry)", row, (row-len(ddbmeter.KeyAttr)-len(leases.MemberKey(0))-3)/leases.RowCapacity)
 }
+
+// TestAnswersNeverChange: the items the table answers with are its own
+// (shared, not copied), so a later write must never modify them: nested
+// writes copy the maps they change.
+func TestAnswersNeverChange(t *testing.T) {
+	ctx := context.Background()
+	c := ddbmeter.NewTable().Client(0)
+	key := map[string]types.AttributeValue{ddbmeter.KeyAttr: &types.AttributeValueMemberS{Value: "k"}}
+	update := func(expr string, values map[string]types.AttributeValue) map[string]types.AttributeValue {
+		t.Helper()
+		out, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{Key: key, UpdateExpression: aws.String(expr),
+			ExpressionAttributeNames: map[string]string{"#m": "m_owner"}, ExpressionAttributeValues: values, ReturnValues: types.ReturnValueAllNew})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Attributes
+	}
+	first := update("SET #m = :e", map[string]types.AttributeValue{":e": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+		"i": &types.AttributeValueMemberS{Value: "inc1"}, "h": &types.AttributeValueMemberN{Value: "1"},
+	}}})
+	got, err := c.GetItem(ctx, &dynamodb.GetItemInput{Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := update("SET #m.i = :i ADD #m.h :one REMOVE other", map[string]types.AttributeValue{
+		":i": &types.AttributeValueMemberS{Value: "inc2"}, ":one": &types.AttributeValueMemberN{Value: "1"},
+	})
+	entry := func(item map[string]types.AttributeValue) string {
+		m := item["m_owner"].(*types.AttributeValueMemberM).Value
+		return m["i"].(*types.AttributeValueMemberS).Value + "/" + m["h"].(*types.AttributeValueMemberN).Value
+	}
+	if a, b, s := entry(first), entry(got.Item), entry(second); a != "inc1/1" || b != "inc1/1" || s != "inc2/2" {
+		t.Errorf("entries %s (first answer), %s (read), %s (second answer); want inc1/1, inc1/1, inc2/2", a, b, s)
+	}
+}

@@ -2,6 +2,7 @@ package ddbmeter
 
 import (
 	"fmt"
+	"maps"
 	"math/big"
 	"strings"
 
@@ -337,29 +338,38 @@ func get(item map[string]types.AttributeValue, p []string) types.AttributeValue 
 	return v
 }
 
+// set sets the attribute at p in item, copying the maps on the way (item
+// is the caller's own copy; the maps below it may be shared with stored
+// items, which are never modified).
 func set(item map[string]types.AttributeValue, p []string, v types.AttributeValue) error {
-	m := item
-	for _, name := range p[:len(p)-1] {
-		child, ok := m[name].(*types.AttributeValueMemberM)
-		if !ok {
-			return fmt.Errorf("the document path %v is invalid for update", p)
-		}
-		m = child.Value
+	m, ok := parentOf(item, p)
+	if !ok {
+		return fmt.Errorf("the document path %v is invalid for update", p)
 	}
 	m[p[len(p)-1]] = v
 	return nil
 }
 
 func remove(item map[string]types.AttributeValue, p []string) {
+	if m, ok := parentOf(item, p); ok {
+		delete(m, p[len(p)-1])
+	}
+}
+
+// parentOf returns the map holding the attribute at p, after replacing
+// every map on the way below item with a copy; false if one is missing.
+func parentOf(item map[string]types.AttributeValue, p []string) (map[string]types.AttributeValue, bool) {
 	m := item
 	for _, name := range p[:len(p)-1] {
 		child, ok := m[name].(*types.AttributeValueMemberM)
 		if !ok {
-			return
+			return nil, false
 		}
-		m = child.Value
+		c := &types.AttributeValueMemberM{Value: maps.Clone(child.Value)}
+		m[name] = c
+		m = c.Value
 	}
-	delete(m, p[len(p)-1])
+	return m, true
 }
 
 // clone returns a deep copy of v (maps and lists copied, scalars shared:

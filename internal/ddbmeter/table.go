@@ -42,8 +42,11 @@ func (u Units) Sub(v Units) Units {
 // views callers use; every view shares the items. It is safe for
 // concurrent use.
 type Table struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// items are never modified once stored (an update stores a new map),
+	// so that answers can share them; sizes holds their sizes.
 	items    map[string]map[string]types.AttributeValue
+	sizes    map[string]int
 	updates  map[string]*updateExpr
 	conds    map[string]*condExpr
 	byClient map[int]*Units
@@ -53,7 +56,7 @@ type Table struct {
 // NewTable returns an empty table.
 func NewTable() *Table {
 	return &Table{
-		items:   map[string]map[string]types.AttributeValue{},
+		items:   map[string]map[string]types.AttributeValue{}, sizes: map[string]int{},
 		updates: map[string]*updateExpr{}, conds: map[string]*condExpr{},
 		byClient: map[int]*Units{}, byKey: map[string]*Units{},
 	}
@@ -134,9 +137,10 @@ func keyOf(key map[string]types.AttributeValue) (string, error) {
 	return s.Value, nil
 }
 
-// GetItem implements dynamo.Client: a copy of the item (nil if none),
-// billed ceil(size / 4 KB) read units, at least one; half for an eventually
-// consistent read.
+// GetItem implements dynamo.Client: the item (nil if none), billed
+// ceil(size / 4 KB) read units, at least one; half for an eventually
+// consistent read. The answer's item is the table's own: the caller must
+// not modify it (the DynamoDB store does not).
 func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -148,19 +152,19 @@ func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...fu
 	t := c.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	item := t.items[key]
-	units := float64(ReadUnits(Size(item)))
+	units := float64(ReadUnits(t.sizes[key]))
 	if !aws.ToBool(in.ConsistentRead) {
 		units /= 2
 	}
 	t.charge(c.id, key, Units{RCU: units, Reads: 1})
-	return &dynamodb.GetItemOutput{Item: cloneItem(item)}, nil
+	return &dynamodb.GetItemOutput{Item: t.items[key]}, nil
 }
 
 // UpdateItem implements dynamo.Client: the condition checked against the
 // item as it is, the update applied to a copy, billed ceil(max(size
 // before, size after) / 1 KB) write units, at least one, whether the
-// condition held or not.
+// condition held or not. Items in the answer (ALL_NEW, ALL_OLD) are the
+// table's own: the caller must not modify them.
 func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -189,7 +193,7 @@ func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _
 			return nil, validation("%v", err)
 		}
 	}
-	next := cloneItem(view)
+	next := maps.Clone(view) // set and remove copy what they change below it
 	next[KeyAttr] = &types.AttributeValueMemberS{Value: key}
 	if err := u.apply(next, e); err != nil {
 		return nil, validation("%v", err)
@@ -197,24 +201,25 @@ func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _
 	if _, ok := next[KeyAttr].(*types.AttributeValueMemberS); !ok {
 		return nil, validation("Cannot update attribute %s. This attribute is part of the key", KeyAttr)
 	}
-	units := Units{WCU: float64(WriteUnits(max(Size(old), Size(next)))), Writes: 1}
+	size := Size(next)
+	units := Units{WCU: float64(WriteUnits(max(t.sizes[key], size))), Writes: 1}
 	if !ok {
 		units.FailedWrites = 1
 		t.charge(c.id, key, units)
 		ccf := &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
 		if in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
-			ccf.Item = cloneItem(old)
+			ccf.Item = old
 		}
 		return nil, ccf
 	}
 	t.charge(c.id, key, units)
-	t.items[key] = next
+	t.items[key], t.sizes[key] = next, size
 	out := &dynamodb.UpdateItemOutput{}
 	switch in.ReturnValues {
 	case types.ReturnValueAllNew:
-		out.Attributes = cloneItem(next)
+		out.Attributes = next
 	case types.ReturnValueAllOld:
-		out.Attributes = cloneItem(old)
+		out.Attributes = old
 	case types.ReturnValueNone, "":
 	default:
 		return nil, validation("ReturnValues %s is not supported here", in.ReturnValues)
