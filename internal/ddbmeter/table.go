@@ -56,7 +56,7 @@ type Table struct {
 // NewTable returns an empty table.
 func NewTable() *Table {
 	return &Table{
-		items:   map[string]map[string]types.AttributeValue{}, sizes: map[string]int{},
+		items: map[string]map[string]types.AttributeValue{}, sizes: map[string]int{},
 		updates: map[string]*updateExpr{}, conds: map[string]*condExpr{},
 		byClient: map[int]*Units{}, byKey: map[string]*Units{},
 	}

@@ -186,15 +186,15 @@ type fleet struct {
 	members []*largeMember
 	start   time.Time
 
-	mu         sync.Mutex
-	lastAcq    map[string]int // shard -> the member that acquired it last
-	acquired   []time.Time    // per shard: the last acquisition
-	events     [4]int         // by kltype.LeaseEventType
+	mu       sync.Mutex
+	lastAcq  map[string]int // shard -> the member that acquired it last
+	acquired []time.Time    // per shard: the last acquisition
+	events   [4]int         // by kltype.LeaseEventType
 	// watched: shards whose next acquisition by a live member is timed,
 	// from watchFrom (see watchShards); taken: those acquired since.
-	watched   map[string]bool
-	watchFrom time.Time
-	taken     map[string]time.Duration
+	watched    map[string]bool
+	watchFrom  time.Time
+	taken      map[string]time.Duration
 	violations []string
 }
 
