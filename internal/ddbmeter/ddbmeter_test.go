@@ -78,6 +78,7 @@ func TestSize(t *testing.T) {
 func TestBilling(t *testing.T) {
 	ctx := context.Background()
 	tbl := ddbmeter.NewTable()
+	tbl.Classify(func(key string) string { return "kind-" + key })
 	c := tbl.Client(7)
 	key := map[string]types.AttributeValue{ddbmeter.KeyAttr: &types.AttributeValueMemberS{Value: "k"}}
 	get := func(consistent bool) {
@@ -114,8 +115,8 @@ func TestBilling(t *testing.T) {
 	}
 	b := tbl.Bill()
 	want := ddbmeter.Units{RCU: 2.5, WCU: 9, Reads: 3, Writes: 3, FailedWrites: 1}
-	if b.ByClient[7] != want || b.ByKey["k"] != want {
-		t.Errorf("bill %+v (by client) and %+v (by key), want %+v", b.ByClient[7], b.ByKey["k"], want)
+	if b.ByClient[7] != want || b.ByKey["k"] != want || b.ByClientKind[7]["kind-k"] != want {
+		t.Errorf("bill %+v (by client), %+v (by key) and %+v (by client and kind), want %+v", b.ByClient[7], b.ByKey["k"], b.ByClientKind[7]["kind-k"], want)
 	}
 }
 

@@ -51,6 +51,10 @@ type Table struct {
 	conds    map[string]*condExpr
 	byClient map[int]*Units
 	byKey    map[string]*Units
+	// kind, if set, classifies keys; byClientKind bills by client and kind.
+	kind         func(key string) string
+	kinds        map[string]string // key -> kind, cached
+	byClientKind map[int]map[string]*Units
 }
 
 // NewTable returns an empty table.
@@ -62,14 +66,25 @@ func NewTable() *Table {
 	}
 }
 
+// Classify makes the bill break each client's units down by the kind of
+// item (kind(key), for example a membership row or a lease row) too (see
+// Bill.ByClientKind). Call it before the table is used.
+func (t *Table) Classify(kind func(key string) string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.kind, t.kinds, t.byClientKind = kind, map[string]string{}, map[int]map[string]*Units{}
+}
+
 // Client returns a view of the table whose calls are billed to id.
 func (t *Table) Client(id int) *Client { return &Client{t: t, id: id} }
 
 // Bill is a snapshot of what the table's calls consumed so far: by client
-// id and by item key.
+// id, by item key and, if the table classifies keys (Classify), by client
+// and kind of item.
 type Bill struct {
-	ByClient map[int]Units
-	ByKey    map[string]Units
+	ByClient     map[int]Units
+	ByKey        map[string]Units
+	ByClientKind map[int]map[string]Units
 }
 
 // Bill returns what the calls consumed so far.
@@ -82,6 +97,16 @@ func (t *Table) Bill() Bill {
 	}
 	for k, u := range t.byKey {
 		b.ByKey[k] = *u
+	}
+	if t.byClientKind != nil {
+		b.ByClientKind = make(map[int]map[string]Units, len(t.byClientKind))
+		for id, m := range t.byClientKind {
+			c := make(map[string]Units, len(m))
+			for k, u := range m {
+				c[k] = *u
+			}
+			b.ByClientKind[id] = c
+		}
 	}
 	return b
 }
@@ -114,6 +139,25 @@ func (t *Table) charge(id int, key string, u Units) {
 		t.byKey[key] = k
 	}
 	k.add(u)
+	if t.kind == nil {
+		return
+	}
+	kind, ok := t.kinds[key]
+	if !ok {
+		kind = t.kind(key)
+		t.kinds[key] = kind
+	}
+	m := t.byClientKind[id]
+	if m == nil {
+		m = map[string]*Units{}
+		t.byClientKind[id] = m
+	}
+	ck := m[kind]
+	if ck == nil {
+		ck = &Units{}
+		m[kind] = ck
+	}
+	ck.add(u)
 }
 
 // Client is one caller's view of a Table: a dynamo.Client.
