@@ -542,6 +542,27 @@ func billOf(b0, b1 ddbmeter.Bill, window time.Duration, held map[int]int) billRa
 	return r
 }
 
+// itemSizes describes the sizes of the table's items, as DynamoDB counts
+// them: the header, the largest membership row, the largest lease row.
+func (f *fleet) itemSizes() string {
+	var header, row, lease int
+	var rowKey string
+	for _, k := range f.table.Keys() {
+		n := ddbmeter.Size(f.table.Item(k))
+		switch itemKind(k) {
+		case kindHeader:
+			header = n
+		case kindRow:
+			if n > row {
+				row, rowKey = n, k
+			}
+		default:
+			lease = max(lease, n)
+		}
+	}
+	return fmt.Sprintf("header %d bytes, largest membership row %d bytes (%s), largest lease row %d bytes", header, row, rowKey, lease)
+}
+
 // ---------------------------------------------------------------------------
 // TestBilledUnits.
 
@@ -640,6 +661,7 @@ func TestBilledUnits(t *testing.T) {
 				}
 				r = billOf(b0, b1, time.Since(t0), held)
 				mem = memNow()
+				t.Logf("item sizes at the end of the window: %s", f.itemSizes())
 				if moves := ev1[kltype.LeaseAcquired] - ev0[kltype.LeaseAcquired]; moves > 0 {
 					t.Errorf("%d leases acquired in the steady-state window: the plan had not settled", moves)
 				}
