@@ -32,6 +32,12 @@ func (u *Units) add(v Units) {
 	u.FailedWrites += v.FailedWrites
 }
 
+// Add returns u + v.
+func (u Units) Add(v Units) Units {
+	u.add(v)
+	return u
+}
+
 // Sub returns u - v (what was consumed between two snapshots).
 func (u Units) Sub(v Units) Units {
 	return Units{RCU: u.RCU - v.RCU, WCU: u.WCU - v.WCU, Reads: u.Reads - v.Reads, Writes: u.Writes - v.Writes, FailedWrites: u.FailedWrites - v.FailedWrites}

@@ -653,6 +653,12 @@ func TestBilledUnits(t *testing.T) {
 				t.Logf("fair shares %v after the start", took.Round(time.Millisecond))
 				time.Sleep(billSettled)
 				ev0, b0, t0 := f.eventCounts(), f.table.Bill(), time.Now()
+				var start ddbmeter.Units
+				for _, u := range b0.ByClient {
+					start = start.Add(u)
+				}
+				t.Logf("the start, until %v after it: %.0f WCU and %.0f RCU in all (%d writes, %d of them failed conditions; %d reads), %d leases acquired",
+					time.Since(f.start).Round(time.Millisecond), start.WCU, start.RCU, start.Writes, start.FailedWrites, start.Reads, ev0[kltype.LeaseAcquired])
 				time.Sleep(billWindow)
 				b1, ev1 := f.table.Bill(), f.eventCounts()
 				held := map[int]int{}
