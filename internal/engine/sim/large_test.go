@@ -810,8 +810,7 @@ func TestLargeFleetFailover(t *testing.T) {
 			return
 		}
 		t.Logf("every shard held by a live member %v after the start (bound %v)", took, heldBound)
-		took, ok = f.waitFor(fairBound, f.fairNow)
-		if !ok {
+		if _, ok = f.waitFor(fairBound-time.Since(f.start), f.fairNow); !ok {
 			_, held, _ := f.holdings()
 			t.Errorf("no fair shares %v after the start (bound %v): %s", time.Since(f.start), fairBound, shares(held))
 			return
@@ -862,7 +861,7 @@ func TestLargeFleetFailover(t *testing.T) {
 			t.Logf("failover: every orphaned shard held again within %v of the crash (bound %v); median %v, 99th percentile %v",
 				worst.Round(time.Millisecond), failBound, ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)*99/100].Round(time.Millisecond))
 		}
-		_, ok = f.waitFor(refairBound, f.fairNow)
+		_, ok = f.waitFor(refairBound-time.Since(crashAt), f.fairNow)
 		fairAfter := time.Since(crashAt)
 		if !ok {
 			_, held, _ := f.holdings()
