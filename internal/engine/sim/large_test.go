@@ -178,7 +178,7 @@ type largeMember struct {
 
 // fleet is members Groups on one table and one idle stream, in a synctest
 // bubble. It checks, at every lease acquisition, that no other member
-// holds the shard at that moment (see acquired), and counts lease events.
+// holds the shard at that moment (see event), and counts lease events.
 type fleet struct {
 	t       *testing.T
 	table   *ddbmeter.Table
