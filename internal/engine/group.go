@@ -487,8 +487,9 @@ func (g *Group) loop(ctx context.Context) {
 		}
 		g.round(ctx)
 		wait := backoff.Jitter(g.cfg.Heartbeat)
+		own := g.myRow()
 		g.viewMu.Lock()
-		_, next := g.view.suspects(mono())
+		_, next := g.view.suspects(mono(), g.timedLocked(own))
 		g.viewMu.Unlock()
 		if d := time.Duration(next - mono()); next != 0 && d < wait {
 			wait = max(d+time.Millisecond, time.Millisecond) // a member's timeout runs out first
