@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
@@ -37,7 +38,8 @@ func (g *Group) reconcile(ctx context.Context) {
 	bounded(ctx, len(vanished), func(i int) { g.recreate(ctx, vanished[i], ws[vanished[i]]) })
 
 	var due []unit
-	if g.reconcileNow.Swap(false) {
+	now := g.reconcileNow.Swap(false)
+	if now {
 		due = all
 		g.recheckReleased(ctx)
 	} else if n := len(all); n > 0 {
@@ -51,11 +53,23 @@ func (g *Group) reconcile(ctx context.Context) {
 		due = append(due, all[k*n/rounds:(k+1)*n/rounds]...)
 		g.reconciled++
 	}
-	bounded(ctx, len(due), func(i int) { g.recheck(ctx, due[i], ws[due[i]]) })
+	var failed atomic.Bool
+	bounded(ctx, len(due), func(i int) {
+		if !g.recheck(ctx, due[i], ws[due[i]]) {
+			failed.Store(true)
+		}
+	})
+	if now && failed.Load() {
+		// A re-read an operator's notice asked for failed: every held row
+		// again next round, so that a pending rewind waits a round, not a
+		// whole Reconcile.
+		g.reconcileNow.Store(true)
+	}
 }
 
-// recheck re-reads the row of u, held by w.
-func (g *Group) recheck(ctx context.Context, u unit, w *worker) {
+// recheck re-reads the row of u, held by w; it reports whether the read
+// succeeded.
+func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 	st := g.streams[u.Stream]
 	l, err := g.store.Get(ctx, w.lease.current().Key)
 	switch {
@@ -66,6 +80,7 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) {
 		if ctx.Err() == nil {
 			st.log.Warn("kinesislease: re-reading a held row failed", "shard", u.Shard, "err", err)
 		}
+		return false
 	case l.Owner != g.cfg.Owner || l.Incarnation != w.lease.current().Incarnation:
 		st.log.Warn("kinesislease: lease lost", "shard", u.Shard, "new_owner", l.Owner)
 		w.lease.markLost()
@@ -77,6 +92,7 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) {
 		st.log.Info("kinesislease: rewinding", "shard", u.Shard, "from", l.Checkpoint.Sequence, "to", l.RewindTo.Sequence)
 		w.rewind()
 	}
+	return true
 }
 
 // recreate writes the row of u again after it vanished, held by this
