@@ -330,6 +330,7 @@ func (g *Group) beat(ctx context.Context) error {
 		// rows now, and heartbeat with the notice as it is.
 		g.hb.notice = cur.Notice
 		g.reconcileNow.Store(true)
+		g.kickRound() // now, not at the next round: a rewind waits a heartbeat at most
 		err = g.heartbeat(ctx)
 		g.hb.failed = err != nil
 	case hbOurAttempt:

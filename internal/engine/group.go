@@ -643,7 +643,13 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 	g.workers[u] = w
 	delete(g.orphans, u)
 	g.mu.Unlock()
-	go w.run()
+	go func() {
+		w.run()
+		// Reaped at once: a rewound worker reads on from its new position,
+		// a released row is free for the plan's member, without waiting a
+		// round.
+		g.kickRound()
+	}()
 	return true
 }
 
