@@ -44,6 +44,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,8 +69,10 @@ type Service struct {
 	mu   sync.Mutex
 	subs []*subscription
 	run  bool
-	// group runs every subscription of the running service.
-	group *engine.Group
+	// group runs every subscription of the running service; groupSet is
+	// closed once it is set, or when Run returns without it.
+	group    *engine.Group
+	groupSet chan struct{}
 	// running: Run passed its start-up checks and has not returned.
 	running bool
 	// budget bounds what every shard of the service holds fetched and not
@@ -203,8 +206,10 @@ func (s *Service) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	s.run = true
-	subs := s.subs
+	s.groupSet = make(chan struct{})
+	subs := slices.Clone(s.subs)
 	s.mu.Unlock()
+	defer s.markGroupSet()
 	if len(subs) == 0 {
 		return fmt.Errorf("%w: Run with no subscription: call Subscribe first", ErrInvalidOption)
 	}
@@ -219,6 +224,17 @@ func (s *Service) Run(ctx context.Context) error {
 	s.setRunning(true)
 	defer s.setRunning(false)
 	return s.runGroup(ctx, subs)
+}
+
+// markGroupSet closes groupSet once (Run set the group, or returns).
+func (s *Service) markGroupSet() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.groupSet:
+	default:
+		close(s.groupSet)
+	}
 }
 
 func (s *Service) setRunning(r bool) {
@@ -247,6 +263,7 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 	s.mu.Lock()
 	s.group = g
 	s.mu.Unlock()
+	s.markGroupSet()
 	s.log.Info("kinesislease: starting", "owner", c.owner, "incarnation", g.Incarnation(), "streams", len(subs), "store", fmt.Sprintf("%T", c.store))
 	err = g.Run(ctx)
 	s.log.Info("kinesislease: stopped", "owner", c.owner)
@@ -272,6 +289,12 @@ func (s *Service) preflight(ctx context.Context, subs []*subscription) error {
 			return err
 		}
 	}
+	return s.preflightSubs(ctx, subs)
+}
+
+// preflightSubs makes the start-up checks of subs: each stream listed, its
+// consumer registered, its dead-letter stream listed.
+func (s *Service) preflightSubs(ctx context.Context, subs []*subscription) error {
 	for _, sub := range subs {
 		err := s.startupCheck(ctx, "stream", sub.stream, func(ctx context.Context) error { return s.listOne(ctx, sub.stream) },
 			func(err error) error { return explain(sub.stream, err) })

@@ -9,11 +9,12 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
-// Errors returned by New, Subscribe and Run; match them with errors.Is.
+// Errors returned by New, Subscribe, Run and Rewind; match them with errors.Is.
 // Errors of the lease store match the sentinels of package leases
 // (leases.ErrMisconfigured: a missing table, denied access).
 var (
-	// ErrInvalidOption: an option's value cannot work; the message names it.
+	// ErrInvalidOption: an option's value cannot work (or a Rewind's
+	// position cannot be asked for); the message names it.
 	ErrInvalidOption = errors.New("kinesislease: invalid option")
 	// ErrDuplicateSubscription: the service already has a subscription to
 	// the stream.
@@ -25,6 +26,9 @@ var (
 	ErrAccessDenied = errors.New("kinesislease: access denied")
 	// ErrRunning: Subscribe or Run on a service that is already running.
 	ErrRunning = errors.New("kinesislease: service already running")
+	// ErrNotSubscribed is returned by Unsubscribe for a stream the service
+	// does not subscribe.
+	ErrNotSubscribed = errors.New("kinesislease: stream not subscribed")
 	// ErrDuplicateOwner: another process uses this instance's owner id in
 	// the lease table (WithOwner) and keeps heartbeating, or took this
 	// instance's membership entry over. The two never deliver at once.
@@ -39,6 +43,13 @@ var (
 	// consumers as the account allows (20 by default). It is
 	// kltype.ErrConsumerLimit.
 	ErrConsumerLimit = kltype.ErrConsumerLimit
+	// ErrShardNotFound: Rewind named a shard the stream does not list. It
+	// is kltype.ErrShardNotFound.
+	ErrShardNotFound = kltype.ErrShardNotFound
+	// ErrPositionNotInShard: Kinesis refused Rewind's position for a shard
+	// (a sequence number of another shard, say); a *kltype.PositionError
+	// carries the details. It is kltype.ErrPositionNotInShard.
+	ErrPositionNotInShard = kltype.ErrPositionNotInShard
 )
 
 // explain names the stream in errors a Kinesis call returned and maps them

@@ -208,3 +208,19 @@ func ExampleWithEnhancedFanOut() {
 	// <nil>
 	// true
 }
+
+// Records older than an hour when they would be handled go to the
+// dead-letter sink with reason expired instead (here every subscription's
+// default, given to New); a negative age is refused.
+func ExampleWithMaxRecordAge() {
+	svc, _ := kinesislease.New(awsConfig(), kinesislease.WithMaxRecordAge(time.Hour))
+	err := kinesislease.Subscribe(svc, "orders", func(context.Context, Order) error { return nil },
+		kinesislease.WithDeadLetterStream("orders-dead"))
+	fmt.Println(err)
+
+	_, err = kinesislease.New(awsConfig(), kinesislease.WithMaxRecordAge(-time.Minute))
+	fmt.Println(errors.Is(err, kinesislease.ErrInvalidOption), err)
+	// Output:
+	// <nil>
+	// true kinesislease: invalid option: WithMaxRecordAge(-1m0s): must not be negative (0 means no maximum age)
+}

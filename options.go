@@ -36,6 +36,7 @@ type config struct {
 	hooks           []kltype.Hook
 	budgetBytes     int64
 	budgetRecords   int64
+	maxAge          time.Duration // WithMaxRecordAge's, the subscriptions' default
 	errs            []error
 }
 
@@ -211,6 +212,53 @@ func WithHooks(hooks ...kltype.Hook) Option {
 
 // SubscribeOption configures a subscription; pass options to Subscribe.
 type SubscribeOption interface{ applySub(*subscription) }
+
+// SharedOption is an option of both New, where it sets the default of
+// every subscription of the service, and Subscribe, where it sets that
+// subscription's own.
+type SharedOption interface {
+	Option
+	SubscribeOption
+}
+
+// WithMaxRecordAge sends to the dead-letter sink, with reason
+// kltype.ReasonExpired and a *kltype.ExpiredError, every record that
+// arrived in the stream (its ApproximateArrivalTimestamp) more than d
+// before it is delivered to the handler, at its first delivery or at a
+// retry: data too old to act on is set aside instead of handled. The
+// checkpoint passes it once the sink confirmed it, as for any dead letter;
+// HookDeadLettered and HookRecordHandled report it (otelkl:
+// kinesislease.dead_letters with reason expired). Given to New it applies
+// to every subscription; given to Subscribe it applies to that one (0:
+// none, whatever New says). A negative d is refused; so is a subscription
+// with a maximum age and no dead-letter sink (WithDeadLetter,
+// WithDeadLetterStream), where an expired record would hold its shard. The
+// arrival time is Kinesis' clock, the age is measured on this instance's:
+// keep d well above their skew.
+func WithMaxRecordAge(d time.Duration) SharedOption { return maxAgeOption(d) }
+
+type maxAgeOption time.Duration
+
+func (o maxAgeOption) err() error {
+	if o < 0 {
+		return fmt.Errorf("%w: WithMaxRecordAge(%v): must not be negative (0 means no maximum age)", ErrInvalidOption, time.Duration(o))
+	}
+	return nil
+}
+
+func (o maxAgeOption) applyService(c *config) {
+	if err := o.err(); err != nil {
+		c.errs = append(c.errs, err)
+	}
+	c.maxAge = time.Duration(o)
+}
+
+func (o maxAgeOption) applySub(s *subscription) {
+	if err := o.err(); err != nil {
+		s.errs = append(s.errs, err)
+	}
+	s.worker.MaxAge = time.Duration(o)
+}
 
 type subOption func(*subscription)
 

@@ -34,6 +34,7 @@ func TestInvalidOptions(t *testing.T) {
 		{"hook implementing nothing", kinesislease.WithHooks(struct{}{}), "WithHooks"},
 		{"zero shard sync", kinesislease.WithShardSyncInterval(0), "WithShardSyncInterval"},
 		{"zero shutdown", kinesislease.WithShutdownTimeout(0), "WithShutdownTimeout"},
+		{"negative max record age", kinesislease.WithMaxRecordAge(-time.Second), "WithMaxRecordAge(-1s)"},
 		{"nil", nil, "nil option"},
 	} {
 		_, err := kinesislease.New(awsConfig(), tc.opt)
@@ -82,6 +83,8 @@ func TestInvalidSubscriptions(t *testing.T) {
 		{"polling", "orders", handle, kinesislease.WithPolling(0, time.Second, 0), "WithPolling"},
 		{"key concurrency", "orders", handle, kinesislease.WithKeyConcurrency(0), "WithKeyConcurrency"},
 		{"handler timeout", "orders", handle, kinesislease.WithHandlerTimeout(0), "WithHandlerTimeout"},
+		{"negative max record age", "orders", handle, kinesislease.WithMaxRecordAge(-time.Minute), "WithMaxRecordAge(-1m0s)"},
+		{"max record age without a sink", "orders", handle, kinesislease.WithMaxRecordAge(time.Minute), "needs a dead-letter sink"},
 	} {
 		svc, err := kinesislease.New(awsConfig())
 		if err != nil {
@@ -113,6 +116,30 @@ func TestInvalidSubscriptions(t *testing.T) {
 	empty, _ := kinesislease.New(awsConfig())
 	if err := empty.Run(context.Background()); !errors.Is(err, kinesislease.ErrInvalidOption) {
 		t.Errorf("Run with no subscription: %v", err)
+	}
+}
+
+// TestMaxRecordAgeOfService: WithMaxRecordAge given to New is the default
+// of every subscription, which then needs a dead-letter sink; a
+// subscription's own WithMaxRecordAge(0) lifts it.
+func TestMaxRecordAgeOfService(t *testing.T) {
+	handle := func(context.Context, order) error { return nil }
+	sink := kinesislease.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return nil })
+	svc, err := kinesislease.New(awsConfig(), kinesislease.WithMaxRecordAge(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kinesislease.Subscribe(svc, "orders", handle); !errors.Is(err, kinesislease.ErrInvalidOption) || !strings.Contains(err.Error(), "WithMaxRecordAge(1h0m0s) needs a dead-letter sink") {
+		t.Errorf("Subscribe without a sink under New's WithMaxRecordAge: %v, want ErrInvalidOption naming it", err)
+	}
+	if err := kinesislease.Subscribe(svc, "orders", handle, sink); err != nil {
+		t.Errorf("Subscribe with a sink: %v", err)
+	}
+	if err := kinesislease.Subscribe(svc, "payments", handle, kinesislease.WithMaxRecordAge(0)); err != nil {
+		t.Errorf("Subscribe with WithMaxRecordAge(0) and no sink: %v", err)
+	}
+	if err := kinesislease.Subscribe(svc, "refunds", handle, kinesislease.WithDeadLetterStream("refunds-dead")); err != nil {
+		t.Errorf("Subscribe with a dead-letter stream: %v", err)
 	}
 }
 

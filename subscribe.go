@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/engine"
@@ -54,9 +56,14 @@ type subscription struct {
 
 // Subscribe makes svc consume stream (a name or an ARN) with the function
 // handler, each record's data decoded into a T by the subscription's
-// codec. It must be called before Run. A second subscription to the same
-// stream is refused with ErrDuplicateSubscription; invalid options with
-// ErrInvalidOption. SubscribeHandler takes a Handler value instead.
+// codec. Called before Run, it adds the subscription Run starts with.
+// Called while Run runs, it makes the start-up checks Run makes (the stream
+// exists and may be read, its consumer registered), within a minute, and
+// returns once the stream is in the plan: its shards are taken from the next
+// round on, spread over the instances that subscribe it (call it on every
+// instance). A second subscription to the same stream is refused with
+// ErrDuplicateSubscription; invalid options with ErrInvalidOption.
+// SubscribeHandler takes a Handler value instead.
 func Subscribe[T any](svc *Service, stream string, handler HandlerFunc[T], opts ...SubscribeOption) error {
 	if handler == nil {
 		return subscribe[T](svc, stream, nil, opts)
@@ -95,6 +102,7 @@ func subscribeWith(svc *Service, stream string, install func(*subscription), opt
 		return err
 	}
 	sub := &subscription{stream: stream, codec: codec.JSON, start: kltype.Latest}
+	sub.worker.MaxAge = svc.cfg.maxAge
 	for _, o := range opts {
 		if o == nil {
 			sub.errs = append(sub.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))
@@ -103,6 +111,10 @@ func subscribeWith(svc *Service, stream string, install func(*subscription), opt
 		o.applySub(sub)
 	}
 	install(sub)
+	if sub.worker.MaxAge > 0 && sub.worker.Sink == nil && sub.deadLetterStream == "" {
+		sub.errs = append(sub.errs, fmt.Errorf("%w: WithMaxRecordAge(%v) needs a dead-letter sink (WithDeadLetter or WithDeadLetterStream): without one an expired record would hold its shard",
+			ErrInvalidOption, sub.worker.MaxAge))
+	}
 	if sub.consumer != "" {
 		if _, err := fanOutClient(svc.kin, stream); err != nil {
 			sub.errs = append(sub.errs, err)
@@ -113,18 +125,97 @@ func subscribeWith(svc *Service, stream string, install func(*subscription), opt
 	}
 
 	svc.mu.Lock()
-	defer svc.mu.Unlock()
-	if svc.run {
-		return ErrRunning
-	}
 	for _, s := range svc.subs {
 		if kinesisx.Name(s.stream) == kinesisx.Name(stream) {
+			svc.mu.Unlock()
 			// One stream, whichever way it is named: its rows are keyed by
 			// its name.
 			return fmt.Errorf("%w: %q (subscribed as %q)", ErrDuplicateSubscription, stream, s.stream)
 		}
 	}
-	svc.subs = append(svc.subs, sub)
+	if !svc.run {
+		svc.subs = append(svc.subs, sub)
+		svc.mu.Unlock()
+		return nil
+	}
+	svc.subs = append(svc.subs, sub) // reserved: a concurrent Subscribe of the stream is refused
+	ready := svc.groupSet
+	svc.mu.Unlock()
+	if err := svc.addRunning(ready, sub); err != nil {
+		svc.mu.Lock()
+		svc.subs = slices.DeleteFunc(svc.subs, func(s *subscription) bool { return s == sub })
+		svc.mu.Unlock()
+		return fmt.Errorf("subscribe %q: %w", stream, err)
+	}
+	return nil
+}
+
+// subscribeTimeout bounds the start-up checks of a subscription added while
+// the service runs (the stream listed, its consumer registered).
+const subscribeTimeout = time.Minute
+
+// addRunning adds sub to the running service: the start-up checks Run makes
+// of every subscription, then its stream joins the plan at the next round.
+func (svc *Service) addRunning(ready <-chan struct{}, sub *subscription) error {
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: the service did not finish starting within %v", ErrRunning, subscribeTimeout)
+	}
+	svc.mu.Lock()
+	g := svc.group
+	svc.mu.Unlock()
+	if g == nil {
+		return fmt.Errorf("%w: Run returned before the subscription could be added", ErrRunning)
+	}
+	if err := svc.preflightSubs(ctx, []*subscription{sub}); err != nil {
+		return err
+	}
+	return g.AddStream(ctx, engine.StreamConfig{Stream: sub.stream, Start: sub.start, Worker: svc.workerConfig(sub)})
+}
+
+// Unsubscribe stops consuming stream. Before Run it drops the
+// subscription. While Run runs, every shard of the stream this instance
+// holds drains (the record in flight finishes, within the shutdown
+// timeout), writes its final checkpoint and is released, and Unsubscribe
+// returns once they are, or when ctx ends (the removal goes on). Every
+// instance of the service should unsubscribe: the shards the plan gives an
+// instance that still subscribes are read on by it. A stream that is not
+// subscribed is refused with ErrNotSubscribed. A registered enhanced fan-out
+// consumer stays registered.
+func (s *Service) Unsubscribe(ctx context.Context, stream string) error {
+	s.mu.Lock()
+	i := slices.IndexFunc(s.subs, func(sub *subscription) bool { return kinesisx.Name(sub.stream) == kinesisx.Name(stream) })
+	if i < 0 {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrNotSubscribed, stream)
+	}
+	sub := s.subs[i]
+	if !s.run {
+		s.subs = slices.Delete(s.subs, i, i+1)
+		s.mu.Unlock()
+		return nil
+	}
+	ready := s.groupSet
+	s.mu.Unlock()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	g := s.group
+	s.mu.Unlock()
+	if g != nil {
+		if err := g.RemoveStream(ctx, sub.stream); err != nil {
+			return fmt.Errorf("unsubscribe %q: %w", stream, err)
+		}
+	}
+	s.mu.Lock()
+	s.subs = slices.DeleteFunc(s.subs, func(x *subscription) bool { return x == sub })
+	s.mu.Unlock()
 	return nil
 }
 
@@ -145,7 +236,8 @@ func resolveSubscribeOptions(opts []any, producer any) subopts.Settings {
 	if sub.worker.Policy == (kltype.RetryPolicy{}) {
 		sub.worker.Policy = kltype.DefaultRetryPolicy
 	}
-	s := subopts.Settings{Codec: sub.codec, Policy: sub.worker.Policy, Sink: sub.worker.Sink, HandlerTimeout: sub.worker.HandlerTimeout, DeadLetterStream: sub.deadLetterStream, Err: errors.Join(sub.errs...)}
+	s := subopts.Settings{Codec: sub.codec, Policy: sub.worker.Policy, Sink: sub.worker.Sink, HandlerTimeout: sub.worker.HandlerTimeout, MaxAge: sub.worker.MaxAge,
+		DeadLetterStream: sub.deadLetterStream, Err: errors.Join(sub.errs...)}
 	if p, ok := producer.(Producer); ok && p != nil && sub.deadLetterStream != "" {
 		s.Sink = streamSink(p, sub.deadLetterStream)
 	}

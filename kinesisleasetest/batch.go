@@ -81,6 +81,7 @@ func (h *BatchHarness[T]) HandleBatch(ctx context.Context, values ...T) BatchRes
 	p := engine.Processor{
 		Policy:  h.c.cfg.policy,
 		Timeout: h.c.cfg.timeout,
+		MaxAge:  h.c.cfg.maxAge,
 		Log:     h.c.cfg.log,
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			if err := st.sleep(ctx, d); err != nil {

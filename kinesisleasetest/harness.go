@@ -76,6 +76,7 @@ func (h *Harness[T]) newRun() *run {
 		}),
 		Policy:    h.c.cfg.policy,
 		Timeout:   h.c.cfg.timeout,
+		MaxAge:    h.c.cfg.maxAge,
 		Log:       h.c.cfg.log,
 		Sleep:     st.sleep,
 		OnAttempt: st.onAttempt,

@@ -663,6 +663,27 @@ func TestHandlerTimeout(t *testing.T) {
 	}
 }
 
+// TestMaxRecordAge: with WithMaxRecordAge a record that arrived longer ago
+// than the maximum age is dead-lettered as expired without reaching the
+// handler; a younger one is handled; a negative age is refused.
+func TestMaxRecordAge(t *testing.T) {
+	h := kinesisleasetest.New(t, ok, kinesisleasetest.WithSubscribeOptions(kinesislease.WithMaxRecordAge(time.Hour)))
+	old := h.Handle(t.Context(), Order{ID: "o-1"}, kinesisleasetest.WithArrivalTime(time.Now().Add(-2*time.Hour)))
+	old.RequireDeadLettered(t, kltype.ReasonExpired)
+	old.RequireAttempts(t, 0)
+	var exp *kltype.ExpiredError
+	if !errors.As(old.DeadLetter.Err, &exp) || exp.MaxAge != time.Hour {
+		t.Errorf("dead letter error %v, want a *kltype.ExpiredError of 1h", old.DeadLetter.Err)
+	}
+	h.Handle(t.Context(), Order{ID: "o-2"}, kinesisleasetest.WithArrivalTime(time.Now().Add(-time.Minute))).RequireAcked(t)
+	msg, stopped := fatal(t, func(tb testing.TB) {
+		kinesisleasetest.New(tb, ok, kinesisleasetest.WithSubscribeOptions(kinesislease.WithMaxRecordAge(-time.Second)))
+	})
+	if !stopped || !strings.Contains(msg, "WithMaxRecordAge(-1s)") {
+		t.Errorf("WithMaxRecordAge(-1s): stopped %t, message %q", stopped, msg)
+	}
+}
+
 // TestNewBatch: the batch harness runs the batch pipeline: named failures
 // retried as a batch of their own, outcome errors per item, an item
 // failing every attempt dead-lettered with its reason, the others

@@ -48,6 +48,7 @@ type config struct {
 	holdAttempts int
 	log          *slog.Logger
 	timeout      time.Duration // WithHandlerTimeout's
+	maxAge       time.Duration // WithMaxRecordAge's
 	subOpts      []kinesislease.SubscribeOption
 	producer     kinesislease.Producer
 	errs         []error
@@ -72,7 +73,8 @@ func (c *config) fail(format string, args ...any) {
 // handler runs under, the very values given to kinesislease.Subscribe:
 // WithCodec (how Handle encodes records and the pipeline decodes them;
 // default codec.JSON), WithRetryPolicy (its waits cost no time here),
-// WithDeadLetter and WithDeadLetterStream. Options about reading a stream
+// WithDeadLetter, WithDeadLetterStream and WithMaxRecordAge (against the
+// record's arrival time: see WithArrivalTime). Options about reading a stream
 // (WithStartPosition, WithCheckpoint, WithPolling) are checked and
 // otherwise ignored. A dead letter a sink confirmed is recorded in
 // Result.DeadLetter and Harness.DeadLetters; a sink error is retried, the
@@ -122,7 +124,7 @@ func (c *config) resolve() {
 	if st.Err != nil {
 		c.errs = append(c.errs, st.Err)
 	}
-	c.codec, c.policy, c.timeout = st.Codec, st.Policy, st.HandlerTimeout
+	c.codec, c.policy, c.timeout, c.maxAge = st.Codec, st.Policy, st.HandlerTimeout, st.MaxAge
 	if !c.noSink {
 		c.sink = st.Sink
 	}

@@ -2,7 +2,8 @@
 // lease stores and its adapters, each under one name: the record a handler
 // sees, start positions, handler outcomes and their errors, the retry
 // policy, dead letters, lease events, the hook interfaces and the values
-// they receive, and the service's statistics.
+// they receive, the results and errors of a rewind, and the service's
+// statistics.
 //
 // It is a leaf package (it imports only the standard library and package
 // leases), modelled on river's rivertype: code that only inspects records,

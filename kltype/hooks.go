@@ -169,6 +169,30 @@ type HookThrottled interface{ OnThrottled(t ThrottleInfo) }
 // HookDeadLettered is called when a sink confirmed a dead letter.
 type HookDeadLettered interface{ OnDeadLettered(dl *DeadLetterRecord) }
 
+// FilterInfo describes the user records of one KPL aggregate that were not
+// delivered because their hash keys lie outside the hash key range of the
+// shard the aggregate was read from (HookUserRecordsFiltered). After a
+// reshard, a KPL with a stale shard map can put an aggregate on a shard that
+// does not own every user record in it; the KPL puts each such user record
+// again, and Kinesis routes that copy to the shard owning its hash key,
+// where it is delivered. See package kpl.
+type FilterInfo struct {
+	// Stream is the stream's name or ARN, as subscribed.
+	Stream string
+	// ShardID is the shard the aggregate was read from.
+	ShardID string
+	// SequenceNumber is the aggregate's.
+	SequenceNumber string
+	// Filtered counts the user records not delivered.
+	Filtered int
+	// UserRecords counts the user records of the aggregate.
+	UserRecords int
+}
+
+// HookUserRecordsFiltered is called for every KPL aggregate some of whose
+// user records were not delivered because they hash outside the shard.
+type HookUserRecordsFiltered interface{ OnUserRecordsFiltered(f FilterInfo) }
+
 // CallInfo describes one call to the lease store or Kinesis.
 type CallInfo struct {
 	// Service is "dynamodb" (the lease store, whatever it is) or "kinesis".
@@ -188,7 +212,7 @@ type HookCall interface{ OnCall(c CallInfo) }
 func IsHook(h Hook) bool {
 	switch h.(type) {
 	case HookLeaseAcquired, HookLeaseReleased, HookLeaseLost, HookShardStarted, HookShardEnded, HookBatchFetched,
-		HookRecordHandled, HookCheckpointWritten, HookThrottled, HookDeadLettered, HookCall, HookFailed:
+		HookRecordHandled, HookCheckpointWritten, HookThrottled, HookDeadLettered, HookCall, HookFailed, HookUserRecordsFiltered:
 		return true
 	}
 	return false

@@ -92,7 +92,25 @@ const (
 	ReasonDecode           = "decode"            // the codec could not decode the data
 	ReasonPanic            = "panic"             // the handler panicked on the last attempt
 	ReasonCorrupt          = "corrupt-aggregate" // a KPL aggregate that cannot be split
+	ReasonExpired          = "expired"           // older than the subscription's maximum age (ExpiredError)
 )
+
+// ExpiredError is why a record older than its subscription's maximum age
+// (kinesislease.WithMaxRecordAge) at a delivery was dead-lettered, with
+// Reason ReasonExpired, instead of reaching the handler.
+type ExpiredError struct {
+	// Arrival is the record's ApproximateArrivalTimestamp.
+	Arrival time.Time
+	// Age is how old it was when it was found expired.
+	Age time.Duration
+	// MaxAge is the subscription's maximum age.
+	MaxAge time.Duration
+}
+
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("kinesislease: record expired: it arrived %s, %v ago, over the maximum age of %v",
+		e.Arrival.UTC().Format(time.RFC3339Nano), e.Age.Round(time.Millisecond), e.MaxAge)
+}
 
 // DeadLetterRecord is a record that could not be processed, as a dead-letter
 // sink receives it.
@@ -100,7 +118,7 @@ type DeadLetterRecord struct {
 	// Record is the record, its raw bytes intact.
 	Record *Record
 	// Attempts counts deliveries to the handler (0 for decode failures and
-	// corrupt aggregates).
+	// corrupt aggregates; those before it expired for an expired record).
 	Attempts int
 	// Reason is one of the Reason constants.
 	Reason string

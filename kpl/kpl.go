@@ -6,6 +6,12 @@
 // keys, and the user records, each naming its keys by index) and the MD5 of
 // the protobuf bytes. Data without the magic bytes is not aggregated.
 // https://github.com/awslabs/amazon-kinesis-producer/blob/master/aggregation-format.md
+//
+// HashKey, HashRange and UserRecord.HashKey tell whether a user record
+// belongs to a shard: after a reshard, an aggregate put by a KPL with a
+// stale shard map can hold user records of another shard, which the KPL
+// puts again there; the consumer skips them where they do not belong, as
+// KCL does (see docs/kpl.md).
 package kpl
 
 import (

@@ -96,6 +96,13 @@ type Member struct {
 	// member that finds every row of a stream missing takes the stream as
 	// new (and creates its rows at once) only while no member holds any.
 	Held int64
+	// Streams is a digest of the streams the member subscribes, compared
+	// as an opaque value: each member plans every stream it reads over the
+	// live members whose digest equals its own (an empty one counts as
+	// equal), so that while instances subscribe different streams (a
+	// subscription added or removed at runtime, a rollout) a shard is never
+	// planned to a member that does not read its stream.
+	Streams string
 }
 
 // Membership is the part of a Store that keeps membership rows and takes

@@ -23,7 +23,8 @@
 //	kinesislease.result   ok or error (checkpoints); ok, error, conflict,
 //	                      throttled or canceled (calls)
 //	kinesislease.reason   why a record was dead-lettered: retries-exhausted,
-//	                      dead-letter, decode, panic, corrupt-aggregate
+//	                      dead-letter, decode, panic, corrupt-aggregate,
+//	                      expired
 //	rpc.service           dynamodb (the lease store, whatever its backend) or
 //	                      kinesis
 //	rpc.method            the store or Kinesis operation: Get, Create,
@@ -53,11 +54,15 @@
 //	kinesislease.shards.started         counter  {shard}     stream, shard_id
 //	kinesislease.shards.ended           counter  {shard}     stream, shard_id
 //	kinesislease.failures               counter  {failure}   stream, shard_id (empty for the stream)
+//	kinesislease.kpl.filtered           counter  {record}    stream, shard_id
 //
 // kinesislease.failures counts shards and streams set aside after failing
 // for good (HookFailed: access denied, a checkpoint not in its shard, a
 // stream deleted); each is tried again later, the rest of the service goes
-// on. Any increase wants a look at the ERROR log.
+// on. Any increase wants a look at the ERROR log. kinesislease.kpl.filtered
+// counts KPL user records skipped because they hash outside the shard they
+// were read from (HookUserRecordsFiltered): after a reshard the KPL puts
+// them again, to the shard that owns them.
 //
 // kinesislease.millis_behind_latest is an asynchronous gauge: at each
 // collection, for every shard this process holds, the MillisBehindLatest of
@@ -198,6 +203,7 @@ type Hooks struct {
 	fetchRecords, fetchBytes   metric.Int64Counter
 	throttles                  metric.Int64Counter
 	failures                   metric.Int64Counter
+	filtered                   metric.Int64Counter
 	shardsStarted, shardsEnded metric.Int64Counter
 	held                       metric.Int64UpDownCounter
 	takeovers, losses          metric.Int64Counter
@@ -219,17 +225,19 @@ type Hooks struct {
 }
 
 var (
-	_ kltype.HookLeaseAcquired     = (*Hooks)(nil)
-	_ kltype.HookLeaseReleased     = (*Hooks)(nil)
-	_ kltype.HookLeaseLost         = (*Hooks)(nil)
-	_ kltype.HookShardStarted      = (*Hooks)(nil)
-	_ kltype.HookShardEnded        = (*Hooks)(nil)
-	_ kltype.HookBatchFetched      = (*Hooks)(nil)
-	_ kltype.HookRecordHandled     = (*Hooks)(nil)
-	_ kltype.HookCheckpointWritten = (*Hooks)(nil)
-	_ kltype.HookThrottled         = (*Hooks)(nil)
-	_ kltype.HookDeadLettered      = (*Hooks)(nil)
-	_ kltype.HookCall              = (*Hooks)(nil)
+	_ kltype.HookLeaseAcquired       = (*Hooks)(nil)
+	_ kltype.HookLeaseReleased       = (*Hooks)(nil)
+	_ kltype.HookLeaseLost           = (*Hooks)(nil)
+	_ kltype.HookShardStarted        = (*Hooks)(nil)
+	_ kltype.HookShardEnded          = (*Hooks)(nil)
+	_ kltype.HookBatchFetched        = (*Hooks)(nil)
+	_ kltype.HookRecordHandled       = (*Hooks)(nil)
+	_ kltype.HookCheckpointWritten   = (*Hooks)(nil)
+	_ kltype.HookThrottled           = (*Hooks)(nil)
+	_ kltype.HookDeadLettered        = (*Hooks)(nil)
+	_ kltype.HookCall                = (*Hooks)(nil)
+	_ kltype.HookFailed              = (*Hooks)(nil)
+	_ kltype.HookUserRecordsFiltered = (*Hooks)(nil)
 )
 
 type shardKey struct{ stream, shard string }
@@ -324,6 +332,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
 	h.fetchBytes = counter("kinesislease.fetch.bytes", "By", "Data bytes of the records read by GetRecords.")
 	h.throttles = counter("kinesislease.throttles", "{throttle}", "Kinesis reads throttled and retried.")
 	h.failures = counter("kinesislease.failures", "{failure}", "Shards and streams set aside after failing for good, tried again later.")
+	h.filtered = counter("kinesislease.kpl.filtered", "{record}", "KPL user records skipped because they hash outside the shard they were read from.")
 	h.shardsStarted = counter("kinesislease.shards.started", "{shard}", "Shard readers started.")
 	h.shardsEnded = counter("kinesislease.shards.ended", "{shard}", "Closed shards read to their end.")
 	h.takeovers = counter("kinesislease.lease.takeovers", "{lease}", "Leases taken over from another owner whose lease expired.")
@@ -544,6 +553,14 @@ type failureKey struct{ shardKey }
 func (h *Hooks) OnFailed(f kltype.FailureInfo) {
 	a := h.cached(failureKey{shardKey{f.Stream, f.ShardID}}, func() []attribute.KeyValue { return h.streamShard(f.Stream, f.ShardID) })
 	h.failures.Add(context.Background(), 1, a.add...)
+}
+
+type filteredKey struct{ shardKey }
+
+// OnUserRecordsFiltered implements kltype.HookUserRecordsFiltered.
+func (h *Hooks) OnUserRecordsFiltered(f kltype.FilterInfo) {
+	a := h.cached(filteredKey{shardKey{f.Stream, f.ShardID}}, func() []attribute.KeyValue { return h.streamShard(f.Stream, f.ShardID) })
+	h.filtered.Add(context.Background(), int64(f.Filtered), a.add...)
 }
 
 type deadKey struct {

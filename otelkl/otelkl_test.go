@@ -168,6 +168,8 @@ func TestHooksUnit(t *testing.T) {
 	h.OnFailed(kltype.FailureInfo{Stream: "orders", ShardID: sh(s1), Err: errors.New("denied"), Failures: 1, RetryIn: time.Minute})
 	h.OnFailed(kltype.FailureInfo{Stream: "orders", ShardID: sh(s1), Err: errors.New("denied"), Failures: 2, RetryIn: 2 * time.Minute})
 	h.OnFailed(kltype.FailureInfo{Stream: "orders", Err: errors.New("gone")})
+	h.OnUserRecordsFiltered(kltype.FilterInfo{Stream: "orders", ShardID: sh(s1), SequenceNumber: "1", Filtered: 2, UserRecords: 5})
+	h.OnUserRecordsFiltered(kltype.FilterInfo{Stream: "orders", ShardID: sh(s1), SequenceNumber: "2", Filtered: 1, UserRecords: 3})
 	call := func(svc, op string, d time.Duration, err error) {
 		h.OnCall(kltype.CallInfo{Service: svc, Op: op, Duration: d, Err: err})
 	}
@@ -187,6 +189,7 @@ func TestHooksUnit(t *testing.T) {
 	ms.want(t, "kinesislease.shards.started", 3, stream)
 	ms.want(t, "kinesislease.failures", 2, stream, s1)
 	ms.want(t, "kinesislease.failures", 3, stream)
+	ms.want(t, "kinesislease.kpl.filtered", 3, stream, s1)
 	ms.want(t, "kinesislease.shards.started", 1, stream, s2)
 	ms.want(t, "kinesislease.fetch.records", 5, stream, s1)
 	ms.want(t, "kinesislease.fetch.bytes", 50, stream, s1)
@@ -268,6 +271,7 @@ var instruments = map[string]struct {
 	"kinesislease.millis_behind_latest": {"ms", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
 	"kinesislease.throttles":            {"{throttle}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrMethod}},
 	"kinesislease.failures":             {"{failure}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
+	"kinesislease.kpl.filtered":         {"{record}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
 	"kinesislease.shards.started":       {"{shard}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
 	"kinesislease.shards.ended":         {"{shard}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
 	"kinesislease.leases.held":          {"{lease}", []attribute.Key{otelkl.AttrStream, otelkl.AttrOwner}},

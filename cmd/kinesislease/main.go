@@ -69,6 +69,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 // Exit codes.
@@ -230,16 +231,10 @@ func (e *argError) Error() string { return e.msg }
 
 func badArg(format string, args ...any) error { return &argError{msg: fmt.Sprintf(format, args...)} }
 
-// notFoundError is a missing table, stream or shard (exit code 3).
-type notFoundError struct{ msg string }
-
-func (e *notFoundError) Error() string { return e.msg }
-
 // exitCode maps an error onto the documented exit codes.
 func exitCode(err error) int {
 	var (
 		arg       *argError
-		nf        *notFoundError
 		dNotFound *dtypes.ResourceNotFoundException
 		kNotFound *ktypes.ResourceNotFoundException
 	)
@@ -248,7 +243,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &arg):
 		return exitUsage
-	case errors.As(err, &nf), errors.As(err, &dNotFound), errors.As(err, &kNotFound):
+	case errors.Is(err, kltype.ErrShardNotFound), errors.As(err, &dNotFound), errors.As(err, &kNotFound):
 		return exitNotFound
 	case kinesisx.IsAccessDenied(err):
 		return exitDenied
@@ -259,7 +254,8 @@ func exitCode(err error) int {
 // fail prints err for command cmd and returns its exit code.
 func (c *cli) fail(cmd string, err error) int {
 	code := exitCode(err)
-	fmt.Fprintf(c.stderr, "kinesislease %s: %v\n", cmd, err)
+	// The library's errors start with its name: said once is enough.
+	fmt.Fprintf(c.stderr, "kinesislease %s: %s\n", cmd, strings.TrimPrefix(err.Error(), "kinesislease: "))
 	if code == exitUsage {
 		fmt.Fprintf(c.stderr, "(see: kinesislease %s help)\n", cmd)
 	}

@@ -245,7 +245,10 @@ func (r *rig) startService(owner string, j *journal, start kltype.StartPosition)
 		kinesislease.WithLeaseStore(r.store()),
 		kinesislease.WithOwner(owner),
 		kinesislease.WithLogger(testLogger(t)),
-		kinesislease.WithHeartbeat(150*time.Millisecond, 600*time.Millisecond),
+		// One instance: no failover to wait for, so a timeout that a loaded
+		// machine's stalls (DynamoDB Local, kinesis-local) do not reach:
+		// a fence would show as a lease lost and acquired again.
+		kinesislease.WithHeartbeat(500*time.Millisecond, 3*time.Second),
 		kinesislease.WithShutdownTimeout(5*time.Second),
 		kinesislease.WithLeaseEvents(func(e kltype.LeaseEvent) {
 			s.mu.Lock()

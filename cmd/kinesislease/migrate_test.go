@@ -35,11 +35,16 @@ func (r *rig) putTo(shard string, id int) string {
 }
 
 // putAggregateTo puts one KPL aggregate of the user records ids on shard.
+// Each user record carries the shard's starting hash key, as the KPL builds
+// an aggregate of records of one shard: the consumer skips user records
+// that hash outside the shard they arrived on (they are re-put where they
+// belong).
 func (r *rig) putAggregateTo(shard string, ids ...int) string {
+	hk := aws.ToString(r.listedShard(shard).HashKeyRange.StartingHashKey)
 	users := make([]kpl.UserRecord, len(ids))
 	for i, id := range ids {
 		data, _ := json.Marshal(order{ID: id})
-		users[i] = kpl.UserRecord{PartitionKey: "key-" + strconv.Itoa(id), Data: data}
+		users[i] = kpl.UserRecord{PartitionKey: "key-" + strconv.Itoa(id), ExplicitHashKey: hk, Data: data}
 	}
 	return r.putData(shard, kpl.Aggregate(users))
 }

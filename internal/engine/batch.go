@@ -246,6 +246,24 @@ func (p *Processor) runBatch(br *batchRun, gate Gate, resumed *Deferral) kltype.
 			if ctx.Err() != nil {
 				return Stopped
 			}
+			if p.MaxAge > 0 {
+				// Records too old are dead-lettered instead of handed over.
+				live := make([]int, 0, len(br.pending))
+				for _, i := range br.pending {
+					expired := p.expired(recs[i])
+					if expired == nil {
+						live = append(live, i)
+						continue
+					}
+					o := p.deadLetter(ctx, recs[i], br.failed[i], kltype.ReasonExpired, expired, log, p.waiter(ctx, recs[i], gate))
+					if o == Stopped || !br.done(i, o) {
+						return Stopped
+					}
+				}
+				if br.pending = live; len(br.pending) == 0 {
+					return kltype.Acked
+				}
+			}
 			br.batch = br.batch[:0]
 			for _, i := range br.pending {
 				recs[i].Attempt = br.failed[i] + 1

@@ -21,7 +21,7 @@ func (g *Group) syncShards(ctx context.Context) {
 	}
 	now := time.Now()
 	for _, st := range g.streams {
-		if st.listing.waiting(now) {
+		if st.listing.waiting(now) || st.removing {
 			continue
 		}
 		if st.shards == nil || st.resync || time.Since(st.lastSync) >= g.cfg.ShardSyncInterval || st.listing.n > 0 {

@@ -219,7 +219,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			inc = leases.NewIncarnation(row, cur)
 		}
 		g.hb.hb++
-		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load(), Held: g.heldCount()}
+		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
 		first := mono()
 		for attempt := 0; attempt < 5; attempt++ {
 			// A join's deadline is a whole interval (a heartbeat's is half):
@@ -274,7 +274,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (bool, error) {
 	inc := newIncarnation(row)
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Held: g.heldCount()}
+	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Held: g.heldCount(), Streams: g.streamsDigest()}
 	sent := mono()
 	rows, err := g.mem.ReplaceMember(ctx, row, cur, next)
 	if err != nil {
@@ -330,6 +330,7 @@ func (g *Group) beat(ctx context.Context) error {
 		// rows now, and heartbeat with the notice as it is.
 		g.hb.notice = cur.Notice
 		g.reconcileNow.Store(true)
+		g.kickRound() // now, not at the next round: a rewind waits a heartbeat at most
 		err = g.heartbeat(ctx)
 		g.hb.failed = err != nil
 	case hbOurAttempt:
@@ -396,7 +397,7 @@ func (g *Group) heartbeat(ctx context.Context) error {
 	// the holder's fence while takers see no change.
 	g.hb.hb++
 	inc := g.Incarnation()
-	m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount()}
+	m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
 	// A fenced incarnation says so: its leases may be taken at once. Only
 	// the old incarnation: once the instance goes on as a new one, that one
 	// holds what it takes afresh.
@@ -512,7 +513,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	}
 	g.hb.attempted[inc] = true
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount()}
+	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
 	sent := mono()
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
 	defer cancel()
@@ -582,7 +583,7 @@ func (g *Group) rejoin(ctx context.Context) {
 	row := rowOf(inc)
 	if !g.hb.needNewInc {
 		g.hb.hb++
-		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount()}
+		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
 		jctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
 		sent := mono()
 		rows, err := g.mem.Join(jctx, row, m)

@@ -48,11 +48,13 @@ const (
 	DefaultTimeout     = 5 * time.Second
 	DefaultFenceMargin = time.Second
 	// DefaultReconcile: over how long a holder re-reads every row it holds
-	// (one GetItem per held shard, spread evenly over the rounds), to see
-	// rows rewound or taken while it wrote nothing. Requests reach it sooner
-	// through its membership entry's Notice, and a vanished row at its next
-	// write.
-	DefaultReconcile = 5 * time.Minute
+	// (one GetItem per held shard, spread evenly over the rounds), a safety
+	// net for rows changed while it wrote nothing: rewind requests reach it
+	// through its membership entry's Notice, a vanished row at its next
+	// write or through the header's vanished reports. An hour keeps the
+	// cost at held/3,600 RCU/s per instance (0.28 at 1,000 held rows), so
+	// that an instance's reads stay within 2 RCU/s whatever it holds.
+	DefaultReconcile = time.Hour
 	// LegacyRowTimeout: how long a row of the retired per-row renewal
 	// protocol (an owner and no incarnation) must be seen unchanged before
 	// it is taken. That protocol's holders renewed every lease duration/3
@@ -166,7 +168,19 @@ type Group struct {
 	// dupSince: since when another process with this owner id is seen.
 	dupSince map[memberID]int64
 
-	streams map[string]*streamState
+	// streams is every subscribed stream by key. Only the round goroutine
+	// changes it (applyStreamChanges, at the start of a round, with
+	// streamsMu held); other goroutines read it under streamsMu.
+	streams   map[string]*streamState
+	order     []string // the keys of streams, in subscription order
+	streamsMu sync.RWMutex
+	// digest is streamsDigest's value; otherStreams the live members last
+	// seen subscribing other streams (round goroutine).
+	digest       atomic.Pointer[string]
+	otherStreams []string
+	// changes are the AddStream and RemoveStream calls not yet applied.
+	changesMu sync.Mutex
+	changes   []streamChange
 
 	// Set by the heartbeat loop, taken by the round loop.
 	reconcileNow atomic.Bool  // our Notice moved: re-read every held row
@@ -178,7 +192,7 @@ type Group struct {
 	lastAssign map[unit]string
 	sameRounds int
 	rounds     int
-	reconciled int // the held rows re-read since the last full pass
+	reconciled int // rounds of reconciliation done (its slice of the held rows)
 	ready      atomic.Bool
 	started    atomic.Bool // the first heartbeat landed
 
@@ -241,6 +255,10 @@ type streamState struct {
 	// to a timeout; a row recreated and deleted again within this is not
 	// provided for).
 	missingGap time.Duration
+	// removing: RemoveStream was called; removed get nil once every shard
+	// of the stream is released.
+	removing bool
+	removed  []chan error
 	// failed holds the shards set aside after failing for good, by shard
 	// id; listing is the stream's own (ListShards failed for good).
 	failed  map[string]*failure
@@ -397,16 +415,14 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	g.cfg.Client = cfg.Client
 	for i := range cfg.Streams {
 		sc := cfg.Streams[i]
-		if sc.Worker.Handler == nil && (sc.Worker.Batch == nil || sc.Worker.Batch.Handler == nil) {
-			return nil, fmt.Errorf("engine: stream %q: no handler", sc.Stream)
+		st, err := g.newStreamState(sc)
+		if err != nil {
+			return nil, err
 		}
-		sc.Worker.defaults()
-		key := kinesisx.Name(sc.Stream)
-		if prev, dup := g.streams[key]; dup {
-			return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
-		}
-		g.streams[key] = &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]legacyObs{}, failed: map[string]*failure{}, missingGap: cfg.Timeout + 2*cfg.Heartbeat}
+		g.streams[st.key] = st
+		g.order = append(g.order, st.key)
 	}
+	g.setDigest()
 	g.fence.Store(fenced)
 	return g, nil
 }
@@ -473,8 +489,9 @@ func (g *Group) loop(ctx context.Context) {
 		}
 		g.round(ctx)
 		wait := backoff.Jitter(g.cfg.Heartbeat)
+		own := g.myRow()
 		g.viewMu.Lock()
-		_, next := g.view.suspects(mono())
+		_, next := g.view.suspects(mono(), g.timedLocked(own))
 		g.viewMu.Unlock()
 		if d := time.Duration(next - mono()); next != 0 && d < wait {
 			wait = max(d+time.Millisecond, time.Millisecond) // a member's timeout runs out first
@@ -490,7 +507,9 @@ func (g *Group) loop(ctx context.Context) {
 // the fence as it stands when the take is sent.
 func (g *Group) round(ctx context.Context) {
 	g.rounds++
+	g.applyStreamChanges()
 	g.reap(ctx, false)
+	g.removeStreams()
 	fence := g.fence.Load()
 	if fence == fenced || mono() >= fence || g.fencedSince.Load() != 0 {
 		return // the heartbeat loop is bringing the instance back
@@ -522,6 +541,9 @@ func (g *Group) round(ctx context.Context) {
 func (g *Group) plan() map[unit]string {
 	var units []unit
 	for name, st := range g.streams {
+		if st.removing {
+			continue // its shards are being released
+		}
 		for _, id := range st.order {
 			if g.active(st, id) {
 				units = append(units, unit{Stream: name, Shard: id})
@@ -529,7 +551,7 @@ func (g *Group) plan() map[unit]string {
 		}
 	}
 	g.viewMu.Lock()
-	live := g.view.live(mono())
+	live := g.planMembers(mono())
 	g.viewMu.Unlock()
 	a := g.planner.Assign(live, units, g.cfg.MaxLeases)
 	if sameMap(a, g.lastAssign) || maps.Equal(a, g.lastAssign) {
@@ -608,6 +630,7 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 	start := startAt(st.cfg.Start, st.shards, u.Shard, h.current().Checkpoint)
 	w := newWorker(ctx, &st.cfg.Worker, st.log, g.cfg.Client, st.cfg.Stream, u.Shard, start, h)
 	w.h = g.h
+	w.hashRange = shardHashRange(st.shards[u.Shard])
 	w.proc.OnDeadLetter = g.h.deadLettered
 	g.mu.Lock()
 	if g.inc != inc || g.workers[u] != nil || mono() >= g.fence.Load() || g.fencedSince.Load() != 0 {
@@ -620,7 +643,13 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 	g.workers[u] = w
 	delete(g.orphans, u)
 	g.mu.Unlock()
-	go w.run()
+	go func() {
+		w.run()
+		// Reaped at once: a rewound worker reads on from its new position,
+		// a released row is free for the plan's member, without waiting a
+		// round.
+		g.kickRound()
+	}()
 	return true
 }
 

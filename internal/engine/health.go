@@ -39,11 +39,13 @@ func (g *Group) Health() kltype.Health {
 		shards[u.Stream] = append(shards[u.Stream], sh)
 	}
 	g.mu.Unlock()
+	g.streamsMu.RLock()
+	defer g.streamsMu.RUnlock()
 	g.healthMu.Lock()
 	defer g.healthMu.Unlock()
-	for _, sc := range g.cfg.Streams {
-		st := g.streams[kinesisx.Name(sc.Stream)]
-		sh := kltype.StreamHealth{Stream: sc.Stream, Shards: shards[st.key]}
+	for _, key := range g.order {
+		st := g.streams[key]
+		sh := kltype.StreamHealth{Stream: st.cfg.Stream, Shards: shards[st.key]}
 		if st.listing.n > 0 {
 			sh.Err, sh.RetryAt = st.listing.err, st.listing.until
 		}

@@ -25,6 +25,7 @@ type hooks struct {
 	dead       []kltype.HookDeadLettered
 	call       []kltype.HookCall
 	failed     []kltype.HookFailed
+	filtered   []kltype.HookUserRecordsFiltered
 }
 
 func newHooks(hs []kltype.Hook) *hooks {
@@ -42,6 +43,7 @@ func newHooks(hs []kltype.Hook) *hooks {
 		add(&h.dead, x)
 		add(&h.call, x)
 		add(&h.failed, x)
+		add(&h.filtered, x)
 	}
 	return h
 }

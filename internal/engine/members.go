@@ -161,16 +161,18 @@ func (v *memberView) live(now int64) []string {
 	return owners
 }
 
-// suspects returns the rows of the incarnations seen unchanged for less
-// than the timeout, not yet announced dead, whose timeout has run out at now
+// suspects returns the rows of the incarnations this instance times (in
+// the rows timed says: its own and the watched ones; the others are timed
+// by the members of the rows before them) seen unchanged for less than the
+// timeout, not yet announced dead, whose timeout has run out at now
 // (a read sent now would show them dead), and the earliest future instant
 // at which another one's will (0: none). A round reads those rows at once,
 // and the next round is due then: a death is found a timeout after the
 // last heartbeat was first seen, not up to a round later.
-func (v *memberView) suspects(now int64) (rows []int, next int64) {
+func (v *memberView) suspects(now int64, timed func(row int) bool) (rows []int, next int64) {
 	seen := map[int]bool{}
 	for _, o := range v.obs {
-		if o.absent || o.announced || o.m.Leaving || o.m.Owner == v.self || o.row < 0 || o.stale() >= v.timeout {
+		if o.absent || o.announced || o.m.Leaving || o.m.Owner == v.self || o.row < 0 || o.stale() >= v.timeout || !timed(o.row) {
 			continue
 		}
 		due := o.since + int64(v.timeout)

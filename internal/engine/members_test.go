@@ -157,24 +157,30 @@ func TestMemberViewSuspects(t *testing.T) {
 	v := newMemberView("self", timeout)
 	a := leases.Member{Owner: "a", Incarnation: "0.AAAA", Heartbeat: 1}
 	b := leases.Member{Owner: "b", Incarnation: "1.BBBB", Heartbeat: 1}
+	all := func(int) bool { return true }
 	v.observe(0, []leases.Member{a}, "0.SELF", 0, sec/100)
 	v.observe(1, []leases.Member{b}, "0.SELF", 0, sec/100)
-	if rows, next := v.suspects(2 * sec); len(rows) != 0 || next != sec/100+int64(timeout) {
+	if rows, next := v.suspects(2*sec, all); len(rows) != 0 || next != sec/100+int64(timeout) {
 		t.Fatalf("at 2s: suspects %v, next %v; want none, next at 5.01s", rows, time.Duration(next))
 	}
 	// b heartbeats at 3s; a does not.
 	b.Heartbeat = 2
 	v.observe(1, []leases.Member{b}, "0.SELF", 3*sec, 3*sec+sec/100)
-	rows, next := v.suspects(5*sec + sec/100)
+	rows, next := v.suspects(5*sec+sec/100, all)
 	if !slices.Equal(rows, []int{0}) || next != 3*sec+sec/100+int64(timeout) {
 		t.Fatalf("at 5.01s: suspects %v, next %v; want row 0, next at 8.01s", rows, time.Duration(next))
 	}
 	// The read of row 0 sent then finds a dead: no longer a suspect, dead.
 	v.observe(0, []leases.Member{a}, "0.SELF", 5*sec+sec/100, 5*sec+2*sec/100)
-	if rows, _ := v.suspects(5*sec + 3*sec/100); len(rows) != 0 {
+	if rows, _ := v.suspects(5*sec+3*sec/100, all); len(rows) != 0 {
 		t.Fatalf("a found dead, still suspected: %v", rows)
 	}
 	if d := v.dead(); len(d) != 1 || d[0].Owner != "a" {
 		t.Fatalf("dead %v, want a", d)
+	}
+	// A row this instance does not time is never read for its suspects:
+	// the members of the row before it time them.
+	if rows, _ := v.suspects(9*sec, func(r int) bool { return r == 0 }); len(rows) != 0 {
+		t.Fatalf("suspects in rows this instance does not time: %v", rows)
 	}
 }

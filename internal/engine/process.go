@@ -50,6 +50,12 @@ type Processor struct {
 	// cancelled then, and a call that overran counts as a failed attempt
 	// (a *HandlerTimeoutError), whatever it returned.
 	Timeout time.Duration
+	// MaxAge, if positive: a record whose ArrivalTime is more than MaxAge
+	// ago when it is about to be delivered (at any attempt) is
+	// dead-lettered with ReasonExpired (a *kltype.ExpiredError) instead.
+	MaxAge time.Duration
+	// Now reads the clock for MaxAge; nil means time.Now.
+	Now func() time.Time
 }
 
 // Process delivers r until it is acknowledged, dropped or dead-lettered, or
@@ -86,6 +92,11 @@ func (p *Processor) process(ctx context.Context, r *kltype.Record, gate Gate, re
 			}
 			if ctx.Err() != nil {
 				return Stopped
+			}
+			// A record too old at this delivery is dead-lettered instead
+			// (attempt is the attempts made so far).
+			if expired := p.expired(r); expired != nil {
+				return p.deadLetter(ctx, r, attempt, kltype.ReasonExpired, expired, log, wait)
 			}
 			attempt++
 			r.Attempt = attempt
@@ -184,6 +195,21 @@ func (p *Processor) deadLetter(ctx context.Context, r *kltype.Record, attempts i
 			return Stopped
 		}
 	}
+}
+
+// expired returns why r is too old to be delivered (MaxAge), or nil.
+func (p *Processor) expired(r *kltype.Record) error {
+	if p.MaxAge <= 0 || r.ArrivalTime.IsZero() {
+		return nil
+	}
+	now := time.Now
+	if p.Now != nil {
+		now = p.Now
+	}
+	if age := now().Sub(r.ArrivalTime); age > p.MaxAge {
+		return &kltype.ExpiredError{Arrival: r.ArrivalTime, Age: age, MaxAge: p.MaxAge}
+	}
+	return nil
 }
 
 // logger is p.Log, or a logger discarding everything.

@@ -145,7 +145,7 @@ func (g *Group) refreshView(ctx context.Context) bool {
 	clear(g.rows.want)
 	// Rows of members whose timeout has run out: read now, own row
 	// included (its entries otherwise come back only with the heartbeat).
-	suspect, _ := g.view.suspects(mono())
+	suspect, _ := g.view.suspects(mono(), g.timedLocked(own))
 	for _, r := range suspect {
 		if !slices.Contains(due, r) {
 			due = append(due, r)
@@ -251,4 +251,12 @@ func (g *Group) duplicates() error {
 		}
 	}
 	return nil
+}
+
+// timedLocked returns whether this instance times the members of a row: its
+// own row's (their heartbeats come back with its own) and the watched
+// rows'. The caller holds viewMu.
+func (g *Group) timedLocked(own int) func(row int) bool {
+	watched := g.rows.watched(own)
+	return func(row int) bool { return row == own || slices.Contains(watched, row) }
 }

@@ -42,6 +42,9 @@ type WorkerConfig struct {
 	// HandlerTimeout, if positive, bounds each handler call (see
 	// Processor.Timeout).
 	HandlerTimeout time.Duration
+	// MaxAge, if positive, dead-letters records older than it at a
+	// delivery (see Processor.MaxAge).
+	MaxAge time.Duration
 	// Batch, if set, hands the records to a batch handler instead of
 	// Handler (see BatchConfig).
 	Batch *BatchConfig
@@ -110,6 +113,11 @@ type worker struct {
 
 	rewinding atomic.Bool // stop to apply the lease's pending rewind, keeping the lease
 
+	// hashRange is the shard's hash key range (from ListShards), against
+	// which the user records of KPL aggregates are filtered (see expand);
+	// nil when unknown or the whole key space: nothing is filtered.
+	hashRange *kpl.HashRange
+
 	// Deferred acknowledgements: trk receives their resolutions; acks is
 	// what letGo drains (set by the consume loop).
 	trk         *tracker
@@ -133,7 +141,7 @@ func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, clie
 		start: start, resume: h.current().Checkpoint, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
 		trk: newTracker(),
 	}
-	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log, Timeout: cfg.HandlerTimeout}
+	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log, Timeout: cfg.HandlerTimeout, MaxAge: cfg.MaxAge}
 	w.h = &hooks{}
 	w.lag.Store(-1)
 	w.hardCtx, w.hardCancel = context.WithCancel(context.WithoutCancel(parent))
@@ -505,8 +513,16 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 	if w.resume.Sequence == seq {
 		skip = int(w.resume.SubSequence)
 	}
+	out := w.outOfRange(seq, users, skip)
+	last := len(users) - 1 // the last user record delivered
+	for last >= skip && out != nil && out[last] {
+		last--
+	}
 	subs := make([]recordContext, len(users))
-	for i := skip; i < len(users); i++ {
+	for i := skip; i <= last; i++ {
+		if out != nil && out[i] {
+			continue
+		}
 		sub := &subs[i]
 		sub.Context = w.hardCtx
 		sub.del.t = w.trk
@@ -516,9 +532,10 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 		r.PartitionKey = users[i].PartitionKey
 		r.ExplicitHashKey = users[i].ExplicitHashKey
 		r.Data = users[i].Data
-		// SubSequence counts the user records done; 0 means all of them.
+		// SubSequence counts the user records done; 0 means all of them
+		// (those after last are filtered out: done too).
 		done := leases.Checkpoint{Sequence: seq, SubSequence: int64(i + 1)}
-		if i == len(users)-1 {
+		if i == last {
 			done.SubSequence = 0
 		}
 		if !fn(sub, nil, done) {

@@ -22,6 +22,8 @@ type Settings struct {
 	Sink func(ctx context.Context, dl *kltype.DeadLetterRecord) error
 	// HandlerTimeout is WithHandlerTimeout's, 0 for none.
 	HandlerTimeout time.Duration
+	// MaxAge is WithMaxRecordAge's, 0 for none.
+	MaxAge time.Duration
 	// DeadLetterStream is WithDeadLetterStream's stream, "" for none.
 	DeadLetterStream string
 	// Err joins the invalid options, each named.

@@ -297,6 +297,9 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if m.Held != 0 {
 		e[entryHeld] = numAttr(m.Held)
 	}
+	if m.Streams != "" {
+		e[entryStreams] = &types.AttributeValueMemberS{Value: m.Streams}
+	}
 	return &types.AttributeValueMemberM{Value: e}
 }
 
@@ -338,7 +341,7 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 	if !ok {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: type %T, want a map", memberPrefix, owner, v)
 	}
-	m := leases.Member{Owner: owner, Incarnation: str(mv.Value, entryInc)}
+	m := leases.Member{Owner: owner, Incarnation: str(mv.Value, entryInc), Streams: str(mv.Value, entryStreams)}
 	if m.Incarnation == "" {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: no incarnation (%s)", memberPrefix, owner, entryInc)
 	}

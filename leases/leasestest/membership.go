@@ -336,7 +336,7 @@ func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows
 	r, other := rows.fresh(t), rows.fresh(t)
 	a, b, c := newOwner(t, "a"), newOwner(t, "b"), newOwner(t, "c")
 	ea := leases.Member{Owner: a, Incarnation: leases.NewIncarnation(r, "a1"), Heartbeat: 1}
-	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2}
+	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b"}
 	wantStoredExactly(t, "before the first join", m, r, nil)
 	wantExactly(t, "the first Join's answer", mustJoin(t, m, r, ea), []leases.Member{ea})
 	wantStoredExactly(t, "after the first join", m, r, []leases.Member{ea})
@@ -546,6 +546,9 @@ func testHeartbeatWritesEntry(t *testing.T, _ leases.Store, m leases.Membership,
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 2}, // the same heartbeat again (a resent one)
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Notice: 7},
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // Notice back to its zero value
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Streams: "d1", Held: 3},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 6, Streams: "d2"}, // another digest, Held back to 0
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 7},                // no digest
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 1 << 62, Leaving: true},
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 1<<62 + 1, Leaving: true}, // leaving, it may still write
 	}

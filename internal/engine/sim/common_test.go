@@ -350,7 +350,10 @@ func (b *simBase) put(i int) {
 	if r.Float64() < b.aggP {
 		users := make([]kpl.UserRecord, 1+r.IntN(4))
 		for j := range users {
-			users[j] = kpl.UserRecord{PartitionKey: fmt.Sprintf("pk-%d", r.IntN(100)), Data: []byte(fmt.Sprintf("user %d", j))}
+			// As the KPL aggregates: only user records of the shard's hash
+			// keys (the sim's shard i has the one hash key i); others would
+			// be filtered out.
+			users[j] = kpl.UserRecord{PartitionKey: fmt.Sprintf("pk-%d", r.IntN(100)), ExplicitHashKey: strconv.Itoa(i), Data: []byte(fmt.Sprintf("user %d", j))}
 		}
 		data = kpl.Aggregate(users)
 	}

@@ -1276,7 +1276,13 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 	}
 	g, err := engine.NewGroup(cfg)
 	if err != nil {
-		w.t.Fatalf("NewGroup: %v", err)
+		// startProc runs on the supervisor's goroutine too: no Fatal.
+		w.chk.mu.Lock()
+		w.violate("NewGroup of slot %d: %v", slot, err)
+		w.chk.mu.Unlock()
+		pr.dead.Store(true)
+		close(pr.done)
+		return
 	}
 	pr.group = g
 	pr.inc = g.Incarnation()

@@ -1,0 +1,212 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+)
+
+// streamChange is one AddStream or RemoveStream call, applied by the round
+// goroutine; done gets its outcome (for a removal: once every shard of the
+// stream is released).
+type streamChange struct {
+	add    *streamState
+	remove string
+	done   chan error
+}
+
+// ErrUnknownStream: RemoveStream of a stream the Group does not read.
+var ErrUnknownStream = errors.New("engine: no such stream")
+
+// newStreamState checks sc and returns its state, not yet subscribed.
+func (g *Group) newStreamState(sc StreamConfig) (*streamState, error) {
+	if sc.Worker.Handler == nil && (sc.Worker.Batch == nil || sc.Worker.Batch.Handler == nil) {
+		return nil, fmt.Errorf("engine: stream %q: no handler", sc.Stream)
+	}
+	sc.Worker.defaults()
+	key := kinesisx.Name(sc.Stream)
+	if prev, dup := g.streams[key]; dup {
+		return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
+	}
+	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]legacyObs{},
+		failed: map[string]*failure{}, missingGap: g.cfg.Timeout + 2*g.cfg.Heartbeat}, nil
+}
+
+// AddStream subscribes one more stream while Run runs: its shards join the
+// plan at the next round, spread over the members as every stream's are.
+// Every instance of the service must add it too: until one has, the shards
+// the plan gives that one wait. It returns once the stream is in the plan,
+// or when ctx ends. A stream subscribed already is refused.
+func (g *Group) AddStream(ctx context.Context, sc StreamConfig) error {
+	g.streamsMu.RLock()
+	st, err := g.newStreamState(sc)
+	g.streamsMu.RUnlock()
+	if err != nil {
+		return err
+	}
+	return g.change(ctx, streamChange{add: st, done: make(chan error, 1)})
+}
+
+// RemoveStream stops reading a stream while Run runs: each of its shards
+// drains (the record in flight finishes, bounded by ShutdownTimeout),
+// writes its final checkpoint and is released; then the stream leaves the
+// plan. It returns once every shard of the stream is released, or when ctx
+// ends (the removal goes on). Every instance must remove it: the shards the
+// plan gives one that still reads the stream are read on by it.
+func (g *Group) RemoveStream(ctx context.Context, stream string) error {
+	return g.change(ctx, streamChange{remove: kinesisx.Name(stream), done: make(chan error, 1)})
+}
+
+func (g *Group) change(ctx context.Context, c streamChange) error {
+	g.changesMu.Lock()
+	g.changes = append(g.changes, c)
+	g.changesMu.Unlock()
+	g.kickRound()
+	select {
+	case err := <-c.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// applyStreamChanges applies the pending AddStream and RemoveStream calls
+// (round goroutine).
+func (g *Group) applyStreamChanges() {
+	g.changesMu.Lock()
+	changes := g.changes
+	g.changes = nil
+	g.changesMu.Unlock()
+	for _, c := range changes {
+		switch {
+		case c.add != nil:
+			g.streamsMu.Lock()
+			prev, dup := g.streams[c.add.key]
+			if !dup {
+				g.streams[c.add.key] = c.add
+				g.order = append(g.order, c.add.key)
+			}
+			g.streamsMu.Unlock()
+			if dup {
+				c.done <- fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", c.add.key, prev.cfg.Stream, c.add.cfg.Stream)
+				continue
+			}
+			c.add.log.Info("kinesislease: stream added")
+			c.done <- nil
+		default:
+			st := g.streams[c.remove]
+			if st == nil {
+				c.done <- fmt.Errorf("%w: %q", ErrUnknownStream, c.remove)
+				continue
+			}
+			if !st.removing {
+				st.removing = true
+				st.log.Info("kinesislease: removing stream: draining and releasing its shards")
+			}
+			st.removed = append(st.removed, c.done)
+		}
+	}
+	if len(changes) > 0 {
+		g.setDigest() // the next heartbeat tells the others
+	}
+	// Hand every shard of a stream being removed back: drain and release.
+	g.mu.Lock()
+	for u, w := range g.workers {
+		if st := g.streams[u.Stream]; st != nil && st.removing && !w.stopping() {
+			w.stopWithin(g.cfg.ShutdownTimeout)
+		}
+	}
+	g.mu.Unlock()
+}
+
+// removeStreams forgets each stream being removed once none of its shards
+// is held or an orphan any more (round goroutine, after reap).
+func (g *Group) removeStreams() {
+	for key, st := range g.streams {
+		if !st.removing {
+			continue
+		}
+		g.mu.Lock()
+		busy := false
+		for u := range g.workers {
+			busy = busy || u.Stream == key
+		}
+		for u := range g.orphans {
+			busy = busy || u.Stream == key
+		}
+		for u := range g.released {
+			if u.Stream == key {
+				delete(g.released, u)
+			}
+		}
+		g.mu.Unlock()
+		if busy {
+			continue
+		}
+		g.streamsMu.Lock()
+		delete(g.streams, key)
+		g.order = slices.DeleteFunc(g.order, func(k string) bool { return k == key })
+		g.streamsMu.Unlock()
+		st.log.Info("kinesislease: stream removed: every shard released")
+		for _, d := range st.removed {
+			d <- nil
+		}
+	}
+}
+
+// streamsDigest is the digest of the streams this instance subscribes (not
+// those being removed), as its membership entry carries it.
+func (g *Group) streamsDigest() string {
+	if d := g.digest.Load(); d != nil {
+		return *d
+	}
+	return ""
+}
+
+// setDigest computes the digest of the subscribed streams (round
+// goroutine, or NewGroup).
+func (g *Group) setDigest() {
+	var keys []string
+	for key, st := range g.streams {
+		if !st.removing {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	h := fnv.New64a()
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+	}
+	d := strconv.FormatUint(h.Sum64(), 36)
+	g.digest.Store(&d)
+}
+
+// planMembers returns the live owners the plan spreads this instance's
+// streams over: itself and those whose entry says they subscribe the same
+// streams (or says nothing). Members that subscribe others plan theirs over
+// their own kind: a shard is never planned to a member that does not read
+// its stream. The caller holds viewMu.
+func (g *Group) planMembers(now int64) []string {
+	mine := g.streamsDigest()
+	var owners, other []string
+	for _, o := range g.view.live(now) {
+		d := g.view.latest[o].Streams
+		if o == g.cfg.Owner || d == "" || d == mine {
+			owners = append(owners, o)
+		} else {
+			other = append(other, o)
+		}
+	}
+	if len(other) > 0 && !slices.Equal(other, g.otherStreams) {
+		g.log.Warn("kinesislease: some members subscribe other streams; each plans its streams over the members that subscribe the same (subscribe or unsubscribe on every instance)",
+			"members", other)
+	}
+	g.otherStreams = other
+	return owners
+}
