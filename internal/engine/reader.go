@@ -60,6 +60,10 @@ type ReaderConfig struct {
 	// waits until the call may be made and returns the Limit to use (the
 	// memory budget's share of this shard).
 	Reserve func(ctx context.Context, limit int32) (int32, error)
+	// OnSend, if set, is called with the instant of each GetRecords call
+	// as the reader paces it: the instant MinInterval and IdleInterval are
+	// measured from.
+	OnSend func(time.Time)
 }
 
 // Reader reads one shard, from a start position, in order. It keeps no
@@ -179,6 +183,9 @@ func (r *Reader) get(ctx context.Context) (Batch, error) {
 		}
 	}
 	r.lastGet = time.Now()
+	if r.cfg.OnSend != nil {
+		r.cfg.OnSend(r.lastGet)
+	}
 	out, err := r.cfg.Client.GetRecords(ctx, kinesisx.GetRecordsInput(r.cfg.Stream, r.iterator, limit), kinesisx.WithoutThrottleRetries)
 	if err != nil {
 		return Batch{}, fmt.Errorf("shard %s: GetRecords: %w", r.cfg.ShardID, err)

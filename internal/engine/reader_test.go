@@ -187,14 +187,13 @@ func TestReaderBehind(t *testing.T) {
 	published := putEach(t, rec.Client, stream, 30, 5*time.Millisecond)
 	const (
 		limit       = 4
-		minInterval = 20 * time.Millisecond
+		minInterval = 150 * time.Millisecond // above kinesis-local's own latency, so that pacing, not the emulator, spaces the calls
 		idle        = time.Second
 	)
-	// The reader notes a call's time just before it sends it, after its
-	// pacing wait and its Reserve call; the recorder notes it just after.
-	// Measured between the recorder's note of one call and the Reserve of
-	// the next, a gap is never longer than the reader's own: scheduling
-	// delays between the two notes cannot make a correct reader look early.
+	// The gaps are measured on the reader's own clock reads (OnSend: the
+	// instants it paces from); any other observer's clock reads differ from
+	// them by scheduling delays, which can make a correct reader look a
+	// fraction of a millisecond early or late.
 	var (
 		resMu    sync.Mutex
 		reserved []time.Time
@@ -202,11 +201,10 @@ func TestReaderBehind(t *testing.T) {
 	r := engine.NewReader(engine.ReaderConfig{
 		Client: rec, Stream: stream, ShardID: shard0, Start: kltype.TrimHorizon,
 		Limit: limit, MinInterval: minInterval, IdleInterval: idle,
-		Reserve: func(_ context.Context, n int32) (int32, error) {
+		OnSend: func(at time.Time) {
 			resMu.Lock()
-			reserved = append(reserved, time.Now())
+			reserved = append(reserved, at)
 			resMu.Unlock()
-			return n, nil
 		},
 	})
 	ctx := t.Context()
@@ -236,7 +234,7 @@ func TestReaderBehind(t *testing.T) {
 	resMu.Lock()
 	defer resMu.Unlock()
 	if len(reserved) != len(gr) {
-		t.Fatalf("Reserve called %d times for %d GetRecords calls", len(reserved), len(gr))
+		t.Fatalf("OnSend called %d times for %d GetRecords calls", len(reserved), len(gr))
 	}
 	var behind []int64
 	idled := 0
@@ -248,7 +246,7 @@ func TestReaderBehind(t *testing.T) {
 			}
 			continue
 		}
-		prev, gap := gr[i-1], reserved[i].Sub(gr[i-1].Start)
+		prev, gap := gr[i-1], reserved[i].Sub(reserved[i-1])
 		caught := prev.Records == 0 || (prev.Behind == 0 && prev.Records < limit)
 		switch {
 		case gap < minInterval:
