@@ -266,17 +266,23 @@ func Apply(ctx context.Context, st Store, stream string, p Plan, dry bool) (klty
 		}
 		// The holder writes its row only to checkpoint: tell it through its
 		// membership entry.
-		res.NotifyErr = notify(ctx, st, nl.Owner, nl.Incarnation)
+		res.NotifyErr = Notify(ctx, st, nl.Owner, nl.Incarnation)
 		return res, nil
 	}
 	return res, fmt.Errorf("the row kept changing (%d attempts); try again: %w", attempts, lastErr)
 }
 
-// notify bumps the Notice of owner's membership entry (incarnation inc),
+// Members is the part of a store Notify needs.
+type Members interface {
+	Members(ctx context.Context, row int) ([]leases.Member, error)
+	ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error)
+}
+
+// Notify bumps the Notice of owner's membership entry (incarnation inc),
 // so that the holder looks at its rows at its next heartbeat. An entry gone
 // or of another incarnation needs no notice: the row's next holder applies
 // the rewind before reading.
-func notify(ctx context.Context, st Store, owner, inc string) error {
+func Notify(ctx context.Context, st Members, owner, inc string) error {
 	row, ok := leases.IncarnationRow(inc)
 	if !ok {
 		return nil // an earlier version's holder: the next holder applies it

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/kinesislease/kinesislease/internal/rewind"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -120,27 +121,10 @@ func fleet(ctx context.Context, st leases.Store) (map[string]int64, error) {
 // the request before reading.
 func notify(ctx context.Context, st leases.Store, owner, inc string) error {
 	mem, ok := st.(leases.Membership)
-	row, named := leases.IncarnationRow(inc)
-	if !ok || !named {
+	if !ok {
 		return nil
 	}
-	var err error
-	for range writeAttempts {
-		var ms []leases.Member
-		if ms, err = mem.Members(ctx, row); err != nil {
-			return err
-		}
-		i := slices.IndexFunc(ms, func(m leases.Member) bool { return m.Owner == owner && m.Incarnation == inc })
-		if i < 0 {
-			return nil
-		}
-		next := ms[i]
-		next.Notice++
-		if _, err = mem.ReplaceMember(ctx, row, ms[i], next); !errors.Is(err, leases.ErrConflict) {
-			return err
-		}
-	}
-	return err
+	return rewind.Notify(ctx, mem, owner, inc)
 }
 
 // writeAttempts bounds the conditional writes tried on one row.
