@@ -168,9 +168,12 @@ type Membership interface {
 	ReportVanished(ctx context.Context) error
 
 	// TakeAs is the take of the membership protocol: owner's incarnation
-	// becomes the holder of l.Key, whoever holds it now, if the row's
-	// counter still equals l.Counter. Incarnation is written beside Owner;
-	// the checkpoint and a pending RewindTo are kept. Like every write it
+	// becomes the holder of l.Key if the row still is l: its counter equals
+	// l.Counter and its holder (owner and incarnation, or none) is l's.
+	// The holder is compared too because the counter restarts at 1 when a
+	// vanished row is recreated: a counter alone could match a different
+	// row. Incarnation is written beside Owner; the checkpoint and a
+	// pending RewindTo are kept. Like every write it
 	// bumps Counter and writes a new Token. Release clears Incarnation.
 	TakeAs(ctx context.Context, l Lease, owner, incarnation string) (Lease, error)
 

@@ -400,6 +400,10 @@ type update struct {
 	// owner, if set, must hold the row (a holder write), and incarnation,
 	// if set too, must be the row's.
 	owner, incarnation string
+	// exact: the row's holder must be exactly owner and incarnation, an
+	// empty one meaning none (TakeAs: a recreated row restarts its counter,
+	// so the counter alone could match another row).
+	exact bool
 }
 
 func (u *update) setCheckpoint(cp leases.Checkpoint) {
@@ -442,7 +446,22 @@ func (s *Store) write(ctx context.Context, op string, key leases.Key, counter in
 	} else {
 		cond = attrCounter + " = :expected_counter"
 		values[":expected_counter"] = numAttr(counter)
-		if u.owner != "" {
+		switch {
+		case u.exact:
+			names["#owner"] = attrOwner
+			if u.owner == "" {
+				cond += " AND attribute_exists(" + attrKey + ") AND attribute_not_exists(#owner)"
+			} else {
+				cond += " AND #owner = :expected_owner"
+				values[":expected_owner"] = &types.AttributeValueMemberS{Value: u.owner}
+			}
+			if u.incarnation == "" {
+				cond += " AND attribute_not_exists(" + attrIncarnation + ")"
+			} else {
+				cond += " AND " + attrIncarnation + " = :expected_inc"
+				values[":expected_inc"] = &types.AttributeValueMemberS{Value: u.incarnation}
+			}
+		case u.owner != "":
 			cond += " AND #owner = :expected_owner"
 			names["#owner"] = attrOwner
 			values[":expected_owner"] = &types.AttributeValueMemberS{Value: u.owner}
@@ -450,7 +469,7 @@ func (s *Store) write(ctx context.Context, op string, key leases.Key, counter in
 				cond += " AND " + attrIncarnation + " = :expected_inc"
 				values[":expected_inc"] = &types.AttributeValueMemberS{Value: u.incarnation}
 			}
-		} else {
+		default:
 			// Never create a row by writing to a missing one.
 			cond += " AND attribute_exists(" + attrKey + ")"
 		}

@@ -29,7 +29,7 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 	u := update{set: map[string]types.AttributeValue{
 		"#owner":        &types.AttributeValueMemberS{Value: owner},
 		attrIncarnation: &types.AttributeValueMemberS{Value: incarnation},
-	}, remove: []string{attrOldExpiry, attrOldHandoff}}
+	}, remove: []string{attrOldExpiry, attrOldHandoff}, owner: l.Owner, incarnation: l.Incarnation, exact: true}
 	return s.write(ctx, "TakeAs", l.Key, l.Counter, u)
 }
 

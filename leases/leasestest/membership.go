@@ -1318,6 +1318,25 @@ func testTakeAsCounter(t *testing.T, s leases.Store, m leases.Membership, _ *row
 		wantConflict(t, fmt.Sprintf("TakeAs with counter %d (row at %d)", stale, l.Counter), err)
 		wantRow(t, s, k, l, fmt.Sprintf("TakeAs with stale counter %d changed the row", stale))
 	}
+	// The counter alone is not the row: a row recreated after it vanished
+	// restarts at counter 1, so a row known with another holder, or none,
+	// at the same counter is another row.
+	for _, other := range []struct{ owner, inc string }{{"x", "inc-x"}, {"a", "inc-a-old"}, {"a", ""}, {"", ""}} {
+		old := l
+		old.Owner, old.Incarnation = other.owner, other.inc
+		_, err := m.TakeAs(ctx(t), old, "b", "inc-b")
+		wantConflict(t, fmt.Sprintf("TakeAs of the row known held by %q/%q at its counter (held by a/inc-a)", other.owner, other.inc), err)
+		wantRow(t, s, k, l, fmt.Sprintf("TakeAs of the row known held by %q/%q changed it", other.owner, other.inc))
+	}
+	free, err := s.Release(ctx(t), l, leases.Checkpoint{Sequence: "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := free
+	held.Owner, held.Incarnation = "a", "inc-a"
+	_, err = m.TakeAs(ctx(t), held, "b", "inc-b")
+	wantConflict(t, "TakeAs of a free row known held at its counter", err)
+	wantRow(t, s, k, free, "TakeAs of a free row known held changed it")
 	// A missing row is not created.
 	ghost := leases.Lease{Key: leases.Key{Stream: k.Stream, Shard: "shardId-000000000009"}, Counter: 1}
 	if _, err := m.TakeAs(ctx(t), ghost, "b", "inc-b"); !errors.Is(err, leases.ErrNotFound) && !errors.Is(err, leases.ErrConflict) {

@@ -197,6 +197,9 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 		return leases.Lease{}, err
 	}
 	return s.write("TakeAs", l, false, func(r *leases.Lease) error {
+		if r.Owner != l.Owner || r.Incarnation != l.Incarnation {
+			return leases.ErrConflict // another holder at the same counter: a recreated row
+		}
 		r.Owner = owner
 		r.Incarnation = incarnation
 		return nil
