@@ -208,6 +208,17 @@ func (g *Group) acquire(ctx context.Context, u unit) {
 // take takes row l for this incarnation and starts reading it.
 func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Lease) {
 	inc := g.Incarnation()
+	// A row recreated with no checkpoint (its counter below the one this
+	// instance saw last, when it released or read it): carry on from the
+	// checkpoint it saw then, not from the start position.
+	var fill leases.Checkpoint
+	if l.Checkpoint.IsZero() && l.RewindTo.IsZero() {
+		g.mu.Lock()
+		if r, ok := g.released[u]; ok && l.Counter < r.lease.Counter {
+			fill = r.lease.Checkpoint
+		}
+		g.mu.Unlock()
+	}
 	sent := mono()
 	tctx, cancel := g.atFence(ctx)
 	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
@@ -221,35 +232,12 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 		}
 		return
 	}
-	g.startTaken(ctx, st, u, l, t, sent)
-}
-
-// presume records, after a write of row l as incarnation inc that failed
-// without a conflict, that the write may have landed with its answer lost:
-// the row would then name this instance with nobody reading it, and every
-// other member would wait on it for as long as this incarnation lives. So
-// it is an orphan, known as the write would have left it; the next round
-// reads it before taking it again or releasing it.
-func (g *Group) presume(u unit, l leases.Lease, inc string) {
-	mine := l
-	mine.Owner, mine.Incarnation, mine.Counter = g.cfg.Owner, inc, l.Counter+1
-	g.mu.Lock()
-	g.orphans[u] = orphan{inc: inc, known: mine, presumed: true}
-	g.mu.Unlock()
-}
-
-// ours reports whether row l names this process, as one of its recent
-// incarnations: the current one (a take whose answer was lost) or an
-// earlier one (a row not taken again since a fence). Nobody else takes a
-// row of the current incarnation while it lives, so this process must read
-// it or release it.
-func (g *Group) ours(l leases.Lease) bool {
-	if l.Owner != g.cfg.Owner || l.Incarnation == "" {
-		return false
+	if !fill.IsZero() {
+		if t, err = g.fillCheckpoint(ctx, st, u, t, fill); err != nil {
+			return
+		}
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return slices.Contains(g.incs, l.Incarnation)
+	g.startTaken(ctx, st, u, l, t, sent)
 }
 
 // startTaken starts a worker on row t, just taken (from l) by a write sent
@@ -282,168 +270,6 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 	emit(g.h, g.cfg.Events, kltype.LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
 }
 
-// retake takes an orphan row directly as the current incarnation: a write
-// conditional on the row as this instance last knew it, with a read only
-// if that fails.
-func (g *Group) retake(ctx context.Context, u unit, o orphan) {
-	st := g.streams[u.Stream]
-	inc := g.Incarnation()
-	l := o.known
-	if o.presumed {
-		// Our take's answer was lost: the row may be ours at that counter,
-		// or another's write made the same counter. Read it first.
-		sent := mono()
-		cur, err := g.store.Get(ctx, l.Key)
-		switch {
-		case errors.Is(err, leases.ErrNotFound) && l.Checkpoint.IsZero():
-			g.dropOrphan(u, o) // nothing to save: missingRow as for any member
-			return
-		case errors.Is(err, leases.ErrNotFound):
-			st.know(u.Shard, l)
-			g.missingRow(ctx, st, u, sent, mono())
-			return
-		case err != nil:
-			return
-		}
-		st.setRow(u.Shard, rowState{lease: cur})
-		if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
-			g.dropOrphan(u, o) // not ours: someone else's
-			return
-		}
-		l = cur
-	}
-	for attempt := 0; ; attempt++ {
-		sent := mono()
-		tctx, cancel := g.atFence(ctx)
-		t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
-		cancel()
-		if err == nil {
-			g.startTaken(ctx, st, u, l, t, sent)
-			return
-		}
-		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
-			switch {
-			case errors.Is(err, leases.ErrNotFound):
-				// Vanished: recreated from the checkpoint this instance
-				// knew, once missing for lostRowWait. It stays an orphan
-				// until then: if the plan moves it to another member, it is
-				// recreated free from there (vanishedOrphan), not left to
-				// one that never knew where it was read to.
-				st.know(u.Shard, o.known)
-				g.missingRow(ctx, st, u, sent, mono())
-			case !errors.Is(err, leases.ErrConflict):
-				g.presume(u, l, inc) // it may have landed unanswered
-			}
-			return
-		}
-		cur, err := g.store.Get(ctx, l.Key)
-		switch {
-		case errors.Is(err, leases.ErrNotFound):
-			st.know(u.Shard, o.known)
-			g.missingRow(ctx, st, u, sent, mono())
-			return
-		case err != nil:
-			return
-		}
-		st.setRow(u.Shard, rowState{lease: cur})
-		if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
-			g.dropOrphan(u, o) // someone took it
-			return
-		}
-		l = cur
-	}
-}
-
-// releaseOrphan frees an orphan row the plan gives another member, keeping
-// the checkpoint last written while the lease was trusted. An orphan whose
-// row vanished is recreated free from that checkpoint once it has been
-// missing for lostRowWait (this instance may be the only one that knows
-// it), so that the member the plan gives it to does not start it at the
-// start position.
-func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
-	st := g.streams[u.Stream]
-	l := o.known
-	for attempt := 0; ; attempt++ {
-		sent := mono()
-		rl, err := g.store.Release(ctx, l, leases.Checkpoint{})
-		if err == nil {
-			st.log.Info("kinesislease: released a lease lost at a fence", "shard", u.Shard)
-			g.dropOrphan(u, o)
-			g.noteReleased(u, rl)
-			return
-		}
-		if errors.Is(err, leases.ErrNotFound) {
-			g.vanishedOrphan(ctx, st, u, o, sent, mono())
-			return
-		}
-		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
-			return
-		}
-		cur, err := g.store.Get(ctx, l.Key)
-		switch {
-		case errors.Is(err, leases.ErrNotFound):
-			g.vanishedOrphan(ctx, st, u, o, sent, mono())
-			return
-		case err != nil:
-			return
-		case !g.ours(cur):
-			g.dropOrphan(u, o) // someone took it, or our release's answer was lost
-			if !cur.Held() {
-				g.noteReleased(u, cur)
-			}
-			return
-		}
-		l = cur // ours still, perhaps under a later incarnation: release that
-	}
-}
-
-// vanishedOrphan handles an orphan whose row a read sent at sent found
-// missing: after lostRowWait it recreates the row from the orphan's
-// checkpoint and releases it at once, free for the member the plan gives it.
-func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o orphan, sent, ret int64) {
-	st.know(u.Shard, o.known)
-	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
-	r := st.row(u.Shard)
-	if !r.reported {
-		if err := g.mem.ReportVanished(ctx); err == nil {
-			st.markReported(u.Shard)
-		}
-	}
-	if time.Duration(r.missingConfirm-r.missingSince) < g.lostRowWait(st) || o.known.Checkpoint.IsZero() {
-		if o.known.Checkpoint.IsZero() {
-			g.dropOrphan(u, o) // nothing to save: the plan's member creates it
-		}
-		return
-	}
-	t, err := g.mem.CreateAs(ctx, o.known.Key, g.cfg.Owner, g.Incarnation(), o.known.Checkpoint)
-	if err != nil {
-		if errors.Is(err, leases.ErrConflict) {
-			g.dropOrphan(u, o) // recreated by someone else
-		}
-		return
-	}
-	st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last wrote",
-		"shard", u.Shard, "seq", o.known.Checkpoint.String())
-	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
-	if err != nil {
-		g.mu.Lock()
-		g.orphans[u] = orphan{inc: t.Incarnation, known: t} // ours now: release it again next round
-		g.mu.Unlock()
-		return
-	}
-	g.dropOrphan(u, o)
-	g.noteReleased(u, rl)
-}
-
-// dropOrphan forgets orphan o of u, unless it was replaced meanwhile.
-func (g *Group) dropOrphan(u unit, o orphan) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
-		delete(g.orphans, u)
-	}
-}
-
 // missingRow decides what to do with the row of u that a read sent at sent
 // and returned at ret found missing. A row of a stream that nobody read
 // when this instance started (no row existed, no other member was alive: a
@@ -455,7 +281,7 @@ func (g *Group) dropOrphan(u unit, o orphan) {
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, ret int64) {
 	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
 	r := st.row(u.Shard)
-	if !r.seen && g.newStream(st) {
+	if !r.seen && g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
 		g.createAll(ctx, st, u.Shard)
 		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 		l, err := g.store.Create(ctx, key)
@@ -604,6 +430,32 @@ func (g *Group) arnRow(ctx context.Context, st *streamState, l leases.Lease) err
 // subscription's start position), so that the members started with this
 // one find them and take them at once instead of waiting for them as for
 // rows that vanished.
+// otherRowExists reads the rows of up to three other shards of st before
+// its missing rows are created as a new stream's: if one exists (or cannot
+// be read), the stream is not new, and the missing row vanished (this
+// instance's reads of the others may not have returned yet).
+func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string) bool {
+	st.rowsMu.Lock()
+	var ids []string
+	for _, id := range st.order {
+		if id != skip && len(ids) < 3 {
+			ids = append(ids, id)
+		}
+	}
+	st.rowsMu.Unlock()
+	for _, id := range ids {
+		l, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: id})
+		switch {
+		case err == nil:
+			st.setRow(id, rowState{lease: l})
+			return true
+		case !errors.Is(err, leases.ErrNotFound):
+			return true // unknown: decide at the next round
+		}
+	}
+	return false
+}
+
 func (g *Group) createAll(ctx context.Context, st *streamState, skip string) {
 	st.rowsMu.Lock()
 	if st.createdAll {

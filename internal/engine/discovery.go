@@ -31,9 +31,14 @@ func (g *Group) syncShards(ctx context.Context) {
 				g.healthMu.Lock()
 				st.listing = failure{}
 				g.healthMu.Unlock()
-			case fatal(err):
+			case fatal(err) && !errors.Is(err, leases.ErrMisconfigured):
 				g.fail(st, "", err)
 			case ctx.Err() == nil:
+				// A lease store that stopped working while running (its table
+				// dropped, access withdrawn) is not the stream's fault: the
+				// heartbeat fences and reports it, and the listing is tried
+				// again every round, so that the stream resumes as soon as
+				// the table is back, not after a stream's backoff.
 				st.log.Warn("kinesislease: listing shards failed; retrying", "err", err)
 			}
 		}

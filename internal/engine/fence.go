@@ -450,7 +450,7 @@ func (g *Group) fenceAll(why string) {
 		}
 		w.lease.markLost()
 		w.kill()
-		g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan()}
+		g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
 	}
 	// Past a fence this incarnation is over: takers may have read it
 	// leaving or dead in any membership row they read since. The instance
@@ -579,6 +579,10 @@ func (g *Group) leave() {
 // incarnation in the same row when it may go on, else a new incarnation
 // (every lease lost) in the lowest row with room.
 func (g *Group) rejoin(ctx context.Context) {
+	// An entry that vanished may be a table recreated empty: re-read the
+	// rows this instance holds, released or read lately (recheckReleased),
+	// whether or not anyone reports a row missing in the new header.
+	g.reconcileNow.Store(true)
 	inc := g.Incarnation()
 	row := rowOf(inc)
 	if !g.hb.needNewInc {

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
@@ -215,141 +213,6 @@ type Group struct {
 
 // myRow returns the membership row this instance heartbeats in.
 func (g *Group) myRow() int { return rowOf(g.Incarnation()) }
-
-// orphan is a row that may name incarnation inc of this instance with no
-// worker reading it; known is the row as this instance last knew it.
-type orphan struct {
-	inc   string
-	known leases.Lease
-	// presumed: known is the row as our take would have left it, had its
-	// lost answer landed (the counter alone does not prove it).
-	presumed bool
-}
-
-type streamState struct {
-	cfg StreamConfig
-	// key is the stream's identity in the lease table: its name, however
-	// it was subscribed (a name or an ARN, cfg.Stream, used for the calls
-	// to Kinesis). Units, rows and the plan use it.
-	key      string
-	log      *slog.Logger
-	shards   map[string]types.Shard
-	order    []string
-	lastSync time.Time
-	resync   bool
-	// rows is what this instance last read or wrote of each row, by shard
-	// id. Guarded by rowsMu while a round's calls run concurrently.
-	rowsMu sync.Mutex
-	rows   map[string]rowState
-	legacy map[string]legacyObs
-	// hadRows: this instance saw a row of the stream exist, at its first
-	// listing or since: the stream is read already, so a missing row may be
-	// one that vanished (see newStream), never a new stream's. Guarded by
-	// rowsMu.
-	hadRows bool
-	// createdAll: this instance created the missing rows of the new
-	// stream (see createAll).
-	createdAll bool
-	// missingGap: two reads that found a row missing further apart than
-	// this do not show it missing in between (a round's reads may take up
-	// to a timeout; a row recreated and deleted again within this is not
-	// provided for).
-	missingGap time.Duration
-	// removing: RemoveStream was called; removed get nil once every shard
-	// of the stream is released.
-	removing bool
-	removed  []chan error
-	// failed holds the shards set aside after failing for good, by shard
-	// id; listing is the stream's own (ListShards failed for good).
-	failed  map[string]*failure
-	listing failure
-}
-
-func (st *streamState) row(id string) rowState {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	return st.rows[id]
-}
-
-// setRow records what a read or write found of row id. A row found missing
-// keeps what was known of it before, and the first read that found it
-// missing dates its absence.
-func (st *streamState) setRow(id string, r rowState) {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	old := st.rows[id]
-	if r.missing {
-		r.lease, r.seen = old.lease, old.seen
-		if old.missing && r.missingConfirm-old.missingConfirm <= int64(st.missingGap) {
-			// Missing at both reads, close enough together to take the row
-			// as missing in between (a row created and deleted again
-			// between two reads this close is not provided for).
-			r.missingSince, r.missingConfirm, r.reported = old.missingSince, max(old.missingConfirm, r.missingConfirm), old.reported
-		}
-	} else {
-		r.seen = true
-		st.hadRows = true
-	}
-	st.rows[id] = r
-}
-
-// know records l as the row of id as this instance knows it (an orphan's
-// row as this instance last wrote it), keeping what it knows of the row
-// being missing: a row seen missing stays missing since its first sighting.
-func (st *streamState) know(id string, l leases.Lease) {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	r := st.rows[id]
-	r.lease, r.seen = l, true
-	st.rows[id] = r
-	st.hadRows = true
-}
-
-// sawRows reports whether this instance ever saw a row of the stream exist
-// (see hadRows).
-func (st *streamState) sawRows() bool {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	return st.hadRows
-}
-
-// markReported records that the vanished row id was reported.
-func (st *streamState) markReported(id string) {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	r := st.rows[id]
-	r.reported = true
-	st.rows[id] = r
-}
-
-// failure is a shard or stream set aside after failing for good: it is
-// tried again at until.
-type failure struct {
-	n     int // failures in a row
-	until time.Time
-	err   error
-}
-
-// waiting reports whether f still sets its shard or stream aside.
-func (f *failure) waiting(now time.Time) bool { return f != nil && now.Before(f.until) }
-
-// rowState is what this instance last knew of a row.
-type rowState struct {
-	lease leases.Lease // as last read or written (kept when it vanished)
-	// missing: the last read found no row. missingSince is when the first
-	// read that found it missing returned, missingConfirm when the latest
-	// one was sent (see lostRowWait).
-	missing                      bool
-	missingSince, missingConfirm int64
-	reported                     bool // this instance reported it vanished (ReportVanished)
-	seen                         bool // this instance saw the row exist
-}
-
-// legacyObs is a per-row row as first seen with its write token.
-type legacyObs struct {
-	token string
-	since time.Time
-}
 
 // NewGroup validates cfg and returns a Group.
 func NewGroup(cfg GroupConfig) (*Group, error) {
@@ -706,7 +569,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.
 				g.mu.Lock()
-				g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan()}
+				g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
 				g.mu.Unlock()
 			}
 			emit(g.h, g.cfg.Events, kltype.LeaseReleased, info)

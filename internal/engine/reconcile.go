@@ -39,9 +39,12 @@ func (g *Group) reconcile(ctx context.Context) {
 
 	var due []unit
 	now := g.reconcileNow.Swap(false)
+	var failed atomic.Bool
 	if now {
 		due = all
-		g.recheckReleased(ctx)
+		if !g.recheckReleased(ctx) {
+			failed.Store(true)
+		}
 	} else if n := len(all); n > 0 {
 		// Round k of every Reconcile/Heartbeat rounds re-reads the rows
 		// from k·n/rounds to (k+1)·n/rounds: each held row once per
@@ -53,16 +56,17 @@ func (g *Group) reconcile(ctx context.Context) {
 		due = append(due, all[k*n/rounds:(k+1)*n/rounds]...)
 		g.reconciled++
 	}
-	var failed atomic.Bool
 	bounded(ctx, len(due), func(i int) {
 		if !g.recheck(ctx, due[i], ws[due[i]]) {
 			failed.Store(true)
 		}
 	})
 	if now && failed.Load() {
-		// A re-read an operator's notice asked for failed: every held row
-		// again next round, so that a pending rewind waits a round, not a
-		// whole Reconcile.
+		// A re-read an operator's notice or a vanished report asked for
+		// failed: every held and lately released row again next round, so
+		// that a pending rewind waits a round, not a whole Reconcile, and a
+		// vanished row this instance knows is not left to one that does
+		// not.
 		g.reconcileNow.Store(true)
 	}
 }
@@ -111,7 +115,21 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint",
 			"shard", u.Shard, "seq", cp.String())
 		sent = mono()
-		return g.mem.CreateAs(ctx, known.Key, known.Owner, known.Incarnation, cp)
+		l, err := g.mem.CreateAs(ctx, known.Key, known.Owner, known.Incarnation, cp)
+		if !errors.Is(err, leases.ErrConflict) {
+			return l, err
+		}
+		// The row exists: an earlier attempt of ours that landed with its
+		// answer lost, or another member's recreation. Read which.
+		sent = mono()
+		cur, gerr := g.store.Get(ctx, known.Key)
+		switch {
+		case gerr != nil:
+			return leases.Lease{}, gerr // retried next round; not lost
+		case cur.Owner == known.Owner && cur.Incarnation == known.Incarnation:
+			return cur, nil // ours: nobody else writes this incarnation
+		}
+		return l, err
 	})
 	switch {
 	case err == nil:
@@ -223,8 +241,8 @@ func (g *Group) noteReleased(u unit, l leases.Lease) {
 // (free, after lostRowWait, or taken if the plan gives it to this
 // instance) rather than from the start position by a member that never
 // knew where it was read to. Its holder, if alive, recreates it first: it
-// need not wait.
-func (g *Group) recheckReleased(ctx context.Context) {
+// need not wait. It reports whether every read got an answer.
+func (g *Group) recheckReleased(ctx context.Context) bool {
 	g.mu.Lock()
 	var units []unit
 	rel := make(map[unit]releasedRow, len(g.released))
@@ -245,14 +263,25 @@ func (g *Group) recheckReleased(ctx context.Context) {
 	}
 	g.mu.Unlock()
 	slices.SortFunc(units, cmpUnit)
+	var failed atomic.Bool
 	bounded(ctx, len(units), func(i int) {
 		u := units[i]
 		l, err := g.store.Get(ctx, rel[u].lease.Key)
+		if err != nil && !errors.Is(err, leases.ErrNotFound) {
+			failed.Store(true)
+		}
 		switch {
 		case errors.Is(err, leases.ErrNotFound):
 			g.mu.Lock()
 			if _, o := g.orphans[u]; !o && g.workers[u] == nil {
-				g.orphans[u] = orphan{inc: g.inc, known: rel[u].lease}
+				// Known by its checkpoint only: the row may have named
+				// another member (a row read, not released), and a write
+				// as that holder could meet the row it recreated, its
+				// counter restarted. As a free row, it is never written
+				// as anyone's: released is a conflict, then a read.
+				known := rel[u].lease
+				known.Owner, known.Incarnation = "", ""
+				g.orphans[u] = orphan{inc: g.inc, known: known, vanished: true}
 			}
 			delete(g.released, u)
 			g.mu.Unlock()
@@ -265,4 +294,5 @@ func (g *Group) recheckReleased(ctx context.Context) {
 			g.mu.Unlock()
 		}
 	})
+	return !failed.Load()
 }

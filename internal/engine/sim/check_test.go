@@ -60,6 +60,11 @@ type checker struct {
 	// named owner is alive (nil: every process is).
 	mayDeliver func(owner, id string) bool
 	alive      func(owner string) bool
+	// couldAct reports whether the process named owner could act on what
+	// it knew between from and to: its fence valid (it reached the table)
+	// and not paused, for an unbroken stretch long enough to see a row
+	// missing and recreate it (nil: every live process could).
+	couldAct func(owner string, from, to time.Time) bool
 
 	violations []string
 	dropped    int // violations beyond the first 20
@@ -69,6 +74,10 @@ type checker struct {
 
 type checkStats struct {
 	entries, acks, writes, checkpoints, takes int
+	// unreachable counts restarts at the start position after a deletion
+	// while every live process that knew a checkpoint was cut off from the
+	// table (see couldAct).
+	unreachable int
 	// takeovers counts takes of a lease another owner held; close ones
 	// came within closeTakeover of the previous owner's last delivery on
 	// the shard, and closest is the least such gap (a fence test measures
@@ -115,6 +124,19 @@ type shardState struct {
 	// holder at the deletion.
 	restartedAt            time.Time
 	restartedBy, restartOf string
+	// pending: that take's start position, judged (h) at the taker's first
+	// delivery or write on the row (judgeRestart): a taker that finds the
+	// recreated row without a checkpoint may first write the one it knew.
+	pending *pendingRestart
+}
+
+// pendingRestart is a take after a deletion whose start is not judged yet.
+type pendingRestart struct {
+	writer, holder string
+	at             time.Duration // the deletion, from the start
+	known          int           // the best checkpoint a live process knew at the take
+	n              int           // what the take's checkpoint covers
+	knowers        string        // the live processes that knew a checkpoint, for the report
 }
 
 // tenure is one owner's lease on a shard, from its TakeAs (or a rewind it
@@ -135,6 +157,21 @@ type tenure struct {
 }
 
 // tenureEnded records that owner's worker on shard id finished.
+// holderMayDeliver reports whether holder, the holder of s's row when it
+// was deleted, may still deliver records of s: its lease still valid by the
+// protocol (mayDeliver), and its worker not finished. A worker that
+// reported its lease ended delivers nothing more (enter checks that), once
+// its handler calls have returned. The caller holds c.mu.
+func (c *checker) holderMayDeliver(s *shardState, holder string) bool {
+	if c.mayDeliver == nil || !c.mayDeliver(holder, s.id) {
+		return false
+	}
+	if t := s.tenures[holder]; t != nil && t.ended {
+		return slices.ContainsFunc(s.open, func(h *handlerCall) bool { return h.owner == holder })
+	}
+	return true
+}
+
 func (c *checker) tenureEnded(owner, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -246,10 +283,15 @@ func (c *checker) enter(owner string, r *kltype.Record) *handlerCall {
 				owner, r.ShardID, idx, o.owner, o.idx, o.entered.Sub(c.start).Round(time.Millisecond))
 		}
 	}
+	if s.pending != nil {
+		c.judgeRestart(s)
+	}
 	t := s.tenures[owner]
 	switch {
 	case t == nil:
 		c.violate("(a) %s delivered %s record #%d without having taken the lease", owner, r.ShardID, idx)
+	case t.ended:
+		c.violate("(a) %s delivered %s record #%d after its worker reported the lease released, lost or ended", owner, r.ShardID, idx)
 	case idx == t.restart && idx != t.next:
 		t.start, t.next, t.restart = idx, idx, -1
 	case idx != t.next && idx != t.lastEntered:
@@ -328,6 +370,9 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	if op != "Create" && op != "CreateAs" && after.Counter != before.Counter+1 {
 		c.violate("%s %s %s: counter %d -> %d, want +1", writer, op, after.Key.Shard, before.Counter, after.Counter)
 	}
+	if p := s.pending; p != nil && !(op == "Checkpoint" && writer == p.writer) {
+		c.judgeRestart(s) // any other write: the taker's start stands as taken
+	}
 	seen := false
 	if tok, ok := s.tokens[after.Counter]; ok {
 		if tok != after.Token {
@@ -341,7 +386,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	}
 	if op == "CreateAs" {
 		// A row created held by its writer: a creation, then a take.
-		if s.afterDelete && s.goneHolder != "" && writer != s.goneHolder && c.mayDeliver != nil && c.mayDeliver(s.goneHolder, s.id) {
+		if s.afterDelete && s.goneHolder != "" && writer != s.goneHolder && c.holderMayDeliver(s, s.goneHolder) {
 			c.violate("(h) %s created the row of %s, deleted at T+%v, while its holder %s may still deliver",
 				writer, s.id, s.deletedAt.Sub(c.start).Round(time.Millisecond), s.goneHolder)
 		}
@@ -373,9 +418,10 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 				}
 			}
 		}
-		if t := s.tenures[writer]; s.afterDelete && writer == s.goneHolder && t != nil {
+		if t := s.tenures[writer]; s.afterDelete && writer == s.goneHolder && t != nil && !t.ended {
 			// The holder takes the row it recreated: it goes on from where
-			// it is, or restarts from the checkpoint.
+			// it is, or restarts from the checkpoint. (A holder whose
+			// worker has finished starts a new tenure, below.)
 			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
 				t.restart = n
 			}
@@ -386,7 +432,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			c.restarted(s, writer, after)
 		}
 	case "Create":
-		if s.afterDelete && s.goneHolder != "" && writer != s.goneHolder && c.mayDeliver != nil && c.mayDeliver(s.goneHolder, s.id) {
+		if s.afterDelete && s.goneHolder != "" && writer != s.goneHolder && c.holderMayDeliver(s, s.goneHolder) {
 			c.violate("(h) %s created the row of %s, deleted at T+%v, while its holder %s may still deliver",
 				writer, s.id, s.deletedAt.Sub(c.start).Round(time.Millisecond), s.goneHolder)
 		}
@@ -401,6 +447,21 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		if before.Owner != writer {
 			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)
 		}
+		if p := s.pending; p != nil && p.writer == writer && op == "Checkpoint" && p.n == 0 && before.Checkpoint.IsZero() {
+			if t := s.tenures[writer]; t != nil && t.lastEntered == -1 && t.next == t.start {
+				// The taker of a row recreated without a checkpoint writes
+				// the one it knew before delivering: its tenure starts there.
+				n, err := c.covered(s.id, after.Checkpoint)
+				if err != nil {
+					c.violate("%s filled %s with checkpoint %s: %v", writer, s.id, after.Checkpoint, err)
+				}
+				t.start, t.next, p.n = n, n, n
+				c.stats.checkpoints++
+				c.judgeRestart(s)
+				break
+			}
+		}
+		c.judgeRestart(s)
 		if after.Checkpoint != before.Checkpoint {
 			c.stats.checkpoints++
 			c.checkCovered(s, writer, op, after.Checkpoint)
@@ -442,6 +503,7 @@ func (c *checker) observed(row leases.Lease) {
 // process (capped by what the row's covered). The caller holds mu.
 func (c *checker) deleted(id, holder string, known map[string]int) {
 	s := c.shard(id)
+	c.judgeRestart(s)
 	c.stats.deletions++
 	holderKnown, ok := known[holder]
 	if !ok || holder == "" {
@@ -493,13 +555,47 @@ func (c *checker) restarted(s *shardState, writer string, after leases.Lease) {
 	}
 	at := s.deletedAt.Sub(c.start).Round(time.Millisecond)
 	known := maxKnown(s.known, c.alive) // the processes that knew it and are still alive
-	if holder != "" && writer != holder && c.mayDeliver != nil && c.mayDeliver(holder, s.id) {
+	if holder != "" && writer != holder && c.holderMayDeliver(s, holder) {
 		c.violate("(h) %s took %s, whose row was deleted at T+%v, while its holder %s may still deliver", writer, s.id, at, holder)
 	}
+	c.judgeRestart(s)
+	// A knower cut off from the table (its fence passed, or paused) for all
+	// of the time since the deletion but less than the time it needs to
+	// see the row missing and recreate it had no way to act: nobody can
+	// tell it from a dead one. Such restarts are counted (unreachable), not
+	// violations; the others are.
+	var knowers []string
+	reach := -1
+	for name, k := range s.known {
+		if k > 0 && (c.alive == nil || c.alive(name)) {
+			if c.couldAct == nil || c.couldAct(name, s.deletedAt, time.Now()) {
+				knowers = append(knowers, fmt.Sprintf("%s knew %d", name, k))
+				reach = max(reach, k)
+			}
+		}
+	}
+	slices.Sort(knowers)
+	if n == 0 && known > 0 && reach <= 0 {
+		c.stats.unreachable++
+		c.tracef("%s restarted %s at the start position: every live process that knew a checkpoint (best %d) was cut off from the table since the deletion at T+%v", writer, s.id, known, at)
+	}
+	known = max(reach, 0)
+	s.pending = &pendingRestart{writer: writer, holder: holder, at: at, known: known, n: n, knowers: strings.Join(knowers, ", ")}
+}
+
+// judgeRestart checks (h) for s's pending take after a deletion, if any:
+// where its taker started.
+func (c *checker) judgeRestart(s *shardState) {
+	p := s.pending
+	if p == nil {
+		return
+	}
+	s.pending = nil
+	writer, holder, at, known, n := p.writer, p.holder, p.at, p.known, p.n
 	switch {
 	case n == 0 && known > 0:
-		c.violate("(h) %s restarted %s at the start position after its row was deleted at T+%v, although a live process knew a checkpoint covering %d records: acknowledged records are replayed from the start",
-			writer, s.id, at, known)
+		c.violate("(h) %s restarted %s at the start position after its row was deleted at T+%v, although a live process knew a checkpoint covering %d records (%s): acknowledged records are replayed from the start",
+			writer, s.id, at, known, p.knowers)
 	case writer == holder && n < s.holderKnown:
 		c.violate("(h) %s, the holder of %s when its row was deleted at T+%v, restarted it at a checkpoint covering %d records, behind its own covering %d",
 			writer, s.id, at, n, s.holderKnown)
@@ -675,6 +771,7 @@ func (c *checker) final(rows map[string]leases.Lease) {
 	defer c.mu.Unlock()
 	for _, id := range c.stream.ShardIDs() {
 		s := c.shard(id)
+		c.judgeRestart(s)
 		n := c.stream.UserRecords(id)
 		if s.prefix < n {
 			c.violate("(d) shard %s: record #%d of %d was never acknowledged", id, s.prefix, n)

@@ -522,6 +522,7 @@ type msummary struct {
 	partitions, throttles, lostPeriods      int
 	deletes, drops, rowThrottles, slowStore int
 	slowListing, rewinds, restarts, stale   int
+	unreachable                             int
 	slowCalls, slowLists                    int
 	overBound                               []uint64
 }
@@ -615,8 +616,8 @@ func TestMembership(t *testing.T) {
 		sum.injected, sum.throttled, sum.lostHB+sum.lostOther, sum.lostHB, sum.crashes, sum.restartsSame+sum.restartsFresh, sum.restartsSame, sum.restartsFresh,
 		sum.stops, sum.leaves, sum.joins, sum.pauses, sum.longPause, sum.partitions, sum.throttles, sum.lostPeriods)
 	t.Logf("membership table faults: %d row deletions, %d tables recreated, %d membership rows throttled alone, %d periods of slow store calls (%d calls), %d of slow ListShards (%d calls), %d rewinds; "+
-		"%d takes of a recreated row (%d from a checkpoint older than the best a live process knew)",
-		sum.deletes, sum.drops, sum.rowThrottles, sum.slowStore, sum.slowCalls, sum.slowListing, sum.slowLists, sum.rewinds, sum.restarts, sum.stale)
+		"%d takes of a recreated row (%d from a checkpoint older than the best a live process knew; %d at the start position while every live process that knew one was cut off from the table)",
+		sum.deletes, sum.drops, sum.rowThrottles, sum.slowStore, sum.slowCalls, sum.slowListing, sum.slowLists, sum.rewinds, sum.restarts, sum.stale, sum.unreachable)
 	if len(sum.overBound) > 0 {
 		slices.Sort(sum.overBound)
 		t.Logf("seeds over a liveness bound: %v", sum.overBound)
@@ -661,6 +662,7 @@ func runMSeed(t *testing.T, seed uint64, sum *msummary) {
 	sum.slowLists += ws.slowLists
 	sum.restarts += st.restarts
 	sum.stale += st.stale
+	sum.unreachable += st.unreachable
 	for _, pp := range p.procs {
 		if pp.start > 0 {
 			sum.joins++
@@ -880,6 +882,44 @@ func newMWorld(t *testing.T, p *mplan) *mworld {
 	w.chk.alive = func(name string) bool { // called with chk.mu held
 		q := w.byInc[name]
 		return q != nil && !q.dead.Load() && !q.returned
+	}
+	w.chk.couldAct = func(name string, from, to time.Time) bool { // called with chk.mu held
+		q := w.byInc[name]
+		if q == nil || !q.started {
+			return false
+		}
+		// What a knower needs, its fence valid and not paused throughout:
+		// to notice the row gone (two rounds), see it missing for the
+		// engine's lost-row wait, and write it (two slow calls).
+		cp := time.Duration(0)
+		for _, s := range w.p.procs {
+			cp = max(cp, s.checkpointInterval)
+		}
+		need := cp + w.p.timeout + w.p.effMargin + 2*w.p.hb + 3*w.p.round() + 2*w.p.storeMaxDelay
+		bad := [][2]time.Time{{time.Time{}, q.joinedAt}}
+		bad = append(bad, q.fences...)
+		if !to.Before(q.fenceAt) {
+			bad = append(bad, [2]time.Time{q.fenceAt, to})
+		}
+		bad = append(bad, w.chk.pauses[name]...)
+		slices.SortFunc(bad, func(a, b [2]time.Time) int { return a[0].Compare(b[0]) })
+		at := from // the start of the current stretch with nothing in the way
+		for _, iv := range bad {
+			end := iv[0]
+			if to.Before(end) {
+				end = to
+			}
+			if end.Sub(at) >= need {
+				return true
+			}
+			if iv[1].After(at) {
+				at = iv[1]
+			}
+			if !at.Before(to) {
+				return false
+			}
+		}
+		return to.Sub(at) >= need
 	}
 	w.chk.mayDeliver = func(name, id string) bool { // called with chk.mu held
 		q := w.byInc[name]
@@ -1804,10 +1844,14 @@ func (w *mworld) takeLanded(pr *mproc, before, after leases.Lease) {
 	now := time.Now()
 	pr.heldEver[id] = true
 	w.seq++
-	// The holder of a row it recreated after a deletion goes on delivering
-	// while it takes the row again: its lease stays valid meanwhile.
-	cont, _ := pr.valid(id, now, false)
-	pr.ten[id] = &mtenure{landed: now, seq: w.seq, pending: true, believed: cont && w.chk.shard(id).goneHolder == pr.ident}
+	// The holder of a row it recreated after a deletion goes on with the
+	// lease it had: believed if that one was and no heartbeat sent after a
+	// fence has lost it since. Its fence is checked at each delivery
+	// (valid): one that lapsed while a heartbeat sent in time was in flight
+	// moves on when that heartbeat is answered, and the lease with it.
+	old := pr.ten[id]
+	cont := w.chk.shard(id).goneHolder == pr.ident && old != nil && old.believed && old.seq >= pr.lostAll
+	pr.ten[id] = &mtenure{landed: now, seq: w.seq, pending: true, believed: cont}
 	q := w.procOf(before.Owner, before.Incarnation)
 	if q == nil || q == pr || q.dead.Load() || q.returned {
 		return // free, its own (an earlier incarnation's), or of a process that is gone
@@ -1892,7 +1936,7 @@ func (pr *mproc) takeAnswered(id string) {
 	w.chk.mu.Lock()
 	defer w.chk.mu.Unlock()
 	if t := pr.ten[id]; t != nil {
-		t.believed = pr.started && time.Now().Before(pr.fenceAt)
+		t.believed = t.believed || pr.started && time.Now().Before(pr.fenceAt) // a holder's recreate goes on with its lease (takeLanded)
 		t.pending = false
 	}
 }

@@ -1,0 +1,267 @@
+package engine
+
+// Orphans: rows that may name this instance (an earlier incarnation's, or
+// a take whose answer was lost) with no worker reading them. Each round
+// retakes those the plan gives this instance, directly as the current
+// incarnation, and releases the others; one whose row vanished is
+// recreated from the checkpoint it knew.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// presume records, after a write of row l as incarnation inc that failed
+// without a conflict, that the write may have landed with its answer lost:
+// the row would then name this instance with nobody reading it, and every
+// other member would wait on it for as long as this incarnation lives. So
+// it is an orphan, known as the write would have left it; the next round
+// reads it before taking it again or releasing it.
+func (g *Group) presume(u unit, l leases.Lease, inc string) {
+	mine := l
+	mine.Owner, mine.Incarnation, mine.Counter = g.cfg.Owner, inc, l.Counter+1
+	g.mu.Lock()
+	prev, had := g.orphans[u]
+	g.orphans[u] = orphan{inc: inc, known: mine, presumed: true, vanished: had && prev.vanished}
+	g.mu.Unlock()
+}
+
+// ours reports whether row l names this process, as one of its recent
+// incarnations: the current one (a take whose answer was lost) or an
+// earlier one (a row not taken again since a fence). Nobody else takes a
+// row of the current incarnation while it lives, so this process must read
+// it or release it.
+func (g *Group) ours(l leases.Lease) bool {
+	if l.Owner != g.cfg.Owner || l.Incarnation == "" {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Contains(g.incs, l.Incarnation)
+}
+
+// retake takes an orphan row directly as the current incarnation: a write
+// conditional on the row as this instance last knew it, with a read only
+// if that fails.
+func (g *Group) retake(ctx context.Context, u unit, o orphan) {
+	st := g.streams[u.Stream]
+	inc := g.Incarnation()
+	l := o.known
+	if o.presumed {
+		// Our take's answer was lost: the row may be ours at that counter,
+		// or another's write made the same counter. Read it first.
+		sent := mono()
+		cur, err := g.store.Get(ctx, l.Key)
+		switch {
+		case errors.Is(err, leases.ErrNotFound) && l.Checkpoint.IsZero():
+			g.dropOrphan(u, o) // nothing to save: missingRow as for any member
+			return
+		case errors.Is(err, leases.ErrNotFound):
+			g.markVanished(u, o)
+			st.know(u.Shard, l)
+			g.missingRow(ctx, st, u, sent, mono())
+			return
+		case err != nil:
+			return
+		}
+		st.setRow(u.Shard, rowState{lease: cur})
+		if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
+			g.dropOrphan(u, o) // not ours: someone else's
+			g.noteReleased(u, cur)
+			return
+		}
+		l = cur
+	}
+	for attempt := 0; ; attempt++ {
+		sent := mono()
+		tctx, cancel := g.atFence(ctx)
+		t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
+		cancel()
+		if err == nil && t.Checkpoint.IsZero() && t.RewindTo.IsZero() && !o.known.Checkpoint.IsZero() && g.recreated(u, o, l) {
+			// The row vanished and is back with no checkpoint, recreated
+			// by a member that never knew one while this instance could
+			// not write: carry on from the checkpoint this instance knows,
+			// not from the start position.
+			if t, err = g.fillCheckpoint(ctx, st, u, t, o.known.Checkpoint); err != nil {
+				return
+			}
+		}
+		if err == nil {
+			g.startTaken(ctx, st, u, l, t, sent)
+			return
+		}
+		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
+			switch {
+			case errors.Is(err, leases.ErrNotFound):
+				// Vanished: recreated from the checkpoint this instance
+				// knew, once missing for lostRowWait. It stays an orphan
+				// until then: if the plan moves it to another member, it is
+				// recreated free from there (vanishedOrphan), not left to
+				// one that never knew where it was read to.
+				g.markVanished(u, o)
+				st.know(u.Shard, o.known)
+				g.missingRow(ctx, st, u, sent, mono())
+			case !errors.Is(err, leases.ErrConflict):
+				g.presume(u, l, inc) // it may have landed unanswered
+			}
+			return
+		}
+		cur, err := g.store.Get(ctx, l.Key)
+		switch {
+		case errors.Is(err, leases.ErrNotFound):
+			g.markVanished(u, o)
+			st.know(u.Shard, o.known)
+			g.missingRow(ctx, st, u, sent, mono())
+			return
+		case err != nil:
+			return
+		}
+		st.setRow(u.Shard, rowState{lease: cur})
+		if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
+			g.dropOrphan(u, o) // someone took it
+			g.noteReleased(u, cur)
+			return
+		}
+		l = cur
+	}
+}
+
+// recreated reports whether the row of orphan o of u, read as l, was
+// recreated since this instance knew it: it found the row missing, or the
+// row's counter went back (counters only grow, and restart at 1 on a
+// recreation).
+func (g *Group) recreated(u unit, o orphan, l leases.Lease) bool {
+	known := o.known.Counter
+	if o.presumed {
+		known-- // the counter our lost take would have left
+	}
+	if o.vanished || l.Counter < known {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cur, ok := g.orphans[u]
+	return ok && cur.inc == o.inc && cur.vanished
+}
+
+// markVanished records that the row of orphan o of u was found missing.
+func (g *Group) markVanished(u unit, o orphan) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
+		cur.vanished = true
+		g.orphans[u] = cur
+	}
+}
+
+// fillCheckpoint writes cp, the checkpoint this instance knows, on row t,
+// just taken with none. If the write fails the row stays an orphan known
+// with cp, so that the next round takes it again and fills it then.
+func (g *Group) fillCheckpoint(ctx context.Context, st *streamState, u unit, t leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
+	tctx, cancel := g.atFence(ctx)
+	f, err := g.store.Checkpoint(tctx, t, cp)
+	cancel()
+	if err != nil {
+		known := t
+		known.Checkpoint = cp
+		g.mu.Lock()
+		g.orphans[u] = orphan{inc: t.Incarnation, known: known, presumed: true, vanished: true}
+		g.mu.Unlock()
+		return leases.Lease{}, err
+	}
+	st.log.Warn("kinesislease: a lease row recreated without a checkpoint; wrote the checkpoint this instance knew", "shard", u.Shard, "seq", cp.String())
+	return f, nil
+}
+
+// releaseOrphan frees an orphan row the plan gives another member, keeping
+// the checkpoint last written while the lease was trusted. An orphan whose
+// row vanished is recreated free from that checkpoint once it has been
+// missing for lostRowWait (this instance may be the only one that knows
+// it), so that the member the plan gives it to does not start it at the
+// start position.
+func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
+	st := g.streams[u.Stream]
+	l := o.known
+	for attempt := 0; ; attempt++ {
+		sent := mono()
+		rl, err := g.store.Release(ctx, l, leases.Checkpoint{})
+		if err == nil {
+			st.log.Info("kinesislease: released a lease lost at a fence", "shard", u.Shard)
+			g.dropOrphan(u, o)
+			g.noteReleased(u, rl)
+			return
+		}
+		if errors.Is(err, leases.ErrNotFound) {
+			g.vanishedOrphan(ctx, st, u, o, sent, mono())
+			return
+		}
+		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
+			return
+		}
+		cur, err := g.store.Get(ctx, l.Key)
+		switch {
+		case errors.Is(err, leases.ErrNotFound):
+			g.vanishedOrphan(ctx, st, u, o, sent, mono())
+			return
+		case err != nil:
+			return
+		case !g.ours(cur):
+			g.dropOrphan(u, o)     // someone took it, or our release's answer was lost
+			g.noteReleased(u, cur) // where it was read to, should it vanish
+			return
+		}
+		l = cur // ours still, perhaps under a later incarnation: release that
+	}
+}
+
+// vanishedOrphan handles an orphan whose row a read sent at sent found
+// missing: after lostRowWait it recreates the row from the orphan's
+// checkpoint and releases it at once, free for the member the plan gives it.
+func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o orphan, sent, ret int64) {
+	g.markVanished(u, o)
+	st.know(u.Shard, o.known)
+	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
+	r := st.row(u.Shard)
+	if !r.reported {
+		if err := g.mem.ReportVanished(ctx); err == nil {
+			st.markReported(u.Shard)
+		}
+	}
+	if time.Duration(r.missingConfirm-r.missingSince) < g.lostRowWait(st) || o.known.Checkpoint.IsZero() {
+		if o.known.Checkpoint.IsZero() {
+			g.dropOrphan(u, o) // nothing to save: the plan's member creates it
+		}
+		return
+	}
+	t, err := g.mem.CreateAs(ctx, o.known.Key, g.cfg.Owner, g.Incarnation(), o.known.Checkpoint)
+	if err != nil {
+		if errors.Is(err, leases.ErrConflict) {
+			g.dropOrphan(u, o) // recreated by someone else
+		}
+		return
+	}
+	st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last wrote",
+		"shard", u.Shard, "seq", o.known.Checkpoint.String())
+	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
+	if err != nil {
+		g.mu.Lock()
+		g.orphans[u] = orphan{inc: t.Incarnation, known: t} // ours now: release it again next round
+		g.mu.Unlock()
+		return
+	}
+	g.dropOrphan(u, o)
+	g.noteReleased(u, rl)
+}
+
+// dropOrphan forgets orphan o of u, unless it was replaced meanwhile.
+func (g *Group) dropOrphan(u unit, o orphan) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
+		delete(g.orphans, u)
+	}
+}
