@@ -25,8 +25,17 @@ func (g *Group) presume(u unit, l leases.Lease, inc string) {
 	mine := l
 	mine.Owner, mine.Incarnation, mine.Counter = g.cfg.Owner, inc, l.Counter+1
 	g.mu.Lock()
-	prev, had := g.orphans[u]
-	g.orphans[u] = orphan{inc: inc, known: mine, presumed: true, vanished: had && prev.vanished}
+	o := orphan{inc: inc, known: mine, presumed: true}
+	if prev, had := g.orphans[u]; had {
+		// What the orphan it replaces knew stays known: that the row
+		// vanished (or, by its counter, was recreated since), and the
+		// checkpoint to write on it if it came back with none.
+		o.vanished = prev.vanished || l.Counter < prev.realCounter()
+		if l.Checkpoint.IsZero() {
+			o.knew = prev.best()
+		}
+	}
+	g.orphans[u] = o
 	g.mu.Unlock()
 }
 
@@ -81,12 +90,12 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		tctx, cancel := g.atFence(ctx)
 		t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
 		cancel()
-		if err == nil && t.Checkpoint.IsZero() && t.RewindTo.IsZero() && !o.known.Checkpoint.IsZero() && g.recreated(u, o, l) {
+		if err == nil && t.Checkpoint.IsZero() && t.RewindTo.IsZero() && !o.best().IsZero() && g.recreated(u, o, l) {
 			// The row vanished and is back with no checkpoint, recreated
 			// by a member that never knew one while this instance could
 			// not write: carry on from the checkpoint this instance knows,
 			// not from the start position.
-			if t, err = g.fillCheckpoint(ctx, st, u, t, o.known.Checkpoint); err != nil {
+			if t, err = g.fillCheckpoint(ctx, st, u, t, o.best()); err != nil {
 				return
 			}
 		}
@@ -135,11 +144,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 // row's counter went back (counters only grow, and restart at 1 on a
 // recreation).
 func (g *Group) recreated(u unit, o orphan, l leases.Lease) bool {
-	known := o.known.Counter
-	if o.presumed {
-		known-- // the counter our lost take would have left
-	}
-	if o.vanished || l.Counter < known {
+	if o.vanished || l.Counter < o.realCounter() {
 		return true
 	}
 	g.mu.Lock()
@@ -210,12 +215,49 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 		case err != nil:
 			return
 		case !g.ours(cur):
+			if !cur.Held() && cur.Checkpoint.IsZero() && cur.RewindTo.IsZero() && !o.best().IsZero() && g.recreated(u, o, cur) {
+				// Recreated free with no checkpoint by a member that knew
+				// none, while this instance could not write: put the one
+				// it knows on the row for whoever the plan gives it to.
+				g.repairFree(ctx, st, u, o, cur)
+				return
+			}
 			g.dropOrphan(u, o)     // someone took it, or our release's answer was lost
 			g.noteReleased(u, cur) // where it was read to, should it vanish
 			return
 		}
 		l = cur // ours still, perhaps under a later incarnation: release that
 	}
+}
+
+// repairFree writes the checkpoint orphan o knows on its free row l,
+// recreated with none: a take, the checkpoint, a release. If a step after
+// the take fails, the row is an orphan known with that checkpoint,
+// released (with it) next round.
+func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orphan, l leases.Lease) {
+	inc, cp := g.Incarnation(), o.best()
+	tctx, cancel := g.atFence(ctx)
+	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
+	cancel()
+	if err != nil {
+		if !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound) {
+			g.presume(u, l, inc)
+		}
+		return // someone took it first: the next round sees it again
+	}
+	f, err := g.fillCheckpoint(ctx, st, u, t, cp)
+	if err != nil {
+		return // an orphan known with cp (fillCheckpoint)
+	}
+	rl, err := g.store.Release(ctx, f, f.Checkpoint)
+	if err != nil {
+		g.mu.Lock()
+		g.orphans[u] = orphan{inc: inc, known: f, presumed: true, vanished: true}
+		g.mu.Unlock()
+		return
+	}
+	g.dropOrphan(u, o)
+	g.noteReleased(u, rl)
 }
 
 // vanishedOrphan handles an orphan whose row a read sent at sent found
@@ -264,4 +306,22 @@ func (g *Group) dropOrphan(u unit, o orphan) {
 	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
 		delete(g.orphans, u)
 	}
+}
+
+// realCounter is the counter of a version of the row that existed: known's,
+// or, for a presumed orphan, the one before the take whose answer was lost.
+func (o orphan) realCounter() int64 {
+	if o.presumed {
+		return o.known.Counter - 1
+	}
+	return o.known.Counter
+}
+
+// best is the checkpoint o knows the row was read to: known's, or the one
+// an orphan it replaced knew when known has none.
+func (o orphan) best() leases.Checkpoint {
+	if o.known.Checkpoint.IsZero() {
+		return o.knew
+	}
+	return o.known.Checkpoint
 }

@@ -27,6 +27,9 @@ type orphan struct {
 	// by a member that knew none, and known's checkpoint is written on it
 	// at the retake.
 	vanished bool
+	// knew: the checkpoint an orphan this one replaced knew, when known
+	// has none (see best).
+	knew leases.Checkpoint
 }
 
 type streamState struct {

@@ -78,6 +78,9 @@ type checkStats struct {
 	// while every live process that knew a checkpoint was cut off from the
 	// table (see couldAct).
 	unreachable int
+	// fills counts takes of a row recreated without a checkpoint whose
+	// taker wrote the checkpoint it knew before delivering.
+	fills int
 	// takeovers counts takes of a lease another owner held; close ones
 	// came within closeTakeover of the previous owner's last delivery on
 	// the shard, and closest is the least such gap (a fence test measures
@@ -370,8 +373,17 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	if op != "Create" && op != "CreateAs" && after.Counter != before.Counter+1 {
 		c.violate("%s %s %s: counter %d -> %d, want +1", writer, op, after.Key.Shard, before.Counter, after.Counter)
 	}
-	if p := s.pending; p != nil && !(op == "Checkpoint" && writer == p.writer) {
-		c.judgeRestart(s) // any other write: the taker's start stands as taken
+	if p := s.pending; p != nil && !(writer == p.writer && (op == "Checkpoint" || op == "TakeAs")) {
+		if t := s.tenures[p.writer]; (op == "TakeAs" || op == "CreateAs") && t != nil && t.lastEntered == -1 && t.next == t.start {
+			// Taken from a taker that never delivered (its take's answer
+			// lost, then its incarnation over): the restart is this one's.
+			s.pending, s.afterDelete, s.goneHolder = nil, true, p.holder
+		} else {
+			// Any other write: the taker's start stands as taken. (The
+			// taker's own take again, its fill's answer lost, is still
+			// before it delivered.)
+			c.judgeRestart(s)
+		}
 	}
 	seen := false
 	if tok, ok := s.tokens[after.Counter]; ok {
@@ -447,19 +459,28 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		if before.Owner != writer {
 			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)
 		}
-		if p := s.pending; p != nil && p.writer == writer && op == "Checkpoint" && p.n == 0 && before.Checkpoint.IsZero() {
-			if t := s.tenures[writer]; t != nil && t.lastEntered == -1 && t.next == t.start {
-				// The taker of a row recreated without a checkpoint writes
-				// the one it knew before delivering: its tenure starts there.
-				n, err := c.covered(s.id, after.Checkpoint)
-				if err != nil {
-					c.violate("%s filled %s with checkpoint %s: %v", writer, s.id, after.Checkpoint, err)
-				}
-				t.start, t.next, p.n = n, n, n
-				c.stats.checkpoints++
-				c.judgeRestart(s)
-				break
+		if t := s.tenures[writer]; op == "Checkpoint" && before.Checkpoint.IsZero() && t != nil && t.lastEntered == -1 && t.next == t.start && t.start == 0 {
+			// The taker of a row recreated without a checkpoint writes the
+			// one it knew before delivering (the engine's fillCheckpoint):
+			// its tenure starts there. Records skipped so are ones that
+			// were acknowledged, and none an operator asked to replay.
+			n, err := c.covered(s.id, after.Checkpoint)
+			switch {
+			case err != nil:
+				c.violate("%s filled %s with checkpoint %s: %v", writer, s.id, after.Checkpoint, err)
+			case n > s.everPrefix:
+				c.violate("(h) %s filled %s with a checkpoint covering %d records; only the first %d were ever acknowledged: records skipped", writer, s.id, n, s.everPrefix)
+			case n > s.prefix:
+				c.violate("(h) %s filled %s with a checkpoint covering %d records, ahead of the operator's rewind to #%d: the records it asked to replay are skipped", writer, s.id, n, s.prefix)
 			}
+			t.start, t.next = n, n
+			if p := s.pending; p != nil && p.writer == writer {
+				p.n = n
+			}
+			c.stats.checkpoints++
+			c.stats.fills++
+			c.judgeRestart(s)
+			break
 		}
 		c.judgeRestart(s)
 		if after.Checkpoint != before.Checkpoint {

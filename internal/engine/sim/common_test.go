@@ -309,6 +309,9 @@ type simBase struct {
 	what        string                   // names the simulation in a hang's panic ("" or "membership ")
 	replay      func(seed uint64) string // the command that replays a seed
 	onViolation func()                   // called after every violation (under chk.mu), if set
+	// hangTrace, if set, writes the whole trace of a seed that hangs to a
+	// file and returns its name (a replayed seed keeps every line).
+	hangTrace func() string
 }
 
 // init makes the stream with its initial records, the table and the
@@ -399,8 +402,14 @@ func (b *simBase) hang() {
 	b.chk.mu.Lock()
 	v := strings.Join(b.chk.violations, "\n  ")
 	b.chk.mu.Unlock()
+	tr := b.chk.trace.String()
+	if b.hangTrace != nil {
+		if name := b.hangTrace(); name != "" {
+			tr = "(the whole trace is in " + name + ")"
+		}
+	}
 	fmt.Fprintf(os.Stderr, "seed %d hangs:\n  %s\n\nplan:\n%s\ntrace (last %d lines):\n%s\n\nreplay: %s\n",
-		b.seed, v, b.plan, traceLines, b.chk.trace.String(), b.replay(b.seed))
+		b.seed, v, b.plan, traceLines, tr, b.replay(b.seed))
 	panic(fmt.Sprintf("sim: %sseed %d hangs (see above)", b.what, b.seed))
 }
 
