@@ -25,6 +25,9 @@ type heartbeatState struct {
 	needNewInc bool
 	attempted  map[string]bool
 	failed     bool // the last heartbeat failed
+	// joinConflicts: rows where a join met an entry of this owner (read
+	// by readAll whether or not the header lists them).
+	joinConflicts map[int]bool
 }
 
 // fenceAfter is the fence of a heartbeat sent at sent (mono()): the
@@ -114,9 +117,11 @@ func (g *Group) join(ctx context.Context) error {
 			// Only its heartbeat shows it alive: a notice bumped by an
 			// operator's rewind changes the entry but not that.
 			still := mine.Incarnation == seen.Incarnation && mine.Heartbeat == seen.Heartbeat && seen.Owner != ""
-			if mine.Leaving || (still && now.Sub(seenAt) >= g.cfg.Timeout) {
-				// Left, or dead: its fence has passed. Take the entry over
-				// (conditional on the entry as just read).
+			if mine.Leaving || g.hb.attempted[mine.Incarnation] || (still && now.Sub(seenAt) >= g.cfg.Timeout) {
+				// Left, or dead: its fence has passed; or one of this
+				// process's own join attempts, landed with its answer lost
+				// (never another process). Take the entry over as a new
+				// incarnation (conditional on the entry as just read).
 				if done, err := g.replaceEntry(ctx, mineRow, mine); done || err != nil {
 					return err
 				}
@@ -160,6 +165,14 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 	rows := make([]int, 0, len(h.Rows))
 	for r := range h.Rows {
 		rows = append(rows, r)
+	}
+	for r := range g.hb.joinConflicts {
+		// A row this instance's join met an entry of its owner in, that
+		// the header does not list (a bump of the header that never
+		// landed): read it too, or the join would meet it for ever.
+		if _, listed := h.Rows[r]; !listed {
+			rows = append(rows, r)
+		}
 	}
 	slices.Sort(rows)
 	counts = map[int]int{}
@@ -242,7 +255,13 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			case errors.As(err, &conflict) && conflict.Full:
 				counts[row] = leases.RowCapacity
 			case errors.As(err, &conflict):
-				return false, nil // another process of this owner joined meanwhile: read again
+				// An entry of this owner is in the row (another process of
+				// this owner, or an earlier incarnation): read it again.
+				if g.hb.joinConflicts == nil {
+					g.hb.joinConflicts = map[int]bool{}
+				}
+				g.hb.joinConflicts[row] = true
+				return false, nil
 			case errors.Is(err, leases.ErrMisconfigured):
 				return false, err
 			case ctx.Err() != nil:

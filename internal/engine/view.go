@@ -239,12 +239,19 @@ func (g *Group) flushBumps(ctx context.Context) {
 // heartbeating with this instance's owner id in another row for longer
 // than the wait join allows; it logs the first sight at ERROR.
 func (g *Group) duplicates() error {
+	g.mu.Lock()
+	own := slices.Clone(g.incs)
+	g.mu.Unlock()
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
 	wait := max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout)
 	for id, m := range g.view.dupes {
 		o := g.view.obs[id]
 		switch {
+		case slices.Contains(own, id.inc):
+			// An earlier incarnation of this process, its entry not yet
+			// replaced in its row: not another process.
+			delete(g.view.dupes, id)
 		case o == nil || o.absent || m.Leaving:
 			delete(g.view.dupes, id)
 		case o.stale() >= g.cfg.Timeout:
