@@ -44,8 +44,10 @@
 // On these rules the consumer builds its guarantees:
 //
 //  1. Two owners never both hold a shard: a takeover (TakeAs) is
-//     conditional on the counter the taker read, so it races with every
-//     write of the holder and at most one of them lands; and a holder that
+//     conditional on the counter and the holder the taker read (the
+//     counter restarts at 1 on a recreated row, so it alone could match
+//     another row), so it races with every write of the holder and at most
+//     one of them lands; and a holder that
 //     can no longer show takers it is alive stops delivering records before
 //     a taker may act (point 3).
 //  2. A checkpoint lands only while its writer holds the lease: the

@@ -1073,9 +1073,10 @@ func (w *mworld) run() {
 		if joined.IsZero() {
 			joined = w.joinedAll()
 		}
+		rewinding := w.rewindsPending()
 		w.chk.mu.Unlock()
 		fair = w.fair()
-		done = w.delivered()
+		done = w.delivered() && !rewinding // a rewind notified late: give its holder the time to apply it
 		if !fair {
 			settled = time.Time{}
 		} else if settled.IsZero() {
@@ -1622,6 +1623,20 @@ func (w *mworld) notify(req *rewindReq, owner, inc string) {
 		req.notified = time.Now()
 	}
 	w.chk.tracef("operator: notice of %s bumped to %d", w.name(owner, inc), next.Notice)
+}
+
+// rewindsPending reports whether a rewind whose holder was told is not
+// applied yet (see checkRewinds); the caller holds chk.mu.
+func (w *mworld) rewindsPending() bool {
+	for _, req := range w.rewinds {
+		if req.notified.IsZero() || !req.applied.IsZero() {
+			continue
+		}
+		if l, err := w.row(req.id); err == nil && l.RewindTo == req.row.RewindTo {
+			return true
+		}
+	}
+	return false
 }
 
 // checkRewinds checks that every rewind request whose holder was told
