@@ -220,7 +220,7 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 		g.mu.Unlock()
 	}
 	sent := mono()
-	tctx, cancel := g.atFence(ctx)
+	tctx, cancel := g.atFence(ctx, inc)
 	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
 	cancel()
 	if err != nil {
@@ -328,7 +328,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	inc := g.Incarnation()
 	cp := r.lease.Checkpoint
 	csent := mono()
-	cctx, cancel := g.atFence(ctx)
+	cctx, cancel := g.atFence(ctx, inc)
 	t, err := g.mem.CreateAs(cctx, leases.Key{Stream: u.Stream, Shard: u.Shard}, g.cfg.Owner, inc, cp)
 	cancel()
 	if err != nil {

@@ -580,9 +580,13 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 // atFence returns ctx bounded by the fence as it stands now: a take sent
 // under it either lands before the fence or is cancelled (and if it landed
 // unanswered, the row is an orphan, taken again or released).
-func (g *Group) atFence(ctx context.Context) (context.Context, context.CancelFunc) {
-	if g.fencedSince.Load() != 0 {
-		return context.WithTimeout(ctx, 0) // fenced: nothing may be taken until the next incarnation
+func (g *Group) atFence(ctx context.Context, inc string) (context.Context, context.CancelFunc) {
+	if g.fencedSince.Load() != 0 || g.Incarnation() != inc {
+		// Fenced: nothing may be taken until the next incarnation. Or the
+		// write is made as an incarnation this process no longer is (a
+		// round begun before a fence, its reads slow): others may have
+		// found that one dead, so nothing may land as it.
+		return context.WithTimeout(ctx, 0)
 	}
 	return context.WithTimeout(ctx, time.Duration(g.fence.Load()-mono()))
 }

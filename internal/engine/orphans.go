@@ -87,7 +87,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 	}
 	for attempt := 0; ; attempt++ {
 		sent := mono()
-		tctx, cancel := g.atFence(ctx)
+		tctx, cancel := g.atFence(ctx, inc)
 		t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
 		cancel()
 		if err == nil && t.Checkpoint.IsZero() && t.RewindTo.IsZero() && !o.best().IsZero() && g.recreated(u, o, l) {
@@ -167,7 +167,7 @@ func (g *Group) markVanished(u unit, o orphan) {
 // just taken with none. If the write fails the row stays an orphan known
 // with cp, so that the next round takes it again and fills it then.
 func (g *Group) fillCheckpoint(ctx context.Context, st *streamState, u unit, t leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	tctx, cancel := g.atFence(ctx)
+	tctx, cancel := g.atFence(ctx, t.Incarnation)
 	f, err := g.store.Checkpoint(tctx, t, cp)
 	cancel()
 	if err != nil {
@@ -236,7 +236,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 // released (with it) next round.
 func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orphan, l leases.Lease) {
 	inc, cp := g.Incarnation(), o.best()
-	tctx, cancel := g.atFence(ctx)
+	tctx, cancel := g.atFence(ctx, inc)
 	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
 	cancel()
 	if err != nil {
