@@ -182,6 +182,7 @@ type Group struct {
 
 	// Set by the heartbeat loop, taken by the round loop.
 	reconcileNow atomic.Bool  // our Notice moved: re-read every held row
+	recheckAgain atomic.Bool  // a re-read of lately released rows failed: again next round
 	resync       atomic.Bool  // a member ended a shard: list every stream
 	ended        atomic.Int64 // shards this instance read to their end
 	storeErr     atomic.Pointer[error]

@@ -39,12 +39,12 @@ func (g *Group) reconcile(ctx context.Context) {
 
 	var due []unit
 	now := g.reconcileNow.Swap(false)
+	if (now || g.recheckAgain.Swap(false)) && !g.recheckReleased(ctx) {
+		g.recheckAgain.Store(true) // only those reads again next round
+	}
 	var failed atomic.Bool
 	if now {
 		due = all
-		if !g.recheckReleased(ctx) {
-			failed.Store(true)
-		}
 	} else if n := len(all); n > 0 {
 		// Round k of every Reconcile/Heartbeat rounds re-reads the rows
 		// from k·n/rounds to (k+1)·n/rounds: each held row once per
@@ -63,10 +63,10 @@ func (g *Group) reconcile(ctx context.Context) {
 	})
 	if now && failed.Load() {
 		// A re-read an operator's notice or a vanished report asked for
-		// failed: every held and lately released row again next round, so
-		// that a pending rewind waits a round, not a whole Reconcile, and a
-		// vanished row this instance knows is not left to one that does
-		// not.
+		// failed: every held row again next round, so that a pending
+		// rewind waits a round, not a whole Reconcile. (Lately released
+		// rows whose re-read failed are re-read on their own: a vanished
+		// row this instance knows is not left to one that does not.)
 		g.reconcileNow.Store(true)
 	}
 }
