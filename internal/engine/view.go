@@ -191,12 +191,6 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 		if !m.Leaving && (m.Owner == g.cfg.Owner || g.view.alive(m.Owner, m.Incarnation, now)) {
 			live++
 		}
-		if m.Owner != g.cfg.Owner && m.Heartbeat > freshHeartbeats {
-			// A member that has run for a while: a missing row of a stream
-			// this instance never saw may be one that vanished under it,
-			// not a new stream's (see newStream).
-			g.tableInUse.Store(true)
-		}
 	}
 	g.rows.entries[r] = live
 	g.rows.total[r] = len(rows)
