@@ -430,11 +430,10 @@ func (g *Group) arnRow(ctx context.Context, st *streamState, l leases.Lease) err
 // subscription's start position), so that the members started with this
 // one find them and take them at once instead of waiting for them as for
 // rows that vanished.
-// otherRowExists reads the rows of up to three other shards of st, and the
-// membership rows, before its missing rows are created as a new stream's:
-// if a row exists, a member's entry says it holds a lease, or a read
-// fails, the stream is not new (or not known to be), and the missing row
-// vanished (this instance's reads of the others may not have returned yet).
+// otherRowExists reads the rows of up to three other shards of st before
+// its missing rows are created as a new stream's: if one exists (or cannot
+// be read), the stream is not new, and the missing row vanished (this
+// instance's reads of the others may not have returned yet).
 func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string) bool {
 	st.rowsMu.Lock()
 	var ids []string
@@ -454,24 +453,7 @@ func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string
 			return true // unknown: decide at the next round
 		}
 	}
-	// The members' entries as they are now, not as last read (rows are
-	// re-read only when their roster changes): one that holds a lease
-	// (Held) says its fleet reads the table.
-	g.viewMu.Lock()
-	rows := make([]int, 0, len(g.rows.header))
-	for r := range g.rows.header {
-		rows = append(rows, r)
-	}
-	g.viewMu.Unlock()
-	for _, r := range rows {
-		sent := mono()
-		ms, err := g.mem.Members(ctx, r)
-		if err != nil {
-			return true
-		}
-		g.observe(r, ms, sent, mono())
-	}
-	return !g.newStream(st)
+	return false
 }
 
 func (g *Group) createAll(ctx context.Context, st *streamState, skip string) {

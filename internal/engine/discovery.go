@@ -151,8 +151,7 @@ func (g *Group) active(st *streamState, id string) bool {
 // was of a process that had just joined: a fleet starting together), it
 // joined at least two heartbeats ago, by when the members of a running
 // fleet have written their entries again, and no other live member holds a
-// lease (its entry's Held), and not longer ago than the lost-row wait. On
-// a table in use a missing row may be one that
+// lease (its entry's Held). On a table in use a missing row may be one that
 // vanished under a holder that is paused or partitioned: it is created only
 // by missingRow's wait, at the start position only if no member recreated
 // it from a checkpoint first. So a stream added to a running fleet starts
@@ -161,10 +160,7 @@ func (g *Group) newStream(st *streamState) bool {
 	if st.sawRows() || g.tableInUse.Load() {
 		return false
 	}
-	if age := time.Duration(mono() - g.joinedAt.Load()); age < 2*g.cfg.Heartbeat || age > g.lostRowWait(st) {
-		// Too early to tell; or this instance has run for longer than a
-		// fleet takes to start without seeing a row of the stream: its
-		// reads failed, and a missing row may be one that vanished.
+	if time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
 		return false
 	}
 	g.viewMu.Lock()
