@@ -208,14 +208,19 @@ func (g *Group) acquire(ctx context.Context, u unit) {
 // take takes row l for this incarnation and starts reading it.
 func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Lease) {
 	inc := g.Incarnation()
-	// A row recreated with no checkpoint (its counter below the one this
-	// instance saw last, when it released or read it): carry on from the
-	// checkpoint it saw then, not from the start position.
+	// A row recreated with no checkpoint (a checkpoint is never cleared
+	// while a row lives, so one this instance saw on it, when it held,
+	// released or read it, was of the row before): carry on from there,
+	// not from the start position. Counters cannot tell: a recreated row
+	// restarts at 1, and the one this instance knew may have been too.
 	var fill leases.Checkpoint
 	if l.Checkpoint.IsZero() && l.RewindTo.IsZero() {
 		g.mu.Lock()
-		if r, ok := g.released[u]; ok && l.Counter < r.lease.Counter {
+		if r, ok := g.released[u]; ok {
 			fill = r.lease.Checkpoint
+		}
+		if o, ok := g.orphans[u]; ok && !o.best().IsZero() {
+			fill = o.best() // known since, as this instance last held or read it
 		}
 		g.mu.Unlock()
 	}
@@ -250,7 +255,7 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 		if t, err = h.applyRewind(ctx); err != nil {
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			g.mu.Lock()
-			g.orphans[u] = orphan{inc: h.current().Incarnation, known: h.current()}
+			g.orphans[u] = orphan{inc: h.current().Incarnation, known: h.asOrphan()}
 			g.mu.Unlock()
 			return
 		}
@@ -430,10 +435,13 @@ func (g *Group) arnRow(ctx context.Context, st *streamState, l leases.Lease) err
 // subscription's start position), so that the members started with this
 // one find them and take them at once instead of waiting for them as for
 // rows that vanished.
-// otherRowExists reads the rows of up to three other shards of st before
-// its missing rows are created as a new stream's: if one exists (or cannot
-// be read), the stream is not new, and the missing row vanished (this
-// instance's reads of the others may not have returned yet).
+// otherRowExists reads the rows of up to three other shards of st, and the
+// membership rows, before its missing rows are created as a new stream's:
+// if a row exists, a live member's entry says it holds a lease, or a read
+// fails, the stream is not new (or not known to be), and the missing row
+// vanished (this instance's reads of the others may not have returned yet).
+// The membership rows are read afresh because the view re-reads a row only
+// when its roster changes: an entry's Held may be stale there.
 func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string) bool {
 	st.rowsMu.Lock()
 	var ids []string
@@ -453,7 +461,82 @@ func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string
 			return true // unknown: decide at the next round
 		}
 	}
-	return false
+	g.viewMu.Lock()
+	rows := make([]int, 0, len(g.rows.header))
+	for r := range g.rows.header {
+		rows = append(rows, r)
+	}
+	g.viewMu.Unlock()
+	inc := g.Incarnation()
+	if mine := rowOf(inc); mine >= 0 && !slices.Contains(rows, mine) {
+		rows = append(rows, mine)
+	}
+	for _, r := range rows {
+		sent := mono()
+		ms, err := g.mem.Members(ctx, r)
+		if err != nil {
+			return true
+		}
+		g.viewMu.Lock()
+		seen := g.ownSeen == inc
+		g.viewMu.Unlock()
+		if seen && r == rowOf(inc) && !slices.ContainsFunc(ms, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc }) {
+			// This instance's own entry, read before, is gone: the table
+			// was emptied under its fleet (or the entry removed as
+			// stale), not new.
+			g.tableInUse.Store(true)
+			return true
+		}
+		g.observe(r, ms, sent, mono())
+	}
+	if !g.newStream(st) {
+		return true
+	}
+	return !g.settled(st)
+}
+
+// newProbe is the heartbeat of every other live member's entry when this
+// instance first found a stream's rows missing as a new stream's, and when.
+type newProbe struct {
+	at  int64
+	hbs map[memberID]int64
+}
+
+// settled reports whether every other member alive at st's probe has
+// heartbeated twice since with no lease held (newStream checked Held), or
+// is gone or dead: its second heartbeat was composed after the probe, so a
+// member holding a row of st then, whose row vanished before this instance
+// found it missing, would have counted it. Entries show Held only as of
+// their last heartbeat: a member that took the first row of a new stream
+// just before it was deleted does not show it at once. The first call
+// starts the probe; so a new stream is created about two heartbeats after
+// its rows are first found missing. With no other member, at once.
+func (g *Group) settled(st *streamState) bool {
+	now := mono()
+	g.viewMu.Lock()
+	cur := map[memberID]int64{}
+	for owner, m := range g.view.latest {
+		if owner != g.cfg.Owner && !m.Leaving && g.view.alive(owner, m.Incarnation, now) {
+			cur[memberID{owner, m.Incarnation}] = m.Heartbeat
+		}
+	}
+	g.viewMu.Unlock()
+	if len(cur) == 0 {
+		return true
+	}
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	p := st.probe
+	if p == nil || time.Duration(now-p.at) > g.lostRowWait(st) {
+		st.probe = &newProbe{at: now, hbs: cur}
+		return false
+	}
+	for id, hb := range p.hbs {
+		if now, ok := cur[id]; ok && now < hb+2 {
+			return false // alive, not yet heartbeated twice since
+		}
+	}
+	return true
 }
 
 func (g *Group) createAll(ctx context.Context, st *streamState, skip string) {

@@ -602,6 +602,10 @@ func (g *Group) rejoin(ctx context.Context) {
 	// rows this instance holds, released or read lately (recheckReleased),
 	// whether or not anyone reports a row missing in the new header.
 	g.reconcileNow.Store(true)
+	// The entry existed: a fleet read this table, and a row this instance
+	// finds missing may have vanished under its holder, not be a new
+	// stream's (newStream).
+	g.tableInUse.Store(true)
 	inc := g.Incarnation()
 	row := rowOf(inc)
 	if !g.hb.needNewInc {

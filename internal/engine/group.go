@@ -210,6 +210,9 @@ type Group struct {
 	// newStream).
 	joinedAt   atomic.Int64
 	tableInUse atomic.Bool
+	// ownSeen is the incarnation whose entry a read of the membership last
+	// returned (under viewMu).
+	ownSeen string
 }
 
 // myRow returns the membership row this instance heartbeats in.
@@ -561,6 +564,10 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 			g.ended.Add(1)
 			emit(g.h, g.cfg.Events, kltype.ShardEnded, info)
 		case w.lease.takenOver():
+			// Where this instance read it to stays known: should the row
+			// come back recreated with no checkpoint, it is written there
+			// (take), not an older one noted before this hold.
+			g.noteReleased(u, w.lease.asOrphan())
 			emit(g.h, g.cfg.Events, kltype.LeaseLost, info)
 		default:
 			if w.lease.isReleased() {

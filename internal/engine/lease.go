@@ -262,12 +262,22 @@ func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error 
 }
 
 func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
+	target := h.current().RewindTo
 	l, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		return h.store.ApplyRewind(ctx, l)
 	})
-	if err == nil {
+	switch {
+	case err == nil:
 		h.mu.Lock()
 		h.attempted = leases.Checkpoint{} // read again from the rewind's position
+		h.mu.Unlock()
+	case !errors.Is(err, errLost) && !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound):
+		// The apply may have landed with its answer lost: should the row
+		// vanish before the next read, it is recreated at the rewind's
+		// position (resumeAt), never past what the operator asked to read
+		// again.
+		h.mu.Lock()
+		h.attempted = target
 		h.mu.Unlock()
 	}
 	return l, err

@@ -79,8 +79,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		}
 		st.setRow(u.Shard, rowState{lease: cur})
 		if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
-			g.dropOrphan(u, o) // not ours: someone else's
-			g.noteReleased(u, cur)
+			g.forgetOrphan(u, o, cur) // not ours: someone else's
 			return
 		}
 		l = cur
@@ -131,8 +130,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		}
 		st.setRow(u.Shard, rowState{lease: cur})
 		if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
-			g.dropOrphan(u, o) // someone took it
-			g.noteReleased(u, cur)
+			g.forgetOrphan(u, o, cur) // someone took it
 			return
 		}
 		l = cur
@@ -140,12 +138,15 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 }
 
 // recreated reports whether the row of orphan o of u, read as l, was
-// recreated since this instance knew it: it found the row missing, or the
+// recreated since this instance knew it: it found the row missing, the
 // row's counter went back (counters only grow, and restart at 1 on a
-// recreation).
+// recreation), or the row has no checkpoint where o knew one.
 func (g *Group) recreated(u unit, o orphan, l leases.Lease) bool {
 	if o.vanished || l.Counter < o.realCounter() {
 		return true
+	}
+	if l.Checkpoint.IsZero() && l.RewindTo.IsZero() && !o.best().IsZero() {
+		return true // a checkpoint is never cleared while a row lives
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -222,8 +223,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 				g.repairFree(ctx, st, u, o, cur)
 				return
 			}
-			g.dropOrphan(u, o)     // someone took it, or our release's answer was lost
-			g.noteReleased(u, cur) // where it was read to, should it vanish
+			g.forgetOrphan(u, o, cur) // someone took it, or our release's answer was lost
 			return
 		}
 		l = cur // ours still, perhaps under a later incarnation: release that
@@ -282,7 +282,7 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	t, err := g.mem.CreateAs(ctx, o.known.Key, g.cfg.Owner, g.Incarnation(), o.known.Checkpoint)
 	if err != nil {
 		if errors.Is(err, leases.ErrConflict) {
-			g.dropOrphan(u, o) // recreated by someone else
+			g.forgetOrphan(u, o, leases.Lease{}) // recreated by someone else: not read yet
 		}
 		return
 	}
@@ -297,6 +297,21 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	}
 	g.dropOrphan(u, o)
 	g.noteReleased(u, rl)
+}
+
+// forgetOrphan drops orphan o of u, now someone else's row cur, and keeps
+// where it was read to, should it vanish: cur's checkpoint, or, if cur has
+// none (recreated, not yet written), the one o knew, newer than any this
+// instance noted before it held the row.
+func (g *Group) forgetOrphan(u unit, o orphan, cur leases.Lease) {
+	g.dropOrphan(u, o)
+	if cur.Checkpoint.IsZero() && !o.best().IsZero() {
+		k := o.known
+		k.Counter, k.Checkpoint, k.RewindTo = o.realCounter(), o.best(), leases.Checkpoint{}
+		g.noteReleased(u, k)
+		return
+	}
+	g.noteReleased(u, cur)
 }
 
 // dropOrphan forgets orphan o of u, unless it was replaced meanwhile.

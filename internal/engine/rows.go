@@ -56,6 +56,10 @@ type streamState struct {
 	// createdAll: this instance created the missing rows of the new
 	// stream (see createAll).
 	createdAll bool
+	// probe: the other members' heartbeats when this instance first found
+	// the stream's rows missing as a new stream's (see settled). Guarded
+	// by rowsMu.
+	probe *newProbe
 	// missingGap: two reads that found a row missing further apart than
 	// this do not show it missing in between (a round's reads may take up
 	// to a timeout; a row recreated and deleted again within this is not

@@ -123,6 +123,21 @@ type shardState struct {
 	goneHolder  string
 	known       map[string]int
 	holderKnown int
+	// rewindAt: how many records the rewind pending on the row when it
+	// was deleted covers (-1 for none): the operator asked to read again
+	// from there, so a holder that tried to apply it and lost the answer
+	// may restart there, behind its own checkpoint.
+	rewindAt int
+	// unread: an operator's rewind of the free row (written as its
+	// checkpoint) that no process has read yet, with what it undid. Should
+	// the row vanish before anyone reads it, the request is gone with it:
+	// nobody can know of it, and a restart from the checkpoint before it
+	// skips nothing anyone was asked to replay.
+	unread *unreadRewind
+	// operatorAt: the records the checkpoint an operator's rewind wrote on
+	// the free row covers, after a deletion and before the next take (-1
+	// for none): a restart there is the operator's, whatever was known.
+	operatorAt int
 	// The last take of the row after a deletion: when, by whom, the
 	// holder at the deletion.
 	restartedAt            time.Time
@@ -208,7 +223,7 @@ func newChecker(stream *Stream) *checker {
 func (c *checker) shard(id string) *shardState {
 	s := c.shards[id]
 	if s == nil {
-		s = &shardState{id: id, versions: map[int64]version{}, tokens: map[int64]string{}, tenures: map[string]*tenure{}, entered: map[string]time.Time{}}
+		s = &shardState{id: id, versions: map[int64]version{}, tokens: map[int64]string{}, tenures: map[string]*tenure{}, entered: map[string]time.Time{}, rewindAt: -1, operatorAt: -1}
 		c.shards[id] = s
 	}
 	return s
@@ -452,17 +467,28 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		c.setTenure(s, writer, after.Checkpoint)
 		c.replay(s, after.Checkpoint)
 	case "Rewind":
-		if !before.Held() && !s.afterDelete { // after a deletion: the row recreated from a checkpoint, not an operator's rewind
-			c.replay(s, after.Checkpoint)
+		switch {
+		case !before.Held() && !s.afterDelete:
+			c.rewoundFree(s, after.Counter, after.Checkpoint)
+		case !before.Held():
+			// The operator rewound the row recreated after a deletion: its
+			// next taker starts where the operator said.
+			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
+				c.replay(s, after.Checkpoint)
+				s.operatorAt = n
+			}
 		}
 	case "Checkpoint", "Release":
 		if before.Owner != writer {
 			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)
 		}
-		if t := s.tenures[writer]; op == "Checkpoint" && before.Checkpoint.IsZero() && t != nil && t.lastEntered == -1 && t.next == t.start && t.start == 0 {
+		if t := s.tenures[writer]; op == "Checkpoint" && before.Checkpoint.IsZero() && t != nil && t.lastEntered == -1 && t.next == t.start &&
+			(t.start == 0 || (s.pending != nil && s.pending.writer == writer)) {
 			// The taker of a row recreated without a checkpoint writes the
 			// one it knew before delivering (the engine's fillCheckpoint):
-			// its tenure starts there. Records skipped so are ones that
+			// its tenure starts there. (A holder that takes the row it held
+			// when it was deleted, without having delivered since, goes on
+			// in its tenure: its fill is one too.) Records skipped so are ones that
 			// were acknowledged, and none an operator asked to replay.
 			n, err := c.covered(s.id, after.Checkpoint)
 			switch {
@@ -532,10 +558,22 @@ func (c *checker) deleted(id, holder string, known map[string]int) {
 	}
 	c.tracef("row of %s deleted (holder %q; the best checkpoint a live process knows covers %d records, the holder's %d)",
 		id, holder, maxKnown(known, nil), holderKnown)
+	if u := s.unread; u != nil {
+		// The rewind went with the row before anyone read it.
+		s.prefix, s.acked, s.unread = u.prefix, u.acked, nil
+		c.tracef("the operator's rewind of %s went with its row before any process read it", id)
+	}
+	rewindAt := -1
+	if !s.newest.RewindTo.IsZero() {
+		if n, err := c.covered(id, s.newest.RewindTo); err == nil {
+			rewindAt = n
+		}
+	}
 	s.versions, s.tokens = map[int64]version{}, map[int64]string{}
 	s.last, s.newest = leases.Lease{}, leases.Lease{}
+	s.operatorAt = -1
 	if !s.afterDelete {
-		s.goneHolder, s.known, s.holderKnown = holder, map[string]int{}, holderKnown
+		s.goneHolder, s.known, s.holderKnown, s.rewindAt = holder, map[string]int{}, holderKnown, rewindAt
 	} else if holder != "" {
 		// Deleted again before anyone took it: a holder recreating it has not
 		// taken it yet, and is still the one that may deliver.
@@ -613,11 +651,16 @@ func (c *checker) judgeRestart(s *shardState) {
 	}
 	s.pending = nil
 	writer, holder, at, known, n := p.writer, p.holder, p.at, p.known, p.n
+	if n == s.operatorAt {
+		s.operatorAt = -1
+		c.tracef("%s restarted %s where an operator's rewind after the deletion put it", writer, s.id)
+		return
+	}
 	switch {
 	case n == 0 && known > 0:
 		c.violate("(h) %s restarted %s at the start position after its row was deleted at T+%v, although a live process knew a checkpoint covering %d records (%s): acknowledged records are replayed from the start",
 			writer, s.id, at, known, p.knowers)
-	case writer == holder && n < s.holderKnown:
+	case writer == holder && n < s.holderKnown && n != s.rewindAt:
 		c.violate("(h) %s, the holder of %s when its row was deleted at T+%v, restarted it at a checkpoint covering %d records, behind its own covering %d",
 			writer, s.id, at, n, s.holderKnown)
 	case n > s.everPrefix:
@@ -643,12 +686,41 @@ func (c *checker) setTenure(s *shardState, owner string, cp leases.Checkpoint) {
 
 // replay records that an operator's rewind moved s's checkpoint back to
 // cp: every record from there must be acknowledged again.
+// unreadRewind is an operator's rewind of a free row no process has read
+// yet: the row's counter after it, and the acknowledgements it undid.
+type unreadRewind struct {
+	counter int64
+	prefix  int
+	acked   []bool
+}
+
+// learned records that some process was told row l of shard id. The caller
+// holds mu.
+func (c *checker) learned(l leases.Lease) {
+	s := c.shard(l.Key.Shard)
+	if s.unread != nil && !s.afterDelete && l.Counter >= s.unread.counter {
+		s.unread = nil
+	}
+}
+
+// rewoundFree records the operator's rewind of s's free row, now at
+// counter, to cp: a replay once a process reads it (see unread).
+func (c *checker) rewoundFree(s *shardState, counter int64, cp leases.Checkpoint) {
+	u := &unreadRewind{counter: counter, prefix: s.prefix, acked: slices.Clone(s.acked)}
+	if s.unread != nil {
+		u.prefix, u.acked = s.unread.prefix, s.unread.acked // undo both
+	}
+	c.replay(s, cp)
+	s.unread = u
+}
+
 func (c *checker) replay(s *shardState, cp leases.Checkpoint) {
 	n, err := c.covered(s.id, cp)
 	if err != nil {
 		c.violate("rewind of %s to %s: %v", s.id, cp, err)
 		return
 	}
+	s.unread = nil
 	for i := n; i < len(s.acked); i++ {
 		s.acked[i] = false
 	}
