@@ -179,7 +179,7 @@ func (g *Group) fillCheckpoint(ctx context.Context, st *streamState, u unit, t l
 		g.mu.Unlock()
 		return leases.Lease{}, err
 	}
-	st.log.Warn("kinesislease: a lease row recreated without a checkpoint; wrote the checkpoint this instance knew", "shard", u.Shard, "seq", cp.String())
+	st.log.Warn("kinesislease: a lease row recreated without a checkpoint, or from an older one; wrote the checkpoint this instance knew", "shard", u.Shard, "seq", cp.String())
 	return f, nil
 }
 

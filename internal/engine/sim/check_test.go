@@ -128,12 +128,13 @@ type shardState struct {
 	// from there, so a holder that tried to apply it and lost the answer
 	// may restart there, behind its own checkpoint.
 	rewindAt int
-	// unread: an operator's rewind of the free row (written as its
-	// checkpoint) that no process has read yet, with what it undid. Should
-	// the row vanish before anyone reads it, the request is gone with it:
-	// nobody can know of it, and a restart from the checkpoint before it
-	// skips nothing anyone was asked to replay.
-	unread *unreadRewind
+	// rewound: the last operator's rewind replayed on the row (written on
+	// the free row, or applied by its holder), with what it undid and the
+	// processes that have read the row since. Should the row vanish while
+	// none of them is alive, the request is gone with it: no live process
+	// can know of it, and a restart from a checkpoint before it skips
+	// nothing anyone alive was asked to replay.
+	rewound *rewoundRow
 	// operatorAt: the records the checkpoint an operator's rewind wrote on
 	// the free row covers, after a deletion and before the next take (-1
 	// for none): a restart there is the operator's, whatever was known.
@@ -465,11 +466,11 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		}
 	case "ApplyRewind":
 		c.setTenure(s, writer, after.Checkpoint)
-		c.replay(s, after.Checkpoint)
+		c.rewind(s, after.Counter, after.Checkpoint, writer)
 	case "Rewind":
 		switch {
 		case !before.Held() && !s.afterDelete:
-			c.rewoundFree(s, after.Counter, after.Checkpoint)
+			c.rewind(s, after.Counter, after.Checkpoint, "")
 		case !before.Held():
 			// The operator rewound the row recreated after a deletion: its
 			// next taker starts where the operator said.
@@ -482,10 +483,11 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		if before.Owner != writer {
 			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)
 		}
-		if t := s.tenures[writer]; op == "Checkpoint" && before.Checkpoint.IsZero() && t != nil && t.lastEntered == -1 && t.next == t.start &&
-			(t.start == 0 || (s.pending != nil && s.pending.writer == writer)) {
-			// The taker of a row recreated without a checkpoint writes the
-			// one it knew before delivering (the engine's fillCheckpoint):
+		if t := s.tenures[writer]; op == "Checkpoint" && t != nil && t.lastEntered == -1 && t.next == t.start &&
+			((before.Checkpoint.IsZero() && t.start == 0) || (s.pending != nil && s.pending.writer == writer)) {
+			// The taker of a row recreated without a checkpoint, or from an
+			// older one, writes the one it knew before delivering (the
+			// engine's fillCheckpoint):
 			// its tenure starts there. (A holder that takes the row it held
 			// when it was deleted, without having delivered since, goes on
 			// in its tenure: its fill is one too.) Records skipped so are ones that
@@ -558,10 +560,23 @@ func (c *checker) deleted(id, holder string, known map[string]int) {
 	}
 	c.tracef("row of %s deleted (holder %q; the best checkpoint a live process knows covers %d records, the holder's %d)",
 		id, holder, maxKnown(known, nil), holderKnown)
-	if u := s.unread; u != nil {
-		// The rewind went with the row before anyone read it.
-		s.prefix, s.acked, s.unread = u.prefix, u.acked, nil
-		c.tracef("the operator's rewind of %s went with its row before any process read it", id)
+	if u := s.rewound; u != nil {
+		alive := false
+		for name := range u.knowers {
+			alive = alive || c.alive == nil || c.alive(name)
+		}
+		if !alive {
+			// The rewind went with the row: nobody alive read it.
+			for i := range s.acked {
+				s.acked[i] = s.acked[i] || (i < len(u.acked) && u.acked[i])
+			}
+			s.prefix = max(s.prefix, u.prefix)
+			for s.prefix < len(s.acked) && s.acked[s.prefix] {
+				s.prefix++
+			}
+			c.tracef("the operator's rewind of %s went with its row while no process that read it was alive", id)
+		}
+		s.rewound = nil
 	}
 	rewindAt := -1
 	if !s.newest.RewindTo.IsZero() {
@@ -686,32 +701,36 @@ func (c *checker) setTenure(s *shardState, owner string, cp leases.Checkpoint) {
 
 // replay records that an operator's rewind moved s's checkpoint back to
 // cp: every record from there must be acknowledged again.
-// unreadRewind is an operator's rewind of a free row no process has read
-// yet: the row's counter after it, and the acknowledgements it undid.
-type unreadRewind struct {
+// rewoundRow is an operator's rewind replayed on a row: the row's counter
+// after it, the acknowledgements it undid, and who read the row since.
+type rewoundRow struct {
 	counter int64
 	prefix  int
 	acked   []bool
+	knowers map[string]bool
 }
 
-// learned records that some process was told row l of shard id. The caller
-// holds mu.
-func (c *checker) learned(l leases.Lease) {
+// learned records that process who was told row l. The caller holds mu.
+func (c *checker) learned(who string, l leases.Lease) {
 	s := c.shard(l.Key.Shard)
-	if s.unread != nil && !s.afterDelete && l.Counter >= s.unread.counter {
-		s.unread = nil
+	if s.rewound != nil && !s.afterDelete && l.Counter >= s.rewound.counter {
+		s.rewound.knowers[who] = true
 	}
 }
 
-// rewoundFree records the operator's rewind of s's free row, now at
-// counter, to cp: a replay once a process reads it (see unread).
-func (c *checker) rewoundFree(s *shardState, counter int64, cp leases.Checkpoint) {
-	u := &unreadRewind{counter: counter, prefix: s.prefix, acked: slices.Clone(s.acked)}
-	if s.unread != nil {
-		u.prefix, u.acked = s.unread.prefix, s.unread.acked // undo both
+// rewind replays s from cp, an operator's rewind that left the row at
+// counter (by applier, its holder, or "" if written on the free row),
+// keeping what it undid (see rewound).
+func (c *checker) rewind(s *shardState, counter int64, cp leases.Checkpoint, applier string) {
+	u := &rewoundRow{counter: counter, prefix: s.prefix, acked: slices.Clone(s.acked), knowers: map[string]bool{}}
+	if applier != "" {
+		u.knowers[applier] = true
+	}
+	if s.rewound != nil && len(s.rewound.knowers) == 0 {
+		u.prefix, u.acked = s.rewound.prefix, s.rewound.acked // undo both
 	}
 	c.replay(s, cp)
-	s.unread = u
+	s.rewound = u
 }
 
 func (c *checker) replay(s *shardState, cp leases.Checkpoint) {
@@ -720,7 +739,6 @@ func (c *checker) replay(s *shardState, cp leases.Checkpoint) {
 		c.violate("rewind of %s to %s: %v", s.id, cp, err)
 		return
 	}
-	s.unread = nil
 	for i := n; i < len(s.acked); i++ {
 		s.acked[i] = false
 	}
