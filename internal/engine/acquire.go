@@ -218,9 +218,13 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	// from the newer one too: the member that recreated it knew less.
 	var fill leases.Checkpoint
 	if l.RewindTo.IsZero() {
+		knew := st.row(u.Shard).knew
 		g.mu.Lock()
 		if r, ok := g.released[u]; ok && (l.Checkpoint.IsZero() || (l.Counter < r.lease.Counter && ahead(r.lease.Checkpoint, l.Checkpoint))) {
 			fill = r.lease.Checkpoint
+		}
+		if fill.IsZero() && l.Checkpoint.IsZero() && !knew.IsZero() {
+			fill = knew // seen on the row before it was recreated
 		}
 		if o, ok := g.orphans[u]; ok && !o.best().IsZero() && (l.Checkpoint.IsZero() || (l.Counter < o.realCounter() && ahead(o.best(), l.Checkpoint))) {
 			fill = o.best() // known since, as this instance last held or read it
@@ -323,7 +327,8 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		return // too early to tell a new stream from a table emptied under its fleet
 	}
 	wait := g.lostRowWait(st)
-	if r.lease.Checkpoint.IsZero() {
+	cp := r.best()
+	if cp.IsZero() {
 		// This instance knows no checkpoint: give those that do (the
 		// holder, an earlier holder with an orphan, whoever released it
 		// lately) the time to recreate the row first, even if they began
@@ -334,7 +339,6 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		return
 	}
 	inc := g.Incarnation()
-	cp := r.lease.Checkpoint
 	csent := mono()
 	cctx, cancel := g.atFence(ctx, inc)
 	t, err := g.mem.CreateAs(cctx, leases.Key{Stream: u.Stream, Shard: u.Shard}, g.cfg.Owner, inc, cp)

@@ -35,6 +35,9 @@ func (g *Group) presume(u unit, l leases.Lease, inc string) {
 			o.knew = prev.best()
 		}
 	}
+	if r, ok := g.released[u]; ok && l.Checkpoint.IsZero() && o.knew.IsZero() {
+		o.knew = r.lease.Checkpoint // the fill the take would have written (take)
+	}
 	g.orphans[u] = o
 	g.mu.Unlock()
 }
@@ -66,12 +69,12 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		sent := mono()
 		cur, err := g.store.Get(ctx, l.Key)
 		switch {
-		case errors.Is(err, leases.ErrNotFound) && l.Checkpoint.IsZero():
+		case errors.Is(err, leases.ErrNotFound) && o.best().IsZero():
 			g.dropOrphan(u, o) // nothing to save: missingRow as for any member
 			return
 		case errors.Is(err, leases.ErrNotFound):
 			g.markVanished(u, o)
-			st.know(u.Shard, l)
+			st.know(u.Shard, o.knownRow())
 			g.missingRow(ctx, st, u, sent, mono())
 			return
 		case err != nil:
@@ -111,7 +114,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 				// recreated free from there (vanishedOrphan), not left to
 				// one that never knew where it was read to.
 				g.markVanished(u, o)
-				st.know(u.Shard, o.known)
+				st.know(u.Shard, o.knownRow())
 				g.missingRow(ctx, st, u, sent, mono())
 			case !errors.Is(err, leases.ErrConflict):
 				g.presume(u, l, inc) // it may have landed unanswered
@@ -122,7 +125,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		switch {
 		case errors.Is(err, leases.ErrNotFound):
 			g.markVanished(u, o)
-			st.know(u.Shard, o.known)
+			st.know(u.Shard, o.knownRow())
 			g.missingRow(ctx, st, u, sent, mono())
 			return
 		case err != nil:
@@ -265,7 +268,7 @@ func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orpha
 // checkpoint and releases it at once, free for the member the plan gives it.
 func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o orphan, sent, ret int64) {
 	g.markVanished(u, o)
-	st.know(u.Shard, o.known)
+	st.know(u.Shard, o.knownRow())
 	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
 	r := st.row(u.Shard)
 	if !r.reported {
@@ -273,13 +276,13 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 			st.markReported(u.Shard)
 		}
 	}
-	if time.Duration(r.missingConfirm-r.missingSince) < g.lostRowWait(st) || o.known.Checkpoint.IsZero() {
-		if o.known.Checkpoint.IsZero() {
+	if time.Duration(r.missingConfirm-r.missingSince) < g.lostRowWait(st) || o.best().IsZero() {
+		if o.best().IsZero() {
 			g.dropOrphan(u, o) // nothing to save: the plan's member creates it
 		}
 		return
 	}
-	t, err := g.mem.CreateAs(ctx, o.known.Key, g.cfg.Owner, g.Incarnation(), o.known.Checkpoint)
+	t, err := g.mem.CreateAs(ctx, o.known.Key, g.cfg.Owner, g.Incarnation(), o.best())
 	if err != nil {
 		if errors.Is(err, leases.ErrConflict) {
 			g.forgetOrphan(u, o, leases.Lease{}) // recreated by someone else: not read yet
@@ -287,7 +290,7 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 		return
 	}
 	st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last wrote",
-		"shard", u.Shard, "seq", o.known.Checkpoint.String())
+		"shard", u.Shard, "seq", o.best().String())
 	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
 	if err != nil {
 		g.mu.Lock()
@@ -330,6 +333,13 @@ func (o orphan) realCounter() int64 {
 		return o.known.Counter - 1
 	}
 	return o.known.Counter
+}
+
+// knownRow is the row as o knows it, with the best checkpoint it knows.
+func (o orphan) knownRow() leases.Lease {
+	k := o.known
+	k.Checkpoint = o.best()
+	return k
 }
 
 // best is the checkpoint o knows the row was read to: known's, or the one

@@ -100,6 +100,9 @@ func (st *streamState) setRow(id string, r rowState) {
 		r.seen = true
 		st.hadRows = true
 	}
+	if r.lease.Checkpoint.IsZero() && r.lease.RewindTo.IsZero() && r.knew.IsZero() {
+		r.knew = old.best()
+	}
 	st.rows[id] = r
 }
 
@@ -153,6 +156,19 @@ type rowState struct {
 	missingSince, missingConfirm int64
 	reported                     bool // this instance reported it vanished (ReportVanished)
 	seen                         bool // this instance saw the row exist
+	// knew: the checkpoint a version of the row this instance saw before
+	// had, while lease (the row recreated since: a checkpoint is never
+	// cleared while a row lives) has none.
+	knew leases.Checkpoint
+}
+
+// best is the checkpoint this instance knows the row was read to: its
+// lease's, or the one it knew before the row was recreated without one.
+func (r rowState) best() leases.Checkpoint {
+	if r.lease.Checkpoint.IsZero() {
+		return r.knew
+	}
+	return r.lease.Checkpoint
 }
 
 // legacyObs is a per-row row as first seen with its write token.
