@@ -197,7 +197,16 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 	l := o.known
 	for attempt := 0; ; attempt++ {
 		sent := mono()
-		rl, err := g.store.Release(ctx, l, leases.Checkpoint{})
+		// Released with no checkpoint, keeping the row's: the last one
+		// written. A row of ours recreated since this instance knew it
+		// (our take's fill not written yet, or its answer lost) gets the
+		// one this instance knows: the write is conditional on our version
+		// of the row, whose checkpoint is none or that one.
+		var cp leases.Checkpoint
+		if l.RewindTo.IsZero() && (l.Checkpoint.IsZero() || o.vanished) {
+			cp = o.best()
+		}
+		rl, err := g.store.Release(ctx, l, cp)
 		if err == nil {
 			st.log.Info("kinesislease: released a lease lost at a fence", "shard", u.Shard)
 			g.dropOrphan(u, o)

@@ -389,7 +389,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	if op != "Create" && op != "CreateAs" && after.Counter != before.Counter+1 {
 		c.violate("%s %s %s: counter %d -> %d, want +1", writer, op, after.Key.Shard, before.Counter, after.Counter)
 	}
-	if p := s.pending; p != nil && !(writer == p.writer && (op == "Checkpoint" || op == "TakeAs")) {
+	if p := s.pending; p != nil && !(writer == p.writer && (op == "Checkpoint" || op == "Release" || op == "TakeAs")) {
 		if t := s.tenures[p.writer]; (op == "TakeAs" || op == "CreateAs") && t != nil && t.lastEntered == -1 && t.next == t.start {
 			// Taken from a taker that never delivered (its take's answer
 			// lost, then its incarnation over): the restart is this one's.
@@ -483,15 +483,17 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		if before.Owner != writer {
 			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)
 		}
-		if t := s.tenures[writer]; op == "Checkpoint" && t != nil && t.lastEntered == -1 && t.next == t.start &&
-			((before.Checkpoint.IsZero() && t.start == 0) || (s.pending != nil && s.pending.writer == writer)) {
+		if t := s.tenures[writer]; after.Checkpoint != before.Checkpoint && t != nil &&
+			((before.Checkpoint.IsZero() && t.start == 0 && t.lastEntered == -1 && t.next == t.start) ||
+				(s.pending != nil && s.pending.writer == writer)) { // pending: no delivery since the take
 			// The taker of a row recreated without a checkpoint, or from an
 			// older one, writes the one it knew before delivering (the
-			// engine's fillCheckpoint):
-			// its tenure starts there. (A holder that takes the row it held
-			// when it was deleted, without having delivered since, goes on
-			// in its tenure: its fill is one too.) Records skipped so are ones that
-			// were acknowledged, and none an operator asked to replay.
+			// engine's fillCheckpoint, or the release of an orphan whose
+			// fill was not written): its tenure starts there. (A holder
+			// that takes the row it held when it was deleted, without
+			// having delivered since, goes on in its tenure: its fill is
+			// one too.) Records skipped so are ones that were
+			// acknowledged, and none an operator asked to replay.
 			n, err := c.covered(s.id, after.Checkpoint)
 			switch {
 			case err != nil:
