@@ -351,7 +351,7 @@ var excluded = func() map[string]bool {
 	m := map[string]bool{}
 	if os.Getenv("KINESISLEASE_SIM_LOSTROWS") == "" {
 		// Known open (issue 19): with rows deleted or the table dropped
-		// among all the other faults, about one seed in a thousand still
+		// among all the other faults, about one seed in 5,000 still
 		// breaks an invariant (see docs/lease-protocol.md, "Known open").
 		// The scenarios of TestMembershipFaults and the DynamoDB-Local
 		// profiles test the same faults one at a time in every run.
