@@ -150,8 +150,9 @@ func (g *Group) active(st *streamState, id string) bool {
 // empty, a new table or one emptied under its fleet; or every other entry
 // was of a process that had just joined: a fleet starting together), it
 // joined at least two heartbeats ago, by when the members of a running
-// fleet have written their entries again, and no other live member holds a
-// lease (its entry's Held). On a table in use a missing row may be one that
+// fleet have written their entries again, and no other member's entry
+// that is not leaving says it holds a lease (Held: alive in this view or
+// not). On a table in use a missing row may be one that
 // vanished under a holder that is paused or partitioned: it is created only
 // by missingRow's wait, at the start position only if no member recreated
 // it from a checkpoint first. So a stream added to a running fleet starts
@@ -165,9 +166,12 @@ func (g *Group) newStream(st *streamState) bool {
 	}
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
-	now := mono()
 	for owner, m := range g.view.latest {
-		if owner != g.cfg.Owner && m.Held > 0 && g.view.alive(owner, m.Incarnation, now) {
+		// Any entry that says it holds a lease, alive in this view or not:
+		// a view whose reads failed may take a live holder for dead, and a
+		// dead one's entry is marked leaving (announceDead) once its fence
+		// has passed.
+		if owner != g.cfg.Owner && m.Held > 0 && !m.Leaving {
 			return false
 		}
 	}
