@@ -384,7 +384,7 @@ func (s *Service) startupCheck(ctx context.Context, what, name string, check fun
 // startupError prefixes err with what failed at start, unless it already
 // names it (explain's sentinel errors do).
 func startupError(what, name string, err error) error {
-	if errors.Is(err, ErrStreamNotFound) || errors.Is(err, ErrAccessDenied) || errors.Is(err, leases.ErrMisconfigured) || errors.Is(err, ErrConsumerLimit) ||
+	if errors.Is(err, ErrStreamNotFound) || errors.Is(err, ErrAccessDenied) || errors.Is(err, leases.ErrMisconfigured) || errors.Is(err, kltype.ErrConsumerLimit) ||
 		strings.HasPrefix(err.Error(), "kinesislease:") {
 		return err
 	}

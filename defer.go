@@ -8,22 +8,6 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
-// Errors of a deferred acknowledgement's Done and Ack. Each means the call
-// did nothing; none needs handling beyond a log line or a metric.
-var (
-	// ErrNotDeferred: Defer was called outside a handler call (a context
-	// that carries no delivery, or after the handler returned).
-	ErrNotDeferred = kltype.ErrNotDeferred
-	// ErrAlreadyResolved: a second Done or Ack, or the attempt ended
-	// otherwise first (the handler panicked, or overran WithHandlerTimeout,
-	// after deferring: that failure stands).
-	ErrAlreadyResolved = kltype.ErrAlreadyResolved
-	// ErrLeaseGone: the shard was released or its lease lost before the
-	// acknowledgement: it is ignored and checkpoints nothing; the shard's
-	// next reader delivers the record again.
-	ErrLeaseGone = kltype.ErrLeaseGone
-)
-
 // Deferred is a record's acknowledgement taken out of its handler by Defer,
 // to be resolved later, from any goroutine, with Done (or Ack). A batch
 // handler's Deferred resolves the whole batch. It is a small value: copy it
@@ -44,9 +28,9 @@ type Deferred struct{ h engine.AckHandle }
 // other error fails them all, exactly as the handler's return would.
 //
 // Called outside a handler call (or after the handler returned) it returns
-// a Deferred whose Done does nothing and returns ErrNotDeferred. A handler
+// a Deferred whose Done does nothing and returns kltype.ErrNotDeferred. A handler
 // that defers and then panics, or overruns WithHandlerTimeout, fails its
-// attempt all the same; its Deferred then returns ErrAlreadyResolved.
+// attempt all the same; its Deferred then returns kltype.ErrAlreadyResolved.
 //
 // Before a shard is let go, the subscription's WithOnRelease callback is
 // told, so that a sink may flush; see WithOnRelease for what waits and what
@@ -58,9 +42,9 @@ func Defer(ctx context.Context) Deferred { return Deferred{h: engine.Defer(ctx)}
 // retry policy (delivered again to the handler before any record of its
 // shard, or of its key, not delivered yet); Drop, DeadLetter and RetryAfter
 // as a handler's; in a batch, FailItems names the items that failed. It
-// returns nil once the resolution is taken, ErrAlreadyResolved on a second
-// call, ErrNotDeferred for a Deferred from outside a handler, and
-// ErrLeaseGone once the shard was let go (then it does nothing and the
+// returns nil once the resolution is taken, kltype.ErrAlreadyResolved on a second
+// call, kltype.ErrNotDeferred for a Deferred from outside a handler, and
+// kltype.ErrLeaseGone once the shard was let go (then it does nothing and the
 // record is delivered again by the shard's next reader).
 func (d Deferred) Done(err error) error { return d.h.Resolve(err) }
 
@@ -100,7 +84,7 @@ func WithMaxDeferred(n int) SubscribeOption {
 // acknowledgements, up to the shutdown timeout (WithShutdownTimeout; ctx
 // ends when the wait does), then releases the lease at the last resolved
 // prefix: the checkpoint never passes an unresolved record, and a record
-// whose acknowledgement comes later (ErrLeaseGone) is delivered again by
+// whose acknowledgement comes later (kltype.ErrLeaseGone) is delivered again by
 // the next holder. A failure resolved during that wait cannot be delivered
 // again here and holds the checkpoint before it (Drop and DeadLetter still
 // resolve). A shard read to its end waits for every outstanding
@@ -109,7 +93,7 @@ func WithMaxDeferred(n int) SubscribeOption {
 //
 // A lost lease (another instance took the shard over, or this instance's
 // fence passed) cannot wait: fn is told with info.Lost set and ctx already
-// cancelled, every acknowledgement from then on is ignored (ErrLeaseGone)
+// cancelled, every acknowledgement from then on is ignored (kltype.ErrLeaseGone)
 // and checkpoints nothing, and the new holder delivers those records again.
 //
 // fn runs on the shard's worker goroutine, possibly concurrently for

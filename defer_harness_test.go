@@ -7,21 +7,22 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 // TestDeferMisuse: Defer outside a handler, or after it returned, resolves
-// nothing (ErrNotDeferred); a second Done is ErrAlreadyResolved; a handler
+// nothing (kltype.ErrNotDeferred); a second Done is kltype.ErrAlreadyResolved; a handler
 // that defers and then panics fails its attempt all the same. In the
 // harness a deferred record resolves in place: Handle returns once Done was
 // called, from another goroutine.
 func TestDeferMisuse(t *testing.T) {
 	t.Parallel()
-	if err := kinesislease.Defer(context.Background()).Done(nil); !errors.Is(err, kinesislease.ErrNotDeferred) {
-		t.Errorf("Defer outside a handler, Done: %v, want ErrNotDeferred", err)
+	if err := kinesislease.Defer(context.Background()).Done(nil); !errors.Is(err, kltype.ErrNotDeferred) {
+		t.Errorf("Defer outside a handler, Done: %v, want kltype.ErrNotDeferred", err)
 	}
 	var zero kinesislease.Deferred
-	if err := zero.Ack(); !errors.Is(err, kinesislease.ErrNotDeferred) {
-		t.Errorf("zero Deferred, Ack: %v, want ErrNotDeferred", err)
+	if err := zero.Ack(); !errors.Is(err, kltype.ErrNotDeferred) {
+		t.Errorf("zero Deferred, Ack: %v, want kltype.ErrNotDeferred", err)
 	}
 
 	var saved context.Context
@@ -41,11 +42,11 @@ func TestDeferMisuse(t *testing.T) {
 	if err := <-errs; err != nil {
 		t.Errorf("first Done: %v", err)
 	}
-	if err := <-errs; !errors.Is(err, kinesislease.ErrAlreadyResolved) {
-		t.Errorf("second Done: %v, want ErrAlreadyResolved", err)
+	if err := <-errs; !errors.Is(err, kltype.ErrAlreadyResolved) {
+		t.Errorf("second Done: %v, want kltype.ErrAlreadyResolved", err)
 	}
-	if err := kinesislease.Defer(saved).Done(nil); !errors.Is(err, kinesislease.ErrNotDeferred) {
-		t.Errorf("Defer after the handler returned, Done: %v, want ErrNotDeferred", err)
+	if err := kinesislease.Defer(saved).Done(nil); !errors.Is(err, kltype.ErrNotDeferred) {
+		t.Errorf("Defer after the handler returned, Done: %v, want kltype.ErrNotDeferred", err)
 	}
 
 	// Done(err) retries per the policy; a panic after Defer fails the
@@ -70,7 +71,7 @@ func TestDeferMisuse(t *testing.T) {
 	if res.Outcome != kinesisleasetest.Acked || res.Attempts != 3 {
 		t.Fatalf("failed by Done(err), then a panic after Defer: %v after %d attempts, want acknowledged after 3", res.Outcome, res.Attempts)
 	}
-	if err := first.Ack(); !errors.Is(err, kinesislease.ErrAlreadyResolved) {
-		t.Errorf("Ack after the handler panicked: %v, want ErrAlreadyResolved", err)
+	if err := first.Ack(); !errors.Is(err, kltype.ErrAlreadyResolved) {
+		t.Errorf("Ack after the handler panicked: %v, want kltype.ErrAlreadyResolved", err)
 	}
 }

@@ -208,7 +208,7 @@ func (s *flushSink) flushLocked() {
 		return
 	}
 	for _, a := range s.acks {
-		if err := a.Ack(); err != nil && err != kinesislease.ErrLeaseGone {
+		if err := a.Ack(); err != nil && err != kltype.ErrLeaseGone {
 			s.t.Errorf("Ack: %v", err)
 		}
 	}

@@ -229,8 +229,8 @@ func TestDeferOrderAndCheckpoint(t *testing.T) {
 				func() string {
 					return fmt.Sprintf("checkpoint %q, want the last record's %s", l.lastWritten(shard0), ds[n-1].seq)
 				})
-			if err := held.ack.Done(nil); !errors.Is(err, kinesislease.ErrAlreadyResolved) {
-				t.Errorf("second Done: %v, want ErrAlreadyResolved", err)
+			if err := held.ack.Done(nil); !errors.Is(err, kltype.ErrAlreadyResolved) {
+				t.Errorf("second Done: %v, want kltype.ErrAlreadyResolved", err)
 			}
 			in.stop(t)
 			l.check(t)
@@ -361,7 +361,7 @@ func TestDeferRetry(t *testing.T) {
 // outstanding records; the release waits for the acknowledgements that
 // come after it returned, and once the shutdown timeout passes with some
 // still outstanding releases at the resolved prefix. Later
-// acknowledgements are harmless: ErrLeaseGone, and the checkpoint stays.
+// acknowledgements are harmless: kltype.ErrLeaseGone, and the checkpoint stays.
 func TestDeferReleaseWaits(t *testing.T) {
 	t.Parallel()
 	kc, putN, stream, store := deferSetup(t, 1)
@@ -410,8 +410,8 @@ func TestDeferReleaseWaits(t *testing.T) {
 		t.Fatalf("row after the release: %+v, want released at record %d's %s", l2, resolved-1, ds[resolved-1].seq)
 	}
 	for _, d := range ds[resolved:] {
-		if err := d.ack.Done(nil); !errors.Is(err, kinesislease.ErrLeaseGone) {
-			t.Fatalf("Done after the release: %v, want ErrLeaseGone", err)
+		if err := d.ack.Done(nil); !errors.Is(err, kltype.ErrLeaseGone) {
+			t.Fatalf("Done after the release: %v, want kltype.ErrLeaseGone", err)
 		}
 	}
 	l.check(t)
@@ -657,7 +657,7 @@ func TestDeferBatch(t *testing.T) {
 // TestDeferLeaseLost: cut off from the lease store, the instance's fence
 // passes and its lease is lost: the release callback is told (Lost, its
 // context done) without any wait, acknowledgements from then on are
-// ignored (ErrLeaseGone), and the checkpoint stays at the resolved prefix.
+// ignored (kltype.ErrLeaseGone), and the checkpoint stays at the resolved prefix.
 func TestDeferLeaseLost(t *testing.T) {
 	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
@@ -695,8 +695,8 @@ func TestDeferLeaseLost(t *testing.T) {
 		t.Errorf("release callback told %+v, want lost, 15 outstanding, no wait", info)
 	}
 	for _, d := range ds[5:] {
-		if err := d.ack.Done(nil); !errors.Is(err, kinesislease.ErrLeaseGone) {
-			t.Fatalf("Done after the lease was lost: %v, want ErrLeaseGone", err)
+		if err := d.ack.Done(nil); !errors.Is(err, kltype.ErrLeaseGone) {
+			t.Fatalf("Done after the lease was lost: %v, want kltype.ErrLeaseGone", err)
 		}
 	}
 	checkpointBefore(t, cs.Store, stream, ds[5].seq, "record 5, unresolved when the lease was lost")

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
-	"github.com/kinesislease/kinesislease/kltype"
 )
 
 // Errors returned by New, Subscribe, Run and Rewind; match them with errors.Is.
@@ -33,23 +32,6 @@ var (
 	// the lease table (WithOwner) and keeps heartbeating, or took this
 	// instance's membership entry over. The two never deliver at once.
 	ErrDuplicateOwner = errors.New("kinesislease: duplicate owner id")
-	// ErrCheckpointNotInShard: Kinesis refused a shard's checkpoint (the
-	// stream was deleted and recreated under its name, say); reported
-	// through HookFailed and Health while the shard is set aside. The
-	// remedy is `kinesislease rewind`. It is kltype.ErrCheckpointNotInShard.
-	ErrCheckpointNotInShard = kltype.ErrCheckpointNotInShard
-	// ErrConsumerLimit: Run could not register a subscription's stream
-	// consumer (WithEnhancedFanOut): the stream has as many registered
-	// consumers as the account allows (20 by default). It is
-	// kltype.ErrConsumerLimit.
-	ErrConsumerLimit = kltype.ErrConsumerLimit
-	// ErrShardNotFound: Rewind named a shard the stream does not list. It
-	// is kltype.ErrShardNotFound.
-	ErrShardNotFound = kltype.ErrShardNotFound
-	// ErrPositionNotInShard: Kinesis refused Rewind's position for a shard
-	// (a sequence number of another shard, say); a *kltype.PositionError
-	// carries the details. It is kltype.ErrPositionNotInShard.
-	ErrPositionNotInShard = kltype.ErrPositionNotInShard
 )
 
 // explain names the stream in errors a Kinesis call returned and maps them

@@ -48,7 +48,7 @@ func (s *bulkSink) flushLocked() {
 	}
 	fmt.Println("wrote", strings.Join(s.ids, " ")) // the bulk write
 	for _, ack := range s.acks {
-		_ = ack.Ack() // ErrLeaseGone if the shard was let go meanwhile: harmless
+		_ = ack.Ack() // kltype.ErrLeaseGone if the shard was let go meanwhile: harmless
 	}
 	s.written <- len(s.ids)
 	s.ids, s.acks = nil, nil

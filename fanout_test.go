@@ -488,8 +488,8 @@ func TestFanOutStartErrors(t *testing.T) {
 			}
 		}
 		err := run(kc, kinesislease.WithEnhancedFanOut("one-too-many"))
-		if !errors.Is(err, kinesislease.ErrConsumerLimit) || !strings.Contains(err.Error(), "one-too-many") {
-			t.Fatalf("got %v, want ErrConsumerLimit naming the consumer", err)
+		if !errors.Is(err, kltype.ErrConsumerLimit) || !strings.Contains(err.Error(), "one-too-many") {
+			t.Fatalf("got %v, want kltype.ErrConsumerLimit naming the consumer", err)
 		}
 		// An existing consumer is used though the stream is full.
 		svc, _ := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(t)))

@@ -449,7 +449,7 @@ func TestStartupWaitsForTheNetwork(t *testing.T) {
 // with InvalidArgumentException ("... is invalid because it did not come
 // from this stream"). Neither emulator checks it, so the refusal is
 // injected through SDK middleware, with Kinesis' error. The shard is set
-// aside with ErrCheckpointNotInShard, whose message names the stream, the
+// aside with kltype.ErrCheckpointNotInShard, whose message names the stream, the
 // shard and the rewind command; the service goes on running.
 func TestRecreatedStream(t *testing.T) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
@@ -486,9 +486,9 @@ func TestRecreatedStream(t *testing.T) {
 	}
 	f := fl.All()[0]
 	var ce *kltype.CheckpointError
-	if !errors.Is(f.Err, kinesislease.ErrCheckpointNotInShard) || !errors.As(f.Err, &ce) || ce.ShardID != "shardId-000000000000" ||
+	if !errors.Is(f.Err, kltype.ErrCheckpointNotInShard) || !errors.As(f.Err, &ce) || ce.ShardID != "shardId-000000000000" ||
 		!strings.Contains(f.Err.Error(), "kinesislease rewind") || !strings.Contains(f.Err.Error(), stream) {
-		t.Fatalf("failure %v: want ErrCheckpointNotInShard naming the stream, the shard and the rewind command", f.Err)
+		t.Fatalf("failure %v: want kltype.ErrCheckpointNotInShard naming the stream, the shard and the rewind command", f.Err)
 	}
 	in2.stop(t)
 }

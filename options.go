@@ -49,8 +49,8 @@ const DefaultShutdownTimeout = 30 * time.Second
 // an instance stops delivering once its last successful heartbeat was sent
 // 5/6 of DefaultTimeout ago (its fence: about 4.17s).
 const (
-	DefaultHeartbeat = 1250 * time.Millisecond
-	DefaultTimeout   = 5 * time.Second
+	DefaultHeartbeat = engine.DefaultHeartbeat
+	DefaultTimeout   = engine.DefaultTimeout
 )
 
 // WithApp names the application and its version: they prefix the default
@@ -336,7 +336,7 @@ func WithPolling(minInterval, idle time.Duration, limit int32) SubscribeOption {
 // GB read; they are not deregistered when the service stops (see the
 // README). WithPolling does not apply. Subscribe fails with
 // ErrInvalidOption if the Kinesis client (WithKinesisClient) has no
-// SubscribeToShard; Run fails with ErrConsumerLimit when the stream has no
+// SubscribeToShard; Run fails with kltype.ErrConsumerLimit when the stream has no
 // room for another consumer.
 func WithEnhancedFanOut(consumerName string) SubscribeOption {
 	return subOption(func(s *subscription) {

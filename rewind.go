@@ -40,8 +40,8 @@ import (
 // shard id, and the error joins the failures of the others.
 //
 // Errors name the stream and the shard: ErrStreamNotFound for a stream
-// Kinesis does not know, ErrShardNotFound for a shard it does not list,
-// ErrPositionNotInShard (a *kltype.PositionError) for a sequence number not
+// Kinesis does not know, kltype.ErrShardNotFound for a shard it does not list,
+// kltype.ErrPositionNotInShard (a *kltype.PositionError) for a sequence number not
 // in the shard, ErrInvalidOption for a position that cannot be asked for
 // (a sequence number without a shard, a time in the future), and the lease
 // store's own (leases.ErrMisconfigured, ...). The stream need not be one
@@ -67,7 +67,7 @@ func (s *Service) Rewind(ctx context.Context, stream, shard string, position klt
 	}
 	plans, err := rewind.Resolve(ctx, s.kin, stream, shards, position)
 	if err != nil {
-		if errors.Is(err, ErrPositionNotInShard) {
+		if errors.Is(err, kltype.ErrPositionNotInShard) {
 			return nil, err
 		}
 		return nil, rewindErr(stream, err)

@@ -103,8 +103,8 @@ func TestServiceRewind(t *testing.T) {
 		says          []string
 	}{
 		{"unknown stream", "no-such-stream", "", kltype.TrimHorizon, kinesislease.ErrStreamNotFound, []string{`"no-such-stream"`}},
-		{"unknown shard", stream, "shardId-000000000009", kltype.TrimHorizon, kinesislease.ErrShardNotFound, []string{"shardId-000000000009", shard0 + ", " + shard1}},
-		{"sequence number of another shard", stream, shard0, kltype.AtSequenceNumber(ps[1].seq), kinesislease.ErrPositionNotInShard, []string{ps[1].seq, shard0, stream}},
+		{"unknown shard", stream, "shardId-000000000009", kltype.TrimHorizon, kltype.ErrShardNotFound, []string{"shardId-000000000009", shard0 + ", " + shard1}},
+		{"sequence number of another shard", stream, shard0, kltype.AtSequenceNumber(ps[1].seq), kltype.ErrPositionNotInShard, []string{ps[1].seq, shard0, stream}},
 		{"sequence number without a shard", stream, "", kltype.AtSequenceNumber(ps[0].seq), kinesislease.ErrInvalidOption, []string{"name it"}},
 		{"time in the future", stream, "", kltype.AtTimestamp(time.Now().Add(time.Hour)), kinesislease.ErrInvalidOption, []string{"future"}},
 	} {

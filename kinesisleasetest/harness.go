@@ -64,7 +64,7 @@ func New[T any](tb testing.TB, handler kinesislease.HandlerFunc[T], opts ...Opti
 
 // newRun returns a run with its pipeline: the typed edge
 // kinesislease.Subscribe builds (decode into a T, a failure being a
-// *DecodeError; the record in the context for kinesislease.RecordFrom),
+// *codec.DecodeError; the record in the context for kinesislease.RecordFrom),
 // counting the handler's calls into the run's result.
 func (h *Harness[T]) newRun() *run {
 	st := &run{c: h.c}
@@ -109,7 +109,7 @@ func (h *Harness[T]) Handle(ctx context.Context, v T, opts ...RecordOption) Resu
 }
 
 // HandleRaw processes a record whose data is data, as it would be read from
-// the stream: the codec decodes it into T (a failure is a *DecodeError,
+// the stream: the codec decodes it into T (a failure is a *codec.DecodeError,
 // dead-lettered with reason "decode" without calling the handler). Use it
 // for records your producers did not write, or wrote wrong.
 func (h *Harness[T]) HandleRaw(ctx context.Context, data []byte, opts ...RecordOption) Result {

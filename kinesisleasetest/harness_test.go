@@ -191,9 +191,8 @@ func TestDecodeFailure(t *testing.T) {
 			if called {
 				t.Error("the handler was called with undecodable data")
 			}
-			var de *kltype.DecodeError
-			var cde *codec.DecodeError
-			if len(res.Errors) != 1 || !errors.As(res.Errors[0], &de) || !errors.As(res.DeadLetter.Err, &cde) || cde.Codec != c.Name() {
+			var de, cde *codec.DecodeError
+			if len(res.Errors) != 1 || !errors.As(res.Errors[0], &de) || !errors.As(res.DeadLetter.Err, &cde) || cde.Codec != c.Name() || de.Type != "kinesisleasetest_test.Order" {
 				t.Errorf("errors %v, dead letter error %v: want a decode error of codec %s", res.Errors, res.DeadLetter.Err, c.Name())
 			}
 			if !bytes.Equal(res.DeadLetter.Record.Data, []byte{0xc1, 0xff, '{'}) || res.DeadLetter.Attempts != 0 {

@@ -5,8 +5,7 @@
 // they receive, the results and errors of a rewind, and the service's
 // statistics.
 //
-// It is a leaf package (it imports only the standard library and package
-// leases), modelled on river's rivertype: code that only inspects records,
+// It is a leaf package (it imports only the standard library), modelled on river's rivertype: code that only inspects records,
 // writes hooks or matches outcomes can import it without the service.
 //
 // Handlers return outcomes as errors built by kinesislease.RetryAfter,

@@ -3,8 +3,6 @@ package kltype
 import (
 	"context"
 	"time"
-
-	"github.com/kinesislease/kinesislease/leases"
 )
 
 // Hook is any value implementing one or more of the Hook* interfaces below
@@ -25,7 +23,7 @@ type LeaseInfo struct {
 	// Owner is this instance's owner id.
 	Owner string
 	// Checkpoint is the lease's checkpoint at the event.
-	Checkpoint leases.Checkpoint
+	Checkpoint Checkpoint
 	// From is the previous owner on a takeover, else empty.
 	From string
 }
@@ -137,7 +135,7 @@ type CheckpointInfo struct {
 	// ShardID is the shard checkpointed.
 	ShardID string
 	// Checkpoint is what was written.
-	Checkpoint leases.Checkpoint
+	Checkpoint Checkpoint
 	// Err is nil when the write landed.
 	Err error
 }

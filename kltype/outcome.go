@@ -64,16 +64,6 @@ func (e *DeadLetterError) Error() string { return fmt.Sprintf("dead-letter: %v",
 // Unwrap returns the handler's error.
 func (e *DeadLetterError) Unwrap() error { return e.Err }
 
-// DecodeError is the outcome of a record whose data the codec cannot decode
-// into the subscription's type: it is dead-lettered at once with Reason
-// ReasonDecode, without reaching the handler.
-type DecodeError struct{ Err error }
-
-func (e *DecodeError) Error() string { return fmt.Sprintf("decode: %v", e.Err) }
-
-// Unwrap returns the codec's error.
-func (e *DecodeError) Unwrap() error { return e.Err }
-
 // PanicError is what a handler's panic becomes: an error like any other,
 // retried per the policy, its stack logged.
 type PanicError struct {

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/kinesislease/kinesislease/leases"
 )
 
 // ErrShardNotFound: a rewind named a shard the stream does not list (a
@@ -49,18 +47,18 @@ type RewindResult struct {
 	// ShardID is the shard.
 	ShardID string
 	// From is the row's checkpoint before the rewind; zero when it had none.
-	From leases.Checkpoint
+	From Checkpoint
 	// To is where the shard is read from next: a checkpoint a rewind
 	// writes (leases.RewindTrimHorizon, RewindLatest, RewindAtSequence,
 	// RewindAtTimestamp) or, after kltype.AfterSequenceNumber, the sequence
 	// number itself.
-	To leases.Checkpoint
+	To Checkpoint
 	// Arrival is, for a rewind to a time, when the first record at or after
 	// that time arrived (To names that record); zero when none was found,
 	// and To is the time itself.
 	Arrival time.Time
 	// Replaced is the pending rewind request this one replaced, if any.
-	Replaced leases.Checkpoint
+	Replaced Checkpoint
 	// Created: the shard had no row; it was created, free.
 	Created bool
 	// Holder is the owner holding the row, which applies the rewind; empty

@@ -162,6 +162,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 // Sentinel errors returned (wrapped) by every Store. Match them with errors.Is.
@@ -264,29 +266,9 @@ func (k Key) Validate() error {
 	return nil
 }
 
-// Checkpoint is how far a shard has been processed: every record before
-// Sequence is done, and so is Sequence itself unless SubSequence says only
-// part of it is.
-type Checkpoint struct {
-	// Sequence is a Kinesis sequence number, or ShardEnd. Empty means no
-	// checkpoint yet: the reader starts where the subscription says.
-	Sequence string
-	// SubSequence is, for a KPL aggregate processed in part, how many of its
-	// user records are done (the next one to process has this index); 0
-	// when the record Sequence is done entirely.
-	SubSequence int64
-}
-
-// IsZero reports whether c is "no checkpoint".
-func (c Checkpoint) IsZero() bool { return c.Sequence == "" && c.SubSequence == 0 }
-
-// String returns the sequence number, with "/sub" when SubSequence is set.
-func (c Checkpoint) String() string {
-	if c.SubSequence != 0 {
-		return fmt.Sprintf("%s/%d", c.Sequence, c.SubSequence)
-	}
-	return c.Sequence
-}
+// Checkpoint is how far a shard has been processed (see kltype.Checkpoint).
+// It is named here too so that a store needs only this package.
+type Checkpoint = kltype.Checkpoint
 
 // Lease is one row as last read or written.
 type Lease struct {

@@ -15,7 +15,7 @@ import (
 // BatchHandler handles a batch of one shard's records, in order. It returns
 // nil when every record is acknowledged, else one BatchFailure per record
 // that was not (a record that could not be decoded is one, with a
-// *kltype.DecodeError).
+// *Undecodable).
 type BatchHandler func(ctx context.Context, recs []*kltype.Record) []BatchFailure
 
 // BatchFailure is one record of a batch that was not acknowledged: Index
@@ -301,7 +301,7 @@ func (p *Processor) runBatch(br *batchRun, gate Gate, resumed *Deferral) kltype.
 			var (
 				drop   *kltype.DropError
 				dead   *kltype.DeadLetterError
-				decode *kltype.DecodeError
+				decode *Undecodable
 				after  *kltype.RetryAfterError
 				panicE *kltype.PanicError
 			)

@@ -11,6 +11,18 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
+// Undecodable marks a record whose data its codec could not decode into the
+// subscription's type (Err, a *codec.DecodeError): it is dead-lettered at
+// once with ReasonDecode, without reaching the handler. Only the typed
+// adapter builds it, so a handler returning a codec's error of its own is
+// retried like any failure.
+type Undecodable struct{ Err error }
+
+func (e *Undecodable) Error() string { return "decode: " + e.Err.Error() }
+
+// Unwrap returns the codec's error.
+func (e *Undecodable) Unwrap() error { return e.Err }
+
 // Sink receives dead letters. A nil return confirms the record is kept; an
 // error is retried (with backoff) until it succeeds or the worker stops: the
 // checkpoint passes a dead-lettered record only once a sink confirmed it.
@@ -28,7 +40,7 @@ type Gate interface {
 
 // Processor takes a record to an outcome: it calls the handler, retries per
 // the policy and the handler's outcome, and dead-letters. It is not generic:
-// decoding happens inside Handler, whose decode errors are *DecodeError.
+// decoding happens inside Handler, whose decode errors are *Undecodable.
 type Processor struct {
 	Handler Handler
 	Policy  kltype.RetryPolicy
@@ -116,7 +128,7 @@ func (p *Processor) process(ctx context.Context, r *kltype.Record, gate Gate, re
 			after  *kltype.RetryAfterError
 			drop   *kltype.DropError
 			dead   *kltype.DeadLetterError
-			decode *kltype.DecodeError
+			decode *Undecodable
 			panicE *kltype.PanicError
 		)
 		switch {

@@ -41,7 +41,7 @@ func TestProcessorOnWait(t *testing.T) {
 		},
 		{
 			name: "decode without sink",
-			errs: []error{&kltype.DecodeError{Err: errPlain}},
+			errs: []error{&engine.Undecodable{Err: errPlain}},
 			want: []engine.Wait{{Reason: engine.WaitNoSink, DeadLetterReason: kltype.ReasonDecode}},
 		},
 		{

@@ -7,6 +7,7 @@ package typed
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/engine"
@@ -23,12 +24,13 @@ func RecordFrom(ctx context.Context) (*kltype.Record, bool) { return engine.Reco
 
 // Handler decodes each record's data into a T with c and calls h with the
 // record in its context (the worker's contexts carry their record already;
-// others get it added). A decode failure is a *kltype.DecodeError.
+// others get it added). A decode failure is a *codec.DecodeError (a codec of
+// another package's error is wrapped in one), marked for the engine.
 func Handler[T any](c codec.Codec, h func(context.Context, T) error) engine.Handler {
 	return func(ctx context.Context, r *kltype.Record) error {
 		var v T
 		if err := c.Unmarshal(r.Data, &v); err != nil {
-			return &kltype.DecodeError{Err: err}
+			return undecodable(c, &v, err)
 		}
 		if got, ok := engine.RecordFrom(ctx); !ok || got != r {
 			ctx = engine.WithRecord(ctx, r)
@@ -39,7 +41,7 @@ func Handler[T any](c codec.Codec, h func(context.Context, T) error) engine.Hand
 
 // BatchHandler decodes each record of a batch into a T with c and calls h
 // with the decoded ones, as items (value and record) in order. A record
-// that cannot be decoded fails with a *kltype.DecodeError without reaching
+// that cannot be decoded fails with a *codec.DecodeError without reaching
 // h; h's *kltype.BatchError names its failed items by their index in the
 // items it was given; any other error fails every item it was given.
 func BatchHandler[T any, I any](c codec.Codec, item func(v T, r *kltype.Record) I, h func(context.Context, []I) error) engine.BatchHandler {
@@ -50,7 +52,7 @@ func BatchHandler[T any, I any](c codec.Codec, item func(v T, r *kltype.Record) 
 		for i, r := range recs {
 			var v T
 			if err := c.Unmarshal(r.Data, &v); err != nil {
-				failures = append(failures, engine.BatchFailure{Index: i, Err: &kltype.DecodeError{Err: err}})
+				failures = append(failures, engine.BatchFailure{Index: i, Err: undecodable(c, &v, err)})
 				continue
 			}
 			items = append(items, item(v, r))
@@ -82,4 +84,15 @@ func BatchHandler[T any, I any](c codec.Codec, item func(v T, r *kltype.Record) 
 		engine.SetBatchResolver(ctx, failuresFor)
 		return failuresFor(h(ctx, items))
 	}
+}
+
+// undecodable is the error of a record c could not decode into target: the
+// codec's *codec.DecodeError (one is built around an error of a codec that
+// returned none), marked so that the engine dead-letters it at once.
+func undecodable(c codec.Codec, target any, err error) error {
+	var de *codec.DecodeError
+	if !errors.As(err, &de) {
+		err = &codec.DecodeError{Codec: c.Name(), Type: fmt.Sprintf("%T", target)[1:], Err: err}
+	}
+	return &engine.Undecodable{Err: err}
 }

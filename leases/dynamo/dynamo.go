@@ -81,7 +81,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -568,11 +567,26 @@ func (s *Store) mapErr(op, key string, err error) error {
 		return fmt.Errorf("dynamo: table %q: its key is not the string partition key %s alone: "+
 			"use a table created with --key-schema AttributeName=%s,KeyType=HASH (type S): %w: %w",
 			s.table, attrKey, attrKey, leases.ErrMisconfigured, err)
-	case kinesisx.IsAccessDenied(err):
+	case denied(err):
 		return fmt.Errorf("dynamo: table %q: access denied to %s: the credentials need dynamodb:GetItem and dynamodb:UpdateItem on the table: %w: %w",
 			s.table, op, leases.ErrMisconfigured, err)
 	}
 	return fmt.Errorf("dynamo: table %q: %s %q: %w", s.table, op, key, err)
+}
+
+// denied reports whether err says the credentials may not call DynamoDB as
+// asked, or are not valid at all.
+func denied(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode() {
+	case "AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException",
+		"MissingAuthenticationTokenException", "ExpiredTokenException", "KMSAccessDeniedException":
+		return true
+	}
+	return false
 }
 
 // wrongKey reports whether a ValidationException's message says the key we
