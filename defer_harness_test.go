@@ -36,7 +36,7 @@ func TestDeferMisuse(t *testing.T) {
 		}()
 		return errIgnored
 	})
-	if res := h.Handle(context.Background(), order{ID: 1}); res.Outcome != kinesisleasetest.Acked || res.Attempts != 1 {
+	if res := h.Handle(context.Background(), order{ID: 1}); res.Outcome != kltype.Acked || res.Attempts != 1 {
 		t.Fatalf("deferred, then Done(nil): %v after %d attempts, want acknowledged after 1", res.Outcome, res.Attempts)
 	}
 	if err := <-errs; err != nil {
@@ -68,7 +68,7 @@ func TestDeferMisuse(t *testing.T) {
 		return nil
 	})
 	res := h2.Handle(context.Background(), order{ID: 2})
-	if res.Outcome != kinesisleasetest.Acked || res.Attempts != 3 {
+	if res.Outcome != kltype.Acked || res.Attempts != 3 {
 		t.Fatalf("failed by Done(err), then a panic after Defer: %v after %d attempts, want acknowledged after 3", res.Outcome, res.Attempts)
 	}
 	if err := first.Ack(); !errors.Is(err, kltype.ErrAlreadyResolved) {

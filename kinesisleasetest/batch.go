@@ -37,22 +37,41 @@ func NewBatch[T any](tb testing.TB, handler kinesislease.BatchHandlerFunc[T], op
 // what the pipeline did on the way.
 type BatchResult struct {
 	// Outcomes, Records and DeadLetters are per record, in the batch's
-	// order; DeadLetters[i] is nil unless Outcomes[i] is DeadLettered.
-	Outcomes    []Outcome
+	// order; DeadLetters[i] is nil unless Outcomes[i] is
+	// kltype.DeadLettered. A record left unresolved has the zero Outcome.
+	Outcomes    []kltype.Outcome
 	Records     []*kltype.Record
 	DeadLetters []*kltype.DeadLetterRecord
 	// Calls counts the handler's calls (each with the records still
 	// unresolved); Delays are the waits between them (none took any time).
 	Calls  int
 	Delays []time.Duration
+	// Held reports that the records left unresolved hold the shard (see
+	// Result.Held); false when the context ended first.
+	Held bool
 }
 
 // RequireOutcomes fails the test unless the records ended as want, in
 // order.
-func (r BatchResult) RequireOutcomes(tb testing.TB, want ...Outcome) {
+func (r BatchResult) RequireOutcomes(tb testing.TB, want ...kltype.Outcome) {
 	tb.Helper()
 	if fmt.Sprint(r.Outcomes) != fmt.Sprint(want) {
 		tb.Fatalf("kinesisleasetest: batch outcomes %v, want %v (handler calls %d)", r.Outcomes, want, r.Calls)
+	}
+}
+
+// RequireHeld fails the test unless some records were left unresolved and
+// hold the shard (see Result.Held).
+func (r BatchResult) RequireHeld(tb testing.TB) {
+	tb.Helper()
+	unresolved := 0
+	for _, o := range r.Outcomes {
+		if o == 0 {
+			unresolved++
+		}
+	}
+	if !r.Held || unresolved == 0 {
+		tb.Fatalf("kinesisleasetest: want the batch's unresolved records holding the shard, got outcomes %v, held %v (handler calls %d)", r.Outcomes, r.Held, r.Calls)
 	}
 }
 
@@ -61,7 +80,7 @@ func (r BatchResult) RequireOutcomes(tb testing.TB, want ...Outcome) {
 // every record is acknowledged, dropped, dead-lettered or held, or ctx is
 // done.
 func (h *BatchHarness[T]) HandleBatch(ctx context.Context, values ...T) BatchResult {
-	res := BatchResult{Outcomes: make([]Outcome, len(values)), Records: make([]*kltype.Record, len(values)),
+	res := BatchResult{Outcomes: make([]kltype.Outcome, len(values)), Records: make([]*kltype.Record, len(values)),
 		DeadLetters: make([]*kltype.DeadLetterRecord, len(values))}
 	for i, v := range values {
 		data, err := h.c.cfg.codec.Marshal(v)
@@ -108,22 +127,9 @@ func (h *BatchHarness[T]) HandleBatch(ctx context.Context, values ...T) BatchRes
 		return h.handler(ctx, items)
 	})
 	done := p.ProcessBatch(ctx, res.Records, handler, nil, func(i int, o kltype.Outcome) bool {
-		switch o {
-		case kltype.Acked:
-			res.Outcomes[i] = Acked
-		case kltype.Dropped:
-			res.Outcomes[i] = Dropped
-		case kltype.DeadLettered:
-			res.Outcomes[i] = DeadLettered
-		}
+		res.Outcomes[i] = o
 		return true
 	})
-	if !done {
-		for i, o := range res.Outcomes {
-			if o == Stopped && st.res.why != "" {
-				res.Outcomes[i] = Held
-			}
-		}
-	}
+	res.Held = !done && st.res.why != ""
 	return res
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kltype"
 )
 
 func BenchmarkHarnessJSON(b *testing.B)    { benchmarkHarness(b, codec.JSON) }
@@ -21,7 +22,7 @@ func benchmarkHarness(b *testing.B, c codec.Codec) {
 	b.ReportAllocs()
 	n := 0
 	for b.Loop() {
-		if res := h.Handle(ctx, v); res.Outcome != kinesisleasetest.Acked {
+		if res := h.Handle(ctx, v); res.Outcome != kltype.Acked {
 			b.Fatalf("outcome %v", res)
 		}
 		n++

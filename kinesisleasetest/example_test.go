@@ -183,7 +183,7 @@ func ExampleWithoutDeadLetter() {
 	res := h.Handle(context.Background(), Order{ID: "o-7"})
 	res.RequireHeld(t)
 	res.RequireAttempts(t, 5)
-	fmt.Println(res.Outcome, res.DeadLetter == nil)
+	fmt.Println(res.Held, res.Attempts, res.DeadLetter == nil)
 	// Output:
-	// held true
+	// true 5 true
 }

@@ -193,18 +193,11 @@ type run struct {
 }
 
 func (st *run) process(ctx context.Context, r *kltype.Record) Result {
-	switch st.p.Process(ctx, r, nil) {
-	case kltype.Acked:
-		st.res.Outcome = Acked
-	case kltype.Dropped:
-		st.res.Outcome = Dropped
-	case kltype.DeadLettered:
-		st.res.Outcome = DeadLettered
-	default:
+	st.res.Outcome = st.p.Process(ctx, r, nil)
+	if st.res.Outcome == 0 {
 		if st.res.why != "" {
-			st.res.Outcome = Held
+			st.res.Held = true
 		} else {
-			st.res.Outcome = Stopped
 			if err := context.Cause(ctx); err != nil {
 				st.res.why = err.Error()
 			}

@@ -394,7 +394,7 @@ func TestStoppedByContext(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		res := kinesisleasetest.New(t, ok).Handle(ctx, Order{})
-		if res.Outcome != kinesisleasetest.Stopped || res.Attempts != 0 || !strings.Contains(res.String(), "context canceled") {
+		if res.Outcome != 0 || res.Held || res.Attempts != 0 || !strings.Contains(res.String(), "context canceled") {
 			t.Errorf("result %v: want stopped before any attempt", res)
 		}
 	})
@@ -405,7 +405,7 @@ func TestStoppedByContext(t *testing.T) {
 			return errBoom
 		}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)))
 		res := h.Handle(ctx, Order{})
-		if res.Outcome != kinesisleasetest.Stopped || res.Attempts != 1 || !strings.Contains(res.String(), "lease lost") {
+		if res.Outcome != 0 || res.Held || res.Attempts != 1 || !strings.Contains(res.String(), "lease lost") {
 			t.Errorf("result %v: want stopped after 1 attempt", res)
 		}
 		if msg, ok := fatal(t, res.RequireAcked); !ok || !strings.Contains(msg, "stopped") {
@@ -538,17 +538,6 @@ func TestLastOptionWins(t *testing.T) {
 		kinesisleasetest.WithSubscribeOptions(kinesislease.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return nil })),
 		kinesisleasetest.WithoutDeadLetter())
 	h.Handle(t.Context(), Order{}).RequireHeld(t)
-}
-
-func TestOutcomeString(t *testing.T) {
-	for o, want := range map[kinesisleasetest.Outcome]string{
-		kinesisleasetest.Stopped: "stopped", kinesisleasetest.Acked: "acknowledged", kinesisleasetest.Dropped: "dropped",
-		kinesisleasetest.DeadLettered: "dead-lettered", kinesisleasetest.Held: "held", 9: "Outcome(9)",
-	} {
-		if o.String() != want {
-			t.Errorf("%d.String() = %q, want %q", int(o), o.String(), want)
-		}
-	}
 }
 
 // putRecorder is a kinesislease.Producer that keeps what it is sent.
@@ -710,7 +699,7 @@ func TestNewBatch(t *testing.T) {
 		return nil
 	}, kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)))
 	res := h.HandleBatch(t.Context(), Order{ID: "a"}, Order{ID: "once"}, Order{ID: "drop"}, Order{ID: "bad"}, Order{ID: "b"})
-	res.RequireOutcomes(t, kinesisleasetest.Acked, kinesisleasetest.Acked, kinesisleasetest.Dropped, kinesisleasetest.DeadLettered, kinesisleasetest.Acked)
+	res.RequireOutcomes(t, kltype.Acked, kltype.Acked, kltype.Dropped, kltype.DeadLettered, kltype.Acked)
 	if res.Calls != 3 || fmt.Sprint(calls) != "[[a once drop bad b] [once bad] [bad]]" {
 		t.Fatalf("handler calls %v, want the whole batch, then once and bad, then bad", calls)
 	}
@@ -723,5 +712,7 @@ func TestNewBatch(t *testing.T) {
 
 	held := kinesisleasetest.NewBatch(t, func(context.Context, []kinesislease.BatchItem[Order]) error { return errBoom },
 		kinesisleasetest.WithSubscribeOptions(kinesislease.WithRetryPolicy(policy3)), kinesisleasetest.WithoutDeadLetter())
-	held.HandleBatch(t.Context(), Order{ID: "x"}, Order{ID: "y"}).RequireOutcomes(t, kinesisleasetest.Held, kinesisleasetest.Held)
+	hres := held.HandleBatch(t.Context(), Order{ID: "x"}, Order{ID: "y"})
+	hres.RequireOutcomes(t, 0, 0)
+	hres.RequireHeld(t)
 }

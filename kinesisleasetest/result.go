@@ -9,42 +9,19 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
-// Outcome is what became of a record.
-type Outcome int
-
-// Outcomes. A record acknowledged after retries is Acked, with Attempts > 1
-// and its waits in Result.Delays.
-const (
-	// Stopped: the context passed to Handle ended first; the record is not
-	// acknowledged (in production it would be redelivered).
-	Stopped Outcome = iota
-	// Acked: the handler returned nil.
-	Acked
-	// Dropped: the handler returned kinesislease.Drop.
-	Dropped
-	// DeadLettered: the dead-letter sink confirmed the record.
-	DeadLettered
-	// Held: the record holds its shard — it must be dead-lettered with no
-	// sink configured (WithoutDeadLetter), or the sink keeps failing, or it
-	// is still unresolved after MaxWaits waits. In production it would be
-	// retried for as long as that lasts; the harness stops it after
-	// WithHoldAttempts extra rounds.
-	Held
-)
-
-var outcomeNames = [...]string{Stopped: "stopped", Acked: "acknowledged", Dropped: "dropped", DeadLettered: "dead-lettered", Held: "held"}
-
-func (o Outcome) String() string {
-	if o >= 0 && int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
-}
-
 // Result is what became of one record and how.
 type Result struct {
-	// Outcome is where the record ended.
-	Outcome Outcome
+	// Outcome is where the record ended: acknowledged, dropped or
+	// dead-lettered. The zero Outcome ("none") is a record left unresolved:
+	// it held its shard (Held), or the context passed to Handle ended first
+	// (it is not acknowledged; in production it would be redelivered).
+	Outcome kltype.Outcome
+	// Held reports a record that holds its shard: it must be dead-lettered
+	// with no sink configured (WithoutDeadLetter), or the sink keeps
+	// failing, or it is still unresolved after MaxWaits waits. In
+	// production it would be retried for as long as that lasts; the harness
+	// stops it after WithHoldAttempts extra rounds. Outcome is zero then.
+	Held bool
 	// Record is the record as the handler saw it through
 	// kinesislease.RecordFrom; its Attempt is the last delivery's.
 	Record *kltype.Record
@@ -62,7 +39,7 @@ type Result struct {
 	Errors []error
 	// DeadLetter is the record as the dead-letter sink confirmed it, with
 	// its Reason ("retries-exhausted", "dead-letter", "decode", "panic"),
-	// Attempts and last error; nil unless Outcome is DeadLettered.
+	// Attempts and last error; nil unless Outcome is kltype.DeadLettered.
 	DeadLetter *kltype.DeadLetterRecord
 
 	why string // why the record was held or stopped
@@ -71,8 +48,8 @@ type Result struct {
 // String describes the result, as the Require methods report it.
 func (r Result) String() string {
 	var b strings.Builder
-	b.WriteString(r.Outcome.String())
-	if r.Outcome == DeadLettered && r.DeadLetter != nil {
+	b.WriteString(resolution(r.Outcome, r.Held))
+	if r.Outcome == kltype.DeadLettered && r.DeadLetter != nil {
 		fmt.Fprintf(&b, " (reason %q)", r.DeadLetter.Reason)
 	}
 	if r.why != "" {
@@ -91,33 +68,45 @@ func (r Result) String() string {
 // RequireAcked fails the test unless the handler acknowledged the record.
 func (r Result) RequireAcked(tb testing.TB) {
 	tb.Helper()
-	r.require(tb, r.Outcome == Acked, "the record acknowledged")
+	r.require(tb, r.Outcome == kltype.Acked, "the record acknowledged")
 }
 
 // RequireDropped fails the test unless the handler dropped the record.
 func (r Result) RequireDropped(tb testing.TB) {
 	tb.Helper()
-	r.require(tb, r.Outcome == Dropped, "the record dropped")
+	r.require(tb, r.Outcome == kltype.Dropped, "the record dropped")
 }
 
 // RequireDeadLettered fails the test unless the record was dead-lettered
 // with reason ("retries-exhausted", "dead-letter", "decode", "panic").
 func (r Result) RequireDeadLettered(tb testing.TB, reason string) {
 	tb.Helper()
-	r.require(tb, r.Outcome == DeadLettered && r.DeadLetter != nil && r.DeadLetter.Reason == reason,
+	r.require(tb, r.Outcome == kltype.DeadLettered && r.DeadLetter != nil && r.DeadLetter.Reason == reason,
 		fmt.Sprintf("the record dead-lettered with reason %q", reason))
 }
 
 // RequireHeld fails the test unless the record held its shard (see Held).
 func (r Result) RequireHeld(tb testing.TB) {
 	tb.Helper()
-	r.require(tb, r.Outcome == Held, "the record holding its shard")
+	r.require(tb, r.Outcome == 0 && r.Held, "the record holding its shard")
 }
 
 // RequireAttempts fails the test unless the handler was called n times.
 func (r Result) RequireAttempts(tb testing.TB, n int) {
 	tb.Helper()
 	r.require(tb, r.Attempts == n, fmt.Sprintf("%d handler attempt(s)", n))
+}
+
+// resolution names an outcome, or for none whether the record held its
+// shard or was stopped.
+func resolution(o kltype.Outcome, held bool) string {
+	switch {
+	case o != 0:
+		return o.String()
+	case held:
+		return "held"
+	}
+	return "stopped"
 }
 
 // require fails the test, saying what it wanted and what r is, unless ok.
