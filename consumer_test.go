@@ -245,7 +245,7 @@ func stores(t *testing.T, fn func(t *testing.T, newStore func() leases.Store)) {
 		table := testutil.TableName(t)
 		testutil.CreateLeaseTable(t, client, table)
 		fn(t, func() leases.Store {
-			return dynamo.New(testutil.Config(t), table, dynamo.WithClient(client))
+			return dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(client))
 		})
 	})
 }
@@ -415,7 +415,7 @@ func TestRunConfigErrors(t *testing.T) {
 	testutil.CreateStream(t, kc, stream, 1)
 
 	table := testutil.TableName(t) // never created
-	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(testutil.DynamoClient(t)))
+	store := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(testutil.DynamoClient(t)))
 	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store), kinesislease.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
@@ -491,7 +491,7 @@ func TestRunStoreErrors(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	err := run(dynamo.New(testutil.Config(t), wrong, dynamo.WithClient(dc)))
+	err := run(dynamo.New(testutil.Config(t), wrong, dynamo.WithDynamoDBClient(dc)))
 	if !errors.Is(err, leases.ErrMisconfigured) || !strings.Contains(err.Error(), wrong) || !strings.Contains(err.Error(), "lease_key") {
 		t.Fatalf("Run on a table keyed id: %v, want ErrMisconfigured naming the table and lease_key", err)
 	}
@@ -501,7 +501,7 @@ func TestRunStoreErrors(t *testing.T) {
 	denied := testutil.DynamoClient(t, faults.DynamoOptions)
 	testutil.CreateLeaseTable(t, denied, table)
 	faults.Inject(testutil.Fault{Op: "GetItem", Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: dynamodb:GetItem"}})
-	err = run(dynamo.New(testutil.Config(t), table, dynamo.WithClient(denied)))
+	err = run(dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(denied)))
 	if !errors.Is(err, leases.ErrMisconfigured) || !strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), "access denied") {
 		t.Fatalf("Run with DynamoDB access denied: %v, want ErrMisconfigured naming the table", err)
 	}

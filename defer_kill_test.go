@@ -234,7 +234,7 @@ func deferChild(t *testing.T, owner string) {
 	defer stop()
 	svc, err := kinesislease.New(cfg,
 		kinesislease.WithKinesisClient(kc),
-		kinesislease.WithLeaseStore(dynamo.New(cfg, os.Getenv(deferTableEnv), dynamo.WithClient(dc))),
+		kinesislease.WithLeaseStore(dynamo.New(cfg, os.Getenv(deferTableEnv), dynamo.WithDynamoDBClient(dc))),
 		kinesislease.WithOwner(owner),
 		kinesislease.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 		kinesislease.WithHeartbeat(500*time.Millisecond, 2*time.Second),

@@ -171,7 +171,7 @@ func deferSetup(t *testing.T, shards int32) (kc *kinesis.Client, putN func(first
 	dc := testutil.DynamoClient(t)
 	table := testutil.TableName(t)
 	testutil.CreateLeaseTable(t, dc, table)
-	store = dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))
+	store = dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))
 	return client, func(first, n int) { put(t, client, stream, first, n) }, stream, store
 }
 

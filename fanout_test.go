@@ -366,7 +366,7 @@ func TestFanOutLeaseLoss(t *testing.T) {
 	dc := testutil.DynamoClient(t, dfaults.DynamoOptions)
 	table := testutil.TableName(t)
 	testutil.CreateLeaseTable(t, dc, table)
-	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))
+	store := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))
 	ta := newTally()
 	startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithHeartbeat(200*time.Millisecond, time.Second))
 	active := func() int { return fo.Active("shardId-000000000000") + fo.Active("shardId-000000000001") }

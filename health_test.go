@@ -30,7 +30,7 @@ func TestHealth(t *testing.T) {
 	ta := newTally()
 	var afterNotLive atomic.Bool
 	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc),
-		kinesislease.WithLeaseStore(dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))),
+		kinesislease.WithLeaseStore(dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))),
 		kinesislease.WithHeartbeat(250*time.Millisecond, time.Second), kinesislease.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)

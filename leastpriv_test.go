@@ -56,7 +56,7 @@ func TestLeastPrivilege(t *testing.T) {
 	newSvc := func(owner string) *instance {
 		svc, err := kinesislease.New(testutil.Config(t), append([]kinesislease.Option{
 			kinesislease.WithKinesisClient(kc),
-			kinesislease.WithLeaseStore(dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))),
+			kinesislease.WithLeaseStore(dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))),
 			kinesislease.WithOwner(owner),
 			kinesislease.WithLogger(testLogger(t)),
 			kinesislease.WithShardSyncInterval(300 * time.Millisecond),
@@ -129,7 +129,7 @@ func TestLeastPrivilege(t *testing.T) {
 	b.stop(t)
 
 	// The closed parents ended at SHARD_END: the scenario did reshard.
-	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(testutil.DynamoClient(t)))
+	store := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(testutil.DynamoClient(t)))
 	for _, id := range []string{"shardId-000000000000", "shardId-000000000001"} {
 		l, err := store.Get(testutil.WithoutFaults(context.Background()), leases.Key{Stream: stream, Shard: id})
 		if err != nil || l.Checkpoint.Sequence != leases.ShardEnd {
@@ -299,7 +299,7 @@ func TestLeastPrivilegeFanOut(t *testing.T) {
 	dc := testutil.DynamoClient(t)
 	table := testutil.TableName(t)
 	testutil.CreateLeaseTable(t, dc, table)
-	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))
+	store := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))
 
 	ta := newTally()
 	a := startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithShardSyncInterval(300*time.Millisecond))

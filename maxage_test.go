@@ -48,7 +48,7 @@ func TestMaxRecordAge(t *testing.T) {
 	dc := testutil.DynamoClient(t)
 	table := testutil.TableName(t)
 	testutil.CreateLeaseTable(t, dc, table)
-	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))
+	store := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))
 
 	d := newPLLog()
 	var dead plSinkLog

@@ -292,7 +292,7 @@ func dynamoTable(t *testing.T) (*dynamodb.Client, string, leases.Store) {
 	dc := testutil.DynamoClient(t)
 	table := testutil.TableName(t)
 	testutil.CreateLeaseTable(t, dc, table)
-	return dc, table, dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))
+	return dc, table, dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))
 }
 
 func waitRow(t *testing.T, store leases.Store, key leases.Key, ok func(leases.Lease) bool) {

@@ -74,7 +74,7 @@ func TestServiceRewind(t *testing.T) {
 	dc := testutil.DynamoClient(t)
 	table := testutil.TableName(t)
 	testutil.CreateLeaseTable(t, dc, table)
-	store := dynamo.New(testutil.Config(t), table, dynamo.WithClient(dc))
+	store := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))
 	const shard0, shard1 = "shardId-000000000000", "shardId-000000000001"
 
 	const n = 20

@@ -46,7 +46,7 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 				dc := testutil.DynamoClient(b, meter.Options)
 				table := testutil.TableName(b)
 				testutil.CreateLeaseTable(b, dc, table)
-				store := dynamo.New(testutil.Config(b), table, dynamo.WithClient(dc))
+				store := dynamo.New(testutil.Config(b), table, dynamo.WithDynamoDBClient(dc))
 				var svcs []*kinesislease.Service
 				var running []*instance
 				var moves atomic.Int64 // lease moves, counted once balanced

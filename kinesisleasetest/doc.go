@@ -27,10 +27,10 @@
 //
 // Dead letters go by default to a recording sink: Result.DeadLetter and
 // Harness.DeadLetters show them. kinesislease.WithDeadLetter (or
-// WithDeadLetterStream with WithKinesis) among WithSubscribeOptions puts
+// WithDeadLetterStream with WithKinesisClient) among WithSubscribeOptions puts
 // the subscription's own sink in its place; WithoutDeadLetter simulates a
 // subscription with no sink, where a record that would be dead-lettered
-// holds its shard (see Held).
+// holds its shard (see Result.Held).
 //
 // Handle and HandleRaw may be called from several goroutines at once; each
 // call processes its record alone, as a shard worker does.

@@ -558,7 +558,7 @@ func (p *putRecorder) PutRecords(_ context.Context, in *kinesis.PutRecordsInput,
 }
 
 // TestSubscribeOptionsDeadLetterStream: the harness takes the real
-// subscription options, a dead-letter stream included: with WithKinesis
+// subscription options, a dead-letter stream included: with WithKinesisClient
 // the envelope is written to that stream as a subscription writes it (the
 // JSON DeadLetterEnvelope under the record's partition key); without it,
 // the dead letter is recorded only. Invalid subscription options fail New,
@@ -567,7 +567,7 @@ func TestSubscribeOptionsDeadLetterStream(t *testing.T) {
 	poison := func(context.Context, Order) error { return kinesislease.DeadLetter(errBoom) }
 	p := &putRecorder{}
 	h := kinesisleasetest.New(t, poison, kinesisleasetest.WithSubscribeOptions(kinesislease.WithDeadLetterStream("orders-dlq")),
-		kinesisleasetest.WithKinesis(p))
+		kinesisleasetest.WithKinesisClient(p))
 	h.Handle(t.Context(), Order{ID: "o-1"}, kinesisleasetest.WithPartitionKey("customer-7")).RequireDeadLettered(t, "dead-letter")
 	if len(p.ins) != 1 || aws.ToString(p.ins[0].StreamName) != "orders-dlq" || len(p.ins[0].Records) != 1 {
 		t.Fatalf("PutRecords calls %+v, want one to orders-dlq with one record", p.ins)

@@ -23,11 +23,11 @@ const (
 	// (WithPartitionKey).
 	DefaultPartitionKey = "test-partition-key"
 	// DefaultHoldAttempts is how many extra rounds a record that holds its
-	// shard is given before the harness reports it Held (WithHoldAttempts).
+	// shard is given before the harness reports it held (Result.Held) (WithHoldAttempts).
 	DefaultHoldAttempts = 2
 	// MaxWaits bounds the waits of one record: a record still unresolved
 	// after that many (a handler returning RetryAfter forever, say) is
-	// reported Held, as it would hold its shard in production.
+	// reported held, as it would hold its shard in production.
 	MaxWaits = 1000
 )
 
@@ -79,7 +79,7 @@ func (c *config) fail(format string, args ...any) {
 // otherwise ignored. A dead letter a sink confirmed is recorded in
 // Result.DeadLetter and Harness.DeadLetters; a sink error is retried, the
 // record holding its shard meanwhile, and a sink that keeps failing makes
-// the record Held. A dead-letter stream is written with WithKinesis's
+// the record held. A dead-letter stream is written with WithKinesisClient's
 // client; without one, its dead letters are only recorded. With no
 // dead-letter option, every dead letter is recorded and confirmed (see
 // WithoutDeadLetter for a subscription without any).
@@ -97,13 +97,13 @@ func WithSubscribeOptions(opts ...kinesislease.SubscribeOption) Option {
 	})
 }
 
-// WithKinesis is the client a dead-letter stream of WithSubscribeOptions
+// WithKinesisClient is the client a dead-letter stream of WithSubscribeOptions
 // is written with (a *kinesis.Client on an emulator, or an in-memory
 // Kinesis), so that a test can read the envelopes back.
-func WithKinesis(p kinesislease.Producer) Option {
+func WithKinesisClient(p kinesislease.Producer) Option {
 	return option(func(cfg *config) {
 		if p == nil {
-			cfg.fail("WithKinesis(nil)")
+			cfg.fail("WithKinesisClient(nil)")
 		}
 		cfg.producer = p
 	})
@@ -135,17 +135,17 @@ func (c *config) resolve() {
 // dead-lettered is never dropped: it holds its shard, redelivered every
 // RetryPolicy.MaxDelay (or, for a decode failure or a DeadLetter outcome,
 // waiting for a sink that never comes). The harness lets such a record go
-// WithHoldAttempts more rounds, then stops it and reports it Held.
+// WithHoldAttempts more rounds, then stops it and reports it held (Result.Held).
 func WithoutDeadLetter() Option {
 	return option(func(cfg *config) { cfg.noSink = true })
 }
 
 // WithHoldAttempts sets how many extra rounds a record holding its shard is
-// given before the harness reports it Held (default DefaultHoldAttempts). A
+// given before the harness reports it held (Result.Held) (default DefaultHoldAttempts). A
 // round is a redelivery to the handler (a record that failed every attempt
 // of the retry policy with no sink: the handler sees policy Attempts + n
 // deliveries in all) or a retry of the dead-letter hand-off (no sink, or a
-// sink returning errors). With 0 the record is reported Held as soon as it
+// sink returning errors). With 0 the record is reported held as soon as it
 // starts holding.
 func WithHoldAttempts(n int) Option {
 	return option(func(cfg *config) {

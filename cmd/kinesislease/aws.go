@@ -195,7 +195,7 @@ func (c *cli) connect(g *globals) (*session, error) {
 		table:  g.table,
 		stream: g.stream,
 		region: cfg.Region,
-		store:  dynamo.New(cfg, g.table, dynamo.WithClient(ddb)),
+		store:  dynamo.New(cfg, g.table, dynamo.WithDynamoDBClient(ddb)),
 		ddb:    ddb,
 		kin:    kinesis.NewFromConfig(cfg, kopts...),
 		conns:  conns,

@@ -69,7 +69,7 @@ func (r *rig) store() *dynamo.Store { return r.storeOn(r.table) }
 
 // storeOn is a lease store on another table.
 func (r *rig) storeOn(table string) *dynamo.Store {
-	return dynamo.New(testutil.Config(r.t), table, dynamo.WithClient(r.ddb))
+	return dynamo.New(testutil.Config(r.t), table, dynamo.WithDynamoDBClient(r.ddb))
 }
 
 // args returns a command line for cmd on the rig's table and stream.

@@ -212,7 +212,7 @@ func run(f *flags, stdout, stderr io.Writer) error {
 	var storeOpts []dynamo.Option
 	var kinOpts []func(*kinesis.Options)
 	if f.dynamoEndpoint != "" {
-		storeOpts = append(storeOpts, dynamo.WithClientOptions(func(o *dynamodb.Options) {
+		storeOpts = append(storeOpts, dynamo.WithDynamoDBOptions(func(o *dynamodb.Options) {
 			o.BaseEndpoint = aws.String(f.dynamoEndpoint)
 			// DynamoDB Local omits the CRC32 header on errors.
 			o.DisableValidateResponseChecksum = true

@@ -23,7 +23,7 @@ import (
 // DynamoDB does, or the bill it draws up is of some other store.
 func TestConformance(t *testing.T) {
 	tbl := ddbmeter.NewTable()
-	s := dynamo.New(aws.Config{}, "meter", dynamo.WithClient(tbl.Client(0)))
+	s := dynamo.New(aws.Config{}, "meter", dynamo.WithDynamoDBClient(tbl.Client(0)))
 	leasestest.Run(t, func(*testing.T) leases.Store { return s })
 	b := tbl.Bill().ByClient[0]
 	if b.Reads == 0 || b.Writes == 0 || b.FailedWrites == 0 {
@@ -150,7 +150,7 @@ func TestRejects(t *testing.T) {
 func TestMembershipRowSize(t *testing.T) {
 	ctx := context.Background()
 	tbl := ddbmeter.NewTable()
-	s := dynamo.New(aws.Config{}, "meter", dynamo.WithClient(tbl.Client(0)))
+	s := dynamo.New(aws.Config{}, "meter", dynamo.WithDynamoDBClient(tbl.Client(0)))
 	for i := range leases.RowCapacity {
 		owner := fmt.Sprintf("owner-%02d-", i)
 		owner += strings.Repeat("x", 64-len(owner))

@@ -152,13 +152,13 @@ type optionFunc func(*Store)
 
 func (f optionFunc) apply(s *Store) { f(s) }
 
-// WithClient makes the store call c instead of a client built from the
+// WithDynamoDBClient makes the store call c instead of a client built from the
 // aws.Config given to New.
-func WithClient(c Client) Option { return optionFunc(func(s *Store) { s.client = c }) }
+func WithDynamoDBClient(c Client) Option { return optionFunc(func(s *Store) { s.client = c }) }
 
-// WithClientOptions adjusts the DynamoDB client New builds (an endpoint, a
-// retryer, middleware). It has no effect with WithClient.
-func WithClientOptions(fns ...func(*dynamodb.Options)) Option {
+// WithDynamoDBOptions adjusts the DynamoDB client New builds (an endpoint, a
+// retryer, middleware). It has no effect with WithDynamoDBClient.
+func WithDynamoDBOptions(fns ...func(*dynamodb.Options)) Option {
 	return optionFunc(func(s *Store) { s.clientOpts = append(s.clientOpts, fns...) })
 }
 

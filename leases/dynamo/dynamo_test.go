@@ -30,7 +30,7 @@ func newStore(t testing.TB, faults *testutil.Faults, opts ...dynamo.Option) (*dy
 	client := testutil.DynamoClient(t, faults.DynamoOptions)
 	table := testutil.TableName(t)
 	testutil.CreateLeaseTable(t, client, table)
-	return dynamo.New(testutil.Config(t), table, append([]dynamo.Option{dynamo.WithClient(client)}, opts...)...), client
+	return dynamo.New(testutil.Config(t), table, append([]dynamo.Option{dynamo.WithDynamoDBClient(client)}, opts...)...), client
 }
 
 // TestConformance runs leasestest against DynamoDB Local and checks that the
@@ -202,7 +202,7 @@ func TestRenewalProtocolRows(t *testing.T) {
 func TestMissingTable(t *testing.T) {
 	client := testutil.DynamoClient(t)
 	table := testutil.TableName(t) // never created
-	s := dynamo.New(testutil.Config(t), table, dynamo.WithClient(client))
+	s := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(client))
 	for name, err := range map[string]error{
 		"Check":  s.Check(ctx(t)),
 		"Get":    second(s.Get(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"})),
@@ -237,7 +237,7 @@ func TestWrongKeySchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := dynamo.New(testutil.Config(t), table, dynamo.WithClient(client))
+	s := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(client))
 	for name, err := range map[string]error{
 		"Check":  s.Check(ctx(t)),
 		"Create": second(s.Create(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"})),
@@ -379,7 +379,7 @@ func TestLostResponseRecognised(t *testing.T) {
 func TestLostResponseOfOthersWriteIsConflict(t *testing.T) {
 	faults := &testutil.Faults{}
 	s, _ := newStore(t, faults)
-	other := dynamo.New(testutil.Config(t), s.Table(), dynamo.WithClient(testutil.DynamoClient(t)))
+	other := dynamo.New(testutil.Config(t), s.Table(), dynamo.WithDynamoDBClient(testutil.DynamoClient(t)))
 	k := leases.Key{Stream: "orders", Shard: "shardId-0"}
 	l, err := s.Create(ctx(t), k)
 	if err != nil {
@@ -437,7 +437,7 @@ func TestLegacyRows(t *testing.T) {
 	}
 
 	// The legacy stream named: its row starts from the bare row's checkpoint.
-	s := dynamo.New(testutil.Config(t), table, dynamo.WithClient(client), dynamo.LegacyStream("orders"))
+	s := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(client), dynamo.LegacyStream("orders"))
 	l, err := s.Create(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-000000000001"})
 	if err != nil {
 		t.Fatal(err)

@@ -392,7 +392,7 @@ func TestReplaceMemberLostResponseThenOthersWrite(t *testing.T) {
 	table := testutil.TableName(t)
 	plain := testutil.DynamoClient(t)
 	testutil.CreateLeaseTable(t, plain, table)
-	member := dynamo.New(testutil.Config(t), table, dynamo.WithClient(plain))
+	member := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(plain))
 
 	owner := ownerOf("a", 40)
 	row := 1
@@ -424,7 +424,7 @@ func TestReplaceMemberLostResponseThenOthersWrite(t *testing.T) {
 		retryer.RetryerV2 = std
 		o.Retryer = retryer
 	})
-	requester := dynamo.New(testutil.Config(t), table, dynamo.WithClient(client))
+	requester := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(client))
 
 	faults.Inject(testutil.Fault{Op: "UpdateItem", Times: 1, PerAttempt: true, LoseResponse: true})
 	_, err := requester.ReplaceMember(ctx(t), row, e, bumped)
@@ -464,7 +464,7 @@ func TestMembershipMisconfigured(t *testing.T) {
 	}
 	t.Run("MissingTable", func(t *testing.T) {
 		table := testutil.TableName(t) // never created
-		s := dynamo.New(testutil.Config(t), table, dynamo.WithClient(testutil.DynamoClient(t)))
+		s := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(testutil.DynamoClient(t)))
 		for name, err := range calls(s) {
 			var notFound *types.ResourceNotFoundException
 			if !errors.Is(err, leases.ErrMisconfigured) || !errors.As(err, &notFound) {

@@ -46,7 +46,7 @@ func (e *env) ourTable() *dynamo.Store {
 	e.t.Helper()
 	name := testutil.TableName(e.t)
 	testutil.CreateLeaseTable(e.t, e.ddb, name)
-	return dynamo.New(testutil.Config(e.t), name, dynamo.WithClient(e.ddb))
+	return dynamo.New(testutil.Config(e.t), name, dynamo.WithDynamoDBClient(e.ddb))
 }
 
 // foreignTable creates a table keyed hashKey (leaseKey for the KCL, ShardID

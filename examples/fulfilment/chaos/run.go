@@ -188,7 +188,7 @@ func run(ctx context.Context, cfg config, e harness.Env) (*tally, error) {
 	begin := time.Now()
 	r := &runner{
 		cfg: cfg, env: e, out: harness.NewProgress(cfg.Out, begin), begin: begin,
-		store:   dynamo.New(e.AWS, cfg.Table, dynamo.WithClient(e.Dynamo)),
+		store:   dynamo.New(e.AWS, cfg.Table, dynamo.WithDynamoDBClient(e.Dynamo)),
 		plan:    plan(cfg.Seed, cfg.planConfig()),
 		slots:   make([]*proc, cfg.Instances),
 		gens:    make([]int, cfg.Instances),

@@ -259,7 +259,7 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 func newDemo(cfg config, env harness.Env) *demo {
 	d := &demo{
 		cfg: cfg, env: env, out: harness.NewProgress(cfg.Out, time.Now()),
-		store:  dynamo.New(env.AWS, cfg.Table, dynamo.WithClient(env.Dynamo)),
+		store:  dynamo.New(env.AWS, cfg.Table, dynamo.WithDynamoDBClient(env.Dynamo)),
 		owners: map[string]string{},
 	}
 	d.fleet = &harness.Fleet{

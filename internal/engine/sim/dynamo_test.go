@@ -150,7 +150,7 @@ func runDynamoSeed(t *testing.T, plain *dynamodb.Client, seed uint64) {
 		table:   table,
 		plain:   plain,
 		stream:  NewStream("dyn", dynShards),
-		reader:  dynamo.New(testutil.Config(t), table, dynamo.WithClient(plain)),
+		reader:  dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(plain)),
 		byOwner: map[string]*dynProc{},
 	}
 	d.throttleRow.Store(-1)
@@ -472,7 +472,7 @@ func (d *dynWorld) startProc(i int) {
 	d.mu.Unlock()
 
 	client := testutil.DynamoClient(d.t, p.faults.DynamoOptions, fastDynamo)
-	store := dynamo.New(testutil.Config(d.t), d.table, dynamo.WithClient(&tokenClient{Client: client, p: p}))
+	store := dynamo.New(testutil.Config(d.t), d.table, dynamo.WithDynamoDBClient(&tokenClient{Client: client, p: p}))
 	g, err := engine.NewGroup(engine.GroupConfig{
 		Owner:  p.owner,
 		Store:  NewFaultStore(store, p.storeHooks(p.decide, p.apply)),

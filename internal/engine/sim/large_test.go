@@ -204,7 +204,7 @@ func newFleet(t *testing.T, members, shards int) *fleet {
 	f.table.Classify(itemKind)
 	for i := range members {
 		m := &largeMember{i: i, owner: largeOwner(i), done: make(chan struct{})}
-		store := dynamo.New(aws.Config{}, "large", dynamo.WithClient(deadableDynamo{c: f.table.Client(i), dead: &m.dead}))
+		store := dynamo.New(aws.Config{}, "large", dynamo.WithDynamoDBClient(deadableDynamo{c: f.table.Client(i), dead: &m.dead}))
 		g, err := engine.NewGroup(engine.GroupConfig{
 			Owner: m.owner, Store: store, Client: idleClient{k: f.kin, dead: &m.dead},
 			Streams: []engine.StreamConfig{{Stream: largeStream, Start: kltype.TrimHorizon, Worker: engine.WorkerConfig{
