@@ -164,7 +164,7 @@ func BenchmarkLeaseWrites(b *testing.B) {
 				for len(svc.Held(stream)) < benchShards {
 					time.Sleep(50 * time.Millisecond)
 				}
-				st0, cp0 := svc.Stats(stream), store.checkpoints.Load()
+				st0, cp0 := svc.LeaseStoreCalls(), store.checkpoints.Load()
 				stop := time.After(window)
 				tick := time.NewTicker(100 * time.Millisecond)
 				id := 0
@@ -181,7 +181,7 @@ func BenchmarkLeaseWrites(b *testing.B) {
 					}
 				}
 				tick.Stop()
-				st, cps := svc.Stats(stream), store.checkpoints.Load()-cp0
+				st, cps := svc.LeaseStoreCalls(), store.checkpoints.Load()-cp0
 				in.stop(b)
 				perHour := float64(time.Hour) / float64(window)
 				b.ReportMetric(float64(cps)/float64(benchShards)*perHour, "checkpoints/shard/hour")

@@ -167,17 +167,17 @@ func (s *Service) Held(stream string) []string {
 	return g.Held(stream)
 }
 
-// Stats returns the lease store calls the service made so far. Its
-// heartbeats serve every stream, so they are the whole service's, whichever
-// subscribed stream is named; zero before Run.
-func (s *Service) Stats(stream string) kltype.Stats {
+// LeaseStoreCalls counts the lease store calls the service made so far, for
+// every stream (its heartbeats serve them all); zero before Run. It is what
+// the service costs in DynamoDB: see docs/cost.md.
+func (s *Service) LeaseStoreCalls() kltype.LeaseStoreCalls {
 	s.mu.Lock()
 	g := s.group
 	s.mu.Unlock()
 	if g == nil {
-		return kltype.Stats{}
+		return kltype.LeaseStoreCalls{}
 	}
-	return g.Stats()
+	return g.LeaseStoreCalls()
 }
 
 var streamName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
@@ -250,7 +250,7 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 		Owner: c.owner, Store: c.store, Client: s.kin, Logger: s.log,
 		Heartbeat: c.heartbeat, Timeout: c.timeout, MaxLeases: c.maxLeases,
 		ShardSyncInterval: c.shardSync, ShutdownTimeout: c.shutdownTimeout,
-		Events: c.events, Hooks: c.hooks,
+		Hooks: c.hooks,
 	}
 	for _, sub := range subs {
 		gc.Streams = append(gc.Streams, engine.StreamConfig{Stream: sub.stream, Start: sub.start, Worker: s.workerConfig(sub)})

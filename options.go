@@ -32,7 +32,6 @@ type config struct {
 	maxLeases       int
 	shardSync       time.Duration
 	shutdownTimeout time.Duration
-	events          func(kltype.LeaseEvent)
 	hooks           []kltype.Hook
 	budgetBytes     int64
 	budgetRecords   int64
@@ -187,13 +186,6 @@ func WithShutdownTimeout(d time.Duration) Option {
 		}
 		c.shutdownTimeout = d
 	})
-}
-
-// WithLeaseEvents calls fn on every lease move of this instance. fn is called
-// from the service's goroutines, possibly concurrently for different
-// streams, and must return quickly.
-func WithLeaseEvents(fn func(kltype.LeaseEvent)) Option {
-	return serviceOption(func(c *config) { c.events = fn })
 }
 
 // WithHooks registers hooks: values implementing one or more of the

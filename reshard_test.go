@@ -19,7 +19,6 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
-	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -585,11 +584,11 @@ func TestStreamARN(t *testing.T) {
 		var mu sync.Mutex
 		streams := map[string]int{}
 		ta := newTally()
-		in := start(t, kc, newStore(), arn, "a", ta, kinesislease.WithLeaseEvents(func(e kltype.LeaseEvent) {
+		in := start(t, kc, newStore(), arn, "a", ta, kinesislease.WithHooks(leaseMoves(func(_, stream, _ string) {
 			mu.Lock()
-			streams[e.Stream]++
+			streams[stream]++
 			mu.Unlock()
-		}))
+		})))
 		ta.waitFor(t, 0, 100, 30*time.Second)
 		if held := in.svc.Held(arn); len(held) != 2 {
 			t.Fatalf("Held(ARN) = %v, want both shards", held)

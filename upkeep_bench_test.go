@@ -56,11 +56,11 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 						kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
 						kinesislease.WithOwner(fmt.Sprintf("bench-instance-%02d", i)),
 						kinesislease.WithLogger(slog.New(slog.DiscardHandler)),
-						kinesislease.WithLeaseEvents(func(kltype.LeaseEvent) {
+						kinesislease.WithHooks(leaseMoves(func(string, string, string) {
 							if counting.Load() {
 								moves.Add(1)
 							}
-						}),
+						})),
 					}
 					svc, err := kinesislease.New(testutil.Config(b), opts...)
 					if err != nil {

@@ -227,7 +227,7 @@ type service struct {
 	done   chan struct{}
 	err    error
 	mu     sync.Mutex
-	events []kltype.LeaseEvent
+	events []string // "shard kind" of each lease move
 }
 
 // startService runs a service with owner on the rig's stream and table,
@@ -250,11 +250,7 @@ func (r *rig) startService(owner string, j *journal, start kltype.StartPosition)
 		// a fence would show as a lease lost and acquired again.
 		kinesislease.WithHeartbeat(500*time.Millisecond, 3*time.Second),
 		kinesislease.WithShutdownTimeout(5*time.Second),
-		kinesislease.WithLeaseEvents(func(e kltype.LeaseEvent) {
-			s.mu.Lock()
-			s.events = append(s.events, e)
-			s.mu.Unlock()
-		}),
+		kinesislease.WithHooks(s),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -293,11 +289,28 @@ func (s *service) stop(t *testing.T) {
 	}
 }
 
-func (s *service) leaseEvents() []kltype.LeaseEvent {
+// leaseEvents returns "shard kind" for each lease move so far.
+func (s *service) leaseEvents() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]kltype.LeaseEvent(nil), s.events...)
+	return append([]string(nil), s.events...)
 }
+
+func (s *service) move(shard, kind string) {
+	s.mu.Lock()
+	s.events = append(s.events, shard+" "+kind)
+	s.mu.Unlock()
+}
+
+// service is a lease hook recording its moves (leaseEvents).
+func (s *service) OnLeaseAcquired(_ context.Context, l kltype.LeaseInfo) {
+	s.move(l.ShardID, "acquired")
+}
+func (s *service) OnLeaseReleased(_ context.Context, l kltype.LeaseInfo) {
+	s.move(l.ShardID, "released")
+}
+func (s *service) OnLeaseLost(_ context.Context, l kltype.LeaseInfo) { s.move(l.ShardID, "lost") }
+func (s *service) OnShardEnded(i kltype.ShardInfo)                   { s.move(i.ShardID, "ended") }
 
 // waitRow waits until the row of shard satisfies ok.
 func (r *rig) waitRow(shard string, timeout time.Duration, what string, ok func(leases.Lease) bool) leases.Lease {

@@ -236,7 +236,7 @@ func run(f *flags, stdout, stderr io.Writer) error {
 		kinesislease.WithKinesisClient(kinesis.NewFromConfig(cfg, kinOpts...)),
 		kinesislease.WithLogger(log),
 		kinesislease.WithShutdownTimeout(f.shutdownTimeout),
-		kinesislease.WithLeaseEvents(ful.leaseEvent),
+		kinesislease.WithHooks(leaseReport{ful}),
 	}
 	if f.owner != "" {
 		opts = append(opts, kinesislease.WithOwner(f.owner))
@@ -344,9 +344,22 @@ func (f *fulfiller) fulfil(ctx context.Context, o Order) error {
 	return nil
 }
 
-func (f *fulfiller) leaseEvent(e kltype.LeaseEvent) {
-	if err := f.report.line("#", f.owner, e.ShardID, e.Type.String()); err != nil {
-		f.log.Error("writing the report", "err", err)
+// leaseReport writes this instance's lease moves to the report, for the
+// demo's tally: a lease hook (kltype.HookLeaseAcquired and the others).
+type leaseReport struct{ f *fulfiller }
+
+func (r leaseReport) OnLeaseAcquired(_ context.Context, l kltype.LeaseInfo) {
+	r.line(l.ShardID, "acquired")
+}
+func (r leaseReport) OnLeaseReleased(_ context.Context, l kltype.LeaseInfo) {
+	r.line(l.ShardID, "released")
+}
+func (r leaseReport) OnLeaseLost(_ context.Context, l kltype.LeaseInfo) { r.line(l.ShardID, "lost") }
+func (r leaseReport) OnShardEnded(s kltype.ShardInfo)                   { r.line(s.ShardID, "ended") }
+
+func (r leaseReport) line(shard, kind string) {
+	if err := r.f.report.line("#", r.f.owner, shard, kind); err != nil {
+		r.f.log.Error("writing the report", "err", err)
 	}
 }
 

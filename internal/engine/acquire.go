@@ -279,7 +279,7 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 	} else {
 		st.log.Info("kinesislease: lease acquired", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
 	}
-	emit(g.h, g.cfg.Events, kltype.LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
+	emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
 }
 
 // missingRow decides what to do with the row of u that a read sent at sent

@@ -102,7 +102,7 @@ type GroupConfig struct {
 	// stream gone) is tried again; it doubles with each failure in a row,
 	// up to MaxFailureBackoff. Defaults 30s and 10 minutes.
 	FailureBackoff, MaxFailureBackoff time.Duration
-	Events                            func(kltype.LeaseEvent)
+	Events                            func(LeaseEvent)
 	Hooks                             []kltype.Hook
 }
 
@@ -553,7 +553,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 		case w.rewound && stopping:
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			if err := w.lease.release(rctx, leases.Checkpoint{}); err == nil {
-				emit(g.h, g.cfg.Events, kltype.LeaseReleased, info)
+				emit(g.h, g.cfg.Events, LeaseReleased, info)
 			}
 			cancel()
 		case w.rewound:
@@ -562,13 +562,13 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
 			st.resync = true
 			g.ended.Add(1)
-			emit(g.h, g.cfg.Events, kltype.ShardEnded, info)
+			emit(g.h, g.cfg.Events, ShardEnded, info)
 		case w.lease.takenOver():
 			// Where this instance read it to stays known: should the row
 			// come back recreated with no checkpoint, it is written there
 			// (take), not an older one noted before this hold.
 			g.noteReleased(u, w.lease.asOrphan())
-			emit(g.h, g.cfg.Events, kltype.LeaseLost, info)
+			emit(g.h, g.cfg.Events, LeaseLost, info)
 		default:
 			if w.lease.isReleased() {
 				g.noteReleased(u, w.lease.current())
@@ -580,7 +580,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 				g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
 				g.mu.Unlock()
 			}
-			emit(g.h, g.cfg.Events, kltype.LeaseReleased, info)
+			emit(g.h, g.cfg.Events, LeaseReleased, info)
 		}
 	}
 }

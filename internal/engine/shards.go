@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -17,26 +18,62 @@ func fatal(err error) bool {
 	return errors.Is(err, leases.ErrMisconfigured) || kinesisx.Permanent(err)
 }
 
+// LeaseEventType tells what happened to a lease.
+type LeaseEventType int
+
+// Lease events.
+const (
+	// LeaseAcquired: this instance took the lease.
+	LeaseAcquired LeaseEventType = iota + 1
+	// LeaseReleased: this instance handed it over after its final
+	// checkpoint (it could still commit).
+	LeaseReleased
+	// LeaseLost: another instance holds it now; nothing more was written.
+	LeaseLost
+	// ShardEnded: the shard was read to its end (SHARD_END written).
+	ShardEnded
+)
+
+func (t LeaseEventType) String() string {
+	if t > 0 && int(t) < len(leaseEventNames) {
+		return leaseEventNames[t]
+	}
+	return fmt.Sprintf("LeaseEventType(%d)", int(t))
+}
+
+var leaseEventNames = [...]string{LeaseAcquired: "acquired", LeaseReleased: "released", LeaseLost: "lost", ShardEnded: "ended"}
+
+// LeaseEvent is a lease move seen by this instance
+// (GroupConfig.Events, for the simulations; services use the lease hooks).
+type LeaseEvent struct {
+	// Type is what happened.
+	Type LeaseEventType
+	// Stream is the stream's name or ARN, as subscribed.
+	Stream string
+	// ShardID is the shard whose lease moved.
+	ShardID string
+}
+
 // emit tells events and the hooks of a lease event.
-func emit(h *hooks, events func(kltype.LeaseEvent), t kltype.LeaseEventType, info kltype.LeaseInfo) {
+func emit(h *hooks, events func(LeaseEvent), t LeaseEventType, info kltype.LeaseInfo) {
 	if events != nil {
-		events(kltype.LeaseEvent{Type: t, Stream: info.Stream, ShardID: info.ShardID})
+		events(LeaseEvent{Type: t, Stream: info.Stream, ShardID: info.ShardID})
 	}
 	ctx := context.Background()
 	switch t {
-	case kltype.LeaseAcquired:
+	case LeaseAcquired:
 		for _, x := range h.acquired {
 			x.OnLeaseAcquired(ctx, info)
 		}
-	case kltype.LeaseReleased:
+	case LeaseReleased:
 		for _, x := range h.released {
 			x.OnLeaseReleased(ctx, info)
 		}
-	case kltype.LeaseLost:
+	case LeaseLost:
 		for _, x := range h.lost {
 			x.OnLeaseLost(ctx, info)
 		}
-	case kltype.ShardEnded:
+	case ShardEnded:
 		for _, x := range h.ended {
 			x.OnShardEnded(kltype.ShardInfo{Stream: info.Stream, ShardID: info.ShardID})
 		}

@@ -14,9 +14,9 @@ type groupStats struct {
 	reads, writes, heartbeats, memberReads atomic.Int64
 }
 
-// Stats returns the store calls made so far: lease rows and membership rows.
-func (g *Group) Stats() kltype.Stats {
-	return kltype.Stats{
+// LeaseStoreCalls returns the store calls made so far: lease rows and membership rows.
+func (g *Group) LeaseStoreCalls() kltype.LeaseStoreCalls {
+	return kltype.LeaseStoreCalls{
 		Reads:      g.stats.reads.Load() + g.stats.memberReads.Load(),
 		Writes:     g.stats.writes.Load() + g.stats.heartbeats.Load(),
 		Heartbeats: g.stats.heartbeats.Load(), MemberReads: g.stats.memberReads.Load(),

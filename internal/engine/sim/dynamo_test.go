@@ -496,7 +496,7 @@ func (d *dynWorld) startProc(i int) {
 		FenceMargin:       dynMargin,
 		ShardSyncInterval: 2 * time.Second,
 		ShutdownTimeout:   5 * time.Second,
-		Events:            func(e kltype.LeaseEvent) { d.chk.tracef("%s: event %s %s", p.owner, e.Type, e.ShardID) },
+		Events:            func(e engine.LeaseEvent) { d.chk.tracef("%s: event %s %s", p.owner, e.Type, e.ShardID) },
 	})
 	if err != nil {
 		d.t.Fatalf("NewGroup: %v", err)

@@ -190,7 +190,7 @@ type fleet struct {
 
 	mu      sync.Mutex
 	lastAcq map[string]int // shard -> the member that acquired it last
-	events  [4]int         // by kltype.LeaseEventType
+	events  [4]int         // by engine.LeaseEventType
 	// watched: shards whose next acquisition by a live member is timed,
 	// from watchFrom (see watchShards); taken: those acquired since.
 	watched    map[string]bool
@@ -210,7 +210,7 @@ func newFleet(t *testing.T, members, shards int) *fleet {
 			Streams: []engine.StreamConfig{{Stream: largeStream, Start: kltype.TrimHorizon, Worker: engine.WorkerConfig{
 				Handler: func(context.Context, *kltype.Record) error { return nil },
 			}}},
-			Events: func(e kltype.LeaseEvent) { f.event(i, e) },
+			Events: func(e engine.LeaseEvent) { f.event(i, e) },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -241,12 +241,12 @@ func (f *fleet) since() time.Duration { return time.Since(f.start).Round(time.Mi
 // acquisition, so checking the previous acquirer at each acquisition finds
 // every overlap (dead members included: a crashed process whose fence has
 // not passed may still deliver).
-func (f *fleet) event(i int, e kltype.LeaseEvent) {
+func (f *fleet) event(i int, e engine.LeaseEvent) {
 	f.mu.Lock()
 	if int(e.Type) < len(f.events) {
 		f.events[e.Type]++
 	}
-	if e.Type != kltype.LeaseAcquired {
+	if e.Type != engine.LeaseAcquired {
 		f.mu.Unlock()
 		return
 	}
@@ -660,7 +660,7 @@ func TestBilledUnits(t *testing.T) {
 					start = start.Add(u)
 				}
 				t.Logf("the start, until %v after it: %.0f WCU and %.0f RCU in all (%d writes, %d of them failed conditions; %d reads), %d leases acquired",
-					time.Since(f.start).Round(time.Millisecond), start.WCU, start.RCU, start.Writes, start.FailedWrites, start.Reads, ev0[kltype.LeaseAcquired])
+					time.Since(f.start).Round(time.Millisecond), start.WCU, start.RCU, start.Writes, start.FailedWrites, start.Reads, ev0[engine.LeaseAcquired])
 				time.Sleep(billWindow)
 				b1, ev1 := f.table.Bill(), f.eventCounts()
 				held := map[int]int{}
@@ -670,7 +670,7 @@ func TestBilledUnits(t *testing.T) {
 				r = billOf(b0, b1, time.Since(t0), held)
 				mem = memNow()
 				t.Logf("item sizes at the end of the window: %s", f.itemSizes())
-				if moves := ev1[kltype.LeaseAcquired] - ev0[kltype.LeaseAcquired]; moves > 0 {
+				if moves := ev1[engine.LeaseAcquired] - ev0[engine.LeaseAcquired]; moves > 0 {
 					t.Errorf("%d leases acquired in the steady-state window: the plan had not settled", moves)
 				}
 				if _, held, _ := f.holdings(); !f.fairNow(held) {
@@ -879,7 +879,7 @@ func TestLargeFleetFailover(t *testing.T) {
 		}
 		mem = memNow()
 		ev := f.eventCounts()
-		t.Logf("lease events: %d acquired, %d released, %d lost", ev[kltype.LeaseAcquired], ev[kltype.LeaseReleased], ev[kltype.LeaseLost])
+		t.Logf("lease events: %d acquired, %d released, %d lost", ev[engine.LeaseAcquired], ev[engine.LeaseReleased], ev[engine.LeaseLost])
 	})
 	t.Logf("%d members x %d shards, seed %d: wall time %v; memory after the failover: %s", size.members, size.shards, seed, time.Since(wall).Round(time.Second), mem)
 }

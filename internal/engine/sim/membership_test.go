@@ -1320,10 +1320,10 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 	// The process is named by its ident, known once NewGroup has made the
 	// incarnation.
 	cfg.Logger = slog.New(&traceHandler{tr: &w.chk.trace, name: func() string { return pr.ident }})
-	cfg.Events = func(e kltype.LeaseEvent) {
+	cfg.Events = func(e engine.LeaseEvent) {
 		w.chk.tracef("%s: event %s %s", pr.ident, e.Type, e.ShardID)
 		switch e.Type {
-		case kltype.LeaseReleased, kltype.LeaseLost, kltype.ShardEnded:
+		case engine.LeaseReleased, engine.LeaseLost, engine.ShardEnded:
 			w.chk.tenureEnded(pr.ident, e.ShardID)
 		}
 	}
