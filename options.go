@@ -8,6 +8,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/subopts"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -255,6 +256,23 @@ func (o maxAgeOption) applySub(s *subscription) {
 type subOption func(*subscription)
 
 func (f subOption) applySub(s *subscription) { f(s) }
+
+// ResolveSubscribeOptions implements subopts.Resolver, the sealed way in
+// for kinesisleasetest.
+func (subOption) ResolveSubscribeOptions(opts []any, producer any) subopts.Settings {
+	return resolveSubscribeOptions(opts, producer)
+}
+
+// Every SubscribeOption type is a way in for kinesisleasetest.
+var (
+	_ subopts.Resolver = subOption(nil)
+	_ subopts.Resolver = maxAgeOption(0)
+)
+
+// ResolveSubscribeOptions implements subopts.Resolver (see subOption's).
+func (maxAgeOption) ResolveSubscribeOptions(opts []any, producer any) subopts.Settings {
+	return resolveSubscribeOptions(opts, producer)
+}
 
 // WithCodec sets how record data is decoded into T (default codec.JSON).
 func WithCodec(c codec.Codec) SubscribeOption {

@@ -219,8 +219,6 @@ func (s *Service) Unsubscribe(ctx context.Context, stream string) error {
 	return nil
 }
 
-func init() { subopts.Resolve = resolveSubscribeOptions }
-
 // resolveSubscribeOptions applies opts to a subscription with the defaults
 // and returns what a handler's pipeline uses, for kinesisleasetest.
 func resolveSubscribeOptions(opts []any, producer any) subopts.Settings {

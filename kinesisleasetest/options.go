@@ -87,11 +87,7 @@ func WithSubscribeOptions(opts ...kinesislease.SubscribeOption) Option {
 	return option(func(cfg *config) {
 		cfg.subOpts = append(cfg.subOpts, opts...)
 		// The last of this and WithoutDeadLetter wins.
-		added := make([]any, len(opts))
-		for i, o := range opts {
-			added[i] = o
-		}
-		if st := subopts.Resolve(added, nil); st.Sink != nil || st.DeadLetterStream != "" {
+		if st := resolveOptions(opts, nil); st.Sink != nil || st.DeadLetterStream != "" {
 			cfg.noSink = false
 		}
 	})
@@ -112,15 +108,7 @@ func WithKinesisClient(p kinesislease.Producer) Option {
 // resolve applies the subscription's options (WithSubscribeOptions) once
 // every harness option is known.
 func (c *config) resolve() {
-	opts := make([]any, len(c.subOpts))
-	for i, o := range c.subOpts {
-		opts[i] = o
-	}
-	var producer any
-	if c.producer != nil {
-		producer = c.producer
-	}
-	st := subopts.Resolve(opts, producer)
+	st := resolveOptions(c.subOpts, c.producer)
 	if st.Err != nil {
 		c.errs = append(c.errs, st.Err)
 	}
@@ -216,3 +204,18 @@ func WithArrivalTime(t time.Time) RecordOption {
 }
 
 var errNilOption = errors.New("nil option")
+
+// resolveOptions applies subscription options as kinesislease.Subscribe
+// does, through the sealed method every SubscribeOption value has (any
+// option is the way in).
+func resolveOptions(opts []kinesislease.SubscribeOption, p kinesislease.Producer) subopts.Settings {
+	all := make([]any, len(opts))
+	for i, o := range opts {
+		all[i] = o
+	}
+	var producer any
+	if p != nil {
+		producer = p
+	}
+	return kinesislease.WithCodec(codec.JSON).(subopts.Resolver).ResolveSubscribeOptions(all, producer)
+}

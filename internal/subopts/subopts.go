@@ -1,6 +1,8 @@
 // Package subopts lets kinesisleasetest apply the real
-// kinesislease.SubscribeOption values without an import cycle or an
-// exported back door: package kinesislease sets Resolve when it loads.
+// kinesislease.SubscribeOption values through a sealed method: every
+// SubscribeOption value implements Resolver, a method that is exported so
+// that the harness can call it, but whose result's type is internal to the
+// module, so no other code can name it.
 package subopts
 
 import (
@@ -30,7 +32,11 @@ type Settings struct {
 	Err error
 }
 
-// Resolve applies opts (kinesislease.SubscribeOption values) and returns
-// their settings; producer (a kinesislease.Producer, or nil) writes to a
-// dead-letter stream. Set by package kinesislease.
-var Resolve func(opts []any, producer any) Settings
+// Resolver is implemented by every kinesislease.SubscribeOption value.
+// ResolveSubscribeOptions applies opts (SubscribeOption values; the
+// receiver is only the way in) with the defaults and returns their
+// settings; producer (a kinesislease.Producer, or nil) writes to a
+// dead-letter stream.
+type Resolver interface {
+	ResolveSubscribeOptions(opts []any, producer any) Settings
+}
