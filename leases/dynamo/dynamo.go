@@ -582,8 +582,8 @@ func denied(err error) bool {
 		return false
 	}
 	switch api.ErrorCode() {
-	case "AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException",
-		"MissingAuthenticationTokenException", "ExpiredTokenException", "KMSAccessDeniedException":
+	case "AccessDeniedException", "AccessDenied", "UnrecognizedClientException", "InvalidSignatureException",
+		"MissingAuthenticationTokenException", "ExpiredTokenException", "InvalidClientTokenId", "KMSAccessDeniedException":
 		return true
 	}
 	return false
