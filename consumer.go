@@ -21,8 +21,10 @@
 // acknowledgement (Defer) to a sink that resolves it later; the checkpoint
 // waits for it.
 //
-// Concurrency: handlers of different shards run concurrently; a handler of
-// one shard is never called again before it returned.
+// Concurrency: handlers of different shards run concurrently; within a
+// shard a handler is not called again before it returned, unless
+// WithKeyConcurrency lets records of different partition keys run at once
+// (each key still in order).
 //
 // Reading: by default each shard is polled with GetRecords; with
 // WithEnhancedFanOut its records are pushed over SubscribeToShard to a

@@ -343,8 +343,8 @@ func WithPolling(minInterval, idle time.Duration, limit int32) SubscribeOption {
 // shard within 5 seconds of the previous one (ResourceInUseException, retried
 // every second), so a failover can take up to 5 seconds longer than with
 // polling. Registered consumers cost money per consumer-shard hour and per
-// GB read; they are not deregistered when the service stops (see the
-// README). WithPolling does not apply. Subscribe fails with
+// GB read; they are not deregistered when the service stops (see
+// docs/fanout.md). WithPolling does not apply. Subscribe fails with
 // ErrInvalidOption if the Kinesis client (WithKinesisClient) has no
 // SubscribeToShard; Run fails with kltype.ErrConsumerLimit when the stream has no
 // room for another consumer.

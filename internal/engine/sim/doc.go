@@ -53,7 +53,7 @@
 //     RCU/s; per item 500 WCU/s and 1,500 RCU/s) and the reconciliation's
 //     rate (one re-read per held row per engine.DefaultReconcile), on which
 //     it fails today: the engine re-reads at least one held row every
-//     round (see docs/lease-protocol.md, Cost). TestLargeFleetFailover runs one seed of 1,000 members on 20,000
+//     round (see docs/cost.md). TestLargeFleetFailover runs one seed of 1,000 members on 20,000
 //     shards: every shard held, then fair shares, within bounds of the
 //     start; 10% of the members crashed at once, their shards held again
 //     within the failover bound and shares fair again; never a shard held
