@@ -232,12 +232,9 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 		g.mu.Unlock()
 	}
 	sent := mono()
-	tctx, cancel := g.atFence(ctx, inc)
-	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
-	cancel()
+	t, err := g.takeAs(ctx, u, l, inc)
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound) {
-			g.presume(u, l, inc)
 			if ctx.Err() == nil {
 				st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
 			}

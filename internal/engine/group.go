@@ -599,6 +599,20 @@ func (g *Group) atFence(ctx context.Context, inc string) (context.Context, conte
 	return context.WithTimeout(ctx, time.Duration(g.fence.Load()-mono()))
 }
 
+// takeAs takes row l as incarnation inc, by a write that must land before
+// the fence (atFence). An answer that does not say the take failed (an
+// error other than ErrConflict or ErrNotFound) leaves the row presumed
+// ours: it may have landed unanswered.
+func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string) (leases.Lease, error) {
+	tctx, cancel := g.atFence(ctx, inc)
+	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
+	cancel()
+	if err != nil && !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound) {
+		g.presume(u, l, inc)
+	}
+	return t, err
+}
+
 // kickRound makes the round loop run a round now.
 func (g *Group) kickRound() {
 	select {

@@ -66,32 +66,15 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 	if o.presumed {
 		// Our take's answer was lost: the row may be ours at that counter,
 		// or another's write made the same counter. Read it first.
-		sent := mono()
-		cur, err := g.store.Get(ctx, l.Key)
-		switch {
-		case errors.Is(err, leases.ErrNotFound) && o.best().IsZero():
-			g.dropOrphan(u, o) // nothing to save: missingRow as for any member
-			return
-		case errors.Is(err, leases.ErrNotFound):
-			g.markVanished(u, o)
-			st.know(u.Shard, o.knownRow())
-			g.missingRow(ctx, st, u, sent, mono())
-			return
-		case err != nil:
-			return
-		}
-		st.setRow(u.Shard, rowState{lease: cur})
-		if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
-			g.forgetOrphan(u, o, cur) // not ours: someone else's
+		cur, ok := g.rereadOrphan(ctx, st, u, o, true)
+		if !ok {
 			return
 		}
 		l = cur
 	}
 	for attempt := 0; ; attempt++ {
 		sent := mono()
-		tctx, cancel := g.atFence(ctx, inc)
-		t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
-		cancel()
+		t, err := g.takeAs(ctx, u, l, inc)
 		if err == nil && t.Checkpoint.IsZero() && t.RewindTo.IsZero() && !o.best().IsZero() && g.recreated(u, o, l) {
 			// The row vanished and is back with no checkpoint, recreated
 			// by a member that never knew one while this instance could
@@ -106,8 +89,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			return
 		}
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
-			switch {
-			case errors.Is(err, leases.ErrNotFound):
+			if errors.Is(err, leases.ErrNotFound) {
 				// Vanished: recreated from the checkpoint this instance
 				// knew, once missing for lostRowWait. It stays an orphan
 				// until then: if the plan moves it to another member, it is
@@ -116,28 +98,44 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 				g.markVanished(u, o)
 				st.know(u.Shard, o.knownRow())
 				g.missingRow(ctx, st, u, sent, mono())
-			case !errors.Is(err, leases.ErrConflict):
-				g.presume(u, l, inc) // it may have landed unanswered
 			}
-			return
+			return // an uncertain take is presumed ours (takeAs)
 		}
-		cur, err := g.store.Get(ctx, l.Key)
-		switch {
-		case errors.Is(err, leases.ErrNotFound):
-			g.markVanished(u, o)
-			st.know(u.Shard, o.knownRow())
-			g.missingRow(ctx, st, u, sent, mono())
-			return
-		case err != nil:
-			return
-		}
-		st.setRow(u.Shard, rowState{lease: cur})
-		if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
-			g.forgetOrphan(u, o, cur) // someone took it
+		cur, ok := g.rereadOrphan(ctx, st, u, o, false)
+		if !ok {
 			return
 		}
 		l = cur
 	}
+}
+
+// rereadOrphan reads orphan o's row again before retaking it, and reports
+// whether to go on with the row it returns: ours, or takeable. A missing
+// row is recreated from what o knew, once missing for lostRowWait
+// (missingRow); with dropEmpty, an orphan that knew no checkpoint is simply
+// dropped then (nothing to save: missingRow as for any member). A row
+// someone else holds is forgotten.
+func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orphan, dropEmpty bool) (leases.Lease, bool) {
+	sent := mono()
+	cur, err := g.store.Get(ctx, o.known.Key)
+	switch {
+	case errors.Is(err, leases.ErrNotFound) && dropEmpty && o.best().IsZero():
+		g.dropOrphan(u, o)
+		return leases.Lease{}, false
+	case errors.Is(err, leases.ErrNotFound):
+		g.markVanished(u, o)
+		st.know(u.Shard, o.knownRow())
+		g.missingRow(ctx, st, u, sent, mono())
+		return leases.Lease{}, false
+	case err != nil:
+		return leases.Lease{}, false
+	}
+	st.setRow(u.Shard, rowState{lease: cur})
+	if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
+		g.forgetOrphan(u, o, cur) // someone else's: someone took it
+		return leases.Lease{}, false
+	}
+	return cur, true
 }
 
 // recreated reports whether the row of orphan o of u, read as l, was
@@ -248,13 +246,8 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 // released (with it) next round.
 func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orphan, l leases.Lease) {
 	inc, cp := g.Incarnation(), o.best()
-	tctx, cancel := g.atFence(ctx, inc)
-	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
-	cancel()
+	t, err := g.takeAs(ctx, u, l, inc)
 	if err != nil {
-		if !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound) {
-			g.presume(u, l, inc)
-		}
 		return // someone took it first: the next round sees it again
 	}
 	f, err := g.fillCheckpoint(ctx, st, u, t, cp)
