@@ -1,6 +1,7 @@
 package kinesisleasetest
 
 import (
+	"cmp"
 	"context"
 	"crypto/md5"
 	"encoding/base64"
@@ -868,23 +869,13 @@ func (sh *shard) position(s *stream, in *kinesis.GetShardIteratorInput) (int, er
 		if !ok || idx != sh.idx || c < sh.firstCounter || (sh.closed && c > sh.endCounter) {
 			return 0, invalidArg("StartingSequenceNumber %s used in GetShardIterator on shard %s in stream %s under account %s is invalid because it did not come from this stream.", seq, sh.id, s.name, account)
 		}
-		i, found := slices.BinarySearchFunc(sh.records, c, func(r record, c uint64) int { return cmpUint(r.counter, c) })
+		i, found := slices.BinarySearchFunc(sh.records, c, func(r record, c uint64) int { return cmp.Compare(r.counter, c) })
 		if found && typ == types.ShardIteratorTypeAfterSequenceNumber {
 			i++
 		}
 		return i, nil
 	}
 	return 0, invalidArg("ShardIteratorType %q: want TRIM_HORIZON, LATEST, AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER or AT_TIMESTAMP", typ)
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // GetRecords implements kinesislease.Kinesis: up to Limit records (1 to

@@ -83,23 +83,11 @@ func ValueSize(v types.AttributeValue) int {
 		}
 		return n
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, e := range v.Value {
-			n += len(e)
-		}
-		return n
+		return sizeOfAll(v.Value, func(e string) int { return len(e) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, e := range v.Value {
-			n += NumberSize(e)
-		}
-		return n
+		return sizeOfAll(v.Value, NumberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, e := range v.Value {
-			n += len(e)
-		}
-		return n
+		return sizeOfAll(v.Value, func(e []byte) int { return len(e) })
 	}
 	return 0
 }
@@ -153,3 +141,12 @@ func WriteUnits(size int) int { return max(1, (size+1023)/1024) }
 // ReadUnits is what a strongly consistent read of an item of size bytes
 // consumes: ceil(size / 4 KB), at least one.
 func ReadUnits(size int) int { return max(1, (size+4095)/4096) }
+
+// sizeOfAll is the size of a set's elements, each sized by size.
+func sizeOfAll[E any](set []E, size func(E) int) int {
+	n := 0
+	for _, e := range set {
+		n += size(e)
+	}
+	return n
+}

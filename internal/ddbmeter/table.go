@@ -187,20 +187,29 @@ func keyOf(key map[string]types.AttributeValue) (string, error) {
 	return s.Value, nil
 }
 
+// lock checks a call on the item of key k and locks the table (the caller
+// unlocks it): the table and the item's key.
+func (c *Client) lock(ctx context.Context, k map[string]types.AttributeValue) (*Table, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	key, err := keyOf(k)
+	if err != nil {
+		return nil, "", err
+	}
+	c.t.mu.Lock()
+	return c.t, key, nil
+}
+
 // GetItem implements dynamo.Client: the item (nil if none), billed
 // ceil(size / 4 KB) read units, at least one; half for an eventually
 // consistent read. The answer's item is the table's own: the caller must
 // not modify it (the DynamoDB store does not).
 func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	key, err := keyOf(in.Key)
+	t, key, err := c.lock(ctx, in.Key)
 	if err != nil {
 		return nil, err
 	}
-	t := c.t
-	t.mu.Lock()
 	defer t.mu.Unlock()
 	units := float64(ReadUnits(t.sizes[key]))
 	if !aws.ToBool(in.ConsistentRead) {
@@ -216,15 +225,10 @@ func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...fu
 // condition held or not. Items in the answer (ALL_NEW, ALL_OLD) are the
 // table's own: the caller must not modify them.
 func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	key, err := keyOf(in.Key)
+	t, key, err := c.lock(ctx, in.Key)
 	if err != nil {
 		return nil, err
 	}
-	t := c.t
-	t.mu.Lock()
 	defer t.mu.Unlock()
 	u, cnd, err := t.parse(in)
 	if err != nil {

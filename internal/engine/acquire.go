@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,9 +82,9 @@ func decide(self string, a map[unit]string, held map[unit]heldInfo, orphans map[
 
 func cmpUnit(x, y unit) int {
 	if x.Stream != y.Stream {
-		return cmpString(x.Stream, y.Stream)
+		return strings.Compare(x.Stream, y.Stream)
 	}
-	return cmpString(x.Shard, y.Shard)
+	return strings.Compare(x.Shard, y.Shard)
 }
 
 // apply carries out the plan: hand-offs and releases beyond the cap drain

@@ -436,16 +436,6 @@ func sameMap(a, b map[unit]string) bool {
 	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // fail sets a shard (shard "" for the whole stream) aside after it failed
 // for good with err: it logs at ERROR, tells the hooks, and leaves it
 // alone for a backoff that doubles with each failure in a row. Every other

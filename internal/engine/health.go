@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -54,7 +55,7 @@ func (g *Group) Health() kltype.Health {
 				sh.Shards = append(sh.Shards, kltype.ShardHealth{ShardID: id, MillisBehindLatest: -1, Err: f.err, RetryAt: f.until})
 			}
 		}
-		slices.SortFunc(sh.Shards, func(a, b kltype.ShardHealth) int { return cmpString(a.ShardID, b.ShardID) })
+		slices.SortFunc(sh.Shards, func(a, b kltype.ShardHealth) int { return strings.Compare(a.ShardID, b.ShardID) })
 		h.Streams = append(h.Streams, sh)
 	}
 	return h

@@ -30,28 +30,25 @@ type hooks struct {
 
 func newHooks(hs []kltype.Hook) *hooks {
 	h := &hooks{}
+	adds := [...]func(kltype.Hook){
+		adder(&h.acquired), adder(&h.released), adder(&h.lost), adder(&h.started),
+		adder(&h.ended), adder(&h.batch), adder(&h.record), adder(&h.checkpoint),
+		adder(&h.throttled), adder(&h.dead), adder(&h.call), adder(&h.failed), adder(&h.filtered),
+	}
 	for _, x := range hs {
-		add(&h.acquired, x)
-		add(&h.released, x)
-		add(&h.lost, x)
-		add(&h.started, x)
-		add(&h.ended, x)
-		add(&h.batch, x)
-		add(&h.record, x)
-		add(&h.checkpoint, x)
-		add(&h.throttled, x)
-		add(&h.dead, x)
-		add(&h.call, x)
-		add(&h.failed, x)
-		add(&h.filtered, x)
+		for _, add := range adds {
+			add(x)
+		}
 	}
 	return h
 }
 
-// add appends x to list if x implements the list's hook interface.
-func add[T any](list *[]T, x kltype.Hook) {
-	if v, ok := x.(T); ok {
-		*list = append(*list, v)
+// adder appends a hook to list if it implements the list's hook interface.
+func adder[T any](list *[]T) func(kltype.Hook) {
+	return func(x kltype.Hook) {
+		if v, ok := x.(T); ok {
+			*list = append(*list, v)
+		}
 	}
 }
 

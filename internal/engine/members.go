@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
@@ -229,8 +230,8 @@ func (v *memberView) prune(now int64) {
 func sortMembers(ms []leases.Member) {
 	slices.SortFunc(ms, func(a, b leases.Member) int {
 		if a.Owner != b.Owner {
-			return cmpString(a.Owner, b.Owner)
+			return strings.Compare(a.Owner, b.Owner)
 		}
-		return cmpString(a.Incarnation, b.Incarnation)
+		return strings.Compare(a.Incarnation, b.Incarnation)
 	})
 }

@@ -20,17 +20,28 @@ import (
 // lost answer is recognised. It writes owner and incarnation and removes
 // the per-row renewal protocol's expires_at and handoff_to.
 func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation string) (leases.Lease, error) {
-	if err := s.begin(ctx, l.Key); err != nil {
+	u, err := s.holderUpdate(ctx, l.Key, owner, incarnation)
+	if err != nil {
 		return leases.Lease{}, err
+	}
+	u.remove = []string{attrOldExpiry, attrOldHandoff}
+	u.owner, u.incarnation, u.exact = l.Owner, l.Incarnation, true
+	return s.write(ctx, "TakeAs", l.Key, l.Counter, u)
+}
+
+// holderUpdate checks a write naming owner and incarnation as the holder of
+// row key, and returns the update that sets them.
+func (s *Store) holderUpdate(ctx context.Context, key leases.Key, owner, incarnation string) (update, error) {
+	if err := s.begin(ctx, key); err != nil {
+		return update{}, err
 	}
 	if err := leases.ValidateMember(leases.Member{Owner: owner, Incarnation: incarnation}); err != nil {
-		return leases.Lease{}, err
+		return update{}, err
 	}
-	u := update{set: map[string]types.AttributeValue{
+	return update{set: map[string]types.AttributeValue{
 		"#owner":        &types.AttributeValueMemberS{Value: owner},
 		attrIncarnation: &types.AttributeValueMemberS{Value: incarnation},
-	}, remove: []string{attrOldExpiry, attrOldHandoff}, owner: l.Owner, incarnation: l.Incarnation, exact: true}
-	return s.write(ctx, "TakeAs", l.Key, l.Counter, u)
+	}}, nil
 }
 
 // Join implements leases.Membership: one UpdateItem, SET of m's entry and
@@ -373,16 +384,10 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 // checkpoint. Unlike Create it does not consult a legacy bare row: it is
 // the recreation of a row whose checkpoint the caller knows.
 func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
-	if err := s.begin(ctx, key); err != nil {
+	u, err := s.holderUpdate(ctx, key, owner, incarnation)
+	if err != nil {
 		return leases.Lease{}, err
 	}
-	if err := leases.ValidateMember(leases.Member{Owner: owner, Incarnation: incarnation}); err != nil {
-		return leases.Lease{}, err
-	}
-	u := update{set: map[string]types.AttributeValue{
-		"#owner":        &types.AttributeValueMemberS{Value: owner},
-		attrIncarnation: &types.AttributeValueMemberS{Value: incarnation},
-	}}
 	if !cp.IsZero() {
 		u.setCheckpoint(cp)
 	}

@@ -114,19 +114,22 @@ func ctx(t *testing.T) context.Context {
 func mustCreate(t *testing.T, s leases.Store, k leases.Key) leases.Lease {
 	t.Helper()
 	l, err := s.Create(ctx(t), k)
-	if err != nil {
-		t.Fatalf("Create(%s): %v", k, err)
-	}
-	return l
+	return must(t, l, err, "Create(%s)", k)
 }
 
 func mustGet(t *testing.T, s leases.Store, k leases.Key) leases.Lease {
 	t.Helper()
 	l, err := s.Get(ctx(t), k)
+	return must(t, l, err, "Get(%s)", k)
+}
+
+// must is v, or the test's end with what (a format of args) and err.
+func must[T any](t *testing.T, v T, err error, what string, args ...any) T {
+	t.Helper()
 	if err != nil {
-		t.Fatalf("Get(%s): %v", k, err)
+		t.Fatalf(what+": %v", append(args, err)...)
 	}
-	return l
+	return v
 }
 
 // take is TakeAs by owner's incarnation incOf(owner).
@@ -141,10 +144,7 @@ func incOf(owner string) string { return "inc-" + owner }
 func mustTake(t *testing.T, s leases.Store, l leases.Lease, owner string) leases.Lease {
 	t.Helper()
 	got, err := take(t, s, l, owner)
-	if err != nil {
-		t.Fatalf("TakeAs(%s, %q, %q) at counter %d: %v", l.Key, owner, incOf(owner), l.Counter, err)
-	}
-	return got
+	return must(t, got, err, "TakeAs(%s, %q, %q) at counter %d", l.Key, owner, incOf(owner), l.Counter)
 }
 
 // same compares the fields a store persists.

@@ -173,9 +173,7 @@ func wantStoredExactly(t *testing.T, op string, m leases.Membership, row int, wa
 func mustMembers(t *testing.T, m leases.Membership, row int) []leases.Member {
 	t.Helper()
 	ms, err := m.Members(ctx(t), row)
-	if err != nil {
-		t.Fatalf("Members(%d): %v", row, err)
-	}
+	must(t, ms, err, "Members(%d)", row)
 	checkRow(t, fmt.Sprintf("Members(%d)", row), ms)
 	return ms
 }
@@ -183,29 +181,28 @@ func mustMembers(t *testing.T, m leases.Membership, row int) []leases.Member {
 func mustJoin(t *testing.T, m leases.Membership, row int, e leases.Member) []leases.Member {
 	t.Helper()
 	ms, err := m.Join(ctx(t), row, e)
-	if err != nil {
-		t.Fatalf("Join(%d, %+v): %v", row, e, err)
-	}
-	wantEntry(t, "Join", ms, e)
+	return mustEntry(t, "Join", ms, err, row, e)
+}
+
+// mustEntry is ms, the answer of a write op of entry e on row row, once
+// checked to hold e.
+func mustEntry(t *testing.T, op string, ms []leases.Member, err error, row int, e leases.Member) []leases.Member {
+	t.Helper()
+	must(t, ms, err, "%s(%d, %+v)", op, row, e)
+	wantEntry(t, op, ms, e)
 	return ms
 }
 
 func mustHeartbeat(t *testing.T, m leases.Membership, row int, e leases.Member) []leases.Member {
 	t.Helper()
 	ms, err := m.Heartbeat(ctx(t), row, e)
-	if err != nil {
-		t.Fatalf("Heartbeat(%d, %+v): %v", row, e, err)
-	}
-	wantEntry(t, "Heartbeat", ms, e)
-	return ms
+	return mustEntry(t, "Heartbeat", ms, err, row, e)
 }
 
 func mustReplace(t *testing.T, m leases.Membership, row int, seen, next leases.Member) []leases.Member {
 	t.Helper()
 	ms, err := m.ReplaceMember(ctx(t), row, seen, next)
-	if err != nil {
-		t.Fatalf("ReplaceMember(%d, %+v, %+v): %v", row, seen, next, err)
-	}
+	must(t, ms, err, "ReplaceMember(%d, %+v, %+v)", row, seen, next)
 	if next.Owner == "" {
 		wantNoEntry(t, "ReplaceMember removing", ms, seen.Owner)
 	} else {
@@ -266,10 +263,7 @@ func wantStored(t *testing.T, op string, m leases.Membership, row int, want leas
 func mustHeader(t *testing.T, m leases.Membership) leases.MemberHeader {
 	t.Helper()
 	h, err := m.Header(ctx(t))
-	if err != nil {
-		t.Fatalf("Header: %v", err)
-	}
-	return h
+	return must(t, h, err, "Header")
 }
 
 // versions returns h's roster versions without the zero ones (a row absent

@@ -206,8 +206,9 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 	})
 }
 
-// Join implements leases.Membership.
-func (s *Store) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+// lockMembers checks a write of entry m on membership row row, and locks
+// the store (the caller unlocks it): the row's entries.
+func (s *Store) lockMembers(ctx context.Context, row int, m leases.Member) (map[string]leases.Member, error) {
 	if err := beginMember(ctx, row); err != nil {
 		return nil, err
 	}
@@ -215,8 +216,16 @@ func (s *Store) Join(ctx context.Context, row int, m leases.Member) ([]leases.Me
 		return nil, err
 	}
 	s.mu.Lock()
+	return s.members[row], nil
+}
+
+// Join implements leases.Membership.
+func (s *Store) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	entries, err := s.lockMembers(ctx, row, m)
+	if err != nil {
+		return nil, err
+	}
 	defer s.mu.Unlock()
-	entries := s.members[row]
 	if cur, ok := entries[m.Owner]; ok {
 		if cur == m {
 			return sortedMembers(entries), nil // our own join, landed before
@@ -236,15 +245,11 @@ func (s *Store) Join(ctx context.Context, row int, m leases.Member) ([]leases.Me
 
 // Heartbeat implements leases.Membership.
 func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
-	if err := beginMember(ctx, row); err != nil {
+	entries, err := s.lockMembers(ctx, row, m)
+	if err != nil {
 		return nil, err
 	}
-	if err := leases.ValidateMember(m); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	entries := s.members[row]
 	cur, ok := entries[m.Owner]
 	if !ok || cur.Incarnation != m.Incarnation || cur.Notice != m.Notice || (cur.Leaving && !m.Leaving) {
 		return nil, &leases.MemberConflictError{Op: "Heartbeat", Row: row, Owner: m.Owner, Current: cur}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -395,15 +396,9 @@ func (d *demo) waitStable(ctx context.Context, stable time.Duration, flowing boo
 	err := harness.Poll(ctx, 250*time.Millisecond, failed, func() (bool, error) {
 		owners, err := d.readOwners(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				return false, ctx.Err()
-			}
-			return false, err
+			return false, cmp.Or(ctx.Err(), err)
 		}
-		allHeld := len(owners) == len(d.shards)
-		for _, o := range owners {
-			allHeld = allHeld && o != ""
-		}
+		allHeld := d.allHeld(owners)
 		if !maps.Equal(owners, last) {
 			last, since = owners, time.Now()
 		}
@@ -522,10 +517,7 @@ func (d *demo) waitShare(ctx context.Context, owner string, cont time.Time, fail
 	err := harness.Poll(ctx, 250*time.Millisecond, failed, func() (bool, error) {
 		owners, err := d.readOwners(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				return false, ctx.Err()
-			}
-			return false, err
+			return false, cmp.Or(ctx.Err(), err)
 		}
 		read := time.Now()
 		held := 0

@@ -415,6 +415,15 @@ func (d *demo) row() string {
 	return b.String()
 }
 
+// allHeld reports whether owners names an owner for every shard.
+func (d *demo) allHeld(owners map[string]string) bool {
+	held := len(owners) == len(d.shards)
+	for _, o := range owners {
+		held = held && o != ""
+	}
+	return held
+}
+
 // waitSettled waits until every shard is held by an instance and the
 // assignment has not changed for two heartbeats (bounded).
 func (d *demo) waitSettled(ctx context.Context) error {
@@ -427,10 +436,7 @@ func (d *demo) waitSettled(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			return false, err
 		}
-		allHeld := len(owners) == len(d.shards)
-		for _, o := range owners {
-			allHeld = allHeld && o != ""
-		}
+		allHeld := d.allHeld(owners)
 		if !maps.Equal(owners, last) {
 			last, since = owners, time.Now()
 		}

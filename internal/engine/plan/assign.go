@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"slices"
+	"strings"
 )
 
 // A Unit is one shard to place: an active shard of one of the streams the
@@ -250,17 +251,7 @@ func capCounts(sizes []int, total, c int) []int {
 }
 
 func compareUnits(a, b Unit) int {
-	switch {
-	case a.Stream < b.Stream:
-		return -1
-	case a.Stream > b.Stream:
-		return 1
-	case a.Shard < b.Shard:
-		return -1
-	case a.Shard > b.Shard:
-		return 1
-	}
-	return 0
+	return cmp.Or(strings.Compare(a.Stream, b.Stream), strings.Compare(a.Shard, b.Shard))
 }
 
 func b2i(b bool) int {

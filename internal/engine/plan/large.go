@@ -52,6 +52,7 @@ package plan
 // Planner across calls.
 
 import (
+	"cmp"
 	"math/bits"
 	"slices"
 )
@@ -107,13 +108,7 @@ type point struct {
 }
 
 func comparePoints(a, b point) int {
-	switch {
-	case a.pos < b.pos:
-		return -1
-	case a.pos > b.pos:
-		return 1
-	}
-	return int(a.m - b.m)
+	return cmp.Or(cmp.Compare(a.pos, b.pos), cmp.Compare(a.m, b.m))
 }
 
 // update changes the ring of the members old (sorted, distinct) into that
