@@ -156,8 +156,8 @@ func TestMembershipRowSize(t *testing.T) {
 		owner += strings.Repeat("x", 64-len(owner))
 		// The values of a long-running member: a heartbeat counter of a
 		// year at 1.25s, the leases it holds, the shards it ended, a
-		// notice bumped.
-		m := leases.Member{Owner: owner, Incarnation: leases.NewIncarnation(0, "ABCDEFGHIJ"), Heartbeat: 25_228_800, Held: 2000, Ended: 1000, Notice: 99}
+		// notice bumped, the longest streams digest (13 base-36 digits).
+		m := leases.Member{Owner: owner, Incarnation: leases.NewIncarnation(0, "ABCDEFGHIJ"), Heartbeat: 25_228_800, Held: 2000, Ended: 1000, Notice: 99, Streams: "3w5e11264sgsf"}
 		if _, err := s.Join(ctx, 0, m); err != nil {
 			t.Fatal(err)
 		}

@@ -33,8 +33,9 @@
 //	n  N     notice (absent when 0)
 //	e  N     shards the member ended (absent when 0)
 //	k  N     leases the member holds (absent when 0)
+//	s  S     digest of the streams the member subscribes (absent when empty)
 //
-// An entry of a 64-byte owner id is about 92 bytes: a full row of 8 stays
+// An entry of a 64-byte owner id is about 116 bytes: a full row of 8 stays
 // under 1 KB, so a heartbeat costs one write unit. Each write names one
 // entry:
 //
