@@ -17,8 +17,10 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
+	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
 type Order struct {
@@ -84,17 +86,41 @@ func ExampleSubscribe_duplicate() {
 	// true kinesislease: stream already subscribed: "arn:aws:kinesis:us-east-1:123456789012:stream/orders" (subscribed as "orders")
 }
 
-// The handler reaches the record's metadata through its context.
+// The handler reaches the record's metadata through its context. Here a
+// whole service runs on the in-memory Kinesis of kinesisleasetest and the
+// memory lease store; in production, on kinesislease.New(cfg) and a
+// dynamo.Store.
 func ExampleRecordFrom() {
+	k := kinesisleasetest.NewKinesis()
+	if err := k.CreateStream("fulfilment", 1); err != nil {
+		log.Fatal(err)
+	}
+	svc, err := kinesislease.New(aws.Config{}, kinesislease.WithKinesisClient(k), kinesislease.WithLeaseStore(memory.New()),
+		kinesislease.WithLogger(slog.New(slog.DiscardHandler)), kinesislease.WithHeartbeat(50*time.Millisecond, 300*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	handle := func(ctx context.Context, o Order) error {
 		rec, ok := kinesislease.RecordFrom(ctx)
 		if !ok {
 			return errors.New("not called by kinesislease")
 		}
-		fmt.Println(o.ID, rec.PartitionKey, rec.ShardID, rec.SequenceNumber, rec.Attempt)
+		fmt.Println(o.ID, rec.PartitionKey, rec.ShardID, rec.SequenceNumber != "", rec.Attempt)
+		cancel() // one record is enough here
 		return nil
 	}
-	_ = handle
+	if err := kinesislease.Subscribe(svc, "fulfilment", handle, kinesislease.WithStartPosition(kltype.TrimHorizon)); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := k.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("fulfilment"), PartitionKey: aws.String("customer-17"),
+		Data: []byte(`{"id":"ord-000042","customer":"customer-17","total":42}`)}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("Run:", svc.Run(ctx))
+	// Output:
+	// ord-000042 customer-17 shardId-000000000000 true 1
+	// Run: <nil>
 }
 
 // awsConfig stands for config.LoadDefaultConfig in examples that call no AWS.
@@ -130,22 +156,31 @@ func ExampleWithMemoryBudget() {
 }
 
 // A producer-only program: a Publisher built from a Kinesis client, no
-// Service and no lease store.
+// Service and no lease store. In production the client is
+// kinesis.NewFromConfig(cfg); here the in-memory Kinesis of
+// kinesisleasetest, which counts what arrived.
 func ExampleNewPublisherFromClient() {
 	ctx := context.Background()
-	cfg, err := config.LoadDefaultConfig(ctx)
+	k := kinesisleasetest.NewKinesis()
+	if err := k.CreateStream("fulfilment", 2); err != nil {
+		log.Fatal(err)
+	}
+	p, err := kinesislease.NewPublisherFromClient[Order](k, "fulfilment", kinesislease.WithPublishCodec(codec.Msgpack))
 	if err != nil {
 		log.Fatal(err)
 	}
-	p, err := kinesislease.NewPublisherFromClient[Order](kinesis.NewFromConfig(cfg), "fulfilment",
-		kinesislease.WithPublishCodec(codec.Msgpack))
-	if err != nil {
+	for i := range 3 {
+		if err := p.Put(ctx, "customer-17", Order{ID: fmt.Sprintf("ord-%06d", i), Customer: "customer-17", Total: 42}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Close flushes what Put buffered.
+	if err := p.Close(ctx); err != nil {
 		log.Fatal(err)
 	}
-	defer p.Close(ctx)
-	if err := p.Put(ctx, "customer-17", Order{ID: "ord-000042", Customer: "customer-17", Total: 42}); err != nil {
-		log.Fatal(err)
-	}
+	fmt.Println("records in the stream:", k.Records("fulfilment"))
+	// Output:
+	// records in the stream: 3
 }
 
 // fulfilment is a handler with its dependencies: the interface form.
