@@ -142,45 +142,49 @@ func (s *FaultStore) dead() bool { return s.hooks.Dead != nil && s.hooks.Dead() 
 
 // call runs one store call through the hooks.
 func (s *FaultStore) call(ctx context.Context, op string, l leases.Lease, do func() (leases.Lease, error)) (leases.Lease, error) {
+	apply := do
+	if s.hooks.Apply != nil {
+		apply = func() (leases.Lease, error) { return s.hooks.Apply(op, l, do) }
+	}
+	return faultCall(ctx, s, op, l.Key, apply)
+}
+
+// faultCall runs one call on the item of key through the hooks: delays,
+// failures before the write, answers lost after the write (apply makes
+// it), stalls and death.
+func faultCall[T any](ctx context.Context, s *FaultStore, op string, key leases.Key, apply func() (T, error)) (T, error) {
+	var zero T
 	s.stall()
 	if s.dead() {
-		return leases.Lease{}, &InjectedError{Op: op, Key: l.Key, Msg: "process is dead"}
+		return zero, &InjectedError{Op: op, Key: key, Msg: "process is dead"}
 	}
 	var d Decision
 	if s.hooks.Decide != nil {
-		d = s.hooks.Decide(op, l.Key)
+		d = s.hooks.Decide(op, key)
 	}
 	if err := backoff.Sleep(ctx, d.Delay); err != nil {
-		return leases.Lease{}, err
+		return zero, err
 	}
 	s.stall()
 	if s.dead() {
-		return leases.Lease{}, &InjectedError{Op: op, Key: l.Key, Msg: "process is dead"}
+		return zero, &InjectedError{Op: op, Key: key, Msg: "process is dead"}
 	}
 	if d.Err != nil {
-		return leases.Lease{}, d.Err
+		return zero, d.Err
 	}
-	var (
-		got leases.Lease
-		err error
-	)
-	if s.hooks.Apply != nil {
-		got, err = s.hooks.Apply(op, l, do)
-	} else {
-		got, err = do()
-	}
+	got, err := apply()
 	werr := backoff.Sleep(ctx, d.ResponseDelay)
 	s.stall()
 	switch {
 	case s.dead():
-		return leases.Lease{}, &ResponseLostError{Op: op, Key: l.Key}
+		return zero, &ResponseLostError{Op: op, Key: key}
 	case d.LoseResponse:
 		if d.Lost != nil {
-			return leases.Lease{}, d.Lost
+			return zero, d.Lost
 		}
-		return leases.Lease{}, &ResponseLostError{Op: op, Key: l.Key}
+		return zero, &ResponseLostError{Op: op, Key: key}
 	case werr != nil:
-		return leases.Lease{}, werr
+		return zero, werr
 	}
 	return got, err
 }
@@ -226,51 +230,13 @@ func (s *FaultStore) membership() (leases.Membership, error) {
 }
 
 // callMembers runs one call on membership row row through the hooks, with
-// the fault kinds of call: delays, failures before the write, answers lost
-// after the write, stalls and death.
+// the fault kinds of call.
 func (s *FaultStore) callMembers(ctx context.Context, op string, row int, do func() ([]leases.Member, error)) ([]leases.Member, error) {
-	key := MemberRowKey(row)
-	s.stall()
-	if s.dead() {
-		return nil, &InjectedError{Op: op, Key: key, Msg: "process is dead"}
-	}
-	var d Decision
-	if s.hooks.Decide != nil {
-		d = s.hooks.Decide(op, key)
-	}
-	if err := backoff.Sleep(ctx, d.Delay); err != nil {
-		return nil, err
-	}
-	s.stall()
-	if s.dead() {
-		return nil, &InjectedError{Op: op, Key: key, Msg: "process is dead"}
-	}
-	if d.Err != nil {
-		return nil, d.Err
-	}
-	var (
-		got []leases.Member
-		err error
-	)
+	apply := do
 	if s.hooks.ApplyMembers != nil {
-		got, err = s.hooks.ApplyMembers(op, row, do)
-	} else {
-		got, err = do()
+		apply = func() ([]leases.Member, error) { return s.hooks.ApplyMembers(op, row, do) }
 	}
-	werr := backoff.Sleep(ctx, d.ResponseDelay)
-	s.stall()
-	switch {
-	case s.dead():
-		return nil, &ResponseLostError{Op: op, Key: key}
-	case d.LoseResponse:
-		if d.Lost != nil {
-			return nil, d.Lost
-		}
-		return nil, &ResponseLostError{Op: op, Key: key}
-	case werr != nil:
-		return nil, werr
-	}
-	return got, err
+	return faultCall(ctx, s, op, MemberRowKey(row), apply)
 }
 
 // Heartbeat implements leases.Membership.
