@@ -287,14 +287,7 @@ func fnvString(h uint64, s string) uint64 {
 // fnvSep adds a NUL byte.
 func fnvSep(h uint64) uint64 { return h * fnvPrime }
 
-func score(h uint64) int64 {
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return int64(h >> (64 - scoreBits))
-}
+func score(h uint64) int64 { return int64(mix(h) >> (64 - scoreBits)) }
 
 // spread is a balanced placement problem: item i goes to mult[i] distinct
 // members; member m gets low[m] items, or low[m]+1 for pool of the members
