@@ -35,7 +35,8 @@
 // each under one name: the record (kltype.Record, through RecordFrom), start
 // positions (kltype.Latest, kltype.TrimHorizon, ...), the outcome errors
 // that RetryAfter, Drop and DeadLetter build (kltype.RetryAfterError, ...),
-// the retry policy, dead letters, lease events and the hook interfaces.
+// the retry policy, dead letters and the hook interfaces (lease hooks among
+// them).
 package kinesislease
 
 import (
