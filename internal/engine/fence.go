@@ -93,20 +93,24 @@ func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases
 // the same owner is waited for (up to ShutdownTimeout) to leave, or
 // replaced once seen unchanged for a whole Timeout, in its row; otherwise
 // the instance joins the lowest row with room. A store that cannot work
-// (leases.ErrMisconfigured) ends it with that error.
+// (leases.ErrMisconfigured) before the membership was ever read ends it
+// with that error; once read, the table is known to exist and be allowed,
+// and a table deleted (or access revoked) while this instance waits is a
+// fault to wait out, as it is once running.
 func (g *Group) join(ctx context.Context) error {
 	wait := max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout)
 	var (
 		seen            leases.Member
 		seenAt, firstAt time.Time
-		changed         bool
+		changed, read   bool
 	)
 	for {
 		mine, mineRow, counts, err := g.readAll(ctx)
+		read = read || err == nil
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, leases.ErrMisconfigured):
+		case errors.Is(err, leases.ErrMisconfigured) && !read:
 			return err
 		case err != nil:
 			g.log.Warn("kinesislease: reading the membership failed; retrying", "err", err)
@@ -122,8 +126,10 @@ func (g *Group) join(ctx context.Context) error {
 				// process's own join attempts, landed with its answer lost
 				// (never another process). Take the entry over as a new
 				// incarnation (conditional on the entry as just read).
-				if done, err := g.replaceEntry(ctx, mineRow, mine); done || err != nil {
-					return err
+				if done, err := g.replaceEntry(ctx, mineRow, mine); done {
+					return nil
+				} else if err != nil {
+					g.log.Warn("kinesislease: the lease table stopped working while joining; retrying", "err", err)
 				}
 				break
 			}
@@ -141,7 +147,13 @@ func (g *Group) join(ctx context.Context) error {
 				return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: mine.Incarnation}
 			}
 		default:
-			if done, err := g.joinRow(ctx, counts, -1); done || err != nil {
+			done, err := g.joinRow(ctx, counts, -1)
+			switch {
+			case done:
+				return nil
+			case errors.Is(err, leases.ErrMisconfigured):
+				g.log.Warn("kinesislease: the lease table stopped working while joining; retrying", "err", err)
+			case err != nil:
 				return err
 			}
 		}

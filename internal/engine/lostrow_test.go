@@ -278,6 +278,73 @@ func TestStoreMissingWhileRunning(t *testing.T) {
 	})
 }
 
+// TestStoreMissingWhileJoining: the membership was read, and then the table
+// goes missing before this instance's entry is written (a table deleted
+// and created again while an instance starts). Run does not return: the
+// table worked a moment ago, so this is a fault to wait out, and the
+// instance joins and delivers once the table works. Only a table that never
+// answered ends Run (a wrong name or region). Before, the join's write
+// failing with "table not found" ended Run (the membership simulation's
+// seed 2 in a clean clone's CI).
+func TestStoreMissingWhileJoining(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, 2)
+		var reads, missing atomic.Int32
+		errTable := fmt.Errorf("dynamo: table %q not found: %w", "t", leases.ErrMisconfigured)
+		store := sim.NewFaultStore(f.store, sim.StoreHooks{Decide: func(string, leases.Key) sim.Decision {
+			if reads.Add(1) == 1 {
+				missing.Store(1) // the first call (reading the header) answers; then the table is gone
+				return sim.Decision{}
+			}
+			if missing.Load() == 1 {
+				return sim.Decision{Err: errTable}
+			}
+			return sim.Decision{}
+		}})
+		f.start(f.config("a", store, nil))
+		time.Sleep(5 * time.Second)
+		select {
+		case err := <-f.members["a"].done:
+			t.Errorf("Run returned while the table was missing after the membership was read: %v", err)
+			delete(f.members, "a")
+			close(f.stopPut)
+			f.wg.Wait()
+			return
+		default:
+		}
+		missing.Store(0)
+		back := time.Now()
+		time.Sleep(10 * time.Second)
+		f.stop()
+		f.check(time.Now().Add(-2*time.Second), back, 6*time.Second)
+	})
+}
+
+// TestStoreMissingAtStart: a table that never answered ends Run with the
+// store's error (leases.ErrMisconfigured): a wrong name or region is the
+// user's to fix, not to wait out.
+func TestStoreMissingAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, 1)
+		errTable := fmt.Errorf("dynamo: table %q not found: %w", "t", leases.ErrMisconfigured)
+		store := sim.NewFaultStore(f.store, sim.StoreHooks{Decide: func(string, leases.Key) sim.Decision {
+			return sim.Decision{Err: errTable}
+		}})
+		f.start(f.config("a", store, nil))
+		select {
+		case err := <-f.members["a"].done:
+			if !errors.Is(err, leases.ErrMisconfigured) {
+				t.Errorf("Run returned %v; want the store's leases.ErrMisconfigured", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Run did not return on a table that never answered")
+		}
+		delete(f.members, "a")
+		close(f.stopPut)
+		f.wg.Wait()
+	})
+}
+
 // TestRewindInterleavedWithCheckpoints: an operator's rewind (the row's
 // rewind_to, and a bump of the holder's Notice, as the CLI does) lands
 // while the holder checkpoints after every record. It is applied within two
