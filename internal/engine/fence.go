@@ -38,6 +38,29 @@ func fenceAfter(sent int64, timeout, margin time.Duration) int64 {
 	return sent + int64(timeout-margin)
 }
 
+// heartbeatDeadline is how long a heartbeat (or a write of this
+// incarnation's entry) may take when sent at now with the fence at fence:
+// half the time left before the fence, and never less than half the
+// interval. A slow store (a DynamoDB Local on a loaded machine, real
+// DynamoDB in a latency spike) has as long as the fence allows, while a
+// call that hangs (a lost connection) still leaves room for another
+// attempt before the fence. Before, every call had half the interval:
+// calls slower than that failed one after the other and fenced an instance
+// whose store answered every one of them, well within the fence.
+//
+// Safety: a heartbeat that counts must have landed before any taker can
+// find the previous one Timeout old, which is the fence plus the margin
+// (fenceAfter). It is sent before the fence, and answered within the
+// deadline: half the interval, which the margin covers, or half of what is
+// left, which ends before the fence.
+func heartbeatDeadline(now, fence int64, interval time.Duration) time.Duration {
+	d := interval / 2
+	if fence != fenced && fence > now {
+		d = max(d, time.Duration(fence-now)/2)
+	}
+	return d
+}
+
 // fencePassed reports whether a heartbeat sent at sent came too late to
 // extend the fence: the fence had passed before it was sent (takers may
 // have found the incarnation dead already). An incarnation that holds
@@ -417,11 +440,11 @@ func (g *Group) beat(ctx context.Context) error {
 	return nil
 }
 
-// heartbeat advances this incarnation's heartbeat. Its deadline is half the
-// interval: the SDK's own retries fit inside it, and the library does not
-// retry (the next turn does).
+// heartbeat advances this incarnation's heartbeat. Its deadline is
+// heartbeatDeadline: the SDK's own retries fit inside it, and the library
+// does not retry (the next turn does).
 func (g *Group) heartbeat(ctx context.Context) error {
-	hctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
+	hctx, cancel := context.WithTimeout(ctx, heartbeatDeadline(mono(), g.fence.Load(), g.cfg.Heartbeat))
 	defer cancel()
 	// Every attempt writes a new value: an attempt whose answer was lost
 	// may have landed, and a next attempt writing the same value would move
@@ -546,7 +569,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
 	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
 	sent := mono()
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
+	rctx, cancel := context.WithTimeout(ctx, heartbeatDeadline(mono(), g.fence.Load(), g.cfg.Heartbeat))
 	defer cancel()
 	rows, err := g.mem.ReplaceMember(rctx, row, cur, next)
 	if err != nil {
@@ -623,7 +646,7 @@ func (g *Group) rejoin(ctx context.Context) {
 	if !g.hb.needNewInc {
 		g.hb.hb++
 		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
-		jctx, cancel := context.WithTimeout(ctx, g.cfg.Heartbeat/2)
+		jctx, cancel := context.WithTimeout(ctx, heartbeatDeadline(mono(), g.fence.Load(), g.cfg.Heartbeat))
 		sent := mono()
 		rows, err := g.mem.Join(jctx, row, m)
 		cancel()

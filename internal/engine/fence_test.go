@@ -30,6 +30,29 @@ func TestFenceArithmetic(t *testing.T) {
 	}
 }
 
+// TestHeartbeatDeadline: a heartbeat may take half the time left before the
+// fence, never less than half the interval (none left, fenced, or an
+// instance that holds nothing yet).
+func TestHeartbeatDeadline(t *testing.T) {
+	hb := 150 * time.Millisecond
+	cases := []struct {
+		name       string
+		now, fence int64
+		want       time.Duration
+	}{
+		{"right after a heartbeat: half of what is left", 0, int64(350 * time.Millisecond), 175 * time.Millisecond},
+		{"much left", 0, int64(2750 * time.Millisecond), 1375 * time.Millisecond},
+		{"little left: half the interval", 0, int64(100 * time.Millisecond), hb / 2},
+		{"the fence passed", int64(time.Second), int64(500 * time.Millisecond), hb / 2},
+		{"fenced", 0, fenced, hb / 2},
+	}
+	for _, c := range cases {
+		if got := heartbeatDeadline(c.now, c.fence, hb); got != c.want {
+			t.Errorf("%s: heartbeatDeadline(%d, %d, %v) = %v, want %v", c.name, c.now, c.fence, hb, got, c.want)
+		}
+	}
+}
+
 func TestHeartbeatAction(t *testing.T) {
 	conflict := func(cur leases.Member) error {
 		return &leases.MemberConflictError{Op: "Heartbeat", Owner: "o", Current: cur}

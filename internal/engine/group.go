@@ -245,10 +245,11 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	if cfg.FenceMargin <= 0 {
 		cfg.FenceMargin = cfg.Timeout / 6
 	}
-	// A heartbeat answered before its deadline (half an interval) was
-	// applied before the answer came: the margin must cover that deadline,
-	// or a taker's read sent after the fence could miss a heartbeat the
-	// holder counts.
+	// A heartbeat answered before its deadline was applied before the
+	// answer came, so it must have landed before a taker can find the
+	// previous one a Timeout old (the fence plus the margin): the margin
+	// must cover the least deadline (half an interval), and a longer one
+	// ends before the fence (heartbeatDeadline).
 	cfg.FenceMargin = max(cfg.FenceMargin, cfg.Heartbeat/2+cfg.Heartbeat/10)
 	if cfg.ShardSyncInterval <= 0 {
 		cfg.ShardSyncInterval = time.Minute
