@@ -137,22 +137,29 @@ func (b *Budget) room(s *share) (bytes, records int64) {
 	return bytes, records
 }
 
-// charge adds a response of bytes and records to the share.
-func (s *share) charge(bytes, records int64) {
+// locked runs fn on the share's budget under its lock, unless records is
+// 0 (an empty response holds nothing).
+func (s *share) locked(records int64, fn func(b *Budget)) {
 	if records == 0 {
 		return
 	}
-	b := s.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s.add(bytes, records)
-	b.largest = max(b.largest, bytes)
-	size := float64(bytes) / float64(records)
-	if b.avg == 0 {
-		b.avg = size
-	} else {
-		b.avg += (size - b.avg) / 8
-	}
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	fn(s.b)
+}
+
+// charge adds a response of bytes and records to the share.
+func (s *share) charge(bytes, records int64) {
+	s.locked(records, func(b *Budget) {
+		s.add(bytes, records)
+		b.largest = max(b.largest, bytes)
+		size := float64(bytes) / float64(records)
+		if b.avg == 0 {
+			b.avg = size
+		} else {
+			b.avg += (size - b.avg) / 8
+		}
+	})
 }
 
 // add changes the share's holdings, and the budget's, by bytes and
@@ -166,14 +173,10 @@ func (s *share) add(bytes, records int64) {
 
 // release returns a handled batch of bytes and records.
 func (s *share) release(bytes, records int64) {
-	if records == 0 {
-		return
-	}
-	b := s.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s.add(-min(bytes, s.bytes), -min(records, s.records))
-	b.wake()
+	s.locked(records, func(b *Budget) {
+		s.add(-min(bytes, s.bytes), -min(records, s.records))
+		b.wake()
+	})
 }
 
 // leave returns everything the share holds and unregisters its reader.
