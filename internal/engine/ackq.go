@@ -24,8 +24,8 @@ type respHold struct {
 // shard's order as they resolve, in or out of order: the checkpoint never
 // passes a record that is not resolved. A record resolved while the queue
 // is empty is acknowledged at once (no bookkeeping); others wait in q
-// behind the first unresolved one. It is the worker's (consume and
-// consumeBatches), used from the worker's goroutine only.
+// behind the first unresolved one. It is the singles and batches shapes'
+// (see consume), used from the worker's goroutine only.
 type ackQueue struct {
 	w  *worker
 	f  *feed
@@ -42,9 +42,7 @@ type ackQueue struct {
 }
 
 func (w *worker) newAckQueue(f *feed, cp *checkpointer) *ackQueue {
-	q := &ackQueue{w: w, f: f, cp: cp, t: w.trk, max: w.cfg.MaxDeferred}
-	w.acks = q
-	return q
+	return &ackQueue{w: w, f: f, cp: cp, t: w.trk, max: w.cfg.MaxDeferred}
 }
 
 // hold counts slot as taken up from its answer, in the shard's order.
@@ -203,7 +201,7 @@ func (q *ackQueue) settle(draining bool) bool {
 func (q *ackQueue) settleOne(d *Deferral) bool {
 	w := q.w
 	if br := d.batch; br != nil {
-		switch w.proc.resumeBatch(br, w, d) {
+		switch w.proc.runBatch(br, w, d) {
 		case Stopped:
 			return false
 		case Deferred:
@@ -227,10 +225,12 @@ func (q *ackQueue) settleOne(d *Deferral) bool {
 func (q *ackQueue) awaited() int { return q.awaiting }
 func (q *ackQueue) held() int    { return q.outstanding }
 
-// drainer is what letGo drains: the worker's ackQueue, or consumeByKey's.
+// drainer is what letGo drains: the consume loop's shape (see consume).
 type drainer interface {
-	// settle takes up the resolutions handed back (draining: a failure
-	// cannot be delivered again); false if the lease was lost.
+	// settle takes up the resolutions handed back; false ends the consume
+	// loop (the worker stops, or the lease is lost). draining: the loop
+	// ended (letGo), and a failure cannot be delivered again; false then
+	// means the lease was lost.
 	settle(draining bool) bool
 	// awaited counts records whose deferred acknowledgement has not come
 	// back; held those deferred and not resolved.
@@ -273,10 +273,10 @@ func (w *worker) resumeOutcome(slot *recordContext, d *Deferral) kltype.Outcome 
 // unless the lease was lost waits (up to DrainTimeout, or until the
 // handlers are cancelled) for the outstanding ones, so that the release
 // checkpoints as far as they resolve; then it refuses any later one.
-func (w *worker) letGo(lost bool) {
+func (w *worker) letGo() {
 	defer w.trk.close()
 	a := w.acks
-	lost = lost || w.lease.isLost()
+	lost := w.lease.isLost()
 	if w.toldRelease || (a == nil || a.held() == 0) && w.cfg.OnRelease == nil {
 		return
 	}

@@ -37,119 +37,90 @@ type BatchConfig struct {
 	Linger     time.Duration
 }
 
-// batchAcc is the batch being gathered.
-type batchAcc struct {
-	items []*recordContext
-	bytes int
+// batches hands a shard's records to the batch handler in batches of at
+// most MaxRecords records and MaxBytes bytes, in order; a batch not full
+// goes after Linger (see BatchConfig). A corrupt aggregate is dead-lettered
+// whole, in its place between two batches. The checkpoint advances over
+// the resolved prefix as records resolve.
+type batches struct {
+	*ackQueue
+	cfg    *BatchConfig
+	items  []*recordContext // the batch being gathered
+	bytes  int              // its records' data
+	linger *time.Timer      // running while a batch not full waits for more
 }
 
-func (a *batchAcc) full(c *BatchConfig) bool {
-	return len(a.items) >= c.MaxRecords || a.bytes >= c.MaxBytes
-}
+func (s *batches) reading() bool { return true }
 
-// consumeBatches is consume for a batch subscription.
-func (w *worker) consumeBatches(f *feed, cp *checkpointer) (permanent error, lost bool) {
-	bc := w.cfg.Batch
-	q := w.newAckQueue(f, cp)
-	var acc batchAcc
-	var linger *time.Timer
-	var lingerC <-chan time.Time
-	flush := func() bool {
-		if linger != nil {
-			linger.Stop()
-			linger, lingerC = nil, nil
+// take gathers b's records, handing each batch over as it fills, and the
+// rest at once unless it may linger; at the shard's end it waits for the
+// deferred acknowledgements (endShard) and ends the loop.
+func (s *batches) take(b Batch) bool {
+	w := s.w
+	resp := &respHold{b: b, open: true}
+	slots := make([]recordContext, len(b.Records))
+	gather := func(r *recordContext, corrupt error, done leases.Checkpoint) bool {
+		s.hold(r, done, resp)
+		if corrupt != nil {
+			return s.flush() && s.deliver(r, corrupt)
 		}
-		if len(acc.items) == 0 {
-			return true
-		}
-		ok := w.deliverBatch(acc.items, q)
-		acc = batchAcc{}
-		return ok
+		s.items = append(s.items, r)
+		s.bytes += len(r.rec.Data)
+		return len(s.items) < s.cfg.MaxRecords && s.bytes < s.cfg.MaxBytes || s.flush()
 	}
-	defer func() {
-		if linger != nil {
-			linger.Stop()
-		}
-	}()
-	for {
-		select {
-		case <-w.graceful:
-			return nil, false // what is gathered is not acknowledged: the next holder reads it again
-		case <-cp.ticker.C:
-			if cp.since > 0 && !cp.write() {
-				return nil, true
-			}
-		case <-w.trk.notify:
-			if !q.settle(false) {
-				return nil, false
-			}
-		case err := <-f.errs:
-			if w.hardCtx.Err() != nil {
-				return nil, false
-			}
-			if !flush() {
-				return nil, false
-			}
-			w.log.Error("kinesislease: cannot read shard", "err", err)
-			return err, false
-		case <-lingerC:
-			if !flush() {
-				return nil, false
-			}
-		case b := <-f.batches:
-			resp := &respHold{b: b, open: true}
-			slots := make([]recordContext, len(b.Records))
-			for i := range b.Records {
-				ok := w.expand(&b.Records[i], &slots[i], func(r *recordContext, corrupt error, done leases.Checkpoint) bool {
-					q.hold(r, done, resp)
-					if corrupt != nil {
-						// A corrupt aggregate is dead-lettered whole, in its place.
-						return flush() && q.deliver(r, corrupt)
-					}
-					acc.items = append(acc.items, r)
-					acc.bytes += len(r.rec.Data)
-					return !acc.full(bc) || flush()
-				})
-				if !ok {
-					return nil, false
-				}
-			}
-			q.closeResp(resp)
-			switch {
-			case b.End:
-				if !flush() || !w.endShard(q) {
-					return nil, false
-				}
-				w.ended = true
-				return nil, false
-			case bc.Linger <= 0:
-				if !flush() {
-					return nil, false
-				}
-			case lingerC == nil && len(acc.items) > 0:
-				linger = time.NewTimer(bc.Linger)
-				lingerC = linger.C
-			}
+	for i := range b.Records {
+		if !w.expand(&b.Records[i], &slots[i], gather) {
+			return false
 		}
 	}
+	s.closeResp(resp)
+	switch {
+	case b.End:
+		if s.flush() && w.endShard(s.ackQueue) {
+			w.ended = true
+		}
+		return false
+	case s.cfg.Linger <= 0:
+		return s.flush()
+	case s.linger == nil && len(s.items) > 0:
+		s.linger = time.NewTimer(s.cfg.Linger)
+	}
+	return true
 }
 
-// deliverBatch takes a gathered batch to outcomes (or to a deferral)
-// through the Processor, once there is room for another deferral; the
-// checkpoint advances over the resolved prefix as items resolve. It returns
-// false when the worker stops or the lease is lost first.
-func (w *worker) deliverBatch(items []*recordContext, q *ackQueue) bool {
-	if !q.room() {
+// events is the linger timer's channel while one runs.
+func (s *batches) events() <-chan time.Time {
+	if s.linger == nil {
+		return nil
+	}
+	return s.linger.C
+}
+
+// event hands over the batch that lingered.
+func (s *batches) event(time.Time) bool { return s.flush() }
+
+// flush hands the gathered batch to outcomes (or to a deferral) through
+// the Processor, once there is room for another deferral. It returns false
+// when the worker stops or the lease is lost first.
+func (s *batches) flush() bool {
+	s.stop()
+	items := s.items
+	if len(items) == 0 {
+		return true
+	}
+	s.items, s.bytes = nil, 0
+	if !s.room() {
 		return false
 	}
+	w := s.w
 	recs := make([]*kltype.Record, len(items))
 	for i, it := range items {
 		recs[i] = &it.rec
-		q.enqueue(it)
+		s.enqueue(it)
 	}
-	br := newBatchRun(w.hardCtx, recs, w.cfg.Batch.Handler, func(i int, o kltype.Outcome) bool {
+	br := newBatchRun(w.hardCtx, recs, s.cfg.Handler, func(i int, o kltype.Outcome) bool {
 		w.handled(recs[i], o, time.Time{})
-		return q.resolved(items[i])
+		return s.resolved(items[i])
 	})
 	br.items = items
 	br.ctx.del.t = w.trk
@@ -157,9 +128,17 @@ func (w *worker) deliverBatch(items []*recordContext, q *ackQueue) bool {
 	case Stopped:
 		return false
 	case Deferred:
-		q.deferred(br.ctx.del.d, br.unresolved()...)
+		s.deferred(br.ctx.del.d, br.unresolved()...)
 	}
 	return true
+}
+
+// stop stops the linger timer.
+func (s *batches) stop() {
+	if s.linger != nil {
+		s.linger.Stop()
+		s.linger = nil
+	}
 }
 
 // batchContext is a batch handler's context: it carries the batch's
@@ -219,12 +198,6 @@ func (br *batchRun) unresolved() []*recordContext {
 // the batch's acknowledgement (Defer) is waited for in place.
 func (p *Processor) ProcessBatch(ctx context.Context, recs []*kltype.Record, handler BatchHandler, gate Gate, done func(i int, o kltype.Outcome) bool) bool {
 	return p.runBatch(newBatchRun(ctx, recs, handler, done), gate, nil) != Stopped
-}
-
-// resumeBatch goes on with br once its deferred acknowledgement d was
-// resolved, as runBatch would have had the handler returned it.
-func (p *Processor) resumeBatch(br *batchRun, gate Gate, d *Deferral) kltype.Outcome {
-	return p.runBatch(br, gate, d)
 }
 
 // runBatch is ProcessBatch on br: it returns Acked once every record

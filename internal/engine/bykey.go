@@ -36,176 +36,27 @@ type keyBatch struct {
 // some are (a key held by RetryAfter holds at most this much behind it).
 const maxKeyWindow = 10_000
 
-// consumeByKey is consume with per-key concurrency: records of one
-// partition key are handled in order, one at a time; records of different
-// keys run on up to KeyConcurrency lanes at once. The checkpoint advances
-// to the newest record such that it and every record before it are
-// resolved, so a restart never skips an unacknowledged record. A retry or
-// RetryAfter holds only its key. A record whose acknowledgement is deferred
-// frees its key; if it comes back failed it is delivered again before the
-// key's records not delivered yet. On a stop, records in flight finish
-// (their waits cut short by the stop) and nothing queued starts; a lost
-// lease cancels what is in flight.
-func (w *worker) consumeByKey(f *feed, cp *checkpointer) (permanent error, lost bool) {
-	lanes := w.cfg.KeyConcurrency
-	ready := make(chan *keyItem, lanes)
-	results := make(chan *keyItem, lanes)
-	for range lanes {
-		go func() {
-			for it := range ready {
-				if d := it.resume; d != nil {
-					it.resume = nil
-					it.o = w.resumeOutcome(it.slot, d)
-				} else {
-					it.o, it.start = w.outcome(it.slot, it.corrupt)
-				}
-				results <- it
-			}
-		}()
-	}
-	k := &byKey{w: w, f: f, cp: cp, queues: map[string][]*keyItem{}, busy: map[string]bool{}, pending: map[int]*keyItem{}}
-	w.acks = k
-	free := lanes
-	ending := false // the shard's last answer was read
-
-	// fresh counts the lanes' first deliveries: each may defer, so they
-	// count towards the bound.
-	fresh := 0
-	dispatch := func() {
-		for i := 0; free > 0 && i < len(k.runnable); {
-			key := k.runnable[i]
-			it := k.queues[key][0]
-			if it.resume == nil && k.outstanding+fresh >= w.cfg.MaxDeferred {
-				i++ // no new delivery at the bound: only those coming back
-				continue
-			}
-			if it.resume == nil && !it.defer_ {
-				fresh++
-				it.fresh = true
-			}
-			k.runnable = append(k.runnable[:i], k.runnable[i+1:]...)
-			k.busy[key] = true
-			free--
-			it.inLane = true
-			ready <- it
-		}
-	}
-	back := func(it *keyItem) {
-		free++
-		it.inLane = false
-		if it.fresh {
-			it.fresh = false
-			fresh--
-		}
-	}
-	// stop waits for the lanes to hand their items back (unacknowledged,
-	// unless deferred meanwhile), then ends them.
-	stop := func() {
-		for free < lanes {
-			it := <-results
-			back(it)
-			if it.o == Deferred {
-				if d := k.deferred(it); d != nil {
-					k.early = append(k.early, d) // for letGo's drain
-				}
-			}
-		}
-		close(ready)
-	}
-	for {
-		batches := f.batches
-		if ending || len(k.pending) >= maxKeyWindow {
-			batches = nil
-		}
-		select {
-		case <-w.graceful:
-			stop()
-			return nil, false
-		case <-cp.ticker.C:
-			if cp.since > 0 && !cp.write() {
-				w.hardCancel()
-				stop()
-				return nil, true
-			}
-		case <-w.trk.notify:
-			if !k.settleLive() {
-				w.hardCancel()
-				stop()
-				return nil, true
-			}
-			dispatch()
-		case err := <-f.errs:
-			var permanent error
-			if w.hardCtx.Err() == nil {
-				w.log.Error("kinesislease: cannot read shard", "err", err)
-				permanent = err
-			}
-			stop()
-			return permanent, false
-		case it := <-results:
-			back(it)
-			if it.o == Stopped {
-				stop() // stopping, or the lease lost: nothing more is acknowledged
-				return nil, false
-			}
-			k.next(it.slot.rec.PartitionKey)
-			if it.o == Deferred {
-				if d := k.deferred(it); d != nil && !k.settleLiveOf([]*Deferral{d}) {
-					w.hardCancel()
-					stop()
-					return nil, true
-				}
-			} else if !k.resolved(it) {
-				w.hardCancel()
-				stop()
-				return nil, true
-			}
-			dispatch()
-		case b := <-batches:
-			slots := make([]recordContext, len(b.Records))
-			resp := &keyBatch{b: b}
-			for i := range b.Records {
-				w.expand(&b.Records[i], &slots[i], func(r *recordContext, corrupt error, done leases.Checkpoint) bool {
-					it := &keyItem{slot: r, corrupt: corrupt, done: done, k: k.nextK, resp: resp}
-					r.order = int64(k.nextK)
-					k.nextK++
-					resp.left++
-					k.pending[it.k] = it
-					key := r.rec.PartitionKey
-					k.queues[key] = append(k.queues[key], it)
-					if len(k.queues[key]) == 1 && !k.busy[key] {
-						k.runnable = append(k.runnable, key)
-					}
-					return true
-				})
-			}
-			if resp.left == 0 {
-				f.done(&resp.b)
-			}
-			ending = b.End
-			dispatch()
-		}
-		if ending && len(k.pending) == 0 {
-			stop()
-			w.ended = true
-			return nil, false
-		}
-		if ending && len(k.pending) == k.outstanding && k.outstanding > 0 && !w.toldRelease {
-			// Only deferred records keep the shard from its end: tell the
-			// release callback, so that a sink flushes them.
-			w.toldRelease = true
-			if fn := w.cfg.OnRelease; fn != nil {
-				fn(w.hardCtx, kltype.ReleaseInfo{Stream: w.stream, ShardID: w.shard, Outstanding: k.outstanding, Ended: true})
-			}
-		}
-	}
-}
-
-// byKey is consumeByKey's state, kept on its goroutine.
+// byKey hands a shard's records over with per-key concurrency: records of
+// one partition key are handled in order, one at a time; records of
+// different keys run on up to KeyConcurrency lanes at once. The checkpoint
+// advances to the newest record such that it and every record before it
+// are resolved, so a restart never skips an unacknowledged record. A retry
+// or RetryAfter holds only its key. A record whose acknowledgement is
+// deferred frees its key; if it comes back failed it is delivered again
+// before the key's records not delivered yet. On a stop, records in flight
+// finish (their waits cut short by the stop) and nothing queued starts; a
+// lost lease cancels what is in flight. Its state is kept on the worker's
+// goroutine; the lanes get items on ready and hand them back on results.
 type byKey struct {
 	w  *worker
 	f  *feed
 	cp *checkpointer
+
+	lanes          int
+	ready, results chan *keyItem
+	free           int  // lanes without an item
+	fresh          int  // lanes on a first delivery: each may defer, so they count towards MaxDeferred
+	ending         bool // the shard's last answer was read
 
 	queues   map[string][]*keyItem // per key, in order; its head is in a lane while busy[key]
 	busy     map[string]bool
@@ -219,6 +70,155 @@ type byKey struct {
 	// early holds resolutions that came back before their lane handed the
 	// item back: taken up once it does.
 	early []*Deferral
+}
+
+// newByKey starts the lanes of a byKey.
+func (w *worker) newByKey(f *feed, cp *checkpointer) *byKey {
+	n := w.cfg.KeyConcurrency
+	k := &byKey{w: w, f: f, cp: cp, lanes: n, free: n, ready: make(chan *keyItem, n), results: make(chan *keyItem, n),
+		queues: map[string][]*keyItem{}, busy: map[string]bool{}, pending: map[int]*keyItem{}}
+	for range n {
+		go func() {
+			for it := range k.ready {
+				if d := it.resume; d != nil {
+					it.resume = nil
+					it.o = w.resumeOutcome(it.slot, d)
+				} else {
+					it.o, it.start = w.outcome(it.slot, it.corrupt)
+				}
+				k.results <- it
+			}
+		}()
+	}
+	return k
+}
+
+// reading reports whether another answer may be read: not past the
+// shard's end, nor past maxKeyWindow records unacknowledged.
+func (k *byKey) reading() bool { return !k.ending && len(k.pending) < maxKeyWindow }
+
+// take queues b's records by key and starts what it can.
+func (k *byKey) take(b Batch) bool {
+	slots := make([]recordContext, len(b.Records))
+	resp := &keyBatch{b: b}
+	queue := func(r *recordContext, corrupt error, done leases.Checkpoint) bool {
+		it := &keyItem{slot: r, corrupt: corrupt, done: done, k: k.nextK, resp: resp}
+		r.order = int64(k.nextK)
+		k.nextK++
+		resp.left++
+		k.pending[it.k] = it
+		key := r.rec.PartitionKey
+		k.queues[key] = append(k.queues[key], it)
+		if len(k.queues[key]) == 1 && !k.busy[key] {
+			k.runnable = append(k.runnable, key)
+		}
+		return true
+	}
+	for i := range b.Records {
+		k.w.expand(&b.Records[i], &slots[i], queue)
+	}
+	if resp.left == 0 {
+		k.f.done(&resp.b)
+	}
+	k.ending = b.End
+	k.dispatch()
+	return k.atEnd()
+}
+
+// events is the lanes' results.
+func (k *byKey) events() <-chan *keyItem { return k.results }
+
+// event takes up an item a lane handed back.
+func (k *byKey) event(it *keyItem) bool {
+	k.back(it)
+	if it.o == Stopped {
+		return false // stopping, or the lease lost: nothing more is acknowledged
+	}
+	k.next(it.slot.rec.PartitionKey)
+	if it.o == Deferred {
+		if d := k.deferred(it); d != nil && !k.settleLive([]*Deferral{d}) {
+			return k.lost()
+		}
+	} else if !k.resolved(it) {
+		return k.lost()
+	}
+	k.dispatch()
+	return k.atEnd()
+}
+
+// flush implements shape: nothing is gathered.
+func (k *byKey) flush() bool { return true }
+
+// lost cancels what is in flight, the lease being lost, and ends the loop.
+func (k *byKey) lost() bool {
+	k.w.hardCancel()
+	return false
+}
+
+// atEnd returns false, setting w.ended, once the shard's last answer was
+// read and every record resolved. When only deferred records keep the
+// shard from its end, it tells the release callback, so that a sink
+// flushes them.
+func (k *byKey) atEnd() bool {
+	w := k.w
+	if k.ending && len(k.pending) == 0 {
+		w.ended = true
+		return false
+	}
+	if k.ending && len(k.pending) == k.outstanding && k.outstanding > 0 && !w.toldRelease {
+		w.toldRelease = true
+		if fn := w.cfg.OnRelease; fn != nil {
+			fn(w.hardCtx, kltype.ReleaseInfo{Stream: w.stream, ShardID: w.shard, Outstanding: k.outstanding, Ended: true})
+		}
+	}
+	return true
+}
+
+// dispatch hands the runnable keys' heads to free lanes; at MaxDeferred
+// only deliveries coming back from a failed deferral start.
+func (k *byKey) dispatch() {
+	for i := 0; k.free > 0 && i < len(k.runnable); {
+		key := k.runnable[i]
+		it := k.queues[key][0]
+		if it.resume == nil && k.outstanding+k.fresh >= k.w.cfg.MaxDeferred {
+			i++ // no new delivery at the bound: only those coming back
+			continue
+		}
+		if it.resume == nil && !it.defer_ {
+			k.fresh++
+			it.fresh = true
+		}
+		k.runnable = append(k.runnable[:i], k.runnable[i+1:]...)
+		k.busy[key] = true
+		k.free--
+		it.inLane = true
+		k.ready <- it
+	}
+}
+
+// back counts it, handed back by its lane, out of the lanes.
+func (k *byKey) back(it *keyItem) {
+	k.free++
+	it.inLane = false
+	if it.fresh {
+		it.fresh = false
+		k.fresh--
+	}
+}
+
+// stop waits for the lanes to hand their items back (unacknowledged,
+// unless deferred meanwhile), then ends them.
+func (k *byKey) stop() {
+	for k.free < k.lanes {
+		it := <-k.results
+		k.back(it)
+		if it.o == Deferred {
+			if d := k.deferred(it); d != nil {
+				k.early = append(k.early, d) // for letGo's drain
+			}
+		}
+	}
+	close(k.ready)
 }
 
 // next pops the head of key's queue (the item a lane handed back) and
@@ -274,15 +274,11 @@ func (k *byKey) resolved(it *keyItem) bool {
 	return true
 }
 
-// settleLive takes up the resolutions handed back while delivering: an
+// settleLive takes up resolutions handed back while delivering: an
 // acknowledgement resolves its record here; a failure goes back to the
 // front of its key's queue, for a lane to resume. false if the lease was
 // lost.
-func (k *byKey) settleLive() bool {
-	return k.settleLiveOf(k.w.trk.take())
-}
-
-func (k *byKey) settleLiveOf(ds []*Deferral) bool {
+func (k *byKey) settleLive(ds []*Deferral) bool {
 	for _, d := range ds {
 		it := d.key
 		if it == nil || it.inLane {
@@ -318,10 +314,19 @@ func (k *byKey) requeue(it *keyItem, d *Deferral) {
 	}
 }
 
-// settle implements drainer: once the lanes ended, resolutions are taken
-// up on this goroutine (a failure cannot be delivered again while
-// stopping: its record stays unresolved).
-func (k *byKey) settle(bool) bool {
+// settle implements drainer. In the loop (not draining) it takes up the
+// resolutions handed back (settleLive) and starts what they free; once the
+// lanes ended (draining) resolutions are taken up on this goroutine (a
+// failure cannot be delivered again while stopping: its record stays
+// unresolved).
+func (k *byKey) settle(draining bool) bool {
+	if !draining {
+		if !k.settleLive(k.w.trk.take()) {
+			return k.lost()
+		}
+		k.dispatch()
+		return k.atEnd()
+	}
 	ds := append(k.early, k.w.trk.take()...)
 	k.early = nil
 	for _, d := range ds {

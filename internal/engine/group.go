@@ -153,7 +153,7 @@ type Group struct {
 	// recheckReleased).
 	released map[unit]releasedRow
 
-	fence atomic.Int64 // mono() after which nothing may be delivered
+	fence fence // mono() after which nothing may be delivered
 	// fencedSince is mono() when this instance found itself fenced; 0 when
 	// it is not. Written by the heartbeat loop.
 	fencedSince atomic.Int64

@@ -45,10 +45,13 @@ type heldLease struct {
 	gone atomic.Bool
 	// shared is the instance's fence of the membership protocol: mono()
 	// after which none of its leases may deliver.
-	shared *atomic.Int64
+	shared *fence
 	// vanished is set when a write found the row gone (a table recreated, a
-	// row deleted): the Group recreates it from the checkpoint it knows.
+	// row deleted): the Group recreates it from the checkpoint it knows
+	// (recreated).
 	vanished atomic.Bool
+	// back wakes the worker waiting for the row to be recreated.
+	back signal
 
 	// released: this instance released the lease itself (lost is then set
 	// too, to fence further writes); another owner did not take it.
@@ -73,10 +76,25 @@ func (h *heldLease) markVanished() {
 	}
 }
 
+// proved moves the proof of the row to a successful write sent at sent.
+func (h *heldLease) proved(sent int64) {
+	if sent > h.proofSent.Load() {
+		h.proofSent.Store(sent)
+	}
+}
+
+// recreated says the Group wrote the row again after it vanished, with a
+// write sent at sent: the worker may deliver again, and is woken.
+func (h *heldLease) recreated(sent int64) {
+	h.proved(sent)
+	h.vanished.Store(false)
+	h.back.broadcast()
+}
+
 // newMemberLease returns l held under the membership protocol: valid while
 // the instance's fence (shared) has not passed and the lease is not lost;
 // sent is when the write that took it was sent, proof the proof bound.
-func newMemberLease(store leases.Store, l leases.Lease, shared *atomic.Int64, sent int64, proof time.Duration) *heldLease {
+func newMemberLease(store leases.Store, l leases.Lease, shared *fence, sent int64, proof time.Duration) *heldLease {
 	h := &heldLease{store: store, lease: l, writing: make(chan struct{}, 1), shared: shared, proof: proof}
 	h.proofSent.Store(sent)
 	return h
@@ -163,9 +181,7 @@ func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.L
 		sent := mono()
 		l, err := do(ctx, known)
 		if err == nil {
-			if sent > h.proofSent.Load() {
-				h.proofSent.Store(sent)
-			}
+			h.proved(sent)
 			h.mu.Lock()
 			h.lease = l
 			h.mu.Unlock()

@@ -133,10 +133,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	})
 	switch {
 	case err == nil:
-		if sent > w.lease.proofSent.Load() {
-			w.lease.proofSent.Store(sent)
-		}
-		w.lease.vanished.Store(false)
+		w.lease.recreated(sent)
 	case errors.Is(err, leases.ErrConflict):
 		// Someone recreated it first (after lostRowWait): not ours any more.
 		st.log.Warn("kinesislease: lease lost: the vanished row was recreated by another member", "shard", u.Shard)

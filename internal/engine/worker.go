@@ -195,12 +195,9 @@ func (w *worker) run() {
 	cp := w.newCheckpointer()
 	defer cp.stop()
 
-	permanent, lost := w.consume(f, cp)
-	w.letGo(lost)
-	if lost {
-		return // a checkpoint found the lease lost: nothing more is written
-	}
-	w.finish(cp.acked, permanent)
+	permanent := w.consume(f, cp)
+	w.letGo()
+	w.finish(cp.acked, permanent) // nothing, if the lease was lost
 }
 
 // feed is the goroutine reading the shard ahead of the worker.
@@ -303,56 +300,6 @@ func (w *worker) startReader() *feed {
 		}
 	})
 	return f
-}
-
-// consume hands the feed's records to the handler until the worker stops,
-// the shard ends (w.ended) or reading fails for good (permanent). lost
-// reports that a checkpoint on the ticker found the lease lost.
-func (w *worker) consume(f *feed, cp *checkpointer) (permanent error, lost bool) {
-	if w.cfg.Batch != nil {
-		return w.consumeBatches(f, cp)
-	}
-	if w.cfg.KeyConcurrency > 1 {
-		return w.consumeByKey(f, cp)
-	}
-	q := w.newAckQueue(f, cp)
-	for {
-		select {
-		case <-w.graceful:
-			return nil, false
-		case <-cp.ticker.C:
-			if cp.since > 0 && !cp.write() {
-				return nil, true
-			}
-		case <-w.trk.notify:
-			if !q.settle(false) {
-				return nil, false
-			}
-		case err := <-f.errs:
-			if w.hardCtx.Err() != nil {
-				return nil, false
-			}
-			w.log.Error("kinesislease: cannot read shard", "err", err)
-			return err, false
-		case b := <-f.batches:
-			// One record context per record, allocated with the batch.
-			slots := make([]recordContext, len(b.Records))
-			resp := &respHold{b: b, open: true}
-			for i := range b.Records {
-				if !w.handle(&b.Records[i], &slots[i], resp, q) {
-					return nil, false // stopping (or lost) before the end of this record
-				}
-			}
-			q.closeResp(resp)
-			if b.End {
-				if !w.endShard(q) {
-					return nil, false
-				}
-				w.ended = true
-				return nil, false
-			}
-		}
-	}
 }
 
 // checkpointer writes the newest acknowledged record as the lease's
@@ -474,19 +421,6 @@ func (w *worker) release(acked leases.Checkpoint, permanent error) {
 	w.err = permanent
 }
 
-// handle takes one Kinesis record to an outcome: the record, or each user
-// record of a KPL aggregate in order, skipping those the checkpoint we
-// resumed from already covers. Each is acknowledged to the checkpointer
-// once it and every record before it resolved (q). handle returns false
-// when the worker stops (or the lease is lost) first, leaving the rest
-// unacknowledged.
-func (w *worker) handle(rec *types.Record, slot *recordContext, resp *respHold, q *ackQueue) bool {
-	return w.expand(rec, slot, func(r *recordContext, corrupt error, done leases.Checkpoint) bool {
-		q.hold(r, done, resp)
-		return q.deliver(r, corrupt)
-	})
-}
-
 // expand turns one Kinesis record into what is delivered, in order: the
 // record itself (in slot), or each user record of a KPL aggregate (skipping
 // those the checkpoint we resumed from covers), each with the checkpoint
@@ -595,22 +529,29 @@ func (w *worker) batchFetched(b Batch) {
 	}
 }
 
-// Wait implements Gate: it blocks while the lease cannot be trusted and
-// reports whether delivery may go on.
-func (w *worker) Wait() bool { return w.waitValid() }
-
 // Done implements Gate.
 func (w *worker) Done() <-chan struct{} { return w.graceful }
 
-// waitValid blocks while the lease cannot be trusted (lost, or the
-// instance's fence passed: its last successful heartbeat is too old) and
-// reports whether delivery may go on.
-func (w *worker) waitValid() bool {
-	for {
-		ok, proven := w.lease.deliverable()
-		if ok {
+// touchRetry is how long Wait waits before it proves an idle row again
+// after a touch failed (the store did not answer, or answered an error).
+const touchRetry = 50 * time.Millisecond
+
+// Wait implements Gate: it blocks while the lease cannot be trusted (lost,
+// its row missing, or the instance's fence passed: its last successful
+// heartbeat is too old) and reports whether delivery may go on. It wakes
+// when the fence moves or the Group recreates the row, never on a poll. An
+// idle lease past its proof bound proves its row first (touch); a touch
+// that fails is tried again after touchRetry.
+func (w *worker) Wait() bool {
+	for ok, _ := w.lease.deliverable(); !ok; {
+		// The channels first, then the check: a change made after the
+		// check closes the channels taken before it.
+		moved, back := w.lease.shared.moved.wait(), w.lease.back.wait()
+		var proven bool
+		if ok, proven = w.lease.deliverable(); ok {
 			break
 		}
+		var retry *time.Timer
 		if !proven {
 			// Idle past the proof bound: prove the row still exists and is
 			// ours before delivering again (a row deleted meanwhile may have
@@ -624,13 +565,24 @@ func (w *worker) waitValid() bool {
 			if errors.Is(err, errLost) {
 				return false
 			}
+			retry = time.NewTimer(touchRetry)
+		}
+		var retryC <-chan time.Time
+		if retry != nil {
+			retryC = retry.C
 		}
 		select {
 		case <-w.graceful:
-			return false
 		case <-w.hardCtx.Done():
+		case <-moved:
+		case <-back:
+		case <-retryC:
+		}
+		if retry != nil {
+			retry.Stop()
+		}
+		if w.stopping() || w.hardCtx.Err() != nil {
 			return false
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	return !w.stopping() && w.hardCtx.Err() == nil

@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// gateWorker returns a worker of a lease under fence f, with the row
+// written at sent, for its gate (Wait) alone.
+func gateWorker(t *testing.T, f *fence, sent int64, proof time.Duration) *worker {
+	t.Helper()
+	store := memory.New()
+	l, err := store.CreateAs(context.Background(), leases.Key{Stream: "s", Shard: "shardId-0"}, "me", "inc-1", leases.Checkpoint{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newMemberLease(store, l, f, sent, proof)
+	cfg := &WorkerConfig{Handler: func(context.Context, *kltype.Record) error { return nil }}
+	cfg.defaults()
+	w := newWorker(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, "s", "shardId-0", kltype.TrimHorizon, h)
+	t.Cleanup(w.kill)
+	return w
+}
+
+// waitGate calls w.Wait on a goroutine of its own; its answer comes on the
+// channel returned.
+func waitGate(w *worker) <-chan bool {
+	got := make(chan bool, 1)
+	go func() { got <- w.Wait() }()
+	return got
+}
+
+// blocked reports whether Wait is still blocked, once every goroutine of
+// the bubble is; no time passes meanwhile.
+func blocked(got <-chan bool) (ok, still bool) {
+	synctest.Wait()
+	select {
+	case ok = <-got:
+		return ok, false
+	default:
+		return false, true
+	}
+}
+
+// TestGateWakesWhenFenceMoves checks that a worker held at a passed fence
+// delivers again as soon as a heartbeat moves the fence, with no time
+// passing: the fence signals its waiters, nothing polls it.
+func TestGateWakesWhenFenceMoves(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fence{}
+		f.Store(mono()) // passed
+		w := gateWorker(t, f, mono(), 0)
+		got := waitGate(w)
+		if _, still := blocked(got); !still {
+			t.Fatal("Wait returned with the fence passed")
+		}
+		before := time.Now()
+		f.Store(mono() + int64(time.Hour))
+		ok, still := blocked(got)
+		if still {
+			t.Fatal("Wait still blocked after the fence moved: it did not wake on the move")
+		}
+		if !ok {
+			t.Fatal("Wait refused delivery after the fence moved")
+		}
+		if d := time.Since(before); d != 0 {
+			t.Fatalf("Wait woke %v after the fence moved, want at once", d)
+		}
+	})
+}
+
+// TestGateWakesWhenRowRecreated checks that a worker whose row vanished
+// delivers again as soon as the Group recreates the row, with no time
+// passing.
+func TestGateWakesWhenRowRecreated(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fence{}
+		f.Store(mono() + int64(time.Hour))
+		w := gateWorker(t, f, mono(), 0)
+		w.lease.markVanished()
+		got := waitGate(w)
+		if _, still := blocked(got); !still {
+			t.Fatal("Wait returned with the row vanished")
+		}
+		w.lease.recreated(mono())
+		ok, still := blocked(got)
+		if still {
+			t.Fatal("Wait still blocked after the row was recreated: it did not wake")
+		}
+		if !ok {
+			t.Fatal("Wait refused delivery after the row was recreated")
+		}
+	})
+}
+
+// TestGateStops checks that a worker held at a passed fence stops waiting
+// when it is asked to stop, and refuses delivery.
+func TestGateStops(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fence{}
+		f.Store(fenced)
+		w := gateWorker(t, f, mono(), 0)
+		got := waitGate(w)
+		if _, still := blocked(got); !still {
+			t.Fatal("Wait returned with the instance fenced")
+		}
+		w.stop()
+		ok, still := blocked(got)
+		if still {
+			t.Fatal("Wait still blocked after the worker was asked to stop")
+		}
+		if ok {
+			t.Fatal("Wait allowed delivery after the worker was asked to stop")
+		}
+	})
+}
+
+// TestGateProvesIdleRow checks that a worker idle past its proof bound
+// proves its row (a touch) before it delivers, and retries a touch that
+// fails after touchRetry rather than giving up.
+func TestGateProvesIdleRow(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := &fence{}
+		f.Store(mono() + int64(time.Hour))
+		const proof = time.Minute
+		w := gateWorker(t, f, mono()-int64(2*proof), proof) // idle past the bound
+		store := w.lease.store.(*memory.Store)
+		key := w.lease.current().Key
+		if !store.Delete(key) { // the touch fails: no row
+			t.Fatal("no row to delete")
+		}
+		got := waitGate(w)
+		if _, still := blocked(got); !still {
+			t.Fatal("Wait returned with the row unproven and the touch failing")
+		}
+		w.lease.vanished.Store(false) // as if recreated, unproven
+		l, err := store.CreateAs(context.Background(), key, "me", "inc-1", leases.Checkpoint{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.lease.adopt(l)
+		time.Sleep(touchRetry)
+		ok, still := blocked(got)
+		if still {
+			t.Fatal("Wait still blocked a touchRetry after the row came back: the touch was not retried")
+		}
+		if !ok {
+			t.Fatal("Wait refused delivery once the touch proved the row")
+		}
+	})
+}
