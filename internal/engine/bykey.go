@@ -8,7 +8,7 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// keyItem is one record waiting for, or in, a lane of consumeByKey.
+// keyItem is one record waiting for, or in, a lane of byKey.
 type keyItem struct {
 	slot    *recordContext
 	corrupt error
@@ -17,7 +17,7 @@ type keyItem struct {
 	resp    *keyBatch      // the GetRecords answer it came in
 	o       kltype.Outcome // written by the lane before it hands the item back (Stopped, Deferred or an outcome)
 	resume  *Deferral      // its deferred acknowledgement came back failed: the lane resumes it
-	acked   bool           // written by consumeByKey once the item resolved
+	acked   bool           // written by byKey once the item resolved
 	defer_  bool           // its acknowledgement is deferred and not resolved yet
 	fresh   bool           // in a lane for its first delivery
 	start   time.Time      // when its first delivery began, for the hooks
@@ -31,7 +31,7 @@ type keyBatch struct {
 	left int
 }
 
-// maxKeyWindow bounds the records consumeByKey holds dispatched or queued
+// maxKeyWindow bounds the records byKey holds dispatched or queued
 // and not yet acknowledged: past it, it reads no further answers until
 // some are (a key held by RetryAfter holds at most this much behind it).
 const maxKeyWindow = 10_000

@@ -92,6 +92,8 @@ func consumeAs[E any](w *worker, f *feed, cp *checkpointer, s shape[E]) error {
 // to the checkpointer once it and every record before it resolved.
 type singles struct{ *ackQueue }
 
+// singles reads every answer as it comes, runs no timer or goroutine of
+// its own, and gathers nothing.
 func (s singles) reading() bool           { return true }
 func (s singles) events() <-chan struct{} { return nil }
 func (s singles) event(struct{}) bool     { return true }

@@ -62,7 +62,7 @@ type Deferral struct {
 	// What the worker tracks: the record's slot, or the batch.
 	slot  *recordContext
 	batch *batchRun
-	key   *keyItem  // consumeByKey's item
+	key   *keyItem  // byKey's item
 	n     int       // records it stands for (1, or the batch's unresolved ones)
 	start time.Time // when its record was first delivered, for the hooks
 }

@@ -50,7 +50,7 @@ type WorkerConfig struct {
 	Batch *BatchConfig
 	// KeyConcurrency, if above 1, handles records of different partition
 	// keys concurrently, at most that many at a time per shard; records of
-	// one key stay in order, one at a time (see consumeByKey).
+	// one key stay in order, one at a time (see byKey).
 	KeyConcurrency int
 	// Budget, if set, bounds what the instance holds fetched and not yet
 	// handled; every worker of the instance shares it.
