@@ -60,6 +60,10 @@ type Kinesis struct {
 	gen       uint64
 	throttles map[string]int
 	calls     map[string]int
+	// listPage and readLimit are set by NewKinesis' options
+	// (kinesis_options.go).
+	listPage  int
+	readLimit bool
 }
 
 var (
@@ -110,13 +114,20 @@ const (
 var kinesisIDs atomic.Uint64
 
 // NewKinesis returns an empty Kinesis: create streams with CreateStream.
-func NewKinesis() *Kinesis {
-	return &Kinesis{
+// Its options (WithListShardsPage, WithGetRecordsRateLimit) make it stricter
+// than its defaults.
+func NewKinesis(opts ...KinesisOption) *Kinesis {
+	k := &Kinesis{
 		id:        kinesisIDs.Add(1),
 		streams:   map[string]*stream{},
 		throttles: map[string]int{},
 		calls:     map[string]int{},
+		listPage:  listPageMax,
 	}
+	for _, o := range opts {
+		o.applyKinesis(k)
+	}
+	return k
 }
 
 type stream struct {
@@ -142,6 +153,7 @@ type shard struct {
 	initial                  bool // created with the stream: open at its trim horizon
 	children                 []string
 	records                  []record
+	reads                    []time.Time // GetRecords calls of the last second, with WithGetRecordsRateLimit
 }
 
 type record struct {
@@ -653,12 +665,12 @@ func (k *Kinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, _
 	if k.begin(OpListShards) {
 		return nil, throttleErr("ListShards")
 	}
-	limit := listPageMax
+	limit := k.listPage
 	if in.MaxResults != nil {
 		if m := *in.MaxResults; m < 1 || m > 10000 {
 			return nil, invalidArg("MaxResults %d: want 1 to 10000", m)
 		}
-		limit = min(int(*in.MaxResults), listPageMax)
+		limit = min(int(*in.MaxResults), k.listPage)
 	}
 	now := time.Now()
 	var tok listToken
@@ -928,6 +940,9 @@ func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _
 			tok.issued.UTC().Format(time.RFC1123), now.UTC().Format(time.RFC1123)))}
 	}
 	sh := s.shards[tok.shard]
+	if k.readLimit && !sh.read(now) {
+		return nil, throttleErr(fmt.Sprintf("shard %s in stream %s", sh.id, s.name))
+	}
 	end, bytes := tok.pos, 0
 	for end < len(sh.records) && end-tok.pos < limit {
 		r := sh.records[end]
