@@ -1,6 +1,7 @@
 package kinesisleasetest_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -126,5 +127,18 @@ func TestIteratorShard(t *testing.T) {
 	}
 	if _, _, ok := k.IteratorShard("not an iterator"); ok {
 		t.Fatal("a string that is no iterator named a shard")
+	}
+}
+
+// TestCreateStreamManyShards: a stream may have more than 10,000 shards
+// (the large simulations use 20,000), listed in full; a shard count of 0 or
+// above the fake's bound is refused.
+func TestCreateStreamManyShards(t *testing.T) {
+	k := kNewStream(t, "s", 20000)
+	if ids := kIDs(kListAll(t, k, &kinesis.ListShardsInput{StreamName: aws.String("s")})); len(ids) != 20000 || ids[19999] != "shardId-000000019999" {
+		t.Fatalf("%d shards listed: want 20000, the last shardId-000000019999", len(ids))
+	}
+	for _, n := range []int{0, 1_000_001} {
+		kWantErr[*types.InvalidArgumentException](t, k.CreateStream(fmt.Sprintf("n%d", n), n))
 	}
 }

@@ -45,8 +45,8 @@
 //   - TestBilledUnits and TestLargeFleetFailover (large_test.go), the large
 //     simulations, run only with KINESISLEASE_SIM_LARGE=1 (otherwise they
 //     skip, saying so): fleets of up to 1,000 Groups with 64-byte owner ids
-//     on up to 20,000 idle shards (a stub Kinesis whose shards never have a
-//     record: no checkpoint is written, reading costs next to nothing), at
+//     on up to 20,000 idle shards (a kinesisleasetest.Kinesis whose shards
+//     never get a record: no checkpoint is written, reading costs little), at
 //     the library's defaults, in virtual time, each Group on its own
 //     DynamoDB store (package leases/dynamo) over one
 //     internal/ddbmeter.Table, which bills every call as DynamoDB would.
