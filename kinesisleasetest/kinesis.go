@@ -43,7 +43,8 @@ import (
 // the stream), shard iterators that expire after 5 minutes, paging, and
 // resharding (SplitShard, MergeShards) with closed parents whose readers
 // reach their end and are told of the children. Throttle injects
-// ProvisionedThroughputExceededException.
+// ProvisionedThroughputExceededException; NewKinesis' options add Kinesis'
+// GetRecords rate limit per shard and shorter ListShards pages.
 //
 // It reads the time with time.Now only, so inside a testing/synctest bubble
 // it runs on the bubble's clock. It keeps every record (no retention
@@ -60,6 +61,10 @@ type Kinesis struct {
 	gen       uint64
 	throttles map[string]int
 	calls     map[string]int
+	// listPage and readLimit are set by NewKinesis' options
+	// (kinesis_options.go).
+	listPage  int
+	readLimit bool
 }
 
 var (
@@ -110,13 +115,20 @@ const (
 var kinesisIDs atomic.Uint64
 
 // NewKinesis returns an empty Kinesis: create streams with CreateStream.
-func NewKinesis() *Kinesis {
-	return &Kinesis{
+// Its options (WithListShardsPage, WithGetRecordsRateLimit) make it stricter
+// than its defaults.
+func NewKinesis(opts ...KinesisOption) *Kinesis {
+	k := &Kinesis{
 		id:        kinesisIDs.Add(1),
 		streams:   map[string]*stream{},
 		throttles: map[string]int{},
 		calls:     map[string]int{},
+		listPage:  listPageMax,
 	}
+	for _, o := range opts {
+		o.applyKinesis(k)
+	}
+	return k
 }
 
 type stream struct {
@@ -142,6 +154,11 @@ type shard struct {
 	initial                  bool // created with the stream: open at its trim horizon
 	children                 []string
 	records                  []record
+	reads                    []time.Time // GetRecords calls of the last second, with WithGetRecordsRateLimit
+	// loText, hiText and firstSeq are lo, hi and the StartingSequenceNumber
+	// in text, made once: every listing of a large stream by many readers
+	// shares their (immutable) bytes.
+	loText, hiText, firstSeq string
 }
 
 type record struct {
@@ -197,14 +214,14 @@ func (k *Kinesis) ARN(name string) string { return arnPrefix + name }
 // CreateStream creates an active stream named name with shards open shards,
 // shardId-000000000000 and on, whose hash key ranges split the 128-bit hash
 // key space evenly (the last takes the remainder). It fails with
-// InvalidArgumentException for a bad name or shard count and
-// ResourceInUseException if the stream exists.
+// InvalidArgumentException for a bad name or shard count (1 to 1,000,000)
+// and ResourceInUseException if the stream exists.
 func (k *Kinesis) CreateStream(name string, shards int) error {
 	if !streamNameRE.MatchString(name) {
 		return invalidArg("Stream name %q: want 1 to 128 of a-z, A-Z, 0-9, '_', '-', '.'", name)
 	}
-	if shards < 1 || shards > 10000 {
-		return invalidArg("ShardCount %d: want 1 to 10000", shards)
+	if shards < 1 || shards > maxShards {
+		return invalidArg("ShardCount %d: want 1 to %d", shards, maxShards)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -247,6 +264,7 @@ func (s *stream) addShard(lo, hi *big.Int, parent, adjacent string, now time.Tim
 	i := len(s.shards)
 	sh := &shard{idx: i, id: shardID(i), lo: lo, hi: hi, parent: parent, adjacent: adjacent,
 		firstCounter: s.last + 1, created: now}
+	sh.loText, sh.hiText, sh.firstSeq = lo.String(), hi.String(), seqNumber(sh.firstCounter, i)
 	s.shards = append(s.shards, sh)
 	return sh
 }
@@ -634,8 +652,9 @@ type listToken struct {
 
 // ListShards implements kinesislease.Kinesis: it lists the shards of the
 // stream named by StreamName or StreamARN, in id order, at most MaxResults
-// (1 to 10,000; at most 1,000 are returned) per call, with a NextToken
-// (valid for 300 seconds) while more remain. ExclusiveStartShardId and
+// (1 to 10,000; at most 1,000, or WithListShardsPage's, are returned) per
+// call, with a NextToken (valid for 300 seconds) while more remain.
+// ExclusiveStartShardId and
 // ShardFilter (AFTER_SHARD_ID, AT_TRIM_HORIZON, FROM_TRIM_HORIZON — the
 // default —, AT_LATEST, AT_TIMESTAMP, FROM_TIMESTAMP) choose which; the
 // trim horizon is the stream's creation, as no record ever expires. A call
@@ -653,12 +672,12 @@ func (k *Kinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, _
 	if k.begin(OpListShards) {
 		return nil, throttleErr("ListShards")
 	}
-	limit := listPageMax
+	limit := k.listPage
 	if in.MaxResults != nil {
 		if m := *in.MaxResults; m < 1 || m > 10000 {
 			return nil, invalidArg("MaxResults %d: want 1 to 10000", m)
 		}
-		limit = min(int(*in.MaxResults), listPageMax)
+		limit = min(int(*in.MaxResults), k.listPage)
 	}
 	now := time.Now()
 	var tok listToken
@@ -754,9 +773,9 @@ func (t *listToken) keeps(sh *shard) bool {
 func (sh *shard) describe() types.Shard {
 	d := types.Shard{
 		ShardId:      aws.String(sh.id),
-		HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String(sh.lo.String()), EndingHashKey: aws.String(sh.hi.String())},
+		HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String(sh.loText), EndingHashKey: aws.String(sh.hiText)},
 		SequenceNumberRange: &types.SequenceNumberRange{
-			StartingSequenceNumber: aws.String(seqNumber(sh.firstCounter, sh.idx)),
+			StartingSequenceNumber: aws.String(sh.firstSeq),
 		},
 	}
 	if sh.closed {
@@ -928,6 +947,9 @@ func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _
 			tok.issued.UTC().Format(time.RFC1123), now.UTC().Format(time.RFC1123)))}
 	}
 	sh := s.shards[tok.shard]
+	if k.readLimit && !sh.read(now) {
+		return nil, throttleErr(fmt.Sprintf("shard %s in stream %s", sh.id, s.name))
+	}
 	end, bytes := tok.pos, 0
 	for end < len(sh.records) && end-tok.pos < limit {
 		r := sh.records[end]

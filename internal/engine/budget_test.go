@@ -26,7 +26,8 @@ func TestBudgetBound(t *testing.T) {
 		perShard = 300
 		size     = 2048
 	)
-	stream := sim.NewStream("budget", shards)
+	k := sim.NewKinesis()
+	stream := newSimStream(t, k, "budget", shards)
 	data := make([]byte, size)
 	for _, id := range stream.ShardIDs() {
 		for i := range perShard {
@@ -77,7 +78,7 @@ func TestBudgetBound(t *testing.T) {
 		time.Sleep(100 * time.Microsecond) // slow: the backlog waits in Kinesis, not in memory
 		return nil
 	}
-	cfg := groupConfig("one", memory.New(), stream)
+	cfg := groupConfig("one", memory.New(), k, stream.Name())
 	cfg.Streams[0].Worker.Handler = handler
 	cfg.Streams[0].Worker.Budget = budget
 	_, stop := startGroup(t, cfg)

@@ -23,7 +23,8 @@ import (
 // delay), and tries the failed shard again after the backoff, which reads
 // it once the fault is gone. Run returns only when cancelled.
 func TestShardFailureIsolated(t *testing.T) {
-	stream := sim.NewStream("isolated", 2)
+	k := sim.NewKinesis()
+	stream := newSimStream(t, k, "isolated", 2)
 	ids := stream.ShardIDs()
 	bad, good := ids[0], ids[1]
 	const n = 20
@@ -42,8 +43,8 @@ func TestShardFailureIsolated(t *testing.T) {
 		handled = map[string]int{}
 	)
 	hook := &testutil.Failures{}
-	cfg := groupConfig("one", memory.New(), stream)
-	cfg.Client = stream.Client(sim.KinesisHooks{Decide: func(op, shard string) (time.Duration, error) {
+	cfg := groupConfig("one", memory.New(), k, stream.Name())
+	cfg.Client = sim.Client(k, sim.KinesisHooks{Decide: func(op, shard string) (time.Duration, error) {
 		if op == "GetRecords" && shard == bad && broken.Load() {
 			return 0, invalid
 		}
@@ -103,7 +104,8 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool, done <-chan 
 // sets the stream aside instead of ending Run: the hooks hear of it with
 // no shard, and once access is back the stream's shards are read.
 func TestStreamFailureIsolated(t *testing.T) {
-	stream := sim.NewStream("denied", 1)
+	k := sim.NewKinesis()
+	stream := newSimStream(t, k, "denied", 1)
 	id := stream.ShardIDs()[0]
 	const n = 10
 	for i := range n {
@@ -115,8 +117,8 @@ func TestStreamFailureIsolated(t *testing.T) {
 	denied.Store(true)
 	var handled atomic.Int64
 	hook := &testutil.Failures{}
-	cfg := groupConfig("one", memory.New(), stream)
-	cfg.Client = stream.Client(sim.KinesisHooks{Decide: func(op, _ string) (time.Duration, error) {
+	cfg := groupConfig("one", memory.New(), k, stream.Name())
+	cfg.Client = sim.Client(k, sim.KinesisHooks{Decide: func(op, _ string) (time.Duration, error) {
 		if op == "ListShards" && denied.Load() {
 			return 0, &types.AccessDeniedException{Message: aws.String("not authorized to perform kinesis:ListShards (injected)")}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -70,11 +71,22 @@ func (s *crashable) Release(ctx context.Context, l leases.Lease, cp leases.Check
 	return s.Store.Release(ctx, l, cp)
 }
 
-func groupConfig(owner string, store leases.Store, stream *sim.Stream) engine.GroupConfig {
+// newSimStream creates a stream named name with shards shards on k and
+// returns its ledger.
+func newSimStream(t *testing.T, k *kinesisleasetest.Kinesis, name string, shards int) *sim.Ledger {
+	t.Helper()
+	l, err := sim.NewStream(k, name, shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func groupConfig(owner string, store leases.Store, k *kinesisleasetest.Kinesis, stream string) engine.GroupConfig {
 	return engine.GroupConfig{
-		Owner: owner, Store: store, Client: stream.Client(sim.KinesisHooks{}),
+		Owner: owner, Store: store, Client: k,
 		Heartbeat: 40 * time.Millisecond, Timeout: 200 * time.Millisecond, ShutdownTimeout: time.Second,
-		Streams: []engine.StreamConfig{{Stream: stream.Name(), Start: kltype.TrimHorizon, Worker: engine.WorkerConfig{
+		Streams: []engine.StreamConfig{{Stream: stream, Start: kltype.TrimHorizon, Worker: engine.WorkerConfig{
 			Handler: func(context.Context, *kltype.Record) error { return nil }, MinInterval: 20 * time.Millisecond, IdleInterval: 20 * time.Millisecond,
 		}}},
 	}
@@ -122,10 +134,11 @@ func TestMembershipRowsBounded(t *testing.T) {
 		restarts = v
 	}
 	mem := memory.New()
-	stream := sim.NewStream("bounded", 2)
+	k := sim.NewKinesis()
+	newSimStream(t, k, "bounded", 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	lcfg := groupConfig("live", mem, stream)
+	lcfg := groupConfig("live", mem, k, "bounded")
 	if os.Getenv("KL_DEBUG") != "" {
 		lcfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -173,7 +186,7 @@ func TestMembershipRowsBounded(t *testing.T) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			st := &crashable{Store: mem}
-			g, err := engine.NewGroup(groupConfig(fmt.Sprintf("proc-%04d", i), st, stream))
+			g, err := engine.NewGroup(groupConfig(fmt.Sprintf("proc-%04d", i), st, k, "bounded"))
 			if err != nil {
 				t.Error(err)
 				return

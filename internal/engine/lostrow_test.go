@@ -15,6 +15,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -24,10 +25,11 @@ import (
 // synctest bubble, with records put on every shard every 100ms and every
 // delivery recorded.
 type fleet struct {
-	t      *testing.T
-	store  *memory.Store
-	stream *sim.Stream
-	ids    []string
+	t       *testing.T
+	store   *memory.Store
+	kinesis *kinesisleasetest.Kinesis
+	stream  *sim.Ledger
+	ids     []string
 
 	mu      sync.Mutex
 	putAt   map[string]time.Time // data -> when put
@@ -50,7 +52,8 @@ type member struct {
 }
 
 func newFleet(t *testing.T, shards int) *fleet {
-	f := &fleet{t: t, store: memory.New(), stream: sim.NewStream("lost", shards), putAt: map[string]time.Time{},
+	k := sim.NewKinesis()
+	f := &fleet{t: t, store: memory.New(), kinesis: k, stream: newSimStream(t, k, "lost", shards), putAt: map[string]time.Time{},
 		members: map[string]*member{}, stopPut: make(chan struct{}),
 		logs: &countingHandler{counts: map[string]int{}, subs: []string{"abandoning", "vanished", "cannot be written"}}}
 	f.ids = f.stream.ShardIDs()
@@ -86,7 +89,7 @@ func (f *fleet) config(owner string, store leases.Store, handler engine.Handler)
 		}
 	}
 	return engine.GroupConfig{
-		Owner: owner, Store: store, Client: f.stream.Client(sim.KinesisHooks{}), Logger: slog.New(teeHandler{f.logs, os.Getenv("KINESISLEASE_SCALE_LOG") != ""}).With("o", owner),
+		Owner: owner, Store: store, Client: f.kinesis, Logger: slog.New(teeHandler{f.logs, os.Getenv("KINESISLEASE_SCALE_LOG") != ""}).With("o", owner),
 		ShutdownTimeout: 2 * time.Second,
 		Streams: []engine.StreamConfig{{Stream: f.stream.Name(), Start: kltype.TrimHorizon, Worker: engine.WorkerConfig{
 			MinInterval: 200 * time.Millisecond, IdleInterval: 200 * time.Millisecond, Handler: handler,

@@ -18,7 +18,8 @@ import (
 // handler still returns its own record after the handler returned and the
 // shard's later records were handled.
 func TestRecordContextKeepsItsRecord(t *testing.T) {
-	stream := sim.NewStream("ctx", 1)
+	k := sim.NewKinesis()
+	stream := newSimStream(t, k, "ctx", 1)
 	id := stream.ShardIDs()[0]
 	const n = 50
 	for i := range n {
@@ -32,7 +33,7 @@ func TestRecordContextKeepsItsRecord(t *testing.T) {
 		seqs []string
 		all  = make(chan struct{})
 	)
-	cfg := groupConfig("one", memory.New(), stream)
+	cfg := groupConfig("one", memory.New(), k, stream.Name())
 	cfg.Streams[0].Worker.Handler = func(ctx context.Context, r *kltype.Record) error {
 		got, ok := engine.RecordFrom(ctx)
 		if !ok || got != r {

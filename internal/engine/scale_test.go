@@ -61,7 +61,8 @@ func TestManyShardsSlowStore(t *testing.T) {
 		shards = v
 	}
 	synctest.Test(t, func(t *testing.T) {
-		stream := sim.NewStream("scale", shards)
+		k := sim.NewKinesis()
+		stream := newSimStream(t, k, "scale", shards)
 		ids := stream.ShardIDs()
 		var outage atomic.Bool
 		store := sim.NewFaultStore(memory.New(), sim.StoreHooks{Decide: func(op string, key leases.Key) sim.Decision {
@@ -75,7 +76,7 @@ func TestManyShardsSlowStore(t *testing.T) {
 		handled := map[string]map[string]time.Time{} // shard -> data -> first handled
 		logs := &countingHandler{counts: map[string]int{}, subs: []string{"fenced: every lease is lost", "new incarnation after a fence"}}
 		cfg := engine.GroupConfig{
-			Owner: "solo", Store: store, Client: stream.Client(sim.KinesisHooks{}), Logger: slog.New(teeHandler{logs, os.Getenv("KINESISLEASE_SCALE_LOG") != ""}),
+			Owner: "solo", Store: store, Client: k, Logger: slog.New(teeHandler{logs, os.Getenv("KINESISLEASE_SCALE_LOG") != ""}),
 			Reconcile: 20 * time.Second, // a whole pass well inside the test
 			Streams: []engine.StreamConfig{{Stream: stream.Name(), Start: kltype.TrimHorizon, Worker: engine.WorkerConfig{
 				MinInterval: time.Second, IdleInterval: time.Second,

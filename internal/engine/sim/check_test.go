@@ -44,7 +44,7 @@ import (
 // of the simulation's stores with the checker's view of them.
 type checker struct {
 	mu     sync.Mutex
-	stream *Stream
+	stream *Ledger
 	start  time.Time
 	// owner returns the owner of shard id's row now, if the checker can
 	// know it exactly (the simulation's memory store); nil means "the
@@ -215,7 +215,7 @@ type version struct {
 	at     time.Time
 }
 
-func newChecker(stream *Stream) *checker {
+func newChecker(stream *Ledger) *checker {
 	c := &checker{stream: stream, start: time.Now(), shards: map[string]*shardState{}, pauses: map[string][][2]time.Time{}}
 	c.trace.start = c.start
 	return c
@@ -869,7 +869,7 @@ func checkpointKey(cp leases.Checkpoint) (cpKey, error) {
 	case cp.SubSequence > 0:
 		k.sub = cp.SubSequence
 	}
-	n, ok := ParseSequence(seq)
+	n, ok := parseSequence(seq)
 	if !ok {
 		return k, fmt.Errorf("checkpoint %q is not a sequence number", cp)
 	}
@@ -941,4 +941,11 @@ func (t *trace) String() string {
 		out = t.lines
 	}
 	return strings.Join(out, "\n")
+}
+
+// parseSequence parses a Kinesis sequence number, a decimal integer of up
+// to 128 bits.
+func parseSequence(seq string) (*big.Int, bool) {
+	n, ok := new(big.Int).SetString(seq, 10)
+	return n, ok && n.Sign() >= 0
 }

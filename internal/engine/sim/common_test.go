@@ -26,6 +26,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
@@ -298,7 +299,8 @@ type simBase struct {
 	t       *testing.T
 	seed    uint64
 	start   time.Time
-	stream  *Stream
+	kinesis *kinesisleasetest.Kinesis
+	stream  *Ledger
 	mem     *Table
 	chk     *checker
 	produce *rand.Rand
@@ -318,7 +320,11 @@ type simBase struct {
 // checker, which names a row's holder by holder.
 func (b *simBase) init(t *testing.T, p *planBase, holder func(leases.Lease) string) {
 	b.t, b.seed, b.start, b.aggP, b.shards = t, p.seed, time.Now(), p.aggP, p.shards
-	b.stream = NewStream(streamName, p.shards)
+	b.kinesis = NewKinesis()
+	var err error
+	if b.stream, err = NewStream(b.kinesis, streamName, p.shards); err != nil {
+		t.Fatal(err)
+	}
 	b.mem = NewTable()
 	b.chk = newChecker(b.stream)
 	b.chk.owner = func(id string) string { // called with chk.mu held
@@ -354,9 +360,9 @@ func (b *simBase) put(i int) {
 		users := make([]kpl.UserRecord, 1+r.IntN(4))
 		for j := range users {
 			// As the KPL aggregates: only user records of the shard's hash
-			// keys (the sim's shard i has the one hash key i); others would
+			// keys (the one the ledger puts its records at); others would
 			// be filtered out.
-			users[j] = kpl.UserRecord{PartitionKey: fmt.Sprintf("pk-%d", r.IntN(100)), ExplicitHashKey: strconv.Itoa(i), Data: []byte(fmt.Sprintf("user %d", j))}
+			users[j] = kpl.UserRecord{PartitionKey: fmt.Sprintf("pk-%d", r.IntN(100)), ExplicitHashKey: b.stream.HashKey(id), Data: []byte(fmt.Sprintf("user %d", j))}
 		}
 		data = kpl.Aggregate(users)
 	}

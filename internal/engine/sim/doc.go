@@ -1,16 +1,20 @@
 // Package sim checks the lease protocol of package engine (the membership
 // protocol, engine.Group) by simulation.
 //
-// Its non-test part is three tools a test can build a simulation from:
+// Its non-test part is the tools a test can build a simulation from:
 //
-//   - Stream, an in-memory Kinesis stream implementing kinesisx.Reader
-//     (ListShards with paging, GetShardIterator of every type,
-//     GetRecords with Limit, NextShardIterator, closed shards, iterators
-//     that expire after five minutes and the five-calls-a-second limit per
-//     shard), whose Client views add a process's delays, errors, stalls and
-//     death. It runs on time.Now and timers, so inside a testing/synctest
-//     bubble it runs on virtual time, where no network emulator can be
-//     used.
+//   - Kinesis is the library's one in-memory Kinesis,
+//     kinesisleasetest.Kinesis, made by NewKinesis with Kinesis' limit of
+//     five GetRecords calls a second per shard and ListShards answers of
+//     ListPage shards. Client gives each process a view of it (a
+//     kinesisx.Reader) that adds the process's delays, errors, stalls and
+//     death, per call and shard (KinesisHooks). Both run on time.Now and
+//     timers, so inside a testing/synctest bubble they run on virtual time,
+//     where no network emulator can be used.
+//   - Ledger puts records (KPL aggregates too) on chosen shards of a
+//     stream and tells where each user record sits in its shard, which is
+//     what the checks count deliveries and checkpoints by (UserRecords,
+//     UserIndex, RecordAt, Covered).
 //   - FaultStore, one process's view of a shared leases.Store (and
 //     leases.Membership): delays, failures before the write, answers lost
 //     after the write landed, stalls (a paused process) and death, decided
@@ -41,8 +45,8 @@
 //   - TestBilledUnits and TestLargeFleetFailover (large_test.go), the large
 //     simulations, run only with KINESISLEASE_SIM_LARGE=1 (otherwise they
 //     skip, saying so): fleets of up to 1,000 Groups with 64-byte owner ids
-//     on up to 20,000 idle shards (a stub Kinesis whose shards never have a
-//     record: no checkpoint is written, reading costs next to nothing), at
+//     on up to 20,000 idle shards (a kinesisleasetest.Kinesis whose shards
+//     never get a record: no checkpoint is written, reading costs little), at
 //     the library's defaults, in virtual time, each Group on its own
 //     DynamoDB store (package leases/dynamo) over one
 //     internal/ddbmeter.Table, which bills every call as DynamoDB would.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -149,11 +150,15 @@ func runDynamoSeed(t *testing.T, plain *dynamodb.Client, seed uint64) {
 		rng:     rand.New(rand.NewPCG(seed, 0xd1a)),
 		table:   table,
 		plain:   plain,
-		stream:  NewStream("dyn", dynShards),
+		kinesis: NewKinesis(),
 		reader:  dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(plain)),
 		byOwner: map[string]*dynProc{},
 	}
 	d.throttleRow.Store(-1)
+	var err error
+	if d.stream, err = NewStream(d.kinesis, "dyn", dynShards); err != nil {
+		t.Fatal(err)
+	}
 	d.chk = newChecker(d.stream)
 	d.chk.mayDeliver, d.chk.alive = d.mayDeliver, d.alive
 	for i := range dynShards {
@@ -195,7 +200,8 @@ type dynWorld struct {
 	profile string
 	table   string
 	plain   *dynamodb.Client
-	stream  *Stream
+	kinesis *kinesisleasetest.Kinesis
+	stream  *Ledger
 	reader  *dynamo.Store // fault-free reads
 	chk     *checker
 	start   time.Time
@@ -476,7 +482,7 @@ func (d *dynWorld) startProc(i int) {
 	g, err := engine.NewGroup(engine.GroupConfig{
 		Owner:  p.owner,
 		Store:  NewFaultStore(store, p.storeHooks(p.decide, p.apply)),
-		Client: d.stream.Client(p.kinesisHooks(p.decideKinesis)),
+		Client: Client(d.kinesis, p.kinesisHooks(p.decideKinesis)),
 		Logger: slog.New(&traceHandler{tr: &d.chk.trace, name: func() string { return p.owner }}),
 		Streams: []engine.StreamConfig{{
 			Stream: d.stream.Name(),

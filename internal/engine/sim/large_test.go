@@ -22,11 +22,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/ddbmeter"
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -36,9 +35,9 @@ import (
 // library's defaults on up to 20,000 idle shards, in virtual time, each
 // Group on its own DynamoDB store (package leases/dynamo) over one shared
 // ddbmeter.Table, which bills every call as DynamoDB would. Kinesis is a
-// stub whose shards never have records (idleKinesis): reading costs next to
-// nothing, and no checkpoint is written, so what the table bills is the
-// lease protocol alone. They run only with KINESISLEASE_SIM_LARGE set (see
+// kinesisleasetest.Kinesis whose shards never have records
+// (newIdleKinesis): reading costs little, and no checkpoint is written, so
+// what the table bills is the lease protocol alone. They run only with KINESISLEASE_SIM_LARGE set (see
 // doc.go).
 
 // largeEnv gates the large simulations.
@@ -67,82 +66,21 @@ func largeOwner(i int) string {
 // ---------------------------------------------------------------------------
 // Kinesis: idle shards.
 
-// idleKinesis is a Kinesis stream of open shards that never hold a record:
-// ListShards pages through them (1,000 a page, as the service's default
-// page is), GetShardIterator hands out one iterator per shard, and
-// GetRecords returns nothing, caught up. It is shared by every member;
-// views (idleClient) add a member's death.
-type idleKinesis struct {
-	ids   []string
-	pages [][]ktypes.Shard
-}
-
-const idlePage = 1000
-
-func newIdleKinesis(shards int) *idleKinesis {
-	k := &idleKinesis{}
-	var page []ktypes.Shard
-	for i := range shards {
-		id := fmt.Sprintf("shardId-%012d", i)
-		k.ids = append(k.ids, id)
-		page = append(page, ktypes.Shard{
-			ShardId:             aws.String(id),
-			HashKeyRange:        &ktypes.HashKeyRange{StartingHashKey: aws.String(strconv.Itoa(i)), EndingHashKey: aws.String(strconv.Itoa(i))},
-			SequenceNumberRange: &ktypes.SequenceNumberRange{StartingSequenceNumber: aws.String("1")},
-		})
-		if len(page) == idlePage {
-			k.pages = append(k.pages, page)
-			page = nil
-		}
-	}
-	if len(page) > 0 {
-		k.pages = append(k.pages, page)
+// newIdleKinesis returns a Kinesis (at its defaults: ListShards pages of
+// 1,000 shards, as the service's) with one stream, largeStream, of shards
+// open shards that never get a record. Every member reads it through a view
+// of its own (Client) that adds the member's death.
+func newIdleKinesis(t *testing.T, shards int) *kinesisleasetest.Kinesis {
+	k := kinesisleasetest.NewKinesis()
+	if err := k.CreateStream(largeStream, shards); err != nil {
+		t.Fatal(err)
 	}
 	return k
 }
 
-// errDead is what a dead member's calls get: they never reach anything.
+// errDead is what a dead member's store calls get: they never reach
+// anything.
 var errDead = errors.New("sim: the process is dead (injected)")
-
-type idleClient struct {
-	k    *idleKinesis
-	dead *atomic.Bool
-}
-
-func (c idleClient) ListShards(ctx context.Context, in *kinesis.ListShardsInput, _ ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	if c.dead.Load() {
-		return nil, errDead
-	}
-	p := 0
-	if in.NextToken != nil {
-		var err error
-		if p, err = strconv.Atoi(*in.NextToken); err != nil || p <= 0 || p >= len(c.k.pages) {
-			return nil, &ktypes.InvalidArgumentException{Message: aws.String("bad NextToken")}
-		}
-	}
-	out := &kinesis.ListShardsOutput{}
-	if len(c.k.pages) > 0 {
-		out.Shards = slices.Clone(c.k.pages[p])
-	}
-	if p+1 < len(c.k.pages) {
-		out.NextToken = aws.String(strconv.Itoa(p + 1))
-	}
-	return out, nil
-}
-
-func (c idleClient) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, _ ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	if c.dead.Load() {
-		return nil, errDead
-	}
-	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String("it:" + aws.ToString(in.ShardId))}, nil
-}
-
-func (c idleClient) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	if c.dead.Load() {
-		return nil, errDead
-	}
-	return &kinesis.GetRecordsOutput{NextShardIterator: in.ShardIterator, MillisBehindLatest: aws.Int64(0)}, nil
-}
 
 // deadableDynamo is a member's view of the table: nothing reaches it once
 // the member is dead.
@@ -184,7 +122,8 @@ type largeMember struct {
 type fleet struct {
 	t       *testing.T
 	table   *ddbmeter.Table
-	kin     *idleKinesis
+	kin     *kinesisleasetest.Kinesis
+	shards  int
 	members []*largeMember
 	start   time.Time
 
@@ -200,13 +139,13 @@ type fleet struct {
 }
 
 func newFleet(t *testing.T, members, shards int) *fleet {
-	f := &fleet{t: t, table: ddbmeter.NewTable(), kin: newIdleKinesis(shards), lastAcq: map[string]int{}, start: time.Now()}
+	f := &fleet{t: t, table: ddbmeter.NewTable(), kin: newIdleKinesis(t, shards), shards: shards, lastAcq: map[string]int{}, start: time.Now()}
 	f.table.Classify(itemKind)
 	for i := range members {
 		m := &largeMember{i: i, owner: largeOwner(i), done: make(chan struct{})}
 		store := dynamo.New(aws.Config{}, "large", dynamo.WithDynamoDBClient(deadableDynamo{c: f.table.Client(i), dead: &m.dead}))
 		g, err := engine.NewGroup(engine.GroupConfig{
-			Owner: m.owner, Store: store, Client: idleClient{k: f.kin, dead: &m.dead},
+			Owner: m.owner, Store: store, Client: Client(f.kin, KinesisHooks{Dead: m.dead.Load}),
 			Streams: []engine.StreamConfig{{Stream: largeStream, Start: kltype.TrimHorizon, Worker: engine.WorkerConfig{
 				Handler: func(context.Context, *kltype.Record) error { return nil },
 			}}},
@@ -372,7 +311,7 @@ func (f *fleet) allHeld(held [][]string) bool {
 	for _, h := range held {
 		n += len(h)
 	}
-	return n >= len(f.kin.ids) && len(coverage(held)) == len(f.kin.ids)
+	return n >= f.shards && len(coverage(held)) == f.shards
 }
 
 func coverage(held [][]string) map[string]bool {
@@ -388,7 +327,7 @@ func coverage(held [][]string) map[string]bool {
 // fairNow reports whether the live members hold every shard once, fairly
 // (fairSplit: at most ceil(S/L) each, within one of each other).
 func (f *fleet) fairNow(held [][]string) bool {
-	_, ok := fairSplit(len(f.kin.ids), held)
+	_, ok := fairSplit(f.shards, held)
 	return ok
 }
 

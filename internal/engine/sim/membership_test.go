@@ -1305,7 +1305,7 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 	cfg := engine.GroupConfig{
 		Owner:  pr.owner,
 		Store:  &modelStore{FaultStore: fs, pr: pr},
-		Client: w.stream.Client(pr.kinesisHooks(pr.decideKinesis)),
+		Client: Client(w.kinesis, pr.kinesisHooks(pr.decideKinesis)),
 		Streams: []engine.StreamConfig{{
 			Stream: streamName,
 			Start:  kltype.TrimHorizon,
