@@ -134,6 +134,7 @@ func putKPL(t testing.TB, kc *kinesis.Client, stream string, groups ...kplGroup)
 // number; a plain record between aggregates is handled as itself; the final
 // checkpoint covers the last aggregate whole.
 func TestKPLConsume(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -179,7 +180,8 @@ func TestKPLConsume(t *testing.T) {
 // stops acknowledging at user record k (it fails with no dead-letter sink,
 // holding the shard) and the service is stopped.
 func TestKPLRestartMidAggregate(t *testing.T) {
-	stores(t, func(t *testing.T, newStore func() leases.Store) {
+	t.Parallel()
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 		for _, k := range []int{0, 3, 5} {
 			t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) { kplRestartMidAggregate(t, newStore, k, false) })
 		}
@@ -253,6 +255,7 @@ func kplRestartMidAggregate(t *testing.T, newStore func() leases.Store, k int, f
 // dead-lettered whole (reason corrupt-aggregate, its bytes intact, no
 // handler call) and the records around it are handled.
 func TestKPLCorruptAggregate(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -293,7 +296,8 @@ func TestKPLCorruptAggregate(t *testing.T) {
 // k is the aggregate's last: done whole) and releases; the next service
 // resumes with user record k+1.
 func TestKPLStopInsideAggregate(t *testing.T) {
-	stores(t, func(t *testing.T, newStore func() leases.Store) {
+	t.Parallel()
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 		for _, k := range []int{2, 5} {
 			t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
 				kc := testutil.KinesisClient(t, testutil.Kinesalite)
@@ -357,6 +361,7 @@ func TestKPLStopInsideAggregate(t *testing.T) {
 // reaches the dead-letter stream on its own: its bytes, its partition key,
 // the aggregate's sequence number and its sub-sequence number.
 func TestKPLUserRecordDeadLettered(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream, dlq := testutil.StreamName(t), testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
