@@ -233,7 +233,7 @@ func TestKeyConcurrencyHeldKey(t *testing.T) {
 // a second instance joins while the first handles 1,000 keys over two
 // shards at key concurrency 16; one shard moves, drained by the first
 // before the second takes it; every record is handled, each key's records
-// first delivered in order, never two of a key at once, on both stores.
+// first delivered in order, never two of a key at once.
 func TestKeyConcurrencyHandoff(t *testing.T) {
 	t.Parallel()
 	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {

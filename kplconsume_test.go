@@ -183,7 +183,10 @@ func TestKPLRestartMidAggregate(t *testing.T) {
 	t.Parallel()
 	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 		for _, k := range []int{0, 3, 5} {
-			t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) { kplRestartMidAggregate(t, newStore, k, false) })
+			t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+				t.Parallel() // a stream of its own; the store's rows are keyed by stream
+				kplRestartMidAggregate(t, newStore, k, false)
+			})
 		}
 	})
 	// With enhanced fan-out: the restart subscribes AT_SEQUENCE_NUMBER of
@@ -300,6 +303,7 @@ func TestKPLStopInsideAggregate(t *testing.T) {
 	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 		for _, k := range []int{2, 5} {
 			t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+				t.Parallel() // a stream of its own; the store's rows are keyed by stream
 				kc := testutil.KinesisClient(t, testutil.Kinesalite)
 				stream := testutil.StreamName(t)
 				testutil.CreateStream(t, kc, stream, 1)

@@ -90,6 +90,7 @@ func TestMembershipBalanceAcrossStreams(t *testing.T) {
 		want               []int
 	}{{2, 2, []int{1, 1}}, {10, 3, []int{4, 3, 3}}} {
 		t.Run(fmt.Sprintf("%d-streams-%d-instances", c.streams, c.instances), func(t *testing.T) {
+			t.Parallel() // streams and a store of its own
 			var streams []string
 			for range c.streams {
 				s := testutil.StreamName(t)

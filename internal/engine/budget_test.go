@@ -21,6 +21,7 @@ import (
 // record is handled once, in order per shard; when all is handled the
 // budget holds nothing.
 func TestBudgetBound(t *testing.T) {
+	t.Parallel()
 	const (
 		shards   = 16
 		perShard = 300

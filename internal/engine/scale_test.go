@@ -56,6 +56,7 @@ func (h *countingHandler) count(s string) int {
 // goroutine delivered nothing at 1,000 shards: after a fence it released
 // the rows one at a time and retook them after the next fence, in a loop.
 func TestManyShardsSlowStore(t *testing.T) {
+	t.Parallel()
 	shards := 2000
 	if v, err := strconv.Atoi(os.Getenv("KINESISLEASE_SCALE_SHARDS")); err == nil && v > 0 {
 		shards = v
