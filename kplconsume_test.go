@@ -181,14 +181,16 @@ func TestKPLConsume(t *testing.T) {
 // holding the shard) and the service is stopped.
 func TestKPLRestartMidAggregate(t *testing.T) {
 	t.Parallel()
-	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
-		for _, k := range []int{0, 3, 5} {
-			t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
-				t.Parallel() // a stream of its own; the store's rows are keyed by stream
+	for _, k := range []int{0, 3, 5} {
+		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+			// A stream and a memory store of its own: the subtests' services
+			// share owner ids, which one store's membership would refuse.
+			t.Parallel()
+			onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 				kplRestartMidAggregate(t, newStore, k, false)
 			})
-		}
-	})
+		})
+	}
 	// With enhanced fan-out: the restart subscribes AT_SEQUENCE_NUMBER of
 	// the aggregate and skips the user records done.
 	t.Run("fan-out", func(t *testing.T) {
@@ -300,10 +302,12 @@ func TestKPLCorruptAggregate(t *testing.T) {
 // resumes with user record k+1.
 func TestKPLStopInsideAggregate(t *testing.T) {
 	t.Parallel()
-	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
-		for _, k := range []int{2, 5} {
-			t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
-				t.Parallel() // a stream of its own; the store's rows are keyed by stream
+	for _, k := range []int{2, 5} {
+		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+			// A stream and a memory store of its own: the subtests' services
+			// share owner ids, which one store's membership would refuse.
+			t.Parallel()
+			onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 				kc := testutil.KinesisClient(t, testutil.Kinesalite)
 				stream := testutil.StreamName(t)
 				testutil.CreateStream(t, kc, stream, 1)
@@ -357,8 +361,8 @@ func TestKPLStopInsideAggregate(t *testing.T) {
 					t.Fatalf("after the restart handled %v, want %d to 12 once each, in order", got, busy+1)
 				}
 			})
-		}
-	})
+		})
+	}
 }
 
 // TestKPLUserRecordDeadLettered: a user record of an aggregate that fails
