@@ -33,6 +33,7 @@ import (
 // actions the README lists.
 func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
+	testutil.Slow(t)
 	dynFaults, kinFaults := &testutil.Faults{}, &testutil.Faults{}
 	dc := testutil.DynamoClient(t, dynFaults.DynamoOptions)
 	table := testutil.TableName(t)

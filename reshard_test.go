@@ -409,6 +409,7 @@ func checkKeyOrder(t *testing.T, ds []delivery, published map[string]int, tree s
 // them by then: the order checks catch it).
 func TestReshardUnderLoad(t *testing.T) {
 	t.Parallel()
+	testutil.Slow(t)
 	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 		kc := testutil.KinesisClient(t, testutil.KinesisLocal)
 		stream := testutil.StreamName(t)

@@ -43,6 +43,7 @@ const fixedSeed = 4
 //	                                  enhanced fan-out
 //	KINESISLEASE_CHAOS_KEEP=DIR       keep the instances' logs and reports in DIR
 func TestChaos(t *testing.T) {
+	testutil.Slow(t)
 	if !harness.SignalsSupported {
 		t.Skip(errUnsupportedPlatform)
 	}

@@ -37,6 +37,7 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 // a table and stream of its own.
 func TestDemo(t *testing.T) {
 	t.Parallel()
+	testutil.Slow(t)
 	bin, err := harness.Build(t.Context(), t.TempDir(), harness.RaceEnabled)
 	if err != nil {
 		t.Fatalf("demo: %v", err)
