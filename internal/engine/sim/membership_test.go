@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -583,6 +584,7 @@ type msummary struct {
 // need a few replays.
 func TestMembership(t *testing.T) {
 	t.Parallel() // beside TestDynamoMembership, which mostly waits
+	testutil.Slow(t)
 	for name := range excluded {
 		switch name {
 		case "crash", "stop", "restart", "":
