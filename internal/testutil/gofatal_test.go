@@ -43,6 +43,7 @@ import (
 // tests' calls Fatal today.
 func TestNoFatalOffTestGoroutine(t *testing.T) {
 	t.Parallel()
+	Slow(t)
 	root, err := findRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ func newStore(t testing.TB, faults *testutil.Faults, opts ...dynamo.Option) (*dy
 // store called no DynamoDB operation but GetItem and UpdateItem.
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	testutil.Slow(t)
 	faults := &testutil.Faults{}
 	s, _ := newStore(t, faults)
 	leasestest.Run(t, func(*testing.T) leases.Store { return s })
