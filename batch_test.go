@@ -28,6 +28,7 @@ import (
 // decoded is dead-lettered without reaching the handler. Every other record
 // is acknowledged once, and the checkpoint ends at the last record.
 func TestBatchPartialFailure(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -160,6 +161,7 @@ func TestBatchPartialFailure(t *testing.T) {
 // TestBatchOptions: WithBatchSize is checked, and refused on a subscription
 // that is not a batch one.
 func TestBatchOptions(t *testing.T) {
+	t.Parallel()
 	svc, _ := kinesislease.New(awsConfig())
 	h := func(context.Context, []kinesislease.BatchItem[order]) error { return nil }
 	err := kinesislease.SubscribeBatch(svc, "orders", h, kinesislease.WithBatchSize(0, 0, -time.Second))
@@ -179,6 +181,7 @@ func TestBatchOptions(t *testing.T) {
 // instance cut off from the lease store: its fence passes) has its context
 // cancelled, and no checkpoint passes the batch's first record.
 func TestBatchLeaseLost(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)

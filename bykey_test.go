@@ -102,6 +102,7 @@ func (o *keyOrder) handler(delay func() time.Duration) kinesislease.HandlerFunc[
 // and a restart resumes from a checkpoint that skips no unacknowledged
 // record: every record handled, duplicates only after the checkpoint.
 func TestKeyConcurrency(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -171,6 +172,7 @@ func (o *keyOrder) count() int {
 // others: every other key's records are handled meanwhile, and the
 // checkpoint does not pass the held record.
 func TestKeyConcurrencyHeldKey(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -231,9 +233,10 @@ func TestKeyConcurrencyHeldKey(t *testing.T) {
 // a second instance joins while the first handles 1,000 keys over two
 // shards at key concurrency 16; one shard moves, drained by the first
 // before the second takes it; every record is handled, each key's records
-// first delivered in order, never two of a key at once, on both stores.
+// first delivered in order, never two of a key at once.
 func TestKeyConcurrencyHandoff(t *testing.T) {
-	stores(t, func(t *testing.T, newStore func() leases.Store) {
+	t.Parallel()
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 		kc := testutil.KinesisClient(t, testutil.Kinesalite)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 2)
@@ -277,6 +280,7 @@ func TestKeyConcurrencyHandoff(t *testing.T) {
 // its fence passes): the records in flight are cancelled and no checkpoint
 // passes the first record not acknowledged.
 func TestKeyConcurrencyLeaseLost(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -331,6 +335,7 @@ func TestKeyConcurrencyLeaseLost(t *testing.T) {
 // acknowledged, and the new holder reads the shard (the hung record
 // included, never acknowledged).
 func TestHandoffDrainBounded(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 2)

@@ -45,6 +45,7 @@ const (
 // acknowledged after the last checkpoint of the killed child) are
 // reported.
 func TestDeferSinkSIGKILL(t *testing.T) {
+	t.Parallel()
 	if owner := os.Getenv(deferChildEnv); owner != "" {
 		deferChild(t, owner)
 		return

@@ -15,7 +15,6 @@ import (
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
-	"github.com/kinesislease/kinesislease/leases/dynamo"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -162,17 +161,15 @@ func (l *ledger) lastWritten(shard string) string {
 	return l.written[shard]
 }
 
-// deferSetup makes a stream of shards shards and a DynamoDB lease store.
+// deferSetup makes a stream of shards shards and a memory lease store
+// (the store is not the point here: see onMemoryStore; TestDeferSinkSIGKILL
+// runs Defer on DynamoDB Local across processes).
 func deferSetup(t *testing.T, shards int32) (kc *kinesis.Client, putN func(first, n int), stream string, store leases.Store) {
 	t.Helper()
 	client := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream = testutil.StreamName(t)
 	testutil.CreateStream(t, client, stream, shards)
-	dc := testutil.DynamoClient(t)
-	table := testutil.TableName(t)
-	testutil.CreateLeaseTable(t, dc, table)
-	store = dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))
-	return client, func(first, n int) { put(t, client, stream, first, n) }, stream, store
+	return client, func(first, n int) { put(t, client, stream, first, n) }, stream, memory.New()
 }
 
 const shard0 = "shardId-000000000000"
@@ -184,6 +181,7 @@ const shard0 = "shardId-000000000000"
 // The handlers return an error after Defer, which is ignored. The function
 // and the interface shapes both.
 func TestDeferOrderAndCheckpoint(t *testing.T) {
+	t.Parallel()
 	for _, shape := range []string{"func", "interface"} {
 		t.Run(shape, func(t *testing.T) {
 			t.Parallel()

@@ -201,6 +201,7 @@ func (h *throttles) OnThrottled(kltype.ThrottleInfo) { h.n.Add(1) }
 // and retries with the same iterator, losing, skipping and repeating
 // nothing.
 func TestThrottling(t *testing.T) {
+	t.Parallel()
 	rec, f, stream, published := faultyStream(t, 200)
 	pte := &ktypes.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard (injected)")}
 	f.Inject(testutil.Fault{Op: "GetShardIterator", Times: 3, Err: pte})
@@ -258,6 +259,7 @@ func TestThrottling(t *testing.T) {
 // record, else AFTER_SEQUENCE_NUMBER of the last record it returned), and the
 // handler sees every record exactly once, in order.
 func TestExpiredIterator(t *testing.T) {
+	t.Parallel()
 	rec, f, stream, published := faultyStream(t, 200)
 	expired := &ktypes.ExpiredIteratorException{Message: aws.String("Iterator expired (injected)")}
 	f.Inject(testutil.Fault{Op: "GetRecords", Times: 1, Err: expired})          // call 1: nothing read yet
@@ -289,6 +291,7 @@ func TestExpiredIterator(t *testing.T) {
 // (seen by the reader, and retried inside the SDK) and a lost
 // GetShardIterator response: all retried, nothing lost, skipped or repeated.
 func TestTransientErrors(t *testing.T) {
+	t.Parallel()
 	rec, f, stream, published := faultyStream(t, 200)
 	internal := &smithy.GenericAPIError{Code: "InternalFailure", Message: "internal error (injected)", Fault: smithy.FaultServer}
 	f.Inject(testutil.Fault{Op: "GetShardIterator", Times: 1, LoseResponse: true})
@@ -323,6 +326,7 @@ func TestTransientErrors(t *testing.T) {
 // all handled, the failed shard is reported to the hooks with its stream,
 // shard and error, and Run goes on until cancelled.
 func TestOneStreamFailureIsolated(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	faults := &testutil.Faults{}
 	faulty := testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)
@@ -394,6 +398,7 @@ func TestOneStreamFailureIsolated(t *testing.T) {
 // then the service runs and reads. Unreachable until the context ends, Run
 // returns the last failure prefixed with what was checked.
 func TestStartupWaitsForTheNetwork(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -452,6 +457,7 @@ func TestStartupWaitsForTheNetwork(t *testing.T) {
 // aside with kltype.ErrCheckpointNotInShard, whose message names the stream, the
 // shard and the rewind command; the service goes on running.
 func TestRecreatedStream(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)

@@ -20,6 +20,7 @@ import (
 // live once its fence passes, and while it says so no handler runs; with
 // DynamoDB back it is live and reading again.
 func TestHealth(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)

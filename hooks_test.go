@@ -278,6 +278,7 @@ func (s *hookFreezable) ReplaceMember(ctx context.Context, row int, seen, next l
 // and A, reconnected, finds them lost; A stops, B reads 50 more and shuts
 // down. Every hook is called with the right values.
 func TestHooks(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 2)

@@ -134,6 +134,7 @@ func putKPL(t testing.TB, kc *kinesis.Client, stream string, groups ...kplGroup)
 // number; a plain record between aggregates is handled as itself; the final
 // checkpoint covers the last aggregate whole.
 func TestKPLConsume(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -179,11 +180,17 @@ func TestKPLConsume(t *testing.T) {
 // stops acknowledging at user record k (it fails with no dead-letter sink,
 // holding the shard) and the service is stopped.
 func TestKPLRestartMidAggregate(t *testing.T) {
-	stores(t, func(t *testing.T, newStore func() leases.Store) {
-		for _, k := range []int{0, 3, 5} {
-			t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) { kplRestartMidAggregate(t, newStore, k, false) })
-		}
-	})
+	t.Parallel()
+	for _, k := range []int{0, 3, 5} {
+		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+			// A stream and a memory store of its own: the subtests' services
+			// share owner ids, which one store's membership would refuse.
+			t.Parallel()
+			onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+				kplRestartMidAggregate(t, newStore, k, false)
+			})
+		})
+	}
 	// With enhanced fan-out: the restart subscribes AT_SEQUENCE_NUMBER of
 	// the aggregate and skips the user records done.
 	t.Run("fan-out", func(t *testing.T) {
@@ -253,6 +260,7 @@ func kplRestartMidAggregate(t *testing.T, newStore func() leases.Store, k int, f
 // dead-lettered whole (reason corrupt-aggregate, its bytes intact, no
 // handler call) and the records around it are handled.
 func TestKPLCorruptAggregate(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -293,9 +301,13 @@ func TestKPLCorruptAggregate(t *testing.T) {
 // k is the aggregate's last: done whole) and releases; the next service
 // resumes with user record k+1.
 func TestKPLStopInsideAggregate(t *testing.T) {
-	stores(t, func(t *testing.T, newStore func() leases.Store) {
-		for _, k := range []int{2, 5} {
-			t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+	t.Parallel()
+	for _, k := range []int{2, 5} {
+		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+			// A stream and a memory store of its own: the subtests' services
+			// share owner ids, which one store's membership would refuse.
+			t.Parallel()
+			onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 				kc := testutil.KinesisClient(t, testutil.Kinesalite)
 				stream := testutil.StreamName(t)
 				testutil.CreateStream(t, kc, stream, 1)
@@ -349,14 +361,15 @@ func TestKPLStopInsideAggregate(t *testing.T) {
 					t.Fatalf("after the restart handled %v, want %d to 12 once each, in order", got, busy+1)
 				}
 			})
-		}
-	})
+		})
+	}
 }
 
 // TestKPLUserRecordDeadLettered: a user record of an aggregate that fails
 // reaches the dead-letter stream on its own: its bytes, its partition key,
 // the aggregate's sequence number and its sub-sequence number.
 func TestKPLUserRecordDeadLettered(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream, dlq := testutil.StreamName(t), testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)

@@ -91,6 +91,7 @@ func orderData(id int) []byte {
 // record of the aggregate is one of those skipped: the checkpoint still
 // covers the whole aggregate.
 func TestKPLHashRangeFilter(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 2)

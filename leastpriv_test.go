@@ -32,6 +32,8 @@ import (
 // documents: DynamoDB GetItem and UpdateItem only, and exactly the Kinesis
 // actions the README lists.
 func TestLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	testutil.Slow(t)
 	dynFaults, kinFaults := &testutil.Faults{}, &testutil.Faults{}
 	dc := testutil.DynamoClient(t, dynFaults.DynamoOptions)
 	table := testutil.TableName(t)

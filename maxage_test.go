@@ -41,6 +41,7 @@ func (h *deadReasons) count(reason string) int {
 // go; the third is put just before, so it is young when delivered.
 // Against kinesalite and DynamoDB Local.
 func TestMaxRecordAge(t *testing.T) {
+	t.Parallel()
 	const maxAge = 3 * time.Second
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)

@@ -83,12 +83,14 @@ func waitHoldings(t *testing.T, ins map[string]*instance, streams []string, want
 // fair shares left one instance with both), ten one-shard streams on three
 // instances go 4/3/3.
 func TestMembershipBalanceAcrossStreams(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	for _, c := range []struct {
 		streams, instances int
 		want               []int
 	}{{2, 2, []int{1, 1}}, {10, 3, []int{4, 3, 3}}} {
 		t.Run(fmt.Sprintf("%d-streams-%d-instances", c.streams, c.instances), func(t *testing.T) {
+			t.Parallel() // streams and a store of its own
 			var streams []string
 			for range c.streams {
 				s := testutil.StreamName(t)
@@ -173,6 +175,7 @@ var _ leases.Membership = (*cutStore)(nil)
 // no shard has two readers at any point, and every record put after the cut
 // is handled.
 func TestMembershipFailover(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 6)
@@ -234,6 +237,7 @@ func TestMembershipFailover(t *testing.T) {
 // never delivers beside it: it waits for the first to leave, then Run
 // returns ErrDuplicateOwner naming the owner.
 func TestDuplicateOwner(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 2)
@@ -261,6 +265,7 @@ func TestDuplicateOwner(t *testing.T) {
 // operator's mistake) is recreated by its holder from the checkpoint it
 // knows: reading goes on, nothing is redelivered from the start position.
 func TestVanishedRow(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -358,6 +363,7 @@ func (r *readers) handler(owner string) kinesislease.HandlerFunc[order] {
 // record of a shard while the other does: its take fails on the counter, or
 // lands fenced and is released; every record is handled.
 func TestTakerPausedBeforeTake(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 4)
@@ -398,6 +404,7 @@ func TestTakerPausedBeforeTake(t *testing.T) {
 // TestMaxLeases: an instance never holds more than WithMaxLeases; shards
 // beyond the fleet's capacity wait for an instance to join.
 func TestMaxLeases(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 5)
@@ -442,6 +449,7 @@ func (ta *shardTally) handled(id int) (int, string) {
 // naming the holder and the shard, until it has stood still for
 // engine.LegacyRowTimeout (a minute, longer than this test waits).
 func TestUpgradeFromRenewalProtocolRows(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 2)

@@ -18,6 +18,7 @@ import (
 )
 
 func TestInvalidOptions(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opt  kinesislease.Option
@@ -50,6 +51,7 @@ type storeOnly struct{ leases.Store }
 // TestNewReportsEveryInvalidOption: New names every invalid option at once,
 // so that Run never meets one.
 func TestNewReportsEveryInvalidOption(t *testing.T) {
+	t.Parallel()
 	_, err := kinesislease.New(awsConfig(), kinesislease.WithOwner(""), kinesislease.WithHeartbeat(time.Second, time.Second),
 		kinesislease.WithLeaseStore(storeOnly{memory.New()}), kinesislease.WithShutdownTimeout(0))
 	if !errors.Is(err, kinesislease.ErrInvalidOption) {
@@ -63,6 +65,7 @@ func TestNewReportsEveryInvalidOption(t *testing.T) {
 }
 
 func TestInvalidSubscriptions(t *testing.T) {
+	t.Parallel()
 	handle := func(context.Context, order) error { return nil }
 	for _, tc := range []struct {
 		name    string
@@ -123,6 +126,7 @@ func TestInvalidSubscriptions(t *testing.T) {
 // of every subscription, which then needs a dead-letter sink; a
 // subscription's own WithMaxRecordAge(0) lifts it.
 func TestMaxRecordAgeOfService(t *testing.T) {
+	t.Parallel()
 	handle := func(context.Context, order) error { return nil }
 	sink := kinesislease.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return nil })
 	svc, err := kinesislease.New(awsConfig(), kinesislease.WithMaxRecordAge(time.Hour))
@@ -146,6 +150,7 @@ func TestMaxRecordAgeOfService(t *testing.T) {
 // TestSubscribeReportsEveryInvalidOption: Subscribe, like New, names every
 // invalid option, not only the first.
 func TestSubscribeReportsEveryInvalidOption(t *testing.T) {
+	t.Parallel()
 	svc, err := kinesislease.New(awsConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +189,7 @@ func (l *lockedBuffer) String() string {
 // when it starts (several instances that forget WithLeaseStore each read
 // every shard); one given a store does not.
 func TestDefaultStoreWarns(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)

@@ -316,6 +316,7 @@ func (s *plSinkLog) all() []kltype.DeadLetterRecord {
 // place and succeeds on its third attempt; later records wait for it and
 // nothing is dead-lettered.
 func TestPipelineRetryThenSuccess(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -375,6 +376,7 @@ func plEnvelopes(t testing.TB, client *kinesis.Client, dlq string, want int) ([]
 // came from: retries exhausted, a decode failure, a panic, a DeadLetter
 // outcome; the records around them are handled in order.
 func TestPipelineDeadLetterStream(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream, dlq := testutil.StreamName(t), testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -440,6 +442,7 @@ func TestPipelineDeadLetterStream(t *testing.T) {
 // TestPipelineDrop: a dropped record is handled once, not dead-lettered,
 // and acknowledged: the checkpoint passes it.
 func TestPipelineDrop(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -469,7 +472,8 @@ func TestPipelineDrop(t *testing.T) {
 // record only once the sink confirmed it: while the sink fails, the stored
 // checkpoint stays on the record before.
 func TestPipelineCheckpointAfterSink(t *testing.T) {
-	stores(t, func(t *testing.T, newStore func() leases.Store) {
+	t.Parallel()
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 		kc := testutil.KinesisClient(t, testutil.Kinesalite)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 1)
@@ -540,7 +544,8 @@ func TestPipelineCheckpointAfterSink(t *testing.T) {
 // expires, which the service would log), and a new service whose handler
 // succeeds delivers it first and then everything after it.
 func TestPipelineHoldAcrossRestart(t *testing.T) {
-	stores(t, func(t *testing.T, newStore func() leases.Store) {
+	t.Parallel()
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 		kc := testutil.KinesisClient(t, testutil.Kinesalite)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 1)
@@ -594,6 +599,7 @@ func TestPipelineHoldAcrossRestart(t *testing.T) {
 // delay without counting against the retry policy (one attempt here, so a
 // counted failure would dead-letter it).
 func TestPipelineRetryAfter(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -639,6 +645,7 @@ func TestPipelineRetryAfter(t *testing.T) {
 // the stream takes envelopes again the envelope lands and consumption goes
 // on.
 func TestPipelineDeadLetterStreamUnavailable(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	faults := &testutil.Faults{}
 	faulty := testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)
@@ -683,6 +690,7 @@ func TestPipelineDeadLetterStreamUnavailable(t *testing.T) {
 // clock of a testing/synctest bubble (the in-memory Kinesis and lease
 // store), which load on the machine cannot stretch.
 func TestShutdownTimeoutVirtual(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const stream, shutdown = "orders", 10 * time.Second
 		k := kinesisleasetest.NewKinesis()
@@ -755,6 +763,7 @@ func TestShutdownTimeoutVirtual(t *testing.T) {
 // That Run returns soon after the timeout is TestShutdownTimeoutVirtual's,
 // on a clock load cannot stretch.
 func TestPipelineShutdownTimeout(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)

@@ -14,6 +14,7 @@ import (
 // TestPublishThenConsume: Publish and a Publisher put orders that a
 // subscription reads back, per key in order.
 func TestPublishThenConsume(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 2)

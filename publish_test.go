@@ -86,6 +86,7 @@ func (p *partialFailure) options(o *kinesis.Options) {
 // entry, and every record is consumed exactly once and, per partition key,
 // in publication order.
 func TestPublisherPartialFailure(t *testing.T) {
+	t.Parallel()
 	const (
 		k     = 8
 		n     = 1200
@@ -154,6 +155,7 @@ type bigOrder struct{ Pad string }
 // is refused with ErrRecordTooLarge before anything is sent; one of exactly
 // 1 MiB is put.
 func TestPublishRecordTooLarge(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -225,6 +227,11 @@ func cpuTime() time.Duration {
 // TestPublisherNoLingerIdle: a Publisher with no linger sends each record
 // at once, every record of a key in turn without waiting for another put,
 // and does not spin while idle.
+//
+// Not parallel: the idle check reads the CPU time of the whole test binary
+// (getrusage), which tests running beside it would add to. Non-parallel
+// tests run before any parallel one resumes, so nothing else of this
+// binary is busy while it measures.
 func TestPublisherNoLingerIdle(t *testing.T) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
@@ -269,6 +276,7 @@ func TestPublisherNoLingerIdle(t *testing.T) {
 // Publisher from a Kinesis client alone (no Service, no lease store); the
 // records land on the stream in order with their partition keys.
 func TestPublisherWithoutService(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)

@@ -408,7 +408,9 @@ func checkKeyOrder(t *testing.T, ds []delivery, published map[string]int, tree s
 // children, and a little later (a broken coordinator would have started
 // them by then: the order checks catch it).
 func TestReshardUnderLoad(t *testing.T) {
-	stores(t, func(t *testing.T, newStore func() leases.Store) {
+	t.Parallel()
+	testutil.Slow(t)
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 		kc := testutil.KinesisClient(t, testutil.KinesisLocal)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 2)
@@ -567,7 +569,8 @@ func TestReshardUnderLoad(t *testing.T) {
 // configuration between the name and the ARN resumes from the same rows:
 // no second set of rows, no record read again before the checkpoints.
 func TestStreamARN(t *testing.T) {
-	stores(t, func(t *testing.T, newStore func() leases.Store) {
+	t.Parallel()
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
 		kc := testutil.KinesisClient(t, testutil.KinesisLocal)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 2)
@@ -639,6 +642,7 @@ func TestStreamARN(t *testing.T) {
 // to copy; once the operator rewinds the name-keyed row, it is read from
 // there.
 func TestStreamARNEarlierRows(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.KinesisLocal)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)

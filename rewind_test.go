@@ -68,6 +68,7 @@ func idsFrom(ds []plDelivery, shard string) []int {
 // rewinds every free row to TRIM_HORIZON at once, and the first service,
 // started again, reads the whole stream again.
 func TestServiceRewind(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 2)

@@ -54,6 +54,7 @@ func (st *streamTally) missing(stream string, n int) (missing []int, dups int) {
 // from them: no record of A is lost across the removal. No shard is ever
 // held by both instances at once (sampled every 10ms throughout).
 func TestStreamsAtRuntime(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	a, b := testutil.StreamName(t)+"-a", testutil.StreamName(t)+"-b"
 	testutil.CreateStream(t, kc, a, 2)

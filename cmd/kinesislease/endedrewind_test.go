@@ -26,6 +26,7 @@ import (
 // looked at pending requests, a row at SHARD_END was never taken again and
 // the request stayed pending for ever.
 func TestRewindRequestOutlivesShardEnd(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testutil.KinesisLocal, 1)
 	ps := putRecords(t, r.kc, r.stream, 0, 3, nil)
 	parent := ps[0].shard

@@ -181,8 +181,9 @@ func vmwItem(shard, checkpoint, parent, owner string) map[string]dtypes.Attribut
 // the imported rows must hand over every record after the checkpoints once
 // (none lost, none twice), children only after their parent's last record.
 func TestImportResume(t *testing.T) {
+	t.Parallel()
 	for _, source := range []string{"kcl", "kcl-multi-stream", "vmware-go-kcl"} {
-		t.Run(source, func(t *testing.T) { testImportResume(t, source) })
+		t.Run(source, func(t *testing.T) { t.Parallel(); testImportResume(t, source) }) // a rig of its own
 	}
 }
 
@@ -382,6 +383,7 @@ func afterFirstScan(fn func()) func(*dynamodb.Options) {
 // TestImportRefusals: each refusal exits with code 5, writes nothing and
 // says what is wrong; --force writes.
 func TestImportRefusals(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testutil.Kinesalite, 2)
 	r0, r0b, r1 := r.putTo(sid(0), 1), r.putTo(sid(0), 2), r.putTo(sid(1), 3)
 	kcl := r.foreignTable("leaseKey")
@@ -483,6 +485,7 @@ func TestImportRefusals(t *testing.T) {
 }
 
 func TestImportExportUsage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args   []string
 		stderr string

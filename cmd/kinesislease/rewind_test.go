@@ -51,8 +51,10 @@ func distinctIDs(ds []delivery) int {
 // same with enhanced fan-out, where the rewound shard's new subscription
 // waits out the 5-second rule.
 func TestRewindLive(t *testing.T) {
-	t.Run("polling", func(t *testing.T) { testRewindLive(t, newRig(t, testutil.Kinesalite, 2)) })
+	t.Parallel()
+	t.Run("polling", func(t *testing.T) { t.Parallel(); testRewindLive(t, newRig(t, testutil.Kinesalite, 2)) })
 	t.Run("fan-out", func(t *testing.T) {
+		t.Parallel() // a rig of its own
 		testRewindLive(t, newRig(t, testutil.Kinesalite, 2).withFanOut(testutil.Kinesalite))
 	})
 }
@@ -155,6 +157,7 @@ func testRewindLive(t *testing.T, r *rig) {
 // time: each row is rewritten at once to the first record at or after the
 // time, and a service started afterwards reads from there.
 func TestRewindFree(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testutil.Kinesalite, 2)
 	before := putRecords(t, r.kc, r.stream, 0, 20, alternate)
 	time.Sleep(50 * time.Millisecond)
@@ -234,6 +237,7 @@ func TestRewindFree(t *testing.T) {
 // yet: the rows are created (free) and rewritten, and the first service
 // starts where they say rather than at its own start position (LATEST).
 func TestRewindCreatesMissingRows(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testutil.Kinesalite, 2)
 	ps := putRecords(t, r.kc, r.stream, 0, 10, alternate)
 	res := runCLI(r.args("rewind", "--to", "TRIM_HORIZON")...)
@@ -261,6 +265,7 @@ func TestRewindCreatesMissingRows(t *testing.T) {
 // past its last record): the row keeps the time itself, and the service
 // reads every record put afterwards.
 func TestRewindTimeWithoutRecord(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testutil.KinesisLocal, 1)
 	putRecords(t, r.kc, r.stream, 0, 3, nil)
 	time.Sleep(20 * time.Millisecond)

@@ -26,6 +26,7 @@ import (
 
 // TestRewindFreeRowClearsStaleRequest checks it on both stores.
 func TestRewindFreeRowClearsStaleRequest(t *testing.T) {
+	t.Parallel()
 	for name, newStore := range map[string]func(t *testing.T) leases.Store{
 		"memory": func(*testing.T) leases.Store { return memory.New() },
 		"dynamo": func(t *testing.T) leases.Store {
@@ -36,6 +37,7 @@ func TestRewindFreeRowClearsStaleRequest(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // a store of its own
 			s := newStore(t)
 			ctx := context.Background()
 			key := leases.Key{Stream: "orders", Shard: "shardId-000000000000"}
@@ -76,6 +78,7 @@ func TestRewindFreeRowClearsStaleRequest(t *testing.T) {
 // stopped holder left with a pending request is rewound by the command, and
 // the next service starts where the command said last.
 func TestRewindAfterStoppedHolder(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testutil.Kinesalite, 1)
 	ps := putRecords(t, r.kc, r.stream, 0, 10, nil)
 	id := ps[0].shard
@@ -124,6 +127,7 @@ func TestRewindAfterStoppedHolder(t *testing.T) {
 // expires_at) gets a rewind request conditional on its owner alone, and the
 // command says who applies it: that holder has no membership entry to tell.
 func TestRewindRenewalProtocolRow(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testutil.Kinesalite, 1)
 	ps := putRecords(t, r.kc, r.stream, 0, 10, nil)
 	id := ps[0].shard

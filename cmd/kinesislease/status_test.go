@@ -81,6 +81,7 @@ func shardID(n int) string { return "shardId-00000000000" + string(rune('0'+n)) 
 // and that it calls only GetItem, ListShards, GetShardIterator and
 // GetRecords.
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testutil.KinesisLocal, 2)
 	labels, seqs := reshardedStream(t, r)
 

@@ -14,6 +14,7 @@ import (
 // TestBadInput checks the exit codes and messages of wrong command lines
 // and missing resources.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testutil.Kinesalite, 2)
 	ps := putRecords(t, r.kc, r.stream, 0, 4, alternate)
 	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
@@ -102,6 +103,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"help"}, {"--help"}, {"-h"},
 		{"help", "status"}, {"status", "--help"}, {"status", "-h"}, {"status", "help"},

@@ -9,6 +9,7 @@ import (
 )
 
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	u := func(i int) unit { return unit{Stream: "s", Shard: fmt.Sprintf("shard-%d", i)} }
 	none := func(unit) bool { return false }
 	cases := []struct {
@@ -107,6 +108,7 @@ func TestDecide(t *testing.T) {
 // TestAhead: which of two checkpoints of one shard is further; a position
 // an operator's rewind wrote is never overridden.
 func TestAhead(t *testing.T) {
+	t.Parallel()
 	cp := func(seq string, sub int64) leases.Checkpoint {
 		return leases.Checkpoint{Sequence: seq, SubSequence: sub}
 	}

@@ -23,6 +23,7 @@ import (
 // delay), and tries the failed shard again after the backoff, which reads
 // it once the fault is gone. Run returns only when cancelled.
 func TestShardFailureIsolated(t *testing.T) {
+	t.Parallel()
 	k := sim.NewKinesis()
 	stream := newSimStream(t, k, "isolated", 2)
 	ids := stream.ShardIDs()
@@ -104,6 +105,7 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool, done <-chan 
 // sets the stream aside instead of ending Run: the hooks hear of it with
 // no shard, and once access is back the stream's shards are read.
 func TestStreamFailureIsolated(t *testing.T) {
+	t.Parallel()
 	k := sim.NewKinesis()
 	stream := newSimStream(t, k, "denied", 1)
 	id := stream.ShardIDs()[0]

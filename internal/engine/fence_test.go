@@ -10,6 +10,7 @@ import (
 )
 
 func TestFenceArithmetic(t *testing.T) {
+	t.Parallel()
 	if got := fenceAfter(10*sec, 5*time.Second, time.Second); got != 14*sec {
 		t.Fatalf("fenceAfter(10s) = %v, want 14s (timeout less margin after the send)", time.Duration(got))
 	}
@@ -54,6 +55,7 @@ func TestHeartbeatDeadline(t *testing.T) {
 }
 
 func TestHeartbeatAction(t *testing.T) {
+	t.Parallel()
 	conflict := func(cur leases.Member) error {
 		return &leases.MemberConflictError{Op: "Heartbeat", Owner: "o", Current: cur}
 	}

@@ -129,6 +129,7 @@ func startGroup(t *testing.T, cfg engine.GroupConfig) (done <-chan error, stop f
 // ran. KINESISLEASE_RESTARTS sets how many (default 300; the issue's
 // measure is 1,000).
 func TestMembershipRowsBounded(t *testing.T) {
+	t.Parallel()
 	restarts := 300
 	if v, err := strconv.Atoi(os.Getenv("KINESISLEASE_RESTARTS")); err == nil && v > 0 {
 		restarts = v

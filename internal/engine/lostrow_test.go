@@ -178,6 +178,7 @@ func (f *fleet) check(cutoff, since time.Time, replay time.Duration) int {
 // create the row from what it knew (nothing: TRIM_HORIZON) while the holder
 // still delivered.
 func TestDeletedRowNoSecondReader(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, 4)
 		f.start(f.config("a", f.store, nil))
@@ -220,6 +221,7 @@ func TestDeletedRowNoSecondReader(t *testing.T) {
 // stream exist stopped taking it as new (it created the missing rows at the
 // start position and read them beside their holder).
 func TestTableRecreatedEmpty(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, 6)
 		f.start(f.config("a", f.store, nil))
@@ -244,6 +246,7 @@ func TestTableRecreatedEmpty(t *testing.T) {
 // and delivers again once the table works. Before, Run returned "table not
 // found" and the process's checkpoints died with it.
 func TestStoreMissingWhileRunning(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, 2)
 		var missing atomic.Bool
@@ -355,6 +358,7 @@ func TestStoreMissingAtStart(t *testing.T) {
 // row's counter had not moved since the holder's last write, so a
 // checkpoint landing in between left it pending.
 func TestRewindInterleavedWithCheckpoints(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, 1)
 		cfg := f.config("a", f.store, nil)
@@ -427,6 +431,7 @@ func TestRewindInterleavedWithCheckpoints(t *testing.T) {
 // the grace that follows it, Run returns, logging the abandoned shard at
 // ERROR.
 func TestShutdownAbandonsStuckHandler(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, 1)
 		var release atomic.Bool

@@ -16,6 +16,7 @@ import (
 // the attempts made so far; a fresh one is handled; a record without an
 // arrival time never expires. The clock is the Processor's Now.
 func TestProcessorMaxAge(t *testing.T) {
+	t.Parallel()
 	arrival := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	errPlain := errors.New("plain")
 	for _, tt := range []struct {
@@ -88,6 +89,7 @@ func TestProcessorMaxAge(t *testing.T) {
 // dead-lettered and the others handed to the handler; a batch of expired
 // records only never calls it.
 func TestProcessBatchMaxAge(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var dls []string
 	p := &engine.Processor{

@@ -11,6 +11,7 @@ import (
 const sec = int64(time.Second)
 
 func TestMemberView(t *testing.T) {
+	t.Parallel()
 	const timeout = 5 * time.Second
 	a := leases.Member{Owner: "a", Incarnation: "ia", Heartbeat: 1}
 	b := leases.Member{Owner: "b", Incarnation: "ib", Heartbeat: 1}
@@ -110,6 +111,7 @@ func TestMemberView(t *testing.T) {
 }
 
 func TestMemberViewUnknownIncarnationWatchedFromNow(t *testing.T) {
+	t.Parallel()
 	v := newMemberView("self", 5*time.Second)
 	if !v.alive("x", "ix", 0) {
 		t.Fatal("an incarnation never seen must be alive for a timeout from when a row first names it")
@@ -122,6 +124,7 @@ func TestMemberViewUnknownIncarnationWatchedFromNow(t *testing.T) {
 }
 
 func TestMemberViewBounded(t *testing.T) {
+	t.Parallel()
 	v := newMemberView("self", time.Second)
 	r := 0
 	for i := range 1000 {
@@ -137,6 +140,7 @@ func TestMemberViewBounded(t *testing.T) {
 }
 
 func TestMarkDead(t *testing.T) {
+	t.Parallel()
 	v := newMemberView("self", 5*time.Second)
 	a := leases.Member{Owner: "a", Incarnation: "ia", Heartbeat: 1}
 	v.observe(0, []leases.Member{a}, "iself", 0, 0)
@@ -153,6 +157,7 @@ func TestMarkDead(t *testing.T) {
 // suspect the moment its timeout runs out (its row is read then), and until
 // then the next round is due at that moment; a heartbeating member never is.
 func TestMemberViewSuspects(t *testing.T) {
+	t.Parallel()
 	const timeout = 5 * time.Second
 	v := newMemberView("self", timeout)
 	a := leases.Member{Owner: "a", Incarnation: "0.AAAA", Heartbeat: 1}

@@ -15,6 +15,7 @@ var errStopWaiting = errors.New("stop waiting")
 // TestProcessorOnWait checks that the Processor reports each wait with its
 // reason before sleeping, and that Holding sorts them.
 func TestProcessorOnWait(t *testing.T) {
+	t.Parallel()
 	policy := kltype.RetryPolicy{Attempts: 2, InitialDelay: time.Millisecond, MaxDelay: time.Second}
 	errPlain := errors.New("plain")
 	errSink := errors.New("sink down")

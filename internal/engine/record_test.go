@@ -18,6 +18,7 @@ import (
 // handler still returns its own record after the handler returned and the
 // shard's later records were handled.
 func TestRecordContextKeepsItsRecord(t *testing.T) {
+	t.Parallel()
 	k := sim.NewKinesis()
 	stream := newSimStream(t, k, "ctx", 1)
 	id := stream.ShardIDs()[0]

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -56,6 +57,8 @@ func (h *countingHandler) count(s string) int {
 // goroutine delivered nothing at 1,000 shards: after a fence it released
 // the rows one at a time and retook them after the next fence, in a loop.
 func TestManyShardsSlowStore(t *testing.T) {
+	t.Parallel()
+	testutil.Slow(t) // its size is its point
 	shards := 2000
 	if v, err := strconv.Atoi(os.Getenv("KINESISLEASE_SCALE_SHARDS")); err == nil && v > 0 {
 		shards = v

@@ -92,6 +92,7 @@ func expect(t *testing.T, ch <-chan string, from, n int) {
 // endpoint sends no heartbeat here) is taken as dead and replaced; no
 // record is skipped or repeated.
 func TestSubscriberRenews(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		bench testutil.FanOutConfig
@@ -143,6 +144,7 @@ func TestSubscriberRenews(t *testing.T) {
 // with Renew and Idle an hour nothing but the lease ends it sooner), and no
 // new one is made until the lease is valid again.
 func TestSubscriberFenced(t *testing.T) {
+	t.Parallel()
 	fo, kc, stream, c := subscriberBench(t, testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond})
 	validUntil := time.Now().Add(time.Hour)
 	var mu = make(chan struct{}, 1)
@@ -177,6 +179,7 @@ func TestSubscriberFenced(t *testing.T) {
 // TestSubscriberCheckpointNotInShard: a checkpoint Kinesis refuses is a
 // *kltype.CheckpointError, not retried.
 func TestSubscriberCheckpointNotInShard(t *testing.T) {
+	t.Parallel()
 	_, _, stream, c := subscriberBench(t, testutil.FanOutConfig{})
 	s := newSubscriber(subscriberConfig{FanOut: &FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000",
 		Start: kltype.AfterSequenceNumber("49590338271490256608559692538361571095921575989136588898")})
@@ -194,6 +197,7 @@ func TestSubscriberCheckpointNotInShard(t *testing.T) {
 // any record came resumes after the last event's continuation, not at
 // LATEST again, so the records put while it was down are not skipped.
 func TestSubscriberLatestResumes(t *testing.T) {
+	t.Parallel()
 	fo, kc, stream, c := subscriberBench(t, testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
 	putN(t, kc, stream, -5, 5) // before LATEST: never delivered
 	var events atomic.Int64
@@ -224,6 +228,7 @@ func TestSubscriberLatestResumes(t *testing.T) {
 // not count as the subscription's silence: a consumer slower than Idle
 // with events waiting never has its subscription taken as dead.
 func TestSubscriberSlowConsumer(t *testing.T) {
+	t.Parallel()
 	_, kc, stream, c := subscriberBench(t, testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond, Limit: 1})
 	var idle atomic.Int64
 	s := newSubscriber(subscriberConfig{FanOut: &FanOutConfig{Consumer: c, Idle: 300 * time.Millisecond}, Stream: stream, ShardID: "shardId-000000000000",

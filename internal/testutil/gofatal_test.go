@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"go/ast"
 	"go/build"
@@ -9,9 +10,12 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -39,6 +43,7 @@ import (
 // tests' calls Fatal today.
 func TestNoFatalOffTestGoroutine(t *testing.T) {
 	t.Parallel()
+	Slow(t)
 	root, err := findRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -360,11 +365,6 @@ func loadModule(root string) (*module, error) {
 		libs: map[string]*unit{}, checking: map[string]bool{},
 		decls: map[types.Object]declIn{}, funcVals: map[types.Object][]litIn{},
 	}
-	m.std = importer.ForCompiler(m.fset, "gc", nil)
-	if _, err := m.std.Import("testing"); err != nil {
-		// Without it no call would be recognised and the check would pass.
-		return nil, fmt.Errorf("importing the testing package's export data: %w", err)
-	}
 	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -385,6 +385,13 @@ func loadModule(root string) (*module, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if m.std, err = stdImporter(root, m.fset, m.dirs); err != nil {
+		return nil, err
+	}
+	if _, err := m.std.Import("testing"); err != nil {
+		// Without it no call would be recognised and the check would pass.
+		return nil, fmt.Errorf("importing the testing package's export data: %w", err)
 	}
 	paths := make([]string, 0, len(m.dirs))
 	for p := range m.dirs {
@@ -408,6 +415,54 @@ func loadModule(root string) (*module, error) {
 		}
 	}
 	return m, nil
+}
+
+// stdImporter returns an importer of the standard library's export data
+// for every standard package the files of dirs import, and testing. It
+// asks the go command once for all of them (go list -export -deps), where
+// importer.ForCompiler's default lookup runs go list once a package: that
+// was most of the check's time, tens of seconds on a busy machine.
+func stdImporter(root string, fset *token.FileSet, dirs map[string]*dirFiles) (types.Importer, error) {
+	want := map[string]bool{"testing": true}
+	for _, d := range dirs {
+		for _, f := range slices.Concat(d.lib, d.inTest, d.xTest) {
+			for _, spec := range f.Imports {
+				ip, err := strconv.Unquote(spec.Path.Value)
+				if err != nil {
+					continue
+				}
+				if first, _, _ := strings.Cut(ip, "/"); !strings.Contains(first, ".") && ip != "C" && dirs[ip] == nil {
+					want[ip] = true
+				}
+			}
+		}
+	}
+	args := []string{"list", "-e", "-export", "-deps", "-f", "{{if .Export}}{{.ImportPath}}={{.Export}}{{end}}"}
+	for ip := range want {
+		args = append(args, ip)
+	}
+	slices.Sort(args[6:])
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -export of the standard packages: %v\n%s", err, stderr.Bytes())
+	}
+	exports := map[string]string{}
+	for line := range strings.Lines(string(out)) {
+		if ip, file, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			exports[ip] = file
+		}
+	}
+	return importer.ForCompiler(fset, "gc", func(ip string) (io.ReadCloser, error) {
+		file, ok := exports[ip]
+		if !ok {
+			return nil, fmt.Errorf("no export data for %q", ip)
+		}
+		return os.Open(file)
+	}), nil
 }
 
 func modulePath(gomod string) (string, error) {

@@ -37,6 +37,7 @@ func TestNoOrphanEmulators(t *testing.T) {
 		t.Skip("scans /proc")
 	}
 	t.Parallel()
+	Slow(t)
 	for _, mode := range []string{"panic", "timeout", "sigkill"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()

@@ -36,6 +36,8 @@ func newStore(t testing.TB, faults *testutil.Faults, opts ...dynamo.Option) (*dy
 // TestConformance runs leasestest against DynamoDB Local and checks that the
 // store called no DynamoDB operation but GetItem and UpdateItem.
 func TestConformance(t *testing.T) {
+	t.Parallel()
+	testutil.Slow(t)
 	faults := &testutil.Faults{}
 	s, _ := newStore(t, faults)
 	leasestest.Run(t, func(*testing.T) leases.Store { return s })
@@ -73,6 +75,7 @@ func rawItem(t *testing.T, client *dynamodb.Client, table, key string) map[strin
 
 // TestRowFormat pins the attribute names and types other tools read.
 func TestRowFormat(t *testing.T) {
+	t.Parallel()
 	s, client := newStore(t, &testutil.Faults{})
 	k := leases.Key{Stream: "orders", Shard: "shardId-000000000001"}
 	l, err := s.Create(ctx(t), k)
@@ -131,6 +134,7 @@ func putRaw(t *testing.T, client *dynamodb.Client, table string, item map[string
 // lands on the owner alone; TakeAs removes the leftover attributes and keeps
 // the checkpoint and the pending rewind.
 func TestRenewalProtocolRows(t *testing.T) {
+	t.Parallel()
 	s, client := newStore(t, &testutil.Faults{})
 	k := leases.Key{Stream: "orders", Shard: "shardId-000000000001"}
 	putRaw(t, client, s.Table(), map[string]types.AttributeValue{
@@ -200,6 +204,7 @@ func TestRenewalProtocolRows(t *testing.T) {
 }
 
 func TestMissingTable(t *testing.T) {
+	t.Parallel()
 	client := testutil.DynamoClient(t)
 	table := testutil.TableName(t) // never created
 	s := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(client))
@@ -226,6 +231,7 @@ func TestMissingTable(t *testing.T) {
 func second[T any](_ T, err error) error { return err }
 
 func TestWrongKeySchema(t *testing.T) {
+	t.Parallel()
 	client := testutil.DynamoClient(t)
 	table := testutil.TableName(t)
 	_, err := client.CreateTable(ctx(t), &dynamodb.CreateTableInput{
@@ -254,6 +260,7 @@ func TestWrongKeySchema(t *testing.T) {
 }
 
 func TestAccessDenied(t *testing.T) {
+	t.Parallel()
 	faults := &testutil.Faults{}
 	s, _ := newStore(t, faults)
 	faults.Inject(testutil.Fault{Err: &smithy.GenericAPIError{
@@ -279,6 +286,7 @@ func TestAccessDenied(t *testing.T) {
 // not act (as internal/kinesisx classifies them) makes Check fail with
 // leases.ErrMisconfigured naming the table and the permissions.
 func TestAccessDeniedCodes(t *testing.T) {
+	t.Parallel()
 	for _, code := range []string{"AccessDeniedException", "AccessDenied", "UnrecognizedClientException",
 		"InvalidSignatureException", "MissingAuthenticationTokenException", "ExpiredTokenException", "InvalidClientTokenId"} {
 		t.Run(code, func(t *testing.T) {
@@ -303,6 +311,7 @@ func TestAccessDeniedCodes(t *testing.T) {
 }
 
 func TestInvalidTableName(t *testing.T) {
+	t.Parallel()
 	s := dynamo.New(testutil.Config(t), "no spaces allowed")
 	err := s.Check(ctx(t))
 	if !errors.Is(err, leases.ErrMisconfigured) || !strings.Contains(err.Error(), "no spaces allowed") {
@@ -311,6 +320,7 @@ func TestInvalidTableName(t *testing.T) {
 }
 
 func TestConflictWrapsSDKError(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t, &testutil.Faults{})
 	k := leases.Key{Stream: "orders", Shard: "shardId-0"}
 	if _, err := s.Create(ctx(t), k); err != nil {
@@ -327,6 +337,7 @@ func TestConflictWrapsSDKError(t *testing.T) {
 // lost, the SDK retries it, the retry fails its condition (the first attempt
 // changed the counter) and the store recognises its own write by its token.
 func TestLostResponseRecognised(t *testing.T) {
+	t.Parallel()
 	faults := &testutil.Faults{}
 	s, client := newStore(t, faults)
 	k := leases.Key{Stream: "orders", Shard: "shardId-0"}
@@ -377,6 +388,7 @@ func TestLostResponseRecognised(t *testing.T) {
 // TestLostResponseOfOthersWriteIsConflict: a lost answer whose retry meets
 // another writer's change is a conflict, not a success.
 func TestLostResponseOfOthersWriteIsConflict(t *testing.T) {
+	t.Parallel()
 	faults := &testutil.Faults{}
 	s, _ := newStore(t, faults)
 	other := dynamo.New(testutil.Config(t), s.Table(), dynamo.WithDynamoDBClient(testutil.DynamoClient(t)))
@@ -397,6 +409,7 @@ func TestLostResponseOfOthersWriteIsConflict(t *testing.T) {
 }
 
 func TestLegacyRows(t *testing.T) {
+	t.Parallel()
 	faults := &testutil.Faults{}
 	plain, client := newStore(t, faults)
 	table := plain.Table()
@@ -468,6 +481,7 @@ func TestLegacyRows(t *testing.T) {
 // TestCancelDuringCall: a call blocked on a slow DynamoDB returns with the
 // context's error when the context is cancelled.
 func TestCancelDuringCall(t *testing.T) {
+	t.Parallel()
 	faults := &testutil.Faults{}
 	s, _ := newStore(t, faults)
 	faults.Inject(testutil.Fault{Op: "GetItem", Delay: time.Hour})

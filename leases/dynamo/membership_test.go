@@ -63,6 +63,7 @@ func attrSize(t *testing.T, name string, v types.AttributeValue) int {
 // package documentation describes, and the size of an entry (what every
 // heartbeat of every member of the row pays for).
 func TestMemberRowFormat(t *testing.T) {
+	t.Parallel()
 	s, client := newStore(t, &testutil.Faults{})
 	owner := ownerOf("a", 40)
 	row := 1
@@ -198,6 +199,7 @@ func TestMemberRowFormat(t *testing.T) {
 // a Join in its condition: the conflict says Full, wraps the SDK's error,
 // and n stays.
 func TestJoinFullRow(t *testing.T) {
+	t.Parallel()
 	s, client := newStore(t, &testutil.Faults{})
 	row := 3
 	for i := range leases.RowCapacity {
@@ -226,6 +228,7 @@ func TestJoinFullRow(t *testing.T) {
 // TestLeaseRowFormatTakeAs: TakeAs writes owner and incarnation; a new
 // incarnation's TakeAs replaces it; Release removes both.
 func TestLeaseRowFormatTakeAs(t *testing.T) {
+	t.Parallel()
 	s, client := newStore(t, &testutil.Faults{})
 	k := leases.Key{Stream: "orders", Shard: "shardId-000000000001"}
 	l, err := s.Create(ctx(t), k)
@@ -262,6 +265,7 @@ func TestLeaseRowFormatTakeAs(t *testing.T) {
 // as asked: a success, not a conflict, and the row's entry count moved
 // once.
 func TestMembershipLostResponse(t *testing.T) {
+	t.Parallel()
 	faults := &testutil.Faults{}
 	s, client := newStore(t, faults)
 	owner := ownerOf("a", 40)
@@ -324,6 +328,7 @@ func TestMembershipLostResponse(t *testing.T) {
 // answer is lost; the resent copy finds the row full, but with the entry
 // it wrote: a success, and the row holds RowCapacity entries.
 func TestJoinLostResponseOnLastSlot(t *testing.T) {
+	t.Parallel()
 	faults := &testutil.Faults{}
 	s, client := newStore(t, faults)
 	row := 5
@@ -388,6 +393,7 @@ func (h *hookRetryer) RetryDelay(attempt int, err error) (time.Duration, error) 
 // not the one asked for, and the call reports a conflict carrying the
 // entry, not a success.
 func TestReplaceMemberLostResponseThenOthersWrite(t *testing.T) {
+	t.Parallel()
 	faults := &testutil.Faults{}
 	table := testutil.TableName(t)
 	plain := testutil.DynamoClient(t)
@@ -447,6 +453,7 @@ func TestReplaceMemberLostResponseThenOthersWrite(t *testing.T) {
 // TestMembershipMisconfigured: the membership methods map a missing table
 // and denied access like the lease methods, naming the table.
 func TestMembershipMisconfigured(t *testing.T) {
+	t.Parallel()
 	owner := ownerOf("a", 20)
 	e := leases.Member{Owner: owner, Incarnation: "inc", Heartbeat: 1}
 	calls := func(s *dynamo.Store) map[string]error {
@@ -508,6 +515,7 @@ func TestMembershipMisconfigured(t *testing.T) {
 // store does not know is reported, naming the table and the attribute, not
 // read as a member.
 func TestMembershipMalformedEntry(t *testing.T) {
+	t.Parallel()
 	s, client := newStore(t, &testutil.Faults{})
 	_, err := client.UpdateItem(testutil.WithoutFaults(ctx(t)), &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.Table()),
@@ -528,6 +536,7 @@ func TestMembershipMalformedEntry(t *testing.T) {
 // TestHeaderFormat pins the layout of the membership header: the item
 // "#members", one number r<row> per bumped row and vanished, nothing else.
 func TestHeaderFormat(t *testing.T) {
+	t.Parallel()
 	s, client := newStore(t, &testutil.Faults{})
 	if item := rawItem(t, client, s.Table(), leases.MemberHeaderKey); item != nil {
 		t.Fatalf("a fresh table has a header item: %v", item)
@@ -570,6 +579,7 @@ func TestHeaderFormat(t *testing.T) {
 // the store does not know is reported, naming the table and the
 // attribute.
 func TestHeaderMalformed(t *testing.T) {
+	t.Parallel()
 	for name, v := range map[string]types.AttributeValue{
 		"r5":       &types.AttributeValueMemberS{Value: "not a number"},
 		"rfive":    &types.AttributeValueMemberN{Value: "1"},
@@ -600,6 +610,7 @@ func TestHeaderMalformed(t *testing.T) {
 // call succeeds and the version moved (by one or two: a version read as
 // changed only makes members re-read a row).
 func TestHeaderLostResponse(t *testing.T) {
+	t.Parallel()
 	faults := &testutil.Faults{}
 	s, _ := newStore(t, faults)
 	for name, bump := range map[string]func() error{

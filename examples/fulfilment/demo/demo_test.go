@@ -32,14 +32,29 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 // retried until the rule lets them take over, and the test checks both
 // that this happened wherever the lease times say it must have and that
 // nothing was lost or read twice beyond the checkpoint windows.
+//
+// The three runs build examples/fulfilment once and run in parallel, each on
+// a table and stream of its own.
 func TestDemo(t *testing.T) {
-	for _, keys := range []int{0, 8} {
-		t.Run(fmt.Sprintf("key-concurrency=%d", max(keys, 1)), func(t *testing.T) { testDemo(t, keys, false) })
+	t.Parallel()
+	testutil.Slow(t)
+	bin, err := harness.Build(t.Context(), t.TempDir(), harness.RaceEnabled)
+	if err != nil {
+		t.Fatalf("demo: %v", err)
 	}
-	t.Run("fan-out", func(t *testing.T) { testDemo(t, 0, true) })
+	for _, keys := range []int{0, 8} {
+		t.Run(fmt.Sprintf("key-concurrency=%d", max(keys, 1)), func(t *testing.T) {
+			t.Parallel()
+			testDemo(t, bin, keys, false)
+		})
+	}
+	t.Run("fan-out", func(t *testing.T) {
+		t.Parallel()
+		testDemo(t, bin, 0, true)
+	})
 }
 
-func testDemo(t *testing.T, keyConcurrency int, fanOut bool) {
+func testDemo(t *testing.T, bin string, keyConcurrency int, fanOut bool) {
 	const shards = 4
 	e, table, stream := harness.TestEnv(t, shards)
 	var fo *testutil.FanOut
@@ -56,7 +71,7 @@ func testDemo(t *testing.T, keyConcurrency int, fanOut bool) {
 		Heartbeat: 500 * time.Millisecond, Timeout: 2 * time.Second,
 		CheckpointInterval: 500 * time.Millisecond,
 		Kill:               true, KillAt: 0.5,
-		Dir: t.TempDir(), Race: harness.RaceEnabled, Out: harness.TestLog(t),
+		Dir: t.TempDir(), Binary: bin, Race: harness.RaceEnabled, Out: harness.TestLog(t),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -59,6 +59,7 @@ func (s takerStore) Members(ctx context.Context, row int) ([]leases.Member, erro
 }
 
 func TestReproTakeoverCountsFromReadReturn(t *testing.T) {
+	t.Parallel()
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
@@ -149,14 +150,27 @@ func TestReproTakeoverCountsFromReadReturn(t *testing.T) {
 	defer stopB()
 	time.Sleep(time.Second) // a few ordinary rounds of b
 	armed.Store(true)
-	time.Sleep(5 * time.Second)
+	// Until b has taken over and a's fence has passed (a's Held is empty:
+	// a lease in it is one whose fence has not passed, and cut off from
+	// the store a cannot take one again), so that every delivery a could
+	// make beside b is in handled when it is checked.
+	deadline := time.Now().Add(2 * time.Minute) // against a hang only
+	for {
+		mu.Lock()
+		took := len(handled[b]) > 0
+		mu.Unlock()
+		if took && len(a.Held(stream)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s took over: %v; a still holds %v, 2 minutes after the taker's read was armed", b, took, a.Held(stream))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	mu.Lock()
 	defer mu.Unlock()
 	p := time.Unix(0, partAt.Load())
-	if len(handled[b]) == 0 {
-		t.Fatalf("%s never took over", b)
-	}
 	bFirst := handled[b][0]
 	if !bFirst.After(p) {
 		t.Fatalf("%s handled a record %v before a was partitioned: the shard moved to it by plan, and the test checks nothing", b, p.Sub(bFirst))

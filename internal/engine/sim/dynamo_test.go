@@ -123,6 +123,7 @@ func dynamoSeeds(t *testing.T) []uint64 {
 // that profile.
 func TestDynamoMembership(t *testing.T) {
 	t.Parallel() // mostly waiting in real time: beside the simulations
+	testutil.Slow(t)
 	plain := testutil.DynamoClient(t, fastDynamo)
 	for _, seed := range dynamoSeeds(t) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
