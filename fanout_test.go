@@ -106,6 +106,7 @@ func maps(m map[string]int) map[string]int {
 // GetRecords or GetShardIterator call, the checkpoint at each shard's last
 // record, the consumer registered at Run and found again by the next.
 func TestFanOutDelivers(t *testing.T) {
+	t.Parallel()
 	fo, kc, faults, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{}, 2)
 	store := memory.New()
 	put(t, kc, stream, 0, 300)
@@ -241,6 +242,7 @@ func putFor(t *testing.T, kc *kinesis.Client, stream string, first int) (stop fu
 // an exception event): the library subscribes again from the last record
 // received, so every record is handled once, in order.
 func TestFanOutResubscribes(t *testing.T) {
+	t.Parallel()
 	fo, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{Lifetime: 1500 * time.Millisecond, TakeoverAfter: 500 * time.Millisecond}, 2)
 	ta := newTally()
 	startWith(t, kc, memory.New(), stream, "a", ta.handler("a"), fanOutSub())
@@ -275,6 +277,7 @@ func TestFanOutResubscribes(t *testing.T) {
 // the limit is the consumer's, and a handoff's first call can come within
 // a second of the previous holder's last; it is retried).
 func TestFanOutFiveSecondRule(t *testing.T) {
+	t.Parallel()
 	fo, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{}, 2)
 	store := memory.New()
 	ta := newTally()
@@ -319,6 +322,7 @@ func slicesOf(m map[int]string) []string {
 // continuation), its children only after, every record once and in order
 // per key.
 func TestFanOutReshard(t *testing.T) {
+	t.Parallel()
 	fo, kc, _, stream := fanOutStream(t, testutil.KinesisLocal, testutil.FanOutConfig{}, 2)
 	store := memory.New()
 	ta := newTally()
@@ -361,6 +365,7 @@ func TestFanOutReshard(t *testing.T) {
 // over; while fenced it subscribes to nothing. Once its heartbeats pass
 // again it subscribes again, from its checkpoints.
 func TestFanOutLeaseLoss(t *testing.T) {
+	t.Parallel()
 	fo, kc, kfaults, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{TakeoverAfter: 500 * time.Millisecond}, 2)
 	dfaults := &testutil.Faults{}
 	dc := testutil.DynamoClient(t, dfaults.DynamoOptions)
@@ -394,6 +399,7 @@ func TestFanOutLeaseLoss(t *testing.T) {
 // (the per-second rate) is retried and reported to OnThrottled; an
 // InternalFailure is retried. Records are all handled, in order.
 func TestFanOutThrottledAndErrors(t *testing.T) {
+	t.Parallel()
 	_, kc, faults, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{TakeoverAfter: 500 * time.Millisecond}, 1)
 	faults.Inject(testutil.Fault{Op: "SubscribeToShard", Times: 2, Err: &ktypes.LimitExceededException{Message: aws.String("Rate exceeded for consumer")}})
 	faults.Inject(testutil.Fault{Op: "SubscribeToShard", Skip: 2, Times: 1, Err: &ktypes.InternalFailureException{Message: aws.String("injected")}})
@@ -413,6 +419,7 @@ func TestFanOutThrottledAndErrors(t *testing.T) {
 
 // TestFanOutStartErrors: what Run says at start about the consumer.
 func TestFanOutStartErrors(t *testing.T) {
+	t.Parallel()
 	fo, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{}, 1)
 	run := func(client kinesislease.Kinesis, sub ...kinesislease.SubscribeOption) error {
 		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(client), kinesislease.WithLeaseStore(memory.New()),
@@ -516,6 +523,7 @@ func streamARN(t *testing.T, kc *kinesis.Client, stream string) string {
 // TestFanOutConsumerDeleted: the consumer deregistered while its shards
 // are read is registered again, and reading goes on from the last record.
 func TestFanOutConsumerDeleted(t *testing.T) {
+	t.Parallel()
 	_, kc, faults, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{TakeoverAfter: 500 * time.Millisecond}, 1)
 	ta := newTally()
 	startWith(t, kc, memory.New(), stream, "a", ta.handler("a"), fanOutSub())
@@ -576,6 +584,7 @@ func (o *outstanding) OnRecordHandled(r kltype.RecordInfo) {
 // MiB: without the budget each shard would hold two events (one handled,
 // one waiting), eight in all.
 func TestFanOutMemoryBudget(t *testing.T) {
+	t.Parallel()
 	_, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{Limit: 1000}, 4)
 	const n, size = 8000, 1024
 	pad := strings.Repeat("x", size-40)
@@ -610,6 +619,7 @@ func TestFanOutMemoryBudget(t *testing.T) {
 // TestFanOutStreamARN: a stream subscribed by ARN registers its consumer
 // on that ARN, with no DescribeStreamSummary call.
 func TestFanOutStreamARN(t *testing.T) {
+	t.Parallel()
 	_, kc, faults, stream := fanOutStream(t, testutil.KinesisLocal, testutil.FanOutConfig{}, 1)
 	arn := streamARN(t, testutil.KinesisClient(t, testutil.KinesisLocal), stream)
 	ta := newTally()
@@ -631,6 +641,7 @@ func TestFanOutStreamARN(t *testing.T) {
 // checkpoints hold, and a new instance handles every record, first
 // deliveries in order.
 func TestFanOutStopMidStream(t *testing.T) {
+	t.Parallel()
 	_, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{Limit: 50}, 2)
 	store := memory.New()
 	put(t, kc, stream, 0, 1000)
@@ -674,6 +685,7 @@ func checkFirstOrder(t *testing.T, ta *tally) {
 // is dead-lettered (to WithDeadLetter's sink, with its sequence number),
 // the rest acknowledged, and the checkpoint passes them all.
 func TestFanOutDeadLetters(t *testing.T) {
+	t.Parallel()
 	_, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{}, 1)
 	store := memory.New()
 	var mu sync.Mutex
