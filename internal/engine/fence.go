@@ -61,6 +61,12 @@ func heartbeatDeadline(now, fence int64, interval time.Duration) time.Duration {
 	return d
 }
 
+// entryDeadline is heartbeatDeadline for a write of this incarnation's
+// entry sent now.
+func (g *Group) entryDeadline() time.Duration {
+	return heartbeatDeadline(mono(), g.fence.Load(), g.cfg.Heartbeat)
+}
+
 // fencePassed reports whether a heartbeat sent at sent came too late to
 // extend the fence: the fence had passed before it was sent (takers may
 // have found the incarnation dead already). An incarnation that holds
@@ -441,10 +447,10 @@ func (g *Group) beat(ctx context.Context) error {
 }
 
 // heartbeat advances this incarnation's heartbeat. Its deadline is
-// heartbeatDeadline: the SDK's own retries fit inside it, and the library
+// entryDeadline: the SDK's own retries fit inside it, and the library
 // does not retry (the next turn does).
 func (g *Group) heartbeat(ctx context.Context) error {
-	hctx, cancel := context.WithTimeout(ctx, heartbeatDeadline(mono(), g.fence.Load(), g.cfg.Heartbeat))
+	hctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 	defer cancel()
 	// Every attempt writes a new value: an attempt whose answer was lost
 	// may have landed, and a next attempt writing the same value would move
@@ -569,7 +575,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
 	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
 	sent := mono()
-	rctx, cancel := context.WithTimeout(ctx, heartbeatDeadline(mono(), g.fence.Load(), g.cfg.Heartbeat))
+	rctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 	defer cancel()
 	rows, err := g.mem.ReplaceMember(rctx, row, cur, next)
 	if err != nil {
@@ -646,7 +652,7 @@ func (g *Group) rejoin(ctx context.Context) {
 	if !g.hb.needNewInc {
 		g.hb.hb++
 		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
-		jctx, cancel := context.WithTimeout(ctx, heartbeatDeadline(mono(), g.fence.Load(), g.cfg.Heartbeat))
+		jctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 		sent := mono()
 		rows, err := g.mem.Join(jctx, row, m)
 		cancel()
