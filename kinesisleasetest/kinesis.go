@@ -65,6 +65,16 @@ type Kinesis struct {
 	// (kinesis_options.go).
 	listPage  int
 	readLimit bool
+	// Enhanced fan-out (fanout.go): the rules, the registered consumers by
+	// ARN, the SubscribeToShard calls by consumer and shard, and the
+	// channel closed at the next change a subscription waits for.
+	rules     FanOutRules
+	consumers map[string]*consumer
+	subs      map[subKey]*subCalls
+	changed   chan struct{}
+	// wireOps serves ServeHTTP's calls (wire.go).
+	opsOnce sync.Once
+	wireOps map[string]operation
 }
 
 var (
@@ -81,7 +91,9 @@ const (
 	OpPutRecord        = "PutRecord"
 )
 
-var ops = []string{OpListShards, OpGetShardIterator, OpGetRecords, OpPutRecords, OpPutRecord}
+var ops = []string{OpListShards, OpGetShardIterator, OpGetRecords, OpPutRecords, OpPutRecord,
+	OpDescribeStreamSummary, OpRegisterStreamConsumer, OpDescribeStreamConsumer, OpListStreamConsumers,
+	OpDeregisterStreamConsumer, OpSubscribeToShard}
 
 // Kinesis' limits that the fake enforces.
 const (
@@ -124,6 +136,7 @@ func NewKinesis(opts ...KinesisOption) *Kinesis {
 		throttles: map[string]int{},
 		calls:     map[string]int{},
 		listPage:  listPageMax,
+		rules:     FanOutRules{}.withDefaults(),
 	}
 	for _, o := range opts {
 		o.applyKinesis(k)
@@ -257,13 +270,18 @@ func (k *Kinesis) DeleteStream(name string) error {
 		return err
 	}
 	delete(k.streams, s.name)
+	k.notifyLocked()
 	return nil
 }
 
 func (s *stream) addShard(lo, hi *big.Int, parent, adjacent string, now time.Time) *shard {
 	i := len(s.shards)
+	// The shard's StartingSequenceNumber is one no record has: resuming
+	// after it (a subscription's continuation before any record) skips
+	// nothing.
+	s.last++
 	sh := &shard{idx: i, id: shardID(i), lo: lo, hi: hi, parent: parent, adjacent: adjacent,
-		firstCounter: s.last + 1, created: now}
+		firstCounter: s.last, created: now}
 	sh.loText, sh.hiText, sh.firstSeq = lo.String(), hi.String(), seqNumber(sh.firstCounter, i)
 	s.shards = append(s.shards, sh)
 	return sh
@@ -337,6 +355,7 @@ func (k *Kinesis) split(s *stream, sh *shard, mid *big.Int) ([2]string, error) {
 	}
 	now := time.Now()
 	s.close(sh, now)
+	k.notifyLocked()
 	a := s.addShard(sh.lo, new(big.Int).Sub(mid, big.NewInt(1)), sh.id, "", now)
 	b := s.addShard(new(big.Int).Set(mid), sh.hi, sh.id, "", now)
 	sh.children = []string{a.id, b.id}
@@ -375,6 +394,7 @@ func (k *Kinesis) MergeShards(stream, a, b string) (string, error) {
 	now := time.Now()
 	s.close(sa, now)
 	s.close(sb, now)
+	k.notifyLocked()
 	c := s.addShard(lo, hi, sa.id, sb.id, now)
 	sa.children, sb.children = []string{c.id}, []string{c.id}
 	return c.id, nil
@@ -606,6 +626,7 @@ func (k *Kinesis) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _
 		out.Records[i] = types.PutRecordsResultEntry{SequenceNumber: aws.String(seq), ShardId: aws.String(sh.id)}
 	}
 	out.FailedRecordCount = aws.Int32(0)
+	k.notifyLocked()
 	return out, nil
 }
 
@@ -636,6 +657,7 @@ func (k *Kinesis) PutRecord(ctx context.Context, in *kinesis.PutRecordInput, _ .
 		return nil, throttleErr(fmt.Sprintf("shard %s in stream %s", s.route(h).id, s.name))
 	}
 	sh, seq := s.put(h, key, in.Data, time.Now())
+	k.notifyLocked()
 	return &kinesis.PutRecordOutput{SequenceNumber: aws.String(seq), ShardId: aws.String(sh.id), EncryptionType: types.EncryptionTypeNone}, nil
 }
 
@@ -977,18 +999,7 @@ func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _
 	}
 	out.MillisBehindLatest = aws.Int64(behind)
 	if sh.closed && end == len(sh.records) {
-		for _, id := range sh.children {
-			c := s.shard(id)
-			parents := []string{c.parent}
-			if c.adjacent != "" {
-				parents = append(parents, c.adjacent)
-			}
-			out.ChildShards = append(out.ChildShards, types.ChildShard{
-				ShardId:      aws.String(c.id),
-				ParentShards: parents,
-				HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String(c.lo.String()), EndingHashKey: aws.String(c.hi.String())},
-			})
-		}
+		out.ChildShards = s.childShards(sh)
 		return out, nil
 	}
 	next := tok
