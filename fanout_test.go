@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,29 +20,33 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
-// The enhanced fan-out tests run the library against internal/testutil's
-// local SubscribeToShard endpoint in front of a real emulator: the records,
-// sequence numbers and shard ends are the emulator's.
+// The enhanced fan-out tests run the library on kinesisleasetest.Kinesis'
+// Client: the SDK's own client, serialisation and event-stream decoder,
+// served in the process by the in-memory Kinesis with Kinesis' rules for
+// SubscribeToShard (shortened where a test says so).
 
 const fanOutConsumer = "fulfilment-test"
 
-// fanOutStream starts a fan-out endpoint in front of e with cfg, makes a
-// stream of shards on it, and returns the endpoint, a client of it whose
-// calls faults records, and the stream.
-func fanOutStream(t *testing.T, e testutil.Emulator, cfg testutil.FanOutConfig, shards int32) (*testutil.FanOut, *kinesis.Client, *testutil.Faults, string) {
+// fanOutStream makes an in-memory Kinesis with rules and a stream of
+// shards on it, and returns the Kinesis, a client of it whose calls faults
+// records, and the stream.
+func fanOutStream(t *testing.T, rules kinesisleasetest.FanOutRules, shards int) (*kinesisleasetest.Kinesis, *kinesis.Client, *testutil.Faults, string) {
 	t.Helper()
-	fo := testutil.FanOutEndpoint(t, e, cfg)
+	k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(rules))
 	faults := &testutil.Faults{}
-	kc := fo.Client(faults.KinesisOptions)
+	kc := k.Client(faults.KinesisOptions)
 	stream := testutil.StreamName(t)
-	testutil.CreateStream(t, testutil.KinesisClient(t, e), stream, shards)
-	return fo, kc, faults, stream
+	if err := k.CreateStream(stream, shards); err != nil {
+		t.Fatal(err)
+	}
+	return k, kc, faults, stream
 }
 
 // fanOutSub is the test subscription with enhanced fan-out.
@@ -107,60 +112,62 @@ func maps(m map[string]int) map[string]int {
 // record, the consumer registered at Run and found again by the next.
 func TestFanOutDelivers(t *testing.T) {
 	t.Parallel()
-	fo, kc, faults, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{}, 2)
-	store := memory.New()
-	put(t, kc, stream, 0, 300)
-	ta := newTally()
-	hooks := &fanOutHooks{}
-	in := startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithHooks(hooks))
-	ta.waitFor(t, 0, 300, 30*time.Second)
-	put(t, kc, stream, 300, 200)
-	ta.waitFor(t, 300, 200, 30*time.Second)
-	in.stop(t)
-	checkTallyOrder(t, ta)
-	if _, dups := ta.count(); dups != 0 {
-		t.Fatalf("%d records handled twice", dups)
-	}
-	for _, op := range []string{"GetRecords", "GetShardIterator"} {
-		if n := faults.Calls(op); n != 0 {
-			t.Errorf("%d %s calls with enhanced fan-out", n, op)
+	synctest.Test(t, func(t *testing.T) {
+		fo, kc, faults, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 2)
+		store := memory.New()
+		put(t, kc, stream, 0, 300)
+		ta := newTally()
+		hooks := &fanOutHooks{}
+		in := startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithHooks(hooks))
+		ta.waitFor(t, 0, 300, 30*time.Second)
+		put(t, kc, stream, 300, 200)
+		ta.waitFor(t, 300, 200, 30*time.Second)
+		in.stop(t)
+		checkTallyOrder(t, ta)
+		if _, dups := ta.count(); dups != 0 {
+			t.Fatalf("%d records handled twice", dups)
 		}
-	}
-	if n := faults.Calls("RegisterStreamConsumer"); n != 1 {
-		t.Errorf("RegisterStreamConsumer called %d times, want 1", n)
-	}
-	if n := faults.Calls("SubscribeToShard"); n < 2 {
-		t.Errorf("SubscribeToShard called %d times, want one per shard at least", n)
-	}
-	if events, _ := hooks.counts(); events == 0 {
-		t.Error("OnBatchFetched never called")
-	}
-	if st := fo.Stats(); st.LimitExceeded != 0 || st.ResourceInUse != 0 {
-		t.Errorf("the library broke a subscribe rule: %+v", st)
-	}
-	// The checkpoints are the shards' last records.
-	for _, shard := range []string{"shardId-000000000000", "shardId-000000000001"} {
-		last := lastSequence(t, testutil.KinesisClient(t, testutil.Kinesalite), stream, shard)
-		l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: shard})
-		if err != nil || l.Checkpoint.Sequence != last {
-			t.Errorf("%s: checkpoint %+v (%v), want the shard's last record %s", shard, l.Checkpoint, err, last)
+		for _, op := range []string{"GetRecords", "GetShardIterator"} {
+			if n := faults.Calls(op); n != 0 {
+				t.Errorf("%d %s calls with enhanced fan-out", n, op)
+			}
 		}
-	}
+		if n := faults.Calls("RegisterStreamConsumer"); n != 1 {
+			t.Errorf("RegisterStreamConsumer called %d times, want 1", n)
+		}
+		if n := faults.Calls("SubscribeToShard"); n < 2 {
+			t.Errorf("SubscribeToShard called %d times, want one per shard at least", n)
+		}
+		if events, _ := hooks.counts(); events == 0 {
+			t.Error("OnBatchFetched never called")
+		}
+		if st := fo.SubscribeStats(); st.LimitExceeded != 0 || st.ResourceInUse != 0 {
+			t.Errorf("the library broke a subscribe rule: %+v", st)
+		}
+		// The checkpoints are the shards' last records.
+		for _, shard := range []string{"shardId-000000000000", "shardId-000000000001"} {
+			last := lastSequence(t, kc, stream, shard)
+			l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: shard})
+			if err != nil || l.Checkpoint.Sequence != last {
+				t.Errorf("%s: checkpoint %+v (%v), want the shard's last record %s", shard, l.Checkpoint, err, last)
+			}
+		}
 
-	// A second run finds the consumer (no registration) and resumes after
-	// the checkpoints.
-	faults2 := &testutil.Faults{}
-	kc2 := fo.Client(faults2.KinesisOptions)
-	put(t, kc2, stream, 500, 50)
-	in = startWith(t, kc2, store, stream, "a", ta.handler("a"), fanOutSub())
-	ta.waitFor(t, 500, 50, 30*time.Second)
-	in.stop(t)
-	if n := faults2.Calls("RegisterStreamConsumer"); n != 0 {
-		t.Errorf("RegisterStreamConsumer called %d times for an existing consumer", n)
-	}
-	if _, dups := ta.count(); dups != 0 {
-		t.Fatalf("%d records handled twice after the restart", dups)
-	}
+		// A second run finds the consumer (no registration) and resumes after
+		// the checkpoints.
+		faults2 := &testutil.Faults{}
+		kc2 := fo.Client(faults2.KinesisOptions)
+		put(t, kc2, stream, 500, 50)
+		in = startWith(t, kc2, store, stream, "a", ta.handler("a"), fanOutSub())
+		ta.waitFor(t, 500, 50, 30*time.Second)
+		in.stop(t)
+		if n := faults2.Calls("RegisterStreamConsumer"); n != 0 {
+			t.Errorf("RegisterStreamConsumer called %d times for an existing consumer", n)
+		}
+		if _, dups := ta.count(); dups != 0 {
+			t.Fatalf("%d records handled twice after the restart", dups)
+		}
+	})
 }
 
 // lastSequence returns the sequence number of shard's last record.
@@ -243,30 +250,34 @@ func putFor(t *testing.T, kc *kinesis.Client, stream string, first int) (stop fu
 // received, so every record is handled once, in order.
 func TestFanOutResubscribes(t *testing.T) {
 	t.Parallel()
-	fo, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{Lifetime: 1500 * time.Millisecond, TakeoverAfter: 500 * time.Millisecond}, 2)
-	ta := newTally()
-	startWith(t, kc, memory.New(), stream, "a", ta.handler("a"), fanOutSub())
-	eventually(t, 10*time.Second, func() bool { return fo.Active("shardId-000000000000") == 1 && fo.Active("shardId-000000000001") == 1 },
-		func() string { return fmt.Sprintf("not subscribed: %+v", fo.Stats()) })
-	stopPut := putFor(t, kc, stream, 0)
-	subs0 := fo.Stats().Subscribes
-	// Two subscription ends by Kinesis at least, a reset, an exception.
-	eventually(t, 20*time.Second, func() bool { return fo.Stats().Subscribes >= subs0+4 }, func() string { return fmt.Sprintf("no renewal: %+v", fo.Stats()) })
-	if fo.Drop("shardId-000000000000") != 1 {
-		t.Fatal("Drop: no subscription of shard 0")
-	}
-	fo.FailNext("shardId-000000000001", "InternalFailureException")
-	subs1 := fo.Stats().Subscribes
-	eventually(t, 20*time.Second, func() bool { return fo.Stats().Subscribes >= subs1+4 }, func() string { return fmt.Sprintf("no resubscription: %+v", fo.Stats()) })
-	total := stopPut()
-	ta.waitFor(t, 0, total, 30*time.Second)
-	checkTallyOrder(t, ta)
-	if _, dups := ta.count(); dups != 0 {
-		t.Fatalf("%d of %d records handled twice", dups, total)
-	}
-	if st := fo.Stats(); st.LimitExceeded != 0 {
-		t.Errorf("the library broke the one-call-a-second rule: %+v", st)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		fo, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{Lifetime: 1500 * time.Millisecond, TakeoverAfter: 500 * time.Millisecond}, 2)
+		ta := newTally()
+		startWith(t, kc, memory.New(), stream, "a", ta.handler("a"), fanOutSub())
+		eventually(t, 10*time.Second, func() bool {
+			return fo.Subscriptions("shardId-000000000000") == 1 && fo.Subscriptions("shardId-000000000001") == 1
+		},
+			func() string { return fmt.Sprintf("not subscribed: %+v", fo.SubscribeStats()) })
+		stopPut := putFor(t, kc, stream, 0)
+		subs0 := fo.SubscribeStats().Subscribed
+		// Two subscription ends by Kinesis at least, a reset, an exception.
+		eventually(t, 20*time.Second, func() bool { return fo.SubscribeStats().Subscribed >= subs0+4 }, func() string { return fmt.Sprintf("no renewal: %+v", fo.SubscribeStats()) })
+		if fo.DropSubscriptions("shardId-000000000000") != 1 {
+			t.Fatal("Drop: no subscription of shard 0")
+		}
+		fo.FailSubscriptions("shardId-000000000001", &ktypes.InternalFailureException{Message: aws.String("injected")})
+		subs1 := fo.SubscribeStats().Subscribed
+		eventually(t, 20*time.Second, func() bool { return fo.SubscribeStats().Subscribed >= subs1+4 }, func() string { return fmt.Sprintf("no resubscription: %+v", fo.SubscribeStats()) })
+		total := stopPut()
+		ta.waitFor(t, 0, total, 30*time.Second)
+		checkTallyOrder(t, ta)
+		if _, dups := ta.count(); dups != 0 {
+			t.Fatalf("%d of %d records handled twice", dups, total)
+		}
+		if st := fo.SubscribeStats(); st.LimitExceeded != 0 {
+			t.Errorf("the library broke the one-call-a-second rule: %+v", st)
+		}
+	})
 }
 
 // TestFanOutFiveSecondRule: a subscription broken right after it began is
@@ -278,35 +289,37 @@ func TestFanOutResubscribes(t *testing.T) {
 // a second of the previous holder's last; it is retried).
 func TestFanOutFiveSecondRule(t *testing.T) {
 	t.Parallel()
-	fo, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{}, 2)
-	store := memory.New()
-	ta := newTally()
-	startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub())
-	eventually(t, 10*time.Second, func() bool { return fo.Active("shardId-000000000000") == 1 },
-		func() string { return fmt.Sprintf("not subscribed: %+v", fo.Stats()) })
-	fo.Drop("shardId-000000000000")
-	put(t, kc, stream, 0, 100)
-	ta.waitFor(t, 0, 100, 30*time.Second)
-	if st := fo.Stats(); st.ResourceInUse == 0 || st.LimitExceeded != 0 {
-		t.Errorf("want ResourceInUseException (the resubscription within 5 seconds) and no LimitExceededException (one call a second): %+v", st)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		fo, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 2)
+		store := memory.New()
+		ta := newTally()
+		startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub())
+		eventually(t, 10*time.Second, func() bool { return fo.Subscriptions("shardId-000000000000") == 1 },
+			func() string { return fmt.Sprintf("not subscribed: %+v", fo.SubscribeStats()) })
+		fo.DropSubscriptions("shardId-000000000000")
+		put(t, kc, stream, 0, 100)
+		ta.waitFor(t, 0, 100, 30*time.Second)
+		if st := fo.SubscribeStats(); st.ResourceInUse == 0 || st.LimitExceeded != 0 {
+			t.Errorf("want ResourceInUseException (the resubscription within 5 seconds) and no LimitExceededException (one call a second): %+v", st)
+		}
 
-	// A second instance: one shard is handed over while its subscription
-	// may be young.
-	b := startWith(t, kc, store, stream, "b", ta.handler("b"), fanOutSub())
-	eventually(t, 30*time.Second, func() bool { return len(b.svc.Held(stream)) == 1 }, func() string { return "b holds no shard" })
-	put(t, kc, stream, 100, 200)
-	ta.waitFor(t, 100, 200, 30*time.Second)
-	checkTallyOrder(t, ta)
-	if _, dups := ta.count(); dups != 0 {
-		t.Fatalf("%d records handled twice", dups)
-	}
-	ta.mu.Lock()
-	byB := slices.Contains(slicesOf(ta.by), "b")
-	ta.mu.Unlock()
-	if !byB {
-		t.Error("b handled none of the records put after it took a shard")
-	}
+		// A second instance: one shard is handed over while its subscription
+		// may be young.
+		b := startWith(t, kc, store, stream, "b", ta.handler("b"), fanOutSub())
+		eventually(t, 30*time.Second, func() bool { return len(b.svc.Held(stream)) == 1 }, func() string { return "b holds no shard" })
+		put(t, kc, stream, 100, 200)
+		ta.waitFor(t, 100, 200, 30*time.Second)
+		checkTallyOrder(t, ta)
+		if _, dups := ta.count(); dups != 0 {
+			t.Fatalf("%d records handled twice", dups)
+		}
+		ta.mu.Lock()
+		byB := slices.Contains(slicesOf(ta.by), "b")
+		ta.mu.Unlock()
+		if !byB {
+			t.Error("b handled none of the records put after it took a shard")
+		}
+	})
 }
 
 func slicesOf(m map[int]string) []string {
@@ -323,41 +336,44 @@ func slicesOf(m map[int]string) []string {
 // per key.
 func TestFanOutReshard(t *testing.T) {
 	t.Parallel()
-	fo, kc, _, stream := fanOutStream(t, testutil.KinesisLocal, testutil.FanOutConfig{}, 2)
-	store := memory.New()
-	ta := newTally()
-	startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithShardSyncInterval(300*time.Millisecond))
-	stopPut := putFor(t, kc, stream, 0)
-	eventually(t, 10*time.Second, func() bool { d, _ := ta.count(); return d > 50 }, func() string { return "nothing handled" })
-	admin := testutil.KinesisClient(t, testutil.KinesisLocal)
-	if _, err := admin.UpdateShardCount(context.Background(), &kinesis.UpdateShardCountInput{
-		StreamName: aws.String(stream), TargetShardCount: aws.Int32(4), ScalingType: ktypes.ScalingTypeUniformScaling,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	waitActive(t, admin, stream)
-	children := func() int {
-		n := 0
-		for s, c := range fo.Stats().Active {
-			if s != "shardId-000000000000" && s != "shardId-000000000001" && c > 0 {
-				n++
+	synctest.Test(t, func(t *testing.T) {
+		fo, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 2)
+		store := memory.New()
+		ta := newTally()
+		startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithShardSyncInterval(300*time.Millisecond))
+		stopPut := putFor(t, kc, stream, 0)
+		eventually(t, 10*time.Second, func() bool { d, _ := ta.count(); return d > 50 }, func() string { return "nothing handled" })
+		var kids []string
+		for _, parent := range []string{"shardId-000000000000", "shardId-000000000001"} {
+			c, err := fo.SplitShard(stream, parent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kids = append(kids, c[:]...)
+		}
+		children := func() int {
+			n := 0
+			for _, id := range kids {
+				if fo.Subscriptions(id) > 0 {
+					n++
+				}
+			}
+			return n
+		}
+		eventually(t, 30*time.Second, func() bool { return children() >= 2 }, func() string { return fmt.Sprintf("children not subscribed: %+v", fo.SubscribeStats()) })
+		total := stopPut()
+		ta.waitFor(t, 0, total, 30*time.Second)
+		checkTallyOrder(t, ta)
+		if _, dups := ta.count(); dups != 0 {
+			t.Fatalf("%d records handled twice", dups)
+		}
+		for _, id := range []string{"shardId-000000000000", "shardId-000000000001"} {
+			l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: id})
+			if err != nil || l.Checkpoint.Sequence != leases.ShardEnd {
+				t.Errorf("parent %s: %+v, %v; want SHARD_END", id, l.Checkpoint, err)
 			}
 		}
-		return n
-	}
-	eventually(t, 30*time.Second, func() bool { return children() >= 2 }, func() string { return fmt.Sprintf("children not subscribed: %+v", fo.Stats()) })
-	total := stopPut()
-	ta.waitFor(t, 0, total, 30*time.Second)
-	checkTallyOrder(t, ta)
-	if _, dups := ta.count(); dups != 0 {
-		t.Fatalf("%d records handled twice", dups)
-	}
-	for _, id := range []string{"shardId-000000000000", "shardId-000000000001"} {
-		l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: id})
-		if err != nil || l.Checkpoint.Sequence != leases.ShardEnd {
-			t.Errorf("parent %s: %+v, %v; want SHARD_END", id, l.Checkpoint, err)
-		}
-	}
+	})
 }
 
 // TestFanOutLeaseLoss: an instance whose heartbeats fail is fenced, and
@@ -366,7 +382,7 @@ func TestFanOutReshard(t *testing.T) {
 // again it subscribes again, from its checkpoints.
 func TestFanOutLeaseLoss(t *testing.T) {
 	t.Parallel()
-	fo, kc, kfaults, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{TakeoverAfter: 500 * time.Millisecond}, 2)
+	fo, kc, kfaults, stream := fanOutStream(t, kinesisleasetest.FanOutRules{TakeoverAfter: 500 * time.Millisecond}, 2)
 	dfaults := &testutil.Faults{}
 	dc := testutil.DynamoClient(t, dfaults.DynamoOptions)
 	table := testutil.TableName(t)
@@ -374,13 +390,15 @@ func TestFanOutLeaseLoss(t *testing.T) {
 	store := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))
 	ta := newTally()
 	startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithHeartbeat(200*time.Millisecond, time.Second))
-	active := func() int { return fo.Active("shardId-000000000000") + fo.Active("shardId-000000000001") }
-	eventually(t, 10*time.Second, func() bool { return active() == 2 }, func() string { return fmt.Sprintf("not subscribed: %+v", fo.Stats()) })
+	active := func() int { return fo.Subscriptions("shardId-000000000000") + fo.Subscriptions("shardId-000000000001") }
+	eventually(t, 10*time.Second, func() bool { return active() == 2 }, func() string { return fmt.Sprintf("not subscribed: %+v", fo.SubscribeStats()) })
 	put(t, kc, stream, 0, 50)
 	ta.waitFor(t, 0, 50, 30*time.Second)
 
 	dfaults.Inject(testutil.Fault{Op: "UpdateItem", Err: &smithy.GenericAPIError{Code: "ThrottlingException", Message: "injected"}})
-	eventually(t, 10*time.Second, func() bool { return active() == 0 }, func() string { return fmt.Sprintf("subscriptions still open after the fence: %+v", fo.Stats()) })
+	eventually(t, 10*time.Second, func() bool { return active() == 0 }, func() string {
+		return fmt.Sprintf("subscriptions still open after the fence: %+v", fo.SubscribeStats())
+	})
 	calls := kfaults.Calls("SubscribeToShard")
 	put(t, kc, stream, 50, 50)
 	// Fenced for a second more: nothing subscribed, nothing handled.
@@ -400,28 +418,36 @@ func TestFanOutLeaseLoss(t *testing.T) {
 // InternalFailure is retried. Records are all handled, in order.
 func TestFanOutThrottledAndErrors(t *testing.T) {
 	t.Parallel()
-	_, kc, faults, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{TakeoverAfter: 500 * time.Millisecond}, 1)
-	faults.Inject(testutil.Fault{Op: "SubscribeToShard", Times: 2, Err: &ktypes.LimitExceededException{Message: aws.String("Rate exceeded for consumer")}})
-	faults.Inject(testutil.Fault{Op: "SubscribeToShard", Skip: 2, Times: 1, Err: &ktypes.InternalFailureException{Message: aws.String("injected")}})
-	put(t, kc, stream, 0, 100)
-	ta := newTally()
-	hooks := &fanOutHooks{}
-	startWith(t, kc, memory.New(), stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithHooks(hooks))
-	ta.waitFor(t, 0, 100, 30*time.Second)
-	checkTallyOrder(t, ta)
-	if _, th := hooks.counts(); th["SubscribeToShard"] != 2 {
-		t.Errorf("OnThrottled: %v, want SubscribeToShard twice", th)
-	}
-	if n := faults.Calls("SubscribeToShard"); n < 4 {
-		t.Errorf("%d SubscribeToShard calls, want the 3 refused and one that passed", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		_, kc, faults, stream := fanOutStream(t, kinesisleasetest.FanOutRules{TakeoverAfter: 500 * time.Millisecond}, 1)
+		faults.Inject(testutil.Fault{Op: "SubscribeToShard", Times: 2, Err: &ktypes.LimitExceededException{Message: aws.String("Rate exceeded for consumer")}})
+		faults.Inject(testutil.Fault{Op: "SubscribeToShard", Skip: 2, Times: 1, Err: &ktypes.InternalFailureException{Message: aws.String("injected")}})
+		put(t, kc, stream, 0, 100)
+		ta := newTally()
+		hooks := &fanOutHooks{}
+		startWith(t, kc, memory.New(), stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithHooks(hooks))
+		ta.waitFor(t, 0, 100, 30*time.Second)
+		checkTallyOrder(t, ta)
+		if _, th := hooks.counts(); th["SubscribeToShard"] != 2 {
+			t.Errorf("OnThrottled: %v, want SubscribeToShard twice", th)
+		}
+		if n := faults.Calls("SubscribeToShard"); n < 4 {
+			t.Errorf("%d SubscribeToShard calls, want the 3 refused and one that passed", n)
+		}
+	})
 }
 
 // TestFanOutStartErrors: what Run says at start about the consumer.
 func TestFanOutStartErrors(t *testing.T) {
 	t.Parallel()
-	fo, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{}, 1)
-	run := func(client kinesislease.Kinesis, sub ...kinesislease.SubscribeOption) error {
+	// Each case in a bubble of its own, on a Kinesis of its own.
+	bubble := func(t *testing.T, f func(t *testing.T, fo *kinesisleasetest.Kinesis, kc *kinesis.Client, stream string)) {
+		synctest.Test(t, func(t *testing.T) {
+			fo, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 1)
+			f(t, fo, kc, stream)
+		})
+	}
+	run := func(t *testing.T, client kinesislease.Kinesis, stream string, sub ...kinesislease.SubscribeOption) error {
 		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(client), kinesislease.WithLeaseStore(memory.New()),
 			kinesislease.WithLogger(testLogger(t)))
 		if err != nil {
@@ -436,76 +462,73 @@ func TestFanOutStartErrors(t *testing.T) {
 	}
 
 	t.Run("invalid name", func(t *testing.T) {
-		err := run(kc, kinesislease.WithEnhancedFanOut("no spaces"))
-		if !errors.Is(err, kinesislease.ErrInvalidOption) || !strings.Contains(err.Error(), "WithEnhancedFanOut") {
-			t.Fatalf("got %v, want ErrInvalidOption naming WithEnhancedFanOut", err)
-		}
+		bubble(t, func(t *testing.T, _ *kinesisleasetest.Kinesis, kc *kinesis.Client, stream string) {
+			err := run(t, kc, stream, kinesislease.WithEnhancedFanOut("no spaces"))
+			if !errors.Is(err, kinesislease.ErrInvalidOption) || !strings.Contains(err.Error(), "WithEnhancedFanOut") {
+				t.Fatalf("got %v, want ErrInvalidOption naming WithEnhancedFanOut", err)
+			}
+		})
 	})
 	t.Run("client without SubscribeToShard", func(t *testing.T) {
-		err := run(pollingOnly{kc}, kinesislease.WithEnhancedFanOut("x"))
-		if !errors.Is(err, kinesislease.ErrInvalidOption) || !strings.Contains(err.Error(), "SubscribeToShard") {
-			t.Fatalf("got %v, want ErrInvalidOption naming SubscribeToShard", err)
-		}
+		bubble(t, func(t *testing.T, _ *kinesisleasetest.Kinesis, kc *kinesis.Client, stream string) {
+			err := run(t, pollingOnly{kc}, stream, kinesislease.WithEnhancedFanOut("x"))
+			if !errors.Is(err, kinesislease.ErrInvalidOption) || !strings.Contains(err.Error(), "SubscribeToShard") {
+				t.Fatalf("got %v, want ErrInvalidOption naming SubscribeToShard", err)
+			}
+		})
 	})
 	t.Run("access denied", func(t *testing.T) {
-		faults := &testutil.Faults{}
-		faults.Inject(testutil.Fault{Op: "RegisterStreamConsumer", Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "User is not authorized to perform: kinesis:RegisterStreamConsumer"}})
-		err := run(fo.Client(faults.KinesisOptions), kinesislease.WithEnhancedFanOut("denied"))
-		if !errors.Is(err, kinesislease.ErrAccessDenied) || !strings.Contains(err.Error(), "RegisterStreamConsumer") {
-			t.Fatalf("got %v, want ErrAccessDenied naming RegisterStreamConsumer", err)
-		}
+		bubble(t, func(t *testing.T, fo *kinesisleasetest.Kinesis, _ *kinesis.Client, stream string) {
+			faults := &testutil.Faults{}
+			faults.Inject(testutil.Fault{Op: "RegisterStreamConsumer", Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "User is not authorized to perform: kinesis:RegisterStreamConsumer"}})
+			err := run(t, fo.Client(faults.KinesisOptions), stream, kinesislease.WithEnhancedFanOut("denied"))
+			if !errors.Is(err, kinesislease.ErrAccessDenied) || !strings.Contains(err.Error(), "RegisterStreamConsumer") {
+				t.Fatalf("got %v, want ErrAccessDenied naming RegisterStreamConsumer", err)
+			}
+		})
 	})
-	t.Run("consumer being deleted", func(t *testing.T) {
-		arn := streamARN(t, kc, stream)
-		ctx := context.Background()
-		if _, err := kc.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleting")}); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 10*time.Second, func() bool {
-			out, err := kc.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleting")})
-			return err == nil && out.ConsumerDescription.ConsumerStatus == ktypes.ConsumerStatusActive
-		}, func() string { return "consumer not ACTIVE" })
-		if _, err := kc.DeregisterStreamConsumer(ctx, &kinesis.DeregisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleting")}); err != nil {
-			t.Fatal(err)
-		}
-		faults := &testutil.Faults{}
-		ta := newTally()
-		in := startWith(t, fo.Client(faults.KinesisOptions), memory.New(), stream, "a", ta.handler("a"), []kinesislease.SubscribeOption{kinesislease.WithEnhancedFanOut("deleting")})
-		put(t, kc, stream, 0, 10)
-		ta.waitFor(t, 0, 10, 30*time.Second)
-		in.stop(t)
-		if n := faults.Calls("RegisterStreamConsumer"); n != 1 {
-			t.Errorf("RegisterStreamConsumer called %d times, want once, after the old consumer was gone", n)
-		}
-		// Gone again, for the limit below.
-		if _, err := kc.DeregisterStreamConsumer(ctx, &kinesis.DeregisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleting")}); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 10*time.Second, func() bool {
-			_, err := kc.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleting")})
-			var nf *ktypes.ResourceNotFoundException
-			return errors.As(err, &nf)
-		}, func() string { return "consumer not deleted" })
-	})
-	t.Run("consumer limit", func(t *testing.T) {
-		arn := streamARN(t, kc, stream)
-		for i := range 20 {
-			if _, err := kc.RegisterStreamConsumer(context.Background(), &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String(fmt.Sprintf("other-%d", i))}); err != nil {
+	t.Run("consumer deregistered before the start", func(t *testing.T) {
+		bubble(t, func(t *testing.T, fo *kinesisleasetest.Kinesis, kc *kinesis.Client, stream string) {
+			arn := streamARN(t, kc, stream)
+			ctx := context.Background()
+			if _, err := kc.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleted")}); err != nil {
 				t.Fatal(err)
 			}
-		}
-		err := run(kc, kinesislease.WithEnhancedFanOut("one-too-many"))
-		if !errors.Is(err, kltype.ErrConsumerLimit) || !strings.Contains(err.Error(), "one-too-many") {
-			t.Fatalf("got %v, want kltype.ErrConsumerLimit naming the consumer", err)
-		}
-		// An existing consumer is used though the stream is full.
-		svc, _ := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(t)))
-		ta := newTally()
-		_ = kinesislease.Subscribe(svc, stream, ta.handler("a"), kinesislease.WithEnhancedFanOut("other-3"), kinesislease.WithStartPosition(kltype.TrimHorizon))
-		in := runInstance(t, svc)
-		put(t, kc, stream, 0, 10)
-		ta.waitFor(t, 0, 10, 20*time.Second)
-		in.stop(t)
+			if _, err := kc.DeregisterStreamConsumer(ctx, &kinesis.DeregisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleted")}); err != nil {
+				t.Fatal(err)
+			}
+			faults := &testutil.Faults{}
+			ta := newTally()
+			in := startWith(t, fo.Client(faults.KinesisOptions), memory.New(), stream, "a", ta.handler("a"), []kinesislease.SubscribeOption{kinesislease.WithEnhancedFanOut("deleted")})
+			put(t, kc, stream, 0, 10)
+			ta.waitFor(t, 0, 10, 30*time.Second)
+			in.stop(t)
+			if n := faults.Calls("RegisterStreamConsumer"); n != 1 {
+				t.Errorf("RegisterStreamConsumer called %d times, want once, after the old consumer was gone", n)
+			}
+		})
+	})
+	t.Run("consumer limit", func(t *testing.T) {
+		bubble(t, func(t *testing.T, _ *kinesisleasetest.Kinesis, kc *kinesis.Client, stream string) {
+			arn := streamARN(t, kc, stream)
+			for i := range kinesisleasetest.MaxConsumersPerStream {
+				if _, err := kc.RegisterStreamConsumer(context.Background(), &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String(fmt.Sprintf("other-%d", i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := run(t, kc, stream, kinesislease.WithEnhancedFanOut("one-too-many"))
+			if !errors.Is(err, kltype.ErrConsumerLimit) || !strings.Contains(err.Error(), "one-too-many") {
+				t.Fatalf("got %v, want kltype.ErrConsumerLimit naming the consumer", err)
+			}
+			// An existing consumer is used though the stream is full.
+			svc, _ := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(t)))
+			ta := newTally()
+			_ = kinesislease.Subscribe(svc, stream, ta.handler("a"), kinesislease.WithEnhancedFanOut("other-3"), kinesislease.WithStartPosition(kltype.TrimHorizon))
+			in := runInstance(t, svc)
+			put(t, kc, stream, 0, 10)
+			ta.waitFor(t, 0, 10, 20*time.Second)
+			in.stop(t)
+		})
 	})
 }
 
@@ -524,23 +547,25 @@ func streamARN(t *testing.T, kc *kinesis.Client, stream string) string {
 // are read is registered again, and reading goes on from the last record.
 func TestFanOutConsumerDeleted(t *testing.T) {
 	t.Parallel()
-	_, kc, faults, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{TakeoverAfter: 500 * time.Millisecond}, 1)
-	ta := newTally()
-	startWith(t, kc, memory.New(), stream, "a", ta.handler("a"), fanOutSub())
-	put(t, kc, stream, 0, 50)
-	ta.waitFor(t, 0, 50, 30*time.Second)
-	if _, err := kc.DeregisterStreamConsumer(context.Background(), &kinesis.DeregisterStreamConsumerInput{
-		StreamARN: aws.String(streamARN(t, kc, stream)), ConsumerName: aws.String(fanOutConsumer),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, func() bool { return faults.Calls("RegisterStreamConsumer") == 2 }, func() string { return "consumer not registered again" })
-	put(t, kc, stream, 50, 50)
-	ta.waitFor(t, 50, 50, 30*time.Second)
-	checkTallyOrder(t, ta)
-	if _, dups := ta.count(); dups != 0 {
-		t.Fatalf("%d records handled twice", dups)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		_, kc, faults, stream := fanOutStream(t, kinesisleasetest.FanOutRules{TakeoverAfter: 500 * time.Millisecond}, 1)
+		ta := newTally()
+		startWith(t, kc, memory.New(), stream, "a", ta.handler("a"), fanOutSub())
+		put(t, kc, stream, 0, 50)
+		ta.waitFor(t, 0, 50, 30*time.Second)
+		if _, err := kc.DeregisterStreamConsumer(context.Background(), &kinesis.DeregisterStreamConsumerInput{
+			StreamARN: aws.String(streamARN(t, kc, stream)), ConsumerName: aws.String(fanOutConsumer),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, func() bool { return faults.Calls("RegisterStreamConsumer") == 2 }, func() string { return "consumer not registered again" })
+		put(t, kc, stream, 50, 50)
+		ta.waitFor(t, 50, 50, 30*time.Second)
+		checkTallyOrder(t, ta)
+		if _, dups := ta.count(); dups != 0 {
+			t.Fatalf("%d records handled twice", dups)
+		}
+	})
 }
 
 // outstanding tracks the bytes fetched (OnBatchFetched) and not yet
@@ -585,54 +610,58 @@ func (o *outstanding) OnRecordHandled(r kltype.RecordInfo) {
 // one waiting), eight in all.
 func TestFanOutMemoryBudget(t *testing.T) {
 	t.Parallel()
-	_, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{Limit: 1000}, 4)
-	const n, size = 8000, 1024
-	pad := strings.Repeat("x", size-40)
-	for start := 0; start < n; start += 400 {
-		var entries []ktypes.PutRecordsRequestEntry
-		for i := start; i < start+400; i++ {
-			entries = append(entries, ktypes.PutRecordsRequestEntry{
-				Data: fmt.Appendf(nil, `{"id":%d,"key":"k%d","pad":"%s"}`, i, i, pad), PartitionKey: aws.String(fmt.Sprint(i)),
-			})
+	synctest.Test(t, func(t *testing.T) {
+		_, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{MaxEventRecords: 1000}, 4)
+		const n, size = 8000, 1024
+		pad := strings.Repeat("x", size-40)
+		for start := 0; start < n; start += 400 {
+			var entries []ktypes.PutRecordsRequestEntry
+			for i := start; i < start+400; i++ {
+				entries = append(entries, ktypes.PutRecordsRequestEntry{
+					Data: fmt.Appendf(nil, `{"id":%d,"key":"k%d","pad":"%s"}`, i, i, pad), PartitionKey: aws.String(fmt.Sprint(i)),
+				})
+			}
+			if _, err := kc.PutRecords(context.Background(), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries}); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if _, err := kc.PutRecords(context.Background(), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries}); err != nil {
-			t.Fatal(err)
+		o := &outstanding{}
+		const budget = 1 << 20
+		h := func(ctx context.Context, v order) error { time.Sleep(200 * time.Microsecond); return nil }
+		// One instance: a timeout a loaded machine's stalls do not reach (a
+		// fence would drop fetched records unhandled and skew the count).
+		startWith(t, kc, memory.New(), stream, "a", h, fanOutSub(), kinesislease.WithHooks(o), kinesislease.WithMemoryBudget(budget, 1<<40),
+			kinesislease.WithHeartbeat(500*time.Millisecond, 3*time.Second))
+		eventually(t, 60*time.Second, func() bool { return o.handled.Load() == n }, func() string { return fmt.Sprintf("%d of %d handled", o.handled.Load(), n) })
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		bound := budget + 4*o.largest
+		t.Logf("most outstanding %d bytes; largest event %d bytes; bound %d", o.most, o.largest, bound)
+		if o.most > bound {
+			t.Fatalf("%d bytes fetched and not handled at once, over the budget plus one event per shard (%d)", o.most, bound)
 		}
-	}
-	o := &outstanding{}
-	const budget = 1 << 20
-	h := func(ctx context.Context, v order) error { time.Sleep(200 * time.Microsecond); return nil }
-	// One instance: a timeout a loaded machine's stalls do not reach (a
-	// fence would drop fetched records unhandled and skew the count).
-	startWith(t, kc, memory.New(), stream, "a", h, fanOutSub(), kinesislease.WithHooks(o), kinesislease.WithMemoryBudget(budget, 1<<40),
-		kinesislease.WithHeartbeat(500*time.Millisecond, 3*time.Second))
-	eventually(t, 60*time.Second, func() bool { return o.handled.Load() == n }, func() string { return fmt.Sprintf("%d of %d handled", o.handled.Load(), n) })
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	bound := budget + 4*o.largest
-	t.Logf("most outstanding %d bytes; largest event %d bytes; bound %d", o.most, o.largest, bound)
-	if o.most > bound {
-		t.Fatalf("%d bytes fetched and not handled at once, over the budget plus one event per shard (%d)", o.most, bound)
-	}
+	})
 }
 
 // TestFanOutStreamARN: a stream subscribed by ARN registers its consumer
 // on that ARN, with no DescribeStreamSummary call.
 func TestFanOutStreamARN(t *testing.T) {
 	t.Parallel()
-	_, kc, faults, stream := fanOutStream(t, testutil.KinesisLocal, testutil.FanOutConfig{}, 1)
-	arn := streamARN(t, testutil.KinesisClient(t, testutil.KinesisLocal), stream)
-	ta := newTally()
-	in := startWith(t, kc, memory.New(), arn, "a", ta.handler("a"), fanOutSub())
-	put(t, kc, stream, 0, 20)
-	ta.waitFor(t, 0, 20, 30*time.Second)
-	in.stop(t)
-	if n := faults.Calls("DescribeStreamSummary"); n != 0 {
-		t.Errorf("DescribeStreamSummary called %d times for a stream named by ARN", n)
-	}
-	if n := faults.Calls("RegisterStreamConsumer"); n != 1 {
-		t.Errorf("RegisterStreamConsumer called %d times, want 1", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		fo, kc, faults, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 1)
+		arn := fo.ARN(stream)
+		ta := newTally()
+		in := startWith(t, kc, memory.New(), arn, "a", ta.handler("a"), fanOutSub())
+		put(t, kc, stream, 0, 20)
+		ta.waitFor(t, 0, 20, 30*time.Second)
+		in.stop(t)
+		if n := faults.Calls("DescribeStreamSummary"); n != 0 {
+			t.Errorf("DescribeStreamSummary called %d times for a stream named by ARN", n)
+		}
+		if n := faults.Calls("RegisterStreamConsumer"); n != 1 {
+			t.Errorf("RegisterStreamConsumer called %d times, want 1", n)
+		}
+	})
 }
 
 // TestFanOutStopMidStream stops an instance while events wait for a slow
@@ -642,20 +671,22 @@ func TestFanOutStreamARN(t *testing.T) {
 // deliveries in order.
 func TestFanOutStopMidStream(t *testing.T) {
 	t.Parallel()
-	_, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{Limit: 50}, 2)
-	store := memory.New()
-	put(t, kc, stream, 0, 1000)
-	ta := newTally()
-	slow := func(ctx context.Context, o order) error {
-		time.Sleep(2 * time.Millisecond)
-		return ta.handler("a")(ctx, o)
-	}
-	a := startWith(t, kc, store, stream, "a", slow, fanOutSub(), kinesislease.WithMemoryBudget(1<<20, 100))
-	eventually(t, 30*time.Second, func() bool { d, _ := ta.count(); return d >= 100 }, func() string { return "100 records not handled" })
-	a.stop(t)
-	startWith(t, kc, store, stream, "b", ta.handler("b"), fanOutSub())
-	ta.waitFor(t, 0, 1000, 30*time.Second)
-	checkFirstOrder(t, ta)
+	synctest.Test(t, func(t *testing.T) {
+		_, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{MaxEventRecords: 50}, 2)
+		store := memory.New()
+		put(t, kc, stream, 0, 1000)
+		ta := newTally()
+		slow := func(ctx context.Context, o order) error {
+			time.Sleep(2 * time.Millisecond)
+			return ta.handler("a")(ctx, o)
+		}
+		a := startWith(t, kc, store, stream, "a", slow, fanOutSub(), kinesislease.WithMemoryBudget(1<<20, 100))
+		eventually(t, 30*time.Second, func() bool { d, _ := ta.count(); return d >= 100 }, func() string { return "100 records not handled" })
+		a.stop(t)
+		startWith(t, kc, store, stream, "b", ta.handler("b"), fanOutSub())
+		ta.waitFor(t, 0, 1000, 30*time.Second)
+		checkFirstOrder(t, ta)
+	})
 }
 
 // checkFirstOrder fails the test if the first deliveries of a key's orders
@@ -686,43 +717,45 @@ func checkFirstOrder(t *testing.T, ta *tally) {
 // the rest acknowledged, and the checkpoint passes them all.
 func TestFanOutDeadLetters(t *testing.T) {
 	t.Parallel()
-	_, kc, _, stream := fanOutStream(t, testutil.Kinesalite, testutil.FanOutConfig{}, 1)
-	store := memory.New()
-	var mu sync.Mutex
-	var dead []int
-	sink := func(ctx context.Context, dl *kltype.DeadLetterRecord) error {
-		var o order
-		if err := json.Unmarshal(dl.Record.Data, &o); err != nil {
-			return err
+	synctest.Test(t, func(t *testing.T) {
+		_, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 1)
+		store := memory.New()
+		var mu sync.Mutex
+		var dead []int
+		sink := func(ctx context.Context, dl *kltype.DeadLetterRecord) error {
+			var o order
+			if err := json.Unmarshal(dl.Record.Data, &o); err != nil {
+				return err
+			}
+			mu.Lock()
+			dead = append(dead, o.ID)
+			mu.Unlock()
+			return nil
 		}
-		mu.Lock()
-		dead = append(dead, o.ID)
-		mu.Unlock()
-		return nil
-	}
-	ta := newTally()
-	h := func(ctx context.Context, o order) error {
-		if o.ID%10 == 0 {
-			return kinesislease.DeadLetter(errors.New("poison"))
+		ta := newTally()
+		h := func(ctx context.Context, o order) error {
+			if o.ID%10 == 0 {
+				return kinesislease.DeadLetter(errors.New("poison"))
+			}
+			return ta.handler("a")(ctx, o)
 		}
-		return ta.handler("a")(ctx, o)
-	}
-	put(t, kc, stream, 0, 100)
-	in := startWith(t, kc, store, stream, "a", h, fanOutSub(kinesislease.WithDeadLetter(sink)))
-	eventually(t, 30*time.Second, func() bool {
+		put(t, kc, stream, 0, 100)
+		in := startWith(t, kc, store, stream, "a", h, fanOutSub(kinesislease.WithDeadLetter(sink)))
+		eventually(t, 30*time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			d, _ := ta.count()
+			return d == 90 && len(dead) == 10
+		}, func() string { return "not every order handled or dead-lettered" })
+		in.stop(t)
 		mu.Lock()
 		defer mu.Unlock()
-		d, _ := ta.count()
-		return d == 90 && len(dead) == 10
-	}, func() string { return "not every order handled or dead-lettered" })
-	in.stop(t)
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(dead, []int{0, 10, 20, 30, 40, 50, 60, 70, 80, 90}) {
-		t.Fatalf("dead letters %v, want every tenth order in order", dead)
-	}
-	last := lastSequence(t, testutil.KinesisClient(t, testutil.Kinesalite), stream, "shardId-000000000000")
-	if l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"}); err != nil || l.Checkpoint.Sequence != last {
-		t.Fatalf("checkpoint %+v (%v), want the last record %s", l.Checkpoint, err, last)
-	}
+		if !slices.Equal(dead, []int{0, 10, 20, 30, 40, 50, 60, 70, 80, 90}) {
+			t.Fatalf("dead letters %v, want every tenth order in order", dead)
+		}
+		last := lastSequence(t, kc, stream, "shardId-000000000000")
+		if l, err := store.Get(context.Background(), leases.Key{Stream: stream, Shard: "shardId-000000000000"}); err != nil || l.Checkpoint.Sequence != last {
+			t.Fatalf("checkpoint %+v (%v), want the last record %s", l.Checkpoint, err, last)
+		}
+	})
 }

@@ -34,9 +34,6 @@ const (
 // at once; RegisterStreamConsumer fails with LimitExceededException beyond.
 const MaxConsumersPerStream = 20
 
-// maxEventRecords is the most records one SubscribeToShardEvent carries.
-const maxEventRecords = 1000
-
 // FanOutRules are the timings of enhanced fan-out. A zero field takes the
 // default given with it, which is Kinesis' own where Kinesis has one.
 type FanOutRules struct {
@@ -58,6 +55,9 @@ type FanOutRules struct {
 	// ActivateAfter is how long a registered consumer stays CREATING
 	// before it is ACTIVE (default 0: at once; Kinesis takes seconds).
 	ActivateAfter time.Duration
+	// MaxEventRecords is the most records one event carries (default
+	// 1,000).
+	MaxEventRecords int
 }
 
 func (r FanOutRules) withDefaults() FanOutRules {
@@ -70,6 +70,9 @@ func (r FanOutRules) withDefaults() FanOutRules {
 	def(&r.CallInterval, time.Second)
 	def(&r.Lifetime, 5*time.Minute)
 	def(&r.EventInterval, time.Second)
+	if r.MaxEventRecords <= 0 {
+		r.MaxEventRecords = 1000
+	}
 	return r
 }
 
@@ -84,6 +87,27 @@ type consumer struct {
 	name, arn string
 	stream    *stream
 	created   time.Time
+}
+
+// SubscribeStats counts SubscribeToShard calls by how they ended.
+type SubscribeStats struct {
+	// Subscribed counts the calls that opened a subscription.
+	Subscribed int
+	// LimitExceeded counts the calls refused by the one-call-a-second
+	// limit (FanOutRules.CallInterval), Throttle's included.
+	LimitExceeded int
+	// ResourceInUse counts the calls refused by the 5-second rule
+	// (FanOutRules.TakeoverAfter) or for a consumer not yet ACTIVE.
+	ResourceInUse int
+	// TakenOver counts the subscriptions ended by a later one.
+	TakenOver int
+}
+
+// SubscribeStats returns the counts of SubscribeToShard calls so far.
+func (k *Kinesis) SubscribeStats() SubscribeStats {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.subStats
 }
 
 // subKey names the subscriptions of one consumer to one shard.
@@ -339,6 +363,7 @@ func (k *Kinesis) subscribe(ctx context.Context, in *kinesis.SubscribeToShardInp
 	defer k.mu.Unlock()
 	shardID := aws.ToString(in.ShardId)
 	if k.begin(OpSubscribeToShard) {
+		k.subStats.LimitExceeded++
 		return nil, &types.LimitExceededException{Message: aws.String(fmt.Sprintf("Rate exceeded for shard %s (injected)", shardID))}
 	}
 	if in.ConsumerARN == nil || in.ShardId == nil || in.StartingPosition == nil {
@@ -373,18 +398,22 @@ func (k *Kinesis) subscribe(ctx context.Context, in *kinesis.SubscribeToShardInp
 	calls.lastCall = now
 	switch {
 	case !last.IsZero() && now.Sub(last) < k.rules.CallInterval:
+		k.subStats.LimitExceeded++
 		return nil, &types.LimitExceededException{Message: aws.String(fmt.Sprintf(
 			"Rate exceeded for consumer %s and shard %s: one SubscribeToShard call per %v.", c.arn, shardID, k.rules.CallInterval))}
 	case k.describeConsumer(c, now).ConsumerStatus != types.ConsumerStatusActive:
+		k.subStats.ResourceInUse++
 		return nil, &types.ResourceInUseException{Message: aws.String(fmt.Sprintf("Consumer %s is CREATING, not ACTIVE.", c.arn))}
 	case !calls.lastSuccess.IsZero() && now.Sub(calls.lastSuccess) < k.rules.TakeoverAfter:
+		k.subStats.ResourceInUse++
 		return nil, &types.ResourceInUseException{Message: aws.String(fmt.Sprintf(
 			"Another active subscription exists for consumer %s and shard %s (a successful call came less than %v ago).", c.arn, shardID, k.rules.TakeoverAfter))}
 	}
 	calls.lastSuccess = now
-	if old := calls.active; old != nil {
-		old.end(&types.ResourceInUseException{Message: aws.String(fmt.Sprintf(
-			"Another subscription of consumer %s to shard %s took over.", c.arn, shardID))})
+	k.subStats.Subscribed++
+	if old := calls.active; old != nil && old.end(&types.ResourceInUseException{Message: aws.String(fmt.Sprintf(
+		"Another subscription of consumer %s to shard %s took over.", c.arn, shardID))}) {
+		k.subStats.TakenOver++
 	}
 	// An event without records continues from the last record before the
 	// position, or the shard's start: resuming after it skips nothing and
@@ -584,7 +613,7 @@ func (s *subscription) nextLocked() (ev *types.SubscribeToShardEvent, final bool
 		return nil, false, consumerNotFound(s.consumer.arn)
 	}
 	sh := s.shard
-	end := min(len(sh.records), s.pos+maxEventRecords)
+	end := min(len(sh.records), s.pos+k.rules.MaxEventRecords)
 	if end > s.pos {
 		recs := make([]types.Record, 0, end-s.pos)
 		for i := s.pos; i < end; i++ {

@@ -72,6 +72,7 @@ type Kinesis struct {
 	consumers map[string]*consumer
 	subs      map[subKey]*subCalls
 	changed   chan struct{}
+	subStats  SubscribeStats
 	// wireOps serves ServeHTTP's calls (wire.go).
 	opsOnce sync.Once
 	wireOps map[string]operation
