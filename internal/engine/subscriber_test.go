@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -6,30 +6,34 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
-// subscriberBench returns a one-shard stream on kinesalite behind a
-// fan-out endpoint with cfg, a client of the endpoint, and a registered
-// consumer.
-func subscriberBench(t *testing.T, cfg testutil.FanOutConfig) (*testutil.FanOut, *kinesis.Client, string, *Consumer) {
+// subscriberBench returns a one-shard stream on an in-memory Kinesis with
+// rules, its SDK client, and a registered consumer. The tests run in
+// synctest bubbles: the rules' waits take no real time.
+func subscriberBench(t *testing.T, rules kinesisleasetest.FanOutRules) (*kinesisleasetest.Kinesis, *kinesis.Client, string, *engine.Consumer) {
 	t.Helper()
-	fo := testutil.FanOutEndpoint(t, testutil.Kinesalite, cfg)
-	kc := fo.Client()
-	stream := testutil.StreamName(t)
-	testutil.CreateStream(t, testutil.KinesisClient(t, testutil.Kinesalite), stream, 1)
-	c := &Consumer{Client: kc, Stream: stream, Name: "engine-test", Poll: 50 * time.Millisecond}
+	k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(rules))
+	kc := k.Client()
+	const stream = "engine-test"
+	if err := k.CreateStream(stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	c := &engine.Consumer{Client: kc, Stream: stream, Name: "engine-test", Poll: 50 * time.Millisecond}
 	if err := c.Register(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return fo, kc, stream, c
+	return k, kc, stream, c
 }
 
 func putN(t *testing.T, kc *kinesis.Client, stream string, from, n int) {
@@ -45,7 +49,7 @@ func putN(t *testing.T, kc *kinesis.Client, stream string, from, n int) {
 
 // feedOf calls Next in a goroutine until ctx ends, sending each record's
 // data on the channel.
-func feedOf(ctx context.Context, t *testing.T, s *subscriber) <-chan string {
+func feedOf(ctx context.Context, t *testing.T, s *engine.Subscriber) <-chan string {
 	ch := make(chan string, 100)
 	go func() {
 		defer close(ch)
@@ -89,52 +93,54 @@ func expect(t *testing.T, ch <-chan string, from, n int) {
 
 // TestSubscriberRenews: a subscription older than Renew is replaced by one
 // from the last record received, and one without an event for Idle (the
-// endpoint sends no heartbeat here) is taken as dead and replaced; no
+// Kinesis sends no event without records here) is taken as dead and replaced; no
 // record is skipped or repeated.
 func TestSubscriberRenews(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
-		bench testutil.FanOutConfig
-		fo    FanOutConfig
+		bench kinesisleasetest.FanOutRules
+		fo    engine.FanOutConfig
 	}{
-		{"renew", testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond}, FanOutConfig{Renew: 1200 * time.Millisecond}},
-		{"idle", testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond, Heartbeat: time.Hour}, FanOutConfig{Idle: 1200 * time.Millisecond}},
+		{"renew", kinesisleasetest.FanOutRules{TakeoverAfter: 100 * time.Millisecond}, engine.FanOutConfig{Renew: 1200 * time.Millisecond}},
+		{"idle", kinesisleasetest.FanOutRules{TakeoverAfter: 100 * time.Millisecond, EventInterval: time.Hour}, engine.FanOutConfig{Idle: 1200 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fo, kc, stream, c := subscriberBench(t, tc.bench)
-			tc.fo.Consumer = c
-			var idle atomic.Int64
-			s := newSubscriber(subscriberConfig{FanOut: &tc.fo, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.TrimHorizon,
-				ValidFor: func() time.Duration { return time.Hour },
-				OnRetry: func(err error, _ time.Duration) {
-					if errors.Is(err, errIdle) {
-						idle.Add(1)
+			synctest.Test(t, func(t *testing.T) {
+				fo, kc, stream, c := subscriberBench(t, tc.bench)
+				tc.fo.Consumer = c
+				var idle atomic.Int64
+				s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &tc.fo, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.TrimHorizon,
+					ValidFor: func() time.Duration { return time.Hour },
+					OnRetry: func(err error, _ time.Duration) {
+						if errors.Is(err, engine.ErrIdle) {
+							idle.Add(1)
+						}
+					}})
+				ctx, cancel := context.WithCancel(context.Background())
+				ch := feedOf(ctx, t, s)
+				defer stopFeed(cancel, ch)
+				putN(t, kc, stream, 0, 10)
+				expect(t, ch, 0, 10)
+				for i := range 3 {
+					subs := fo.SubscribeStats().Subscribed
+					deadline := time.Now().Add(10 * time.Second)
+					for fo.SubscribeStats().Subscribed == subs {
+						if time.Now().After(deadline) {
+							t.Fatalf("no new subscription 10s after subscription %d", subs)
+						}
+						time.Sleep(20 * time.Millisecond)
 					}
-				}})
-			ctx, cancel := context.WithCancel(context.Background())
-			ch := feedOf(ctx, t, s)
-			defer stopFeed(cancel, ch)
-			putN(t, kc, stream, 0, 10)
-			expect(t, ch, 0, 10)
-			for i := range 3 {
-				subs := fo.Stats().Subscribes
-				deadline := time.Now().Add(10 * time.Second)
-				for fo.Stats().Subscribes == subs {
-					if time.Now().After(deadline) {
-						t.Fatalf("no new subscription 10s after subscription %d", subs)
-					}
-					time.Sleep(20 * time.Millisecond)
+					putN(t, kc, stream, 10+10*i, 10)
+					expect(t, ch, 10+10*i, 10)
 				}
-				putN(t, kc, stream, 10+10*i, 10)
-				expect(t, ch, 10+10*i, 10)
-			}
-			if tc.name == "idle" && idle.Load() == 0 {
-				t.Error("no subscription was taken as dead for want of events")
-			}
-			if st := fo.Stats(); st.ResourceInUse+st.LimitExceeded != 0 {
-				t.Errorf("subscribe rules broken: %+v", st)
-			}
+				if tc.name == "idle" && idle.Load() == 0 {
+					t.Error("no subscription was taken as dead for want of events")
+				}
+				if st := fo.SubscribeStats(); st.ResourceInUse+st.LimitExceeded != 0 {
+					t.Errorf("subscribe rules broken: %+v", st)
+				}
+			})
 		})
 	}
 }
@@ -145,52 +151,56 @@ func TestSubscriberRenews(t *testing.T) {
 // new one is made until the lease is valid again.
 func TestSubscriberFenced(t *testing.T) {
 	t.Parallel()
-	fo, kc, stream, c := subscriberBench(t, testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond})
-	validUntil := time.Now().Add(time.Hour)
-	var mu = make(chan struct{}, 1)
-	mu <- struct{}{}
-	valid := func() time.Duration { <-mu; defer func() { mu <- struct{}{} }(); return time.Until(validUntil) }
-	setValid := func(d time.Duration) { <-mu; validUntil = time.Now().Add(d); mu <- struct{}{} }
-	s := newSubscriber(subscriberConfig{FanOut: &FanOutConfig{Consumer: c, Renew: time.Hour, Idle: time.Hour},
-		Stream: stream, ShardID: "shardId-000000000000", Start: kltype.TrimHorizon, ValidFor: valid})
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := feedOf(ctx, t, s)
-	defer stopFeed(cancel, ch)
-	putN(t, kc, stream, 0, 5)
-	expect(t, ch, 0, 5)
-	setValid(300 * time.Millisecond)
-	deadline := time.Now().Add(30 * time.Second)
-	for fo.Active("shardId-000000000000") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("subscription still open 30s after its lease lapsed")
+	synctest.Test(t, func(t *testing.T) {
+		fo, kc, stream, c := subscriberBench(t, kinesisleasetest.FanOutRules{TakeoverAfter: 100 * time.Millisecond})
+		validUntil := time.Now().Add(time.Hour)
+		var mu = make(chan struct{}, 1)
+		mu <- struct{}{}
+		valid := func() time.Duration { <-mu; defer func() { mu <- struct{}{} }(); return time.Until(validUntil) }
+		setValid := func(d time.Duration) { <-mu; validUntil = time.Now().Add(d); mu <- struct{}{} }
+		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c, Renew: time.Hour, Idle: time.Hour},
+			Stream: stream, ShardID: "shardId-000000000000", Start: kltype.TrimHorizon, ValidFor: valid})
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := feedOf(ctx, t, s)
+		defer stopFeed(cancel, ch)
+		putN(t, kc, stream, 0, 5)
+		expect(t, ch, 0, 5)
+		setValid(300 * time.Millisecond)
+		deadline := time.Now().Add(30 * time.Second)
+		for fo.Subscriptions("shardId-000000000000") != 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("subscription still open 30s after its lease lapsed")
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	subs := fo.Stats().Subscribes
-	time.Sleep(time.Second) // fenced a while: no new subscription
-	if got := fo.Stats().Subscribes; got != subs {
-		t.Fatalf("%d subscriptions made while the lease was not valid", got-subs)
-	}
-	setValid(time.Hour)
-	putN(t, kc, stream, 5, 5)
-	expect(t, ch, 5, 5)
+		subs := fo.SubscribeStats().Subscribed
+		time.Sleep(time.Second) // fenced a while: no new subscription
+		if got := fo.SubscribeStats().Subscribed; got != subs {
+			t.Fatalf("%d subscriptions made while the lease was not valid", got-subs)
+		}
+		setValid(time.Hour)
+		putN(t, kc, stream, 5, 5)
+		expect(t, ch, 5, 5)
+	})
 }
 
 // TestSubscriberCheckpointNotInShard: a checkpoint Kinesis refuses is a
 // *kltype.CheckpointError, not retried.
 func TestSubscriberCheckpointNotInShard(t *testing.T) {
 	t.Parallel()
-	_, _, stream, c := subscriberBench(t, testutil.FanOutConfig{})
-	s := newSubscriber(subscriberConfig{FanOut: &FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000",
-		Start: kltype.AfterSequenceNumber("49590338271490256608559692538361571095921575989136588898")})
-	defer s.close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := s.Next(ctx)
-	var cpErr *kltype.CheckpointError
-	if !errors.As(err, &cpErr) || !errors.Is(err, kltype.ErrCheckpointNotInShard) {
-		t.Fatalf("got %v, want a CheckpointError", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		_, _, stream, c := subscriberBench(t, kinesisleasetest.FanOutRules{})
+		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000",
+			Start: kltype.AfterSequenceNumber("49590338271490256608559692538361571095921575989136588898")})
+		defer s.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := s.Next(ctx)
+		var cpErr *kltype.CheckpointError
+		if !errors.As(err, &cpErr) || !errors.Is(err, kltype.ErrCheckpointNotInShard) {
+			t.Fatalf("got %v, want a CheckpointError", err)
+		}
+	})
 }
 
 // TestSubscriberLatestResumes: a subscription from LATEST that broke before
@@ -198,30 +208,32 @@ func TestSubscriberCheckpointNotInShard(t *testing.T) {
 // LATEST again, so the records put while it was down are not skipped.
 func TestSubscriberLatestResumes(t *testing.T) {
 	t.Parallel()
-	fo, kc, stream, c := subscriberBench(t, testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
-	putN(t, kc, stream, -5, 5) // before LATEST: never delivered
-	var events atomic.Int64
-	s := newSubscriber(subscriberConfig{FanOut: &FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.Latest,
-		ValidFor: func() time.Duration { return time.Hour }, OnEvent: func(int64) { events.Add(1) }})
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := feedOf(ctx, t, s)
-	defer stopFeed(cancel, ch)
-	deadline := time.Now().Add(10 * time.Second)
-	for events.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no event in 10s")
+	synctest.Test(t, func(t *testing.T) {
+		fo, kc, stream, c := subscriberBench(t, kinesisleasetest.FanOutRules{TakeoverAfter: 100 * time.Millisecond, EventInterval: 100 * time.Millisecond})
+		putN(t, kc, stream, -5, 5) // before LATEST: never delivered
+		var events atomic.Int64
+		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.Latest,
+			ValidFor: func() time.Duration { return time.Hour }, OnEvent: func(int64) { events.Add(1) }})
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := feedOf(ctx, t, s)
+		defer stopFeed(cancel, ch)
+		deadline := time.Now().Add(10 * time.Second)
+		for events.Load() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("no event in 10s")
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	subs := fo.Stats().Subscribes
-	if fo.Drop("shardId-000000000000") != 1 {
-		t.Fatal("no subscription to drop")
-	}
-	putN(t, kc, stream, 0, 5) // while the subscriber waits a second to subscribe again
-	expect(t, ch, 0, 5)
-	if got := fo.Stats().Subscribes; got != subs+1 {
-		t.Errorf("%d new subscriptions, want 1 (the records came on the new one)", got-subs)
-	}
+		subs := fo.SubscribeStats().Subscribed
+		if fo.DropSubscriptions("shardId-000000000000") != 1 {
+			t.Fatal("no subscription to drop")
+		}
+		putN(t, kc, stream, 0, 5) // while the subscriber waits a second to subscribe again
+		expect(t, ch, 0, 5)
+		if got := fo.SubscribeStats().Subscribed; got != subs+1 {
+			t.Errorf("%d new subscriptions, want 1 (the records came on the new one)", got-subs)
+		}
+	})
 }
 
 // TestSubscriberSlowConsumer: time spent handling the previous event does
@@ -229,33 +241,35 @@ func TestSubscriberLatestResumes(t *testing.T) {
 // with events waiting never has its subscription taken as dead.
 func TestSubscriberSlowConsumer(t *testing.T) {
 	t.Parallel()
-	_, kc, stream, c := subscriberBench(t, testutil.FanOutConfig{TakeoverAfter: 100 * time.Millisecond, Limit: 1})
-	var idle atomic.Int64
-	s := newSubscriber(subscriberConfig{FanOut: &FanOutConfig{Consumer: c, Idle: 300 * time.Millisecond}, Stream: stream, ShardID: "shardId-000000000000",
-		Start: kltype.TrimHorizon, ValidFor: func() time.Duration { return time.Hour },
-		OnRetry: func(err error, _ time.Duration) {
-			if errors.Is(err, errIdle) {
-				idle.Add(1)
+	synctest.Test(t, func(t *testing.T) {
+		_, kc, stream, c := subscriberBench(t, kinesisleasetest.FanOutRules{TakeoverAfter: 100 * time.Millisecond, MaxEventRecords: 1})
+		var idle atomic.Int64
+		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c, Idle: 300 * time.Millisecond}, Stream: stream, ShardID: "shardId-000000000000",
+			Start: kltype.TrimHorizon, ValidFor: func() time.Duration { return time.Hour },
+			OnRetry: func(err error, _ time.Duration) {
+				if errors.Is(err, engine.ErrIdle) {
+					idle.Add(1)
+				}
+			}})
+		defer s.Close()
+		putN(t, kc, stream, 0, 6)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for want := 0; want < 6; {
+			b, err := s.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}})
-	defer s.Close()
-	putN(t, kc, stream, 0, 6)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for want := 0; want < 6; {
-		b, err := s.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range b.Records {
-			if got := string(r.Data); got != fmt.Sprint(want) {
-				t.Fatalf("record %s, want %d", got, want)
+			for _, r := range b.Records {
+				if got := string(r.Data); got != fmt.Sprint(want) {
+					t.Fatalf("record %s, want %d", got, want)
+				}
+				want++
 			}
-			want++
+			time.Sleep(500 * time.Millisecond) // handling, longer than Idle
 		}
-		time.Sleep(500 * time.Millisecond) // handling, longer than Idle
-	}
-	if n := idle.Load(); n != 0 {
-		t.Errorf("%d subscriptions taken as dead while events waited", n)
-	}
+		if n := idle.Load(); n != 0 {
+			t.Errorf("%d subscriptions taken as dead while events waited", n)
+		}
+	})
 }
