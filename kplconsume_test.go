@@ -19,6 +19,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
@@ -202,13 +203,18 @@ func TestKPLRestartMidAggregate(t *testing.T) {
 func kplRestartMidAggregate(t *testing.T, newStore func() leases.Store, k int, fanOut bool) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
-	testutil.CreateStream(t, kc, stream, 1)
 	var sub []kinesislease.SubscribeOption
 	if fanOut {
-		// The service reads through a local fan-out endpoint in front of
-		// the same kinesalite.
-		kc = testutil.FanOutEndpoint(t, testutil.Kinesalite, testutil.FanOutConfig{TakeoverAfter: 500 * time.Millisecond}).Client()
+		// The aggregates on an in-memory Kinesis, read through its SDK
+		// client with enhanced fan-out.
+		k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(kinesisleasetest.FanOutRules{TakeoverAfter: 500 * time.Millisecond}))
+		if err := k.CreateStream(stream, 1); err != nil {
+			t.Fatal(err)
+		}
+		kc = k.Client()
 		sub = fanOutSub()
+	} else {
+		testutil.CreateStream(t, kc, stream, 1)
 	}
 	a, b, c := kplOrders(0, 4), kplOrders(4, 6), kplOrders(10, 3)
 	seqs, _ := putKPL(t, kc, stream, a, b, c)

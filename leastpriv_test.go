@@ -21,6 +21,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -255,7 +256,8 @@ func waitActive(t *testing.T, kc *kinesis.Client, stream string) {
 // DescribeStreamConsumer on the consumer's ARN, the others on the
 // stream's).
 func TestLeastPrivilegeFanOut(t *testing.T) {
-	fo := testutil.FanOutEndpoint(t, testutil.KinesisLocal, testutil.FanOutConfig{TakeoverAfter: 500 * time.Millisecond})
+	t.Parallel()
+	fo := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(kinesisleasetest.FanOutRules{TakeoverAfter: 500 * time.Millisecond}))
 	type call struct{ op, resource string }
 	var mu sync.Mutex
 	var calls []call
@@ -296,8 +298,10 @@ func TestLeastPrivilegeFanOut(t *testing.T) {
 		return false // records, never applies
 	}})
 	kc := fo.Client(faults.KinesisOptions)
-	admin := testutil.KinesisClient(t, testutil.KinesisLocal)
-	testutil.CreateStream(t, admin, stream, 2)
+	admin := fo.Client() // the test's own calls, not recorded
+	if err := fo.CreateStream(stream, 2); err != nil {
+		t.Fatal(err)
+	}
 	dc := testutil.DynamoClient(t)
 	table := testutil.TableName(t)
 	testutil.CreateLeaseTable(t, dc, table)
@@ -308,12 +312,11 @@ func TestLeastPrivilegeFanOut(t *testing.T) {
 	put(t, admin, stream, 0, 40)
 	ta.waitFor(t, 0, 40, 30*time.Second)
 	b := startWith(t, kc, store, stream, "b", ta.handler("b"), fanOutSub(), kinesislease.WithShardSyncInterval(300*time.Millisecond))
-	if _, err := admin.UpdateShardCount(context.Background(), &kinesis.UpdateShardCountInput{
-		StreamName: aws.String(stream), TargetShardCount: aws.Int32(4), ScalingType: ktypes.ScalingTypeUniformScaling,
-	}); err != nil {
-		t.Fatal(err)
+	for _, parent := range []string{"shardId-000000000000", "shardId-000000000001"} {
+		if _, err := fo.SplitShard(stream, parent); err != nil {
+			t.Fatal(err)
+		}
 	}
-	waitActive(t, admin, stream)
 	put(t, admin, stream, 40, 60)
 	ta.waitFor(t, 40, 60, 60*time.Second)
 	a.stop(t)
