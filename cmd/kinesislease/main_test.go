@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -34,17 +36,35 @@ type rig struct {
 	table, stream  string
 	ddbURL, kinURL string
 	// fanOut, if set, is the consumer name services subscribe with
-	// enhanced fan-out, through svcKC (a local fan-out endpoint in front of
-	// the emulator); the command itself reads the emulator.
+	// enhanced fan-out, through svcKC (newFanOutRig).
 	fanOut string
 	svcKC  *kinesis.Client
 }
 
-// withFanOut makes the rig's services read with enhanced fan-out through a
-// local SubscribeToShard endpoint in front of kinesisEmulator.
-func (r *rig) withFanOut(kinesisEmulator testutil.Emulator) *rig {
-	fo := testutil.FanOutEndpoint(r.t, kinesisEmulator, testutil.FanOutConfig{})
-	r.fanOut, r.svcKC = "rewind-test", fo.Client()
+// newFanOutRig is newRig on an in-memory Kinesis (kinesisleasetest) served
+// on a local HTTP endpoint: the rig's services read it with enhanced
+// fan-out through its SDK client, the command reads it at its URL as it
+// would read Kinesis.
+func newFanOutRig(t *testing.T, shards int) *rig {
+	t.Helper()
+	k := kinesisleasetest.NewKinesis()
+	srv := httptest.NewServer(k)
+	t.Cleanup(srv.Close)
+	r := &rig{
+		t:      t,
+		ddb:    testutil.DynamoClient(t),
+		kc:     k.Client(),
+		table:  testutil.TableName(t),
+		stream: testutil.StreamName(t),
+		ddbURL: testutil.Endpoint(t, testutil.DynamoDBLocal),
+		kinURL: srv.URL,
+		fanOut: "rewind-test",
+		svcKC:  k.Client(),
+	}
+	testutil.CreateLeaseTable(t, r.ddb, r.table)
+	if err := k.CreateStream(r.stream, shards); err != nil {
+		t.Fatal(err)
+	}
 	return r
 }
 

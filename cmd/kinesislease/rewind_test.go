@@ -55,7 +55,7 @@ func TestRewindLive(t *testing.T) {
 	t.Run("polling", func(t *testing.T) { t.Parallel(); testRewindLive(t, newRig(t, testutil.Kinesalite, 2)) })
 	t.Run("fan-out", func(t *testing.T) {
 		t.Parallel() // a rig of its own
-		testRewindLive(t, newRig(t, testutil.Kinesalite, 2).withFanOut(testutil.Kinesalite))
+		testRewindLive(t, newFanOutRig(t, 2))
 	})
 }
 
