@@ -101,13 +101,21 @@ type SubscribeStats struct {
 	ResourceInUse int
 	// TakenOver counts the subscriptions ended by a later one.
 	TakenOver int
+	// Open is how many subscriptions are open now.
+	Open int
 }
 
 // SubscribeStats returns the counts of SubscribeToShard calls so far.
 func (k *Kinesis) SubscribeStats() SubscribeStats {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.subStats
+	st := k.subStats
+	for _, calls := range k.subs {
+		if calls.active != nil {
+			st.Open++
+		}
+	}
+	return st
 }
 
 // subKey names the subscriptions of one consumer to one shard.

@@ -61,15 +61,43 @@ func (k *Kinesis) operations() map[string]operation {
 			"DescribeStreamConsumer":   op(k.DescribeStreamConsumer),
 			"ListStreamConsumers":      op(k.ListStreamConsumers),
 			"DeregisterStreamConsumer": op(k.DeregisterStreamConsumer),
+			"CreateStream":             op(k.createStream),
+			"DeleteStream":             op(k.deleteStream),
 		}
 	})
 	return k.wireOps
 }
 
+// createStream serves CreateStream: CreateStream with ShardCount (default
+// 1), the stream ACTIVE at once.
+func (k *Kinesis) createStream(_ context.Context, in *kinesis.CreateStreamInput, _ ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error) {
+	n := 1
+	if in.ShardCount != nil {
+		n = int(*in.ShardCount)
+	}
+	if err := k.CreateStream(aws.ToString(in.StreamName), n); err != nil {
+		return nil, err
+	}
+	return &kinesis.CreateStreamOutput{}, nil
+}
+
+// deleteStream serves DeleteStream.
+func (k *Kinesis) deleteStream(_ context.Context, in *kinesis.DeleteStreamInput, _ ...func(*kinesis.Options)) (*kinesis.DeleteStreamOutput, error) {
+	name := aws.ToString(in.StreamName)
+	if name == "" {
+		name = aws.ToString(in.StreamARN)
+	}
+	if err := k.DeleteStream(name); err != nil {
+		return nil, err
+	}
+	return &kinesis.DeleteStreamOutput{}, nil
+}
+
 // ServeHTTP serves the Kinesis API on AWS JSON 1.1, as the service does,
-// to any SDK client whose endpoint is the server (see Client for one that
-// needs no server): the calls Kinesis implements, and SubscribeToShard
-// with its event stream (see DescribeStreamSummary and FanOutRules).
+// to any SDK client whose endpoint is the server, in this process or
+// another (see Client for one that needs no server): the calls Kinesis
+// implements, CreateStream and DeleteStream, and SubscribeToShard with its
+// event stream (see DescribeStreamSummary and FanOutRules).
 // Requests are not authenticated. Errors are the service's: a JSON body
 // with __type and message, status 400 (500 for InternalFailure).
 func (k *Kinesis) ServeHTTP(w http.ResponseWriter, r *http.Request) {

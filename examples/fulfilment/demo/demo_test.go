@@ -57,11 +57,15 @@ func TestDemo(t *testing.T) {
 func testDemo(t *testing.T, bin string, keyConcurrency int, fanOut bool) {
 	const shards = 4
 	e, table, stream := harness.TestEnv(t, shards)
-	var fo *testutil.FanOut
+	var fo *harness.FanOutKinesis
 	var rule time.Duration
 	if fanOut {
 		rule = testFanOutRule
-		fo = testutil.FanOutEndpoint(t, testutil.Kinesalite, testutil.FanOutConfig{TakeoverAfter: rule})
+		var err error
+		if fo, err = startFanOut(stream, shards, rule); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fo.Close() })
 	}
 	cfg := config{
 		FanOut: fo, FanOutRule: rule,
@@ -161,7 +165,7 @@ func checkFanOut(t *testing.T, ta *tally, shards int, rule time.Duration) {
 		t.Fatal("no fan-out counts in the tally")
 	}
 	t.Logf("fan-out: %d subscriptions for %d tenures, %d refused by the 5-second rule (%v here), %d by the per-second limit, %d taken over",
-		st.Subscribes, ta.Tenures, st.ResourceInUse, rule, st.LimitExceeded, st.Takeovers)
+		st.Subscribed, ta.Tenures, st.ResourceInUse, rule, st.LimitExceeded, st.TakenOver)
 	// Every shard read before the kill, each of the killed instance's
 	// again by its taker, each tenure with a subscription of its own. A
 	// killed instance's tenure that began less than the rule before the

@@ -65,7 +65,6 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/internal/testutil"
 )
 
 func main() { os.Exit(demoMain()) }
@@ -125,13 +124,13 @@ func demoMain() int {
 		return measureFailover(fr, bin, f.Instances, int32(f.Shards), *trials, strings.Split(*only, ","), *sig)
 	}
 
-	var fo *testutil.FanOut
+	var fo *harness.FanOutKinesis
 	if *fanOut {
-		if fo, err = startFanOut(fr.Env); err != nil {
+		if fo, err = startFanOut("fulfilment", int32(f.Shards), 0); err != nil {
 			return fr.Fail(err)
 		}
 		defer fo.Close()
-		fmt.Printf("fan-out endpoint at %s in front of kinesalite: the instances read with enhanced fan-out as consumer %s\n", fo.URL(), fanOutConsumer)
+		fmt.Printf("in-memory Kinesis at %s (kinesalite has no SubscribeToShard): the instances read with enhanced fan-out as consumer %s\n", fo.URL(), fanOutConsumer)
 	}
 	cfg := config{
 		Stream: "fulfilment", Table: "fulfilment-leases",
@@ -235,7 +234,7 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 					back = fmt.Sprintf("  share back %.2fs", tr.ShareBack.Seconds())
 				}
 				if st := tr.Tally.FanOut; st != nil {
-					back += fmt.Sprintf("  subscribes %d, in use %d, takeovers %d", st.Subscribes, st.ResourceInUse, st.Takeovers)
+					back += fmt.Sprintf("  subscribes %d, in use %d, takeovers %d", st.Subscribed, st.ResourceInUse, st.TakenOver)
 				}
 				fmt.Printf("  %-10s #%-2d %s %s: %.2fs  (%s)  acquired %.2fs%s  %s\n", r.name, i+1, tr.Victim,
 					harness.ShortList(tr.Shards), tr.Failover.Seconds(), perShard(tr), tr.Acquired.Seconds(), back, status)
@@ -262,7 +261,7 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 			reading := "polling"
 			if s.fanOut {
 				// Its own endpoint per trial: its counts are the trial's.
-				fo, err := startFanOut(fr.Env)
+				fo, err := startFanOut(name, shards, 0)
 				if err != nil {
 					return fr.Fail(err)
 				}
@@ -275,7 +274,7 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 			tr, err := runFailover(fr.Ctx, cfg, fr.Env, signal)
 			if cfg.FanOut != nil {
 				if cerr := cfg.FanOut.Close(); cerr != nil {
-					fmt.Fprintf(os.Stderr, "demo: closing the fan-out endpoint: %v\n", cerr)
+					fmt.Fprintf(os.Stderr, "demo: closing the in-memory Kinesis: %v\n", cerr)
 				}
 			}
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
@@ -39,12 +40,12 @@ type config struct {
 	// KeyConcurrency is the instances' --key-concurrency; 0 for the default.
 	KeyConcurrency     int
 	CheckpointInterval time.Duration
-	// FanOut, if set, is a fan-out endpoint (startFanOut) in front of the
-	// Kinesis emulator: the instances use it as their Kinesis endpoint and
-	// read with enhanced fan-out as the consumer fanOutConsumer; the demo's
-	// own client (publishing, listing shards) goes to the emulator. The
-	// caller closes it. Nil: the instances poll the emulator.
-	FanOut *testutil.FanOut
+	// FanOut, if set, is an in-memory Kinesis on a local endpoint
+	// (startFanOut), holding the stream: the demo publishes to it and the
+	// instances read it with enhanced fan-out as the consumer
+	// fanOutConsumer. The caller closes it. Nil: the instances poll the
+	// emulator.
+	FanOut *harness.FanOutKinesis
 	// FanOutRule is FanOut's 5-second rule (its TakeoverAfter), for the
 	// bounds; 0: fanOutTakeover, which startFanOut gives it.
 	FanOutRule time.Duration
@@ -66,19 +67,20 @@ type config struct {
 // mode (their --fan-out).
 const fanOutConsumer = "fulfilment-demo"
 
-// fanOutTakeover is the 5-second rule of Kinesis, which the fan-out
-// endpoint keeps: a SubscribeToShard call for a shard within this of the
+// fanOutTakeover is the 5-second rule of Kinesis, which the in-memory
+// Kinesis keeps: a SubscribeToShard call for a shard within this of the
 // previous successful one fails with ResourceInUseException (the library
 // retries it every second), a later one takes the subscription over.
 const fanOutTakeover = 5 * time.Second
 
-// startFanOut starts a fan-out endpoint in front of env's Kinesis emulator
-// (SubscribeToShard and the consumer calls served by it, the rest
-// forwarded). Close it once the instances are gone.
-func startFanOut(env harness.Env) (*testutil.FanOut, error) {
-	fo, err := testutil.StartFanOut(testutil.FanOutConfig{Backend: env.KinesisEndpoint, TakeoverAfter: fanOutTakeover})
-	if err != nil {
-		return nil, fmt.Errorf("demo: starting the fan-out endpoint: %w", err)
+// startFanOut serves an in-memory Kinesis with Kinesis' rules for
+// SubscribeToShard (the 5-second rule rule; 0: fanOutTakeover) and a stream
+// of shards on it. Close it once the instances are gone.
+func startFanOut(stream string, shards int32, rule time.Duration) (*harness.FanOutKinesis, error) {
+	fo := harness.StartFanOutKinesis(kinesisleasetest.FanOutRules{TakeoverAfter: cmp.Or(rule, fanOutTakeover)})
+	if err := fo.CreateStream(context.Background(), stream, shards); err != nil {
+		fo.Close()
+		return nil, fmt.Errorf("demo: the fan-out stream: %w", err)
 	}
 	return fo, nil
 }
@@ -88,7 +90,7 @@ func (c *config) reading() string {
 	if c.FanOut == nil {
 		return "polling"
 	}
-	return fmt.Sprintf("enhanced fan-out as consumer %s through %s", fanOutConsumer, c.FanOut.URL())
+	return fmt.Sprintf("enhanced fan-out as consumer %s from the in-memory Kinesis at %s", fanOutConsumer, c.FanOut.URL())
 }
 
 // heartbeat and timeout are the instances' settings, as the fulfilment
@@ -257,6 +259,9 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 
 // newDemo returns the state of a run of cfg, its fleet not yet prepared.
 func newDemo(cfg config, env harness.Env) *demo {
+	if cfg.FanOut != nil {
+		env = cfg.FanOut.On(env)
+	}
 	d := &demo{
 		cfg: cfg, env: env, out: harness.NewProgress(cfg.Out, time.Now()),
 		store:  dynamo.New(env.AWS, cfg.Table, dynamo.WithDynamoDBClient(env.Dynamo)),
@@ -268,7 +273,6 @@ func newDemo(cfg config, env harness.Env) *demo {
 		ShutdownTimeout: 10 * time.Second, Race: cfg.Race,
 	}
 	if cfg.FanOut != nil {
-		d.fleet.Env.KinesisEndpoint = cfg.FanOut.URL()
 		d.fleet.FanOut = fanOutConsumer
 	}
 	return d

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 )
 
 // tally is what a run of the demo found.
@@ -79,9 +79,9 @@ type tally struct {
 
 	// FanOut is what the fan-out endpoint counted, in fan-out mode; nil
 	// when the instances polled. Each tenure needs a subscription of its
-	// own (a lost or released lease closes it), so FanOut.Subscribes must be
+	// own (a lost or released lease closes it), so FanOut.Subscribed must be
 	// at least Tenures (see fanOutProblem).
-	FanOut *testutil.FanOutStats
+	FanOut *kinesisleasetest.SubscribeStats
 
 	// The run's lease settings and the failover they make for, for the
 	// report.
@@ -310,11 +310,11 @@ func compute(published []string, ds []harness.Delivery, es []harness.LeaseEvent,
 }
 
 // fanOut records what fo counted (nothing when fo is nil: polling).
-func (t *tally) fanOut(fo *testutil.FanOut) {
+func (t *tally) fanOut(fo *harness.FanOutKinesis) {
 	if fo == nil {
 		return
 	}
-	st := fo.Stats()
+	st := fo.SubscribeStats()
 	t.FanOut = &st
 }
 
@@ -322,11 +322,11 @@ func (t *tally) fanOut(fo *testutil.FanOut) {
 // with fan-out: fewer successful SubscribeToShard calls than tenures that
 // handled records. Empty: none (or polling).
 func (t *tally) fanOutProblem() string {
-	if t.FanOut == nil || t.FanOut.Subscribes >= t.Tenures {
+	if t.FanOut == nil || t.FanOut.Subscribed >= t.Tenures {
 		return ""
 	}
 	return fmt.Sprintf("fan-out: %d SubscribeToShard calls succeeded for %d tenures that handled records: some were not read with fan-out",
-		t.FanOut.Subscribes, t.Tenures)
+		t.FanOut.Subscribed, t.Tenures)
 }
 
 // explainedByKill reports whether the deliveries of one order (sorted by
@@ -526,7 +526,7 @@ func (t *tally) print(w io.Writer) {
 	}
 	if st := t.FanOut; st != nil {
 		fmt.Fprintf(w, "  fan-out              consumer %s: %d SubscribeToShard calls succeeded (%d tenures handled records), %d refused by the 5-second rule (ResourceInUse), %d by the one-call-a-second limit, %d subscriptions taken over\n",
-			fanOutConsumer, st.Subscribes, t.Tenures, st.ResourceInUse, st.LimitExceeded, st.Takeovers)
+			fanOutConsumer, st.Subscribed, t.Tenures, st.ResourceInUse, st.LimitExceeded, st.TakenOver)
 		if p := t.fanOutProblem(); p != "" {
 			fmt.Fprintf(w, "    FAILED: %s\n", p)
 		}

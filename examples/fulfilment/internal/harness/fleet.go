@@ -72,7 +72,7 @@ type Fleet struct {
 	KeyConcurrency int
 	// FanOut is the instances' --fan-out, the stream consumer they read
 	// with enhanced fan-out; empty: they poll. Env.KinesisEndpoint must then
-	// serve SubscribeToShard (a testutil.FanOut in front of the emulator).
+	// serve SubscribeToShard (a FanOutKinesis).
 	FanOut             string
 	CheckpointInterval time.Duration
 	ShutdownTimeout    time.Duration
