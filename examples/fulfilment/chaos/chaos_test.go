@@ -12,6 +12,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -101,11 +102,15 @@ func chaosRun(t *testing.T, bin string, c chaosCase, duration time.Duration, rat
 	t.Logf("chaos seed %d, %v; replay: %sKINESISLEASE_CHAOS_SEED=%d KINESISLEASE_CHAOS_DURATION=%v go test -run TestChaos ./examples/fulfilment/chaos",
 		seed, duration, replay, seed, duration)
 	e, table, stream := harness.TestEnv(t, 8)
-	var fo *testutil.FanOut
+	var fo *harness.FanOutKinesis
 	if c.fanOut {
 		// Kinesis' rules, as the package comment's --fan-out: closed when
 		// the test ends, once run has stopped every instance.
-		fo = testutil.FanOutEndpoint(t, testutil.Kinesalite, testutil.FanOutConfig{})
+		fo = harness.StartFanOutKinesis(kinesisleasetest.FanOutRules{})
+		t.Cleanup(func() { fo.Close() })
+		if err := fo.CreateStream(t.Context(), stream, 8); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cfg := config{
 		Stream: stream, Table: table,
@@ -142,7 +147,7 @@ func chaosRun(t *testing.T, bin string, c chaosCase, duration time.Duration, rat
 	// With fan-out the records came by SubscribeToShard: every tenure that
 	// handled records subscribed (a violation otherwise, see
 	// fanOutProblem), and some did.
-	if c.fanOut && (ta.FanOut == nil || ta.FanOut.Subscribes == 0) {
+	if c.fanOut && (ta.FanOut == nil || ta.FanOut.Subscribed == 0) {
 		t.Errorf("seed %d: fan-out mode, but no SubscribeToShard call succeeded (%+v)", seed, ta.FanOut)
 	}
 	// Takeover: a taker must see the holder's heartbeat unchanged for the

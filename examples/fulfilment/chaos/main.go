@@ -106,7 +106,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 )
 
 func main() { os.Exit(chaosMain()) }
@@ -151,17 +151,14 @@ func chaosMain() int {
 	}
 	defer fr.Close()
 
-	var fo *testutil.FanOut
+	var fo *harness.FanOutKinesis
 	if *fanOut {
-		if fo, err = testutil.StartFanOut(testutil.FanOutConfig{Backend: fr.Env.KinesisEndpoint}); err != nil {
-			return fr.Fail(fmt.Errorf("starting the fan-out endpoint: %w", err))
+		fo = harness.StartFanOutKinesis(kinesisleasetest.FanOutRules{})
+		defer fo.Close()
+		if err := fo.CreateStream(fr.Ctx, "fulfilment-chaos", int32(f.Shards)); err != nil {
+			return fr.Fail(fmt.Errorf("the fan-out stream: %w", err))
 		}
-		defer func() {
-			if err := fo.Close(); err != nil {
-				fmt.Fprintf(os.Stderr, "chaos: closing the fan-out endpoint: %v\n", err)
-			}
-		}()
-		fmt.Printf("fan-out endpoint at %s in front of kinesalite: the instances read with enhanced fan-out as consumer %s\n", fo.URL(), fanOutConsumer)
+		fmt.Printf("in-memory Kinesis at %s (kinesalite has no SubscribeToShard): the instances read with enhanced fan-out as consumer %s\n", fo.URL(), fanOutConsumer)
 	}
 	cfg := config{
 		Stream: "fulfilment-chaos", Table: "fulfilment-chaos-leases",

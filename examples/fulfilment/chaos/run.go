@@ -20,7 +20,6 @@ import (
 
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
@@ -47,12 +46,12 @@ type config struct {
 	// -race when Race).
 	Binary string
 	Race   bool
-	// FanOut, if set, is a fan-out endpoint in front of the Kinesis
-	// emulator: the instances use it as their Kinesis endpoint and read
-	// with enhanced fan-out as the consumer fanOutConsumer; the run's own
-	// client (publishing, listing shards) goes to the emulator. The caller
-	// closes it once run returned. Nil: the instances poll the emulator.
-	FanOut *testutil.FanOut
+	// FanOut, if set, is an in-memory Kinesis on a local endpoint holding
+	// the stream (kinesalite has no SubscribeToShard): the run publishes to
+	// it and the instances read it with enhanced fan-out as the consumer
+	// fanOutConsumer. The caller closes it once run returned. Nil: the
+	// instances poll the emulator.
+	FanOut *harness.FanOutKinesis
 	// Out receives the progress; nil discards it.
 	Out io.Writer
 }
@@ -66,7 +65,7 @@ func (c *config) reading() string {
 	if c.FanOut == nil {
 		return "polling"
 	}
-	return fmt.Sprintf("enhanced fan-out as consumer %s through %s", fanOutConsumer, c.FanOut.URL())
+	return fmt.Sprintf("enhanced fan-out as consumer %s from the in-memory Kinesis at %s", fanOutConsumer, c.FanOut.URL())
 }
 
 func (c *config) defaults() {
@@ -178,6 +177,9 @@ type runner struct {
 // Every process it started is gone when it returns.
 func run(ctx context.Context, cfg config, e harness.Env) (*tally, error) {
 	cfg.defaults()
+	if cfg.FanOut != nil {
+		e = cfg.FanOut.On(e)
+	}
 	if !harness.SignalsSupported {
 		return nil, errUnsupportedPlatform
 	}
@@ -202,7 +204,6 @@ func run(ctx context.Context, cfg config, e harness.Env) (*tally, error) {
 		ShutdownTimeout: cfg.ShutdownTimeout, Race: cfg.Race,
 	}
 	if cfg.FanOut != nil {
-		r.fleet.Env.KinesisEndpoint = cfg.FanOut.URL()
 		r.fleet.FanOut = fanOutConsumer
 	}
 	var err error
@@ -801,7 +802,7 @@ func (r *runner) observations() *observations {
 		Seed: r.cfg.Seed, Duration: r.cfg.Duration, Instances: r.cfg.Instances, Shards: len(r.shards),
 	}
 	if r.cfg.FanOut != nil {
-		st := r.cfg.FanOut.Stats()
+		st := r.cfg.FanOut.SubscribeStats()
 		o.FanOut = &st
 	}
 	for _, p := range r.procs {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 )
 
 // procInfo is one process of a run, as the tally needs it.
@@ -63,7 +63,7 @@ type observations struct {
 	Instances, Shards  int
 	// FanOut is what the fan-out endpoint counted once every instance
 	// stopped, in fan-out mode; nil when the instances polled.
-	FanOut *testutil.FanOutStats
+	FanOut *kinesisleasetest.SubscribeStats
 }
 
 const (
@@ -178,9 +178,9 @@ type tally struct {
 	// ReadTenures counts the tenures that handled records. FanOut is what
 	// the fan-out endpoint counted, in fan-out mode (nil: polling): each
 	// tenure is a worker of its own that subscribes before it reads, so
-	// FanOut.Subscribes must be at least ReadTenures (see fanOutProblem).
+	// FanOut.Subscribed must be at least ReadTenures (see fanOutProblem).
 	ReadTenures int
-	FanOut      *testutil.FanOutStats
+	FanOut      *kinesisleasetest.SubscribeStats
 
 	Heartbeat, Timeout, CheckpointInterval time.Duration
 }
@@ -216,11 +216,11 @@ func (t *tally) Violations() []string {
 // with fan-out: fewer successful SubscribeToShard calls than tenures that
 // handled records. Empty: none (or polling).
 func (t *tally) fanOutProblem() string {
-	if t.FanOut == nil || t.FanOut.Subscribes >= t.ReadTenures {
+	if t.FanOut == nil || t.FanOut.Subscribed >= t.ReadTenures {
 		return ""
 	}
 	return fmt.Sprintf("fan-out: %d SubscribeToShard calls succeeded for %d tenures that handled records: some were not read with fan-out",
-		t.FanOut.Subscribes, t.ReadTenures)
+		t.FanOut.Subscribed, t.ReadTenures)
 }
 
 // compute builds the tally from the observations.
@@ -819,8 +819,8 @@ func (t *tally) print(w io.Writer) {
 	}
 	if st := t.FanOut; st != nil {
 		fmt.Fprintf(w, "  fan-out                 %d SubscribeToShard calls succeeded for %d tenures that handled records; refused: %d ResourceInUse (5-second rule), %d LimitExceeded (one call a second); %d subscriptions taken over",
-			st.Subscribes, t.ReadTenures, st.ResourceInUse, st.LimitExceeded, st.Takeovers)
-		if n := activeSubs(st); n > 0 {
+			st.Subscribed, t.ReadTenures, st.ResourceInUse, st.LimitExceeded, st.TakenOver)
+		if n := st.Open; n > 0 {
 			fmt.Fprintf(w, "; %d still open at the end", n)
 		}
 		fmt.Fprintln(w)
@@ -844,15 +844,6 @@ func (t *tally) print(w io.Writer) {
 	if len(v) > 30 {
 		fmt.Fprintf(w, "    ... and %d more\n", len(v)-30)
 	}
-}
-
-// activeSubs counts the subscriptions st says are running.
-func activeSubs(st *testutil.FanOutStats) int {
-	n := 0
-	for _, c := range st.Active {
-		n += c
-	}
-	return n
 }
 
 // longestTakeover is the longest time from a SIGKILL or SIGSTOP of a
