@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
@@ -19,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -32,39 +33,26 @@ type latencyMsg struct {
 
 // runLatency measures put-to-handler latency and consumer CPU per record,
 // polling at the library's defaults against enhanced fan-out, alternating
-// in one run. kinesalite holds the stream; a second process (this binary,
-// -mode latency-load) runs the local SubscribeToShard endpoint of
-// internal/testutil in front of it and puts the records, so that this
-// process' CPU is the consumer's alone.
+// in one run. A second process (this binary, -mode latency-load) serves an
+// in-memory Kinesis (kinesisleasetest.Kinesis.ServeHTTP) holding the
+// stream and puts the records, so that this process' CPU is the
+// consumer's alone; both sides read it over HTTP with the SDK.
 func runLatency(f flags) error {
 	ctx := context.Background()
-	bench, err := testutil.Start(ctx, "", testutil.Kinesalite)
-	if err != nil {
-		return err
-	}
-	defer bench.Close()
-	backend := bench.Endpoint(testutil.Kinesalite)
-	load, err := startLoad(backend, f.verbose)
+	load, err := startLoad(f.verbose)
 	if err != nil {
 		return err
 	}
 	defer load.close()
 
 	stream := fmt.Sprintf("latency-%d", time.Now().UnixNano())
-	admin, _, closeIdle := newClient(backend)
+	admin, _, closeIdle := newClient(load.url)
 	defer closeIdle()
 	if _, err := admin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(int32(f.shards))}); err != nil {
 		return fmt.Errorf("CreateStream: %w", err)
 	}
-	for {
-		out, err := admin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
-		if err == nil && out.StreamDescriptionSummary.StreamStatus == "ACTIVE" {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	fmt.Printf("latency: %d shards on kinesalite, %d records per side and round at %d/s, %d rounds; fan-out endpoint %s (its inner GetRecords poll %v)\n",
-		f.shards, f.records, f.rate, f.rounds, load.url, 20*time.Millisecond)
+	fmt.Printf("latency: %d shards on the in-memory Kinesis at %s, %d records per side and round at %d/s, %d rounds\n",
+		f.shards, load.url, f.records, f.rate, f.rounds)
 	type side struct {
 		name       string
 		p50s, p99s []float64
@@ -79,7 +67,7 @@ func runLatency(f flags) error {
 		}
 		for _, i := range order {
 			s := sides[i]
-			r, err := latencyRound(f, load, backend, stream, i == 1, round)
+			r, err := latencyRound(f, load, stream, i == 1, round)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round, s.name, err)
 			}
@@ -112,12 +100,8 @@ type latencyResult struct {
 // until it reads every shard, has the load process put f.records records
 // at f.rate a second, and returns their latencies and this process' CPU per
 // record over the window.
-func latencyRound(f flags, load *loadProc, backend, stream string, fanOut bool, round int) (latencyResult, error) {
-	url := backend
-	if fanOut {
-		url = load.url
-	}
-	kc, cfg, closeIdle := newClient(url)
+func latencyRound(f flags, load *loadProc, stream string, fanOut bool, round int) (latencyResult, error) {
+	kc, cfg, closeIdle := newClient(load.url)
 	defer closeIdle()
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -228,12 +212,12 @@ type loadProc struct {
 	url string
 }
 
-func startLoad(backend string, verbose bool) (*loadProc, error) {
+func startLoad(verbose bool) (*loadProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"-mode", "latency-load", "-backend", backend}
+	args := []string{"-mode", "latency-load"}
 	if verbose {
 		args = append(args, "-v")
 	}
@@ -291,19 +275,16 @@ func (p *loadProc) close() {
 	_ = p.cmd.Wait()
 }
 
-// runLoad is -mode latency-load: it serves the fan-out endpoint in front
-// of -backend, prints "url URL", then runs "put STREAM N RATE WARM"
-// commands from stdin, answering "ok" (or the error) after each; it exits
-// when stdin closes.
+// runLoad is -mode latency-load: it serves an in-memory Kinesis on a local
+// endpoint, prints "url URL", then runs "put STREAM N RATE WARM" commands
+// from stdin, answering "ok" (or the error) after each; it exits when stdin
+// closes.
 func runLoad(f flags) error {
-	fo, err := testutil.StartFanOut(testutil.FanOutConfig{Backend: f.backend})
-	if err != nil {
-		return err
-	}
-	defer fo.Close()
-	fmt.Printf("url %s\n", fo.URL())
-	kc, _, closeIdle := newClient(f.backend)
-	defer closeIdle()
+	k := kinesisleasetest.NewKinesis()
+	srv := httptest.NewServer(k)
+	defer srv.Close()
+	fmt.Printf("url %s\n", srv.URL)
+	kc := k.Client()
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())

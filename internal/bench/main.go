@@ -48,18 +48,17 @@
 //	-mode latency
 //	    Put-to-handler latency and consumer CPU per record, polling at the
 //	    library's defaults against enhanced fan-out (WithEnhancedFanOut),
-//	    alternating each round (-rounds, default 3). The stream (-shards,
-//	    default 2) is on kinesalite, started as the tests start it (`npm
-//	    ci` first); a second process (this binary, -mode latency-load)
-//	    runs internal/testutil's local SubscribeToShard endpoint in front
-//	    of kinesalite and puts -records records (default 1,000) at -rate a
-//	    second (default 100), one PutRecord each, stamped with the time of
-//	    the put. The handler takes the latency as its own clock less the
-//	    stamp; CPU per record is this process' (the consumer's alone)
-//	    over the window. It prints p50, p99 and CPU per round and side,
-//	    then medians and ranges over the rounds, and the ratios. The
-//	    fan-out side's latency is the endpoint's inner GetRecords poll of
-//	    kinesalite plus the push, not Kinesis' own (about 70ms).
+//	    alternating each round (-rounds, default 3). A second process
+//	    (this binary, -mode latency-load) serves an in-memory Kinesis
+//	    (kinesisleasetest.Kinesis.ServeHTTP) with the stream (-shards,
+//	    default 2), which both sides read over HTTP with the SDK, and puts
+//	    -records records (default 1,000) at -rate a second (default 100),
+//	    one PutRecord each, stamped with the time of the put. The handler
+//	    takes the latency as its own clock less the stamp; CPU per record
+//	    is this process' (the consumer's alone) over the window. It prints
+//	    p50, p99 and CPU per round and side, then medians and ranges over
+//	    the rounds, and the ratios. The fan-out side's latency is the
+//	    in-memory push, not Kinesis' own (about 70ms).
 //
 // Other flags: -cpuprofile FILE writes CPU profiles per side and round
 // (FILE.lib.N and FILE.plain.N; FILE in memory mode): `go tool pprof -top
@@ -96,7 +95,6 @@ type flags struct {
 	serverCPU   bool
 	verbose     bool
 	rate        int
-	backend     string
 }
 
 func main() {
@@ -115,7 +113,6 @@ func main() {
 	flag.BoolVar(&f.serverCPU, "server-cpu", true, "measure the in-process server's handler CPU (thread CPU time) apart")
 	flag.BoolVar(&f.verbose, "v", false, "log the library at INFO (default WARN)")
 	flag.IntVar(&f.rate, "rate", 100, "latency: records put a second")
-	flag.StringVar(&f.backend, "backend", "", "latency-load (internal): the Kinesis emulator's URL")
 	flag.Parse()
 
 	var err error
