@@ -21,17 +21,9 @@
 // calls (throttling, expired iterators, delays, lost responses), which the
 // emulators cannot do on demand.
 //
-// FanOutEndpoint (or StartFanOut) runs a fan-out bench: a local enhanced
-// fan-out endpoint in front of kinesalite or kinesis-local, for clients
-// whose BaseEndpoint is its URL (FanOut.Client). It serves the consumer
-// operations and SubscribeToShard itself, as event streams the Go SDK reads
-// (the emulators' own cannot be), with the service's rules: consumers
-// CREATING, ACTIVE and DELETING, one call per second per consumer and
-// shard, the 5-second takeover, subscriptions that end after 5 minutes,
-// empty events as heartbeats, and a shard's end with its child shards. The
-// records, sequence numbers and shards are the emulator's, and every other
-// operation is forwarded to it unchanged. Drop, FailNext and Stats break
-// and observe subscriptions on demand.
+// Enhanced fan-out (SubscribeToShard), which the emulators lack, is tested
+// on kinesisleasetest.Kinesis: its Client in the process, or ServeHTTP on a
+// local endpoint for other processes.
 //
 // Outside tests (a demo command, say), Start runs a Bench directly.
 package testutil
