@@ -374,3 +374,65 @@ func ExampleKinesis() {
 	// customer-7 3
 	// Run: <nil> records in the stream: 3
 }
+
+// Enhanced fan-out on the in-memory Kinesis: the service gets
+// Kinesis.Client, an SDK client that the in-memory Kinesis answers in the
+// process, and reads with WithEnhancedFanOut: it registers its consumer
+// and subscribes to each shard, and the records are pushed as they are
+// put.
+func ExampleKinesis_Client() {
+	k := kinesisleasetest.NewKinesis()
+	if err := k.CreateStream("shipments", 1); err != nil {
+		panic(err)
+	}
+	svc, err := kinesislease.New(aws.Config{},
+		kinesislease.WithKinesisClient(k.Client()),
+		kinesislease.WithLeaseStore(memory.New()),
+		kinesislease.WithLogger(slog.New(slog.DiscardHandler)),
+	)
+	if err != nil {
+		panic(err)
+	}
+	handled := make(chan Shipment)
+	err = kinesislease.Subscribe(svc, "shipments", func(ctx context.Context, s Shipment) error {
+		select {
+		case handled <- s:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, kinesislease.WithStartPosition(kltype.TrimHorizon), kinesislease.WithEnhancedFanOut("shipments-app"))
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+
+	pub, err := kinesislease.NewPublisherFromClient[Shipment](k, "shipments")
+	if err != nil {
+		panic(err)
+	}
+	for i := 1; i <= 2; i++ {
+		if err := pub.Put(ctx, "customer-7", Shipment{Customer: "customer-7", N: i}); err != nil {
+			panic(err)
+		}
+	}
+	if err := pub.Close(ctx); err != nil {
+		panic(err)
+	}
+	for range 2 {
+		select {
+		case s := <-handled:
+			fmt.Println(s.Customer, s.N)
+		case <-time.After(10 * time.Second):
+			panic("not handled within 10s")
+		}
+	}
+	cancel()
+	fmt.Println("Run:", <-done, "subscribed:", k.SubscribeStats().Subscribed > 0)
+	// Output:
+	// customer-7 1
+	// customer-7 2
+	// Run: <nil> subscribed: true
+}

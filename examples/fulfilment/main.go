@@ -24,8 +24,8 @@
 //	fulfilment --stream fulfilment --table fulfilment-leases --fan-out fulfilment
 //
 // No emulator serves SubscribeToShard: `go run ./examples/fulfilment/demo
-// --fan-out` puts the local fan-out endpoint of internal/testutil in front
-// of kinesalite and gives the instances its URL as --kinesis-endpoint-url.
+// --fan-out` serves an in-memory Kinesis (kinesisleasetest.Kinesis) on a
+// local endpoint and gives the instances its URL as --kinesis-endpoint-url.
 //
 // It runs until SIGINT or SIGTERM, then drains, checkpoints and releases its
 // leases (a second signal exits at once). Every second it prints one line: the

@@ -204,7 +204,7 @@ func scale(xs []float64, k float64) []float64 {
 	return out
 }
 
-// loadProc is the load process: the fan-out endpoint and the producer.
+// loadProc is the load process: the in-memory Kinesis and the producer.
 type loadProc struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser

@@ -27,8 +27,8 @@ const fixedSeed = 4
 // with -race when this test is), 8 shards, 100 orders a second, 20s of
 // chaos; one run with the fixed seed and one with a random seed (logged,
 // with the command that replays it), both polling, and one with the fixed
-// seed read with enhanced fan-out through a fan-out endpoint in front of
-// kinesalite (Kinesis' 5-second rule and per-second limit; see the package
+// seed read with enhanced fan-out from an in-memory Kinesis on a local
+// endpoint (Kinesis' 5-second rule and per-second limit; see the package
 // comment's --fan-out); then asserts every invariant the tally checks (see
 // the package comment). Each run takes about 25s; the whole test about 55s
 // on two CPUs, where go test runs two at a time (-parallel defaults to

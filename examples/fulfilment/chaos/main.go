@@ -62,13 +62,13 @@
 //
 // With --fan-out the instances read with enhanced fan-out (--fan-out
 // chaos) instead of polling: no emulator serves SubscribeToShard, so the
-// chaos run starts the fan-out endpoint of internal/testutil in front of
-// kinesalite (SubscribeToShard and the consumer calls served with Kinesis'
-// rules: a subscription to a shard less than 5s after its last successful
-// one is refused with ResourceInUseException, a later one takes it over and
-// ends the old one; one call a second per shard, else
-// LimitExceededException) and gives the instances its URL as their Kinesis
-// endpoint; the producer publishes to kinesalite. Every check above holds
+// stream lives in an in-memory Kinesis (kinesisleasetest.Kinesis) that the
+// chaos run serves on a local endpoint, with Kinesis' rules for
+// SubscribeToShard (a subscription to a shard less than 5s after its last
+// successful one is refused with ResourceInUseException, a later one takes
+// it over and ends the old one; one call a second per shard, else
+// LimitExceededException); the instances use its URL as their Kinesis
+// endpoint and the producer publishes to it. Every check above holds
 // unchanged: the lease, not the subscription, decides who may deliver, and a
 // takeover is the taker's acquisition, not its first record (which the
 // 5-second rule may delay by up to 5s). The tally also says what the
@@ -125,7 +125,7 @@ func chaosMain() int {
 		keys     = flag.Int("keys", 64, "partition keys (customers)")
 		race     = flag.Bool("race", false, "build the instances with -race")
 		timeout  = flag.Duration("timeout", 0, "stop everything after this long (default: --duration + 3m)")
-		fanOut   = flag.Bool("fan-out", false, "the instances read with enhanced fan-out (--fan-out "+fanOutConsumer+") through a local fan-out endpoint in front of kinesalite, instead of polling")
+		fanOut   = flag.Bool("fan-out", false, "the instances read with enhanced fan-out (--fan-out "+fanOutConsumer+") from an in-memory Kinesis on a local endpoint, instead of polling kinesalite")
 	)
 	flag.Parse()
 	if flag.NArg() > 0 || *duration <= 0 || f.Instances < 2 || *maxDown < 1 || *maxDown >= f.Instances || f.Shards < 1 || *rate < 1 || *keys < 1 {

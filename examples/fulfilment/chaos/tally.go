@@ -61,7 +61,7 @@ type observations struct {
 	Seed               uint64
 	Duration           time.Duration
 	Instances, Shards  int
-	// FanOut is what the fan-out endpoint counted once every instance
+	// FanOut is what the in-memory Kinesis counted once every instance
 	// stopped, in fan-out mode; nil when the instances polled.
 	FanOut *kinesisleasetest.SubscribeStats
 }
@@ -176,7 +176,7 @@ type tally struct {
 	Problems []string
 
 	// ReadTenures counts the tenures that handled records. FanOut is what
-	// the fan-out endpoint counted, in fan-out mode (nil: polling): each
+	// the in-memory Kinesis counted, in fan-out mode (nil: polling): each
 	// tenure is a worker of its own that subscribes before it reads, so
 	// FanOut.Subscribed must be at least ReadTenures (see fanOutProblem).
 	ReadTenures int

@@ -19,8 +19,8 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 //
 // It runs three times: with each shard's records handled in order, with key
 // concurrency 8 (records of one customer in order, customers at once), and
-// read with enhanced fan-out (the instances' --fan-out) through a fan-out
-// endpoint in front of kinesalite; all keep every customer's orders in
+// read with enhanced fan-out (the instances' --fan-out) from an in-memory
+// Kinesis on a local endpoint; all keep every customer's orders in
 // stream order across the SIGKILL.
 //
 // With fan-out, every tenure that handled records (an instance's handling
@@ -156,7 +156,7 @@ func testDemo(t *testing.T, bin string, keyConcurrency int, fanOut bool) {
 // testFanOutRule is TestDemo's 5-second rule with fan-out: twice Kinesis'.
 const testFanOutRule = 10 * time.Second
 
-// checkFanOut checks what the fan-out endpoint (5-second rule rule) counted
+// checkFanOut checks what the in-memory Kinesis (5-second rule rule) counted
 // in a run of the demo on shards shards with one SIGKILL.
 func checkFanOut(t *testing.T, ta *tally, shards int, rule time.Duration) {
 	t.Helper()

@@ -21,19 +21,18 @@
 //
 // With --fan-out the instances read with enhanced fan-out (--fan-out
 // fulfilment-demo) instead of polling: no emulator serves SubscribeToShard,
-// so the demo starts the fan-out endpoint of internal/testutil in front of
-// kinesalite (SubscribeToShard and the consumer calls served with Kinesis'
-// rules, among them the 5-second rule; every other call forwarded) and
-// gives the instances its URL as their Kinesis endpoint; the demo itself
-// publishes to kinesalite. The tally then also says what the endpoint
-// counted, and the run fails if fewer subscriptions succeeded than there
+// so the stream lives in an in-memory Kinesis (kinesisleasetest.Kinesis)
+// that the demo serves on a local endpoint, with Kinesis' rules for
+// SubscribeToShard and the consumer calls (among them the 5-second rule);
+// the instances use its URL as their Kinesis endpoint and the demo
+// publishes to it. The tally then also says what it counted, and the run fails if fewer subscriptions succeeded than there
 // were tenures (an instance's handling of a shard under one lease) that
 // handled records.
 //
 // With --measure-failover it instead measures failover, with the library's
 // default settings ("defaults": a heartbeat every 1.25s, a 5s timeout), with
 // short ones ("short": 500ms, 2s), and with the defaults read with enhanced
-// fan-out through the fan-out endpoint ("fanout"; its bounds allow for the
+// fan-out from the in-memory Kinesis ("fanout"; its bounds allow for the
 // 5-second rule); --settings picks, --trials runs each,
 // alternating. A trial publishes one record per shard about every 100ms
 // (PutRecords, ExplicitHashKey = the shard's first hash key), and once every
@@ -76,7 +75,7 @@ func demoMain() int {
 		orders  = flag.Int("orders", 3000, "orders to publish")
 		over    = flag.Duration("publish-over", 10*time.Second, "publish the orders over this long")
 		noKill  = flag.Bool("no-kill", false, "do not SIGKILL an instance")
-		fanOut  = flag.Bool("fan-out", false, "the instances read with enhanced fan-out (--fan-out "+fanOutConsumer+") through a local fan-out endpoint in front of kinesalite, instead of polling")
+		fanOut  = flag.Bool("fan-out", false, "the instances read with enhanced fan-out (--fan-out "+fanOutConsumer+") from an in-memory Kinesis on a local endpoint, instead of polling kinesalite")
 		measure = flag.Bool("measure-failover", false, "measure the failover (signal to a survivor handling the first record put after it, per shard of the victim) with the library's defaults and short settings, alternating, then exit")
 		trials  = flag.Int("trials", 1, "with --measure-failover: runs per setting")
 		only    = flag.String("settings", "defaults,short,fanout", "with --measure-failover: the settings to measure, comma-separated (fanout: the defaults, read with enhanced fan-out)")
@@ -164,7 +163,7 @@ func measureFailover(fr *harness.Frame, bin string, instances int, shards int32,
 	type setting struct {
 		name               string
 		heartbeat, timeout time.Duration // 0: the library's defaults
-		fanOut             bool          // read with enhanced fan-out through a fan-out endpoint
+		fanOut             bool          // read with enhanced fan-out from the in-memory Kinesis
 	}
 	settings := []setting{
 		// The library's defaults, then short settings, then the defaults

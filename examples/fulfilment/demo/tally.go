@@ -77,7 +77,7 @@ type tally struct {
 	// handling of a shard under one acquisition of its lease.
 	Tenures int
 
-	// FanOut is what the fan-out endpoint counted, in fan-out mode; nil
+	// FanOut is what the in-memory Kinesis counted, in fan-out mode; nil
 	// when the instances polled. Each tenure needs a subscription of its
 	// own (a lost or released lease closes it), so FanOut.Subscribed must be
 	// at least Tenures (see fanOutProblem).
