@@ -58,6 +58,12 @@ type FanOutRules struct {
 	// MaxEventRecords is the most records one event carries (default
 	// 1,000).
 	MaxEventRecords int
+	// EventGap is the least time from an event with records to the next
+	// (default 0: each put is pushed at once, alone). Records put
+	// meanwhile come together in one event, as a stream's records put one
+	// by one reach a Kinesis subscriber in events of several: a bench of
+	// the consumer's cost per record sets it.
+	EventGap time.Duration
 }
 
 func (r FanOutRules) withDefaults() FanOutRules {
@@ -585,6 +591,9 @@ func (s *subscription) run(ctx context.Context) {
 				return
 			}
 			if len(ev.Records) > 0 {
+				if gap := k.rules.EventGap; gap > 0 && !s.pause(ctx, gap) {
+					return
+				}
 				continue // more may be waiting
 			}
 		}
@@ -606,6 +615,21 @@ func (s *subscription) run(ctx context.Context) {
 			return
 		}
 		t.Stop()
+	}
+}
+
+// pause waits d, unless the subscription ends first (then false).
+func (s *subscription) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.stop:
+		return false
+	case <-ctx.Done():
+		s.end(ctx.Err())
+		return false
 	}
 }
 

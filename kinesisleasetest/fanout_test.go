@@ -312,3 +312,43 @@ func TestSubscribeToShardRules(t *testing.T) {
 		es6.Close()
 	})
 }
+
+// TestSubscribeEventGap: with FanOutRules.EventGap, records put one by one
+// within the gap after an event come together in the next, the gap after
+// it.
+func TestSubscribeEventGap(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(kinesisleasetest.FanOutRules{EventGap: 20 * time.Millisecond}))
+		if err := k.CreateStream("s", 1); err != nil {
+			t.Fatal(err)
+		}
+		c := k.Client()
+		arn := register(t, c, "s", "app")
+		out, err := c.SubscribeToShard(t.Context(), &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(arn), ShardId: aws.String("shardId-000000000000"),
+			StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}}, kinesisx.OwnEventStreamCodec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es := out.GetStream()
+		defer es.Close()
+		next := func() (types.SubscribeToShardEvent, time.Time) {
+			t.Helper()
+			ev, ok := <-es.Events()
+			if !ok {
+				t.Fatalf("the stream ended: %v", es.Err())
+			}
+			return ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent).Value, time.Now()
+		}
+		put(t, c, "s", 1)
+		first, at := next()
+		for range 3 {
+			put(t, c, "s", 1)
+			time.Sleep(5 * time.Millisecond)
+		}
+		second, at2 := next()
+		if len(first.Records) != 1 || len(second.Records) != 3 || at2.Sub(at) != 20*time.Millisecond {
+			t.Errorf("events of %d and %d records %v apart, want 1 and 3, 20ms apart", len(first.Records), len(second.Records), at2.Sub(at))
+		}
+	})
+}

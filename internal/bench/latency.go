@@ -280,7 +280,9 @@ func (p *loadProc) close() {
 // from stdin, answering "ok" (or the error) after each; it exits when stdin
 // closes.
 func runLoad(f flags) error {
-	k := kinesisleasetest.NewKinesis()
+	// Records put one by one reach a subscriber in events of several, as
+	// on Kinesis: at most one event with records every 20ms.
+	k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(kinesisleasetest.FanOutRules{EventGap: 20 * time.Millisecond}))
 	srv := httptest.NewServer(k)
 	defer srv.Close()
 	fmt.Printf("url %s\n", srv.URL)
