@@ -398,6 +398,11 @@ func setWire(v reflect.Value, doc any, path string) error {
 // kinesislease.WithKinesisClient for enhanced fan-out, which Kinesis' own
 // methods cannot serve (the SDK's SubscribeToShardOutput has no exported
 // event stream). optFns adjust the client's options.
+//
+// As on any SDK client, subscriptions read at once on one client share the
+// SDK's event-stream decoder and race on it
+// (https://github.com/aws/smithy-go/issues/714) unless each call gets a
+// protocol of its own; kinesislease's subscriptions do.
 func (k *Kinesis) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
 	o := kinesis.Options{
 		Region:       "us-east-1",
