@@ -124,6 +124,7 @@ type Group struct {
 	cfg   GroupConfig
 	mem   leases.Membership
 	store leases.Store
+	exist *existence // when store's calls last found each lease row existing
 	h     *hooks
 	log   *slog.Logger
 
@@ -277,7 +278,8 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		workers: map[unit]*worker{}, orphans: map[unit]orphan{}, released: map[unit]releasedRow{},
 		log: cfg.Logger.With("owner", cfg.Owner),
 	}
-	g.store = newInstrumentedStore(cfg.Store, mem, h, &g.stats)
+	is := newInstrumentedStore(cfg.Store, mem, h, &g.stats)
+	g.store, g.exist = is, is.seen
 	g.mem = g.store.(leases.Membership)
 	cfg.Client = h.wrapKinesis(cfg.Client)
 	g.cfg.Client = cfg.Client

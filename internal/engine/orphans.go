@@ -218,6 +218,10 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
 			return
 		}
+		// The release met the row (a conflict): only the read below may
+		// find it missing, as of when it was sent (seed 407733: a slow read
+		// found the row deleted again, dated from the release's send).
+		sent = mono()
 		cur, err := g.store.Get(ctx, l.Key)
 		switch {
 		case errors.Is(err, leases.ErrNotFound):

@@ -62,9 +62,11 @@ type streamState struct {
 	probe *newProbe
 	// missingGap: two reads that found a row missing further apart than
 	// this do not show it missing in between (a round's reads may take up
-	// to a timeout; a row recreated and deleted again within this is not
-	// provided for).
+	// to a timeout; a row recreated and deleted again within this, unseen
+	// by this instance, is not provided for). Nor do two reads between
+	// which a call of this instance found the row existing (exist).
 	missingGap time.Duration
+	exist      *existence // the Group's (nil in tests that build a streamState alone)
 	// removing: RemoveStream was called; removed get nil once every shard
 	// of the stream is released.
 	removing bool
@@ -90,10 +92,12 @@ func (st *streamState) setRow(id string, r rowState) {
 	old := st.rows[id]
 	if r.missing {
 		r.lease, r.seen = old.lease, old.seen
-		if old.missing && r.missingConfirm-old.missingConfirm <= int64(st.missingGap) {
+		if old.missing && r.missingConfirm-old.missingConfirm <= int64(st.missingGap) && !st.existedSince(id, old.missingConfirm) {
 			// Missing at both reads, close enough together to take the row
-			// as missing in between (a row created and deleted again
-			// between two reads this close is not provided for).
+			// as missing in between, and no call of this instance found it
+			// existing since the earlier one was sent (a row created and
+			// deleted again between two reads this close, unseen by this
+			// instance, is not provided for).
 			r.missingSince, r.missingConfirm, r.reported = old.missingSince, max(old.missingConfirm, r.missingConfirm), old.reported
 		}
 	} else {
@@ -104,6 +108,20 @@ func (st *streamState) setRow(id string, r rowState) {
 		r.knew = old.best()
 	}
 	st.rows[id] = r
+}
+
+// existedSince reports whether a call of this instance that returned at or
+// after t (on mono()) found the row of id existing (see existence). At t
+// too: on a clock that stands still between calls (a synctest bubble, a
+// coarse clock) a row recreated at once after the read sent at t returns at
+// t as well (seed 409059 again: vanishedOrphan's read, CreateAs and
+// Release, all at one instant).
+func (st *streamState) existedSince(id string, t int64) bool {
+	if st.exist == nil {
+		return false
+	}
+	at, ok := st.exist.last(leases.Key{Stream: st.key, Shard: id})
+	return ok && at >= t
 }
 
 // know records l as the row of id as this instance knows it (an orphan's

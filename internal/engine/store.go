@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,12 +26,73 @@ func (g *Group) LeaseStoreCalls() kltype.LeaseStoreCalls {
 }
 
 // instrumentedStore is the Group's view of its lease store: every call is
-// counted (Stats) and, when call hooks are set, timed for them.
+// counted (Stats) and, when call hooks are set, timed for them; every call
+// on a lease row that found the row existing is noted in seen.
 type instrumentedStore struct {
 	leases.Store
-	mem leases.Membership
-	h   *hooks
-	s   *groupStats
+	mem  leases.Membership
+	h    *hooks
+	s    *groupStats
+	seen *existence
+}
+
+// existence is when each lease row was last found to exist by a call of
+// this instance (any call on the row that succeeded, a read or a write,
+// or a write whose condition failed: a conflict; whatever code path made
+// it): the return of that call, on mono().
+//
+// A row seen missing by two reads close together is taken as missing in
+// between (streamState.setRow), which a call that found it existing since
+// the first of them disproves: the row was recreated meanwhile, perhaps by
+// a member that delivers it now, and a read finding it missing again soon
+// after (deleted again) must date its absence from then, not from before.
+// Not every call that finds a row existing goes on to record it in the
+// stream's rows (releaseOrphan's re-read after a conflict, recheckReleased,
+// vanishedOrphan's CreateAs and Release did not: seed 409059 took a row 0.1 s
+// after it was deleted under the live member that had recreated it, its
+// absence dated from a sighting 14 s before; and releaseOrphan's Release
+// that met the recreated row, a conflict: seed 407733), so the store notes
+// them all.
+type existence struct {
+	mu sync.Mutex
+	at map[leases.Key]int64
+}
+
+func newExistence() *existence { return &existence{at: map[leases.Key]int64{}} }
+
+// note records that a call on the row of key that returned err found the
+// row existing if err is nil or a conflict. A conflict says the row exists
+// (leases.ErrConflict; a write on a missing row is ErrNotFound), and were
+// it ever said of a missing row, it would only make this instance wait
+// longer before it recreates the row.
+func (e *existence) note(key leases.Key, err error) {
+	if err != nil && !errors.Is(err, leases.ErrConflict) {
+		return
+	}
+	now := mono()
+	e.mu.Lock()
+	e.at[key] = now
+	e.mu.Unlock()
+}
+
+// last returns when a call last found the row of key existing, and
+// whether one ever did.
+func (e *existence) last(key leases.Key) (int64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	at, ok := e.at[key]
+	return at, ok
+}
+
+// forget drops what is noted of the rows of stream (a stream removed).
+func (e *existence) forget(stream string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k := range e.at {
+		if k.Stream == stream {
+			delete(e.at, k)
+		}
+	}
 }
 
 var (
@@ -38,7 +101,7 @@ var (
 )
 
 func newInstrumentedStore(s leases.Store, mem leases.Membership, h *hooks, stats *groupStats) *instrumentedStore {
-	return &instrumentedStore{Store: s, mem: mem, h: h, s: stats}
+	return &instrumentedStore{Store: s, mem: mem, h: h, s: stats, seen: newExistence()}
 }
 
 // call counts one call in n and times it for the hooks.
@@ -54,27 +117,39 @@ func call[T any](s *instrumentedStore, n *atomic.Int64, op string, fn func() (T,
 }
 
 func (s *instrumentedStore) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	return call(s, &s.s.reads, "Get", func() (leases.Lease, error) { return s.Store.Get(ctx, key) })
+	l, err := call(s, &s.s.reads, "Get", func() (leases.Lease, error) { return s.Store.Get(ctx, key) })
+	s.seen.note(key, err)
+	return l, err
 }
 
 func (s *instrumentedStore) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	return call(s, &s.s.writes, "Create", func() (leases.Lease, error) { return s.Store.Create(ctx, key) })
+	l, err := call(s, &s.s.writes, "Create", func() (leases.Lease, error) { return s.Store.Create(ctx, key) })
+	s.seen.note(key, err)
+	return l, err
 }
 
 func (s *instrumentedStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	return call(s, &s.s.writes, "Checkpoint", func() (leases.Lease, error) { return s.Store.Checkpoint(ctx, l, cp) })
+	t, err := call(s, &s.s.writes, "Checkpoint", func() (leases.Lease, error) { return s.Store.Checkpoint(ctx, l, cp) })
+	s.seen.note(l.Key, err)
+	return t, err
 }
 
 func (s *instrumentedStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	return call(s, &s.s.writes, "Release", func() (leases.Lease, error) { return s.Store.Release(ctx, l, cp) })
+	t, err := call(s, &s.s.writes, "Release", func() (leases.Lease, error) { return s.Store.Release(ctx, l, cp) })
+	s.seen.note(l.Key, err)
+	return t, err
 }
 
 func (s *instrumentedStore) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	return call(s, &s.s.writes, "Rewind", func() (leases.Lease, error) { return s.Store.Rewind(ctx, l, cp) })
+	t, err := call(s, &s.s.writes, "Rewind", func() (leases.Lease, error) { return s.Store.Rewind(ctx, l, cp) })
+	s.seen.note(l.Key, err)
+	return t, err
 }
 
 func (s *instrumentedStore) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
-	return call(s, &s.s.writes, "ApplyRewind", func() (leases.Lease, error) { return s.Store.ApplyRewind(ctx, l) })
+	t, err := call(s, &s.s.writes, "ApplyRewind", func() (leases.Lease, error) { return s.Store.ApplyRewind(ctx, l) })
+	s.seen.note(l.Key, err)
+	return t, err
 }
 
 func (s *instrumentedStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
@@ -90,11 +165,15 @@ func (s *instrumentedStore) ReplaceMember(ctx context.Context, row int, seen, ne
 }
 
 func (s *instrumentedStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
-	return call(s, &s.s.writes, "TakeAs", func() (leases.Lease, error) { return s.mem.TakeAs(ctx, l, owner, inc) })
+	t, err := call(s, &s.s.writes, "TakeAs", func() (leases.Lease, error) { return s.mem.TakeAs(ctx, l, owner, inc) })
+	s.seen.note(l.Key, err)
+	return t, err
 }
 
 func (s *instrumentedStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
-	return call(s, &s.s.writes, "CreateAs", func() (leases.Lease, error) { return s.mem.CreateAs(ctx, key, owner, inc, cp) })
+	t, err := call(s, &s.s.writes, "CreateAs", func() (leases.Lease, error) { return s.mem.CreateAs(ctx, key, owner, inc, cp) })
+	s.seen.note(key, err)
+	return t, err
 }
 
 func (s *instrumentedStore) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {

@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// noKinesis is a Kinesis client for Groups whose tests never read a shard.
+type noKinesis struct{ kinesisx.Reader }
+
+// TestMissingRowNotDatedAcrossItsRecreation: a row this instance saw
+// missing, then found existing (recreated by another member) by a call
+// that does not record the row in the stream's rows, then missing again
+// (deleted again under that member) a few seconds later, is missing since
+// the last sighting, not since the first: the member that recreated it may
+// still deliver it. Seed 409059: an orphan's release met the recreated row
+// (a conflict, then a read, releaseOrphan), and 5 s later a read found it
+// deleted again; the absence was dated 14 s back, and the row was recreated
+// 0.1 s after its deletion while the other member delivered.
+func TestMissingRowNotDatedAcrossItsRecreation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, err := NewGroup(GroupConfig{
+			Owner: "a", Store: store, Client: noKinesis{}, Heartbeat: time.Second, Timeout: 4 * time.Second,
+			Streams: []StreamConfig{{Stream: "s", Start: kltype.TrimHorizon, Worker: WorkerConfig{
+				CheckpointInterval: time.Second,
+				Handler:            func(context.Context, *kltype.Record) error { return nil },
+			}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := g.streams["s"]
+		u := unit{Stream: "s", Shard: "shardId-000000000000"}
+		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
+		cp := leases.Checkpoint{Sequence: "100"}
+
+		// An orphan of an earlier incarnation of this process; its row is
+		// gone (the table recreated). Each round its release finds the row
+		// missing, short of the lost-row wait.
+		o := orphan{inc: "0.OLD", known: leases.Lease{Key: key, Owner: "a", Incarnation: "0.OLD", Counter: 5, Checkpoint: cp}}
+		g.mu.Lock()
+		g.incs = append(g.incs, "0.OLD")
+		g.orphans[u] = o
+		g.mu.Unlock()
+		wait := g.lostRowWait(st)
+		for range 4 {
+			g.releaseOrphan(ctx, u, o)
+			time.Sleep(time.Second)
+		}
+		if r := st.row(u.Shard); !r.missing {
+			t.Fatalf("row %+v: want it seen missing", r)
+		}
+
+		// Another member recreates it from the checkpoint and holds it;
+		// this instance's next release meets it (a conflict, then a read)
+		// and forgets the orphan.
+		time.Sleep(500 * time.Millisecond)
+		if _, err := store.CreateAs(ctx, key, "b", "0.B", cp); err != nil {
+			t.Fatal(err)
+		}
+		g.releaseOrphan(ctx, u, o)
+		g.mu.Lock()
+		_, still := g.orphans[u]
+		g.mu.Unlock()
+		if still {
+			t.Fatal("the orphan is still there after its row was found held by another member")
+		}
+
+		// Deleted again, under its new holder; found missing again within
+		// the gap that joins two sightings, past the wait counted from the
+		// first one.
+		time.Sleep(500 * time.Millisecond)
+		if !store.Delete(key) {
+			t.Fatal("no row to delete")
+		}
+		time.Sleep(3 * time.Second)
+		g.acquire(ctx, u)
+		r := st.row(u.Shard)
+		if !r.missing {
+			t.Fatalf("row %+v: want it seen missing", r)
+		}
+		if d := time.Duration(r.missingConfirm - r.missingSince); d >= wait {
+			t.Errorf("row missing for %v (from a sighting before it was found existing), past the lost-row wait %v: it may be recreated while its holder delivers", d, wait)
+		}
+		if _, err := store.Get(ctx, key); !errors.Is(err, leases.ErrNotFound) {
+			t.Errorf("row recreated: %v", err)
+		}
+	})
+}
+
+// TestExistenceNotedByEveryLeaseRowCall: the Group's store notes every call
+// on a lease row that found it existing (succeeded, or met a conflict),
+// whatever code path made it, and none that found it missing or failed
+// otherwise.
+func TestExistenceNotedByEveryLeaseRowCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, err := NewGroup(GroupConfig{
+			Owner: "a", Store: store, Client: noKinesis{},
+			Streams: []StreamConfig{{Stream: "s", Worker: WorkerConfig{Handler: func(context.Context, *kltype.Record) error { return nil }}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := g.streams["s"]
+		key := leases.Key{Stream: "s", Shard: "x"}
+		if _, err := g.store.Get(ctx, key); !errors.Is(err, leases.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if _, ok := g.exist.last(key); ok {
+			t.Fatal("a read that found the row missing noted it existing")
+		}
+		before := mono()
+		time.Sleep(time.Second)
+		if st.existedSince("x", before) {
+			t.Fatal("existedSince before any call found the row")
+		}
+		l, err := g.mem.CreateAs(ctx, key, "a", "0.A", leases.Checkpoint{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.existedSince("x", mono()) {
+			t.Error("CreateAs: not noted at the instant it returned")
+		}
+		time.Sleep(time.Second)
+		at := mono()
+		if _, err := g.store.Release(ctx, l, leases.Checkpoint{}); err != nil {
+			t.Fatal(err)
+		}
+		if !st.existedSince("x", at) {
+			t.Error("Release: not noted")
+		}
+		time.Sleep(time.Second)
+		at = mono()
+		if _, err := g.store.Release(ctx, l, leases.Checkpoint{}); !errors.Is(err, leases.ErrConflict) {
+			t.Fatalf("second Release: %v, want a conflict", err)
+		}
+		if !st.existedSince("x", at) {
+			t.Error("a conflict (the row exists) not noted")
+		}
+		store.Delete(key)
+		time.Sleep(time.Second)
+		at = mono()
+		if _, err := g.store.Release(ctx, l, leases.Checkpoint{}); !errors.Is(err, leases.ErrNotFound) {
+			t.Fatalf("Release of a deleted row: %v, want ErrNotFound", err)
+		}
+		if _, err := g.store.Get(ctx, key); !errors.Is(err, leases.ErrNotFound) {
+			t.Fatalf("Get of a deleted row: %v, want ErrNotFound", err)
+		}
+		if st.existedSince("x", at) {
+			t.Error("a call that found the row missing noted it existing")
+		}
+	})
+}
