@@ -60,7 +60,7 @@ func (t *firstTimer) mark() {
 
 // libraryRound runs the library over ds until every record of the shards
 // not in slow was handled. Records of slow shards sleep delay each.
-func libraryRound(f flags, ds *Dataset, slow map[string]bool, delay time.Duration, polling bool, profile string) (result, error) {
+func libraryRound(f flags, ds *Dataset, slow map[string]bool, delay time.Duration, polling bool, profile string, extra ...kinesislease.Option) (result, error) {
 	srv, err := StartServer(ds, f.serverCPU)
 	if err != nil {
 		return result{}, err
@@ -73,8 +73,8 @@ func libraryRound(f flags, ds *Dataset, slow map[string]bool, delay time.Duratio
 	var n atomic.Int64
 	done := make(chan struct{})
 	ft := &firstTimer{}
-	svc, err := kinesislease.New(cfg, kinesislease.WithKinesisClient(kc),
-		kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(logger(f)))
+	svc, err := kinesislease.New(cfg, append([]kinesislease.Option{kinesislease.WithKinesisClient(kc),
+		kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(logger(f))}, extra...)...)
 	if err != nil {
 		return result{}, err
 	}
@@ -208,15 +208,21 @@ func runThroughput(f flags) error {
 	ds := NewDataset("bench", f.shards, perShard, 0, false)
 	fmt.Printf("throughput: %d shards × %d records of %d bytes (JSON), built in %v; GOMAXPROCS %d; server CPU measured apart: %v\n",
 		f.shards, perShard, ds.DataLen, time.Since(t).Round(time.Millisecond), runtime.GOMAXPROCS(0), f.serverCPU)
-	fmt.Printf("library: memory store, no-op handler, JSON codec, TRIM_HORIZON, WithPolling(1ms, 1ms, 10000); plain: GetRecords Limit 10000 + encoding/json, goroutine per shard\n\n")
+	fmt.Printf("library: memory store, no-op handler, JSON codec, TRIM_HORIZON, WithPolling(1ms, 1ms, 10000), its own GetRecords decoding; library-sdk: the same WithSDKDecoding; plain: GetRecords Limit 10000 + encoding/json, goroutine per shard\n\n")
 
-	var libs, plains []result
+	var libs, sdks, plains []result
 	for round := 1; round <= f.rounds; round++ {
 		lib, err := libraryRound(f, ds, nil, 0, true, profileName(f, "lib", round))
 		if err != nil {
 			return err
 		}
 		fmt.Printf("round %d library %s  (shutdown %v)\n", round, lib, lib.shutdown.Round(time.Millisecond))
+		sdk, err := libraryRound(f, ds, nil, 0, true, profileName(f, "libsdk", round), kinesislease.WithSDKDecoding())
+		if err != nil {
+			return err
+		}
+		fmt.Printf("round %d lib-sdk %s  (shutdown %v)\n", round, sdk, sdk.shutdown.Round(time.Millisecond))
+		sdks = append(sdks, sdk)
 		plain, err := plainRound(f, ds, profileName(f, "plain", round))
 		if err != nil {
 			return err
@@ -232,18 +238,21 @@ func runThroughput(f flags) error {
 		}
 		return out
 	}
-	ratio := func(fn func(result) float64) []float64 {
-		out := make([]float64, len(libs))
-		for i := range libs {
-			out[i] = fn(libs[i]) / fn(plains[i])
+	ratioOf := func(a []result, fn func(result) float64) []float64 {
+		out := make([]float64, len(a))
+		for i := range a {
+			out[i] = fn(a[i]) / fn(plains[i])
 		}
 		return out
 	}
+	ratio := func(fn func(result) float64) []float64 { return ratioOf(libs, fn) }
 	perSec, cpu, client := result.perSec, result.cpuPerRec, result.clientPerRec
 	fmt.Printf("\nmedians [ranges] over %d rounds\n", f.rounds)
 	fmt.Printf("  library records/s          %s\n", summary(col(libs, perSec), "%.0f"))
 	fmt.Printf("  plain   records/s          %s\n", summary(col(plains, perSec), "%.0f"))
+	fmt.Printf("  lib-sdk records/s          %s\n", summary(col(sdks, perSec), "%.0f"))
 	fmt.Printf("  library CPU ns/record      %s\n", summary(col(libs, cpu), "%.0f"))
+	fmt.Printf("  lib-sdk CPU ns/record      %s\n", summary(col(sdks, cpu), "%.0f"))
 	fmt.Printf("  plain   CPU ns/record      %s\n", summary(col(plains, cpu), "%.0f"))
 	if f.serverCPU {
 		fmt.Printf("  library server ns/record   %s\n", summary(col(libs, result.serverPerRec), "%.0f"))
@@ -257,6 +266,12 @@ func runThroughput(f flags) error {
 	fmt.Printf("  CPU per record             %.2f of medians; %s per round\n", median(col(libs, cpu))/median(col(plains, cpu)), summary(ratio(cpu), "%.2f"))
 	if f.serverCPU {
 		fmt.Printf("  client CPU per record      %.2f of medians; %s per round\n", median(col(libs, client))/median(col(plains, client)), summary(ratio(client), "%.2f"))
+	}
+	fmt.Printf("ratios lib-sdk/plain (WithSDKDecoding)\n")
+	fmt.Printf("  throughput                 %.2f of medians; %s per round\n", median(col(sdks, perSec))/median(col(plains, perSec)), summary(ratioOf(sdks, perSec), "%.2f"))
+	fmt.Printf("  CPU per record             %.2f of medians; %s per round\n", median(col(sdks, cpu))/median(col(plains, cpu)), summary(ratioOf(sdks, cpu), "%.2f"))
+	if f.serverCPU {
+		fmt.Printf("  client CPU per record      %.2f of medians; %s per round\n", median(col(sdks, client))/median(col(plains, client)), summary(ratioOf(sdks, client), "%.2f"))
 	}
 	return nil
 }

@@ -44,6 +44,9 @@ type ReaderConfig struct {
 	Start   kltype.StartPosition
 	// Limit is GetRecords' Limit; 0 means Kinesis' default (10,000).
 	Limit int32
+	// SDKDecoding decodes GetRecords' answers with the SDK's own decoder
+	// instead of kinesisx.FastGetRecords.
+	SDKDecoding bool
 	// MinInterval is the least time between two GetRecords calls on the
 	// shard. Kinesis allows 5 calls per second per shard, shared by every
 	// consumer of the stream; the default is 200ms.
@@ -70,6 +73,7 @@ type ReaderConfig struct {
 // more than the batch it is handing over.
 type Reader struct {
 	cfg      ReaderConfig
+	callOpts []func(*kinesis.Options) // GetRecords' per-call options
 	iterator string
 	// last is the sequence number of the newest record returned: an expired
 	// iterator is re-created right after it.
@@ -91,7 +95,11 @@ func NewReader(cfg ReaderConfig) *Reader {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Second
 	}
-	return &Reader{cfg: cfg}
+	opts := []func(*kinesis.Options){kinesisx.WithoutThrottleRetries}
+	if !cfg.SDKDecoding {
+		opts = append(opts, kinesisx.FastGetRecords)
+	}
+	return &Reader{cfg: cfg, callOpts: opts}
 }
 
 // Close implements source; a Reader holds nothing open between calls.
@@ -186,7 +194,7 @@ func (r *Reader) get(ctx context.Context) (Batch, error) {
 	if r.cfg.OnSend != nil {
 		r.cfg.OnSend(r.lastGet)
 	}
-	out, err := r.cfg.Client.GetRecords(ctx, kinesisx.GetRecordsInput(r.cfg.Stream, r.iterator, limit), kinesisx.WithoutThrottleRetries)
+	out, err := r.cfg.Client.GetRecords(ctx, kinesisx.GetRecordsInput(r.cfg.Stream, r.iterator, limit), r.callOpts...)
 	if err != nil {
 		return Batch{}, fmt.Errorf("shard %s: GetRecords: %w", r.cfg.ShardID, err)
 	}

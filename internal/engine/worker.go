@@ -36,6 +36,7 @@ type WorkerConfig struct {
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
 	// Reader settings (see ReaderConfig).
+	SDKDecoding  bool
 	Limit        int32
 	MinInterval  time.Duration
 	IdleInterval time.Duration
@@ -262,7 +263,7 @@ func (w *worker) startReader() *feed {
 			Reserve: reserve,
 			Client:  w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
 			Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
-			OnRetry: onRetry,
+			OnRetry: onRetry, SDKDecoding: w.cfg.SDKDecoding,
 		})
 	}
 	for _, x := range w.h.started {
