@@ -155,6 +155,16 @@ func ExampleWithMemoryBudget() {
 	// kinesislease: invalid option: WithMemoryBudget(4096, 10): want at least 1 MiB and 100 records
 }
 
+// The SDK's own decoder for GetRecords answers instead of the library's
+// (the default, which gives the same records with fewer allocations):
+// for an endpoint whose answers only the SDK's decoder reads.
+func ExampleWithSDKDecoding() {
+	svc, err := kinesislease.New(awsConfig(), kinesislease.WithSDKDecoding())
+	fmt.Println(svc != nil, err)
+	// Output:
+	// true <nil>
+}
+
 // A producer-only program: a Publisher built from a Kinesis client, no
 // Service and no lease store. In production the client is
 // kinesis.NewFromConfig(cfg); here the in-memory Kinesis of
