@@ -569,8 +569,15 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 			if !w.lease.isReleased() {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.
+				o := orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
+				if o.vanished {
+					// Found missing by its own holder: no other member
+					// recreates it before lostRowWait from the deletion,
+					// which came after the last write that landed.
+					o.holderUntil = w.lease.proofSent.Load() + int64(g.lostRowWait(st))
+				}
 				g.mu.Lock()
-				g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
+				g.orphans[u] = o
 				g.mu.Unlock()
 			}
 			emit(g.h, g.cfg.Events, LeaseReleased, info)

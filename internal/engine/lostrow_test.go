@@ -214,6 +214,43 @@ func TestDeletedRowNoSecondReader(t *testing.T) {
 	})
 }
 
+// TestDeletedRowRecreatedByStoppingHolder: the rows of the shards a member
+// holds are deleted and the member is stopped at once: its drain finds them
+// missing (its final checkpoints and releases fail), and it recreates them
+// free from its own checkpoints before Run returns, as a holder that goes
+// on would recreate them held. Seed 720526: a holder stopped 1.2 s after
+// the table was recreated empty, the only process that knew of the
+// operator's rewind it had applied, left its row missing; another member
+// recreated it later from a checkpoint from before the rewind.
+func TestDeletedRowRecreatedByStoppingHolder(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, 2)
+		f.start(f.config("a", f.store, nil))
+		time.Sleep(10 * time.Second)
+		for _, id := range f.ids {
+			if f.holder(id) != "a" {
+				t.Fatalf("shard %s not delivered by a", id)
+			}
+		}
+		for _, id := range f.ids {
+			if !f.store.Delete(leases.Key{Stream: "lost", Shard: id}) {
+				t.Fatalf("no row for %s", id)
+			}
+		}
+		f.stop()
+		for _, id := range f.ids {
+			l, err := f.store.Get(context.Background(), leases.Key{Stream: "lost", Shard: id})
+			switch {
+			case err != nil:
+				t.Errorf("row %s after its holder stopped: %v (want it recreated free from the holder's checkpoint)", id, err)
+			case l.Held() || l.Checkpoint.IsZero():
+				t.Errorf("row %s after its holder stopped: %+v, want it free with a checkpoint", id, l)
+			}
+		}
+	})
+}
+
 // TestTableRecreatedEmpty: every lease and membership row vanishes at once
 // under a running fleet of two. Every shard is read again from its last
 // checkpoint: no record lost, none replayed from before it, no two readers.

@@ -282,13 +282,26 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 			st.markReported(u.Shard)
 		}
 	}
-	if time.Duration(r.missingConfirm-r.missingSince) < g.lostRowWait(st) || o.best().IsZero() {
+	// The holder of the row when it vanished (its worker's release found it
+	// missing: seed 720526, a holder stopped 1.2 s after the table was
+	// recreated empty, the only one that knew of the operator's rewind it
+	// had applied) recreates it at once, within its fence, as it would
+	// have had it not been releasing it: others create it only after
+	// seeing it missing for lostRowWait, which ends after holderUntil.
+	inc := g.Incarnation()
+	holder := o.holderUntil != 0 && o.inc == inc && mono() < o.holderUntil
+	if (!holder && time.Duration(r.missingConfirm-r.missingSince) < g.lostRowWait(st)) || o.best().IsZero() {
 		if o.best().IsZero() {
 			g.dropOrphan(u, o) // nothing to save: the plan's member creates it
 		}
 		return
 	}
-	t, err := g.mem.CreateAs(ctx, o.known.Key, g.cfg.Owner, g.Incarnation(), o.best())
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if holder {
+		cctx, cancel = g.atFence(ctx, inc)
+	}
+	t, err := g.mem.CreateAs(cctx, o.known.Key, g.cfg.Owner, inc, o.best())
+	cancel()
 	if err != nil {
 		if errors.Is(err, leases.ErrConflict) {
 			g.forgetOrphan(u, o, leases.Lease{}) // recreated by someone else: not read yet
@@ -348,9 +361,13 @@ func (o orphan) knownRow() leases.Lease {
 	return k
 }
 
-// best is the checkpoint o knows the row was read to: known's, or the one
-// an orphan it replaced knew when known has none.
+// best is the checkpoint o knows the row was read to: the position of a
+// rewind pending on known (see resumeOf), known's checkpoint, or the one an
+// orphan it replaced knew when known has none.
 func (o orphan) best() leases.Checkpoint {
+	if !o.known.RewindTo.IsZero() {
+		return o.known.RewindTo
+	}
 	if o.known.Checkpoint.IsZero() {
 		return o.knew
 	}

@@ -206,8 +206,15 @@ const (
 
 // noteReleased records that this instance released the row of u, leaving
 // it as l, or read it so (a row it did not hold): either way it knows where
-// the shard was read to.
+// the shard was read to. A row with an operator's rewind pending is known
+// at the rewind's position (resumeOf), and replaces whatever was noted
+// before: a note of the row before the rewind would recreate it past what
+// the operator asked to read again (seed 722403: a fenced holder's orphan,
+// its release meeting the row with a rewind pending and no checkpoint, kept
+// its own unanswered checkpoint from before it; the row deleted after the
+// next holder applied the rewind, it was recreated from there).
 func (g *Group) noteReleased(u unit, l leases.Lease) {
+	l = resumeOf(l)
 	if l.Checkpoint.IsZero() {
 		return // nothing to save: the start position is what anyone knows
 	}
@@ -230,6 +237,17 @@ func (g *Group) noteReleased(u unit, l leases.Lease) {
 		delete(g.released, oldest)
 	}
 	g.released[u] = releasedRow{lease: l, at: now}
+}
+
+// resumeOf returns row l as a recreation of it must resume the shard: at the
+// position of an operator's rewind pending on it, if any (the next holder
+// would apply it: never past what the operator asked to read again), else
+// at its checkpoint.
+func resumeOf(l leases.Lease) leases.Lease {
+	if !l.RewindTo.IsZero() {
+		l.Checkpoint, l.RewindTo = l.RewindTo, leases.Checkpoint{}
+	}
+	return l
 }
 
 // recheckReleased re-reads the rows this instance released or read lately,
@@ -282,10 +300,10 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 			}
 			delete(g.released, u)
 			g.mu.Unlock()
-		case err == nil && !l.Checkpoint.IsZero() && !g.ours(l):
+		case err == nil && !resumeOf(l).Checkpoint.IsZero() && !g.ours(l):
 			g.mu.Lock()
 			if r, ok := g.released[u]; ok {
-				r.lease = l // what it knows now (the time it was noted stays)
+				r.lease = resumeOf(l) // what it knows now (the time it was noted stays)
 				g.released[u] = r
 			}
 			g.mu.Unlock()

@@ -30,6 +30,12 @@ type orphan struct {
 	// knew: the checkpoint an orphan this one replaced knew, when known
 	// has none (see best).
 	knew leases.Checkpoint
+	// holderUntil (on mono(); 0 for none): the row vanished under this
+	// incarnation's own worker, whose release then failed (a drain, a
+	// hand-over). Until then, no other member can have recreated it (see
+	// vanishedOrphan), so this instance recreates it at once, as a holder
+	// does (recreate), not after lostRowWait.
+	holderUntil int64
 }
 
 type streamState struct {

@@ -163,3 +163,97 @@ func TestExistenceNotedByEveryLeaseRowCall(t *testing.T) {
 		}
 	})
 }
+
+// TestReleasedRowKnownAtPendingRewind: a fenced holder's orphan whose
+// checkpoint never landed (its answer lost) is released on a row the
+// operator rewound meanwhile (a rewind pending, no checkpoint); the next
+// holder applies the rewind, and the row is deleted. This instance, which
+// saw the pending rewind, recreates the row at the rewind's position, not
+// from its own checkpoint from before the rewind. Seed 722403: it kept the
+// older note (the release's row, with no checkpoint, noted nothing) and
+// recreated the row past the records the operator asked to read again.
+func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, err := NewGroup(GroupConfig{
+			Owner: "a", Store: store, Client: noKinesis{}, Heartbeat: time.Second, Timeout: 4 * time.Second,
+			Streams: []StreamConfig{{Stream: "s", Start: kltype.TrimHorizon, Worker: WorkerConfig{
+				CheckpointInterval: time.Second,
+				Handler:            func(context.Context, *kltype.Record) error { return nil },
+			}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := g.streams["s"]
+		u := unit{Stream: "s", Shard: "shardId-000000000000"}
+		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
+		mine := leases.Checkpoint{Sequence: "100"} // asked for, its answer lost
+		rewindTo := leases.Checkpoint{Sequence: "50"}
+
+		l, err := store.Create(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := store.TakeAs(ctx, l, "a", "0.OLD")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Rewind(ctx, held, rewindTo); err != nil { // the operator
+			t.Fatal(err)
+		}
+		// The fence passed: the worker's lease is lost (noted where it read
+		// to, as the Group's reap does) and the row is an orphan of 0.OLD.
+		known := held
+		known.Checkpoint = mine
+		o := orphan{inc: "0.OLD", known: known}
+		g.mu.Lock()
+		g.incs = append(g.incs, "0.OLD")
+		g.orphans[u] = o
+		g.mu.Unlock()
+		g.noteReleased(u, known)
+		g.releaseOrphan(ctx, u, o) // a conflict, a read (the rewind pending), a release
+		cur, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.Held() || cur.RewindTo != rewindTo {
+			t.Fatalf("row after the orphan's release: %+v, want it free with the rewind pending", cur)
+		}
+		// The next holder applies the rewind; then the row is deleted.
+		next, err := store.TakeAs(ctx, cur, "b", "0.B")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.ApplyRewind(ctx, next); err != nil {
+			t.Fatal(err)
+		}
+		if !store.Delete(key) {
+			t.Fatal("no row to delete")
+		}
+		// This instance re-reads the rows it released lately (a vanished
+		// report) and, once the row has been missing for the lost-row wait,
+		// recreates it free from what it knows.
+		if !g.recheckReleased(ctx) {
+			t.Fatal("recheckReleased: a read failed")
+		}
+		for range int(g.lostRowWait(st)/time.Second) + 3 {
+			g.mu.Lock()
+			o, ok := g.orphans[u]
+			g.mu.Unlock()
+			if !ok {
+				break
+			}
+			g.releaseOrphan(ctx, u, o)
+			time.Sleep(time.Second)
+		}
+		got, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("row not recreated: %v", err)
+		}
+		if got.Checkpoint != rewindTo {
+			t.Errorf("row recreated at %+v, want the rewind's position %+v (not past it)", got.Checkpoint, rewindTo)
+		}
+	})
+}
