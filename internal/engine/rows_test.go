@@ -29,19 +29,7 @@ func TestMissingRowNotDatedAcrossItsRecreation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store := memory.New()
-		g, err := NewGroup(GroupConfig{
-			Owner: "a", Store: store, Client: noKinesis{}, Heartbeat: time.Second, Timeout: 4 * time.Second,
-			Streams: []StreamConfig{{Stream: "s", Start: kltype.TrimHorizon, Worker: WorkerConfig{
-				CheckpointInterval: time.Second,
-				Handler:            func(context.Context, *kltype.Record) error { return nil },
-			}}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := g.streams["s"]
-		u := unit{Stream: "s", Shard: "shardId-000000000000"}
-		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
+		g, st, u, key := oneShardGroup(t, store)
 		cp := leases.Checkpoint{Sequence: "100"}
 
 		// An orphan of an earlier incarnation of this process; its row is
@@ -176,19 +164,7 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store := memory.New()
-		g, err := NewGroup(GroupConfig{
-			Owner: "a", Store: store, Client: noKinesis{}, Heartbeat: time.Second, Timeout: 4 * time.Second,
-			Streams: []StreamConfig{{Stream: "s", Start: kltype.TrimHorizon, Worker: WorkerConfig{
-				CheckpointInterval: time.Second,
-				Handler:            func(context.Context, *kltype.Record) error { return nil },
-			}}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := g.streams["s"]
-		u := unit{Stream: "s", Shard: "shardId-000000000000"}
-		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
+		g, st, u, key := oneShardGroup(t, store)
 		mine := leases.Checkpoint{Sequence: "100"} // asked for, its answer lost
 		rewindTo := leases.Checkpoint{Sequence: "50"}
 
@@ -256,4 +232,23 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 			t.Errorf("row recreated at %+v, want the rewind's position %+v (not past it)", got.Checkpoint, rewindTo)
 		}
 	})
+}
+
+// oneShardGroup is a Group of owner "a" on store (heartbeat 1s, timeout
+// 4s) with one stream "s", not running, and the unit and key of its shard
+// 0, for tests that drive its rounds' pieces by hand.
+func oneShardGroup(t *testing.T, store leases.Store) (*Group, *streamState, unit, leases.Key) {
+	t.Helper()
+	g, err := NewGroup(GroupConfig{
+		Owner: "a", Store: store, Client: noKinesis{}, Heartbeat: time.Second, Timeout: 4 * time.Second,
+		Streams: []StreamConfig{{Stream: "s", Start: kltype.TrimHorizon, Worker: WorkerConfig{
+			CheckpointInterval: time.Second,
+			Handler:            func(context.Context, *kltype.Record) error { return nil },
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := unit{Stream: "s", Shard: "shardId-000000000000"}
+	return g, g.streams["s"], u, leases.Key{Stream: u.Stream, Shard: u.Shard}
 }
