@@ -191,6 +191,14 @@ func (k *Kinesis) describeConsumer(c *consumer, now time.Time) types.ConsumerDes
 	}
 }
 
+// listConsumer is c as RegisterStreamConsumer and ListStreamConsumers
+// give it: its description without the stream.
+func (k *Kinesis) listConsumer(c *consumer, now time.Time) types.Consumer {
+	d := k.describeConsumer(c, now)
+	return types.Consumer{ConsumerARN: d.ConsumerARN, ConsumerName: d.ConsumerName, ConsumerStatus: d.ConsumerStatus,
+		ConsumerCreationTimestamp: d.ConsumerCreationTimestamp}
+}
+
 // DescribeStreamSummary describes the stream named by StreamName or
 // StreamARN: ACTIVE, its open shards and registered consumers.
 func (k *Kinesis) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
@@ -274,11 +282,8 @@ func (k *Kinesis) RegisterStreamConsumer(ctx context.Context, in *kinesis.Regist
 		c.arn += "0"
 	}
 	k.consumers[c.arn] = c
-	d := k.describeConsumer(c, now)
-	return &kinesis.RegisterStreamConsumerOutput{Consumer: &types.Consumer{
-		ConsumerARN: d.ConsumerARN, ConsumerName: d.ConsumerName, ConsumerStatus: d.ConsumerStatus,
-		ConsumerCreationTimestamp: d.ConsumerCreationTimestamp,
-	}}, nil
+	listed := k.listConsumer(c, now)
+	return &kinesis.RegisterStreamConsumerOutput{Consumer: &listed}, nil
 }
 
 // DescribeStreamConsumer describes the consumer named by ConsumerARN, or by
@@ -320,9 +325,7 @@ func (k *Kinesis) ListStreamConsumers(ctx context.Context, in *kinesis.ListStrea
 	out := &kinesis.ListStreamConsumersOutput{Consumers: []types.Consumer{}}
 	for _, c := range k.consumers {
 		if c.stream == s {
-			d := k.describeConsumer(c, now)
-			out.Consumers = append(out.Consumers, types.Consumer{ConsumerARN: d.ConsumerARN, ConsumerName: d.ConsumerName,
-				ConsumerStatus: d.ConsumerStatus, ConsumerCreationTimestamp: d.ConsumerCreationTimestamp})
+			out.Consumers = append(out.Consumers, k.listConsumer(c, now))
 		}
 	}
 	slices.SortFunc(out.Consumers, func(a, b types.Consumer) int {
@@ -591,7 +594,7 @@ func (s *subscription) run(ctx context.Context) {
 				return
 			}
 			if len(ev.Records) > 0 {
-				if gap := k.rules.EventGap; gap > 0 && !s.pause(ctx, gap) {
+				if gap := k.rules.EventGap; gap > 0 && !s.wait(ctx, gap, nil) {
 					return
 				}
 				continue // more may be waiting
@@ -601,29 +604,21 @@ func (s *subscription) run(ctx context.Context) {
 			s.end(nil)
 			return
 		}
-		wait := min(k.rules.EventInterval-time.Since(lastEvent), time.Until(s.deadline))
-		t := time.NewTimer(max(wait, 0))
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-s.stop:
-			t.Stop()
-			return
-		case <-ctx.Done():
-			t.Stop()
-			s.end(ctx.Err())
+		if !s.wait(ctx, min(k.rules.EventInterval-time.Since(lastEvent), time.Until(s.deadline)), changed) {
 			return
 		}
-		t.Stop()
 	}
 }
 
-// pause waits d, unless the subscription ends first (then false).
-func (s *subscription) pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// wait waits d, or until wake is closed (nil: never), unless the
+// subscription ends first (then false).
+func (s *subscription) wait(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
+	case <-wake:
 		return true
 	case <-s.stop:
 		return false
