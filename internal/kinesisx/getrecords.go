@@ -83,8 +83,7 @@ func decodeGetRecords(p []byte, out *kinesis.GetRecordsOutput) bool {
 		dataN []int  // where each record's data ends in data
 		times []time.Time
 		text  []byte // the strings, concatenated
-		next  span
-		hasIt bool
+		next  span   // the NextShardIterator (ok: one came)
 	)
 	addText := func(s []byte) span {
 		start := len(text)
@@ -191,7 +190,6 @@ func decodeGetRecords(p []byte, out *kinesis.GetRecordsOutput) bool {
 			if next, ok = d.text(addText); !ok {
 				return false
 			}
-			hasIt = true
 		case "ChildShards":
 			if !d.null() {
 				return false // a closed shard's end: the SDK's decoder
@@ -241,9 +239,7 @@ func decodeGetRecords(p []byte, out *kinesis.GetRecordsOutput) bool {
 		recs = []types.Record{}
 	}
 	out.Records = recs
-	if hasIt {
-		out.NextShardIterator = ptr(next)
-	}
+	out.NextShardIterator = ptr(next)
 	return true
 }
 
