@@ -176,22 +176,12 @@ func (g *Group) proof(st *streamState) time.Duration {
 // acquire reads the row of u and takes it if it is free, held by a dead
 // incarnation, or still names this incarnation.
 func (g *Group) acquire(ctx context.Context, u unit) {
-	g.acquireRow(ctx, u, true)
-}
-
-// acquireRow is acquire; with again, a read that found the row missing
-// while another call of this instance found it existing since (a take of
-// the same round created a new stream's rows: createAll) is made again,
-// once, instead of being taken for a sighting of a vanished row.
-func (g *Group) acquireRow(ctx context.Context, u unit, again bool) {
 	st := g.streams[u.Stream]
 	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 	sent := mono()
 	l, err := g.store.Get(ctx, key)
 	if errors.Is(err, leases.ErrNotFound) {
-		if g.missingRow(ctx, st, u, sent, mono(), again) {
-			g.acquireRow(ctx, u, false)
-		}
+		g.missingRow(ctx, st, u, sent, mono())
 		return
 	}
 	if err != nil {
@@ -298,28 +288,10 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 // checkpoint it last saw, only after it has been seen missing for
 // lostRowWait, by when its holder, if it was not this instance, has
 // stopped delivering or recreated it itself.
-//
-// With reread, it reports whether the read is outdated and is to be made
-// again instead (nothing else done): a call of this instance found the
-// row existing after the read was sent. That is how a take whose read
-// found its row missing just before another take of the same round
-// created the new stream's rows (createAll) learns of it: without it, it
-// took its own read for a sighting of a vanished row (a vanished report,
-// and the row left to the next round: a new stream's shards started a
-// heartbeat apart). A createAll under way is waited for (createdSince),
-// before the decision whether the stream is new and after one that says
-// it is not.
-func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, ret int64, reread bool) bool {
+func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, ret int64) {
 	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
 	r := st.row(u.Shard)
-	if reread && g.createdSince(ctx, st, u.Shard, sent) {
-		return true
-	}
-	isNew := !r.seen && g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard)
-	if !isNew && reread && g.createdSince(ctx, st, u.Shard, sent) {
-		return true // otherRowExists met rows createAll created meanwhile
-	}
-	if isNew {
+	if !r.seen && g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
 		g.createAll(ctx, st, u.Shard)
 		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 		l, err := g.store.Create(ctx, key)
@@ -330,19 +302,19 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 			if ctx.Err() == nil && !errors.Is(err, leases.ErrNotFound) {
 				st.log.Warn("kinesislease: creating lease row failed", "shard", u.Shard, "err", err)
 			}
-			return false
+			return
 		}
 		st.setRow(u.Shard, rowState{lease: l})
 		if err := g.arnRow(ctx, st, l); err != nil {
 			if !errors.Is(err, errArnRowUnread) {
 				g.fail(st, u.Shard, err)
 			}
-			return false
+			return
 		}
 		if g.takeable(st, u.Shard, l) {
 			g.take(ctx, st, u, l)
 		}
-		return false
+		return
 	}
 	if !r.reported {
 		if err := g.mem.ReportVanished(ctx); err == nil {
@@ -350,7 +322,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		}
 	}
 	if !r.seen && !st.sawRows() && !g.tableInUse.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
-		return false // too early to tell a new stream from a table emptied under its fleet
+		return // too early to tell a new stream from a table emptied under its fleet
 	}
 	wait := g.lostRowWait(st)
 	cp := r.best()
@@ -362,7 +334,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		wait += 3*g.cfg.Heartbeat + g.cfg.Timeout
 	}
 	if time.Duration(r.missingConfirm-r.missingSince) < wait {
-		return false
+		return
 	}
 	inc := g.Incarnation()
 	csent := mono()
@@ -376,7 +348,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 				st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
 			}
 		}
-		return false
+		return
 	}
 	if r.seen {
 		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it from the checkpoint this instance last saw",
@@ -388,7 +360,6 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 			"shard", u.Shard, "start", st.cfg.Start.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
 	}
 	g.startTaken(ctx, st, u, leases.Lease{}, t, csent)
-	return false
 }
 
 // takeable reports whether row l, just read, may be taken by this instance.
@@ -580,9 +551,6 @@ func (g *Group) createAll(ctx context.Context, st *streamState, skip string) {
 		return
 	}
 	st.createdAll = true
-	done := make(chan struct{})
-	st.creating = done
-	defer close(done)
 	var ids []string
 	for _, id := range st.order {
 		if r := st.rows[id]; r.missing && !r.seen && id != skip {
@@ -595,26 +563,6 @@ func (g *Group) createAll(ctx context.Context, st *streamState, skip string) {
 			st.setRow(ids[i], rowState{lease: l})
 		}
 	})
-}
-
-// createdSince reports whether a call of this instance found the row of
-// id existing after a read sent at sent found it missing, once the
-// createAll of st under way, if any, is done: a take whose read came just
-// before the new stream's rows were created reads its row again. It waits
-// on a channel, not a lock: a lock held across store calls would stop a
-// synctest bubble's clock.
-func (g *Group) createdSince(ctx context.Context, st *streamState, id string, sent int64) bool {
-	st.rowsMu.Lock()
-	creating := st.creating
-	st.rowsMu.Unlock()
-	if creating != nil {
-		select {
-		case <-creating:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return st.existedSince(id, sent)
 }
 
 // ahead reports whether checkpoint a is past b in the same shard: both

@@ -177,23 +177,3 @@ func (g *Group) newStream(st *streamState) bool {
 	}
 	return true
 }
-
-// newStreamDue returns when newStream's wait after the join runs out (on
-// mono()), while it has not and a stream none of whose rows this instance
-// saw may still be taken as new; else 0. The round loop wakes then: the
-// rounds, a jittered heartbeat apart, would otherwise reach it up to a
-// heartbeat late (a new stream taken 2.5 to 3.75s after the join at the
-// defaults, instead of 2.5s). Round goroutine.
-func (g *Group) newStreamDue() int64 {
-	joined := g.joinedAt.Load()
-	due := joined + int64(2*g.cfg.Heartbeat)
-	if joined == 0 || g.tableInUse.Load() || mono() >= due {
-		return 0
-	}
-	for _, st := range g.streams {
-		if !st.removing && !st.sawRows() {
-			return due
-		}
-	}
-	return 0
-}

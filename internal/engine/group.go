@@ -366,11 +366,6 @@ func (g *Group) loop(ctx context.Context) {
 		if d := time.Duration(next - mono()); next != 0 && d < wait {
 			wait = max(d+time.Millisecond, time.Millisecond) // a member's timeout runs out first
 		}
-		if due := g.newStreamDue(); due != 0 {
-			if d := time.Duration(due - mono()); d < wait {
-				wait = max(d+time.Millisecond, time.Millisecond) // a new stream may be taken then
-			}
-		}
 		t.Reset(wait)
 	}
 }

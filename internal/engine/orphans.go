@@ -97,7 +97,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 				// one that never knew where it was read to.
 				g.markVanished(u, o)
 				st.know(u.Shard, o.knownRow())
-				g.missingRow(ctx, st, u, sent, mono(), false)
+				g.missingRow(ctx, st, u, sent, mono())
 			}
 			return // an uncertain take is presumed ours (takeAs)
 		}
@@ -125,7 +125,7 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 	case errors.Is(err, leases.ErrNotFound):
 		g.markVanished(u, o)
 		st.know(u.Shard, o.knownRow())
-		g.missingRow(ctx, st, u, sent, mono(), false)
+		g.missingRow(ctx, st, u, sent, mono())
 		return leases.Lease{}, false
 	case err != nil:
 		return leases.Lease{}, false

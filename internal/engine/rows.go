@@ -62,9 +62,6 @@ type streamState struct {
 	// createdAll: this instance created the missing rows of the new
 	// stream (see createAll).
 	createdAll bool
-	// creating is closed when createAll has created the rows (nil before
-	// it starts). Guarded by rowsMu.
-	creating chan struct{}
 	// probe: the other members' heartbeats when this instance first found
 	// the stream's rows missing as a new stream's (see settled). Guarded
 	// by rowsMu.
