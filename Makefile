@@ -8,12 +8,8 @@ GO ?= go
 install:
 	./scripts/install-testbench
 
-# Most tests wait on emulators and timers, not the CPU: at go test's
-# defaults (-p and -parallel = GOMAXPROCS, 2 here) the suite kept 1.2 of 2
-# cores busy. Four packages and four parallel tests at once: 134 s against
-# 233-286 s (docs/testing.md).
 test: install
-	$(GO) test -race -count=1 -p 4 -parallel 4 ./...
+	$(GO) test -race -count=1 ./...
 
 lint:
 	$(GO) vet ./...
