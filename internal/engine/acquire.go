@@ -221,7 +221,7 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	if l.RewindTo.IsZero() {
 		knew := st.row(u.Shard).knew
 		g.mu.Lock()
-		if r, ok := g.released[u]; ok && (l.Checkpoint.IsZero() || (l.Counter < r.lease.Counter && ahead(r.lease.Checkpoint, l.Checkpoint))) {
+		if r, ok := g.released[u]; ok && (l.Checkpoint.IsZero() || recreatedBehind(r.lease, l)) {
 			fill = r.lease.Checkpoint
 		}
 		if fill.IsZero() && l.Checkpoint.IsZero() && !knew.IsZero() {

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -232,6 +233,150 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 			t.Errorf("row recreated at %+v, want the rewind's position %+v (not past it)", got.Checkpoint, rewindTo)
 		}
 	})
+}
+
+// TestOrphanKnowledgeOutlivesStalerRecreation: an orphan whose row was
+// deleted and recreated by another member from an older checkpoint (its
+// counter restarted) is forgotten when this instance meets the row held by
+// that member, but what it knew stays known: a later take of the row
+// carries on from this instance's checkpoint, not from the older one.
+// Seed 1000950: the holder when the row was deleted, cut off, met the row
+// recreated 17 s later from a checkpoint 20 records behind its own, noted
+// the row's instead of its own, and took it from there after the other
+// member died.
+func TestOrphanKnowledgeOutlivesStalerRecreation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, _, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		older, mine := leases.Checkpoint{Sequence: "100"}, leases.Checkpoint{Sequence: "300"}
+
+		l, err := store.Create(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := store.TakeAs(ctx, l, "a", "0.OLD")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, seq := range []string{"100", "200", "300"} {
+			if held, err = store.Checkpoint(ctx, held, leases.Checkpoint{Sequence: seq}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o := orphan{inc: "0.OLD", known: held}
+		g.mu.Lock()
+		g.incs = append(g.incs, "0.OLD")
+		g.orphans[u] = o
+		g.mu.Unlock()
+
+		// Deleted; recreated by "b" from the older checkpoint it knew.
+		if !store.Delete(key) {
+			t.Fatal("no row to delete")
+		}
+		theirs, err := store.CreateAs(ctx, key, "b", "0.B", older)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.releaseOrphan(ctx, u, o) // a conflict, a read: b's row; the orphan is forgotten
+		g.mu.Lock()
+		_, still := g.orphans[u]
+		g.mu.Unlock()
+		if still {
+			t.Fatal("the orphan is still there after its row was found held by another member")
+		}
+
+		// "b" gives the row up; this instance reads it (noting it again)
+		// and takes it.
+		if _, err := store.Release(ctx, theirs, leases.Checkpoint{}); err != nil {
+			t.Fatal(err)
+		}
+		g.acquire(ctx, u)
+		got, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Owner != "a" || got.Checkpoint != mine {
+			t.Errorf("row after this instance's take: owner %q checkpoint %+v, want owner a at its own checkpoint %+v (not b's older %+v)",
+				got.Owner, got.Checkpoint, mine, older)
+		}
+	})
+}
+
+// TestRetakeFillsOverStalerRecreation: an orphan left by a take whose fill
+// failed (the row recreated by another member from an older checkpoint,
+// taken, the write of this instance's newer checkpoint unanswered) is
+// retaken with that checkpoint written, not from the row's older one.
+// Seed 1004374: the retake filled only a row with no checkpoint, and the
+// holder when the row was deleted restarted it 15 records behind its own.
+func TestRetakeFillsOverStalerRecreation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, _, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		older, mine := leases.Checkpoint{Sequence: "100"}, leases.Checkpoint{Sequence: "300"}
+
+		theirs, err := store.CreateAs(ctx, key, "b", "0.B", older)
+		if err != nil {
+			t.Fatal(err)
+		}
+		free, err := store.Release(ctx, theirs, leases.Checkpoint{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken, err := store.TakeAs(ctx, free, "a", "0.CUR")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What fillCheckpoint leaves when its write fails.
+		known := taken
+		known.Checkpoint = mine
+		o := orphan{inc: "0.CUR", known: known, presumed: true, vanished: true}
+		g.mu.Lock()
+		g.orphans[u] = o
+		g.mu.Unlock()
+
+		g.retake(ctx, u, o)
+		got, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Owner != "a" || got.Checkpoint != mine {
+			t.Errorf("row after the retake: owner %q checkpoint %+v, want owner a at its own checkpoint %+v (not the recreation's %+v)",
+				got.Owner, got.Checkpoint, mine, older)
+		}
+	})
+}
+
+// arm makes g, not running, incarnation inc with a fence a minute away, as
+// if its heartbeat had just landed, so that its takes land and start
+// workers; they read from a Kinesis that answers nothing, and are killed
+// when the test ends.
+func arm(t *testing.T, g *Group, inc string) {
+	t.Cleanup(func() {
+		g.mu.Lock()
+		for _, w := range g.workers {
+			w.kill()
+		}
+		g.mu.Unlock()
+		synctest.Wait()
+	})
+	g.mu.Lock()
+	g.inc = inc
+	g.incs = append(g.incs, inc)
+	g.mu.Unlock()
+	g.cfg.Client = silentKinesis{}
+	g.fence.Store(mono() + int64(time.Minute))
+}
+
+// silentKinesis answers no call until its context ends.
+type silentKinesis struct{ kinesisx.Reader }
+
+func (silentKinesis) GetShardIterator(ctx context.Context, _ *kinesis.GetShardIteratorInput, _ ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
 }
 
 // oneShardGroup is a Group of owner "a" on store (heartbeat 1s, timeout

@@ -106,13 +106,17 @@ type shardState struct {
 	// record before everPrefix was acknowledged at least once.
 	ever       []bool
 	everPrefix int
-	open       []*handlerCall
-	versions   map[int64]version // seen, not yet checked in order
-	tokens     map[int64]string  // the token of every version seen, by counter
-	last       leases.Lease      // the newest version checked in order
-	newest     leases.Lease      // the newest version seen
-	tenures    map[string]*tenure
-	entered    map[string]time.Time // each owner's last handler entry
+	// ownAcked: per process, the next record after the longest run it
+	// acknowledged itself in a tenure of the shard, any tenure: a take of a
+	// row recreated from an older checkpoint may carry on from there.
+	ownAcked map[string]int
+	open     []*handlerCall
+	versions map[int64]version // seen, not yet checked in order
+	tokens   map[int64]string  // the token of every version seen, by counter
+	last     leases.Lease      // the newest version checked in order
+	newest   leases.Lease      // the newest version seen
+	tenures  map[string]*tenure
+	entered  map[string]time.Time // each owner's last handler entry
 
 	// From the deletion of the row until its next take (afterDelete): its
 	// holder then ("" if free), how many records the best checkpoint each
@@ -224,7 +228,7 @@ func newChecker(stream *Ledger) *checker {
 func (c *checker) shard(id string) *shardState {
 	s := c.shards[id]
 	if s == nil {
-		s = &shardState{id: id, versions: map[int64]version{}, tokens: map[int64]string{}, tenures: map[string]*tenure{}, entered: map[string]time.Time{}, rewindAt: -1, operatorAt: -1}
+		s = &shardState{id: id, versions: map[int64]version{}, tokens: map[int64]string{}, tenures: map[string]*tenure{}, ownAcked: map[string]int{}, entered: map[string]time.Time{}, rewindAt: -1, operatorAt: -1}
 		c.shards[id] = s
 	}
 	return s
@@ -360,6 +364,7 @@ func (c *checker) exitLocked(h *handlerCall, acked bool) {
 	}
 	if t := h.tenure; t != nil && h.idx == t.next {
 		t.next++
+		s.ownAcked[h.owner] = max(s.ownAcked[h.owner], t.next)
 	}
 }
 
@@ -483,17 +488,22 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		if before.Owner != writer {
 			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)
 		}
+		filled, _ := c.covered(s.id, after.Checkpoint)
 		if t := s.tenures[writer]; after.Checkpoint != before.Checkpoint && t != nil &&
 			((before.Checkpoint.IsZero() && t.start == 0 && t.lastEntered == -1 && t.next == t.start) ||
-				(s.pending != nil && s.pending.writer == writer)) { // pending: no delivery since the take
+				(s.pending != nil && s.pending.writer == writer) || // pending: no delivery since the take
+				(t.lastEntered == -1 && t.next == t.start && filled > t.start && filled <= s.ownAcked[writer])) {
 			// The taker of a row recreated without a checkpoint, or from an
 			// older one, writes the one it knew before delivering (the
 			// engine's fillCheckpoint, or the release of an orphan whose
 			// fill was not written): its tenure starts there. (A holder
 			// that takes the row it held when it was deleted, without
 			// having delivered since, goes on in its tenure: its fill is
-			// one too.) Records skipped so are ones that were
-			// acknowledged, and none an operator asked to replay.
+			// one too. So does a taker that finds the row recreated from
+			// an older checkpoint than it had acknowledged itself, in an
+			// earlier tenure, seed 1004374.) Records skipped so are ones
+			// that were acknowledged, and none an operator asked to
+			// replay.
 			n, err := c.covered(s.id, after.Checkpoint)
 			switch {
 			case err != nil:
