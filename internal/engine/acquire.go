@@ -259,8 +259,17 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 		var err error
 		if t, err = h.applyRewind(ctx); err != nil {
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
+			// The take landed: the row names this incarnation, which holds
+			// it with no worker. Should it be found missing, no other
+			// member can have recreated it before lostRowWait from the
+			// take: this instance recreates it at once, as its holder
+			// (seed 1015883: the rewind's answer lost, the row deleted, a
+			// member that waited recreated it while the model still
+			// counted this one as a holder that may deliver).
+			o := orphan{inc: h.current().Incarnation, known: h.asOrphan()}
+			o.holderUntil = h.proofSent.Load() + int64(g.lostRowWait(st))
 			g.mu.Lock()
-			g.orphans[u] = orphan{inc: h.current().Incarnation, known: h.asOrphan()}
+			g.orphans[u] = o
 			g.mu.Unlock()
 			return
 		}

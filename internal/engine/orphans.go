@@ -91,6 +91,10 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		}
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
 			if errors.Is(err, leases.ErrNotFound) {
+				if o.holding(inc) {
+					g.vanishedOrphan(ctx, st, u, o, sent, mono()) // recreated at once, free for the plan's member
+					return
+				}
 				// Vanished: recreated from the checkpoint this instance
 				// knew, once missing for lostRowWait. It stays an orphan
 				// until then: if the plan moves it to another member, it is
@@ -122,6 +126,9 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 	switch {
 	case errors.Is(err, leases.ErrNotFound) && dropEmpty && o.best().IsZero():
 		g.dropOrphan(u, o)
+		return leases.Lease{}, false
+	case errors.Is(err, leases.ErrNotFound) && o.holding(g.Incarnation()):
+		g.vanishedOrphan(ctx, st, u, o, sent, mono())
 		return leases.Lease{}, false
 	case errors.Is(err, leases.ErrNotFound):
 		g.markVanished(u, o)
@@ -289,8 +296,7 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	// had applied) recreates it at once, within its fence, as it would
 	// have had it not been releasing it: others create it only after
 	// seeing it missing for lostRowWait, which ends after holderUntil.
-	inc := g.Incarnation()
-	holder := o.holderUntil != 0 && o.inc == inc && mono() < o.holderUntil
+	holder := o.holding(g.Incarnation())
 	if (!holder && time.Duration(r.missingConfirm-r.missingSince) < g.lostRowWait(st)) || o.best().IsZero() {
 		if o.best().IsZero() {
 			g.dropOrphan(u, o) // nothing to save: the plan's member creates it
@@ -298,6 +304,7 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 		return
 	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
+	inc := g.Incarnation()
 	if holder {
 		cctx, cancel = g.atFence(ctx, inc)
 	}
@@ -346,6 +353,13 @@ func (g *Group) dropOrphan(u unit, o orphan) {
 	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
 		delete(g.orphans, u)
 	}
+}
+
+// holding reports whether this instance, as incarnation inc, is still
+// known to be the only one that may recreate o's row at once: the row
+// vanished under o's incarnation, inc, before holderUntil.
+func (o orphan) holding(inc string) bool {
+	return o.holderUntil != 0 && o.inc == inc && mono() < o.holderUntil
 }
 
 // realCounter is the counter of a version of the row that existed: known's,

@@ -350,6 +350,72 @@ func TestRetakeFillsOverStalerRecreation(t *testing.T) {
 	})
 }
 
+// TestTakerWhoseRewindAnswerWasLostRecreatesAtOnce: a take that landed,
+// then the apply of the rewind pending on the row whose answer was lost,
+// leaves the row held by this incarnation with no worker. Should the row
+// then vanish, this instance is still its holder: it recreates it at once
+// from the rewind's position, as a holder does, rather than waiting the
+// lost-row wait as any member would while another that waited too
+// recreates it. Seed 1015883: both waited; the other member recreated it
+// while the model counted this one as a holder that may still deliver.
+func TestTakerWhoseRewindAnswerWasLostRecreatesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &applyAnswerLost{Store: memory.New()}
+		g, _, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		rewindTo := leases.Checkpoint{Sequence: "100"}
+
+		l, err := store.Create(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := store.TakeAs(ctx, l, "b", "0.B")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if theirs, err = store.Checkpoint(ctx, theirs, leases.Checkpoint{Sequence: "300"}); err != nil {
+			t.Fatal(err)
+		}
+		if theirs, err = store.Rewind(ctx, theirs, rewindTo); err != nil { // the operator
+			t.Fatal(err)
+		}
+		if _, err := store.Release(ctx, theirs, leases.Checkpoint{}); err != nil {
+			t.Fatal(err)
+		}
+
+		g.acquire(ctx, u) // takes it; the rewind's apply lands, its answer is lost
+		g.mu.Lock()
+		o, ok := g.orphans[u]
+		g.mu.Unlock()
+		if !ok || g.holds(u) {
+			t.Fatalf("after the take whose rewind's answer was lost: orphan %v, held %v; want an orphan, no worker", ok, g.holds(u))
+		}
+		if !store.Delete(key) {
+			t.Fatal("no row to delete")
+		}
+		g.retake(ctx, u, o)
+		got, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("the row's holder did not recreate it at once: %v", err)
+		}
+		if got.Checkpoint != rewindTo {
+			t.Errorf("row recreated at %+v, want the rewind's position %+v", got.Checkpoint, rewindTo)
+		}
+	})
+}
+
+// applyAnswerLost is a store whose ApplyRewind lands but answers with an
+// error, as a lost answer does.
+type applyAnswerLost struct{ *memory.Store }
+
+func (s *applyAnswerLost) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+	if _, err := s.Store.ApplyRewind(ctx, l); err != nil {
+		return leases.Lease{}, err
+	}
+	return leases.Lease{}, errors.New("i/o timeout (the answer lost; the write landed)")
+}
+
 // arm makes g, not running, incarnation inc with a fence a minute away, as
 // if its heartbeat had just landed, so that its takes land and start
 // workers; they read from a Kinesis that answers nothing, and are killed
