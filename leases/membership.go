@@ -96,6 +96,13 @@ type Member struct {
 	// member that finds every row of a stream missing takes the stream as
 	// new (and creates its rows at once) only while no member holds any.
 	Held int64
+	// Vanished is how many lease rows the member found missing (deleted,
+	// or the table recreated) and will recreate from a checkpoint it
+	// knows. While a live member's entry shows any, a member that knows no
+	// checkpoint of a missing row waits longer before it creates it at the
+	// start position, so that the row is recreated from where it was read
+	// to.
+	Vanished int64
 	// Streams is a digest of the streams the member subscribes, compared
 	// as an opaque value: each member plans every stream it reads over the
 	// live members whose digest equals its own (an empty one counts as

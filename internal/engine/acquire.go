@@ -335,14 +335,22 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	}
 	wait := g.lostRowWait(st)
 	cp := r.best()
+	missing := time.Duration(r.missingConfirm - r.missingSince)
 	if cp.IsZero() {
 		// This instance knows no checkpoint: give those that do (the
 		// holder, an earlier holder with an orphan, whoever released it
 		// lately) the time to recreate the row first, even if they began
-		// to look a round late or their round took up to a timeout.
+		// to look a round late or their round took up to a timeout. While
+		// a live member says it will recreate rows it found missing, it
+		// may be this one's: wait longer still, up to twice the lost-row
+		// wait, for a knower whose calls failed often enough that its own
+		// wait began again (seed 113170).
 		wait += 3*g.cfg.Heartbeat + g.cfg.Timeout
+		if missing >= wait && missing < wait+2*g.lostRowWait(st) && g.knowerAlive() {
+			return
+		}
 	}
-	if time.Duration(r.missingConfirm-r.missingSince) < wait {
+	if missing < wait {
 		return
 	}
 	inc := g.Incarnation()
@@ -369,6 +377,44 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 			"shard", u.Shard, "start", st.cfg.Start.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
 	}
 	g.startTaken(ctx, st, u, leases.Lease{}, t, csent)
+}
+
+// countVanished returns how many rows this instance found missing and will
+// recreate from a checkpoint it knows: its orphans' (recreated whoever the
+// plan gives them to) and those a gives it.
+func (g *Group) countVanished(a map[unit]string) int64 {
+	g.mu.Lock()
+	orphans := make(map[unit]bool, len(g.orphans))
+	for u := range g.orphans {
+		orphans[u] = true
+	}
+	g.mu.Unlock()
+	var n int64
+	for name, st := range g.streams {
+		st.rowsMu.Lock()
+		for id, r := range st.rows {
+			u := unit{Stream: name, Shard: id}
+			if r.missing && !r.best().IsZero() && (orphans[u] || a[u] == g.cfg.Owner) {
+				n++
+			}
+		}
+		st.rowsMu.Unlock()
+	}
+	return n
+}
+
+// knowerAlive reports whether another member alive in this instance's view
+// says it will recreate rows it found missing (Member.Vanished).
+func (g *Group) knowerAlive() bool {
+	now := mono()
+	g.viewMu.Lock()
+	defer g.viewMu.Unlock()
+	for owner, m := range g.view.latest {
+		if owner != g.cfg.Owner && m.Vanished > 0 && !m.Leaving && g.view.alive(owner, m.Incarnation, now) {
+			return true
+		}
+	}
+	return false
 }
 
 // takeable reports whether row l, just read, may be taken by this instance.

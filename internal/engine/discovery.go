@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -21,26 +22,23 @@ func (g *Group) syncShards(ctx context.Context) {
 	}
 	now := time.Now()
 	for _, st := range g.streams {
-		if st.listing.waiting(now) || st.removing {
+		if st.removing {
+			continue
+		}
+		if st.listed != nil {
+			select {
+			case res := <-st.listed:
+				st.listed = nil
+				g.listedShards(ctx, st, res)
+			default:
+				continue // still listing: the round goes on with the shards it knows
+			}
+		}
+		if st.listing.waiting(now) {
 			continue
 		}
 		if st.shards == nil || st.resync || time.Since(st.lastSync) >= g.cfg.ShardSyncInterval || st.listing.n > 0 {
-			err := g.listShards(ctx, st)
-			switch {
-			case err == nil:
-				g.healthMu.Lock()
-				st.listing = failure{}
-				g.healthMu.Unlock()
-			case fatal(err) && !errors.Is(err, leases.ErrMisconfigured):
-				g.fail(st, "", err)
-			case ctx.Err() == nil:
-				// A lease store that stopped working while running (its table
-				// dropped, access withdrawn) is not the stream's fault: the
-				// heartbeat fences and reports it, and the listing is tried
-				// again every round, so that the stream resumes as soon as
-				// the table is back, not after a stream's backoff.
-				st.log.Warn("kinesislease: listing shards failed; retrying", "err", err)
-			}
+			g.listAsync(st)
 		}
 	}
 	if g.rounds%4 != 0 {
@@ -61,15 +59,62 @@ func (g *Group) syncShards(ctx context.Context) {
 	})
 }
 
-// listShards refreshes the shard list of st. The first listing reads every
-// row once (concurrently): checkpoints at SHARD_END (parents done), rows
-// that exist, the checkpoints this instance would recreate a vanished row
-// from.
-func (g *Group) listShards(ctx context.Context, st *streamState) error {
-	shards, err := kinesisx.ListShards(ctx, g.cfg.Client, st.cfg.Stream)
-	if err != nil {
-		return err
+// listing is the answer of a ListShards of a stream (every page), sent at
+// sent.
+type listing struct {
+	shards []types.Shard
+	err    error
+	sent   time.Time
+}
+
+// listAsync lists st's shards in the background: ListShards may take
+// seconds (throttled, paged, slow), and the round's reads, takes and
+// releases, which keep a vanished row's sightings close enough together to
+// join and the plan's moves on time, must not wait on it. The round that
+// finds the answer applies it (listedShards); the answer kicks one at once.
+func (g *Group) listAsync(st *streamState) {
+	ch := make(chan listing, 1)
+	st.listed = ch
+	st.resync = false // asked for before this listing: it answers that
+	sent := time.Now()
+	ctx := g.runCtx
+	g.listers.Go(func() {
+		lctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+		defer cancel()
+		shards, err := kinesisx.ListShards(lctx, g.cfg.Client, st.cfg.Stream)
+		ch <- listing{shards: shards, err: err, sent: sent}
+		g.kickRound()
+	})
+}
+
+// listedShards applies the answer of a listing of st (see listAsync).
+func (g *Group) listedShards(ctx context.Context, st *streamState, res listing) {
+	err := res.err
+	if err == nil {
+		err = g.listShards(ctx, st, res.shards, res.sent)
 	}
+	switch {
+	case err == nil:
+		g.healthMu.Lock()
+		st.listing = failure{}
+		g.healthMu.Unlock()
+	case fatal(err) && !errors.Is(err, leases.ErrMisconfigured):
+		g.fail(st, "", err)
+	case ctx.Err() == nil:
+		// A lease store that stopped working while running (its table
+		// dropped, access withdrawn) is not the stream's fault: the
+		// heartbeat fences and reports it, and the listing is tried
+		// again every round, so that the stream resumes as soon as the
+		// table is back, not after a stream's backoff.
+		st.log.Warn("kinesislease: listing shards failed; retrying", "err", err)
+	}
+}
+
+// listShards refreshes the shard list of st from shards, listed by a call
+// sent at sent. The first listing reads every row once (concurrently):
+// checkpoints at SHARD_END (parents done), rows that exist, the
+// checkpoints this instance would recreate a vanished row from.
+func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.Shard, sent time.Time) error {
 	first := st.shards == nil
 	old := st.shards
 	shardsNow, order := shardMap(shards, st.order)
@@ -84,8 +129,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState) error {
 		}
 	}
 	st.shards, st.order = shardsNow, order
-	st.lastSync = time.Now()
-	st.resync = false
+	st.lastSync = sent
 	if first {
 		return nil
 	}

@@ -273,7 +273,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			inc = leases.NewIncarnation(row, cur)
 		}
 		g.hb.hb++
-		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
+		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load(), Held: g.heldCount(), Vanished: g.vanishedKnown.Load(), Streams: g.streamsDigest()}
 		first := mono()
 		for attempt := 0; attempt < 5; attempt++ {
 			// A join's deadline is a whole interval (a heartbeat's is half):
@@ -334,7 +334,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (bool, error) {
 	inc := newIncarnation(row)
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Held: g.heldCount(), Streams: g.streamsDigest()}
+	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Held: g.heldCount(), Vanished: g.vanishedKnown.Load(), Streams: g.streamsDigest()}
 	sent := mono()
 	rows, err := g.mem.ReplaceMember(ctx, row, cur, next)
 	if err != nil {
@@ -457,7 +457,7 @@ func (g *Group) heartbeat(ctx context.Context) error {
 	// the holder's fence while takers see no change.
 	g.hb.hb++
 	inc := g.Incarnation()
-	m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
+	m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Vanished: g.vanishedKnown.Load(), Streams: g.streamsDigest()}
 	// A fenced incarnation says so: its leases may be taken at once. Only
 	// the old incarnation: once the instance goes on as a new one, that one
 	// holds what it takes afresh.
@@ -573,7 +573,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	}
 	g.hb.attempted[inc] = true
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
+	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount(), Vanished: g.vanishedKnown.Load(), Streams: g.streamsDigest()}
 	sent := mono()
 	rctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 	defer cancel()
@@ -651,7 +651,7 @@ func (g *Group) rejoin(ctx context.Context) {
 	row := rowOf(inc)
 	if !g.hb.needNewInc {
 		g.hb.hb++
-		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest()}
+		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Vanished: g.vanishedKnown.Load(), Streams: g.streamsDigest()}
 		jctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 		sent := mono()
 		rows, err := g.mem.Join(jctx, row, m)

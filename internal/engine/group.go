@@ -186,7 +186,10 @@ type Group struct {
 	recheckAgain atomic.Bool  // a re-read of lately released rows failed: again next round
 	resync       atomic.Bool  // a member ended a shard: list every stream
 	ended        atomic.Int64 // shards this instance read to their end
-	storeErr     atomic.Pointer[error]
+	// vanishedKnown: the rows this instance found missing and will
+	// recreate from a checkpoint it knows (countVanished), for its entry.
+	vanishedKnown atomic.Int64
+	storeErr      atomic.Pointer[error]
 
 	planner    plan.Planner // cached: recomputes only when members or shards change
 	lastAssign map[unit]string
@@ -206,6 +209,11 @@ type Group struct {
 	kick chan struct{}
 	// cancelRun ends Run with an error (set by Run).
 	cancelRun context.CancelCauseFunc
+	// runCtx is Run's context while it coordinates (Background before):
+	// the background listings' (listAsync), which Run waits for (listers)
+	// before it drains.
+	runCtx  context.Context
+	listers sync.WaitGroup
 	// joinedAt is mono() when this process first joined the membership;
 	// tableInUse: a fleet read the table when it joined (see readAll and
 	// newStream).
@@ -294,6 +302,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	}
 	g.setDigest()
 	g.fence.Store(fenced)
+	g.runCtx = context.Background()
 	return g, nil
 }
 
@@ -324,6 +333,7 @@ func (g *Group) Run(ctx context.Context) error {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	g.cancelRun = cancel
+	g.runCtx = rctx
 	// The heartbeats go on through the drain, until the leases are
 	// released: their own context, not Run's.
 	hbCtx, hbStop := context.WithCancel(context.WithoutCancel(ctx))
@@ -335,6 +345,7 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 	}()
 	g.loop(rctx)
+	g.listers.Wait()
 	g.shutdown()
 	hbStop()
 	<-hbDone
@@ -401,6 +412,7 @@ func (g *Group) round(ctx context.Context) {
 	g.announceDead(rctx)
 	a := g.plan()
 	g.apply(rctx, a)
+	g.vanishedKnown.Store(g.countVanished(a))
 	g.removeStale(rctx)
 	g.viewMu.Lock()
 	g.view.prune(mono())

@@ -89,6 +89,20 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			g.startTaken(ctx, st, u, l, t, sent)
 			return
 		}
+		if attempt == 0 && failedUnanswered(err) && vanishedRow(st, u, o) {
+			// A row that vanished: its sightings must come close enough
+			// together to be joined (setRow), or the wait begins again
+			// while a member that knows no checkpoint waits on. A call
+			// that failed is no sighting: read the row now instead
+			// (seed 113170: calls failing one round in three kept a
+			// knower's wait from ever ending).
+			cur, ok := g.rereadOrphan(ctx, st, u, o, false)
+			if !ok {
+				return
+			}
+			l = cur
+			continue
+		}
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
 			if errors.Is(err, leases.ErrNotFound) {
 				if o.holding(inc) {
@@ -223,12 +237,14 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 			g.vanishedOrphan(ctx, st, u, o, sent, mono())
 			return
 		}
-		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
+		if (!errors.Is(err, leases.ErrConflict) && !(attempt == 0 && vanishedRow(st, u, o))) || attempt > 0 {
 			return
 		}
-		// The release met the row (a conflict): only the read below may
-		// find it missing, as of when it was sent (seed 407733: a slow read
-		// found the row deleted again, dated from the release's send).
+		// The release met the row (a conflict), or failed on a row that
+		// vanished (a failed call is no sighting; see retake): only the
+		// read below may find it missing, as of when it was sent (seed
+		// 407733: a slow read found the row deleted again, dated from the
+		// release's send).
 		sent = mono()
 		cur, err := g.store.Get(ctx, l.Key)
 		switch {
@@ -353,6 +369,18 @@ func (g *Group) dropOrphan(u unit, o orphan) {
 	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
 		delete(g.orphans, u)
 	}
+}
+
+// vanishedRow reports whether the row of orphan o of u is known to have
+// vanished: o found it missing, or the last call on it did.
+func vanishedRow(st *streamState, u unit, o orphan) bool {
+	return o.vanished || st.row(u.Shard).missing
+}
+
+// failedUnanswered reports whether err is a store call's failure that
+// tells nothing of the row: neither a conflict nor a missing row.
+func failedUnanswered(err error) bool {
+	return err != nil && !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound)
 }
 
 // holding reports whether this instance, as incarnation inc, is still

@@ -49,6 +49,9 @@ type streamState struct {
 	order    []string
 	lastSync time.Time
 	resync   bool
+	// listed: the answer of the listing in flight (listAsync), nil when
+	// none is.
+	listed chan listing
 	// rows is what this instance last read or wrote of each row, by shard
 	// id. Guarded by rowsMu while a round's calls run concurrently.
 	rowsMu sync.Mutex

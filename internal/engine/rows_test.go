@@ -416,6 +416,94 @@ func (s *applyAnswerLost) ApplyRewind(ctx context.Context, l leases.Lease) (leas
 	return leases.Lease{}, errors.New("i/o timeout (the answer lost; the write landed)")
 }
 
+// TestNonKnowerDefersToAnnouncedKnower: a member that knows no checkpoint
+// of a vanished row creates it at the start position only after a longer
+// wait than a knower's, and longer still, up to twice the lost-row wait
+// more, while a live member's entry says it will recreate rows it found
+// missing (Member.Vanished). Seed 113170: the knower's calls failed often
+// enough that its wait began again twice; the member that knew none
+// recreated the row from the start position, replaying 286 records.
+func TestNonKnowerDefersToAnnouncedKnower(t *testing.T) {
+	for _, announced := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no knower", true: "knower announced"}[announced], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				store := memory.New()
+				g, st, u, key := oneShardGroup(t, store)
+				arm(t, g, "0.CUR")
+				wait := g.lostRowWait(st) + 3*g.cfg.Heartbeat + g.cfg.Timeout
+				st.setRow(u.Shard, rowState{lease: leases.Lease{Key: key, Counter: 1}}) // seen, with no checkpoint
+				start := mono()
+				var created time.Duration
+				for hb := int64(1); created == 0 && hb < 100; hb++ {
+					if announced {
+						g.viewMu.Lock()
+						g.view.observe(0, []leases.Member{{Owner: "k", Incarnation: "0.K", Heartbeat: hb, Vanished: 1}}, "0.CUR", mono(), mono())
+						g.viewMu.Unlock()
+					}
+					g.fence.Store(mono() + int64(time.Minute))
+					sent := mono()
+					if _, err := store.Get(ctx, key); err == nil {
+						created = time.Duration(sent - start)
+						break
+					}
+					g.missingRow(ctx, st, u, sent, mono())
+					time.Sleep(time.Second)
+				}
+				switch {
+				case created == 0:
+					t.Fatal("the row was never created")
+				case !announced && created > wait+2*time.Second:
+					t.Errorf("created %v after its first sighting, want about the non-knower's wait %v", created, wait)
+				case announced && created < wait+2*g.lostRowWait(st):
+					t.Errorf("created %v after its first sighting while a knower announced vanished rows, want at least %v", created, wait+2*g.lostRowWait(st))
+				}
+				if created < wait {
+					t.Errorf("created %v after its first sighting, before the non-knower's wait %v", created, wait)
+				}
+			})
+		})
+	}
+}
+
+// TestFailedReleaseOfVanishedOrphanStillSights: an orphan whose row
+// vanished is released each round, its release failing only to find the
+// row missing; a release that fails with no answer (a timeout, a 5xx) is
+// followed by a read, so that the sightings stay close enough together to
+// be joined. Seed 113170: one release in three failed, the sightings came
+// 10 s apart, and the knower's wait began again every time.
+func TestFailedReleaseOfVanishedOrphanStillSights(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &releaseFails{Store: memory.New()}
+		g, st, u, key := oneShardGroup(t, store)
+		o := orphan{inc: "0.OLD", known: leases.Lease{Key: key, Owner: "a", Incarnation: "0.OLD", Counter: 5, Checkpoint: leases.Checkpoint{Sequence: "100"}}, vanished: true}
+		g.mu.Lock()
+		g.incs = append(g.incs, "0.OLD")
+		g.orphans[u] = o
+		g.mu.Unlock()
+		st.setRow(u.Shard, rowState{missing: true, missingSince: mono(), missingConfirm: mono()})
+		for range 4 {
+			time.Sleep(2 * time.Second)
+			g.releaseOrphan(ctx, u, o)
+		}
+		r := st.row(u.Shard)
+		if d := time.Duration(r.missingConfirm - r.missingSince); !r.missing || d < 8*time.Second {
+			t.Fatalf("row %+v: missing for %v, want the sightings joined over the 8 s of failed releases", r, d)
+		}
+		if n := g.countVanished(nil); n != 1 {
+			t.Errorf("countVanished = %d, want 1: the orphan's row, which this instance will recreate", n)
+		}
+	})
+}
+
+// releaseFails is a store whose Release fails with no answer.
+type releaseFails struct{ *memory.Store }
+
+func (s *releaseFails) Release(context.Context, leases.Lease, leases.Checkpoint) (leases.Lease, error) {
+	return leases.Lease{}, errors.New("i/o timeout")
+}
+
 // arm makes g, not running, incarnation inc with a fence a minute away, as
 // if its heartbeat had just landed, so that its takes land and start
 // workers; they read from a Kinesis that answers nothing, and are killed

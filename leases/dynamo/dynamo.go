@@ -110,6 +110,7 @@ const (
 	entryNotice    = "n" // N: notice, absent when 0
 	entryEnded     = "e" // N: shards ended by the member, absent when 0
 	entryHeld      = "k" // N: leases the member holds, absent when 0
+	entryVanished  = "v" // N: vanished rows the member will recreate, absent when 0
 	entryStreams   = "s" // S: digest of the member's streams, absent when empty
 	attrCount      = "n" // N: a membership row's entry count
 	// The membership header: r<row> (N) per row, the roster version, and

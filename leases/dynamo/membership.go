@@ -308,6 +308,9 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if m.Held != 0 {
 		e[entryHeld] = numAttr(m.Held)
 	}
+	if m.Vanished != 0 {
+		e[entryVanished] = numAttr(m.Vanished)
+	}
 	if m.Streams != "" {
 		e[entryStreams] = &types.AttributeValueMemberS{Value: m.Streams}
 	}
@@ -364,6 +367,9 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
 	if m.Held, err = num(mv.Value, entryHeld); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	if m.Vanished, err = num(mv.Value, entryVanished); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
 	if m.Ended, err = num(mv.Value, entryEnded); err != nil {

@@ -54,6 +54,10 @@ type checker struct {
 	shards map[string]*shardState
 	// pauses holds, per owner, the intervals its process was paused.
 	pauses map[string][][2]time.Time
+	// cutoffs holds, per owner, the intervals its process was partitioned
+	// from the table (see couldAct): it ran, but none of its calls got
+	// through.
+	cutoffs map[string][][2]time.Time
 	// mayDeliver reports whether the process named owner may still deliver
 	// shard id by the protocol's rule; nil means it cannot be told (the
 	// checks that need it are skipped). alive reports whether the process
@@ -61,8 +65,8 @@ type checker struct {
 	mayDeliver func(owner, id string) bool
 	alive      func(owner string) bool
 	// couldAct reports whether the process named owner could act on what
-	// it knew between from and to: its fence valid (it reached the table)
-	// and not paused, for an unbroken stretch long enough to see a row
+	// it knew between from and to: its fence valid (it reached the table),
+	// not paused and not partitioned, for an unbroken stretch long enough to see a row
 	// missing and recreate it (nil: every live process could).
 	couldAct func(owner string, from, to time.Time) bool
 
@@ -220,7 +224,7 @@ type version struct {
 }
 
 func newChecker(stream *Ledger) *checker {
-	c := &checker{stream: stream, start: time.Now(), shards: map[string]*shardState{}, pauses: map[string][][2]time.Time{}}
+	c := &checker{stream: stream, start: time.Now(), shards: map[string]*shardState{}, pauses: map[string][][2]time.Time{}, cutoffs: map[string][][2]time.Time{}}
 	c.trace.start = c.start
 	return c
 }
@@ -267,6 +271,13 @@ func (c *checker) paused(owner string, from, to time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pauses[owner] = append(c.pauses[owner], [2]time.Time{from, to})
+}
+
+// partitioned records that owner's process is partitioned from..to.
+func (c *checker) partitioned(owner string, from, to time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cutoffs[owner] = append(c.cutoffs[owner], [2]time.Time{from, to})
 }
 
 // pausedSince reports whether owner's process was paused at some point
