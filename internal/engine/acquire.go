@@ -214,20 +214,21 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	// released or read it, was of the row before): carry on from there,
 	// not from the start position. Counters cannot tell: a recreated row
 	// restarts at 1, and the one this instance knew may have been too.
-	// A row recreated (its counter below the one this instance knew) from
-	// a checkpoint older than the one this instance knows is carried on
-	// from the newer one too: the member that recreated it knew less.
+	// A row with a checkpoint is taken from it, even one recreated from
+	// an older checkpoint than this instance knows: its checkpoint is never
+	// moved on from memory, which may predate an operator's rewind applied
+	// since (seeds 1504412, 1510881, 1520568: the rewind skipped).
 	var fill leases.Checkpoint
-	if l.RewindTo.IsZero() {
+	if l.RewindTo.IsZero() && l.Checkpoint.IsZero() {
 		knew := st.row(u.Shard).knew
 		g.mu.Lock()
-		if r, ok := g.released[u]; ok && (l.Checkpoint.IsZero() || recreatedBehind(r.lease, l)) {
+		if r, ok := g.released[u]; ok {
 			fill = r.lease.Checkpoint
 		}
-		if fill.IsZero() && l.Checkpoint.IsZero() && !knew.IsZero() {
+		if fill.IsZero() && !knew.IsZero() {
 			fill = knew // seen on the row before it was recreated
 		}
-		if o, ok := g.orphans[u]; ok && !o.best().IsZero() && (l.Checkpoint.IsZero() || (l.Counter < o.realCounter() && ahead(o.best(), l.Checkpoint))) {
+		if o, ok := g.orphans[u]; ok && !o.best().IsZero() {
 			fill = o.best() // known since, as this instance last held or read it
 		}
 		g.mu.Unlock()
@@ -618,45 +619,4 @@ func (g *Group) createAll(ctx context.Context, st *streamState, skip string) {
 			st.setRow(ids[i], rowState{lease: l})
 		}
 	})
-}
-
-// ahead reports whether checkpoint a is past b in the same shard: both
-// sequence numbers (decimal, compared as numbers) or a ShardEnd, and a
-// further, or at the same record with less of an aggregate left. Anything
-// else (a position an operator's rewind wrote) is never ahead: what an
-// operator asked for stands.
-func ahead(a, b leases.Checkpoint) bool {
-	if !decimal(a.Sequence) && a.Sequence != leases.ShardEnd || !decimal(b.Sequence) {
-		return false
-	}
-	if a.Sequence == leases.ShardEnd {
-		return true
-	}
-	if len(a.Sequence) != len(b.Sequence) {
-		return len(a.Sequence) > len(b.Sequence)
-	}
-	if a.Sequence != b.Sequence {
-		return a.Sequence > b.Sequence
-	}
-	switch {
-	case b.SubSequence == 0:
-		return false // b is the whole record done
-	case a.SubSequence == 0:
-		return true
-	}
-	return a.SubSequence > b.SubSequence
-}
-
-// decimal reports whether s is a Kinesis sequence number: decimal digits,
-// no leading zero.
-func decimal(s string) bool {
-	if s == "" || s[0] == '0' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }

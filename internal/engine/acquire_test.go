@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-
-	"github.com/kinesislease/kinesislease/leases"
 )
 
 func TestDecide(t *testing.T) {
@@ -102,36 +100,5 @@ func TestDecide(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestAhead: which of two checkpoints of one shard is further; a position
-// an operator's rewind wrote is never overridden.
-func TestAhead(t *testing.T) {
-	t.Parallel()
-	cp := func(seq string, sub int64) leases.Checkpoint {
-		return leases.Checkpoint{Sequence: seq, SubSequence: sub}
-	}
-	for _, c := range []struct {
-		a, b leases.Checkpoint
-		want bool
-	}{
-		{cp("49590338271490256608559692538361571095921575989136589198", 0), cp("49590338271490256608559692538361571095921575989136588964", 0), true},
-		{cp("49590338271490256608559692538361571095921575989136588964", 0), cp("49590338271490256608559692538361571095921575989136589198", 0), false},
-		{cp("1000", 0), cp("999", 0), true}, // longer is larger
-		{cp("999", 0), cp("1000", 0), false},
-		{cp("1000", 0), cp("1000", 0), false}, // equal
-		{cp("1000", 0), cp("1000", 2), true},  // the whole aggregate done
-		{cp("1000", 2), cp("1000", 0), false},
-		{cp("1000", 3), cp("1000", 2), true},
-		{cp(leases.ShardEnd, 0), cp("1000", 0), true},
-		{cp("1000", 0), cp(leases.ShardEnd, 0), false},
-		{cp("2000", 0), cp("AT_SEQUENCE_NUMBER:1000", 0), false}, // an operator's rewind stands
-		{cp("2000", 0), cp("TRIM_HORIZON", 0), false},
-		{cp("2000", 0), leases.Checkpoint{}, false},
-	} {
-		if got := ahead(c.a, c.b); got != c.want {
-			t.Errorf("ahead(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
-		}
 	}
 }

@@ -75,12 +75,12 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 	for attempt := 0; ; attempt++ {
 		sent := mono()
 		t, err := g.takeAs(ctx, u, l, inc)
-		if err == nil && t.RewindTo.IsZero() && !o.best().IsZero() && (t.Checkpoint.IsZero() || ahead(o.best(), t.Checkpoint)) && g.recreated(u, o, l) {
-			// The row vanished and is back with no checkpoint, or an
-			// older one, recreated by a member that knew less while this
-			// instance could not write: carry on from the checkpoint this
-			// instance knows, not from the start position or behind it
-			// (seed 1004374: a take's fill whose write failed, retaken).
+		if err == nil && t.Checkpoint.IsZero() && t.RewindTo.IsZero() && !o.best().IsZero() && g.recreated(u, o, l) {
+			// The row vanished and is back with no checkpoint, recreated
+			// by a member that never knew one while this instance could
+			// not write: carry on from the checkpoint this instance knows,
+			// not from the start position. (A row back with a checkpoint,
+			// even an older one, is taken from it: see take.)
 			if t, err = g.fillCheckpoint(ctx, st, u, t, o.best()); err != nil {
 				return
 			}
@@ -346,16 +346,14 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 }
 
 // forgetOrphan drops orphan o of u, now someone else's row cur, and keeps
-// where it was read to, should it vanish or come to this instance: cur's
-// checkpoint, or the one o knew if cur has none (recreated, not yet
-// written) or was recreated (its counter below o's) from an older one by
-// a member that knew less: a take of it later carries on from o's (take),
-// not from behind where this instance had read (seed 1000950).
+// where it was read to, should it vanish: cur's checkpoint, or, if cur has
+// none (recreated, not yet written), the one o knew, newer than any this
+// instance noted before it held the row.
 func (g *Group) forgetOrphan(u unit, o orphan, cur leases.Lease) {
 	g.dropOrphan(u, o)
-	k := o.known
-	k.Counter, k.Checkpoint, k.RewindTo = o.realCounter(), o.best(), leases.Checkpoint{}
-	if (cur.Checkpoint.IsZero() || recreatedBehind(k, cur)) && !o.best().IsZero() {
+	if cur.Checkpoint.IsZero() && !o.best().IsZero() {
+		k := o.known
+		k.Counter, k.Checkpoint, k.RewindTo = o.realCounter(), o.best(), leases.Checkpoint{}
 		g.noteReleased(u, k)
 		return
 	}

@@ -213,20 +213,13 @@ const (
 // its release meeting the row with a rewind pending and no checkpoint, kept
 // its own unanswered checkpoint from before it; the row deleted after the
 // next holder applied the rewind, it was recreated from there).
-//
-// A row recreated (its counter below the one noted) from an older
-// checkpoint than the one noted leaves the note as it was: the member that
-// recreated it knew less (seed 1000950).
 func (g *Group) noteReleased(u unit, l leases.Lease) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if r, ok := g.released[u]; ok && recreatedBehind(r.lease, l) {
-		return
-	}
 	l = resumeOf(l)
 	if l.Checkpoint.IsZero() {
 		return // nothing to save: the start position is what anyone knows
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	now := time.Now()
 	for v, r := range g.released {
 		if now.Sub(r.at) > releasedFor {
@@ -244,15 +237,6 @@ func (g *Group) noteReleased(u unit, l leases.Lease) {
 		delete(g.released, oldest)
 	}
 	g.released[u] = releasedRow{lease: l, at: now}
-}
-
-// recreatedBehind reports whether row l, as read, is a recreation of the
-// row this instance knew as known, from an older checkpoint: its counter
-// went back (counters only grow while a row lives, and restart at 1 when
-// it is created), no rewind is pending on it, and known's checkpoint is
-// ahead of its. The member that recreated it knew less than this one.
-func recreatedBehind(known, l leases.Lease) bool {
-	return l.Counter < known.Counter && l.RewindTo.IsZero() && ahead(resumeOf(known).Checkpoint, l.Checkpoint)
 }
 
 // resumeOf returns row l as a recreation of it must resume the shard: at the
@@ -318,7 +302,7 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 			g.mu.Unlock()
 		case err == nil && !resumeOf(l).Checkpoint.IsZero() && !g.ours(l):
 			g.mu.Lock()
-			if r, ok := g.released[u]; ok && !recreatedBehind(r.lease, l) {
+			if r, ok := g.released[u]; ok {
 				r.lease = resumeOf(l) // what it knows now (the time it was noted stays)
 				g.released[u] = r
 			}

@@ -235,117 +235,63 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 	})
 }
 
-// TestOrphanKnowledgeOutlivesStalerRecreation: an orphan whose row was
-// deleted and recreated by another member from an older checkpoint (its
-// counter restarted) is forgotten when this instance meets the row held by
-// that member, but what it knew stays known: a later take of the row
-// carries on from this instance's checkpoint, not from the older one.
-// Seed 1000950: the holder when the row was deleted, cut off, met the row
-// recreated 17 s later from a checkpoint 20 records behind its own, noted
-// the row's instead of its own, and took it from there after the other
-// member died.
-func TestOrphanKnowledgeOutlivesStalerRecreation(t *testing.T) {
+// TestTakeNeverPassesARecreatedRowsCheckpoint: a row recreated with a
+// checkpoint is taken from that checkpoint, even when this instance noted
+// a later one: an operator's rewind may have been applied since, by a
+// holder this instance never read, and the row that carried it deleted
+// and recreated from the rewound position. Seeds 1504412, 1510881 and
+// 1520568: a take that carried on from its own note skipped the records
+// the operator asked to read again.
+func TestTakeNeverPassesARecreatedRowsCheckpoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store := memory.New()
 		g, _, u, key := oneShardGroup(t, store)
 		arm(t, g, "0.CUR")
-		older, mine := leases.Checkpoint{Sequence: "100"}, leases.Checkpoint{Sequence: "300"}
+		mine, rewindTo := leases.Checkpoint{Sequence: "300"}, leases.Checkpoint{Sequence: "100"}
 
+		// This instance read the row at "300" (noted: it released it).
 		l, err := store.Create(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		held, err := store.TakeAs(ctx, l, "a", "0.OLD")
+		theirs, err := store.TakeAs(ctx, l, "b", "0.B")
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, seq := range []string{"100", "200", "300"} {
-			if held, err = store.Checkpoint(ctx, held, leases.Checkpoint{Sequence: seq}); err != nil {
+			if theirs, err = store.Checkpoint(ctx, theirs, leases.Checkpoint{Sequence: seq}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		o := orphan{inc: "0.OLD", known: held}
-		g.mu.Lock()
-		g.incs = append(g.incs, "0.OLD")
-		g.orphans[u] = o
-		g.mu.Unlock()
-
-		// Deleted; recreated by "b" from the older checkpoint it knew.
+		g.noteReleased(u, theirs)
+		// The operator rewinds to "100"; b applies it. The row is deleted
+		// and b recreates it from there, then gives it up.
+		if theirs, err = store.Rewind(ctx, theirs, rewindTo); err != nil {
+			t.Fatal(err)
+		}
+		if _, err = store.ApplyRewind(ctx, theirs); err != nil {
+			t.Fatal(err)
+		}
 		if !store.Delete(key) {
 			t.Fatal("no row to delete")
 		}
-		theirs, err := store.CreateAs(ctx, key, "b", "0.B", older)
+		again, err := store.CreateAs(ctx, key, "b", "0.B", rewindTo)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.releaseOrphan(ctx, u, o) // a conflict, a read: b's row; the orphan is forgotten
-		g.mu.Lock()
-		_, still := g.orphans[u]
-		g.mu.Unlock()
-		if still {
-			t.Fatal("the orphan is still there after its row was found held by another member")
-		}
-
-		// "b" gives the row up; this instance reads it (noting it again)
-		// and takes it.
-		if _, err := store.Release(ctx, theirs, leases.Checkpoint{}); err != nil {
+		if _, err := store.Release(ctx, again, leases.Checkpoint{}); err != nil {
 			t.Fatal(err)
 		}
+
 		g.acquire(ctx, u)
 		got, err := store.Get(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Owner != "a" || got.Checkpoint != mine {
-			t.Errorf("row after this instance's take: owner %q checkpoint %+v, want owner a at its own checkpoint %+v (not b's older %+v)",
-				got.Owner, got.Checkpoint, mine, older)
-		}
-	})
-}
-
-// TestRetakeFillsOverStalerRecreation: an orphan left by a take whose fill
-// failed (the row recreated by another member from an older checkpoint,
-// taken, the write of this instance's newer checkpoint unanswered) is
-// retaken with that checkpoint written, not from the row's older one.
-// Seed 1004374: the retake filled only a row with no checkpoint, and the
-// holder when the row was deleted restarted it 15 records behind its own.
-func TestRetakeFillsOverStalerRecreation(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		store := memory.New()
-		g, _, u, key := oneShardGroup(t, store)
-		arm(t, g, "0.CUR")
-		older, mine := leases.Checkpoint{Sequence: "100"}, leases.Checkpoint{Sequence: "300"}
-
-		theirs, err := store.CreateAs(ctx, key, "b", "0.B", older)
-		if err != nil {
-			t.Fatal(err)
-		}
-		free, err := store.Release(ctx, theirs, leases.Checkpoint{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		taken, err := store.TakeAs(ctx, free, "a", "0.CUR")
-		if err != nil {
-			t.Fatal(err)
-		}
-		// What fillCheckpoint leaves when its write fails.
-		known := taken
-		known.Checkpoint = mine
-		o := orphan{inc: "0.CUR", known: known, presumed: true, vanished: true}
-		g.mu.Lock()
-		g.orphans[u] = o
-		g.mu.Unlock()
-
-		g.retake(ctx, u, o)
-		got, err := store.Get(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Owner != "a" || got.Checkpoint != mine {
-			t.Errorf("row after the retake: owner %q checkpoint %+v, want owner a at its own checkpoint %+v (not the recreation's %+v)",
-				got.Owner, got.Checkpoint, mine, older)
+		if got.Owner != "a" || got.Checkpoint != rewindTo {
+			t.Errorf("row after this instance's take: owner %q checkpoint %+v, want owner a at the row's %+v (not its own note %+v, past the rewind)",
+				got.Owner, got.Checkpoint, rewindTo, mine)
 		}
 	})
 }

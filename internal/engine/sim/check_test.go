@@ -110,17 +110,13 @@ type shardState struct {
 	// record before everPrefix was acknowledged at least once.
 	ever       []bool
 	everPrefix int
-	// ownAcked: per process, the next record after the longest run it
-	// acknowledged itself in a tenure of the shard, any tenure: a take of a
-	// row recreated from an older checkpoint may carry on from there.
-	ownAcked map[string]int
-	open     []*handlerCall
-	versions map[int64]version // seen, not yet checked in order
-	tokens   map[int64]string  // the token of every version seen, by counter
-	last     leases.Lease      // the newest version checked in order
-	newest   leases.Lease      // the newest version seen
-	tenures  map[string]*tenure
-	entered  map[string]time.Time // each owner's last handler entry
+	open       []*handlerCall
+	versions   map[int64]version // seen, not yet checked in order
+	tokens     map[int64]string  // the token of every version seen, by counter
+	last       leases.Lease      // the newest version checked in order
+	newest     leases.Lease      // the newest version seen
+	tenures    map[string]*tenure
+	entered    map[string]time.Time // each owner's last handler entry
 
 	// From the deletion of the row until its next take (afterDelete): its
 	// holder then ("" if free), how many records the best checkpoint each
@@ -164,6 +160,12 @@ type pendingRestart struct {
 	known          int           // the best checkpoint a live process knew at the take
 	n              int           // what the take's checkpoint covers
 	knowers        string        // the live processes that knew a checkpoint, for the report
+	// fresh: the take created the row or found it without a checkpoint,
+	// so its start is the taker's own knowledge; a take of a row that
+	// another member recreated with a checkpoint starts from that one (the
+	// engine never moves a row's checkpoint on from memory, which may
+	// predate an operator's rewind).
+	fresh bool
 }
 
 // tenure is one owner's lease on a shard, from its TakeAs (or a rewind it
@@ -232,7 +234,7 @@ func newChecker(stream *Ledger) *checker {
 func (c *checker) shard(id string) *shardState {
 	s := c.shards[id]
 	if s == nil {
-		s = &shardState{id: id, versions: map[int64]version{}, tokens: map[int64]string{}, tenures: map[string]*tenure{}, ownAcked: map[string]int{}, entered: map[string]time.Time{}, rewindAt: -1, operatorAt: -1}
+		s = &shardState{id: id, versions: map[int64]version{}, tokens: map[int64]string{}, tenures: map[string]*tenure{}, entered: map[string]time.Time{}, rewindAt: -1, operatorAt: -1}
 		c.shards[id] = s
 	}
 	return s
@@ -375,7 +377,6 @@ func (c *checker) exitLocked(h *handlerCall, acked bool) {
 	}
 	if t := h.tenure; t != nil && h.idx == t.next {
 		t.next++
-		s.ownAcked[h.owner] = max(s.ownAcked[h.owner], t.next)
 	}
 }
 
@@ -428,6 +429,9 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	if after.Counter > s.newest.Counter {
 		s.newest = after
 	}
+	// fresh: the writer's take finds no checkpoint to start from (it
+	// creates the row, or takes one recreated without any).
+	fresh := op == "CreateAs" || (before.Checkpoint.IsZero() && before.RewindTo.IsZero())
 	if op == "CreateAs" {
 		// A row created held by its writer: a creation, then a take.
 		if s.afterDelete && s.goneHolder != "" && writer != s.goneHolder && c.holderMayDeliver(s, s.goneHolder) {
@@ -473,7 +477,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			c.setTenure(s, writer, after.Checkpoint)
 		}
 		if s.afterDelete {
-			c.restarted(s, writer, after)
+			c.restarted(s, writer, after, fresh)
 		}
 	case "Create":
 		if s.afterDelete && s.goneHolder != "" && writer != s.goneHolder && c.holderMayDeliver(s, s.goneHolder) {
@@ -499,22 +503,17 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		if before.Owner != writer {
 			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)
 		}
-		filled, _ := c.covered(s.id, after.Checkpoint)
 		if t := s.tenures[writer]; after.Checkpoint != before.Checkpoint && t != nil &&
 			((before.Checkpoint.IsZero() && t.start == 0 && t.lastEntered == -1 && t.next == t.start) ||
-				(s.pending != nil && s.pending.writer == writer) || // pending: no delivery since the take
-				(t.lastEntered == -1 && t.next == t.start && filled > t.start && filled <= s.ownAcked[writer])) {
-			// The taker of a row recreated without a checkpoint, or from an
-			// older one, writes the one it knew before delivering (the
+				(s.pending != nil && s.pending.writer == writer)) { // pending: no delivery since the take
+			// The taker of a row recreated without a checkpoint writes the
+			// one it knew before delivering (the
 			// engine's fillCheckpoint, or the release of an orphan whose
 			// fill was not written): its tenure starts there. (A holder
 			// that takes the row it held when it was deleted, without
 			// having delivered since, goes on in its tenure: its fill is
-			// one too. So does a taker that finds the row recreated from
-			// an older checkpoint than it had acknowledged itself, in an
-			// earlier tenure, seed 1004374.) Records skipped so are ones
-			// that were acknowledged, and none an operator asked to
-			// replay.
+			// one too.) Records skipped so are ones that were
+			// acknowledged, and none an operator asked to replay.
 			n, err := c.covered(s.id, after.Checkpoint)
 			switch {
 			case err != nil:
@@ -639,8 +638,9 @@ func maxKnown(known map[string]int, alive func(string) bool) int {
 }
 
 // restarted checks (h) for the first take of s after its row was deleted:
-// writer took it at after's checkpoint.
-func (c *checker) restarted(s *shardState, writer string, after leases.Lease) {
+// writer took it at after's checkpoint, creating it or finding it without
+// one (fresh).
+func (c *checker) restarted(s *shardState, writer string, after leases.Lease, fresh bool) {
 	s.afterDelete = false
 	c.stats.restarts++
 	holder := s.goneHolder
@@ -677,7 +677,7 @@ func (c *checker) restarted(s *shardState, writer string, after leases.Lease) {
 		c.tracef("%s restarted %s at the start position: every live process that knew a checkpoint (best %d) was cut off from the table since the deletion at T+%v", writer, s.id, known, at)
 	}
 	known = max(reach, 0)
-	s.pending = &pendingRestart{writer: writer, holder: holder, at: at, known: known, n: n, knowers: strings.Join(knowers, ", ")}
+	s.pending = &pendingRestart{writer: writer, holder: holder, at: at, known: known, n: n, knowers: strings.Join(knowers, ", "), fresh: fresh}
 }
 
 // judgeRestart checks (h) for s's pending take after a deletion, if any:
@@ -698,7 +698,7 @@ func (c *checker) judgeRestart(s *shardState) {
 	case n == 0 && known > 0:
 		c.violate("(h) %s restarted %s at the start position after its row was deleted at T+%v, although a live process knew a checkpoint covering %d records (%s): acknowledged records are replayed from the start",
 			writer, s.id, at, known, p.knowers)
-	case writer == holder && n < s.holderKnown && n != s.rewindAt:
+	case writer == holder && p.fresh && n < s.holderKnown && n != s.rewindAt:
 		c.violate("(h) %s, the holder of %s when its row was deleted at T+%v, restarted it at a checkpoint covering %d records, behind its own covering %d",
 			writer, s.id, at, n, s.holderKnown)
 	case n > s.everPrefix:
