@@ -202,7 +202,7 @@ func (s *subscriber) open(ctx context.Context) error {
 	s.lastCall = time.Now()
 	out, err := c.Client.SubscribeToShard(subCtx, &kinesis.SubscribeToShardInput{
 		ConsumerARN: aws.String(arn), ShardId: aws.String(s.cfg.ShardID), StartingPosition: kinesisx.StartingPosition(pos),
-	}, kinesisx.WithoutThrottleRetries, kinesisx.OwnEventStreamCodec)
+	}, kinesisx.WithoutThrottleRetries, kinesisx.OwnEventStreamCodec, kinesisx.StableRequestBody)
 	if err != nil {
 		cancel()
 		var invalid *types.InvalidArgumentException
