@@ -279,6 +279,14 @@ func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error 
 
 func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
 	target := h.current().RewindTo
+	if target.IsZero() {
+		// Applied already: the row vanished and was recreated at the
+		// rewind's position (Group.recreate), which the lease holds now.
+		h.mu.Lock()
+		h.attempted = leases.Checkpoint{}
+		h.mu.Unlock()
+		return h.current(), nil
+	}
 	l, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		return h.store.ApplyRewind(ctx, l)
 	})

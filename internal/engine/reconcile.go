@@ -106,16 +106,36 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 // found the row missing. Others do not create the row before lostRowWait,
 // which this instance, the holder, need not wait for.
 func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
+	if w.lease.isLost() {
+		return // a fence ended it since the round began: the orphan is recreated (vanishedOrphan)
+	}
 	st := g.streams[u.Stream]
 	// With the lease's write token held, so that no checkpoint of the
 	// worker meets the row half recreated.
 	var sent int64
 	err := w.lease.exclusive(func(known leases.Lease) (leases.Lease, error) {
 		cp := w.lease.resumeAt()
+		if !known.RewindTo.IsZero() {
+			// An operator's rewind the worker was about to apply: the row
+			// comes back at its position, the rewind applied by the
+			// recreation (heldLease.applyRewind then has nothing to write),
+			// never past it nor written back over the recreated row later
+			// (seed 1606534: recreated at the worker's checkpoint, then
+			// released at the rewind's, the checkpoint moved backwards).
+			cp = known.RewindTo
+		}
 		st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint",
 			"shard", u.Shard, "seq", cp.String())
 		sent = mono()
-		l, err := g.mem.CreateAs(ctx, known.Key, known.Owner, known.Incarnation, cp)
+		// Bounded by the fence, as every take is: a fence that passes while
+		// this round runs (the worker killed, its lease lost) must not be
+		// followed by a row created as the incarnation it ended (seed
+		// 1612551: the round's CreateAs landed 0.3 s after the fence, and
+		// a member took the row from the incarnation's leaving entry while
+		// the row's write still counted as a take within its lease).
+		cctx, cancel := g.atFence(ctx, known.Incarnation)
+		l, err := g.mem.CreateAs(cctx, known.Key, known.Owner, known.Incarnation, cp)
+		cancel()
 		if !errors.Is(err, leases.ErrConflict) {
 			return l, err
 		}

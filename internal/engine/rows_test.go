@@ -450,6 +450,99 @@ func (s *releaseFails) Release(context.Context, leases.Lease, leases.Checkpoint)
 	return leases.Lease{}, errors.New("i/o timeout")
 }
 
+// TestHolderRecreatesOnlyWithinItsFence: the holder of a row found missing
+// recreates it at once, but only before its fence: a fence that passes
+// while the round runs leaves the row missing (its orphan is recreated, or
+// not, by the lost-row rules), never created as the incarnation the fence
+// ended. Seeds 1612551 and 1616623: the round's CreateAs landed 0.3-0.6 s
+// after the fence, the worker was reaped as lost, and another member took
+// the row from the incarnation's leaving entry while the row's write still
+// counted, in the model, as a take within that incarnation's lease.
+func TestHolderRecreatesOnlyWithinItsFence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, _, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		if _, err := store.Create(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		g.acquire(ctx, u)
+		g.mu.Lock()
+		w := g.workers[u]
+		g.mu.Unlock()
+		if w == nil {
+			t.Fatal("the take started no worker")
+		}
+		if !store.Delete(key) {
+			t.Fatal("no row to delete")
+		}
+		w.lease.vanished.Store(true)
+		g.fence.Store(mono() - 1) // passed; the heartbeat loop has not fenced the workers yet
+		g.recreate(ctx, u, w)
+		if l, err := store.Get(ctx, key); err == nil {
+			t.Fatalf("row recreated after the fence passed: %+v", l)
+		}
+	})
+}
+
+// TestVanishedRowRecreatedAtPendingRewind: a holder that has adopted an
+// operator's rewind and is stopping to apply it, whose row vanishes
+// meanwhile, recreates the row at the rewind's position, and its worker
+// counts the rewind applied (it reads on from there): the checkpoint never
+// goes back later by an ordinary write. Seed 1606534: recreated at the
+// worker's own checkpoint, then released at the rewind's position, the
+// checkpoint moved backwards outside any rewind.
+func TestVanishedRowRecreatedAtPendingRewind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, _, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		rewindTo := leases.Checkpoint{Sequence: "100"}
+		if _, err := store.Create(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		g.acquire(ctx, u)
+		g.mu.Lock()
+		w := g.workers[u]
+		g.mu.Unlock()
+		if w == nil {
+			t.Fatal("the take started no worker")
+		}
+		held, err := store.Checkpoint(ctx, w.lease.current(), leases.Checkpoint{Sequence: "300"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.lease.adopt(held)
+		rewound, err := store.Rewind(ctx, held, rewindTo) // the operator
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.lease.adopt(rewound) // recheck: the rewind adopted, the worker told to stop and apply it
+		if !store.Delete(key) {
+			t.Fatal("no row to delete")
+		}
+		w.lease.vanished.Store(true)
+		g.recreate(ctx, u, w)
+		got, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("the holder did not recreate its row: %v", err)
+		}
+		if got.Checkpoint != rewindTo || !got.RewindTo.IsZero() {
+			t.Errorf("row recreated as %+v, want it at the pending rewind's position %+v", got, rewindTo)
+		}
+		w.rewind()
+		<-w.done
+		if !w.rewound {
+			t.Error("the worker did not count the rewind applied by the recreation: it would release the row instead of reading on")
+		}
+		if after, err := store.Get(ctx, key); err != nil || after.Checkpoint != rewindTo || after.Owner != "a" {
+			t.Errorf("row after the worker stopped: %+v, %v; want it still held at %+v", after, err, rewindTo)
+		}
+	})
+}
+
 // arm makes g, not running, incarnation inc with a fence a minute away, as
 // if its heartbeat had just landed, so that its takes land and start
 // workers; they read from a Kinesis that answers nothing, and are killed
