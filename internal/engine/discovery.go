@@ -59,6 +59,10 @@ func (g *Group) syncShards(ctx context.Context) {
 	})
 }
 
+// listTimeout bounds a background listing of a stream's shards (every
+// page, with the client's retries), when the timeout is shorter.
+const listTimeout = 30 * time.Second
+
 // listing is the answer of a ListShards of a stream (every page), sent at
 // sent.
 type listing struct {
@@ -79,7 +83,11 @@ func (g *Group) listAsync(st *streamState) {
 	sent := time.Now()
 	ctx := g.runCtx
 	g.listers.Go(func() {
-		lctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+		// No round waits on it, so it is bounded by listTimeout rather
+		// than the lease timeout: a listing slower than the timeout (a
+		// loaded kinesis-local took over 600 ms a call for 30 s, the test
+		// fleets' timeout) completes instead of being cancelled every time.
+		lctx, cancel := context.WithTimeout(ctx, max(g.cfg.Timeout, listTimeout))
 		defer cancel()
 		shards, err := kinesisx.ListShards(lctx, g.cfg.Client, st.cfg.Stream)
 		ch <- listing{shards: shards, err: err, sent: sent}
