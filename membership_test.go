@@ -271,7 +271,10 @@ func TestVanishedRow(t *testing.T) {
 	testutil.CreateStream(t, kc, stream, 1)
 	dc, table, store := dynamoTable(t)
 	ta := newTally()
-	a := start(t, kc, store, stream, "a", ta)
+	// A lease timeout a loaded machine's stalls cannot reach (CI25: a fence
+	// at the test's 600 ms redelivered a record after the checkpoint, at
+	// least once, counted here as a restart): the row's loss is the point.
+	a := start(t, kc, store, stream, "a", ta, kinesislease.WithHeartbeat(time.Second, 10*time.Second))
 	waitSplit(t, stream, map[string]*instance{"a": a}, []int{1})
 	put(t, kc, stream, 0, 50)
 	ta.waitFor(t, 0, 50, 30*time.Second)
