@@ -29,7 +29,14 @@ type tally struct {
 	// after the point its taker resumed from), then again by the taker, at
 	// the same shard and sequence number. OtherDups lists the rest.
 	KilledWindowDups int
-	OtherDups        []string
+	// LostLeaseDups counts the duplicated orders explained by a lease an
+	// instance lost (a fence: its heartbeats failed past it, which a
+	// loaded machine's stalls can cause): first handled under that lease,
+	// then again, at the same record, after the loss. At least once allows
+	// it; the kill's window is counted apart. CI30: a fenced instance that
+	// had not yet written a checkpoint redelivered its 55 records.
+	LostLeaseDups int
+	OtherDups     []string
 	// KeyOrder lists the customers (partition keys) whose orders were not
 	// first handled in stream order.
 	KeyOrder []string
@@ -297,9 +304,12 @@ func compute(published []string, ds []harness.Delivery, es []harness.LeaseEvent,
 			}
 			continue
 		}
-		if k != nil && explainedByKill(dv, k, t.TakenBy, resume) {
+		switch {
+		case k != nil && explainedByKill(dv, k, t.TakenBy, resume):
 			t.KilledWindowDups++
-		} else {
+		case explainedByLoss(dv, es):
+			t.LostLeaseDups++
+		default:
 			t.OtherDups = append(t.OtherDups, id)
 		}
 	}
@@ -340,6 +350,30 @@ func explainedByKill(dv []harness.Delivery, k *kill, takenBy, resume map[string]
 	}
 	for _, d := range dv[1:] {
 		if d.Owner != takenBy[first.Shard] || d.Shard != first.Shard || d.Seq != first.Seq || !d.At.After(k.at) {
+			return false
+		}
+	}
+	return true
+}
+
+// explainedByLoss reports whether the deliveries dv of one order (in time
+// order) are a record delivered again after a lease was lost: the first by
+// an instance that then reported the shard's lease lost, every later one
+// of the same shard and record and after that loss.
+func explainedByLoss(dv []harness.Delivery, es []harness.LeaseEvent) bool {
+	first := dv[0]
+	var lost time.Time
+	for _, e := range es {
+		if e.Kind == "lost" && e.Owner == first.Owner && e.Shard == first.Shard && !e.At.Before(first.At) &&
+			(lost.IsZero() || e.At.Before(lost)) {
+			lost = e.At
+		}
+	}
+	if lost.IsZero() {
+		return false
+	}
+	for _, d := range dv[1:] {
+		if d.Shard != first.Shard || d.Seq != first.Seq || d.At.Before(lost) {
 			return false
 		}
 	}
@@ -486,6 +520,9 @@ func (t *tally) print(w io.Writer) {
 		fmt.Fprintf(w, ": %d from %s's checkpoint window, ", t.KilledWindowDups, t.Killed)
 		if t.Signal == "SIGSTOP" {
 			fmt.Fprintf(w, "%d in flight at the SIGSTOP, ", t.InFlightDups)
+		}
+		if t.LostLeaseDups > 0 {
+			fmt.Fprintf(w, "%d after a lease lost to a fence, ", t.LostLeaseDups)
 		}
 		fmt.Fprintf(w, "%d other", len(t.OtherDups))
 	}
