@@ -91,7 +91,7 @@ func TestGateWakesWhenRowRecreated(t *testing.T) {
 		if _, still := blocked(got); !still {
 			t.Fatal("Wait returned with the row vanished")
 		}
-		w.lease.recreated(mono())
+		w.lease.recreated(mono(), false)
 		ok, still := blocked(got)
 		if still {
 			t.Fatal("Wait still blocked after the row was recreated: it did not wake")

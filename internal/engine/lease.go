@@ -39,6 +39,10 @@ type heldLease struct {
 	// row recreated after it vanished starts there, not at the last
 	// checkpoint whose answer came back.
 	attempted leases.Checkpoint
+	// rewoundByRecreate: the row vanished while the worker was stopping
+	// to apply an operator's rewind, and was recreated at the rewind's
+	// position (Group.recreate): applyRewind has nothing left to write.
+	rewoundByRecreate bool
 	lost      bool
 	// gone mirrors lost for valid, which runs on every delivery and takes
 	// no lock.
@@ -85,7 +89,12 @@ func (h *heldLease) proved(sent int64) {
 
 // recreated says the Group wrote the row again after it vanished, with a
 // write sent at sent: the worker may deliver again, and is woken.
-func (h *heldLease) recreated(sent int64) {
+func (h *heldLease) recreated(sent int64, atRewind bool) {
+	if atRewind {
+		h.mu.Lock()
+		h.rewoundByRecreate = true
+		h.mu.Unlock()
+	}
 	h.proved(sent)
 	h.vanished.Store(false)
 	h.back.broadcast()
@@ -278,15 +287,22 @@ func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error 
 }
 
 func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
-	target := h.current().RewindTo
-	if target.IsZero() {
+	h.mu.Lock()
+	if h.rewoundByRecreate {
 		// Applied already: the row vanished and was recreated at the
-		// rewind's position (Group.recreate), which the lease holds now.
-		h.mu.Lock()
+		// rewind's position, which the lease holds now. (Only then: a
+		// lease whose known row lost its RewindTo to an older answer must
+		// still write the rewind, or fail and release for the next holder;
+		// seed 1722865 left a rewind pending for ten minutes when an empty
+		// target was taken for an applied one.)
+		h.rewoundByRecreate = false
 		h.attempted = leases.Checkpoint{}
+		l := h.lease
 		h.mu.Unlock()
-		return h.current(), nil
+		return l, nil
 	}
+	h.mu.Unlock()
+	target := h.current().RewindTo
 	l, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		return h.store.ApplyRewind(ctx, l)
 	})

@@ -113,9 +113,11 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	// With the lease's write token held, so that no checkpoint of the
 	// worker meets the row half recreated.
 	var sent int64
+	var atRewind bool
 	err := w.lease.exclusive(func(known leases.Lease) (leases.Lease, error) {
 		cp := w.lease.resumeAt()
-		if !known.RewindTo.IsZero() {
+		atRewind = !known.RewindTo.IsZero()
+		if atRewind {
 			// An operator's rewind the worker was about to apply: the row
 			// comes back at its position, the rewind applied by the
 			// recreation (heldLease.applyRewind then has nothing to write),
@@ -153,7 +155,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	})
 	switch {
 	case err == nil:
-		w.lease.recreated(sent)
+		w.lease.recreated(sent, atRewind)
 	case errors.Is(err, leases.ErrConflict):
 		// Someone recreated it first (after lostRowWait): not ours any more.
 		st.log.Warn("kinesislease: lease lost: the vanished row was recreated by another member", "shard", u.Shard)

@@ -543,6 +543,42 @@ func TestVanishedRowRecreatedAtPendingRewind(t *testing.T) {
 	})
 }
 
+// TestApplyRewindNeverAssumed: a lease whose known row shows no pending
+// rewind (an older answer replaced the version that carried it) still
+// writes the rewind when asked to apply it; it counts it applied without a
+// write only after recreating the row at the rewind's position. Seed
+// 1722865: an empty target was taken for an applied rewind, the worker
+// read on, and the rewind stayed pending on the row for ten minutes.
+func TestApplyRewindNeverAssumed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, _, _, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		l, err := store.Create(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := store.TakeAs(ctx, l, "a", "0.CUR")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Rewind(ctx, held, leases.Checkpoint{Sequence: "100"}); err != nil { // the operator
+			t.Fatal(err)
+		}
+		h := newMemberLease(store, held, &g.fence, mono(), time.Minute) // knows the row from before the rewind
+		_, applyErr := h.applyRewind(ctx)
+		cur, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied := cur.RewindTo.IsZero() && cur.Checkpoint.Sequence == "100"
+		if applyErr == nil && !applied {
+			t.Errorf("applyRewind reported the rewind applied, but the row is %+v: still pending", cur)
+		}
+	})
+}
+
 // arm makes g, not running, incarnation inc with a fence a minute away, as
 // if its heartbeat had just landed, so that its takes land and start
 // workers; they read from a Kinesis that answers nothing, and are killed
