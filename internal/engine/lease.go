@@ -43,7 +43,7 @@ type heldLease struct {
 	// to apply an operator's rewind, and was recreated at the rewind's
 	// position (Group.recreate): applyRewind has nothing left to write.
 	rewoundByRecreate bool
-	lost      bool
+	lost              bool
 	// gone mirrors lost for valid, which runs on every delivery and takes
 	// no lock.
 	gone atomic.Bool
