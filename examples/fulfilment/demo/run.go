@@ -237,11 +237,6 @@ func run(ctx context.Context, cfg config, env harness.Env) (*tally, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if cfg.FanOut != nil {
-			if err := d.waitReading(ctx, cfg.fanOutRule()+5*time.Second); err != nil {
-				return nil, err
-			}
-		}
 		if _, err := d.signalOne(ctx, "kill"); err != nil {
 			return nil, err
 		}
@@ -447,7 +442,7 @@ func (d *demo) waitSettled(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			return false, err
 		}
-		allHeld := d.allHeld(owners)
+		allHeld := d.allHeld(owners) && d.allSubscribed()
 		if !maps.Equal(owners, last) {
 			last, since = owners, time.Now()
 		}
@@ -460,10 +455,34 @@ func (d *demo) waitSettled(ctx context.Context) error {
 				d.printf("every shard held, assignment still moving: %s\n", describe(owners))
 				return true, nil
 			}
+			if d.allHeld(owners) {
+				return false, fmt.Errorf("demo: %v after starting, not every shard has a subscription open: %s", d.cfg.settleTimeout(), describe(owners))
+			}
 			return false, fmt.Errorf("demo: %v after starting, not every shard is held: %s", d.cfg.settleTimeout(), describe(owners))
 		}
 		return false, nil
 	})
+}
+
+// allSubscribed reports, with enhanced fan-out, whether every shard has a
+// subscription open: a holder that took a shard within the 5-second rule of
+// the previous holder's subscription (the start's balancing moves, which a
+// loaded machine stretches) reads nothing until the rule lets it
+// subscribe, and killed before then it leaves the kill's checks (its
+// tenures, the takers refused by the rule) nothing to see (CI24: the victim
+// took two shards 9.2 s after start, the rule 10 s, the kill at 13.2 s).
+// Polling: always.
+func (d *demo) allSubscribed() bool {
+	fo := d.cfg.FanOut
+	if fo == nil {
+		return true
+	}
+	for _, s := range d.shards {
+		if fo.Subscriptions(s) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // describe lists shard -> owner.
@@ -477,49 +496,6 @@ func describe(owners map[string]string) string {
 	}
 	slices.Sort(s)
 	return strings.Join(s, " ")
-}
-
-// waitReading waits, up to within, until every shard is read: its holder
-// in the lease table handled a record of it since it last acquired it.
-// With enhanced fan-out, a holder that took a shard within the 5-second
-// rule of the previous holder's subscription (the start's balancing moves,
-// which a loaded machine stretches) reads nothing until the rule lets it
-// subscribe; killed before then, it leaves the kill's checks (its tenures,
-// the takers refused by the rule) nothing to see (CI24: the victim took
-// two shards 9.2 s after start, the rule is 10 s, the kill came at 13.2 s).
-// Past within, the kill goes ahead and the checks report what they saw.
-func (d *demo) waitReading(ctx context.Context, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	return harness.Poll(ctx, 100*time.Millisecond, d.fleet.Died, func() (bool, error) {
-		owners, err := d.readOwners(ctx)
-		if err != nil && ctx.Err() == nil {
-			return false, err
-		}
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		reading := true
-		for shard, owner := range owners {
-			var since time.Time
-			for _, e := range d.reports.Events {
-				if e.Shard == shard && e.Owner == owner && e.Kind == "acquired" && e.At.After(since) {
-					since = e.At
-				}
-			}
-			if !slices.ContainsFunc(d.reports.Deliveries, func(dv harness.Delivery) bool {
-				return dv.Shard == shard && dv.Owner == owner && !dv.At.Before(since)
-			}) {
-				reading = false
-			}
-		}
-		if reading {
-			return true, nil
-		}
-		if time.Now().After(deadline) {
-			d.printf("not every shard read %v after the kill was due; killing anyway\n", within)
-			return true, nil
-		}
-		return false, nil
-	})
 }
 
 // publish puts the orders on the stream in a steady trickle over
