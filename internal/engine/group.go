@@ -619,7 +619,7 @@ func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string) 
 	tctx, cancel := g.atFence(ctx, inc)
 	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
 	cancel()
-	if err != nil && !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound) {
+	if failedUnanswered(err) {
 		g.presume(u, l, inc)
 	}
 	return t, err

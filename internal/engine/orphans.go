@@ -312,7 +312,8 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	// had applied) recreates it at once, within its fence, as it would
 	// have had it not been releasing it: others create it only after
 	// seeing it missing for lostRowWait, which ends after holderUntil.
-	holder := o.holding(g.Incarnation())
+	inc := g.Incarnation()
+	holder := o.holding(inc)
 	if (!holder && time.Duration(r.missingConfirm-r.missingSince) < g.lostRowWait(st)) || o.best().IsZero() {
 		if o.best().IsZero() {
 			g.dropOrphan(u, o) // nothing to save: the plan's member creates it
@@ -320,7 +321,6 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 		return
 	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
-	inc := g.Incarnation()
 	if holder {
 		cctx, cancel = g.atFence(ctx, inc)
 	}

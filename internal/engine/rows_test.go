@@ -169,14 +169,7 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 		mine := leases.Checkpoint{Sequence: "100"} // asked for, its answer lost
 		rewindTo := leases.Checkpoint{Sequence: "50"}
 
-		l, err := store.Create(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held, err := store.TakeAs(ctx, l, "a", "0.OLD")
-		if err != nil {
-			t.Fatal(err)
-		}
+		held := heldRow(t, store, key, "a", "0.OLD")
 		if _, err := store.Rewind(ctx, held, rewindTo); err != nil { // the operator
 			t.Fatal(err)
 		}
@@ -251,23 +244,12 @@ func TestTakeNeverPassesARecreatedRowsCheckpoint(t *testing.T) {
 		mine, rewindTo := leases.Checkpoint{Sequence: "300"}, leases.Checkpoint{Sequence: "100"}
 
 		// This instance read the row at "300" (noted: it released it).
-		l, err := store.Create(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		theirs, err := store.TakeAs(ctx, l, "b", "0.B")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, seq := range []string{"100", "200", "300"} {
-			if theirs, err = store.Checkpoint(ctx, theirs, leases.Checkpoint{Sequence: seq}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		theirs := heldRow(t, store, key, "b", "0.B", "100", "200", "300")
 		g.noteReleased(u, theirs)
 		// The operator rewinds to "100"; b applies it. The row is deleted
 		// and b recreates it from there, then gives it up.
-		if theirs, err = store.Rewind(ctx, theirs, rewindTo); err != nil {
+		theirs, err := store.Rewind(ctx, theirs, rewindTo)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err = store.ApplyRewind(ctx, theirs); err != nil {
@@ -312,18 +294,9 @@ func TestTakerWhoseRewindAnswerWasLostRecreatesAtOnce(t *testing.T) {
 		arm(t, g, "0.CUR")
 		rewindTo := leases.Checkpoint{Sequence: "100"}
 
-		l, err := store.Create(ctx, key)
+		theirs := heldRow(t, store.Store, key, "b", "0.B", "300")
+		theirs, err := store.Rewind(ctx, theirs, rewindTo) // the operator
 		if err != nil {
-			t.Fatal(err)
-		}
-		theirs, err := store.TakeAs(ctx, l, "b", "0.B")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if theirs, err = store.Checkpoint(ctx, theirs, leases.Checkpoint{Sequence: "300"}); err != nil {
-			t.Fatal(err)
-		}
-		if theirs, err = store.Rewind(ctx, theirs, rewindTo); err != nil { // the operator
 			t.Fatal(err)
 		}
 		if _, err := store.Release(ctx, theirs, leases.Checkpoint{}); err != nil {
@@ -555,14 +528,7 @@ func TestApplyRewindNeverAssumed(t *testing.T) {
 		store := memory.New()
 		g, _, _, key := oneShardGroup(t, store)
 		arm(t, g, "0.CUR")
-		l, err := store.Create(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held, err := store.TakeAs(ctx, l, "a", "0.CUR")
-		if err != nil {
-			t.Fatal(err)
-		}
+		held := heldRow(t, store, key, "a", "0.CUR")
 		if _, err := store.Rewind(ctx, held, leases.Checkpoint{Sequence: "100"}); err != nil { // the operator
 			t.Fatal(err)
 		}
@@ -577,6 +543,26 @@ func TestApplyRewindNeverAssumed(t *testing.T) {
 			t.Errorf("applyRewind reported the rewind applied, but the row is %+v: still pending", cur)
 		}
 	})
+}
+
+// heldRow creates the row of key in store, held by owner as incarnation
+// inc, with the checkpoints seqs written in turn, and returns it.
+func heldRow(t *testing.T, store *memory.Store, key leases.Key, owner, inc string, seqs ...string) leases.Lease {
+	t.Helper()
+	ctx := context.Background()
+	l, err := store.Create(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err = store.TakeAs(ctx, l, owner, inc); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range seqs {
+		if l, err = store.Checkpoint(ctx, l, leases.Checkpoint{Sequence: seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
 }
 
 // arm makes g, not running, incarnation inc with a fence a minute away, as
