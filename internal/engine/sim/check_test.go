@@ -532,6 +532,17 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			c.judgeRestart(s)
 			break
 		}
+		if p := s.pending; p != nil && op == "Release" && p.writer == writer && after.Checkpoint == before.Checkpoint {
+			if t := s.tenures[writer]; t != nil && t.lastEntered == -1 && t.next == t.start {
+				// The taker released the row it recreated without
+				// delivering from it (a member that is not its holder
+				// recreates a vanished row free): nobody read from the
+				// row's checkpoint yet, so the restart is judged where its
+				// next taker starts, which may know better.
+				s.pending, s.afterDelete, s.goneHolder = nil, true, p.holder
+				break
+			}
+		}
 		c.judgeRestart(s)
 		if after.Checkpoint != before.Checkpoint {
 			c.stats.checkpoints++
