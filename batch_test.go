@@ -208,7 +208,7 @@ func TestBatchLeaseLost(t *testing.T) {
 			return ctx.Err()
 		}, kinesislease.WithStartPosition(kltype.TrimHorizon), kinesislease.WithBatchSize(10, 1<<20, 0),
 			kinesislease.WithCheckpoint(1, 20*time.Millisecond), kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 10))
-	})
+	}, failoverLease)
 	eventually(t, 30*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()

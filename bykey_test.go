@@ -306,7 +306,7 @@ func TestKeyConcurrencyLeaseLost(t *testing.T) {
 		acked++
 		mu.Unlock()
 		return nil
-	}, []kinesislease.SubscribeOption{kinesislease.WithKeyConcurrency(8)})
+	}, []kinesislease.SubscribeOption{kinesislease.WithKeyConcurrency(8)}, failoverLease)
 	ackedNow := func() int {
 		mu.Lock()
 		defer mu.Unlock()

@@ -154,12 +154,22 @@ func (in *instance) stop(t testing.TB) {
 	}
 }
 
-// fast lease settings for tests: a heartbeat every 150ms, takeover after
-// 600ms of silence.
+// fast lease settings for tests: a heartbeat every 150ms, so that fleets
+// form and balance within a second or two, and a takeover only after 6s of
+// silence. No test here kills an instance (failover is the simulation's,
+// the engine's, the demo's and the chaos run's): a short timeout only
+// fenced instances whose goroutines a loaded machine starved for half a
+// second (TestBalance, "6 duplicates across balancing and a graceful
+// stop": its instances fenced six times on a 600ms timeout under -p 4).
 var fastLease = []kinesislease.Option{
-	kinesislease.WithHeartbeat(150*time.Millisecond, 600*time.Millisecond),
+	kinesislease.WithHeartbeat(150*time.Millisecond, 6*time.Second),
 	kinesislease.WithShutdownTimeout(5 * time.Second),
 }
+
+// failoverLease is for the tests whose point is a fence or a takeover: a
+// takeover after 600ms of silence. It goes after fastLease (an extra
+// option), so it wins.
+var failoverLease = kinesislease.WithHeartbeat(150*time.Millisecond, 600*time.Millisecond)
 
 func start(t testing.TB, client *kinesis.Client, store leases.Store, stream, owner string, ta *tally, extra ...kinesislease.Option) *instance {
 	t.Helper()

@@ -677,7 +677,7 @@ func TestDeferLeaseLost(t *testing.T) {
 			}
 			lost <- info
 		}))...)
-	}, kinesislease.WithHooks(l))
+	}, kinesislease.WithHooks(l), failoverLease)
 	var ds []deferCall
 	for range 20 {
 		ds = append(ds, l.next(t))

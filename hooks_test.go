@@ -298,7 +298,7 @@ func TestHooks(t *testing.T) {
 	ha := &hookLog{}
 	storeA := &hookFreezable{Store: mem}
 	tallyA := newTally()
-	a := start(t, kc, storeA, stream, "a", tallyA, kinesislease.WithHooks(ha))
+	a := start(t, kc, storeA, stream, "a", tallyA, kinesislease.WithHooks(ha), failoverLease)
 	tallyA.waitFor(t, 0, 100, 30*time.Second)
 	ha.waitUntil(t, "A's checkpoints of the last records", func() bool {
 		for _, id := range shards {
@@ -383,7 +383,7 @@ func TestHooks(t *testing.T) {
 	storeA.frozen.Store(true)
 	hb := &hookLog{}
 	tallyB := newTally()
-	b := start(t, kc, mem, stream, "b", tallyB, kinesislease.WithHooks(hb))
+	b := start(t, kc, mem, stream, "b", tallyB, kinesislease.WithHooks(hb), failoverLease)
 	hb.waitUntil(t, "B acquiring both shards", func() bool {
 		n := 0
 		for _, e := range hb.leases {

@@ -188,7 +188,7 @@ func TestMembershipFailover(t *testing.T) {
 		if o == "c" {
 			s = cut
 		}
-		ins[o] = start(t, kc, s, stream, o, ta)
+		ins[o] = start(t, kc, s, stream, o, ta, failoverLease)
 	}
 	waitSplit(t, stream, ins, []int{2, 2, 2})
 	put(t, kc, stream, 0, 120)
@@ -243,9 +243,9 @@ func TestDuplicateOwner(t *testing.T) {
 	testutil.CreateStream(t, kc, stream, 2)
 	mem := memory.New()
 	first, second := newTally(), newTally()
-	a := start(t, kc, mem, stream, "a", first)
+	a := start(t, kc, mem, stream, "a", first, failoverLease)
 	waitSplit(t, stream, map[string]*instance{"a": a}, []int{2})
-	b := start(t, kc, mem, stream, "a", second, kinesislease.WithShutdownTimeout(time.Second))
+	b := start(t, kc, mem, stream, "a", second, failoverLease, kinesislease.WithShutdownTimeout(time.Second))
 	put(t, kc, stream, 0, 100)
 	first.waitFor(t, 0, 100, 30*time.Second)
 	select {
@@ -372,12 +372,12 @@ func TestTakerPausedBeforeTake(t *testing.T) {
 	testutil.CreateStream(t, kc, stream, 4)
 	mem := memory.New()
 	rd := &readers{inside: map[string]string{}, seen: map[int]bool{}}
-	b := startWith(t, kc, mem, stream, "b", rd.handler("b"), nil)
+	b := startWith(t, kc, mem, stream, "b", rd.handler("b"), nil, failoverLease)
 	ins := map[string]*instance{"b": b}
 	waitSplit(t, stream, ins, []int{4})
 	slow := &slowTake{Store: mem, pause: 1200 * time.Millisecond} // 2× the 600ms timeout
 	slow.armed.Store(true)
-	ins["a"] = startWith(t, kc, slow, stream, "a", rd.handler("a"), nil)
+	ins["a"] = startWith(t, kc, slow, stream, "a", rd.handler("a"), nil, failoverLease)
 	for i := range 4 {
 		put(t, kc, stream, i*100, 100)
 		time.Sleep(500 * time.Millisecond) // records flowing across the pause
