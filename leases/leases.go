@@ -293,13 +293,6 @@ type Lease struct {
 	// Token identifies the write that produced this version of the row. A
 	// writer whose answer was lost recognises its own write by it.
 	Token string
-	// From, on a row recreated after it vanished (CreateAs), is the Counter
-	// of the version of the vanished row its checkpoint was known from; 0
-	// on a row created new or recreated with no checkpoint. Every other
-	// write keeps it. A member that knew a later version of the vanished
-	// row than From knew a later position of the shard than the one the
-	// row was recreated with: one an operator's rewind may have moved back.
-	From int64
 }
 
 // Held reports whether someone holds the lease.

@@ -186,14 +186,12 @@ type Membership interface {
 
 	// CreateAs creates the row of key, only if no row exists, held by
 	// owner's incarnation with checkpoint cp (none when cp is zero), in one
-	// write: Counter 1 and a new Token, like Create, and From set to from,
-	// the Counter of the version of the vanished row cp was known from (0
-	// when unknown). It fails with
+	// write: Counter 1 and a new Token, like Create. It fails with
 	// ErrConflict if the row exists. The holder of a row that vanished (a
 	// row deleted, a table recreated empty) recreates it this way from the
 	// checkpoint it knows, so that no one can take the row in between with
 	// no checkpoint and read from the start position.
-	CreateAs(ctx context.Context, key Key, owner, incarnation string, cp Checkpoint, from int64) (Lease, error)
+	CreateAs(ctx context.Context, key Key, owner, incarnation string, cp Checkpoint) (Lease, error)
 }
 
 // MemberConflictError is the error of a membership write whose condition

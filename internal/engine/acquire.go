@@ -218,13 +218,7 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	// an older checkpoint than this instance knows: its checkpoint is never
 	// moved on from memory, which may predate an operator's rewind applied
 	// since (seeds 1504412, 1510881, 1520568: the rewind skipped).
-	// A row recreated from a version of the vanished row older than one
-	// this instance held (From) may lack an operator's rewind that version
-	// had: carry on from this instance's position if it is behind the
-	// row's, which replays and never skips (seed 1929175: a member that had
-	// released the row recreated it from its release, the holder that had
-	// taken it since at the rewind's position took it back from there).
-	fill := g.laterKnown(u, l)
+	var fill leases.Checkpoint
 	if l.RewindTo.IsZero() && l.Checkpoint.IsZero() {
 		knew := st.row(u.Shard).knew
 		g.mu.Lock()
@@ -363,11 +357,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	inc := g.Incarnation()
 	csent := mono()
 	cctx, cancel := g.atFence(ctx, inc)
-	from := r.lease.Counter // the version cp was read from
-	if r.lease.Checkpoint.IsZero() {
-		from = 0 // knew, of a version before the row was recreated
-	}
-	t, err := g.mem.CreateAs(cctx, leases.Key{Stream: u.Stream, Shard: u.Shard}, g.cfg.Owner, inc, cp, from)
+	t, err := g.mem.CreateAs(cctx, leases.Key{Stream: u.Stream, Shard: u.Shard}, g.cfg.Owner, inc, cp)
 	cancel()
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) {

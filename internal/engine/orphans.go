@@ -324,7 +324,7 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	if holder {
 		cctx, cancel = g.atFence(ctx, inc)
 	}
-	t, err := g.mem.CreateAs(cctx, o.known.Key, g.cfg.Owner, inc, o.best(), o.bestFrom())
+	t, err := g.mem.CreateAs(cctx, o.known.Key, g.cfg.Owner, inc, o.best())
 	cancel()
 	if err != nil {
 		if errors.Is(err, leases.ErrConflict) {
@@ -395,75 +395,6 @@ func (o orphan) realCounter() int64 {
 		return o.known.Counter - 1
 	}
 	return o.known.Counter
-}
-
-// laterKnown returns the checkpoint this instance knows of u from a later
-// version of its vanished row than the one row l was recreated from
-// (l.From), if it is behind l's: as an orphan's holder, or from a row it
-// released or read. Zero otherwise.
-func (g *Group) laterKnown(u unit, l leases.Lease) leases.Checkpoint {
-	if l.From == 0 || !l.RewindTo.IsZero() {
-		return leases.Checkpoint{}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if o, ok := g.orphans[u]; ok && laterThanSource(o.known, o.bestFrom(), l) && behind(o.best(), l.Checkpoint) {
-		return o.best()
-	}
-	if r, ok := g.released[u]; ok && laterThanSource(r.lease, r.lease.Counter, l) && behind(r.lease.Checkpoint, l.Checkpoint) {
-		return r.lease.Checkpoint
-	}
-	return leases.Checkpoint{}
-}
-
-// laterThanSource reports whether k, a version of a row known at counter
-// n, is of the row that vanished and later than the version row l was
-// recreated from. A version of l's own life carries l's From (every write
-// keeps it): its counter counts from l's creation, not the vanished row's.
-func laterThanSource(k leases.Lease, n int64, l leases.Lease) bool {
-	return l.From > 0 && k.From != l.From && n > l.From
-}
-
-// bestFrom is the counter of the version of the row best was read from, 0
-// when best is the one an earlier orphan knew.
-func (o orphan) bestFrom() int64 {
-	if o.known.RewindTo.IsZero() && o.known.Checkpoint.IsZero() {
-		return 0
-	}
-	return o.realCounter()
-}
-
-// behind reports whether checkpoint a is before b on their shard: a is the
-// start of the shard (TRIM_HORIZON) and b is not, or both are sequence
-// numbers and a's is lower (sub-sequences break a tie). Other positions
-// (LATEST, a rewind's AT_ position, SHARD_END) are never behind.
-func behind(a, b leases.Checkpoint) bool {
-	if a.Sequence == leases.RewindTrimHorizon {
-		return b.Sequence != leases.RewindTrimHorizon && !b.IsZero()
-	}
-	if !digits(a.Sequence) || !digits(b.Sequence) {
-		return false
-	}
-	if len(a.Sequence) != len(b.Sequence) {
-		return len(a.Sequence) < len(b.Sequence)
-	}
-	if a.Sequence != b.Sequence {
-		return a.Sequence < b.Sequence
-	}
-	return a.SubSequence < b.SubSequence
-}
-
-// digits reports whether s is a decimal number with no leading zero.
-func digits(s string) bool {
-	if s == "" || (len(s) > 1 && s[0] == '0') {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // knownRow is the row as o knows it, with the best checkpoint it knows.

@@ -136,7 +136,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// a member took the row from the incarnation's leaving entry while
 		// the row's write still counted as a take within its lease).
 		cctx, cancel := g.atFence(ctx, known.Incarnation)
-		l, err := g.mem.CreateAs(cctx, known.Key, known.Owner, known.Incarnation, cp, known.Counter)
+		l, err := g.mem.CreateAs(cctx, known.Key, known.Owner, known.Incarnation, cp)
 		cancel()
 		if !errors.Is(err, leases.ErrConflict) {
 			return l, err
@@ -242,9 +242,6 @@ func (g *Group) noteReleased(u unit, l leases.Lease) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if r, ok := g.released[u]; ok && laterThanSource(r.lease, r.lease.Counter, l) && behind(r.lease.Checkpoint, l.Checkpoint) {
-		return // known of a later version of the vanished row than l was recreated from (see laterKnown)
-	}
 	now := time.Now()
 	for v, r := range g.released {
 		if now.Sub(r.at) > releasedFor {

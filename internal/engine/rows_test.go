@@ -54,7 +54,7 @@ func TestMissingRowNotDatedAcrossItsRecreation(t *testing.T) {
 		// this instance's next release meets it (a conflict, then a read)
 		// and forgets the orphan.
 		time.Sleep(500 * time.Millisecond)
-		if _, err := store.CreateAs(ctx, key, "b", "0.B", cp, 0); err != nil {
+		if _, err := store.CreateAs(ctx, key, "b", "0.B", cp); err != nil {
 			t.Fatal(err)
 		}
 		g.releaseOrphan(ctx, u, o)
@@ -115,7 +115,7 @@ func TestExistenceNotedByEveryLeaseRowCall(t *testing.T) {
 		if st.existedSince("x", before) {
 			t.Fatal("existedSince before any call found the row")
 		}
-		l, err := g.mem.CreateAs(ctx, key, "a", "0.A", leases.Checkpoint{}, 0)
+		l, err := g.mem.CreateAs(ctx, key, "a", "0.A", leases.Checkpoint{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +258,7 @@ func TestTakeNeverPassesARecreatedRowsCheckpoint(t *testing.T) {
 		if !store.Delete(key) {
 			t.Fatal("no row to delete")
 		}
-		again, err := store.CreateAs(ctx, key, "b", "0.B", rewindTo, 0)
+		again, err := store.CreateAs(ctx, key, "b", "0.B", rewindTo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,80 +276,6 @@ func TestTakeNeverPassesARecreatedRowsCheckpoint(t *testing.T) {
 				got.Owner, got.Checkpoint, rewindTo, mine)
 		}
 	})
-}
-
-// TestTakeOfRowRecreatedFromAnOlderVersion: a row recreated (by another
-// member, free) from a version of the vanished row older than one this
-// instance read is taken from this instance's checkpoint when that is
-// behind the row's: the later version had an operator's rewind the
-// recreated row lacks, and starting behind replays, never skips. From a
-// version no later than the row's source, or from the recreated row's own
-// life (its From: counters that count from its creation), the row's
-// checkpoint stands (TestDynamoMembership seed 1: a version read while the
-// recreated row was being read on moved its checkpoint backwards). Seed
-// 1929175: a member that had released the row recreated it from its
-// release, past a rewind the taker had read since.
-func TestTakeOfRowRecreatedFromAnOlderVersion(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		laterBy  int64 // how much later the version this instance read is than the row's source
-		ownLife  bool  // the version read is of the recreated row
-		wantMine bool
-	}{
-		{"later version", 1, false, true},
-		{"same version", 0, false, false},
-		{"recreated row's own life", 1, true, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				ctx := context.Background()
-				store := memory.New()
-				g, _, u, key := oneShardGroup(t, store)
-				arm(t, g, "0.CUR")
-				stale, rewound := leases.Checkpoint{Sequence: "300"}, leases.Checkpoint{Sequence: "100"}
-
-				// b released the row at "300"; the operator rewound it to
-				// "100" (one write later), and this instance read it then.
-				theirs := heldRow(t, store, key, "b", "0.B", "200", "300")
-				released, err := store.Release(ctx, theirs, leases.Checkpoint{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				read := released
-				read.Counter += tc.laterBy
-				read.Checkpoint = rewound
-				if tc.ownLife {
-					read.From = released.Counter
-				}
-				g.noteReleased(u, read)
-
-				// The row is deleted; b recreates it free from its release.
-				if !store.Delete(key) {
-					t.Fatal("no row to delete")
-				}
-				again, err := store.CreateAs(ctx, key, "b", "0.B", stale, released.Counter)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := store.Release(ctx, again, leases.Checkpoint{}); err != nil {
-					t.Fatal(err)
-				}
-
-				g.acquire(ctx, u)
-				got, err := store.Get(ctx, key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := stale
-				if tc.wantMine {
-					want = rewound
-				}
-				if got.Owner != "a" || got.Checkpoint != want {
-					t.Errorf("row after this instance's take: owner %q checkpoint %+v, want owner a at %+v", got.Owner, got.Checkpoint, want)
-				}
-			})
-		})
-	}
 }
 
 // TestTakerWhoseRewindAnswerWasLostRecreatesAtOnce: a take that landed,

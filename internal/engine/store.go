@@ -170,8 +170,8 @@ func (s *instrumentedStore) TakeAs(ctx context.Context, l leases.Lease, owner, i
 	return t, err
 }
 
-func (s *instrumentedStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint, from int64) (leases.Lease, error) {
-	t, err := call(s, &s.s.writes, "CreateAs", func() (leases.Lease, error) { return s.mem.CreateAs(ctx, key, owner, inc, cp, from) })
+func (s *instrumentedStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
+	t, err := call(s, &s.s.writes, "CreateAs", func() (leases.Lease, error) { return s.mem.CreateAs(ctx, key, owner, inc, cp) })
 	s.seen.note(key, err)
 	return t, err
 }

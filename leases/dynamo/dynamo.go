@@ -98,7 +98,6 @@ const (
 	attrRewindTo    = "rewind_to"     // a checkpoint asked for by an operator
 	attrRewindSub   = "rewind_to_sub" // its sub-sequence
 	attrIncarnation = "incarnation"   // the holder's incarnation (TakeAs)
-	attrFrom        = "lease_from"    // N: a recreated row's source version (CreateAs)
 )
 
 // Membership rows: one attribute per member, memberPrefix + owner id, a map
@@ -544,9 +543,7 @@ func (s *Store) decode(key leases.Key, item map[string]types.AttributeValue) (le
 	var err error
 	if l.Counter, err = num(item, attrCounter); err == nil {
 		if l.Checkpoint.SubSequence, err = num(item, attrSubSequence); err == nil {
-			if l.RewindTo.SubSequence, err = num(item, attrRewindSub); err == nil {
-				l.From, err = num(item, attrFrom)
-			}
+			l.RewindTo.SubSequence, err = num(item, attrRewindSub)
 		}
 	}
 	if err != nil {

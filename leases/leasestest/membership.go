@@ -72,7 +72,6 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"ReleaseClearsIncarnation", testReleaseClearsIncarnation},
 		{"CreateAs", testCreateAs},
 		{"CreateAsOnlyIfAbsent", testCreateAsOnlyIfAbsent},
-		{"CreateAsFrom", testCreateAsFrom},
 		{"InvalidArguments", testMemberInvalidArguments},
 		{"CancelledContext", testMemberCancelledContext},
 	}
@@ -1211,7 +1210,7 @@ func testMemberRowsNotLeases(t *testing.T, s leases.Store, m leases.Membership, 
 	if _, err := m.TakeAs(ctx(t), l, "b", "inc-b"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.CreateAs(ctx(t), leases.Key{Stream: k.Stream, Shard: "shardId-1"}, "b", "inc-b", leases.Checkpoint{Sequence: "3"}, 0); err != nil {
+	if _, err := m.CreateAs(ctx(t), leases.Key{Stream: k.Stream, Shard: "shardId-1"}, "b", "inc-b", leases.Checkpoint{Sequence: "3"}); err != nil {
 		t.Fatal(err)
 	}
 	for r, e := range entries {
@@ -1237,7 +1236,7 @@ func testMemberRowsNotLeases(t *testing.T, s leases.Store, m leases.Membership, 
 			},
 			"TakeAs": func() error { _, err := m.TakeAs(ctx(t), free, "a", "inc"); return err },
 			"CreateAs": func() error {
-				_, err := m.CreateAs(ctx(t), mk, "a", "inc", leases.Checkpoint{Sequence: "1"}, 0)
+				_, err := m.CreateAs(ctx(t), mk, "a", "inc", leases.Checkpoint{Sequence: "1"})
 				return err
 			},
 		}
@@ -1381,7 +1380,7 @@ func testCreateAs(t *testing.T, s leases.Store, m leases.Membership, _ *rowSourc
 	} {
 		k := leases.Key{Stream: base.Stream, Shard: fmt.Sprintf("shardId-%012d", i)}
 		owner, inc := fmt.Sprintf("owner-%d", i), leases.NewIncarnation(i, "abc")
-		l, err := m.CreateAs(ctx(t), k, owner, inc, cp, 0)
+		l, err := m.CreateAs(ctx(t), k, owner, inc, cp)
 		if err != nil {
 			t.Fatalf("CreateAs(%s, %q, %q, %v) of a missing row: %v", k, owner, inc, cp, err)
 		}
@@ -1417,45 +1416,6 @@ func testCreateAs(t *testing.T, s leases.Store, m leases.Membership, _ *rowSourc
 	}
 }
 
-// testCreateAsFrom: CreateAs records from, the version of the vanished row
-// its checkpoint was known from, as From, and every later write keeps it;
-// with no checkpoint From is 0.
-func testCreateAsFrom(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
-	base := newKey(t)
-	k := leases.Key{Stream: base.Stream, Shard: "shardId-000000000001"}
-	l, err := m.CreateAs(ctx(t), k, "a", incOf("a"), leases.Checkpoint{Sequence: "11"}, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.From != 7 {
-		t.Fatalf("CreateAs with from 7: From %d, want 7", l.From)
-	}
-	wantRow(t, s, k, l, "after CreateAs with from 7")
-	if l, err = s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "12"}); err != nil {
-		t.Fatal(err)
-	}
-	if l, err = s.Release(ctx(t), l, leases.Checkpoint{Sequence: "13"}); err != nil {
-		t.Fatal(err)
-	}
-	if l, err = m.TakeAs(ctx(t), l, "b", incOf("b")); err != nil {
-		t.Fatal(err)
-	}
-	if l.From != 7 {
-		t.Fatalf("Checkpoint, Release and TakeAs after CreateAs with from 7: From %d, want it kept", l.From)
-	}
-	wantRow(t, s, k, l, "after writes on a row CreateAs made with from 7")
-
-	none := leases.Key{Stream: base.Stream, Shard: "shardId-000000000002"}
-	l, err = m.CreateAs(ctx(t), none, "a", incOf("a"), leases.Checkpoint{}, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.From != 0 {
-		t.Fatalf("CreateAs with no checkpoint and from 7: From %d, want 0 (nothing was known from it)", l.From)
-	}
-	wantRow(t, s, none, l, "after CreateAs with no checkpoint")
-}
-
 // testCreateAsOnlyIfAbsent: CreateAs on a row that exists, in any state,
 // fails with a *leases.ConflictError and changes nothing.
 func testCreateAsOnlyIfAbsent(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
@@ -1472,14 +1432,14 @@ func testCreateAsOnlyIfAbsent(t *testing.T, s leases.Store, m leases.Membership,
 	if err != nil {
 		t.Fatal(err)
 	}
-	created, err := m.CreateAs(ctx(t), key(3), "a", incOf("a"), leases.Checkpoint{Sequence: "11"}, 0)
+	created, err := m.CreateAs(ctx(t), key(3), "a", incOf("a"), leases.Checkpoint{Sequence: "11"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for what, l := range map[string]leases.Lease{"a free row": free, "a held row": held, "a released row": released, "a row CreateAs made": created} {
 		for _, by := range [][2]string{{"a", incOf("a")}, {"b", incOf("b")}} {
 			op := fmt.Sprintf("CreateAs by (%q, %q) of %s", by[0], by[1], what)
-			got, err := m.CreateAs(ctx(t), l.Key, by[0], by[1], cp, 0)
+			got, err := m.CreateAs(ctx(t), l.Key, by[0], by[1], cp)
 			wantConflict(t, op, err)
 			if got != (leases.Lease{}) {
 				t.Errorf("%s: a failed CreateAs returned %+v, want the zero Lease", op, got)
@@ -1549,7 +1509,7 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 	} {
 		_, err := m.TakeAs(ctx(t), l, c[0], c[1])
 		wantInvalid(t, "TakeAs with "+what, err)
-		_, err = m.CreateAs(ctx(t), missing, c[0], c[1], leases.Checkpoint{Sequence: "1"}, 0)
+		_, err = m.CreateAs(ctx(t), missing, c[0], c[1], leases.Checkpoint{Sequence: "1"})
 		wantInvalid(t, "CreateAs with "+what, err)
 	}
 	_, err := m.TakeAs(ctx(t), leases.Lease{Key: leases.Key{Stream: k.Stream}, Counter: 1}, "a", "inc")
@@ -1562,7 +1522,7 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 		"a shard id longer than 128": {Stream: k.Stream, Shard: strings.Repeat("s", 129)},
 		"a stream longer than 2048":  {Stream: strings.Repeat("s", 2049), Shard: "shardId-000000000001"},
 	} {
-		_, err := m.CreateAs(ctx(t), bad, "a", "inc", leases.Checkpoint{Sequence: "1"}, 0)
+		_, err := m.CreateAs(ctx(t), bad, "a", "inc", leases.Checkpoint{Sequence: "1"})
 		wantInvalid(t, "CreateAs with "+what, err)
 	}
 	wantRow(t, s, k, l, "invalid TakeAs calls changed the row")
@@ -1601,7 +1561,7 @@ func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membershi
 			"ReportVanished":         func() error { return m.ReportVanished(c) },
 			"TakeAs":                 func() error { _, err := m.TakeAs(c, l, "a", "inc"); return err },
 			"CreateAs": func() error {
-				_, err := m.CreateAs(c, missing, "a", "inc", leases.Checkpoint{Sequence: "1"}, 0)
+				_, err := m.CreateAs(c, missing, "a", "inc", leases.Checkpoint{Sequence: "1"})
 				return err
 			},
 		}

@@ -117,9 +117,6 @@ var brokenVariants = map[string]brokenVariant{
 	// CreateAs drops the checkpoint: the recreated row starts from the
 	// subscription's start position.
 	"createas-drops-checkpoint": {func() leases.Store { return brokenCreateAs{Store: New(), dropCheckpoint: true} }, "Membership/CreateAs"},
-	// CreateAs does not record the version the checkpoint was known from:
-	// a taker that knew a later one cannot tell the row lacks a rewind.
-	"createas-drops-from": {func() leases.Store { return brokenCreateAs{Store: New(), dropFrom: true} }, "Membership/CreateAsFrom"},
 	// CreateAs checks the key with Key.Validate, not ValidateLeaseKey: it
 	// creates a lease row under a membership row's key.
 	"createas-accepts-member-key": {func() leases.Store { return brokenCreateAs{Store: New(), anyKey: true} }, "Membership/MembershipRowsAreNotLeases"},
@@ -294,13 +291,13 @@ func (b sharedHeader) Header(ctx context.Context) (leases.MemberHeader, error) {
 
 // brokenCreateAs is a CreateAs with one rule broken: overwrite writes over
 // a row that exists, dropCheckpoint ignores cp, anyKey validates the key
-// with Key.Validate alone, dropFrom ignores from.
+// with Key.Validate alone.
 type brokenCreateAs struct {
 	*Store
-	overwrite, dropCheckpoint, anyKey, dropFrom bool
+	overwrite, dropCheckpoint, anyKey bool
 }
 
-func (b brokenCreateAs) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint, from int64) (leases.Lease, error) {
+func (b brokenCreateAs) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return leases.Lease{}, err
 	}
@@ -322,10 +319,7 @@ func (b brokenCreateAs) CreateAs(ctx context.Context, key leases.Key, owner, inc
 	if _, ok := b.rows[key]; ok && !b.overwrite {
 		return leases.Lease{}, &leases.ConflictError{Op: "CreateAs", Key: key}
 	}
-	if b.dropFrom || cp.IsZero() {
-		from = 0
-	}
-	l := leases.Lease{Key: key, Owner: owner, Incarnation: incarnation, Checkpoint: cp, Counter: 1, Token: token(), From: from}
+	l := leases.Lease{Key: key, Owner: owner, Incarnation: incarnation, Checkpoint: cp, Counter: 1, Token: token()}
 	b.rows[key] = l
 	return l, nil
 }

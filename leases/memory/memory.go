@@ -346,7 +346,7 @@ func sortedMembers(entries map[string]leases.Member) []leases.Member {
 }
 
 // CreateAs implements leases.Membership.
-func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint, from int64) (leases.Lease, error) {
+func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
 	if err := begin(ctx, key); err != nil {
 		return leases.Lease{}, err
 	}
@@ -358,10 +358,7 @@ func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation
 	if _, ok := s.rows[key]; ok {
 		return leases.Lease{}, &leases.ConflictError{Op: "CreateAs", Key: key}
 	}
-	if cp.IsZero() || from < 0 {
-		from = 0
-	}
-	l := leases.Lease{Key: key, Owner: owner, Incarnation: incarnation, Checkpoint: cp, Counter: 1, Token: token(), From: from}
+	l := leases.Lease{Key: key, Owner: owner, Incarnation: incarnation, Checkpoint: cp, Counter: 1, Token: token()}
 	s.rows[key] = l
 	return l, nil
 }

@@ -277,12 +277,12 @@ func (s *FaultStore) TakeAs(ctx context.Context, l leases.Lease, owner, incarnat
 }
 
 // CreateAs implements leases.Membership.
-func (s *FaultStore) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint, from int64) (leases.Lease, error) {
+func (s *FaultStore) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
 	mem, err := s.membership()
 	if err != nil {
 		return leases.Lease{}, err
 	}
-	return s.call(ctx, "CreateAs", leases.Lease{Key: key}, func() (leases.Lease, error) { return mem.CreateAs(ctx, key, owner, incarnation, cp, from) })
+	return s.call(ctx, "CreateAs", leases.Lease{Key: key}, func() (leases.Lease, error) { return mem.CreateAs(ctx, key, owner, incarnation, cp) })
 }
 
 // Join implements leases.Membership.

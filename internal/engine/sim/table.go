@@ -219,12 +219,12 @@ func (t *Table) ReplaceMember(ctx context.Context, row int, seen, next leases.Me
 }
 
 // CreateAs implements leases.Membership.
-func (t *Table) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint, from int64) (leases.Lease, error) {
+func (t *Table) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
 	s, err := t.row("CreateAs", key)
 	if err != nil {
 		return leases.Lease{}, err
 	}
-	return s.CreateAs(ctx, key, owner, incarnation, cp, from)
+	return s.CreateAs(ctx, key, owner, incarnation, cp)
 }
 
 // Join implements leases.Membership.

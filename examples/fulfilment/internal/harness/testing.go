@@ -134,11 +134,11 @@ func (s CutOffStore) ReportVanished(ctx context.Context) error {
 }
 
 // CreateAs implements leases.Membership.
-func (s CutOffStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint, from int64) (leases.Lease, error) {
+func (s CutOffStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
 	if s.Cut.Load() {
 		return leases.Lease{}, s.Err
 	}
-	return s.mem().CreateAs(ctx, key, owner, inc, cp, from)
+	return s.mem().CreateAs(ctx, key, owner, inc, cp)
 }
 
 func (s CutOffStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
