@@ -8,8 +8,10 @@ GO ?= go
 install:
 	./scripts/install-testbench
 
+# Three packages at once and up to eight tests of each: most tests wait on
+# emulators and timers, not the CPU (docs/testing.md, "Suite time").
 test: install
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -p 3 -parallel 8 ./...
 
 lint:
 	$(GO) vet ./...
