@@ -131,9 +131,22 @@ func TestReaderIdlePacing(t *testing.T) {
 	t.Parallel()
 	rec, stream := newStream(t, testutil.Kinesalite, 1, nil)
 	const idle = 100 * time.Millisecond
+	// The gaps are measured between the instants the reader sends its
+	// calls (OnSend), as in TestReaderBehind: the recording client's own
+	// clock reads are later by scheduling delays, which under load made a
+	// correct reader's calls look 86ms apart (CI50).
+	var (
+		sentMu sync.Mutex
+		sent   []time.Time
+	)
 	r := engine.NewReader(engine.ReaderConfig{
 		Client: rec, Stream: stream, ShardID: shard0, Start: kltype.TrimHorizon,
 		MinInterval: 20 * time.Millisecond, IdleInterval: idle,
+		OnSend: func(at time.Time) {
+			sentMu.Lock()
+			sent = append(sent, at)
+			sentMu.Unlock()
+		},
 	})
 	// Next is cancelled once the reader has polled the empty shard want
 	// times (the pacing is in the gaps between the calls, whatever they
@@ -167,10 +180,14 @@ func TestReaderIdlePacing(t *testing.T) {
 	if most := int(elapsed/idle) + 1; calls > most {
 		t.Errorf("%d GetRecords calls in %v with IdleInterval %v: want at most %d", calls, elapsed.Round(time.Millisecond), idle, most)
 	}
-	gr := rec.ops("GetRecords")
-	for i := 1; i < len(gr); i++ {
-		if gap := gr[i].Start.Sub(gr[i-1].Start); gap < idle {
-			t.Errorf("GetRecords calls %d and %d %v apart, want at least IdleInterval %v", i, i+1, gap, idle)
+	sentMu.Lock()
+	defer sentMu.Unlock()
+	if len(sent) != calls {
+		t.Fatalf("OnSend called %d times for %d GetRecords calls", len(sent), calls)
+	}
+	for i := 1; i < len(sent); i++ {
+		if gap := sent[i].Sub(sent[i-1]); gap < idle {
+			t.Errorf("GetRecords calls %d and %d sent %v apart, want at least IdleInterval %v", i, i+1, gap, idle)
 		}
 	}
 	t.Logf("%d GetRecords calls in %v", calls, elapsed.Round(time.Millisecond))
