@@ -463,6 +463,62 @@ func TestRewindInterleavedWithCheckpoints(t *testing.T) {
 	})
 }
 
+// TestRewindSeenInCheckpointAnswer: an operator's rewind whose notice bump
+// never reaches the holder (lost, or the re-read it asks for skipped) is
+// applied at the holder's next checkpoint, whose answer shows it pending,
+// not at the next full re-read five minutes later. Seed 2102075 left a
+// rewind pending while its holder checkpointed past it thirty times.
+func TestRewindSeenInCheckpointAnswer(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, 1)
+		cfg := f.config("a", f.store, nil)
+		cfg.Streams[0].Worker.CheckpointEvery = 1
+		f.start(cfg)
+		time.Sleep(5 * time.Second)
+		key := leases.Key{Stream: "lost", Shard: f.ids[0]}
+		target := f.ids[0] + "/3"
+		seq, ok := f.stream.RecordAt(f.ids[0], 3)
+		if !ok {
+			t.Fatal("no record 3")
+		}
+		for try := 0; ; try++ {
+			l, err := f.store.Get(context.Background(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.store.Rewind(context.Background(), l, leases.RewindAtSequence(seq)); err == nil {
+				break
+			} else if !errors.Is(err, leases.ErrConflict) || try > 100 {
+				t.Fatal(err)
+			}
+		}
+		asked := time.Now()
+		// No notice bump: only the holder's own writes can tell it.
+		deadline := asked.Add(2 * time.Second) // records every 100ms, a checkpoint after each
+		for {
+			f.mu.Lock()
+			n := 0
+			for _, d := range f.handled {
+				if d.data == target {
+					n++
+				}
+			}
+			f.mu.Unlock()
+			if n >= 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				l, _ := f.store.Get(context.Background(), key)
+				t.Fatalf("rewind to record 3 not applied 2s after it was asked for, the holder checkpointing every 100ms (row: checkpoint %s, rewind_to %s)", l.Checkpoint, l.RewindTo)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("rewind applied %v after it was asked for", time.Since(asked).Round(time.Millisecond))
+		f.stop()
+	})
+}
+
 // TestShutdownAbandonsStuckHandler: a handler that ignores its cancelled
 // context does not keep Run from returning: after the shutdown timeout and
 // the grace that follows it, Run returns, logging the abandoned shard at

@@ -351,6 +351,15 @@ func (c *checkpointer) write() bool {
 		return true
 	}
 	c.since = 0
+	if l := w.lease.current(); l.RewindTo.Sequence != "" && !w.stopping() {
+		// The row's answer shows an operator's rewind pending: apply it
+		// now, whatever the notice (its bump may be lost, or the re-read
+		// it asks for skip this worker; seed 2102075 left a rewind pending
+		// for 26 s after the faults while its holder checkpointed past it
+		// thirty times).
+		w.log.Info("kinesislease: rewinding", "from", l.Checkpoint.Sequence, "to", l.RewindTo.Sequence)
+		w.rewind()
+	}
 	return true
 }
 
