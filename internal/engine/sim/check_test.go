@@ -96,6 +96,10 @@ type checkStats struct {
 	// the best one a live process knew (a replay, not a violation unless
 	// from the start position or by the holder).
 	deletions, restarts, stale int
+	// rewindsLost counts restarts past an operator's rewind applied before
+	// a deletion while every process that knew of the rewind was dead or
+	// cut off from the table since the deletion (see lostRewind).
+	rewindsLost int
 }
 
 // closeTakeover: a takeover this soon after the previous holder's last
@@ -139,6 +143,13 @@ type shardState struct {
 	// can know of it, and a restart from a checkpoint before it skips
 	// nothing anyone alive was asked to replay.
 	rewound *rewoundRow
+	// lostRewind: the rewind of rewound when the row was deleted while a
+	// process that knew of it was alive. Should every one of them be dead,
+	// or cut off from the table, from the deletion to the restart (couldAct),
+	// nobody who can act knows of it: a restart past it is counted
+	// (rewindsLost), its replay given up as deleted() gives up a rewind
+	// nobody alive read, not a violation.
+	lostRewind *rewoundRow
 	// operatorAt: the records the checkpoint an operator's rewind wrote on
 	// the free row covers, after a deletion and before the next take (-1
 	// for none): a restart there is the operator's, whatever was known.
@@ -593,6 +604,9 @@ func (c *checker) deleted(id, holder string, known map[string]int) {
 	}
 	c.tracef("row of %s deleted (holder %q; the best checkpoint a live process knows covers %d records, the holder's %d)",
 		id, holder, maxKnown(known, nil), holderKnown)
+	if !s.afterDelete {
+		s.lostRewind = nil // of an earlier deletion
+	}
 	if u := s.rewound; u != nil {
 		alive := false
 		for name := range u.knowers {
@@ -608,6 +622,8 @@ func (c *checker) deleted(id, holder string, known map[string]int) {
 				s.prefix++
 			}
 			c.tracef("the operator's rewind of %s went with its row while no process that read it was alive", id)
+		} else if !s.afterDelete {
+			s.lostRewind = u
 		}
 		s.rewound = nil
 	}
@@ -646,6 +662,23 @@ func maxKnown(known map[string]int, alive func(string) bool) int {
 		}
 	}
 	return best
+}
+
+// rewindKnowersLost reports whether no process that knew of s's rewind
+// lost with its row (lostRewind) is alive and could act since the
+// deletion: each is dead, or was cut off from the table for all of the
+// time it needs to see the row missing and recreate it (couldAct).
+func (c *checker) rewindKnowersLost(s *shardState) bool {
+	u := s.lostRewind
+	if u == nil {
+		return false
+	}
+	for name := range u.knowers {
+		if (c.alive == nil || c.alive(name)) && (c.couldAct == nil || c.couldAct(name, s.deletedAt, time.Now())) {
+			return false
+		}
+	}
+	return true
 }
 
 // restarted checks (h) for the first take of s after its row was deleted:
@@ -715,10 +748,22 @@ func (c *checker) judgeRestart(s *shardState) {
 	case n > s.everPrefix:
 		c.violate("(h) %s restarted %s after its row was deleted at T+%v at a checkpoint covering %d records; only the first %d were ever acknowledged: records skipped",
 			writer, s.id, at, n, s.everPrefix)
+	case n > s.prefix && c.rewindKnowersLost(s):
+		u := s.lostRewind
+		for i := range s.acked {
+			s.acked[i] = s.acked[i] || (i < len(u.acked) && u.acked[i])
+		}
+		s.prefix = max(s.prefix, u.prefix)
+		for s.prefix < len(s.acked) && s.acked[s.prefix] {
+			s.prefix++
+		}
+		c.stats.rewindsLost++
+		c.tracef("%s restarted %s past the operator's rewind applied before the deletion at T+%v: every process that knew of it was dead or cut off from the table since", writer, s.id, at)
 	case n > s.prefix:
 		c.violate("(h) %s restarted %s after its row was deleted at T+%v at a checkpoint covering %d records, ahead of the operator's rewind to #%d applied before: the records it asked to replay are skipped",
 			writer, s.id, at, n, s.prefix)
 	}
+	s.lostRewind = nil
 	if n < known {
 		c.stats.stale++
 		c.tracef("%s restarted %s at a checkpoint covering %d records, behind the best a live process knows (%d): those are replayed", writer, s.id, n, known)

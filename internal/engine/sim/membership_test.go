@@ -522,7 +522,7 @@ type msummary struct {
 	partitions, throttles, lostPeriods      int
 	deletes, drops, rowThrottles, slowStore int
 	slowListing, rewinds, restarts, stale   int
-	unreachable                             int
+	unreachable, rewindsLost                int
 	slowCalls, slowLists                    int
 	overBound                               []uint64
 }
@@ -617,8 +617,9 @@ func TestMembership(t *testing.T) {
 		sum.injected, sum.throttled, sum.lostHB+sum.lostOther, sum.lostHB, sum.crashes, sum.restartsSame+sum.restartsFresh, sum.restartsSame, sum.restartsFresh,
 		sum.stops, sum.leaves, sum.joins, sum.pauses, sum.longPause, sum.partitions, sum.throttles, sum.lostPeriods)
 	t.Logf("membership table faults: %d row deletions, %d tables recreated, %d membership rows throttled alone, %d periods of slow store calls (%d calls), %d of slow ListShards (%d calls), %d rewinds; "+
-		"%d takes of a recreated row (%d from a checkpoint older than the best a live process knew; %d at the start position while every live process that knew one was cut off from the table)",
-		sum.deletes, sum.drops, sum.rowThrottles, sum.slowStore, sum.slowCalls, sum.slowListing, sum.slowLists, sum.rewinds, sum.restarts, sum.stale, sum.unreachable)
+		"%d takes of a recreated row (%d from a checkpoint older than the best a live process knew; %d at the start position while every live process that knew one was cut off from the table; "+
+		"%d past an operator's rewind whose every knower was dead or cut off since the deletion)",
+		sum.deletes, sum.drops, sum.rowThrottles, sum.slowStore, sum.slowCalls, sum.slowListing, sum.slowLists, sum.rewinds, sum.restarts, sum.stale, sum.unreachable, sum.rewindsLost)
 	if len(sum.overBound) > 0 {
 		slices.Sort(sum.overBound)
 		t.Logf("seeds over a liveness bound: %v", sum.overBound)
@@ -664,6 +665,7 @@ func runMSeed(t *testing.T, seed uint64, sum *msummary) {
 	sum.restarts += st.restarts
 	sum.stale += st.stale
 	sum.unreachable += st.unreachable
+	sum.rewindsLost += st.rewindsLost
 	for _, pp := range p.procs {
 		if pp.start > 0 {
 			sum.joins++
