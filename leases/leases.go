@@ -290,6 +290,13 @@ type Lease struct {
 	// to move to (see Store.Rewind). The holder stops delivering, applies it
 	// with ApplyRewind and reads on from there.
 	RewindTo Checkpoint
+	// Rewind is the id of the last operator's rewind written on the row
+	// (Store.Rewind writes a new one, beside the checkpoint or RewindTo);
+	// every other write keeps it, and CreateAs writes the one it is given.
+	// A copy of the row whose Rewind is the shard's LastRewind was read
+	// after that rewind (see Membership.LastRewind). Empty for a row never
+	// rewound.
+	Rewind string
 	// Token identifies the write that produced this version of the row. A
 	// writer whose answer was lost recognises its own write by it.
 	Token string
@@ -345,7 +352,12 @@ type Store interface {
 	// ApplyRewind once it reads the request (the consumer re-reads its held
 	// rows when its membership entry's Notice is bumped, and periodically),
 	// so no two readers ever read the shard. cp must not be zero. Owner and
-	// Incarnation are kept either way.
+	// Incarnation are kept either way. The write gives the row a new Rewind
+	// id. A Store that implements Membership first records the rewind (its
+	// id and cp) apart from the row, for LastRewind, so that the record
+	// outlives the row if the row is deleted; if that fails, nothing is
+	// written. (A record whose row write then failed only makes a row
+	// deleted later come back at cp: records replayed, never skipped.)
 	Rewind(ctx context.Context, l Lease, cp Checkpoint) (Lease, error)
 
 	// ApplyRewind is the holder's answer to a rewind request: if the row is

@@ -191,7 +191,30 @@ type Membership interface {
 	// row deleted, a table recreated empty) recreates it this way from the
 	// checkpoint it knows, so that no one can take the row in between with
 	// no checkpoint and read from the start position.
-	CreateAs(ctx context.Context, key Key, owner, incarnation string, cp Checkpoint) (Lease, error)
+	//
+	// rewind is the row's Rewind id (see Lease.Rewind): the one of the copy
+	// of the row the checkpoint comes from, or LastRewind's ID when the row
+	// is recreated at that rewind's checkpoint.
+	CreateAs(ctx context.Context, key Key, owner, incarnation string, cp Checkpoint, rewind string) (Lease, error)
+
+	// LastRewind reads the record of the last operator's rewind of key's
+	// shard (see Store.Rewind) with a strongly consistent read: the zero
+	// RewindRecord when the shard was never rewound (or the table was
+	// recreated since). A row deleted and recreated comes back from a
+	// checkpoint read after that rewind (a copy of the row whose Rewind is
+	// the record's ID), or else at the record's checkpoint: never from a
+	// copy read before an operator's rewind, which would skip the records
+	// the rewind asked to replay.
+	LastRewind(ctx context.Context, key Key) (RewindRecord, error)
+}
+
+// RewindRecord is what a Store keeps of the last operator's rewind of a
+// shard, apart from its row (see Membership.LastRewind).
+type RewindRecord struct {
+	// ID is the Rewind id the rewind wrote on the row.
+	ID string
+	// To is the checkpoint the operator asked for.
+	To Checkpoint
 }
 
 // MemberConflictError is the error of a membership write whose condition

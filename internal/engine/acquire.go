@@ -354,10 +354,18 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	if missing < wait {
 		return
 	}
+	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
+	if !r.lease.RewindTo.IsZero() {
+		cp = r.lease.RewindTo // a rewind pending when this instance last read the row
+	}
+	cp, rewind, rewound, err := g.pastRewind(ctx, key, r.lease, cp)
+	if err != nil {
+		return // read again next round
+	}
 	inc := g.Incarnation()
 	csent := mono()
 	cctx, cancel := g.atFence(ctx, inc)
-	t, err := g.mem.CreateAs(cctx, leases.Key{Stream: u.Stream, Shard: u.Shard}, g.cfg.Owner, inc, cp)
+	t, err := g.mem.CreateAs(cctx, key, g.cfg.Owner, inc, cp, rewind)
 	cancel()
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) {
@@ -368,10 +376,14 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		}
 		return
 	}
-	if r.seen {
+	switch {
+	case rewound:
+		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it at the operator's last rewind of the shard, which came after the copy of the row this instance knew",
+			"shard", u.Shard, "seq", cp.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
+	case r.seen:
 		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it from the checkpoint this instance last saw",
 			"shard", u.Shard, "seq", cp.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
-	} else {
+	default:
 		// Never seen: a stream new to a table in use, or rows that vanished
 		// before this instance saw them and that no member recreated.
 		st.log.Warn("kinesislease: no lease row for this shard (a stream new to the lease table, or a row that vanished and nobody recreated); created it at the start position",
@@ -619,4 +631,23 @@ func (g *Group) createAll(ctx context.Context, st *streamState, skip string) {
 			st.setRow(ids[i], rowState{lease: l})
 		}
 	})
+}
+
+// pastRewind checks cp, the checkpoint this instance would recreate the row
+// of key at, read from note (the copy of the row it knows), against the
+// shard's last operator's rewind (Membership.LastRewind): when the record
+// names a rewind note does not carry (it came after note was read, or
+// note knows none), the row comes back at the rewind's checkpoint instead,
+// so that a copy read before the rewind never skips the records it asked
+// to replay. It returns the checkpoint and Rewind id to create the row
+// with, and whether the rewind's checkpoint replaced cp.
+func (g *Group) pastRewind(ctx context.Context, key leases.Key, note leases.Lease, cp leases.Checkpoint) (leases.Checkpoint, string, bool, error) {
+	rec, err := g.mem.LastRewind(ctx, key)
+	if err != nil {
+		return cp, note.Rewind, false, err
+	}
+	if rec.ID == "" || rec.ID == note.Rewind {
+		return cp, note.Rewind, false, nil
+	}
+	return rec.To, rec.ID, true, nil
 }

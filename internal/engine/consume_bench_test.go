@@ -62,7 +62,7 @@ func runLoopShard(b *testing.B, cfg WorkerConfig, recs []types.Record) {
 	ctx := context.Background()
 	store := memory.New()
 	key := leases.Key{Stream: "s", Shard: "shardId-0"}
-	l, err := store.CreateAs(ctx, key, "me", "inc-1", leases.Checkpoint{})
+	l, err := store.CreateAs(ctx, key, "me", "inc-1", leases.Checkpoint{}, "")
 	if err != nil {
 		b.Fatal(err)
 	}

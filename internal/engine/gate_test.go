@@ -17,7 +17,7 @@ import (
 func gateWorker(t *testing.T, f *fence, sent int64, proof time.Duration) *worker {
 	t.Helper()
 	store := memory.New()
-	l, err := store.CreateAs(context.Background(), leases.Key{Stream: "s", Shard: "shardId-0"}, "me", "inc-1", leases.Checkpoint{})
+	l, err := store.CreateAs(context.Background(), leases.Key{Stream: "s", Shard: "shardId-0"}, "me", "inc-1", leases.Checkpoint{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestGateProvesIdleRow(t *testing.T) {
 			t.Fatal("Wait returned with the row unproven and the touch failing")
 		}
 		w.lease.vanished.Store(false) // as if recreated, unproven
-		l, err := store.CreateAs(context.Background(), key, "me", "inc-1", leases.Checkpoint{})
+		l, err := store.CreateAs(context.Background(), key, "me", "inc-1", leases.Checkpoint{}, "")
 		if err != nil {
 			t.Fatal(err)
 		}

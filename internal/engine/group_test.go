@@ -57,11 +57,11 @@ func (s *crashable) TakeAs(ctx context.Context, l leases.Lease, owner, inc strin
 	return s.Store.TakeAs(ctx, l, owner, inc)
 }
 
-func (s *crashable) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
+func (s *crashable) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
 	if s.crashed.Load() {
 		return leases.Lease{}, errCrashed
 	}
-	return s.Store.CreateAs(ctx, key, owner, inc, cp)
+	return s.Store.CreateAs(ctx, key, owner, inc, cp, rewind)
 }
 
 func (s *crashable) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {

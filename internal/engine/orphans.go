@@ -320,11 +320,15 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 		}
 		return
 	}
+	cp, rewind, rewound, err := g.pastRewind(ctx, o.known.Key, o.known, o.best())
+	if err != nil {
+		return // read again next round
+	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if holder {
 		cctx, cancel = g.atFence(ctx, inc)
 	}
-	t, err := g.mem.CreateAs(cctx, o.known.Key, g.cfg.Owner, inc, o.best())
+	t, err := g.mem.CreateAs(cctx, o.known.Key, g.cfg.Owner, inc, cp, rewind)
 	cancel()
 	if err != nil {
 		if errors.Is(err, leases.ErrConflict) {
@@ -332,8 +336,13 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 		}
 		return
 	}
-	st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last wrote",
-		"shard", u.Shard, "seq", o.best().String())
+	if rewound {
+		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free at the operator's last rewind of the shard, which came after this instance's last write",
+			"shard", u.Shard, "seq", cp.String())
+	} else {
+		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last wrote",
+			"shard", u.Shard, "seq", cp.String())
+	}
 	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
 	if err != nil {
 		g.mu.Lock()

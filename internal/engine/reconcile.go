@@ -126,8 +126,21 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			// released at the rewind's, the checkpoint moved backwards).
 			cp = known.RewindTo
 		}
-		st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint",
-			"shard", u.Shard, "seq", cp.String())
+		cp, rewind, rewound, err := g.pastRewind(ctx, known.Key, known, cp)
+		if err != nil {
+			return leases.Lease{}, err // retried next round; not lost
+		}
+		if rewound {
+			// An operator's rewind that landed after this instance's last
+			// write, and went with the row: the row comes back at its
+			// position, as if the worker had applied it.
+			atRewind = true
+			st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it at the operator's rewind that came after this instance's last write",
+				"shard", u.Shard, "seq", cp.String())
+		} else {
+			st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint",
+				"shard", u.Shard, "seq", cp.String())
+		}
 		sent = mono()
 		// Bounded by the fence, as every take is: a fence that passes while
 		// this round runs (the worker killed, its lease lost) must not be
@@ -136,7 +149,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// a member took the row from the incarnation's leaving entry while
 		// the row's write still counted as a take within its lease).
 		cctx, cancel := g.atFence(ctx, known.Incarnation)
-		l, err := g.mem.CreateAs(cctx, known.Key, known.Owner, known.Incarnation, cp)
+		l, err := g.mem.CreateAs(cctx, known.Key, known.Owner, known.Incarnation, cp, rewind)
 		cancel()
 		if !errors.Is(err, leases.ErrConflict) {
 			return l, err

@@ -54,7 +54,7 @@ func TestMissingRowNotDatedAcrossItsRecreation(t *testing.T) {
 		// this instance's next release meets it (a conflict, then a read)
 		// and forgets the orphan.
 		time.Sleep(500 * time.Millisecond)
-		if _, err := store.CreateAs(ctx, key, "b", "0.B", cp); err != nil {
+		if _, err := store.CreateAs(ctx, key, "b", "0.B", cp, ""); err != nil {
 			t.Fatal(err)
 		}
 		g.releaseOrphan(ctx, u, o)
@@ -115,7 +115,7 @@ func TestExistenceNotedByEveryLeaseRowCall(t *testing.T) {
 		if st.existedSince("x", before) {
 			t.Fatal("existedSince before any call found the row")
 		}
-		l, err := g.mem.CreateAs(ctx, key, "a", "0.A", leases.Checkpoint{})
+		l, err := g.mem.CreateAs(ctx, key, "a", "0.A", leases.Checkpoint{}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +258,7 @@ func TestTakeNeverPassesARecreatedRowsCheckpoint(t *testing.T) {
 		if !store.Delete(key) {
 			t.Fatal("no row to delete")
 		}
-		again, err := store.CreateAs(ctx, key, "b", "0.B", rewindTo)
+		again, err := store.CreateAs(ctx, key, "b", "0.B", rewindTo, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -170,10 +170,14 @@ func (s *instrumentedStore) TakeAs(ctx context.Context, l leases.Lease, owner, i
 	return t, err
 }
 
-func (s *instrumentedStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
-	t, err := call(s, &s.s.writes, "CreateAs", func() (leases.Lease, error) { return s.mem.CreateAs(ctx, key, owner, inc, cp) })
+func (s *instrumentedStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
+	t, err := call(s, &s.s.writes, "CreateAs", func() (leases.Lease, error) { return s.mem.CreateAs(ctx, key, owner, inc, cp, rewind) })
 	s.seen.note(key, err)
 	return t, err
+}
+
+func (s *instrumentedStore) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRecord, error) {
+	return call(s, &s.s.reads, "LastRewind", func() (leases.RewindRecord, error) { return s.mem.LastRewind(ctx, key) })
 }
 
 func (s *instrumentedStore) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {

@@ -76,6 +76,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -98,7 +99,16 @@ const (
 	attrRewindTo    = "rewind_to"     // a checkpoint asked for by an operator
 	attrRewindSub   = "rewind_to_sub" // its sub-sequence
 	attrIncarnation = "incarnation"   // the holder's incarnation (TakeAs)
+	attrRewindID    = "rewind_id"     // the last operator's rewind written on the row (Lease.Rewind)
 )
+
+// rewindPrefix starts the key of a shard's rewind record (LastRewind):
+// "#rewind:" and the lease row's key. No lease key starts with '#'.
+const rewindPrefix = "#rewind:"
+
+// Attributes of a rewind record, beside rewind_id, rewind_to and
+// rewind_to_sub.
+const attrRewoundAt = "rewound_at" // N: Unix milliseconds, for operators reading the table
 
 // Membership rows: one attribute per member, memberPrefix + owner id, a map
 // of these keys.
@@ -354,17 +364,68 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 	if cp.Sequence == "" {
 		return leases.Lease{}, fmt.Errorf("dynamo: rewind %s: empty sequence number", l.Key)
 	}
+	// The record first: a rewind on the row without its record could be
+	// skipped by a row recreated from a copy read before it.
+	id := rand.Text()[:16]
+	if err := s.recordRewind(ctx, l.Key, id, cp); err != nil {
+		return leases.Lease{}, err
+	}
+	rw := &types.AttributeValueMemberS{Value: id}
 	if l.Owner == "" {
 		// A request left pending by an earlier holder is superseded.
-		u := update{set: map[string]types.AttributeValue{}, remove: []string{attrRewindTo, attrRewindSub}, freeOnly: true}
+		u := update{set: map[string]types.AttributeValue{attrRewindID: rw}, remove: []string{attrRewindTo, attrRewindSub}, freeOnly: true}
 		u.setCheckpoint(cp)
 		return s.write(ctx, "Rewind", l.Key, l.Counter, u)
 	}
 	u := update{set: map[string]types.AttributeValue{
 		attrRewindTo:  &types.AttributeValueMemberS{Value: cp.Sequence},
 		attrRewindSub: numAttr(cp.SubSequence),
+		attrRewindID:  rw,
 	}}
 	return s.holderWrite(ctx, "Rewind", l, u)
+}
+
+// recordRewind writes the rewind record of key (LastRewind): one UpdateItem,
+// conditional only on the item not being a lease or membership row.
+func (s *Store) recordRewind(ctx context.Context, key leases.Key, id string, cp leases.Checkpoint) error {
+	rk := rewindPrefix + key.String()
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 keyAttr(rk),
+		UpdateExpression:    aws.String("SET #id = :id, #to = :to, #sub = :sub, #at = :at"),
+		ConditionExpression: aws.String("attribute_not_exists(#c)"),
+		ExpressionAttributeNames: map[string]string{
+			"#id": attrRewindID, "#to": attrRewindTo, "#sub": attrRewindSub, "#at": attrRewoundAt, "#c": attrCounter,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":id":  &types.AttributeValueMemberS{Value: id},
+			":to":  &types.AttributeValueMemberS{Value: cp.Sequence},
+			":sub": numAttr(cp.SubSequence),
+			":at":  numAttr(time.Now().UnixMilli()),
+		},
+	})
+	if err != nil {
+		return s.mapErr("UpdateItem", rk, err)
+	}
+	return nil
+}
+
+// LastRewind implements leases.Membership: one strongly consistent GetItem
+// of the shard's rewind record.
+func (s *Store) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRecord, error) {
+	if err := s.begin(ctx, key); err != nil {
+		return leases.RewindRecord{}, err
+	}
+	rk := rewindPrefix + key.String()
+	item, err := s.getItem(ctx, rk)
+	if err != nil || item == nil {
+		return leases.RewindRecord{}, err
+	}
+	r := leases.RewindRecord{ID: str(item, attrRewindID), To: leases.Checkpoint{Sequence: str(item, attrRewindTo)}}
+	if r.To.SubSequence, err = num(item, attrRewindSub); err != nil || r.ID == "" || r.To.Sequence == "" {
+		return leases.RewindRecord{}, fmt.Errorf("dynamo: table %q: rewind record %s: want rewind_id, rewind_to and a numeric rewind_to_sub", s.table, rk)
+	}
+	return r, nil
 }
 
 // ApplyRewind implements leases.Store.
@@ -536,6 +597,7 @@ func (s *Store) decode(key leases.Key, item map[string]types.AttributeValue) (le
 		Incarnation: str(item, attrIncarnation),
 		Checkpoint:  leases.Checkpoint{Sequence: str(item, attrCheckpoint)},
 		RewindTo:    leases.Checkpoint{Sequence: str(item, attrRewindTo)},
+		Rewind:      str(item, attrRewindID),
 		Token:       str(item, attrToken),
 	}
 	// expires_at and handoff_to, on a row of the per-row renewal protocol,

@@ -389,13 +389,16 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 // attribute_not_exists(lease_key), writing owner, incarnation and the
 // checkpoint. Unlike Create it does not consult a legacy bare row: it is
 // the recreation of a row whose checkpoint the caller knows.
-func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
+func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
 	u, err := s.holderUpdate(ctx, key, owner, incarnation)
 	if err != nil {
 		return leases.Lease{}, err
 	}
 	if !cp.IsZero() {
 		u.setCheckpoint(cp)
+	}
+	if rewind != "" {
+		u.set[attrRewindID] = &types.AttributeValueMemberS{Value: rewind}
 	}
 	return s.write(ctx, "CreateAs", key, 0, u)
 }

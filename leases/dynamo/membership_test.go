@@ -466,7 +466,7 @@ func TestMembershipMisconfigured(t *testing.T) {
 			"BumpRow":        s.BumpRow(ctx(t), 0),
 			"ReportVanished": s.ReportVanished(ctx(t)),
 			"TakeAs":         second(s.TakeAs(ctx(t), leases.Lease{Key: leases.Key{Stream: "orders", Shard: "shardId-0"}, Counter: 1}, owner, "inc")),
-			"CreateAs":       second(s.CreateAs(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"}, owner, "inc", leases.Checkpoint{Sequence: "1"})),
+			"CreateAs":       second(s.CreateAs(ctx(t), leases.Key{Stream: "orders", Shard: "shardId-0"}, owner, "inc", leases.Checkpoint{Sequence: "1"}, "")),
 		}
 	}
 	t.Run("MissingTable", func(t *testing.T) {

@@ -72,6 +72,7 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"ReleaseClearsIncarnation", testReleaseClearsIncarnation},
 		{"CreateAs", testCreateAs},
 		{"CreateAsOnlyIfAbsent", testCreateAsOnlyIfAbsent},
+		{"RewindIsRecorded", testRewindRecorded},
 		{"InvalidArguments", testMemberInvalidArguments},
 		{"CancelledContext", testMemberCancelledContext},
 	}
@@ -1210,7 +1211,7 @@ func testMemberRowsNotLeases(t *testing.T, s leases.Store, m leases.Membership, 
 	if _, err := m.TakeAs(ctx(t), l, "b", "inc-b"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.CreateAs(ctx(t), leases.Key{Stream: k.Stream, Shard: "shardId-1"}, "b", "inc-b", leases.Checkpoint{Sequence: "3"}); err != nil {
+	if _, err := m.CreateAs(ctx(t), leases.Key{Stream: k.Stream, Shard: "shardId-1"}, "b", "inc-b", leases.Checkpoint{Sequence: "3"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	for r, e := range entries {
@@ -1236,7 +1237,7 @@ func testMemberRowsNotLeases(t *testing.T, s leases.Store, m leases.Membership, 
 			},
 			"TakeAs": func() error { _, err := m.TakeAs(ctx(t), free, "a", "inc"); return err },
 			"CreateAs": func() error {
-				_, err := m.CreateAs(ctx(t), mk, "a", "inc", leases.Checkpoint{Sequence: "1"})
+				_, err := m.CreateAs(ctx(t), mk, "a", "inc", leases.Checkpoint{Sequence: "1"}, "")
 				return err
 			},
 		}
@@ -1380,11 +1381,15 @@ func testCreateAs(t *testing.T, s leases.Store, m leases.Membership, _ *rowSourc
 	} {
 		k := leases.Key{Stream: base.Stream, Shard: fmt.Sprintf("shardId-%012d", i)}
 		owner, inc := fmt.Sprintf("owner-%d", i), leases.NewIncarnation(i, "abc")
-		l, err := m.CreateAs(ctx(t), k, owner, inc, cp)
+		rewind := ""
+		if i%2 == 1 {
+			rewind = fmt.Sprintf("rewind-%d", i) // the Rewind id of the copy cp comes from
+		}
+		l, err := m.CreateAs(ctx(t), k, owner, inc, cp, rewind)
 		if err != nil {
 			t.Fatalf("CreateAs(%s, %q, %q, %v) of a missing row: %v", k, owner, inc, cp, err)
 		}
-		want := leases.Lease{Key: k, Owner: owner, Incarnation: inc, Counter: 1, Checkpoint: cp, Token: l.Token}
+		want := leases.Lease{Key: k, Owner: owner, Incarnation: inc, Counter: 1, Checkpoint: cp, Rewind: rewind, Token: l.Token}
 		if l != want || l.Token == "" || !l.Held() {
 			t.Fatalf("CreateAs(%s, %q, %q, %v): %+v, want %+v with a token", k, owner, inc, cp, l, want)
 		}
@@ -1416,6 +1421,77 @@ func testCreateAs(t *testing.T, s leases.Store, m leases.Membership, _ *rowSourc
 	}
 }
 
+// testRewindRecorded: Rewind gives the row a new Rewind id, which every
+// other write keeps, and records the rewind (its id and checkpoint) for
+// LastRewind, apart from the row: one record per shard, the last rewind's;
+// none for a shard never rewound.
+func testRewindRecorded(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
+	base := newKey(t)
+	key := func(i int) leases.Key { return leases.Key{Stream: base.Stream, Shard: fmt.Sprintf("shardId-%012d", i)} }
+	last := func(k leases.Key) leases.RewindRecord {
+		t.Helper()
+		r, err := m.LastRewind(ctx(t), k)
+		if err != nil {
+			t.Fatalf("LastRewind(%s): %v", k, err)
+		}
+		return r
+	}
+	free := mustCreate(t, s, key(0))
+	if r := last(key(0)); r != (leases.RewindRecord{}) {
+		t.Fatalf("LastRewind of a row never rewound: %+v, want none", r)
+	}
+	cp1 := leases.RewindAtSequence("100")
+	r1, err := s.Rewind(ctx(t), free, cp1)
+	if err != nil {
+		t.Fatalf("Rewind of a free row: %v", err)
+	}
+	if r1.Rewind == "" {
+		t.Fatalf("Rewind of a free row: %+v, want a Rewind id on the row", r1)
+	}
+	wantRow(t, s, key(0), r1, "after Rewind of a free row")
+	if r := last(key(0)); r != (leases.RewindRecord{ID: r1.Rewind, To: cp1}) {
+		t.Fatalf("LastRewind after a Rewind to %v: %+v, want id %q", cp1, r, r1.Rewind)
+	}
+	// Every other write keeps the id; a rewind of the held row writes a new one.
+	held := mustTake(t, s, r1, "a")
+	held, err = s.Checkpoint(ctx(t), held, leases.Checkpoint{Sequence: "120"})
+	if err != nil || held.Rewind != r1.Rewind {
+		t.Fatalf("Checkpoint after a rewind: %+v, %v; want the Rewind id %q kept", held, err, r1.Rewind)
+	}
+	cp2 := leases.Checkpoint{Sequence: "50", SubSequence: 2}
+	pending, err := s.Rewind(ctx(t), held, cp2)
+	if err != nil {
+		t.Fatalf("Rewind of a held row: %v", err)
+	}
+	if pending.Rewind == "" || pending.Rewind == r1.Rewind {
+		t.Fatalf("Rewind of a held row: Rewind id %q, want a new one (the last was %q)", pending.Rewind, r1.Rewind)
+	}
+	if r := last(key(0)); r != (leases.RewindRecord{ID: pending.Rewind, To: cp2}) {
+		t.Fatalf("LastRewind after a second Rewind to %v: %+v, want id %q", cp2, r, pending.Rewind)
+	}
+	applied, err := s.ApplyRewind(ctx(t), pending)
+	if err != nil || applied.Rewind != pending.Rewind {
+		t.Fatalf("ApplyRewind: %+v, %v; want the Rewind id %q kept", applied, err, pending.Rewind)
+	}
+	released, err := s.Release(ctx(t), applied, leases.Checkpoint{Sequence: "60"})
+	if err != nil || released.Rewind != pending.Rewind {
+		t.Fatalf("Release: %+v, %v; want the Rewind id %q kept", released, err, pending.Rewind)
+	}
+	retaken, err := m.TakeAs(ctx(t), released, "b", incOf("b"))
+	if err != nil || retaken.Rewind != pending.Rewind {
+		t.Fatalf("TakeAs: %+v, %v; want the Rewind id %q kept", retaken, err, pending.Rewind)
+	}
+	// A failed rewind changes neither the row nor the record.
+	_, err = s.Rewind(ctx(t), released, leases.Checkpoint{Sequence: "1"})
+	wantConflict(t, "Rewind at a stale counter", err)
+	wantRow(t, s, key(0), retaken, "a failed Rewind changed the row")
+	// Records are per shard.
+	mustCreate(t, s, key(1))
+	if r := last(key(1)); r != (leases.RewindRecord{}) {
+		t.Fatalf("LastRewind of another shard: %+v, want none", r)
+	}
+}
+
 // testCreateAsOnlyIfAbsent: CreateAs on a row that exists, in any state,
 // fails with a *leases.ConflictError and changes nothing.
 func testCreateAsOnlyIfAbsent(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
@@ -1432,14 +1508,14 @@ func testCreateAsOnlyIfAbsent(t *testing.T, s leases.Store, m leases.Membership,
 	if err != nil {
 		t.Fatal(err)
 	}
-	created, err := m.CreateAs(ctx(t), key(3), "a", incOf("a"), leases.Checkpoint{Sequence: "11"})
+	created, err := m.CreateAs(ctx(t), key(3), "a", incOf("a"), leases.Checkpoint{Sequence: "11"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for what, l := range map[string]leases.Lease{"a free row": free, "a held row": held, "a released row": released, "a row CreateAs made": created} {
 		for _, by := range [][2]string{{"a", incOf("a")}, {"b", incOf("b")}} {
 			op := fmt.Sprintf("CreateAs by (%q, %q) of %s", by[0], by[1], what)
-			got, err := m.CreateAs(ctx(t), l.Key, by[0], by[1], cp)
+			got, err := m.CreateAs(ctx(t), l.Key, by[0], by[1], cp, "")
 			wantConflict(t, op, err)
 			if got != (leases.Lease{}) {
 				t.Errorf("%s: a failed CreateAs returned %+v, want the zero Lease", op, got)
@@ -1509,7 +1585,7 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 	} {
 		_, err := m.TakeAs(ctx(t), l, c[0], c[1])
 		wantInvalid(t, "TakeAs with "+what, err)
-		_, err = m.CreateAs(ctx(t), missing, c[0], c[1], leases.Checkpoint{Sequence: "1"})
+		_, err = m.CreateAs(ctx(t), missing, c[0], c[1], leases.Checkpoint{Sequence: "1"}, "")
 		wantInvalid(t, "CreateAs with "+what, err)
 	}
 	_, err := m.TakeAs(ctx(t), leases.Lease{Key: leases.Key{Stream: k.Stream}, Counter: 1}, "a", "inc")
@@ -1522,7 +1598,7 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 		"a shard id longer than 128": {Stream: k.Stream, Shard: strings.Repeat("s", 129)},
 		"a stream longer than 2048":  {Stream: strings.Repeat("s", 2049), Shard: "shardId-000000000001"},
 	} {
-		_, err := m.CreateAs(ctx(t), bad, "a", "inc", leases.Checkpoint{Sequence: "1"})
+		_, err := m.CreateAs(ctx(t), bad, "a", "inc", leases.Checkpoint{Sequence: "1"}, "")
 		wantInvalid(t, "CreateAs with "+what, err)
 	}
 	wantRow(t, s, k, l, "invalid TakeAs calls changed the row")
@@ -1561,7 +1637,7 @@ func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membershi
 			"ReportVanished":         func() error { return m.ReportVanished(c) },
 			"TakeAs":                 func() error { _, err := m.TakeAs(c, l, "a", "inc"); return err },
 			"CreateAs": func() error {
-				_, err := m.CreateAs(c, missing, "a", "inc", leases.Checkpoint{Sequence: "1"})
+				_, err := m.CreateAs(c, missing, "a", "inc", leases.Checkpoint{Sequence: "1"}, "")
 				return err
 			},
 		}

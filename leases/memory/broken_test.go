@@ -120,6 +120,12 @@ var brokenVariants = map[string]brokenVariant{
 	// CreateAs checks the key with Key.Validate, not ValidateLeaseKey: it
 	// creates a lease row under a membership row's key.
 	"createas-accepts-member-key": {func() leases.Store { return brokenCreateAs{Store: New(), anyKey: true} }, "Membership/MembershipRowsAreNotLeases"},
+	// CreateAs drops the Rewind id: a row recreated from a copy read after
+	// the last rewind looks as if it were read before, and is recreated at
+	// the rewind again after a second deletion.
+	"createas-drops-rewind": {func() leases.Store { return brokenCreateAs{Store: New(), dropRewind: true} }, "Membership/CreateAs"},
+	// Rewind keeps no record of the rewind.
+	"rewind-unrecorded": {func() leases.Store { return unrecordedRewind{New()} }, "Membership/RewindIsRecorded"},
 	// Check ignores its context and blocks.
 	"check-ignores-context": {func() leases.Store {
 		return checkFunc{New(), func(ctx context.Context) error {
@@ -294,10 +300,10 @@ func (b sharedHeader) Header(ctx context.Context) (leases.MemberHeader, error) {
 // with Key.Validate alone.
 type brokenCreateAs struct {
 	*Store
-	overwrite, dropCheckpoint, anyKey bool
+	overwrite, dropCheckpoint, anyKey, dropRewind bool
 }
 
-func (b brokenCreateAs) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
+func (b brokenCreateAs) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return leases.Lease{}, err
 	}
@@ -314,14 +320,28 @@ func (b brokenCreateAs) CreateAs(ctx context.Context, key leases.Key, owner, inc
 	if b.dropCheckpoint {
 		cp = leases.Checkpoint{}
 	}
+	if b.dropRewind {
+		rewind = ""
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.rows[key]; ok && !b.overwrite {
 		return leases.Lease{}, &leases.ConflictError{Op: "CreateAs", Key: key}
 	}
-	l := leases.Lease{Key: key, Owner: owner, Incarnation: incarnation, Checkpoint: cp, Counter: 1, Token: token()}
+	l := leases.Lease{Key: key, Owner: owner, Incarnation: incarnation, Checkpoint: cp, Rewind: rewind, Counter: 1, Token: token()}
 	b.rows[key] = l
 	return l, nil
+}
+
+// unrecordedRewind rewinds the row but keeps no record of it: a row deleted
+// after the rewind comes back from a copy read before it.
+type unrecordedRewind struct{ *Store }
+
+func (b unrecordedRewind) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRecord, error) {
+	if err := begin(ctx, key); err != nil {
+		return leases.RewindRecord{}, err
+	}
+	return leases.RewindRecord{}, nil
 }
 
 type droppingEnded struct{ *Store }

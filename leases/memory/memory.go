@@ -31,6 +31,7 @@ type Store struct {
 	members  map[int]map[string]leases.Member // membership row -> owner -> entry
 	header   map[int]int64                    // membership row -> roster version
 	vanished int64
+	rewinds  map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
 }
 
 var (
@@ -41,7 +42,7 @@ var (
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64)}
+	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord)}
 }
 
 // Check implements leases.Checker. A memory store has nothing to
@@ -114,6 +115,11 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 	if cp.Sequence == "" {
 		return leases.Lease{}, fmt.Errorf("memory: rewind %s: empty sequence number", l.Key)
 	}
+	id := token()
+	record := func(r *leases.Lease) {
+		r.Rewind = id
+		s.rewinds[l.Key] = leases.RewindRecord{ID: id, To: cp} // under mu, with the row's write
+	}
 	if l.Owner == "" {
 		return s.write("Rewind", l, false, func(r *leases.Lease) error {
 			if r.Owner != "" {
@@ -121,13 +127,25 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 			}
 			r.Checkpoint = cp
 			r.RewindTo = leases.Checkpoint{} // a request left pending by an earlier holder is superseded
+			record(r)
 			return nil
 		})
 	}
 	return s.write("Rewind", l, true, func(r *leases.Lease) error {
 		r.RewindTo = cp
+		record(r)
 		return nil
 	})
+}
+
+// LastRewind implements leases.Membership.
+func (s *Store) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRecord, error) {
+	if err := begin(ctx, key); err != nil {
+		return leases.RewindRecord{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rewinds[key], nil
 }
 
 // ApplyRewind implements leases.Store.
@@ -346,7 +364,7 @@ func sortedMembers(entries map[string]leases.Member) []leases.Member {
 }
 
 // CreateAs implements leases.Membership.
-func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
+func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
 	if err := begin(ctx, key); err != nil {
 		return leases.Lease{}, err
 	}
@@ -358,7 +376,7 @@ func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation
 	if _, ok := s.rows[key]; ok {
 		return leases.Lease{}, &leases.ConflictError{Op: "CreateAs", Key: key}
 	}
-	l := leases.Lease{Key: key, Owner: owner, Incarnation: incarnation, Checkpoint: cp, Counter: 1, Token: token()}
+	l := leases.Lease{Key: key, Owner: owner, Incarnation: incarnation, Checkpoint: cp, Rewind: rewind, Counter: 1, Token: token()}
 	s.rows[key] = l
 	return l, nil
 }
@@ -383,4 +401,5 @@ func (s *Store) Clear() {
 	s.members = make(map[int]map[string]leases.Member)
 	s.header = make(map[int]int64)
 	s.vanished = 0
+	s.rewinds = make(map[leases.Key]leases.RewindRecord)
 }

@@ -496,9 +496,16 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 				writer, s.id, s.deletedAt.Sub(c.start).Round(time.Millisecond), s.goneHolder)
 		}
 	case "ApplyRewind":
+		c.judgeRestart(s) // as of before the rewind (seed 2206527)
 		c.setTenure(s, writer, after.Checkpoint)
 		c.rewind(s, after.Counter, after.Checkpoint, writer)
 	case "Rewind":
+		// A take after a deletion is judged against the acknowledgements
+		// of its time, not against a later rewind's (seed 2206527: a
+		// holder's restart at its own checkpoint, judged at the next
+		// deletion after a rewind of the free row, counted as skipping the
+		// rewind it came before).
+		c.judgeRestart(s)
 		switch {
 		case !before.Held() && !s.afterDelete:
 			c.rewind(s, after.Counter, after.Checkpoint, "")
@@ -752,6 +759,14 @@ func (c *checker) judgeRestart(s *shardState) {
 		u := s.lostRewind
 		for i := range s.acked {
 			s.acked[i] = s.acked[i] || (i < len(u.acked) && u.acked[i])
+		}
+		// Past every rewind lost with its knowers (seed 2122569: two, the
+		// table dropped): what was ever acknowledged before n counts again.
+		for i := 0; i < n && i < len(s.ever); i++ {
+			for len(s.acked) <= i {
+				s.acked = append(s.acked, false)
+			}
+			s.acked[i] = s.acked[i] || s.ever[i]
 		}
 		s.prefix = max(s.prefix, u.prefix)
 		for s.prefix < len(s.acked) && s.acked[s.prefix] {

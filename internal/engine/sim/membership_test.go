@@ -2173,8 +2173,8 @@ func (s *modelStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc stri
 	return got, err
 }
 
-func (s *modelStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
-	got, err := s.FaultStore.CreateAs(ctx, key, owner, inc, cp)
+func (s *modelStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
+	got, err := s.FaultStore.CreateAs(ctx, key, owner, inc, cp, rewind)
 	s.learned(got, err)
 	if err == nil {
 		s.pr.takeAnswered(key.Shard)

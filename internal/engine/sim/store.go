@@ -277,12 +277,12 @@ func (s *FaultStore) TakeAs(ctx context.Context, l leases.Lease, owner, incarnat
 }
 
 // CreateAs implements leases.Membership.
-func (s *FaultStore) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
+func (s *FaultStore) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
 	mem, err := s.membership()
 	if err != nil {
 		return leases.Lease{}, err
 	}
-	return s.call(ctx, "CreateAs", leases.Lease{Key: key}, func() (leases.Lease, error) { return mem.CreateAs(ctx, key, owner, incarnation, cp) })
+	return s.call(ctx, "CreateAs", leases.Lease{Key: key}, func() (leases.Lease, error) { return mem.CreateAs(ctx, key, owner, incarnation, cp, rewind) })
 }
 
 // Join implements leases.Membership.
@@ -296,6 +296,15 @@ func (s *FaultStore) Join(ctx context.Context, row int, m leases.Member) ([]leas
 
 // headerRow is the row number the hooks see header calls under (-1).
 const headerRow = -1
+
+// LastRewind implements leases.Membership.
+func (s *FaultStore) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRecord, error) {
+	mem, err := s.membership()
+	if err != nil {
+		return leases.RewindRecord{}, err
+	}
+	return faultCall(ctx, s, "LastRewind", key, func() (leases.RewindRecord, error) { return mem.LastRewind(ctx, key) })
+}
 
 // Header implements leases.Membership; the hooks see it as a call on
 // MemberRowKey(-1).

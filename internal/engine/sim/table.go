@@ -94,9 +94,7 @@ func (t *Table) DeleteRow(key leases.Key) bool {
 	if s == nil || t.missing {
 		return false
 	}
-	_, err := s.Get(context.Background(), key)
-	delete(t.rows, key)
-	return err == nil
+	return s.Delete(key) // the row alone: its rewind record (LastRewind) is another item
 }
 
 // Drop empties the table: every lease row and every membership row is gone
@@ -219,12 +217,21 @@ func (t *Table) ReplaceMember(ctx context.Context, row int, seen, next leases.Me
 }
 
 // CreateAs implements leases.Membership.
-func (t *Table) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint) (leases.Lease, error) {
+func (t *Table) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
 	s, err := t.row("CreateAs", key)
 	if err != nil {
 		return leases.Lease{}, err
 	}
-	return s.CreateAs(ctx, key, owner, incarnation, cp)
+	return s.CreateAs(ctx, key, owner, incarnation, cp, rewind)
+}
+
+// LastRewind implements leases.Membership.
+func (t *Table) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRecord, error) {
+	s, err := t.row("LastRewind", key)
+	if err != nil {
+		return leases.RewindRecord{}, err
+	}
+	return s.LastRewind(ctx, key)
 }
 
 // Join implements leases.Membership.

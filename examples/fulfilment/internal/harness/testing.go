@@ -117,6 +117,14 @@ func (s CutOffStore) Header(ctx context.Context) (leases.MemberHeader, error) {
 	return s.mem().Header(ctx)
 }
 
+// LastRewind implements leases.Membership.
+func (s CutOffStore) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRecord, error) {
+	if s.Cut.Load() {
+		return leases.RewindRecord{}, s.Err
+	}
+	return s.mem().LastRewind(ctx, key)
+}
+
 // BumpRow implements leases.Membership.
 func (s CutOffStore) BumpRow(ctx context.Context, row int) error {
 	if s.Cut.Load() {
@@ -134,11 +142,11 @@ func (s CutOffStore) ReportVanished(ctx context.Context) error {
 }
 
 // CreateAs implements leases.Membership.
-func (s CutOffStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint) (leases.Lease, error) {
+func (s CutOffStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
 	if s.Cut.Load() {
 		return leases.Lease{}, s.Err
 	}
-	return s.mem().CreateAs(ctx, key, owner, inc, cp)
+	return s.mem().CreateAs(ctx, key, owner, inc, cp, rewind)
 }
 
 func (s CutOffStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
