@@ -55,7 +55,7 @@ func newFleet(t *testing.T, shards int) *fleet {
 	k := sim.NewKinesis()
 	f := &fleet{t: t, store: memory.New(), kinesis: k, stream: newSimStream(t, k, "lost", shards), putAt: map[string]time.Time{},
 		members: map[string]*member{}, stopPut: make(chan struct{}),
-		logs: &countingHandler{counts: map[string]int{}, subs: []string{"abandoning", "vanished", "cannot be written"}}}
+		logs: &countingHandler{counts: map[string]int{}, subs: []string{"abandoning", "vanished", "cannot be written", "came after this instance's last write"}}}
 	f.ids = f.stream.ShardIDs()
 	f.wg.Go(func() {
 		for i := 0; ; i++ {
@@ -516,6 +516,61 @@ func TestRewindSeenInCheckpointAnswer(t *testing.T) {
 		}
 		t.Logf("rewind applied %v after it was asked for", time.Since(asked).Round(time.Millisecond))
 		f.stop()
+	})
+}
+
+// TestDeletedRowAfterRewind: an operator rewinds a held shard and its row
+// is deleted before the holder writes again, so the holder never reads the
+// request. The holder recreates the row at the rewind's checkpoint, from the
+// rewind's record (LastRewind), not at its own checkpoint from before it:
+// the records the rewind asked to replay are handled again. Seeds 2206527
+// and 2122569 were this with other members' copies of the row.
+func TestDeletedRowAfterRewind(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, 1)
+		f.start(f.config("a", f.store, nil))
+		time.Sleep(5 * time.Second)
+		key := leases.Key{Stream: "lost", Shard: f.ids[0]}
+		target := f.ids[0] + "/3"
+		seq, ok := f.stream.RecordAt(f.ids[0], 3)
+		if !ok {
+			t.Fatal("no record 3")
+		}
+		for try := 0; ; try++ {
+			l, err := f.store.Get(context.Background(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !l.Held() {
+				t.Fatalf("row %+v not held 5s after the start", l)
+			}
+			if _, err := f.store.Rewind(context.Background(), l, leases.RewindAtSequence(seq)); err == nil {
+				break
+			} else if !errors.Is(err, leases.ErrConflict) || try > 100 {
+				t.Fatal(err)
+			}
+		}
+		if !f.store.Delete(key) { // at once: the holder has not read the request
+			t.Fatal("no row to delete")
+		}
+		time.Sleep(20 * time.Second)
+		f.stop()
+		f.mu.Lock()
+		n := 0
+		for _, d := range f.handled {
+			if d.data == target {
+				n++
+			}
+		}
+		f.mu.Unlock()
+		if n < 2 {
+			l, err := f.store.Get(context.Background(), key)
+			t.Fatalf("record 3 handled %d times, want it again after the rewind to it; the row 20s after its deletion: %+v (%v)", n, l, err)
+		}
+		if f.logs.count("came after this instance's last write") == 0 {
+			t.Error("no recreation at the operator's rewind that came after this instance's last write logged")
+		}
 	})
 }
 

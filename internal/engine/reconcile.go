@@ -113,7 +113,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	// With the lease's write token held, so that no checkpoint of the
 	// worker meets the row half recreated.
 	var sent int64
-	var atRewind bool
+	var atRewind, byRecord bool
 	err := w.lease.exclusive(func(known leases.Lease) (leases.Lease, error) {
 		cp := w.lease.resumeAt()
 		atRewind = !known.RewindTo.IsZero()
@@ -134,7 +134,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			// An operator's rewind that landed after this instance's last
 			// write, and went with the row: the row comes back at its
 			// position, as if the worker had applied it.
-			atRewind = true
+			atRewind, byRecord = true, true
 			st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it at the operator's rewind that came after this instance's last write",
 				"shard", u.Shard, "seq", cp.String())
 		} else {
@@ -169,6 +169,12 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	switch {
 	case err == nil:
 		w.lease.recreated(sent, atRewind)
+		if byRecord && !w.stopping() {
+			// The worker never read the request: stop it as for a rewind
+			// (applied already by the recreation), and read again from the
+			// rewind's position.
+			w.rewind()
+		}
 	case errors.Is(err, leases.ErrConflict):
 		// Someone recreated it first (after lostRowWait): not ours any more.
 		st.log.Warn("kinesislease: lease lost: the vanished row was recreated by another member", "shard", u.Shard)
