@@ -6,8 +6,9 @@
 // # Rows
 //
 // A Store keeps one lease row per shard, keyed by [Key] (`stream:shard`),
-// and, beside them in the same table, membership rows (keys [MemberKey])
-// and one membership header ([MemberHeaderKey]). Those keys start with '#':
+// and, beside them in the same table, membership rows (keys [MemberKey]),
+// one membership header ([MemberHeaderKey]) and a rewind record per shard
+// an operator rewound (rule 8). Those keys start with '#':
 // no stream name contains one and no ARN starts with one, so they never
 // collide with a lease key.
 //
@@ -80,6 +81,14 @@
 //     one write); the consumer lets nobody else create a missing row before
 //     its holder has certainly stopped delivering it (see the consumer's
 //     documentation of lost rows).
+//  8. An operator's rewind outlives a deleted row: Rewind records it apart
+//     from the row (a rewind record, read with [Membership.LastRewind]) and
+//     writes its id on the row ([Lease.Rewind]), which every other write
+//     keeps. Whoever recreates a row reads the record first: a copy of the
+//     row that does not carry the record's id was read before the rewind,
+//     and the row comes back at the rewind's checkpoint instead, so that
+//     the records the operator asked to replay are never skipped. The
+//     records go with the table when it is recreated.
 //
 // The interface needs nothing but single-row reads and conditional
 // single-row writes (DynamoDB's GetItem and UpdateItem); the shard list
@@ -126,6 +135,11 @@
 //     each other); their conditions are documented on [Membership]. A row
 //     never holds more than RowCapacity entries. Header bumps are
 //     unconditional increments.
+//   - Rewind gives the row a new Rewind id and, before its row write,
+//     records the rewind (id and checkpoint) apart from the row, in an item
+//     of its own that a deletion of the row leaves in place; LastRewind
+//     reads it. CreateAs writes the Rewind id it is given; every other
+//     write keeps the row's.
 //   - Errors are mapped, the native error kept wrapped (errors.As finds it):
 //     a failed condition is a [*ConflictError] (a [*MemberConflictError] for
 //     a membership write), both matching ErrConflict; a missing row matches
