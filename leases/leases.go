@@ -138,8 +138,8 @@
 //   - Rewind gives the row a new Rewind id and, before its row write,
 //     records the rewind (id and checkpoint) apart from the row, in an item
 //     of its own that a deletion of the row leaves in place; LastRewind
-//     reads it. CreateAs writes the Rewind id it is given; every other
-//     write keeps the row's.
+//     reads it. Create starts a row at its shard's record, if any; CreateAs
+//     writes the Rewind id it is given; every other write keeps the row's.
 //   - Errors are mapped, the native error kept wrapped (errors.As finds it):
 //     a failed condition is a [*ConflictError] (a [*MemberConflictError] for
 //     a membership write), both matching ErrConflict; a missing row matches
@@ -342,7 +342,11 @@ type Store interface {
 	Get(ctx context.Context, key Key) (Lease, error)
 
 	// Create creates a free row for key with Counter 1 and no checkpoint,
-	// only if no row exists; otherwise ErrConflict.
+	// only if no row exists; otherwise ErrConflict. A Store that implements
+	// Membership creates the row of a shard that has a rewind record
+	// (LastRewind) at the record's checkpoint instead, with its Rewind id:
+	// a row deleted after an operator's rewind comes back where the
+	// operator last asked, not at the subscription's start position.
 	Create(ctx context.Context, key Key) (Lease, error)
 
 	// Checkpoint records cp if the row is still held by l.Owner (and

@@ -280,6 +280,18 @@ func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error
 		return leases.Lease{}, err
 	}
 	u := update{set: map[string]types.AttributeValue{}}
+	if cp.IsZero() {
+		// A row deleted after an operator's rewind comes back at the
+		// rewind's position, carrying its id (see leases.Store.Create).
+		rec, err := s.LastRewind(ctx, key)
+		if err != nil {
+			return leases.Lease{}, err
+		}
+		if rec.ID != "" {
+			cp = rec.To
+			u.set[attrRewindID] = &types.AttributeValueMemberS{Value: rec.ID}
+		}
+	}
 	if !cp.IsZero() {
 		u.setCheckpoint(cp)
 	}

@@ -530,3 +530,48 @@ func BenchmarkConditionalUpdate(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 }
+
+// TestRewindOutlivesItsRow: an operator's rewind is recorded apart from its
+// row, so a row deleted after it (as DeleteItem, outside the store) is
+// created again at the rewind's position with its Rewind id, not at the
+// start position; CreateAs writes the id it is given.
+func TestRewindOutlivesItsRow(t *testing.T) {
+	t.Parallel()
+	s, client := newStore(t, &testutil.Faults{})
+	k := leases.Key{Stream: "orders", Shard: "shardId-7"}
+	l, err := s.Create(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Rewind != "" || !l.Checkpoint.IsZero() {
+		t.Fatalf("Create of a shard never rewound: %+v, want no checkpoint and no Rewind id", l)
+	}
+	to := leases.RewindAtSequence("49590338271490256608559692538361571095921575989136588898")
+	r, err := s.Rewind(ctx(t), l, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.DeleteItem(ctx(t), &dynamodb.DeleteItemInput{TableName: aws.String(s.Table()),
+		Key: map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: k.String()}}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.LastRewind(ctx(t), k)
+	if err != nil || rec != (leases.RewindRecord{ID: r.Rewind, To: to}) {
+		t.Fatalf("LastRewind after the row was deleted: %+v, %v; want id %q at %v", rec, err, r.Rewind, to)
+	}
+	again, err := s.Create(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Checkpoint != to || again.Rewind != r.Rewind || again.Held() {
+		t.Fatalf("Create after the rewound row was deleted: %+v, want it free at %v with Rewind id %q", again, to, r.Rewind)
+	}
+	k2 := leases.Key{Stream: "orders", Shard: "shardId-8"}
+	c, err := s.CreateAs(ctx(t), k2, "a", "0.inc", leases.Checkpoint{Sequence: "5"}, "some-id")
+	if err != nil || c.Rewind != "some-id" {
+		t.Fatalf("CreateAs with a Rewind id: %+v, %v", c, err)
+	}
+	if got, err := s.Get(ctx(t), k2); err != nil || got.Rewind != "some-id" {
+		t.Fatalf("row CreateAs made: %+v, %v; want Rewind id kept", got, err)
+	}
+}

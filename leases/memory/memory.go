@@ -74,6 +74,9 @@ func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error
 		return leases.Lease{}, &leases.ConflictError{Op: "Create", Key: key}
 	}
 	l := leases.Lease{Key: key, Counter: 1, Token: token()}
+	if rec, ok := s.rewinds[key]; ok {
+		l.Checkpoint, l.Rewind = rec.To, rec.ID // at the shard's last rewind (see leases.Store.Create)
+	}
 	s.rows[key] = l
 	return l, nil
 }

@@ -150,6 +150,16 @@ type shardState struct {
 	// (rewindsLost), its replay given up as deleted() gives up a rewind
 	// nobody alive read, not a violation.
 	lostRewind *rewoundRow
+	// passedRewind: a restart at the lost rewind's position by a process
+	// that knew of it, released without delivering, passed its judgment
+	// to the next taker (see atRewind): at passedAt.
+	passedRewind bool
+	passedAt     int
+	// pendingKnowers: the processes told the row with the operator's
+	// rewind request pendingTo pending (not applied yet): they know of the
+	// rewind its holder applies (ApplyRewind) too.
+	pendingTo      leases.Checkpoint
+	pendingKnowers map[string]bool
 	// operatorAt: the records the checkpoint an operator's rewind wrote on
 	// the free row covers, after a deletion and before the next take (-1
 	// for none): a restart there is the operator's, whatever was known.
@@ -177,6 +187,14 @@ type pendingRestart struct {
 	// engine never moves a row's checkpoint on from memory, which may
 	// predate an operator's rewind).
 	fresh bool
+	// atRewind: the take started where the operator's rewind lost with
+	// the row asked, and its writer knew of that rewind: the replay the
+	// operator asked for, whatever checkpoint the writer knew before it
+	// (seed 2319825: a fenced holder released its row with a rewind to
+	// TRIM_HORIZON pending, the next holder applied it, the table was
+	// dropped, and the first recreated the row at the rewind, not at its
+	// own checkpoint from before it).
+	atRewind bool
 }
 
 // tenure is one owner's lease on a shard, from its TakeAs (or a rewind it
@@ -499,6 +517,12 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		c.judgeRestart(s) // as of before the rewind (seed 2206527)
 		c.setTenure(s, writer, after.Checkpoint)
 		c.rewind(s, after.Counter, after.Checkpoint, writer)
+		if s.pendingTo == before.RewindTo {
+			for who := range s.pendingKnowers {
+				s.rewound.knowers[who] = true // read the request (seed 2319825)
+			}
+		}
+		s.pendingTo, s.pendingKnowers = leases.Checkpoint{}, nil
 	case "Rewind":
 		// A take after a deletion is judged against the acknowledgements
 		// of its time, not against a later rewind's (seed 2206527: a
@@ -558,6 +582,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 				// row's checkpoint yet, so the restart is judged where its
 				// next taker starts, which may know better.
 				s.pending, s.afterDelete, s.goneHolder = nil, true, p.holder
+				s.passedRewind, s.passedAt = p.atRewind, p.n
 				break
 			}
 		}
@@ -656,6 +681,7 @@ func (c *checker) deleted(id, holder string, known map[string]int) {
 		}
 	}
 	s.afterDelete, s.deletedAt = true, time.Now()
+	s.pendingTo, s.pendingKnowers = leases.Checkpoint{}, nil
 }
 
 // maxKnown returns the most records a checkpoint known by a process of
@@ -728,7 +754,10 @@ func (c *checker) restarted(s *shardState, writer string, after leases.Lease, fr
 		c.tracef("%s restarted %s at the start position: every live process that knew a checkpoint (best %d) was cut off from the table since the deletion at T+%v", writer, s.id, known, at)
 	}
 	known = max(reach, 0)
-	s.pending = &pendingRestart{writer: writer, holder: holder, at: at, known: known, n: n, knowers: strings.Join(knowers, ", "), fresh: fresh}
+	atRewind := (s.lostRewind != nil && s.lostRewind.knowers[writer] && n == s.lostRewind.at) ||
+		(s.passedRewind && n == s.passedAt)
+	s.passedRewind = false
+	s.pending = &pendingRestart{writer: writer, holder: holder, at: at, known: known, n: n, knowers: strings.Join(knowers, ", "), fresh: fresh, atRewind: atRewind}
 }
 
 // judgeRestart checks (h) for s's pending take after a deletion, if any:
@@ -743,6 +772,12 @@ func (c *checker) judgeRestart(s *shardState) {
 	if n == s.operatorAt {
 		s.operatorAt = -1
 		c.tracef("%s restarted %s where an operator's rewind after the deletion put it", writer, s.id)
+		return
+	}
+	if p.atRewind {
+		s.lostRewind = nil
+		c.stats.stale++
+		c.tracef("%s restarted %s where the operator's rewind it knew of, lost with the row, asked (covering %d; the best checkpoint a live process knew covers %d): replayed", writer, s.id, n, known)
 		return
 	}
 	switch {
@@ -799,6 +834,7 @@ func (c *checker) setTenure(s *shardState, owner string, cp leases.Checkpoint) {
 // after it, the acknowledgements it undid, and who read the row since.
 type rewoundRow struct {
 	counter int64
+	at      int // what the rewind's checkpoint covers (-1 if unknown)
 	prefix  int
 	acked   []bool
 	knowers map[string]bool
@@ -810,13 +846,22 @@ func (c *checker) learned(who string, l leases.Lease) {
 	if s.rewound != nil && !s.afterDelete && l.Counter >= s.rewound.counter {
 		s.rewound.knowers[who] = true
 	}
+	if !l.RewindTo.IsZero() && !s.afterDelete {
+		if s.pendingTo != l.RewindTo || s.pendingKnowers == nil {
+			s.pendingTo, s.pendingKnowers = l.RewindTo, map[string]bool{}
+		}
+		s.pendingKnowers[who] = true
+	}
 }
 
 // rewind replays s from cp, an operator's rewind that left the row at
 // counter (by applier, its holder, or "" if written on the free row),
 // keeping what it undid (see rewound).
 func (c *checker) rewind(s *shardState, counter int64, cp leases.Checkpoint, applier string) {
-	u := &rewoundRow{counter: counter, prefix: s.prefix, acked: slices.Clone(s.acked), knowers: map[string]bool{}}
+	u := &rewoundRow{counter: counter, at: -1, prefix: s.prefix, acked: slices.Clone(s.acked), knowers: map[string]bool{}}
+	if n, err := c.covered(s.id, cp); err == nil {
+		u.at = n
+	}
 	if applier != "" {
 		u.knowers[applier] = true
 	}
