@@ -324,6 +324,20 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	if err != nil {
 		return // read again next round
 	}
+	if rewound {
+		// What this instance knows of the row is the rewind's position
+		// now, before the write: a CreateAs whose answer is lost leaves the
+		// orphan to release the row it made, and it must not write the
+		// older checkpoint back on it (seed 2501110: released at 305 the
+		// row it had recreated at the rewind's 392).
+		g.mu.Lock()
+		if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
+			cur.known.Checkpoint, cur.known.RewindTo, cur.known.Rewind, cur.knew = cp, leases.Checkpoint{}, rewind, leases.Checkpoint{}
+			g.orphans[u] = cur
+			o = cur
+		}
+		g.mu.Unlock()
+	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if holder {
 		cctx, cancel = g.atFence(ctx, inc)
