@@ -204,7 +204,8 @@ func (g *Group) active(st *streamState, id string) bool {
 // joined at least two heartbeats ago, by when the members of a running
 // fleet have written their entries again, and no other member's entry
 // that is not leaving says it holds a lease (Held: alive in this view or
-// not). On a table in use a missing row may be one that
+// not), and it is the live member with the lowest owner id of those that
+// plan the stream (one creator per new stream). On a table in use a missing row may be one that
 // vanished under a holder that is paused or partitioned: it is created only
 // by missingRow's wait, at the start position only if no member recreated
 // it from a checkpoint first. So a stream added to a running fleet starts
@@ -224,6 +225,18 @@ func (g *Group) newStream(st *streamState) bool {
 		// dead one's entry is marked leaving (announceDead) once its fence
 		// has passed.
 		if owner != g.cfg.Owner && m.Held > 0 && !m.Leaving {
+			return false
+		}
+	}
+	// One creator per new stream: the live member with the lowest owner id
+	// of those that plan it (see planMembers). The others create a missing
+	// row only by missingRow's wait, so that a row the creator made, took
+	// and lost between two of their reads (each finding it missing) is not
+	// created again while its holder may still deliver: an entry shows the
+	// take only from its next heartbeat (seeds 2505094, 2510955, 2523609).
+	mine := g.streamsDigest()
+	for _, o := range g.view.live(mono()) {
+		if d := g.view.latest[o].Streams; o < g.cfg.Owner && (d == "" || d == mine) {
 			return false
 		}
 	}
