@@ -196,7 +196,8 @@ func validStream(stream string) error {
 // Run consumes every subscription until ctx is cancelled, then stops
 // reading, drains in-flight handlers (bounded by the shutdown timeout),
 // writes final checkpoints and releases every lease, so other instances take
-// over at once. It returns nil after such a shutdown.
+// over at once. It returns nil after such a shutdown, also when ctx is
+// cancelled while a start-up check is in flight.
 //
 // It returns an error at once for a configuration that cannot work: a
 // missing stream (ErrStreamNotFound), denied access (ErrAccessDenied), a
@@ -222,6 +223,12 @@ func (s *Service) Run(ctx context.Context) error {
 			"safe only for a single instance that may re-read")
 	}
 	if err := s.preflight(ctx, subs); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled) {
+			// Stopped while a start-up check was in flight: a shutdown
+			// like any other, before any lease was taken (the chaos run
+			// sent SIGINT while the first ListShards was on its way).
+			return nil
+		}
 		return err
 	}
 	s.setRunning(true)

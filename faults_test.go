@@ -428,6 +428,30 @@ func TestStartupWaitsForTheNetwork(t *testing.T) {
 			t.Fatalf("%d start-up retries logged, want 3 naming the stream; log:\n%s", n, logs.String())
 		}
 	})
+	t.Run("stopped while starting", func(t *testing.T) {
+		// A shutdown while the first check is in flight is a shutdown:
+		// nil, as after any other.
+		faults := &testutil.Faults{}
+		faults.Inject(testutil.Fault{Op: "ListShards", Delay: time.Minute})
+		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)),
+			kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kinesislease.Subscribe(svc, stream, newTally().handler("a")); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- svc.Run(ctx) }()
+		for faults.Calls("ListShards") == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run cancelled while its first ListShards was in flight: %v, want nil", err)
+		}
+	})
 	t.Run("never comes up", func(t *testing.T) {
 		faults := &testutil.Faults{}
 		faults.Inject(testutil.Fault{Op: "ListShards", Err: refused})
