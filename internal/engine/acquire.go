@@ -116,17 +116,74 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 		g.streams[u.Stream].log.Info("kinesislease: releasing a lease beyond the cap", "shard", u.Shard, "max_leases", g.cfg.MaxLeases)
 		workers[u].stopWithin(g.cfg.ShutdownTimeout)
 	}
-	bounded(ctx, len(act.retakes)+len(act.takes)+len(act.releases), func(i int) {
+	probes := g.newStreamProbes(act.takes)
+	bounded(ctx, len(act.retakes)+len(act.takes)+len(act.releases)+len(probes), func(i int) {
 		switch {
 		case i < len(act.retakes):
 			g.retake(ctx, act.retakes[i], orphans[act.retakes[i]])
 		case i < len(act.retakes)+len(act.takes):
 			g.acquire(ctx, act.takes[i-len(act.retakes)])
-		default:
+		case i < len(act.retakes)+len(act.takes)+len(act.releases):
 			u := act.releases[i-len(act.retakes)-len(act.takes)]
 			g.releaseOrphan(ctx, u, orphans[u])
+		default:
+			g.probeNewStream(ctx, probes[i-len(act.retakes)-len(act.takes)-len(act.releases)])
 		}
 	})
+}
+
+// newStreamProbes returns a shard of each stream whose rows this instance
+// never saw, when it is the stream's one creator (newStream) and the plan
+// gives it no shard of the stream this round: it reads that row, so that
+// it creates the rows of a new stream for the others too (they create a
+// missing row only after the lost-row wait).
+func (g *Group) newStreamProbes(takes []unit) []unit {
+	if g.tableInUse.Load() {
+		return nil
+	}
+	var probes []unit
+	for key, st := range g.streams {
+		if st.removing || st.sawRows() || slices.ContainsFunc(takes, func(u unit) bool { return u.Stream == key }) {
+			continue
+		}
+		st.rowsMu.Lock()
+		done, first := st.createdAll, ""
+		if len(st.order) > 0 {
+			first = st.order[0]
+		}
+		st.rowsMu.Unlock()
+		if done || first == "" {
+			continue
+		}
+		g.viewMu.Lock()
+		lowest := g.lowestPlanner()
+		g.viewMu.Unlock()
+		if lowest {
+			probes = append(probes, unit{Stream: key, Shard: first})
+		}
+	}
+	slices.SortFunc(probes, cmpUnit)
+	return probes
+}
+
+// probeNewStream reads row u of a stream no row of which this instance
+// saw: missing, and the stream new (newStream, otherRowExists), it creates
+// every row of the stream free. It takes none: the plan does not give it u.
+func (g *Group) probeNewStream(ctx context.Context, u unit) {
+	st := g.streams[u.Stream]
+	sent := mono()
+	l, err := g.store.Get(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard})
+	switch {
+	case err == nil:
+		st.setRow(u.Shard, rowState{lease: l})
+		return
+	case !errors.Is(err, leases.ErrNotFound):
+		return
+	}
+	st.setRow(u.Shard, rowState{missing: true, missingSince: mono(), missingConfirm: sent})
+	if g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
+		g.createAll(ctx, st, "")
+	}
 }
 
 // bounded runs fn(0..n-1), at most storeConcurrency at once, until ctx
@@ -369,7 +426,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	cancel()
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) {
-			g.presume(u, leases.Lease{Key: leases.Key{Stream: u.Stream, Shard: u.Shard}, Checkpoint: cp}, inc)
+			g.presume(u, leases.Lease{Key: key, Checkpoint: cp, Rewind: rewind}, inc)
 			if ctx.Err() == nil {
 				st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
 			}
@@ -621,7 +678,10 @@ func (g *Group) createAll(ctx context.Context, st *streamState, skip string) {
 	st.createdAll = true
 	var ids []string
 	for _, id := range st.order {
-		if r := st.rows[id]; r.missing && !r.seen && id != skip {
+		// Every row not seen, read or not: the stream's one creator
+		// (newStream) creates the rows of the shards the plan gives the
+		// others too. A row that exists fails the Create harmlessly.
+		if r := st.rows[id]; !r.seen && id != skip {
 			ids = append(ids, id)
 		}
 	}

@@ -234,6 +234,13 @@ func (g *Group) newStream(st *streamState) bool {
 	// and lost between two of their reads (each finding it missing) is not
 	// created again while its holder may still deliver: an entry shows the
 	// take only from its next heartbeat (seeds 2505094, 2510955, 2523609).
+	return g.lowestPlanner()
+}
+
+// lowestPlanner reports whether this instance has the lowest owner id of
+// the live members that plan its streams (see planMembers). The caller
+// holds viewMu.
+func (g *Group) lowestPlanner() bool {
 	mine := g.streamsDigest()
 	for _, o := range g.view.live(mono()) {
 		if d := g.view.latest[o].Streams; o < g.cfg.Owner && (d == "" || d == mine) {

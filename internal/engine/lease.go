@@ -93,6 +93,7 @@ func (h *heldLease) recreated(sent int64, atRewind bool) {
 	if atRewind {
 		h.mu.Lock()
 		h.rewoundByRecreate = true
+		h.attempted = leases.Checkpoint{} // the row is at the rewind's position: resume there
 		h.mu.Unlock()
 	}
 	h.proved(sent)
@@ -274,6 +275,14 @@ func (h *heldLease) markLost() {
 
 func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error {
 	h.mu.Lock()
+	if h.rewoundByRecreate {
+		// The row was recreated at an operator's rewind the worker is
+		// stopping for: what it acknowledged before is read again from
+		// there, and a checkpoint now would move the row past the rewind,
+		// which nothing writes again (applyRewind has nothing to write).
+		h.mu.Unlock()
+		return nil
+	}
 	same := h.lease.Checkpoint == cp
 	h.attempted = cp
 	h.mu.Unlock()
@@ -345,6 +354,11 @@ func (h *heldLease) resumeAt() leases.Checkpoint {
 }
 
 func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {
+	h.mu.Lock()
+	if h.rewoundByRecreate {
+		cp = leases.Checkpoint{} // released at the rewind's position (see checkpoint)
+	}
+	h.mu.Unlock()
 	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		if l.Checkpoint == cp {
 			cp = leases.Checkpoint{}

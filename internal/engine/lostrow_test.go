@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -527,9 +528,31 @@ func TestRewindSeenInCheckpointAnswer(t *testing.T) {
 // and 2122569 were this with other members' copies of the row.
 func TestDeletedRowAfterRewind(t *testing.T) {
 	t.Parallel()
+	t.Run("acknowledged in the handler", func(t *testing.T) { testDeletedRowAfterRewind(t, false) })
+	// Acknowledgements resolved later, and a checkpoint after each: those
+	// that land while the worker stops for the rewind must not move the
+	// recreated row past it (a second read found this).
+	t.Run("deferred acknowledgements", func(t *testing.T) { testDeletedRowAfterRewind(t, true) })
+}
+
+func testDeletedRowAfterRewind(t *testing.T, deferred bool) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, 1)
-		f.start(f.config("a", f.store, nil))
+		cfg := f.config("a", f.store, nil)
+		if deferred {
+			handle := cfg.Streams[0].Worker.Handler
+			cfg.Streams[0].Worker.Handler = func(ctx context.Context, r *kltype.Record) error {
+				if err := handle(ctx, r); err != nil {
+					return err
+				}
+				h := engine.Defer(ctx)
+				time.AfterFunc(3*time.Second, func() { _ = h.Resolve(nil) })
+				return nil
+			}
+			cfg.Streams[0].Worker.CheckpointEvery = 1
+		}
+		f.start(cfg)
 		time.Sleep(5 * time.Second)
 		key := leases.Key{Stream: "lost", Shard: f.ids[0]}
 		target := f.ids[0] + "/3"
@@ -610,4 +633,48 @@ func TestShutdownAbandonsStuckHandler(t *testing.T) {
 			t.Errorf("Run returned %v after it was cancelled; want within the shutdown timeout, the grace and the releases' deadlines (%v)", took, limit)
 		}
 	})
+}
+
+// TestNewStreamFewerShardsThanMembers: three members start together on a
+// new stream of one shard. Only the lowest owner id creates a new stream's
+// rows (newStream), and the plan may give the shard to another member: the
+// creator reads the stream's row anyway (newStreamProbes) and creates it,
+// so the shard starts about as fast as on one member, not after the lost-
+// row wait of a member that knows no checkpoint (19 s at the defaults).
+func TestNewStreamFewerShardsThanMembers(t *testing.T) {
+	t.Parallel()
+	for _, owners := range [][]string{{"a", "b", "c"}, {"c", "b", "a"}, {"m", "a", "z"}} {
+		t.Run(strings.Join(owners, ","), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFleet(t, 1)
+				start := time.Now()
+				for _, o := range owners {
+					f.start(f.config(o, f.store, nil))
+				}
+				for f.first() == nil {
+					if time.Since(start) > time.Minute {
+						t.Fatal("no record handled in a minute")
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				took := f.first().at.Sub(start)
+				f.stop()
+				if limit := 10 * time.Second; took > limit {
+					t.Fatalf("first record handled %v after the start (virtual time), want within %v: the new stream's row waited for the lost-row wait", took, limit)
+				}
+				t.Logf("first record %v after the start", took)
+			})
+		})
+	}
+}
+
+// first returns the first delivery, or nil.
+func (f *fleet) first() *delivery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.handled) == 0 {
+		return nil
+	}
+	d := f.handled[0]
+	return &d
 }

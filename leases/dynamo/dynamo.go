@@ -377,24 +377,63 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 		return leases.Lease{}, fmt.Errorf("dynamo: rewind %s: empty sequence number", l.Key)
 	}
 	// The record first: a rewind on the row without its record could be
-	// skipped by a row recreated from a copy read before it.
+	// skipped by a row recreated from a copy read before it. If the row's
+	// write then fails, the record is put back as it was (best effort: a
+	// record left naming a rewind no row carries only makes a row deleted
+	// later come back at its position).
+	prev, err := s.LastRewind(ctx, l.Key)
+	if err != nil {
+		return leases.Lease{}, err
+	}
 	id := rand.Text()[:16]
 	if err := s.recordRewind(ctx, l.Key, id, cp); err != nil {
 		return leases.Lease{}, err
 	}
 	rw := &types.AttributeValueMemberS{Value: id}
+	var row leases.Lease
 	if l.Owner == "" {
 		// A request left pending by an earlier holder is superseded.
 		u := update{set: map[string]types.AttributeValue{attrRewindID: rw}, remove: []string{attrRewindTo, attrRewindSub}, freeOnly: true}
 		u.setCheckpoint(cp)
-		return s.write(ctx, "Rewind", l.Key, l.Counter, u)
+		row, err = s.write(ctx, "Rewind", l.Key, l.Counter, u)
+	} else {
+		u := update{set: map[string]types.AttributeValue{
+			attrRewindTo:  &types.AttributeValueMemberS{Value: cp.Sequence},
+			attrRewindSub: numAttr(cp.SubSequence),
+			attrRewindID:  rw,
+		}}
+		row, err = s.holderWrite(ctx, "Rewind", l, u)
 	}
-	u := update{set: map[string]types.AttributeValue{
-		attrRewindTo:  &types.AttributeValueMemberS{Value: cp.Sequence},
-		attrRewindSub: numAttr(cp.SubSequence),
-		attrRewindID:  rw,
-	}}
-	return s.holderWrite(ctx, "Rewind", l, u)
+	if err != nil {
+		s.restoreRewind(context.WithoutCancel(ctx), l.Key, id, prev)
+	}
+	return row, err
+}
+
+// restoreRewind puts key's rewind record back to prev (none: no record), if
+// it still names the rewind id that failed on its row.
+func (s *Store) restoreRewind(ctx context.Context, key leases.Key, id string, prev leases.RewindRecord) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rk := rewindPrefix + key.String()
+	in := &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      keyAttr(rk),
+		UpdateExpression:         aws.String("REMOVE #id, #to, #sub, #at"),
+		ConditionExpression:      aws.String("#id = :failed"),
+		ExpressionAttributeNames: map[string]string{"#id": attrRewindID, "#to": attrRewindTo, "#sub": attrRewindSub, "#at": attrRewoundAt},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":failed": &types.AttributeValueMemberS{Value: id},
+		},
+	}
+	if prev.ID != "" {
+		in.UpdateExpression = aws.String("SET #id = :id, #to = :to, #sub = :sub")
+		in.ExpressionAttributeNames = map[string]string{"#id": attrRewindID, "#to": attrRewindTo, "#sub": attrRewindSub}
+		in.ExpressionAttributeValues[":id"] = &types.AttributeValueMemberS{Value: prev.ID}
+		in.ExpressionAttributeValues[":to"] = &types.AttributeValueMemberS{Value: prev.To.Sequence}
+		in.ExpressionAttributeValues[":sub"] = numAttr(prev.To.SubSequence)
+	}
+	_, _ = s.client.UpdateItem(ctx, in)
 }
 
 // recordRewind writes the rewind record of key (LastRewind): one UpdateItem,
@@ -430,8 +469,8 @@ func (s *Store) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRe
 	}
 	rk := rewindPrefix + key.String()
 	item, err := s.getItem(ctx, rk)
-	if err != nil || item == nil {
-		return leases.RewindRecord{}, err
+	if err != nil || item == nil || str(item, attrRewindID) == "" {
+		return leases.RewindRecord{}, err // none (or one put back to none: restoreRewind)
 	}
 	r := leases.RewindRecord{ID: str(item, attrRewindID), To: leases.Checkpoint{Sequence: str(item, attrRewindTo)}}
 	if r.To.SubSequence, err = num(item, attrRewindSub); err != nil || r.ID == "" || r.To.Sequence == "" {

@@ -1485,6 +1485,16 @@ func testRewindRecorded(t *testing.T, s leases.Store, m leases.Membership, _ *ro
 	_, err = s.Rewind(ctx(t), released, leases.Checkpoint{Sequence: "1"})
 	wantConflict(t, "Rewind at a stale counter", err)
 	wantRow(t, s, key(0), retaken, "a failed Rewind changed the row")
+	if r := last(key(0)); r != (leases.RewindRecord{ID: pending.Rewind, To: cp2}) {
+		t.Fatalf("LastRewind after a failed Rewind: %+v, want the last rewind that landed (id %q)", r, pending.Rewind)
+	}
+	// Nor does a failed first rewind of a shard leave a record.
+	other := mustCreate(t, s, key(2))
+	_, err = s.Rewind(ctx(t), leases.Lease{Key: other.Key, Counter: other.Counter + 5}, leases.Checkpoint{Sequence: "1"})
+	wantConflict(t, "Rewind of a shard never rewound, at a stale counter", err)
+	if r := last(key(2)); r != (leases.RewindRecord{}) {
+		t.Fatalf("LastRewind after a failed first Rewind: %+v, want none", r)
+	}
 	// Records are per shard.
 	mustCreate(t, s, key(1))
 	if r := last(key(1)); r != (leases.RewindRecord{}) {
