@@ -334,17 +334,20 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
 	}
 	st.setRow(u.Shard, rowState{lease: t})
-	if !g.startWorker(ctx, st, u, h, t.Incarnation) {
-		return
-	}
-	from := ""
-	if l.Owner != "" && l.Owner != g.cfg.Owner {
-		from = l.Owner
-		st.log.Info("kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, "seq", t.Checkpoint.Sequence)
-	} else {
-		st.log.Info("kinesislease: lease acquired", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
-	}
-	emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
+	// Announced before the worker reads: a record is never handled before
+	// the acquisition that it belongs to is logged and its hook has run
+	// (the chaos run's tally dated a tenure from its report line and took
+	// the new worker's first records, 1 ms earlier, for the old one's).
+	g.startWorker(ctx, st, u, h, t.Incarnation, func() {
+		from := ""
+		if l.Owner != "" && l.Owner != g.cfg.Owner {
+			from = l.Owner
+			st.log.Info("kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, "seq", t.Checkpoint.Sequence)
+		} else {
+			st.log.Info("kinesislease: lease acquired", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
+		}
+		emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
+	})
 }
 
 // missingRow decides what to do with the row of u that a read sent at sent

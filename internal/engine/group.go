@@ -497,8 +497,9 @@ func (g *Group) holds(u unit) bool {
 
 // startWorker starts reading u, held by h, from its checkpoint, unless the
 // incarnation h was taken as is over (then the row is an orphan). It
-// reports whether it started.
-func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *heldLease, inc string) bool {
+// reports whether it started. announce, if not nil, runs once the worker is
+// registered and before it reads a record.
+func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *heldLease, inc string, announce func()) bool {
 	start := startAt(st.cfg.Start, st.shards, u.Shard, h.current().Checkpoint)
 	w := newWorker(ctx, &st.cfg.Worker, st.log, g.cfg.Client, st.cfg.Stream, u.Shard, start, h)
 	w.h = g.h
@@ -515,6 +516,9 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 	g.workers[u] = w
 	delete(g.orphans, u)
 	g.mu.Unlock()
+	if announce != nil {
+		announce()
+	}
 	go func() {
 		w.run()
 		// Reaped at once: a rewound worker reads on from its new position,
@@ -562,7 +566,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 			}
 			cancel()
 		case w.rewound:
-			g.startWorker(ctx, st, u, w.lease, w.lease.current().Incarnation)
+			g.startWorker(ctx, st, u, w.lease, w.lease.current().Incarnation, nil)
 		case w.ended:
 			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
 			st.resync = true
