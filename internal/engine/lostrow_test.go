@@ -403,23 +403,7 @@ func TestRewindInterleavedWithCheckpoints(t *testing.T) {
 		cfg.Streams[0].Worker.CheckpointEvery = 1
 		g := f.start(cfg)
 		time.Sleep(5 * time.Second)
-		key := leases.Key{Stream: "lost", Shard: f.ids[0]}
-		target := f.ids[0] + "/3"
-		seq, ok := f.stream.RecordAt(f.ids[0], 3)
-		if !ok {
-			t.Fatal("no record 3")
-		}
-		for try := 0; ; try++ {
-			l, err := f.store.Get(context.Background(), key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.store.Rewind(context.Background(), l, leases.RewindAtSequence(seq)); err == nil {
-				break
-			} else if !errors.Is(err, leases.ErrConflict) || try > 100 {
-				t.Fatal(err)
-			}
-		}
+		key, target := f.rewindToRecord3(t, false)
 		asked := time.Now()
 		// The holder checkpoints between the request and anything it reads.
 		time.Sleep(150 * time.Millisecond)
@@ -442,14 +426,7 @@ func TestRewindInterleavedWithCheckpoints(t *testing.T) {
 		}
 		deadline := asked.Add(2*engine.DefaultHeartbeat + 500*time.Millisecond)
 		for {
-			f.mu.Lock()
-			n := 0
-			for _, d := range f.handled {
-				if d.data == target {
-					n++
-				}
-			}
-			f.mu.Unlock()
+			n := f.handledTimes(target)
 			if n >= 2 {
 				break
 			}
@@ -477,35 +454,12 @@ func TestRewindSeenInCheckpointAnswer(t *testing.T) {
 		cfg.Streams[0].Worker.CheckpointEvery = 1
 		f.start(cfg)
 		time.Sleep(5 * time.Second)
-		key := leases.Key{Stream: "lost", Shard: f.ids[0]}
-		target := f.ids[0] + "/3"
-		seq, ok := f.stream.RecordAt(f.ids[0], 3)
-		if !ok {
-			t.Fatal("no record 3")
-		}
-		for try := 0; ; try++ {
-			l, err := f.store.Get(context.Background(), key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.store.Rewind(context.Background(), l, leases.RewindAtSequence(seq)); err == nil {
-				break
-			} else if !errors.Is(err, leases.ErrConflict) || try > 100 {
-				t.Fatal(err)
-			}
-		}
+		key, target := f.rewindToRecord3(t, false)
 		asked := time.Now()
 		// No notice bump: only the holder's own writes can tell it.
 		deadline := asked.Add(2 * time.Second) // records every 100ms, a checkpoint after each
 		for {
-			f.mu.Lock()
-			n := 0
-			for _, d := range f.handled {
-				if d.data == target {
-					n++
-				}
-			}
-			f.mu.Unlock()
+			n := f.handledTimes(target)
 			if n >= 2 {
 				break
 			}
@@ -554,39 +508,13 @@ func testDeletedRowAfterRewind(t *testing.T, deferred bool) {
 		}
 		f.start(cfg)
 		time.Sleep(5 * time.Second)
-		key := leases.Key{Stream: "lost", Shard: f.ids[0]}
-		target := f.ids[0] + "/3"
-		seq, ok := f.stream.RecordAt(f.ids[0], 3)
-		if !ok {
-			t.Fatal("no record 3")
-		}
-		for try := 0; ; try++ {
-			l, err := f.store.Get(context.Background(), key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !l.Held() {
-				t.Fatalf("row %+v not held 5s after the start", l)
-			}
-			if _, err := f.store.Rewind(context.Background(), l, leases.RewindAtSequence(seq)); err == nil {
-				break
-			} else if !errors.Is(err, leases.ErrConflict) || try > 100 {
-				t.Fatal(err)
-			}
-		}
+		key, target := f.rewindToRecord3(t, true)
 		if !f.store.Delete(key) { // at once: the holder has not read the request
 			t.Fatal("no row to delete")
 		}
 		time.Sleep(20 * time.Second)
 		f.stop()
-		f.mu.Lock()
-		n := 0
-		for _, d := range f.handled {
-			if d.data == target {
-				n++
-			}
-		}
-		f.mu.Unlock()
+		n := f.handledTimes(target)
 		if n < 2 {
 			l, err := f.store.Get(context.Background(), key)
 			t.Fatalf("record 3 handled %d times, want it again after the rewind to it; the row 20s after its deletion: %+v (%v)", n, l, err)
@@ -666,6 +594,46 @@ func TestNewStreamFewerShardsThanMembers(t *testing.T) {
 			})
 		})
 	}
+}
+
+// rewindToRecord3 asks, as an operator, for the fleet's one shard to be
+// read again from its record 3, retrying conflicts with the holder's
+// checkpoints; held: the row must be held. It returns the row's key and
+// the record's data.
+func (f *fleet) rewindToRecord3(t *testing.T, held bool) (leases.Key, string) {
+	t.Helper()
+	key := leases.Key{Stream: "lost", Shard: f.ids[0]}
+	seq, ok := f.stream.RecordAt(f.ids[0], 3)
+	if !ok {
+		t.Fatal("no record 3")
+	}
+	for try := 0; ; try++ {
+		l, err := f.store.Get(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held && !l.Held() {
+			t.Fatalf("row %+v not held 5s after the start", l)
+		}
+		if _, err := f.store.Rewind(context.Background(), l, leases.RewindAtSequence(seq)); err == nil {
+			return key, f.ids[0] + "/3"
+		} else if !errors.Is(err, leases.ErrConflict) || try > 100 {
+			t.Fatal(err)
+		}
+	}
+}
+
+// handledTimes counts the deliveries of the record whose data is data.
+func (f *fleet) handledTimes(data string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, d := range f.handled {
+		if d.data == data {
+			n++
+		}
+	}
+	return n
 }
 
 // first returns the first delivery, or nil.
