@@ -428,11 +428,10 @@ func TestStartupWaitsForTheNetwork(t *testing.T) {
 			t.Fatalf("%d start-up retries logged, want 3 naming the stream; log:\n%s", n, logs.String())
 		}
 	})
-	t.Run("stopped while starting", func(t *testing.T) {
-		// A shutdown while the first check is in flight is a shutdown:
-		// nil, as after any other.
-		faults := &testutil.Faults{}
-		faults.Inject(testutil.Fault{Op: "ListShards", Delay: time.Minute})
+	// newSubscribed returns a service on memory leases subscribed to
+	// stream, its Kinesis calls through faults.
+	newSubscribed := func(t *testing.T, faults *testutil.Faults) *kinesislease.Service {
+		t.Helper()
 		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)),
 			kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(t)))
 		if err != nil {
@@ -441,6 +440,14 @@ func TestStartupWaitsForTheNetwork(t *testing.T) {
 		if err := kinesislease.Subscribe(svc, stream, newTally().handler("a")); err != nil {
 			t.Fatal(err)
 		}
+		return svc
+	}
+	t.Run("stopped while starting", func(t *testing.T) {
+		// A shutdown while the first check is in flight is a shutdown:
+		// nil, as after any other.
+		faults := &testutil.Faults{}
+		faults.Inject(testutil.Fault{Op: "ListShards", Delay: time.Minute})
+		svc := newSubscribed(t, faults)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- svc.Run(ctx) }()
@@ -455,17 +462,10 @@ func TestStartupWaitsForTheNetwork(t *testing.T) {
 	t.Run("never comes up", func(t *testing.T) {
 		faults := &testutil.Faults{}
 		faults.Inject(testutil.Fault{Op: "ListShards", Err: refused})
-		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)),
-			kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(t)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := kinesislease.Subscribe(svc, stream, newTally().handler("a")); err != nil {
-			t.Fatal(err)
-		}
+		svc := newSubscribed(t, faults)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		err = svc.Run(ctx)
+		err := svc.Run(ctx)
 		if err == nil || !strings.HasPrefix(err.Error(), "kinesislease: stream "+strconv.Quote(stream)) || !errors.Is(err, refused) {
 			t.Fatalf("Run: %v, want the connection error prefixed with the stream", err)
 		}
