@@ -141,6 +141,12 @@ func (g *Group) newStreamProbes(takes []unit) []unit {
 	if g.tableInUse.Load() {
 		return nil
 	}
+	g.viewMu.Lock()
+	lowest := g.lowestPlanner()
+	g.viewMu.Unlock()
+	if !lowest {
+		return nil
+	}
 	var probes []unit
 	for key, st := range g.streams {
 		if st.removing || st.sawRows() || slices.ContainsFunc(takes, func(u unit) bool { return u.Stream == key }) {
@@ -152,13 +158,7 @@ func (g *Group) newStreamProbes(takes []unit) []unit {
 			first = st.order[0]
 		}
 		st.rowsMu.Unlock()
-		if done || first == "" {
-			continue
-		}
-		g.viewMu.Lock()
-		lowest := g.lowestPlanner()
-		g.viewMu.Unlock()
-		if lowest {
+		if !done && first != "" {
 			probes = append(probes, unit{Stream: key, Shard: first})
 		}
 	}
