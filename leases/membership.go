@@ -61,10 +61,14 @@ func IncarnationRow(inc string) (int, bool) {
 // MemberHeader is the membership header: the roster version of each row
 // that ever had one (row -> version; a row absent has version 0), and a
 // counter bumped by a member that found a lease row missing, so that every
-// holder re-reads the rows it holds (ReportVanished).
+// holder re-reads the rows it holds (ReportVanished), and one bumped by a
+// member that recreated a vanished row (ReportRecreated), so that every
+// member stops taking a row as missing since before then: two reads that
+// found it missing may have missed the recreated row between them.
 type MemberHeader struct {
-	Rows     map[int]int64
-	Vanished int64
+	Rows      map[int]int64
+	Vanished  int64
+	Recreated int64
 }
 
 // Member is one instance's entry in a membership row.
@@ -173,6 +177,9 @@ type Membership interface {
 
 	// ReportVanished adds one to the header's Vanished counter.
 	ReportVanished(ctx context.Context) error
+
+	// ReportRecreated adds one to the header's Recreated counter.
+	ReportRecreated(ctx context.Context) error
 
 	// TakeAs is the take of the membership protocol: owner's incarnation
 	// becomes the holder of l.Key if the row still is l: its counter equals

@@ -116,6 +116,12 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 		g.streams[u.Stream].log.Info("kinesislease: releasing a lease beyond the cap", "shard", u.Shard, "max_leases", g.cfg.MaxLeases)
 		workers[u].stopWithin(g.cfg.ShutdownTimeout)
 	}
+	if g.recreatedPending.Load() {
+		// A row this instance recreated is not announced yet (see
+		// announceRecreated): its orphans wait, so that none is read or
+		// released free before every member can know of it.
+		act.retakes, act.releases = nil, nil
+	}
 	probes := g.newStreamProbes(act.takes)
 	bounded(ctx, len(act.retakes)+len(act.takes)+len(act.releases)+len(probes), func(i int) {
 		switch {
@@ -180,7 +186,7 @@ func (g *Group) probeNewStream(ctx context.Context, u unit) {
 	case !errors.Is(err, leases.ErrNotFound):
 		return
 	}
-	st.setRow(u.Shard, rowState{missing: true, missingSince: mono(), missingConfirm: sent})
+	st.setRow(u.Shard, missingAt(sent, mono()))
 	if g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
 		g.createAll(ctx, st, "")
 	}
@@ -204,30 +210,6 @@ func bounded(ctx context.Context, n int, fn func(i int)) {
 		})
 	}
 	wg.Wait()
-}
-
-// lostRowWait is how long a row that this instance saw exist must be seen
-// missing before anyone but its holder creates it again. Its holder stops
-// delivering within the proof bound after the row vanished (its next write
-// fails; an idle shard proves its row with a write before it delivers
-// again), so once this has passed on the creator's own clock, counted from
-// a read that returned after the row vanished, no one still delivers it.
-//
-// A holder whose shard is idle writes nothing and would not notice: so the
-// first member to find a row vanished reports it in the membership header
-// (ReportVanished), and every member, seeing the report at its next round,
-// re-reads the rows it holds and recreates those that vanished from its own
-// checkpoint; the wait covers two rounds for that. So the row is recreated
-// from the best checkpoint a live member knows, never from none while one
-// does.
-func (g *Group) lostRowWait(st *streamState) time.Duration {
-	return g.proof(st) + g.cfg.FenceMargin + 2*g.cfg.Heartbeat
-}
-
-// proof is how long after its last successful write a holder may deliver
-// without proving its row again (see heldLease.deliverable).
-func (g *Group) proof(st *streamState) time.Duration {
-	return st.cfg.Worker.CheckpointInterval + g.cfg.Timeout
 }
 
 // acquire reads the row of u and takes it if it is free, held by a dead
@@ -348,146 +330,6 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 		}
 		emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
 	})
-}
-
-// missingRow decides what to do with the row of u that a read sent at sent
-// and returned at ret found missing. A row of a stream that nobody read
-// when this instance started (no row existed, no other member was alive: a
-// new stream) is created free at once. A row it saw exist has vanished (deleted, or the
-// table recreated): it is created again, held by this instance and from the
-// checkpoint it last saw, only after it has been seen missing for
-// lostRowWait, by when its holder, if it was not this instance, has
-// stopped delivering or recreated it itself.
-func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, ret int64) {
-	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
-	r := st.row(u.Shard)
-	if !r.seen && g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
-		g.createAll(ctx, st, u.Shard)
-		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
-		l, err := g.store.Create(ctx, key)
-		if errors.Is(err, leases.ErrConflict) {
-			l, err = g.store.Get(ctx, key)
-		}
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, leases.ErrNotFound) {
-				st.log.Warn("kinesislease: creating lease row failed", "shard", u.Shard, "err", err)
-			}
-			return
-		}
-		st.setRow(u.Shard, rowState{lease: l})
-		if err := g.arnRow(ctx, st, l); err != nil {
-			if !errors.Is(err, errArnRowUnread) {
-				g.fail(st, u.Shard, err)
-			}
-			return
-		}
-		if g.takeable(st, u.Shard, l) {
-			g.take(ctx, st, u, l)
-		}
-		return
-	}
-	if !r.reported {
-		if err := g.mem.ReportVanished(ctx); err == nil {
-			st.markReported(u.Shard)
-		}
-	}
-	if !r.seen && !st.sawRows() && !g.tableInUse.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
-		return // too early to tell a new stream from a table emptied under its fleet
-	}
-	wait := g.lostRowWait(st)
-	cp := r.best()
-	missing := time.Duration(r.missingConfirm - r.missingSince)
-	if cp.IsZero() {
-		// This instance knows no checkpoint: give those that do (the
-		// holder, an earlier holder with an orphan, whoever released it
-		// lately) the time to recreate the row first, even if they began
-		// to look a round late or their round took up to a timeout. While
-		// a live member says it will recreate rows it found missing, it
-		// may be this one's: wait longer still, up to twice the lost-row
-		// wait, for a knower whose calls failed often enough that its own
-		// wait began again (seed 113170).
-		wait += 3*g.cfg.Heartbeat + g.cfg.Timeout
-		if missing >= wait && missing < wait+2*g.lostRowWait(st) && g.knowerAlive() {
-			return
-		}
-	}
-	if missing < wait {
-		return
-	}
-	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
-	if !r.lease.RewindTo.IsZero() {
-		cp = r.lease.RewindTo // a rewind pending when this instance last read the row
-	}
-	cp, rewind, rewound, err := g.pastRewind(ctx, key, r.lease, cp)
-	if err != nil {
-		return // read again next round
-	}
-	inc := g.Incarnation()
-	csent := mono()
-	cctx, cancel := g.atFence(ctx, inc)
-	t, err := g.mem.CreateAs(cctx, key, g.cfg.Owner, inc, cp, rewind)
-	cancel()
-	if err != nil {
-		if !errors.Is(err, leases.ErrConflict) {
-			g.presume(u, leases.Lease{Key: key, Checkpoint: cp, Rewind: rewind}, inc)
-			if ctx.Err() == nil {
-				st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
-			}
-		}
-		return
-	}
-	switch {
-	case rewound:
-		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it at the operator's last rewind of the shard, which came after the copy of the row this instance knew",
-			"shard", u.Shard, "seq", cp.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
-	case r.seen:
-		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it from the checkpoint this instance last saw",
-			"shard", u.Shard, "seq", cp.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
-	default:
-		// Never seen: a stream new to a table in use, or rows that vanished
-		// before this instance saw them and that no member recreated.
-		st.log.Warn("kinesislease: no lease row for this shard (a stream new to the lease table, or a row that vanished and nobody recreated); created it at the start position",
-			"shard", u.Shard, "start", st.cfg.Start.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
-	}
-	g.startTaken(ctx, st, u, leases.Lease{}, t, csent)
-}
-
-// countVanished returns how many rows this instance found missing and will
-// recreate from a checkpoint it knows: its orphans' (recreated whoever the
-// plan gives them to) and those a gives it.
-func (g *Group) countVanished(a map[unit]string) int64 {
-	g.mu.Lock()
-	orphans := make(map[unit]bool, len(g.orphans))
-	for u := range g.orphans {
-		orphans[u] = true
-	}
-	g.mu.Unlock()
-	var n int64
-	for name, st := range g.streams {
-		st.rowsMu.Lock()
-		for id, r := range st.rows {
-			u := unit{Stream: name, Shard: id}
-			if r.missing && !r.best().IsZero() && (orphans[u] || a[u] == g.cfg.Owner) {
-				n++
-			}
-		}
-		st.rowsMu.Unlock()
-	}
-	return n
-}
-
-// knowerAlive reports whether another member alive in this instance's view
-// says it will recreate rows it found missing (Member.Vanished).
-func (g *Group) knowerAlive() bool {
-	now := mono()
-	g.viewMu.Lock()
-	defer g.viewMu.Unlock()
-	for owner, m := range g.view.latest {
-		if owner != g.cfg.Owner && m.Vanished > 0 && !m.Leaving && g.view.alive(owner, m.Incarnation, now) {
-			return true
-		}
-	}
-	return false
 }
 
 // takeable reports whether row l, just read, may be taken by this instance.

@@ -172,7 +172,7 @@ func (g *Group) readRow(ctx context.Context, st *streamState, id string) error {
 	l, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: id})
 	switch {
 	case errors.Is(err, leases.ErrNotFound):
-		st.setRow(id, rowState{missing: true, missingSince: mono(), missingConfirm: sent})
+		st.setRow(id, missingAt(sent, mono()))
 		return nil
 	case err != nil:
 		return err

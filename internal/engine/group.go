@@ -190,6 +190,22 @@ type Group struct {
 	// recreate from a checkpoint it knows (countVanished), for its entry.
 	vanishedKnown atomic.Int64
 	storeErr      atomic.Pointer[error]
+	// recreatedPending: this instance recreated a vanished row and its
+	// ReportRecreated has not landed yet (retried every round);
+	// ownRecreated counts those that landed since the header was last
+	// read, headerRecreated is the header's Recreated count as last read
+	// (round goroutine). recMu serializes the announcements.
+	// lastReport is when this instance's last ReportVanished that landed
+	// was sent (on mono()), under reportSem. The two semaphores are
+	// channels, not mutexes: they are held across a store call, and a
+	// goroutine waiting on a channel lets a synctest bubble's clock move.
+	recreatedPending atomic.Bool
+	ownRecreated     atomic.Int64
+	headerRecreated  int64
+	recSem           chan struct{}
+	reportSem        chan struct{}
+	lastReport       int64
+	reported         bool
 
 	planner    plan.Planner // cached: recomputes only when members or shards change
 	lastAssign map[unit]string
@@ -284,6 +300,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		cfg: cfg, h: h, inc: rand.Text()[:10], kick: make(chan struct{}, 1),
 		streams: map[string]*streamState{}, view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
 		workers: map[unit]*worker{}, orphans: map[unit]orphan{}, released: map[unit]releasedRow{},
+		recSem: make(chan struct{}, 1), reportSem: make(chan struct{}, 1),
 		log: cfg.Logger.With("owner", cfg.Owner),
 	}
 	is := newInstrumentedStore(cfg.Store, mem, h, &g.stats)

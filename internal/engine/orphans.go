@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -299,13 +298,9 @@ func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orpha
 func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o orphan, sent, ret int64) {
 	g.markVanished(u, o)
 	st.know(u.Shard, o.knownRow())
-	st.setRow(u.Shard, rowState{missing: true, missingSince: ret, missingConfirm: sent})
+	st.setRow(u.Shard, missingAt(sent, ret))
 	r := st.row(u.Shard)
-	if !r.reported {
-		if err := g.mem.ReportVanished(ctx); err == nil {
-			st.markReported(u.Shard)
-		}
-	}
+	g.reportMissing(ctx, st, u.Shard, r)
 	// The holder of the row when it vanished (its worker's release found it
 	// missing: seed 720526, a holder stopped 1.2 s after the table was
 	// recreated empty, the only one that knew of the operator's rewind it
@@ -314,7 +309,7 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	// seeing it missing for lostRowWait, which ends after holderUntil.
 	inc := g.Incarnation()
 	holder := o.holding(inc)
-	if (!holder && time.Duration(r.missingConfirm-r.missingSince) < g.lostRowWait(st)) || o.best().IsZero() {
+	if (!holder && st.missingFor(r) < g.lostRowWait(st)) || o.best().IsZero() {
 		if o.best().IsZero() {
 			g.dropOrphan(u, o) // nothing to save: the plan's member creates it
 		}
@@ -356,6 +351,12 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	} else {
 		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last wrote",
 			"shard", u.Shard, "seq", cp.String())
+	}
+	if !g.announceRecreated(ctx) {
+		g.mu.Lock()
+		g.orphans[u] = orphan{inc: t.Incarnation, known: t} // ours now: released once the announcement lands
+		g.mu.Unlock()
+		return
 	}
 	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
 	if err != nil {

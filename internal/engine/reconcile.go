@@ -167,6 +167,11 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		return l, err
 	})
 	switch {
+	case err == nil && !g.announceRecreated(ctx):
+		// The worker delivers nothing from the recreated row before every
+		// member can know of it: the row stays vanished to it, and the next
+		// round meets its own row (a conflict, then a read) and announces
+		// it again.
 	case err == nil:
 		w.lease.recreated(sent, atRewind)
 		if byRecord && !w.stopping() {

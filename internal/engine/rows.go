@@ -6,6 +6,7 @@ package engine
 
 import (
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -101,13 +102,21 @@ func (st *streamState) setRow(id string, r rowState) {
 	old := st.rows[id]
 	if r.missing {
 		r.lease, r.seen = old.lease, old.seen
-		if old.missing && r.missingConfirm-old.missingConfirm <= int64(st.missingGap) && !st.existedSince(id, old.missingConfirm) {
+		if old.missing && r.missingConfirm-old.missingConfirm <= int64(st.missingGap) && !st.existedSince(id, old.missingConfirm) && old.firstSent >= st.resetAt() {
 			// Missing at both reads, close enough together to take the row
-			// as missing in between, and no call of this instance found it
-			// existing since the earlier one was sent (a row created and
-			// deleted again between two reads this close, unseen by this
-			// instance, is not provided for).
-			r.missingSince, r.missingConfirm, r.reported = old.missingSince, max(old.missingConfirm, r.missingConfirm), old.reported
+			// as missing in between, no call of this instance found it
+			// existing since the earlier one was sent, and no other member
+			// reported a recreation since the first was sent (a row
+			// recreated and deleted again between two reads, unseen by this
+			// instance: its recreator reports it in the header, and every
+			// member starts its wait again; see missingFor).
+			n := r
+			r.missingSince, r.firstSent, r.reported = old.missingSince, old.firstSent, old.reported
+			r.missingConfirm, r.confirmRet = old.missingConfirm, old.confirmRet
+			r.validConfirm, r.validOK = old.validated(st.checkedAt())
+			if n.missingConfirm > old.missingConfirm {
+				r.missingConfirm, r.confirmRet = n.missingConfirm, n.confirmRet
+			}
 		}
 	} else {
 		r.seen = true
@@ -117,6 +126,59 @@ func (st *streamState) setRow(id string, r rowState) {
 		r.knew = old.best()
 	}
 	st.rows[id] = r
+}
+
+// missingAt is a row found missing by a read sent at sent that returned at
+// ret (on mono()).
+func missingAt(sent, ret int64) rowState {
+	return rowState{missing: true, missingSince: ret, missingConfirm: sent, firstSent: sent, confirmRet: ret}
+}
+
+// resetAt is when this instance last learnt of another member's recreation
+// of a vanished row (see existence.resetAt); math.MinInt64 for none.
+func (st *streamState) resetAt() int64 {
+	if st.exist == nil {
+		return math.MinInt64
+	}
+	return st.exist.resetAt.Load()
+}
+
+// missingFor is how long r has been seen missing, as far as a header read
+// has confirmed it: up to the latest read that returned before the last
+// header read applied was sent (validated). A read
+// that returned after it is not counted yet: a member that recreated the
+// row between this instance's reads, and whose holder may deliver,
+// announced it in the header (ReportRecreated) before anyone delivered
+// from it, so the next header read shows it and every wait begins again
+// (setRow). Zero or less when nothing is confirmed.
+func (st *streamState) missingFor(r rowState) time.Duration {
+	if !r.missing || r.firstSent < st.resetAt() {
+		return 0
+	}
+	if v, ok := r.validated(st.checkedAt()); ok {
+		return time.Duration(v - r.missingSince)
+	}
+	return 0
+}
+
+// checkedAt is when the last header read applied was sent (see
+// existence.checkedAt); in a streamState alone (tests), every read counts
+// as confirmed.
+func (st *streamState) checkedAt() int64 {
+	if st.exist == nil {
+		return 1 << 62
+	}
+	return st.exist.checkedAt.Load()
+}
+
+// validated is when the latest read of r's sighting that returned before
+// a header read sent at checked was sent, and whether there is one.
+func (r rowState) validated(checked int64) (int64, bool) {
+	v, ok := r.validConfirm, r.validOK
+	if r.confirmRet < checked && (!ok || r.missingConfirm > v) {
+		v, ok = r.missingConfirm, true
+	}
+	return v, ok
 }
 
 // existedSince reports whether a call of this instance that returned at or
@@ -181,8 +243,14 @@ type rowState struct {
 	// one was sent (see lostRowWait).
 	missing                      bool
 	missingSince, missingConfirm int64
-	reported                     bool // this instance reported it vanished (ReportVanished)
-	seen                         bool // this instance saw the row exist
+	// firstSent is when the first read that found it missing was sent,
+	// confirmRet when the latest one returned; validConfirm is when the
+	// latest read known to precede a header read was sent, if validOK
+	// (see missingFor).
+	firstSent, confirmRet, validConfirm int64
+	validOK                             bool
+	reported                            bool // this instance reported it vanished (ReportVanished)
+	seen                                bool // this instance saw the row exist
 	// knew: the checkpoint a version of the row this instance saw before
 	// had, while lease (the row recreated since: a checkpoint is never
 	// cleared while a row lives) has none.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,9 +57,25 @@ type instrumentedStore struct {
 type existence struct {
 	mu sync.Mutex
 	at map[leases.Key]int64
+	// resetAt (on mono()) is when the last header read that showed
+	// another member's recreation of a vanished row returned: a row found
+	// missing by a read sent before then may have been recreated (and
+	// deleted again) since, unseen by this instance, so that read starts
+	// no wait that a later one may join (see streamState.setRow).
+	resetAt atomic.Int64
+	// checkedAt (on mono()) is when the last header read that was
+	// applied was sent: a read of a missing row that returned before then
+	// is known to precede no recreation that header did not show (see
+	// rowState.missingFor).
+	checkedAt atomic.Int64
 }
 
-func newExistence() *existence { return &existence{at: map[leases.Key]int64{}} }
+func newExistence() *existence {
+	e := &existence{at: map[leases.Key]int64{}}
+	e.resetAt.Store(math.MinInt64) // none yet (mono() is negative in a synctest bubble)
+	e.checkedAt.Store(math.MinInt64)
+	return e
+}
 
 // note records that a call on the row of key that returned err found the
 // row existing if err is nil or a conflict. A conflict says the row exists
@@ -195,5 +212,10 @@ func (s *instrumentedStore) BumpRow(ctx context.Context, row int) error {
 
 func (s *instrumentedStore) ReportVanished(ctx context.Context) error {
 	_, err := call(s, &s.s.writes, "ReportVanished", func() (struct{}, error) { return struct{}{}, s.mem.ReportVanished(ctx) })
+	return err
+}
+
+func (s *instrumentedStore) ReportRecreated(ctx context.Context) error {
+	_, err := call(s, &s.s.writes, "ReportRecreated", func() (struct{}, error) { return struct{}{}, s.mem.ReportRecreated(ctx) })
 	return err
 }

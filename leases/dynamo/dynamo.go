@@ -50,8 +50,9 @@
 //     for a removal) counts as replaced;
 //   - Members: a strongly consistent GetItem of the row;
 //   - Header: a strongly consistent GetItem of the header (attributes
-//     r<row> and vanished); BumpRow and ReportVanished: ADD r<row> 1, ADD
-//     vanished 1, conditional only on the item not being a lease row.
+//     r<row>, vanished and recreated); BumpRow, ReportVanished and
+//     ReportRecreated: ADD r<row> 1, ADD vanished 1, ADD recreated 1,
+//     conditional only on the item not being a lease row.
 //
 // Every write returns the whole row (ReturnValues ALL_NEW) and, when its
 // condition fails, the row as found (ALL_OLD), so a conflict carries the
@@ -123,10 +124,11 @@ const (
 	entryVanished  = "v" // N: vanished rows the member will recreate, absent when 0
 	entryStreams   = "s" // S: digest of the member's streams, absent when empty
 	attrCount      = "n" // N: a membership row's entry count
-	// The membership header: r<row> (N) per row, the roster version, and
-	// vanished (N).
+	// The membership header: r<row> (N) per row, the roster version,
+	// vanished (N) and recreated (N).
 	headerRowPrefix = "r"
 	attrVanished    = "vanished"
+	attrRecreated   = "recreated"
 )
 
 // Client is the part of *dynamodb.Client the store uses.

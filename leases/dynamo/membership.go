@@ -127,6 +127,10 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 			if h.Vanished, err = num(item, attrVanished); err != nil {
 				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, leases.MemberHeaderKey, err)
 			}
+		case name == attrRecreated:
+			if h.Recreated, err = num(item, attrRecreated); err != nil {
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, leases.MemberHeaderKey, err)
+			}
 		case strings.HasPrefix(name, headerRowPrefix):
 			r, err := strconv.Atoi(name[len(headerRowPrefix):])
 			n, ok := v.(*types.AttributeValueMemberN)
@@ -161,6 +165,18 @@ func (s *Store) ReportVanished(ctx context.Context) error {
 		return s.err
 	}
 	return s.bumpHeader(ctx, attrVanished)
+}
+
+// ReportRecreated implements leases.Membership: ADD recreated 1 on the
+// header.
+func (s *Store) ReportRecreated(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return s.bumpHeader(ctx, attrRecreated)
 }
 
 func (s *Store) bumpHeader(ctx context.Context, attr string) error {

@@ -283,14 +283,14 @@ func versions(h leases.MemberHeader) map[int]int64 {
 func wantHeader(t *testing.T, op string, m leases.Membership, want leases.MemberHeader) {
 	t.Helper()
 	got := mustHeader(t, m)
-	if !maps.Equal(versions(got), versions(want)) || got.Vanished != want.Vanished {
+	if !maps.Equal(versions(got), versions(want)) || got.Vanished != want.Vanished || got.Recreated != want.Recreated {
 		t.Fatalf("%s: the header is %+v, want %+v", op, got, want)
 	}
 }
 
 // bumped returns h with row's version plus n.
 func bumped(h leases.MemberHeader, row int, n int64) leases.MemberHeader {
-	out := leases.MemberHeader{Rows: versions(h), Vanished: h.Vanished}
+	out := leases.MemberHeader{Rows: versions(h), Vanished: h.Vanished, Recreated: h.Recreated}
 	out.Rows[row] += n
 	return out
 }
@@ -1039,7 +1039,8 @@ func testHighestRow(t *testing.T, _ leases.Store, m leases.Membership, _ *rowSou
 }
 
 // testHeaderBumps: BumpRow adds one to its row's version and nothing else;
-// ReportVanished adds one to Vanished and nothing else; membership writes
+// ReportVanished adds one to Vanished and nothing else, ReportRecreated one
+// to Recreated and nothing else; membership writes
 // leave the header alone, and bumps leave the rows alone; Header returns a
 // map the caller owns.
 func testHeaderBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
@@ -1064,12 +1065,22 @@ func testHeaderBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *ro
 		h.Vanished++
 		wantHeader(t, "after ReportVanished", m, h)
 	}
+	recreate := func() {
+		t.Helper()
+		if err := m.ReportRecreated(ctx(t)); err != nil {
+			t.Fatalf("ReportRecreated: %v", err)
+		}
+		h.Recreated++
+		wantHeader(t, "after ReportRecreated", m, h)
+	}
 	bump(r1)
 	bump(r1)
+	recreate()
 	bump(r2)
 	vanish()
 	bump(r1)
 	vanish()
+	recreate()
 	vanish()
 	if got := mustHeader(t, m); got.Rows[r1] != 3 || got.Rows[r2] != 1 {
 		t.Fatalf("Header after three bumps of row %d and one of row %d: %+v", r1, r2, got)
@@ -1103,7 +1114,7 @@ func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows
 	const goroutines, bumps1, bumps2, vanished = 8, 6, 3, 2
 	r1, r2 := rows.fresh(t), rows.fresh(t)
 	before := mustHeader(t, m)
-	errs := make(chan error, goroutines*(bumps1+bumps2+vanished))
+	errs := make(chan error, goroutines*(bumps1+bumps2+2*vanished))
 	together(goroutines, func(int) {
 		for i := range bumps1 {
 			if err := m.BumpRow(ctx(t), r1); err != nil {
@@ -1118,6 +1129,9 @@ func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows
 				if err := m.ReportVanished(ctx(t)); err != nil {
 					errs <- err
 				}
+				if err := m.ReportRecreated(ctx(t)); err != nil {
+					errs <- err
+				}
 			}
 		}
 	})
@@ -1127,8 +1141,9 @@ func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows
 	}
 	want := bumped(bumped(before, r1, goroutines*bumps1), r2, goroutines*bumps2)
 	want.Vanished += goroutines * vanished
-	wantHeader(t, fmt.Sprintf("after %d goroutines bumped row %d %d times, row %d %d times and reported %d vanished rows each",
-		goroutines, r1, bumps1, r2, bumps2, vanished), m, want)
+	want.Recreated += goroutines * vanished
+	wantHeader(t, fmt.Sprintf("after %d goroutines bumped row %d %d times, row %d %d times and reported %d vanished and %d recreated rows each",
+		goroutines, r1, bumps1, r2, bumps2, vanished, vanished), m, want)
 }
 
 // memberKeys returns lease keys whose text form is a membership row's key
@@ -1645,6 +1660,7 @@ func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membershi
 			"Header":                 func() error { _, err := m.Header(c); return err },
 			"BumpRow":                func() error { return m.BumpRow(c, r) },
 			"ReportVanished":         func() error { return m.ReportVanished(c) },
+			"ReportRecreated":        func() error { return m.ReportRecreated(c) },
 			"TakeAs":                 func() error { _, err := m.TakeAs(c, l, "a", "inc"); return err },
 			"CreateAs": func() error {
 				_, err := m.CreateAs(c, missing, "a", "inc", leases.Checkpoint{Sequence: "1"}, "")

@@ -26,12 +26,13 @@ import (
 
 // Store is an in-memory leases.Store. The zero value is not usable; call New.
 type Store struct {
-	mu       sync.Mutex
-	rows     map[leases.Key]leases.Lease
-	members  map[int]map[string]leases.Member // membership row -> owner -> entry
-	header   map[int]int64                    // membership row -> roster version
-	vanished int64
-	rewinds  map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
+	mu        sync.Mutex
+	rows      map[leases.Key]leases.Lease
+	members   map[int]map[string]leases.Member // membership row -> owner -> entry
+	header    map[int]int64                    // membership row -> roster version
+	vanished  int64
+	recreated int64
+	rewinds   map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
 }
 
 var (
@@ -286,7 +287,7 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return leases.MemberHeader{Rows: maps.Clone(s.header), Vanished: s.vanished}, nil
+	return leases.MemberHeader{Rows: maps.Clone(s.header), Vanished: s.vanished, Recreated: s.recreated}, nil
 }
 
 // BumpRow implements leases.Membership.
@@ -308,6 +309,17 @@ func (s *Store) ReportVanished(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.vanished++
+	return nil
+}
+
+// ReportRecreated implements leases.Membership.
+func (s *Store) ReportRecreated(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recreated++
 	return nil
 }
 
@@ -404,5 +416,6 @@ func (s *Store) Clear() {
 	s.members = make(map[int]map[string]leases.Member)
 	s.header = make(map[int]int64)
 	s.vanished = 0
+	s.recreated = 0
 	s.rewinds = make(map[leases.Key]leases.RewindRecord)
 }

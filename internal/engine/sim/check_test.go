@@ -64,6 +64,9 @@ type checker struct {
 	// named owner is alive (nil: every process is).
 	mayDeliver func(owner, id string) bool
 	alive      func(owner string) bool
+	// tracksAcquired: the world reports each lease acquired (acquiredBy),
+	// so that a tenure whose worker never started is known not to deliver.
+	tracksAcquired bool
 	// couldAct reports whether the process named owner could act on what
 	// it knew between from and to: its fence valid (it reached the table),
 	// not paused and not partitioned, for an unbroken stretch long enough to see a row
@@ -212,6 +215,10 @@ type tenure struct {
 	// reported the lease released, lost or ended); a take of the row after
 	// that starts a new tenure, even as the same incarnation.
 	ended bool
+	// acquired: the Group reported the lease acquired for this tenure (its
+	// worker started). A row recreated held only to be released at once
+	// (an orphan's, free for the plan's member) is never acquired.
+	acquired bool
 }
 
 // tenureEnded records that owner's worker on shard id finished.
@@ -224,10 +231,36 @@ func (c *checker) holderMayDeliver(s *shardState, holder string) bool {
 	if c.mayDeliver == nil || !c.mayDeliver(holder, s.id) {
 		return false
 	}
-	if t := s.tenures[holder]; t != nil && t.ended {
+	t := s.tenures[holder]
+	if t != nil && t.ended {
 		return slices.ContainsFunc(s.open, func(h *handlerCall) bool { return h.owner == holder })
 	}
+	if c.tracksAcquired && t != nil && !t.acquired {
+		// No worker ever started on it: nothing to deliver (acquiredBy
+		// checks that none starts on a row another holds).
+		return false
+	}
 	return true
+}
+
+// acquiredBy records that owner's Group reported the lease of shard id
+// acquired: its worker starts. It must hold the row then, by a tenure
+// that has not ended. The caller does not hold mu.
+func (c *checker) acquiredBy(owner, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.shard(id)
+	t := s.tenures[owner]
+	if t == nil || t.ended {
+		c.violate("(a) %s reported %s acquired with no take of its row since its last tenure ended", owner, id)
+		return
+	}
+	if c.owner != nil {
+		if h := c.owner(id); h != owner {
+			c.violate("(a) %s reported %s acquired while the row is held by %q", owner, id, h)
+		}
+	}
+	t.acquired = true
 }
 
 func (c *checker) tenureEnded(owner, id string) {
@@ -825,7 +858,13 @@ func (c *checker) setTenure(s *shardState, owner string, cp leases.Checkpoint) {
 	if err != nil {
 		c.violate("%s took %s at checkpoint %s: %v", owner, s.id, cp, err)
 	}
-	s.tenures[owner] = &tenure{start: n, next: n, lastEntered: -1, since: time.Now(), restart: -1}
+	// A worker that goes on (a rewind it applied, a take of its own row)
+	// stays acquired: only a tenure after an ended one starts unacquired.
+	acquired := false
+	if old := s.tenures[owner]; old != nil && !old.ended {
+		acquired = old.acquired
+	}
+	s.tenures[owner] = &tenure{start: n, next: n, lastEntered: -1, since: time.Now(), restart: -1, acquired: acquired}
 }
 
 // replay records that an operator's rewind moved s's checkpoint back to

@@ -930,6 +930,7 @@ func newMWorld(t *testing.T, p *mplan) *mworld {
 		}
 		return to.Sub(at) >= need
 	}
+	w.chk.tracksAcquired = true
 	w.chk.mayDeliver = func(name, id string) bool { // called with chk.mu held
 		q := w.byInc[name]
 		if q == nil || q.dead.Load() || q.returned {
@@ -1333,6 +1334,8 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 	cfg.Events = func(e engine.LeaseEvent) {
 		w.chk.tracef("%s: event %s %s", pr.ident, e.Type, e.ShardID)
 		switch e.Type {
+		case engine.LeaseAcquired:
+			w.chk.acquiredBy(pr.ident, e.ShardID)
 		case engine.LeaseReleased, engine.LeaseLost, engine.ShardEnded:
 			w.chk.tenureEnded(pr.ident, e.ShardID)
 		}

@@ -343,3 +343,14 @@ func (s *FaultStore) ReportVanished(ctx context.Context) error {
 	_, err = s.callMembers(ctx, "ReportVanished", headerRow, func() ([]leases.Member, error) { return nil, mem.ReportVanished(ctx) })
 	return err
 }
+
+// ReportRecreated implements leases.Membership; the hooks see it as a call
+// on MemberRowKey(-1).
+func (s *FaultStore) ReportRecreated(ctx context.Context) error {
+	mem, err := s.membership()
+	if err != nil {
+		return err
+	}
+	_, err = s.callMembers(ctx, "ReportRecreated", headerRow, func() ([]leases.Member, error) { return nil, mem.ReportRecreated(ctx) })
+	return err
+}

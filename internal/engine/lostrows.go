@@ -1,0 +1,256 @@
+package engine
+
+// Lost rows: a lease row that vanished (deleted, or the table recreated
+// empty) is recreated by its holder at once and by anyone else only after
+// lostRowWait; every recreation is announced in the membership header, so
+// that no member's wait spans a recreated row it never saw.
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// lostRowWait is how long a row that this instance saw exist must be seen
+// missing before anyone but its holder creates it again. Its holder stops
+// delivering within the proof bound after the row vanished (its next write
+// fails; an idle shard proves its row with a write before it delivers
+// again), so once this has passed on the creator's own clock, counted from
+// a read that returned after the row vanished, no one still delivers it.
+//
+// A holder whose shard is idle writes nothing and would not notice: so the
+// first member to find a row vanished reports it in the membership header
+// (ReportVanished), and every member, seeing the report at its next round,
+// re-reads the rows it holds and recreates those that vanished from its own
+// checkpoint; the wait covers two rounds for that. So the row is recreated
+// from the best checkpoint a live member knows, never from none while one
+// does.
+func (g *Group) lostRowWait(st *streamState) time.Duration {
+	return g.proof(st) + g.cfg.FenceMargin + 2*g.cfg.Heartbeat
+}
+
+// proof is how long after its last successful write a holder may deliver
+// without proving its row again (see heldLease.deliverable).
+func (g *Group) proof(st *streamState) time.Duration {
+	return st.cfg.Worker.CheckpointInterval + g.cfg.Timeout
+}
+
+// missingRow decides what to do with the row of u that a read sent at sent
+// and returned at ret found missing. A row of a stream that nobody read
+// when this instance started (no row existed, no other member was alive: a
+// new stream) is created free at once. A row it saw exist has vanished (deleted, or the
+// table recreated): it is created again, held by this instance and from the
+// checkpoint it last saw, only after it has been seen missing for
+// lostRowWait, by when its holder, if it was not this instance, has
+// stopped delivering or recreated it itself.
+func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, ret int64) {
+	st.setRow(u.Shard, missingAt(sent, ret))
+	r := st.row(u.Shard)
+	if !r.seen && g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
+		g.createAll(ctx, st, u.Shard)
+		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
+		l, err := g.store.Create(ctx, key)
+		if errors.Is(err, leases.ErrConflict) {
+			l, err = g.store.Get(ctx, key)
+		}
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, leases.ErrNotFound) {
+				st.log.Warn("kinesislease: creating lease row failed", "shard", u.Shard, "err", err)
+			}
+			return
+		}
+		st.setRow(u.Shard, rowState{lease: l})
+		if err := g.arnRow(ctx, st, l); err != nil {
+			if !errors.Is(err, errArnRowUnread) {
+				g.fail(st, u.Shard, err)
+			}
+			return
+		}
+		if g.takeable(st, u.Shard, l) {
+			g.take(ctx, st, u, l)
+		}
+		return
+	}
+	g.reportMissing(ctx, st, u.Shard, r)
+	if !r.seen && !st.sawRows() && !g.tableInUse.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
+		return // too early to tell a new stream from a table emptied under its fleet
+	}
+	wait := g.lostRowWait(st)
+	cp := r.best()
+	missing := st.missingFor(r)
+	if cp.IsZero() {
+		// This instance knows no checkpoint: give those that do (the
+		// holder, an earlier holder with an orphan, whoever released it
+		// lately) the time to recreate the row first, even if they began
+		// to look a round late or their round took up to a timeout. While
+		// a live member says it will recreate rows it found missing, it
+		// may be this one's: wait longer still, up to twice the lost-row
+		// wait, for a knower whose calls failed often enough that its own
+		// wait began again (seed 113170).
+		wait += 3*g.cfg.Heartbeat + g.cfg.Timeout
+		if missing >= wait && missing < wait+2*g.lostRowWait(st) && g.knowerAlive() {
+			return
+		}
+	}
+	if missing < wait {
+		return
+	}
+	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
+	if !r.lease.RewindTo.IsZero() {
+		cp = r.lease.RewindTo // a rewind pending when this instance last read the row
+	}
+	cp, rewind, rewound, err := g.pastRewind(ctx, key, r.lease, cp)
+	if err != nil {
+		return // read again next round
+	}
+	inc := g.Incarnation()
+	csent := mono()
+	cctx, cancel := g.atFence(ctx, inc)
+	t, err := g.mem.CreateAs(cctx, key, g.cfg.Owner, inc, cp, rewind)
+	cancel()
+	if err != nil {
+		if !errors.Is(err, leases.ErrConflict) {
+			g.presume(u, leases.Lease{Key: key, Checkpoint: cp, Rewind: rewind}, inc)
+			if ctx.Err() == nil {
+				st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
+			}
+		}
+		return
+	}
+	if !g.announceRecreated(ctx) {
+		// Nobody may read from a recreated row before every member can
+		// know of it: the row is an orphan of this incarnation until the
+		// announcement lands (apply holds orphans back until then).
+		g.mu.Lock()
+		g.orphans[u] = orphan{inc: inc, known: t}
+		g.mu.Unlock()
+		return
+	}
+	switch {
+	case rewound:
+		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it at the operator's last rewind of the shard, which came after the copy of the row this instance knew",
+			"shard", u.Shard, "seq", cp.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
+	case r.seen:
+		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it from the checkpoint this instance last saw",
+			"shard", u.Shard, "seq", cp.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
+	default:
+		// Never seen: a stream new to a table in use, or rows that vanished
+		// before this instance saw them and that no member recreated.
+		st.log.Warn("kinesislease: no lease row for this shard (a stream new to the lease table, or a row that vanished and nobody recreated); created it at the start position",
+			"shard", u.Shard, "start", st.cfg.Start.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
+	}
+	g.startTaken(ctx, st, u, leases.Lease{}, t, csent)
+}
+
+// countVanished returns how many rows this instance found missing and will
+// recreate from a checkpoint it knows: its orphans' (recreated whoever the
+// plan gives them to) and those a gives it.
+func (g *Group) countVanished(a map[unit]string) int64 {
+	g.mu.Lock()
+	orphans := make(map[unit]bool, len(g.orphans))
+	for u := range g.orphans {
+		orphans[u] = true
+	}
+	g.mu.Unlock()
+	var n int64
+	for name, st := range g.streams {
+		st.rowsMu.Lock()
+		for id, r := range st.rows {
+			u := unit{Stream: name, Shard: id}
+			if r.missing && !r.best().IsZero() && (orphans[u] || a[u] == g.cfg.Owner) {
+				n++
+			}
+		}
+		st.rowsMu.Unlock()
+	}
+	return n
+}
+
+// knowerAlive reports whether another member alive in this instance's view
+// says it will recreate rows it found missing (Member.Vanished).
+func (g *Group) knowerAlive() bool {
+	now := mono()
+	g.viewMu.Lock()
+	defer g.viewMu.Unlock()
+	for owner, m := range g.view.latest {
+		if owner != g.cfg.Owner && m.Vanished > 0 && !m.Leaving && g.view.alive(owner, m.Incarnation, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// announceRecreated reports in the membership header that this instance
+// recreated a vanished row (ReportRecreated), and reports whether that
+// landed. Until it has, nobody reads from the recreated row and this
+// instance releases none of its orphans (apply): a member whose two reads
+// found the row missing before and after it existed must learn of it at
+// its next header read, before it counts the time between as missing
+// (streamState.missingFor), or it could create the row again while a
+// holder of the recreated row may still deliver, or at the start position
+// while this instance knows the checkpoint. A failed announcement is
+// retried at the start of every round (flushRecreated).
+func (g *Group) announceRecreated(ctx context.Context) bool {
+	g.recSem <- struct{}{}
+	defer func() { <-g.recSem }()
+	g.recreatedPending.Store(true)
+	return g.reportRecreatedLocked(ctx)
+}
+
+// flushRecreated sends an announcement that failed before, if any.
+func (g *Group) flushRecreated(ctx context.Context) {
+	g.recSem <- struct{}{}
+	defer func() { <-g.recSem }()
+	if g.recreatedPending.Load() {
+		g.reportRecreatedLocked(ctx)
+	}
+}
+
+func (g *Group) reportRecreatedLocked(ctx context.Context) bool {
+	if err := g.mem.ReportRecreated(ctx); err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("kinesislease: announcing a recreated lease row failed; its orphans wait until it lands", "err", err)
+		}
+		return false
+	}
+	g.ownRecreated.Add(1)
+	g.recreatedPending.Store(false)
+	return true
+}
+
+// noteRecreated applies the header's Recreated count h, read by a call
+// sent at sent that returned at ret: when another member recreated a row
+// since the last read, every wait on a missing row begins again with a
+// read sent after ret (streamState.setRow). The round goroutine calls it.
+func (g *Group) noteRecreated(h leases.MemberHeader, sent, ret int64) {
+	own := g.ownRecreated.Swap(0)
+	if g.exist.checkedAt.Load() != math.MinInt64 && h.Recreated-g.headerRecreated > own {
+		g.exist.resetAt.Store(ret)
+	}
+	g.headerRecreated = h.Recreated
+	g.exist.checkedAt.Store(sent)
+}
+
+// reportMissing reports the row of id, found missing as r says, in the
+// membership header (ReportVanished), so that whoever holds it, released it
+// or read it lately re-reads it. One report sent after the row was first
+// seen missing covers it: every member re-reads after the report.
+func (g *Group) reportMissing(ctx context.Context, st *streamState, id string, r rowState) {
+	if r.reported {
+		return
+	}
+	g.reportSem <- struct{}{}
+	defer func() { <-g.reportSem }()
+	if g.reported && g.lastReport >= r.missingSince {
+		st.markReported(id)
+		return
+	}
+	sent := mono()
+	if err := g.mem.ReportVanished(ctx); err == nil {
+		g.lastReport, g.reported = sent, true
+		st.markReported(id)
+	}
+}

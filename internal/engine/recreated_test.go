@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// TestRecreationBetweenReadsRestartsTheWait: a row this instance finds
+// missing round after round is recreated by another member between two of
+// its reads, announced (ReportRecreated), and deleted again before its next
+// read. Every read finds it missing, yet the wait must begin again after
+// the recreation: the other member may deliver from the recreated row, and
+// it knows a checkpoint. Without the announcement the reads were joined
+// into one sighting and the row was created again a wait after the first
+// one: while the recreated row's holder could still deliver (a knower's
+// wait), or at the start position while that member knew its checkpoint
+// (seed 3303531: i1 created the row at TRIM_HORIZON 20 s after i0 had
+// recreated it from its checkpoint and released it, and 115 records were
+// read again).
+func TestRecreationBetweenReadsRestartsTheWait(t *testing.T) {
+	cp := leases.Checkpoint{Sequence: "49000000000000000000000000000000000000000000000012000000"}
+	for _, knows := range []bool{true, false} {
+		t.Run(fmt.Sprintf("knows a checkpoint=%v", knows), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				store := memory.New()
+				g, st, u, key := oneShardGroup(t, store)
+				arm(t, g, "0.CUR")
+				wait := g.lostRowWait(st)
+				seen := leases.Lease{Key: key, Counter: 3, Checkpoint: cp}
+				if !knows {
+					seen.Checkpoint = leases.Checkpoint{}
+					wait += 3*g.cfg.Heartbeat + g.cfg.Timeout
+				}
+				st.setRow(u.Shard, rowState{lease: seen})
+				var deleted, created int64
+				for i := 0; i < 60; i++ {
+					g.fence.Store(mono() + int64(time.Minute))
+					readHeader(t, g) // as each round does first
+					sent := mono()
+					if l, err := store.Get(ctx, key); err == nil && l.Owner == g.cfg.Owner {
+						created = sent
+						break
+					}
+					g.missingRow(ctx, st, u, sent, mono())
+					if i != 5 {
+						time.Sleep(time.Second)
+						continue
+					}
+					// Between this read and the next: member x recreates the
+					// row from its checkpoint, announces it, and the row is
+					// deleted again under it.
+					time.Sleep(200 * time.Millisecond)
+					if _, err := store.CreateAs(ctx, key, "x", "0.X", cp, ""); err != nil {
+						t.Fatal(err)
+					}
+					if err := store.ReportRecreated(ctx); err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(300 * time.Millisecond)
+					if !store.Delete(key) {
+						t.Fatal("no row to delete")
+					}
+					deleted = mono()
+					time.Sleep(500 * time.Millisecond)
+				}
+				if created == 0 {
+					t.Fatal("the row was never created")
+				}
+				if d := time.Duration(created - deleted); d < wait {
+					t.Fatalf("created the row %v after it was deleted under the member that recreated it between this instance's reads, want at least the wait %v", d, wait)
+				}
+			})
+		})
+	}
+}
