@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 )
@@ -62,13 +63,27 @@ func IncarnationRow(inc string) (int, bool) {
 // that ever had one (row -> version; a row absent has version 0), and a
 // counter bumped by a member that found a lease row missing, so that every
 // holder re-reads the rows it holds (ReportVanished), and one bumped by a
-// member that recreated a vanished row (ReportRecreated), so that every
-// member stops taking a row as missing since before then: two reads that
-// found it missing may have missed the recreated row between them.
+// member that recreated a vanished row (ReportRecreated), one per bucket
+// of keys (RecreatedBucket), so that every member stops taking a row of
+// that bucket as missing since before then: two reads that found it
+// missing may have missed the recreated row between them.
 type MemberHeader struct {
 	Rows      map[int]int64
 	Vanished  int64
-	Recreated int64
+	Recreated map[int]int64
+}
+
+// RecreatedBuckets is how many buckets of lease keys the header counts
+// recreations in (MemberHeader.Recreated).
+const RecreatedBuckets = 32
+
+// RecreatedBucket returns the bucket of key's recreations in the header.
+func RecreatedBucket(key Key) int {
+	h := fnv.New32a()
+	h.Write([]byte(key.Stream))
+	h.Write([]byte{0})
+	h.Write([]byte(key.Shard))
+	return int(h.Sum32() % RecreatedBuckets)
 }
 
 // Member is one instance's entry in a membership row.
@@ -178,8 +193,9 @@ type Membership interface {
 	// ReportVanished adds one to the header's Vanished counter.
 	ReportVanished(ctx context.Context) error
 
-	// ReportRecreated adds one to the header's Recreated counter.
-	ReportRecreated(ctx context.Context) error
+	// ReportRecreated adds one to the header's Recreated counter of key's
+	// bucket (RecreatedBucket).
+	ReportRecreated(ctx context.Context, key Key) error
 
 	// TakeAs is the take of the membership protocol: owner's incarnation
 	// becomes the holder of l.Key if the row still is l: its counter equals

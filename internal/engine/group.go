@@ -200,8 +200,10 @@ type Group struct {
 	// channels, not mutexes: they are held across a store call, and a
 	// goroutine waiting on a channel lets a synctest bubble's clock move.
 	recreatedPending atomic.Bool
-	ownRecreated     atomic.Int64
-	headerRecreated  int64
+	recPending       map[leases.Key]bool // under recSem
+	ownMu            sync.Mutex
+	ownRecreated     map[int]int64 // by bucket, under ownMu
+	headerRecreated  map[int]int64
 	recSem           chan struct{}
 	reportSem        chan struct{}
 	lastReport       int64
@@ -301,6 +303,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		streams: map[string]*streamState{}, view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
 		workers: map[unit]*worker{}, orphans: map[unit]orphan{}, released: map[unit]releasedRow{},
 		recSem: make(chan struct{}, 1), reportSem: make(chan struct{}, 1),
+		recPending: map[leases.Key]bool{}, ownRecreated: map[int]int64{},
 		log: cfg.Logger.With("owner", cfg.Owner),
 	}
 	is := newInstrumentedStore(cfg.Store, mem, h, &g.stats)

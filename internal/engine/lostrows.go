@@ -8,6 +8,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"time"
 
@@ -80,7 +81,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	}
 	wait := g.lostRowWait(st)
 	cp := r.best()
-	missing := st.missingFor(r)
+	missing := st.missingFor(u.Shard, r)
 	if cp.IsZero() {
 		// This instance knows no checkpoint: give those that do (the
 		// holder, an earlier holder with an orphan, whoever released it
@@ -120,7 +121,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		}
 		return
 	}
-	if !g.announceRecreated(ctx) {
+	if !g.announceRecreated(ctx, key) {
 		// Nobody may read from a recreated row before every member can
 		// know of it: the row is an orphan of this incarnation until the
 		// announcement lands (apply holds orphans back until then).
@@ -193,44 +194,58 @@ func (g *Group) knowerAlive() bool {
 // holder of the recreated row may still deliver, or at the start position
 // while this instance knows the checkpoint. A failed announcement is
 // retried at the start of every round (flushRecreated).
-func (g *Group) announceRecreated(ctx context.Context) bool {
+func (g *Group) announceRecreated(ctx context.Context, key leases.Key) bool {
 	g.recSem <- struct{}{}
 	defer func() { <-g.recSem }()
+	g.recPending[key] = true
 	g.recreatedPending.Store(true)
-	return g.reportRecreatedLocked(ctx)
+	g.reportRecreatedLocked(ctx)
+	return !g.recPending[key]
 }
 
-// flushRecreated sends an announcement that failed before, if any.
+// flushRecreated sends the announcements that failed before, if any.
 func (g *Group) flushRecreated(ctx context.Context) {
 	g.recSem <- struct{}{}
 	defer func() { <-g.recSem }()
-	if g.recreatedPending.Load() {
-		g.reportRecreatedLocked(ctx)
-	}
+	g.reportRecreatedLocked(ctx)
 }
 
-func (g *Group) reportRecreatedLocked(ctx context.Context) bool {
-	if err := g.mem.ReportRecreated(ctx); err != nil {
-		if ctx.Err() == nil {
-			g.log.Warn("kinesislease: announcing a recreated lease row failed; its orphans wait until it lands", "err", err)
+// reportRecreatedLocked sends every pending announcement; the caller holds
+// recSem.
+func (g *Group) reportRecreatedLocked(ctx context.Context) {
+	for key := range g.recPending {
+		if err := g.mem.ReportRecreated(ctx, key); err != nil {
+			if ctx.Err() == nil {
+				g.log.Warn("kinesislease: announcing a recreated lease row failed; this instance's orphans wait until it lands", "shard", key.Shard, "err", err)
+			}
+			return
 		}
-		return false
+		delete(g.recPending, key)
+		g.ownMu.Lock()
+		g.ownRecreated[leases.RecreatedBucket(key)]++
+		g.ownMu.Unlock()
 	}
-	g.ownRecreated.Add(1)
-	g.recreatedPending.Store(false)
-	return true
+	g.recreatedPending.Store(len(g.recPending) > 0)
 }
 
-// noteRecreated applies the header's Recreated count h, read by a call
+// noteRecreated applies the header's Recreated counts h, read by a call
 // sent at sent that returned at ret: when another member recreated a row
-// since the last read, every wait on a missing row begins again with a
-// read sent after ret (streamState.setRow). The round goroutine calls it.
+// of a bucket since the last read, every wait on a missing row of that
+// bucket begins again with a read sent after ret (streamState.setRow).
+// The round goroutine calls it.
 func (g *Group) noteRecreated(h leases.MemberHeader, sent, ret int64) {
-	own := g.ownRecreated.Swap(0)
-	if g.exist.checkedAt.Load() != math.MinInt64 && h.Recreated-g.headerRecreated > own {
-		g.exist.resetAt.Store(ret)
+	g.ownMu.Lock()
+	own := g.ownRecreated
+	g.ownRecreated = map[int]int64{}
+	g.ownMu.Unlock()
+	if g.exist.checkedAt.Load() != math.MinInt64 {
+		for b, n := range h.Recreated {
+			if b >= 0 && b < leases.RecreatedBuckets && n-g.headerRecreated[b] > own[b] {
+				g.exist.resetAt[b].Store(ret)
+			}
+		}
 	}
-	g.headerRecreated = h.Recreated
+	g.headerRecreated = maps.Clone(h.Recreated)
 	g.exist.checkedAt.Store(sent)
 }
 

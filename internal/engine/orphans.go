@@ -309,7 +309,7 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	// seeing it missing for lostRowWait, which ends after holderUntil.
 	inc := g.Incarnation()
 	holder := o.holding(inc)
-	if (!holder && st.missingFor(r) < g.lostRowWait(st)) || o.best().IsZero() {
+	if (!holder && st.missingFor(u.Shard, r) < g.lostRowWait(st)) || o.best().IsZero() {
 		if o.best().IsZero() {
 			g.dropOrphan(u, o) // nothing to save: the plan's member creates it
 		}
@@ -352,7 +352,7 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last wrote",
 			"shard", u.Shard, "seq", cp.String())
 	}
-	if !g.announceRecreated(ctx) {
+	if !g.announceRecreated(ctx, o.known.Key) {
 		g.mu.Lock()
 		g.orphans[u] = orphan{inc: t.Incarnation, known: t} // ours now: released once the announcement lands
 		g.mu.Unlock()

@@ -167,7 +167,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		return l, err
 	})
 	switch {
-	case err == nil && !g.announceRecreated(ctx):
+	case err == nil && !g.announceRecreated(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard}):
 		// The worker delivers nothing from the recreated row before every
 		// member can know of it: the row stays vanished to it, and the next
 		// round meets its own row (a conflict, then a read) and announces

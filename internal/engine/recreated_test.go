@@ -60,7 +60,7 @@ func TestRecreationBetweenReadsRestartsTheWait(t *testing.T) {
 					if _, err := store.CreateAs(ctx, key, "x", "0.X", cp, ""); err != nil {
 						t.Fatal(err)
 					}
-					if err := store.ReportRecreated(ctx); err != nil {
+					if err := store.ReportRecreated(ctx, key); err != nil {
 						t.Fatal(err)
 					}
 					time.Sleep(300 * time.Millisecond)

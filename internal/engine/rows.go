@@ -102,7 +102,7 @@ func (st *streamState) setRow(id string, r rowState) {
 	old := st.rows[id]
 	if r.missing {
 		r.lease, r.seen = old.lease, old.seen
-		if old.missing && r.missingConfirm-old.missingConfirm <= int64(st.missingGap) && !st.existedSince(id, old.missingConfirm) && old.firstSent >= st.resetAt() {
+		if old.missing && r.missingConfirm-old.missingConfirm <= int64(st.missingGap) && !st.existedSince(id, old.missingConfirm) && old.firstSent >= st.resetAt(id) {
 			// Missing at both reads, close enough together to take the row
 			// as missing in between, no call of this instance found it
 			// existing since the earlier one was sent, and no other member
@@ -136,11 +136,11 @@ func missingAt(sent, ret int64) rowState {
 
 // resetAt is when this instance last learnt of another member's recreation
 // of a vanished row (see existence.resetAt); math.MinInt64 for none.
-func (st *streamState) resetAt() int64 {
+func (st *streamState) resetAt(id string) int64 {
 	if st.exist == nil {
 		return math.MinInt64
 	}
-	return st.exist.resetAt.Load()
+	return st.exist.resetAt[leases.RecreatedBucket(leases.Key{Stream: st.key, Shard: id})].Load()
 }
 
 // missingFor is how long r has been seen missing, as far as a header read
@@ -151,8 +151,8 @@ func (st *streamState) resetAt() int64 {
 // announced it in the header (ReportRecreated) before anyone delivered
 // from it, so the next header read shows it and every wait begins again
 // (setRow). Zero or less when nothing is confirmed.
-func (st *streamState) missingFor(r rowState) time.Duration {
-	if !r.missing || r.firstSent < st.resetAt() {
+func (st *streamState) missingFor(id string, r rowState) time.Duration {
+	if !r.missing || r.firstSent < st.resetAt(id) {
 		return 0
 	}
 	if v, ok := r.validated(st.checkedAt()); ok {

@@ -62,7 +62,7 @@ type existence struct {
 	// missing by a read sent before then may have been recreated (and
 	// deleted again) since, unseen by this instance, so that read starts
 	// no wait that a later one may join (see streamState.setRow).
-	resetAt atomic.Int64
+	resetAt [leases.RecreatedBuckets]atomic.Int64 // by bucket (leases.RecreatedBucket)
 	// checkedAt (on mono()) is when the last header read that was
 	// applied was sent: a read of a missing row that returned before then
 	// is known to precede no recreation that header did not show (see
@@ -72,7 +72,9 @@ type existence struct {
 
 func newExistence() *existence {
 	e := &existence{at: map[leases.Key]int64{}}
-	e.resetAt.Store(math.MinInt64) // none yet (mono() is negative in a synctest bubble)
+	for i := range e.resetAt {
+		e.resetAt[i].Store(math.MinInt64) // none yet (mono() is negative in a synctest bubble)
+	}
 	e.checkedAt.Store(math.MinInt64)
 	return e
 }
@@ -215,7 +217,7 @@ func (s *instrumentedStore) ReportVanished(ctx context.Context) error {
 	return err
 }
 
-func (s *instrumentedStore) ReportRecreated(ctx context.Context) error {
-	_, err := call(s, &s.s.writes, "ReportRecreated", func() (struct{}, error) { return struct{}{}, s.mem.ReportRecreated(ctx) })
+func (s *instrumentedStore) ReportRecreated(ctx context.Context, key leases.Key) error {
+	_, err := call(s, &s.s.writes, "ReportRecreated", func() (struct{}, error) { return struct{}{}, s.mem.ReportRecreated(ctx, key) })
 	return err
 }

@@ -50,8 +50,8 @@
 //     for a removal) counts as replaced;
 //   - Members: a strongly consistent GetItem of the row;
 //   - Header: a strongly consistent GetItem of the header (attributes
-//     r<row>, vanished and recreated); BumpRow, ReportVanished and
-//     ReportRecreated: ADD r<row> 1, ADD vanished 1, ADD recreated 1,
+//     r<row>, vanished and c<bucket>); BumpRow, ReportVanished and
+//     ReportRecreated: ADD r<row> 1, ADD vanished 1, ADD c<bucket> 1,
 //     conditional only on the item not being a lease row.
 //
 // Every write returns the whole row (ReturnValues ALL_NEW) and, when its
@@ -125,10 +125,10 @@ const (
 	entryStreams   = "s" // S: digest of the member's streams, absent when empty
 	attrCount      = "n" // N: a membership row's entry count
 	// The membership header: r<row> (N) per row, the roster version,
-	// vanished (N) and recreated (N).
-	headerRowPrefix = "r"
-	attrVanished    = "vanished"
-	attrRecreated   = "recreated"
+	// vanished (N) and c<bucket> (N) per bucket of recreated rows.
+	headerRowPrefix     = "r"
+	attrVanished        = "vanished"
+	headerRecreatedPref = "c"
 )
 
 // Client is the part of *dynamodb.Client the store uses.

@@ -127,9 +127,17 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 			if h.Vanished, err = num(item, attrVanished); err != nil {
 				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, leases.MemberHeaderKey, err)
 			}
-		case name == attrRecreated:
-			if h.Recreated, err = num(item, attrRecreated); err != nil {
-				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, leases.MemberHeaderKey, err)
+		case strings.HasPrefix(name, headerRecreatedPref):
+			b, err := strconv.Atoi(name[len(headerRecreatedPref):])
+			n, ok := v.(*types.AttributeValueMemberN)
+			if err != nil || !ok {
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: want a number named c<bucket>", s.table, leases.MemberHeaderKey, name)
+			}
+			if h.Recreated == nil {
+				h.Recreated = map[int]int64{}
+			}
+			if h.Recreated[b], err = strconv.ParseInt(n.Value, 10, 64); err != nil {
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: %w", s.table, leases.MemberHeaderKey, name, err)
 			}
 		case strings.HasPrefix(name, headerRowPrefix):
 			r, err := strconv.Atoi(name[len(headerRowPrefix):])
@@ -167,16 +175,16 @@ func (s *Store) ReportVanished(ctx context.Context) error {
 	return s.bumpHeader(ctx, attrVanished)
 }
 
-// ReportRecreated implements leases.Membership: ADD recreated 1 on the
+// ReportRecreated implements leases.Membership: ADD c<bucket> 1 on the
 // header.
-func (s *Store) ReportRecreated(ctx context.Context) error {
+func (s *Store) ReportRecreated(ctx context.Context, key leases.Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if s.err != nil {
 		return s.err
 	}
-	return s.bumpHeader(ctx, attrRecreated)
+	return s.bumpHeader(ctx, headerRecreatedPref+strconv.Itoa(leases.RecreatedBucket(key)))
 }
 
 func (s *Store) bumpHeader(ctx context.Context, attr string) error {

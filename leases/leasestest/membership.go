@@ -283,14 +283,26 @@ func versions(h leases.MemberHeader) map[int]int64 {
 func wantHeader(t *testing.T, op string, m leases.Membership, want leases.MemberHeader) {
 	t.Helper()
 	got := mustHeader(t, m)
-	if !maps.Equal(versions(got), versions(want)) || got.Vanished != want.Vanished || got.Recreated != want.Recreated {
+	if !maps.Equal(versions(got), versions(want)) || got.Vanished != want.Vanished || !maps.Equal(nonZero(got.Recreated), nonZero(want.Recreated)) {
 		t.Fatalf("%s: the header is %+v, want %+v", op, got, want)
 	}
 }
 
+// nonZero returns m without its zero values (a header that counts none in
+// a bucket may list it or not).
+func nonZero(m map[int]int64) map[int]int64 {
+	out := map[int]int64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // bumped returns h with row's version plus n.
 func bumped(h leases.MemberHeader, row int, n int64) leases.MemberHeader {
-	out := leases.MemberHeader{Rows: versions(h), Vanished: h.Vanished, Recreated: h.Recreated}
+	out := leases.MemberHeader{Rows: versions(h), Vanished: h.Vanished, Recreated: maps.Clone(h.Recreated)}
 	out.Rows[row] += n
 	return out
 }
@@ -1065,22 +1077,32 @@ func testHeaderBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *ro
 		h.Vanished++
 		wantHeader(t, "after ReportVanished", m, h)
 	}
-	recreate := func() {
+	keyA := leases.Key{Stream: "s", Shard: "a"}
+	keyB := keyA
+	for i := 0; leases.RecreatedBucket(keyB) == leases.RecreatedBucket(keyA); i++ {
+		keyB.Shard = fmt.Sprintf("b%d", i)
+	}
+	recreate := func(key leases.Key) {
 		t.Helper()
-		if err := m.ReportRecreated(ctx(t)); err != nil {
+		if err := m.ReportRecreated(ctx(t), key); err != nil {
 			t.Fatalf("ReportRecreated: %v", err)
 		}
-		h.Recreated++
-		wantHeader(t, "after ReportRecreated", m, h)
+		h.Recreated = maps.Clone(h.Recreated)
+		if h.Recreated == nil {
+			h.Recreated = map[int]int64{}
+		}
+		h.Recreated[leases.RecreatedBucket(key)]++
+		wantHeader(t, "after ReportRecreated of "+key.Shard, m, h)
 	}
 	bump(r1)
 	bump(r1)
-	recreate()
+	recreate(keyA)
 	bump(r2)
 	vanish()
 	bump(r1)
 	vanish()
-	recreate()
+	recreate(keyB)
+	recreate(keyA)
 	vanish()
 	if got := mustHeader(t, m); got.Rows[r1] != 3 || got.Rows[r2] != 1 {
 		t.Fatalf("Header after three bumps of row %d and one of row %d: %+v", r1, r2, got)
@@ -1129,7 +1151,7 @@ func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows
 				if err := m.ReportVanished(ctx(t)); err != nil {
 					errs <- err
 				}
-				if err := m.ReportRecreated(ctx(t)); err != nil {
+				if err := m.ReportRecreated(ctx(t), leases.Key{Stream: "s", Shard: "x"}); err != nil {
 					errs <- err
 				}
 			}
@@ -1141,7 +1163,11 @@ func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows
 	}
 	want := bumped(bumped(before, r1, goroutines*bumps1), r2, goroutines*bumps2)
 	want.Vanished += goroutines * vanished
-	want.Recreated += goroutines * vanished
+	want.Recreated = maps.Clone(want.Recreated)
+	if want.Recreated == nil {
+		want.Recreated = map[int]int64{}
+	}
+	want.Recreated[leases.RecreatedBucket(leases.Key{Stream: "s", Shard: "x"})] += goroutines * vanished
 	wantHeader(t, fmt.Sprintf("after %d goroutines bumped row %d %d times, row %d %d times and reported %d vanished and %d recreated rows each",
 		goroutines, r1, bumps1, r2, bumps2, vanished, vanished), m, want)
 }
@@ -1660,7 +1686,7 @@ func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membershi
 			"Header":                 func() error { _, err := m.Header(c); return err },
 			"BumpRow":                func() error { return m.BumpRow(c, r) },
 			"ReportVanished":         func() error { return m.ReportVanished(c) },
-			"ReportRecreated":        func() error { return m.ReportRecreated(c) },
+			"ReportRecreated":        func() error { return m.ReportRecreated(c, missing) },
 			"TakeAs":                 func() error { _, err := m.TakeAs(c, l, "a", "inc"); return err },
 			"CreateAs": func() error {
 				_, err := m.CreateAs(c, missing, "a", "inc", leases.Checkpoint{Sequence: "1"}, "")

@@ -31,7 +31,7 @@ type Store struct {
 	members   map[int]map[string]leases.Member // membership row -> owner -> entry
 	header    map[int]int64                    // membership row -> roster version
 	vanished  int64
-	recreated int64
+	recreated map[int]int64
 	rewinds   map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
 }
 
@@ -287,7 +287,7 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return leases.MemberHeader{Rows: maps.Clone(s.header), Vanished: s.vanished, Recreated: s.recreated}, nil
+	return leases.MemberHeader{Rows: maps.Clone(s.header), Vanished: s.vanished, Recreated: maps.Clone(s.recreated)}, nil
 }
 
 // BumpRow implements leases.Membership.
@@ -313,13 +313,16 @@ func (s *Store) ReportVanished(ctx context.Context) error {
 }
 
 // ReportRecreated implements leases.Membership.
-func (s *Store) ReportRecreated(ctx context.Context) error {
+func (s *Store) ReportRecreated(ctx context.Context, key leases.Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.recreated++
+	if s.recreated == nil {
+		s.recreated = map[int]int64{}
+	}
+	s.recreated[leases.RecreatedBucket(key)]++
 	return nil
 }
 
@@ -416,6 +419,6 @@ func (s *Store) Clear() {
 	s.members = make(map[int]map[string]leases.Member)
 	s.header = make(map[int]int64)
 	s.vanished = 0
-	s.recreated = 0
+	s.recreated = nil
 	s.rewinds = make(map[leases.Key]leases.RewindRecord)
 }

@@ -346,11 +346,11 @@ func (s *FaultStore) ReportVanished(ctx context.Context) error {
 
 // ReportRecreated implements leases.Membership; the hooks see it as a call
 // on MemberRowKey(-1).
-func (s *FaultStore) ReportRecreated(ctx context.Context) error {
+func (s *FaultStore) ReportRecreated(ctx context.Context, key leases.Key) error {
 	mem, err := s.membership()
 	if err != nil {
 		return err
 	}
-	_, err = s.callMembers(ctx, "ReportRecreated", headerRow, func() ([]leases.Member, error) { return nil, mem.ReportRecreated(ctx) })
+	_, err = s.callMembers(ctx, "ReportRecreated", headerRow, func() ([]leases.Member, error) { return nil, mem.ReportRecreated(ctx, key) })
 	return err
 }

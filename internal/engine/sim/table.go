@@ -271,10 +271,10 @@ func (t *Table) ReportVanished(ctx context.Context) error {
 }
 
 // ReportRecreated implements leases.Membership.
-func (t *Table) ReportRecreated(ctx context.Context) error {
+func (t *Table) ReportRecreated(ctx context.Context, key leases.Key) error {
 	s, err := t.membership("ReportRecreated")
 	if err != nil {
 		return err
 	}
-	return s.ReportRecreated(ctx)
+	return s.ReportRecreated(ctx, key)
 }

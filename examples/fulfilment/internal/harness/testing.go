@@ -142,11 +142,11 @@ func (s CutOffStore) ReportVanished(ctx context.Context) error {
 }
 
 // ReportRecreated implements leases.Membership.
-func (s CutOffStore) ReportRecreated(ctx context.Context) error {
+func (s CutOffStore) ReportRecreated(ctx context.Context, key leases.Key) error {
 	if s.Cut.Load() {
 		return s.Err
 	}
-	return s.mem().ReportRecreated(ctx)
+	return s.mem().ReportRecreated(ctx, key)
 }
 
 // CreateAs implements leases.Membership.
