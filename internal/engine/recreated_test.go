@@ -80,3 +80,45 @@ func TestRecreationBetweenReadsRestartsTheWait(t *testing.T) {
 		})
 	}
 }
+
+// TestRowReadAtListingIsRecheckedWhenReported: a row this instance only
+// read at its first listing (held by another member) is known by its
+// checkpoint: when a vanished report makes every member re-read what it
+// knows, this instance finds it missing and counts itself a knower that
+// will recreate it (an orphan, announced in its entry), so that a member
+// that knows no checkpoint defers to it rather than create the row at the
+// start position (TestDynamoMembership/seed=1 did, while a member that had
+// read the row at its first listing knew a checkpoint covering 84 records).
+func TestRowReadAtListingIsRecheckedWhenReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, st, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		cp := leases.Checkpoint{Sequence: "49000000000000000000000000000000000000000000000084000000"}
+		l, err := store.CreateAs(ctx, key, "b", "0.B", cp, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.readRow(ctx, st, u.Shard); err != nil {
+			t.Fatal(err)
+		}
+		if !store.Delete(l.Key) {
+			t.Fatal("no row to delete")
+		}
+		if !g.recheckReleased(ctx) {
+			t.Fatal("recheckReleased: a read failed")
+		}
+		g.mu.Lock()
+		o, ok := g.orphans[u]
+		g.mu.Unlock()
+		if !ok || o.best() != cp {
+			t.Fatalf("after the row read at the first listing vanished and was re-read: orphan %+v (present %v), want one that knows %v", o, ok, cp)
+		}
+		readHeader(t, g)
+		g.releaseOrphan(ctx, u, o) // the next round's apply: the release finds the row missing
+		if n := g.countVanished(map[unit]string{u: "b"}); n != 1 {
+			t.Fatalf("countVanished = %d, want 1: this instance will recreate the row it knows", n)
+		}
+	})
+}
