@@ -80,7 +80,11 @@
 //     recreated by its holder, from the checkpoint it knows (CreateAs, in
 //     one write); the consumer lets nobody else create a missing row before
 //     its holder has certainly stopped delivering it (see the consumer's
-//     documentation of lost rows).
+//     documentation of lost rows). Whoever recreates a row announces it
+//     ([Membership.ReportRecreated], a counter per bucket of keys in the
+//     header) before anyone reads from it, so that a member whose reads
+//     found the row missing before and after the recreation starts its
+//     wait again instead of counting the time between as missing.
 //  8. An operator's rewind outlives a deleted row: Rewind records it apart
 //     from the row (a rewind record, read with [Membership.LastRewind]) and
 //     writes its id on the row ([Lease.Rewind]), which every other write
