@@ -91,15 +91,33 @@ func (h *heldLease) proved(sent int64) {
 // write sent at sent: the worker may deliver again, and is woken.
 func (h *heldLease) recreated(sent int64, atRewind bool) {
 	if atRewind {
-		h.mu.Lock()
-		h.rewoundByRecreate = true
-		h.attempted = leases.Checkpoint{} // the row is at the rewind's position: resume there
-		h.mu.Unlock()
+		h.rewoundAt()
 	}
 	h.proved(sent)
 	h.vanished.Store(false)
 	h.back.broadcast()
 }
+
+// rewoundAt records that the row was recreated at an operator's rewind
+// (see rewoundByRecreate).
+func (h *heldLease) rewoundAt() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rewoundByRecreate = true
+	h.attempted = leases.Checkpoint{} // the row is at the rewind's position: resume there
+}
+
+// rewoundPending reports whether the row was recreated at an operator's
+// rewind that the worker has not applied yet.
+func (h *heldLease) rewoundPending() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rewoundByRecreate
+}
+
+// errRewoundByRecreate: a checkpoint not written, the row recreated at an
+// operator's rewind meanwhile (see heldLease.checkpoint).
+var errRewoundByRecreate = errors.New("kinesislease: the row was recreated at an operator's rewind")
 
 // newMemberLease returns l held under the membership protocol: valid while
 // the instance's fence (shared) has not passed and the lease is not lost;
@@ -290,8 +308,16 @@ func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error 
 		return nil
 	}
 	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
+		// Again with the write token held: a recreation at a rewind may
+		// have come between the check above and the token.
+		if h.rewoundPending() {
+			return l, errRewoundByRecreate
+		}
 		return h.store.Checkpoint(ctx, l, cp)
 	})
+	if errors.Is(err, errRewoundByRecreate) {
+		return nil
+	}
 	return err
 }
 

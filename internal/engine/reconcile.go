@@ -113,7 +113,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	// With the lease's write token held, so that no checkpoint of the
 	// worker meets the row half recreated.
 	var sent int64
-	var atRewind, byRecord bool
+	var atRewind bool
 	err := w.lease.exclusive(func(known leases.Lease) (leases.Lease, error) {
 		cp := w.lease.resumeAt()
 		atRewind = !known.RewindTo.IsZero()
@@ -134,7 +134,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			// An operator's rewind that landed after this instance's last
 			// write, and went with the row: the row comes back at its
 			// position, as if the worker had applied it.
-			atRewind, byRecord = true, true
+			atRewind = true
 			st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it at the operator's rewind that came after this instance's last write",
 				"shard", u.Shard, "seq", cp.String())
 		} else {
@@ -151,6 +151,13 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		cctx, cancel := g.atFence(ctx, known.Incarnation)
 		l, err := g.mem.CreateAs(cctx, known.Key, known.Owner, known.Incarnation, cp, rewind)
 		cancel()
+		if err == nil && atRewind {
+			// Before the write token goes: no checkpoint of the worker may
+			// land on the row recreated at the rewind (seed 3707362: one
+			// queued behind the recreation moved it past the rewind, then
+			// no checkpoint landed again for eleven minutes).
+			w.lease.rewoundAt()
+		}
 		if !errors.Is(err, leases.ErrConflict) {
 			return l, err
 		}
@@ -174,10 +181,12 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// it again.
 	case err == nil:
 		w.lease.recreated(sent, atRewind)
-		if byRecord && !w.stopping() {
-			// The worker never read the request: stop it as for a rewind
-			// (applied already by the recreation), and read again from the
-			// rewind's position.
+		if w.lease.rewoundPending() && !w.stopping() {
+			// The worker never read the request (it came with the record,
+			// or the lease took it from a conflicting write's read), or
+			// stopped since for it: stop it as for a rewind (applied
+			// already by the recreation), and read again from the rewind's
+			// position. Until it does, it writes no checkpoint.
 			w.rewind()
 		}
 	case errors.Is(err, leases.ErrConflict):
