@@ -663,6 +663,16 @@ func (c *checker) observed(row leases.Lease) {
 // process (capped by what the row's covered). The caller holds mu.
 func (c *checker) deleted(id, holder string, known map[string]int) {
 	s := c.shard(id)
+	if p := s.pending; p != nil {
+		if t := s.tenures[p.writer]; t != nil && t.lastEntered == -1 && t.next == t.start {
+			// Its taker read nothing from the row before it was deleted
+			// again (a take of a row recreated without a checkpoint whose
+			// fill failed, say: seed 4002962): no restart happened, and the
+			// taker still knows what it knew.
+			c.tracef("%s took %s and read nothing from it before it was deleted again: no restart to judge", p.writer, s.id)
+			s.pending = nil
+		}
+	}
 	c.judgeRestart(s)
 	c.stats.deletions++
 	holderKnown, ok := known[holder]
