@@ -155,14 +155,18 @@ func ExampleWithMemoryBudget() {
 	// kinesislease: invalid option: WithMemoryBudget(4096, 10): want at least 1 MiB and 100 records
 }
 
-// The SDK's own decoder for GetRecords answers instead of the library's
-// (the default, which gives the same records with fewer allocations):
-// for an endpoint whose answers only the SDK's decoder reads.
-func ExampleWithSDKDecoding() {
-	svc, err := kinesislease.New(awsConfig(), kinesislease.WithSDKDecoding())
+// GetRecords in AWS JSON 1.1 with the SDK's own decoder instead of CBOR
+// and the library's (the default, which gives the same records for less
+// CPU): for an endpoint or proxy whose answers only the SDK's path reads.
+// An unknown encoding is refused by New.
+func ExampleWithGetRecordsEncoding() {
+	svc, err := kinesislease.New(awsConfig(), kinesislease.WithGetRecordsEncoding(kinesislease.EncodingSDK))
 	fmt.Println(svc != nil, err)
+	_, err = kinesislease.New(awsConfig(), kinesislease.WithGetRecordsEncoding(7))
+	fmt.Println(errors.Is(err, kinesislease.ErrInvalidOption))
 	// Output:
 	// true <nil>
+	// true
 }
 
 // A producer-only program: a Publisher built from a Kinesis client, no

@@ -28,7 +28,7 @@ type config struct {
 	storeDefaulted  bool // no WithLeaseStore: the memory store
 	logger          *slog.Logger
 	client          Kinesis
-	sdkDecoding     bool // WithSDKDecoding
+	encoding        GetRecordsEncoding // WithGetRecordsEncoding
 	heartbeat       time.Duration
 	timeout         time.Duration
 	maxLeases       int
@@ -98,18 +98,51 @@ func WithKinesisClient(client Kinesis) Option {
 	return serviceOption(func(c *config) { c.client = client })
 }
 
-// WithSDKDecoding decodes GetRecords' answers with the AWS SDK's own
-// decoder. By default the service decodes a successful GetRecords answer
-// itself, straight into the records (one buffer for a batch's data, one
-// string for its keys and sequence numbers; about 0.75 allocations a record
-// against 11 with the SDK's): the request, signing, retries, errors and any
-// answer the decoder does not take (child shards, escapes, unknown
-// members) still go through the SDK, and the two decoders give the same
-// records (a differential test and fuzzing check it). This option turns
-// the library's decoder off, should a proxy or endpoint ever answer in a
-// way only the SDK's decoder reads.
+// GetRecordsEncoding is how GetRecords travels and is decoded (see
+// WithGetRecordsEncoding).
+type GetRecordsEncoding int
+
+const (
+	// EncodingCBOR (the default) sends GetRecords in CBOR
+	// (application/x-amz-cbor-1.1), as AWS's Java SDK and the KCL do, and
+	// decodes the answer itself: record data are slices of the answer (no
+	// base64, no copy), keys and sequence numbers slices of one string.
+	EncodingCBOR GetRecordsEncoding = iota
+	// EncodingJSON sends GetRecords in AWS JSON 1.1, as the Go SDK does,
+	// and decodes the answer itself (one buffer for a batch's data, one
+	// string for its keys and sequence numbers).
+	EncodingJSON
+	// EncodingSDK leaves GetRecords to the Go SDK: AWS JSON 1.1, its own
+	// decoder.
+	EncodingSDK
+)
+
+// WithGetRecordsEncoding sets how GetRecords travels and is decoded
+// (default EncodingCBOR). Whatever the encoding, the SDK still resolves
+// the endpoint, signs, retries and times out every call, and errors are
+// the SDK's types (errors.As works as with the SDK alone). An answer the
+// library's decoder does not take (child shards at a shard's end, members
+// it does not know) is decoded by the SDK's decoder, and the decoders give
+// the same records (differential tests and fuzzing check it). An endpoint
+// that does not speak CBOR (some proxies and emulators: it answers in JSON
+// or refuses the request) is read in JSON from its first answer on, with
+// one INFO line; a refused call is made again, and loses nothing.
+// EncodingSDK is for an endpoint or proxy that only the SDK's own path
+// reads.
+func WithGetRecordsEncoding(e GetRecordsEncoding) Option {
+	return serviceOption(func(c *config) {
+		if e < EncodingCBOR || e > EncodingSDK {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithGetRecordsEncoding(%d): want EncodingCBOR, EncodingJSON or EncodingSDK", ErrInvalidOption, e))
+		}
+		c.encoding = e
+	})
+}
+
+// WithSDKDecoding leaves GetRecords to the Go SDK's own path.
+//
+// Deprecated: use WithGetRecordsEncoding(EncodingSDK).
 func WithSDKDecoding() Option {
-	return serviceOption(func(c *config) { c.sdkDecoding = true })
+	return WithGetRecordsEncoding(EncodingSDK)
 }
 
 // WithHeartbeat sets the lease protocol's heartbeat interval and timeout

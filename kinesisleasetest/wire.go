@@ -21,6 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/eventstream"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
 // The wire: Kinesis' AWS JSON 1.1 protocol, and SubscribeToShard's event
@@ -93,7 +95,8 @@ func (k *Kinesis) deleteStream(_ context.Context, in *kinesis.DeleteStreamInput,
 	return &kinesis.DeleteStreamOutput{}, nil
 }
 
-// ServeHTTP serves the Kinesis API on AWS JSON 1.1, as the service does,
+// ServeHTTP serves the Kinesis API on AWS JSON 1.1, and GetRecords in CBOR
+// too (application/x-amz-cbor-1.1), as the service does,
 // to any SDK client whose endpoint is the server, in this process or
 // another (see Client for one that needs no server): the calls Kinesis
 // implements, CreateStream and DeleteStream, and SubscribeToShard with its
@@ -115,6 +118,10 @@ func (k *Kinesis) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		k.serveSubscribe(w, r, body)
 		return
 	}
+	if ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) == kinesisx.ContentTypeCBOR {
+		k.serveCBOR(w, r, name, body)
+		return
+	}
 	fn := k.operations()[name]
 	if fn == nil {
 		writeError(w, &smithy.GenericAPIError{Code: "UnknownOperationException", Message: "kinesisleasetest: no operation " + name})
@@ -132,6 +139,41 @@ func (k *Kinesis) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	_, _ = w.Write(payload)
+}
+
+// serveCBOR answers a call in CBOR (application/x-amz-cbor-1.1), as the
+// service answers AWS's Java SDK: GetRecords, the one operation the
+// library sends so; any other is a SerializationException.
+func (k *Kinesis) serveCBOR(w http.ResponseWriter, r *http.Request, name string, body []byte) {
+	fail := func(err error) {
+		code, msg, status := "InternalFailure", err.Error(), http.StatusInternalServerError
+		var api smithy.APIError
+		if errors.As(err, &api) {
+			code, msg = api.ErrorCode(), api.ErrorMessage()
+			if api.ErrorFault() != smithy.FaultServer && code != "InternalFailure" {
+				status = http.StatusBadRequest
+			}
+		}
+		w.Header().Set("Content-Type", kinesisx.ContentTypeCBOR)
+		w.WriteHeader(status)
+		_, _ = w.Write(kinesisx.EncodeErrorCBOR(code, msg))
+	}
+	if name != OpGetRecords {
+		fail(serializationErr("kinesisleasetest: %s in CBOR: only GetRecords is served in CBOR", name))
+		return
+	}
+	in, err := kinesisx.DecodeGetRecordsInputCBOR(body)
+	if err != nil {
+		fail(serializationErr("GetRecords in CBOR: %v", err))
+		return
+	}
+	out, err := k.GetRecords(r.Context(), in)
+	if err != nil {
+		fail(err)
+		return
+	}
+	w.Header().Set("Content-Type", kinesisx.ContentTypeCBOR)
+	_, _ = w.Write(kinesisx.EncodeGetRecordsOutputCBOR(out))
 }
 
 // serveSubscribe answers SubscribeToShard: the initial-response, then each

@@ -44,9 +44,10 @@ type ReaderConfig struct {
 	Start   kltype.StartPosition
 	// Limit is GetRecords' Limit; 0 means Kinesis' default (10,000).
 	Limit int32
-	// SDKDecoding decodes GetRecords' answers with the SDK's own decoder
-	// instead of kinesisx.FastGetRecords.
-	SDKDecoding bool
+	// Encoding is how GetRecords travels (kinesisx.EncodingCBOR by
+	// default); OnFallback is told once when an endpoint refuses CBOR.
+	Encoding   kinesisx.Encoding
+	OnFallback func(endpoint string, err error)
 	// MinInterval is the least time between two GetRecords calls on the
 	// shard. Kinesis allows 5 calls per second per shard, shared by every
 	// consumer of the stream; the default is 200ms.
@@ -95,10 +96,7 @@ func NewReader(cfg ReaderConfig) *Reader {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Second
 	}
-	opts := []func(*kinesis.Options){kinesisx.WithoutThrottleRetries}
-	if !cfg.SDKDecoding {
-		opts = append(opts, kinesisx.FastGetRecords)
-	}
+	opts := append([]func(*kinesis.Options){kinesisx.WithoutThrottleRetries}, kinesisx.GetRecordsOptions(cfg.Encoding, cfg.OnFallback)...)
 	return &Reader{cfg: cfg, callOpts: opts}
 }
 

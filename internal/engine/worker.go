@@ -36,7 +36,7 @@ type WorkerConfig struct {
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
 	// Reader settings (see ReaderConfig).
-	SDKDecoding  bool
+	Encoding     kinesisx.Encoding // how GetRecords travels (see ReaderConfig)
 	Limit        int32
 	MinInterval  time.Duration
 	IdleInterval time.Duration
@@ -263,7 +263,10 @@ func (w *worker) startReader() *feed {
 			Reserve: reserve,
 			Client:  w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
 			Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
-			OnRetry: onRetry, SDKDecoding: w.cfg.SDKDecoding,
+			OnRetry: onRetry, Encoding: w.cfg.Encoding,
+			OnFallback: func(endpoint string, err error) {
+				w.log.Info("kinesislease: the Kinesis endpoint does not answer GetRecords in CBOR; reading it in JSON", "endpoint", endpoint, "err", err)
+			},
 		})
 	}
 	for _, x := range w.h.started {

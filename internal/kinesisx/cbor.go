@@ -16,8 +16,9 @@ package kinesisx
 //     code) in the body; the message in x-amzn-error-message, else message,
 //     Message or errorMessage.
 // Emulators differ: kinesalite sends timestamps as floats of epoch seconds,
-// so a float is taken as seconds, and so is an integer below 1e11 (a
-// millisecond count that small is 1973, before any Kinesis record).
+// so a float is taken as seconds, and so is a positive integer below 1e11
+// (a millisecond count that small is 1973, before any Kinesis record; an
+// arrival read as 1970 would make a record look decades old).
 
 import (
 	"encoding/base64"
@@ -27,6 +28,9 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 )
 
 // cborMajor is a CBOR major type (the top three bits of an item's head).
@@ -47,7 +51,10 @@ const (
 // map (additional information 31).
 const cborIndefinite = math.MaxUint64
 
-var errCBOR = errors.New("kinesisx: malformed CBOR")
+var (
+	errCBOR  = errors.New("kinesisx: malformed CBOR")
+	errShape = errors.New("kinesisx: CBOR item of another type than the member's")
+)
 
 // cborReader reads CBOR items from p.
 type cborReader struct {
@@ -148,8 +155,11 @@ func (r *cborReader) str(m cborMajor, n uint64) ([]byte, error) {
 // text reads a text string (after any tags).
 func (r *cborReader) text() ([]byte, error) {
 	m, _, n, err := r.untagged()
-	if err != nil || m != cborText {
-		return nil, errCBOR
+	switch {
+	case err != nil:
+		return nil, err
+	case m != cborText:
+		return nil, r.wrong(m, n)
 	}
 	return r.str(m, n)
 }
@@ -227,8 +237,11 @@ func (r *cborReader) skip(depth int) error {
 // returns its length (cborIndefinite for an indefinite one).
 func (r *cborReader) container(want cborMajor) (uint64, error) {
 	m, _, n, err := r.untagged()
-	if err != nil || m != want {
-		return 0, errCBOR
+	switch {
+	case err != nil:
+		return 0, err
+	case m != want:
+		return 0, r.wrong(m, n)
 	}
 	if n != cborIndefinite && n > uint64(len(r.p)-r.i) {
 		return 0, errCBOR
@@ -264,7 +277,7 @@ func (r *cborReader) number() (v float64, integer bool, err error) {
 	case m == cborSimple && ai == 27:
 		return math.Float64frombits(n), false, nil
 	}
-	return 0, false, errCBOR
+	return 0, false, r.wrong(m, n)
 }
 
 // integer reads an integer (after any tags) that fits an int64.
@@ -277,8 +290,10 @@ func (r *cborReader) integer() (int64, error) {
 		return int64(n), nil
 	case m == cborNegint && n <= math.MaxInt64:
 		return -1 - int64(n), nil
+	case m == cborUint || m == cborNegint:
+		return 0, errShape // out of int64's range
 	}
-	return 0, errCBOR
+	return 0, r.wrong(m, n)
 }
 
 // timestamp reads a timestamp as the SDK's CBOR protocol decodes one: an
@@ -290,11 +305,13 @@ func (r *cborReader) timestamp() (time.Time, error) {
 		return time.Time{}, err
 	}
 	ms := v
-	if !integer || math.Abs(v) < 1e11 {
+	if !integer || (v > 0 && v < 1e11) {
 		ms = v * 1e3
 	}
-	if math.IsNaN(ms) || math.Abs(ms) > 1<<53 {
-		return time.Time{}, errCBOR
+	if math.IsNaN(ms) || math.Abs(ms) > 9e15/1e3 {
+		// Well-formed, but past what the SDK's decoder takes as it is
+		// (nanoseconds in an int64: years 1678 to 2262): its decoder judges.
+		return time.Time{}, errShape
 	}
 	return time.UnixMilli(int64(ms)).UTC(), nil
 }
@@ -320,12 +337,45 @@ func (r *cborReader) blob(dst []byte) (v, grown []byte, err error) {
 		start := len(dst)
 		w, err := base64.StdEncoding.Decode(dst[start:start+k], s)
 		if err != nil {
-			return nil, dst, errCBOR
+			return nil, dst, errShape // not base64: the SDK's decoder says so
 		}
 		dst = dst[:start+w]
 		return dst[start : start+w : start+w], dst, nil
 	}
-	return nil, dst, errCBOR
+	return nil, dst, r.wrong(m, n)
+}
+
+// wrong is the error of an item of another type than expected, whose head
+// (major type m, argument n) was read: errShape if the rest of the item is
+// well-formed, else errCBOR.
+func (r *cborReader) wrong(m cborMajor, n uint64) error {
+	// Read the rest of the item as skip would have from its head.
+	switch m {
+	case cborBytes, cborText:
+		if _, err := r.str(m, n); err != nil {
+			return err
+		}
+	case cborArray, cborMap:
+		per := 1
+		if m == cborMap {
+			per = 2
+		}
+		for i := 0; r.more(n, i); i++ {
+			if n != cborIndefinite && n > uint64(len(r.p)-r.i) {
+				return errCBOR
+			}
+			for range per {
+				if err := r.skip(1); err != nil {
+					return err
+				}
+			}
+		}
+	case cborSimple:
+		if n == cborIndefinite {
+			return errCBOR
+		}
+	}
+	return errShape
 }
 
 // float16 converts an IEEE 754 half-precision float.
@@ -381,3 +431,146 @@ func (w *cborWriter) int(v int64) {
 // jsonNumber formats a float the way the SDK's JSON encoder would accept
 // it back (shortest representation).
 func jsonNumber(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// EncodeGetRecordsOutputCBOR encodes out as Kinesis answers GetRecords in
+// CBOR: data as byte strings, timestamps as tag 1 and an integer of epoch
+// milliseconds, absent members left out. Test servers use it.
+func EncodeGetRecordsOutputCBOR(out *kinesis.GetRecordsOutput) []byte {
+	w := cborWriter{b: make([]byte, 0, 256+len(out.Records)*160)}
+	n := 1
+	if out.NextShardIterator != nil {
+		n++
+	}
+	if out.MillisBehindLatest != nil {
+		n++
+	}
+	if out.ChildShards != nil {
+		n++
+	}
+	w.head(cborMap, uint64(n))
+	if out.ChildShards != nil {
+		w.text("ChildShards")
+		w.head(cborArray, uint64(len(out.ChildShards)))
+		for _, c := range out.ChildShards {
+			k := 1
+			if c.ShardId != nil {
+				k++
+			}
+			if c.HashKeyRange != nil {
+				k++
+			}
+			w.head(cborMap, uint64(k))
+			if c.HashKeyRange != nil {
+				w.text("HashKeyRange")
+				w.head(cborMap, 2)
+				w.text("EndingHashKey")
+				w.text(aws.ToString(c.HashKeyRange.EndingHashKey))
+				w.text("StartingHashKey")
+				w.text(aws.ToString(c.HashKeyRange.StartingHashKey))
+			}
+			w.text("ParentShards")
+			w.head(cborArray, uint64(len(c.ParentShards)))
+			for _, p := range c.ParentShards {
+				w.text(p)
+			}
+			if c.ShardId != nil {
+				w.text("ShardId")
+				w.text(*c.ShardId)
+			}
+		}
+	}
+	if out.MillisBehindLatest != nil {
+		w.text("MillisBehindLatest")
+		w.int(*out.MillisBehindLatest)
+	}
+	if out.NextShardIterator != nil {
+		w.text("NextShardIterator")
+		w.text(*out.NextShardIterator)
+	}
+	w.text("Records")
+	w.head(cborArray, uint64(len(out.Records)))
+	for _, r := range out.Records {
+		k := 1
+		for _, set := range []bool{r.ApproximateArrivalTimestamp != nil, r.EncryptionType != "", r.PartitionKey != nil, r.SequenceNumber != nil} {
+			if set {
+				k++
+			}
+		}
+		w.head(cborMap, uint64(k))
+		if r.ApproximateArrivalTimestamp != nil {
+			w.text("ApproximateArrivalTimestamp")
+			w.head(cborTag, 1)
+			w.int(r.ApproximateArrivalTimestamp.UnixMilli())
+		}
+		w.text("Data")
+		w.head(cborBytes, uint64(len(r.Data)))
+		w.b = append(w.b, r.Data...)
+		if r.EncryptionType != "" {
+			w.text("EncryptionType")
+			w.text(string(r.EncryptionType))
+		}
+		if r.PartitionKey != nil {
+			w.text("PartitionKey")
+			w.text(*r.PartitionKey)
+		}
+		if r.SequenceNumber != nil {
+			w.text("SequenceNumber")
+			w.text(*r.SequenceNumber)
+		}
+	}
+	return w.b
+}
+
+// EncodeErrorCBOR encodes an error answer in CBOR: __type and message.
+func EncodeErrorCBOR(code, msg string) []byte {
+	w := cborWriter{}
+	w.head(cborMap, 2)
+	w.text("__type")
+	w.text(code)
+	w.text("message")
+	w.text(msg)
+	return w.b
+}
+
+// DecodeGetRecordsInputCBOR decodes a GetRecords request in CBOR (test
+// servers use it).
+func DecodeGetRecordsInputCBOR(p []byte) (*kinesis.GetRecordsInput, error) {
+	r := cborReader{p: p}
+	n, err := r.container(cborMap)
+	if err != nil {
+		return nil, err
+	}
+	in := &kinesis.GetRecordsInput{}
+	for i := 0; r.more(n, i); i++ {
+		k, err := r.text()
+		if err != nil {
+			return nil, err
+		}
+		switch string(k) {
+		case "ShardIterator", "StreamARN":
+			v, err := r.text()
+			if err != nil {
+				return nil, err
+			}
+			if string(k) == "ShardIterator" {
+				in.ShardIterator = aws.String(string(v))
+			} else {
+				in.StreamARN = aws.String(string(v))
+			}
+		case "Limit":
+			v, err := r.integer()
+			if err != nil || v < math.MinInt32 || v > math.MaxInt32 {
+				return nil, errCBOR
+			}
+			in.Limit = aws.Int32(int32(v))
+		default:
+			if err := r.skip(0); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if r.i != len(r.p) {
+		return nil, errCBOR
+	}
+	return in, nil
+}
