@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -15,6 +17,11 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
 // Order is the record type of the data set: both the library's handler and
@@ -49,9 +56,12 @@ type Dataset struct {
 	DataLen int // bytes of each record's data
 
 	suffix64 []byte // base64 of the shared suffix
+	suffix   []byte // the shared suffix
 	lazy     bool
 	frags    [][]byte  // eager: per shard, every fragment back to back
 	offs     [][]int32 // eager: per shard, fragment i is frags[s][offs[s][i]:offs[s][i+1]]
+	cfrags   [][]byte  // eager: the same in CBOR
+	coffs    [][]int32
 }
 
 const prefixLen = 84 // a multiple of 3, enough for the varying fields (at most 82 bytes)
@@ -65,22 +75,30 @@ func NewDataset(stream string, shards, records, size int, lazy bool) *Dataset {
 	note := "gift wrap" + strings.Repeat(".", noteLen-len("gift wrap"))
 	suffix := `"note":"` + note + `"}`
 	d.suffix64 = []byte(base64.StdEncoding.EncodeToString([]byte(suffix)))
+	d.suffix = []byte(suffix)
 	d.DataLen = prefixLen + len(suffix)
 	if !lazy {
-		d.frags = make([][]byte, shards)
-		d.offs = make([][]int32, shards)
-		for s := range shards {
-			var buf []byte
-			offs := make([]int32, 0, records+1)
-			for i := range records {
-				offs = append(offs, int32(len(buf)))
-				buf = d.genFragment(buf, s, i)
-			}
-			d.offs[s] = append(offs, int32(len(buf)))
-			d.frags[s] = buf
-		}
+		d.frags, d.offs = d.fragments(d.genFragment)
+		d.cfrags, d.coffs = d.fragments(d.genCBORFragment)
 	}
 	return d
+}
+
+// fragments encodes every record with gen: per shard, the fragments back
+// to back and where each starts.
+func (d *Dataset) fragments(gen func(dst []byte, s, i int) []byte) ([][]byte, [][]int32) {
+	frags, offs := make([][]byte, d.Shards), make([][]int32, d.Shards)
+	for s := range d.Shards {
+		var buf []byte
+		o := make([]int32, 0, d.Records+1)
+		for i := range d.Records {
+			o = append(o, int32(len(buf)))
+			buf = gen(buf, s, i)
+		}
+		offs[s] = append(o, int32(len(buf)))
+		frags[s] = buf
+	}
+	return frags, offs
 }
 
 // ShardID is shard s's id.
@@ -150,7 +168,65 @@ func (d *Dataset) customer(s, i int) int { return (i*7 + s*131) % 1000 }
 // Records array.
 func (d *Dataset) genFragment(dst []byte, s, i int) []byte {
 	var pre [prefixLen + 64]byte
-	p := pre[:0]
+	p := d.prefix(pre[:0], s, i)
+	c := d.customer(s, i)
+	ms := d.Base.UnixMilli() + int64(i)
+	dst = append(dst, `{"ApproximateArrivalTimestamp":`...)
+	dst = strconv.AppendInt(dst, ms/1000, 10)
+	dst = append(dst, '.')
+	dst = appendPadded(dst, int(ms%1000), 3)
+	dst = append(dst, `,"Data":"`...)
+	dst = base64.StdEncoding.AppendEncode(dst, p)
+	dst = append(dst, d.suffix64...)
+	dst = append(dst, `","PartitionKey":"c-`...)
+	dst = strconv.AppendInt(dst, int64(c), 10)
+	dst = append(dst, `","SequenceNumber":"`...)
+	dst = appendSeq(dst, s, i)
+	return append(dst, `"}`...)
+}
+
+// genCBORFragment appends record i of shard s as a CBOR map of GetRecords'
+// Records array, as Kinesis sends it in CBOR: data as a byte string, the
+// arrival as tag 1 and epoch milliseconds.
+func (d *Dataset) genCBORFragment(dst []byte, s, i int) []byte {
+	var pre [prefixLen + 64]byte
+	p := d.prefix(pre[:0], s, i)
+	c := d.customer(s, i)
+	dst = append(dst, 0xa4) // a map of 4
+	dst = cborText(dst, "ApproximateArrivalTimestamp")
+	dst = append(dst, 0xc1, 0x1b) // tag 1, a uint64
+	dst = binary.BigEndian.AppendUint64(dst, uint64(d.Base.UnixMilli()+int64(i)))
+	dst = cborText(dst, "Data")
+	dst = cborHead(dst, 2, len(p)+len(d.suffix))
+	dst = append(append(dst, p...), d.suffix...)
+	dst = cborText(dst, "PartitionKey")
+	var key [16]byte
+	k := strconv.AppendInt(append(key[:0], "c-"...), int64(c), 10)
+	dst = cborHead(dst, 3, len(k))
+	dst = append(dst, k...)
+	dst = cborText(dst, "SequenceNumber")
+	dst = cborHead(dst, 3, 56)
+	return appendSeq(dst, s, i)
+}
+
+// cborHead appends a CBOR head of major type m with argument n.
+func cborHead(dst []byte, m byte, n int) []byte {
+	switch {
+	case n < 24:
+		return append(dst, m<<5|byte(n))
+	case n < 1<<8:
+		return append(dst, m<<5|24, byte(n))
+	case n < 1<<16:
+		return binary.BigEndian.AppendUint16(append(dst, m<<5|25), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(dst, m<<5|26), uint32(n))
+}
+
+func cborText(dst []byte, s string) []byte { return append(cborHead(dst, 3, len(s)), s...) }
+
+// prefix appends the fields of record i of shard s that vary, padded to
+// prefixLen.
+func (d *Dataset) prefix(p []byte, s, i int) []byte {
 	c := d.customer(s, i)
 	p = append(p, `{"id":`...)
 	p = strconv.AppendInt(p, int64(s)*1_000_000_000+int64(i), 10)
@@ -169,20 +245,7 @@ func (d *Dataset) genFragment(dst []byte, s, i int) []byte {
 	for len(p) < prefixLen {
 		p = append(p, ' ')
 	}
-
-	ms := d.Base.UnixMilli() + int64(i)
-	dst = append(dst, `{"ApproximateArrivalTimestamp":`...)
-	dst = strconv.AppendInt(dst, ms/1000, 10)
-	dst = append(dst, '.')
-	dst = appendPadded(dst, int(ms%1000), 3)
-	dst = append(dst, `,"Data":"`...)
-	dst = base64.StdEncoding.AppendEncode(dst, p)
-	dst = append(dst, d.suffix64...)
-	dst = append(dst, `","PartitionKey":"c-`...)
-	dst = strconv.AppendInt(dst, int64(c), 10)
-	dst = append(dst, `","SequenceNumber":"`...)
-	dst = appendSeq(dst, s, i)
-	return append(dst, `"}`...)
+	return p
 }
 
 func (d *Dataset) appendFragment(dst []byte, s, i int) []byte {
@@ -274,6 +337,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{400, "UnknownOperationException", "unknown target " + target})
 		return
 	}
+	if ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) == kinesisx.ContentTypeCBOR {
+		// The library's default: GetRecords in CBOR, as AWS's Java SDK
+		// sends it.
+		body, err := io.ReadAll(r.Body)
+		var in *kinesis.GetRecordsInput
+		if err == nil {
+			in, err = kinesisx.DecodeGetRecordsInputCBOR(body)
+		}
+		if err != nil || op != "GetRecords" {
+			writeCBORError(w, &apiError{400, "SerializationException", fmt.Sprintf("bench server: CBOR for GetRecords only (%s): %v", op, err)})
+			return
+		}
+		var limit *int
+		if in.Limit != nil {
+			l := int(*in.Limit)
+			limit = &l
+		}
+		if aerr := s.getRecords(w, aws.ToString(in.ShardIterator), limit, true); aerr != nil {
+			writeCBORError(w, aerr)
+		}
+		return
+	}
 	var in struct {
 		StreamName             string
 		StreamARN              string
@@ -299,13 +384,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "GetShardIterator":
 		aerr = s.getShardIterator(w, in.StreamName, in.StreamARN, in.ShardId, in.ShardIteratorType, in.StartingSequenceNumber, in.Timestamp)
 	case "GetRecords":
-		aerr = s.getRecords(w, in.ShardIterator, in.Limit)
+		aerr = s.getRecords(w, in.ShardIterator, in.Limit, false)
 	default:
 		aerr = &apiError{400, "UnknownOperationException", "operation " + op + " is not supported by the bench server"}
 	}
 	if aerr != nil {
 		writeError(w, aerr)
 	}
+}
+
+func writeCBORError(w http.ResponseWriter, e *apiError) {
+	w.Header().Set("Content-Type", kinesisx.ContentTypeCBOR)
+	w.Header().Set("X-Amzn-ErrorType", e.code)
+	w.WriteHeader(e.status)
+	_, _ = w.Write(kinesisx.EncodeErrorCBOR(e.code, e.msg))
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
@@ -444,7 +536,7 @@ func parseIterator(it string) (shard, pos int, ok bool) {
 	return shard, pos, err1 == nil && err2 == nil
 }
 
-func (s *Server) getRecords(w http.ResponseWriter, it string, limitp *int) *apiError {
+func (s *Server) getRecords(w http.ResponseWriter, it string, limitp *int, cbor bool) *apiError {
 	sh, pos, ok := parseIterator(it)
 	if !ok || sh < 0 || sh >= s.ds.Shards || pos < 0 || pos > s.ds.Records {
 		return &apiError{400, "InvalidArgumentException", "invalid ShardIterator"}
@@ -478,6 +570,10 @@ func (s *Server) getRecords(w http.ResponseWriter, it string, limitp *int) *apiE
 	s.ShardCalls[sh].Add(1)
 	s.DataBytes.Add(int64(end-pos) * int64(s.ds.DataLen))
 
+	if cbor {
+		s.writeCBORRecords(w, sh, pos, end)
+		return nil
+	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	if !s.ds.lazy {
 		o := s.ds.offs[sh]
@@ -518,6 +614,39 @@ func (s *Server) getRecords(w http.ResponseWriter, it string, limitp *int) *apiE
 	buf = s.tail(buf, sh, end)
 	_, _ = w.Write(buf)
 	return nil
+}
+
+// writeCBORRecords answers GetRecords in CBOR with records pos to end of
+// shard sh.
+func (s *Server) writeCBORRecords(w http.ResponseWriter, sh, pos, end int) {
+	head := []byte{0xa3} // a map of 3
+	head = cborText(head, "MillisBehindLatest")
+	head = cborHead(head, 0, s.ds.Records-end)
+	head = cborText(head, "NextShardIterator")
+	head = cborText(head, iterator(sh, end))
+	head = cborText(head, "Records")
+	head = cborHead(head, 4, end-pos)
+	w.Header().Set("Content-Type", kinesisx.ContentTypeCBOR)
+	if !s.ds.lazy {
+		o := s.ds.coffs[sh]
+		w.Header().Set("Content-Length", strconv.Itoa(len(head)+int(o[end]-o[pos])))
+		bw := bufio.NewWriterSize(w, 64<<10)
+		_, _ = bw.Write(head)
+		_, _ = bw.Write(s.ds.cfrags[sh][o[pos]:o[end]])
+		_ = bw.Flush()
+		return
+	}
+	buf := append(make([]byte, 0, 64<<10), head...)
+	for i := pos; i < end; i++ {
+		buf = s.ds.genCBORFragment(buf, sh, i)
+		if len(buf) > 60<<10 {
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+			buf = buf[:0]
+		}
+	}
+	_, _ = w.Write(buf)
 }
 
 // tail closes a GetRecords response whose next record is end.

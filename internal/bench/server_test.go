@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"testing"
 	"time"
 
@@ -184,4 +185,34 @@ func TestResponseCap(t *testing.T) {
 		t.Fatalf("%d records, want %d", n, maxResponseData/ds.DataLen)
 	}
 	checkRecords(t, ds, 0, 0, out.Records[:10])
+}
+
+// TestServerCBOR: the server answers GetRecords in CBOR, eager and lazy,
+// with the records it answers in JSON (CBORGetRecords decodes them, and
+// never falls back to JSON).
+func TestServerCBOR(t *testing.T) {
+	for _, lazy := range []bool{false, true} {
+		ds := NewDataset("orders", 2, 300, map[bool]int{false: 0, true: 1024}[lazy], lazy)
+		kc := startTestServer(t, ds)
+		ctx := context.Background()
+		read := func(opt func(*kinesis.Options)) *kinesis.GetRecordsOutput {
+			it, err := kc.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String("orders"),
+				ShardId: aws.String(ShardID(1)), ShardIteratorType: ktypes.ShardIteratorTypeTrimHorizon})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := kc.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(120)}, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		fellBack := false
+		got := read(kinesisx.CBORGetRecords(func(string, error) { fellBack = true }))
+		want := read(func(*kinesis.Options) {})
+		if fellBack || len(got.Records) != 120 || aws.ToString(got.NextShardIterator) != aws.ToString(want.NextShardIterator) {
+			t.Fatalf("lazy %v: %d records in CBOR (fell back: %v), next %q want %q", lazy, len(got.Records), fellBack, aws.ToString(got.NextShardIterator), aws.ToString(want.NextShardIterator))
+		}
+		checkRecords(t, ds, 1, 0, got.Records)
+	}
 }

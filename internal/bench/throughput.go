@@ -208,16 +208,22 @@ func runThroughput(f flags) error {
 	ds := NewDataset("bench", f.shards, perShard, 0, false)
 	fmt.Printf("throughput: %d shards × %d records of %d bytes (JSON), built in %v; GOMAXPROCS %d; server CPU measured apart: %v\n",
 		f.shards, perShard, ds.DataLen, time.Since(t).Round(time.Millisecond), runtime.GOMAXPROCS(0), f.serverCPU)
-	fmt.Printf("library: memory store, no-op handler, JSON codec, TRIM_HORIZON, WithPolling(1ms, 1ms, 10000), its own GetRecords decoding; library-sdk: the same WithSDKDecoding; plain: GetRecords Limit 10000 + encoding/json, goroutine per shard\n\n")
+	fmt.Printf("library: memory store, no-op handler, JSON codec, TRIM_HORIZON, WithPolling(1ms, 1ms, 10000), GetRecords in CBOR (the default); lib-json: the same in JSON with its own decoder (EncodingJSON); lib-sdk: the SDK's path (EncodingSDK); plain: GetRecords Limit 10000 + encoding/json, goroutine per shard\n\n")
 
-	var libs, sdks, plains []result
+	var libs, jsons, sdks, plains []result
 	for round := 1; round <= f.rounds; round++ {
 		lib, err := libraryRound(f, ds, nil, 0, true, profileName(f, "lib", round))
 		if err != nil {
 			return err
 		}
 		fmt.Printf("round %d library %s  (shutdown %v)\n", round, lib, lib.shutdown.Round(time.Millisecond))
-		sdk, err := libraryRound(f, ds, nil, 0, true, profileName(f, "libsdk", round), kinesislease.WithSDKDecoding())
+		js, err := libraryRound(f, ds, nil, 0, true, profileName(f, "libjson", round), kinesislease.WithGetRecordsEncoding(kinesislease.EncodingJSON))
+		if err != nil {
+			return err
+		}
+		fmt.Printf("round %d lib-json %s  (shutdown %v)\n", round, js, js.shutdown.Round(time.Millisecond))
+		jsons = append(jsons, js)
+		sdk, err := libraryRound(f, ds, nil, 0, true, profileName(f, "libsdk", round), kinesislease.WithGetRecordsEncoding(kinesislease.EncodingSDK))
 		if err != nil {
 			return err
 		}
@@ -250,8 +256,10 @@ func runThroughput(f flags) error {
 	fmt.Printf("\nmedians [ranges] over %d rounds\n", f.rounds)
 	fmt.Printf("  library records/s          %s\n", summary(col(libs, perSec), "%.0f"))
 	fmt.Printf("  plain   records/s          %s\n", summary(col(plains, perSec), "%.0f"))
+	fmt.Printf("  lib-json records/s         %s\n", summary(col(jsons, perSec), "%.0f"))
 	fmt.Printf("  lib-sdk records/s          %s\n", summary(col(sdks, perSec), "%.0f"))
 	fmt.Printf("  library CPU ns/record      %s\n", summary(col(libs, cpu), "%.0f"))
+	fmt.Printf("  lib-json CPU ns/record     %s\n", summary(col(jsons, cpu), "%.0f"))
 	fmt.Printf("  lib-sdk CPU ns/record      %s\n", summary(col(sdks, cpu), "%.0f"))
 	fmt.Printf("  plain   CPU ns/record      %s\n", summary(col(plains, cpu), "%.0f"))
 	if f.serverCPU {
@@ -267,11 +275,16 @@ func runThroughput(f flags) error {
 	if f.serverCPU {
 		fmt.Printf("  client CPU per record      %.2f of medians; %s per round\n", median(col(libs, client))/median(col(plains, client)), summary(ratio(client), "%.2f"))
 	}
-	fmt.Printf("ratios lib-sdk/plain (WithSDKDecoding)\n")
-	fmt.Printf("  throughput                 %.2f of medians; %s per round\n", median(col(sdks, perSec))/median(col(plains, perSec)), summary(ratioOf(sdks, perSec), "%.2f"))
-	fmt.Printf("  CPU per record             %.2f of medians; %s per round\n", median(col(sdks, cpu))/median(col(plains, cpu)), summary(ratioOf(sdks, cpu), "%.2f"))
-	if f.serverCPU {
-		fmt.Printf("  client CPU per record      %.2f of medians; %s per round\n", median(col(sdks, client))/median(col(plains, client)), summary(ratioOf(sdks, client), "%.2f"))
+	for _, other := range []struct {
+		name string
+		rs   []result
+	}{{"lib-json/plain (EncodingJSON)", jsons}, {"lib-sdk/plain (EncodingSDK)", sdks}} {
+		fmt.Printf("ratios %s\n", other.name)
+		fmt.Printf("  throughput                 %.2f of medians; %s per round\n", median(col(other.rs, perSec))/median(col(plains, perSec)), summary(ratioOf(other.rs, perSec), "%.2f"))
+		fmt.Printf("  CPU per record             %.2f of medians; %s per round\n", median(col(other.rs, cpu))/median(col(plains, cpu)), summary(ratioOf(other.rs, cpu), "%.2f"))
+		if f.serverCPU {
+			fmt.Printf("  client CPU per record      %.2f of medians; %s per round\n", median(col(other.rs, client))/median(col(plains, client)), summary(ratioOf(other.rs, client), "%.2f"))
+		}
 	}
 	return nil
 }
