@@ -471,7 +471,8 @@ func (p *mplan) round() time.Duration { return p.hb + p.hb/10 }
 //     a Timeout, the fence margin, two heartbeats) and the extra wait of
 //     one that knows none (three heartbeats and a Timeout), counted from
 //     a read a round after the row vanished; the failover bound is at
-//     least that, plus 2 rounds and handler time.
+//     least that, plus 3 rounds (one for a header read after the last
+//     read that counts) and handler time.
 //
 // With the defaults (Heartbeat 1.25s, Timeout 5s, handlers of up to 278ms):
 // calls in flight 7.8s + 2 × the store's longest delay, then failover 13s,
@@ -483,7 +484,10 @@ func (p *mplan) lostRowFailover() time.Duration {
 	for _, s := range p.procs {
 		cp = max(cp, s.checkpointInterval)
 	}
-	return cp + 2*p.timeout + p.effMargin + 5*p.hb + 3*p.round() + p.handlerMaxWork + time.Second
+	// 4 rounds: a read a round after the row vanished, the read after the
+	// next header read (a wait counts only reads a header read followed),
+	// the creation, the first delivery.
+	return cp + 2*p.timeout + p.effMargin + 5*p.hb + 4*p.round() + p.handlerMaxWork + time.Second
 }
 
 func (p *mplan) bounds() (inFlight, failover, join, fair time.Duration) {

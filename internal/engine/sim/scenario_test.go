@@ -250,13 +250,14 @@ func TestMembershipFaults(t *testing.T) {
 		// its rows missing (a round), and recreates them from its
 		// checkpoint after the lost-row wait (engine lostRowWait: the
 		// checkpoint interval, a timeout, the fence margin and two
-		// heartbeats), and delivers (a round).
-		bound := time.Second + T + p.effMargin + 2*engine.DefaultHeartbeat + 3*R
+		// heartbeats), counting only reads a header read followed (a
+		// round), and delivers (a round).
+		bound := time.Second + T + p.effMargin + 2*engine.DefaultHeartbeat + 4*R
 		p.check = func(w *mworld) {
 			back := w.at(15*time.Second + gap)
 			for _, id := range w.stream.ShardIDs() {
 				if e, ok := w.firstEntry(id, back, ""); !ok || e.at.Sub(back) > bound {
-					w.violate("(k) %s: no record delivered within %v after the table was back at T+%v (the lost-row wait and 3 rounds)", id, bound, w.elapsedAt(back))
+					w.violate("(k) %s: no record delivered within %v after the table was back at T+%v (the lost-row wait and 4 rounds)", id, bound, w.elapsedAt(back))
 				}
 			}
 			w.checkNoStaleRestart()
