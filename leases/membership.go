@@ -64,13 +64,16 @@ func IncarnationRow(inc string) (int, bool) {
 // counter bumped by a member that found a lease row missing, so that every
 // holder re-reads the rows it holds (ReportVanished), and one bumped by a
 // member that recreated a vanished row (ReportRecreated), one per bucket
-// of keys (RecreatedBucket), so that every member stops taking a row of
-// that bucket as missing since before then: two reads that found it
-// missing may have missed the recreated row between them.
+// of keys (RecreatedBucket), with the key of the last row recreated in
+// each bucket (RecreatedKey), so that every member stops taking that row
+// (or, when several of a bucket were recreated since it last read the
+// header, every row of the bucket) as missing since before then: two reads
+// that found it missing may have missed the recreated row between them.
 type MemberHeader struct {
-	Rows      map[int]int64
-	Vanished  int64
-	Recreated map[int]int64
+	Rows         map[int]int64
+	Vanished     int64
+	Recreated    map[int]int64
+	RecreatedKey map[int]Key
 }
 
 // RecreatedBuckets is how many buckets of lease keys the header counts
@@ -194,7 +197,8 @@ type Membership interface {
 	ReportVanished(ctx context.Context) error
 
 	// ReportRecreated adds one to the header's Recreated counter of key's
-	// bucket (RecreatedBucket).
+	// bucket (RecreatedBucket) and sets the bucket's RecreatedKey to key,
+	// in one write.
 	ReportRecreated(ctx context.Context, key Key) error
 
 	// TakeAs is the take of the membership protocol: owner's incarnation

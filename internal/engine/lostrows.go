@@ -240,7 +240,17 @@ func (g *Group) noteRecreated(h leases.MemberHeader, sent, ret int64) {
 	g.ownMu.Unlock()
 	if g.exist.checkedAt.Load() != math.MinInt64 {
 		for b, n := range h.Recreated {
-			if b >= 0 && b < leases.RecreatedBuckets && n-g.headerRecreated[b] > own[b] {
+			if b < 0 || b >= leases.RecreatedBuckets {
+				continue
+			}
+			switch d := n - g.headerRecreated[b]; {
+			case d <= own[b]:
+				// None but this instance's own.
+			case d == 1 && own[b] == 0 && leases.RecreatedBucket(h.RecreatedKey[b]) == b:
+				// One recreation, another member's: its row's waits.
+				g.exist.resetKey(h.RecreatedKey[b], ret)
+			default:
+				// Several: every row of the bucket's.
 				g.exist.resetAt[b].Store(ret)
 			}
 		}

@@ -122,3 +122,55 @@ func TestRowReadAtListingIsRecheckedWhenReported(t *testing.T) {
 		}
 	})
 }
+
+// TestRecreationOfAnotherRowKeepsTheWait: another member's recreation of a
+// different row, even of the same bucket, does not restart this
+// instance's wait on a missing row: the header names the row recreated
+// (RecreatedKey). With a counter alone, one member's recreations restarted
+// every other member's waits (82 of 600 classic seeds broke their liveness
+// bounds; TestMembershipBalanceAcrossStreams left a stream unread for 30 s
+// under load).
+func TestRecreationOfAnotherRowKeepsTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, st, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		other := leases.Key{Stream: key.Stream}
+		for i := 0; other.Shard == "" || leases.RecreatedBucket(other) != leases.RecreatedBucket(key); i++ {
+			other.Shard = fmt.Sprintf("shardId-%012d", 100+i)
+		}
+		cp := leases.Checkpoint{Sequence: "49000000000000000000000000000000000000000000000012000000"}
+		st.setRow(u.Shard, rowState{lease: leases.Lease{Key: key, Counter: 3, Checkpoint: cp}})
+		wait := g.lostRowWait(st)
+		start := mono()
+		var created int64
+		for i := 0; i < 60 && created == 0; i++ {
+			g.fence.Store(mono() + int64(time.Minute))
+			readHeader(t, g)
+			sent := mono()
+			if l, err := store.Get(ctx, key); err == nil && l.Owner == g.cfg.Owner {
+				created = sent
+				break
+			}
+			g.missingRow(ctx, st, u, sent, mono())
+			if i == 3 {
+				if _, err := store.CreateAs(ctx, other, "x", "0.X", cp, ""); err != nil {
+					t.Fatal(err)
+				}
+				if err := store.ReportRecreated(ctx, other); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(time.Second)
+		}
+		if created == 0 {
+			t.Fatal("the row was never created")
+		}
+		// The wait, and two rounds: the sighting's first read returns a
+		// round in, and a read counts once a header read follows it.
+		if d := time.Duration(created - start); d > wait+3*time.Second {
+			t.Fatalf("created %v after the first sighting, want about the wait %v: another row's recreation restarted it", d, wait)
+		}
+	})
+}

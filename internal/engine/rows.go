@@ -140,7 +140,7 @@ func (st *streamState) resetAt(id string) int64 {
 	if st.exist == nil {
 		return math.MinInt64
 	}
-	return st.exist.resetAt[leases.RecreatedBucket(leases.Key{Stream: st.key, Shard: id})].Load()
+	return st.exist.reset(leases.Key{Stream: st.key, Shard: id})
 }
 
 // missingFor is how long r has been seen missing, as far as a header read

@@ -62,7 +62,11 @@ type existence struct {
 	// missing by a read sent before then may have been recreated (and
 	// deleted again) since, unseen by this instance, so that read starts
 	// no wait that a later one may join (see streamState.setRow).
-	resetAt [leases.RecreatedBuckets]atomic.Int64 // by bucket (leases.RecreatedBucket)
+	// By bucket (leases.RecreatedBucket) when more than one row of the
+	// bucket was recreated between two header reads, else by key
+	// (keyReset, under mu).
+	resetAt  [leases.RecreatedBuckets]atomic.Int64
+	keyReset map[leases.Key]int64
 	// checkedAt (on mono()) is when the last header read that was
 	// applied was sent: a read of a missing row that returned before then
 	// is known to precede no recreation that header did not show (see
@@ -71,7 +75,7 @@ type existence struct {
 }
 
 func newExistence() *existence {
-	e := &existence{at: map[leases.Key]int64{}}
+	e := &existence{at: map[leases.Key]int64{}, keyReset: map[leases.Key]int64{}}
 	for i := range e.resetAt {
 		e.resetAt[i].Store(math.MinInt64) // none yet (mono() is negative in a synctest bubble)
 	}
@@ -94,6 +98,26 @@ func (e *existence) note(key leases.Key, err error) {
 	e.mu.Unlock()
 }
 
+// reset returns when this instance last learnt of another member's
+// recreation of the row of key (see resetAt; math.MinInt64 for none).
+func (e *existence) reset(key leases.Key) int64 {
+	at := e.resetAt[leases.RecreatedBucket(key)].Load()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if k, ok := e.keyReset[key]; ok && k > at {
+		return k
+	}
+	return at
+}
+
+// resetKey records that another member recreated the row of key, as a
+// header read that returned at ret showed.
+func (e *existence) resetKey(key leases.Key, ret int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.keyReset[key] = ret
+}
+
 // last returns when a call last found the row of key existing, and
 // whether one ever did.
 func (e *existence) last(key leases.Key) (int64, bool) {
@@ -110,6 +134,11 @@ func (e *existence) forget(stream string) {
 	for k := range e.at {
 		if k.Stream == stream {
 			delete(e.at, k)
+		}
+	}
+	for k := range e.keyReset {
+		if k.Stream == stream {
+			delete(e.keyReset, k)
 		}
 	}
 }

@@ -180,6 +180,23 @@ func BenchmarkDecodeGetRecords(b *testing.B) {
 			}
 		})
 	}
+	// The same answer in CBOR, as Kinesis sends it to CBORGetRecords.
+	out, err := getRecords(200, body, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cbody := EncodeGetRecordsOutputCBOR(out)
+	b.Run("cbor", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(cbody)))
+		a := &cborAnswer{status: 200, ct: ContentTypeCBOR, body: cbody}
+		ep := endpoints.fresh()
+		for b.Loop() {
+			if _, err := cborCall(a, ep, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // recorder keeps the body of every GetRecords answer that passes it.

@@ -50,9 +50,10 @@
 //     for a removal) counts as replaced;
 //   - Members: a strongly consistent GetItem of the row;
 //   - Header: a strongly consistent GetItem of the header (attributes
-//     r<row>, vanished and c<bucket>); BumpRow, ReportVanished and
-//     ReportRecreated: ADD r<row> 1, ADD vanished 1, ADD c<bucket> 1,
-//     conditional only on the item not being a lease row.
+//     r<row>, vanished, c<bucket> and k<bucket>); BumpRow, ReportVanished
+//     and ReportRecreated: ADD r<row> 1, ADD vanished 1, ADD c<bucket> 1
+//     SET k<bucket> = the key, conditional only on the item not being a
+//     lease row.
 //
 // Every write returns the whole row (ReturnValues ALL_NEW) and, when its
 // condition fails, the row as found (ALL_OLD), so a conflict carries the
@@ -126,9 +127,10 @@ const (
 	attrCount      = "n" // N: a membership row's entry count
 	// The membership header: r<row> (N) per row, the roster version,
 	// vanished (N) and c<bucket> (N) per bucket of recreated rows.
-	headerRowPrefix     = "r"
-	attrVanished        = "vanished"
-	headerRecreatedPref = "c"
+	headerRowPrefix        = "r"
+	attrVanished           = "vanished"
+	headerRecreatedPref    = "c"
+	headerRecreatedKeyPref = "k" // S: the key of the last row recreated in the bucket
 )
 
 // Client is the part of *dynamodb.Client the store uses.

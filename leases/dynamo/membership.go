@@ -127,6 +127,20 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 			if h.Vanished, err = num(item, attrVanished); err != nil {
 				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, leases.MemberHeaderKey, err)
 			}
+		case strings.HasPrefix(name, headerRecreatedKeyPref):
+			b, err := strconv.Atoi(name[len(headerRecreatedKeyPref):])
+			sv, ok := v.(*types.AttributeValueMemberS)
+			if err != nil || !ok {
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: want a string named k<bucket>", s.table, leases.MemberHeaderKey, name)
+			}
+			k, err := leases.ParseKey(sv.Value)
+			if err != nil {
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: %w", s.table, leases.MemberHeaderKey, name, err)
+			}
+			if h.RecreatedKey == nil {
+				h.RecreatedKey = map[int]leases.Key{}
+			}
+			h.RecreatedKey[b] = k
 		case strings.HasPrefix(name, headerRecreatedPref):
 			b, err := strconv.Atoi(name[len(headerRecreatedPref):])
 			n, ok := v.(*types.AttributeValueMemberN)
@@ -175,8 +189,9 @@ func (s *Store) ReportVanished(ctx context.Context) error {
 	return s.bumpHeader(ctx, attrVanished)
 }
 
-// ReportRecreated implements leases.Membership: ADD c<bucket> 1 on the
-// header.
+// ReportRecreated implements leases.Membership: ADD c<bucket> 1 SET
+// k<bucket> = key on the header, conditional only on the item not being a
+// lease row.
 func (s *Store) ReportRecreated(ctx context.Context, key leases.Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -184,7 +199,19 @@ func (s *Store) ReportRecreated(ctx context.Context, key leases.Key) error {
 	if s.err != nil {
 		return s.err
 	}
-	return s.bumpHeader(ctx, headerRecreatedPref+strconv.Itoa(leases.RecreatedBucket(key)))
+	b := strconv.Itoa(leases.RecreatedBucket(key))
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       keyAttr(leases.MemberHeaderKey),
+		UpdateExpression:          aws.String("ADD #c :one SET #k = :key"),
+		ConditionExpression:       aws.String("attribute_not_exists(#n)"), // never a lease row
+		ExpressionAttributeNames:  map[string]string{"#c": headerRecreatedPref + b, "#k": headerRecreatedKeyPref + b, "#n": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": numAttr(1), ":key": &types.AttributeValueMemberS{Value: key.String()}},
+	})
+	if err != nil {
+		return s.mapErr("UpdateItem", leases.MemberHeaderKey, err)
+	}
+	return nil
 }
 
 func (s *Store) bumpHeader(ctx context.Context, attr string) error {

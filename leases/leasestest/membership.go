@@ -283,7 +283,7 @@ func versions(h leases.MemberHeader) map[int]int64 {
 func wantHeader(t *testing.T, op string, m leases.Membership, want leases.MemberHeader) {
 	t.Helper()
 	got := mustHeader(t, m)
-	if !maps.Equal(versions(got), versions(want)) || got.Vanished != want.Vanished || !maps.Equal(nonZero(got.Recreated), nonZero(want.Recreated)) {
+	if !maps.Equal(versions(got), versions(want)) || got.Vanished != want.Vanished || !maps.Equal(nonZero(got.Recreated), nonZero(want.Recreated)) || !maps.Equal(got.RecreatedKey, want.RecreatedKey) && len(got.RecreatedKey)+len(want.RecreatedKey) > 0 {
 		t.Fatalf("%s: the header is %+v, want %+v", op, got, want)
 	}
 }
@@ -302,7 +302,7 @@ func nonZero(m map[int]int64) map[int]int64 {
 
 // bumped returns h with row's version plus n.
 func bumped(h leases.MemberHeader, row int, n int64) leases.MemberHeader {
-	out := leases.MemberHeader{Rows: versions(h), Vanished: h.Vanished, Recreated: maps.Clone(h.Recreated)}
+	out := leases.MemberHeader{Rows: versions(h), Vanished: h.Vanished, Recreated: maps.Clone(h.Recreated), RecreatedKey: maps.Clone(h.RecreatedKey)}
 	out.Rows[row] += n
 	return out
 }
@@ -1087,11 +1087,15 @@ func testHeaderBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *ro
 		if err := m.ReportRecreated(ctx(t), key); err != nil {
 			t.Fatalf("ReportRecreated: %v", err)
 		}
-		h.Recreated = maps.Clone(h.Recreated)
+		h.Recreated, h.RecreatedKey = maps.Clone(h.Recreated), maps.Clone(h.RecreatedKey)
 		if h.Recreated == nil {
 			h.Recreated = map[int]int64{}
 		}
+		if h.RecreatedKey == nil {
+			h.RecreatedKey = map[int]leases.Key{}
+		}
 		h.Recreated[leases.RecreatedBucket(key)]++
+		h.RecreatedKey[leases.RecreatedBucket(key)] = key
 		wantHeader(t, "after ReportRecreated of "+key.Shard, m, h)
 	}
 	bump(r1)
@@ -1168,6 +1172,11 @@ func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows
 		want.Recreated = map[int]int64{}
 	}
 	want.Recreated[leases.RecreatedBucket(leases.Key{Stream: "s", Shard: "x"})] += goroutines * vanished
+	want.RecreatedKey = maps.Clone(want.RecreatedKey)
+	if want.RecreatedKey == nil {
+		want.RecreatedKey = map[int]leases.Key{}
+	}
+	want.RecreatedKey[leases.RecreatedBucket(leases.Key{Stream: "s", Shard: "x"})] = leases.Key{Stream: "s", Shard: "x"}
 	wantHeader(t, fmt.Sprintf("after %d goroutines bumped row %d %d times, row %d %d times and reported %d vanished and %d recreated rows each",
 		goroutines, r1, bumps1, r2, bumps2, vanished, vanished), m, want)
 }

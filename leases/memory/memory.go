@@ -26,13 +26,14 @@ import (
 
 // Store is an in-memory leases.Store. The zero value is not usable; call New.
 type Store struct {
-	mu        sync.Mutex
-	rows      map[leases.Key]leases.Lease
-	members   map[int]map[string]leases.Member // membership row -> owner -> entry
-	header    map[int]int64                    // membership row -> roster version
-	vanished  int64
-	recreated map[int]int64
-	rewinds   map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
+	mu           sync.Mutex
+	rows         map[leases.Key]leases.Lease
+	members      map[int]map[string]leases.Member // membership row -> owner -> entry
+	header       map[int]int64                    // membership row -> roster version
+	vanished     int64
+	recreated    map[int]int64
+	recreatedKey map[int]leases.Key
+	rewinds      map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
 }
 
 var (
@@ -287,7 +288,7 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return leases.MemberHeader{Rows: maps.Clone(s.header), Vanished: s.vanished, Recreated: maps.Clone(s.recreated)}, nil
+	return leases.MemberHeader{Rows: maps.Clone(s.header), Vanished: s.vanished, Recreated: maps.Clone(s.recreated), RecreatedKey: maps.Clone(s.recreatedKey)}, nil
 }
 
 // BumpRow implements leases.Membership.
@@ -320,9 +321,11 @@ func (s *Store) ReportRecreated(ctx context.Context, key leases.Key) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.recreated == nil {
-		s.recreated = map[int]int64{}
+		s.recreated, s.recreatedKey = map[int]int64{}, map[int]leases.Key{}
 	}
-	s.recreated[leases.RecreatedBucket(key)]++
+	b := leases.RecreatedBucket(key)
+	s.recreated[b]++
+	s.recreatedKey[b] = key
 	return nil
 }
 
@@ -419,6 +422,6 @@ func (s *Store) Clear() {
 	s.members = make(map[int]map[string]leases.Member)
 	s.header = make(map[int]int64)
 	s.vanished = 0
-	s.recreated = nil
+	s.recreated, s.recreatedKey = nil, nil
 	s.rewinds = make(map[leases.Key]leases.RewindRecord)
 }
