@@ -52,6 +52,9 @@ func (g *Group) shutdown() {
 	slices.SortFunc(units, cmpUnit)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// A recreation not announced yet goes first (see announceRecreated):
+	// its row is released below.
+	g.flushRecreated(rctx)
 	bounded(rctx, len(units), func(i int) {
 		cctx, cancel := context.WithTimeout(rctx, 5*time.Second)
 		defer cancel()
