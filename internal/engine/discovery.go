@@ -186,7 +186,7 @@ func (g *Group) readRow(ctx context.Context, st *streamState, id string) error {
 		// a member that had read the row only at its first listing knew 84
 		// records' checkpoint while a restarted member that knew none
 		// created the row at the start position).
-		g.noteReleased(unit{Stream: st.key, Shard: id}, l)
+		g.noteRead(unit{Stream: st.key, Shard: id}, l)
 	}
 	return nil
 }

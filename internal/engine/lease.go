@@ -115,6 +115,10 @@ func (h *heldLease) rewoundPending() bool {
 	return h.rewoundByRecreate
 }
 
+// errVanishedRow: a release not written, the holder's row vanished (see
+// heldLease.release).
+var errVanishedRow = errors.New("kinesislease: the lease row vanished; released once it is back")
+
 // errRewoundByRecreate: a checkpoint not written, the row recreated at an
 // operator's rewind meanwhile (see heldLease.checkpoint).
 var errRewoundByRecreate = errors.New("kinesislease: the row was recreated at an operator's rewind")
@@ -380,6 +384,12 @@ func (h *heldLease) resumeAt() leases.Checkpoint {
 }
 
 func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {
+	if h.vanished.Load() {
+		// The row vanished, or was recreated and not yet announced (see
+		// Group.announceRecreated): the orphan it leaves is released once
+		// that is settled.
+		return errVanishedRow
+	}
 	h.mu.Lock()
 	if h.rewoundByRecreate {
 		cp = leases.Checkpoint{} // released at the rewind's position (see checkpoint)

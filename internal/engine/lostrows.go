@@ -114,6 +114,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	cancel()
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) {
+			g.pendRecreated(key) // it may have landed: announced all the same
 			g.presume(u, leases.Lease{Key: key, Checkpoint: cp, Rewind: rewind}, inc)
 			if ctx.Err() == nil {
 				st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
@@ -203,6 +204,25 @@ func (g *Group) announceRecreated(ctx context.Context, key leases.Key) bool {
 	return !g.recPending[key]
 }
 
+// pendRecreated records that a recreation of key may have landed (its
+// CreateAs failed with no answer): it is announced at the next flush, and
+// this instance's orphans wait until then. An announcement of a row that
+// was not recreated only makes the others' waits on it begin again.
+func (g *Group) pendRecreated(key leases.Key) {
+	g.recSem <- struct{}{}
+	defer func() { <-g.recSem }()
+	g.recPending[key] = true
+	g.recreatedPending.Store(true)
+}
+
+// unannounced reports whether a recreation of key is still to be
+// announced.
+func (g *Group) unannounced(key leases.Key) bool {
+	g.recSem <- struct{}{}
+	defer func() { <-g.recSem }()
+	return g.recPending[key]
+}
+
 // flushRecreated sends the announcements that failed before, if any.
 func (g *Group) flushRecreated(ctx context.Context) {
 	g.recSem <- struct{}{}
@@ -238,12 +258,28 @@ func (g *Group) noteRecreated(h leases.MemberHeader, sent, ret int64) {
 	own := g.ownRecreated
 	g.ownRecreated = map[int]int64{}
 	g.ownMu.Unlock()
-	if g.exist.checkedAt.Load() != math.MinInt64 {
+	first := g.exist.checkedAt.Load() == math.MinInt64
+	for b := range g.headerRecreated {
+		if _, ok := h.Recreated[b]; !ok && b >= 0 && b < leases.RecreatedBuckets {
+			g.exist.resetAt[b].Store(ret) // the header lost it (a table recreated)
+		}
+	}
+	if first {
+		// Whatever was seen missing before the first header read counts
+		// from after it (a round may run on the join's own read).
+		for b := range g.exist.resetAt {
+			g.exist.resetAt[b].Store(ret)
+		}
+	} else {
 		for b, n := range h.Recreated {
 			if b < 0 || b >= leases.RecreatedBuckets {
 				continue
 			}
 			switch d := n - g.headerRecreated[b]; {
+			case d < 0:
+				// The count went back: the header was recreated with its
+				// table, and what was recreated since is unknown.
+				g.exist.resetAt[b].Store(ret)
 			case d <= own[b]:
 				// None but this instance's own.
 			case d == 1 && own[b] == 0 && leases.RecreatedBucket(h.RecreatedKey[b]) == b:

@@ -342,6 +342,8 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	if err != nil {
 		if errors.Is(err, leases.ErrConflict) {
 			g.forgetOrphan(u, o, leases.Lease{}) // recreated by someone else: not read yet
+		} else {
+			g.pendRecreated(o.known.Key) // it may have landed: announced all the same
 		}
 		return
 	}

@@ -151,12 +151,17 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		cctx, cancel := g.atFence(ctx, known.Incarnation)
 		l, err := g.mem.CreateAs(cctx, known.Key, known.Owner, known.Incarnation, cp, rewind)
 		cancel()
-		if err == nil && atRewind {
+		uncertain := err != nil && !errors.Is(err, leases.ErrConflict)
+		if atRewind && (err == nil || uncertain) {
 			// Before the write token goes: no checkpoint of the worker may
 			// land on the row recreated at the rewind (seed 3707362: one
 			// queued behind the recreation moved it past the rewind, then
-			// no checkpoint landed again for eleven minutes).
+			// no checkpoint landed again for eleven minutes), also when the
+			// write's answer was lost and it may have landed.
 			w.lease.rewoundAt()
+		}
+		if uncertain {
+			g.pendRecreated(known.Key) // it may have landed: announced all the same
 		}
 		if !errors.Is(err, leases.ErrConflict) {
 			return l, err
@@ -268,6 +273,18 @@ const (
 // its release meeting the row with a rewind pending and no checkpoint, kept
 // its own unanswered checkpoint from before it; the row deleted after the
 // next holder applied the rewind, it was recreated from there).
+// noteRead records row l of u, read at the first listing, as noteReleased
+// does, but only while there is room: it never evicts a row this instance
+// released or read to take.
+func (g *Group) noteRead(u unit, l leases.Lease) {
+	g.mu.Lock()
+	full := len(g.released) >= maxReleased
+	g.mu.Unlock()
+	if !full {
+		g.noteReleased(u, l)
+	}
+}
+
 func (g *Group) noteReleased(u unit, l leases.Lease) {
 	l = resumeOf(l)
 	if l.Checkpoint.IsZero() {

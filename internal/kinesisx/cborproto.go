@@ -367,6 +367,7 @@ func decodeCBORRecords(p []byte, out *kinesis.GetRecordsOutput) error {
 				return err
 			}
 			if rn != cborIndefinite {
+				rn := min(rn, uint64(len(r.p)-r.i)/16) // a record takes 16 bytes at least: no count a malformed answer claims is allocated
 				recs = make([]types.Record, 0, rn)
 				spans = make([]span, 0, 3*rn)
 				times = make([]time.Time, 0, rn)
