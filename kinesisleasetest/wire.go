@@ -118,7 +118,7 @@ func (k *Kinesis) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		k.serveSubscribe(w, r, body)
 		return
 	}
-	if ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) == kinesisx.ContentTypeCBOR {
+	if kinesisx.IsCBOR(r.Header.Get("Content-Type")) {
 		k.serveCBOR(w, r, name, body)
 		return
 	}

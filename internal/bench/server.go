@@ -210,17 +210,7 @@ func (d *Dataset) genCBORFragment(dst []byte, s, i int) []byte {
 }
 
 // cborHead appends a CBOR head of major type m with argument n.
-func cborHead(dst []byte, m byte, n int) []byte {
-	switch {
-	case n < 24:
-		return append(dst, m<<5|byte(n))
-	case n < 1<<8:
-		return append(dst, m<<5|24, byte(n))
-	case n < 1<<16:
-		return binary.BigEndian.AppendUint16(append(dst, m<<5|25), uint16(n))
-	}
-	return binary.BigEndian.AppendUint32(append(dst, m<<5|26), uint32(n))
-}
+func cborHead(dst []byte, m byte, n int) []byte { return kinesisx.AppendCBORHead(dst, m, uint64(n)) }
 
 func cborText(dst []byte, s string) []byte { return append(cborHead(dst, 3, len(s)), s...) }
 
@@ -337,7 +327,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{400, "UnknownOperationException", "unknown target " + target})
 		return
 	}
-	if ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) == kinesisx.ContentTypeCBOR {
+	if kinesisx.IsCBOR(r.Header.Get("Content-Type")) {
 		// The library's default: GetRecords in CBOR, as AWS's Java SDK
 		// sends it.
 		body, err := io.ReadAll(r.Body)

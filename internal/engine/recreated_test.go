@@ -41,14 +41,10 @@ func TestRecreationBetweenReadsRestartsTheWait(t *testing.T) {
 				st.setRow(u.Shard, rowState{lease: seen})
 				var deleted, created int64
 				for i := 0; i < 60; i++ {
-					g.fence.Store(mono() + int64(time.Minute))
-					readHeader(t, g) // as each round does first
-					sent := mono()
-					if l, err := store.Get(ctx, key); err == nil && l.Owner == g.cfg.Owner {
+					if sent, ours := sightingRound(t, g, st, u, store); ours {
 						created = sent
 						break
 					}
-					g.missingRow(ctx, st, u, sent, mono())
 					if i != 5 {
 						time.Sleep(time.Second)
 						continue
@@ -146,14 +142,10 @@ func TestRecreationOfAnotherRowKeepsTheWait(t *testing.T) {
 		start := mono()
 		var created int64
 		for i := 0; i < 60 && created == 0; i++ {
-			g.fence.Store(mono() + int64(time.Minute))
-			readHeader(t, g)
-			sent := mono()
-			if l, err := store.Get(ctx, key); err == nil && l.Owner == g.cfg.Owner {
+			if sent, ours := sightingRound(t, g, st, u, store); ours {
 				created = sent
 				break
 			}
-			g.missingRow(ctx, st, u, sent, mono())
 			if i == 3 {
 				if _, err := store.CreateAs(ctx, other, "x", "0.X", cp, ""); err != nil {
 					t.Fatal(err)
@@ -173,4 +165,21 @@ func TestRecreationOfAnotherRowKeepsTheWait(t *testing.T) {
 			t.Fatalf("created %v after the first sighting, want about the wait %v: another row's recreation restarted it", d, wait)
 		}
 	})
+}
+
+// sightingRound is one round of a member waiting on u's missing row: the
+// header read first, then the row's; it returns when the row read was sent
+// and whether the row exists held by g (created), else hands the sighting
+// to missingRow.
+func sightingRound(t *testing.T, g *Group, st *streamState, u unit, store leases.Store) (sent int64, ours bool) {
+	t.Helper()
+	ctx := context.Background()
+	g.fence.Store(mono() + int64(time.Minute))
+	readHeader(t, g)
+	sent = mono()
+	if l, err := store.Get(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard}); err == nil && l.Owner == g.cfg.Owner {
+		return sent, true
+	}
+	g.missingRow(ctx, st, u, sent, mono())
+	return sent, false
 }

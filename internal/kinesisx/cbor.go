@@ -75,33 +75,17 @@ func (r *cborReader) head() (cborMajor, byte, uint64, error) {
 	switch {
 	case ai < 24:
 		return m, ai, uint64(ai), nil
-	case ai == 24:
-		if r.i+1 > len(r.p) {
+	case ai <= 27:
+		// 1, 2, 4 or 8 bytes of argument, big-endian.
+		n := 1 << (ai - 24)
+		if r.i+n > len(r.p) {
 			return 0, 0, 0, errCBOR
 		}
-		v := uint64(r.p[r.i])
-		r.i++
-		return m, ai, v, nil
-	case ai == 25:
-		if r.i+2 > len(r.p) {
-			return 0, 0, 0, errCBOR
+		var v uint64
+		for _, c := range r.p[r.i : r.i+n] {
+			v = v<<8 | uint64(c)
 		}
-		v := uint64(binary.BigEndian.Uint16(r.p[r.i:]))
-		r.i += 2
-		return m, ai, v, nil
-	case ai == 26:
-		if r.i+4 > len(r.p) {
-			return 0, 0, 0, errCBOR
-		}
-		v := uint64(binary.BigEndian.Uint32(r.p[r.i:]))
-		r.i += 4
-		return m, ai, v, nil
-	case ai == 27:
-		if r.i+8 > len(r.p) {
-			return 0, 0, 0, errCBOR
-		}
-		v := binary.BigEndian.Uint64(r.p[r.i:])
-		r.i += 8
+		r.i += n
 		return m, ai, v, nil
 	case ai == 31 && (m == cborBytes || m == cborText || m == cborArray || m == cborMap || m == cborSimple):
 		return m, ai, cborIndefinite, nil
@@ -400,19 +384,22 @@ func float16(h uint16) float64 {
 // cborWriter appends CBOR items to b.
 type cborWriter struct{ b []byte }
 
-func (w *cborWriter) head(m cborMajor, n uint64) {
+func (w *cborWriter) head(m cborMajor, n uint64) { w.b = AppendCBORHead(w.b, byte(m), n) }
+
+// AppendCBORHead appends the head of a CBOR item of major type major (0 to
+// 7) with argument n, in its shortest form (test servers use it).
+func AppendCBORHead(dst []byte, major byte, n uint64) []byte {
 	switch {
 	case n < 24:
-		w.b = append(w.b, byte(m)<<5|byte(n))
+		return append(dst, major<<5|byte(n))
 	case n <= math.MaxUint8:
-		w.b = append(w.b, byte(m)<<5|24, byte(n))
+		return append(dst, major<<5|24, byte(n))
 	case n <= math.MaxUint16:
-		w.b = binary.BigEndian.AppendUint16(append(w.b, byte(m)<<5|25), uint16(n))
+		return binary.BigEndian.AppendUint16(append(dst, major<<5|25), uint16(n))
 	case n <= math.MaxUint32:
-		w.b = binary.BigEndian.AppendUint32(append(w.b, byte(m)<<5|26), uint32(n))
-	default:
-		w.b = binary.BigEndian.AppendUint64(append(w.b, byte(m)<<5|27), n)
+		return binary.BigEndian.AppendUint32(append(dst, major<<5|26), uint32(n))
 	}
+	return binary.BigEndian.AppendUint64(append(dst, major<<5|27), n)
 }
 
 func (w *cborWriter) text(s string) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -57,21 +58,13 @@ func cborCall(a *cborAnswer, endpoint string, onFallback func(string, error)) (*
 	return c.GetRecords(context.Background(), &kinesis.GetRecordsInput{ShardIterator: aws.String("it"), Limit: aws.Int32(500)}, CBORGetRecords(onFallback))
 }
 
-var endpoints atomicCounter
+var endpoints freshEndpoints
 
-type atomicCounter struct {
-	mu sync.Mutex
-	n  int
-}
+// freshEndpoints hands out endpoints no test used before (fallbacks are
+// kept per endpoint).
+type freshEndpoints struct{ n atomic.Int64 }
 
-// fresh returns an endpoint no test used before (fallbacks are kept per
-// endpoint).
-func (c *atomicCounter) fresh() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n++
-	return fmt.Sprintf("http://cbor-%d.invalid", c.n)
-}
+func (e *freshEndpoints) fresh() string { return fmt.Sprintf("http://cbor-%d.invalid", e.n.Add(1)) }
 
 // TestCBORGetRecordsAsSDK: every answer of the JSON corpus that the SDK
 // decodes, encoded in CBOR as Kinesis sends it, decodes through

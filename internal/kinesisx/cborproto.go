@@ -51,6 +51,13 @@ func GetRecordsOptions(e Encoding, onFallback func(endpoint string, err error)) 
 // ContentTypeCBOR is the content type of Kinesis' CBOR protocol.
 const ContentTypeCBOR = "application/x-amz-cbor-1.1"
 
+// IsCBOR reports whether contentType (a Content-Type header's value) is
+// ContentTypeCBOR, parameters aside.
+func IsCBOR(contentType string) bool {
+	ct, _, _ := strings.Cut(contentType, ";")
+	return strings.TrimSpace(ct) == ContentTypeCBOR
+}
+
 // CBORRefusedError is returned by a GetRecords sent in CBOR to an endpoint
 // that answered with a protocol error (it does not speak CBOR): the
 // endpoint is read in JSON from then on, and the call is to be made again
@@ -185,16 +192,12 @@ func (p *cborProtocol) DeserializeResponse(ctx context.Context, schema *smithy.O
 	if !ok {
 		return p.ClientProtocol.DeserializeResponse(ctx, schema, reg, resp, out)
 	}
-	var buf bytes.Buffer
-	if n := resp.ContentLength; n > 0 && n < 16<<20 {
-		buf.Grow(int(n))
+	payload, err := readBody(resp)
+	if err != nil {
+		return err
 	}
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return &smithy.DeserializationError{Err: err}
-	}
-	payload := buf.Bytes()
-	ct := strings.TrimSpace(strings.Split(resp.Header.Get("Content-Type"), ";")[0])
-	isCBOR := ct == ContentTypeCBOR || (ct == "" && len(payload) > 0 && payload[0]>>5 == byte(cborMap))
+	ct := resp.Header.Get("Content-Type")
+	isCBOR := IsCBOR(ct) || (ct == "" && len(payload) > 0 && payload[0]>>5 == byte(cborMap))
 	if !isCBOR {
 		// An answer in JSON (or anything else) to a CBOR request: this
 		// endpoint does not speak CBOR. A success is an answer all the
@@ -219,7 +222,7 @@ func (p *cborProtocol) DeserializeResponse(ctx context.Context, schema *smithy.O
 		}
 		return err
 	}
-	err := decodeCBORGetRecords(payload, gr)
+	err = decodeCBORGetRecords(payload, gr)
 	if err == nil {
 		return nil
 	}

@@ -50,20 +50,29 @@ func (p *fastProtocol) DeserializeResponse(ctx context.Context, schema *smithy.O
 	if !ok || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return p.ClientProtocol.DeserializeResponse(ctx, schema, reg, resp, out)
 	}
-	var buf bytes.Buffer
-	if n := resp.ContentLength; n > 0 && n < 16<<20 {
-		buf.Grow(int(n))
+	payload, err := readBody(resp)
+	if err != nil {
+		return err
 	}
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return &smithy.DeserializationError{Err: err}
-	}
-	payload := buf.Bytes()
 	if decodeGetRecords(payload, gr) {
 		return nil
 	}
 	*gr = kinesis.GetRecordsOutput{}
 	resp.Body = io.NopCloser(bytes.NewReader(payload))
 	return p.ClientProtocol.DeserializeResponse(ctx, schema, reg, resp, out)
+}
+
+// readBody reads an answer's whole body into one buffer, sized by its
+// Content-Length when it gives one.
+func readBody(resp *smithyhttp.Response) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n < 16<<20 {
+		buf.Grow(int(n))
+	}
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return nil, &smithy.DeserializationError{Err: err}
+	}
+	return buf.Bytes(), nil
 }
 
 // decodeGetRecords decodes a GetRecords answer into out, reporting false
