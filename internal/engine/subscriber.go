@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -85,12 +87,14 @@ type subscriber struct {
 	cfg subscriberConfig
 	fo  FanOutConfig
 
-	events  <-chan types.SubscribeToShardEventStream
-	stream  *kinesis.SubscribeToShardEventStream
-	cancel  context.CancelFunc // ends the open subscription's request
-	opened  time.Time          // when the open subscription succeeded
-	lastEv  time.Time          // when its last event arrived
-	reasons chan error         // the watch's reason for closing the subscription
+	sub     *kinesisx.Subscription // the open subscription, read on the caller's goroutine
+	cancel  context.CancelFunc     // ends the open subscription's request
+	reasons chan error             // the watch's reason for ending the subscription
+	// waiting is when the Next under way started waiting for an event
+	// (unix nanoseconds; 0: not waiting): the watch takes a subscription
+	// that waits longer than Idle as dead. Time spent handling events is
+	// not the subscription's silence.
+	waiting atomic.Int64
 
 	last     string    // sequence number of the last record returned
 	cont     string    // the last event's ContinuationSequenceNumber
@@ -118,6 +122,7 @@ func newSubscriber(cfg subscriberConfig) *subscriber {
 var (
 	errFenced = errors.New("lease not valid: subscription closed")
 	errIdle   = errors.New("no event: subscription taken as dead")
+	errRenew  = errors.New("subscription renewed")
 )
 
 // Next returns the next event that holds records, or the last event of a
@@ -139,7 +144,7 @@ func (s *subscriber) Next(ctx context.Context) (Batch, error) {
 
 func (s *subscriber) next(ctx context.Context) (Batch, error) {
 	for {
-		if s.events == nil {
+		if s.sub == nil {
 			if err := s.open(ctx); err != nil {
 				if ctx.Err() != nil {
 					return Batch{}, ctx.Err()
@@ -200,9 +205,9 @@ func (s *subscriber) open(ctx context.Context) error {
 	pos := s.resumeAt()
 	subCtx, cancel := context.WithCancel(ctx)
 	s.lastCall = time.Now()
-	out, err := c.Client.SubscribeToShard(subCtx, &kinesis.SubscribeToShardInput{
+	sub, err := kinesisx.SubscribeToShard(subCtx, c.Client, &kinesis.SubscribeToShardInput{
 		ConsumerARN: aws.String(arn), ShardId: aws.String(s.cfg.ShardID), StartingPosition: kinesisx.StartingPosition(pos),
-	}, kinesisx.WithoutThrottleRetries, kinesisx.OwnEventStreamCodec, kinesisx.StableRequestBody)
+	}, kinesisx.WithoutThrottleRetries, kinesisx.StableRequestBody)
 	if err != nil {
 		cancel()
 		var invalid *types.InvalidArgumentException
@@ -211,38 +216,60 @@ func (s *subscriber) open(ctx context.Context) error {
 		}
 		return fmt.Errorf("shard %s: SubscribeToShard %s (consumer %s): %w", s.cfg.ShardID, pos, arn, err)
 	}
-	s.stream = out.GetStream()
-	s.events = s.stream.Events()
-	s.cancel = cancel
-	s.opened = time.Now()
-	s.lastEv = s.opened
+	s.sub, s.cancel = sub, cancel
 	s.reasons = make(chan error, 1)
-	// The watch: a lease found invalid closes the subscription at once.
-	// It sleeps until the lease would lapse without another heartbeat (at
-	// most watchMax), then looks again; a lost lease cancels the worker,
-	// and with it the subscription, at once.
-	if validFor := s.cfg.ValidFor; validFor != nil {
-		reasons := s.reasons
-		go func() {
-			t := time.NewTimer(min(validFor(), watchMax))
-			defer t.Stop()
-			for {
-				select {
-				case <-subCtx.Done():
-					return
-				case <-t.C:
-					left := validFor()
-					if left <= 0 {
-						reasons <- errFenced
-						cancel()
-						return
-					}
-					t.Reset(min(left, watchMax))
-				}
-			}
-		}()
-	}
+	s.waiting.Store(0)
+	go s.watch(subCtx, cancel, s.reasons, time.Now().Add(s.fo.Renew))
 	return nil
+}
+
+// watch ends the subscription of subCtx (cancel), with its reason, when the
+// lease is found not valid (errFenced), when the subscription is due for
+// renewal (errRenew), or when it has waited for an event longer than Idle
+// (errIdle). It sleeps until the first of them could come (at most
+// watchMax while there is a lease to check), then looks again; a lost lease
+// cancels the worker, and with it the subscription, at once. Reading the
+// events needs no timer of its own.
+func (s *subscriber) watch(subCtx context.Context, cancel context.CancelFunc, reasons chan<- error, renewAt time.Time) {
+	next := func(now time.Time) (time.Duration, error) {
+		if s.cfg.ValidFor != nil && s.cfg.ValidFor() <= 0 {
+			return 0, errFenced
+		}
+		if !now.Before(renewAt) {
+			return 0, errRenew
+		}
+		wait := renewAt.Sub(now)
+		if w := s.waiting.Load(); w != 0 {
+			idle := time.Unix(0, w).Add(s.fo.Idle).Sub(now)
+			if idle <= 0 {
+				return 0, errIdle
+			}
+			wait = min(wait, idle)
+		} else {
+			wait = min(wait, s.fo.Idle) // handling: the next wait starts later
+		}
+		if s.cfg.ValidFor != nil {
+			wait = min(wait, s.cfg.ValidFor(), watchMax)
+		}
+		return max(wait, time.Millisecond), nil
+	}
+	wait, _ := next(time.Now())
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-subCtx.Done():
+			return
+		case now := <-t.C:
+			wait, reason := next(now)
+			if reason != nil {
+				reasons <- reason
+				cancel()
+				return
+			}
+			t.Reset(wait)
+		}
+	}
 }
 
 // resumeAt is where the next subscription starts: after the last record
@@ -259,9 +286,9 @@ func (s *subscriber) resumeAt() kltype.StartPosition {
 	return s.cfg.Start
 }
 
-// receive waits for the open subscription's next event. ok reports a
-// batch to return; false means the subscription ended (or the event held
-// no records) and Next goes on.
+// receive reads the open subscription's next event. ok reports a batch
+// to return; false means the subscription ended (or the event held no
+// records) and Next goes on.
 func (s *subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) {
 	if s.cfg.Reserve != nil {
 		// Room for one more event: until then the subscription's events
@@ -271,87 +298,65 @@ func (s *subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) 
 			return Batch{}, false, err
 		}
 	}
-	// An event already waiting is taken before any deadline: time spent
-	// handling the previous one is not the subscription's silence.
-	select {
-	case ev, open := <-s.events:
-		return s.event(ctx, ev, open)
-	default:
+	s.waiting.Store(time.Now().UnixNano())
+	ev, err := s.sub.Next()
+	s.waiting.Store(0)
+	if err != nil {
+		return Batch{}, false, s.ended(ctx, err)
 	}
-	renewAt, idleAt := s.opened.Add(s.fo.Renew), time.Now().Add(s.fo.Idle)
-	deadline := time.NewTimer(min(time.Until(renewAt), s.fo.Idle))
-	defer deadline.Stop()
-	select {
-	case <-ctx.Done():
-		s.close()
-		return Batch{}, false, ctx.Err()
-	case <-s.reasons:
-		s.close() // fenced: open waits for the lease
-		return Batch{}, false, nil
-	case now := <-deadline.C:
-		s.close()
-		if now.Before(idleAt) {
-			return Batch{}, false, nil // renewal
-		}
-		s.failed++
-		if s.cfg.OnRetry != nil {
-			s.cfg.OnRetry(fmt.Errorf("shard %s: %w after %v", s.cfg.ShardID, errIdle, s.fo.Idle), 0)
-		}
-		return Batch{}, false, nil
-	case ev, open := <-s.events:
-		return s.event(ctx, ev, open)
-	}
-}
-
-// event handles what the open subscription's channel gave: an event, or
-// (open false) the end of the subscription.
-func (s *subscriber) event(ctx context.Context, ev types.SubscribeToShardEventStream, open bool) (b Batch, ok bool, err error) {
-	if !open {
-		err := s.stream.Err()
-		s.close()
-		select {
-		case <-s.reasons: // the watch closed it: the lease is not valid
-			return Batch{}, false, nil
-		default:
-		}
-		if ctx.Err() != nil {
-			return Batch{}, false, ctx.Err()
-		}
-		if err != nil {
-			err = fmt.Errorf("shard %s: SubscribeToShard event stream: %w", s.cfg.ShardID, err)
-			if s.permanent(ctx, err) {
-				return Batch{}, false, err
-			}
-			if err := s.retry(ctx, err); err != nil {
-				return Batch{}, false, err
-			}
-		}
-		return Batch{}, false, nil
-	}
-	s.lastEv = time.Now()
-	e, isEvent := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
-	if !isEvent {
+	if ev == nil {
 		return Batch{}, false, nil // an event type this SDK version does not know
 	}
 	s.failed = 0
-	v := &e.Value
-	millis := aws.ToInt64(v.MillisBehindLatest)
+	millis := aws.ToInt64(ev.MillisBehindLatest)
 	if s.cfg.OnEvent != nil {
 		s.cfg.OnEvent(millis)
 	}
-	b = Batch{Records: v.Records, MillisBehindLatest: millis}
-	if n := len(v.Records); n > 0 {
-		s.last = aws.ToString(v.Records[n-1].SequenceNumber)
+	b = Batch{Records: ev.Records, MillisBehindLatest: millis}
+	if n := len(ev.Records); n > 0 {
+		s.last = aws.ToString(ev.Records[n-1].SequenceNumber)
 	}
-	if v.ContinuationSequenceNumber == nil {
+	if ev.ContinuationSequenceNumber == nil {
 		// The shard is closed and every record was sent; ChildShards
 		// names its children, which the shard listing finds too.
 		b.End = true
 		s.done = true
 	} else {
-		s.cont = *v.ContinuationSequenceNumber
+		s.cont = *ev.ContinuationSequenceNumber
 	}
 	return b, len(b.Records) > 0 || b.End, nil
+}
+
+// ended handles the end of the open subscription, whose reading failed
+// with err: the watch's reason (the lease not valid, renewal, silence),
+// ctx's end, the stream's clean end (Kinesis ends each after 5 minutes),
+// or a failure, retried unless permanent. A nil return means Next goes on.
+func (s *subscriber) ended(ctx context.Context, err error) error {
+	s.close()
+	select {
+	case reason := <-s.reasons:
+		switch reason {
+		case errFenced, errRenew: // open waits for the lease
+			return nil
+		}
+		s.failed++
+		if s.cfg.OnRetry != nil {
+			s.cfg.OnRetry(fmt.Errorf("shard %s: %w after %v", s.cfg.ShardID, reason, s.fo.Idle), 0)
+		}
+		return nil
+	default:
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	err = fmt.Errorf("shard %s: SubscribeToShard event stream: %w", s.cfg.ShardID, err)
+	if s.permanent(ctx, err) {
+		return err
+	}
+	return s.retry(ctx, err)
 }
 
 // close ends the open subscription, if any.
@@ -360,8 +365,8 @@ func (s *subscriber) close() {
 		return
 	}
 	s.cancel()
-	_ = s.stream.Close()
-	s.cancel, s.stream, s.events = nil, nil, nil
+	_ = s.sub.Close()
+	s.cancel, s.sub = nil, nil
 }
 
 // permanent reports whether err is one no new subscription can cure. A

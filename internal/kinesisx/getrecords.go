@@ -84,6 +84,28 @@ func readBody(resp *smithyhttp.Response) ([]byte, error) {
 // in standard base64, timestamps in epoch seconds truncated to the
 // millisecond, in UTC.
 func decodeGetRecords(p []byte, out *kinesis.GetRecordsOutput) bool {
+	var a recordsAnswer
+	if !decodeRecordsJSON(p, "NextShardIterator", &a) {
+		return false
+	}
+	out.Records, out.NextShardIterator, out.MillisBehindLatest = a.records, a.next, a.millisBehind
+	return true
+}
+
+// recordsAnswer is what GetRecords and SubscribeToShard's events both
+// carry: records, where to go on (NextShardIterator,
+// ContinuationSequenceNumber) and MillisBehindLatest.
+type recordsAnswer struct {
+	records      []types.Record
+	next         *string
+	millisBehind *int64
+}
+
+// decodeRecordsJSON decodes records, nextKey and MillisBehindLatest from
+// the JSON object p (GetRecords' answer, or a SubscribeToShardEvent's
+// payload) into out, as decodeGetRecords says; false for what it does not
+// take.
+func decodeRecordsJSON(p []byte, nextKey string, out *recordsAnswer) bool {
 	d := scanner{p: p}
 	var (
 		recs  []types.Record
@@ -92,7 +114,7 @@ func decodeGetRecords(p []byte, out *kinesis.GetRecordsOutput) bool {
 		dataN []int  // where each record's data ends in data
 		times []time.Time
 		text  []byte // the strings, concatenated
-		next  span   // the NextShardIterator (ok: one came)
+		next  span   // nextKey's value (ok: one came)
 	)
 	addText := func(s []byte) span {
 		start := len(text)
@@ -195,7 +217,7 @@ func decodeGetRecords(p []byte, out *kinesis.GetRecordsOutput) bool {
 				spans = append(spans, fields[:]...)
 				recs = append(recs, types.Record{})
 			}
-		case "NextShardIterator":
+		case nextKey:
 			if next, ok = d.text(addText); !ok {
 				return false
 			}
@@ -212,7 +234,7 @@ func decodeGetRecords(p []byte, out *kinesis.GetRecordsOutput) bool {
 			if err != nil {
 				return false
 			}
-			out.MillisBehindLatest = &n
+			out.millisBehind = &n
 		default:
 			return false
 		}
@@ -247,8 +269,8 @@ func decodeGetRecords(p []byte, out *kinesis.GetRecordsOutput) bool {
 	if recs == nil {
 		recs = []types.Record{}
 	}
-	out.Records = recs
-	out.NextShardIterator = ptr(next)
+	out.records = recs
+	out.next = ptr(next)
 	return true
 }
 
