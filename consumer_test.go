@@ -21,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -28,7 +29,10 @@ import (
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) {
+	kinesisx.UseTestEncoding()
+	testutil.Main(m)
+}
 
 type order struct {
 	ID  int    `json:"id"`

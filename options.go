@@ -29,6 +29,7 @@ type config struct {
 	logger          *slog.Logger
 	client          Kinesis
 	encoding        GetRecordsEncoding // WithGetRecordsEncoding
+	encodingSet     bool               // WithGetRecordsEncoding was given
 	heartbeat       time.Duration
 	timeout         time.Duration
 	maxLeases       int
@@ -113,7 +114,8 @@ const (
 	// string for its keys and sequence numbers).
 	EncodingJSON
 	// EncodingSDK leaves GetRecords to the Go SDK: AWS JSON 1.1, its own
-	// decoder.
+	// decoder. With enhanced fan-out, SubscribeToShard's events are
+	// decoded by the SDK's event decoder too.
 	EncodingSDK
 )
 
@@ -134,7 +136,7 @@ func WithGetRecordsEncoding(e GetRecordsEncoding) Option {
 		if e < EncodingCBOR || e > EncodingSDK {
 			c.errs = append(c.errs, fmt.Errorf("%w: WithGetRecordsEncoding(%d): want EncodingCBOR, EncodingJSON or EncodingSDK", ErrInvalidOption, e))
 		}
-		c.encoding = e
+		c.encoding, c.encodingSet = e, true
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -26,7 +27,10 @@ import (
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) {
+	kinesisx.UseTestEncoding()
+	testutil.Main(m)
+}
 
 // rig is one test's table and stream on the emulators.
 type rig struct {

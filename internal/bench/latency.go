@@ -18,8 +18,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -59,15 +61,15 @@ func runLatency(f flags) error {
 		cpus       []float64
 		all        []time.Duration
 	}
-	sides := []*side{{name: "polling (defaults)"}, {name: "enhanced fan-out"}}
+	sides := []*side{{name: "polling (defaults)"}, {name: "enhanced fan-out"}, {name: "plain SDK fan-out"}}
 	for round := 1; round <= f.rounds; round++ {
-		order := []int{0, 1}
+		order := []int{0, 1, 2}
 		if round%2 == 0 {
-			order = []int{1, 0}
+			order = []int{2, 1, 0}
 		}
 		for _, i := range order {
 			s := sides[i]
-			r, err := latencyRound(f, load, stream, i == 1, round)
+			r, err := latencyRound(f, load, stream, latencySide(i), round)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round, s.name, err)
 			}
@@ -88,8 +90,19 @@ func runLatency(f flags) error {
 	}
 	fmt.Printf("fan-out/polling: p50 %.2f×, p99 %.2f×, CPU per record %.2f× (medians of rounds)\n",
 		median(sides[1].p50s)/median(sides[0].p50s), median(sides[1].p99s)/median(sides[0].p99s), median(sides[1].cpus)/median(sides[0].cpus))
+	fmt.Printf("plain SDK fan-out/polling: CPU per record %.2f×; fan-out/plain SDK fan-out: %.2f× (medians of rounds)\n",
+		median(sides[2].cpus)/median(sides[0].cpus), median(sides[1].cpus)/median(sides[2].cpus))
 	return nil
 }
+
+// latencySide is what a latency round runs.
+type latencySide int
+
+const (
+	sidePolling     latencySide = iota // the library, polling at its defaults
+	sideFanOut                         // the library, WithEnhancedFanOut
+	sidePlainFanOut                    // a plain SDK loop per shard: SubscribeToShard, encoding/json
+)
 
 type latencyResult struct {
 	lat       []time.Duration
@@ -100,7 +113,7 @@ type latencyResult struct {
 // until it reads every shard, has the load process put f.records records
 // at f.rate a second, and returns their latencies and this process' CPU per
 // record over the window.
-func latencyRound(f flags, load *loadProc, stream string, fanOut bool, round int) (latencyResult, error) {
+func latencyRound(f flags, load *loadProc, stream string, which latencySide, round int) (latencyResult, error) {
 	kc, cfg, closeIdle := newClient(load.url)
 	defer closeIdle()
 	var mu sync.Mutex
@@ -123,21 +136,25 @@ func latencyRound(f flags, load *loadProc, stream string, fanOut bool, round int
 		}
 		return nil
 	}
-	svc, err := kinesislease.New(cfg, kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(logger(f)))
-	if err != nil {
-		return latencyResult{}, err
-	}
-	opts := []kinesislease.SubscribeOption{kinesislease.WithStartPosition(kltype.Latest)}
-	if fanOut {
-		opts = append(opts, kinesislease.WithEnhancedFanOut("latency-bench"))
-	}
-	if err := kinesislease.Subscribe(svc, stream, handler, opts...); err != nil {
-		return latencyResult{}, err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
-	go func() { ran <- svc.Run(ctx) }()
+	if which == sidePlainFanOut {
+		go func() { ran <- plainFanOut(ctx, kc, stream, f.shards, handler) }()
+	} else {
+		svc, err := kinesislease.New(cfg, kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(logger(f)))
+		if err != nil {
+			return latencyResult{}, err
+		}
+		opts := []kinesislease.SubscribeOption{kinesislease.WithStartPosition(kltype.Latest)}
+		if which == sideFanOut {
+			opts = append(opts, kinesislease.WithEnhancedFanOut("latency-bench"))
+		}
+		if err := kinesislease.Subscribe(svc, stream, handler, opts...); err != nil {
+			return latencyResult{}, err
+		}
+		go func() { ran <- svc.Run(ctx) }()
+	}
 	// Warm up: records put until as many arrived as four per shard (every
 	// shard is read, every subscription open).
 	deadline := time.Now().Add(60 * time.Second)
@@ -154,10 +171,7 @@ func latencyRound(f flags, load *loadProc, stream string, fanOut bool, round int
 		case <-time.After(2 * time.Second):
 		}
 	}
-	side := "polling"
-	if fanOut {
-		side = "fanout"
-	}
+	side := [...]string{"polling", "fanout", "plainfanout"}[which]
 	stopProfile, err := startProfile(profileName(f, side, round))
 	if err != nil {
 		return latencyResult{}, err
@@ -183,6 +197,73 @@ func latencyRound(f flags, load *loadProc, stream string, fanOut bool, round int
 	mu.Lock()
 	defer mu.Unlock()
 	return latencyResult{lat: slices.Clone(lat), cpuPerRec: float64(cpu.Nanoseconds()) / float64(len(lat))}, nil
+}
+
+// plainFanOut reads every shard of stream with the SDK alone: a consumer
+// registered (waited ACTIVE), a goroutine per shard subscribed at LATEST,
+// each record decoded with encoding/json and handed to handle, a new
+// subscription after the last record when one ends. It returns when ctx
+// ends (nil) or on an error.
+func plainFanOut(ctx context.Context, kc *kinesis.Client, stream string, shards int, handle func(context.Context, latencyMsg) error) error {
+	sum, err := kc.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	if err != nil {
+		return fmt.Errorf("DescribeStreamSummary: %w", err)
+	}
+	name := fmt.Sprintf("plain-%d", time.Now().UnixNano())
+	reg, err := kc.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: sum.StreamDescriptionSummary.StreamARN, ConsumerName: aws.String(name)})
+	if err != nil {
+		return fmt.Errorf("RegisterStreamConsumer: %w", err)
+	}
+	arn := reg.Consumer.ConsumerARN
+	for {
+		d, err := kc.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: arn})
+		if err != nil {
+			return fmt.Errorf("DescribeStreamConsumer: %w", err)
+		}
+		if d.ConsumerDescription.ConsumerStatus == ktypes.ConsumerStatusActive {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	errs := make(chan error, shards)
+	for s := range shards {
+		go func() {
+			pos := &ktypes.StartingPosition{Type: ktypes.ShardIteratorTypeLatest}
+			for ctx.Err() == nil {
+				out, err := kc.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{ConsumerARN: arn, ShardId: aws.String(ShardID(s)), StartingPosition: pos}, kinesisx.OwnEventStreamCodec)
+				if err != nil {
+					if ctx.Err() == nil {
+						time.Sleep(time.Second) // the 5-second rule, the one-call-a-second limit
+					}
+					continue
+				}
+				st := out.GetStream()
+				for ev := range st.Events() {
+					e, ok := ev.(*ktypes.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+					if !ok {
+						continue
+					}
+					for _, r := range e.Value.Records {
+						var m latencyMsg
+						if err := json.Unmarshal(r.Data, &m); err != nil {
+							errs <- err
+							return
+						}
+						_ = handle(ctx, m)
+						pos = &ktypes.StartingPosition{Type: ktypes.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: r.SequenceNumber}
+					}
+				}
+				_ = st.Close()
+			}
+			errs <- nil
+		}()
+	}
+	for range shards {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func percentile(xs []time.Duration, p float64) time.Duration {

@@ -76,6 +76,9 @@ type subscriberConfig struct {
 	// OnEvent, if set, is told of every event's MillisBehindLatest,
 	// records or not.
 	OnEvent func(millisBehind int64)
+	// Encoding is the reader's: EncodingSDK has the SDK's event decoder
+	// decode the events.
+	Encoding kinesisx.Encoding
 }
 
 // subscriber reads one shard with SubscribeToShard, from a start position,
@@ -207,7 +210,7 @@ func (s *subscriber) open(ctx context.Context) error {
 	s.lastCall = time.Now()
 	sub, err := kinesisx.SubscribeToShard(subCtx, c.Client, &kinesis.SubscribeToShardInput{
 		ConsumerARN: aws.String(arn), ShardId: aws.String(s.cfg.ShardID), StartingPosition: kinesisx.StartingPosition(pos),
-	}, kinesisx.WithoutThrottleRetries, kinesisx.StableRequestBody)
+	}, s.cfg.Encoding, kinesisx.WithoutThrottleRetries, kinesisx.StableRequestBody)
 	if err != nil {
 		cancel()
 		var invalid *types.InvalidArgumentException

@@ -256,7 +256,8 @@ func (w *worker) startReader() *feed {
 		reader = newSubscriber(subscriberConfig{
 			FanOut: fo, Stream: w.stream, ShardID: w.shard, Start: w.start,
 			ValidFor: w.lease.validFor, Reserve: reserve, OnRetry: onRetry,
-			OnEvent: func(ms int64) { w.lag.Store(ms) },
+			OnEvent:  func(ms int64) { w.lag.Store(ms) },
+			Encoding: w.cfg.Encoding,
 		})
 	} else {
 		reader = NewReader(ReaderConfig{

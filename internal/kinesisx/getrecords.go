@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -146,6 +147,11 @@ func decodeRecordsJSON(p []byte, nextKey string, out *recordsAnswer) bool {
 				recs = make([]types.Record, 0, n)
 				spans = make([]span, 0, 3*n)
 				dataN = make([]int, 0, n)
+				text = slices.Grow(text, 80*n) // the next key may have come first
+				// The data are shorter than their base64 in p: a small
+				// answer (an event of a record or two) gets a buffer its
+				// size, a large one starts at 4 KiB and doubles.
+				data = make([]byte, 0, min(base64.StdEncoding.DecodedLen(len(p)-d.i), 4096))
 				times = make([]time.Time, 0, n)
 			}
 			for i := 0; ; i++ {

@@ -26,7 +26,8 @@ import (
 //
 // A SubscribeToShardEvent in JSON is decoded as GetRecords' answers are
 // (FastGetRecords): one buffer for every record's data, one string for
-// their keys and sequence numbers. Every other message (the end of a
+// their keys and sequence numbers; with EncodingSDK, by the SDK's event
+// decoder. Every other message (the end of a
 // shard, with its ChildShards; an exception; an event of a type the fast
 // decoder does not take) is decoded by the SDK's own event decoder, on the
 // same bytes, so what the caller gets is what the SDK would give.
@@ -35,15 +36,18 @@ import (
 // from any goroutine, and makes a Next that is waiting return.
 type Subscription struct {
 	body    io.ReadCloser
+	sdkOnly bool   // EncodingSDK: every message is the SDK's decoder's
 	buf     []byte // the message being read, reused
 	sdk     smithyhttp.ClientProtocol
 	started bool // the initial response was read
 }
 
 // SubscribeToShard calls c.SubscribeToShard with in and opts and returns
-// its event stream to be read with Next. ctx bounds the call and the
-// subscription both: when it ends, the subscription ends.
-func SubscribeToShard(ctx context.Context, c FanOut, in *kinesis.SubscribeToShardInput, opts ...func(*kinesis.Options)) (*Subscription, error) {
+// its event stream to be read with Next, its events decoded as enc says
+// (EncodingCBOR and EncodingJSON alike: the events come in JSON). ctx
+// bounds the call and the subscription both: when it ends, the
+// subscription ends.
+func SubscribeToShard(ctx context.Context, c FanOut, in *kinesis.SubscribeToShardInput, enc Encoding, opts ...func(*kinesis.Options)) (*Subscription, error) {
 	raw := &rawEventStream{}
 	opts = append(opts[:len(opts):len(opts)], raw.option)
 	if _, err := c.SubscribeToShard(ctx, in, opts...); err != nil {
@@ -52,7 +56,7 @@ func SubscribeToShard(ctx context.Context, c FanOut, in *kinesis.SubscribeToShar
 	if raw.body == nil {
 		return nil, errors.New("kinesisx: SubscribeToShard answered without an event stream")
 	}
-	return &Subscription{body: raw.body, sdk: awsjson.New11(kschemas.Kinesis_20131202)}, nil
+	return &Subscription{body: raw.body, sdkOnly: enc == EncodingSDK, sdk: awsjson.New11(kschemas.Kinesis_20131202)}, nil
 }
 
 // rawEventStream is a deserialize middleware that takes the place of the
@@ -129,7 +133,7 @@ func (s *Subscription) Next() (*types.SubscribeToShardEvent, error) {
 			continue
 		}
 		event := string(h.messageType) == "event"
-		if event && string(h.eventType) == "SubscribeToShardEvent" && isJSON(h.contentType) {
+		if event && !s.sdkOnly && string(h.eventType) == "SubscribeToShardEvent" && isJSON(h.contentType) {
 			var a recordsAnswer
 			if decodeRecordsJSON(payload, "ContinuationSequenceNumber", &a) {
 				return &types.SubscribeToShardEvent{Records: a.records, ContinuationSequenceNumber: a.next, MillisBehindLatest: a.millisBehind}, nil

@@ -75,9 +75,10 @@ func fanOutClient(rt http.RoundTripper) *kinesis.Client {
 var subscribeInput = &kinesis.SubscribeToShardInput{ConsumerARN: aws.String("arn:aws:kinesis:us-east-1:000000000000:stream/s/consumer/c:1"),
 	ShardId: aws.String("shardId-000000000000"), StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeLatest}}
 
-// readOwn reads body's events with Subscription; a clean end is no error.
-func readOwn(body []byte) ([]*types.SubscribeToShardEvent, error) {
-	sub, err := SubscribeToShard(context.Background(), fanOutClient(eventStreamAnswer(body)), subscribeInput)
+// readOwn reads body's events with Subscription, decoded as enc says; a
+// clean end is no error.
+func readOwn(body []byte, enc Encoding) ([]*types.SubscribeToShardEvent, error) {
+	sub, err := SubscribeToShard(context.Background(), fanOutClient(eventStreamAnswer(body)), subscribeInput, enc)
 	if err != nil {
 		return nil, err
 	}
@@ -144,12 +145,16 @@ func sameEvents(own, sdk []*types.SubscribeToShardEvent, ownErr, sdkErr error) s
 	return ""
 }
 
+// checkSameEvents reads body with a Subscription, with its own decoder and
+// with EncodingSDK, and with the SDK's reader, and fails if they differ.
 func checkSameEvents(t *testing.T, body []byte) {
 	t.Helper()
-	own, ownErr := readOwn(body)
 	sdk, sdkErr := readSDK(body)
-	if d := sameEvents(own, sdk, ownErr, sdkErr); d != "" {
-		t.Fatalf("stream %q: Subscription and the SDK differ: %s", body, d)
+	for _, enc := range []Encoding{EncodingCBOR, EncodingSDK} {
+		own, ownErr := readOwn(body, enc)
+		if d := sameEvents(own, sdk, ownErr, sdkErr); d != "" {
+			t.Fatalf("stream %q: Subscription (encoding %d) and the SDK differ: %s", body, enc, d)
+		}
 	}
 }
 
@@ -205,7 +210,7 @@ func TestSubscriptionAsSDK(t *testing.T) {
 		t.Run(name, func(t *testing.T) { checkSameEvents(t, body) })
 	}
 	// The typed exceptions reach errors.As as the SDK's do.
-	_, err := readOwn(streams["resource in use"])
+	_, err := readOwn(streams["resource in use"], EncodingCBOR)
 	var inUse *types.ResourceInUseException
 	if !errors.As(err, &inUse) || !IsResourceInUse(err) {
 		t.Errorf("ResourceInUseException mid-stream: %v (%T)", err, err)
@@ -232,7 +237,7 @@ func TestSubscriptionAllocations(t *testing.T) {
 		ev := event(`{"Records":[` + strings.Join(recs, ",") + `],"ContinuationSequenceNumber":"1","MillisBehindLatest":0}`)
 		const events = 20
 		body := streamOf(bytes.Repeat(ev, events))
-		sub, err := SubscribeToShard(context.Background(), fanOutClient(eventStreamAnswer(body)), subscribeInput)
+		sub, err := SubscribeToShard(context.Background(), fanOutClient(eventStreamAnswer(body)), subscribeInput, EncodingCBOR)
 		if err != nil {
 			t.Fatal(err)
 		}
