@@ -95,6 +95,7 @@ type flags struct {
 	serverCPU   bool
 	verbose     bool
 	rate        int
+	codec       string
 }
 
 func main() {
@@ -107,7 +108,8 @@ func main() {
 	flag.DurationVar(&f.slowDelay, "slow-delay", 4*time.Millisecond, "handler sleep per record of a slow shard (memory mode: every shard)")
 	flag.DurationVar(&f.duration, "duration", 2*time.Minute, "memory: how long to run")
 	flag.IntVar(&f.backlog, "backlog", 0, "memory: records per shard (0: 1.5 × what the handler drains in -duration, at least 20,000)")
-	flag.IntVar(&f.size, "size", 1024, "memory: bytes of each record's data")
+	flag.IntVar(&f.size, "size", 1024, "memory: bytes of each record's data (throughput: when set; else about 100)")
+	flag.StringVar(&f.codec, "codec", "json", "throughput: the records' encoding, json or msgpack (codec.Msgpack on both sides)")
 	flag.Int64Var(&f.budgetBytes, "budget-bytes", 0, "memory: WithMemoryBudget(N, 1<<40); 0: the library default")
 	flag.StringVar(&f.cpuprofile, "cpuprofile", "", "write CPU profiles to FILE.lib.N / FILE.plain.N (memory mode: FILE)")
 	flag.BoolVar(&f.serverCPU, "server-cpu", true, "measure the in-process server's handler CPU (thread CPU time) apart")

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
@@ -53,11 +54,12 @@ type Dataset struct {
 	Shards  int
 	Records int // per shard
 	Base    time.Time
-	DataLen int // bytes of each record's data
+	DataLen int // bytes of each record's data (record 0's in MessagePack, whose integers vary in length)
 
 	suffix64 []byte // base64 of the shared suffix
 	suffix   []byte // the shared suffix
 	lazy     bool
+	msgpack  bool // records in MessagePack (NewMsgpackDataset), not JSON
 	frags    [][]byte  // eager: per shard, every fragment back to back
 	offs     [][]int32 // eager: per shard, fragment i is frags[s][offs[s][i]:offs[s][i+1]]
 	cfrags   [][]byte  // eager: the same in CBOR
@@ -82,6 +84,34 @@ func NewDataset(stream string, shards, records, size int, lazy bool) *Dataset {
 		d.cfrags, d.coffs = d.fragments(d.genCBORFragment)
 	}
 	return d
+}
+
+// NewMsgpackDataset is NewDataset (eager) with each record's data the
+// same Order in MessagePack (codec.Msgpack), its note padding it to about
+// size bytes.
+func NewMsgpackDataset(stream string, shards, records, size int) *Dataset {
+	d := &Dataset{Stream: stream, Shards: shards, Records: records, Base: time.Unix(1_700_000_000, 0), msgpack: true}
+	probe, _ := codec.Msgpack.Marshal(d.order(0, 0, ""))
+	d.suffix = []byte(strings.Repeat(".", max(size-len(probe), len("gift wrap"))))
+	d.DataLen = len(d.msgpackData(0, 0))
+	d.frags, d.offs = d.fragments(d.genFragment)
+	d.cfrags, d.coffs = d.fragments(d.genCBORFragment)
+	return d
+}
+
+// order is record i of shard s as an Order with note.
+func (d *Dataset) order(s, i int, note string) Order {
+	return Order{ID: int64(s)*1_000_000_000 + int64(i), Customer: "c-" + strconv.Itoa(d.customer(s, i)), Total: int64(100 + (i*37)%100000),
+		Items: []string{"sku-" + strconv.Itoa(i%500), "sku-" + strconv.Itoa((i*3)%500)}, Note: note}
+}
+
+// msgpackData is record i of shard s's data in a MessagePack data set.
+func (d *Dataset) msgpackData(s, i int) []byte {
+	b, err := codec.Msgpack.Marshal(d.order(s, i, string(d.suffix)))
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // fragments encodes every record with gen: per shard, the fragments back
@@ -168,7 +198,6 @@ func (d *Dataset) customer(s, i int) int { return (i*7 + s*131) % 1000 }
 // Records array.
 func (d *Dataset) genFragment(dst []byte, s, i int) []byte {
 	var pre [prefixLen + 64]byte
-	p := d.prefix(pre[:0], s, i)
 	c := d.customer(s, i)
 	ms := d.Base.UnixMilli() + int64(i)
 	dst = append(dst, `{"ApproximateArrivalTimestamp":`...)
@@ -176,8 +205,12 @@ func (d *Dataset) genFragment(dst []byte, s, i int) []byte {
 	dst = append(dst, '.')
 	dst = appendPadded(dst, int(ms%1000), 3)
 	dst = append(dst, `,"Data":"`...)
-	dst = base64.StdEncoding.AppendEncode(dst, p)
-	dst = append(dst, d.suffix64...)
+	if d.msgpack {
+		dst = base64.StdEncoding.AppendEncode(dst, d.msgpackData(s, i))
+	} else {
+		dst = base64.StdEncoding.AppendEncode(dst, d.prefix(pre[:0], s, i))
+		dst = append(dst, d.suffix64...)
+	}
 	dst = append(dst, `","PartitionKey":"c-`...)
 	dst = strconv.AppendInt(dst, int64(c), 10)
 	dst = append(dst, `","SequenceNumber":"`...)
@@ -190,15 +223,21 @@ func (d *Dataset) genFragment(dst []byte, s, i int) []byte {
 // arrival as tag 1 and epoch milliseconds.
 func (d *Dataset) genCBORFragment(dst []byte, s, i int) []byte {
 	var pre [prefixLen + 64]byte
-	p := d.prefix(pre[:0], s, i)
 	c := d.customer(s, i)
 	dst = append(dst, 0xa4) // a map of 4
 	dst = cborText(dst, "ApproximateArrivalTimestamp")
 	dst = append(dst, 0xc1, 0x1b) // tag 1, a uint64
 	dst = binary.BigEndian.AppendUint64(dst, uint64(d.Base.UnixMilli()+int64(i)))
 	dst = cborText(dst, "Data")
-	dst = cborHead(dst, 2, len(p)+len(d.suffix))
-	dst = append(append(dst, p...), d.suffix...)
+	if d.msgpack {
+		data := d.msgpackData(s, i)
+		dst = cborHead(dst, 2, len(data))
+		dst = append(dst, data...)
+	} else {
+		p := d.prefix(pre[:0], s, i)
+		dst = cborHead(dst, 2, len(p)+len(d.suffix))
+		dst = append(append(dst, p...), d.suffix...)
+	}
 	dst = cborText(dst, "PartitionKey")
 	var key [16]byte
 	k := strconv.AppendInt(append(key[:0], "c-"...), int64(c), 10)

@@ -5,13 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
 func startTestServer(t *testing.T, ds *Dataset) *kinesis.Client {
@@ -37,11 +39,15 @@ func checkRecords(t *testing.T, ds *Dataset, s, from int, recs []ktypes.Record) 
 		if !bytes.Equal(r.Data, ds.Data(s, i)) {
 			t.Fatalf("shard %d record %d: data %q, want %q", s, i, r.Data, ds.Data(s, i))
 		}
-		if len(r.Data) != ds.DataLen {
+		if len(r.Data) != ds.DataLen && !ds.msgpack { // MessagePack's integers vary in length
 			t.Fatalf("shard %d record %d: %d bytes of data, want %d", s, i, len(r.Data), ds.DataLen)
 		}
 		var o Order
-		if err := json.Unmarshal(r.Data, &o); err != nil {
+		unmarshal := json.Unmarshal
+		if ds.msgpack {
+			unmarshal = codec.Msgpack.Unmarshal
+		}
+		if err := unmarshal(r.Data, &o); err != nil {
 			t.Fatalf("shard %d record %d: %v", s, i, err)
 		}
 		if o.ID != int64(s)*1_000_000_000+int64(i) || len(o.Items) != 2 || o.Customer == "" {
@@ -191,8 +197,15 @@ func TestResponseCap(t *testing.T) {
 // with the records it answers in JSON (CBORGetRecords decodes them, and
 // never falls back to JSON).
 func TestServerCBOR(t *testing.T) {
-	for _, lazy := range []bool{false, true} {
-		ds := NewDataset("orders", 2, 300, map[bool]int{false: 0, true: 1024}[lazy], lazy)
+	for _, kind := range []string{"eager", "lazy", "msgpack"} {
+		lazy := kind == "lazy"
+		var ds *Dataset
+		switch kind {
+		case "msgpack":
+			ds = NewMsgpackDataset("orders", 2, 300, 10240)
+		default:
+			ds = NewDataset("orders", 2, 300, map[bool]int{false: 0, true: 1024}[lazy], lazy)
+		}
 		kc := startTestServer(t, ds)
 		ctx := context.Background()
 		read := func(opt func(*kinesis.Options)) *kinesis.GetRecordsOutput {
@@ -211,8 +224,12 @@ func TestServerCBOR(t *testing.T) {
 		got := read(kinesisx.CBORGetRecords(func(string, error) { fellBack = true }))
 		want := read(func(*kinesis.Options) {})
 		if fellBack || len(got.Records) != 120 || aws.ToString(got.NextShardIterator) != aws.ToString(want.NextShardIterator) {
-			t.Fatalf("lazy %v: %d records in CBOR (fell back: %v), next %q want %q", lazy, len(got.Records), fellBack, aws.ToString(got.NextShardIterator), aws.ToString(want.NextShardIterator))
+			t.Fatalf("%s: %d records in CBOR (fell back: %v), next %q want %q", kind, len(got.Records), fellBack, aws.ToString(got.NextShardIterator), aws.ToString(want.NextShardIterator))
 		}
 		checkRecords(t, ds, 1, 0, got.Records)
+		checkRecords(t, ds, 1, 0, want.Records)
+		if kind == "msgpack" && (ds.DataLen < 10000 || ds.DataLen > 10300) {
+			t.Errorf("msgpack records of %d bytes, want about 10240", ds.DataLen)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -97,6 +98,9 @@ func libraryRound(f flags, ds *Dataset, slow map[string]bool, delay time.Duratio
 		return nil
 	}
 	opts := []kinesislease.SubscribeOption{kinesislease.WithStartPosition(kltype.TrimHorizon)}
+	if ds.msgpack {
+		opts = append(opts, kinesislease.WithCodec(codec.Msgpack))
+	}
 	if polling {
 		opts = append(opts, kinesislease.WithPolling(time.Millisecond, time.Millisecond, 10000))
 	}
@@ -177,7 +181,11 @@ func plainRound(f flags, ds *Dataset, profile string) (result, error) {
 				}
 				for _, rec := range out.Records {
 					var o Order
-					if err := json.Unmarshal(rec.Data, &o); err != nil {
+					unmarshal := json.Unmarshal
+					if ds.msgpack {
+						unmarshal = codec.Msgpack.Unmarshal
+					}
+					if err := unmarshal(rec.Data, &o); err != nil {
 						errs[s] = err
 						return
 					}
@@ -210,10 +218,22 @@ func profileName(f flags, side string, round int) string {
 func runThroughput(f flags) error {
 	perShard := f.records / f.shards
 	t := time.Now()
-	ds := NewDataset("bench", f.shards, perShard, 0, false)
-	fmt.Printf("throughput: %d shards × %d records of %d bytes (JSON), built in %v; GOMAXPROCS %d; server CPU measured apart: %v\n",
-		f.shards, perShard, ds.DataLen, time.Since(t).Round(time.Millisecond), runtime.GOMAXPROCS(0), f.serverCPU)
-	fmt.Printf("library: memory store, no-op handler, JSON codec, TRIM_HORIZON, WithPolling(1ms, 1ms, 10000), GetRecords in CBOR (the default); lib-json: the same in JSON with its own decoder (EncodingJSON); lib-sdk: the SDK's path (EncodingSDK); plain: GetRecords Limit 10000 + encoding/json, goroutine per shard\n\n")
+	size := 0
+	if flagSet("size") {
+		size = f.size
+	}
+	var ds *Dataset
+	switch f.codec {
+	case "json":
+		ds = NewDataset("bench", f.shards, perShard, size, false)
+	case "msgpack":
+		ds = NewMsgpackDataset("bench", f.shards, perShard, size)
+	default:
+		return fmt.Errorf("-codec %q: want json or msgpack", f.codec)
+	}
+	fmt.Printf("throughput: %d shards × %d records of %d bytes (%s), built in %v; GOMAXPROCS %d; server CPU measured apart: %v\n",
+		f.shards, perShard, ds.DataLen, f.codec, time.Since(t).Round(time.Millisecond), runtime.GOMAXPROCS(0), f.serverCPU)
+	fmt.Printf("library: memory store, no-op handler, %s codec, TRIM_HORIZON, WithPolling(1ms, 1ms, 10000), GetRecords in CBOR (the default); lib-json: the same in JSON with its own decoder (EncodingJSON); lib-sdk: the SDK's path (EncodingSDK); plain: GetRecords Limit 10000 + the same decode (encoding/json or codec.Msgpack), goroutine per shard\n\n", f.codec)
 
 	var libs, jsons, sdks, plains []result
 	for round := 1; round <= f.rounds; round++ {
