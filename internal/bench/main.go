@@ -11,13 +11,16 @@
 //
 //	-mode throughput (default)
 //	    -records records (default 200,000) over -shards shards (default 4),
-//	    about 100-byte JSON each. For -rounds rounds (default 5) it
+//	    about 100-byte JSON each (-size N: about N bytes; -codec msgpack:
+//	    the same Order in MessagePack). For -rounds rounds (default 5) it
 //	    alternates (a) the library: one Service, memory lease store,
-//	    Subscribe[Order] with a no-op handler and the JSON codec, TRIM_HORIZON,
-//	    WithPolling(1ms, 1ms, 10000) so that pacing is off, until every
-//	    record is handled; and (b) a plain SDK loop: a goroutine per shard
+//	    Subscribe[Order] with a no-op handler and the records' codec,
+//	    TRIM_HORIZON, WithPolling(1ms, 1ms, 10000) so that pacing is off,
+//	    until every record is handled, with GetRecords in CBOR (the
+//	    default), in JSON (EncodingJSON) and on the SDK's path
+//	    (EncodingSDK); and (b) a plain SDK loop: a goroutine per shard
 //	    doing GetShardIterator TRIM_HORIZON and GetRecords (Limit 10,000),
-//	    decoding each record with encoding/json into the same struct. Each
+//	    decoding each record with the same codec into the same struct. Each
 //	    side of each round gets a fresh server (same data). It prints wall
 //	    time, records/s and process CPU (getrusage user+sys) per record per
 //	    round, then medians, ranges and the library/plain ratios. The
@@ -57,7 +60,9 @@
 //	    takes the latency as its own clock less the stamp; CPU per record
 //	    is this process' (the consumer's alone) over the window. It prints
 //	    p50, p99 and CPU per round and side, then medians and ranges over
-//	    the rounds, and the ratios. The fan-out side's latency is the
+//	    the rounds, and the ratios. A third side, a plain SDK fan-out loop
+//	    (a goroutine per shard ranging over the SDK's Events(), encoding/json
+//	    per record, no lease), alternates with the two. The fan-out side's latency is the
 //	    in-memory push, not Kinesis' own (about 70ms).
 //
 // Other flags: -cpuprofile FILE writes CPU profiles per side and round
