@@ -28,7 +28,8 @@ import (
 )
 
 // The enhanced fan-out tests run the library on kinesisleasetest.Kinesis'
-// Client: the SDK's own client, serialisation and event-stream decoder,
+// Client: the SDK's own client and serialisation, the events read by the
+// library's own reader,
 // served in the process by the in-memory Kinesis with Kinesis' rules for
 // SubscribeToShard (shortened where a test says so).
 

@@ -436,7 +436,8 @@ func setWire(v reflect.Value, doc any, path string) error {
 // Client returns an SDK Kinesis client served by k in the process, with no
 // network: every call goes through the SDK's real serialisation, signing,
 // retries and middleware, then k.ServeHTTP, and SubscribeToShard's events
-// through the SDK's event-stream decoder. It is the client to hand to
+// come as an event stream, read by the SDK's decoder or any other. It is
+// the client to hand to
 // kinesislease.WithKinesisClient for enhanced fan-out, which Kinesis' own
 // methods cannot serve (the SDK's SubscribeToShardOutput has no exported
 // event stream). optFns adjust the client's options.
@@ -444,7 +445,8 @@ func setWire(v reflect.Value, doc any, path string) error {
 // As on any SDK client, subscriptions read at once on one client share the
 // SDK's event-stream decoder and race on it
 // (https://github.com/aws/smithy-go/issues/714) unless each call gets a
-// protocol of its own; kinesislease's subscriptions do.
+// protocol of its own; kinesislease's subscriptions read their event
+// streams themselves.
 func (k *Kinesis) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
 	o := kinesis.Options{
 		Region:       "us-east-1",

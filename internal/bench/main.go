@@ -101,6 +101,7 @@ type flags struct {
 	verbose     bool
 	rate        int
 	codec       string
+	limit       int
 }
 
 func main() {
@@ -114,6 +115,7 @@ func main() {
 	flag.DurationVar(&f.duration, "duration", 2*time.Minute, "memory: how long to run")
 	flag.IntVar(&f.backlog, "backlog", 0, "memory: records per shard (0: 1.5 × what the handler drains in -duration, at least 20,000)")
 	flag.IntVar(&f.size, "size", 1024, "memory: bytes of each record's data (throughput: when set; else about 100)")
+	flag.IntVar(&f.limit, "limit", 10000, "throughput: the library's GetRecords Limit (the plain loop's stays 10,000)")
 	flag.StringVar(&f.codec, "codec", "json", "throughput: the records' encoding, json or msgpack (codec.Msgpack on both sides)")
 	flag.Int64Var(&f.budgetBytes, "budget-bytes", 0, "memory: WithMemoryBudget(N, 1<<40); 0: the library default")
 	flag.StringVar(&f.cpuprofile, "cpuprofile", "", "write CPU profiles to FILE.lib.N / FILE.plain.N (memory mode: FILE)")
