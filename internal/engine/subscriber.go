@@ -307,9 +307,6 @@ func (s *subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) 
 	if err != nil {
 		return Batch{}, false, s.ended(ctx, err)
 	}
-	if ev == nil {
-		return Batch{}, false, nil // an event type this SDK version does not know
-	}
 	s.failed = 0
 	millis := aws.ToInt64(ev.MillisBehindLatest)
 	if s.cfg.OnEvent != nil {

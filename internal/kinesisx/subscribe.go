@@ -107,8 +107,8 @@ const (
 	preludeLen = 12 // total length, headers length, prelude CRC
 )
 
-// Next reads the subscription's next event: a *types.SubscribeToShardEvent,
-// nil for an event of a type this SDK does not know (skipped), or an error:
+// Next reads the subscription's next event (events of a type this SDK
+// does not know are skipped), or returns an error:
 // the exception the stream ended with (the SDK's error type), io.EOF when
 // it ended cleanly, or the reading's error (the connection broke, Close was
 // called, ctx ended). The event owns its records' data: nothing of it is
