@@ -3,7 +3,7 @@
 #   make test   installs the test bench and runs every test
 GO ?= go
 
-.PHONY: test demo install lint bench
+.PHONY: test test-encodings demo install lint bench
 
 install:
 	./scripts/install-testbench
@@ -12,6 +12,11 @@ install:
 # emulators and timers, not the CPU (docs/testing.md, "Suite time").
 test: install
 	$(GO) test -race -trimpath -count=1 -p 3 -parallel 8 ./...
+
+# The suite again on the other read paths (docs/testing.md).
+test-encodings: install
+	KINESISLEASE_TEST_ENCODING=sdk $(GO) test -race -trimpath -count=1 -p 3 -parallel 8 ./...
+	KINESISLEASE_TEST_ENCODING=json $(GO) test -race -trimpath -count=1 -p 3 -parallel 8 ./...
 
 lint:
 	$(GO) vet ./...
