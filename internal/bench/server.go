@@ -59,7 +59,7 @@ type Dataset struct {
 	suffix64 []byte // base64 of the shared suffix
 	suffix   []byte // the shared suffix
 	lazy     bool
-	msgpack  bool // records in MessagePack (NewMsgpackDataset), not JSON
+	msgpack  bool      // records in MessagePack (NewMsgpackDataset), not JSON
 	frags    [][]byte  // eager: per shard, every fragment back to back
 	offs     [][]int32 // eager: per shard, fragment i is frags[s][offs[s][i]:offs[s][i+1]]
 	cfrags   [][]byte  // eager: the same in CBOR

@@ -94,10 +94,11 @@ type subscriber struct {
 	cancel  context.CancelFunc     // ends the open subscription's request
 	reasons chan error             // the watch's reason for ending the subscription
 	// waiting is when the Next under way started waiting for an event
-	// (unix nanoseconds; 0: not waiting): the watch takes a subscription
-	// that waits longer than Idle as dead. Time spent handling events is
-	// not the subscription's silence.
+	// (nanoseconds since epoch, on the monotonic clock; 0: not waiting):
+	// the watch takes a subscription that waits longer than Idle as dead.
+	// Time spent handling events is not the subscription's silence.
 	waiting atomic.Int64
+	epoch   time.Time
 
 	last     string    // sequence number of the last record returned
 	cont     string    // the last event's ContinuationSequenceNumber
@@ -117,7 +118,7 @@ func newSubscriber(cfg subscriberConfig) *subscriber {
 	if fo.MaxBackoff <= 0 {
 		fo.MaxBackoff = 5 * time.Second
 	}
-	return &subscriber{cfg: cfg, fo: fo}
+	return &subscriber{cfg: cfg, fo: fo, epoch: time.Now()}
 }
 
 // Errors that end a subscription for the subscriber's own reasons; each
@@ -222,18 +223,19 @@ func (s *subscriber) open(ctx context.Context) error {
 	s.sub, s.cancel = sub, cancel
 	s.reasons = make(chan error, 1)
 	s.waiting.Store(0)
-	go s.watch(subCtx, cancel, s.reasons, time.Now().Add(s.fo.Renew))
+	go s.watch(subCtx, func() { cancel(); _ = sub.Close() }, s.reasons, time.Now().Add(s.fo.Renew))
 	return nil
 }
 
-// watch ends the subscription of subCtx (cancel), with its reason, when the
-// lease is found not valid (errFenced), when the subscription is due for
-// renewal (errRenew), or when it has waited for an event longer than Idle
-// (errIdle). It sleeps until the first of them could come (at most
-// watchMax while there is a lease to check), then looks again; a lost lease
-// cancels the worker, and with it the subscription, at once. Reading the
-// events needs no timer of its own.
-func (s *subscriber) watch(subCtx context.Context, cancel context.CancelFunc, reasons chan<- error, renewAt time.Time) {
+// watch ends the subscription of subCtx (end: its request cancelled, its
+// body closed, so that nothing the connection holds is read after), with
+// its reason, when the lease is found not valid (errFenced), when the
+// subscription is due for renewal (errRenew), or when it has waited for an
+// event longer than Idle (errIdle). It sleeps until the first of them
+// could come (at most watchMax while there is a lease to check), then
+// looks again; a lost lease cancels the worker, and with it the
+// subscription, at once. Reading the events needs no timer of its own.
+func (s *subscriber) watch(subCtx context.Context, end func(), reasons chan<- error, renewAt time.Time) {
 	next := func(now time.Time) (time.Duration, error) {
 		if s.cfg.ValidFor != nil && s.cfg.ValidFor() <= 0 {
 			return 0, errFenced
@@ -243,7 +245,7 @@ func (s *subscriber) watch(subCtx context.Context, cancel context.CancelFunc, re
 		}
 		wait := renewAt.Sub(now)
 		if w := s.waiting.Load(); w != 0 {
-			idle := time.Unix(0, w).Add(s.fo.Idle).Sub(now)
+			idle := s.fo.Idle - (now.Sub(s.epoch) - time.Duration(w))
 			if idle <= 0 {
 				return 0, errIdle
 			}
@@ -263,11 +265,11 @@ func (s *subscriber) watch(subCtx context.Context, cancel context.CancelFunc, re
 		select {
 		case <-subCtx.Done():
 			return
-		case now := <-t.C:
-			wait, reason := next(now)
+		case <-t.C:
+			wait, reason := next(time.Now())
 			if reason != nil {
 				reasons <- reason
-				cancel()
+				end()
 				return
 			}
 			t.Reset(wait)
@@ -301,7 +303,7 @@ func (s *subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) 
 			return Batch{}, false, err
 		}
 	}
-	s.waiting.Store(time.Now().UnixNano())
+	s.waiting.Store(int64(time.Since(s.epoch)) + 1) // never 0
 	ev, err := s.sub.Next()
 	s.waiting.Store(0)
 	if err != nil {
@@ -336,7 +338,9 @@ func (s *subscriber) ended(ctx context.Context, err error) error {
 	select {
 	case reason := <-s.reasons:
 		switch reason {
-		case errFenced, errRenew: // open waits for the lease
+		case errFenced: // open waits for the lease
+			return nil
+		case errRenew: // a new subscription from the last record
 			return nil
 		}
 		s.failed++

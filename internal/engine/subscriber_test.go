@@ -1,19 +1,26 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go/eventstream"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -270,6 +277,123 @@ func TestSubscriberSlowConsumer(t *testing.T) {
 		}
 		if n := idle.Load(); n != 0 {
 			t.Errorf("%d subscriptions taken as dead while events waited", n)
+		}
+	})
+}
+
+// bufferedEvents is a FanOut client whose SubscribeToShard answers (through
+// the SDK) with events already in the connection, as an HTTP/2 stream's
+// receive window holds them: each Read returns the next one at once, then
+// blocks until the body is closed. Every other call goes to next.
+type bufferedEvents struct {
+	kinesisx.FanOut
+	kc *kinesis.Client
+}
+
+func newBufferedEvents(next kinesisx.FanOut, events int) *bufferedEvents {
+	enc := eventstream.NewEncoder()
+	msg := func(typ string, payload []byte) []byte {
+		var m eventstream.Message
+		m.Headers.Set(eventstream.MessageTypeHeader, eventstream.StringValue("event"))
+		m.Headers.Set(eventstream.EventTypeHeader, eventstream.StringValue(typ))
+		m.Headers.Set(eventstream.ContentTypeHeader, eventstream.StringValue("application/json"))
+		m.Payload = payload
+		var b bytes.Buffer
+		_ = enc.Encode(&b, m)
+		return b.Bytes()
+	}
+	rt := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		chunks := [][]byte{msg("initial-response", []byte("{}"))}
+		for i := range events {
+			chunks = append(chunks, msg("SubscribeToShardEvent", fmt.Appendf(nil,
+				`{"Records":[{"Data":"%s","PartitionKey":"k","SequenceNumber":"%d"}],"ContinuationSequenceNumber":"%d","MillisBehindLatest":0}`,
+				base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%d", i)), 1000+i, 1000+i)))
+		}
+		return &http.Response{StatusCode: 200, Status: "200 OK", Proto: "HTTP/2.0", ProtoMajor: 2,
+			Header: http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}}, ContentLength: -1,
+			Body: &windowBody{chunks: chunks, closed: make(chan struct{})}, Request: req}, nil
+	})
+	kc := kinesis.New(kinesis.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://buffered.invalid"),
+		Credentials: credentials.NewStaticCredentialsProvider("k", "s", ""), HTTPClient: &http.Client{Transport: rt}, RetryMaxAttempts: 1})
+	return &bufferedEvents{FanOut: next, kc: kc}
+}
+
+func (b *bufferedEvents) SubscribeToShard(ctx context.Context, in *kinesis.SubscribeToShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
+	return b.kc.SubscribeToShard(ctx, in, optFns...)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// windowBody hands out its chunks at once, then blocks until closed;
+// reads after Close fail.
+type windowBody struct {
+	mu     sync.Mutex
+	chunks [][]byte
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (w *windowBody) Read(p []byte) (int, error) {
+	w.mu.Lock()
+	select {
+	case <-w.closed:
+		w.mu.Unlock()
+		return 0, errors.New("body closed")
+	default:
+	}
+	if len(w.chunks) > 0 {
+		n := copy(p, w.chunks[0])
+		w.chunks[0] = w.chunks[0][n:]
+		if len(w.chunks[0]) == 0 {
+			w.chunks = w.chunks[1:]
+		}
+		w.mu.Unlock()
+		return n, nil
+	}
+	w.mu.Unlock()
+	<-w.closed
+	return 0, errors.New("body closed")
+}
+
+func (w *windowBody) Close() error {
+	w.once.Do(func() { close(w.closed) })
+	return nil
+}
+
+// TestSubscriberFencedReadsNothingHeld: once the lease is found not valid,
+// the subscriber hands over none of the events its connection already
+// holds (Kinesis pushes up to the HTTP/2 window ahead of the reader): the
+// watch closes the subscription's body as well as cancelling its request.
+func TestSubscriberFencedReadsNothingHeld(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		_, _, stream, c := subscriberBench(t, kinesisleasetest.FanOutRules{})
+		c.Client = newBufferedEvents(c.Client, 1000)
+		var valid atomic.Bool
+		valid.Store(true)
+		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c, Renew: time.Hour, Idle: time.Hour},
+			Stream: stream, ShardID: "shardId-000000000000", Start: kltype.TrimHorizon,
+			ValidFor: func() time.Duration {
+				if valid.Load() {
+					return time.Hour
+				}
+				return 0
+			}})
+		defer s.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		b, err := s.Next(ctx)
+		if err != nil || len(b.Records) != 1 || string(b.Records[0].Data) != "0" {
+			t.Fatalf("first event: %+v, %v", b, err)
+		}
+		valid.Store(false)
+		time.Sleep(2 * time.Second) // the watch looks at least once a second
+		next, stop := context.WithTimeout(ctx, 10*time.Second)
+		defer stop()
+		if b, err := s.Next(next); err == nil {
+			t.Fatalf("an event held by the connection handed over after the lease lapsed: %d records, the first %q", len(b.Records), b.Records[0].Data)
 		}
 	})
 }

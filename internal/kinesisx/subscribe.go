@@ -27,10 +27,17 @@ import (
 // A SubscribeToShardEvent in JSON is decoded as GetRecords' answers are
 // (FastGetRecords): one buffer for every record's data, one string for
 // their keys and sequence numbers; with EncodingSDK, by the SDK's event
-// decoder. Every other message (the end of a
-// shard, with its ChildShards; an exception; an event of a type the fast
-// decoder does not take) is decoded by the SDK's own event decoder, on the
-// same bytes, so what the caller gets is what the SDK would give.
+// decoder. Every other message (the end of a shard, with its ChildShards;
+// an exception; an event of a type the fast decoder does not take) is
+// decoded by the SDK's own event decoder, on the same bytes, so the events
+// and exceptions are the SDK's. Where the two differ: a stream cut inside
+// a message is an error here (the SDK's reader ends cleanly), and a
+// missing or malformed initial response is Next's error (the SDK's call
+// fails).
+//
+// A client that does not run the SDK's middleware for the call (a fake
+// that answers with kinesis.NewSubscribeToShardEventStream, say) is read
+// through the event stream it returns.
 //
 // A Subscription is read by one goroutine at a time; Close may be called
 // from any goroutine, and makes a Next that is waiting return.
@@ -39,7 +46,8 @@ type Subscription struct {
 	sdkOnly bool   // EncodingSDK: every message is the SDK's decoder's
 	buf     []byte // the message being read, reused
 	sdk     smithyhttp.ClientProtocol
-	started bool // the initial response was read
+	started bool                                 // the initial response was read
+	stream  *kinesis.SubscribeToShardEventStream // a client's own event stream (no body)
 }
 
 // SubscribeToShard calls c.SubscribeToShard with in and opts and returns
@@ -50,10 +58,17 @@ type Subscription struct {
 func SubscribeToShard(ctx context.Context, c FanOut, in *kinesis.SubscribeToShardInput, enc Encoding, opts ...func(*kinesis.Options)) (*Subscription, error) {
 	raw := &rawEventStream{}
 	opts = append(opts[:len(opts):len(opts)], raw.option)
-	if _, err := c.SubscribeToShard(ctx, in, opts...); err != nil {
+	out, err := c.SubscribeToShard(ctx, in, opts...)
+	if err != nil {
+		if raw.body != nil {
+			_ = raw.body.Close()
+		}
 		return nil, err
 	}
 	if raw.body == nil {
+		if st := out.GetStream(); st != nil {
+			return &Subscription{stream: st}, nil
+		}
 		return nil, errors.New("kinesisx: SubscribeToShard answered without an event stream")
 	}
 	return &Subscription{body: raw.body, sdkOnly: enc == EncodingSDK, sdk: awsjson.New11(kschemas.Kinesis_20131202)}, nil
@@ -92,6 +107,9 @@ func (r *rawEventStream) HandleDeserialize(ctx context.Context, in middleware.De
 	if !ok {
 		return out, md, fmt.Errorf("kinesisx: unknown transport type %T", out.RawResponse)
 	}
+	if r.body != nil {
+		_ = r.body.Close() // an earlier attempt's, which the call did not keep
+	}
 	r.body = resp.Body
 	if out.Result == nil {
 		out.Result = &kinesis.SubscribeToShardOutput{}
@@ -99,13 +117,11 @@ func (r *rawEventStream) HandleDeserialize(ctx context.Context, in middleware.De
 	return out, md, nil
 }
 
-// Event-stream message limits (the SDK's): a message of at most 16 MiB
-// and headers of at most 128 KiB.
-const (
-	maxMessage = 16 << 20
-	maxHeaders = 128 << 10
-	preludeLen = 12 // total length, headers length, prelude CRC
-)
+// preludeLen is an event-stream message's prelude: total length, headers
+// length, prelude CRC. The lengths are not capped (the SDK's decoder does
+// not cap them either: a Kinesis record may be 10 MiB, its base64 more);
+// the prelude's CRC is checked before anything is allocated.
+const preludeLen = 12
 
 // Next reads the subscription's next event (events of a type this SDK
 // does not know are skipped), or returns an error:
@@ -114,6 +130,9 @@ const (
 // called, ctx ended). The event owns its records' data: nothing of it is
 // reused by the next call.
 func (s *Subscription) Next() (*types.SubscribeToShardEvent, error) {
+	if s.stream != nil {
+		return s.nextOfStream()
+	}
 	for {
 		msg, err := s.read()
 		if err != nil {
@@ -173,7 +192,7 @@ func (s *Subscription) read() ([]byte, error) {
 	switch {
 	case crc32.ChecksumIEEE(pre[:8]) != binary.BigEndian.Uint32(pre[8:12]):
 		return nil, &smithy.DeserializationError{Err: errors.New("SubscribeToShard event stream: prelude checksum mismatch")}
-	case total > maxMessage, hlen > maxHeaders, uint64(hlen)+preludeLen+4 > uint64(total):
+	case uint64(hlen)+preludeLen+4 > uint64(total):
 		return nil, &smithy.DeserializationError{Err: fmt.Errorf("SubscribeToShard event stream: message of %d bytes with %d bytes of headers", total, hlen)}
 	}
 	if cap(s.buf) < int(total) {
@@ -193,8 +212,27 @@ func (s *Subscription) read() ([]byte, error) {
 	return msg, nil
 }
 
-// Close ends the subscription: a Next waiting for a message returns.
-func (s *Subscription) Close() error { return s.body.Close() }
+// nextOfStream is Next on a client's own event stream.
+func (s *Subscription) nextOfStream() (*types.SubscribeToShardEvent, error) {
+	for ev := range s.stream.Events() {
+		if e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent); ok {
+			return &e.Value, nil
+		}
+	}
+	if err := s.stream.Err(); err != nil {
+		return nil, err
+	}
+	return nil, io.EOF
+}
+
+// Close ends the subscription: a Next waiting for a message returns. It
+// throws away what the connection holds unread.
+func (s *Subscription) Close() error {
+	if s.stream != nil {
+		return s.stream.Close()
+	}
+	return s.body.Close()
+}
 
 // messageHeaders are the headers of a message that Next looks at.
 type messageHeaders struct {

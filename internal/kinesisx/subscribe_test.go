@@ -290,3 +290,38 @@ func FuzzSubscribeToShardEvent(f *testing.F) {
 		checkSameEvents(t, streamOf(b.Bytes(), event(eventPayloads[1])))
 	})
 }
+
+// optionsDropped is a client wrapper that calls SubscribeToShard without
+// the caller's per-call options, as a decorator might.
+type optionsDropped struct{ *kinesis.Client }
+
+func (c optionsDropped) SubscribeToShard(ctx context.Context, in *kinesis.SubscribeToShardInput, _ ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
+	return c.Client.SubscribeToShard(ctx, in, OwnEventStreamCodec)
+}
+
+// TestSubscriptionOfClientStream: a client that does not pass the
+// Subscription's options on (so the SDK reads the event stream itself) is
+// read through the SDK's event stream, with the same events and error.
+func TestSubscriptionOfClientStream(t *testing.T) {
+	body := streamOf(event(eventPayloads[1]), event(eventPayloads[0]), message("exception", "ResourceInUseException", "application/json", []byte(`{"message":"in use"}`)))
+	sub, err := SubscribeToShard(context.Background(), optionsDropped{fanOutClient(eventStreamAnswer(body))}, subscribeInput, EncodingCBOR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var own []*types.SubscribeToShardEvent
+	for {
+		ev, err := sub.Next()
+		if err != nil {
+			sdk, sdkErr := readSDK(body)
+			if d := sameEvents(own, sdk, err, sdkErr); d != "" {
+				t.Fatal(d)
+			}
+			if !IsResourceInUse(err) {
+				t.Fatalf("the stream's exception: %v", err)
+			}
+			return
+		}
+		own = append(own, ev)
+	}
+}
