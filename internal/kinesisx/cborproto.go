@@ -484,33 +484,7 @@ func decodeCBORRecords(p []byte, out *kinesis.GetRecordsOutput) error {
 	if r.i != len(r.p) {
 		return errCBOR
 	}
-	// One string for every key, sequence number and iterator: the records
-	// slice it.
-	all := string(text)
-	strs := make([]string, 0, 2*len(recs)+1)
-	ptr := func(s span) *string {
-		if !s.ok {
-			return nil
-		}
-		strs = append(strs, all[s.start:s.end])
-		return &strs[len(strs)-1]
-	}
-	for i := range recs {
-		rec := &recs[i]
-		f := spans[3*i : 3*i+3]
-		rec.PartitionKey, rec.SequenceNumber = ptr(f[0]), ptr(f[1])
-		if f[2].ok {
-			rec.EncryptionType = types.EncryptionType(all[f[2].start:f[2].end])
-		}
-		if !times[i].IsZero() {
-			rec.ApproximateArrivalTimestamp = &times[i]
-		}
-	}
-	if recs == nil {
-		recs = []types.Record{}
-	}
-	out.Records = recs
-	out.NextShardIterator = ptr(next)
+	out.Records, out.NextShardIterator = finishRecords(recs, spans, times, text, next)
 	return nil
 }
 

@@ -248,10 +248,23 @@ func decodeRecordsJSON(p []byte, nextKey string, out *recordsAnswer) bool {
 	if !d.end() {
 		return false
 	}
-	// One string for every key, sequence number and iterator, one buffer
-	// for every record's data: the records slice them.
+	// One buffer for every record's data: the records slice it.
+	prev := 0
+	for i := range recs {
+		recs[i].Data, prev = data[prev:dataN[i]:dataN[i]], dataN[i]
+	}
+	out.records, out.next = finishRecords(recs, spans, times, text, next)
+	return true
+}
+
+// finishRecords gives the decoded records their partition keys, sequence
+// numbers and encryption types (spans, three a record, in text), and
+// their arrival times (times; zero: none), and returns them (never nil) with
+// next's string. One string holds every key, sequence number and the
+// iterator or continuation: the records slice it.
+func finishRecords(recs []types.Record, spans []span, times []time.Time, text []byte, next span) ([]types.Record, *string) {
 	all := string(text)
-	strs := make([]string, 0, len(spans)+1)
+	strs := make([]string, 0, 2*len(recs)+1)
 	ptr := func(s span) *string {
 		if !s.ok {
 			return nil
@@ -259,7 +272,6 @@ func decodeRecordsJSON(p []byte, nextKey string, out *recordsAnswer) bool {
 		strs = append(strs, all[s.start:s.end])
 		return &strs[len(strs)-1]
 	}
-	prev := 0
 	for i := range recs {
 		r := &recs[i]
 		f := spans[3*i : 3*i+3]
@@ -267,7 +279,6 @@ func decodeRecordsJSON(p []byte, nextKey string, out *recordsAnswer) bool {
 		if f[2].ok {
 			r.EncryptionType = types.EncryptionType(all[f[2].start:f[2].end])
 		}
-		r.Data, prev = data[prev:dataN[i]:dataN[i]], dataN[i]
 		if !times[i].IsZero() {
 			r.ApproximateArrivalTimestamp = &times[i]
 		}
@@ -275,9 +286,7 @@ func decodeRecordsJSON(p []byte, nextKey string, out *recordsAnswer) bool {
 	if recs == nil {
 		recs = []types.Record{}
 	}
-	out.records = recs
-	out.next = ptr(next)
-	return true
+	return recs, ptr(next)
 }
 
 // span is a string's place in decodeGetRecords' text.
