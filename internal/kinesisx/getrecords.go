@@ -166,6 +166,7 @@ func decodeRecordsJSON(p []byte, nextKey string, out *recordsAnswer) bool {
 				}
 				var fields [3]span // PartitionKey, SequenceNumber, EncryptionType
 				var at time.Time
+				recStart := len(data) // where this record's data begin
 				for j := 0; ; j++ {
 					if d.byte('}') {
 						break
@@ -184,7 +185,7 @@ func decodeRecordsJSON(p []byte, nextKey string, out *recordsAnswer) bool {
 							return false
 						}
 						n := base64.StdEncoding.DecodedLen(len(v))
-						data = growBytes(data, n)
+						data = growBytes(data[:recStart], n) // a Data met twice: the last, as the SDK keeps
 						m, err := base64.StdEncoding.Decode(data[len(data):len(data)+n], v)
 						if err != nil {
 							return false
