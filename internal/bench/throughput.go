@@ -211,6 +211,10 @@ func plainRound(f flags, ds *Dataset, profile string) (result, error) {
 	errs := make([]error, ds.Shards)
 	cpu0, scpu0 := processCPU(), srv.CPUNanos.Load()
 	ft.start = time.Now()
+	unmarshal := json.Unmarshal
+	if ds.msgpack {
+		unmarshal = codec.Msgpack.Unmarshal
+	}
 	var wg sync.WaitGroup
 	for s := range ds.Shards {
 		wg.Go(func() {
@@ -231,10 +235,6 @@ func plainRound(f flags, ds *Dataset, profile string) (result, error) {
 				}
 				for _, rec := range out.Records {
 					var o Order
-					unmarshal := json.Unmarshal
-					if ds.msgpack {
-						unmarshal = codec.Msgpack.Unmarshal
-					}
 					if err := unmarshal(rec.Data, &o); err != nil {
 						errs[s] = err
 						return
