@@ -14,7 +14,11 @@
 //
 // Every lease row carries a counter (lease_counter) that each successful
 // write bumps by one, and a write token (a random value each write makes
-// anew). Every write names the counter its writer last saw; a holder's
+// anew). Every write names the counter and the token its writer last saw,
+// so that it lands only on that version of the row: a write that the
+// database applies late (after its caller gave up, the row deleted and
+// created again meanwhile, its counter restarted) never matches the new
+// row's token. A holder's
 // writes (Checkpoint, Release, ApplyRewind, and a Rewind of a held row)
 // also name the owner and, when the lease names one, the incarnation. A
 // write whose condition no longer holds fails with a [*ConflictError]
@@ -45,10 +49,10 @@
 // On these rules the consumer builds its guarantees:
 //
 //  1. Two owners never both hold a shard: a takeover (TakeAs) is
-//     conditional on the counter and the holder the taker read (the
-//     counter restarts at 1 on a recreated row, so it alone could match
-//     another row), so it races with every write of the holder and at most
-//     one of them lands; and a holder that
+//     conditional on the version of the row the taker read (its counter
+//     and token: the counter restarts at 1 on a recreated row, so it alone
+//     could match another row), so it races with every write of the holder
+//     and at most one of them lands; and a holder that
 //     can no longer show takers it is alive stops delivering records before
 //     a taker may act (point 3).
 //  2. A checkpoint lands only while its writer holds the lease: the
@@ -123,7 +127,8 @@
 //     the row as last written by anyone, never an older version. Writes are
 //     conditional single-row writes, each condition checked and the change
 //     applied atomically: Create only if the row is absent; every other
-//     lease write only if the row's counter equals l.Counter and, for a
+//     lease write only if the row's counter equals l.Counter, its token
+//     equals l.Token (when l.Token is not empty) and, for a
 //     holder write (Checkpoint, Release, ApplyRewind, and a Rewind of a held
 //     row), its owner is the non-empty l.Owner and, when l.Incarnation is
 //     not empty, its incarnation is l.Incarnation; a Rewind of a free row

@@ -157,9 +157,13 @@ type Membership interface {
 	Join(ctx context.Context, row int, m Member) ([]Member, error)
 
 	// Heartbeat writes m as owner m.Owner's entry in membership row row, if
-	// its entry there has m.Incarnation and m.Notice and is not marked
-	// Leaving (unless m is too). It returns the row's entries after the
-	// write. An entry of another incarnation, with another Notice (someone
+	// its entry there has m.Incarnation and m.Notice, a Heartbeat lower than
+	// m.Heartbeat, and is not marked Leaving (unless m is too). It returns
+	// the row's entries after the write. A heartbeat only moves forward: a
+	// request applied late (after its caller gave up, and after later
+	// heartbeats landed) never puts back a value a taker timed. An entry
+	// that already equals m (an attempt of this same call whose answer was
+	// lost) counts as written: it succeeds. An entry of another incarnation, with another Notice (someone
 	// bumped it), marked Leaving (someone found the incarnation dead: it may
 	// never come back), or no entry at all (removed, or the table recreated:
 	// Join again) makes it fail with a *MemberConflictError carrying the
@@ -203,10 +207,10 @@ type Membership interface {
 
 	// TakeAs is the take of the membership protocol: owner's incarnation
 	// becomes the holder of l.Key if the row still is l: its counter equals
-	// l.Counter and its holder (owner and incarnation, or none) is l's.
-	// The holder is compared too because the counter restarts at 1 when a
-	// vanished row is recreated: a counter alone could match a different
-	// row. Incarnation is written beside Owner; the checkpoint and a
+	// l.Counter and its token l.Token. (With no token, as for a Lease not
+	// read from a Store, its holder, owner and incarnation or none, must be
+	// l's: the counter restarts at 1 when a vanished row is recreated, so a
+	// counter alone could match a different row.) Incarnation is written beside Owner; the checkpoint and a
 	// pending RewindTo are kept. Like every write it
 	// bumps Counter and writes a new Token. Release clears Incarnation.
 	TakeAs(ctx context.Context, l Lease, owner, incarnation string) (Lease, error)

@@ -291,7 +291,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 				g.fence.Store(fenceAfter(first, g.cfg.Timeout, g.cfg.FenceMargin))
 				g.observe(row, rows, first, mono())
 				g.started.Store(true)
-				g.rosterChanged(ctx, row)
+				g.bumpLater(row)
 				return true, nil
 			case errors.As(err, &conflict) && conflict.Full:
 				counts[row] = leases.RowCapacity
@@ -336,7 +336,9 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
 	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Held: g.heldCount(), Vanished: g.vanishedKnown.Load(), Streams: g.streamsDigest()}
 	sent := mono()
-	rows, err := g.mem.ReplaceMember(ctx, row, cur, next)
+	rctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
+	rows, err := g.mem.ReplaceMember(rctx, row, cur, next)
+	cancel()
 	if err != nil {
 		if errors.Is(err, leases.ErrMisconfigured) {
 			return false, err
@@ -353,7 +355,7 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 	g.markDead(cur)
 	g.log.Info("kinesislease: replaced the membership entry of an earlier incarnation", "incarnation", cur.Incarnation)
 	g.started.Store(true)
-	g.rosterChanged(ctx, row)
+	g.bumpLater(row)
 	return true, nil
 }
 
@@ -601,7 +603,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	g.mu.Unlock()
 	g.hb.notice, g.hb.needNewInc, g.hb.attempted = cur.Notice, false, nil
 	g.observe(row, rows, sent, mono())
-	g.rosterChanged(ctx, row)
+	g.bumpLater(row)
 	return true
 }
 
@@ -660,7 +662,7 @@ func (g *Group) rejoin(ctx context.Context) {
 			g.hb.failed = false
 			g.extendFence(sent)
 			g.observe(row, rows, sent, mono())
-			g.rosterChanged(ctx, row)
+			g.bumpLater(row)
 			g.log.Warn("kinesislease: this instance's membership entry had vanished (table recreated?); wrote it again", "row", row)
 			return
 		}
@@ -675,9 +677,11 @@ func (g *Group) rejoin(ctx context.Context) {
 	g.viewMu.Lock()
 	counts := maps.Clone(g.rows.total)
 	g.viewMu.Unlock()
-	if ms, err := g.mem.Members(ctx, row); err == nil {
+	mctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
+	if ms, err := g.mem.Members(mctx, row); err == nil {
 		counts[row] = len(ms)
 	}
+	cancel()
 	if ok, err := g.joinRow(ctx, counts, -1); ok {
 		g.hb.needNewInc, g.hb.attempted, g.hb.notice, g.hb.failed = false, nil, 0, false
 		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: inc})

@@ -220,7 +220,22 @@ func (g *Group) rosterChanged(ctx context.Context, row int) {
 	}
 }
 
-// flushBumps retries the roster bumps that failed.
+// bumpLater has the next round bump row's roster version in the header
+// (rosterChanged), and kicks that round. The heartbeat loop calls it after
+// it changed its own entry (a join, a new incarnation after a fence, an
+// entry written again): a header write there would have no deadline that
+// ends before the new fence, and a slow header (throttled: the SDK's three
+// attempts take seconds) would let that fence pass before the next
+// heartbeat, fence again, and so on while the header stays slow.
+func (g *Group) bumpLater(row int) {
+	g.viewMu.Lock()
+	g.rows.bump[row] = true
+	g.viewMu.Unlock()
+	g.kickRound()
+}
+
+// flushBumps makes the roster bumps asked for by bumpLater, and retries
+// those that failed.
 func (g *Group) flushBumps(ctx context.Context) {
 	g.viewMu.Lock()
 	rows := make([]int, 0, len(g.rows.bump))

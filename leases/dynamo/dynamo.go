@@ -12,10 +12,14 @@
 // write_token. Rows written by the retired per-row renewal protocol may
 // also carry expires_at and handoff_to: the store ignores them, and TakeAs
 // removes them. A holder write (Checkpoint, Release, ApplyRewind, a Rewind of
-// a held row) is conditional on lease_counter, owner and, when the lease
-// names one, incarnation:
+// a held row) is conditional on lease_counter, write_token, owner and, when
+// the lease names one, incarnation:
 //
-//	lease_counter = :expected_counter AND #owner = :expected_owner AND incarnation = :expected_inc
+//	lease_counter = :expected_counter AND write_token = :expected_token AND #owner = :expected_owner AND incarnation = :expected_inc
+//
+// Every other write but a creation is conditional on lease_counter and
+// write_token: a row deleted and created again restarts its counter, never
+// its token, so a write applied late can never land on the new row.
 //
 // # Membership rows
 //
@@ -397,7 +401,7 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 	var row leases.Lease
 	if l.Owner == "" {
 		// A request left pending by an earlier holder is superseded.
-		u := update{set: map[string]types.AttributeValue{attrRewindID: rw}, remove: []string{attrRewindTo, attrRewindSub}, freeOnly: true}
+		u := update{set: map[string]types.AttributeValue{attrRewindID: rw}, remove: []string{attrRewindTo, attrRewindSub}, freeOnly: true, token: l.Token}
 		u.setCheckpoint(cp)
 		row, err = s.write(ctx, "Rewind", l.Key, l.Counter, u)
 	} else {
@@ -504,7 +508,7 @@ func (s *Store) holderWrite(ctx context.Context, op string, l leases.Lease, u up
 		// A free lease has no holder to write as: the condition cannot hold.
 		return leases.Lease{}, &leases.ConflictError{Op: op, Key: l.Key, ExpectedCounter: l.Counter}
 	}
-	u.owner, u.incarnation = l.Owner, l.Incarnation
+	u.owner, u.incarnation, u.token = l.Owner, l.Incarnation, l.Token
 	return s.write(ctx, op, l.Key, l.Counter, u)
 }
 
@@ -517,9 +521,14 @@ type update struct {
 	// owner, if set, must hold the row (a holder write), and incarnation,
 	// if set too, must be the row's.
 	owner, incarnation string
+	// token, if set, must be the row's write_token: the version its writer
+	// read. A row deleted and recreated has a new token, so that a late
+	// copy of a write (applied after its caller gave up) can never land on
+	// the recreated row, whose counter restarted.
+	token string
 	// exact: the row's holder must be exactly owner and incarnation, an
-	// empty one meaning none (TakeAs: a recreated row restarts its counter,
-	// so the counter alone could match another row).
+	// empty one meaning none (TakeAs without a token: a recreated row
+	// restarts its counter, so the counter alone could match another row).
 	exact bool
 }
 
@@ -563,8 +572,12 @@ func (s *Store) write(ctx context.Context, op string, key leases.Key, counter in
 	} else {
 		cond = attrCounter + " = :expected_counter"
 		values[":expected_counter"] = numAttr(counter)
+		if u.token != "" {
+			cond += " AND " + attrToken + " = :expected_token"
+			values[":expected_token"] = &types.AttributeValueMemberS{Value: u.token}
+		}
 		switch {
-		case u.exact:
+		case u.exact && u.token == "":
 			names["#owner"] = attrOwner
 			if u.owner == "" {
 				cond += " AND attribute_exists(" + attrKey + ") AND attribute_not_exists(#owner)"
@@ -578,7 +591,7 @@ func (s *Store) write(ctx context.Context, op string, key leases.Key, counter in
 				cond += " AND " + attrIncarnation + " = :expected_inc"
 				values[":expected_inc"] = &types.AttributeValueMemberS{Value: u.incarnation}
 			}
-		case u.owner != "":
+		case u.owner != "" && !u.exact:
 			cond += " AND #owner = :expected_owner"
 			names["#owner"] = attrOwner
 			values[":expected_owner"] = &types.AttributeValueMemberS{Value: u.owner}

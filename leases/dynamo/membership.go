@@ -16,7 +16,7 @@ import (
 )
 
 // TakeAs implements leases.Membership: one UpdateItem conditional on
-// l.Counter (and on the row existing), with a new write_token by which a
+// l.Counter and l.Token (with no token, on l's holder), with a new write_token by which a
 // lost answer is recognised. It writes owner and incarnation and removes
 // the per-row renewal protocol's expires_at and handoff_to.
 func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation string) (leases.Lease, error) {
@@ -25,7 +25,7 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 		return leases.Lease{}, err
 	}
 	u.remove = []string{attrOldExpiry, attrOldHandoff}
-	u.owner, u.incarnation, u.exact = l.Owner, l.Incarnation, true
+	u.owner, u.incarnation, u.exact, u.token = l.Owner, l.Incarnation, true, l.Token
 	return s.write(ctx, "TakeAs", l.Key, l.Counter, u)
 }
 
@@ -98,8 +98,15 @@ func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leas
 		leaving = " AND attribute_not_exists(#m.#l)"
 		names["#l"] = entryLeaving
 	}
+	// Only forward: a heartbeat whose request was held up (applied after
+	// its caller gave up) never puts back a value a taker has timed since.
+	names["#h"] = entryHeartbeat
+	values[":h"] = numAttr(m.Heartbeat)
 	rows, conflict, err := s.updateMember(ctx, key, m.Owner, "SET #m = :entry",
-		"#m.#i = :inc AND "+notice+leaving, names, values)
+		"#m.#i = :inc AND #m.#h < :h AND "+notice+leaving, names, values)
+	if conflict != nil && conflict.Current == m {
+		return rows, nil // our own write, landed by an attempt whose answer was lost
+	}
 	if conflict != nil {
 		conflict.Op, conflict.Row = "Heartbeat", row
 		return nil, conflict

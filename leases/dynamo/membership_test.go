@@ -67,7 +67,7 @@ func TestMemberRowFormat(t *testing.T) {
 	s, client := newStore(t, &testutil.Faults{})
 	owner := ownerOf("a", 40)
 	row := 1
-	e := leases.Member{Owner: owner, Incarnation: "0123456789", Heartbeat: 999999}
+	e := leases.Member{Owner: owner, Incarnation: "0123456789", Heartbeat: 999990}
 	if _, err := s.Join(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,8 @@ func TestMemberRowFormat(t *testing.T) {
 		t.Fatalf("attribute %s is %T, want a map", attr, item[attr])
 	}
 	if len(m.Value) != 2 || m.Value["i"].(*types.AttributeValueMemberS).Value != "0123456789" ||
-		m.Value["h"].(*types.AttributeValueMemberN).Value != "999999" {
-		t.Fatalf("entry %v, want {i: S 0123456789, h: N 999999} and nothing else", m.Value)
+		m.Value["h"].(*types.AttributeValueMemberN).Value != "999990" {
+		t.Fatalf("entry %v, want {i: S 0123456789, h: N 999990} and nothing else", m.Value)
 	}
 	if n := attrSize(t, attr, m); n != 63 {
 		t.Errorf("entry of a 40-byte owner id: %d bytes, want 63 (the package documentation says so)", n)
@@ -115,6 +115,7 @@ func TestMemberRowFormat(t *testing.T) {
 
 	bumpNotice(42)
 	e.Leaving = true
+	e.Heartbeat++ // a heartbeat moves forward
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +128,7 @@ func TestMemberRowFormat(t *testing.T) {
 	}
 
 	e.Ended = 12
+	e.Heartbeat++ // a heartbeat moves forward
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +146,7 @@ func TestMemberRowFormat(t *testing.T) {
 	e.Leaving = false
 	bumpNotice(0)
 	e.Ended = 3
+	e.Heartbeat++ // a heartbeat moves forward
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +158,7 @@ func TestMemberRowFormat(t *testing.T) {
 	// Back to not leaving, no notice and no ended shards: the optional keys
 	// are gone.
 	e.Ended = 0
+	e.Heartbeat++ // a heartbeat moves forward
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}

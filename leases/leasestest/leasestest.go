@@ -63,6 +63,7 @@ func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"WriteBeforeCreateIsNotFound", testWriteBeforeCreate},
 		{"EveryWriteBumpsCounter", testEveryWriteBumpsCounter},
 		{"StaleCounterConflictsAndChangesNothing", testStaleCounter},
+		{"OtherTokenConflictsAndChangesNothing", testOtherToken},
 		{"HolderWritesByNonOwnerConflict", testNonOwner},
 		{"HolderWritesByAnotherIncarnationConflict", testOtherIncarnation},
 		{"ReleaseKeepsCheckpoint", testReleaseKeepsCheckpoint},
@@ -379,6 +380,28 @@ func testStaleCounter(t *testing.T, s leases.Store) {
 		}
 		wantRow(t, s, k, l, fmt.Sprintf("writes with stale counter %d changed the row", stale))
 	}
+}
+
+// testOtherToken: a write naming the row's counter, owner and incarnation
+// but another token is a write of another version of the row (one deleted
+// and created again, whose counter restarted and came back to the same
+// value, or a late copy of a write sent before): it conflicts and changes
+// nothing, whatever the write.
+func testOtherToken(t *testing.T, s leases.Store) {
+	k, l := heldRow(t, s)
+	l, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Token == "" {
+		t.Fatalf("Checkpoint returned the row with no Token: every write makes a new one")
+	}
+	old := l
+	old.Token = l.Token + "x"
+	for op, err := range writeAll(t, s, old) {
+		wantConflict(t, fmt.Sprintf("%s with another token at the row's counter", op), err)
+	}
+	wantRow(t, s, k, l, "writes with another token changed the row")
 }
 
 func testNonOwner(t *testing.T, s leases.Store) {

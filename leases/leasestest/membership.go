@@ -52,6 +52,7 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"ConcurrentJoinsRespectCapacity", testConcurrentJoins},
 		{"HeartbeatWritesEntry", testHeartbeatWritesEntry},
 		{"HeartbeatNeedsAnEntry", testHeartbeatNeedsEntry},
+		{"HeartbeatOnlyMovesForward", testHeartbeatForward},
 		{"RowMatesSeeEachOther", testRowMates},
 		{"HeartbeatOfAnotherIncarnationConflicts", testHeartbeatOtherIncarnation},
 		{"HeartbeatFailsOnBumpedNotice", testHeartbeatBumpedNotice},
@@ -578,6 +579,29 @@ func testHeartbeatWritesEntry(t *testing.T, _ leases.Store, m leases.Membership,
 	_, err := m.Heartbeat(ctx(t), r, back)
 	wantMemberConflict(t, "a heartbeat back from leaving", err, r, a, stored)
 	wantStoredExactly(t, "after the refused heartbeat back from leaving", m, r, []leases.Member{stored})
+}
+
+// testHeartbeatForward: a heartbeat whose value is not above the stored
+// one (a request held up in the network and applied after later ones
+// landed) fails with a conflict carrying the stored entry and writes
+// nothing, so that it never puts back a value a taker has timed; the same
+// heartbeat again (a resent attempt) succeeds.
+func testHeartbeatForward(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a := newOwner(t, "a")
+	mustJoin(t, m, r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 1})
+	stored := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Held: 2}
+	mustHeartbeat(t, m, r, stored)
+	for _, late := range []leases.Member{
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 4, Held: 1},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Held: 1},
+	} {
+		op := fmt.Sprintf("a heartbeat of value %d over a stored %d", late.Heartbeat, stored.Heartbeat)
+		_, err := m.Heartbeat(ctx(t), r, late)
+		wantMemberConflict(t, op, err, r, a, stored)
+		wantStoredExactly(t, "after "+op, m, r, []leases.Member{stored})
+	}
+	wantExactly(t, "the same heartbeat again", mustHeartbeat(t, m, r, stored), []leases.Member{stored})
 }
 
 // testHeartbeatNeedsEntry: a Heartbeat of an owner without an entry in the
@@ -1365,10 +1389,12 @@ func testTakeAsCounter(t *testing.T, s leases.Store, m leases.Membership, _ *row
 	}
 	// The counter alone is not the row: a row recreated after it vanished
 	// restarts at counter 1, so a row known with another holder, or none,
-	// at the same counter is another row.
+	// at the same counter is another row. With a token the token tells
+	// (OtherTokenConflictsAndChangesNothing); a Lease with none (not read
+	// from a Store) is compared by its holder.
 	for _, other := range []struct{ owner, inc string }{{"x", "inc-x"}, {"a", "inc-a-old"}, {"a", ""}, {"", ""}} {
 		old := l
-		old.Owner, old.Incarnation = other.owner, other.inc
+		old.Owner, old.Incarnation, old.Token = other.owner, other.inc, ""
 		_, err := m.TakeAs(ctx(t), old, "b", "inc-b")
 		wantConflict(t, fmt.Sprintf("TakeAs of the row known held by %q/%q at its counter (held by a/inc-a)", other.owner, other.inc), err)
 		wantRow(t, s, k, l, fmt.Sprintf("TakeAs of the row known held by %q/%q changed it", other.owner, other.inc))
@@ -1378,7 +1404,7 @@ func testTakeAsCounter(t *testing.T, s leases.Store, m leases.Membership, _ *row
 		t.Fatal(err)
 	}
 	held := free
-	held.Owner, held.Incarnation = "a", "inc-a"
+	held.Owner, held.Incarnation, held.Token = "a", "inc-a", ""
 	_, err = m.TakeAs(ctx(t), held, "b", "inc-b")
 	wantConflict(t, "TakeAs of a free row known held at its counter", err)
 	wantRow(t, s, k, free, "TakeAs of a free row known held changed it")

@@ -171,7 +171,8 @@ func (s *Store) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, 
 // write is conditional on.
 var errFree = errors.New("condition")
 
-// write applies change to the row of l.Key if its counter is l.Counter and,
+// write applies change to the row of l.Key if its counter is l.Counter, its
+// token l.Token (when that is not empty) and,
 // when holder is set, its owner is the non-empty l.Owner and its incarnation
 // is l.Incarnation, when that is not empty.
 func (s *Store) write(op string, l leases.Lease, holder bool, change func(*leases.Lease) error) (leases.Lease, error) {
@@ -188,7 +189,9 @@ func (s *Store) write(op string, l leases.Lease, holder bool, change func(*lease
 			return leases.Lease{}, conflict
 		}
 	}
-	if r.Counter != l.Counter {
+	if r.Counter != l.Counter || (l.Token != "" && r.Token != l.Token) {
+		// A token names one version of the row: a row deleted and created
+		// again restarts its counter but never its token.
 		return leases.Lease{}, conflict
 	}
 	if change(&r) != nil {
@@ -220,7 +223,7 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 		return leases.Lease{}, err
 	}
 	return s.write("TakeAs", l, false, func(r *leases.Lease) error {
-		if r.Owner != l.Owner || r.Incarnation != l.Incarnation {
+		if l.Token == "" && (r.Owner != l.Owner || r.Incarnation != l.Incarnation) {
 			return leases.ErrConflict // another holder at the same counter: a recreated row
 		}
 		r.Owner = owner
@@ -274,7 +277,10 @@ func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leas
 	}
 	defer s.mu.Unlock()
 	cur, ok := entries[m.Owner]
-	if !ok || cur.Incarnation != m.Incarnation || cur.Notice != m.Notice || (cur.Leaving && !m.Leaving) {
+	if ok && cur == m {
+		return sortedMembers(entries), nil // written already: a resent heartbeat
+	}
+	if !ok || cur.Incarnation != m.Incarnation || cur.Heartbeat >= m.Heartbeat || cur.Notice != m.Notice || (cur.Leaving && !m.Leaving) {
 		return nil, &leases.MemberConflictError{Op: "Heartbeat", Row: row, Owner: m.Owner, Current: cur}
 	}
 	entries[m.Owner] = m
