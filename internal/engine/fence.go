@@ -436,10 +436,10 @@ func (g *Group) beat(ctx context.Context) error {
 	if err == nil && g.hb.needNewInc {
 		g.hb.failed = !g.reincarnate(ctx, leases.Member{})
 	}
-	if !g.hb.failed && !g.hb.needNewInc && mono() < g.fence.Load() && g.fencedSince.Swap(0) != 0 {
+	if !g.hb.failed && !g.hb.needNewInc && !g.fence.passed() && g.fencedSince.Swap(0) != 0 {
 		g.log.Info("kinesislease: heartbeat current again; taking leases afresh", "incarnation", g.Incarnation())
 	}
-	if mono() >= g.fence.Load() && g.fence.Load() != fenced {
+	if g.fence.passed() && g.fence.Load() != fenced {
 		// Heartbeats failed past the fence (or the incarnation adopted
 		// unanswered had none answered in time): others may find it dead,
 		// so it is over, whatever it holds.
@@ -464,7 +464,8 @@ func (g *Group) heartbeat(ctx context.Context) error {
 	// the old incarnation: once the instance goes on as a new one, that one
 	// holds what it takes afresh.
 	m.Leaving = g.hb.needNewInc
-	sent := mono()
+	sentAt := time.Now()
+	sent := int64(sentAt.Sub(epoch))
 	rows, err := g.mem.Heartbeat(hctx, rowOf(inc), m)
 	if err != nil {
 		return err
@@ -473,19 +474,20 @@ func (g *Group) heartbeat(ctx context.Context) error {
 		// A leaving heartbeat moves no fence: that incarnation is over, and
 		// nothing may be taken or delivered as it (takers may take its rows
 		// at once).
-		g.extendFence(sent)
+		g.extendFence(sentAt)
 	}
 	g.observe(rowOf(inc), rows, sent, mono())
 	return nil
 }
 
-// extendFence moves the fence to a heartbeat sent at sent. The fence is
+// extendFence moves the fence to a heartbeat sent at sentAt. The fence is
 // sticky: if it had passed before the heartbeat was sent (a pause, failed
-// heartbeats), others may have taken every lease already, so each is lost
+// heartbeats, the machine suspended: see fence), others may have taken every lease already, so each is lost
 // before the fence moves; the instance reads again only what it takes
 // afresh, as a new incarnation.
-func (g *Group) extendFence(sent int64) {
-	if fencePassed(g.fence.Load(), sent) {
+func (g *Group) extendFence(sentAt time.Time) {
+	sent := int64(sentAt.Sub(epoch))
+	if fencePassed(g.fence.Load(), sent) || (g.fence.Load() != fenced && g.fence.passedAt(sent, sentAt.UnixNano())) {
 		g.fenceAll("the fence passed before this heartbeat was sent")
 	}
 	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
@@ -655,12 +657,13 @@ func (g *Group) rejoin(ctx context.Context) {
 		g.hb.hb++
 		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Vanished: g.vanishedKnown.Load(), Streams: g.streamsDigest()}
 		jctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
-		sent := mono()
+		sentAt := time.Now()
+		sent := int64(sentAt.Sub(epoch))
 		rows, err := g.mem.Join(jctx, row, m)
 		cancel()
 		if err == nil {
 			g.hb.failed = false
-			g.extendFence(sent)
+			g.extendFence(sentAt)
 			g.observe(row, rows, sent, mono())
 			g.bumpLater(row)
 			g.log.Warn("kinesislease: this instance's membership entry had vanished (table recreated?); wrote it again", "row", row)

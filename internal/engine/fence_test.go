@@ -90,3 +90,43 @@ func TestHeartbeatAction(t *testing.T) {
 		}
 	}
 }
+
+// TestFenceRunsThroughSuspend: the monotonic clock stops while the machine
+// is suspended and the wall clock does not. A process resumed after a
+// suspend longer than what was left of its fence must find the fence
+// passed, although its monotonic clock says seconds are left (takers,
+// whose clocks ran, may have taken its leases meanwhile); a heartbeat sent
+// then comes too late to extend it. A wall clock stepped back leaves the
+// monotonic instant in charge.
+func TestFenceRunsThroughSuspend(t *testing.T) {
+	t.Parallel()
+	var f fence
+	now := time.Now()
+	m, w := int64(now.Sub(epoch)), now.UnixNano()
+	f.Store(m + int64(4*time.Second))
+	cases := []struct {
+		name   string
+		dm, dw time.Duration // how far each clock moved since the Store
+		passed bool
+	}{
+		{"both clocks 1s on", time.Second, time.Second, false},
+		{"suspended a minute: the monotonic clock 1s on, the wall clock 61s", time.Second, 61 * time.Second, true},
+		{"both clocks past the fence", 5 * time.Second, 5 * time.Second, true},
+		{"the wall clock stepped back an hour, the monotonic clock past the fence", 5 * time.Second, -time.Hour, true},
+		{"the wall clock stepped back an hour, 1s on", time.Second, -time.Hour, false},
+	}
+	for _, c := range cases {
+		// The wall instant of the Store is read a moment after now: allow
+		// for it with a millisecond.
+		if got := f.passedAt(m+int64(c.dm), w+int64(c.dw)-int64(time.Millisecond)); got != c.passed {
+			t.Errorf("%s: passedAt = %v, want %v", c.name, got, c.passed)
+		}
+	}
+	if l := f.left(); l <= 0 || l > 4*time.Second {
+		t.Errorf("left() right after the Store = %v, want about 4s", l)
+	}
+	f.Store(fenced)
+	if !f.passed() || f.left() > 0 {
+		t.Errorf("fenced: passed() = %v, left() = %v; want passed, nothing left", f.passed(), f.left())
+	}
+}

@@ -411,8 +411,7 @@ func (g *Group) round(ctx context.Context) {
 	g.applyStreamChanges()
 	g.reap(ctx, false)
 	g.removeStreams()
-	fence := g.fence.Load()
-	if fence == fenced || mono() >= fence || g.fencedSince.Load() != 0 {
+	if g.fence.passed() || g.fencedSince.Load() != 0 {
 		return // the heartbeat loop is bringing the instance back
 	}
 	// The round's calls are bounded by the timeout; a take is bounded by the
@@ -526,7 +525,7 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 	w.hashRange = shardHashRange(st.shards[u.Shard])
 	w.proc.OnDeadLetter = g.h.deadLettered
 	g.mu.Lock()
-	if g.inc != inc || g.workers[u] != nil || mono() >= g.fence.Load() || g.fencedSince.Load() != 0 {
+	if g.inc != inc || g.workers[u] != nil || g.fence.passed() || g.fencedSince.Load() != 0 {
 		// Fenced or reincarnated while taking: the row names inc but may
 		// not be read; the next round takes it afresh, or releases it.
 		g.orphans[u] = orphan{inc: inc, known: h.current()}
@@ -632,7 +631,7 @@ func (g *Group) atFence(ctx context.Context, inc string) (context.Context, conte
 		// found that one dead, so nothing may land as it.
 		return context.WithTimeout(ctx, 0)
 	}
-	return context.WithTimeout(ctx, time.Duration(g.fence.Load()-mono()))
+	return context.WithTimeout(ctx, max(g.fence.left(), 0))
 }
 
 // takeAs takes row l as incarnation inc, by a write that must land before

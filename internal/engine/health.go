@@ -26,7 +26,7 @@ func (g *Group) Held(stream string) []string {
 // Health returns a snapshot of the instance (see kltype.Health). It may be
 // called from any goroutine while Run runs.
 func (g *Group) Health() kltype.Health {
-	h := kltype.Health{Owner: g.cfg.Owner, Ready: g.ready.Load(), Live: g.ready.Load() && mono() < g.fence.Load() && g.fencedSince.Load() == 0}
+	h := kltype.Health{Owner: g.cfg.Owner, Ready: g.ready.Load(), Live: g.ready.Load() && !g.fence.passed() && g.fencedSince.Load() == 0}
 	if e := g.storeErr.Load(); e != nil && !h.Live {
 		h.Err = *e
 	}

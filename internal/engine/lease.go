@@ -169,7 +169,7 @@ func (h *heldLease) valid() bool {
 	// The shared fence first: markLost happens before a sticky fence moves
 	// on, so reading them the other way round could pair a lease not yet
 	// marked lost with the new fence.
-	if mono() >= h.shared.Load() {
+	if h.shared.passed() {
 		return false
 	}
 	return !h.gone.Load()
@@ -178,7 +178,7 @@ func (h *heldLease) valid() bool {
 // validFor returns how long the lease stays valid if no heartbeat moves the
 // fence: 0 or less if it is not valid now.
 func (h *heldLease) validFor() time.Duration {
-	left := time.Duration(h.shared.Load() - mono())
+	left := h.shared.left()
 	if h.gone.Load() {
 		return 0
 	}
