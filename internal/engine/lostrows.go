@@ -107,6 +107,14 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	if err != nil {
 		return // read again next round
 	}
+	atTrim := r.seen && cp.IsZero()
+	if atTrim {
+		// The row existed and nobody knows how far it was read: from the
+		// shard's oldest record, never from the start position (at LATEST
+		// every record since the row was taken would be skipped:
+		// at-least-once means replayed, not lost).
+		cp = leases.Checkpoint{Sequence: leases.RewindTrimHorizon}
+	}
 	inc := g.Incarnation()
 	csent := mono()
 	cctx, cancel := g.atFence(ctx, inc)
@@ -135,6 +143,9 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	case rewound:
 		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it at the operator's last rewind of the shard, which came after the copy of the row this instance knew",
 			"shard", u.Shard, "seq", cp.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))
+	case atTrim:
+		st.log.Warn("kinesislease: lease row vanished (deleted, or the table recreated) and nobody knows a checkpoint of it; recreated it at TRIM_HORIZON: the shard's records are read again from the oldest",
+			"shard", u.Shard, "missing_for", time.Duration(r.missingConfirm-r.missingSince))
 	case r.seen:
 		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it from the checkpoint this instance last saw",
 			"shard", u.Shard, "seq", cp.String(), "missing_for", time.Duration(r.missingConfirm-r.missingSince))

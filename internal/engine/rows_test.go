@@ -343,6 +343,10 @@ func (s *applyAnswerLost) ApplyRewind(ctx context.Context, l leases.Lease) (leas
 // missing (Member.Vanished). Seed 113170: the knower's calls failed often
 // enough that its wait began again twice; the member that knew none
 // recreated the row from the start position, replaying 286 records.
+//
+// A row that existed and whose checkpoint nobody knows comes back at
+// TRIM_HORIZON, whatever the subscription's start position: at LATEST the
+// records since it was taken would be skipped.
 func TestNonKnowerDefersToAnnouncedKnower(t *testing.T) {
 	for _, announced := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no knower", true: "knower announced"}[announced], func(t *testing.T) {
@@ -364,8 +368,13 @@ func TestNonKnowerDefersToAnnouncedKnower(t *testing.T) {
 					g.fence.Store(mono() + int64(time.Minute))
 					readHeader(t, g) // as each round does first
 					sent := mono()
-					if _, err := store.Get(ctx, key); err == nil {
+					if l, err := store.Get(ctx, key); err == nil {
 						created = time.Duration(sent - start)
+						// It existed, and nobody knows how far it was read:
+						// from the oldest record, never the start position.
+						if l.Checkpoint.Sequence != leases.RewindTrimHorizon {
+							t.Errorf("the row that existed with no checkpoint known was recreated at %q, want %q", l.Checkpoint.Sequence, leases.RewindTrimHorizon)
+						}
 						break
 					}
 					g.missingRow(ctx, st, u, sent, mono())
