@@ -23,11 +23,19 @@ type memberObs struct {
 	since, confirm int64
 	absent         bool
 	absentAt       int64 // since when it is absent, for forgetting it
+	// unread: named by a lease row, its membership row not read since:
+	// alive until a read of its row (since is that read's return).
+	unread bool
 	announced      bool  // this instance tried to mark it leaving
 }
 
 // stale returns how long the incarnation has been seen unchanged.
-func (o *memberObs) stale() time.Duration { return time.Duration(o.confirm - o.since) }
+func (o *memberObs) stale() time.Duration {
+	if o.unread {
+		return 0
+	}
+	return time.Duration(o.confirm - o.since)
+}
 
 // memberView is this instance's view of the membership: every incarnation
 // it saw in a membership row (or that a lease row names), what it saw last
@@ -115,6 +123,11 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 				delete(v.latest, id.owner)
 			}
 		}
+		if o.unread {
+			// The first read of its row since a lease row named it: its
+			// absence counts from this read's return.
+			o.unread, o.since = false, ret
+		}
 		o.confirm = max(o.confirm, sent)
 	}
 	if cur, ok := v.latest[v.self]; ok && rowOf(cur.Incarnation) == r && !present[memberID{v.self, cur.Incarnation}] {
@@ -125,14 +138,17 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 
 // alive reports whether incarnation inc of owner may still hold leases at
 // now: seen heartbeating (or present) within the timeout, and not marked
-// leaving. An incarnation never seen is watched from now: alive for a
-// timeout more.
+// leaving. An incarnation never seen is alive until a read of its row,
+// and then for a timeout from that read's return: timed from the lookup,
+// it could be judged dead before its fence passes (a heartbeat sent just
+// before the lookup moves its fence a timeout on from its send). One that
+// names no row (an earlier version's) is timed from the lookup.
 func (v *memberView) alive(owner, inc string, now int64) bool {
 	id := memberID{owner, inc}
 	o := v.obs[id]
 	if o == nil {
 		v.obs[id] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: rowOf(inc),
-			since: now, confirm: now, absent: true, absentAt: now}
+			since: now, confirm: now, absent: true, absentAt: now, unread: rowOf(inc) >= 0}
 		v.unknown[rowOf(inc)] = true
 		return true
 	}

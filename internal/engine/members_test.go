@@ -110,16 +110,39 @@ func TestMemberView(t *testing.T) {
 	}
 }
 
-func TestMemberViewUnknownIncarnationWatchedFromNow(t *testing.T) {
+// TestMemberViewUnknownIncarnationTimedFromARead: an incarnation a lease
+// row names before any read showed it is alive until a read of its row,
+// and is dead only once it has been absent from its row for a whole
+// timeout counted from the return of the first such read, not from the
+// lookup: its last heartbeat may have been sent just before the lookup,
+// its fence a timeout on from that send (judged dead at 5.0 s while its
+// fence ran to 5.57 s).
+func TestMemberViewUnknownIncarnationTimedFromARead(t *testing.T) {
 	t.Parallel()
 	v := newMemberView("self", 5*time.Second)
-	if !v.alive("x", "ix", 0) {
-		t.Fatal("an incarnation never seen must be alive for a timeout from when a row first names it")
+	if !v.alive("x", "3.ix", 0) {
+		t.Fatal("an incarnation never seen must be alive when a row first names it")
 	}
-	// Its row is read without it from then on.
-	v.observe(-1, nil, "iself", 5*sec, 5*sec+1) // rowOf("ix"): it names no row
-	if v.alive("x", "ix", 5*sec) {
-		t.Fatal("absent for a whole timeout must be dead")
+	if !v.alive("x", "3.ix", 6*sec) {
+		t.Fatal("alive until a read of its row, however long since the lookup")
+	}
+	// Its row is read without it: the timeout counts from this read's return.
+	v.observe(3, nil, "0.self", 6*sec, 6*sec+1)
+	v.observe(3, nil, "0.self", 10*sec, 10*sec+1)
+	if !v.alive("x", "3.ix", 10*sec) {
+		t.Fatal("absent 4 s after the first read of its row returned: alive for a timeout from that return, not from the lookup")
+	}
+	v.observe(3, nil, "0.self", 11*sec+1, 11*sec+2)
+	if v.alive("x", "3.ix", 11*sec+2) {
+		t.Fatal("absent for a whole timeout from the first read of its row must be dead")
+	}
+	// One that names no row (an earlier version's) is timed from the lookup.
+	if !v.alive("y", "iy", 0) {
+		t.Fatal("an incarnation naming no row must be alive when a row first names it")
+	}
+	v.observe(-1, nil, "0.self", 5*sec, 5*sec+1)
+	if v.alive("y", "iy", 5*sec) {
+		t.Fatal("an incarnation naming no row, absent for a timeout since the lookup, must be dead")
 	}
 }
 
