@@ -129,9 +129,9 @@ func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases
 func (g *Group) join(ctx context.Context) error {
 	wait := max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout)
 	var (
-		seen            leases.Member
-		seenAt, firstAt time.Time
-		changed, read   bool
+		seen                       leases.Member
+		seenAt, firstAt, changedAt time.Time
+		read                       bool
 	)
 	for {
 		mine, mineRow, counts, err := g.readAll(ctx)
@@ -167,12 +167,15 @@ func (g *Group) join(ctx context.Context) error {
 					firstAt = now
 					g.log.Warn("kinesislease: another process heartbeats with this owner id; waiting for it to leave",
 						"incarnation", mine.Incarnation)
-				} else if mine.Incarnation == seen.Incarnation {
-					changed = true // it heartbeats: alive
+				} else if mine.Incarnation == seen.Incarnation && now.Sub(seenAt) < g.cfg.Timeout {
+					// It heartbeats: alive. Only a change between two
+					// reads less than a timeout apart shows a process
+					// heartbeating now, not one that stopped since.
+					changedAt = now
 				}
 				seen, seenAt = mine, now
 			}
-			if changed && now.Sub(firstAt) >= wait {
+			if !changedAt.IsZero() && now.Sub(changedAt) < g.cfg.Timeout && now.Sub(firstAt) >= wait {
 				return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: mine.Incarnation}
 			}
 		default:
@@ -275,6 +278,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 		g.hb.hb++
 		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load(), Held: g.heldCount(), Vanished: g.vanishedKnown.Load(), Streams: g.streamsDigest()}
 		first := mono()
+		g.tryInc(inc)
 		for attempt := 0; attempt < 5; attempt++ {
 			// A join's deadline is a whole interval (a heartbeat's is half):
 			// it holds nothing yet, and its fence counts from the first
@@ -336,6 +340,7 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
 	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Held: g.heldCount(), Vanished: g.vanishedKnown.Load(), Streams: g.streamsDigest()}
 	sent := mono()
+	g.tryInc(inc)
 	rctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 	rows, err := g.mem.ReplaceMember(rctx, row, cur, next)
 	cancel()
@@ -537,6 +542,22 @@ func (g *Group) setInc(inc string) {
 // incarnation would wait on this process for as long as it lives.
 const maxIncs = 16
 
+// maxTried bounds Group.tried.
+const maxTried = 64
+
+// tryInc records that this process is about to write an entry as inc.
+func (g *Group) tryInc(inc string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if slices.Contains(g.tried, inc) {
+		return
+	}
+	if len(g.tried) == maxTried {
+		g.tried = slices.Delete(g.tried, 0, 1)
+	}
+	g.tried = append(g.tried, inc)
+}
+
 // becomeLocked makes inc the incarnation; the caller holds g.mu.
 func (g *Group) becomeLocked(inc string) {
 	g.inc = inc
@@ -576,6 +597,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 		g.hb.attempted = map[string]bool{}
 	}
 	g.hb.attempted[inc] = true
+	g.tryInc(inc)
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
 	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount(), Vanished: g.vanishedKnown.Load(), Streams: g.streamsDigest()}
 	sent := mono()

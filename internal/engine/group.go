@@ -138,7 +138,13 @@ type Group struct {
 	// them), at most maxIncs: a row naming one is this process's own,
 	// whatever it knows of it (see ours). Another process with the same
 	// owner id (a restart) is not this one: its rows wait to be found dead.
-	incs    []string
+	incs []string
+	// tried are the incarnations this process wrote an entry as (a join,
+	// a new incarnation after a fence), at most maxTried: an entry of one
+	// that turns up in a membership row (an attempt applied late, after
+	// its answer was lost) is this process's own, never another process
+	// with the same owner id (see duplicates).
+	tried   []string
 	workers map[unit]*worker
 	// orphans are rows that may still name an incarnation of this instance
 	// although it runs no worker for them (lost at a fence, a release that

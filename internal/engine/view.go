@@ -143,6 +143,14 @@ func (g *Group) refreshView(ctx context.Context) bool {
 			g.rows.want[r] = true
 		}
 	}
+	for id := range g.view.dupes {
+		// Another process's entry with this owner id: read its row every
+		// round, so that one that stopped heartbeating is seen stale and
+		// forgotten (the row may never change roster again).
+		if r := rowOf(id.inc); r >= 0 {
+			g.rows.want[r] = true
+		}
+	}
 	clear(g.view.unknown)
 	due := g.rows.due(own)
 	clear(g.rows.want)
@@ -255,7 +263,7 @@ func (g *Group) flushBumps(ctx context.Context) {
 // than the wait join allows; it logs the first sight at ERROR.
 func (g *Group) duplicates() error {
 	g.mu.Lock()
-	own := slices.Clone(g.incs)
+	own := slices.Concat(g.incs, g.tried)
 	g.mu.Unlock()
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
@@ -265,7 +273,8 @@ func (g *Group) duplicates() error {
 		switch {
 		case slices.Contains(own, id.inc):
 			// An earlier incarnation of this process, its entry not yet
-			// replaced in its row: not another process.
+			// replaced in its row, or an entry it tried to write whose
+			// answer was lost: not another process.
 			delete(g.view.dupes, id)
 		case o == nil || o.absent || m.Leaving:
 			delete(g.view.dupes, id)
