@@ -25,8 +25,8 @@ type memberObs struct {
 	absentAt       int64 // since when it is absent, for forgetting it
 	// unread: named by a lease row, its membership row not read since:
 	// alive until a read of its row (since is that read's return).
-	unread bool
-	announced      bool  // this instance tried to mark it leaving
+	unread    bool
+	announced bool // this instance tried to mark it leaving
 }
 
 // stale returns how long the incarnation has been seen unchanged.
