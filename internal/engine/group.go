@@ -152,6 +152,11 @@ type Group struct {
 	// if the plan gives it to this instance, else released, so that the
 	// member the plan gives it to need not wait for it.
 	orphans map[unit]orphan
+	// uncertain are rows a write of this instance may name it on without
+	// it knowing (a take or a creation whose answer was lost, which
+	// DynamoDB may apply late, after a read found it had not landed), with
+	// when to read them again (recheckUncertain).
+	uncertain map[unit]int64
 	// released are rows this instance released lately, as it left them
 	// (free, with its last checkpoint), or read lately while another held
 	// them, at most maxReleased for at most releasedFor: if one vanishes
@@ -307,7 +312,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	g := &Group{
 		cfg: cfg, h: h, inc: rand.Text()[:10], kick: make(chan struct{}, 1),
 		streams: map[string]*streamState{}, view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
-		workers: map[unit]*worker{}, orphans: map[unit]orphan{}, released: map[unit]releasedRow{},
+		workers: map[unit]*worker{}, orphans: map[unit]orphan{}, uncertain: map[unit]int64{}, released: map[unit]releasedRow{},
 		recSem: make(chan struct{}, 1), reportSem: make(chan struct{}, 1),
 		recPending: map[leases.Key]bool{}, ownRecreated: map[int]int64{},
 		log: cfg.Logger.With("owner", cfg.Owner),
@@ -434,6 +439,7 @@ func (g *Group) round(ctx context.Context) {
 	g.ready.Store(true)
 	g.syncShards(rctx)
 	g.reconcile(rctx)
+	g.recheckUncertain(rctx)
 	g.announceDead(rctx)
 	a := g.plan()
 	g.apply(rctx, a)

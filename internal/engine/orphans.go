@@ -24,6 +24,7 @@ func (g *Group) presume(u unit, l leases.Lease, inc string) {
 	mine := l
 	mine.Owner, mine.Incarnation, mine.Counter = g.cfg.Owner, inc, l.Counter+1
 	g.mu.Lock()
+	g.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
 	o := orphan{inc: inc, known: mine, presumed: true}
 	if prev, had := g.orphans[u]; had {
 		// What the orphan it replaces knew stays known: that the row
@@ -39,6 +40,65 @@ func (g *Group) presume(u unit, l leases.Lease, inc string) {
 	}
 	g.orphans[u] = o
 	g.mu.Unlock()
+}
+
+// lateBound, in timeouts, is how long after an unanswered write this
+// instance reads its row again (recheckUncertain): a write the database
+// applies after its caller gave up lands within it. Requests are answered
+// within a timeout and retried at most twice by the SDK; a connection
+// closed on a timeout takes its unsent bytes with it.
+const lateBound = 3
+
+// disproved reports whether cur, read after orphan o's take or creation
+// failed with no answer, shows that write has not landed (yet): the row is
+// still the version the take was conditional on. Its late copy may still
+// land; this instance takes the row itself then (conditional on that
+// version, which the late copy is conditional on too, so that at most one
+// lands), whether to read it or to release it: otherwise the row could
+// name this incarnation with nobody reading it.
+func disproved(o orphan, cur leases.Lease) bool {
+	return o.presumed && o.known.Token != "" && cur.Token == o.known.Token
+}
+
+// recheckUncertain reads again the rows of unanswered writes of this
+// instance once lateBound timeouts have passed since they were sent: a row
+// that names this process while it neither reads it nor holds it as an
+// orphan (the write landed late) becomes an orphan, taken again or
+// released by the next round.
+func (g *Group) recheckUncertain(ctx context.Context) {
+	now := mono()
+	var due []unit
+	g.mu.Lock()
+	for u, at := range g.uncertain {
+		if now >= at {
+			due = append(due, u)
+		}
+	}
+	g.mu.Unlock()
+	for _, u := range due {
+		st := g.streams[u.Stream]
+		if st == nil {
+			g.mu.Lock()
+			delete(g.uncertain, u)
+			g.mu.Unlock()
+			continue
+		}
+		cur, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: u.Shard})
+		if err != nil && !errors.Is(err, leases.ErrNotFound) {
+			continue // again next round
+		}
+		g.mu.Lock()
+		if at := g.uncertain[u]; at <= now {
+			delete(g.uncertain, u)
+		}
+		_, held := g.workers[u]
+		_, orphaned := g.orphans[u]
+		if err == nil && !held && !orphaned && cur.Owner == g.cfg.Owner && slices.Contains(g.incs, cur.Incarnation) {
+			g.orphans[u] = orphan{inc: cur.Incarnation, known: cur}
+			st.log.Warn("kinesislease: a write of this instance whose answer was lost landed late: the row names it; taking it again or releasing it", "shard", u.Shard)
+		}
+		g.mu.Unlock()
+	}
 }
 
 // ours reports whether row l names this process, as one of its recent
@@ -152,7 +212,7 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 		return leases.Lease{}, false
 	}
 	st.setRow(u.Shard, rowState{lease: cur})
-	if !g.ours(cur) && !g.takeable(st, u.Shard, cur) {
+	if !g.ours(cur) && !g.takeable(st, u.Shard, cur) && !disproved(o, cur) {
 		g.forgetOrphan(u, o, cur) // someone else's: someone took it
 		return leases.Lease{}, false
 	}
@@ -252,6 +312,11 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 			return
 		case err != nil:
 			return
+		case disproved(o, cur):
+			// Our take has not landed, and may still: take the row
+			// ourselves first, then release it.
+			g.invalidate(ctx, st, u, o, cur)
+			return
 		case !g.ours(cur):
 			if !cur.Held() && cur.Checkpoint.IsZero() && cur.RewindTo.IsZero() && !o.best().IsZero() && g.recreated(u, o, cur) {
 				// Recreated free with no checkpoint by a member that knew
@@ -265,6 +330,28 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 		}
 		l = cur // ours still, perhaps under a later incarnation: release that
 	}
+}
+
+// invalidate takes row l, the version a take of this instance whose
+// answer was lost was conditional on, and releases it: that take's late
+// copy can no longer land. If the release fails, the row is an orphan
+// known as taken, released next round.
+func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orphan, l leases.Lease) {
+	inc := g.Incarnation()
+	t, err := g.takeAs(ctx, u, l, inc)
+	if err != nil {
+		return // taken by another (the late copy cannot land), or presumed ours again
+	}
+	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
+	if err != nil {
+		g.mu.Lock()
+		g.orphans[u] = orphan{inc: inc, known: t}
+		g.mu.Unlock()
+		return
+	}
+	g.dropOrphan(u, o)
+	g.noteReleased(u, rl)
+	st.log.Info("kinesislease: released a row a take of this instance whose answer was lost had not reached", "shard", u.Shard)
 }
 
 // repairFree writes the checkpoint orphan o knows on its free row l,
