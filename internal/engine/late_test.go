@@ -17,9 +17,9 @@ import (
 // DynamoDB applying a request after its caller gave up.
 type lateTakes struct {
 	*memory.Store
-	mu    sync.Mutex
-	hold  bool
-	held  []func() (leases.Lease, error)
+	mu   sync.Mutex
+	hold bool
+	held []func() (leases.Lease, error)
 }
 
 var errNoAnswer = errors.New("i/o timeout (no answer)")
