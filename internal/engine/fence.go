@@ -348,6 +348,15 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 		if errors.Is(err, leases.ErrMisconfigured) {
 			return false, err
 		}
+		if !errors.Is(err, leases.ErrConflict) {
+			// It may land, late: an entry of inc found later is ours (an
+			// attempt to replace), never another process with this owner
+			// id (seeds 1268, 2290).
+			if g.hb.attempted == nil {
+				g.hb.attempted = map[string]bool{}
+			}
+			g.hb.attempted[inc] = true
+		}
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
 		}

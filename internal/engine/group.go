@@ -40,11 +40,11 @@ func (e *DuplicateOwnerError) Error() string {
 // 2,880 an hour. The timeout tolerates two failed heartbeats in a row: after
 // a failure the next attempt comes half an interval later, so the third
 // attempt is sent about 3.75s after the last success at worst, before the
-// fence (timeout minus margin: 4.17s).
+// fence (timeout minus margin: 4.17s; the margin defaults to a sixth of
+// the timeout, see GroupConfig.FenceMargin).
 const (
-	DefaultHeartbeat   = 1250 * time.Millisecond
-	DefaultTimeout     = 5 * time.Second
-	DefaultFenceMargin = time.Second
+	DefaultHeartbeat = 1250 * time.Millisecond
+	DefaultTimeout   = 5 * time.Second
 	// DefaultReconcile: over how long a holder re-reads every row it holds
 	// (one GetItem per held shard, spread evenly over the rounds), a safety
 	// net for rows changed while it wrote nothing: rewind requests reach it

@@ -33,6 +33,29 @@ func (g *Group) lostRowWait(st *streamState) time.Duration {
 	return g.proof(st) + g.cfg.FenceMargin + 2*g.cfg.Heartbeat
 }
 
+// rowWaits are the waits of missingRow on a row that vanished, on the
+// creator's own clock from a read that returned after the row vanished.
+type rowWaits struct {
+	// knower: a member that knows the row's checkpoint (lostRowWait).
+	knower time.Duration
+	// nonKnower: a member that knows none gives those that do the time to
+	// recreate it first, even if they began to look a round late or their
+	// round took up to a timeout: three heartbeats and a timeout more.
+	nonKnower time.Duration
+	// announced: a member that knows none, while a live member's entry
+	// says it will recreate rows it found missing (Member.Vanished), waits
+	// up to twice the lost-row wait more, for a knower whose calls failed
+	// often enough that its own wait began again (seed 113170).
+	announced time.Duration
+}
+
+// rowWaits returns the waits on a vanished row of st.
+func (g *Group) rowWaits(st *streamState) rowWaits {
+	lost := g.lostRowWait(st)
+	non := lost + 3*g.cfg.Heartbeat + g.cfg.Timeout
+	return rowWaits{knower: lost, nonKnower: non, announced: non + 2*lost}
+}
+
 // proof is how long after its last successful write a holder may deliver
 // without proving its row again (see heldLease.deliverable).
 func (g *Group) proof(st *streamState) time.Duration {
@@ -79,20 +102,16 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	if !r.seen && !st.sawRows() && !g.tableInUse.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
 		return // too early to tell a new stream from a table emptied under its fleet
 	}
-	wait := g.lostRowWait(st)
+	waits := g.rowWaits(st)
+	wait := waits.knower
 	cp := r.best()
 	missing := st.missingFor(u.Shard, r)
 	if cp.IsZero() {
 		// This instance knows no checkpoint: give those that do (the
 		// holder, an earlier holder with an orphan, whoever released it
-		// lately) the time to recreate the row first, even if they began
-		// to look a round late or their round took up to a timeout. While
-		// a live member says it will recreate rows it found missing, it
-		// may be this one's: wait longer still, up to twice the lost-row
-		// wait, for a knower whose calls failed often enough that its own
-		// wait began again (seed 113170).
-		wait += 3*g.cfg.Heartbeat + g.cfg.Timeout
-		if missing >= wait && missing < wait+2*g.lostRowWait(st) && g.knowerAlive() {
+		// lately) the time to recreate the row first (see rowWaits).
+		wait = waits.nonKnower
+		if missing >= wait && missing < waits.announced && g.knowerAlive() {
 			return
 		}
 	}
