@@ -53,11 +53,18 @@ type Decision struct {
 }
 
 // MaxLate caps Decision.Late: a late write lands at most this long after
-// its call started, so a test's bubble (testing/synctest) ends with it: a
-// bubble waits for every goroutine started in it, its virtual clock
-// running on, and a late write still pending when a test's function
-// returns lands then (its hooks run, after the test's own checks; a test
-// that must see it waits for it with FaultStore.WaitLate).
+// its call started.
+//
+// In a testing/synctest bubble a late write waits on the bubble's virtual
+// clock, and a bubble whose test function returns while one is still
+// pending panics (synctest: "main bubble goroutine has exited but blocked
+// goroutines remain"): its clock stops once the function returns. So a
+// test ends only once its late writes have landed (FaultStore.WaitLate,
+// or a sleep of MaxLate: the simulations' worlds end with a minute of
+// virtual time, checkLeftovers, longer than any late write of their plans)
+// or after dropping the pending ones (FaultStore.DropLate: they never
+// land). Outside a bubble a pending write simply lands later, on real
+// time.
 const MaxLate = time.Minute
 
 // StoreHooks lets a test disturb and watch the calls of one FaultStore
@@ -109,6 +116,12 @@ type FaultStore struct {
 	leases.Store
 	hooks StoreHooks
 	late  sync.WaitGroup // the late writes not landed yet
+
+	dropMu sync.Mutex
+	// drop is closed by DropLate. It is made by the first late write after
+	// the last DropLate, on the caller's goroutine: in a synctest bubble,
+	// a channel of the bubble, so that waiting on it is durably blocking.
+	drop chan struct{}
 }
 
 // NewFaultStore returns a view of inner disturbed by hooks.
@@ -121,8 +134,31 @@ var (
 	_ leases.Membership = (*FaultStore)(nil)
 )
 
-// WaitLate waits until every late write of s (Decision.Late) has landed.
+// WaitLate waits until every late write of s (Decision.Late) has landed
+// (or was dropped).
 func (s *FaultStore) WaitLate() { s.late.Wait() }
+
+// DropLate drops every late write of s still pending: it never lands. It
+// returns once their goroutines have ended.
+func (s *FaultStore) DropLate() {
+	s.dropMu.Lock()
+	if s.drop != nil {
+		close(s.drop)
+		s.drop = nil
+	}
+	s.dropMu.Unlock()
+	s.late.Wait()
+}
+
+// dropped returns the channel DropLate closes, making it if need be.
+func (s *FaultStore) dropped() <-chan struct{} {
+	s.dropMu.Lock()
+	defer s.dropMu.Unlock()
+	if s.drop == nil {
+		s.drop = make(chan struct{})
+	}
+	return s.drop
+}
 
 // MemberRowKey is the key under which the hooks see the calls on membership
 // row row (Heartbeat, Members, ReplaceMember): "#members" and the row, whose
@@ -261,8 +297,15 @@ func lateCall[T any](ctx context.Context, s *FaultStore, op string, key leases.K
 	var zero T
 	lctx := context.WithoutCancel(ctx)
 	at := sent.Add(min(d.Late, MaxLate))
+	drop := s.dropped()
 	s.late.Go(func() {
-		time.Sleep(time.Until(at))
+		t := time.NewTimer(time.Until(at))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-drop:
+			return
+		}
 		if s.hooks.Late != nil {
 			s.hooks.Late(op, key, sent)
 		}
@@ -380,7 +423,9 @@ func (s *FaultStore) CreateAs(ctx context.Context, key leases.Key, owner, incarn
 	if err != nil {
 		return leases.Lease{}, err
 	}
-	return s.call(ctx, "CreateAs", leases.Lease{Key: key}, func(ctx context.Context) (leases.Lease, error) { return mem.CreateAs(ctx, key, owner, incarnation, cp, rewind) })
+	return s.call(ctx, "CreateAs", leases.Lease{Key: key}, func(ctx context.Context) (leases.Lease, error) {
+		return mem.CreateAs(ctx, key, owner, incarnation, cp, rewind)
+	})
 }
 
 // Join implements leases.Membership.
