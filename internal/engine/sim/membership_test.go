@@ -83,6 +83,10 @@ type mplan struct {
 	// check runs the scenario's own checks once every process has shut down
 	// (chk.mu held).
 	check func(w *mworld)
+	// decide, if set, decides a store call of pr itself (ok), instead of
+	// the plan's faults: a scenario's faults on chosen calls (late writes,
+	// say). It is called without chk.mu held.
+	decide func(pr *mproc, op string, key leases.Key) (d Decision, ok bool)
 }
 
 type mkind int
@@ -1873,6 +1877,11 @@ func (pr *mproc) count(f func(s *mstats)) {
 }
 
 func (pr *mproc) decideStore(op string, key leases.Key) Decision {
+	if f := pr.w.p.decide; f != nil {
+		if d, ok := f(pr, op, key); ok {
+			return d
+		}
+	}
 	d := pr.decideFault(op, key)
 	if lat := pr.latency(op, key); lat > 0 {
 		// Half on the way there, half on the way back.
