@@ -110,12 +110,12 @@ func TestLateTakeAfterDisproof(t *testing.T) {
 	knownBug(t, "a take presumed landed stays presumed (or is fenced off by a write of its own) until the row shows it cannot land any more")
 	t.Parallel()
 	p := scenario(2, 2, 20, 60*time.Second)
-	p.procs[1].start = time.Second
+	p.procs[1].start = 3500 * time.Millisecond
 	var late lateCalls
 	p.decide = func(pr *mproc, op string, key leases.Key) (Decision, bool) {
 		el := time.Since(pr.w.start)
 		switch {
-		case pr.slot == 0 && pr.gen == 0 && op == "TakeAs" && el < time.Second:
+		case pr.slot == 0 && pr.gen == 0 && op == "TakeAs" && el < 3500*time.Millisecond:
 			late.add()
 			return Decision{Late: 8 * time.Second, Delay: 4 * time.Second}, true
 		case pr.slot == 1 && !isMemberOp(op) && op != "Get" && el < 15*time.Second:
@@ -131,16 +131,20 @@ func TestLateTakeAfterDisproof(t *testing.T) {
 	runScenario(t, p)
 }
 
-// TestDuplicateOwnerAfterRestart: process 0 crashes at T+15s; the
-// heartbeats it sent in the 1.4s before land 4s late. It restarts at once
-// with the same owner id (a new incarnation); the restarted process reads
-// its predecessor's entry, then its reads of the membership fail
-// (throttled) from T+16.5s to T+28s, over which the late heartbeat lands.
-// Its next read finds the entry's heartbeat changed once, 12s after the
-// first read: the join takes a change seen once, at any time, for a live
-// process using the same owner id, and Run returns ErrDuplicateOwner
-// although the entry has stood still since (checker rule (o): no other
-// live process has that owner id).
+// TestDuplicateOwnerAfterRestart (seed 127 of TestMembership with
+// KINESISLEASE_SIM_LATE=0.05): process 0 crashes at T+15s; the heartbeats
+// it sent in the 3s before land late, one after the other from T+16.6s to
+// T+23.8s or so (its entry looks alive to the other member). It restarts
+// at T+15.5s with the same owner id (a new incarnation); the restarted
+// process reads its predecessor's entry, then its reads of the membership
+// fail (throttled) from T+16.5s to T+26s, over which the late heartbeats
+// land. Its next read finds the entry's heartbeat changed, more than the
+// join's wait (2 timeouts) after its first read: the join takes one change
+// between two reads, however far apart, for a live process heartbeating
+// with the same owner id, and Run returns ErrDuplicateOwner although the
+// entry has stood still since it changed (checker rule (o): no other live
+// process has that owner id), before the other member marks the entry
+// leaving.
 func TestDuplicateOwnerAfterRestart(t *testing.T) {
 	knownBug(t, "the join's heartbeat-changed flag bounded in time: an entry that changed once and then stood still for a timeout is a dead one's")
 	t.Parallel()
@@ -154,10 +158,12 @@ func TestDuplicateOwnerAfterRestart(t *testing.T) {
 	p.decide = func(pr *mproc, op string, key leases.Key) (Decision, bool) {
 		el := time.Since(pr.w.start)
 		switch {
-		case pr.slot == 0 && pr.gen == 0 && op == "Heartbeat" && el >= crash-1400*time.Millisecond && el < crash:
+		case pr.slot == 0 && pr.gen == 0 && op == "Heartbeat" && el >= crash-3*time.Second && el < crash:
+			// Landing from T+16.6s to T+23.8s or so, one about every 3.6s:
+			// the entry does not stand still for a timeout before T+28s.
 			late.add()
-			return Decision{Late: 4 * time.Second, Delay: 300 * time.Millisecond}, true
-		case pr.slot == 0 && pr.gen == 1 && (op == "Members" || op == "Header") && el >= crash+1500*time.Millisecond && el < crash+13*time.Second:
+			return Decision{Late: 2*(el-(crash-3*time.Second)) + 4*time.Second, Delay: 300 * time.Millisecond}, true
+		case pr.slot == 0 && pr.gen == 1 && (op == "Members" || op == "Header") && el >= crash+1500*time.Millisecond && el < crash+11*time.Second:
 			return Decision{Delay: 10 * time.Millisecond, Err: &InjectedError{Op: op, Key: key, Msg: "ProvisionedThroughputExceededException"}}, true
 		}
 		return Decision{}, false
