@@ -133,18 +133,18 @@ func TestLateTakeAfterDisproof(t *testing.T) {
 
 // TestDuplicateOwnerAfterRestart (seed 127 of TestMembership with
 // KINESISLEASE_SIM_LATE=0.05): process 0 crashes at T+15s; the heartbeats
-// it sent in the 3s before land late, one after the other from T+16.6s to
-// T+23.8s or so (its entry looks alive to the other member). It restarts
+// it sent in the 1.4s before land 8s late (T+21.6s to T+23s). It restarts
 // at T+15.5s with the same owner id (a new incarnation); the restarted
 // process reads its predecessor's entry, then its reads of the membership
 // fail (throttled) from T+16.5s to T+26s, over which the late heartbeats
-// land. Its next read finds the entry's heartbeat changed, more than the
-// join's wait (2 timeouts) after its first read: the join takes one change
-// between two reads, however far apart, for a live process heartbeating
-// with the same owner id, and Run returns ErrDuplicateOwner although the
-// entry has stood still since it changed (checker rule (o): no other live
-// process has that owner id), before the other member marks the entry
-// leaving.
+// land (the other member's ReplaceMember calls fail from T+15s to T+28s:
+// it does not mark the dead entry leaving meanwhile). Its next read finds
+// the entry's heartbeat changed, more than the join's wait (2 timeouts)
+// after its first read: the join takes one change between two reads,
+// however far apart, for a live process heartbeating with the same owner
+// id, and Run returns ErrDuplicateOwner although the entry has stood still
+// since it changed (checker rule (o): no other live process has that
+// owner id).
 func TestDuplicateOwnerAfterRestart(t *testing.T) {
 	knownBug(t, "the join's heartbeat-changed flag bounded in time: an entry that changed once and then stood still for a timeout is a dead one's")
 	t.Parallel()
@@ -158,11 +158,13 @@ func TestDuplicateOwnerAfterRestart(t *testing.T) {
 	p.decide = func(pr *mproc, op string, key leases.Key) (Decision, bool) {
 		el := time.Since(pr.w.start)
 		switch {
-		case pr.slot == 0 && pr.gen == 0 && op == "Heartbeat" && el >= crash-3*time.Second && el < crash:
-			// Landing from T+16.6s to T+23.8s or so, one about every 3.6s:
-			// the entry does not stand still for a timeout before T+28s.
+		case pr.slot == 0 && pr.gen == 0 && op == "Heartbeat" && el >= crash-1400*time.Millisecond && el < crash:
 			late.add()
-			return Decision{Late: 2*(el-(crash-3*time.Second)) + 4*time.Second, Delay: 300 * time.Millisecond}, true
+			return Decision{Late: 8 * time.Second, Delay: 300 * time.Millisecond}, true
+		case pr.slot == 1 && op == "ReplaceMember" && el >= crash && el < crash+13*time.Second:
+			// The other member does not mark the dead entry leaving (as
+			// the restarted process would then take it over at once).
+			return Decision{Delay: 10 * time.Millisecond, Err: &InjectedError{Op: op, Key: key, Msg: "ProvisionedThroughputExceededException"}}, true
 		case pr.slot == 0 && pr.gen == 1 && (op == "Members" || op == "Header") && el >= crash+1500*time.Millisecond && el < crash+11*time.Second:
 			return Decision{Delay: 10 * time.Millisecond, Err: &InjectedError{Op: op, Key: key, Msg: "ProvisionedThroughputExceededException"}}, true
 		}
