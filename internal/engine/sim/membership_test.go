@@ -633,6 +633,11 @@ type msummary struct {
 //     nor past what was acknowledged (see checker.restarted);
 //   - (j) every rewind request whose holder was told (its notice bumped)
 //     is applied by the time shares are fair after faults;
+//   - (u) no shard's row names a live incarnation (current, able to act)
+//     that does not read it for longer than 3 timeouts plus the latest a
+//     write lands late (see watchUnread): a shard unread for ever;
+//   - (o) Run returns ErrDuplicateOwner only while another live process
+//     has its owner id (never, in this simulation);
 //   - (g) after faults stop, every shard is read again within the failover
 //     bound and every process has joined within the join bound (see
 //     mplan.bounds), shares become fair (every shard held by one live
@@ -647,7 +652,11 @@ type msummary struct {
 // beyond about 30,000 (30,000 take about 6 minutes on two busy cores); the
 // summary it logs names the worst failover and fair-share times.
 // KINESISLEASE_SIM_EXCLUDE=delete-row,drop-table (see excluded) leaves
-// those kinds of events out of every plan.
+// those kinds of events out of every plan. KINESISLEASE_SIM_LATE (see
+// simLateP; default 0.02) is the share of writes during faults that land
+// late (Decision.Late); KINESISLEASE_SIM_KNOWN=1 fails the seeds whose first
+// violation is a known open bug (see knownViolation), which are otherwise
+// logged and counted.
 //
 // The plain test command runs membershipCISeeds seeds (membershipRaceSeeds
 // with -race); run 30,000 (KINESISLEASE_SIM_SEEDS=30000) before changing
