@@ -1524,7 +1524,7 @@ func (w *mworld) current(slot int) *mproc { return current(&w.mu, w.slots, slot)
 // releases; a late write may make one again after its caller gave up.
 func (p *mplan) unreadBound() time.Duration { return 3*p.timeout + p.lateMax }
 
-// watchUnread checks (u), every 250ms until the final shutdown begins: no
+// watchUnread checks (u), every second until the final shutdown begins: no
 // shard's row names a live incarnation (its process running, not stopping,
 // the incarnation its Group's current one) that does not read it (its
 // Group does not hold it: no worker with a valid lease) for longer than
@@ -1535,7 +1535,7 @@ func (p *mplan) unreadBound() time.Duration { return 3*p.timeout + p.lateMax }
 func (w *mworld) watchUnread() {
 	bound := w.p.unreadBound()
 	for !w.final.Load() {
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(time.Second)
 		w.chk.mu.Lock()
 		now := time.Now()
 		for _, id := range w.stream.ShardIDs() {
