@@ -27,7 +27,12 @@ import (
 //     writer itself from where its lease started, and by someone before;
 //   - (c) a shard's checkpoint never moves backwards (sequence numbers
 //     compared as integers, sub-sequences within an aggregate), except by
-//     an operator's rewind;
+//     an operator's rewind: each version of the row against the one before
+//     it in counter order, from the row's last creation on (a deletion
+//     forgets the versions before; a row recreated from an older
+//     checkpoint is judged by (h)), so a late write landing on a
+//     recreated row whose counter has come back to the one it was
+//     conditional on is compared with the recreated row's versions;
 //   - every write that landed is seen, in counter order, with the counter
 //     bumped by one: nothing reaches the table behind the checker's back;
 //   - (h) after a row was deleted (a row deleted, the table recreated) while
@@ -989,7 +994,13 @@ func (c *checker) inOrder(s *shardState) {
 		if cmp, err := compareCheckpoints(prev.Checkpoint, v.row.Checkpoint); err != nil {
 			c.violate("(c) %s %s %s: %v", v.writer, v.op, s.id, err)
 		} else if cmp > 0 {
-			c.violate("(c) %s %s %s: checkpoint moved backwards from %s to %s (counter %d)", v.writer, v.op, s.id, prev.Checkpoint, v.row.Checkpoint, v.row.Counter)
+			life := "" // the row's life: the checker compares versions from its last creation on
+			if !s.deletedAt.IsZero() {
+				life = fmt.Sprintf("; the row was last deleted at T+%v and recreated since (counters restart at 1: a write conditional on a counter of its earlier life lands on the new one)",
+					s.deletedAt.Sub(c.start).Round(time.Millisecond))
+			}
+			c.violate("(c) %s %s %s: checkpoint moved backwards from %s to %s (counter %d -> %d) without an operator's rewind in between%s",
+				v.writer, v.op, s.id, prev.Checkpoint, v.row.Checkpoint, prev.Counter, v.row.Counter, life)
 		}
 	}
 }
