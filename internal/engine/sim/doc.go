@@ -53,10 +53,6 @@
 //     longer than 3 timeouts plus that longest lateness ((u): nobody else
 //     takes it while that incarnation lives), and an ErrDuplicateOwner from
 //     Run while no other live process has its owner id ((o)).
-//     Three kinds of failure are known open bugs of the engine that late
-//     writes show (see knownViolation and late_scenario_test.go): a seed
-//     whose first violation is one of them is logged and counted, not
-//     failed, unless KINESISLEASE_SIM_KNOWN=1.
 //   - TestMembershipFaults: one fault of the table or of the calls around
 //     it (a held row deleted, the table recreated, the table missing, one
 //     membership row throttled, slow store calls, slow ListShards) on a
@@ -64,10 +60,10 @@
 //   - TestMembershipBugs: bugs found in the engine, each a scenario that
 //     fails while its bug is there.
 //   - TestLateCheckpointOnRecreatedRow, TestLateTakeAfterDisproof,
-//     TestDuplicateOwnerAfterRestart (late_scenario_test.go): the open bugs
-//     that writes landing late show, each a deterministic scenario that
-//     fails on today's engine; they run only with KINESISLEASE_SIM_KNOWN=1
-//     (otherwise they skip, naming the fix they wait for).
+//     TestDuplicateOwnerAfterRestart (late_scenario_test.go): the bugs that
+//     writes landing late showed (a checkpoint moved back on a recreated
+//     row, a shard unread for ever, a spurious ErrDuplicateOwner), each a
+//     deterministic scenario that failed before the engine's fix.
 //   - TestFaultStoreLate: FaultStore's late writes themselves.
 //   - TestDynamoMembership: the same checks in real time against the
 //     DynamoDB store on DynamoDB Local, a few seeds by default

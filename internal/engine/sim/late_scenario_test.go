@@ -8,34 +8,33 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// Scenarios of writes landing late (Decision.Late) that break the
-// protocol on today's engine, found by TestMembership with
+// Scenarios of writes landing late (Decision.Late) that broke the
+// protocol before the engine's fixes, found by TestMembership with
 // KINESISLEASE_SIM_LATE: each a deterministic scenario (virtual time, the
-// faults on chosen calls) with every check of TestMembership. They fail
-// until the engine is fixed, so they run only with KINESISLEASE_SIM_KNOWN=1
-// (knownBug); the maintainer drops the guard with the fix:
-//
-//	KINESISLEASE_SIM_KNOWN=1 go test ./internal/engine/sim/ -run 'TestLate|TestDuplicateOwner' -v
-
-// knownBug skips t unless $KINESISLEASE_SIM_KNOWN is 1: t reproduces a
-// known bug of the engine, fix says which change of the engine it waits for.
-func knownBug(t *testing.T, fix string) {
-	t.Helper()
-	if !knownOn {
-		t.Skipf("a known bug of the engine; fails until the engine's fix: %s (KINESISLEASE_SIM_KNOWN=1 runs it)", fix)
-	}
-}
+// faults on chosen calls) with every check of TestMembership.
 
 // lateCalls counts the calls a scenario's decide made late.
 type lateCalls struct {
-	mu sync.Mutex
-	n  int
+	mu    sync.Mutex
+	n     int
+	first time.Time // when the first was sent
 }
 
 func (c *lateCalls) add() {
 	c.mu.Lock()
+	if c.n == 0 {
+		c.first = time.Now()
+	}
 	c.n++
 	c.mu.Unlock()
+}
+
+// since returns how long ago the first late call was sent, and whether
+// there was one.
+func (c *lateCalls) since() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.first), c.n > 0
 }
 
 func (c *lateCalls) count() int {
@@ -59,7 +58,6 @@ func (c *lateCalls) count() int {
 // Today's stores condition a holder's write on the row's counter, owner
 // and incarnation only, and a recreated row restarts its counter at 1.
 func TestLateCheckpointOnRecreatedRow(t *testing.T) {
-	knownBug(t, "a holder's write conditional on the row's write token (or a counter that does not restart on a recreated row)")
 	t.Parallel()
 	p := scenario(1, 1, 20, 60*time.Second)
 	p.produce = 24 * time.Second
@@ -106,7 +104,13 @@ func TestLateCheckpointOnRecreatedRow(t *testing.T) {
 // incarnation its row names for longer than 3 timeouts and the latest a
 // write lands late) and (g) fail.
 func TestLateTakeAfterDisproof(t *testing.T) {
-	knownBug(t, "a take presumed landed stays presumed (or is fenced off by a write of its own) until the row shows it cannot land any more")
+	// throttled: process 1's lease-row writes fail until 11.5s after
+	// process 0's first late take was sent (until T+15s when it is sent
+	// at T+3.5s).
+	throttled := func(late *lateCalls) bool {
+		d, ok := late.since()
+		return !ok || d < 11500*time.Millisecond
+	}
 	t.Parallel()
 	p := scenario(2, 2, 20, 60*time.Second)
 	p.procs[1].start = 3500 * time.Millisecond
@@ -114,10 +118,12 @@ func TestLateTakeAfterDisproof(t *testing.T) {
 	p.decide = func(pr *mproc, op string, key leases.Key) (Decision, bool) {
 		el := time.Since(pr.w.start)
 		switch {
-		case pr.slot == 0 && pr.gen == 0 && op == "TakeAs" && el < 3500*time.Millisecond:
+		case pr.slot == 0 && pr.gen == 0 && op == "TakeAs" && late.count() < 2 && el < 30*time.Second:
+			// Its first two takes, whenever the new stream's rows are
+			// first taken.
 			late.add()
 			return Decision{Late: 8 * time.Second, Delay: 4 * time.Second}, true
-		case pr.slot == 1 && !isMemberOp(op) && op != "Get" && el < 15*time.Second:
+		case pr.slot == 1 && !isMemberOp(op) && op != "Get" && el < 30*time.Second && throttled(&late):
 			return Decision{Delay: 10 * time.Millisecond, Err: &InjectedError{Op: op, Key: key, Msg: "ProvisionedThroughputExceededException"}}, true
 		}
 		return Decision{}, false
@@ -145,7 +151,6 @@ func TestLateTakeAfterDisproof(t *testing.T) {
 // since it changed (checker rule (o): no other live process has that
 // owner id).
 func TestDuplicateOwnerAfterRestart(t *testing.T) {
-	knownBug(t, "the join's heartbeat-changed flag bounded in time: an entry that changed once and then stood still for a timeout is a dead one's")
 	t.Parallel()
 	p := scenario(2, 2, 20, 60*time.Second)
 	crash := 15 * time.Second

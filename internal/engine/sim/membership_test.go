@@ -381,33 +381,6 @@ var excluded = func() map[string]bool {
 	return m
 }()
 
-// knownOn: $KINESISLEASE_SIM_KNOWN is 1, and the known open bugs of the
-// engine fail (knownViolation, knownBug).
-var knownOn = os.Getenv("KINESISLEASE_SIM_KNOWN") == "1"
-
-// knownViolation returns the kind of a seed's first violation v if it is
-// one of the known open bugs of the engine that writes landing late show
-// (see late_scenario_test.go), and "" if not. Until the engine's fix, a seed
-// whose first violation is one of them is logged and counted, not failed
-// (the violations that follow from it, a shard never read again say, are
-// not reported either); KINESISLEASE_SIM_KNOWN=1 fails it:
-//
-//   - "checkpoint-backwards-on-recreated-row": (c) on a row recreated since
-//     a deletion (TestLateCheckpointOnRecreatedRow);
-//   - "shard-unread": (u) (TestLateTakeAfterDisproof);
-//   - "spurious-duplicate-owner": (o) (TestDuplicateOwnerAfterRestart).
-func knownViolation(v string) string {
-	switch {
-	case strings.Contains(v, ": (c) ") && strings.Contains(v, "recreated since"):
-		return "checkpoint-backwards-on-recreated-row"
-	case strings.Contains(v, ": (u) shard "):
-		return "shard-unread"
-	case strings.Contains(v, ": (o) "):
-		return "spurious-duplicate-owner"
-	}
-	return ""
-}
-
 // defaultLateP is the share of writes during faults that land late in a
 // seed's plan when $KINESISLEASE_SIM_LATE is not set.
 const defaultLateP = 0.02
@@ -596,7 +569,6 @@ type msummary struct {
 	unreachable, rewindsLost                int
 	slowCalls, slowLists, late              int
 	overBound                               []uint64
-	known                                   []string // seeds that broke a known open rule only (knownViolation)
 }
 
 // TestMembership runs the membership protocol (engine.Group) under a seeded
@@ -654,9 +626,7 @@ type msummary struct {
 // KINESISLEASE_SIM_EXCLUDE=delete-row,drop-table (see excluded) leaves
 // those kinds of events out of every plan. KINESISLEASE_SIM_LATE (see
 // simLateP; default 0.02) is the share of writes during faults that land
-// late (Decision.Late); KINESISLEASE_SIM_KNOWN=1 fails the seeds whose first
-// violation is a known open bug (see knownViolation), which are otherwise
-// logged and counted.
+// late (Decision.Late).
 //
 // The plain test command runs membershipCISeeds seeds (membershipRaceSeeds
 // with -race); run 30,000 (KINESISLEASE_SIM_SEEDS=30000) before changing
@@ -704,10 +674,6 @@ func TestMembership(t *testing.T) {
 		"%d takes of a recreated row (%d from a checkpoint older than the best a live process knew; %d at the start position while every live process that knew one was cut off from the table; "+
 		"%d past an operator's rewind whose every knower was dead or cut off since the deletion)",
 		sum.deletes, sum.drops, sum.rowThrottles, sum.slowStore, sum.slowCalls, sum.slowListing, sum.slowLists, sum.rewinds, sum.restarts, sum.stale, sum.unreachable, sum.rewindsLost)
-	if len(sum.known) > 0 {
-		slices.Sort(sum.known)
-		t.Logf("%d seeds broke a known open rule only (KINESISLEASE_SIM_KNOWN=1 fails them): %v", len(sum.known), sum.known)
-	}
 	if len(sum.overBound) > 0 {
 		slices.Sort(sum.overBound)
 		t.Logf("seeds over a liveness bound: %v", sum.overBound)
@@ -806,14 +772,6 @@ func runMSeed(t *testing.T, seed uint64, sum *msummary) {
 		if down {
 			sum.leaves++
 		}
-	}
-	if len(w.chk.violations) > 0 && !knownOn && knownViolation(w.chk.violations[0]) != "" {
-		// A known open bug of the engine (see knownViolation): counted and
-		// logged, not failed, until the engine's fix.
-		sum.known = append(sum.known, fmt.Sprintf("%d %s", seed, knownViolation(w.chk.violations[0])))
-		t.Logf("seed %d broke a known open rule (%s; not failed without KINESISLEASE_SIM_KNOWN=1): %s; replay: KINESISLEASE_SIM_KNOWN=1 %s",
-			seed, knownViolation(w.chk.violations[0]), w.chk.violations[0], mreplay(seed))
-		return
 	}
 	if len(w.chk.violations) > 0 {
 		sum.failed++
