@@ -473,6 +473,19 @@ func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string
 			return true // unknown: decide at the next round
 		}
 	}
+	if !g.readMembers(ctx) {
+		return true
+	}
+	if !g.newStream(st) {
+		return true
+	}
+	return !g.settled(st)
+}
+
+// readMembers reads every membership row afresh into the view, and reports
+// whether every read succeeded and this instance's own entry, read before,
+// is still there (else the table was emptied under its fleet: tableInUse).
+func (g *Group) readMembers(ctx context.Context) bool {
 	g.viewMu.Lock()
 	rows := make([]int, 0, len(g.rows.header))
 	for r := range g.rows.header {
@@ -487,7 +500,7 @@ func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string
 		sent := mono()
 		ms, err := g.mem.Members(ctx, r)
 		if err != nil {
-			return true
+			return false
 		}
 		g.viewMu.Lock()
 		seen := g.ownSeen == inc
@@ -497,14 +510,40 @@ func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string
 			// was emptied under its fleet (or the entry removed as
 			// stale), not new.
 			g.tableInUse.Store(true)
-			return true
+			return false
 		}
 		g.observe(r, ms, sent, mono())
 	}
-	if !g.newStream(st) {
-		return true
+	return true
+}
+
+// probeEarly starts st's new-stream probe (settled) as soon as this
+// instance, the stream's one creator, finds a row of it missing, before
+// newStream's wait after the join has passed: the other members' two
+// heartbeats then run during that wait instead of after it. A probe is
+// taken on membership rows read afresh, and is not used past the lost-row
+// wait (settled starts it again).
+func (g *Group) probeEarly(ctx context.Context, st *streamState) {
+	st.rowsMu.Lock()
+	busy := st.probe != nil || st.probing
+	if !busy {
+		st.probing = true
 	}
-	return !g.settled(st)
+	st.rowsMu.Unlock()
+	if busy {
+		return
+	}
+	defer func() {
+		st.rowsMu.Lock()
+		st.probing = false
+		st.rowsMu.Unlock()
+	}()
+	g.viewMu.Lock()
+	lowest := g.lowestPlanner()
+	g.viewMu.Unlock()
+	if lowest && g.readMembers(ctx) {
+		g.settled(st)
+	}
 }
 
 // newProbe is the heartbeat of every other live member's entry when this
@@ -542,6 +581,14 @@ func (g *Group) settled(st *streamState) bool {
 	if p == nil || time.Duration(now-p.at) > g.lostRowWait(st) {
 		st.probe = &newProbe{at: now, hbs: cur}
 		return false
+	}
+	for id := range cur {
+		if _, ok := p.hbs[id]; !ok {
+			// Alive now, not at the probe (an early probe, probeEarly):
+			// every member alive now heartbeats twice since a probe.
+			st.probe = &newProbe{at: now, hbs: cur}
+			return false
+		}
 	}
 	for id, hb := range p.hbs {
 		if now, ok := cur[id]; ok && now < hb+2 {

@@ -75,6 +75,9 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		}
 		return
 	}
+	if !r.seen && !st.sawRows() && !g.tableInUse.Load() {
+		g.probeEarly(ctx, st)
+	}
 	if !r.seen && (st.creatingRows() || !st.sawRows() && !g.tableInUse.Load() && !st.allRead()) {
 		// Being created (createAll), or unknown: rows of the stream are
 		// still unread, and one that exists would make it not new.

@@ -82,6 +82,8 @@ type streamState struct {
 	// the stream's rows missing as a new stream's (see settled). Guarded
 	// by rowsMu.
 	probe *newProbe
+	// probing: probeEarly is reading the membership for a probe.
+	probing bool
 	// missingGap: two reads that found a row missing further apart than
 	// this do not show it missing in between (a round's reads may take up
 	// to a timeout; a row recreated and deleted again within this, unseen
