@@ -345,20 +345,29 @@ func (g *Group) newStream(st *streamState) bool {
 
 // newStreamWait is how long until a stream whose rows this instance never
 // saw may be taken as new (newStream waits two heartbeats after the join),
-// plus a millisecond; 0 when no stream waits for that. The round loop runs
-// a round then rather than at its cadence.
+// plus a millisecond, or a quarter interval while its probe waits for the
+// other members' heartbeats (settled); 0 when no stream waits for that.
+// The round loop runs a round then rather than at its cadence.
 func (g *Group) newStreamWait() time.Duration {
 	j := g.joinedAt.Load()
 	if j == 0 || g.tableInUse.Load() {
 		return 0
 	}
 	d := time.Duration(j-mono()) + 2*g.cfg.Heartbeat
-	if d <= 0 {
-		return 0
-	}
 	for _, st := range g.streams {
-		if st.shards != nil && !st.removing && !st.sawRows() {
+		if st.shards == nil || st.removing || st.sawRows() {
+			continue
+		}
+		if d > 0 {
 			return d + time.Millisecond
+		}
+		st.rowsMu.Lock()
+		probing := st.probe != nil && !st.createdAll
+		st.rowsMu.Unlock()
+		if probing {
+			// Waiting for the other members' heartbeats (settled): look
+			// again within a quarter interval, not a whole one.
+			return g.cfg.Heartbeat / 4
 		}
 	}
 	return 0
