@@ -83,10 +83,9 @@ func (g *Group) readBehind(ctx context.Context) {
 	g.parentPoll = from + int(read.Load())
 }
 
-// readBudget is how long a round may spend on the reads of readBehind and
-// on a re-read of every held row (reconcile): a heartbeat interval, so that
-// whatever their number the round goes on to plan, take and release, and
-// the reads go on at the next round.
+// readBudget is how long a round may spend on the reads of readBehind: a
+// heartbeat interval, so that whatever their number the next round plans,
+// takes and releases on time, and the reads go on then.
 func (g *Group) readBudget() time.Duration { return g.cfg.Heartbeat }
 
 // readUnread reads the rows of the first listing that this instance has

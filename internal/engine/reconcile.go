@@ -42,9 +42,9 @@ func (g *Group) reconcile(ctx context.Context) {
 		g.recheckAgain.Store(true) // only those reads again next round
 	}
 	if now {
-		// Every held row, over as many rounds as it takes (readBudget
-		// each): a row read stays read, a read that failed is tried again
-		// next round, and a new request adds the rows held now.
+		// Every held row, over as many rounds as it takes: a row read
+		// stays read, a read that failed is tried again next round, and a
+		// new request adds the rows held now.
 		if g.rechecks == nil {
 			g.rechecks = map[unit]bool{}
 		}
@@ -73,12 +73,13 @@ func (g *Group) reconcile(ctx context.Context) {
 		due = append(due, all[k*n/rounds:(k+1)*n/rounds]...)
 		g.reconciled++
 	}
-	bctx, cancel := context.WithTimeout(ctx, g.readBudget())
-	defer cancel()
+	// Within the round's deadline, as before: a holder re-reads its rows
+	// within the rounds the lost-row wait allows for; what does not fit is
+	// read at the next round, not read again from the first.
 	read := make([]bool, len(due))
-	bounded(bctx, len(due), func(i int) {
-		if bctx.Err() == nil {
-			read[i] = g.recheck(bctx, due[i], ws[due[i]])
+	bounded(ctx, len(due), func(i int) {
+		if ctx.Err() == nil {
+			read[i] = g.recheck(ctx, due[i], ws[due[i]])
 		}
 	})
 	for i, u := range due {
