@@ -361,7 +361,7 @@ func (g *Group) newStreamWait() time.Duration {
 			return d + time.Millisecond
 		}
 		st.rowsMu.Lock()
-		probing := st.probe != nil && !st.createdAll
+		probing := st.probe != nil && !st.createdAll && time.Duration(mono()-st.probe.at) <= g.lostRowWait(st)
 		st.rowsMu.Unlock()
 		if probing {
 			// Waiting for the other members' heartbeats (settled): look
