@@ -80,6 +80,25 @@ func decide(self string, a map[unit]string, held map[unit]heldInfo, orphans map[
 	return act
 }
 
+// unreadRow reports whether the row of u is still unread since the first
+// listing.
+func (g *Group) unreadRow(u unit) bool {
+	st := g.streams[u.Stream]
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	return st.unread[u.Shard]
+}
+
+func cmpBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case x:
+		return 1
+	}
+	return -1
+}
+
 func cmpUnit(x, y unit) int {
 	if x.Stream != y.Stream {
 		return strings.Compare(x.Stream, y.Stream)
@@ -122,6 +141,10 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 		// released free before every member can know of it.
 		act.retakes, act.releases = nil, nil
 	}
+	// Rows not read yet first: a round cut by its deadline leaves the
+	// ones it read known, and the next reads the others (never the same
+	// ones again and again).
+	slices.SortStableFunc(act.takes, func(x, y unit) int { return cmpBool(g.unreadRow(y), g.unreadRow(x)) })
 	probes := g.newStreamProbes(act.takes)
 	bounded(ctx, len(act.retakes)+len(act.takes)+len(act.releases)+len(probes), func(i int) {
 		switch {
@@ -188,7 +211,7 @@ func (g *Group) probeNewStream(ctx context.Context, u unit) {
 	}
 	st.setRow(u.Shard, missingAt(sent, mono()))
 	if g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
-		g.createAll(ctx, st, "")
+		g.createAll(st, "")
 	}
 }
 
@@ -217,6 +240,20 @@ func bounded(ctx context.Context, n int, fn func(i int)) {
 func (g *Group) acquire(ctx context.Context, u unit) {
 	st := g.streams[u.Stream]
 	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
+	switch r := st.row(u.Shard); {
+	case !r.seen && (st.creatingRows() || r.missing && !st.allRead() && !st.sawRows() && !g.tableInUse.Load()):
+		// Being created (createAll), or found missing while rows of the
+		// stream are still unread (whether it is new is unknown): the
+		// next round reads it.
+		return
+	case r.created && st.cfg.Stream == st.key:
+		// Created free by this instance and untouched since: taken as
+		// created (a take conditional on the row as created, so a row
+		// changed since fails it), with no read first. Read next time.
+		st.setRow(u.Shard, rowState{lease: r.lease})
+		g.take(ctx, st, u, r.lease)
+		return
+	}
 	sent := mono()
 	l, err := g.store.Get(ctx, key)
 	if errors.Is(err, leases.ErrNotFound) {
@@ -436,6 +473,19 @@ func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string
 			return true // unknown: decide at the next round
 		}
 	}
+	if !g.readMembers(ctx) {
+		return true
+	}
+	if !g.newStream(st) {
+		return true
+	}
+	return !g.settled(st)
+}
+
+// readMembers reads every membership row afresh into the view, and reports
+// whether every read succeeded and this instance's own entry, read before,
+// is still there (else the table was emptied under its fleet: tableInUse).
+func (g *Group) readMembers(ctx context.Context) bool {
 	g.viewMu.Lock()
 	rows := make([]int, 0, len(g.rows.header))
 	for r := range g.rows.header {
@@ -450,7 +500,7 @@ func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string
 		sent := mono()
 		ms, err := g.mem.Members(ctx, r)
 		if err != nil {
-			return true
+			return false
 		}
 		g.viewMu.Lock()
 		seen := g.ownSeen == inc
@@ -460,14 +510,40 @@ func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string
 			// was emptied under its fleet (or the entry removed as
 			// stale), not new.
 			g.tableInUse.Store(true)
-			return true
+			return false
 		}
 		g.observe(r, ms, sent, mono())
 	}
-	if !g.newStream(st) {
-		return true
+	return true
+}
+
+// probeEarly starts st's new-stream probe (settled) as soon as this
+// instance, the stream's one creator, finds a row of it missing, before
+// newStream's wait after the join has passed: the other members' two
+// heartbeats then run during that wait instead of after it. A probe is
+// taken on membership rows read afresh, and is not used past the lost-row
+// wait (settled starts it again).
+func (g *Group) probeEarly(ctx context.Context, st *streamState) {
+	st.rowsMu.Lock()
+	busy := st.probe != nil || st.probing
+	if !busy {
+		st.probing = true
 	}
-	return !g.settled(st)
+	st.rowsMu.Unlock()
+	if busy {
+		return
+	}
+	defer func() {
+		st.rowsMu.Lock()
+		st.probing = false
+		st.rowsMu.Unlock()
+	}()
+	g.viewMu.Lock()
+	lowest := g.lowestPlanner()
+	g.viewMu.Unlock()
+	if lowest && g.readMembers(ctx) {
+		g.settled(st)
+	}
 }
 
 // newProbe is the heartbeat of every other live member's entry when this
@@ -506,6 +582,14 @@ func (g *Group) settled(st *streamState) bool {
 		st.probe = &newProbe{at: now, hbs: cur}
 		return false
 	}
+	for id := range cur {
+		if _, ok := p.hbs[id]; !ok {
+			// Alive now, not at the probe (an early probe, probeEarly):
+			// every member alive now heartbeats twice since a probe.
+			st.probe = &newProbe{at: now, hbs: cur}
+			return false
+		}
+	}
 	for id, hb := range p.hbs {
 		if now, ok := cur[id]; ok && now < hb+2 {
 			return false // alive, not yet heartbeated twice since
@@ -514,13 +598,13 @@ func (g *Group) settled(st *streamState) bool {
 	return true
 }
 
-func (g *Group) createAll(ctx context.Context, st *streamState, skip string) {
+func (g *Group) createAll(st *streamState, skip string) {
 	st.rowsMu.Lock()
 	if st.createdAll {
 		st.rowsMu.Unlock()
 		return
 	}
-	st.createdAll = true
+	st.createdAll, st.creating = true, true
 	var ids []string
 	for _, id := range st.order {
 		// Every row not seen, read or not: the stream's one creator
@@ -531,10 +615,22 @@ func (g *Group) createAll(ctx context.Context, st *streamState, skip string) {
 		}
 	}
 	st.rowsMu.Unlock()
-	bounded(ctx, len(ids), func(i int) {
-		if l, err := g.store.Create(ctx, leases.Key{Stream: st.key, Shard: ids[i]}); err == nil {
-			st.setRow(ids[i], rowState{lease: l})
-		}
+	// In the background, not bounded by a round: at 20,000 shards the
+	// creates take seconds. Within the lost-row wait of the decision, as
+	// a member that waits creates a missing row only after it; a row left
+	// missing then is a missing row like any other (missingRow).
+	cctx, cancel := context.WithTimeout(g.runCtx, g.lostRowWait(st))
+	g.listers.Go(func() {
+		defer cancel()
+		bounded(cctx, len(ids), func(i int) {
+			if l, err := g.store.Create(cctx, leases.Key{Stream: st.key, Shard: ids[i]}); err == nil {
+				st.setRow(ids[i], rowState{lease: l, created: true})
+			}
+		})
+		st.rowsMu.Lock()
+		st.creating = false
+		st.rowsMu.Unlock()
+		g.kickRound() // take them now
 	})
 }
 

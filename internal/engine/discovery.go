@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -41,11 +42,24 @@ func (g *Group) syncShards(ctx context.Context) {
 			g.listAsync(st)
 		}
 	}
-	if g.rounds%4 != 0 {
+}
+
+// readBehind reads, within a part of the round (readBudget), rows that no
+// round's plan waits on: first the rows of the first listing not read yet
+// (readUnread), then, every fourth round, the rows of parents not known to
+// be done, so that their children start once they reach SHARD_END. Neither
+// starts again from the first row: what was read stays read, and the
+// parents are polled from where the last poll stopped.
+func (g *Group) readBehind(ctx context.Context) {
+	bctx, cancel := context.WithTimeout(ctx, g.readBudget())
+	defer cancel()
+	g.readUnread(bctx)
+	if g.rounds%4 != 0 || bctx.Err() != nil {
 		return
 	}
 	var parents []unit
-	for name, st := range g.streams {
+	for _, name := range g.order {
+		st := g.streams[name]
 		for _, id := range st.order {
 			for _, p := range kinesisx.Parents(st.shards[id]) {
 				if _, in := st.shards[p]; in && st.row(p).lease.Checkpoint.Sequence != leases.ShardEnd && !g.holds(unit{Stream: name, Shard: p}) {
@@ -54,9 +68,73 @@ func (g *Group) syncShards(ctx context.Context) {
 			}
 		}
 	}
-	bounded(ctx, len(parents), func(i int) {
-		g.readRow(ctx, g.streams[parents[i].Stream], parents[i].Shard)
+	n := len(parents)
+	if n == 0 {
+		return
+	}
+	from := g.parentPoll % n
+	var read atomic.Int64
+	bounded(bctx, n, func(i int) {
+		u := parents[(from+i)%n]
+		if g.readRow(bctx, g.streams[u.Stream], u.Shard) == nil {
+			read.Add(1)
+		}
 	})
+	g.parentPoll = from + int(read.Load())
+}
+
+// readBudget is how long a round may spend on the reads of readBehind: a
+// heartbeat interval, so that whatever their number the next round plans,
+// takes and releases on time, and the reads go on then.
+func (g *Group) readBudget() time.Duration { return g.cfg.Heartbeat }
+
+// readUnread reads the rows of the first listing that this instance has
+// not read yet: the parents of a split or merge first (their SHARD_END
+// decides which children are planned), then in shard order. The rows the
+// plan gives this instance were read by the round's takes already.
+func (g *Group) readUnread(ctx context.Context) {
+	var units []unit
+	for _, name := range g.order {
+		st := g.streams[name]
+		if st.removing {
+			continue
+		}
+		st.rowsMu.Lock()
+		if len(st.unread) > 0 {
+			var rest []unit
+			for _, id := range st.order {
+				if !st.unread[id] {
+					continue
+				}
+				if isParent(st, id) {
+					units = append(units, unit{Stream: name, Shard: id})
+				} else {
+					rest = append(rest, unit{Stream: name, Shard: id})
+				}
+			}
+			units = append(units, rest...)
+		}
+		st.rowsMu.Unlock()
+	}
+	bounded(ctx, len(units), func(i int) {
+		if ctx.Err() == nil {
+			g.readRowIfUnread(ctx, g.streams[units[i].Stream], units[i].Shard)
+		}
+	})
+}
+
+// isParent reports whether shard id of st is a parent of another listed
+// shard.
+func isParent(st *streamState, id string) bool {
+	if st.children == nil {
+		st.children = map[string]bool{}
+		for _, c := range st.shards {
+			for _, p := range kinesisx.Parents(c) {
+				st.children[p] = true
+			}
+		}
+	}
+	return st.children[id]
 }
 
 // listTimeout bounds a background listing of a stream's shards (every
@@ -119,24 +197,26 @@ func (g *Group) listedShards(ctx context.Context, st *streamState, res listing) 
 }
 
 // listShards refreshes the shard list of st from shards, listed by a call
-// sent at sent. The first listing reads every row once (concurrently):
-// checkpoints at SHARD_END (parents done), rows that exist, the
-// checkpoints this instance would recreate a vanished row from.
+// sent at sent. The first listing sets the shard list at once, so that the
+// plan runs, and leaves every row unread: the rounds that follow read them
+// (the planned ones to take them, the others in readBehind), keeping what
+// they read, for checkpoints at SHARD_END (parents done), rows that exist,
+// the checkpoints this instance would recreate a vanished row from.
 func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.Shard, sent time.Time) error {
 	first := st.shards == nil
 	old := st.shards
 	shardsNow, order := shardMap(shards, st.order)
+	st.rowsMu.Lock()
+	st.shards, st.order, st.children = shardsNow, order, nil
 	if first {
-		errs := make([]error, len(order))
-		bounded(ctx, len(order), func(i int) { errs[i] = g.readRow(ctx, st, order[i]) })
-		if err := errors.Join(errs...); err != nil {
-			return err // listed again next round
-		}
-		if err := ctx.Err(); err != nil {
-			return err
+		st.unread = make(map[string]bool, len(order))
+		for _, id := range order {
+			if _, known := st.rows[id]; !known {
+				st.unread[id] = true
+			}
 		}
 	}
-	st.shards, st.order = shardsNow, order
+	st.rowsMu.Unlock()
 	st.lastSync = sent
 	if first {
 		return nil
@@ -168,16 +248,31 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 
 // readRow reads (without creating) the row of shard id into st.rows.
 func (g *Group) readRow(ctx context.Context, st *streamState, id string) error {
+	return g.readRowAs(ctx, st, id, func(id string, r rowState) bool { st.setRow(id, r); return true })
+}
+
+// readRowIfUnread reads the row of shard id, unread since the first
+// listing, into st.rows, unless another call of this instance read or
+// wrote it meanwhile (that answer stands).
+func (g *Group) readRowIfUnread(ctx context.Context, st *streamState, id string) error {
+	return g.readRowAs(ctx, st, id, st.setIfUnread)
+}
+
+// readRowAs reads the row of shard id and records what it found with set,
+// which reports whether it recorded it.
+func (g *Group) readRowAs(ctx context.Context, st *streamState, id string, set func(string, rowState) bool) error {
 	sent := mono()
 	l, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: id})
 	switch {
 	case errors.Is(err, leases.ErrNotFound):
-		st.setRow(id, missingAt(sent, mono()))
+		set(id, missingAt(sent, mono()))
 		return nil
 	case err != nil:
 		return err
 	}
-	st.setRow(id, rowState{lease: l})
+	if !set(id, rowState{lease: l}) {
+		return nil
+	}
 	if !g.ours(l) {
 		// Known by its checkpoint now, as a row read to take it is: should
 		// it vanish within releasedFor, a vanished report makes this
@@ -221,8 +316,8 @@ func (g *Group) active(st *streamState, id string) bool {
 // it from a checkpoint first. So a stream added to a running fleet starts
 // after that wait.
 func (g *Group) newStream(st *streamState) bool {
-	if st.sawRows() || g.tableInUse.Load() {
-		return false
+	if st.sawRows() || g.tableInUse.Load() || !st.allRead() {
+		return false // rows exist, or some are unread: unknown, not new
 	}
 	if time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
 		return false
@@ -245,6 +340,36 @@ func (g *Group) newStream(st *streamState) bool {
 	// created again while its holder may still deliver: an entry shows the
 	// take only from its next heartbeat (seeds 2505094, 2510955, 2523609).
 	return g.lowestPlanner()
+}
+
+// newStreamWait is how long until a stream whose rows this instance never
+// saw may be taken as new (newStream waits two heartbeats after the join),
+// plus a millisecond, or a quarter interval while its probe waits for the
+// other members' heartbeats (settled); 0 when no stream waits for that.
+// The round loop runs a round then rather than at its cadence.
+func (g *Group) newStreamWait() time.Duration {
+	j := g.joinedAt.Load()
+	if j == 0 || g.tableInUse.Load() {
+		return 0
+	}
+	d := time.Duration(j-mono()) + 2*g.cfg.Heartbeat
+	for _, st := range g.streams {
+		if st.shards == nil || st.removing || st.sawRows() {
+			continue
+		}
+		if d > 0 {
+			return d + time.Millisecond
+		}
+		st.rowsMu.Lock()
+		probing := st.probe != nil && !st.createdAll && time.Duration(mono()-st.probe.at) <= g.lostRowWait(st)
+		st.rowsMu.Unlock()
+		if probing {
+			// Waiting for the other members' heartbeats (settled): look
+			// again within a quarter interval, not a whole one.
+			return g.cfg.Heartbeat / 4
+		}
+	}
+	return 0
 }
 
 // lowestPlanner reports whether this instance has the lowest owner id of

@@ -225,6 +225,13 @@ type Group struct {
 	sameRounds int
 	rounds     int
 	reconciled int // rounds of reconciliation done (its slice of the held rows)
+	// rechecks: the held rows a re-read of every held row (an operator's
+	// notice, a vanished report) has still to read; it goes on over the
+	// rounds, within readBudget each (round goroutine).
+	rechecks map[unit]bool
+	// parentPoll: where the next poll of the parents' rows starts (see
+	// readBehind).
+	parentPoll int
 	ready      atomic.Bool
 	started    atomic.Bool // the first heartbeat landed
 
@@ -408,6 +415,9 @@ func (g *Group) loop(ctx context.Context) {
 		if d := time.Duration(next - mono()); next != 0 && d < wait {
 			wait = max(d+time.Millisecond, time.Millisecond) // a member's timeout runs out first
 		}
+		if d := g.newStreamWait(); d > 0 && d < wait {
+			wait = d // a new stream's rows may be created then
+		}
 		t.Reset(wait)
 	}
 }
@@ -445,6 +455,7 @@ func (g *Group) round(ctx context.Context) {
 	g.apply(rctx, a)
 	g.vanishedKnown.Store(g.countVanished(a))
 	g.removeStale(rctx)
+	g.readBehind(rctx)
 	g.viewMu.Lock()
 	g.view.prune(mono())
 	g.viewMu.Unlock()

@@ -74,7 +74,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 	st.setRow(u.Shard, missingAt(sent, ret))
 	r := st.row(u.Shard)
 	if !r.seen && g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
-		g.createAll(ctx, st, u.Shard)
+		g.createAll(st, u.Shard)
 		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 		l, err := g.store.Create(ctx, key)
 		if errors.Is(err, leases.ErrConflict) {
@@ -96,6 +96,14 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		if g.takeable(st, u.Shard, l) {
 			g.take(ctx, st, u, l)
 		}
+		return
+	}
+	if !r.seen && !st.sawRows() && !g.tableInUse.Load() {
+		g.probeEarly(ctx, st)
+	}
+	if !r.seen && (st.creatingRows() || !st.sawRows() && !g.tableInUse.Load() && !st.allRead()) {
+		// Being created (createAll), or unknown: rows of the stream are
+		// still unread, and one that exists would make it not new.
 		return
 	}
 	g.reportMissing(ctx, st, u.Shard, r)

@@ -37,14 +37,31 @@ func (g *Group) reconcile(ctx context.Context) {
 	slices.SortFunc(vanished, cmpUnit)
 	bounded(ctx, len(vanished), func(i int) { g.recreate(ctx, vanished[i], ws[vanished[i]]) })
 
-	var due []unit
 	now := g.reconcileNow.Swap(false)
 	if (now || g.recheckAgain.Swap(false)) && !g.recheckReleased(ctx) {
 		g.recheckAgain.Store(true) // only those reads again next round
 	}
-	var failed atomic.Bool
 	if now {
-		due = all
+		// Every held row, over as many rounds as it takes: a row read
+		// stays read, a read that failed is tried again next round, and a
+		// new request adds the rows held now.
+		if g.rechecks == nil {
+			g.rechecks = map[unit]bool{}
+		}
+		for _, u := range all {
+			g.rechecks[u] = true
+		}
+	}
+	var due []unit
+	if len(g.rechecks) > 0 {
+		for u := range g.rechecks {
+			if ws[u] == nil {
+				delete(g.rechecks, u) // no longer held here
+			} else {
+				due = append(due, u)
+			}
+		}
+		slices.SortFunc(due, cmpUnit)
 	} else if n := len(all); n > 0 {
 		// Round k of every Reconcile/Heartbeat rounds re-reads the rows
 		// from k·n/rounds to (k+1)·n/rounds: each held row once per
@@ -56,18 +73,19 @@ func (g *Group) reconcile(ctx context.Context) {
 		due = append(due, all[k*n/rounds:(k+1)*n/rounds]...)
 		g.reconciled++
 	}
+	// Within the round's deadline, as before: a holder re-reads its rows
+	// within the rounds the lost-row wait allows for; what does not fit is
+	// read at the next round, not read again from the first.
+	read := make([]bool, len(due))
 	bounded(ctx, len(due), func(i int) {
-		if !g.recheck(ctx, due[i], ws[due[i]]) {
-			failed.Store(true)
+		if ctx.Err() == nil {
+			read[i] = g.recheck(ctx, due[i], ws[due[i]])
 		}
 	})
-	if now && failed.Load() {
-		// A re-read an operator's notice or a vanished report asked for
-		// failed: every held row again next round, so that a pending
-		// rewind waits a round, not a whole Reconcile. (Lately released
-		// rows whose re-read failed are re-read on their own: a vanished
-		// row this instance knows is not left to one that does not.)
-		g.reconcileNow.Store(true)
+	for i, u := range due {
+		if read[i] {
+			delete(g.rechecks, u)
+		}
 	}
 }
 

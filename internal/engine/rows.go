@@ -57,6 +57,16 @@ type streamState struct {
 	// id. Guarded by rowsMu while a round's calls run concurrently.
 	rowsMu sync.Mutex
 	rows   map[string]rowState
+	// unread: the shards of the first listing whose rows this instance has
+	// neither read nor written since (guarded by rowsMu). The first listing
+	// sets the shard list at once and reads the rows over the rounds that
+	// follow (readUnread), never inside one round: a row not read yet is
+	// unknown, neither missing nor free, and a stream with one is never
+	// taken as new (newStream).
+	unread map[string]bool
+	// children: the shards that are a parent of a listed shard (isParent),
+	// computed once per listing (nil until then; guarded by rowsMu).
+	children map[string]bool
 	legacy map[string]legacyObs
 	// hadRows: this instance saw a row of the stream exist, at its first
 	// listing or since: the stream is read already, so a missing row may be
@@ -66,10 +76,14 @@ type streamState struct {
 	// createdAll: this instance created the missing rows of the new
 	// stream (see createAll).
 	createdAll bool
+	// creating: createAll is creating them, in the background.
+	creating bool
 	// probe: the other members' heartbeats when this instance first found
 	// the stream's rows missing as a new stream's (see settled). Guarded
 	// by rowsMu.
 	probe *newProbe
+	// probing: probeEarly is reading the membership for a probe.
+	probing bool
 	// missingGap: two reads that found a row missing further apart than
 	// this do not show it missing in between (a round's reads may take up
 	// to a timeout; a row recreated and deleted again within this, unseen
@@ -99,6 +113,33 @@ func (st *streamState) row(id string) rowState {
 func (st *streamState) setRow(id string, r rowState) {
 	st.rowsMu.Lock()
 	defer st.rowsMu.Unlock()
+	st.setRowLocked(id, r)
+}
+
+// setIfUnread records r, what a read of the row of id found, only if no
+// other call of this instance read or wrote the row since the first
+// listing: a later answer is never replaced by this one. It reports
+// whether it did.
+func (st *streamState) setIfUnread(id string, r rowState) bool {
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	if !st.unread[id] {
+		return false
+	}
+	st.setRowLocked(id, r)
+	return true
+}
+
+// allRead reports whether the shards are listed and every row of the first
+// listing was read (or written) by this instance.
+func (st *streamState) allRead() bool {
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	return st.shards != nil && len(st.unread) == 0
+}
+
+func (st *streamState) setRowLocked(id string, r rowState) {
+	delete(st.unread, id)
 	old := st.rows[id]
 	if r.missing {
 		r.lease, r.seen = old.lease, old.seen
@@ -202,9 +243,10 @@ func (st *streamState) know(id string, l leases.Lease) {
 	st.rowsMu.Lock()
 	defer st.rowsMu.Unlock()
 	r := st.rows[id]
-	r.lease, r.seen = l, true
+	r.lease, r.seen, r.created = l, true, false
 	st.rows[id] = r
 	st.hadRows = true
+	delete(st.unread, id)
 }
 
 // sawRows reports whether this instance ever saw a row of the stream exist
@@ -213,6 +255,13 @@ func (st *streamState) sawRows() bool {
 	st.rowsMu.Lock()
 	defer st.rowsMu.Unlock()
 	return st.hadRows
+}
+
+// creatingRows reports whether createAll is creating the stream's rows.
+func (st *streamState) creatingRows() bool {
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	return st.creating
 }
 
 // markReported records that the vanished row id was reported.
@@ -251,6 +300,9 @@ type rowState struct {
 	validOK                             bool
 	reported                            bool // this instance reported it vanished (ReportVanished)
 	seen                                bool // this instance saw the row exist
+	// created: this instance created the row free (createAll), and no
+	// call of it read or wrote the row since: lease is the row as created.
+	created bool
 	// knew: the checkpoint a version of the row this instance saw before
 	// had, while lease (the row recreated since: a checkpoint is never
 	// cleared while a row lives) has none.

@@ -1,0 +1,232 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// The start at any size (issue 37): a first listing, a full re-read or
+// parent polling is never bounded by one round. Every bound below is in
+// virtual time (a synctest bubble) at the library's defaults, with every
+// store call (reads, writes, membership) delayed by the latency given.
+
+// startRun is one start of members Groups on one stream of shards shards.
+type startRun struct {
+	members, shards int
+	latency         time.Duration
+	// rows: the table holds a free row for every shard (a restart), with no
+	// membership; else the table is new.
+	rows bool
+	// records: put one record on every shard and wait for each to be
+	// handled; else wait for every shard to be held.
+	records bool
+}
+
+// run starts the Groups together and returns how long after Run every
+// shard was held (or had handled its record), and when the first record
+// was handled (records only). It fails the test past bound.
+func (r startRun) run(t *testing.T, bound time.Duration) (all, first time.Duration) {
+	k := sim.NewKinesis()
+	stream := newSimStream(t, k, "start", r.shards)
+	ids := stream.ShardIDs()
+	inner := memory.New()
+	if r.rows {
+		for _, id := range ids {
+			if _, err := inner.Create(context.Background(), leases.Key{Stream: stream.Name(), Shard: id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if r.records {
+		for _, id := range ids {
+			if _, err := stream.Put(id, "k", []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var mu sync.Mutex
+	done := map[string]time.Duration{} // shard -> when held or handled
+	var firstAt time.Duration
+	start := time.Now()
+	mark := func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := done[id]; !ok {
+			done[id] = time.Since(start)
+		}
+	}
+	store := func() leases.Store {
+		return sim.NewFaultStore(inner, sim.StoreHooks{Decide: func(string, leases.Key) sim.Decision {
+			return sim.Decision{Delay: r.latency}
+		}})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for m := range r.members {
+		cfg := engine.GroupConfig{
+			Owner: fmt.Sprintf("member-%02d", m), Store: store(), Client: k,
+			Streams: []engine.StreamConfig{{Stream: stream.Name(), Start: kltype.TrimHorizon, Worker: engine.WorkerConfig{
+				// Idle shards are polled seldom: the CPU goes to the lease
+				// protocol, whose start is measured.
+				MinInterval: 200 * time.Millisecond, IdleInterval: 10 * time.Second,
+				Handler: func(_ context.Context, rec *kltype.Record) error {
+					mu.Lock()
+					if firstAt == 0 {
+						firstAt = time.Since(start)
+					}
+					mu.Unlock()
+					mark(rec.ShardID)
+					return nil
+				},
+			}}},
+		}
+		if !r.records {
+			cfg.Events = func(e engine.LeaseEvent) {
+				if e.Type == engine.LeaseAcquired {
+					mark(e.ShardID)
+				}
+			}
+		}
+		g, err := engine.NewGroup(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			if err := g.Run(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	deadline := start.Add(bound)
+	for {
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		n, f := len(done), firstAt
+		var last time.Duration
+		for _, at := range done {
+			last = max(last, at)
+		}
+		mu.Unlock()
+		if n == len(ids) && (!r.records || f > 0) {
+			return last, f
+		}
+		if time.Now().After(deadline) {
+			what := "held"
+			if r.records {
+				what = "handled a record"
+			}
+			t.Fatalf("%d of %d shards %s within %v of Run (virtual time)", n, len(ids), what, bound)
+		}
+	}
+}
+
+// TestStartManyShardsSlowStore: one instance on a new table, 2,000 shards,
+// 10 ms per store call: every shard handles a record within 10 s of Run.
+// Before issue 37 it handled about 500 in 60 s: the first listing read
+// every row inside one round and started again when they did not fit.
+func TestStartManyShardsSlowStore(t *testing.T) {
+	t.Parallel()
+	testutil.Slow(t)
+	synctest.Test(t, func(t *testing.T) {
+		all, first := startRun{members: 1, shards: 2000, latency: 10 * time.Millisecond, records: true}.run(t, 10*time.Second)
+		t.Logf("2,000 shards at 10 ms a call, new table: first record %v, every shard's %v after Run", first, all)
+	})
+}
+
+// TestStartManyShardsExistingRows: the same on a table that holds every
+// row already (a restart).
+func TestStartManyShardsExistingRows(t *testing.T) {
+	t.Parallel()
+	testutil.Slow(t)
+	synctest.Test(t, func(t *testing.T) {
+		all, first := startRun{members: 1, shards: 2000, latency: 10 * time.Millisecond, rows: true, records: true}.run(t, 10*time.Second)
+		t.Logf("2,000 shards at 10 ms a call, existing rows: first record %v, every shard's %v after Run", first, all)
+	})
+}
+
+// TestStartNewTable: on a new table, one member handles its first record
+// within two heartbeats and 200 ms of Run (2.7 s at the defaults; 3.7 s
+// before issue 37), four started together within 3 s (5.1 s before). One
+// member cannot start sooner than two heartbeats after its join: an empty
+// membership may be a table emptied under a running fleet, whose members
+// write their entries again within a jittered interval and a heartbeat's
+// deadline, and a row created free before that could be read from the
+// start position while its holder knows its checkpoint (newStream).
+func TestStartNewTable(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		members int
+		bound   time.Duration
+	}{{1, 2*engine.DefaultHeartbeat + 200*time.Millisecond}, {4, 3 * time.Second}} {
+		t.Run(fmt.Sprintf("members=%d", c.members), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := startRun{members: c.members, shards: 8, latency: 5 * time.Millisecond, records: true}
+				all, first := r.run(t, 30*time.Second)
+				t.Logf("%d member(s), 8 shards, 5 ms a call: first record %v, every shard's %v after Run", c.members, first, all)
+				if first > c.bound {
+					t.Errorf("first record %v after Run, want within %v", first, c.bound)
+				}
+			})
+		})
+	}
+}
+
+// largeStartEnv gates the starts too large for the default suite.
+const largeStartEnv = "KINESISLEASE_SIM_LARGE"
+
+// TestStartLarge: 20,000 shards at 5 ms a call on one instance, every
+// shard held within 30 s (new table, and existing rows); with
+// KINESISLEASE_SIM_LARGE set.
+func TestStartLarge(t *testing.T) {
+	if os.Getenv(largeStartEnv) == "" {
+		t.Skipf("set %s=1 to run it", largeStartEnv)
+	}
+	for _, rows := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rows=%v", rows), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				all, _ := startRun{members: 1, shards: 20000, latency: 5 * time.Millisecond, rows: rows}.run(t, 30*time.Second)
+				t.Logf("20,000 shards at 5 ms a call, existing rows %v: every shard held %v after Run", rows, all)
+			})
+		})
+	}
+}
+
+// TestStartFleetLarge: 100,000 shards on 50 members at 5 ms a call on a
+// new table, every shard held within 60 s; with KINESISLEASE_SIM_LARGE set.
+// Not met yet (issue 37): 854 of 100,000 held at 60 s, 11 minutes of CPU.
+// Each member reads every row before the stream may be taken as new
+// (within a heartbeat's time a round), and the one creator creates the
+// rows within the lost-row wait: 100,000 rows take longer than both.
+func TestStartFleetLarge(t *testing.T) {
+	if os.Getenv(largeStartEnv) == "" {
+		t.Skipf("set %s=1 to run it", largeStartEnv)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var before runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		all, _ := startRun{members: 50, shards: 100000, latency: 5 * time.Millisecond}.run(t, 60*time.Second)
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		t.Logf("100,000 shards on 50 members at 5 ms a call: every shard held %v after Run; heap %d MB (%d B a shard, the whole fleet and its Kinesis)",
+			all, (after.HeapAlloc-before.HeapAlloc)>>20, (after.HeapAlloc-before.HeapAlloc)/100000)
+	})
+}
