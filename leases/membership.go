@@ -237,6 +237,27 @@ type Membership interface {
 	// copy read before an operator's rewind, which would skip the records
 	// the rewind asked to replay.
 	LastRewind(ctx context.Context, key Key) (RewindRecord, error)
+	// CreateNew creates the row of key, free, as Create does, only if no
+	// row of the shard was ever created on this table: it first records the
+	// shard's first creation apart from the row (in the item of its rewind
+	// record, which a deletion of the row leaves in place), conditional on
+	// no creation being recorded, then creates the row. Create and CreateAs
+	// record a creation too (whether or not one was recorded), before they
+	// write the row. It fails with ErrConflict when a creation was recorded
+	// before: the row exists, existed and was deleted, or is being created.
+	// A resent attempt whose first answer was lost recognises its own
+	// record and goes on. So a member that finds a row missing tells a row
+	// that never existed (a stream new to the table) from one that
+	// vanished, while the table is the one whose TableID it knows (a table
+	// recreated empty loses its records, and its id, with its rows).
+	CreateNew(ctx context.Context, key Key) (Lease, error)
+	// TableID reads the table's id with a strongly consistent read: "" when
+	// it has none (a table new, or recreated empty, whose members have not
+	// written one yet).
+	TableID(ctx context.Context) (string, error)
+	// SetTableID writes id as the table's id if it has none, and returns
+	// the table's id as stored (id, or the one written before).
+	SetTableID(ctx context.Context, id string) (string, error)
 }
 
 // RewindRecord is what a Store keeps of the last operator's rewind of a

@@ -106,6 +106,9 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		// still unread, and one that exists would make it not new.
 		return
 	}
+	if !r.seen && g.createNew(ctx, st, u) {
+		return // it never existed: created at once (see createNew)
+	}
 	g.reportMissing(ctx, st, u.Shard, r)
 	if !r.seen && !st.sawRows() && !g.tableInUse.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
 		return // too early to tell a new stream from a table emptied under its fleet

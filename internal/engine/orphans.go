@@ -431,6 +431,10 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 			g.forgetOrphan(u, o, leases.Lease{}) // recreated by someone else: not read yet
 		} else {
 			g.pendRecreated(o.known.Key) // it may have landed: announced all the same
+			g.mu.Lock()
+			// It may land late, naming this instance: read it again then.
+			g.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
+			g.mu.Unlock()
 		}
 		return
 	}

@@ -224,6 +224,20 @@ func (s *instrumentedStore) CreateAs(ctx context.Context, key leases.Key, owner,
 	return t, err
 }
 
+func (s *instrumentedStore) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	t, err := call(s, &s.s.writes, "CreateNew", func() (leases.Lease, error) { return s.mem.CreateNew(ctx, key) })
+	s.seen.note(key, err)
+	return t, err
+}
+
+func (s *instrumentedStore) TableID(ctx context.Context) (string, error) {
+	return call(s, &s.s.reads, "TableID", func() (string, error) { return s.mem.TableID(ctx) })
+}
+
+func (s *instrumentedStore) SetTableID(ctx context.Context, id string) (string, error) {
+	return call(s, &s.s.writes, "SetTableID", func() (string, error) { return s.mem.SetTableID(ctx, id) })
+}
+
 func (s *instrumentedStore) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRecord, error) {
 	return call(s, &s.s.reads, "LastRewind", func() (leases.RewindRecord, error) { return s.mem.LastRewind(ctx, key) })
 }

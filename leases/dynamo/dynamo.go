@@ -116,6 +116,19 @@ const rewindPrefix = "#rewind:"
 // rewind_to_sub.
 const attrRewoundAt = "rewound_at" // N: Unix milliseconds, for operators reading the table
 
+// attrCreated, on a shard's rewind record item, records that a row of the
+// shard was created on this table (CreateNew): S, the token of the write
+// that first recorded it.
+const attrCreated = "created_token"
+
+// tableKey is the key of the item holding the table's id (TableID), under
+// attribute table_id.
+const (
+	tableKey     = "#table"
+	attrTableID  = "table_id"
+	createdNever = "attribute_not_exists(#cr)"
+)
+
 // Membership rows: one attribute per member, memberPrefix + owner id, a map
 // of these keys.
 const (
@@ -283,6 +296,14 @@ func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error
 	if err := s.begin(ctx, key); err != nil {
 		return leases.Lease{}, err
 	}
+	if _, err := s.recordCreated(ctx, key, false); err != nil {
+		return leases.Lease{}, err
+	}
+	return s.create(ctx, key)
+}
+
+// create writes key's new row (Create, after its creation is recorded).
+func (s *Store) create(ctx context.Context, key leases.Key) (leases.Lease, error) {
 	cp, err := s.legacyCheckpoint(ctx, key)
 	if err != nil {
 		return leases.Lease{}, err
@@ -304,6 +325,94 @@ func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error
 		u.setCheckpoint(cp)
 	}
 	return s.write(ctx, "Create", key, 0, u)
+}
+
+// CreateNew implements leases.Membership: an UpdateItem of the shard's
+// rewind record item setting created_token, conditional on its absence (a
+// resent attempt finds its own token and goes on), then Create's row write.
+func (s *Store) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	if err := s.begin(ctx, key); err != nil {
+		return leases.Lease{}, err
+	}
+	first, err := s.recordCreated(ctx, key, true)
+	if err != nil {
+		return leases.Lease{}, err
+	}
+	if !first {
+		return leases.Lease{}, &leases.ConflictError{Op: "CreateNew", Key: key}
+	}
+	return s.create(ctx, key)
+}
+
+// recordCreated records on key's rewind record item that a row of the
+// shard is created: with only set, if none was recorded before (and it
+// reports whether this call's record is the one stored), else keeping an
+// earlier record.
+func (s *Store) recordCreated(ctx context.Context, key leases.Key, only bool) (bool, error) {
+	rk := rewindPrefix + key.String()
+	tok := rand.Text()[:16]
+	in := &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       keyAttr(rk),
+		UpdateExpression:          aws.String("SET #cr = if_not_exists(#cr, :tok)"),
+		ConditionExpression:       aws.String("attribute_not_exists(#c)"),
+		ExpressionAttributeNames:  map[string]string{"#cr": attrCreated, "#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":tok": &types.AttributeValueMemberS{Value: tok}},
+		ReturnValues:              types.ReturnValueAllNew,
+	}
+	if only {
+		in.ConditionExpression = aws.String("attribute_not_exists(#c) AND " + createdNever)
+	}
+	out, err := s.client.UpdateItem(ctx, in)
+	if err == nil {
+		return str(out.Attributes, attrCreated) == tok, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !only || !errors.As(err, &ccf) {
+		return false, s.mapErr("UpdateItem", rk, err)
+	}
+	item, gerr := s.getItem(ctx, rk)
+	if gerr != nil {
+		return false, gerr
+	}
+	// Ours, landed by an attempt whose answer was lost, or another's.
+	return str(item, attrCreated) == tok, nil
+}
+
+// TableID implements leases.Membership: a strongly consistent GetItem of
+// the item #table.
+func (s *Store) TableID(ctx context.Context) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	item, err := s.getItem(ctx, tableKey)
+	if err != nil {
+		return "", err
+	}
+	return str(item, attrTableID), nil
+}
+
+// SetTableID implements leases.Membership: one UpdateItem of the item
+// #table, SET table_id = if_not_exists(table_id, :id).
+func (s *Store) SetTableID(ctx context.Context, id string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if id == "" {
+		return "", errors.New("dynamo: SetTableID: empty id")
+	}
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       keyAttr(tableKey),
+		UpdateExpression:          aws.String("SET #id = if_not_exists(#id, :id)"),
+		ExpressionAttributeNames:  map[string]string{"#id": attrTableID},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: id}},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return "", s.mapErr("UpdateItem", tableKey, err)
+	}
+	return str(out.Attributes, attrTableID), nil
 }
 
 // legacyCheckpoint returns the checkpoint to start key's new row with: the
