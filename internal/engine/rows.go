@@ -67,7 +67,7 @@ type streamState struct {
 	// children: the shards that are a parent of a listed shard (isParent),
 	// computed once per listing (nil until then; guarded by rowsMu).
 	children map[string]bool
-	legacy map[string]legacyObs
+	legacy   map[string]legacyObs
 	// hadRows: this instance saw a row of the stream exist, at its first
 	// listing or since: the stream is read already, so a missing row may be
 	// one that vanished (see newStream), never a new stream's. Guarded by
