@@ -95,6 +95,9 @@
 //     heap under it at the cost of CPU, and a size whose live heap fits is
 //     run. 200 members on 20,000 shards take about 4 minutes and 8 GiB.
 //
+// SEEDS.md, beside this file, lists the seeds that found bugs (what each
+// showed and its fix) and the long runs of TestMembership.
+//
 // Running the large simulations (-timeout 0: a size takes minutes):
 //
 //	KINESISLEASE_SIM_LARGE=1 go test ./internal/engine/sim/ -run 'TestBilledUnits|TestLargeFleetFailover' -v -timeout 0

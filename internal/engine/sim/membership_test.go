@@ -367,7 +367,7 @@ var excluded = func() map[string]bool {
 	if os.Getenv("KINESISLEASE_SIM_LOSTROWS") == "" {
 		// Known open (issue 19): with rows deleted or the table dropped
 		// among all the other faults, about one seed in 5,000 still
-		// breaks an invariant (see docs/lease-protocol.md, "Known open").
+		// breaks an invariant (see SEEDS.md).
 		// The scenarios of TestMembershipFaults and the DynamoDB-Local
 		// profiles test the same faults one at a time in every run.
 		// KINESISLEASE_SIM_LOSTROWS=1 puts these faults back in every seed.
