@@ -575,3 +575,48 @@ func TestRewindOutlivesItsRow(t *testing.T) {
 		t.Fatalf("row CreateAs made: %+v, %v; want Rewind id kept", got, err)
 	}
 }
+
+// TestCreationRecordOutlivesItsRow: CreateNew creates a row of a shard
+// never created on the table; once that row is deleted (DeleteItem, by
+// hand) its creation record stays, so CreateNew refuses the shard and
+// creates nothing: it vanished, it is not new. Create records a creation
+// too. The record lives in the shard's #rewind item, and a rewind record
+// written beside it keeps it.
+func TestCreationRecordOutlivesItsRow(t *testing.T) {
+	t.Parallel()
+	s, client := newStore(t, &testutil.Faults{})
+	del := func(k leases.Key) {
+		t.Helper()
+		if _, err := client.DeleteItem(ctx(t), &dynamodb.DeleteItemInput{TableName: aws.String(s.Table()),
+			Key: map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: k.String()}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := leases.Key{Stream: "orders", Shard: "shardId-1"}
+	l, err := s.CreateNew(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Rewind(ctx(t), l, leases.RewindAtSequence("4959")); err != nil {
+		t.Fatal(err)
+	}
+	del(k)
+	if _, err := s.CreateNew(ctx(t), k); !errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("CreateNew of a shard whose row was created and deleted: %v, want a conflict", err)
+	}
+	if _, err := s.Get(ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("a refused CreateNew created the row: Get = %v", err)
+	}
+	k2 := leases.Key{Stream: "orders", Shard: "shardId-2"}
+	if _, err := s.Create(ctx(t), k2); err != nil {
+		t.Fatal(err)
+	}
+	del(k2)
+	if _, err := s.CreateNew(ctx(t), k2); !errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("CreateNew of a shard whose row Create made and was deleted: %v, want a conflict", err)
+	}
+	item := rawItem(t, client, s.Table(), "#rewind:"+k2.String())
+	if tok, ok := item["created_token"].(*types.AttributeValueMemberS); !ok || tok.Value == "" {
+		t.Fatalf("the creation record of %s: %v, want created_token", k2, item)
+	}
+}
