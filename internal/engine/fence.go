@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -269,9 +270,10 @@ const freshHeartbeats = 3
 // counts from the first attempt's send, since an attempt whose answer was
 // lost may have landed then.
 func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool, error) {
-	for row := 0; row < leases.MaxMemberRows; row++ {
-		if row == skip || counts[row] >= leases.RowCapacity {
-			continue
+	for full := 0; ; {
+		row, ok := joinCandidate(counts, skip, full, rand.IntN)
+		if !ok {
+			break
 		}
 		inc := newIncarnation(row)
 		if cur := g.Incarnation(); rowOf(cur) < 0 {
@@ -303,6 +305,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 				return true, nil
 			case errors.As(err, &conflict) && conflict.Full:
 				counts[row] = leases.RowCapacity
+				full++
 			case errors.As(err, &conflict):
 				// An entry of this owner is in the row (another process of
 				// this owner, or an earlier incarnation): read it again.
@@ -334,6 +337,31 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 		}
 	}
 	return false, errors.New("engine: every membership row is full")
+}
+
+// joinSpread: a join picks among the lowest 1<<joinSpread rows with room
+// before any row-full conflict.
+const joinSpread = 3
+
+// joinCandidate picks the membership row a join tries next: at random
+// among the lowest rows with room (by counts; never row skip), 8 of them
+// before any row-full conflict, and twice as many after each (up to 64):
+// a fleet started together spreads over the rows instead of every joiner
+// aiming at the same lowest row, one conflict each for all but 8, row after
+// row. pick(n) returns a number in [0, n). It reports false when every row
+// is full.
+func joinCandidate(counts map[int]int, skip, full int, pick func(n int) int) (int, bool) {
+	window := 1 << min(full+joinSpread, 6)
+	var rows []int
+	for row := 0; row < leases.MaxMemberRows && len(rows) < window; row++ {
+		if row != skip && counts[row] < leases.RowCapacity {
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) == 0 {
+		return 0, false
+	}
+	return rows[pick(len(rows))], true
 }
 
 // replaceEntry takes over the entry cur of an earlier incarnation of this

@@ -194,3 +194,39 @@ func (s *countingMembers) Members(ctx context.Context, row int) ([]leases.Member
 	s.mu.Unlock()
 	return s.Store.Members(ctx, row)
 }
+
+func TestJoinCandidate(t *testing.T) {
+	t.Parallel()
+	full := leases.RowCapacity
+	first := func(int) int { return 0 }
+	last := func(n int) int { return n - 1 }
+	cases := []struct {
+		name         string
+		counts       map[int]int
+		skip, conf   int
+		pick         func(int) int
+		want         int
+		wantOK       bool
+		wantWindowed int // the number of candidates pick is given
+	}{
+		{"a new table: among the lowest 8 rows", map[int]int{}, -1, 0, last, 7, true, 8},
+		{"full rows skipped", map[int]int{0: full, 1: full, 2: 3}, -1, 0, first, 2, true, 8},
+		{"the row to skip", map[int]int{}, 0, 0, first, 1, true, 8},
+		{"after a row-full conflict, twice as many", map[int]int{}, -1, 1, last, 15, true, 16},
+		{"at most 64", map[int]int{}, -1, 9, last, 63, true, 64},
+		{"every row full", func() map[int]int {
+			m := map[int]int{}
+			for r := range leases.MaxMemberRows {
+				m[r] = full
+			}
+			return m
+		}(), -1, 0, first, 0, false, 0},
+	}
+	for _, c := range cases {
+		var n int
+		got, ok := joinCandidate(c.counts, c.skip, c.conf, func(k int) int { n = k; return c.pick(k) })
+		if got != c.want || ok != c.wantOK || n != c.wantWindowed {
+			t.Errorf("%s: joinCandidate = %d, %v (among %d); want %d, %v (among %d)", c.name, got, ok, n, c.want, c.wantOK, c.wantWindowed)
+		}
+	}
+}
