@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -69,9 +70,9 @@ type Table struct {
 	byClientKind map[int]map[string]*Units
 	// meters throttle each item and track its peaks (throttle.go).
 	meters      map[string]*meter
-	unthrottled bool   // NoThrottling
-	provisioned bool   // Provisioned
-	requests    uint64 // request ids of the errors made
+	unthrottled bool          // NoThrottling
+	provisioned bool          // Provisioned
+	requests    atomic.Uint64 // the last request id given (requestID)
 }
 
 // NewTable returns an empty table; it throttles hot items unless opts

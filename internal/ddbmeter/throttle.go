@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -139,11 +140,12 @@ func (t *Table) ResetPeaks() {
 	}
 }
 
-// throttled returns the error a real DynamoDB client returns for a call
-// op of table on a hot item (write or read): the service's exception (a
-// ThrottlingException, or for a Provisioned table a
-// ProvisionedThroughputExceededException, with the key-range reason), in
-// the HTTP response error and the operation error the SDK wraps it in, so
+// throttled returns the error a real DynamoDB client that makes one
+// attempt returns for a call op of table on a hot item (write or read):
+// the service's exception (a ThrottlingException, or for a Provisioned
+// table a ProvisionedThroughputExceededException, with the key-range
+// reason), in the HTTP response error, the attempts error and the
+// operation error the SDK wraps it in, so
 // that errors.As finds each as it would against DynamoDB and the SDK's
 // retryer would see a throttle (retry.DefaultThrottles). t.mu is held.
 func (t *Table) throttled(op, table string, write bool) error {
@@ -156,14 +158,22 @@ func (t *Table) throttled(op, table string, write bool) error {
 	if t.provisioned {
 		api = &types.ProvisionedThroughputExceededException{Message: aws.String(ProvisionedMessage), ThrottlingReasons: reasons}
 	}
-	t.requests++
-	id := "DDBMETER" + strconv.FormatUint(t.requests, 10)
+	id := t.requestID()
 	resp := &http.Response{StatusCode: http.StatusBadRequest, Status: "400 Bad Request",
 		Header: http.Header{"X-Amzn-Requestid": {id}, "Content-Type": {"application/x-amz-json-1.0"}}}
-	return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: op, Err: &awshttp.ResponseError{
+	// One attempt, as a client with RetryMaxAttempts 1 reports it: the
+	// table's own Client does not retry (a real client's retries are
+	// another attempt each, see ServeHTTP).
+	return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: op, Err: &retry.MaxAttemptsError{Attempt: 1, Err: &awshttp.ResponseError{
 		RequestID:     id,
 		ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: resp}, Err: api},
-	}}
+	}}}
+}
+
+// requestID returns a request id of the table's, for an answer or an
+// error.
+func (t *Table) requestID() string {
+	return "DDBMETER" + strconv.FormatUint(t.requests.Add(1), 10)
 }
 
 // tableARN is the ARN the throttling reasons name for table (in an account
