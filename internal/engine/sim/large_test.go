@@ -97,7 +97,7 @@ func (f *fleet) throttling() string {
 		}
 		return strings.Compare(a, c)
 	})
-	out := fmt.Sprintf("%d calls throttled", n)
+	out := fmt.Sprintf("%d calls throttled;", n)
 	for i, k := range keys[:min(len(keys), 5)] {
 		if i == 0 {
 			out += ":"
@@ -679,6 +679,36 @@ func TestBilledUnits(t *testing.T) {
 			var r billRates
 			var mem string
 			var unfair bool
+			// Reported even when the bubble failed (synctest.Test then
+			// ends the test with FailNow, which runs this).
+			defer func() {
+				if r.members == 0 {
+					return // failed before the window
+				}
+				t.Logf("wall time %v; memory at the end of the window: %s", time.Since(wall).Round(time.Second), mem)
+				if r.wcu > goalWCU || r.maxWCU > goalWCU {
+					t.Errorf("writes: %.2f WCU/s per member (the busiest %.2f); goal %v", r.wcu, r.maxWCU, goalWCU)
+				}
+				if r.memberRCU > goalRCU || r.maxMemberRCU > goalRCU {
+					t.Errorf("membership reads: %.2f RCU/s per member (the busiest %.2f); goal %v", r.memberRCU, r.maxMemberRCU, goalRCU)
+				}
+				if r.hotWCU > goalItemWCU || r.hotRCU > goalItemRCU {
+					t.Errorf("hottest items: %s %.1f WCU/s, %s %.1f RCU/s; goal at most %v and %v", r.hotWCUKey, r.hotWCU, r.hotRCUKey, r.hotRCU, goalItemWCU, goalItemRCU)
+				}
+				if r.throttled > 0 {
+					t.Errorf("%d calls throttled in the steady-state window (%d of them on %s): an item above DynamoDB's limits", r.throttled, r.throttledMost, r.throttledKey)
+				}
+				if r.overReaders > 0 {
+					t.Errorf("reconciliation: the members re-read %d held lease rows in the %v window, where one re-read per held row per %v allows %d; %d of %d members re-read more than their holdings allow, e.g. %s",
+						r.leaseReads, billWindow, engine.DefaultReconcile, r.leaseReadsAllowed, r.overReaders, r.members, r.overExample)
+				}
+				line := r.line(size)
+				if unfair {
+					line += " shares not fair"
+				}
+				t.Log(billHeader + "\n" + line)
+				lines = append(lines, line)
+			}()
 			synctest.Test(t, func(t *testing.T) {
 				f := newFleet(t, size.members, size.shards)
 				f.run(startOffsets(size.members, billStartSpread, 1))
@@ -727,32 +757,6 @@ func TestBilledUnits(t *testing.T) {
 					t.Errorf("shares no longer fair at the end of the window: %s", shares(holding))
 				}
 			})
-			if r.members == 0 {
-				return // failed before the window
-			}
-			t.Logf("wall time %v; memory at the end of the window: %s", time.Since(wall).Round(time.Second), mem)
-			if r.wcu > goalWCU || r.maxWCU > goalWCU {
-				t.Errorf("writes: %.2f WCU/s per member (the busiest %.2f); goal %v", r.wcu, r.maxWCU, goalWCU)
-			}
-			if r.memberRCU > goalRCU || r.maxMemberRCU > goalRCU {
-				t.Errorf("membership reads: %.2f RCU/s per member (the busiest %.2f); goal %v", r.memberRCU, r.maxMemberRCU, goalRCU)
-			}
-			if r.hotWCU > goalItemWCU || r.hotRCU > goalItemRCU {
-				t.Errorf("hottest items: %s %.1f WCU/s, %s %.1f RCU/s; goal at most %v and %v", r.hotWCUKey, r.hotWCU, r.hotRCUKey, r.hotRCU, goalItemWCU, goalItemRCU)
-			}
-			if r.throttled > 0 {
-				t.Errorf("%d calls throttled in the steady-state window (%d of them on %s): an item above DynamoDB's limits", r.throttled, r.throttledMost, r.throttledKey)
-			}
-			if r.overReaders > 0 {
-				t.Errorf("reconciliation: the members re-read %d held lease rows in the %v window, where one re-read per held row per %v allows %d; %d of %d members re-read more than their holdings allow, e.g. %s",
-					r.leaseReads, billWindow, engine.DefaultReconcile, r.leaseReadsAllowed, r.overReaders, r.members, r.overExample)
-			}
-			line := r.line(size)
-			if unfair {
-				line += " shares not fair"
-			}
-			t.Log(billHeader + "\n" + line)
-			lines = append(lines, line)
 		})
 	}
 	t.Logf("billed units per second in steady state (%v window):\n%s\n%s", billWindow, billHeader, strings.Join(lines, "\n"))
