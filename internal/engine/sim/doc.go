@@ -82,6 +82,8 @@
 // KINESISLEASE_SIM_LARGE_SIZES=20x1000,200x20000 picks TestBilledUnits'
 // sizes; KINESISLEASE_SIM_LARGE_FLEET=1000x5000 and
 // KINESISLEASE_SIM_LARGE_SEED=2 TestLargeFleetFailover's size and seed;
+// KINESISLEASE_SIM_LARGE_NOTHROTTLE=1 turns the table's throttling off (to
+// compare);
 // KINESISLEASE_SIM_LARGE_HEAP=file writes a heap profile where the memory
 // is reported.
 package sim
