@@ -1,8 +1,9 @@
-// Package ddbmeter is an in-memory DynamoDB table that bills every call as
-// DynamoDB would: a dynamo.Client (GetItem and UpdateItem, with the
-// expressions package leases/dynamo sends) whose calls are charged read and
-// write capacity units from the sizes of the items they touch, per caller
-// and per item.
+// Package ddbmeter is an in-memory DynamoDB table that bills and throttles
+// every call as DynamoDB would: a dynamo.Client (GetItem and UpdateItem,
+// with the expressions package leases/dynamo sends; also served over
+// DynamoDB's JSON protocol, Client.ServeHTTP) whose calls are charged read
+// and write capacity units from the sizes of the items they touch, per
+// caller and per item, and throttled when their item is hot.
 //
 // It exists to measure what the lease protocol costs on DynamoDB without
 // DynamoDB: the simulation (internal/engine/sim) runs fleets of engine
@@ -21,6 +22,36 @@
 //   - a strongly consistent GetItem consumes ceil(size / 4 KB) read units,
 //     at least one (also for an item that does not exist); an eventually
 //     consistent one half of that.
+//
+// Throttling, as DynamoDB limits a partition in both capacity modes (its
+// "key range throughput exceeded"), per item: an item is the finest a
+// partition can be split to, so a real table may throttle sooner (a
+// partition holds many items) but not later. It is on unless the table is
+// made with NoThrottling:
+//
+//   - each item has a read bucket of ItemRCULimit (3,000) units and a
+//     write bucket of ItemWCULimit (1,000) units, refilled continuously at
+//     that many units a second on time.Now (virtual time inside a
+//     testing/synctest bubble) and holding at most one second of them,
+//     the burst an idle item allows. DynamoDB's burst capacity (up to 300
+//     seconds of a provisioned table's unused capacity) is the table's, not
+//     an item's, and is not modelled;
+//   - a call is admitted if its item's bucket holds the units it is billed
+//     (by the rules above, a failed condition's write included), which it
+//     takes; otherwise it is throttled: neither applied nor billed, counted
+//     (Units.Throttled), and answered with the error a DynamoDB client
+//     making one attempt returns: a *types.ThrottlingException (an
+//     on-demand table's; a *types.ProvisionedThroughputExceededException
+//     for a table made with Provisioned) whose reason is
+//     TableReadKeyRangeThroughputExceeded or
+//     TableWriteKeyRangeThroughputExceeded, in an HTTP 400
+//     awshttp.ResponseError, a retry.MaxAttemptsError and a
+//     smithy.OperationError, as the SDK wraps it. The table's Client does
+//     not retry; a real dynamodb.Client served by Client.ServeHTTP gets the
+//     error DynamoDB sends and retries it as its retryer does;
+//   - Bill.Peaks gives each item's peak second (the most units it consumed
+//     between two whole seconds of the clock), since the table was made or
+//     ResetPeaks.
 //
 // The table understands the subset of the expression language the Store
 // uses (SET, REMOVE and ADD of top-level and nested map attributes;

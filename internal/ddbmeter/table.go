@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -19,9 +21,12 @@ const KeyAttr = "lease_key"
 // Units are capacity units consumed, and the calls that consumed them.
 type Units struct {
 	RCU, WCU float64
-	// Reads and Writes count the calls; FailedWrites the writes whose
-	// condition failed (billed all the same).
+	// Reads and Writes count the calls billed; FailedWrites the writes
+	// whose condition failed (billed all the same).
 	Reads, Writes, FailedWrites int64
+	// Throttled counts the calls refused because their item was hot
+	// (reads and writes; DynamoDB bills none of them).
+	Throttled int64
 }
 
 func (u *Units) add(v Units) {
@@ -30,6 +35,7 @@ func (u *Units) add(v Units) {
 	u.Reads += v.Reads
 	u.Writes += v.Writes
 	u.FailedWrites += v.FailedWrites
+	u.Throttled += v.Throttled
 }
 
 // Add returns u + v.
@@ -40,13 +46,14 @@ func (u Units) Add(v Units) Units {
 
 // Sub returns u - v (what was consumed between two snapshots).
 func (u Units) Sub(v Units) Units {
-	return Units{RCU: u.RCU - v.RCU, WCU: u.WCU - v.WCU, Reads: u.Reads - v.Reads, Writes: u.Writes - v.Writes, FailedWrites: u.FailedWrites - v.FailedWrites}
+	return Units{RCU: u.RCU - v.RCU, WCU: u.WCU - v.WCU, Reads: u.Reads - v.Reads, Writes: u.Writes - v.Writes,
+		FailedWrites: u.FailedWrites - v.FailedWrites, Throttled: u.Throttled - v.Throttled}
 }
 
 // Table is an in-memory DynamoDB table keyed by KeyAttr (a string) that
-// bills every call (see the package documentation). Client returns the
-// views callers use; every view shares the items. It is safe for
-// concurrent use.
+// bills every call and throttles hot items (see the package
+// documentation). Client returns the views callers use; every view shares
+// the items. It is safe for concurrent use.
 type Table struct {
 	mu sync.Mutex
 	// items are never modified once stored (an update stores a new map),
@@ -61,15 +68,25 @@ type Table struct {
 	kind         func(key string) string
 	kinds        map[string]string // key -> kind, cached
 	byClientKind map[int]map[string]*Units
+	// meters throttle each item and track its peaks (throttle.go).
+	meters      map[string]*meter
+	unthrottled bool          // NoThrottling
+	provisioned bool          // Provisioned
+	requests    atomic.Uint64 // the last request id given (requestID)
 }
 
-// NewTable returns an empty table.
-func NewTable() *Table {
-	return &Table{
+// NewTable returns an empty table; it throttles hot items unless opts
+// include NoThrottling.
+func NewTable(opts ...Option) *Table {
+	t := &Table{
 		items: map[string]map[string]types.AttributeValue{}, sizes: map[string]int{},
 		updates: map[string]*updateExpr{}, conds: map[string]*condExpr{},
-		byClient: map[int]*Units{}, byKey: map[string]*Units{},
+		byClient: map[int]*Units{}, byKey: map[string]*Units{}, meters: map[string]*meter{},
 	}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
 }
 
 // Classify makes the bill break each client's units down by the kind of
@@ -86,11 +103,13 @@ func (t *Table) Client(id int) *Client { return &Client{t: t, id: id} }
 
 // Bill is a snapshot of what the table's calls consumed so far: by client
 // id, by item key and, if the table classifies keys (Classify), by client
-// and kind of item.
+// and kind of item; and each item's peak second since the table's creation
+// or its last ResetPeaks.
 type Bill struct {
 	ByClient     map[int]Units
 	ByKey        map[string]Units
 	ByClientKind map[int]map[string]Units
+	Peaks        map[string]Peak
 }
 
 // Bill returns what the calls consumed so far.
@@ -103,6 +122,12 @@ func (t *Table) Bill() Bill {
 	}
 	for k, u := range t.byKey {
 		b.ByKey[k] = *u
+	}
+	b.Peaks = make(map[string]Peak, len(t.meters))
+	for k, m := range t.meters {
+		if m.peak != (Peak{}) {
+			b.Peaks[k] = m.peak
+		}
 	}
 	if t.byClientKind != nil {
 		b.ByClientKind = make(map[int]map[string]Units, len(t.byClientKind))
@@ -203,8 +228,11 @@ func (c *Client) lock(ctx context.Context, k map[string]types.AttributeValue) (*
 
 // GetItem implements dynamo.Client: the item (nil if none), billed
 // ceil(size / 4 KB) read units, at least one; half for an eventually
-// consistent read. The answer's item is the table's own: the caller must
-// not modify it (the DynamoDB store does not).
+// consistent read. A read the item's read bucket has not the units for is
+// throttled (see the package documentation): not billed, counted, and
+// answered with the error DynamoDB's client would return. The answer's
+// item is the table's own: the caller must not modify it (the DynamoDB
+// store does not).
 func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	t, key, err := c.lock(ctx, in.Key)
 	if err != nil {
@@ -215,15 +243,22 @@ func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...fu
 	if !aws.ToBool(in.ConsistentRead) {
 		units /= 2
 	}
-	t.charge(c.id, key, Units{RCU: units, Reads: 1})
+	u := Units{RCU: units, Reads: 1}
+	if !t.admit(c.id, key, time.Now(), u) {
+		return nil, t.throttled("GetItem", aws.ToString(in.TableName), false)
+	}
+	t.charge(c.id, key, u)
 	return &dynamodb.GetItemOutput{Item: t.items[key]}, nil
 }
 
 // UpdateItem implements dynamo.Client: the condition checked against the
 // item as it is, the update applied to a copy, billed ceil(max(size
 // before, size after) / 1 KB) write units, at least one, whether the
-// condition held or not. Items in the answer (ALL_NEW, ALL_OLD) are the
-// table's own: the caller must not modify them.
+// condition held or not. A write the item's write bucket has not those
+// units for is throttled (see the package documentation): neither applied
+// nor billed, counted, and answered with the error DynamoDB's client would
+// return, whether its condition held or not. Items in the answer (ALL_NEW,
+// ALL_OLD) are the table's own: the caller must not modify them.
 func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	t, key, err := c.lock(ctx, in.Key)
 	if err != nil {
@@ -257,6 +292,9 @@ func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _
 	}
 	size := Size(next)
 	units := Units{WCU: float64(WriteUnits(max(t.sizes[key], size))), Writes: 1}
+	if !t.admit(c.id, key, time.Now(), units) {
+		return nil, t.throttled("UpdateItem", aws.ToString(in.TableName), true)
+	}
 	if !ok {
 		units.FailedWrites = 1
 		t.charge(c.id, key, units)

@@ -34,7 +34,10 @@ import (
 // The large simulations: fleets of up to 1,000 engine Groups at the
 // library's defaults on up to 20,000 idle shards, in virtual time, each
 // Group on its own DynamoDB store (package leases/dynamo) over one shared
-// ddbmeter.Table, which bills every call as DynamoDB would. Kinesis is a
+// ddbmeter.Table, which bills every call as DynamoDB would and throttles
+// an item driven above 3,000 RCU/s or 1,000 WCU/s (as DynamoDB a
+// partition: the store gets the ThrottlingException the SDK would return
+// after one attempt). Kinesis is a
 // kinesisleasetest.Kinesis whose shards never have records
 // (newIdleKinesis): reading costs little, and no checkpoint is written, so
 // what the table bills is the lease protocol alone. They run only with KINESISLEASE_SIM_LARGE set (see
@@ -61,6 +64,48 @@ const ownerIDLen = 64
 func largeOwner(i int) string {
 	s := fmt.Sprintf("member-%05d-", i)
 	return s + strings.Repeat("x", ownerIDLen-len(s))
+}
+
+// largeNoThrottleEnv, set, makes the large simulations' table admit every
+// call however hot its item (ddbmeter.NoThrottling), to compare.
+const largeNoThrottleEnv = "KINESISLEASE_SIM_LARGE_NOTHROTTLE"
+
+// largeTable returns the table of a large simulation: throttling hot items
+// as DynamoDB does, unless largeNoThrottleEnv is set.
+func largeTable() *ddbmeter.Table {
+	if os.Getenv(largeNoThrottleEnv) != "" {
+		return ddbmeter.NewTable(ddbmeter.NoThrottling())
+	}
+	return ddbmeter.NewTable()
+}
+
+// throttling describes the calls the table throttled so far (by item, the
+// most throttled first) and the items' highest peak seconds.
+func (f *fleet) throttling() string {
+	b := f.table.Bill()
+	var n int64
+	keys := []string{}
+	for k, u := range b.ByKey {
+		n += u.Throttled
+		if u.Throttled > 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, c string) int {
+		if d := b.ByKey[c].Throttled - b.ByKey[a].Throttled; d != 0 {
+			return int(d)
+		}
+		return strings.Compare(a, c)
+	})
+	out := fmt.Sprintf("%d calls throttled;", n)
+	for i, k := range keys[:min(len(keys), 5)] {
+		if i == 0 {
+			out += ":"
+		}
+		out += fmt.Sprintf(" %d on %s;", b.ByKey[k].Throttled, k)
+	}
+	wk, w, rk, r := peaks(b.Peaks)
+	return out + fmt.Sprintf(" peak seconds of one item %.0f WCU (%s), %.0f RCU (%s)", w.WCU, wk, r.RCU, rk)
 }
 
 // ---------------------------------------------------------------------------
@@ -139,7 +184,7 @@ type fleet struct {
 }
 
 func newFleet(t *testing.T, members, shards int) *fleet {
-	f := &fleet{t: t, table: ddbmeter.NewTable(), kin: newIdleKinesis(t, shards), shards: shards, lastAcq: map[string]int{}, start: time.Now()}
+	f := &fleet{t: t, table: largeTable(), kin: newIdleKinesis(t, shards), shards: shards, lastAcq: map[string]int{}, start: time.Now()}
 	f.table.Classify(itemKind)
 	for i := range members {
 		m := &largeMember{i: i, owner: largeOwner(i), done: make(chan struct{})}
@@ -416,6 +461,18 @@ type billRates struct {
 	// The hottest item of each kind of unit.
 	hotWCU, hotRCU       float64
 	hotWCUKey, hotRCUKey string
+	// The most units one item consumed in one second of the window, and
+	// in one second of the start (from the members' start to the window).
+	peakWCU, peakRCU           ddbmeter.Peak
+	peakWCUKey, peakRCUKey     string
+	startPeakWCU, startPeakRCU ddbmeter.Peak
+	startWCUKey, startRCUKey   string
+	// Calls throttled (their item hot) in the window and at the start,
+	// and the item most throttled in the window, or at the start if none
+	// was in the window.
+	throttled, startThrottled int64
+	throttledKey              string
+	throttledMost             int64
 	// Reconciliation: lease-row reads in the window, and how many the
 	// members' holdings allow at one re-read per held row per
 	// engine.DefaultReconcile (each member's rounded up, plus one).
@@ -425,10 +482,29 @@ type billRates struct {
 }
 
 // billOf turns the bill between b0 and b1 (a window of length window) into
-// rates; held is what each member held at the end of the window.
+// rates; held is what each member held at the end of the window. b0's
+// peaks are the start's; b1's the window's (the table's peaks were reset
+// when b0 was taken).
 func billOf(b0, b1 ddbmeter.Bill, window time.Duration, held map[int]int) billRates {
 	s := window.Seconds()
 	r := billRates{window: window, members: len(b1.ByClient)}
+	r.peakWCUKey, r.peakWCU, r.peakRCUKey, r.peakRCU = peaks(b1.Peaks)
+	r.startWCUKey, r.startPeakWCU, r.startRCUKey, r.startPeakRCU = peaks(b0.Peaks)
+	for k, u := range b1.ByKey {
+		r.startThrottled += b0.ByKey[k].Throttled
+		d := u.Sub(b0.ByKey[k]).Throttled
+		r.throttled += d
+		if d > r.throttledMost {
+			r.throttledKey, r.throttledMost = k, d
+		}
+	}
+	if r.throttled == 0 {
+		for k, u := range b0.ByKey {
+			if u.Throttled > r.throttledMost {
+				r.throttledKey, r.throttledMost = k, u.Throttled
+			}
+		}
+	}
 	for id, ks := range b1.ByClientKind {
 		var w, mr float64
 		var leaseReads int64
@@ -481,6 +557,20 @@ func billOf(b0, b1 ddbmeter.Bill, window time.Duration, held map[int]int) billRa
 		}
 	}
 	return r
+}
+
+// peaks returns the items of the highest peak second of writes and of
+// reads, and their peaks.
+func peaks(ps map[string]ddbmeter.Peak) (wKey string, w ddbmeter.Peak, rKey string, r ddbmeter.Peak) {
+	for k, p := range ps {
+		if p.WCU > w.WCU || p.WCU == w.WCU && p.WCU > 0 && k < wKey {
+			wKey, w = k, p
+		}
+		if p.RCU > r.RCU || p.RCU == r.RCU && p.RCU > 0 && k < rKey {
+			rKey, r = k, p
+		}
+	}
+	return wKey, w, rKey, r
 }
 
 // itemSizes describes the sizes of the table's items, as DynamoDB counts
@@ -559,15 +649,23 @@ const (
 //   - no lease moved in the window (steady state);
 //   - every member's writes at most goalWCU per second, and its reads of
 //     the membership (header and rows) at most goalRCU;
-//   - no item above goalItemWCU or goalItemRCU;
+//   - no item above goalItemWCU or goalItemRCU, and no call throttled
+//     (the table throttles an item above DynamoDB's 3,000 RCU/s or 1,000
+//     WCU/s);
 //   - the reconciliation's re-reads of held lease rows (the only lease-row
 //     calls in steady state: idle shards write no checkpoint) at most one
 //     per held row per engine.DefaultReconcile, per member (rounded up,
 //     plus one).
 //
+// A fleet whose shares are not fair within billSettleMax fails, and is
+// billed all the same (its line says "shares not fair"): what the protocol
+// costs while it does not settle.
+//
 // It logs a table of the figures per size (per instance: writes, the
 // membership's reads, the lease rows' reads, all reads; the fleet's; the
-// hottest items), and the wall time and memory of each size.
+// hottest items, their mean and their peak second; the calls throttled at
+// the start and in the window), the start's peak seconds, and the wall
+// time and memory of each size.
 // KINESISLEASE_SIM_LARGE_SIZES=20x1000,200x20000 runs only those sizes. A
 // size whose estimated memory (see largeMemory) exceeds what the machine
 // has available is skipped with the estimate.
@@ -580,6 +678,37 @@ func TestBilledUnits(t *testing.T) {
 			wall := time.Now()
 			var r billRates
 			var mem string
+			var unfair bool
+			// Reported even when the bubble failed (synctest.Test then
+			// ends the test with FailNow, which runs this).
+			defer func() {
+				if r.members == 0 {
+					return // failed before the window
+				}
+				t.Logf("wall time %v; memory at the end of the window: %s", time.Since(wall).Round(time.Second), mem)
+				if r.wcu > goalWCU || r.maxWCU > goalWCU {
+					t.Errorf("writes: %.2f WCU/s per member (the busiest %.2f); goal %v", r.wcu, r.maxWCU, goalWCU)
+				}
+				if r.memberRCU > goalRCU || r.maxMemberRCU > goalRCU {
+					t.Errorf("membership reads: %.2f RCU/s per member (the busiest %.2f); goal %v", r.memberRCU, r.maxMemberRCU, goalRCU)
+				}
+				if r.hotWCU > goalItemWCU || r.hotRCU > goalItemRCU {
+					t.Errorf("hottest items: %s %.1f WCU/s, %s %.1f RCU/s; goal at most %v and %v", r.hotWCUKey, r.hotWCU, r.hotRCUKey, r.hotRCU, goalItemWCU, goalItemRCU)
+				}
+				if r.throttled > 0 {
+					t.Errorf("%d calls throttled in the steady-state window (%d of them on %s): an item above DynamoDB's limits", r.throttled, r.throttledMost, r.throttledKey)
+				}
+				if r.overReaders > 0 {
+					t.Errorf("reconciliation: the members re-read %d held lease rows in the %v window, where one re-read per held row per %v allows %d; %d of %d members re-read more than their holdings allow, e.g. %s",
+						r.leaseReads, billWindow, engine.DefaultReconcile, r.leaseReadsAllowed, r.overReaders, r.members, r.overExample)
+				}
+				line := r.line(size)
+				if unfair {
+					line += " shares not fair"
+				}
+				t.Log(billHeader + "\n" + line)
+				lines = append(lines, line)
+			}()
 			synctest.Test(t, func(t *testing.T) {
 				f := newFleet(t, size.members, size.shards)
 				f.run(startOffsets(size.members, billStartSpread, 1))
@@ -587,19 +716,26 @@ func TestBilledUnits(t *testing.T) {
 				defer f.stop()
 				took, ok := f.waitFor(billSettleMax, f.fairNow)
 				if !ok {
+					// Measured all the same (the line says so): what the
+					// protocol costs while it does not settle.
 					_, held, _ := f.holdings()
-					t.Errorf("no fair shares %v after the start: %s", took, shares(held))
-					return
+					t.Errorf("no fair shares %v after the start: %s; %s", took, shares(held), f.throttling())
+					unfair = true
+				} else {
+					t.Logf("fair shares %v after the start", took.Round(time.Millisecond))
 				}
-				t.Logf("fair shares %v after the start", took.Round(time.Millisecond))
 				time.Sleep(billSettled)
 				ev0, b0, t0 := f.eventCounts(), f.table.Bill(), time.Now()
+				f.table.ResetPeaks() // b1's peaks are the window's
 				var start ddbmeter.Units
 				for _, u := range b0.ByClient {
 					start = start.Add(u)
 				}
-				t.Logf("the start, until %v after it: %.0f WCU and %.0f RCU in all (%d writes, %d of them failed conditions; %d reads), %d leases acquired",
-					time.Since(f.start).Round(time.Millisecond), start.WCU, start.RCU, start.Writes, start.FailedWrites, start.Reads, ev0[engine.LeaseAcquired])
+				sw, pw, sr, pr := peaks(b0.Peaks)
+				t.Logf("the start, until %v after it: %.0f WCU and %.0f RCU in all (%d writes, %d of them failed conditions; %d reads; %d calls throttled), %d leases acquired; "+
+					"peak seconds of one item %.0f WCU (%s), %.0f RCU (%s)",
+					time.Since(f.start).Round(time.Millisecond), start.WCU, start.RCU, start.Writes, start.FailedWrites, start.Reads, start.Throttled, ev0[engine.LeaseAcquired],
+					pw.WCU, sw, pr.RCU, sr)
 				time.Sleep(billWindow)
 				b1, ev1 := f.table.Bill(), f.eventCounts()
 				held := map[int]int{}
@@ -609,45 +745,36 @@ func TestBilledUnits(t *testing.T) {
 				r = billOf(b0, b1, time.Since(t0), held)
 				mem = memNow()
 				t.Logf("item sizes at the end of the window: %s", f.itemSizes())
-				if moves := ev1[engine.LeaseAcquired] - ev0[engine.LeaseAcquired]; moves > 0 {
+				moves := ev1[engine.LeaseAcquired] - ev0[engine.LeaseAcquired]
+				_, holding, _ := f.holdings()
+				switch {
+				case unfair:
+					t.Logf("a window of a fleet not settled: %d leases acquired in it; at its end %s; %s", moves, shares(holding), f.throttling())
+				case moves > 0:
 					t.Errorf("%d leases acquired in the steady-state window: the plan had not settled", moves)
 				}
-				if _, held, _ := f.holdings(); !f.fairNow(held) {
-					t.Errorf("shares no longer fair at the end of the window: %s", shares(held))
+				if !unfair && !f.fairNow(holding) {
+					t.Errorf("shares no longer fair at the end of the window: %s", shares(holding))
 				}
 			})
-			if r.members == 0 {
-				return // failed before the window
-			}
-			t.Logf("wall time %v; memory at the end of the window: %s", time.Since(wall).Round(time.Second), mem)
-			if r.wcu > goalWCU || r.maxWCU > goalWCU {
-				t.Errorf("writes: %.2f WCU/s per member (the busiest %.2f); goal %v", r.wcu, r.maxWCU, goalWCU)
-			}
-			if r.memberRCU > goalRCU || r.maxMemberRCU > goalRCU {
-				t.Errorf("membership reads: %.2f RCU/s per member (the busiest %.2f); goal %v", r.memberRCU, r.maxMemberRCU, goalRCU)
-			}
-			if r.hotWCU > goalItemWCU || r.hotRCU > goalItemRCU {
-				t.Errorf("hottest items: %s %.1f WCU/s, %s %.1f RCU/s; goal at most %v and %v", r.hotWCUKey, r.hotWCU, r.hotRCUKey, r.hotRCU, goalItemWCU, goalItemRCU)
-			}
-			if r.overReaders > 0 {
-				t.Errorf("reconciliation: the members re-read %d held lease rows in the %v window, where one re-read per held row per %v allows %d; %d of %d members re-read more than their holdings allow, e.g. %s",
-					r.leaseReads, billWindow, engine.DefaultReconcile, r.leaseReadsAllowed, r.overReaders, r.members, r.overExample)
-			}
-			line := r.line(size)
-			t.Log(billHeader + "\n" + line)
-			lines = append(lines, line)
 		})
 	}
 	t.Logf("billed units per second in steady state (%v window):\n%s\n%s", billWindow, billHeader, strings.Join(lines, "\n"))
 }
 
-const billHeader = "| fleet | shards | WCU/s per instance (busiest) | RCU/s per instance: membership = header + rows (busiest) | lease rows | all | fleet WCU/s | fleet RCU/s | hottest item WCU/s | hottest item RCU/s |\n" +
-	"|---|---|---|---|---|---|---|---|---|---|"
+const billHeader = "| fleet | shards | WCU/s per instance (busiest) | RCU/s per instance: membership = header + rows (busiest) | lease rows | all | fleet WCU/s | fleet RCU/s | hottest item WCU/s | hottest item RCU/s | " +
+	"peak second of one item: WCU | RCU | peak second at the start: WCU | RCU | calls throttled: start, window |\n" +
+	"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
 func (r billRates) line(size fleetSize) string {
-	return fmt.Sprintf("| %d | %d | %.2f (%.2f) | %.2f = %.2f + %.2f (%.2f) | %.2f | %.2f | %.0f | %.0f | %.1f `%s` | %.1f `%s` |",
+	throttled := fmt.Sprintf("%d, %d", r.startThrottled, r.throttled)
+	if r.throttledMost > 0 {
+		throttled += fmt.Sprintf(" (most: %d on `%s`)", r.throttledMost, r.throttledKey)
+	}
+	return fmt.Sprintf("| %d | %d | %.2f (%.2f) | %.2f = %.2f + %.2f (%.2f) | %.2f | %.2f | %.0f | %.0f | %.1f `%s` | %.1f `%s` | %.0f `%s` | %.0f `%s` | %.0f `%s` | %.0f `%s` | %s |",
 		size.members, size.shards, r.wcu, r.maxWCU, r.memberRCU, r.headerRCU, r.rowRCU, r.maxMemberRCU, r.leaseRCU, r.memberRCU+r.leaseRCU,
-		r.fleetWCU, r.fleetRCU, r.hotWCU, r.hotWCUKey, r.hotRCU, r.hotRCUKey)
+		r.fleetWCU, r.fleetRCU, r.hotWCU, r.hotWCUKey, r.hotRCU, r.hotRCUKey,
+		r.peakWCU.WCU, r.peakWCUKey, r.peakRCU.RCU, r.peakRCUKey, r.startPeakWCU.WCU, r.startWCUKey, r.startPeakRCU.RCU, r.startRCUKey, throttled)
 }
 
 // largeMemory skips t when the simulation of size would need more memory
