@@ -330,6 +330,8 @@ func (s *Store) create(ctx context.Context, key leases.Key) (leases.Lease, error
 // CreateNew implements leases.Membership: an UpdateItem of the shard's
 // rewind record item setting created_token, conditional on its absence (a
 // resent attempt finds its own token and goes on), then Create's row write.
+// Create and CreateAs make the same UpdateItem first, and go on whether or
+// not a creation was recorded before.
 func (s *Store) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, error) {
 	if err := s.begin(ctx, key); err != nil {
 		return leases.Lease{}, err
@@ -345,35 +347,34 @@ func (s *Store) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, er
 }
 
 // recordCreated records on key's rewind record item that a row of the
-// shard is created: with only set, if none was recorded before (and it
-// reports whether this call's record is the one stored), else keeping an
-// earlier record.
+// shard is created, if no creation was recorded before, and reports whether
+// this call's record is the one stored (false: one was there already, which
+// for only is an error to report, and for Create and CreateAs is fine).
 func (s *Store) recordCreated(ctx context.Context, key leases.Key, only bool) (bool, error) {
 	rk := rewindPrefix + key.String()
 	tok := rand.Text()[:16]
-	in := &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       keyAttr(rk),
-		UpdateExpression:          aws.String("SET #cr = if_not_exists(#cr, :tok)"),
-		ConditionExpression:       aws.String("attribute_not_exists(#c)"),
-		ExpressionAttributeNames:  map[string]string{"#cr": attrCreated, "#c": attrCounter},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":tok": &types.AttributeValueMemberS{Value: tok}},
-		ReturnValues:              types.ReturnValueAllNew,
-	}
-	if only {
-		in.ConditionExpression = aws.String("attribute_not_exists(#c) AND " + createdNever)
-	}
-	out, err := s.client.UpdateItem(ctx, in)
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyAttr(rk),
+		UpdateExpression:                    aws.String("SET #cr = :tok"),
+		ConditionExpression:                 aws.String("attribute_not_exists(#c) AND " + createdNever),
+		ExpressionAttributeNames:            map[string]string{"#cr": attrCreated, "#c": attrCounter},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":tok": &types.AttributeValueMemberS{Value: tok}},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
 	if err == nil {
-		return str(out.Attributes, attrCreated) == tok, nil
+		return true, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
-	if !only || !errors.As(err, &ccf) {
+	if !errors.As(err, &ccf) {
 		return false, s.mapErr("UpdateItem", rk, err)
 	}
-	item, gerr := s.getItem(ctx, rk)
-	if gerr != nil {
-		return false, gerr
+	item := ccf.Item
+	if item == nil {
+		var gerr error
+		if item, gerr = s.getItem(ctx, rk); gerr != nil {
+			return false, gerr
+		}
 	}
 	// Ours, landed by an attempt whose answer was lost, or another's.
 	return str(item, attrCreated) == tok, nil
@@ -393,7 +394,8 @@ func (s *Store) TableID(ctx context.Context) (string, error) {
 }
 
 // SetTableID implements leases.Membership: one UpdateItem of the item
-// #table, SET table_id = if_not_exists(table_id, :id).
+// #table, SET table_id = :id conditional on attribute_not_exists(table_id);
+// when one is there, the item as found (or a read) tells it.
 func (s *Store) SetTableID(ctx context.Context, id string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -401,18 +403,26 @@ func (s *Store) SetTableID(ctx context.Context, id string) (string, error) {
 	if id == "" {
 		return "", errors.New("dynamo: SetTableID: empty id")
 	}
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       keyAttr(tableKey),
-		UpdateExpression:          aws.String("SET #id = if_not_exists(#id, :id)"),
-		ExpressionAttributeNames:  map[string]string{"#id": attrTableID},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: id}},
-		ReturnValues:              types.ReturnValueAllNew,
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyAttr(tableKey),
+		UpdateExpression:                    aws.String("SET #id = :id"),
+		ConditionExpression:                 aws.String("attribute_not_exists(#id)"),
+		ExpressionAttributeNames:            map[string]string{"#id": attrTableID},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: id}},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err != nil {
+	if err == nil {
+		return id, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
 		return "", s.mapErr("UpdateItem", tableKey, err)
 	}
-	return str(out.Attributes, attrTableID), nil
+	if ccf.Item != nil {
+		return str(ccf.Item, attrTableID), nil
+	}
+	return s.TableID(ctx)
 }
 
 // legacyCheckpoint returns the checkpoint to start key's new row with: the
