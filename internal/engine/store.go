@@ -226,7 +226,11 @@ func (s *instrumentedStore) CreateAs(ctx context.Context, key leases.Key, owner,
 
 func (s *instrumentedStore) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, error) {
 	t, err := call(s, &s.s.writes, "CreateNew", func() (leases.Lease, error) { return s.mem.CreateNew(ctx, key) })
-	s.seen.note(key, err)
+	if err == nil {
+		// Its conflict says a creation was recorded, not that the row
+		// exists: only a success shows the row.
+		s.seen.note(key, err)
+	}
 	return t, err
 }
 

@@ -35,6 +35,26 @@ type tableTrust struct {
 	id      string // trusted; "" for none
 	since   int64  // mono() of the join or rejoin the wait counts from
 	started bool
+	// recorded are shards whose CreateNew found a creation recorded: they
+	// existed, and are not tried again.
+	recorded map[leases.Key]bool
+}
+
+// wasCreated reports whether key's shard is known to have had a row.
+func (t *tableTrust) wasCreated(key leases.Key) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.recorded[key]
+}
+
+// created records that key's shard had a row.
+func (t *tableTrust) created(key leases.Key) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.recorded == nil {
+		t.recorded = map[leases.Key]bool{}
+	}
+	t.recorded[key] = true
 }
 
 // joined records the id read at a join ("" for none).
@@ -52,7 +72,7 @@ func (t *tableTrust) joined(id string) {
 func (t *tableTrust) distrust() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.id, t.since, t.started = "", mono(), true
+	t.id, t.since, t.started, t.recorded = "", mono(), true, nil
 }
 
 // trusted returns the trusted id, "" for none.
@@ -106,8 +126,12 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit) bool {
 		return false
 	}
 	key := leases.Key{Stream: st.key, Shard: u.Shard}
+	if g.table.wasCreated(key) {
+		return false
+	}
 	l, err := g.mem.CreateNew(ctx, key)
 	if errors.Is(err, leases.ErrConflict) {
+		g.table.created(key)
 		return false // created before: it existed, and vanished (or exists now)
 	}
 	if err != nil {
