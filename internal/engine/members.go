@@ -155,6 +155,13 @@ func (v *memberView) alive(owner, inc string, now int64) bool {
 	if o.m.Leaving && !o.absent {
 		return false
 	}
+	if o.absent && o.row >= 0 && o.stale() < v.timeout && now-o.since >= int64(v.timeout) {
+		// Absent from its row a timeout ago, as far as this instance read
+		// it, and a row still names it: read its row again, so that it is
+		// found dead (its row may be one this instance never reads
+		// otherwise: neither its own nor watched, its roster unchanged).
+		v.unknown[o.row] = true
+	}
 	return o.stale() < v.timeout
 }
 

@@ -212,3 +212,30 @@ func TestMemberViewSuspects(t *testing.T) {
 		t.Fatalf("suspects in rows this instance does not time: %v", rows)
 	}
 }
+
+// TestMemberViewAbsentIncarnationReadAgain: an incarnation a lease row
+// names, absent from its membership row at the one read of it that its
+// lookup asked for, in a row this instance neither times nor sees change:
+// once a timeout has passed since that read, asking whether it is alive
+// asks for its row to be read again, so that it is found dead. Before, its
+// row was never read again, and the shard it held waited for ever.
+func TestMemberViewAbsentIncarnationReadAgain(t *testing.T) {
+	t.Parallel()
+	v := newMemberView("self", 5*time.Second)
+	v.alive("x", "3.ix", 0)
+	clear(v.unknown)
+	v.observe(3, nil, "0.self", sec, sec+1) // absent, from this read's return
+	if !v.alive("x", "3.ix", 3*sec) || v.unknown[3] {
+		t.Fatal("within a timeout of the read: alive, and no read asked for")
+	}
+	if !v.alive("x", "3.ix", 7*sec) {
+		t.Fatal("no read of its row since: still alive")
+	}
+	if !v.unknown[3] {
+		t.Fatal("a timeout after the read that found it absent, its row must be read again")
+	}
+	v.observe(3, nil, "0.self", 7*sec, 7*sec+1)
+	if v.alive("x", "3.ix", 7*sec+1) {
+		t.Fatal("absent at a read sent a timeout after the first: dead")
+	}
+}
