@@ -339,19 +339,17 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 	return false, errors.New("engine: every membership row is full")
 }
 
-// joinSpread: a join picks among the lowest 1<<joinSpread rows with room
-// before any row-full conflict.
-const joinSpread = 3
-
 // joinCandidate picks the membership row a join tries next: at random
-// among the lowest rows with room (by counts; never row skip), 8 of them
-// before any row-full conflict, and twice as many after each (up to 64):
+// among the lowest rows with room (by counts; never row skip), the lowest
+// one before any row-full conflict (members of one row see each other's
+// heartbeats in every answer: a small fleet packs into row 0), and twice
+// as many after each (up to 64):
 // a fleet started together spreads over the rows instead of every joiner
 // aiming at the same lowest row, one conflict each for all but 8, row after
 // row. pick(n) returns a number in [0, n). It reports false when every row
 // is full.
 func joinCandidate(counts map[int]int, skip, full int, pick func(n int) int) (int, bool) {
-	window := 1 << min(full+joinSpread, 6)
+	window := 1 << min(full, 6)
 	var rows []int
 	for row := 0; row < leases.MaxMemberRows && len(rows) < window; row++ {
 		if row != skip && counts[row] < leases.RowCapacity {

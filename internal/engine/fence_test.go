@@ -209,10 +209,11 @@ func TestJoinCandidate(t *testing.T) {
 		wantOK       bool
 		wantWindowed int // the number of candidates pick is given
 	}{
-		{"a new table: among the lowest 8 rows", map[int]int{}, -1, 0, last, 7, true, 8},
-		{"full rows skipped", map[int]int{0: full, 1: full, 2: 3}, -1, 0, first, 2, true, 8},
-		{"the row to skip", map[int]int{}, 0, 0, first, 1, true, 8},
-		{"after a row-full conflict, twice as many", map[int]int{}, -1, 1, last, 15, true, 16},
+		{"a new table: row 0", map[int]int{}, -1, 0, last, 0, true, 1},
+		{"full rows skipped", map[int]int{0: full, 1: full, 2: 3}, -1, 0, last, 2, true, 1},
+		{"the row to skip", map[int]int{}, 0, 0, first, 1, true, 1},
+		{"after a row-full conflict, twice as many", map[int]int{}, -1, 1, last, 1, true, 2},
+		{"after three", map[int]int{1: full}, -1, 3, last, 8, true, 8},
 		{"at most 64", map[int]int{}, -1, 9, last, 63, true, 64},
 		{"every row full", func() map[int]int {
 			m := map[int]int{}

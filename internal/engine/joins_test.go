@@ -46,7 +46,7 @@ func (s *joinCounter) Join(ctx context.Context, row int, m leases.Member) ([]lea
 // conflicts: a joiner picks at random among the lowest rows with room,
 // twice as many after each conflict, instead of every joiner aiming at the
 // lowest row with room (300 members made 1,013 Join calls, 713 of them
-// row-full conflicts, up to 50 on one row).
+// row-full conflicts, up to 50 on one row; 1,491 and 80 in this test).
 func TestFleetJoinsSpread(t *testing.T) {
 	t.Parallel()
 	testutil.Slow(t)
@@ -98,8 +98,8 @@ func TestFleetJoinsSpread(t *testing.T) {
 		if joined != n {
 			t.Errorf("%d of %d members joined within 10s", joined, n)
 		}
-		if f := counter.full.Load(); f > int64(n) {
-			t.Errorf("%d row-full conflicts for %d joiners, want at most one a joiner on average", f, n)
+		if f := counter.full.Load(); f > int64(2*n) {
+			t.Errorf("%d row-full conflicts for %d joiners, want at most two a joiner on average", f, n)
 		}
 	})
 }
