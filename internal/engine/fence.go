@@ -25,7 +25,12 @@ type heartbeatState struct {
 	// brand-new incarnation.
 	needNewInc bool
 	attempted  map[string]bool
-	failed     bool // the last heartbeat failed
+	// earlier reports whether an incarnation is one this process was or
+	// tried to write an entry as (Group.ownInc): an entry of one found in
+	// its place (a join applied late, after the entry was removed) is its
+	// own, replaced by a new incarnation, never another process's.
+	earlier func(inc string) bool
+	failed  bool // the last heartbeat failed
 	// joinConflicts: rows where a join met an entry of this owner (read
 	// by readAll whether or not the header lists them).
 	joinConflicts map[int]bool
@@ -102,7 +107,7 @@ func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases
 		switch {
 		case cur.Incarnation == inc && cur.Notice != s.notice && !cur.Leaving:
 			return hbNotice, cur
-		case s.attempted[cur.Incarnation]:
+		case s.attempted[cur.Incarnation] || (cur.Incarnation != inc && cur.Incarnation != "" && s.earlier != nil && s.earlier(cur.Incarnation)):
 			return hbOurAttempt, cur
 		case cur.Incarnation == inc && cur.Leaving:
 			// Found dead by others, or (needNewInc) our own leaving
@@ -581,6 +586,14 @@ func (g *Group) setInc(inc string) {
 // incarnation would wait on this process for as long as it lives.
 const maxIncs = 16
 
+// ownInc reports whether inc is an incarnation this process was, or tried
+// to write an entry as.
+func (g *Group) ownInc(inc string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Contains(g.incs, inc) || slices.Contains(g.tried, inc)
+}
+
 // maxTried bounds Group.tried.
 const maxTried = 64
 
@@ -627,7 +640,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 		cur = g.view.latest[g.cfg.Owner]
 		g.viewMu.Unlock()
 	}
-	if cur.Incarnation != old && !g.hb.attempted[cur.Incarnation] {
+	if cur.Incarnation != old && !g.hb.attempted[cur.Incarnation] && !g.ownInc(cur.Incarnation) {
 		return false // not seen yet: the next heartbeat (leaving) shows it
 	}
 	row := rowOf(old)

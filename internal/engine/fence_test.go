@@ -86,6 +86,10 @@ func TestHeartbeatAction(t *testing.T) {
 		{"... and was found dead since", conflict(leases.Member{Owner: "o", Incarnation: "i2", Leaving: true}), heartbeatState{needNewInc: true, attempted: map[string]bool{"i2": true}}, hbOurAttempt},
 		{"removed meanwhile, or the table recreated", conflict(leases.Member{}), heartbeatState{}, hbMissing},
 		{"another process took the entry", conflict(leases.Member{Owner: "o", Incarnation: "zz"}), heartbeatState{}, hbReplaced},
+		{"our own first join, applied late after the entry was removed", conflict(leases.Member{Owner: "o", Incarnation: "i0", Heartbeat: 1}),
+			heartbeatState{earlier: func(inc string) bool { return inc == "i0" || inc == "i1" }}, hbOurAttempt},
+		{"another process, though this one had incarnations too", conflict(leases.Member{Owner: "o", Incarnation: "zz"}),
+			heartbeatState{earlier: func(inc string) bool { return inc == "i0" || inc == "i1" }}, hbReplaced},
 	}
 	for _, c := range cases {
 		st := c.state

@@ -342,6 +342,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	}
 	g.setDigest()
 	g.fence.Store(fenced)
+	g.hb.earlier = g.ownInc
 	g.runCtx = context.Background()
 	return g, nil
 }

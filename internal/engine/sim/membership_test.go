@@ -918,6 +918,10 @@ type mproc struct {
 	lostAll   int64     // and that event's place among the model's events (mworld.seq)
 	ten       map[string]*mtenure
 	returned  bool // Run returned
+	// unansweredJoins are the entries the process tried to join as and got
+	// no answer for (under chk.mu): one may land late, after the process
+	// joined elsewhere or left, where nothing of it removes it.
+	unansweredJoins map[leases.Member]bool
 	// fences are the periods the process's fence had passed, as the model
 	// computes it: from its fence to the send of the next heartbeat that was
 	// answered.
@@ -1228,7 +1232,7 @@ func (w *mworld) run() {
 		ms, _ := w.mem.Members(context.Background(), row)
 		for _, m := range ms {
 			for _, pr := range live {
-				if w.procOf(m.Owner, m.Incarnation) == pr {
+				if w.procOf(m.Owner, m.Incarnation) == pr && !pr.unansweredJoins[m] {
 					w.violate("membership row %d still has the entry of %s after it shut down gracefully: %+v", row, pr.ident, m)
 				}
 			}
@@ -2280,6 +2284,14 @@ func (s *modelStore) Join(ctx context.Context, row int, m leases.Member) ([]leas
 	rows, err := s.FaultStore.Join(ctx, row, m)
 	if err == nil && m.Owner == s.pr.owner {
 		s.pr.heartbeatAnswered(sent)
+	}
+	if err != nil && m.Owner == s.pr.owner {
+		s.pr.w.chk.mu.Lock()
+		if s.pr.unansweredJoins == nil {
+			s.pr.unansweredJoins = map[leases.Member]bool{}
+		}
+		s.pr.unansweredJoins[m] = true
+		s.pr.w.chk.mu.Unlock()
 	}
 	return rows, err
 }
