@@ -73,6 +73,13 @@ func (g *Group) proof(st *streamState) time.Duration {
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, ret int64) {
 	st.setRow(u.Shard, missingAt(sent, ret))
 	r := st.row(u.Shard)
+	if !r.seen && st.creatingRows() {
+		// Being created (createAll): not a question for every missing
+		// row again (each would read three rows and every membership row,
+		// 20,000 times over at 20,000 shards: thousands of reads a second
+		// on one item, throttled).
+		return
+	}
 	if !r.seen && g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
 		g.createAll(st, u.Shard)
 		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
