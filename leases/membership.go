@@ -246,18 +246,12 @@ type Membership interface {
 	// write the row. It fails with ErrConflict when a creation was recorded
 	// before: the row exists, existed and was deleted, or is being created.
 	// A resent attempt whose first answer was lost recognises its own
-	// record and goes on. So a member that finds a row missing tells a row
-	// that never existed (a stream new to the table) from one that
-	// vanished, while the table is the one whose TableID it knows (a table
-	// recreated empty loses its records, and its id, with its rows).
+	// record and goes on. So a shard's row is created as new at most once
+	// on a table, however many members decide to and whenever their writes
+	// land: a row created, taken and deleted meanwhile is left to the
+	// lost-row rules. (A table recreated empty loses the records with its
+	// rows.)
 	CreateNew(ctx context.Context, key Key) (Lease, error)
-	// TableID reads the table's id with a strongly consistent read: "" when
-	// it has none (a table new, or recreated empty, whose members have not
-	// written one yet).
-	TableID(ctx context.Context) (string, error)
-	// SetTableID writes id as the table's id if it has none, and returns
-	// the table's id as stored (id, or the one written before).
-	SetTableID(ctx context.Context, id string) (string, error)
 }
 
 // RewindRecord is what a Store keeps of the last operator's rewind of a

@@ -209,10 +209,6 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 	if err != nil {
 		return leases.Member{}, 0, nil, err
 	}
-	// The table's id (see tableid.go); one that cannot be read is not
-	// trusted.
-	id, _ := g.mem.TableID(ctx)
-	g.table.joined(id)
 	g.viewMu.Lock()
 	g.rows.header, g.rows.headerOK, g.rows.vanished = h.Rows, true, h.Vanished
 	g.viewMu.Unlock()
@@ -723,10 +719,8 @@ func (g *Group) rejoin(ctx context.Context) {
 	g.reconcileNow.Store(true)
 	// The entry existed: a fleet read this table, and a row this instance
 	// finds missing may have vanished under its holder, not be a new
-	// stream's (newStream). The table may have been recreated empty: its
-	// id is not trusted any more.
+	// stream's (newStream).
 	g.tableInUse.Store(true)
-	g.table.distrust()
 	inc := g.Incarnation()
 	row := rowOf(inc)
 	if !g.hb.needNewInc {

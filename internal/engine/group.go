@@ -255,8 +255,6 @@ type Group struct {
 	// newStream).
 	joinedAt   atomic.Int64
 	tableInUse atomic.Bool
-	// table is this instance's trust in the table's id (see tableid.go).
-	table tableTrust
 	// ownSeen is the incarnation whose entry a read of the membership last
 	// returned (under viewMu).
 	ownSeen string
@@ -453,7 +451,6 @@ func (g *Group) round(ctx context.Context) {
 	g.syncShards(rctx)
 	g.reconcile(rctx)
 	g.recheckUncertain(rctx)
-	g.ensureTableID(rctx)
 	g.announceDead(rctx)
 	a := g.plan()
 	g.apply(rctx, a)

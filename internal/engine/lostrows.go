@@ -80,12 +80,21 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		// on one item, throttled).
 		return
 	}
-	if !r.seen && g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
+	if !r.seen && !st.hadRow(u.Shard) && g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
 		g.createAll(st, u.Shard)
 		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
-		l, err := g.store.Create(ctx, key)
+		// Only if the shard never had a row on this table (CreateNew): a
+		// row created, taken and lost meanwhile, whatever any view says,
+		// falls under the lost-row rules instead, and so does a creation
+		// applied late.
+		l, err := g.mem.CreateNew(ctx, key)
 		if errors.Is(err, leases.ErrConflict) {
+			st.markHadRow(u.Shard)
 			l, err = g.store.Get(ctx, key)
+			if errors.Is(err, leases.ErrNotFound) {
+				g.missingRow(ctx, st, u, sent, ret) // it had a row: the lost-row rules
+				return
+			}
 		}
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, leases.ErrNotFound) {
@@ -112,9 +121,6 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		// Being created (createAll), or unknown: rows of the stream are
 		// still unread, and one that exists would make it not new.
 		return
-	}
-	if !r.seen && g.createNew(ctx, st, u) {
-		return // it never existed: created at once (see createNew)
 	}
 	g.reportMissing(ctx, st, u.Shard, r)
 	if !r.seen && !st.sawRows() && !g.tableInUse.Load() && time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {

@@ -57,7 +57,11 @@ const lateBound = 3
 // lands), whether to read it or to release it: otherwise the row could
 // name this incarnation with nobody reading it.
 func disproved(o orphan, cur leases.Lease) bool {
-	return o.presumed && o.known.Token != "" && cur.Token == o.known.Token
+	// Not a row that names o's incarnation already: o may know a version
+	// of its own (a fill of a take that landed), not one its take was
+	// conditional on.
+	named := cur.Owner == o.known.Owner && cur.Incarnation == o.inc && cur.Owner != ""
+	return o.presumed && o.known.Token != "" && cur.Token == o.known.Token && !named
 }
 
 // recheckUncertain reads again the rows of unanswered writes of this
@@ -342,10 +346,21 @@ func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orpha
 	if err != nil {
 		return // taken by another (the late copy cannot land), or presumed ours again
 	}
-	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
+	// Released with what o knows, as releaseOrphan does: a row back with
+	// no checkpoint (recreated by a member that knew none) gets the one
+	// this instance knows, never left with none for the plan's member.
+	var cp leases.Checkpoint
+	if t.RewindTo.IsZero() && (t.Checkpoint.IsZero() || o.vanished) {
+		cp = o.best()
+	}
+	rl, err := g.store.Release(ctx, t, cp)
 	if err != nil {
+		known := t
+		if !cp.IsZero() {
+			known.Checkpoint = cp
+		}
 		g.mu.Lock()
-		g.orphans[u] = orphan{inc: inc, known: t}
+		g.orphans[u] = orphan{inc: inc, known: known, vanished: o.vanished, knew: o.best()}
 		g.mu.Unlock()
 		return
 	}

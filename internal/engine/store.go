@@ -234,14 +234,6 @@ func (s *instrumentedStore) CreateNew(ctx context.Context, key leases.Key) (leas
 	return t, err
 }
 
-func (s *instrumentedStore) TableID(ctx context.Context) (string, error) {
-	return call(s, &s.s.reads, "TableID", func() (string, error) { return s.mem.TableID(ctx) })
-}
-
-func (s *instrumentedStore) SetTableID(ctx context.Context, id string) (string, error) {
-	return call(s, &s.s.writes, "SetTableID", func() (string, error) { return s.mem.SetTableID(ctx, id) })
-}
-
 func (s *instrumentedStore) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRecord, error) {
 	return call(s, &s.s.reads, "LastRewind", func() (leases.RewindRecord, error) { return s.mem.LastRewind(ctx, key) })
 }

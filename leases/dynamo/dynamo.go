@@ -121,13 +121,8 @@ const attrRewoundAt = "rewound_at" // N: Unix milliseconds, for operators readin
 // that first recorded it.
 const attrCreated = "created_token"
 
-// tableKey is the key of the item holding the table's id (TableID), under
-// attribute table_id.
-const (
-	tableKey     = "#table"
-	attrTableID  = "table_id"
-	createdNever = "attribute_not_exists(#cr)"
-)
+// createdNever is the condition of a first creation record.
+const createdNever = "attribute_not_exists(#cr)"
 
 // Membership rows: one attribute per member, memberPrefix + owner id, a map
 // of these keys.
@@ -378,51 +373,6 @@ func (s *Store) recordCreated(ctx context.Context, key leases.Key, only bool) (b
 	}
 	// Ours, landed by an attempt whose answer was lost, or another's.
 	return str(item, attrCreated) == tok, nil
-}
-
-// TableID implements leases.Membership: a strongly consistent GetItem of
-// the item #table.
-func (s *Store) TableID(ctx context.Context) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	item, err := s.getItem(ctx, tableKey)
-	if err != nil {
-		return "", err
-	}
-	return str(item, attrTableID), nil
-}
-
-// SetTableID implements leases.Membership: one UpdateItem of the item
-// #table, SET table_id = :id conditional on attribute_not_exists(table_id);
-// when one is there, the item as found (or a read) tells it.
-func (s *Store) SetTableID(ctx context.Context, id string) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	if id == "" {
-		return "", errors.New("dynamo: SetTableID: empty id")
-	}
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 keyAttr(tableKey),
-		UpdateExpression:                    aws.String("SET #id = :id"),
-		ConditionExpression:                 aws.String("attribute_not_exists(#id)"),
-		ExpressionAttributeNames:            map[string]string{"#id": attrTableID},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: id}},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return id, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return "", s.mapErr("UpdateItem", tableKey, err)
-	}
-	if ccf.Item != nil {
-		return str(ccf.Item, attrTableID), nil
-	}
-	return s.TableID(ctx)
 }
 
 // legacyCheckpoint returns the checkpoint to start key's new row with: the

@@ -74,7 +74,6 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"CreateAs", testCreateAs},
 		{"CreateAsOnlyIfAbsent", testCreateAsOnlyIfAbsent},
 		{"CreateNewOnlyOnce", testCreateNewOnce},
-		{"TableID", testTableID},
 		{"RewindIsRecorded", testRewindRecorded},
 		{"InvalidArguments", testMemberInvalidArguments},
 		{"CancelledContext", testMemberCancelledContext},
@@ -1448,35 +1447,6 @@ func testCreateNewOnce(t *testing.T, s leases.Store, m leases.Membership, _ *row
 	}
 	_, err = m.CreateNew(ctx(t), k3)
 	wantConflict(t, "CreateNew of a row made by CreateAs", err)
-}
-
-// testTableID: a table's id is none until set; SetTableID writes it once
-// and returns the id stored, whoever wrote it.
-func testTableID(t *testing.T, _ leases.Store, m leases.Membership, _ *rowSource) {
-	id, err := m.TableID(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id == "" {
-		got, err := m.SetTableID(ctx(t), "id-"+testName(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != "id-"+testName(t) {
-			t.Fatalf("SetTableID on a table with none returned %q, want the id written", got)
-		}
-		id = got
-	}
-	got, err := m.SetTableID(ctx(t), "another-"+testName(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != id {
-		t.Fatalf("SetTableID on a table with id %q returned %q, want the id kept", id, got)
-	}
-	if got, err := m.TableID(ctx(t)); err != nil || got != id {
-		t.Fatalf("TableID = %q, %v; want %q", got, err, id)
-	}
 }
 
 func testReleaseClearsIncarnation(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {

@@ -35,7 +35,6 @@ type Store struct {
 	recreatedKey map[int]leases.Key
 	rewinds      map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
 	created      map[leases.Key]bool                // shards whose row was ever created (CreateNew)
-	tableID      string
 }
 
 var (
@@ -435,7 +434,6 @@ func (s *Store) Clear() {
 	s.recreated, s.recreatedKey = nil, nil
 	s.rewinds = make(map[leases.Key]leases.RewindRecord)
 	s.created = make(map[leases.Key]bool)
-	s.tableID = ""
 }
 
 // CreateNew implements leases.Membership.
@@ -451,30 +449,4 @@ func (s *Store) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, er
 	s.created[key] = true
 	s.mu.Unlock()
 	return s.Create(ctx, key)
-}
-
-// TableID implements leases.Membership.
-func (s *Store) TableID(ctx context.Context) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tableID, nil
-}
-
-// SetTableID implements leases.Membership.
-func (s *Store) SetTableID(ctx context.Context, id string) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	if id == "" {
-		return "", errors.New("memory: SetTableID: empty id")
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.tableID == "" {
-		s.tableID = id
-	}
-	return s.tableID, nil
 }

@@ -236,7 +236,7 @@ func (s *FaultStore) call(ctx context.Context, op string, l leases.Lease, do fun
 // isRead reports whether op only reads (never lands late).
 func isRead(op string) bool {
 	switch op {
-	case "Get", "Members", "Header", "LastRewind", "TableID":
+	case "Get", "Members", "Header", "LastRewind":
 		return true
 	}
 	return false
@@ -437,38 +437,6 @@ func (s *FaultStore) CreateNew(ctx context.Context, key leases.Key) (leases.Leas
 	return s.call(ctx, "CreateNew", leases.Lease{Key: key}, func(ctx context.Context) (leases.Lease, error) {
 		return mem.CreateNew(ctx, key)
 	})
-}
-
-// TableID implements leases.Membership; the hooks see it as a call on
-// MemberRowKey(-1).
-func (s *FaultStore) TableID(ctx context.Context) (string, error) {
-	mem, err := s.membership()
-	if err != nil {
-		return "", err
-	}
-	var id string
-	_, err = s.callMembers(ctx, "TableID", headerRow, func(ctx context.Context) ([]leases.Member, error) {
-		var err error
-		id, err = mem.TableID(ctx)
-		return nil, err
-	})
-	return id, err
-}
-
-// SetTableID implements leases.Membership; the hooks see it as a call on
-// MemberRowKey(-1).
-func (s *FaultStore) SetTableID(ctx context.Context, id string) (string, error) {
-	mem, err := s.membership()
-	if err != nil {
-		return "", err
-	}
-	var stored string
-	_, err = s.callMembers(ctx, "SetTableID", headerRow, func(ctx context.Context) ([]leases.Member, error) {
-		var err error
-		stored, err = mem.SetTableID(ctx, id)
-		return nil, err
-	})
-	return stored, err
 }
 
 // Join implements leases.Membership.

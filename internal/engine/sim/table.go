@@ -245,25 +245,6 @@ func (t *Table) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, er
 	return s.CreateNew(ctx, key)
 }
 
-// TableID implements leases.Membership: the id lives with the membership
-// rows (a dropped table loses it).
-func (t *Table) TableID(ctx context.Context) (string, error) {
-	s, err := t.membership("TableID")
-	if err != nil {
-		return "", err
-	}
-	return s.TableID(ctx)
-}
-
-// SetTableID implements leases.Membership.
-func (t *Table) SetTableID(ctx context.Context, id string) (string, error) {
-	s, err := t.membership("SetTableID")
-	if err != nil {
-		return "", err
-	}
-	return s.SetTableID(ctx, id)
-}
-
 // Join implements leases.Membership.
 func (t *Table) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	s, err := t.membership("Join")

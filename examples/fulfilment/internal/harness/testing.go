@@ -109,19 +109,6 @@ func (s CutOffStore) CreateNew(ctx context.Context, k leases.Key) (leases.Lease,
 	return s.mem().CreateNew(ctx, k)
 }
 
-// TableID implements leases.Membership.
-func (s CutOffStore) TableID(ctx context.Context) (string, error) {
-	return s.mem().TableID(ctx)
-}
-
-// SetTableID implements leases.Membership.
-func (s CutOffStore) SetTableID(ctx context.Context, id string) (string, error) {
-	if s.Cut.Load() {
-		return "", s.Err
-	}
-	return s.mem().SetTableID(ctx, id)
-}
-
 // Join implements leases.Membership.
 func (s CutOffStore) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	if s.Cut.Load() {
