@@ -172,3 +172,37 @@ func TestNewStreamRowCreatedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestInvalidateKeepsTheCheckpoint: a take whose answer was lost is
+// disproved by a read (the row still at the version it was conditional
+// on: recreated free, with no checkpoint, by a member that knew none) and
+// the plan gives the row to another member: this instance takes it and
+// releases it with the checkpoint it knows, never with none (the plan's
+// member would read it from the start position).
+func TestInvalidateKeepsTheCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, _, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		row, err := store.Create(ctx, key) // recreated free, no checkpoint
+		if err != nil {
+			t.Fatal(err)
+		}
+		known := leases.Checkpoint{Sequence: "4900"}
+		mine := row
+		mine.Owner, mine.Incarnation, mine.Counter = "a", "0.CUR", row.Counter+1
+		o := orphan{inc: "0.CUR", known: mine, presumed: true, knew: known, vanished: true}
+		g.mu.Lock()
+		g.orphans[u] = o
+		g.mu.Unlock()
+		g.releaseOrphan(ctx, u, o)
+		cur, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.Held() || cur.Checkpoint != known {
+			t.Fatalf("row after the disproved take was invalidated: %+v, want it free at %v", cur, known)
+		}
+	})
+}
