@@ -135,9 +135,10 @@ func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases
 func (g *Group) join(ctx context.Context) error {
 	wait := max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout)
 	var (
-		seen                       leases.Member
-		seenAt, firstAt, changedAt time.Time
-		read                       bool
+		seen            leases.Member
+		seenAt, firstAt time.Time
+		changes         []time.Time // changes of its heartbeat seen, each between reads less than a timeout apart
+		read            bool
 	)
 	for {
 		mine, mineRow, counts, err := g.readAll(ctx)
@@ -156,7 +157,7 @@ func (g *Group) join(ctx context.Context) error {
 			// Only its heartbeat shows it alive: a notice bumped by an
 			// operator's rewind changes the entry but not that.
 			still := mine.Incarnation == seen.Incarnation && mine.Heartbeat == seen.Heartbeat && seen.Owner != ""
-			if mine.Leaving || g.hb.attempted[mine.Incarnation] || (still && now.Sub(seenAt) >= g.cfg.Timeout) {
+			if mine.Leaving || g.hb.attempted[mine.Incarnation] || g.ownInc(mine.Incarnation) || (still && now.Sub(seenAt) >= g.cfg.Timeout) {
 				// Left, or dead: its fence has passed; or one of this
 				// process's own join attempts, landed with its answer lost
 				// (never another process). Take the entry over as a new
@@ -177,11 +178,21 @@ func (g *Group) join(ctx context.Context) error {
 					// It heartbeats: alive. Only a change between two
 					// reads less than a timeout apart shows a process
 					// heartbeating now, not one that stopped since.
-					changedAt = now
+					changes = append(changes, now)
 				}
 				seen, seenAt = mine, now
 			}
-			if !changedAt.IsZero() && now.Sub(changedAt) < g.cfg.Timeout && now.Sub(firstAt) >= wait {
+			// Another process heartbeats: its entry kept changing, at
+			// least three times in the last two timeouts. A dead
+			// process's writes applied late change it once or twice, then
+			// it stands still and is taken over.
+			recent := 0
+			for _, c := range changes {
+				if now.Sub(c) < 2*g.cfg.Timeout {
+					recent++
+				}
+			}
+			if recent >= 3 && now.Sub(firstAt) >= wait {
 				return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: mine.Incarnation}
 			}
 		default:
