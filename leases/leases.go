@@ -80,9 +80,7 @@
 //  6. Two processes with one owner id are told apart by their incarnations:
 //     a Heartbeat is conditional on the entry's incarnation, so only one of
 //     them heartbeats, and only its leases are held.
-//  7. Only Create, CreateAs and CreateNew create a lease row, and each
-//     records the creation apart from the row first (see
-//     [Membership.CreateNew]). A row that vanished is
+//  7. Only Create and CreateAs create a lease row. A row that vanished is
 //     recreated by its holder, from the checkpoint it knows (CreateAs, in
 //     one write); the consumer lets nobody else create a missing row before
 //     its holder has certainly stopped delivering it (see the consumer's
@@ -134,8 +132,7 @@
 //     holder write (Checkpoint, Release, ApplyRewind, and a Rewind of a held
 //     row), its owner is the non-empty l.Owner and, when l.Incarnation is
 //     not empty, its incarnation is l.Incarnation; a Rewind of a free row
-//     also requires it still free. No write but Create, CreateAs and
-//     CreateNew creates a lease row.
+//     also requires it still free. No write but Create creates a lease row.
 //     No scans, listings or multi-row transactions.
 //   - Every successful lease write sets Counter to l.Counter+1 (Create: 1),
 //     writes a new Token that no other write of any writer produces (a

@@ -237,21 +237,6 @@ type Membership interface {
 	// copy read before an operator's rewind, which would skip the records
 	// the rewind asked to replay.
 	LastRewind(ctx context.Context, key Key) (RewindRecord, error)
-	// CreateNew creates the row of key, free, as Create does, only if no
-	// row of the shard was ever created on this table: it first records the
-	// shard's first creation apart from the row (in the item of its rewind
-	// record, which a deletion of the row leaves in place), conditional on
-	// no creation being recorded, then creates the row. Create and CreateAs
-	// record a creation too (whether or not one was recorded), before they
-	// write the row. It fails with ErrConflict when a creation was recorded
-	// before: the row exists, existed and was deleted, or is being created.
-	// A resent attempt whose first answer was lost recognises its own
-	// record and goes on. So a shard's row is created as new at most once
-	// on a table, however many members decide to and whenever their writes
-	// land: a row created, taken and deleted meanwhile is left to the
-	// lost-row rules. (A table recreated empty loses the records with its
-	// rows.)
-	CreateNew(ctx context.Context, key Key) (Lease, error)
 }
 
 // RewindRecord is what a Store keeps of the last operator's rewind of a

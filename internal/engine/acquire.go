@@ -623,12 +623,8 @@ func (g *Group) createAll(st *streamState, skip string) {
 	g.listers.Go(func() {
 		defer cancel()
 		bounded(cctx, len(ids), func(i int) {
-			l, err := g.mem.CreateNew(cctx, leases.Key{Stream: st.key, Shard: ids[i]})
-			switch {
-			case err == nil:
+			if l, err := g.store.Create(cctx, leases.Key{Stream: st.key, Shard: ids[i]}); err == nil {
 				st.setRow(ids[i], rowState{lease: l, created: true})
-			case errors.Is(err, leases.ErrConflict):
-				st.markHadRow(ids[i]) // it had a row: never created again as new
 			}
 		})
 		st.rowsMu.Lock()

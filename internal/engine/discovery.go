@@ -230,7 +230,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 			continue
 		}
 		key := leases.Key{Stream: st.key, Shard: id}
-		if l, err := g.mem.CreateNew(ctx, key); err == nil {
+		if l, err := g.store.Create(ctx, key); err == nil {
 			st.setRow(id, rowState{lease: l})
 		} else if !errors.Is(err, leases.ErrConflict) {
 			return err

@@ -8,7 +8,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -129,46 +128,6 @@ func TestUncertainWriteReadAgain(t *testing.T) {
 		}
 		if still {
 			t.Fatal("the row is still to be read again after it was")
-		}
-	})
-}
-
-// TestNewStreamRowCreatedOnce: a member alone on a new table finds a row
-// of its stream missing, and the stream new (no row seen, nobody holds a
-// lease). The shard's row was created before, though (taken by a member
-// since gone, then deleted: its creation is recorded): it is not created
-// again at once, free at the start position, as a new stream's row, but
-// left to the lost-row rules. Before, a Create decided on such a view, or
-// applied late after the row had been created, taken and deleted, brought
-// it back free at the start position.
-func TestNewStreamRowCreatedOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		store := memory.New()
-		g, st, u, key := oneShardGroup(t, store)
-		arm(t, g, "0.CUR")
-		if _, err := store.Create(ctx, key); err != nil {
-			t.Fatal(err)
-		}
-		if !store.Delete(key) {
-			t.Fatal("no row to delete")
-		}
-		g.joinedAt.Store(mono() - int64(time.Minute)) // joined long enough ago to take a stream as new
-		st.rowsMu.Lock()
-		st.order = []string{u.Shard}
-		st.shards = map[string]types.Shard{u.Shard: {ShardId: &u.Shard}}
-		st.rowsMu.Unlock()
-		if !g.newStream(st) {
-			t.Fatal("the test's stream does not look new to this member: the test checks nothing")
-		}
-		readHeader(t, g)
-		sent := mono()
-		g.missingRow(ctx, st, u, sent, mono())
-		if _, err := store.Get(ctx, key); err == nil {
-			t.Fatal("a shard whose row was created before was created again at once as a new stream's")
-		}
-		if !st.hadRow(u.Shard) {
-			t.Fatal("the shard's recorded creation was not noted")
 		}
 	})
 }

@@ -80,21 +80,12 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 		// on one item, throttled).
 		return
 	}
-	if !r.seen && !st.hadRow(u.Shard) && g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
+	if !r.seen && g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
 		g.createAll(st, u.Shard)
 		key := leases.Key{Stream: u.Stream, Shard: u.Shard}
-		// Only if the shard never had a row on this table (CreateNew): a
-		// row created, taken and lost meanwhile, whatever any view says,
-		// falls under the lost-row rules instead, and so does a creation
-		// applied late.
-		l, err := g.mem.CreateNew(ctx, key)
+		l, err := g.store.Create(ctx, key)
 		if errors.Is(err, leases.ErrConflict) {
-			st.markHadRow(u.Shard)
 			l, err = g.store.Get(ctx, key)
-			if errors.Is(err, leases.ErrNotFound) {
-				g.missingRow(ctx, st, u, sent, ret) // it had a row: the lost-row rules
-				return
-			}
 		}
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, leases.ErrNotFound) {

@@ -78,10 +78,6 @@ type streamState struct {
 	createdAll bool
 	// creating: createAll is creating them, in the background.
 	creating bool
-	// created: shards whose CreateNew found a creation recorded: they had
-	// a row on this table, and are never created again as new (hadRow).
-	// Guarded by rowsMu.
-	created map[string]bool
 	// probe: the other members' heartbeats when this instance first found
 	// the stream's rows missing as a new stream's (see settled). Guarded
 	// by rowsMu.
@@ -266,25 +262,6 @@ func (st *streamState) creatingRows() bool {
 	st.rowsMu.Lock()
 	defer st.rowsMu.Unlock()
 	return st.creating
-}
-
-// hadRow reports whether shard id is known to have had a row on this table
-// (markHadRow).
-func (st *streamState) hadRow(id string) bool {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	return st.created[id]
-}
-
-// markHadRow records that shard id had a row on this table: a CreateNew
-// of it found its creation recorded.
-func (st *streamState) markHadRow(id string) {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	if st.created == nil {
-		st.created = map[string]bool{}
-	}
-	st.created[id] = true
 }
 
 // markReported records that the vanished row id was reported.

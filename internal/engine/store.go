@@ -224,16 +224,6 @@ func (s *instrumentedStore) CreateAs(ctx context.Context, key leases.Key, owner,
 	return t, err
 }
 
-func (s *instrumentedStore) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	t, err := call(s, &s.s.writes, "CreateNew", func() (leases.Lease, error) { return s.mem.CreateNew(ctx, key) })
-	if err == nil {
-		// Its conflict says a creation was recorded, not that the row
-		// exists: only a success shows the row.
-		s.seen.note(key, err)
-	}
-	return t, err
-}
-
 func (s *instrumentedStore) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRecord, error) {
 	return call(s, &s.s.reads, "LastRewind", func() (leases.RewindRecord, error) { return s.mem.LastRewind(ctx, key) })
 }

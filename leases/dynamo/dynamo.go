@@ -116,14 +116,6 @@ const rewindPrefix = "#rewind:"
 // rewind_to_sub.
 const attrRewoundAt = "rewound_at" // N: Unix milliseconds, for operators reading the table
 
-// attrCreated, on a shard's rewind record item, records that a row of the
-// shard was created on this table (CreateNew): S, the token of the write
-// that first recorded it.
-const attrCreated = "created_token"
-
-// createdNever is the condition of a first creation record.
-const createdNever = "attribute_not_exists(#cr)"
-
 // Membership rows: one attribute per member, memberPrefix + owner id, a map
 // of these keys.
 const (
@@ -291,14 +283,6 @@ func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error
 	if err := s.begin(ctx, key); err != nil {
 		return leases.Lease{}, err
 	}
-	if _, err := s.recordCreated(ctx, key, false); err != nil {
-		return leases.Lease{}, err
-	}
-	return s.create(ctx, key)
-}
-
-// create writes key's new row (Create, after its creation is recorded).
-func (s *Store) create(ctx context.Context, key leases.Key) (leases.Lease, error) {
 	cp, err := s.legacyCheckpoint(ctx, key)
 	if err != nil {
 		return leases.Lease{}, err
@@ -320,59 +304,6 @@ func (s *Store) create(ctx context.Context, key leases.Key) (leases.Lease, error
 		u.setCheckpoint(cp)
 	}
 	return s.write(ctx, "Create", key, 0, u)
-}
-
-// CreateNew implements leases.Membership: an UpdateItem of the shard's
-// rewind record item setting created_token, conditional on its absence (a
-// resent attempt finds its own token and goes on), then Create's row write.
-// Create and CreateAs make the same UpdateItem first, and go on whether or
-// not a creation was recorded before.
-func (s *Store) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	if err := s.begin(ctx, key); err != nil {
-		return leases.Lease{}, err
-	}
-	first, err := s.recordCreated(ctx, key, true)
-	if err != nil {
-		return leases.Lease{}, err
-	}
-	if !first {
-		return leases.Lease{}, &leases.ConflictError{Op: "CreateNew", Key: key}
-	}
-	return s.create(ctx, key)
-}
-
-// recordCreated records on key's rewind record item that a row of the
-// shard is created, if no creation was recorded before, and reports whether
-// this call's record is the one stored (false: one was there already, which
-// for only is an error to report, and for Create and CreateAs is fine).
-func (s *Store) recordCreated(ctx context.Context, key leases.Key, only bool) (bool, error) {
-	rk := rewindPrefix + key.String()
-	tok := rand.Text()[:16]
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 keyAttr(rk),
-		UpdateExpression:                    aws.String("SET #cr = :tok"),
-		ConditionExpression:                 aws.String("attribute_not_exists(#c) AND " + createdNever),
-		ExpressionAttributeNames:            map[string]string{"#cr": attrCreated, "#c": attrCounter},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":tok": &types.AttributeValueMemberS{Value: tok}},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return true, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return false, s.mapErr("UpdateItem", rk, err)
-	}
-	item := ccf.Item
-	if item == nil {
-		var gerr error
-		if item, gerr = s.getItem(ctx, rk); gerr != nil {
-			return false, gerr
-		}
-	}
-	// Ours, landed by an attempt whose answer was lost, or another's.
-	return str(item, attrCreated) == tok, nil
 }
 
 // legacyCheckpoint returns the checkpoint to start key's new row with: the

@@ -458,8 +458,5 @@ func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation
 	if rewind != "" {
 		u.set[attrRewindID] = &types.AttributeValueMemberS{Value: rewind}
 	}
-	if _, err := s.recordCreated(ctx, key, false); err != nil {
-		return leases.Lease{}, err
-	}
 	return s.write(ctx, "CreateAs", key, 0, u)
 }

@@ -73,7 +73,6 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"ReleaseClearsIncarnation", testReleaseClearsIncarnation},
 		{"CreateAs", testCreateAs},
 		{"CreateAsOnlyIfAbsent", testCreateAsOnlyIfAbsent},
-		{"CreateNewOnlyOnce", testCreateNewOnce},
 		{"RewindIsRecorded", testRewindRecorded},
 		{"InvalidArguments", testMemberInvalidArguments},
 		{"CancelledContext", testMemberCancelledContext},
@@ -1417,36 +1416,6 @@ func testTakeAsCounter(t *testing.T, s leases.Store, m leases.Membership, _ *row
 	if _, err := s.Get(ctx(t), ghost.Key); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("TakeAs of a missing row created it: Get = %v", err)
 	}
-}
-
-// testCreateNewOnce: CreateNew creates a free row of a shard whose row was
-// never created, and fails with a conflict, creating nothing, for a shard
-// whose row exists or was created before by Create, CreateAs or CreateNew.
-func testCreateNewOnce(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
-	k := newKey(t)
-	l, err := m.CreateNew(ctx(t), k)
-	if err != nil {
-		t.Fatalf("CreateNew of a shard never created: %v", err)
-	}
-	if l.Held() || !l.Checkpoint.IsZero() || l.Counter != 1 || l.Token == "" {
-		t.Fatalf("CreateNew: %+v, want a free row at counter 1 with a token and no checkpoint", l)
-	}
-	wantRow(t, s, k, l, "CreateNew")
-	_, err = m.CreateNew(ctx(t), k)
-	wantConflict(t, "CreateNew of an existing row", err)
-	wantRow(t, s, k, l, "a refused CreateNew changed the row")
-
-	k2 := leases.Key{Stream: k.Stream, Shard: k.Shard + "-b"}
-	mustCreate(t, s, k2)
-	_, err = m.CreateNew(ctx(t), k2)
-	wantConflict(t, "CreateNew of a row made by Create", err)
-
-	k3 := leases.Key{Stream: k.Stream, Shard: k.Shard + "-c"}
-	if _, err := m.CreateAs(ctx(t), k3, "a", "inc-a", leases.Checkpoint{Sequence: "9"}, ""); err != nil {
-		t.Fatal(err)
-	}
-	_, err = m.CreateNew(ctx(t), k3)
-	wantConflict(t, "CreateNew of a row made by CreateAs", err)
 }
 
 func testReleaseClearsIncarnation(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {

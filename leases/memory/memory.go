@@ -34,7 +34,6 @@ type Store struct {
 	recreated    map[int]int64
 	recreatedKey map[int]leases.Key
 	rewinds      map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
-	created      map[leases.Key]bool                // shards whose row was ever created (CreateNew)
 }
 
 var (
@@ -45,7 +44,7 @@ var (
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord), created: make(map[leases.Key]bool)}
+	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord)}
 }
 
 // Check implements leases.Checker. A memory store has nothing to
@@ -73,7 +72,6 @@ func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.created[key] = true
 	if _, ok := s.rows[key]; ok {
 		return leases.Lease{}, &leases.ConflictError{Op: "Create", Key: key}
 	}
@@ -402,7 +400,6 @@ func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.created[key] = true
 	if _, ok := s.rows[key]; ok {
 		return leases.Lease{}, &leases.ConflictError{Op: "CreateAs", Key: key}
 	}
@@ -433,20 +430,4 @@ func (s *Store) Clear() {
 	s.vanished = 0
 	s.recreated, s.recreatedKey = nil, nil
 	s.rewinds = make(map[leases.Key]leases.RewindRecord)
-	s.created = make(map[leases.Key]bool)
-}
-
-// CreateNew implements leases.Membership.
-func (s *Store) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	if err := begin(ctx, key); err != nil {
-		return leases.Lease{}, err
-	}
-	s.mu.Lock()
-	if s.created[key] {
-		s.mu.Unlock()
-		return leases.Lease{}, &leases.ConflictError{Op: "CreateNew", Key: key}
-	}
-	s.created[key] = true
-	s.mu.Unlock()
-	return s.Create(ctx, key)
 }

@@ -428,17 +428,6 @@ func (s *FaultStore) CreateAs(ctx context.Context, key leases.Key, owner, incarn
 	})
 }
 
-// CreateNew implements leases.Membership.
-func (s *FaultStore) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	mem, err := s.membership()
-	if err != nil {
-		return leases.Lease{}, err
-	}
-	return s.call(ctx, "CreateNew", leases.Lease{Key: key}, func(ctx context.Context) (leases.Lease, error) {
-		return mem.CreateNew(ctx, key)
-	})
-}
-
 // Join implements leases.Membership.
 func (s *FaultStore) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	mem, err := s.membership()

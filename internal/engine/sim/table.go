@@ -234,17 +234,6 @@ func (t *Table) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRe
 	return s.LastRewind(ctx, key)
 }
 
-// CreateNew implements leases.Membership. The record of a creation lives
-// with the row's rewind record: a deleted row leaves it, a dropped table
-// loses it.
-func (t *Table) CreateNew(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	s, err := t.row("CreateNew", key)
-	if err != nil {
-		return leases.Lease{}, err
-	}
-	return s.CreateNew(ctx, key)
-}
-
 // Join implements leases.Membership.
 func (t *Table) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	s, err := t.membership("Join")

@@ -101,14 +101,6 @@ func (s CutOffStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc stri
 	return s.mem().TakeAs(ctx, l, owner, inc)
 }
 
-// CreateNew implements leases.Membership.
-func (s CutOffStore) CreateNew(ctx context.Context, k leases.Key) (leases.Lease, error) {
-	if s.Cut.Load() {
-		return leases.Lease{}, s.Err
-	}
-	return s.mem().CreateNew(ctx, k)
-}
-
 // Join implements leases.Membership.
 func (s CutOffStore) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	if s.Cut.Load() {
