@@ -95,6 +95,15 @@ const (
 	hbMissing                       // our entry is gone: join again
 )
 
+// attempt records that this instance is writing an entry as inc without
+// knowing yet whether it lands (see attempted).
+func (s *heartbeatState) attempt(inc string) {
+	if s.attempted == nil {
+		s.attempted = map[string]bool{}
+	}
+	s.attempted[inc] = true
+}
+
 // heartbeatAction maps a heartbeat's error onto what to do. cur is the
 // entry a conflict found.
 func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases.Member) {
@@ -345,10 +354,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 				// turns up later, it is one of ours (heartbeatAction's
 				// hbOurAttempt), replaced by a new incarnation, never
 				// taken for another process with this owner id.
-				if g.hb.attempted == nil {
-					g.hb.attempted = map[string]bool{}
-				}
-				g.hb.attempted[inc] = true
+				g.hb.attempt(inc)
 				g.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
 				continue // the same entry again: if the first landed, this one finds it
 			}
@@ -404,10 +410,7 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 			// It may land, late: an entry of inc found later is ours (an
 			// attempt to replace), never another process with this owner
 			// id (seeds 1268, 2290).
-			if g.hb.attempted == nil {
-				g.hb.attempted = map[string]bool{}
-			}
-			g.hb.attempted[inc] = true
+			g.hb.attempt(inc)
 		}
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
@@ -662,10 +665,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	}
 	row := rowOf(old)
 	inc := newIncarnation(row)
-	if g.hb.attempted == nil {
-		g.hb.attempted = map[string]bool{}
-	}
-	g.hb.attempted[inc] = true
+	g.hb.attempt(inc)
 	g.tryInc(inc)
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
 	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount(), Vanished: g.vanishedKnown.Load(), Streams: g.streamsDigest()}

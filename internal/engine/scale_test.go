@@ -98,20 +98,10 @@ func TestManyShardsSlowStore(t *testing.T) {
 				},
 			}}},
 		}
-		g, err := engine.NewGroup(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- g.Run(ctx) }()
-		defer func() {
-			// On a failure too: the bubble must end with no goroutine left.
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}()
+		// On a failure too, the cleanup stops Run inside the bubble: it
+		// must end with no goroutine left.
+		_, stop := startGroup(t, cfg)
+		defer stop()
 
 		put := func(data string) {
 			for _, id := range ids {

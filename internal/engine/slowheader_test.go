@@ -49,19 +49,10 @@ func TestSlowHeaderAfterFence(t *testing.T) {
 				Handler: func(context.Context, *kltype.Record) error { handled.Add(1); return nil },
 			}}},
 		}
-		g, err := engine.NewGroup(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- g.Run(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}()
+		// On a failure too, the cleanup stops Run inside the bubble: it
+		// must end with no goroutine left.
+		_, stop := startGroup(t, cfg)
+		defer stop()
 		for _, id := range stream.ShardIDs() {
 			if _, err := stream.Put(id, "k", []byte("first")); err != nil {
 				t.Fatal(err)
