@@ -82,13 +82,13 @@
 //     them heartbeats, and only its leases are held.
 //  7. Only Create and CreateAs create a lease row. A row that vanished is
 //     recreated by its holder, from the checkpoint it knows (CreateAs, in
-//     one write); the consumer lets nobody else create a missing row before
-//     its holder has certainly stopped delivering it (see the consumer's
-//     documentation of lost rows). Whoever recreates a row announces it
-//     ([Membership.ReportRecreated], a counter per bucket of keys in the
-//     header) before anyone reads from it, so that a member whose reads
-//     found the row missing before and after the recreation starts its
-//     wait again instead of counting the time between as missing.
+//     one write), or by anyone else free and marked recovered (CreateAs
+//     with no owner, [Lease.Recovered]): its last holder may still deliver
+//     from the copy that vanished, so nobody else delivers from a recovered
+//     row before the proof bound has passed since a read that returned it.
+//     Any write since the creation changes the row's token but keeps that
+//     mark, and a row deleted and recreated again has a new one, so the
+//     wait is always on the recreation a reader saw.
 //  8. An operator's rewind outlives a deleted row: Rewind records it apart
 //     from the row (a rewind record, read with [Membership.LastRewind]) and
 //     writes its id on the row ([Lease.Rewind]), which every other write
@@ -323,6 +323,16 @@ type Lease struct {
 	// Token identifies the write that produced this version of the row. A
 	// writer whose answer was lost recognises its own write by it.
 	Token string
+	// Recovered is set on a row recreated free after it vanished
+	// (Membership.CreateAs with no owner): the Token of that creation. The
+	// row's last holder may still be delivering from the copy that
+	// vanished, until the proof bound after its last write that landed, so
+	// nobody but that holder delivers from a recovered row before the
+	// proof bound has passed since a read that returned it. TakeAs and
+	// Rewind keep it; the holder writes (Checkpoint, Release, ApplyRewind)
+	// write l.Recovered as given: a holder that waited the bound clears it,
+	// one that did not keeps it for the next holder. Empty otherwise.
+	Recovered string
 }
 
 // Held reports whether someone holds the lease.

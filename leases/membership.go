@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 )
@@ -62,31 +61,10 @@ func IncarnationRow(inc string) (int, bool) {
 // MemberHeader is the membership header: the roster version of each row
 // that ever had one (row -> version; a row absent has version 0), and a
 // counter bumped by a member that found a lease row missing, so that every
-// holder re-reads the rows it holds (ReportVanished), and one bumped by a
-// member that recreated a vanished row (ReportRecreated), one per bucket
-// of keys (RecreatedBucket), with the key of the last row recreated in
-// each bucket (RecreatedKey), so that every member stops taking that row
-// (or, when several of a bucket were recreated since it last read the
-// header, every row of the bucket) as missing since before then: two reads
-// that found it missing may have missed the recreated row between them.
+// holder re-reads the rows it holds (ReportVanished).
 type MemberHeader struct {
-	Rows         map[int]int64
-	Vanished     int64
-	Recreated    map[int]int64
-	RecreatedKey map[int]Key
-}
-
-// RecreatedBuckets is how many buckets of lease keys the header counts
-// recreations in (MemberHeader.Recreated).
-const RecreatedBuckets = 32
-
-// RecreatedBucket returns the bucket of key's recreations in the header.
-func RecreatedBucket(key Key) int {
-	h := fnv.New32a()
-	h.Write([]byte(key.Stream))
-	h.Write([]byte{0})
-	h.Write([]byte(key.Shard))
-	return int(h.Sum32() % RecreatedBuckets)
+	Rows     map[int]int64
+	Vanished int64
 }
 
 // Member is one instance's entry in a membership row.
@@ -118,13 +96,6 @@ type Member struct {
 	// member that finds every row of a stream missing takes the stream as
 	// new (and creates its rows at once) only while no member holds any.
 	Held int64
-	// Vanished is how many lease rows the member found missing (deleted,
-	// or the table recreated) and will recreate from a checkpoint it
-	// knows. While a live member's entry shows any, a member that knows no
-	// checkpoint of a missing row waits longer before it creates it at the
-	// start position, so that the row is recreated from where it was read
-	// to.
-	Vanished int64
 	// Streams is a digest of the streams the member subscribes, compared
 	// as an opaque value: each member plans every stream it reads over the
 	// live members whose digest equals its own (an empty one counts as
@@ -200,11 +171,6 @@ type Membership interface {
 	// ReportVanished adds one to the header's Vanished counter.
 	ReportVanished(ctx context.Context) error
 
-	// ReportRecreated adds one to the header's Recreated counter of key's
-	// bucket (RecreatedBucket) and sets the bucket's RecreatedKey to key,
-	// in one write.
-	ReportRecreated(ctx context.Context, key Key) error
-
 	// TakeAs is the take of the membership protocol: owner's incarnation
 	// becomes the holder of l.Key if the row still is l: its counter equals
 	// l.Counter and its token l.Token. (With no token, as for a Lease not
@@ -222,6 +188,10 @@ type Membership interface {
 	// row deleted, a table recreated empty) recreates it this way from the
 	// checkpoint it knows, so that no one can take the row in between with
 	// no checkpoint and read from the start position.
+	//
+	// With owner and incarnation both empty it creates the row free and
+	// recovered: Lease.Recovered is the creation's Token. Anyone who finds
+	// a row vanished recreates it so, from the best checkpoint it knows.
 	//
 	// rewind is the row's Rewind id (see Lease.Rewind): the one of the copy
 	// of the row the checkpoint comes from, or LastRewind's ID when the row

@@ -135,12 +135,6 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 		g.streams[u.Stream].log.Info("kinesislease: releasing a lease beyond the cap", "shard", u.Shard, "max_leases", g.cfg.MaxLeases)
 		workers[u].stopWithin(g.cfg.ShutdownTimeout)
 	}
-	if g.recreatedPending.Load() {
-		// A row this instance recreated is not announced yet (see
-		// announceRecreated): its orphans wait, so that none is read or
-		// released free before every member can know of it.
-		act.retakes, act.releases = nil, nil
-	}
 	// Rows not read yet first: a round cut by its deadline leaves the
 	// ones it read known, and the next reads the others (never the same
 	// ones again and again).
@@ -200,7 +194,6 @@ func (g *Group) newStreamProbes(takes []unit) []unit {
 // every row of the stream free. It takes none: the plan does not give it u.
 func (g *Group) probeNewStream(ctx context.Context, u unit) {
 	st := g.streams[u.Stream]
-	sent := mono()
 	l, err := g.store.Get(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard})
 	switch {
 	case err == nil:
@@ -209,7 +202,7 @@ func (g *Group) probeNewStream(ctx context.Context, u unit) {
 	case !errors.Is(err, leases.ErrNotFound):
 		return
 	}
-	st.setRow(u.Shard, missingAt(sent, mono()))
+	st.setRow(u.Shard, rowState{missing: true})
 	if g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
 		g.createAll(st, "")
 	}
@@ -254,10 +247,9 @@ func (g *Group) acquire(ctx context.Context, u unit) {
 		g.take(ctx, st, u, r.lease)
 		return
 	}
-	sent := mono()
 	l, err := g.store.Get(ctx, key)
 	if errors.Is(err, leases.ErrNotFound) {
-		g.missingRow(ctx, st, u, sent, mono())
+		g.missingRow(ctx, st, u)
 		return
 	}
 	if err != nil {
@@ -276,7 +268,7 @@ func (g *Group) acquire(ctx context.Context, u unit) {
 	if !g.ours(l) {
 		g.noteReleased(u, l)
 	}
-	if !g.takeable(st, u.Shard, l) {
+	if !g.takeable(st, u.Shard, l) || !g.recoveryPassed(st, u.Shard, l) {
 		return
 	}
 	g.take(ctx, st, u, l)
@@ -295,7 +287,7 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	// moved on from memory, which may predate an operator's rewind applied
 	// since (seeds 1504412, 1510881, 1520568: the rewind skipped).
 	var fill leases.Checkpoint
-	if l.RewindTo.IsZero() && l.Checkpoint.IsZero() {
+	if noStart(l) {
 		knew := st.row(u.Shard).knew
 		g.mu.Lock()
 		if r, ok := g.released[u]; ok {
@@ -330,6 +322,9 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 // startTaken starts a worker on row t, just taken (from l) by a write sent
 // at sent: a pending rewind first.
 func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t leases.Lease, sent int64) {
+	// Taken past the recovery wait, if recovered: the worker's first write
+	// clears the mark (see leases.Lease.Recovered).
+	t.Recovered = ""
 	h := newMemberLease(g.store, t, &g.fence, sent, g.proof(st))
 	h.onVanish = g.kickRound
 	if t.RewindTo.Sequence != "" {
@@ -337,14 +332,8 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 		if t, err = h.applyRewind(ctx); err != nil {
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			// The take landed: the row names this incarnation, which holds
-			// it with no worker. Should it be found missing, no other
-			// member can have recreated it before lostRowWait from the
-			// take: this instance recreates it at once, as its holder
-			// (seed 1015883: the rewind's answer lost, the row deleted, a
-			// member that waited recreated it while the model still
-			// counted this one as a holder that may deliver).
+			// it with no worker, as an orphan.
 			o := orphan{inc: h.current().Incarnation, known: h.asOrphan()}
-			o.holderUntil = h.proofSent.Load() + int64(g.lostRowWait(st))
 			g.mu.Lock()
 			g.orphans[u] = o
 			g.mu.Unlock()
@@ -367,6 +356,22 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 		}
 		emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
 	})
+}
+
+// recoveryPassed reports whether row l of shard id, just read, may be read
+// by this instance as far as a recovery goes: it is not recovered
+// (leases.Lease.Recovered), or this instance saw its recovery for the
+// recovery wait. Its last holder may deliver until then.
+func (g *Group) recoveryPassed(st *streamState, id string, l leases.Lease) bool {
+	return l.Recovered == "" || time.Duration(mono()-st.recoveredSince(id, l.Recovered)) >= g.recoveryWait(st)
+}
+
+// noStart reports whether row l says nothing of where its shard was read
+// to: no rewind pending, and no checkpoint, or the TRIM_HORIZON of a
+// recovery by a member that knew none (recover). A member that knows a
+// checkpoint of the row writes it before anyone reads (take, repairFree).
+func noStart(l leases.Lease) bool {
+	return l.RewindTo.IsZero() && (l.Checkpoint.IsZero() || l.Recovered != "" && l.Rewind == "" && l.Checkpoint.Sequence == leases.RewindTrimHorizon)
 }
 
 // takeable reports whether row l, just read, may be taken by this instance.
@@ -578,7 +583,7 @@ func (g *Group) settled(st *streamState) bool {
 	st.rowsMu.Lock()
 	defer st.rowsMu.Unlock()
 	p := st.probe
-	if p == nil || time.Duration(now-p.at) > g.lostRowWait(st) {
+	if p == nil || time.Duration(now-p.at) > g.recoveryWait(st) {
 		st.probe = &newProbe{at: now, hbs: cur}
 		return false
 	}
@@ -619,7 +624,7 @@ func (g *Group) createAll(st *streamState, skip string) {
 	// creates take seconds. Within the lost-row wait of the decision, as
 	// a member that waits creates a missing row only after it; a row left
 	// missing then is a missing row like any other (missingRow).
-	cctx, cancel := context.WithTimeout(g.runCtx, g.lostRowWait(st))
+	cctx, cancel := context.WithTimeout(g.runCtx, g.recoveryWait(st))
 	g.listers.Go(func() {
 		defer cancel()
 		bounded(cctx, len(ids), func(i int) {

@@ -261,11 +261,10 @@ func (g *Group) readRowIfUnread(ctx context.Context, st *streamState, id string)
 // readRowAs reads the row of shard id and records what it found with set,
 // which reports whether it recorded it.
 func (g *Group) readRowAs(ctx context.Context, st *streamState, id string, set func(string, rowState) bool) error {
-	sent := mono()
 	l, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: id})
 	switch {
 	case errors.Is(err, leases.ErrNotFound):
-		set(id, missingAt(sent, mono()))
+		set(id, rowState{missing: true})
 		return nil
 	case err != nil:
 		return err
@@ -361,7 +360,7 @@ func (g *Group) newStreamWait() time.Duration {
 			return d + time.Millisecond
 		}
 		st.rowsMu.Lock()
-		probing := st.probe != nil && !st.createdAll && time.Duration(mono()-st.probe.at) <= g.lostRowWait(st)
+		probing := st.probe != nil && !st.createdAll && time.Duration(mono()-st.probe.at) <= g.recoveryWait(st)
 		st.rowsMu.Unlock()
 		if probing {
 			// Waiting for the other members' heartbeats (settled): look

@@ -124,7 +124,6 @@ type Group struct {
 	cfg   GroupConfig
 	mem   leases.Membership
 	store leases.Store
-	exist *existence // when store's calls last found each lease row existing
 	h     *hooks
 	log   *slog.Logger
 
@@ -197,28 +196,14 @@ type Group struct {
 	recheckAgain atomic.Bool  // a re-read of lately released rows failed: again next round
 	resync       atomic.Bool  // a member ended a shard: list every stream
 	ended        atomic.Int64 // shards this instance read to their end
-	// vanishedKnown: the rows this instance found missing and will
-	// recreate from a checkpoint it knows (countVanished), for its entry.
-	vanishedKnown atomic.Int64
-	storeErr      atomic.Pointer[error]
-	// recreatedPending: this instance recreated a vanished row and its
-	// ReportRecreated has not landed yet (retried every round);
-	// ownRecreated counts those that landed since the header was last
-	// read, headerRecreated is the header's Recreated count as last read
-	// (round goroutine). recMu serializes the announcements.
+	storeErr     atomic.Pointer[error]
 	// lastReport is when this instance's last ReportVanished that landed
-	// was sent (on mono()), under reportSem. The two semaphores are
-	// channels, not mutexes: they are held across a store call, and a
-	// goroutine waiting on a channel lets a synctest bubble's clock move.
-	recreatedPending atomic.Bool
-	recPending       map[leases.Key]bool // under recSem
-	ownMu            sync.Mutex
-	ownRecreated     map[int]int64 // by bucket, under ownMu
-	headerRecreated  map[int]int64
-	recSem           chan struct{}
-	reportSem        chan struct{}
-	lastReport       int64
-	reported         bool
+	// was sent (on mono()), under reportSem: a channel, not a mutex, held
+	// across a store call (a goroutine waiting on a channel lets a
+	// synctest bubble's clock move).
+	reportSem  chan struct{}
+	lastReport int64
+	reported   bool
 
 	planner    plan.Planner // cached: recomputes only when members or shards change
 	lastAssign map[unit]string
@@ -320,12 +305,11 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		cfg: cfg, h: h, inc: rand.Text()[:10], kick: make(chan struct{}, 1),
 		streams: map[string]*streamState{}, view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
 		workers: map[unit]*worker{}, orphans: map[unit]orphan{}, uncertain: map[unit]int64{}, released: map[unit]releasedRow{},
-		recSem: make(chan struct{}, 1), reportSem: make(chan struct{}, 1),
-		recPending: map[leases.Key]bool{}, ownRecreated: map[int]int64{},
-		log: cfg.Logger.With("owner", cfg.Owner),
+		reportSem: make(chan struct{}, 1),
+		log:       cfg.Logger.With("owner", cfg.Owner),
 	}
 	is := newInstrumentedStore(cfg.Store, mem, h, &g.stats)
-	g.store, g.exist = is, is.seen
+	g.store = is
 	g.mem = g.store.(leases.Membership)
 	cfg.Client = h.wrapKinesis(cfg.Client)
 	g.cfg.Client = cfg.Client
@@ -454,7 +438,6 @@ func (g *Group) round(ctx context.Context) {
 	g.announceDead(rctx)
 	a := g.plan()
 	g.apply(rctx, a)
-	g.vanishedKnown.Store(g.countVanished(a))
 	g.removeStale(rctx)
 	g.readBehind(rctx)
 	g.viewMu.Lock()
@@ -629,12 +612,6 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.
 				o := orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
-				if o.vanished {
-					// Found missing by its own holder: no other member
-					// recreates it before lostRowWait from the deletion,
-					// which came after the last write that landed.
-					o.holderUntil = w.lease.proofSent.Load() + int64(g.lostRowWait(st))
-				}
 				g.mu.Lock()
 				g.orphans[u] = o
 				g.mu.Unlock()

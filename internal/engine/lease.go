@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -119,6 +120,11 @@ func (h *heldLease) rewoundPending() bool {
 // heldLease.release).
 var errVanishedRow = errors.New("kinesislease: the lease row vanished; released once it is back")
 
+// errRecoveredByOther: a write not made, the holder's row vanished and
+// recreated free by another member (see heldLease.write). It matches
+// leases.ErrNotFound.
+var errRecoveredByOther = fmt.Errorf("kinesislease: the lease row vanished and was recreated by another member: %w", leases.ErrNotFound)
+
 // errRewoundByRecreate: a checkpoint not written, the row recreated at an
 // operator's rewind meanwhile (see heldLease.checkpoint).
 var errRewoundByRecreate = errors.New("kinesislease: the row was recreated at an operator's rewind")
@@ -231,6 +237,12 @@ func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.L
 				h.markVanished()
 			}
 			return known, gerr
+		}
+		if !cur.Held() && cur.Recovered != "" {
+			// The row vanished and another member recreated it free: this
+			// holder takes it back at once (Group.recreate).
+			h.markVanished()
+			return known, errRecoveredByOther
 		}
 		h.mu.Lock()
 		h.lease = cur

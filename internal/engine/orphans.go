@@ -4,7 +4,7 @@ package engine
 // a take whose answer was lost) with no worker reading them. Each round
 // retakes those the plan gives this instance, directly as the current
 // incarnation, and releases the others; one whose row vanished is
-// recreated from the checkpoint it knew.
+// recreated free from the checkpoint it knew.
 
 import (
 	"context"
@@ -121,7 +121,8 @@ func (g *Group) ours(l leases.Lease) bool {
 
 // retake takes an orphan row directly as the current incarnation: a write
 // conditional on the row as this instance last knew it, with a read only
-// if that fails.
+// if that fails. A row found missing is recreated free from what the
+// orphan knew (vanishedOrphan) and taken after the recovery wait.
 func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 	st := g.streams[u.Stream]
 	inc := g.Incarnation()
@@ -136,9 +137,12 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		l = cur
 	}
 	for attempt := 0; ; attempt++ {
+		if !g.ours(l) && !g.recoveryPassed(st, u.Shard, l) {
+			return // recovered: taken once its last holder has stopped
+		}
 		sent := mono()
 		t, err := g.takeAs(ctx, u, l, inc)
-		if err == nil && t.Checkpoint.IsZero() && t.RewindTo.IsZero() && !o.best().IsZero() && g.recreated(u, o, l) {
+		if err == nil && noStart(t) && !o.best().IsZero() && g.recreated(u, o, l) {
 			// The row vanished and is back with no checkpoint, recreated
 			// by a member that never knew one while this instance could
 			// not write: carry on from the checkpoint this instance knows,
@@ -152,35 +156,11 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			g.startTaken(ctx, st, u, l, t, sent)
 			return
 		}
-		if attempt == 0 && failedUnanswered(err) && vanishedRow(st, u, o) {
-			// A row that vanished: its sightings must come close enough
-			// together to be joined (setRow), or the wait begins again
-			// while a member that knows no checkpoint waits on. A call
-			// that failed is no sighting: read the row now instead
-			// (seed 113170: calls failing one round in three kept a
-			// knower's wait from ever ending).
-			cur, ok := g.rereadOrphan(ctx, st, u, o, false)
-			if !ok {
-				return
-			}
-			l = cur
-			continue
+		if errors.Is(err, leases.ErrNotFound) {
+			g.vanishedOrphan(ctx, st, u, o)
+			return
 		}
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
-			if errors.Is(err, leases.ErrNotFound) {
-				if o.holding(inc) {
-					g.vanishedOrphan(ctx, st, u, o, sent, mono()) // recreated at once, free for the plan's member
-					return
-				}
-				// Vanished: recreated from the checkpoint this instance
-				// knew, once missing for lostRowWait. It stays an orphan
-				// until then: if the plan moves it to another member, it is
-				// recreated free from there (vanishedOrphan), not left to
-				// one that never knew where it was read to.
-				g.markVanished(u, o)
-				st.know(u.Shard, o.knownRow())
-				g.missingRow(ctx, st, u, sent, mono())
-			}
 			return // an uncertain take is presumed ours (takeAs)
 		}
 		cur, ok := g.rereadOrphan(ctx, st, u, o, false)
@@ -193,24 +173,17 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 
 // rereadOrphan reads orphan o's row again before retaking it, and reports
 // whether to go on with the row it returns: ours, or takeable. A missing
-// row is recreated from what o knew, once missing for lostRowWait
-// (missingRow); with dropEmpty, an orphan that knew no checkpoint is simply
-// dropped then (nothing to save: missingRow as for any member). A row
-// someone else holds is forgotten.
+// row is recreated from what o knew (vanishedOrphan); with dropEmpty, an
+// orphan that knew no checkpoint is simply dropped then (nothing to save:
+// missingRow as for any member). A row someone else holds is forgotten.
 func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orphan, dropEmpty bool) (leases.Lease, bool) {
-	sent := mono()
 	cur, err := g.store.Get(ctx, o.known.Key)
 	switch {
 	case errors.Is(err, leases.ErrNotFound) && dropEmpty && o.best().IsZero():
 		g.dropOrphan(u, o)
 		return leases.Lease{}, false
-	case errors.Is(err, leases.ErrNotFound) && o.holding(g.Incarnation()):
-		g.vanishedOrphan(ctx, st, u, o, sent, mono())
-		return leases.Lease{}, false
 	case errors.Is(err, leases.ErrNotFound):
-		g.markVanished(u, o)
-		st.know(u.Shard, o.knownRow())
-		g.missingRow(ctx, st, u, sent, mono())
+		g.vanishedOrphan(ctx, st, u, o)
 		return leases.Lease{}, false
 	case err != nil:
 		return leases.Lease{}, false
@@ -231,7 +204,7 @@ func (g *Group) recreated(u unit, o orphan, l leases.Lease) bool {
 	if o.vanished || l.Counter < o.realCounter() {
 		return true
 	}
-	if l.Checkpoint.IsZero() && l.RewindTo.IsZero() && !o.best().IsZero() {
+	if noStart(l) && !o.best().IsZero() {
 		return true // a checkpoint is never cleared while a row lives
 	}
 	g.mu.Lock()
@@ -271,22 +244,20 @@ func (g *Group) fillCheckpoint(ctx context.Context, st *streamState, u unit, t l
 
 // releaseOrphan frees an orphan row the plan gives another member, keeping
 // the checkpoint last written while the lease was trusted. An orphan whose
-// row vanished is recreated free from that checkpoint once it has been
-// missing for lostRowWait (this instance may be the only one that knows
-// it), so that the member the plan gives it to does not start it at the
-// start position.
+// row vanished is recreated free from that checkpoint (vanishedOrphan),
+// so that the member the plan gives it to does not start it at the start
+// position.
 func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 	st := g.streams[u.Stream]
 	l := o.known
 	for attempt := 0; ; attempt++ {
-		sent := mono()
 		// Released with no checkpoint, keeping the row's: the last one
 		// written. A row of ours recreated since this instance knew it
 		// (our take's fill not written yet, or its answer lost) gets the
 		// one this instance knows: the write is conditional on our version
 		// of the row, whose checkpoint is none or that one.
 		var cp leases.Checkpoint
-		if l.RewindTo.IsZero() && (l.Checkpoint.IsZero() || o.vanished) {
+		if l.RewindTo.IsZero() && (noStart(l) || o.vanished) {
 			cp = o.best()
 		}
 		rl, err := g.store.Release(ctx, l, cp)
@@ -297,22 +268,16 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 			return
 		}
 		if errors.Is(err, leases.ErrNotFound) {
-			g.vanishedOrphan(ctx, st, u, o, sent, mono())
+			g.vanishedOrphan(ctx, st, u, o)
 			return
 		}
-		if (!errors.Is(err, leases.ErrConflict) && !(attempt == 0 && vanishedRow(st, u, o))) || attempt > 0 {
+		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
 			return
 		}
-		// The release met the row (a conflict), or failed on a row that
-		// vanished (a failed call is no sighting; see retake): only the
-		// read below may find it missing, as of when it was sent (seed
-		// 407733: a slow read found the row deleted again, dated from the
-		// release's send).
-		sent = mono()
 		cur, err := g.store.Get(ctx, l.Key)
 		switch {
 		case errors.Is(err, leases.ErrNotFound):
-			g.vanishedOrphan(ctx, st, u, o, sent, mono())
+			g.vanishedOrphan(ctx, st, u, o)
 			return
 		case err != nil:
 			return
@@ -322,7 +287,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 			g.invalidate(ctx, st, u, o, cur)
 			return
 		case !g.ours(cur):
-			if !cur.Held() && cur.Checkpoint.IsZero() && cur.RewindTo.IsZero() && !o.best().IsZero() && g.recreated(u, o, cur) {
+			if !cur.Held() && noStart(cur) && !o.best().IsZero() && g.recreated(u, o, cur) {
 				// Recreated free with no checkpoint by a member that knew
 				// none, while this instance could not write: put the one
 				// it knows on the row for whoever the plan gives it to.
@@ -394,87 +359,22 @@ func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orpha
 	g.noteReleased(u, rl)
 }
 
-// vanishedOrphan handles an orphan whose row a read sent at sent found
-// missing: after lostRowWait it recreates the row from the orphan's
-// checkpoint and releases it at once, free for the member the plan gives it.
-func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o orphan, sent, ret int64) {
+// vanishedOrphan handles an orphan whose row a call found missing: it
+// reports the row and recreates it free and recovered, at once, from the
+// orphan's checkpoint (recover), for whoever the plan gives it to. An
+// orphan that knew none is dropped: any member recreates the row as well.
+func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o orphan) {
 	g.markVanished(u, o)
 	st.know(u.Shard, o.knownRow())
-	st.setRow(u.Shard, missingAt(sent, ret))
-	r := st.row(u.Shard)
-	g.reportMissing(ctx, st, u.Shard, r)
-	// The holder of the row when it vanished (its worker's release found it
-	// missing: seed 720526, a holder stopped 1.2 s after the table was
-	// recreated empty, the only one that knew of the operator's rewind it
-	// had applied) recreates it at once, within its fence, as it would
-	// have had it not been releasing it: others create it only after
-	// seeing it missing for lostRowWait, which ends after holderUntil.
-	inc := g.Incarnation()
-	holder := o.holding(inc)
-	if (!holder && st.missingFor(u.Shard, r) < g.lostRowWait(st)) || o.best().IsZero() {
-		if o.best().IsZero() {
-			g.dropOrphan(u, o) // nothing to save: the plan's member creates it
-		}
+	st.setRow(u.Shard, rowState{missing: true})
+	g.reportMissing(ctx, st, u.Shard, st.row(u.Shard))
+	if o.best().IsZero() {
+		g.dropOrphan(u, o)
 		return
 	}
-	cp, rewind, rewound, err := g.pastRewind(ctx, o.known.Key, o.known, o.best())
-	if err != nil {
-		return // read again next round
+	if _, ok := g.recover(ctx, st, u, o.known, o.best(), true); ok {
+		g.dropOrphan(u, o)
 	}
-	if rewound {
-		// What this instance knows of the row is the rewind's position
-		// now, before the write: a CreateAs whose answer is lost leaves the
-		// orphan to release the row it made, and it must not write the
-		// older checkpoint back on it (seed 2501110: released at 305 the
-		// row it had recreated at the rewind's 392).
-		g.mu.Lock()
-		if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
-			cur.known.Checkpoint, cur.known.RewindTo, cur.known.Rewind, cur.knew = cp, leases.Checkpoint{}, rewind, leases.Checkpoint{}
-			g.orphans[u] = cur
-			o = cur
-		}
-		g.mu.Unlock()
-	}
-	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if holder {
-		cctx, cancel = g.atFence(ctx, inc)
-	}
-	t, err := g.mem.CreateAs(cctx, o.known.Key, g.cfg.Owner, inc, cp, rewind)
-	cancel()
-	if err != nil {
-		if errors.Is(err, leases.ErrConflict) {
-			g.forgetOrphan(u, o, leases.Lease{}) // recreated by someone else: not read yet
-		} else {
-			g.pendRecreated(o.known.Key) // it may have landed: announced all the same
-			g.mu.Lock()
-			// It may land late, naming this instance: read it again then.
-			g.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
-			g.mu.Unlock()
-		}
-		return
-	}
-	if rewound {
-		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free at the operator's last rewind of the shard, which came after this instance's last write",
-			"shard", u.Shard, "seq", cp.String())
-	} else {
-		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last wrote",
-			"shard", u.Shard, "seq", cp.String())
-	}
-	if !g.announceRecreated(ctx, o.known.Key) {
-		g.mu.Lock()
-		g.orphans[u] = orphan{inc: t.Incarnation, known: t} // ours now: released once the announcement lands
-		g.mu.Unlock()
-		return
-	}
-	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
-	if err != nil {
-		g.mu.Lock()
-		g.orphans[u] = orphan{inc: t.Incarnation, known: t} // ours now: release it again next round
-		g.mu.Unlock()
-		return
-	}
-	g.dropOrphan(u, o)
-	g.noteReleased(u, rl)
 }
 
 // forgetOrphan drops orphan o of u, now someone else's row cur, and keeps
@@ -501,23 +401,10 @@ func (g *Group) dropOrphan(u unit, o orphan) {
 	}
 }
 
-// vanishedRow reports whether the row of orphan o of u is known to have
-// vanished: o found it missing, or the last call on it did.
-func vanishedRow(st *streamState, u unit, o orphan) bool {
-	return o.vanished || st.row(u.Shard).missing
-}
-
 // failedUnanswered reports whether err is a store call's failure that
 // tells nothing of the row: neither a conflict nor a missing row.
 func failedUnanswered(err error) bool {
 	return err != nil && !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound)
-}
-
-// holding reports whether this instance, as incarnation inc, is still
-// known to be the only one that may recreate o's row at once: the row
-// vanished under o's incarnation, inc, before holderUntil.
-func (o orphan) holding(inc string) bool {
-	return o.holderUntil != 0 && o.inc == inc && mono() < o.holderUntil
 }
 
 // realCounter is the counter of a version of the row that existed: known's,

@@ -103,6 +103,11 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 			st.log.Warn("kinesislease: re-reading a held row failed", "shard", u.Shard, "err", err)
 		}
 		return false
+	case !l.Held() && l.Recovered != "":
+		// Vanished and recreated free by another member: its holder takes
+		// it back at once.
+		w.lease.vanished.Store(true)
+		g.recreate(ctx, u, w)
 	case l.Owner != g.cfg.Owner || l.Incarnation != w.lease.current().Incarnation:
 		st.log.Warn("kinesislease: lease lost", "shard", u.Shard, "new_owner", l.Owner)
 		w.lease.markLost()
@@ -121,8 +126,9 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 // incarnation and from the checkpoint it last wrote, in one write
 // (CreateAs), and lets its worker deliver again: never a silent restart
 // from the start position. The worker stopped delivering when its write
-// found the row missing. Others do not create the row before lostRowWait,
-// which this instance, the holder, need not wait for.
+// found the row missing. A row another member recreated meanwhile, free
+// and recovered, it takes at once: nobody else may read it before the
+// recovery wait, which this instance, the holder, need not wait for.
 func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	if w.lease.isLost() {
 		return // a fence ended it since the round began: the orphan is recreated (vanishedOrphan)
@@ -169,8 +175,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		cctx, cancel := g.atFence(ctx, known.Incarnation)
 		l, err := g.mem.CreateAs(cctx, known.Key, known.Owner, known.Incarnation, cp, rewind)
 		cancel()
-		uncertain := err != nil && !errors.Is(err, leases.ErrConflict)
-		if atRewind && (err == nil || uncertain) {
+		if atRewind && (err == nil || failedUnanswered(err)) {
 			// Before the write token goes: no checkpoint of the worker may
 			// land on the row recreated at the rewind (seed 3707362: one
 			// queued behind the recreation moved it past the rewind, then
@@ -178,30 +183,41 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			// write's answer was lost and it may have landed.
 			w.lease.rewoundAt()
 		}
-		if uncertain {
-			g.pendRecreated(known.Key) // it may have landed: announced all the same
-		}
 		if !errors.Is(err, leases.ErrConflict) {
 			return l, err
 		}
 		// The row exists: an earlier attempt of ours that landed with its
 		// answer lost, or another member's recreation. Read which.
-		sent = mono()
 		cur, gerr := g.store.Get(ctx, known.Key)
 		switch {
 		case gerr != nil:
 			return leases.Lease{}, gerr // retried next round; not lost
 		case cur.Owner == known.Owner && cur.Incarnation == known.Incarnation:
 			return cur, nil // ours: nobody else writes this incarnation
+		case cur.Held():
+			return l, err // taken: not ours any more
 		}
-		return l, err
+		// Recreated free (and recovered) by another member: this instance,
+		// its holder, takes it at once, as it would have recreated it, and
+		// writes its own checkpoint on it; nobody else reads it before the
+		// recovery wait.
+		sent = mono()
+		cctx, cancel = g.atFence(ctx, known.Incarnation)
+		defer cancel()
+		t, err := g.mem.TakeAs(cctx, cur, known.Owner, known.Incarnation)
+		if err != nil {
+			return t, err
+		}
+		t.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
+		if atRewind {
+			w.lease.rewoundAt() // written below: the worker reads again from there
+		}
+		if t.Checkpoint == cp {
+			return t, nil
+		}
+		return g.store.Checkpoint(cctx, t, cp)
 	})
 	switch {
-	case err == nil && !g.announceRecreated(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard}):
-		// The worker delivers nothing from the recreated row before every
-		// member can know of it: the row stays vanished to it, and the next
-		// round meets its own row (a conflict, then a read) and announces
-		// it again.
 	case err == nil:
 		w.lease.recreated(sent, atRewind)
 		if w.lease.rewoundPending() && !w.stopping() {
@@ -213,8 +229,9 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			w.rewind()
 		}
 	case errors.Is(err, leases.ErrConflict):
-		// Someone recreated it first (after lostRowWait): not ours any more.
-		st.log.Warn("kinesislease: lease lost: the vanished row was recreated by another member", "shard", u.Shard)
+		// Recreated and taken by another member (after the recovery wait):
+		// not ours any more.
+		st.log.Warn("kinesislease: lease lost: the vanished row was recreated and taken by another member", "shard", u.Shard)
 		w.lease.markLost()
 		w.kill()
 	case ctx.Err() == nil:

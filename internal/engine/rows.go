@@ -6,7 +6,6 @@ package engine
 
 import (
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -31,12 +30,6 @@ type orphan struct {
 	// knew: the checkpoint an orphan this one replaced knew, when known
 	// has none (see best).
 	knew leases.Checkpoint
-	// holderUntil (on mono(); 0 for none): the row vanished under this
-	// incarnation's own worker, whose release then failed (a drain, a
-	// hand-over). Until then, no other member can have recreated it (see
-	// vanishedOrphan), so this instance recreates it at once, as a holder
-	// does (recreate), not after lostRowWait.
-	holderUntil int64
 }
 
 type streamState struct {
@@ -84,13 +77,6 @@ type streamState struct {
 	probe *newProbe
 	// probing: probeEarly is reading the membership for a probe.
 	probing bool
-	// missingGap: two reads that found a row missing further apart than
-	// this do not show it missing in between (a round's reads may take up
-	// to a timeout; a row recreated and deleted again within this, unseen
-	// by this instance, is not provided for). Nor do two reads between
-	// which a call of this instance found the row existing (exist).
-	missingGap time.Duration
-	exist      *existence // the Group's (nil in tests that build a streamState alone)
 	// removing: RemoveStream was called; removed get nil once every shard
 	// of the stream is released.
 	removing bool
@@ -143,97 +129,37 @@ func (st *streamState) setRowLocked(id string, r rowState) {
 	old := st.rows[id]
 	if r.missing {
 		r.lease, r.seen = old.lease, old.seen
-		if old.missing && r.missingConfirm-old.missingConfirm <= int64(st.missingGap) && !st.existedSince(id, old.missingConfirm) && old.firstSent >= st.resetAt(id) {
-			// Missing at both reads, close enough together to take the row
-			// as missing in between, no call of this instance found it
-			// existing since the earlier one was sent, and no other member
-			// reported a recreation since the first was sent (a row
-			// recreated and deleted again between two reads, unseen by this
-			// instance: its recreator reports it in the header, and every
-			// member starts its wait again; see missingFor).
-			n := r
-			r.missingSince, r.firstSent, r.reported = old.missingSince, old.firstSent, old.reported
-			r.missingConfirm, r.confirmRet = old.missingConfirm, old.confirmRet
-			r.validConfirm, r.validOK = old.validated(st.checkedAt())
-			if n.missingConfirm > old.missingConfirm {
-				r.missingConfirm, r.confirmRet = n.missingConfirm, n.confirmRet
-			}
+		r.missingSince, r.reported = mono(), false
+		if old.missing {
+			r.missingSince, r.reported = old.missingSince, old.reported
 		}
 	} else {
 		r.seen = true
 		st.hadRows = true
 	}
-	if r.lease.Checkpoint.IsZero() && r.lease.RewindTo.IsZero() && r.knew.IsZero() {
+	if noStart(r.lease) && r.knew.IsZero() {
 		r.knew = old.best()
+	}
+	r.recoveredAt = 0
+	if rec := r.lease.Recovered; rec != "" {
+		r.recoveredAt = old.recoveredAt
+		if rec != old.lease.Recovered || r.recoveredAt == 0 {
+			r.recoveredAt = mono() // the first answer that showed this recovery
+		}
 	}
 	st.rows[id] = r
 }
 
-// missingAt is a row found missing by a read sent at sent that returned at
-// ret (on mono()).
-func missingAt(sent, ret int64) rowState {
-	return rowState{missing: true, missingSince: ret, missingConfirm: sent, firstSent: sent, confirmRet: ret}
-}
-
-// resetAt is when this instance last learnt of another member's recreation
-// of a vanished row (see existence.resetAt); math.MinInt64 for none.
-func (st *streamState) resetAt(id string) int64 {
-	if st.exist == nil {
-		return math.MinInt64
+// recoveredSince is when this instance first had an answer that showed
+// recovery rec of the row of id (leases.Lease.Recovered), on mono(); now
+// if it never had one.
+func (st *streamState) recoveredSince(id, rec string) int64 {
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	if r := st.rows[id]; r.lease.Recovered == rec && r.recoveredAt != 0 {
+		return r.recoveredAt
 	}
-	return st.exist.reset(leases.Key{Stream: st.key, Shard: id})
-}
-
-// missingFor is how long r has been seen missing, as far as a header read
-// has confirmed it: up to the latest read that returned before the last
-// header read applied was sent (validated). A read
-// that returned after it is not counted yet: a member that recreated the
-// row between this instance's reads, and whose holder may deliver,
-// announced it in the header (ReportRecreated) before anyone delivered
-// from it, so the next header read shows it and every wait begins again
-// (setRow). Zero or less when nothing is confirmed.
-func (st *streamState) missingFor(id string, r rowState) time.Duration {
-	if !r.missing || r.firstSent < st.resetAt(id) {
-		return 0
-	}
-	if v, ok := r.validated(st.checkedAt()); ok {
-		return time.Duration(v - r.missingSince)
-	}
-	return 0
-}
-
-// checkedAt is when the last header read applied was sent (see
-// existence.checkedAt); in a streamState alone (tests), every read counts
-// as confirmed.
-func (st *streamState) checkedAt() int64 {
-	if st.exist == nil {
-		return 1 << 62
-	}
-	return st.exist.checkedAt.Load()
-}
-
-// validated is when the latest read of r's sighting that returned before
-// a header read sent at checked was sent, and whether there is one.
-func (r rowState) validated(checked int64) (int64, bool) {
-	v, ok := r.validConfirm, r.validOK
-	if r.confirmRet < checked && (!ok || r.missingConfirm > v) {
-		v, ok = r.missingConfirm, true
-	}
-	return v, ok
-}
-
-// existedSince reports whether a call of this instance that returned at or
-// after t (on mono()) found the row of id existing (see existence). At t
-// too: on a clock that stands still between calls (a synctest bubble, a
-// coarse clock) a row recreated at once after the read sent at t returns at
-// t as well (seed 409059 again: vanishedOrphan's read, CreateAs and
-// Release, all at one instant).
-func (st *streamState) existedSince(id string, t int64) bool {
-	if st.exist == nil {
-		return false
-	}
-	at, ok := st.exist.last(leases.Key{Stream: st.key, Shard: id})
-	return ok && at >= t
+	return mono()
 }
 
 // know records l as the row of id as this instance knows it (an orphan's
@@ -287,19 +213,15 @@ func (f *failure) waiting(now time.Time) bool { return f != nil && now.Before(f.
 // rowState is what this instance last knew of a row.
 type rowState struct {
 	lease leases.Lease // as last read or written (kept when it vanished)
-	// missing: the last read found no row. missingSince is when the first
-	// read that found it missing returned, missingConfirm when the latest
-	// one was sent (see lostRowWait).
-	missing                      bool
-	missingSince, missingConfirm int64
-	// firstSent is when the first read that found it missing was sent,
-	// confirmRet when the latest one returned; validConfirm is when the
-	// latest read known to precede a header read was sent, if validOK
-	// (see missingFor).
-	firstSent, confirmRet, validConfirm int64
-	validOK                             bool
-	reported                            bool // this instance reported it vanished (ReportVanished)
-	seen                                bool // this instance saw the row exist
+	// missing: the last read found no row, and the reads before it since
+	// missingSince (on mono()).
+	missing      bool
+	missingSince int64
+	reported     bool // this instance reported it vanished (ReportVanished)
+	seen         bool // this instance saw the row exist
+	// recoveredAt (on mono()) is when an answer first showed the row's
+	// recovery lease.Recovered (see recoveredSince); 0 if none did.
+	recoveredAt int64
 	// created: this instance created the row free (createAll), and no
 	// call of it read or wrote the row since: lease is the row as created.
 	created bool
@@ -312,7 +234,7 @@ type rowState struct {
 // best is the checkpoint this instance knows the row was read to: its
 // lease's, or the one it knew before the row was recreated without one.
 func (r rowState) best() leases.Checkpoint {
-	if r.lease.Checkpoint.IsZero() {
+	if noStart(r.lease) {
 		return r.knew
 	}
 	return r.lease.Checkpoint

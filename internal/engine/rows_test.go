@@ -17,142 +17,6 @@ import (
 // noKinesis is a Kinesis client for Groups whose tests never read a shard.
 type noKinesis struct{ kinesisx.Reader }
 
-// TestMissingRowNotDatedAcrossItsRecreation: a row this instance saw
-// missing, then found existing (recreated by another member) by a call
-// that does not record the row in the stream's rows, then missing again
-// (deleted again under that member) a few seconds later, is missing since
-// the last sighting, not since the first: the member that recreated it may
-// still deliver it. Seed 409059: an orphan's release met the recreated row
-// (a conflict, then a read, releaseOrphan), and 5 s later a read found it
-// deleted again; the absence was dated 14 s back, and the row was recreated
-// 0.1 s after its deletion while the other member delivered.
-func TestMissingRowNotDatedAcrossItsRecreation(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		store := memory.New()
-		g, st, u, key := oneShardGroup(t, store)
-		cp := leases.Checkpoint{Sequence: "100"}
-
-		// An orphan of an earlier incarnation of this process; its row is
-		// gone (the table recreated). Each round its release finds the row
-		// missing, short of the lost-row wait.
-		o := orphan{inc: "0.OLD", known: leases.Lease{Key: key, Owner: "a", Incarnation: "0.OLD", Counter: 5, Checkpoint: cp}}
-		g.mu.Lock()
-		g.incs = append(g.incs, "0.OLD")
-		g.orphans[u] = o
-		g.mu.Unlock()
-		wait := g.lostRowWait(st)
-		for range 4 {
-			g.releaseOrphan(ctx, u, o)
-			time.Sleep(time.Second)
-		}
-		if r := st.row(u.Shard); !r.missing {
-			t.Fatalf("row %+v: want it seen missing", r)
-		}
-
-		// Another member recreates it from the checkpoint and holds it;
-		// this instance's next release meets it (a conflict, then a read)
-		// and forgets the orphan.
-		time.Sleep(500 * time.Millisecond)
-		if _, err := store.CreateAs(ctx, key, "b", "0.B", cp, ""); err != nil {
-			t.Fatal(err)
-		}
-		g.releaseOrphan(ctx, u, o)
-		g.mu.Lock()
-		_, still := g.orphans[u]
-		g.mu.Unlock()
-		if still {
-			t.Fatal("the orphan is still there after its row was found held by another member")
-		}
-
-		// Deleted again, under its new holder; found missing again within
-		// the gap that joins two sightings, past the wait counted from the
-		// first one.
-		time.Sleep(500 * time.Millisecond)
-		if !store.Delete(key) {
-			t.Fatal("no row to delete")
-		}
-		time.Sleep(3 * time.Second)
-		g.acquire(ctx, u)
-		r := st.row(u.Shard)
-		if !r.missing {
-			t.Fatalf("row %+v: want it seen missing", r)
-		}
-		if d := time.Duration(r.missingConfirm - r.missingSince); d >= wait {
-			t.Errorf("row missing for %v (from a sighting before it was found existing), past the lost-row wait %v: it may be recreated while its holder delivers", d, wait)
-		}
-		if _, err := store.Get(ctx, key); !errors.Is(err, leases.ErrNotFound) {
-			t.Errorf("row recreated: %v", err)
-		}
-	})
-}
-
-// TestExistenceNotedByEveryLeaseRowCall: the Group's store notes every call
-// on a lease row that found it existing (succeeded, or met a conflict),
-// whatever code path made it, and none that found it missing or failed
-// otherwise.
-func TestExistenceNotedByEveryLeaseRowCall(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		store := memory.New()
-		g, err := NewGroup(GroupConfig{
-			Owner: "a", Store: store, Client: noKinesis{},
-			Streams: []StreamConfig{{Stream: "s", Worker: WorkerConfig{Handler: func(context.Context, *kltype.Record) error { return nil }}}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := g.streams["s"]
-		key := leases.Key{Stream: "s", Shard: "x"}
-		if _, err := g.store.Get(ctx, key); !errors.Is(err, leases.ErrNotFound) {
-			t.Fatal(err)
-		}
-		if _, ok := g.exist.last(key); ok {
-			t.Fatal("a read that found the row missing noted it existing")
-		}
-		before := mono()
-		time.Sleep(time.Second)
-		if st.existedSince("x", before) {
-			t.Fatal("existedSince before any call found the row")
-		}
-		l, err := g.mem.CreateAs(ctx, key, "a", "0.A", leases.Checkpoint{}, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !st.existedSince("x", mono()) {
-			t.Error("CreateAs: not noted at the instant it returned")
-		}
-		time.Sleep(time.Second)
-		at := mono()
-		if _, err := g.store.Release(ctx, l, leases.Checkpoint{}); err != nil {
-			t.Fatal(err)
-		}
-		if !st.existedSince("x", at) {
-			t.Error("Release: not noted")
-		}
-		time.Sleep(time.Second)
-		at = mono()
-		if _, err := g.store.Release(ctx, l, leases.Checkpoint{}); !errors.Is(err, leases.ErrConflict) {
-			t.Fatalf("second Release: %v, want a conflict", err)
-		}
-		if !st.existedSince("x", at) {
-			t.Error("a conflict (the row exists) not noted")
-		}
-		store.Delete(key)
-		time.Sleep(time.Second)
-		at = mono()
-		if _, err := g.store.Release(ctx, l, leases.Checkpoint{}); !errors.Is(err, leases.ErrNotFound) {
-			t.Fatalf("Release of a deleted row: %v, want ErrNotFound", err)
-		}
-		if _, err := g.store.Get(ctx, key); !errors.Is(err, leases.ErrNotFound) {
-			t.Fatalf("Get of a deleted row: %v, want ErrNotFound", err)
-		}
-		if st.existedSince("x", at) {
-			t.Error("a call that found the row missing noted it existing")
-		}
-	})
-}
-
 // TestReleasedRowKnownAtPendingRewind: a fenced holder's orphan whose
 // checkpoint never landed (its answer lost) is released on a row the
 // operator rewound meanwhile (a rewind pending, no checkpoint); the next
@@ -165,7 +29,7 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store := memory.New()
-		g, st, u, key := oneShardGroup(t, store)
+		g, _, u, key := oneShardGroup(t, store)
 		mine := leases.Checkpoint{Sequence: "100"} // asked for, its answer lost
 		rewindTo := leases.Checkpoint{Sequence: "50"}
 
@@ -203,12 +67,11 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 			t.Fatal("no row to delete")
 		}
 		// This instance re-reads the rows it released lately (a vanished
-		// report) and, once the row has been missing for the lost-row wait,
-		// recreates it free from what it knows.
+		// report) and recreates it free from what it knows.
 		if !g.recheckReleased(ctx) {
 			t.Fatal("recheckReleased: a read failed")
 		}
-		for range int(g.lostRowWait(st)/time.Second) + 5 { // a round more: a read counts once a header read follows it
+		for range 3 {
 			g.mu.Lock()
 			o, ok := g.orphans[u]
 			g.mu.Unlock()
@@ -334,97 +197,6 @@ func (s *applyAnswerLost) ApplyRewind(ctx context.Context, l leases.Lease) (leas
 		return leases.Lease{}, err
 	}
 	return leases.Lease{}, errors.New("i/o timeout (the answer lost; the write landed)")
-}
-
-// TestNonKnowerDefersToAnnouncedKnower: a member that knows no checkpoint
-// of a vanished row creates it at the start position only after a longer
-// wait than a knower's, and longer still, up to twice the lost-row wait
-// more, while a live member's entry says it will recreate rows it found
-// missing (Member.Vanished). Seed 113170: the knower's calls failed often
-// enough that its wait began again twice; the member that knew none
-// recreated the row from the start position, replaying 286 records.
-//
-// A row that existed and whose checkpoint nobody knows comes back at
-// TRIM_HORIZON, whatever the subscription's start position: at LATEST the
-// records since it was taken would be skipped.
-func TestNonKnowerDefersToAnnouncedKnower(t *testing.T) {
-	for _, announced := range []bool{false, true} {
-		t.Run(map[bool]string{false: "no knower", true: "knower announced"}[announced], func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				ctx := context.Background()
-				store := memory.New()
-				g, st, u, key := oneShardGroup(t, store)
-				arm(t, g, "0.CUR")
-				wait := g.lostRowWait(st) + 3*g.cfg.Heartbeat + g.cfg.Timeout
-				st.setRow(u.Shard, rowState{lease: leases.Lease{Key: key, Counter: 1}}) // seen, with no checkpoint
-				start := mono()
-				var created time.Duration
-				for hb := int64(1); created == 0 && hb < 100; hb++ {
-					if announced {
-						g.viewMu.Lock()
-						g.view.observe(0, []leases.Member{{Owner: "k", Incarnation: "0.K", Heartbeat: hb, Vanished: 1}}, "0.CUR", mono(), mono())
-						g.viewMu.Unlock()
-					}
-					g.fence.Store(mono() + int64(time.Minute))
-					readHeader(t, g) // as each round does first
-					sent := mono()
-					if l, err := store.Get(ctx, key); err == nil {
-						created = time.Duration(sent - start)
-						// It existed, and nobody knows how far it was read:
-						// from the oldest record, never the start position.
-						if l.Checkpoint.Sequence != leases.RewindTrimHorizon {
-							t.Errorf("the row that existed with no checkpoint known was recreated at %q, want %q", l.Checkpoint.Sequence, leases.RewindTrimHorizon)
-						}
-						break
-					}
-					g.missingRow(ctx, st, u, sent, mono())
-					time.Sleep(time.Second)
-				}
-				switch {
-				case created == 0:
-					t.Fatal("the row was never created")
-				case !announced && created > wait+3*time.Second: // a read counts once a header read follows it: a round later
-					t.Errorf("created %v after its first sighting, want about the non-knower's wait %v", created, wait)
-				case announced && created < wait+2*g.lostRowWait(st):
-					t.Errorf("created %v after its first sighting while a knower announced vanished rows, want at least %v", created, wait+2*g.lostRowWait(st))
-				}
-				if created < wait {
-					t.Errorf("created %v after its first sighting, before the non-knower's wait %v", created, wait)
-				}
-			})
-		})
-	}
-}
-
-// TestFailedReleaseOfVanishedOrphanStillSights: an orphan whose row
-// vanished is released each round, its release failing only to find the
-// row missing; a release that fails with no answer (a timeout, a 5xx) is
-// followed by a read, so that the sightings stay close enough together to
-// be joined. Seed 113170: one release in three failed, the sightings came
-// 10 s apart, and the knower's wait began again every time.
-func TestFailedReleaseOfVanishedOrphanStillSights(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		store := &releaseFails{Store: memory.New()}
-		g, st, u, key := oneShardGroup(t, store)
-		o := orphan{inc: "0.OLD", known: leases.Lease{Key: key, Owner: "a", Incarnation: "0.OLD", Counter: 5, Checkpoint: leases.Checkpoint{Sequence: "100"}}, vanished: true}
-		g.mu.Lock()
-		g.incs = append(g.incs, "0.OLD")
-		g.orphans[u] = o
-		g.mu.Unlock()
-		st.setRow(u.Shard, rowState{missing: true, missingSince: mono(), missingConfirm: mono()})
-		for range 4 {
-			time.Sleep(2 * time.Second)
-			g.releaseOrphan(ctx, u, o)
-		}
-		r := st.row(u.Shard)
-		if d := time.Duration(r.missingConfirm - r.missingSince); !r.missing || d < 8*time.Second {
-			t.Fatalf("row %+v: missing for %v, want the sightings joined over the 8 s of failed releases", r, d)
-		}
-		if n := g.countVanished(nil); n != 1 {
-			t.Errorf("countVanished = %d, want 1: the orphan's row, which this instance will recreate", n)
-		}
-	})
 }
 
 // releaseFails is a store whose Release fails with no answer.
@@ -624,14 +396,10 @@ func oneShardGroup(t *testing.T, store leases.Store) (*Group, *streamState, unit
 	return g, g.streams["s"], u, leases.Key{Stream: u.Stream, Shard: u.Shard}
 }
 
-// readHeader reads the membership header as a round does first: a missing
-// row's wait counts only reads that returned before it (missingFor).
+// readHeader reads the membership header as a round does first.
 func readHeader(t *testing.T, g *Group) {
 	t.Helper()
-	sent := mono()
-	h, err := g.mem.Header(context.Background())
-	if err != nil {
+	if _, err := g.mem.Header(context.Background()); err != nil {
 		t.Fatalf("Header: %v", err)
 	}
-	g.noteRecreated(h, sent, mono())
 }

@@ -23,9 +23,6 @@ func (g *Group) shutdown() {
 	}
 	g.mu.Unlock()
 	ctx := context.Background()
-	fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
-	g.flushRecreated(fctx) // a recreated row's release waits for its announcement
-	fcancel()
 	if len(ws) > 0 {
 		if stuck := drain(g.log, ws, g.cfg.ShutdownTimeout, abandonAfter); len(stuck) > 0 {
 			for _, w := range stuck {
@@ -55,13 +52,7 @@ func (g *Group) shutdown() {
 	slices.SortFunc(units, cmpUnit)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	// A recreation not announced yet goes first (see announceRecreated):
-	// its row is released below.
-	g.flushRecreated(rctx)
 	bounded(rctx, len(units), func(i int) {
-		if g.unannounced(orphans[units[i]].known.Key) {
-			return // left to this incarnation's leaving entry: never free before its announcement
-		}
 		cctx, cancel := context.WithTimeout(rctx, 5*time.Second)
 		defer cancel()
 		g.releaseOrphan(cctx, units[i], orphans[units[i]])

@@ -34,7 +34,7 @@ func (g *Group) newStreamState(sc StreamConfig) (*streamState, error) {
 		return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
 	}
 	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]legacyObs{},
-		failed: map[string]*failure{}, missingGap: g.cfg.Timeout + 2*g.cfg.Heartbeat, exist: g.exist}, nil
+		failed: map[string]*failure{}}, nil
 }
 
 // AddStream subscribes one more stream while Run runs: its shards join the
@@ -152,7 +152,6 @@ func (g *Group) removeStreams() {
 		delete(g.streams, key)
 		g.order = slices.DeleteFunc(g.order, func(k string) bool { return k == key })
 		g.streamsMu.Unlock()
-		g.exist.forget(key)
 		st.log.Info("kinesislease: stream removed: every shard released")
 		for _, d := range st.removed {
 			d <- nil

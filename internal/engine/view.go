@@ -118,9 +118,7 @@ func (b *rowBook) complete(own int) bool {
 // view is complete: the header read and every row it lists read once.
 func (g *Group) refreshView(ctx context.Context) bool {
 	g.flushBumps(ctx)
-	g.flushRecreated(ctx)
 	own := g.myRow()
-	hsent := mono()
 	h, err := g.mem.Header(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -135,7 +133,6 @@ func (g *Group) refreshView(ctx context.Context) bool {
 		}
 		g.rows.header, g.rows.headerOK, g.rows.vanished = h.Rows, true, h.Vanished
 		g.viewMu.Unlock()
-		g.noteRecreated(h, hsent, mono())
 	}
 	g.viewMu.Lock()
 	for r := range g.view.unknown {

@@ -13,7 +13,7 @@ import (
 )
 
 // TestWaitsTableInDocs: docs/lease-protocol.md states the waits on a
-// vanished row at the library's defaults; they are computed here from the
+// recovered row at the library's defaults; they are computed here from the
 // code's defaults, so that the page cannot drift from the code.
 func TestWaitsTableInDocs(t *testing.T) {
 	g, err := NewGroup(GroupConfig{
@@ -25,7 +25,6 @@ func TestWaitsTableInDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := g.rowWaits(g.streams["s"])
 	secs := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 	rows := []string{
 		fmt.Sprintf("| heartbeat interval | | %s |", secs(g.cfg.Heartbeat)),
@@ -33,9 +32,7 @@ func TestWaitsTableInDocs(t *testing.T) {
 		fmt.Sprintf("| fence margin | timeout / 6 | %s |", secs(g.cfg.FenceMargin)),
 		fmt.Sprintf("| checkpoint interval | | %s |", secs(g.streams["s"].cfg.Worker.CheckpointInterval)),
 		fmt.Sprintf("| proof bound | checkpoint interval + timeout | %s |", secs(g.proof(g.streams["s"]))),
-		fmt.Sprintf("| lost-row wait of a member that knows the checkpoint | proof bound + fence margin + 2 heartbeats | %s |", secs(w.knower)),
-		fmt.Sprintf("| wait of a member that knows none | lost-row wait + 3 heartbeats + timeout | %s |", secs(w.nonKnower)),
-		fmt.Sprintf("| the same while a live member announces rows it will recreate | + 2 lost-row waits | %s |", secs(w.announced)),
+		fmt.Sprintf("| recovery wait: a recovered row is read, but by its last holder, only after | proof bound + fence margin | %s |", secs(g.recoveryWait(g.streams["s"]))),
 		fmt.Sprintf("| late-write bound: rows of unanswered writes read again after | %d timeouts | %s |", lateBound, secs(lateBound*g.cfg.Timeout)),
 	}
 	doc, err := os.ReadFile("../../docs/lease-protocol.md")

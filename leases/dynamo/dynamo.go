@@ -102,6 +102,7 @@ const (
 	attrCounter     = "lease_counter"
 	attrOldHandoff  = "handoff_to" // the per-row renewal protocol's: removed by TakeAs
 	attrToken       = "write_token"
+	attrRecovered   = "recovered"
 	attrRewindTo    = "rewind_to"     // a checkpoint asked for by an operator
 	attrRewindSub   = "rewind_to_sub" // its sub-sequence
 	attrIncarnation = "incarnation"   // the holder's incarnation (TakeAs)
@@ -126,15 +127,12 @@ const (
 	entryNotice    = "n" // N: notice, absent when 0
 	entryEnded     = "e" // N: shards ended by the member, absent when 0
 	entryHeld      = "k" // N: leases the member holds, absent when 0
-	entryVanished  = "v" // N: vanished rows the member will recreate, absent when 0
 	entryStreams   = "s" // S: digest of the member's streams, absent when empty
 	attrCount      = "n" // N: a membership row's entry count
-	// The membership header: r<row> (N) per row, the roster version,
-	// vanished (N) and c<bucket> (N) per bucket of recreated rows.
-	headerRowPrefix        = "r"
-	attrVanished           = "vanished"
-	headerRecreatedPref    = "c"
-	headerRecreatedKeyPref = "k" // S: the key of the last row recreated in the bucket
+	// The membership header: r<row> (N) per row, the roster version, and
+	// vanished (N).
+	headerRowPrefix = "r"
+	attrVanished    = "vanished"
 )
 
 // Client is the part of *dynamodb.Client the store uses.
@@ -509,6 +507,12 @@ func (s *Store) holderWrite(ctx context.Context, op string, l leases.Lease, u up
 		return leases.Lease{}, &leases.ConflictError{Op: op, Key: l.Key, ExpectedCounter: l.Counter}
 	}
 	u.owner, u.incarnation, u.token = l.Owner, l.Incarnation, l.Token
+	if l.Recovered != "" {
+		// The holder's copy decides (see leases.Lease.Recovered).
+		u.set[attrRecovered] = &types.AttributeValueMemberS{Value: l.Recovered}
+	} else {
+		u.remove = append(u.remove, attrRecovered)
+	}
 	return s.write(ctx, op, l.Key, l.Counter, u)
 }
 
@@ -530,6 +534,9 @@ type update struct {
 	// empty one meaning none (TakeAs without a token: a recreated row
 	// restarts its counter, so the counter alone could match another row).
 	exact bool
+	// recovered: the row is created recovered, marked with the write's own
+	// token (see leases.Lease.Recovered).
+	recovered bool
 }
 
 func (u *update) setCheckpoint(cp leases.Checkpoint) {
@@ -545,6 +552,9 @@ func (s *Store) write(ctx context.Context, op string, key leases.Key, counter in
 	tok := rand.Text()
 	u.set[attrCounter] = numAttr(counter + 1)
 	u.set[attrToken] = &types.AttributeValueMemberS{Value: tok}
+	if u.recovered {
+		u.set[attrRecovered] = &types.AttributeValueMemberS{Value: tok}
+	}
 
 	names := map[string]string{}
 	values := map[string]types.AttributeValue{}
@@ -667,6 +677,7 @@ func (s *Store) decode(key leases.Key, item map[string]types.AttributeValue) (le
 		RewindTo:    leases.Checkpoint{Sequence: str(item, attrRewindTo)},
 		Rewind:      str(item, attrRewindID),
 		Token:       str(item, attrToken),
+		Recovered:   str(item, attrRecovered),
 	}
 	// expires_at and handoff_to, on a row of the per-row renewal protocol,
 	// are ignored.

@@ -134,32 +134,6 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 			if h.Vanished, err = num(item, attrVanished); err != nil {
 				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, leases.MemberHeaderKey, err)
 			}
-		case strings.HasPrefix(name, headerRecreatedKeyPref):
-			b, err := strconv.Atoi(name[len(headerRecreatedKeyPref):])
-			sv, ok := v.(*types.AttributeValueMemberS)
-			if err != nil || !ok {
-				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: want a string named k<bucket>", s.table, leases.MemberHeaderKey, name)
-			}
-			k, err := leases.ParseKey(sv.Value)
-			if err != nil {
-				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: %w", s.table, leases.MemberHeaderKey, name, err)
-			}
-			if h.RecreatedKey == nil {
-				h.RecreatedKey = map[int]leases.Key{}
-			}
-			h.RecreatedKey[b] = k
-		case strings.HasPrefix(name, headerRecreatedPref):
-			b, err := strconv.Atoi(name[len(headerRecreatedPref):])
-			n, ok := v.(*types.AttributeValueMemberN)
-			if err != nil || !ok {
-				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: want a number named c<bucket>", s.table, leases.MemberHeaderKey, name)
-			}
-			if h.Recreated == nil {
-				h.Recreated = map[int]int64{}
-			}
-			if h.Recreated[b], err = strconv.ParseInt(n.Value, 10, 64); err != nil {
-				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: %w", s.table, leases.MemberHeaderKey, name, err)
-			}
 		case strings.HasPrefix(name, headerRowPrefix):
 			r, err := strconv.Atoi(name[len(headerRowPrefix):])
 			n, ok := v.(*types.AttributeValueMemberN)
@@ -194,31 +168,6 @@ func (s *Store) ReportVanished(ctx context.Context) error {
 		return s.err
 	}
 	return s.bumpHeader(ctx, attrVanished)
-}
-
-// ReportRecreated implements leases.Membership: ADD c<bucket> 1 SET
-// k<bucket> = key on the header, conditional only on the item not being a
-// lease row.
-func (s *Store) ReportRecreated(ctx context.Context, key leases.Key) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if s.err != nil {
-		return s.err
-	}
-	b := strconv.Itoa(leases.RecreatedBucket(key))
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       keyAttr(leases.MemberHeaderKey),
-		UpdateExpression:          aws.String("ADD #c :one SET #k = :key"),
-		ConditionExpression:       aws.String("attribute_not_exists(#n)"), // never a lease row
-		ExpressionAttributeNames:  map[string]string{"#c": headerRecreatedPref + b, "#k": headerRecreatedKeyPref + b, "#n": attrCounter},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":one": numAttr(1), ":key": &types.AttributeValueMemberS{Value: key.String()}},
-	})
-	if err != nil {
-		return s.mapErr("UpdateItem", leases.MemberHeaderKey, err)
-	}
-	return nil
 }
 
 func (s *Store) bumpHeader(ctx context.Context, attr string) error {
@@ -366,9 +315,6 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if m.Held != 0 {
 		e[entryHeld] = numAttr(m.Held)
 	}
-	if m.Vanished != 0 {
-		e[entryVanished] = numAttr(m.Vanished)
-	}
 	if m.Streams != "" {
 		e[entryStreams] = &types.AttributeValueMemberS{Value: m.Streams}
 	}
@@ -427,9 +373,6 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 	if m.Held, err = num(mv.Value, entryHeld); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
-	if m.Vanished, err = num(mv.Value, entryVanished); err != nil {
-		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
-	}
 	if m.Ended, err = num(mv.Value, entryEnded); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
@@ -445,12 +388,21 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 
 // CreateAs implements leases.Membership: one UpdateItem conditional on
 // attribute_not_exists(lease_key), writing owner, incarnation and the
-// checkpoint. Unlike Create it does not consult a legacy bare row: it is
+// checkpoint, or, with neither, recovered (the write's own token). Unlike Create it does not consult a legacy bare row: it is
 // the recreation of a row whose checkpoint the caller knows.
 func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
-	u, err := s.holderUpdate(ctx, key, owner, incarnation)
-	if err != nil {
-		return leases.Lease{}, err
+	var u update
+	if owner == "" && incarnation == "" {
+		// Free and recovered (see leases.Lease.Recovered).
+		if err := s.begin(ctx, key); err != nil {
+			return leases.Lease{}, err
+		}
+		u = update{set: map[string]types.AttributeValue{}, recovered: true}
+	} else {
+		var err error
+		if u, err = s.holderUpdate(ctx, key, owner, incarnation); err != nil {
+			return leases.Lease{}, err
+		}
 	}
 	if !cp.IsZero() {
 		u.setCheckpoint(cp)

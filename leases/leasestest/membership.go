@@ -73,6 +73,7 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"ReleaseClearsIncarnation", testReleaseClearsIncarnation},
 		{"CreateAs", testCreateAs},
 		{"CreateAsOnlyIfAbsent", testCreateAsOnlyIfAbsent},
+		{"CreateAsFreeIsRecovered", testCreateAsFree},
 		{"RewindIsRecorded", testRewindRecorded},
 		{"InvalidArguments", testMemberInvalidArguments},
 		{"CancelledContext", testMemberCancelledContext},
@@ -284,7 +285,7 @@ func versions(h leases.MemberHeader) map[int]int64 {
 func wantHeader(t *testing.T, op string, m leases.Membership, want leases.MemberHeader) {
 	t.Helper()
 	got := mustHeader(t, m)
-	if !maps.Equal(versions(got), versions(want)) || got.Vanished != want.Vanished || !maps.Equal(nonZero(got.Recreated), nonZero(want.Recreated)) || !maps.Equal(got.RecreatedKey, want.RecreatedKey) && len(got.RecreatedKey)+len(want.RecreatedKey) > 0 {
+	if !maps.Equal(versions(got), versions(want)) || got.Vanished != want.Vanished {
 		t.Fatalf("%s: the header is %+v, want %+v", op, got, want)
 	}
 }
@@ -303,7 +304,7 @@ func nonZero(m map[int]int64) map[int]int64 {
 
 // bumped returns h with row's version plus n.
 func bumped(h leases.MemberHeader, row int, n int64) leases.MemberHeader {
-	out := leases.MemberHeader{Rows: versions(h), Vanished: h.Vanished, Recreated: maps.Clone(h.Recreated), RecreatedKey: maps.Clone(h.RecreatedKey)}
+	out := leases.MemberHeader{Rows: versions(h), Vanished: h.Vanished}
 	out.Rows[row] += n
 	return out
 }
@@ -344,7 +345,7 @@ func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows
 	r, other := rows.fresh(t), rows.fresh(t)
 	a, b, c := newOwner(t, "a"), newOwner(t, "b"), newOwner(t, "c")
 	ea := leases.Member{Owner: a, Incarnation: leases.NewIncarnation(r, "a1"), Heartbeat: 1}
-	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Vanished: 5, Streams: "digest-b"}
+	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b"}
 	wantStoredExactly(t, "before the first join", m, r, nil)
 	wantExactly(t, "the first Join's answer", mustJoin(t, m, r, ea), []leases.Member{ea})
 	wantStoredExactly(t, "after the first join", m, r, []leases.Member{ea})
@@ -1075,8 +1076,7 @@ func testHighestRow(t *testing.T, _ leases.Store, m leases.Membership, _ *rowSou
 }
 
 // testHeaderBumps: BumpRow adds one to its row's version and nothing else;
-// ReportVanished adds one to Vanished and nothing else, ReportRecreated one
-// to Recreated and nothing else; membership writes
+// ReportVanished adds one to Vanished and nothing else; membership writes
 // leave the header alone, and bumps leave the rows alone; Header returns a
 // map the caller owns.
 func testHeaderBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
@@ -1101,36 +1101,12 @@ func testHeaderBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *ro
 		h.Vanished++
 		wantHeader(t, "after ReportVanished", m, h)
 	}
-	keyA := leases.Key{Stream: "s", Shard: "a"}
-	keyB := keyA
-	for i := 0; leases.RecreatedBucket(keyB) == leases.RecreatedBucket(keyA); i++ {
-		keyB.Shard = fmt.Sprintf("b%d", i)
-	}
-	recreate := func(key leases.Key) {
-		t.Helper()
-		if err := m.ReportRecreated(ctx(t), key); err != nil {
-			t.Fatalf("ReportRecreated: %v", err)
-		}
-		h.Recreated, h.RecreatedKey = maps.Clone(h.Recreated), maps.Clone(h.RecreatedKey)
-		if h.Recreated == nil {
-			h.Recreated = map[int]int64{}
-		}
-		if h.RecreatedKey == nil {
-			h.RecreatedKey = map[int]leases.Key{}
-		}
-		h.Recreated[leases.RecreatedBucket(key)]++
-		h.RecreatedKey[leases.RecreatedBucket(key)] = key
-		wantHeader(t, "after ReportRecreated of "+key.Shard, m, h)
-	}
 	bump(r1)
 	bump(r1)
-	recreate(keyA)
 	bump(r2)
 	vanish()
 	bump(r1)
 	vanish()
-	recreate(keyB)
-	recreate(keyA)
 	vanish()
 	if got := mustHeader(t, m); got.Rows[r1] != 3 || got.Rows[r2] != 1 {
 		t.Fatalf("Header after three bumps of row %d and one of row %d: %+v", r1, r2, got)
@@ -1179,9 +1155,6 @@ func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows
 				if err := m.ReportVanished(ctx(t)); err != nil {
 					errs <- err
 				}
-				if err := m.ReportRecreated(ctx(t), leases.Key{Stream: "s", Shard: "x"}); err != nil {
-					errs <- err
-				}
 			}
 		}
 	})
@@ -1191,18 +1164,8 @@ func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows
 	}
 	want := bumped(bumped(before, r1, goroutines*bumps1), r2, goroutines*bumps2)
 	want.Vanished += goroutines * vanished
-	want.Recreated = maps.Clone(want.Recreated)
-	if want.Recreated == nil {
-		want.Recreated = map[int]int64{}
-	}
-	want.Recreated[leases.RecreatedBucket(leases.Key{Stream: "s", Shard: "x"})] += goroutines * vanished
-	want.RecreatedKey = maps.Clone(want.RecreatedKey)
-	if want.RecreatedKey == nil {
-		want.RecreatedKey = map[int]leases.Key{}
-	}
-	want.RecreatedKey[leases.RecreatedBucket(leases.Key{Stream: "s", Shard: "x"})] = leases.Key{Stream: "s", Shard: "x"}
-	wantHeader(t, fmt.Sprintf("after %d goroutines bumped row %d %d times, row %d %d times and reported %d vanished and %d recreated rows each",
-		goroutines, r1, bumps1, r2, bumps2, vanished, vanished), m, want)
+	wantHeader(t, fmt.Sprintf("after %d goroutines bumped row %d %d times, row %d %d times and reported %d vanished rows each",
+		goroutines, r1, bumps1, r2, bumps2, vanished), m, want)
 }
 
 // memberKeys returns lease keys whose text form is a membership row's key
@@ -1497,6 +1460,75 @@ func testCreateAs(t *testing.T, s leases.Store, m leases.Membership, _ *rowSourc
 	}
 }
 
+// testCreateAsFree: CreateAs with no owner creates the row free and
+// recovered (Recovered is the creation's token); TakeAs and a holder write
+// whose copy carries Recovered keep it, and a holder write whose copy has
+// none clears it. Create and a held CreateAs make rows that are not
+// recovered.
+func testCreateAsFree(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
+	k := newKey(t)
+	cp := leases.Checkpoint{Sequence: "49590338271490256608559692538361571095921575989136588898"}
+	l, err := m.CreateAs(ctx(t), k, "", "", cp, "rewind-1")
+	if err != nil {
+		t.Fatalf("CreateAs(%s) with no owner: %v", k, err)
+	}
+	want := leases.Lease{Key: k, Counter: 1, Checkpoint: cp, Rewind: "rewind-1", Token: l.Token, Recovered: l.Token}
+	if l != want || l.Token == "" || l.Held() {
+		t.Fatalf("CreateAs(%s) with no owner: %+v, want %+v: free, recovered by its own token", k, l, want)
+	}
+	wantRow(t, s, k, l, "after CreateAs with no owner")
+	_, err = m.CreateAs(ctx(t), k, "", "", leases.Checkpoint{}, "")
+	wantConflict(t, "CreateAs with no owner of a row that exists", err)
+	_, err = m.CreateAs(ctx(t), leases.Key{Stream: k.Stream, Shard: k.Shard + "x"}, "", "inc", cp, "")
+	wantInvalid(t, "CreateAs with an incarnation and no owner", err)
+
+	inc := leases.NewIncarnation(0, "abc")
+	tk, err := m.TakeAs(ctx(t), l, "owner-a", inc)
+	if err != nil {
+		t.Fatalf("TakeAs of a recovered row: %v", err)
+	}
+	if tk.Recovered != l.Recovered {
+		t.Fatalf("TakeAs of a recovered row: Recovered %q, want %q kept", tk.Recovered, l.Recovered)
+	}
+	c, err := s.Checkpoint(ctx(t), tk, leases.Checkpoint{Sequence: "49590338271490256608559692538361571095921575989136588899"})
+	if err != nil || c.Recovered != l.Recovered {
+		t.Fatalf("Checkpoint by a holder whose copy is recovered: %+v, %v; want Recovered %q kept", c, err, l.Recovered)
+	}
+	wantRow(t, s, k, c, "after a Checkpoint that keeps Recovered")
+	clear := c
+	clear.Recovered = ""
+	c2, err := s.Checkpoint(ctx(t), clear, leases.Checkpoint{Sequence: "49590338271490256608559692538361571095921575989136588900"})
+	if err != nil || c2.Recovered != "" {
+		t.Fatalf("Checkpoint by a holder whose copy is not recovered: %+v, %v; want Recovered cleared", c2, err)
+	}
+	wantRow(t, s, k, c2, "after a Checkpoint that clears Recovered")
+
+	// A row released by a holder that did not wait keeps it.
+	k2 := leases.Key{Stream: k.Stream, Shard: k.Shard + "-2"}
+	l2, err := m.CreateAs(ctx(t), k2, "", "", leases.Checkpoint{}, "")
+	if err != nil || l2.Recovered == "" {
+		t.Fatalf("CreateAs(%s) with no owner and no checkpoint: %+v, %v", k2, l2, err)
+	}
+	t2, err := m.TakeAs(ctx(t), l2, "owner-b", inc)
+	if err != nil {
+		t.Fatalf("TakeAs: %v", err)
+	}
+	r2, err := s.Release(ctx(t), t2, leases.Checkpoint{})
+	if err != nil || r2.Recovered != l2.Recovered || r2.Held() {
+		t.Fatalf("Release by a holder whose copy is recovered: %+v, %v; want free with Recovered %q", r2, err, l2.Recovered)
+	}
+
+	// Create and a held CreateAs are not recoveries.
+	n, err := s.Create(ctx(t), leases.Key{Stream: k.Stream, Shard: k.Shard + "-3"})
+	if err != nil || n.Recovered != "" {
+		t.Fatalf("Create: %+v, %v; want no Recovered", n, err)
+	}
+	h, err := m.CreateAs(ctx(t), leases.Key{Stream: k.Stream, Shard: k.Shard + "-4"}, "owner-c", inc, cp, "")
+	if err != nil || h.Recovered != "" {
+		t.Fatalf("CreateAs with an owner: %+v, %v; want no Recovered", h, err)
+	}
+}
+
 // testRewindRecorded: Rewind gives the row a new Rewind id, which every
 // other write keeps, and records the rewind (its id and checkpoint) for
 // LastRewind, apart from the row: one record per shard, the last rewind's;
@@ -1721,7 +1753,6 @@ func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membershi
 			"Header":                 func() error { _, err := m.Header(c); return err },
 			"BumpRow":                func() error { return m.BumpRow(c, r) },
 			"ReportVanished":         func() error { return m.ReportVanished(c) },
-			"ReportRecreated":        func() error { return m.ReportRecreated(c, missing) },
 			"TakeAs":                 func() error { _, err := m.TakeAs(c, l, "a", "inc"); return err },
 			"CreateAs": func() error {
 				_, err := m.CreateAs(c, missing, "a", "inc", leases.Checkpoint{Sequence: "1"}, "")

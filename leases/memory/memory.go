@@ -26,14 +26,12 @@ import (
 
 // Store is an in-memory leases.Store. The zero value is not usable; call New.
 type Store struct {
-	mu           sync.Mutex
-	rows         map[leases.Key]leases.Lease
-	members      map[int]map[string]leases.Member // membership row -> owner -> entry
-	header       map[int]int64                    // membership row -> roster version
-	vanished     int64
-	recreated    map[int]int64
-	recreatedKey map[int]leases.Key
-	rewinds      map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
+	mu       sync.Mutex
+	rows     map[leases.Key]leases.Lease
+	members  map[int]map[string]leases.Member // membership row -> owner -> entry
+	header   map[int]int64                    // membership row -> roster version
+	vanished int64
+	rewinds  map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
 }
 
 var (
@@ -197,6 +195,9 @@ func (s *Store) write(op string, l leases.Lease, holder bool, change func(*lease
 	if change(&r) != nil {
 		return leases.Lease{}, conflict
 	}
+	if holder {
+		r.Recovered = l.Recovered // the holder's copy decides (see leases.Lease.Recovered)
+	}
 	r.Counter++
 	r.Token = token()
 	s.rows[l.Key] = r
@@ -294,7 +295,7 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return leases.MemberHeader{Rows: maps.Clone(s.header), Vanished: s.vanished, Recreated: maps.Clone(s.recreated), RecreatedKey: maps.Clone(s.recreatedKey)}, nil
+	return leases.MemberHeader{Rows: maps.Clone(s.header), Vanished: s.vanished}, nil
 }
 
 // BumpRow implements leases.Membership.
@@ -316,22 +317,6 @@ func (s *Store) ReportVanished(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.vanished++
-	return nil
-}
-
-// ReportRecreated implements leases.Membership.
-func (s *Store) ReportRecreated(ctx context.Context, key leases.Key) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.recreated == nil {
-		s.recreated, s.recreatedKey = map[int]int64{}, map[int]leases.Key{}
-	}
-	b := leases.RecreatedBucket(key)
-	s.recreated[b]++
-	s.recreatedKey[b] = key
 	return nil
 }
 
@@ -395,8 +380,11 @@ func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation
 	if err := begin(ctx, key); err != nil {
 		return leases.Lease{}, err
 	}
-	if err := leases.ValidateMember(leases.Member{Owner: owner, Incarnation: incarnation}); err != nil {
-		return leases.Lease{}, err
+	free := owner == "" && incarnation == ""
+	if !free {
+		if err := leases.ValidateMember(leases.Member{Owner: owner, Incarnation: incarnation}); err != nil {
+			return leases.Lease{}, err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -404,6 +392,9 @@ func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation
 		return leases.Lease{}, &leases.ConflictError{Op: "CreateAs", Key: key}
 	}
 	l := leases.Lease{Key: key, Owner: owner, Incarnation: incarnation, Checkpoint: cp, Rewind: rewind, Counter: 1, Token: token()}
+	if free {
+		l.Recovered = l.Token // recreated free after it vanished (see leases.Lease.Recovered)
+	}
 	s.rows[key] = l
 	return l, nil
 }
@@ -428,6 +419,5 @@ func (s *Store) Clear() {
 	s.members = make(map[int]map[string]leases.Member)
 	s.header = make(map[int]int64)
 	s.vanished = 0
-	s.recreated, s.recreatedKey = nil, nil
 	s.rewinds = make(map[leases.Key]leases.RewindRecord)
 }

@@ -37,8 +37,8 @@ import (
 //     bumped by one: nothing reaches the table behind the checker's back;
 //   - (h) after a row was deleted (a row deleted, the table recreated) while
 //     held, its holder may go on delivering until the row is taken again,
-//     but nobody else creates or takes it while that holder may still
-//     deliver (mayDeliver); the next take starts neither at the start
+//     and anyone may create it free, but nobody else creates it held or
+//     takes it while that holder may still deliver (mayDeliver); the next take starts neither at the start
 //     position when a live process knew a checkpoint, nor behind the
 //     checkpoint its holder knew when the holder takes it, nor after records
 //     not acknowledged (a skip);
@@ -498,6 +498,11 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	if after.Counter > s.newest.Counter {
 		s.newest = after
 	}
+	if op == "CreateAs" && !after.Held() {
+		// Recreated free and recovered: nobody delivers from it, and its
+		// takers are judged by their takes.
+		op = "Create"
+	}
 	// fresh: the writer's take finds no checkpoint to start from (it
 	// creates the row, or takes one recreated without any).
 	fresh := op == "CreateAs" || (before.Checkpoint.IsZero() && before.RewindTo.IsZero())
@@ -549,10 +554,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			c.restarted(s, writer, after, fresh)
 		}
 	case "Create":
-		if s.afterDelete && s.goneHolder != "" && writer != s.goneHolder && c.holderMayDeliver(s, s.goneHolder) {
-			c.violate("(h) %s created the row of %s, deleted at T+%v, while its holder %s may still deliver",
-				writer, s.id, s.deletedAt.Sub(c.start).Round(time.Millisecond), s.goneHolder)
-		}
+		// A free row: whoever takes it is judged by (h) at the take.
 	case "ApplyRewind":
 		c.judgeRestart(s) // as of before the rewind (seed 2206527)
 		c.setTenure(s, writer, after.Checkpoint)
@@ -584,6 +586,18 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	case "Checkpoint", "Release":
 		if before.Owner != writer {
 			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)
+		}
+		if p := s.pending; p != nil && p.writer == writer && p.holder == writer && s.tenures[writer] != nil && s.tenures[writer].restart != -1 {
+			// The holder at the deletion took the row another member
+			// recreated and writes its own checkpoint on it: it goes on in
+			// its tenure, as after recreating the row itself.
+			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
+				p.n = n
+			}
+			c.judgeRestart(s)
+			c.stats.checkpoints++
+			c.checkCovered(s, writer, op, after.Checkpoint)
+			break
 		}
 		if t := s.tenures[writer]; after.Checkpoint != before.Checkpoint && t != nil &&
 			((before.Checkpoint.IsZero() && t.start == 0 && t.lastEntered == -1 && t.next == t.start) ||

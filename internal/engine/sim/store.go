@@ -486,14 +486,3 @@ func (s *FaultStore) ReportVanished(ctx context.Context) error {
 	_, err = s.callMembers(ctx, "ReportVanished", headerRow, func(ctx context.Context) ([]leases.Member, error) { return nil, mem.ReportVanished(ctx) })
 	return err
 }
-
-// ReportRecreated implements leases.Membership; the hooks see it as a call
-// on MemberRowKey(-1).
-func (s *FaultStore) ReportRecreated(ctx context.Context, key leases.Key) error {
-	mem, err := s.membership()
-	if err != nil {
-		return err
-	}
-	_, err = s.callMembers(ctx, "ReportRecreated", headerRow, func(ctx context.Context) ([]leases.Member, error) { return nil, mem.ReportRecreated(ctx, key) })
-	return err
-}

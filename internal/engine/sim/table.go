@@ -269,12 +269,3 @@ func (t *Table) ReportVanished(ctx context.Context) error {
 	}
 	return s.ReportVanished(ctx)
 }
-
-// ReportRecreated implements leases.Membership.
-func (t *Table) ReportRecreated(ctx context.Context, key leases.Key) error {
-	s, err := t.membership("ReportRecreated")
-	if err != nil {
-		return err
-	}
-	return s.ReportRecreated(ctx, key)
-}

@@ -141,14 +141,6 @@ func (s CutOffStore) ReportVanished(ctx context.Context) error {
 	return s.mem().ReportVanished(ctx)
 }
 
-// ReportRecreated implements leases.Membership.
-func (s CutOffStore) ReportRecreated(ctx context.Context, key leases.Key) error {
-	if s.Cut.Load() {
-		return s.Err
-	}
-	return s.mem().ReportRecreated(ctx, key)
-}
-
 // CreateAs implements leases.Membership.
 func (s CutOffStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
 	if s.Cut.Load() {
