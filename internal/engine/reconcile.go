@@ -360,10 +360,10 @@ func resumeOf(l leases.Lease) leases.Lease {
 // recheckReleased re-reads the rows this instance released or read lately,
 // when someone reported a row vanished: one that is missing becomes an
 // orphan known as it was, so that it is recreated from its checkpoint
-// (free, after lostRowWait, or taken if the plan gives it to this
-// instance) rather than from the start position by a member that never
-// knew where it was read to. Its holder, if alive, recreates it first: it
-// need not wait. It reports whether every read got an answer.
+// (free and recovered) rather than from the start position by a member
+// that never knew where it was read to; so does one recreated by such a
+// member with no checkpoint, which this instance then writes on it. It
+// reports whether every read got an answer.
 func (g *Group) recheckReleased(ctx context.Context) bool {
 	g.mu.Lock()
 	var units []unit
@@ -406,6 +406,18 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 				g.orphans[u] = orphan{inc: g.inc, known: known, vanished: true}
 			}
 			delete(g.released, u)
+			g.mu.Unlock()
+		case err == nil && !l.Held() && l.Recovered != "" && noStart(l) && !rel[u].lease.Checkpoint.IsZero():
+			// Recreated free by a member that knew no checkpoint: an
+			// orphan, so that this instance writes the one it knows on it
+			// (releaseOrphan's repairFree, or retake's fill) before anyone
+			// reads from it.
+			g.mu.Lock()
+			if _, o := g.orphans[u]; !o && g.workers[u] == nil {
+				known := rel[u].lease
+				known.Owner, known.Incarnation = "", ""
+				g.orphans[u] = orphan{inc: g.inc, known: known, vanished: true}
+			}
 			g.mu.Unlock()
 		case err == nil && !resumeOf(l).Checkpoint.IsZero() && !g.ours(l):
 			g.mu.Lock()

@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/memory"
+)
+
+// TestRecoveredRowTakenOnlyAfterTheWait: a member that finds a row it saw
+// vanished recreates it at once, free, recovered and from the checkpoint it
+// saw; the plan gives it the shard, yet it takes the row only once the
+// recovery wait has passed since it first read the recovered row: the row's
+// last holder may deliver until then.
+func TestRecoveredRowTakenOnlyAfterTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, st, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		held := heldRow(t, store, key, "b", "0.B", "300")
+		if err := g.readRow(ctx, st, u.Shard); err != nil {
+			t.Fatal(err)
+		}
+		if !store.Delete(key) {
+			t.Fatal("no row to delete")
+		}
+
+		g.acquire(ctx, u) // finds it missing: recreates it, free
+		got, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("the row was not recreated at once: %v", err)
+		}
+		if got.Held() || got.Recovered == "" || got.Checkpoint != held.Checkpoint {
+			t.Fatalf("recreated row %+v: want it free, recovered, at the checkpoint this instance saw (%v)", got, held.Checkpoint)
+		}
+		start := time.Now()
+		wait := g.recoveryWait(st)
+		for time.Since(start) < wait-100*time.Millisecond {
+			g.fence.Store(mono() + int64(time.Minute))
+			g.acquire(ctx, u)
+			if g.holds(u) {
+				t.Fatalf("took the recovered row %v after its recreation, before the recovery wait (%v)", time.Since(start), wait)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+		g.fence.Store(mono() + int64(time.Minute))
+		g.acquire(ctx, u)
+		if !g.holds(u) {
+			t.Fatalf("did not take the recovered row %v after its recreation (the wait is %v)", time.Since(start), wait)
+		}
+	})
+}
+
+// TestHolderTakesRecoveredRowBackAtOnce: the row of a shard this instance
+// holds vanishes, and another member recreates it first, free and
+// recovered, from an older checkpoint. The holder, at its next re-read,
+// takes it back at once (it is the one that may still deliver; nobody else
+// may before the recovery wait) and writes its own checkpoint on it, which
+// clears the recovery.
+func TestHolderTakesRecoveredRowBackAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, _, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		l, err := store.Create(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine := leases.Checkpoint{Sequence: "300"}
+		if l, err = store.TakeAs(ctx, l, "x", "0.X"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = store.Checkpoint(ctx, l, mine); err != nil {
+			t.Fatal(err)
+		}
+		if _, err = store.Release(ctx, l, leases.Checkpoint{}); err != nil {
+			t.Fatal(err)
+		}
+		g.acquire(ctx, u)
+		if !g.holds(u) {
+			t.Fatal("the free row was not taken")
+		}
+		if !store.Delete(key) {
+			t.Fatal("no row to delete")
+		}
+		older := leases.Checkpoint{Sequence: "100"}
+		if _, err := store.CreateAs(ctx, key, "", "", older, ""); err != nil {
+			t.Fatal(err)
+		}
+
+		g.mu.Lock()
+		w := g.workers[u]
+		g.mu.Unlock()
+		g.recheck(ctx, u, w)
+		got, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Owner != "a" || got.Incarnation != "0.CUR" || got.Checkpoint != mine || got.Recovered != "" {
+			t.Fatalf("after the holder re-read its row, recreated by another: %+v; want it held by a/0.CUR at its own checkpoint %v, no longer recovered", got, mine)
+		}
+		if w.lease.isLost() || w.lease.vanished.Load() {
+			t.Fatalf("the holder's lease: lost %v, vanished %v; want it delivering again", w.lease.isLost(), w.lease.vanished.Load())
+		}
+	})
+}
+
+// TestKnowerWritesItsCheckpointOnRecoveredRow: a member that knows a row's
+// checkpoint (it read the row lately) finds, at a vanished report, the row
+// recreated free by a member that knew none (no checkpoint). It writes the
+// checkpoint it knows on the row, keeping it recovered and free, so that
+// whoever the plan gives the shard to resumes from there after the wait,
+// not from the start position.
+func TestKnowerWritesItsCheckpointOnRecoveredRow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, st, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		cp := leases.Checkpoint{Sequence: "84"}
+		heldRow(t, store, key, "b", "0.B", cp.Sequence)
+		if err := g.readRow(ctx, st, u.Shard); err != nil {
+			t.Fatal(err)
+		}
+		if !store.Delete(key) {
+			t.Fatal("no row to delete")
+		}
+		rec, err := store.CreateAs(ctx, key, "", "", leases.Checkpoint{}, "") // by a member that knew none
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if !g.recheckReleased(ctx) {
+			t.Fatal("recheckReleased: a read failed")
+		}
+		g.mu.Lock()
+		o, ok := g.orphans[u]
+		g.mu.Unlock()
+		if !ok {
+			t.Fatal("the recovered row with no checkpoint is no orphan of the member that knows one")
+		}
+		g.releaseOrphan(ctx, u, o) // the plan gives it to another member
+		got, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Held() || got.Checkpoint != cp || got.Recovered != rec.Recovered {
+			t.Fatalf("after the knower's repair: %+v; want it free, at %v, still recovered (%q)", got, cp, rec.Recovered)
+		}
+	})
+}
