@@ -155,3 +155,73 @@ func TestKnowerWritesItsCheckpointOnRecoveredRow(t *testing.T) {
 		}
 	})
 }
+
+// TestDecideMissing: the lost-row decision, row by row. The named seeds and
+// tests are where each rule was learnt.
+func TestDecideMissing(t *testing.T) {
+	const wait = 10 * time.Second
+	for _, tc := range []struct {
+		name string
+		f    missingFacts
+		want missingAction
+	}{
+		{"a row this instance saw vanished: recovered at once (TestDeletedRowNoSecondReader)",
+			missingFacts{seen: true, missingFor: 0}, missingRecover},
+		{"seen, even while the stream's rows are being created",
+			missingFacts{seen: true, creating: true}, missingRecover},
+		{"never seen, being created by createAll: wait",
+			missingFacts{creating: true, isNew: true}, missingWait},
+		{"a new stream: created free at once (TestStartNewTable)",
+			missingFacts{isNew: true, allRead: true}, missingNew},
+		{"never seen, in a stream whose other rows this instance saw: vanished before it looked",
+			missingFacts{sawRows: true, allRead: true}, missingRecover},
+		{"never seen, on a table in use: a stream new to it, or a row nobody recreated",
+			missingFacts{tableInUse: true}, missingRecover},
+		{"never seen, rows of the stream still unread: unknown (TestStartManyShardsSlowStore)",
+			missingFacts{allRead: false}, missingWait},
+		{"never seen, all read, not the creator: report, give the creator the recovery wait (TestNewStreamFewerShardsThanMembers)",
+			missingFacts{allRead: true, missingFor: wait - time.Millisecond}, missingReport},
+		{"never seen, all read, missing for the recovery wait: recovered (a table emptied under a fleet nobody recreated)",
+			missingFacts{allRead: true, missingFor: wait}, missingRecover},
+	} {
+		tc.f.recoveryWait = wait
+		if got := decideMissing(tc.f); got != tc.want {
+			t.Errorf("%s: decideMissing(%+v) = %d, want %d", tc.name, tc.f, got, tc.want)
+		}
+	}
+}
+
+// TestRecoveryPoint: where a recovered row starts.
+func TestRecoveryPoint(t *testing.T) {
+	cp := leases.Checkpoint{Sequence: "300"}
+	rewindTo := leases.Checkpoint{Sequence: "100"}
+	trim := leases.Checkpoint{Sequence: leases.RewindTrimHorizon}
+	for _, tc := range []struct {
+		name       string
+		known      leases.Lease
+		best       leases.Checkpoint
+		seen       bool
+		rec        leases.RewindRecord
+		wantCp     leases.Checkpoint
+		wantRewind string
+		wantFrom   recoveryFrom
+	}{
+		{"the checkpoint this instance knows (TestDynamoMembership/seed=1: known from a read at the first listing)",
+			leases.Lease{Checkpoint: cp, Rewind: "r1"}, cp, true, leases.RewindRecord{ID: "r1", To: rewindTo}, cp, "r1", fromKnown},
+		{"a rewind recorded after the copy was read wins (TestDeletedRowAfterRewind)",
+			leases.Lease{Checkpoint: cp, Rewind: "r1"}, cp, true, leases.RewindRecord{ID: "r2", To: rewindTo}, rewindTo, "r2", fromRewind},
+		{"a rewind pending on the copy counts as applied (seed 1606534)",
+			leases.Lease{Checkpoint: cp, RewindTo: rewindTo}, cp, true, leases.RewindRecord{}, rewindTo, "", fromKnown},
+		{"seen, no checkpoint known: TRIM_HORIZON with no Rewind id, never LATEST",
+			leases.Lease{Rewind: "r1"}, leases.Checkpoint{}, true, leases.RewindRecord{ID: "r1", To: rewindTo}, trim, "", fromTrimHorizon},
+		{"never seen: the start position",
+			leases.Lease{}, leases.Checkpoint{}, false, leases.RewindRecord{}, leases.Checkpoint{}, "", fromStart},
+		{"never seen, but a rewind recorded: at the rewind",
+			leases.Lease{}, leases.Checkpoint{}, false, leases.RewindRecord{ID: "r3", To: rewindTo}, rewindTo, "r3", fromRewind},
+	} {
+		gotCp, gotRewind, gotFrom := recoveryPoint(tc.known, tc.best, tc.seen, tc.rec)
+		if gotCp != tc.wantCp || gotRewind != tc.wantRewind || gotFrom != tc.wantFrom {
+			t.Errorf("%s: recoveryPoint = %v, %q, %d; want %v, %q, %d", tc.name, gotCp, gotRewind, gotFrom, tc.wantCp, tc.wantRewind, tc.wantFrom)
+		}
+	}
+}
