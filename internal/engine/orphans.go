@@ -126,7 +126,7 @@ func (g *Group) ours(l leases.Lease) bool {
 func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 	st := g.streams[u.Stream]
 	inc := g.Incarnation()
-	l := o.known
+	l, read := o.known, false
 	if o.presumed {
 		// Our take's answer was lost: the row may be ours at that counter,
 		// or another's write made the same counter. Read it first.
@@ -134,11 +134,20 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		if !ok {
 			return
 		}
-		l = cur
+		l, read = cur, true
 	}
 	for attempt := 0; ; attempt++ {
 		if !g.ours(l) && !g.recoveryPassed(st, u.Shard, l) {
-			return // recovered: taken once its last holder has stopped
+			if read {
+				return // recovered: taken once its last holder has stopped
+			}
+			// Known from before: the row as it is now says.
+			cur, ok := g.rereadOrphan(ctx, st, u, o, false)
+			if !ok {
+				return
+			}
+			l, read = cur, true
+			continue
 		}
 		sent := mono()
 		t, err := g.takeAs(ctx, u, l, inc)
@@ -167,7 +176,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		if !ok {
 			return
 		}
-		l = cur
+		l, read = cur, true
 	}
 }
 

@@ -49,4 +49,3 @@ func TestRowReadAtListingIsRecheckedWhenReported(t *testing.T) {
 		}
 	})
 }
-

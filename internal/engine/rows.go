@@ -140,12 +140,9 @@ func (st *streamState) setRowLocked(id string, r rowState) {
 	if noStart(r.lease) && r.knew.IsZero() {
 		r.knew = old.best()
 	}
-	r.recoveredAt = 0
-	if rec := r.lease.Recovered; rec != "" {
-		r.recoveredAt = old.recoveredAt
-		if rec != old.lease.Recovered || r.recoveredAt == 0 {
-			r.recoveredAt = mono() // the first answer that showed this recovery
-		}
+	r.recovery, r.recoveredAt = old.recovery, old.recoveredAt
+	if rec := r.lease.Recovered; rec != "" && rec != r.recovery {
+		r.recovery, r.recoveredAt = rec, mono() // the first answer that showed this recovery
 	}
 	st.rows[id] = r
 }
@@ -156,7 +153,7 @@ func (st *streamState) setRowLocked(id string, r rowState) {
 func (st *streamState) recoveredSince(id, rec string) int64 {
 	st.rowsMu.Lock()
 	defer st.rowsMu.Unlock()
-	if r := st.rows[id]; r.lease.Recovered == rec && r.recoveredAt != 0 {
+	if r := st.rows[id]; r.recovery == rec {
 		return r.recoveredAt
 	}
 	return mono()
@@ -219,8 +216,10 @@ type rowState struct {
 	missingSince int64
 	reported     bool // this instance reported it vanished (ReportVanished)
 	seen         bool // this instance saw the row exist
-	// recoveredAt (on mono()) is when an answer first showed the row's
-	// recovery lease.Recovered (see recoveredSince); 0 if none did.
+	// recovery is the last recovery of the row an answer showed
+	// (leases.Lease.Recovered), and recoveredAt (on mono()) when the first
+	// such answer came (see recoveredSince).
+	recovery    string
 	recoveredAt int64
 	// created: this instance created the row free (createAll), and no
 	// call of it read or wrote the row since: lease is the row as created.
