@@ -256,9 +256,8 @@ func runInstance(t testing.TB, svc *kinesislease.Service) *instance {
 // ARNs, membership rows, fences), so running every service test on both
 // doubled the suite without testing more of the service. The tests about
 // the DynamoDB store itself, IAM or cost run the service on DynamoDB Local:
-// TestVanishedRow, TestUpgradeFromRenewalProtocolRows, TestRunConfigErrors,
-// TestRunStoreErrors, TestServiceRewind, TestMaxRecordAge, TestLeastPrivilege,
-// TestDeferSinkSIGKILL and TestHealth.
+// TestVanishedRow, TestRunConfigErrors, TestRunStoreErrors, TestServiceRewind,
+// TestMaxRecordAge, TestLeastPrivilege, TestDeferSinkSIGKILL and TestHealth.
 func onMemoryStore(t *testing.T, fn func(t *testing.T, newStore func() leases.Store)) {
 	s := memory.New()
 	fn(t, func() leases.Store { return s })

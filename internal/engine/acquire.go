@@ -376,21 +376,6 @@ func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
 		return false
 	case !l.Held():
 		return true
-	case l.Incarnation == "":
-		// A row of the retired per-row renewal protocol (an owner, no
-		// incarnation): its holder, if it still runs, renews the row, which
-		// moves its write token. Taken only once seen unchanged for
-		// LegacyRowTimeout, longer than any per-row lease in use.
-		st.rowsMu.Lock()
-		defer st.rowsMu.Unlock()
-		o, ok := st.legacy[id]
-		if !ok || o.token != l.Token {
-			st.legacy[id] = legacyObs{token: l.Token, since: time.Now()}
-			st.log.Error("kinesislease: a lease row is held by an instance of the retired per-row renewal protocol (no incarnation): stop every instance of the earlier version; the row is taken once it has not changed for "+LegacyRowTimeout.String(),
-				"shard", id, "holder", l.Owner)
-			return false
-		}
-		return time.Since(o.since) >= LegacyRowTimeout
 	case l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
 		return true // ours, from before a fence or a take whose answer was lost
 	}
