@@ -94,12 +94,6 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit, sent, r
 			return
 		}
 		st.setRow(u.Shard, rowState{lease: l})
-		if err := g.arnRow(ctx, st, l); err != nil {
-			if !errors.Is(err, errArnRowUnread) {
-				g.fail(st, u.Shard, err)
-			}
-			return
-		}
 		if g.takeable(st, u.Shard, l) {
 			g.take(ctx, st, u, l)
 		}
