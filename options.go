@@ -140,13 +140,6 @@ func WithGetRecordsEncoding(e GetRecordsEncoding) Option {
 	})
 }
 
-// WithSDKDecoding leaves GetRecords to the Go SDK's own path.
-//
-// Deprecated: use WithGetRecordsEncoding(EncodingSDK).
-func WithSDKDecoding() Option {
-	return WithGetRecordsEncoding(EncodingSDK)
-}
-
 // WithHeartbeat sets the lease protocol's heartbeat interval and timeout
 // (defaults DefaultHeartbeat and DefaultTimeout, 1.25s and 5s). Every
 // instance heartbeats in a membership row of the lease table, and its leases
