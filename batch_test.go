@@ -82,7 +82,7 @@ func TestBatchPartialFailure(t *testing.T) {
 		return nil
 	}
 	store := memory.New()
-	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
+	svc, err := kinesislease.New(testutil.Config(t), testEncoding(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
 		kinesislease.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)

@@ -118,7 +118,7 @@ func TestKeyConcurrency(t *testing.T) {
 		return time.Duration(rng.IntN(2000)) * time.Microsecond
 	}
 	run := func(owner string, until func() bool) {
-		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
+		svc, err := kinesislease.New(testutil.Config(t), testEncoding(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
 			kinesislease.WithOwner(owner), kinesislease.WithLogger(testLogger(t)))
 		if err != nil {
 			t.Fatal(err)
@@ -182,7 +182,7 @@ func TestKeyConcurrencyHeldKey(t *testing.T) {
 	others := 0
 	release := make(chan struct{})
 	var heldSeq string
-	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
+	svc, err := kinesislease.New(testutil.Config(t), testEncoding(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store),
 		kinesislease.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)

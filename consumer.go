@@ -406,10 +406,7 @@ func (s *Service) workerConfig(sub *subscription) engine.WorkerConfig {
 	w := sub.worker
 	w.Budget = s.budget
 	w.DrainTimeout = s.cfg.shutdownTimeout
-	w.Encoding = kinesisx.DefaultEncoding
-	if s.cfg.encodingSet {
-		w.Encoding = kinesisx.Encoding(s.cfg.encoding)
-	}
+	w.Encoding = kinesisx.Encoding(s.cfg.encoding)
 	if sub.fanOut != nil {
 		w.FanOut = &engine.FanOutConfig{Consumer: sub.fanOut}
 	}

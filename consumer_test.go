@@ -21,7 +21,6 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -30,7 +29,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	kinesisx.UseTestEncoding()
 	testutil.Main(m)
 }
 
@@ -213,6 +211,7 @@ func runService(t testing.TB, client kinesislease.Kinesis, store leases.Store, o
 ) *instance {
 	t.Helper()
 	opts := append([]kinesislease.Option{
+		testEncoding(t),
 		kinesislease.WithKinesisClient(client),
 		kinesislease.WithLeaseStore(store),
 		kinesislease.WithOwner(owner),
@@ -226,6 +225,13 @@ func runService(t testing.TB, client kinesislease.Kinesis, store leases.Store, o
 		t.Fatal(err)
 	}
 	return runInstance(t, svc)
+}
+
+// testEncoding puts a service on the read path the suite runs on
+// (testutil.GetRecordsEncoding). It goes first, so that a test that chooses
+// an encoding keeps its own.
+func testEncoding(t testing.TB) kinesislease.Option {
+	return kinesislease.WithGetRecordsEncoding(kinesislease.GetRecordsEncoding(testutil.GetRecordsEncoding(t)))
 }
 
 // runInstance runs svc on a goroutine of its own until in.stop or the end
@@ -256,9 +262,8 @@ func runInstance(t testing.TB, svc *kinesislease.Service) *instance {
 // ARNs, membership rows, fences), so running every service test on both
 // doubled the suite without testing more of the service. The tests about
 // the DynamoDB store itself, IAM or cost run the service on DynamoDB Local:
-// TestVanishedRow, TestUpgradeFromRenewalProtocolRows, TestRunConfigErrors,
-// TestRunStoreErrors, TestServiceRewind, TestMaxRecordAge, TestLeastPrivilege,
-// TestDeferSinkSIGKILL and TestHealth.
+// TestVanishedRow, TestRunConfigErrors, TestRunStoreErrors, TestServiceRewind,
+// TestMaxRecordAge, TestLeastPrivilege, TestDeferSinkSIGKILL and TestHealth.
 func onMemoryStore(t *testing.T, fn func(t *testing.T, newStore func() leases.Store)) {
 	s := memory.New()
 	fn(t, func() leases.Store { return s })
@@ -407,7 +412,7 @@ func TestTwoStreams(t *testing.T) {
 	put(t, kc, s1, 0, 100)
 	put(t, kc, s2, 1000, 50)
 	t1, t2 := newTally(), newTally()
-	svc, err := kinesislease.New(testutil.Config(t), append([]kinesislease.Option{
+	svc, err := kinesislease.New(testutil.Config(t), append([]kinesislease.Option{testEncoding(t),
 		kinesislease.WithKinesisClient(kc), kinesislease.WithLogger(testLogger(t))}, fastLease...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -234,6 +234,7 @@ func deferChild(t *testing.T, owner string) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	svc, err := kinesislease.New(cfg,
+		testEncoding(t),
 		kinesislease.WithKinesisClient(kc),
 		kinesislease.WithLeaseStore(dynamo.New(cfg, os.Getenv(deferTableEnv), dynamo.WithDynamoDBClient(dc))),
 		kinesislease.WithOwner(owner),

@@ -412,7 +412,7 @@ func TestStartupWaitsForTheNetwork(t *testing.T) {
 		faults.Inject(testutil.Fault{Op: "ListShards", Times: 3, Err: refused})
 		var logs lockedBuffer
 		ta := newTally()
-		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)),
+		svc, err := kinesislease.New(testutil.Config(t), testEncoding(t), kinesislease.WithKinesisClient(testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)),
 			kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		if err != nil {
 			t.Fatal(err)
@@ -432,7 +432,7 @@ func TestStartupWaitsForTheNetwork(t *testing.T) {
 	// stream, its Kinesis calls through faults.
 	newSubscribed := func(t *testing.T, faults *testutil.Faults) *kinesislease.Service {
 		t.Helper()
-		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)),
+		svc, err := kinesislease.New(testutil.Config(t), testEncoding(t), kinesislease.WithKinesisClient(testutil.KinesisClient(t, testutil.Kinesalite, faults.KinesisOptions)),
 			kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(t)))
 		if err != nil {
 			t.Fatal(err)

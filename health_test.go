@@ -30,7 +30,7 @@ func TestHealth(t *testing.T) {
 	testutil.CreateLeaseTable(t, testutil.DynamoClient(t), table)
 	ta := newTally()
 	var afterNotLive atomic.Bool
-	svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc),
+	svc, err := kinesislease.New(testutil.Config(t), testEncoding(t), kinesislease.WithKinesisClient(kc),
 		kinesislease.WithLeaseStore(dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))),
 		kinesislease.WithHeartbeat(250*time.Millisecond, time.Second), kinesislease.WithLogger(testLogger(t)))
 	if err != nil {

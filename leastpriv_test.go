@@ -58,6 +58,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	newSvc := func(owner string) *instance {
 		svc, err := kinesislease.New(testutil.Config(t), append([]kinesislease.Option{
+			testEncoding(t),
 			kinesislease.WithKinesisClient(kc),
 			kinesislease.WithLeaseStore(dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(dc))),
 			kinesislease.WithOwner(owner),

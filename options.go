@@ -29,7 +29,6 @@ type config struct {
 	logger          *slog.Logger
 	client          Kinesis
 	encoding        GetRecordsEncoding // WithGetRecordsEncoding
-	encodingSet     bool               // WithGetRecordsEncoding was given
 	heartbeat       time.Duration
 	timeout         time.Duration
 	maxLeases       int
@@ -136,15 +135,8 @@ func WithGetRecordsEncoding(e GetRecordsEncoding) Option {
 		if e < EncodingCBOR || e > EncodingSDK {
 			c.errs = append(c.errs, fmt.Errorf("%w: WithGetRecordsEncoding(%d): want EncodingCBOR, EncodingJSON or EncodingSDK", ErrInvalidOption, e))
 		}
-		c.encoding, c.encodingSet = e, true
+		c.encoding = e
 	})
-}
-
-// WithSDKDecoding leaves GetRecords to the Go SDK's own path.
-//
-// Deprecated: use WithGetRecordsEncoding(EncodingSDK).
-func WithSDKDecoding() Option {
-	return WithGetRecordsEncoding(EncodingSDK)
 }
 
 // WithHeartbeat sets the lease protocol's heartbeat interval and timeout

@@ -20,7 +20,6 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/leases"
-	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
 // event is the payload of the resharding and fault tests: a partition key
@@ -634,67 +633,6 @@ func TestStreamARN(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestStreamARNEarlierRows: rows an earlier version keyed by the ARN (a
-// stream subscribed by ARN) are not ignored: while the name-keyed row has
-// no checkpoint, the shard is refused, naming both keys and the checkpoint
-// to copy; once the operator rewinds the name-keyed row, it is read from
-// there.
-func TestStreamARNEarlierRows(t *testing.T) {
-	t.Parallel()
-	kc := testutil.KinesisClient(t, testutil.KinesisLocal)
-	stream := testutil.StreamName(t)
-	testutil.CreateStream(t, kc, stream, 1)
-	out, err := kc.DescribeStreamSummary(context.Background(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	arn := aws.ToString(out.StreamDescriptionSummary.StreamARN)
-	put(t, kc, stream, 0, 20)
-	seqs := shardSeqs(t, kc, stream, "shardId-000000000000")
-	store := memory.New()
-	ctx := context.Background()
-	old, err := store.Create(ctx, leases.Key{Stream: arn, Shard: "shardId-000000000000"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Rewind(ctx, old, leases.Checkpoint{Sequence: seqs[9]}); err != nil { // the earlier version read 10
-		t.Fatal(err)
-	}
-	fl := &testutil.Failures{}
-	ta := newTally()
-	in := start(t, kc, store, arn, "a", ta, kinesislease.WithHooks(fl))
-	deadline := time.Now().Add(30 * time.Second)
-	for len(fl.All()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the shard was not refused after 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if msg := fl.All()[0].Err.Error(); !strings.Contains(msg, arn+":shardId-000000000000") || !strings.Contains(msg, stream+":shardId-000000000000") ||
-		!strings.Contains(msg, seqs[9]) || !strings.Contains(msg, "kinesislease rewind") {
-		t.Fatalf("refusal %q: want both keys, the checkpoint and the rewind command", msg)
-	}
-	if d, _ := ta.count(); d != 0 {
-		t.Fatalf("%d records handled from the start position while the earlier row was unresolved", d)
-	}
-	in.stop(t)
-	// The operator copies the checkpoint: the shard resumes after it.
-	row, err := store.Get(ctx, leases.Key{Stream: stream, Shard: "shardId-000000000000"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Rewind(ctx, row, leases.Checkpoint{Sequence: seqs[9]}); err != nil {
-		t.Fatal(err)
-	}
-	ta2 := newTally()
-	in2 := start(t, kc, store, arn, "b", ta2)
-	ta2.waitFor(t, 10, 10, 30*time.Second)
-	in2.stop(t)
-	if d, _ := ta2.count(0, 10); d != 0 {
-		t.Fatalf("%d records before the copied checkpoint handled", d)
-	}
 }
 
 // shardSeqs returns the sequence numbers of every record of a shard, in

@@ -18,7 +18,7 @@ import (
 // RecordFrom returns the record being handled: its stream, shard, sequence
 // number, partition key, approximate arrival time, raw data and attempt
 // number. ok is false outside a handler.
-func RecordFrom(ctx context.Context) (r *kltype.Record, ok bool) { return typed.RecordFrom(ctx) }
+func RecordFrom(ctx context.Context) (r *kltype.Record, ok bool) { return engine.RecordFrom(ctx) }
 
 // Handler handles decoded records: a type with its dependencies, subscribed
 // with SubscribeHandler. Handle is called for one record of a shard at a

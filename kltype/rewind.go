@@ -64,10 +64,6 @@ type RewindResult struct {
 	// Holder is the owner holding the row, which applies the rewind; empty
 	// when the row was free and was rewritten at once.
 	Holder string
-	// LegacyHolder: Holder is an instance of an earlier release, holding
-	// the row without an incarnation: it was not told, and the row's next
-	// holder applies the rewind before reading.
-	LegacyHolder bool
 	// NotifyErr is why telling Holder failed, if it did: Holder then
 	// applies the rewind when it next re-reads its rows (at a checkpoint, or
 	// its periodic reconciliation).

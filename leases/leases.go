@@ -105,17 +105,6 @@
 // Implementations live in the sub-packages memory (tests, one process) and
 // dynamo (DynamoDB).
 //
-// # Rows of the per-row renewal protocol
-//
-// An earlier release kept leases held by renewing each row. Its rows name
-// an owner and no incarnation (and may carry attributes of that protocol,
-// such as an expiry and a handoff request, which Stores ignore). Every
-// Store still reads them and TakeAs takes them, removing those leftover
-// attributes; a holder write on such a row (l.Incarnation empty) is
-// conditional on the owner only. The consumer takes such a row only after
-// it has seen it unchanged for a minute: stop every instance of the earlier
-// release before starting this one.
-//
 // # Writing a Store
 //
 // A Store for another database must give the guarantees above with the same
@@ -301,8 +290,7 @@ type Lease struct {
 	Owner string
 	// Incarnation is the holder's incarnation (see Membership.TakeAs):
 	// holder writes are conditional on it. Empty for a free lease (Release
-	// clears it) and for a row held under the retired per-row renewal
-	// protocol (see the package documentation).
+	// clears it).
 	Incarnation string
 	// Counter is bumped by every successful write (lease_counter). Every
 	// write is conditional on it.

@@ -74,6 +74,7 @@ func TestScenario(t *testing.T) {
 
 	h, collect := newHooks(t)
 	svc, err := kinesislease.New(testutil.Config(t),
+		kinesislease.WithGetRecordsEncoding(kinesislease.GetRecordsEncoding(testutil.GetRecordsEncoding(t))),
 		kinesislease.WithKinesisClient(kc),
 		kinesislease.WithLeaseStore(memory.New()),
 		kinesislease.WithOwner("otel-a"),

@@ -113,10 +113,6 @@ DESCRIPTION
        INCARNATION the holder's process (a new one at every start of the
                    owner); "-" when free. The lease stays held while that
                    incarnation heartbeats in the table's membership rows.
-                   A held row without one was written by an instance of
-                   an earlier release (the retired per-row renewal
-                   protocol): the service takes it only once it has stood
-                   still for a minute, after logging an ERROR.
        COUNTER     the row's lease_counter, bumped by every write; "-" when
                    no instance has created the shard's row yet.
        CHECKPOINT  how far the shard is processed: a sequence number
@@ -160,8 +156,7 @@ OPTIONS` + tableStreamHelp + `
             shard_id            string
             row_exists          bool    false: no row yet
             owner               string  "" when free
-            incarnation         string  "" when free or held by an
-                                        earlier release
+            incarnation         string  "" when free
             counter             number  0 without a row
             checkpoint          string  sequence number, SHARD_END, a
                                         rewind position (AT_TIMESTAMP:<unix

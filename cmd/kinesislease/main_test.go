@@ -19,7 +19,6 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -28,7 +27,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	kinesisx.UseTestEncoding()
 	testutil.Main(m)
 }
 
@@ -265,6 +263,7 @@ func (r *rig) startService(owner string, j *journal, start kltype.StartPosition)
 		kc = r.svcKC
 	}
 	svc, err := kinesislease.New(testutil.Config(t),
+		kinesislease.WithGetRecordsEncoding(kinesislease.GetRecordsEncoding(testutil.GetRecordsEncoding(t))),
 		kinesislease.WithKinesisClient(kc),
 		kinesislease.WithLeaseStore(r.store()),
 		kinesislease.WithOwner(owner),

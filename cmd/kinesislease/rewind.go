@@ -150,9 +150,6 @@ func rewindMessage(r kltype.RewindResult, dry bool) string {
 			created = "row created, "
 		}
 		return fmt.Sprintf("%srewritten (free): %s -> %s%s", created, from, to, replacing)
-	case r.LegacyHolder:
-		return fmt.Sprintf("requested from %s: %s -> %s%s; %s holds the row without an incarnation (an earlier release): "+
-			"the next holder applies the rewind before reading", r.Holder, from, to, replacing, r.Holder)
 	}
 	when := "it applies the rewind within a heartbeat"
 	if r.NotifyErr != nil {

@@ -8,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -119,44 +115,5 @@ func TestRewindAfterStoppedHolder(t *testing.T) {
 	svc.stop(t)
 	if got, want := idsOf(j.deliveries(), id), putIDs(ps, id); !slices.Equal(got, want) {
 		t.Errorf("the next service handled %v, want %v (from TRIM_HORIZON, not from the stale request's record 5)", got, want)
-	}
-}
-
-// TestRewindRenewalProtocolRow: a row still held by an instance of an earlier
-// release (the per-row renewal protocol: an owner, no incarnation, an
-// expires_at) gets a rewind request conditional on its owner alone, and the
-// command says who applies it: that holder has no membership entry to tell.
-func TestRewindRenewalProtocolRow(t *testing.T) {
-	t.Parallel()
-	r := newRig(t, testutil.Kinesalite, 1)
-	ps := putRecords(t, r.kc, r.stream, 0, 10, nil)
-	id := ps[0].shard
-	key := leases.Key{Stream: r.stream, Shard: id}
-	ctx := context.Background()
-	if _, err := r.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.table), Item: map[string]dtypes.AttributeValue{
-		"lease_key":     &dtypes.AttributeValueMemberS{Value: key.String()},
-		"owner":         &dtypes.AttributeValueMemberS{Value: "svc-old"},
-		"expires_at":    &dtypes.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(10 * time.Second).UnixMilli())},
-		"checkpoint":    &dtypes.AttributeValueMemberS{Value: ps[9].seq},
-		"lease_counter": &dtypes.AttributeValueMemberN{Value: "12"},
-		"write_token":   &dtypes.AttributeValueMemberS{Value: "per-row"},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	res := runCLI(r.args("status", "--json")...)
-	if res.code != 0 || !strings.Contains(res.stdout, `"owner": "svc-old"`) || !strings.Contains(res.stdout, `"incarnation": ""`) {
-		t.Fatalf("status of a per-row row: %v", res)
-	}
-	res = runCLI(r.args("rewind", "--to", "TRIM_HORIZON")...)
-	want := fmt.Sprintf("%s: requested from svc-old: %s -> TRIM_HORIZON; svc-old holds the row without an incarnation (an earlier release): the next holder applies the rewind before reading\n", id, ps[9].seq)
-	if res.code != 0 || res.stdout != want {
-		t.Fatalf("rewind of a per-row row: %v, want stdout %q", res, want)
-	}
-	l, err := r.store().Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Owner != "svc-old" || l.Incarnation != "" || l.Counter != 13 || l.RewindTo.Sequence != leases.RewindTrimHorizon || l.Checkpoint.Sequence != ps[9].seq {
-		t.Errorf("the row after the rewind: %+v, want svc-old's at counter 13 with the request pending", l)
 	}
 }

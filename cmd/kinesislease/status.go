@@ -30,8 +30,7 @@ type shardStatus struct {
 	// Owner holds the lease; "" when it is free.
 	Owner string `json:"owner"`
 	// Incarnation is the holder's process (one per run of the owner); ""
-	// when free, and for a row held by an instance of an earlier release
-	// (the retired per-row renewal protocol).
+	// when free.
 	Incarnation string `json:"incarnation"`
 	Counter     int64  `json:"counter"`
 	// Checkpoint is a sequence number, SHARD_END, a position written by a

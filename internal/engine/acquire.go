@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -258,12 +257,6 @@ func (g *Group) acquire(ctx context.Context, u unit) {
 		}
 		return
 	}
-	if err := g.arnRow(ctx, st, l); err != nil {
-		if !errors.Is(err, errArnRowUnread) {
-			g.fail(st, u.Shard, err)
-		}
-		return
-	}
 	st.setRow(u.Shard, rowState{lease: l})
 	if !g.ours(l) {
 		g.noteReleased(u, l)
@@ -381,70 +374,12 @@ func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
 		return false
 	case !l.Held():
 		return true
-	case l.Incarnation == "":
-		// A row of the retired per-row renewal protocol (an owner, no
-		// incarnation): its holder, if it still runs, renews the row, which
-		// moves its write token. Taken only once seen unchanged for
-		// LegacyRowTimeout, longer than any per-row lease in use.
-		st.rowsMu.Lock()
-		defer st.rowsMu.Unlock()
-		o, ok := st.legacy[id]
-		if !ok || o.token != l.Token {
-			st.legacy[id] = legacyObs{token: l.Token, since: time.Now()}
-			st.log.Error("kinesislease: a lease row is held by an instance of the retired per-row renewal protocol (no incarnation): stop every instance of the earlier version; the row is taken once it has not changed for "+LegacyRowTimeout.String(),
-				"shard", id, "holder", l.Owner)
-			return false
-		}
-		return time.Since(o.since) >= LegacyRowTimeout
 	case l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
 		return true // ours, from before a fence or a take whose answer was lost
 	}
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
 	return !g.view.alive(l.Owner, l.Incarnation, mono())
-}
-
-// errArnRowUnread: the row an earlier version keyed by the stream's ARN
-// could not be read; the take waits for the next round.
-var errArnRowUnread = errors.New("engine: the ARN-keyed row could not be read")
-
-// ArnRowError refuses a shard of a stream subscribed by ARN whose row, in
-// an earlier version, was keyed by the ARN: rows are keyed by the stream
-// name now, and the name's row has no checkpoint yet.
-type ArnRowError struct {
-	ArnKey, NameKey leases.Key
-	// Checkpoint is the ARN-keyed row's.
-	Checkpoint leases.Checkpoint
-}
-
-func (e *ArnRowError) Error() string {
-	return fmt.Sprintf("engine: the lease row %s (keyed by the stream's ARN, as an earlier version did) exists, with checkpoint %q; "+
-		"rows are keyed by the stream name now (%s, which has no checkpoint yet): stop any instance of the earlier version, then copy the checkpoint "+
-		"(kinesislease rewind --stream %s --shard %s --to %s), which starts the shard from it",
-		e.ArnKey, e.Checkpoint.Sequence, e.NameKey, e.NameKey.Stream, e.NameKey.Shard, e.Checkpoint.Sequence)
-}
-
-// arnRow checks, for a stream subscribed by ARN whose name-keyed row l has
-// no checkpoint, that no row keyed by the ARN (an earlier version's) holds
-// one: reading from the start position would skip or repeat what that row
-// says was read.
-func (g *Group) arnRow(ctx context.Context, st *streamState, l leases.Lease) error {
-	if st.cfg.Stream == st.key || !l.Checkpoint.IsZero() {
-		return nil
-	}
-	old, err := g.store.Get(ctx, leases.Key{Stream: st.cfg.Stream, Shard: l.Key.Shard})
-	switch {
-	case errors.Is(err, leases.ErrNotFound):
-		return nil
-	case err != nil:
-		if ctx.Err() == nil {
-			st.log.Warn("kinesislease: reading the ARN-keyed lease row failed", "shard", l.Key.Shard, "err", err)
-		}
-		return errArnRowUnread
-	case old.Checkpoint.IsZero() && old.Owner == "":
-		return nil
-	}
-	return &ArnRowError{ArnKey: old.Key, NameKey: l.Key, Checkpoint: old.Checkpoint}
 }
 
 // createAll creates, once per stream, every row of a new stream that is

@@ -53,12 +53,6 @@ const (
 	// cost at held/3,600 RCU/s per instance (0.28 at 1,000 held rows), so
 	// that an instance's reads stay within 2 RCU/s whatever it holds.
 	DefaultReconcile = time.Hour
-	// LegacyRowTimeout: how long a row of the retired per-row renewal
-	// protocol (an owner and no incarnation) must be seen unchanged before
-	// it is taken. That protocol's holders renewed every lease duration/3
-	// at most (10s by default), so an unchanged row for a minute has no
-	// live holder.
-	LegacyRowTimeout = time.Minute
 	// storeConcurrency bounds the concurrent store calls of a round (row
 	// reads, takes, releases).
 	storeConcurrency = 16

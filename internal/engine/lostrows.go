@@ -134,12 +134,6 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit) {
 		return
 	}
 	st.setRow(u.Shard, rowState{lease: l})
-	if err := g.arnRow(ctx, st, l); err != nil {
-		if !errors.Is(err, errArnRowUnread) {
-			g.fail(st, u.Shard, err)
-		}
-		return
-	}
 	if g.takeable(st, u.Shard, l) {
 		g.take(ctx, st, u, l)
 	}

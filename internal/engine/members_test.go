@@ -146,6 +146,24 @@ func TestMemberViewUnknownIncarnationTimedFromARead(t *testing.T) {
 	}
 }
 
+// TestMemberViewNoIncarnation: a lease row with an owner and no
+// incarnation (no write of this library leaves one) names no membership
+// row, so no read ever shows its holder gone: it stays alive, and the row
+// is never taken until it is released.
+func TestMemberViewNoIncarnation(t *testing.T) {
+	t.Parallel()
+	v := newMemberView("self", 5*time.Second)
+	for now := int64(0); now <= 20*5*sec; now += sec { // past forget (10 timeouts)
+		for r := range 3 {
+			v.observe(r, nil, "0.self", now, now+1)
+		}
+		v.prune(now)
+		if !v.alive("x", "", now) {
+			t.Fatalf("a holder with no incarnation judged dead at %v", time.Duration(now))
+		}
+	}
+}
+
 func TestMemberViewBounded(t *testing.T) {
 	t.Parallel()
 	v := newMemberView("self", time.Second)

@@ -60,7 +60,6 @@ type streamState struct {
 	// children: the shards that are a parent of a listed shard (isParent),
 	// computed once per listing (nil until then; guarded by rowsMu).
 	children map[string]bool
-	legacy   map[string]legacyObs
 	// hadRows: this instance saw a row of the stream exist, at its first
 	// listing or since: the stream is read already, so a missing row may be
 	// one that vanished (see newStream), never a new stream's. Guarded by
@@ -237,10 +236,4 @@ func (r rowState) best() leases.Checkpoint {
 		return r.knew
 	}
 	return r.lease.Checkpoint
-}
-
-// legacyObs is a per-row row as first seen with its write token.
-type legacyObs struct {
-	token string
-	since time.Time
 }

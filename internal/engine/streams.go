@@ -33,7 +33,7 @@ func (g *Group) newStreamState(sc StreamConfig) (*streamState, error) {
 	if prev, dup := g.streams[key]; dup {
 		return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
 	}
-	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{}, legacy: map[string]legacyObs{},
+	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{},
 		failed: map[string]*failure{}}, nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -36,43 +35,6 @@ const (
 	// EncodingSDK: in AWS JSON 1.1, decoded by the SDK.
 	EncodingSDK
 )
-
-// DefaultEncoding is the encoding of a service that chose none
-// (kinesislease.WithGetRecordsEncoding): EncodingCBOR. Only a test binary
-// changes it (UseTestEncoding).
-var DefaultEncoding = EncodingCBOR
-
-// UseTestEncoding sets DefaultEncoding from the environment variable
-// KINESISLEASE_TEST_ENCODING (cbor, json or sdk; unset: no change), and
-// exits on another value. The TestMain of the packages whose tests run
-// services calls it, so that the whole suite runs on the path named:
-//
-//	KINESISLEASE_TEST_ENCODING=sdk make test
-func UseTestEncoding() {
-	s := os.Getenv("KINESISLEASE_TEST_ENCODING")
-	if s == "" {
-		return
-	}
-	e, err := ParseEncoding(s)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "KINESISLEASE_TEST_ENCODING: %v\n", err)
-		os.Exit(2)
-	}
-	DefaultEncoding = e
-}
-
-// ParseEncoding returns the encoding named s: "cbor", "json" or "sdk".
-func ParseEncoding(s string) (Encoding, error) {
-	switch s {
-	case "cbor":
-		return EncodingCBOR, nil
-	case "json":
-		return EncodingJSON, nil
-	case "sdk":
-		return EncodingSDK, nil
-	}
-	return 0, fmt.Errorf("kinesisx: encoding %q: want cbor, json or sdk", s)
-}
 
 // GetRecordsOptions returns the per-call options of GetRecords that make
 // it travel as e says; onFallback is CBORGetRecords'.

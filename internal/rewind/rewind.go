@@ -258,12 +258,6 @@ func Apply(ctx context.Context, st Store, stream string, p Plan, dry bool) (klty
 			return res, nil
 		}
 		res.Holder = nl.Owner
-		if nl.Incarnation == "" {
-			// A row held by an instance of an earlier release (the per-row
-			// renewal protocol): it has no membership entry to tell.
-			res.LegacyHolder = true
-			return res, nil
-		}
 		// The holder writes its row only to checkpoint: tell it through its
 		// membership entry.
 		res.NotifyErr = Notify(ctx, st, nl.Owner, nl.Incarnation)

@@ -69,6 +69,25 @@ func Main(m *testing.M, leakOpts ...goleak.Option) {
 	os.Exit(code)
 }
 
+// GetRecordsEncoding returns the read path a test's services run on, for
+// kinesislease.WithGetRecordsEncoding: the one KINESISLEASE_TEST_ENCODING
+// names (make test-encodings), as a kinesislease.GetRecordsEncoding value:
+// 0 (EncodingCBOR) for cbor or when unset, 1 (EncodingJSON) for json, 2
+// (EncodingSDK) for sdk. Another value fails tb.
+func GetRecordsEncoding(tb testing.TB) int {
+	switch s := os.Getenv("KINESISLEASE_TEST_ENCODING"); s {
+	case "", "cbor":
+		return 0
+	case "json":
+		return 1
+	case "sdk":
+		return 2
+	default:
+		tb.Fatalf("KINESISLEASE_TEST_ENCODING=%q: want cbor, json or sdk", s)
+		return 0
+	}
+}
+
 // Endpoint starts emulator e for the test binary if it is not running yet and
 // returns its base URL (http://127.0.0.1:port). It fails the test if e cannot
 // start, saying how to install it if it is missing.

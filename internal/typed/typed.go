@@ -14,14 +14,6 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
-// WithRecord returns ctx carrying r, for RecordFrom.
-func WithRecord(ctx context.Context, r *kltype.Record) context.Context {
-	return engine.WithRecord(ctx, r)
-}
-
-// RecordFrom returns the record ctx carries.
-func RecordFrom(ctx context.Context) (*kltype.Record, bool) { return engine.RecordFrom(ctx) }
-
 // Handler decodes each record's data into a T with c and calls h with the
 // record in its context (the worker's contexts carry their record already;
 // others get it added). A decode failure is a *codec.DecodeError (a codec of

@@ -9,9 +9,7 @@
 // Row attributes: lease_key, owner (absent when free), incarnation (the
 // holder's, written by TakeAs; absent when free), checkpoint, sub_sequence,
 // lease_counter, rewind_to and rewind_to_sub (an operator's pending rewind),
-// write_token. Rows written by the retired per-row renewal protocol may
-// also carry expires_at and handoff_to: the store ignores them, and TakeAs
-// removes them. A holder write (Checkpoint, Release, ApplyRewind, a Rewind of
+// write_token. A holder write (Checkpoint, Release, ApplyRewind, a Rewind of
 // a held row) is conditional on lease_counter, write_token, owner and, when
 // the lease names one, incarnation:
 //
@@ -95,12 +93,10 @@ import (
 // Attribute names of a row.
 const (
 	attrKey         = "lease_key"
-	attrOwner       = "owner"      // a DynamoDB reserved word: always written as #owner
-	attrOldExpiry   = "expires_at" // the per-row renewal protocol's: removed by TakeAs
+	attrOwner       = "owner" // a DynamoDB reserved word: always written as #owner
 	attrCheckpoint  = "checkpoint"
 	attrSubSequence = "sub_sequence"
 	attrCounter     = "lease_counter"
-	attrOldHandoff  = "handoff_to" // the per-row renewal protocol's: removed by TakeAs
 	attrToken       = "write_token"
 	attrRecovered   = "recovered"
 	attrRewindTo    = "rewind_to"     // a checkpoint asked for by an operator
@@ -679,8 +675,6 @@ func (s *Store) decode(key leases.Key, item map[string]types.AttributeValue) (le
 		Token:       str(item, attrToken),
 		Recovered:   str(item, attrRecovered),
 	}
-	// expires_at and handoff_to, on a row of the per-row renewal protocol,
-	// are ignored.
 	var err error
 	if l.Counter, err = num(item, attrCounter); err == nil {
 		if l.Checkpoint.SubSequence, err = num(item, attrSubSequence); err == nil {

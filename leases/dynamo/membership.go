@@ -17,14 +17,12 @@ import (
 
 // TakeAs implements leases.Membership: one UpdateItem conditional on
 // l.Counter and l.Token (with no token, on l's holder), with a new write_token by which a
-// lost answer is recognised. It writes owner and incarnation and removes
-// the per-row renewal protocol's expires_at and handoff_to.
+// lost answer is recognised. It writes owner and incarnation.
 func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation string) (leases.Lease, error) {
 	u, err := s.holderUpdate(ctx, l.Key, owner, incarnation)
 	if err != nil {
 		return leases.Lease{}, err
 	}
-	u.remove = []string{attrOldExpiry, attrOldHandoff}
 	u.owner, u.incarnation, u.exact, u.token = l.Owner, l.Incarnation, true, l.Token
 	return s.write(ctx, "TakeAs", l.Key, l.Counter, u)
 }
