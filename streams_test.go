@@ -91,10 +91,10 @@ func TestStreamsAtRuntime(t *testing.T) {
 
 	ins := map[string]*instance{}
 	for _, o := range []string{"a", "b"} {
-		// A short timeout: stream B, new to a table in use, is created
-		// only after the lost-row wait of a member that knows no
-		// checkpoint (a new stream cannot be told from rows that vanished
-		// while other streams' leases are held), which grows with it.
+		// A short timeout: stream B, new to a table in use, is recovered
+		// (a new stream cannot be told from rows that vanished while other
+		// streams' leases are held) and read after the recovery wait,
+		// which grows with it.
 		ins[o] = runService(t, kc, store, o, func(svc *kinesislease.Service) error {
 			return kinesislease.Subscribe(svc, a, ta.handler(a), testSubscription()...)
 		}, failoverLease)

@@ -157,8 +157,8 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 // newStreamProbes returns a shard of each stream whose rows this instance
 // never saw, when it is the stream's one creator (newStream) and the plan
 // gives it no shard of the stream this round: it reads that row, so that
-// it creates the rows of a new stream for the others too (they create a
-// missing row only after the lost-row wait).
+// it creates the rows of a new stream for the others too (they recover a
+// missing row only after the recovery wait).
 func (g *Group) newStreamProbes(takes []unit) []unit {
 	if g.tableInUse.Load() {
 		return nil
@@ -556,9 +556,10 @@ func (g *Group) createAll(st *streamState, skip string) {
 	}
 	st.rowsMu.Unlock()
 	// In the background, not bounded by a round: at 20,000 shards the
-	// creates take seconds. Within the lost-row wait of the decision, as
-	// a member that waits creates a missing row only after it; a row left
-	// missing then is a missing row like any other (missingRow).
+	// creates take seconds. Within the recovery wait of the decision, as
+	// a member that is not the creator recovers a missing row only after
+	// it; a row left missing then is a missing row like any other
+	// (missingRow).
 	cctx, cancel := context.WithTimeout(g.runCtx, g.recoveryWait(st))
 	g.listers.Go(func() {
 		defer cancel()

@@ -145,11 +145,9 @@ func TestTakeNeverPassesARecreatedRowsCheckpoint(t *testing.T) {
 // TestTakerWhoseRewindAnswerWasLostRecreatesAtOnce: a take that landed,
 // then the apply of the rewind pending on the row whose answer was lost,
 // leaves the row held by this incarnation with no worker. Should the row
-// then vanish, this instance is still its holder: it recreates it at once
-// from the rewind's position, as a holder does, rather than waiting the
-// lost-row wait as any member would while another that waited too
-// recreates it. Seed 1015883: both waited; the other member recreated it
-// while the model counted this one as a holder that may still deliver.
+// then vanish, it recreates it at once, free, from the rewind's position
+// (seed 1015883: once both this instance and another waited, and the other
+// recreated it from what it knew).
 func TestTakerWhoseRewindAnswerWasLostRecreatesAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()

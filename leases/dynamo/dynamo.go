@@ -52,10 +52,8 @@
 //     for a removal) counts as replaced;
 //   - Members: a strongly consistent GetItem of the row;
 //   - Header: a strongly consistent GetItem of the header (attributes
-//     r<row>, vanished, c<bucket> and k<bucket>); BumpRow, ReportVanished
-//     and ReportRecreated: ADD r<row> 1, ADD vanished 1, ADD c<bucket> 1
-//     SET k<bucket> = the key, conditional only on the item not being a
-//     lease row.
+//     r<row> and vanished); BumpRow and ReportVanished: ADD r<row> 1, ADD
+//     vanished 1, conditional only on the item not being a lease row.
 //
 // Every write returns the whole row (ReturnValues ALL_NEW) and, when its
 // condition fails, the row as found (ALL_OLD), so a conflict carries the
