@@ -230,7 +230,7 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 		return leases.Member{}, 0, nil, err
 	}
 	g.viewMu.Lock()
-	g.rows.header, g.rows.headerOK, g.rows.vanished = h.Rows, true, h.Vanished
+	g.rows.header, g.rows.headerOK, g.rows.vanished, g.rows.headerAt = h.Rows, true, h.Vanished, mono()
 	g.viewMu.Unlock()
 	rows := make([]int, 0, len(h.Rows))
 	for r := range h.Rows {

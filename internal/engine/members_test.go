@@ -257,3 +257,31 @@ func TestMemberViewAbsentIncarnationReadAgain(t *testing.T) {
 		t.Fatal("absent at a read sent a timeout after the first: dead")
 	}
 }
+
+// TestHeaderEvery: every member reads the header every round while the
+// fleet is small; past about a thousand members, less often, so that the
+// fleet's reads of that one item stay within headerBudget read units a
+// second (DynamoDB throttles an item past 3,000).
+func TestHeaderEvery(t *testing.T) {
+	for _, tc := range []struct {
+		members, rows int
+		want          time.Duration
+	}{
+		{1, 1, 0},
+		{20, 3, 0},
+		{999, 125, 0},
+		{1250, 157, 1250 * time.Millisecond},
+		{5000, 625, 10 * time.Second}, // a 5.6 KB header: two units a read
+	} {
+		got := headerEvery(tc.members, tc.rows)
+		if got != tc.want {
+			t.Errorf("headerEvery(%d members, %d rows) = %v, want %v", tc.members, tc.rows, got, tc.want)
+		}
+		if got > 0 {
+			units := float64((16 + 9*tc.rows + 4095) / 4096)
+			if rate := float64(tc.members) * units / got.Seconds(); rate > headerBudget*1.001 {
+				t.Errorf("%d members: %.0f header read units a second, over the budget %d", tc.members, rate, headerBudget)
+			}
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 type rowBook struct {
 	header   map[int]int64 // row -> roster version, as the header said
 	headerOK bool          // the header was read at least once
+	headerAt int64         // when the header was last read (on mono())
 	vanished int64         // the header's Vanished count, as last read
 	readAt   map[int]int64 // row -> the header's version when last read
 	entries  map[int]int   // row -> entries alive (not leaving, not found dead) at the last read
@@ -119,8 +120,18 @@ func (b *rowBook) complete(own int) bool {
 func (g *Group) refreshView(ctx context.Context) bool {
 	g.flushBumps(ctx)
 	own := g.myRow()
-	h, err := g.mem.Header(ctx)
-	if err != nil {
+	g.viewMu.Lock()
+	every := headerEvery(len(g.view.live(mono())), len(g.rows.header))
+	due := every == 0 || !g.rows.headerOK || time.Duration(mono()-g.rows.headerAt) >= every
+	g.viewMu.Unlock()
+	var h leases.MemberHeader
+	var err error
+	if due {
+		h, err = g.mem.Header(ctx)
+	}
+	if !due {
+		// Not this round: the fleet is large (headerEvery).
+	} else if err != nil {
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: reading the membership header failed", "err", err)
 		}
@@ -131,7 +142,7 @@ func (g *Group) refreshView(ctx context.Context) bool {
 			// it from its checkpoint now (reconcile re-reads every held row).
 			g.reconcileNow.Store(true)
 		}
-		g.rows.header, g.rows.headerOK, g.rows.vanished = h.Rows, true, h.Vanished
+		g.rows.header, g.rows.headerOK, g.rows.vanished, g.rows.headerAt = h.Rows, true, h.Vanished, mono()
 		g.viewMu.Unlock()
 	}
 	g.viewMu.Lock()
@@ -149,20 +160,20 @@ func (g *Group) refreshView(ctx context.Context) bool {
 		}
 	}
 	clear(g.view.unknown)
-	due := g.rows.due(own)
+	rows := g.rows.due(own)
 	clear(g.rows.want)
 	// Rows of members whose timeout has run out: read now, own row
 	// included (its entries otherwise come back only with the heartbeat).
 	suspect, _ := g.view.suspects(mono(), g.timedLocked(own))
 	for _, r := range suspect {
-		if !slices.Contains(due, r) {
-			due = append(due, r)
+		if !slices.Contains(rows, r) {
+			rows = append(rows, r)
 		}
 	}
 	g.viewMu.Unlock()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, storeConcurrency)
-	for _, r := range due {
+	for _, r := range rows {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -187,6 +198,29 @@ func (g *Group) refreshView(ctx context.Context) bool {
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
 	return g.rows.complete(own)
+}
+
+// headerBudget is the read units a second the fleet spends on the
+// membership header, which every member reads: a third of DynamoDB's
+// per-item limit (3,000), so that the header never throttles.
+const headerBudget = 1000
+
+// headerEvery is how long a member waits between two reads of the header,
+// in a fleet of members live members whose header lists rows rows: every
+// round (0) while the fleet is small, and so that the fleet's reads stay
+// within headerBudget as it grows (a strongly consistent read costs a
+// unit per 4 KB; the header holds about 9 bytes a row). At the defaults,
+// every round up to 1,250 members; every 10 s at 5,000 (a 5.6 KB header:
+// two units a read, 1,000 units a second in all). A roster change or a
+// vanished report is seen that much later; heartbeats, deaths of the
+// members a member times and its own row are not read through it.
+func headerEvery(members, rows int) time.Duration {
+	units := (16 + 9*rows + 4095) / 4096
+	d := time.Duration(float64(members*units) / headerBudget * float64(time.Second))
+	if d < time.Second {
+		return 0 // every round
+	}
+	return d
 }
 
 // observe records a membership row as read (see memberView.observe).
