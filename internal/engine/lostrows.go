@@ -134,8 +134,8 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit) {
 		return
 	}
 	st.setRow(u.Shard, rowState{lease: l})
-	if g.takeable(st, u.Shard, l) {
-		g.take(ctx, st, u, l)
+	if g.takeable(st, u.Shard, l) && g.recoveryPassed(st, u.Shard, l) {
+		g.take(ctx, st, u, l) // ours, or another's creation (or recovery) found
 	}
 }
 

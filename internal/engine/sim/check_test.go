@@ -37,8 +37,10 @@ import (
 //     bumped by one: nothing reaches the table behind the checker's back;
 //   - (h) after a row was deleted (a row deleted, the table recreated) while
 //     held, its holder may go on delivering until the row is taken again,
-//     and anyone may create it free, but nobody else creates it held or
-//     takes it while that holder may still deliver (mayDeliver); the next take starts neither at the start
+//     and anyone may create it free, but nobody else creates it held,
+//     takes it (but a recovered row, to write a checkpoint on it and
+//     release it) or delivers it while that holder may still deliver
+//     (mayDeliver); the next take starts neither at the start
 //     position when a live process knew a checkpoint, nor behind the
 //     checkpoint its holder knew when the holder takes it, nor after records
 //     not acknowledged (a skip);
@@ -203,6 +205,14 @@ type pendingRestart struct {
 	// dropped, and the first recreated the row at the rewind, not at its
 	// own checkpoint from before it).
 	atRewind bool
+}
+
+// noStart reports whether row l says nothing of where its shard was read
+// to, as the engine sees it: no checkpoint, or the TRIM_HORIZON of a row
+// recovered by a member that knew none (no Rewind id), and no rewind
+// pending. Its taker may write the checkpoint it knows before delivering.
+func noStart(l leases.Lease) bool {
+	return l.RewindTo.IsZero() && (l.Checkpoint.IsZero() || l.Recovered != "" && l.Rewind == "" && l.Checkpoint.Sequence == leases.RewindTrimHorizon)
 }
 
 // tenure is one owner's lease on a shard, from its TakeAs (or a rewind it
@@ -382,6 +392,10 @@ func (c *checker) enter(owner string, r *kltype.Record) *handlerCall {
 		c.violate("(a) %s entered its handler on %s record #%d (%s/%d) while the row is held by %q",
 			owner, r.ShardID, idx, r.SequenceNumber, r.SubSequence, holder)
 	}
+	if s.afterDelete && s.goneHolder != "" && s.goneHolder != owner && c.holderMayDeliver(s, s.goneHolder) {
+		c.violate("(h) %s delivered %s record #%d, whose row was deleted at T+%v, while its holder %s may still deliver",
+			owner, r.ShardID, idx, s.deletedAt.Sub(c.start).Round(time.Millisecond), s.goneHolder)
+	}
 	for _, o := range s.open {
 		if o.owner != owner && !c.pausedSince(o.owner, o.entered) {
 			c.violate("(a) %s entered its handler on %s record #%d while %s's handler on record #%d (entered at T+%v) is still running",
@@ -505,7 +519,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	}
 	// fresh: the writer's take finds no checkpoint to start from (it
 	// creates the row, or takes one recreated without any).
-	fresh := op == "CreateAs" || (before.Checkpoint.IsZero() && before.RewindTo.IsZero())
+	fresh := op == "CreateAs" || noStart(before)
 	if op == "CreateAs" {
 		// A row created held by its writer: a creation, then a take.
 		if s.afterDelete && s.goneHolder != "" && writer != s.goneHolder && c.holderMayDeliver(s, s.goneHolder) {
@@ -539,6 +553,15 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 					c.stats.closest = gap
 				}
 			}
+		}
+		if s.afterDelete && writer != s.goneHolder && after.Recovered != "" && s.goneHolder != "" && c.holderMayDeliver(s, s.goneHolder) {
+			// A take of a recovered row while its holder at the deletion
+			// may still deliver: the taker delivers nothing before that
+			// holder has stopped (enter checks it); it writes the
+			// checkpoint it knows and releases the row (the engine's
+			// repairFree). The restart is judged at the next take.
+			c.setTenure(s, writer, after.Checkpoint)
+			break
 		}
 		if t := s.tenures[writer]; s.afterDelete && writer == s.goneHolder && t != nil && !t.ended {
 			// The holder takes the row it recreated: it goes on from where
@@ -600,7 +623,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			break
 		}
 		if t := s.tenures[writer]; after.Checkpoint != before.Checkpoint && t != nil &&
-			((before.Checkpoint.IsZero() && t.start == 0 && t.lastEntered == -1 && t.next == t.start) ||
+			((noStart(before) && t.start == 0 && t.lastEntered == -1 && t.next == t.start) ||
 				(s.pending != nil && s.pending.writer == writer)) { // pending: no delivery since the take
 			// The taker of a row recreated without a checkpoint writes the
 			// one it knew before delivering (the
