@@ -189,24 +189,26 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// The row exists: an earlier attempt of ours that landed with its
 		// answer lost, or another member's recreation. Read which.
 		cur, gerr := g.store.Get(ctx, known.Key)
+		ours := cur.Owner == known.Owner && cur.Incarnation == known.Incarnation
 		switch {
 		case gerr != nil:
 			return leases.Lease{}, gerr // retried next round; not lost
-		case cur.Owner == known.Owner && cur.Incarnation == known.Incarnation:
-			return cur, nil // ours: nobody else writes this incarnation
-		case cur.Held():
+		case cur.Held() && !ours:
 			return l, err // taken: not ours any more
 		}
-		// Recreated free (and recovered) by another member: this instance,
-		// its holder, takes it at once, as it would have recreated it, and
-		// writes its own checkpoint on it; nobody else reads it before the
-		// recovery wait.
+		// Ours (an earlier attempt, its answer lost: nobody else writes
+		// this incarnation), or recreated free (and recovered) by another
+		// member: this instance, its holder, takes it at once, as it would
+		// have recreated it, and writes its own checkpoint on it; nobody
+		// else reads it before the recovery wait.
 		sent = mono()
 		cctx, cancel = g.atFence(ctx, known.Incarnation)
 		defer cancel()
-		t, err := g.mem.TakeAs(cctx, cur, known.Owner, known.Incarnation)
-		if err != nil {
-			return t, err
+		t := cur
+		if !ours {
+			if t, err = g.mem.TakeAs(cctx, cur, known.Owner, known.Incarnation); err != nil {
+				return t, err
+			}
 		}
 		t.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
 		if atRewind {

@@ -610,10 +610,12 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		if before.Owner != writer {
 			c.violate("(b) %s wrote %s on %s as %q", writer, op, after.Key.Shard, before.Owner)
 		}
-		if p := s.pending; p != nil && p.writer == writer && p.holder == writer && s.tenures[writer] != nil && s.tenures[writer].restart != -1 {
-			// The holder at the deletion took the row another member
-			// recreated and writes its own checkpoint on it: it goes on in
-			// its tenure, as after recreating the row itself.
+		if p, t := s.pending, s.tenures[writer]; p != nil && p.writer == writer && p.holder == writer && t != nil && t.restart != -1 && t.lastEntered != -1 {
+			// The holder at the deletion, which delivered in its tenure,
+			// took the row another member recreated and writes its own
+			// checkpoint on it: it goes on in its tenure, as after
+			// recreating the row itself. (One that never delivered writes
+			// what it knows: a fill, below.)
 			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
 				p.n = n
 			}
