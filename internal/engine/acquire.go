@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -280,7 +281,7 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	// moved on from memory, which may predate an operator's rewind applied
 	// since (seeds 1504412, 1510881, 1520568: the rewind skipped).
 	var fill leases.Checkpoint
-	if noStart(l) {
+	if lostrow.NoStart(l) {
 		knew := st.row(u.Shard).knew
 		g.mu.Lock()
 		if r, ok := g.released[u]; ok {
@@ -357,14 +358,6 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 // recovery wait. Its last holder may deliver until then.
 func (g *Group) recoveryPassed(st *streamState, id string, l leases.Lease) bool {
 	return l.Recovered == "" || time.Duration(mono()-st.recoveredSince(id, l.Recovered)) >= g.recoveryWait(st)
-}
-
-// noStart reports whether row l says nothing of where its shard was read
-// to: no rewind pending, and no checkpoint, or the TRIM_HORIZON of a
-// recovery by a member that knew none (recover). A member that knows a
-// checkpoint of the row writes it before anyone reads (take, repairFree).
-func noStart(l leases.Lease) bool {
-	return l.RewindTo.IsZero() && (l.Checkpoint.IsZero() || l.Recovered != "" && l.Rewind == "" && l.Checkpoint.Sequence == leases.RewindTrimHorizon)
 }
 
 // takeable reports whether row l, just read, may be taken by this instance.

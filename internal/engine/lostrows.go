@@ -10,6 +10,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -40,82 +41,27 @@ func (g *Group) proof(st *streamState) time.Duration {
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 	st.setRow(u.Shard, rowState{missing: true})
 	r := st.row(u.Shard)
-	f := missingFacts{seen: r.seen, creating: st.creatingRows(), sawRows: st.sawRows(), tableInUse: g.tableInUse.Load(),
-		missingFor: time.Duration(mono() - r.missingSince), recoveryWait: g.recoveryWait(st)}
-	if !f.seen && !f.creating {
+	f := lostrow.Facts{Seen: r.seen, Creating: st.creatingRows(), SawRows: st.sawRows(), TableInUse: g.tableInUse.Load(),
+		MissingFor: time.Duration(mono() - r.missingSince), RecoveryWait: g.recoveryWait(st)}
+	if !f.Seen && !f.Creating {
 		// Creating (createAll) is not a question for every missing row
 		// again: each would read three rows and every membership row,
 		// 20,000 times over at 20,000 shards.
-		f.isNew = g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard)
-		if !f.isNew && !f.sawRows && !f.tableInUse {
+		f.IsNew = g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard)
+		if !f.IsNew && !f.SawRows && !f.TableInUse {
 			g.probeEarly(ctx, st)
 		}
-		f.creating, f.allRead = st.creatingRows(), st.allRead()
+		f.Creating, f.AllRead = st.creatingRows(), st.allRead()
 	}
-	switch decideMissing(f) {
-	case missingNew:
+	switch lostrow.Decide(f) {
+	case lostrow.CreateNew:
 		g.createNew(ctx, st, u)
-	case missingReport:
+	case lostrow.Report:
 		g.reportMissing(ctx, st, u.Shard, r)
-	case missingRecover:
+	case lostrow.Recover:
 		g.reportMissing(ctx, st, u.Shard, r)
 		g.recover(ctx, st, u, r.lease, r.best(), r.seen) // taken after the recovery wait (acquire)
 	}
-}
-
-// missingFacts is what decideMissing needs to know of a row found missing.
-type missingFacts struct {
-	seen       bool // this instance saw the row exist
-	creating   bool // the stream's rows are being created (createAll)
-	isNew      bool // the stream is new (newStream), and no other row of it exists
-	sawRows    bool // this instance saw a row of the stream exist
-	tableInUse bool // a fleet read the table when this instance joined
-	allRead    bool // every row of the first listing was read
-	// missingFor is how long the row has been found missing;
-	// recoveryWait is the recovery wait.
-	missingFor, recoveryWait time.Duration
-}
-
-// missingAction is what this instance does about a row found missing.
-type missingAction int
-
-const (
-	// missingWait: nothing yet; a later round reads the row again.
-	missingWait missingAction = iota
-	// missingNew: create the new stream's rows free, to be read at once.
-	missingNew
-	// missingReport: report it (ReportVanished: whoever holds, released
-	// or read it lately reads it again), and wait.
-	missingReport
-	// missingRecover: report it and recreate it free and recovered.
-	missingRecover
-)
-
-// decideMissing decides what to do about a row found missing: the lost-row
-// protocol's one decision, apart from the calls that carry it out.
-func decideMissing(f missingFacts) missingAction {
-	switch {
-	case f.seen:
-		return missingRecover // vanished
-	case f.creating:
-		return missingWait // being created
-	case f.isNew:
-		return missingNew
-	case f.sawRows || f.tableInUse:
-		// A row that vanished before this instance saw it, or a stream new
-		// to a table in use: recovered, so that a holder it may have had
-		// has stopped before anyone else reads it.
-		return missingRecover
-	case !f.allRead:
-		return missingWait // rows of the stream still unread: one that exists would make it not new
-	case f.missingFor < f.recoveryWait:
-		// Perhaps a new stream, whose one creator (newStream) creates its
-		// rows free, to be read at once: a recovered row would wait. Or a
-		// table emptied under its fleet, whose members know the
-		// checkpoints and recreate the rows first.
-		return missingReport
-	}
-	return missingRecover
 }
 
 // createNew creates the row of u, of a new stream, free, starts creating
@@ -156,7 +102,7 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 	if err != nil {
 		return leases.Lease{}, false // read again next round
 	}
-	cp, rewind, from := recoveryPoint(known, cp, seen, rec)
+	cp, rewind, from := lostrow.Point(known, cp, seen, rec)
 	t, err := g.mem.CreateAs(ctx, key, "", "", cp, rewind)
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
@@ -166,13 +112,13 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 	}
 	st.setRow(u.Shard, rowState{lease: t})
 	switch from {
-	case fromRewind:
+	case lostrow.FromRewind:
 		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free at the operator's last rewind of the shard, which came after the copy of the row this instance knew",
 			"shard", u.Shard, "seq", cp.String())
-	case fromTrimHorizon:
+	case lostrow.FromTrimHorizon:
 		st.log.Warn("kinesislease: lease row vanished (deleted, or the table recreated) and nobody here knows a checkpoint of it; recreated it free at TRIM_HORIZON: the shard's records are read again from the oldest",
 			"shard", u.Shard)
-	case fromKnown:
+	case lostrow.FromKnown:
 		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last saw",
 			"shard", u.Shard, "seq", cp.String())
 	default:
@@ -180,43 +126,6 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 			"shard", u.Shard, "start", st.cfg.Start.String())
 	}
 	return t, true
-}
-
-// recoveryFrom says where a recovered row starts (recoveryPoint).
-type recoveryFrom int
-
-const (
-	fromKnown       recoveryFrom = iota // the best checkpoint this instance knows
-	fromRewind                          // the operator's last rewind, which came after that
-	fromTrimHorizon                     // the row existed and this instance knows no checkpoint
-	fromStart                           // never seen: the subscription's start position (no checkpoint)
-)
-
-// recoveryPoint returns the checkpoint and Rewind id to recreate a
-// vanished row with, from known (the copy of the row this instance knows),
-// best (the best checkpoint it knows of it), seen (whether it saw the row
-// exist) and rec (the shard's last operator's rewind). A rewind pending on
-// known counts as applied. A rewind recorded after known was read (rec
-// names another id) wins: a copy read before an operator's rewind must
-// never skip the records it asked to replay. A row that existed and whose
-// checkpoint nobody here knows starts at TRIM_HORIZON, never at LATEST,
-// with no Rewind id, so that a member that knows a checkpoint writes it
-// over (noStart).
-func recoveryPoint(known leases.Lease, best leases.Checkpoint, seen bool, rec leases.RewindRecord) (leases.Checkpoint, string, recoveryFrom) {
-	if rec.ID != "" && rec.ID != known.Rewind {
-		return rec.To, rec.ID, fromRewind
-	}
-	cp := best
-	if !known.RewindTo.IsZero() {
-		cp = known.RewindTo
-	}
-	switch {
-	case !cp.IsZero():
-		return cp, known.Rewind, fromKnown
-	case seen:
-		return leases.Checkpoint{Sequence: leases.RewindTrimHorizon}, "", fromTrimHorizon
-	}
-	return leases.Checkpoint{}, known.Rewind, fromStart
 }
 
 // reportMissing reports the row of id, found missing as r says, in the

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -151,7 +152,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		}
 		sent := mono()
 		t, err := g.takeAs(ctx, u, l, inc)
-		if err == nil && noStart(t) && !o.best().IsZero() && g.recreated(u, o, l) {
+		if err == nil && lostrow.NoStart(t) && !o.best().IsZero() && g.recreated(u, o, l) {
 			// The row vanished and is back with no checkpoint, recreated
 			// by a member that never knew one while this instance could
 			// not write: carry on from the checkpoint this instance knows,
@@ -213,7 +214,7 @@ func (g *Group) recreated(u unit, o orphan, l leases.Lease) bool {
 	if o.vanished || l.Counter < o.realCounter() {
 		return true
 	}
-	if noStart(l) && !o.best().IsZero() {
+	if lostrow.NoStart(l) && !o.best().IsZero() {
 		return true // a checkpoint is never cleared while a row lives
 	}
 	g.mu.Lock()
@@ -266,7 +267,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 		// one this instance knows: the write is conditional on our version
 		// of the row, whose checkpoint is none or that one.
 		var cp leases.Checkpoint
-		if l.RewindTo.IsZero() && (noStart(l) || o.vanished) {
+		if l.RewindTo.IsZero() && (lostrow.NoStart(l) || o.vanished) {
 			cp = o.best()
 		}
 		rl, err := g.store.Release(ctx, l, cp)
@@ -296,7 +297,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 			g.invalidate(ctx, st, u, o, cur)
 			return
 		case !g.ours(cur):
-			if !cur.Held() && noStart(cur) && !o.best().IsZero() && g.recreated(u, o, cur) {
+			if !cur.Held() && lostrow.NoStart(cur) && !o.best().IsZero() && g.recreated(u, o, cur) {
 				// Recreated free with no checkpoint by a member that knew
 				// none, while this instance could not write: put the one
 				// it knows on the row for whoever the plan gives it to.

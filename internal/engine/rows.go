@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -136,7 +137,7 @@ func (st *streamState) setRowLocked(id string, r rowState) {
 		r.seen = true
 		st.hadRows = true
 	}
-	if noStart(r.lease) && r.knew.IsZero() {
+	if lostrow.NoStart(r.lease) && r.knew.IsZero() {
 		r.knew = old.best()
 	}
 	r.recovery, r.recoveredAt = old.recovery, old.recoveredAt
@@ -232,7 +233,7 @@ type rowState struct {
 // best is the checkpoint this instance knows the row was read to: its
 // lease's, or the one it knew before the row was recreated without one.
 func (r rowState) best() leases.Checkpoint {
-	if noStart(r.lease) {
+	if lostrow.NoStart(r.lease) {
 		return r.knew
 	}
 	return r.lease.Checkpoint
