@@ -82,10 +82,13 @@ type Member struct {
 	// holds no lease any more (or is releasing its last ones), and the next
 	// incarnation of its owner may replace its entry at once.
 	Leaving bool
-	// Ended counts the shards the member read to their end (SHARD_END):
-	// when it changes, the others list the streams' shards again, so that
-	// the children of a split or merge start without waiting for the next
-	// periodic ListShards.
+	// Ended counts the shards the member read to their end (SHARD_END),
+	// or found at their end when it came to take them: when it changes,
+	// the lister of its streams lists their shards again (see Listing),
+	// and the others read the rows of the open parents it held or was to
+	// hold, so that the children of a split or merge start without
+	// waiting for the next periodic ListShards, and without every member
+	// polling every open parent.
 	Ended int64
 	// Notice is bumped by anyone who wants the member to look at its held
 	// rows again at once (an operator's rewind request). The member
@@ -103,6 +106,13 @@ type Member struct {
 	// subscription added or removed at runtime, a rollout) a shard is never
 	// planned to a member that does not read its stream.
 	Streams string
+	// Listing is what the member publishes of the streams it lists for
+	// the members that read the same streams (it is their lister): a
+	// digest of each one's shard set as its last ListShards found it,
+	// compared as an opaque value. The others list a stream again only
+	// when the digest differs from their own listing's, so that ListShards
+	// calls do not grow with the fleet. Empty when it lists none.
+	Listing string
 }
 
 // Membership is the part of a Store that keeps membership rows and takes

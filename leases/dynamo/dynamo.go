@@ -36,9 +36,12 @@
 //	e  N     shards the member ended (absent when 0)
 //	k  N     leases the member holds (absent when 0)
 //	s  S     digest of the streams the member subscribes (absent when empty)
+//	d  S     digests of the shard sets of the streams the member lists for
+//	         the fleet (absent when empty; 17 bytes a stream, at most 4)
 //
-// An entry of a 64-byte owner id is about 116 bytes: a full row of 8 stays
-// under 1 KB, so a heartbeat costs one write unit. Each write names one
+// An entry of a 64-byte owner id is about 116 bytes (the lister of a
+// stream's about 20 more): a full row of 8 stays under 1 KB, so a
+// heartbeat costs one write unit. Each write names one
 // entry:
 //
 //   - Join: SET #m = :entry ADD n 1, condition attribute_not_exists(#m) AND
@@ -122,6 +125,7 @@ const (
 	entryEnded     = "e" // N: shards ended by the member, absent when 0
 	entryHeld      = "k" // N: leases the member holds, absent when 0
 	entryStreams   = "s" // S: digest of the member's streams, absent when empty
+	entryListing   = "d" // S: digests of the shard sets the member lists for the fleet, absent when empty
 	attrCount      = "n" // N: a membership row's entry count
 	// The membership header: r<row> (N) per row, the roster version, and
 	// vanished (N).

@@ -316,6 +316,9 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if m.Streams != "" {
 		e[entryStreams] = &types.AttributeValueMemberS{Value: m.Streams}
 	}
+	if m.Listing != "" {
+		e[entryListing] = &types.AttributeValueMemberS{Value: m.Listing}
+	}
 	return &types.AttributeValueMemberM{Value: e}
 }
 
@@ -357,7 +360,7 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 	if !ok {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: type %T, want a map", memberPrefix, owner, v)
 	}
-	m := leases.Member{Owner: owner, Incarnation: str(mv.Value, entryInc), Streams: str(mv.Value, entryStreams)}
+	m := leases.Member{Owner: owner, Incarnation: str(mv.Value, entryInc), Streams: str(mv.Value, entryStreams), Listing: str(mv.Value, entryListing)}
 	if m.Incarnation == "" {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: no incarnation (%s)", memberPrefix, owner, entryInc)
 	}

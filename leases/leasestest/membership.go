@@ -57,6 +57,7 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"HeartbeatOfAnotherIncarnationConflicts", testHeartbeatOtherIncarnation},
 		{"HeartbeatFailsOnBumpedNotice", testHeartbeatBumpedNotice},
 		{"EndedRoundTrips", testEndedRoundTrips},
+		{"ListingRoundTrips", testListingRoundTrips},
 		{"ReplaceMemberOnlyIfSeen", testReplaceMember},
 		{"ReplaceMemberRemoves", testReplaceMemberRemoves},
 		{"NoticeBump", testNoticeBump},
@@ -345,7 +346,7 @@ func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows
 	r, other := rows.fresh(t), rows.fresh(t)
 	a, b, c := newOwner(t, "a"), newOwner(t, "b"), newOwner(t, "c")
 	ea := leases.Member{Owner: a, Incarnation: leases.NewIncarnation(r, "a1"), Heartbeat: 1}
-	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b"}
+	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b", Listing: "listing-b"}
 	wantStoredExactly(t, "before the first join", m, r, nil)
 	wantExactly(t, "the first Join's answer", mustJoin(t, m, r, ea), []leases.Member{ea})
 	wantStoredExactly(t, "after the first join", m, r, []leases.Member{ea})
@@ -558,6 +559,9 @@ func testHeartbeatWritesEntry(t *testing.T, _ leases.Store, m leases.Membership,
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Streams: "d1", Held: 3},
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 6, Streams: "d2"}, // another digest, Held back to 0
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 7},                // no digest
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 8, Listing: "l1"},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 9, Listing: "l2", Streams: "d2"},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 10}, // no listing
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 1 << 62, Leaving: true},
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 1<<62 + 1, Leaving: true}, // leaving, it may still write
 	}
@@ -798,6 +802,46 @@ func testEndedRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, rows
 	next.Heartbeat, next.Ended = 2, 6
 	mustHeartbeat(t, m, r, next)
 	wantStored(t, "after the new incarnation's heartbeat", m, r, next)
+}
+
+// testListingRoundTrips: Listing, as Join, Heartbeat and ReplaceMember
+// write it, is read back by Members, returned in a row-mate's answers,
+// and carried by a conflict.
+func testListingRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a, b := newOwner(t, "a"), newOwner(t, "b")
+	long := strings.Repeat("0123456789abcdef,", 3) + "0123456789abcdef"
+	steps := []leases.Member{
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 1, Listing: "d1"},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 2, Listing: long},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Listing: long, Ended: 1},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // Listing back to empty
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Listing: "d2"},
+	}
+	mustJoin(t, m, r, steps[0])
+	wantStored(t, "after the join", m, r, steps[0])
+	for i, e := range steps[1:] {
+		op := fmt.Sprintf("heartbeat %d", i+1)
+		mustHeartbeat(t, m, r, e)
+		wantStored(t, op, m, r, e)
+	}
+	e := steps[len(steps)-1]
+	// A row-mate's join and heartbeat return the entry with its Listing.
+	mate := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1, Listing: "mate"}
+	wantEntry(t, "the row-mate's join", mustJoin(t, m, r, mate), e)
+	mate.Heartbeat++
+	wantEntry(t, "the row-mate's heartbeat", mustHeartbeat(t, m, r, mate), e)
+	wantStored(t, "after the row-mate's heartbeat", m, r, mate)
+
+	// ReplaceMember writes it: a new incarnation with its own.
+	next := leases.Member{Owner: a, Incarnation: "inc-2", Heartbeat: 1, Listing: "d3"}
+	wantEntry(t, "ReplaceMember by a new incarnation", mustReplace(t, m, r, e, next), mate)
+	wantStored(t, "after ReplaceMember", m, r, next)
+
+	// A conflict carries the entry with its Listing.
+	_, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 6, Listing: "d9"})
+	wantMemberConflict(t, "Heartbeat of the replaced incarnation", err, r, a, next)
+	wantStoredExactly(t, "after the refused heartbeat", m, r, []leases.Member{next, mate})
 }
 
 func testReplaceMember(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {

@@ -69,6 +69,9 @@ var brokenVariants = map[string]brokenVariant{
 	// Heartbeat drops Ended: the others never learn that a member read a
 	// shard to its end.
 	"heartbeat-drops-ended": {func() leases.Store { return droppingEnded{New()} }, "Membership/EndedRoundTrips"},
+	// Heartbeat drops Listing: a lister's digest never reaches the others,
+	// who fall back to listing every stream themselves.
+	"heartbeat-drops-listing": {func() leases.Store { return droppingListing{New()} }, "Membership/ListingRoundTrips"},
 	// ReplaceMember checks the incarnation only: a live entry seen stale
 	// once is replaced.
 	"replace-ignores-heartbeat": {func() leases.Store { return replaceIgnoresHeartbeat{New()} }, "Membership/ReplaceMemberOnlyIfSeen"},
@@ -348,6 +351,13 @@ type droppingEnded struct{ *Store }
 
 func (b droppingEnded) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	m.Ended = 0
+	return b.Store.Heartbeat(ctx, row, m)
+}
+
+type droppingListing struct{ *Store }
+
+func (b droppingListing) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
+	m.Listing = ""
 	return b.Store.Heartbeat(ctx, row, m)
 }
 
