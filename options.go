@@ -209,7 +209,10 @@ func WithMemoryBudget(bytes int64, records int64) Option {
 }
 
 // WithShardSyncInterval sets how often ListShards runs to see splits and
-// merges (default 60s; it also runs whenever a held shard ends).
+// merges (default 60s; it also runs whenever a held shard ends). Each
+// stream's lister, one instance of the fleet, lists it that often; the
+// other instances list it when the lister's digest of its shards changes
+// (docs/lease-protocol.md, "Shard lists and open parents").
 func WithShardSyncInterval(d time.Duration) Option {
 	return serviceOption(func(c *config) {
 		if d <= 0 {

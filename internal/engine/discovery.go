@@ -11,21 +11,28 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// syncShards lists the shards of every stream that is due (the first
-// round, every ShardSyncInterval, after a shard ended here or at another
-// member), and every few rounds re-reads the rows of parents not known to
-// be done, so that their children start once they reach SHARD_END.
+// syncShards lists the shards of every stream that is due (listDue: the
+// first round; this instance's own shard ended; for the stream's lister,
+// every ShardSyncInterval and after a shard ended at another member; for
+// the others, once its lister's digest of the shard set changes to one
+// that differs from theirs), publishes what it lists for the others, and
+// announces a shard end or a new digest of its own (announceEntry).
 func (g *Group) syncShards(ctx context.Context) {
-	if g.resync.Swap(false) {
-		for _, st := range g.streams {
-			st.resync = true
+	g.announceEntry(ctx)
+	ended := g.resync.Swap(false)
+	g.chooseListers()
+	now := time.Now()
+	for key := range g.lists {
+		if g.streams[key] == nil {
+			delete(g.lists, key) // removed
 		}
 	}
-	now := time.Now()
 	for _, st := range g.streams {
 		if st.removing {
 			continue
 		}
+		ls := g.listState(st.key)
+		ls.othersEnded = ls.othersEnded || ended
 		if st.listed != nil {
 			select {
 			case res := <-st.listed:
@@ -38,10 +45,11 @@ func (g *Group) syncShards(ctx context.Context) {
 		if st.listing.waiting(now) {
 			continue
 		}
-		if st.shards == nil || st.resync || time.Since(st.lastSync) >= g.cfg.ShardSyncInterval || st.listing.n > 0 {
+		if g.listDue(st, ls) {
 			g.listAsync(st)
 		}
 	}
+	g.publishListing()
 }
 
 // readBehind reads, within a part of the round (readBudget), rows that no
@@ -158,6 +166,7 @@ func (g *Group) listAsync(st *streamState) {
 	ch := make(chan listing, 1)
 	st.listed = ch
 	st.resync = false // asked for before this listing: it answers that
+	g.listingNow(st)
 	sent := time.Now()
 	ctx := g.runCtx
 	g.listers.Go(func() {
@@ -179,6 +188,7 @@ func (g *Group) listedShards(ctx context.Context, st *streamState, res listing) 
 	if err == nil {
 		err = g.listShards(ctx, st, res.shards, res.sent)
 	}
+	g.listState(st.key).retry = err != nil
 	switch {
 	case err == nil:
 		g.healthMu.Lock()
@@ -218,6 +228,8 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 	}
 	st.rowsMu.Unlock()
 	st.lastSync = sent
+	ls := g.listState(st.key)
+	ls.digest, ls.kids = shardDigest(order), nil
 	if first {
 		return nil
 	}

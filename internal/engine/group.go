@@ -85,7 +85,9 @@ type GroupConfig struct {
 	FenceMargin time.Duration
 	// MaxLeases caps the leases this instance holds (0: no cap).
 	MaxLeases int
-	// ShardSyncInterval: how often ListShards runs (also when a shard ends).
+	// ShardSyncInterval: how often a stream's lister runs ListShards (also
+	// when a shard ends; the others list when its digest changes, see
+	// listers.go).
 	ShardSyncInterval time.Duration
 	// ShutdownTimeout bounds the drain on shutdown.
 	ShutdownTimeout time.Duration
@@ -237,6 +239,19 @@ type Group struct {
 	// ownSeen is the incarnation whose entry a read of the membership last
 	// returned (under viewMu).
 	ownSeen string
+
+	// The listing of each stream by one lister (listers.go; round
+	// goroutine): lists by stream key; listerOf each stream's lister,
+	// chosen from listerCand over listerKeys; listingPub what this
+	// instance's entry publishes (read by the heartbeat loop);
+	// bumpedEnded and bumpedListing its entry's Ended and Listing as last
+	// announced by a bump of its row.
+	lists                  map[string]*listState
+	listerOf               map[string]string
+	listerCand, listerKeys []string
+	listingPub             atomic.Pointer[string]
+	bumpedEnded            int64
+	bumpedListing          string
 }
 
 // myRow returns the membership row this instance heartbeats in.

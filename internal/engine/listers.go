@@ -1,0 +1,295 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// One lister per stream. ListShards is not asked by every member every
+// ShardSyncInterval: of the live members that read the same streams
+// (their entries carry this instance's Streams digest), each stream has
+// one lister, chosen from the membership view every member computes
+// (chooseListers). The lister lists the stream every ShardSyncInterval and
+// whenever a member's Ended count moves (a shard ended somewhere), and
+// publishes a digest of the shard set it found in its membership entry
+// (leases.Member.Listing), bumping its row's version in the header so that
+// every member reads the entry. Every other member lists the stream at its
+// start, after its own shard ends, once each time the lister's digest
+// changes to one that differs from its own listing's (jittered within
+// listWindow, so that a fleet does not list in one burst), and on its own
+// schedule, as before, only while no lister publishes one (listerFallback):
+// a stream with no lister (more streams than maxListed per member), or a
+// lister whose digest has not appeared for that long (an earlier version,
+// or a lister whose listings fail).
+
+// maxListed bounds the streams one member lists for the others: each is
+// about 17 bytes of its membership entry. Streams beyond maxListed per
+// member have no lister: every member lists them itself.
+const maxListed = 4
+
+// listerFallback is how many ShardSyncIntervals a member waits for its
+// lister's digest of a stream before it lists the stream on its own
+// schedule.
+const listerFallback = 3
+
+// listState is what this instance knows of the listing of one stream
+// (round goroutine).
+type listState struct {
+	// digest is that of the shard set of this instance's last listing
+	// (shardDigest); "" before the first.
+	digest string
+	// kids maps each listed shard to its children (nil after a listing
+	// until children needs it).
+	kids map[string][]string
+	// lister is the stream's lister in this instance's view ("": none),
+	// since when (mono) it is, and when its digest of the stream was last
+	// seen in its entry (mono; listerSince until it is).
+	lister              string
+	listerSince, seenAt int64
+	begun               bool // lister and listerSince are set
+	// actedOn is the lister's digest as it stood when this instance last
+	// listed, or decided to: a listing answers any digest published
+	// before it.
+	actedOn string
+	// due: a listing is due at dueAt (mono), the lister's digest having
+	// changed to one that differs from this instance's.
+	due   bool
+	dueAt int64
+	// othersEnded: a member's Ended count moved since the last listing.
+	othersEnded bool
+	// retry: the last listing failed; the next round lists again.
+	retry bool
+}
+
+// listState returns the listing state of the stream keyed key.
+func (g *Group) listState(key string) *listState {
+	ls := g.lists[key]
+	if ls == nil {
+		ls = &listState{}
+		if g.lists == nil {
+			g.lists = map[string]*listState{}
+		}
+		g.lists[key] = ls
+	}
+	return ls
+}
+
+// mix64 is murmur3's 64-bit finalizer: FNV's high bits alone are poorly
+// mixed for keys that differ in their last bytes (member-01, member-02).
+func mix64(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+func hashOf(parts ...string) uint64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return mix64(h.Sum64())
+}
+
+// streamTag names a stream in a membership entry's Listing: 4 hex digits
+// of its key's hash.
+func streamTag(key string) string { return fmt.Sprintf("%04x", hashOf(key)>>48) }
+
+// shardDigest returns the digest of a shard set (ids in any order): 12
+// hex digits (48 bits).
+func shardDigest(ids []string) string {
+	sorted := slices.Sorted(slices.Values(ids))
+	return fmt.Sprintf("%012x", hashOf(sorted...)>>16)
+}
+
+// listerScore is the rendezvous score of owner for listing the stream
+// keyed key.
+func listerScore(key, owner string) uint64 { return hashOf(key, owner) }
+
+// assignListers returns the lister of each stream of keys among owners:
+// each stream in key order to its highest-scoring owner (rendezvous) that
+// lists fewer than min(⌈streams/owners⌉, maxListed) streams already, so
+// that no member lists more than its share; "" for a stream left over
+// (more than maxListed streams per owner). A function of its arguments
+// only: members with the same view choose the same listers.
+func assignListers(keys, owners []string) map[string]string {
+	out := make(map[string]string, len(keys))
+	if len(owners) == 0 {
+		return out
+	}
+	capacity := min((len(keys)+len(owners)-1)/len(owners), maxListed)
+	load := make(map[string]int, len(owners))
+	for _, k := range keys {
+		best, bestScore := "", uint64(0)
+		for _, o := range owners {
+			if load[o] >= capacity {
+				continue
+			}
+			if s := listerScore(k, o); best == "" || s > bestScore || s == bestScore && o < best {
+				best, bestScore = o, s
+			}
+		}
+		if best != "" {
+			load[best]++
+		}
+		out[k] = best
+	}
+	return out
+}
+
+// chooseListers sets the lister of every stream (listerOf) from the live
+// members whose entries say they subscribe the same streams as this
+// instance (an empty digest, an earlier version's, does not count: it
+// publishes no listing), this instance included. Recomputed only when
+// they or the streams change.
+func (g *Group) chooseListers() {
+	mine := g.streamsDigest()
+	g.viewMu.Lock()
+	cand := []string{g.cfg.Owner}
+	for _, o := range g.view.live(mono()) {
+		if o != g.cfg.Owner && g.view.latest[o].Streams == mine {
+			cand = append(cand, o)
+		}
+	}
+	g.viewMu.Unlock()
+	slices.Sort(cand)
+	var keys []string
+	for _, k := range g.order {
+		if st := g.streams[k]; st != nil && !st.removing {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	if g.listerOf != nil && slices.Equal(cand, g.listerCand) && slices.Equal(keys, g.listerKeys) {
+		return
+	}
+	g.listerCand, g.listerKeys = cand, keys
+	g.listerOf = assignListers(keys, cand)
+}
+
+// listWindow is the window over which the members that list a stream
+// because its lister's digest changed spread their listings: a heartbeat
+// interval for up to 64 members, one more for each 64 more, up to 8.
+func (g *Group) listWindow() time.Duration {
+	return g.cfg.Heartbeat * time.Duration(min(max(len(g.listerCand)/64, 1), 8))
+}
+
+// published returns the digest of the stream keyed key that owner's entry
+// publishes, as this instance last read it.
+func (g *Group) published(owner, key string) (string, bool) {
+	g.viewMu.Lock()
+	l := g.view.latest[owner].Listing
+	g.viewMu.Unlock()
+	tag := streamTag(key)
+	for seg := range strings.SplitSeq(l, ",") {
+		if len(seg) == len(tag)+12 && strings.HasPrefix(seg, tag) {
+			return seg[len(tag):], true
+		}
+	}
+	return "", false
+}
+
+// listDue reports whether st's shards are to be listed now (see the
+// comment at the top of this file). ls is st's listing state.
+func (g *Group) listDue(st *streamState, ls *listState) bool {
+	now := mono()
+	lister := g.listerOf[st.key]
+	if lister != ls.lister || !ls.begun {
+		ls.lister, ls.listerSince, ls.seenAt, ls.due, ls.begun = lister, now, now, false, true
+	}
+	periodic := time.Since(st.lastSync) >= g.cfg.ShardSyncInterval
+	switch {
+	case st.shards == nil || st.resync || st.listing.n > 0 || ls.retry:
+		return true // the first listing, this instance's own shard ended, or a failed listing tried again
+	case lister == g.cfg.Owner || lister == "":
+		return ls.othersEnded || periodic
+	}
+	pub, ok := g.published(lister, st.key)
+	if ok {
+		ls.seenAt = now
+		if pub != ls.digest && pub != ls.actedOn {
+			ls.actedOn = pub
+			if !ls.due {
+				ls.due, ls.dueAt = true, now+rand.Int64N(int64(g.listWindow()))
+			}
+		}
+	}
+	switch {
+	case ls.due && now >= ls.dueAt:
+		return true
+	case !ok && time.Duration(now-ls.seenAt) >= listerFallback*g.cfg.ShardSyncInterval:
+		return ls.othersEnded || periodic // no digest from the lister: list as if there were none
+	}
+	ls.othersEnded = false // the lister lists for it
+	return false
+}
+
+// listing notes that st's shards are being listed now: the listing answers
+// whatever its lister published so far, and every reason to list.
+func (g *Group) listingNow(st *streamState) {
+	ls := g.listState(st.key)
+	ls.due, ls.othersEnded = false, false
+	if ls.lister != "" && ls.lister != g.cfg.Owner {
+		ls.actedOn, _ = g.published(ls.lister, st.key)
+	}
+}
+
+// publishListing sets what this instance's entry publishes (Listing): the
+// digest of each stream it is the lister of, from a listing sent within
+// two ShardSyncIntervals (a lister whose listings fail stops publishing,
+// and the others list on their own after listerFallback).
+func (g *Group) publishListing() {
+	var segs []string
+	for _, key := range g.listerKeys {
+		st, ls := g.streams[key], g.lists[key]
+		if st == nil || ls == nil || ls.digest == "" || g.listerOf[key] != g.cfg.Owner || time.Since(st.lastSync) >= 2*g.cfg.ShardSyncInterval {
+			continue
+		}
+		segs = append(segs, streamTag(key)+ls.digest)
+	}
+	l := strings.Join(segs, ",")
+	if cur := g.listingPub.Load(); cur == nil || *cur != l {
+		g.listingPub.Store(&l)
+	}
+}
+
+// listingDigest is what this instance's membership entry publishes of the
+// streams it lists (leases.Member.Listing).
+func (g *Group) listingDigest() string {
+	if l := g.listingPub.Load(); l != nil {
+		return *l
+	}
+	return ""
+}
+
+// announceEntry bumps the version of this instance's membership row in
+// the header once its entry, as a heartbeat last returned it, shows an
+// Ended count or a Listing that the others have not been told of: the
+// others re-read only rows whose version moved, and both are meant for
+// every member (the listers list again when a shard ended; the others
+// list when a lister's digest changes). A bump that fails is tried again
+// at the next round.
+func (g *Group) announceEntry(ctx context.Context) {
+	inc := g.Incarnation()
+	g.viewMu.Lock()
+	own, ok := g.view.latest[g.cfg.Owner]
+	g.viewMu.Unlock()
+	if !ok || own.Incarnation != inc || own.Ended == g.bumpedEnded && own.Listing == g.bumpedListing {
+		return
+	}
+	if err := g.mem.BumpRow(ctx, rowOf(inc)); err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn("kinesislease: announcing a shard end or a listing failed; retrying", "err", err)
+		}
+		return
+	}
+	g.bumpedEnded, g.bumpedListing = own.Ended, own.Listing
+}
