@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -54,41 +53,46 @@ func (g *Group) syncShards(ctx context.Context) {
 
 // readBehind reads, within a part of the round (readBudget), rows that no
 // round's plan waits on: first the rows of the first listing not read yet
-// (readUnread), then, every fourth round, the rows of parents not known to
-// be done, so that their children start once they reach SHARD_END. Neither
-// starts again from the first row: what was read stays read, and the
-// parents are polled from where the last poll stopped.
+// (readUnread), then the rows of open parents that parentsToRead picks:
+// every fourth round those whose children the plan will give this
+// instance, so that they start once the parents reach SHARD_END, and
+// those of a member that announced a shard end. Neither starts again from
+// the first row: what was read stays read, and the parents are read from
+// where the last poll stopped.
 func (g *Group) readBehind(ctx context.Context) {
 	bctx, cancel := context.WithTimeout(ctx, g.readBudget())
 	defer cancel()
+	g.noteFoundEnded()
 	g.readUnread(bctx)
-	if g.rounds%4 != 0 || bctx.Err() != nil {
+	if bctx.Err() != nil {
 		return
 	}
-	var parents []unit
-	for _, name := range g.order {
-		st := g.streams[name]
-		for _, id := range st.order {
-			for _, p := range kinesisx.Parents(st.shards[id]) {
-				if _, in := st.shards[p]; in && st.row(p).lease.Checkpoint.Sequence != leases.ShardEnd && !g.holds(unit{Stream: name, Shard: p}) {
-					parents = append(parents, unit{Stream: name, Shard: p})
-				}
-			}
-		}
-	}
+	poll := g.rounds%4 == 0 || g.pollSoon
+	g.pollSoon = false
+	parents := g.parentsToRead(poll)
 	n := len(parents)
 	if n == 0 {
 		return
 	}
 	from := g.parentPoll % n
-	var read atomic.Int64
+	sent, ok := make([]int64, n), make([]bool, n)
 	bounded(bctx, n, func(i int) {
-		u := parents[(from+i)%n]
-		if g.readRow(bctx, g.streams[u.Stream], u.Shard) == nil {
-			read.Add(1)
-		}
+		j := (from + i) % n
+		u := parents[j]
+		sent[j] = mono()
+		ok[j] = g.readRow(bctx, g.streams[u.Stream], u.Shard) == nil
 	})
-	g.parentPoll = from + int(read.Load())
+	read := 0
+	for i, u := range parents {
+		if ok[i] {
+			read++
+			if g.parentRead == nil {
+				g.parentRead = map[unit]int64{}
+			}
+			g.parentRead[u] = sent[i]
+		}
+	}
+	g.parentPoll = from + read
 }
 
 // readBudget is how long a round may spend on the reads of readBehind: a
@@ -234,9 +238,10 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 		return nil
 	}
 	// New shards (children of a split or merge): create their rows (free,
-	// no checkpoint: a child starts at its own beginning) and read their
-	// parents' rows now, so that they start as soon as the parents are
-	// done.
+	// no checkpoint: a child starts at its own beginning), and have the
+	// next round poll the parents of those the plan will give this
+	// instance (parentsToRead), so that they start as soon as the parents
+	// are done.
 	for _, id := range st.order {
 		if _, known := old[id]; known {
 			continue
@@ -247,13 +252,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 		} else if !errors.Is(err, leases.ErrConflict) {
 			return err
 		}
-		for _, p := range kinesisx.Parents(st.shards[id]) {
-			if _, in := st.shards[p]; in && !g.holds(unit{Stream: st.key, Shard: p}) {
-				if err := g.readRow(ctx, st, p); err != nil {
-					return err
-				}
-			}
-		}
+		g.pollSoon = true
 	}
 	return nil
 }

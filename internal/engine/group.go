@@ -252,6 +252,18 @@ type Group struct {
 	listingPub             atomic.Pointer[string]
 	bumpedEnded            int64
 	bumpedListing          string
+	// endedMoves: when (mono) each member's Ended count was last seen
+	// moving (under viewMu). parentRead: when (mono) this instance last
+	// read each open parent's row for readBehind; pollSoon: a listing
+	// found new children, poll their parents at the next round;
+	// plannedOpen: the shards the round's plan gave this instance to
+	// take, not known at their end (noteFoundEnded); shadow: the planner
+	// of shadowPlan.
+	endedMoves  map[string]int64
+	parentRead  map[unit]int64
+	pollSoon    bool
+	plannedOpen map[unit]bool
+	shadow      plan.Planner
 }
 
 // myRow returns the membership row this instance heartbeats in.
@@ -446,6 +458,7 @@ func (g *Group) round(ctx context.Context) {
 	g.recheckUncertain(rctx)
 	g.announceDead(rctx)
 	a := g.plan()
+	g.notePlannedOpen(a)
 	g.apply(rctx, a)
 	g.removeStale(rctx)
 	g.readBehind(rctx)

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/leases"
 )
 
 // One lister per stream. ListShards is not asked by every member every
@@ -31,6 +34,10 @@ import (
 // about 17 bytes of its membership entry. Streams beyond maxListed per
 // member have no lister: every member lists them itself.
 const maxListed = 4
+
+// endedKeep is how many ShardSyncIntervals a member's moved Ended count
+// ties the open parents it held or was planned to hold (parentsToRead).
+const endedKeep = 10
 
 // listerFallback is how many ShardSyncIntervals a member waits for its
 // lister's digest of a stream before it lists the stream on its own
@@ -292,4 +299,172 @@ func (g *Group) announceEntry(ctx context.Context) {
 		return
 	}
 	g.bumpedEnded, g.bumpedListing = own.Ended, own.Listing
+}
+
+// noteEnded records that the Ended counts of owners moved (an observe of a
+// membership row; the caller holds viewMu): every stream's lister lists
+// again, and readBehind reads the open parents those members held or were
+// to hold.
+func (g *Group) noteEnded(owners []string) {
+	if g.endedMoves == nil {
+		g.endedMoves = map[string]int64{}
+	}
+	now := mono()
+	for _, o := range owners {
+		g.endedMoves[o] = now
+	}
+	g.resync.Store(true)
+}
+
+// children returns the children of shard id of st (by the last listing).
+func (g *Group) children(st *streamState, id string) []string {
+	ls := g.listState(st.key)
+	if ls.kids == nil {
+		ls.kids = map[string][]string{}
+		for _, c := range st.order {
+			for _, p := range kinesisx.Parents(st.shards[c]) {
+				ls.kids[p] = append(ls.kids[p], c)
+			}
+		}
+	}
+	return ls.kids[id]
+}
+
+// done reports whether row r is at its shard's end with no rewind
+// pending.
+func done(r rowState) bool {
+	return r.lease.Checkpoint.Sequence == leases.ShardEnd && r.lease.RewindTo.IsZero()
+}
+
+// shadowPlan returns the plan as it will be once every open parent is
+// done: the shards that are no parent and not done, over the members the
+// plan spreads the streams over. It names the members that will take the
+// children of the open parents: those poll the parents' rows.
+func (g *Group) shadowPlan() map[unit]string {
+	var units []unit
+	for _, name := range g.order {
+		st := g.streams[name]
+		if st.removing {
+			continue
+		}
+		for _, id := range st.order {
+			if len(g.children(st, id)) == 0 && !done(st.row(id)) {
+				units = append(units, unit{Stream: name, Shard: id})
+			}
+		}
+	}
+	g.viewMu.Lock()
+	live := g.planMembers(mono())
+	g.viewMu.Unlock()
+	return g.shadow.Assign(live, units, g.cfg.MaxLeases)
+}
+
+// parentsToRead returns the rows of open parents (parents of a listed
+// shard, not known to be done, not held here) to read this round: when
+// poll, those with a child that the plan, once they are done, gives this
+// instance (shadowPlan: it takes the child the moment they are); and the
+// ones a member whose Ended count moved lately held or was planned to
+// hold (an end announced: one read each, whoever's plan has the child).
+// So the fleet polls each open parent from the few members that will hold
+// its children, not from every member.
+func (g *Group) parentsToRead(poll bool) []unit {
+	now := mono()
+	// A move is kept for ten intervals: a member whose plan gave the
+	// parent to another when the end was announced (its view of the
+	// members differed from the ender's for a while) reads it once its
+	// plan gives it to the ender. Each parent is read once a move at most.
+	keep := max(endedKeep*g.cfg.ShardSyncInterval, 6*g.cfg.Timeout)
+	g.viewMu.Lock()
+	moves := make(map[string]int64, len(g.endedMoves))
+	for o, at := range g.endedMoves {
+		if time.Duration(now-at) > keep {
+			delete(g.endedMoves, o)
+		} else {
+			moves[o] = at
+		}
+	}
+	g.viewMu.Unlock()
+	var shadow map[unit]string
+	var parents []unit
+	for _, name := range g.order {
+		st := g.streams[name]
+		if st.removing {
+			continue
+		}
+		for _, id := range st.order {
+			kids := g.children(st, id)
+			if len(kids) == 0 {
+				continue
+			}
+			u := unit{Stream: name, Shard: id}
+			r := st.row(id)
+			if done(r) || g.holds(u) {
+				delete(g.parentRead, u)
+				continue
+			}
+			want := false
+			if poll {
+				if shadow == nil {
+					shadow = g.shadowPlan()
+				}
+				for _, c := range kids {
+					want = want || shadow[unit{Stream: name, Shard: c}] == g.cfg.Owner
+				}
+			}
+			for o, at := range moves {
+				if r.lease.Owner != o && g.lastAssign[u] != o {
+					continue
+				}
+				if read, ok := g.parentRead[u]; !ok || read < at {
+					want = true
+				}
+			}
+			if want {
+				parents = append(parents, u)
+			}
+		}
+	}
+	return parents
+}
+
+// notePlannedOpen notes, before the round's takes, the shards plan a
+// gives this instance that it does not hold and whose rows it has read
+// since its first listing and does not know at their end (see
+// noteFoundEnded). A row not read yet is left out: at the start, the plan
+// gives this instance rows of shards that ended long ago.
+func (g *Group) notePlannedOpen(a map[unit]string) {
+	clear(g.plannedOpen)
+	for u, owner := range a {
+		if owner != g.cfg.Owner {
+			continue
+		}
+		st := g.streams[u.Stream]
+		if done(st.row(u.Shard)) || g.unreadRow(u) || g.holds(u) {
+			continue
+		}
+		if g.plannedOpen == nil {
+			g.plannedOpen = map[unit]bool{}
+		}
+		g.plannedOpen[u] = true
+	}
+}
+
+// noteFoundEnded counts in this instance's Ended the shards the round's
+// plan gave it to take, not known at their end before, that it found at
+// their end (a take that read SHARD_END): their holder may have died before it
+// announced the end, and the members whose plans still have them must
+// learn it (they read the open parents that a member whose Ended moved
+// was planned to hold). The shards it reads to their end itself are
+// counted when their workers end.
+func (g *Group) noteFoundEnded() {
+	n := 0
+	for u := range g.plannedOpen {
+		if st := g.streams[u.Stream]; st != nil && done(st.row(u.Shard)) && !g.holds(u) {
+			n++
+		}
+	}
+	clear(g.plannedOpen)
+	if n > 0 {
+		g.ended.Add(int64(n))
+	}
 }

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -268,6 +269,151 @@ func TestListingBoundedByFleet(t *testing.T) {
 		// on its shard end.
 		if limit := int(elapsed/time.Minute) + 1 + 1 + members + 1; total > limit {
 			t.Errorf("%d listings in %v for one split, want at most %d (the lister's, one per member, the ender's)", total, elapsed.Round(time.Second), limit)
+		}
+	})
+}
+
+// reads returns how many times each member read the row of shard id so far.
+func (f *listFleet) reads(id string) map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := map[string]int{}
+	for owner, byShard := range f.gets {
+		if n := byShard[id]; n > 0 {
+			m[owner] = n
+		}
+	}
+	return m
+}
+
+// TestParentReadByChildPlanners: while the parent of a split stays open
+// (its holder's handler holds its last record), its row is read only by
+// the members whose plan gives them one of its children (they take the
+// children the moment it ends), not by every member every fourth round;
+// once it ends, its holder's announcement (its Ended count) has each other
+// member read it about once. Before: each of the 12 members read it every
+// fourth round (12 reads a minute each).
+func TestParentReadByChildPlanners(t *testing.T) {
+	t.Parallel()
+	const members, shards = 12, 6
+	synctest.Test(t, func(t *testing.T) {
+		f := startListFleet(t, members, shards, false)
+		ids := make([]string, shards)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("shardId-%012d", i)
+		}
+		parent := ids[0]
+		f.waitHeld(t, time.Minute, ids...)
+		time.Sleep(30 * time.Second) // the start's moves are over
+		gate := make(chan struct{})
+		f.mu.Lock()
+		f.gate[parent] = gate
+		f.mu.Unlock()
+		if _, err := f.k.PutRecord(context.Background(), &kinesis.PutRecordInput{StreamName: &f.stream, PartitionKey: strPtr("k"), Data: []byte("x"), ExplicitHashKey: strPtr("0")}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second) // its holder's handler holds it
+		children, err := f.k.SplitShard(f.stream, parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every member lists the children within a few minutes: a ListShards
+		// a minute (the lister's, then everyone's once).
+		time.Sleep(3 * time.Minute)
+		before := f.reads(parent)
+		const open = time.Minute
+		time.Sleep(open)
+		during, _ := since(f.reads(parent), before)
+		if hs, ok := f.holders(children[0]); ok {
+			t.Fatalf("child %s taken by %v while its parent was open", children[0], hs)
+		}
+		released := f.reads(parent)
+		close(gate)
+		planned := f.waitHeld(t, time.Minute, children[0], children[1])
+		holder, _ := f.holders(parent)
+		time.Sleep(30 * time.Second)
+		after, _ := since(f.reads(parent), released)
+		t.Logf("parent open %v: read by %v; children taken by %v, parent held by %v; from its release to 30 s after the children were taken: %v", open, during, planned, holder, after)
+		for owner, n := range during {
+			if !slices.Contains(planned, owner) && !slices.Contains(holder, owner) {
+				t.Errorf("%s read the open parent's row %d times in %v, its plan giving it no child (the children went to %v)", owner, n, open, planned)
+			}
+		}
+		polled := false
+		for _, owner := range planned {
+			polled = polled || during[owner] > 0
+		}
+		if !polled {
+			t.Errorf("no member the children went to (%v) read the open parent's row in %v: nobody polls it", planned, open)
+		}
+		for _, owner := range f.owners {
+			if slices.Contains(planned, owner) || slices.Contains(holder, owner) {
+				continue
+			}
+			// Each other member learns of the end by one read, when its
+			// holder's Ended count moves (nothing else tells it).
+			if n := after[owner]; n < 1 || n > 2 {
+				t.Errorf("%s read the parent's row %d times from its release to 30 s after its children were taken, want 1 or 2 (its holder's announcement)", owner, n)
+			}
+		}
+	})
+}
+
+func strPtr(s string) *string { return &s }
+
+// TestParentEndLearnedWhenHolderDies: the parent's holder dies the moment
+// its release writes SHARD_END, before any heartbeat could carry its Ended
+// count: the member the plan gives the parent to next comes to take it,
+// finds it ended and announces that (its own Ended), so that every member
+// learns of the end by one read. Without that announcement only the
+// members that take the children ever read the parent again, and the
+// others plan it as open for good.
+func TestParentEndLearnedWhenHolderDies(t *testing.T) {
+	t.Parallel()
+	const members, shards = 8, 4
+	synctest.Test(t, func(t *testing.T) {
+		f := startListFleet(t, members, shards, false)
+		ids := make([]string, shards)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("shardId-%012d", i)
+		}
+		parent := ids[0]
+		f.waitHeld(t, time.Minute, ids...)
+		time.Sleep(30 * time.Second)
+		gate := make(chan struct{})
+		f.mu.Lock()
+		f.gate[parent] = gate
+		f.dieOnEnd = parent
+		f.mu.Unlock()
+		if _, err := f.k.PutRecord(context.Background(), &kinesis.PutRecordInput{StreamName: &f.stream, PartitionKey: strPtr("k"), Data: []byte("x"), ExplicitHashKey: strPtr("0")}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		children, err := f.k.SplitShard(f.stream, parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Minute) // every member lists the children
+		holder, _ := f.holders(parent)
+		released := f.reads(parent)
+		close(gate)
+		planned := f.waitHeld(t, time.Minute, children[0], children[1])
+		time.Sleep(time.Minute)
+		after, _ := since(f.reads(parent), released)
+		f.mu.Lock()
+		dead := maps.Clone(f.dead)
+		f.mu.Unlock()
+		t.Logf("parent held by %v (dead: %v); children taken by %v; parent's row read, from its release to a minute after: %v", holder, dead, planned, after)
+		if len(dead) != 1 || !dead[holder[0]] {
+			t.Fatalf("dead members %v, want the parent's holder %v alone", dead, holder)
+		}
+		for _, owner := range f.owners {
+			if dead[owner] || slices.Contains(planned, owner) {
+				continue
+			}
+			if n := after[owner]; n < 1 || n > 2 {
+				t.Errorf("%s read the ended parent's row %d times, want 1 or 2: it learns of the end only from an announcement", owner, n)
+			}
 		}
 	})
 }

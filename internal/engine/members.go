@@ -77,19 +77,19 @@ func newMemberView(self string, timeout time.Duration) *memberView {
 
 // observe records membership row r as read by a call sent at sent that
 // returned at ret. selfInc is this instance's current incarnation, whose
-// entry is only recorded. It reports whether a member's Ended count changed
+// entry is only recorded. It returns the owners whose Ended count changed
 // (a shard ended: its children are in the shard lists now). An unreadable
 // row is never observed: its members' ages freeze, they never grow.
 //
 // Only the heartbeat counts as a sign of life: a notice bumped by someone
 // else, or an Ended count, does not restart a taker's timer.
-func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, ret int64) (endedChanged bool) {
+func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, ret int64) (endedMoved []string) {
 	present := map[memberID]bool{}
 	for _, m := range rows {
 		id := memberID{m.Owner, m.Incarnation}
 		present[id] = true
 		if prev, ok := v.latest[m.Owner]; ok && prev.Ended != m.Ended && m.Owner != v.self {
-			endedChanged = true
+			endedMoved = append(endedMoved, m.Owner)
 		}
 		if m.Owner == v.self {
 			if r == rowOf(selfInc) {
@@ -133,7 +133,7 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 	if cur, ok := v.latest[v.self]; ok && rowOf(cur.Incarnation) == r && !present[memberID{v.self, cur.Incarnation}] {
 		delete(v.latest, v.self)
 	}
-	return endedChanged
+	return endedMoved
 }
 
 // alive reports whether incarnation inc of owner may still hold leases at

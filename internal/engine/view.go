@@ -239,8 +239,8 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 	if slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc }) {
 		g.ownSeen = inc
 	}
-	if g.view.observe(r, rows, inc, sent, ret) {
-		g.resync.Store(true) // a member ended a shard: its children are in the shard lists now
+	if moved := g.view.observe(r, rows, inc, sent, ret); len(moved) > 0 {
+		g.noteEnded(moved) // a member ended a shard: its children are in the shard lists now
 	}
 }
 
