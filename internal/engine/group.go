@@ -190,8 +190,8 @@ type Group struct {
 	// Set by the heartbeat loop, taken by the round loop.
 	reconcileNow atomic.Bool  // our Notice moved: re-read every held row
 	recheckAgain atomic.Bool  // a re-read of lately released rows failed: again next round
-	resync       atomic.Bool  // a member ended a shard: list every stream
-	ended        atomic.Int64 // shards this instance read to their end
+	resync       atomic.Bool  // a member ended a shard: the listers list their streams
+	ended        atomic.Int64 // shards this instance read to their end, or found ended (noteFoundEnded)
 	storeErr     atomic.Pointer[error]
 	// lastReport is when this instance's last ReportVanished that landed
 	// was sent (on mono()), under reportSem: a channel, not a mutex, held

@@ -29,6 +29,12 @@ import (
 // a stream with no lister (more streams than maxListed per member), or a
 // lister whose digest has not appeared for that long (an earlier version,
 // or a lister whose listings fail).
+//
+// Open parents the same way (parentsToRead): the row of a parent of a
+// split or merge not known to be done is polled only by the members that
+// the plan, once the parents are done, gives a child (shadowPlan); the
+// others read it once after an end is announced (an Ended count moved) by
+// a member its row names or their plan gives it to.
 
 // maxListed bounds the streams one member lists for the others: each is
 // about 17 bytes of its membership entry. Streams beyond maxListed per
