@@ -197,13 +197,6 @@ func (s *applyAnswerLost) ApplyRewind(ctx context.Context, l leases.Lease) (leas
 	return leases.Lease{}, errors.New("i/o timeout (the answer lost; the write landed)")
 }
 
-// releaseFails is a store whose Release fails with no answer.
-type releaseFails struct{ *memory.Store }
-
-func (s *releaseFails) Release(context.Context, leases.Lease, leases.Checkpoint) (leases.Lease, error) {
-	return leases.Lease{}, errors.New("i/o timeout")
-}
-
 // TestHolderRecreatesOnlyWithinItsFence: the holder of a row found missing
 // recreates it at once, but only before its fence: a fence that passes
 // while the round runs leaves the row missing (its orphan is recreated, or

@@ -291,18 +291,6 @@ func wantHeader(t *testing.T, op string, m leases.Membership, want leases.Member
 	}
 }
 
-// nonZero returns m without its zero values (a header that counts none in
-// a bucket may list it or not).
-func nonZero(m map[int]int64) map[int]int64 {
-	out := map[int]int64{}
-	for k, v := range m {
-		if v != 0 {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // bumped returns h with row's version plus n.
 func bumped(h leases.MemberHeader, row int, n int64) leases.MemberHeader {
 	out := leases.MemberHeader{Rows: versions(h), Vanished: h.Vanished}
