@@ -186,8 +186,11 @@ type Membership interface {
 	// l.Counter and its token l.Token. (With no token, as for a Lease not
 	// read from a Store, its holder, owner and incarnation or none, must be
 	// l's: the counter restarts at 1 when a vanished row is recreated, so a
-	// counter alone could match a different row.) Incarnation is written beside Owner; the checkpoint and a
-	// pending RewindTo are kept. Like every write it
+	// counter alone could match a different row.) Incarnation is written beside Owner; a
+	// pending RewindTo is kept, and so is the checkpoint unless l.Checkpoint
+	// differs and is not zero: then it becomes l.Checkpoint, in the same
+	// write (a taker that knows where the shard was read to, on a row
+	// recreated without it, writes it as it takes the row). Like every write it
 	// bumps Counter and writes a new Token. Release clears Incarnation.
 	TakeAs(ctx context.Context, l Lease, owner, incarnation string) (Lease, error)
 

@@ -150,18 +150,24 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			l, read = cur, true
 			continue
 		}
-		sent := mono()
-		t, err := g.takeAs(ctx, u, l, inc)
-		if err == nil && lostrow.NoStart(t) && !o.best().IsZero() && g.recreated(u, o, l) {
+		from := l
+		if !read {
+			// Known, not read: the take keeps the row's checkpoint (known's
+			// is where this instance read to, which a rewind may have
+			// moved since).
+			from.Checkpoint = leases.Checkpoint{}
+		}
+		if read && lostrow.NoStart(l) && !o.best().IsZero() && g.recreated(u, o, l) {
 			// The row vanished and is back with no checkpoint, recreated
 			// by a member that never knew one while this instance could
 			// not write: carry on from the checkpoint this instance knows,
-			// not from the start position. (A row back with a checkpoint,
-			// even an older one, is taken from it: see take.)
-			if t, err = g.fillCheckpoint(ctx, st, u, t, o.best()); err != nil {
-				return
-			}
+			// not from the start position, written by the take itself. (A
+			// row back with a checkpoint, even an older one, is taken from
+			// it: see take.)
+			from.Checkpoint = o.best()
 		}
+		sent := mono()
+		t, err := g.takeAs(ctx, u, from, inc)
 		if err == nil {
 			g.startTaken(ctx, st, u, l, t, sent)
 			return
@@ -231,25 +237,6 @@ func (g *Group) markVanished(u unit, o orphan) {
 		cur.vanished = true
 		g.orphans[u] = cur
 	}
-}
-
-// fillCheckpoint writes cp, the checkpoint this instance knows, on row t,
-// just taken with none. If the write fails the row stays an orphan known
-// with cp, so that the next round takes it again and fills it then.
-func (g *Group) fillCheckpoint(ctx context.Context, st *streamState, u unit, t leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	tctx, cancel := g.atFence(ctx, t.Incarnation)
-	f, err := g.store.Checkpoint(tctx, t, cp)
-	cancel()
-	if err != nil {
-		known := t
-		known.Checkpoint = cp
-		g.mu.Lock()
-		g.orphans[u] = orphan{inc: t.Incarnation, known: known, presumed: true, vanished: true}
-		g.mu.Unlock()
-		return leases.Lease{}, err
-	}
-	st.log.Warn("kinesislease: a lease row recreated without a checkpoint, or from an older one; wrote the checkpoint this instance knew", "shard", u.Shard, "seq", cp.String())
-	return f, nil
 }
 
 // releaseOrphan frees an orphan row the plan gives another member, keeping
@@ -345,19 +332,17 @@ func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orpha
 }
 
 // repairFree writes the checkpoint orphan o knows on its free row l,
-// recreated with none: a take, the checkpoint, a release. If a step after
-// the take fails, the row is an orphan known with that checkpoint,
-// released (with it) next round.
+// recreated with none: a take that writes it, then a release. If the
+// release fails, the row is an orphan known with that checkpoint, released
+// (with it) next round.
 func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orphan, l leases.Lease) {
-	inc, cp := g.Incarnation(), o.best()
-	t, err := g.takeAs(ctx, u, l, inc)
+	inc := g.Incarnation()
+	l.Checkpoint = o.best() // written by the take itself (leases.Membership.TakeAs)
+	f, err := g.takeAs(ctx, u, l, inc)
 	if err != nil {
-		return // someone took it first: the next round sees it again
+		return // someone took it first (the next round sees it again), or presumed ours (takeAs)
 	}
-	f, err := g.fillCheckpoint(ctx, st, u, t, cp)
-	if err != nil {
-		return // an orphan known with cp (fillCheckpoint)
-	}
+	st.log.Warn("kinesislease: a lease row recreated without a checkpoint; wrote the checkpoint this instance knew on it", "shard", u.Shard, "seq", f.Checkpoint.String())
 	rl, err := g.store.Release(ctx, f, f.Checkpoint)
 	if err != nil {
 		g.mu.Lock()

@@ -207,7 +207,11 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		defer cancel()
 		t := cur
 		if !ours {
-			if t, err = g.mem.TakeAs(cctx, cur, known.Owner, known.Incarnation); err != nil {
+			from := cur
+			if !cp.IsZero() {
+				from.Checkpoint = cp // written by the take itself (leases.Membership.TakeAs)
+			}
+			if t, err = g.mem.TakeAs(cctx, from, known.Owner, known.Incarnation); err != nil {
 				return t, err
 			}
 		}

@@ -60,8 +60,8 @@ func TestRecoveredRowTakenOnlyAfterTheWait(t *testing.T) {
 // holds vanishes, and another member recreates it first, free and
 // recovered, from an older checkpoint. The holder, at its next re-read,
 // takes it back at once (it is the one that may still deliver; nobody else
-// may before the recovery wait) and writes its own checkpoint on it, which
-// clears the recovery.
+// may before the recovery wait), writing its own checkpoint in the take; its
+// next write clears the recovery.
 func TestHolderTakesRecoveredRowBackAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -102,8 +102,11 @@ func TestHolderTakesRecoveredRowBackAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Owner != "a" || got.Incarnation != "0.CUR" || got.Checkpoint != mine || got.Recovered != "" {
-			t.Fatalf("after the holder re-read its row, recreated by another: %+v; want it held by a/0.CUR at its own checkpoint %v, no longer recovered", got, mine)
+		if got.Owner != "a" || got.Incarnation != "0.CUR" || got.Checkpoint != mine {
+			t.Fatalf("after the holder re-read its row, recreated by another: %+v; want it held by a/0.CUR at its own checkpoint %v, written by the take", got, mine)
+		}
+		if w.lease.current().Recovered != "" {
+			t.Fatalf("the holder's lease %+v is still recovered: its next write would keep the mark", w.lease.current())
 		}
 		if w.lease.isLost() || w.lease.vanished.Load() {
 			t.Fatalf("the holder's lease: lost %v, vanished %v; want it delivering again", w.lease.isLost(), w.lease.vanished.Load())

@@ -17,13 +17,16 @@ import (
 
 // TakeAs implements leases.Membership: one UpdateItem conditional on
 // l.Counter and l.Token (with no token, on l's holder), with a new write_token by which a
-// lost answer is recognised. It writes owner and incarnation.
+// lost answer is recognised, writing l.Checkpoint when it is not zero. It writes owner and incarnation.
 func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation string) (leases.Lease, error) {
 	u, err := s.holderUpdate(ctx, l.Key, owner, incarnation)
 	if err != nil {
 		return leases.Lease{}, err
 	}
 	u.owner, u.incarnation, u.exact, u.token = l.Owner, l.Incarnation, true, l.Token
+	if !l.Checkpoint.IsZero() {
+		u.setCheckpoint(l.Checkpoint) // see leases.Membership.TakeAs
+	}
 	return s.write(ctx, "TakeAs", l.Key, l.Counter, u)
 }
 

@@ -75,6 +75,7 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"CreateAs", testCreateAs},
 		{"CreateAsOnlyIfAbsent", testCreateAsOnlyIfAbsent},
 		{"CreateAsFreeIsRecovered", testCreateAsFree},
+		{"TakeAsWritesItsCheckpoint", testTakeAsCheckpoint},
 		{"RewindIsRecorded", testRewindRecorded},
 		{"InvalidArguments", testMemberInvalidArguments},
 		{"CancelledContext", testMemberCancelledContext},
@@ -1558,6 +1559,43 @@ func testCreateAsFree(t *testing.T, s leases.Store, m leases.Membership, _ *rowS
 	h, err := m.CreateAs(ctx(t), leases.Key{Stream: k.Stream, Shard: k.Shard + "-4"}, "owner-c", inc, cp, "")
 	if err != nil || h.Recovered != "" {
 		t.Fatalf("CreateAs with an owner: %+v, %v; want no Recovered", h, err)
+	}
+}
+
+// testTakeAsCheckpoint: TakeAs keeps the row's checkpoint when l's is zero
+// and writes l's, in the same write, when it is not: a taker that knows
+// where the shard was read to writes it as it takes a row recreated
+// without it. The counter, token and holder change as for any take.
+func testTakeAsCheckpoint(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
+	k := newKey(t)
+	l, err := m.CreateAs(ctx(t), k, "", "", leases.Checkpoint{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := leases.Checkpoint{Sequence: "49590338271490256608559692538361571095921575989136588898", SubSequence: 2}
+	withCp := l
+	withCp.Checkpoint = mine
+	inc := leases.NewIncarnation(0, "abc")
+	got, err := m.TakeAs(ctx(t), withCp, "owner-a", inc)
+	if err != nil {
+		t.Fatalf("TakeAs carrying a checkpoint: %v", err)
+	}
+	if got.Checkpoint != mine || got.Owner != "owner-a" || got.Counter != l.Counter+1 || got.Recovered != l.Recovered {
+		t.Fatalf("TakeAs carrying %v: %+v; want the checkpoint written, the holder taken, the recovery kept", mine, got)
+	}
+	wantRow(t, s, k, got, "after TakeAs carrying a checkpoint")
+	rl, err := s.Release(ctx(t), got, leases.Checkpoint{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := rl
+	none.Checkpoint = leases.Checkpoint{}
+	again, err := m.TakeAs(ctx(t), none, "owner-b", inc)
+	if err != nil {
+		t.Fatalf("TakeAs carrying no checkpoint: %v", err)
+	}
+	if again.Checkpoint != mine {
+		t.Fatalf("TakeAs carrying no checkpoint: %+v; want the row's %v kept", again, mine)
 	}
 }
 

@@ -229,6 +229,9 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 		}
 		r.Owner = owner
 		r.Incarnation = incarnation
+		if !l.Checkpoint.IsZero() {
+			r.Checkpoint = l.Checkpoint // see leases.Membership.TakeAs
+		}
 		return nil
 	})
 }

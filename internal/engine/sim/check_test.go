@@ -542,6 +542,21 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		}
 	case "TakeAs":
 		c.stats.takes++
+		if after.Checkpoint != before.Checkpoint {
+			// The take wrote the checkpoint its taker knew (a row recreated
+			// without one): only over records acknowledged, never ahead of
+			// an operator's rewind.
+			n, err := c.covered(s.id, after.Checkpoint)
+			switch {
+			case err != nil:
+				c.violate("%s took %s with checkpoint %s: %v", writer, s.id, after.Checkpoint, err)
+			case n > s.everPrefix:
+				c.violate("(h) %s took %s with a checkpoint covering %d records; only the first %d were ever acknowledged: records skipped", writer, s.id, n, s.everPrefix)
+			case n > s.prefix && !c.rewindKnowersLost(s):
+				c.violate("(h) %s took %s with a checkpoint covering %d records, ahead of the operator's rewind to #%d: the records it asked to replay are skipped", writer, s.id, n, s.prefix)
+			}
+			c.stats.fills++
+		}
 		if prev := before.Owner; prev != "" && prev != writer {
 			c.stats.takeovers++
 			if last, ok := s.entered[prev]; ok {
