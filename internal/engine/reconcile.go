@@ -205,24 +205,30 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		sent = mono()
 		cctx, cancel = g.atFence(ctx, known.Incarnation)
 		defer cancel()
-		t := cur
-		if !ours {
-			from := cur
-			if !cp.IsZero() {
-				from.Checkpoint = cp // written by the take itself (leases.Membership.TakeAs)
-			}
-			if t, err = g.mem.TakeAs(cctx, from, known.Owner, known.Incarnation); err != nil {
-				return t, err
-			}
+		if ours && (!lostrow.NoStart(cur) || cp.IsZero()) {
+			// Created by an earlier attempt, from what this instance knew
+			// then: the worker goes on. A rewind pending on it is applied as
+			// any other (recheck), not as one the recreation applied.
+			atRewind = false
+			cur.Recovered = ""
+			return cur, nil
 		}
-		t.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
 		if atRewind {
 			w.lease.rewoundAt() // written below: the worker reads again from there
 		}
-		if t.Checkpoint == cp {
-			return t, nil
+		if ours {
+			// Our take of a row another member recovered with no checkpoint
+			// landed, its answer lost: write ours on it now.
+			cur.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
+			return g.store.Checkpoint(cctx, cur, cp)
 		}
-		return g.store.Checkpoint(cctx, t, cp)
+		from := cur
+		if !cp.IsZero() {
+			from.Checkpoint = cp // written by the take itself (leases.Membership.TakeAs)
+		}
+		t, err := g.mem.TakeAs(cctx, from, known.Owner, known.Incarnation)
+		t.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
+		return t, err
 	})
 	switch {
 	case err == nil:

@@ -483,6 +483,7 @@ func (c *checker) crashed(owner string) {
 // test when the write's answer (or a read-back) tells it landed.
 func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	c.stats.writes++
+	restartVersion := false
 	s := c.shard(after.Key.Shard)
 	c.tracef("%s %s %s -> counter %d owner %q cp %s rewind %q", writer, op, after.Key.Shard, after.Counter,
 		after.Owner, after.Checkpoint, after.RewindTo)
@@ -579,9 +580,17 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			break
 		}
 		if t := s.tenures[writer]; s.afterDelete && writer == s.goneHolder && t != nil && !t.ended {
-			// The holder takes the row it recreated: it goes on from where
-			// it is, or restarts from the checkpoint. (A holder whose
-			// worker has finished starts a new tenure, below.)
+			// The holder takes the row it recreated, or another member
+			// recovered: it goes on from where it is, or restarts from the
+			// checkpoint. (A holder whose worker has finished starts a new
+			// tenure, below.) The checkpoint its take writes on a recovered
+			// row is its own, which may be behind what the recoverer knew
+			// (records it had acknowledged before another took the shard
+			// from an older checkpoint): a restart, judged by (h), not a
+			// move of the row's checkpoint (c).
+			if before.Recovered != "" && after.Checkpoint != before.Checkpoint {
+				restartVersion = true
+			}
 			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
 				t.restart = n
 			}
@@ -690,6 +699,9 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		return
 	}
 	s.tokens[after.Counter] = after.Token
+	if restartVersion {
+		op = "Restart"
+	}
 	s.versions[after.Counter] = version{op: op, writer: writer, row: after, at: time.Now()}
 	c.inOrder(s)
 }
@@ -1042,8 +1054,8 @@ func (c *checker) inOrder(s *shardState) {
 		delete(s.versions, v.row.Counter)
 		prev := s.last
 		s.last = v.row
-		if v.op == "ApplyRewind" || (v.op == "Rewind" && !prev.Held()) {
-			continue // an operator moved the checkpoint
+		if v.op == "ApplyRewind" || (v.op == "Rewind" && !prev.Held()) || v.op == "Restart" {
+			continue // an operator moved the checkpoint, or a holder took back its recovered row (applied)
 		}
 		if cmp, err := compareCheckpoints(prev.Checkpoint, v.row.Checkpoint); err != nil {
 			c.violate("(c) %s %s %s: %v", v.writer, v.op, s.id, err)
