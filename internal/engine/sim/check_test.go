@@ -529,11 +529,13 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 		}
 		op = "TakeAs"
 	}
-	if t := s.tenures[writer]; op == "TakeAs" && before.Owner == writer && before.Incarnation == after.Incarnation && t != nil && !t.ended && !s.afterDelete {
+	if t := s.tenures[writer]; op == "TakeAs" && before.Owner == writer && before.Incarnation == after.Incarnation && t != nil && !t.ended && !s.afterDelete &&
+		after.Checkpoint == before.Checkpoint {
 		// The holder proving its row (a shard idle whose row has no
 		// checkpoint yet): a write of the same tenure, from the same place,
 		// or a take as the same incarnation whose first answer was lost
-		// (no worker ran).
+		// (no worker ran). A take that writes a checkpoint is a take (a
+		// fill, judged below).
 		op = "Prove"
 	}
 	switch op {
