@@ -316,10 +316,12 @@ type Lease struct {
 	// row's last holder may still be delivering from the copy that
 	// vanished, until the proof bound after its last write that landed, so
 	// nobody but that holder delivers from a recovered row before the
-	// proof bound has passed since a read that returned it. TakeAs and
-	// Rewind keep it; the holder writes (Checkpoint, Release, ApplyRewind)
-	// write l.Recovered as given: a holder that waited the bound clears it,
-	// one that did not keeps it for the next holder. Empty otherwise.
+	// proof bound has passed since a read that returned it. TakeAs and a
+	// Rewind of a free row keep it; the holder writes (Checkpoint, Release,
+	// ApplyRewind, and a Rewind of a held row, whose callers pass the row
+	// as read) write l.Recovered as given: a holder that waited the bound
+	// clears it, one that did not keeps it for the next holder. Empty
+	// otherwise.
 	Recovered string
 }
 

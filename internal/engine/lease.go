@@ -152,6 +152,13 @@ func (h *heldLease) deliverable() (ok, proven bool) {
 	return true, true
 }
 
+// withinProof reports whether the lease's last successful write was sent
+// within the proof bound: a member that did not wait for a recovery of its
+// row may hold the row only until then (Group.recreate).
+func (h *heldLease) withinProof() bool {
+	return h.proof > 0 && mono()-h.proofSent.Load() < int64(h.proof)
+}
+
 // touch proves the row still exists and is ours, with a write that changes
 // nothing but the counter and token: its checkpoint written again, or, for
 // a row with none yet, a TakeAs by its own holder.
@@ -238,9 +245,11 @@ func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.L
 			}
 			return known, gerr
 		}
-		if !cur.Held() && cur.Recovered != "" {
-			// The row vanished and another member recreated it free: this
-			// holder takes it back at once (Group.recreate).
+		if cur.Recovered != "" && cur.Recovered != known.Recovered && (!cur.Held() || h.withinProof()) {
+			// The row vanished and another member recreated it free (or
+			// holds it for a moment to write what it knows on it, which it
+			// may only while this holder's proof runs): this holder takes it
+			// back (Group.recreate).
 			h.markVanished()
 			return known, errRecoveredByOther
 		}

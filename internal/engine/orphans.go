@@ -28,6 +28,7 @@ func (g *Group) presume(u unit, l leases.Lease, inc string) {
 	g.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
 	o := orphan{inc: inc, known: mine, presumed: true}
 	if prev, had := g.orphans[u]; had {
+		o.unwaited = prev.unwaited
 		// What the orphan it replaces knew stays known: that the row
 		// vanished (or, by its counter, was recreated since), and the
 		// checkpoint to write on it if it came back with none.
@@ -138,7 +139,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		l, read = cur, true
 	}
 	for attempt := 0; ; attempt++ {
-		if !g.ours(l) && !g.recoveryPassed(st, u.Shard, l) {
+		if (!g.ours(l) || o.unwaited) && !g.recoveryPassed(st, u.Shard, l) {
 			if read {
 				return // recovered: taken once its last holder has stopped
 			}
@@ -306,6 +307,7 @@ func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orpha
 	inc := g.Incarnation()
 	t, err := g.takeAs(ctx, u, l, inc)
 	if err != nil {
+		g.markUnwaited(u, err)
 		return // taken by another (the late copy cannot land), or presumed ours again
 	}
 	// Released with what o knows, as releaseOrphan does: a row back with
@@ -322,7 +324,7 @@ func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orpha
 			known.Checkpoint = cp
 		}
 		g.mu.Lock()
-		g.orphans[u] = orphan{inc: inc, known: known, vanished: o.vanished, knew: o.best()}
+		g.orphans[u] = orphan{inc: inc, known: known, vanished: o.vanished, knew: o.best(), unwaited: true}
 		g.mu.Unlock()
 		return
 	}
@@ -340,13 +342,14 @@ func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orpha
 	l.Checkpoint = o.best() // written by the take itself (leases.Membership.TakeAs)
 	f, err := g.takeAs(ctx, u, l, inc)
 	if err != nil {
+		g.markUnwaited(u, err)
 		return // someone took it first (the next round sees it again), or presumed ours (takeAs)
 	}
 	st.log.Warn("kinesislease: a lease row recreated without a checkpoint; wrote the checkpoint this instance knew on it", "shard", u.Shard, "seq", f.Checkpoint.String())
 	rl, err := g.store.Release(ctx, f, f.Checkpoint)
 	if err != nil {
 		g.mu.Lock()
-		g.orphans[u] = orphan{inc: inc, known: f, presumed: true, vanished: true}
+		g.orphans[u] = orphan{inc: inc, known: f, presumed: true, vanished: true, unwaited: true}
 		g.mu.Unlock()
 		return
 	}
@@ -393,6 +396,21 @@ func (g *Group) dropOrphan(u unit, o orphan) {
 	defer g.mu.Unlock()
 	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
 		delete(g.orphans, u)
+	}
+}
+
+// markUnwaited marks the orphan a take of u that failed with err with no
+// answer left (presume), made without the recovery wait: see
+// orphan.unwaited.
+func (g *Group) markUnwaited(u unit, err error) {
+	if !failedUnanswered(err) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if o, ok := g.orphans[u]; ok {
+		o.unwaited = true
+		g.orphans[u] = o
 	}
 }
 

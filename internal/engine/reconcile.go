@@ -189,11 +189,18 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		}
 		// The row exists: an earlier attempt of ours that landed with its
 		// answer lost, or another member's recreation. Read which.
+		readSent := mono()
 		cur, gerr := g.store.Get(ctx, known.Key)
 		ours := cur.Owner == known.Owner && cur.Incarnation == known.Incarnation
 		switch {
 		case gerr != nil:
 			return leases.Lease{}, gerr // retried next round; not lost
+		case cur.Held() && !ours && cur.Recovered != "" && w.lease.withinProof():
+			// Recovered and held by a member that did not wait (a
+			// member writing the checkpoint it knows on it, for a moment):
+			// nobody may read it while this holder's proof runs. Again
+			// next round.
+			return leases.Lease{}, errRecoveryHeld
 		case cur.Held() && !ours:
 			return l, err // taken: not ours any more
 		}
@@ -207,9 +214,11 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		defer cancel()
 		if ours && (!lostrow.NoStart(cur) || cp.IsZero()) {
 			// Created by an earlier attempt, from what this instance knew
-			// then: the worker goes on. A rewind pending on it is applied as
-			// any other (recheck), not as one the recreation applied.
+			// then: the worker goes on, its row proved as of the read's
+			// send. A rewind pending on it is applied as any other
+			// (recheck), not as one the recreation applied.
 			atRewind = false
+			sent = readSent
 			cur.Recovered = ""
 			return cur, nil
 		}
@@ -230,6 +239,14 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		t.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
 		return t, err
 	})
+	if failedUnanswered(err) && !errors.Is(err, errRecoveryHeld) {
+		// A write that may land late, naming this incarnation, after the
+		// worker has stopped: read again after the late-write bound
+		// (recheckUncertain).
+		g.mu.Lock()
+		g.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
+		g.mu.Unlock()
+	}
 	switch {
 	case err == nil:
 		w.lease.recreated(sent, atRewind)
@@ -251,6 +268,10 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		st.log.Warn("kinesislease: recreating the lease row failed; retrying", "shard", u.Shard, "err", err)
 	}
 }
+
+// errRecoveryHeld: the holder's vanished row is recovered and held, for a
+// moment, by a member writing the checkpoint it knows on it (recreate).
+var errRecoveryHeld = errors.New("kinesislease: the recovered lease row is held for a moment by a member writing its checkpoint on it")
 
 // announceDead marks the entry of every member this instance just found
 // dead as leaving (a write conditional on the heartbeat it saw unchanged for
@@ -335,8 +356,11 @@ func (g *Group) noteRead(u unit, l leases.Lease) {
 
 func (g *Group) noteReleased(u unit, l leases.Lease) {
 	l = resumeOf(l)
-	if l.Checkpoint.IsZero() {
-		return // nothing to save: the start position is what anyone knows
+	if lostrow.NoStart(l) {
+		// Nothing to save: the start position is what anyone knows, and a
+		// recovery by a member that knew none says nothing either (it must
+		// not replace a checkpoint this instance knew).
+		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -31,6 +31,10 @@ type orphan struct {
 	// knew: the checkpoint an orphan this one replaced knew, when known
 	// has none (see best).
 	knew leases.Checkpoint
+	// unwaited: the row names this instance by a take it made without the
+	// recovery wait (a repair, an invalidation: it never delivered from
+	// it): retaking it to read waits as any take does (recoveryPassed).
+	unwaited bool
 }
 
 type streamState struct {

@@ -227,8 +227,17 @@ func Apply(ctx context.Context, st Store, stream string, p Plan, dry bool) (klty
 			if dry {
 				return res, nil
 			}
-			// As an instance would: a conditional write on a missing row.
-			l, err = st.Create(ctx, key)
+			// As an instance would: a conditional write on a missing row,
+			// free and recovered where the store can (the row may have
+			// vanished under a holder that still delivers: nobody reads it
+			// before the recovery wait; see leases.Lease.Recovered).
+			if mem, ok := st.(interface {
+				CreateAs(ctx context.Context, key leases.Key, owner, incarnation string, cp leases.Checkpoint, rewind string) (leases.Lease, error)
+			}); ok {
+				l, err = mem.CreateAs(ctx, key, "", "", leases.Checkpoint{}, "")
+			} else {
+				l, err = st.Create(ctx, key)
+			}
 			if errors.Is(err, leases.ErrConflict) {
 				lastErr = err
 				continue // created meanwhile: read it
