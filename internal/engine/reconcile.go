@@ -169,46 +169,48 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		sent = mono()
 		// Bounded by the fence, as every take is: a fence that passes while
 		// this round runs (the worker killed, its lease lost) must not be
-		// followed by a row created as the incarnation it ended (seed
-		// 1612551: the round's CreateAs landed 0.3 s after the fence, and
-		// a member took the row from the incarnation's leaving entry while
-		// the row's write still counted as a take within its lease).
+		// followed by a row taken as the incarnation it ended (seed
+		// 1612551: the round's CreateAs, held then, landed 0.3 s after the
+		// fence, and a member took the row from the incarnation's leaving
+		// entry while the row's write still counted as a take within its
+		// lease). Free and recovered, then taken: a copy of the creation applied
+		// late (after the row it made was deleted again) leaves a row
+		// nobody reads before the recovery wait, not one naming this
+		// incarnation with an old checkpoint (seeds 40002590, 60012559).
 		cctx, cancel := g.atFence(ctx, known.Incarnation)
-		l, err := g.mem.CreateAs(cctx, known.Key, known.Owner, known.Incarnation, cp, rewind)
+		cur, err := g.mem.CreateAs(cctx, known.Key, "", "", cp, rewind)
 		cancel()
-		if atRewind && (err == nil || failedUnanswered(err)) {
-			// Before the write token goes: no checkpoint of the worker may
-			// land on the row recreated at the rewind (seed 3707362: one
-			// queued behind the recreation moved it past the rewind, then
-			// no checkpoint landed again for eleven minutes), also when the
-			// write's answer was lost and it may have landed.
-			w.lease.rewoundAt()
-		}
-		if !errors.Is(err, leases.ErrConflict) {
-			return l, err
-		}
-		// The row exists: an earlier attempt of ours that landed with its
-		// answer lost, or another member's recreation. Read which.
 		readSent := mono()
-		cur, gerr := g.store.Get(ctx, known.Key)
-		ours := cur.Owner == known.Owner && cur.Incarnation == known.Incarnation
+		ours := false
 		switch {
-		case gerr != nil:
-			return leases.Lease{}, gerr // retried next round; not lost
-		case cur.Held() && !ours && cur.Recovered != "" && w.lease.withinProof():
-			// Recovered and held by a member that did not wait (a
-			// member writing the checkpoint it knows on it, for a moment):
-			// nobody may read it while this holder's proof runs. Again
-			// next round.
-			return leases.Lease{}, errRecoveryHeld
-		case cur.Held() && !ours:
-			return l, err // taken: not ours any more
+		case err == nil:
+		case !errors.Is(err, leases.ErrConflict):
+			return leases.Lease{}, err // retried next round
+		default:
+			// The row exists: an earlier attempt of ours (a creation, or
+			// a take whose answer was lost), or another member's
+			// recreation. Read which.
+			var gerr error
+			if cur, gerr = g.store.Get(ctx, known.Key); gerr != nil {
+				return leases.Lease{}, gerr // retried next round; not lost
+			}
+			ours = cur.Owner == known.Owner && cur.Incarnation == known.Incarnation
+			switch {
+			case cur.Held() && !ours && cur.Recovered != "" && w.lease.withinProof():
+				// Recovered and held by a member that did not wait (a
+				// member writing the checkpoint it knows on it, for a
+				// moment): nobody may read it while this holder's proof
+				// runs. Again next round.
+				return leases.Lease{}, errRecoveryHeld
+			case cur.Held() && !ours:
+				return leases.Lease{}, err // taken: not ours any more
+			}
 		}
-		// Ours (an earlier attempt, its answer lost: nobody else writes
-		// this incarnation), or recreated free (and recovered) by another
-		// member: this instance, its holder, takes it at once, as it would
-		// have recreated it, and writes its own checkpoint on it; nobody
-		// else reads it before the recovery wait.
+		// Ours (an earlier take, its answer lost: nobody else writes this
+		// incarnation), or recreated free (and recovered) by this instance
+		// or another member: this instance, its holder, takes it at once,
+		// writing its own checkpoint in the take; nobody else reads it
+		// before the recovery wait.
 		sent = mono()
 		cctx, cancel = g.atFence(ctx, known.Incarnation)
 		defer cancel()
@@ -236,6 +238,9 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			from.Checkpoint = cp // written by the take itself (leases.Membership.TakeAs)
 		}
 		t, err := g.mem.TakeAs(cctx, from, known.Owner, known.Incarnation)
+		if errors.Is(err, leases.ErrConflict) && w.lease.withinProof() {
+			return leases.Lease{}, errRecoveryHeld // written meanwhile (a repair): read again next round
+		}
 		t.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
 		return t, err
 	})
