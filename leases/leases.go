@@ -81,14 +81,14 @@
 //     a Heartbeat is conditional on the entry's incarnation, so only one of
 //     them heartbeats, and only its leases are held.
 //  7. Only Create and CreateAs create a lease row. A row that vanished is
-//     recreated by its holder, from the checkpoint it knows (CreateAs, in
-//     one write), or by anyone else free and marked recovered (CreateAs
-//     with no owner, [Lease.Recovered]): its last holder may still deliver
-//     from the copy that vanished, so nobody else delivers from a recovered
-//     row before the proof bound has passed since a read that returned it.
-//     Any write since the creation changes the row's token but keeps that
-//     mark, and a row deleted and recreated again has a new one, so the
-//     wait is always on the recreation a reader saw.
+//     recreated free and marked recovered ([Lease.Recovered]: CreateAs with
+//     no owner) by whoever finds it missing, from the best checkpoint it
+//     knows; its last holder, which may still deliver from the copy that
+//     vanished, takes it back at once, and nobody else delivers from a
+//     recovered row before the proof bound has passed since a read that
+//     returned it. Any write since the creation changes the row's token
+//     but keeps that mark, and a row deleted and recreated again has a new
+//     one, so the wait is always on the recreation a reader saw.
 //  8. An operator's rewind outlives a deleted row: Rewind records it apart
 //     from the row (a rewind record, read with [Membership.LastRewind]) and
 //     writes its id on the row ([Lease.Rewind]), which every other write

@@ -197,14 +197,14 @@ type Membership interface {
 	// CreateAs creates the row of key, only if no row exists, held by
 	// owner's incarnation with checkpoint cp (none when cp is zero), in one
 	// write: Counter 1 and a new Token, like Create. It fails with
-	// ErrConflict if the row exists. The holder of a row that vanished (a
-	// row deleted, a table recreated empty) recreates it this way from the
-	// checkpoint it knows, so that no one can take the row in between with
-	// no checkpoint and read from the start position.
+	// ErrConflict if the row exists.
 	//
 	// With owner and incarnation both empty it creates the row free and
-	// recovered: Lease.Recovered is the creation's Token. Anyone who finds
-	// a row vanished recreates it so, from the best checkpoint it knows.
+	// recovered: Lease.Recovered is the creation's Token. Whoever finds a
+	// row vanished (a row deleted, a table recreated empty) recreates it
+	// so, from the best checkpoint it knows: its holder then takes it back
+	// at once with TakeAs, anyone else only after the recovery wait. (The
+	// consumer uses only this form; the held form is kept for tools.)
 	//
 	// rewind is the row's Rewind id (see Lease.Rewind): the one of the copy
 	// of the row the checkpoint comes from, or LastRewind's ID when the row
