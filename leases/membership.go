@@ -204,7 +204,7 @@ type Membership interface {
 	// row vanished (a row deleted, a table recreated empty) recreates it
 	// so, from the best checkpoint it knows: its holder then takes it back
 	// at once with TakeAs, anyone else only after the recovery wait. (The
-	// consumer uses only this form; the held form is kept for tools.)
+	// consumer uses only this form.)
 	//
 	// rewind is the row's Rewind id (see Lease.Rewind): the one of the copy
 	// of the row the checkpoint comes from, or LastRewind's ID when the row
