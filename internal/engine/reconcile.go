@@ -224,6 +224,13 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			cur.Recovered = ""
 			return cur, nil
 		}
+		if !ours && cur.Rewind != "" && cur.Rewind != rewind {
+			// An operator rewound the row since this instance's copy (the
+			// recovered row, or its rewind record): taken at the rewind's
+			// position, which the worker reads again from, never written
+			// over with this instance's checkpoint.
+			cp, atRewind = leases.Checkpoint{}, true
+		}
 		if atRewind {
 			w.lease.rewoundAt() // written below: the worker reads again from there
 		}

@@ -262,3 +262,75 @@ func TestRecoveredTrimHorizonKeepsWhatThisInstanceKnew(t *testing.T) {
 		}
 	})
 }
+
+// rewindOnGet is a store that has an operator rewind the row of key to
+// to, once armed, just before the next Get of it answers: between the
+// holder's read of the rewind record and its read of the row.
+type rewindOnGet struct {
+	*memory.Store
+	key leases.Key
+	to  leases.Checkpoint
+	arm atomic.Bool
+}
+
+func (s *rewindOnGet) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	if key == s.key && s.arm.CompareAndSwap(true, false) {
+		if l, err := s.Store.Get(ctx, key); err == nil {
+			if _, err := s.Store.Rewind(ctx, l, s.to); err != nil {
+				return leases.Lease{}, err
+			}
+		}
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestHolderTakeBackKeepsAnOperatorsRewind: the holder's row vanishes,
+// another member recovers it, and an operator rewinds the free recovered
+// row between the holder's read of the rewind record and its read of the
+// row. The holder takes it at the rewind's position and reads again from
+// there: its own, later checkpoint would skip the records the operator
+// asked to replay.
+func TestHolderTakeBackKeepsAnOperatorsRewind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := memory.New()
+		rewindTo := leases.Checkpoint{Sequence: "50"}
+		store := &rewindOnGet{Store: mem, key: leases.Key{Stream: "s", Shard: "shardId-000000000000"}, to: rewindTo}
+		g, _, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		l, err := mem.Create(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, err = mem.TakeAs(ctx, l, "x", "0.X"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = mem.Checkpoint(ctx, l, leases.Checkpoint{Sequence: "300"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err = mem.Release(ctx, l, leases.Checkpoint{}); err != nil {
+			t.Fatal(err)
+		}
+		g.acquire(ctx, u)
+		if !g.holds(u) {
+			t.Fatal("the free row was not taken")
+		}
+		mem.Delete(key)
+		if _, err := mem.CreateAs(ctx, key, "", "", leases.Checkpoint{Sequence: "100"}, ""); err != nil {
+			t.Fatal(err)
+		}
+		g.mu.Lock()
+		w := g.workers[u]
+		g.mu.Unlock()
+		w.lease.vanished.Store(true)
+		store.arm.Store(true)
+		g.recreate(ctx, u, w)
+		got, err := mem.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Owner != "a" || got.Checkpoint != rewindTo {
+			t.Fatalf("after the holder took its recovered row back: %+v; want it held by a at the operator's rewind %v", got, rewindTo)
+		}
+	})
+}
