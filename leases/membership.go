@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Membership rows. Members heartbeat in membership rows of at most
@@ -113,6 +114,13 @@ type Member struct {
 	// when the digest differs from their own listing's, so that ListShards
 	// calls do not grow with the fleet. Empty when it lists none.
 	Listing string
+	// Proof is the member's proof bound: how long after its last write of
+	// a lease row that landed it may go on delivering the row's shard (its
+	// checkpoint interval and timeout). Whoever recreates a vanished row
+	// waits the longest a member publishes before it reads the row, so
+	// that instances with different settings (a rolling change) never read
+	// a shard at once. Stored to the millisecond; zero when unknown.
+	Proof time.Duration
 }
 
 // Membership is the part of a Store that keeps membership rows and takes

@@ -313,7 +313,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			inc = leases.NewIncarnation(row, cur)
 		}
 		g.hb.hb++
-		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listingDigest()}
+		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest()}
 		first := mono()
 		g.tryInc(inc)
 		for attempt := 0; attempt < 5; attempt++ {
@@ -396,7 +396,7 @@ func joinCandidate(counts map[int]int, skip, full int, pick func(n int) int) (in
 func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (bool, error) {
 	inc := newIncarnation(row)
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listingDigest()}
+	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Held: g.heldCount(), Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest()}
 	sent := mono()
 	g.tryInc(inc)
 	rctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
@@ -528,7 +528,7 @@ func (g *Group) heartbeat(ctx context.Context) error {
 	// the holder's fence while takers see no change.
 	g.hb.hb++
 	inc := g.Incarnation()
-	m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listingDigest()}
+	m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest()}
 	// A fenced incarnation says so: its leases may be taken at once. Only
 	// the old incarnation: once the instance goes on as a new one, that one
 	// holds what it takes afresh.
@@ -668,7 +668,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	g.hb.attempt(inc)
 	g.tryInc(inc)
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listingDigest()}
+	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest()}
 	sent := mono()
 	rctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 	defer cancel()
@@ -746,7 +746,7 @@ func (g *Group) rejoin(ctx context.Context) {
 	row := rowOf(inc)
 	if !g.hb.needNewInc {
 		g.hb.hb++
-		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listingDigest()}
+		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest()}
 		jctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 		sentAt := time.Now()
 		sent := int64(sentAt.Sub(epoch))

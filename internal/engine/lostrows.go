@@ -19,9 +19,12 @@ import (
 // its last holder waits before delivering from it. That holder delivers
 // only within the proof bound of its last write that landed, which was
 // before the row vanished, before the recreation, before the read; the
-// fence margin covers clocks that run at slightly different rates.
+// fence margin covers clocks that run at slightly different rates. The
+// bound is the longest of this instance's and of any member's entry it
+// read (leases.Member.Proof): instances with different checkpoint
+// intervals (a rolling change) wait for the longest.
 func (g *Group) recoveryWait(st *streamState) time.Duration {
-	return g.proof(st) + g.cfg.FenceMargin
+	return max(g.proof(st), time.Duration(g.fleetProof.Load())) + g.cfg.FenceMargin
 }
 
 // proof is how long after its last successful write a holder may deliver

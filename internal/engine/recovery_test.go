@@ -334,3 +334,24 @@ func TestHolderTakeBackKeepsAnOperatorsRewind(t *testing.T) {
 		}
 	})
 }
+
+// TestRecoveryWaitCoversTheFleet: the recovery wait is the longest proof
+// bound of this instance and of the members whose entries it read, so that
+// an instance with a shorter checkpoint interval than a holder's (a rolling
+// change of settings) never reads a recovered row while that holder may
+// still deliver.
+func TestRecoveryWaitCoversTheFleet(t *testing.T) {
+	g, st, _, _ := oneShardGroup(t, memory.New())
+	own := g.recoveryWait(st)
+	if want := g.proof(st) + g.cfg.FenceMargin; own != want {
+		t.Fatalf("recoveryWait alone = %v, want the proof bound and the margin, %v", own, want)
+	}
+	long := g.proof(st) + 20*time.Second
+	g.observe(0, []leases.Member{{Owner: "b", Incarnation: "0.B", Heartbeat: 1, Proof: long}}, mono(), mono())
+	if got, want := g.recoveryWait(st), long+g.cfg.FenceMargin; got != want {
+		t.Fatalf("recoveryWait after reading an entry with a %v proof bound = %v, want %v", long, got, want)
+	}
+	if p := time.Duration(g.ownProof.Load()); p != g.proof(st) {
+		t.Fatalf("this instance publishes a proof bound of %v, want its stream's %v", p, g.proof(st))
+	}
+}

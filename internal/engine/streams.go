@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
@@ -185,6 +186,11 @@ func (g *Group) setDigest() {
 	}
 	d := strconv.FormatUint(h.Sum64(), 36)
 	g.digest.Store(&d)
+	var proof time.Duration
+	for _, st := range g.streams {
+		proof = max(proof, g.proof(st))
+	}
+	g.ownProof.Store(int64(proof))
 }
 
 // planMembers returns the live owners the plan spreads this instance's

@@ -236,6 +236,11 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 	}
 	g.rows.entries[r] = live
 	g.rows.total[r] = len(rows)
+	for _, m := range rows {
+		if p := int64(m.Proof); p > g.fleetProof.Load() {
+			g.fleetProof.Store(p) // only this goroutine's callers, under viewMu, write it
+		}
+	}
 	if slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc }) {
 		g.ownSeen = inc
 	}

@@ -126,6 +126,7 @@ const (
 	entryHeld      = "k" // N: leases the member holds, absent when 0
 	entryStreams   = "s" // S: digest of the member's streams, absent when empty
 	entryListing   = "d" // S: digests of the shard sets the member lists for the fleet, absent when empty
+	entryProof     = "p" // N: the member's proof bound in milliseconds, absent when 0
 	attrCount      = "n" // N: a membership row's entry count
 	// The membership header: r<row> (N) per row, the roster version, and
 	// vanished (N).

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -322,6 +323,9 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if m.Listing != "" {
 		e[entryListing] = &types.AttributeValueMemberS{Value: m.Listing}
 	}
+	if ms := m.Proof.Milliseconds(); ms != 0 {
+		e[entryProof] = numAttr(ms)
+	}
 	return &types.AttributeValueMemberM{Value: e}
 }
 
@@ -377,6 +381,11 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 	if m.Held, err = num(mv.Value, entryHeld); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
+	var proof int64
+	if proof, err = num(mv.Value, entryProof); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	m.Proof = time.Duration(proof) * time.Millisecond
 	if m.Ended, err = num(mv.Value, entryEnded); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}

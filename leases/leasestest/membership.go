@@ -335,7 +335,7 @@ func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows
 	r, other := rows.fresh(t), rows.fresh(t)
 	a, b, c := newOwner(t, "a"), newOwner(t, "b"), newOwner(t, "c")
 	ea := leases.Member{Owner: a, Incarnation: leases.NewIncarnation(r, "a1"), Heartbeat: 1}
-	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b", Listing: "listing-b"}
+	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b", Listing: "listing-b", Proof: 10250 * time.Millisecond}
 	wantStoredExactly(t, "before the first join", m, r, nil)
 	wantExactly(t, "the first Join's answer", mustJoin(t, m, r, ea), []leases.Member{ea})
 	wantStoredExactly(t, "after the first join", m, r, []leases.Member{ea})

@@ -71,6 +71,10 @@ type checker struct {
 	// named owner is alive (nil: every process is).
 	mayDeliver func(owner, id string) bool
 	alive      func(owner string) bool
+	// proof returns the proof bound of the process named owner: how long
+	// after its last write of a row that landed it may deliver the row's
+	// shard (nil: unknown, no bound).
+	proof func(owner string) time.Duration
 	// tracksAcquired: the world reports each lease acquired (acquiredBy),
 	// so that a tenure whose worker never started is known not to deliver.
 	tracksAcquired bool
@@ -170,6 +174,9 @@ type shardState struct {
 	// rewind its holder applies (ApplyRewind) too.
 	pendingTo      leases.Checkpoint
 	pendingKnowers map[string]bool
+	// wrote holds, per process, when its last write of the row that left
+	// it held landed (see holderMayDeliver).
+	wrote map[string]time.Time
 	// operatorAt: the records the checkpoint an operator's rewind wrote on
 	// the free row covers, after a deletion and before the next take (-1
 	// for none): a restart there is the operator's, whatever was known.
@@ -244,6 +251,12 @@ type tenure struct {
 // its handler calls have returned. The caller holds c.mu.
 func (c *checker) holderMayDeliver(s *shardState, holder string) bool {
 	if c.mayDeliver == nil || !c.mayDeliver(holder, s.id) {
+		return false
+	}
+	if at, ok := s.wrote[holder]; ok && c.proof != nil && time.Since(at) >= c.proof(holder) {
+		// Past its proof bound since its last write of the row that
+		// landed: the engine delivers nothing more until it writes the row
+		// again, which it cannot while the row is gone.
 		return false
 	}
 	t := s.tenures[holder]
@@ -484,6 +497,13 @@ func (c *checker) crashed(owner string) {
 func (c *checker) applied(op, writer string, before, after leases.Lease) {
 	c.stats.writes++
 	restartVersion := false
+	if after.Owner != "" && (op == "Checkpoint" || op == "TakeAs" || op == "CreateAs" || op == "ApplyRewind") {
+		s := c.shard(after.Key.Shard)
+		if s.wrote == nil {
+			s.wrote = map[string]time.Time{}
+		}
+		s.wrote[writer] = time.Now() // a write that landed, naming a holder: its proof (an upper bound of its send)
+	}
 	s := c.shard(after.Key.Shard)
 	c.tracef("%s %s %s -> counter %d owner %q cp %s rewind %q", writer, op, after.Key.Shard, after.Counter,
 		after.Owner, after.Checkpoint, after.RewindTo)

@@ -1014,6 +1014,13 @@ func newMWorld(t *testing.T, p *mplan) *mworld {
 		ok, _ := q.valid(id, time.Now(), false)
 		return ok
 	}
+	w.chk.proof = func(name string) time.Duration { // called with chk.mu held
+		q := w.byInc[name]
+		if q == nil {
+			return time.Duration(1<<63 - 1)
+		}
+		return q.cfg.checkpointInterval + w.p.timeout
+	}
 	w.inFlight, w.foBound, w.joinBound, w.fairBound = p.bounds()
 	return w
 }
