@@ -158,7 +158,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			// moved since).
 			from.Checkpoint = leases.Checkpoint{}
 		}
-		if read && lostrow.NoStart(l) && !o.best().IsZero() && g.recreated(u, o, l) {
+		if read && (lostrow.NoStart(l) || lostrow.Outdated(l, o.known)) && !o.best().IsZero() && g.recreated(u, o, l) {
 			// The row vanished and is back with no checkpoint, recreated
 			// by a member that never knew one while this instance could
 			// not write: carry on from the checkpoint this instance knows,
@@ -285,7 +285,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 			g.invalidate(ctx, st, u, o, cur)
 			return
 		case !g.ours(cur):
-			if !cur.Held() && lostrow.NoStart(cur) && !o.best().IsZero() && g.recreated(u, o, cur) {
+			if !cur.Held() && (lostrow.NoStart(cur) || lostrow.Outdated(cur, o.known)) && !o.best().IsZero() && g.recreated(u, o, cur) {
 				// Recreated free with no checkpoint by a member that knew
 				// none, while this instance could not write: put the one
 				// it knows on the row for whoever the plan gives it to.

@@ -456,7 +456,7 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 			}
 			delete(g.released, u)
 			g.mu.Unlock()
-		case err == nil && !l.Held() && l.Recovered != "" && lostrow.NoStart(l) && !rel[u].lease.Checkpoint.IsZero():
+		case err == nil && lostrow.Outdated(l, rel[u].lease) && !rel[u].lease.Checkpoint.IsZero():
 			// Recreated free by a member that knew no checkpoint: an
 			// orphan, so that this instance writes the one it knows on it
 			// (releaseOrphan's repairFree, or retake's fill) before anyone

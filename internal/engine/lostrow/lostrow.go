@@ -111,3 +111,15 @@ func Point(known leases.Lease, best leases.Checkpoint, seen bool, rec leases.Rew
 func NoStart(l leases.Lease) bool {
 	return l.RewindTo.IsZero() && (l.Checkpoint.IsZero() || l.Recovered != "" && l.Rewind == "" && l.Checkpoint.Sequence == leases.RewindTrimHorizon)
 }
+
+// Outdated reports whether row l, free and recovered, was recovered from a
+// copy older than known, a copy of the row this instance knows: the row
+// says nothing of where its shard was read (NoStart), or it carries no
+// operator's rewind while known does (every write keeps the id of the last
+// rewind, and a recovery carries its copy's: a copy without one predates
+// the rewind, which went with the table's rewind records if the table was
+// recreated). A member that knows such a copy writes its checkpoint on the
+// row before anyone reads it.
+func Outdated(l, known leases.Lease) bool {
+	return !l.Held() && l.Recovered != "" && (NoStart(l) || l.Rewind == "" && known.Rewind != "")
+}

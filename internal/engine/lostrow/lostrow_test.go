@@ -97,3 +97,28 @@ func TestNoStart(t *testing.T) {
 		}
 	}
 }
+
+// TestOutdated: a recovered row is outdated for a member whose copy is
+// newer: it says nothing, or carries no operator's rewind the copy carries
+// (seed 90017901: the table dropped with the rewind record, a member whose
+// copy predated the rewind recovered the row from it, past the rewind).
+func TestOutdated(t *testing.T) {
+	cp := leases.Checkpoint{Sequence: "139"}
+	for _, tc := range []struct {
+		name      string
+		row, copy leases.Lease
+		want      bool
+	}{
+		{"recovered with no checkpoint", leases.Lease{Recovered: "r"}, leases.Lease{Checkpoint: cp}, true},
+		{"recovered from a copy before the rewind the copy here carries", leases.Lease{Recovered: "r", Checkpoint: cp}, leases.Lease{Rewind: "x"}, true},
+		{"recovered with the same rewind", leases.Lease{Recovered: "r", Checkpoint: cp, Rewind: "x"}, leases.Lease{Rewind: "x"}, false},
+		{"recovered with another rewind (which is newer cannot be told: the row's stands)", leases.Lease{Recovered: "r", Checkpoint: cp, Rewind: "y"}, leases.Lease{Rewind: "x"}, false},
+		{"recovered, and the copy here knows no rewind either", leases.Lease{Recovered: "r", Checkpoint: cp}, leases.Lease{}, false},
+		{"not recovered", leases.Lease{Checkpoint: cp}, leases.Lease{Rewind: "x"}, false},
+		{"held", leases.Lease{Recovered: "r", Owner: "b"}, leases.Lease{Rewind: "x"}, false},
+	} {
+		if got := Outdated(tc.row, tc.copy); got != tc.want {
+			t.Errorf("%s: Outdated(%+v, %+v) = %v, want %v", tc.name, tc.row, tc.copy, got, tc.want)
+		}
+	}
+}

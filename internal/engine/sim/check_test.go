@@ -579,6 +579,16 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 				c.violate("(h) %s took %s with a checkpoint covering %d records, ahead of the operator's rewind to #%d: the records it asked to replay are skipped", writer, s.id, n, s.prefix)
 			}
 			c.stats.fills++
+			if p := s.pending; p != nil && p.writer == writer && err == nil {
+				p.n = n // the taker's earlier take, not delivered from, starts here now
+			}
+			if before.Recovered != "" {
+				// A recovered row gets what its taker knows, which may be
+				// behind what the recoverer knew (a rewind lost with the
+				// table, the holder's own position): a restart, judged
+				// above and by (h), not a move (c).
+				restartVersion = true
+			}
 		}
 		if prev := before.Owner; prev != "" && prev != writer {
 			c.stats.takeovers++
