@@ -69,24 +69,8 @@ func TestHolderTakesRecoveredRowBackAtOnce(t *testing.T) {
 		store := memory.New()
 		g, _, u, key := oneShardGroup(t, store)
 		arm(t, g, "0.CUR")
-		l, err := store.Create(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
 		mine := leases.Checkpoint{Sequence: "300"}
-		if l, err = store.TakeAs(ctx, l, "x", "0.X"); err != nil {
-			t.Fatal(err)
-		}
-		if l, err = store.Checkpoint(ctx, l, mine); err != nil {
-			t.Fatal(err)
-		}
-		if _, err = store.Release(ctx, l, leases.Checkpoint{}); err != nil {
-			t.Fatal(err)
-		}
-		g.acquire(ctx, u)
-		if !g.holds(u) {
-			t.Fatal("the free row was not taken")
-		}
+		takeFreedRow(t, g, store, u, key, mine.Sequence)
 		if !store.Delete(key) {
 			t.Fatal("no row to delete")
 		}
@@ -298,23 +282,7 @@ func TestHolderTakeBackKeepsAnOperatorsRewind(t *testing.T) {
 		store := &rewindOnGet{Store: mem, key: leases.Key{Stream: "s", Shard: "shardId-000000000000"}, to: rewindTo}
 		g, _, u, key := oneShardGroup(t, store)
 		arm(t, g, "0.CUR")
-		l, err := mem.Create(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l, err = mem.TakeAs(ctx, l, "x", "0.X"); err != nil {
-			t.Fatal(err)
-		}
-		if l, err = mem.Checkpoint(ctx, l, leases.Checkpoint{Sequence: "300"}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err = mem.Release(ctx, l, leases.Checkpoint{}); err != nil {
-			t.Fatal(err)
-		}
-		g.acquire(ctx, u)
-		if !g.holds(u) {
-			t.Fatal("the free row was not taken")
-		}
+		takeFreedRow(t, g, mem, u, key, "300")
 		mem.Delete(key)
 		if _, err := mem.CreateAs(ctx, key, "", "", leases.Checkpoint{Sequence: "100"}, ""); err != nil {
 			t.Fatal(err)
@@ -353,5 +321,19 @@ func TestRecoveryWaitCoversTheFleet(t *testing.T) {
 	}
 	if p := time.Duration(g.ownProof.Load()); p != g.proof(st) {
 		t.Fatalf("this instance publishes a proof bound of %v, want its stream's %v", p, g.proof(st))
+	}
+}
+
+// takeFreedRow makes the row of key one another member held and released
+// at checkpoint seq, and has g take it: g holds u, its worker running.
+func takeFreedRow(t *testing.T, g *Group, store *memory.Store, u unit, key leases.Key, seq string) {
+	t.Helper()
+	l := heldRow(t, store, key, "x", "0.X", seq)
+	if _, err := store.Release(context.Background(), l, leases.Checkpoint{}); err != nil {
+		t.Fatal(err)
+	}
+	g.acquire(context.Background(), u)
+	if !g.holds(u) {
+		t.Fatal("the free row was not taken")
 	}
 }
