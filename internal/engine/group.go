@@ -181,13 +181,13 @@ type Group struct {
 	streamsMu sync.RWMutex
 	// digest is streamsDigest's value; otherStreams the live members last
 	// seen subscribing other streams (round goroutine).
-	digest       atomic.Pointer[string]
+	digest atomic.Pointer[string]
 	// ownProof is the longest proof bound of this instance's streams
 	// (published in its entry, leases.Member.Proof), and fleetProof the
 	// longest any entry it read published (see recoveryWait); both in
 	// nanoseconds.
 	ownProof, fleetProof atomic.Int64
-	otherStreams []string
+	otherStreams         []string
 	// changes are the AddStream and RemoveStream calls not yet applied.
 	changesMu sync.Mutex
 	changes   []streamChange
