@@ -646,6 +646,10 @@ func compute(o *observations) *tally {
 // line not found), the SIGSTOP it is. Otherwise the take came after
 //   - every read of the row sent after the stop (and before the line) that
 //     showed another owner, or none (the reads are strongly consistent);
+//   - every delivery, after the SIGCONT and before the line, of an earlier
+//     tenure of tn's own process, but its first (in flight across the
+//     stop): that process took the row again only once it had lost the
+//     lease its worker delivered under;
 //   - every delivery, after the stop and before the line, of a tenure of
 //     another process (not the one tn took the lease from, and not taking
 //     it from tn's owner) that ended by releasing the lease: the row was
@@ -682,6 +686,24 @@ func takeBound(tn *tenure, ep episode, all []*tenure, ds []harness.Delivery, row
 			last = run.First
 		}
 		bound = maxTime(bound, last)
+	}
+	for _, o := range all {
+		if o == tn || o.shard != tn.shard || o.owner != tn.owner {
+			continue
+		}
+		// The same process's earlier tenure of the shard, delivering after
+		// the SIGCONT: its worker delivers only while its lease is valid,
+		// and the process takes the row again only once that lease is
+		// lost, so tn's take came after those deliveries, but the first
+		// (handed over before the stop, in flight across it).
+		after := 0
+		for _, i := range o.ds {
+			if d := ds[i].At; d.After(ep.Cont) && d.Before(tn.acq) {
+				if after++; after > 1 {
+					bound = maxTime(bound, d)
+				}
+			}
+		}
 	}
 	for _, o := range all {
 		if o.shard != tn.shard || o.owner == tn.owner || o.owner == tn.from || !o.fromKnown || o.from == tn.owner ||
