@@ -85,3 +85,118 @@ func TestRestartAfterReadsFailedIsNoDuplicate(t *testing.T) {
 		}
 	})
 }
+
+// replaceOwnEntry puts next in place of g's entry in row 0, as a late join
+// or replacement of another process with g's owner id would.
+func replaceOwnEntry(t *testing.T, store leases.Store, g *engine.Group, next leases.Member) {
+	t.Helper()
+	ctx := context.Background()
+	ms, err := store.(leases.Membership).Members(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Incarnation == g.Incarnation() {
+			if _, err := store.(leases.Membership).ReplaceMember(ctx, 0, m, next); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no entry of incarnation %s in row 0: %v", g.Incarnation(), ms)
+}
+
+// TestEntryReplacedByADeadProcessIsNoDuplicate: a running instance's entry
+// is replaced by another incarnation of its owner id that never heartbeats
+// again (seed 95011353: an earlier process's join, applied 11 s late on a
+// recreated table). The instance must stop delivering (its fence cannot
+// move), find the entry standing still and take it over as a new
+// incarnation, not end Run with ErrDuplicateOwner. Before, Run ended at the
+// first heartbeat that met the entry.
+func TestEntryReplacedByADeadProcessIsNoDuplicate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		k := sim.NewKinesis()
+		stream := newSimStream(t, k, "replaced", 1)
+		store := memory.New()
+		g, err := engine.NewGroup(groupConfig("a", store, k, stream.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx) }()
+		time.Sleep(time.Second)
+		first := g.Incarnation()
+		dead := leases.Member{Owner: "a", Incarnation: leases.NewIncarnation(0, "late"), Heartbeat: 1}
+		replaceOwnEntry(t, store, g, dead)
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v after a dead process's entry replaced this instance's", err)
+		case <-time.After(3 * time.Second): // 15 timeouts
+		}
+		inc := g.Incarnation()
+		if inc == first || inc == dead.Incarnation {
+			t.Fatalf("incarnation %s: want a new one after the entry was replaced (was %s, the dead one %s)", inc, first, dead.Incarnation)
+		}
+		ms, err := store.Members(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) != 1 || ms[0].Incarnation != inc {
+			t.Fatalf("row 0 holds %v, want this instance's entry %s alone", ms, inc)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	})
+}
+
+// TestEntryReplacedByALiveProcessIsDuplicate: the same, but the other
+// incarnation keeps heartbeating: another process runs with this owner id,
+// and Run ends with a *DuplicateOwnerError naming it once join's wait has
+// passed, having stopped delivering at once.
+func TestEntryReplacedByALiveProcessIsDuplicate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		k := sim.NewKinesis()
+		stream := newSimStream(t, k, "replaced", 1)
+		store := memory.New()
+		cfg := groupConfig("a", store, k, stream.Name())
+		g, err := engine.NewGroup(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- g.Run(context.Background()) }()
+		time.Sleep(time.Second)
+		other := leases.Member{Owner: "a", Incarnation: leases.NewIncarnation(0, "other"), Heartbeat: 1}
+		replaceOwnEntry(t, store, g, other)
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(cfg.Heartbeat):
+				}
+				other.Heartbeat++
+				if _, err := store.Heartbeat(context.Background(), 0, other); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		defer close(stop)
+		var dup *engine.DuplicateOwnerError
+		select {
+		case err := <-done:
+			if !errors.As(err, &dup) || dup.Incarnation != other.Incarnation {
+				t.Fatalf("Run: %v, want a *DuplicateOwnerError naming %s", err, other.Incarnation)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Run still running a minute after another process took its entry and kept heartbeating")
+		}
+	})
+}

@@ -90,7 +90,7 @@ const (
 	hbNotice                        // someone bumped our Notice: adopt it, heartbeat again
 	hbOurAttempt                    // a new incarnation we tried landed unanswered: replace it with a new one
 	hbFoundDead                     // others marked this incarnation dead: fence all, go on as a new one
-	hbReplaced                      // another process took over our entry: stop
+	hbReplaced                      // another incarnation stands in our entry: join again
 	hbMisconfigured                 // the store cannot work (a missing table, denied access)
 	hbMissing                       // our entry is gone: join again
 )
@@ -431,7 +431,7 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 // heartbeats is the heartbeat loop: a heartbeat every interval (half an
 // interval after a failure, so that two failures in a row do not fence),
 // whatever the rest of the instance is doing, until ctx ends. It returns a
-// *DuplicateOwnerError when another process took this instance's entry.
+// *DuplicateOwnerError when another process heartbeats with its owner id.
 func (g *Group) heartbeats(ctx context.Context) error {
 	for {
 		wait := backoff.Jitter(g.cfg.Heartbeat)
@@ -478,10 +478,23 @@ func (g *Group) beat(ctx context.Context) error {
 		g.hb.failed = !g.reincarnate(ctx, cur)
 		return nil
 	case hbReplaced:
-		// Another incarnation took our entry over: it believes us dead, so
-		// our fence has passed. Stop delivering at once and leave.
-		g.fenceAll("another process replaced this instance's membership entry")
-		return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: cur.Incarnation, Replaced: true}
+		// Another incarnation of this owner stands in our entry: another
+		// process with this owner id, or an earlier process's join or
+		// replacement applied late (seed 95011353: a predecessor's join
+		// landed 11 s late on a recreated table). Our fence cannot move:
+		// stop delivering, and join again as a starting process does. An
+		// entry that keeps heartbeating is another process (join returns
+		// a *DuplicateOwnerError after its wait); one that stands still for
+		// a timeout is dead and taken over as a new incarnation.
+		g.fenceAll("another incarnation stands in this instance's membership entry")
+		g.fence.Store(fenced)
+		old := g.Incarnation()
+		if err := g.join(ctx); err != nil {
+			return err
+		}
+		g.hb.needNewInc, g.hb.attempted, g.hb.notice, g.hb.failed = false, nil, 0, false
+		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: old})
+		return nil
 	case hbMissing:
 		// Our entry was removed (found stale for three timeouts: our fence
 		// passed long ago) or the table was recreated empty. Join again: as

@@ -20,18 +20,13 @@ import (
 )
 
 // DuplicateOwnerError: another process heartbeats with this instance's
-// owner id and does not leave (Replaced false), or took this instance's
-// membership entry over (Replaced true).
+// owner id and does not leave.
 type DuplicateOwnerError struct {
 	Owner       string
 	Incarnation string // the other process's
-	Replaced    bool
 }
 
 func (e *DuplicateOwnerError) Error() string {
-	if e.Replaced {
-		return fmt.Sprintf("owner %q: another process (incarnation %s) took over this instance's membership entry; give each instance its own owner id", e.Owner, e.Incarnation)
-	}
 	return fmt.Sprintf("owner %q: another process (incarnation %s) keeps heartbeating with it in the lease table; give each instance its own owner id", e.Owner, e.Incarnation)
 }
 
