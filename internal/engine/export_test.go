@@ -11,3 +11,6 @@ var (
 	NewSubscriber = newSubscriber
 	ErrIdle       = errIdle
 )
+
+// HomeRows is homeRows (placement.go), for the join tests.
+var HomeRows = homeRows

@@ -132,11 +132,12 @@ func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases
 	return hbFailed, leases.Member{}
 }
 
-// join reads the membership (the header and every row it lists) and
-// writes this incarnation's first entry. An entry of another incarnation of
-// the same owner is waited for (up to ShutdownTimeout) to leave, or
-// replaced once seen unchanged for a whole Timeout, in its row; otherwise
-// the instance joins the lowest row with room. A store that cannot work
+// join reads the membership rows it needs (the header and this owner's
+// home rows: readAll) and writes this incarnation's first entry. An entry
+// of another incarnation of the same owner is waited for (up to
+// ShutdownTimeout) to leave, or replaced once seen unchanged for a whole
+// Timeout, in its row; otherwise the instance joins one of its home rows
+// with room (joinRow). A store that cannot work
 // (leases.ErrMisconfigured) before the membership was ever read ends it
 // with that error; once read, the table is known to exist and be allowed,
 // and a table deleted (or access revoked) while this instance waits is a
@@ -221,9 +222,14 @@ func (g *Group) join(ctx context.Context) error {
 	}
 }
 
-// readAll reads the header and every row it lists into the view, and
-// returns this owner's entry if one is found (and its row), and how many
-// entries each row holds.
+// readAll reads the header and the rows a join of this owner needs into
+// the view: its home rows in the bands up to the highest row the header
+// lists (joinRows; see placement.go), the rows its joins met an entry of
+// its owner in, and the rows of the incarnations this process was or
+// tried to be. It returns this owner's entry if one is found (and its
+// row), and how many entries each row read holds. The other rows are read
+// by the first round (refreshView), which plans nothing before it read
+// them all.
 func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, counts map[int]int, err error) {
 	h, err := g.mem.Header(ctx)
 	if err != nil {
@@ -231,22 +237,25 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 	}
 	g.viewMu.Lock()
 	g.rows.header, g.rows.headerOK, g.rows.vanished, g.rows.headerAt = h.Rows, true, h.Vanished, mono()
+	g.rows.judged = false // the first complete view judges tableInUse
 	g.viewMu.Unlock()
-	rows := make([]int, 0, len(h.Rows))
-	for r := range h.Rows {
+	rows := joinRows(g.cfg.Owner, joinTop(h.Rows))
+	for r := range g.hb.joinConflicts {
+		// A row this instance's join met an entry of its owner in (the
+		// header may not list it: a bump that never landed): read it too,
+		// or the join would meet it for ever.
 		rows = append(rows, r)
 	}
-	for r := range g.hb.joinConflicts {
-		// A row this instance's join met an entry of its owner in, that
-		// the header does not list (a bump of the header that never
-		// landed): read it too, or the join would meet it for ever.
-		if _, listed := h.Rows[r]; !listed {
-			rows = append(rows, r)
+	g.mu.Lock()
+	for _, inc := range slices.Concat(g.incs, g.tried) {
+		if r := rowOf(inc); r >= 0 {
+			rows = append(rows, r) // an attempt of ours may have landed there
 		}
 	}
+	g.mu.Unlock()
 	slices.Sort(rows)
+	rows = slices.Compact(rows)
 	counts = map[int]int{}
-	others, old := 0, 0
 	for _, r := range rows {
 		sent := mono()
 		ms, err := g.mem.Members(ctx, r)
@@ -258,23 +267,11 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 			if m.Owner == g.cfg.Owner && (mine.Owner == "" || !m.Leaving) {
 				mine, mineRow = m, r
 			}
-			if m.Owner != g.cfg.Owner {
-				others++
-				if m.Heartbeat > freshHeartbeats {
-					old++
-				}
-			}
 		}
 		g.observe(r, ms, sent, mono())
 		g.viewMu.Lock()
 		g.rows.readAt[r] = h.Rows[r]
 		g.viewMu.Unlock()
-	}
-	if len(h.Rows) > 0 && (others == 0 || old > 0) {
-		// Rows listed, and either nobody in them (every member left, or
-		// the table was emptied and some came back and left) or some member
-		// that has run for a while: a fleet reads this table already.
-		g.tableInUse.Store(true)
 	}
 	return mine, mineRow, counts, nil
 }
@@ -296,13 +293,14 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 // leases it holds (Held), which keeps a stream from being taken as new.
 const freshHeartbeats = 8
 
-// joinRow writes a new entry for a new incarnation in the lowest row with
-// room (by counts; never row skip), and reports whether it did. Its fence
+// joinRow writes a new entry for a new incarnation in one of its owner's
+// home rows with room (joinCandidate, by counts; never row skip), and
+// reports whether it did. Its fence
 // counts from the first attempt's send, since an attempt whose answer was
 // lost may have landed then.
 func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool, error) {
 	for full := 0; ; {
-		row, ok := joinCandidate(counts, skip, full, rand.IntN)
+		row, ok := joinCandidate(g.cfg.Owner, counts, skip, full, rand.IntN)
 		if !ok {
 			break
 		}
@@ -365,29 +363,6 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 		}
 	}
 	return false, errors.New("engine: every membership row is full")
-}
-
-// joinCandidate picks the membership row a join tries next: at random
-// among the lowest rows with room (by counts; never row skip), the lowest
-// one before any row-full conflict (members of one row see each other's
-// heartbeats in every answer: a small fleet packs into row 0), and twice
-// as many after each (up to 64):
-// a fleet started together spreads over the rows instead of every joiner
-// aiming at the same lowest row, one conflict each for all but 8, row after
-// row. pick(n) returns a number in [0, n). It reports false when every row
-// is full.
-func joinCandidate(counts map[int]int, skip, full int, pick func(n int) int) (int, bool) {
-	window := 1 << min(full, 6)
-	var rows []int
-	for row := 0; row < leases.MaxMemberRows && len(rows) < window; row++ {
-		if row != skip && counts[row] < leases.RowCapacity {
-			rows = append(rows, row)
-		}
-	}
-	if len(rows) == 0 {
-		return 0, false
-	}
-	return rows[pick(len(rows))], true
 }
 
 // replaceEntry takes over the entry cur of an earlier incarnation of this

@@ -26,6 +26,9 @@ type rowBook struct {
 	// header version it has not bumped yet (a bump failed): retried every
 	// round until it lands.
 	bump map[int]bool
+	// judged: the view was complete once since the last join read the
+	// membership, and tableInUse judged from it (see judgeInUseLocked).
+	judged bool
 }
 
 func newRowBook() rowBook {
@@ -197,7 +200,38 @@ func (g *Group) refreshView(ctx context.Context) bool {
 	wg.Wait()
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
-	return g.rows.complete(own)
+	complete := g.rows.complete(own)
+	if complete && !g.rows.judged {
+		g.rows.judged = true
+		if g.inUseLocked() {
+			g.tableInUse.Store(true)
+		}
+	}
+	return complete
+}
+
+// inUseLocked reports whether the membership, as the first complete view
+// after a join read it, shows a fleet that reads this table already: rows
+// listed, and either nobody in them (every member left, or the table was
+// emptied and some came back and left) or some member that has run for a
+// while (freshHeartbeats). The join reads only this owner's home rows, so
+// this is judged here, over every row, before the first round plans
+// anything. The caller holds viewMu.
+func (g *Group) inUseLocked() bool {
+	if len(g.rows.header) == 0 {
+		return false
+	}
+	others, old := 0, 0
+	for id, o := range g.view.obs {
+		if o.absent || id.owner == g.cfg.Owner {
+			continue
+		}
+		others++
+		if o.m.Heartbeat > freshHeartbeats {
+			old++
+		}
+	}
+	return others == 0 || old > 0
 }
 
 // headerBudget is the read units a second the fleet spends on the
