@@ -223,9 +223,9 @@ func (g *Group) join(ctx context.Context) error {
 }
 
 // readAll reads the header and the rows a join of this owner needs into
-// the view: its home rows in the bands up to the highest row the header
-// lists (joinRows; see placement.go), the rows its joins met an entry of
-// its owner in, and the rows of the incarnations this process was or
+// the view: its home rows that the header lists (joinRows, in the bands up
+// to the highest row listed; see placement.go), the rows its joins met an
+// entry of its owner in, and the rows of the incarnations this process was or
 // tried to be. It returns this owner's entry if one is found (and its
 // row), and how many entries each row read holds. The other rows are read
 // by the first round (refreshView), which plans nothing before it read
@@ -237,9 +237,14 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 	}
 	g.viewMu.Lock()
 	g.rows.header, g.rows.headerOK, g.rows.vanished, g.rows.headerAt = h.Rows, true, h.Vanished, mono()
-	g.rows.judged = false // the first complete view judges tableInUse
+	g.rows.judged, g.rows.listedAtJoin = false, len(h.Rows) > 0 // the first complete view judges tableInUse
 	g.viewMu.Unlock()
-	rows := joinRows(g.cfg.Owner, joinTop(h.Rows))
+	var rows []int
+	for _, r := range joinRows(g.cfg.Owner, joinTop(h.Rows)) {
+		if _, listed := h.Rows[r]; listed {
+			rows = append(rows, r) // a row never listed has no entry, unless its bump was lost (below)
+		}
+	}
 	for r := range g.hb.joinConflicts {
 		// A row this instance's join met an entry of its owner in (the
 		// header may not list it: a bump that never landed): read it too,

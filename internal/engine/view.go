@@ -27,8 +27,9 @@ type rowBook struct {
 	// round until it lands.
 	bump map[int]bool
 	// judged: the view was complete once since the last join read the
-	// membership, and tableInUse judged from it (see judgeInUseLocked).
-	judged bool
+	// membership, and tableInUse judged from it (see inUseLocked);
+	// listedAtJoin: the header that join read listed rows.
+	judged, listedAtJoin bool
 }
 
 func newRowBook() rowBook {
@@ -212,13 +213,14 @@ func (g *Group) refreshView(ctx context.Context) bool {
 
 // inUseLocked reports whether the membership, as the first complete view
 // after a join read it, shows a fleet that reads this table already: rows
-// listed, and either nobody in them (every member left, or the table was
+// listed in the header the join read (before its own entry), and either
+// nobody in them now (every member left, or the table was
 // emptied and some came back and left) or some member that has run for a
 // while (freshHeartbeats). The join reads only this owner's home rows, so
 // this is judged here, over every row, before the first round plans
 // anything. The caller holds viewMu.
 func (g *Group) inUseLocked() bool {
-	if len(g.rows.header) == 0 {
+	if !g.rows.listedAtJoin {
 		return false
 	}
 	others, old := 0, 0
