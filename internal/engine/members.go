@@ -100,7 +100,9 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 			if m.Incarnation == selfInc {
 				continue
 			}
-		} else {
+		} else if prev, ok := v.latest[m.Owner]; !ok || !m.Leaving || prev.Leaving || prev.Incarnation == m.Incarnation || rowOf(prev.Incarnation) == r {
+			// Not a leaving entry of the owner over another incarnation
+			// of it in another row that is not (see preferLive).
 			v.latest[m.Owner] = m
 		}
 		o := v.obs[id]
@@ -121,6 +123,7 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 			o.absent, o.since, o.absentAt = true, ret, ret
 			if cur, ok := v.latest[id.owner]; ok && cur.Incarnation == id.inc {
 				delete(v.latest, id.owner)
+				v.preferLive(id.owner)
 			}
 		}
 		if o.unread {
@@ -133,7 +136,37 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 	if cur, ok := v.latest[v.self]; ok && rowOf(cur.Incarnation) == r && !present[memberID{v.self, cur.Incarnation}] {
 		delete(v.latest, v.self)
 	}
+	for _, m := range rows {
+		if cur := v.latest[m.Owner]; m.Owner != v.self && m.Leaving && cur.Incarnation == m.Incarnation {
+			v.preferLive(m.Owner)
+		}
+	}
 	return endedMoved
+}
+
+// preferLive makes the owner's latest entry one of its incarnations seen
+// present and not leaving in another row, if its latest is leaving or
+// gone and there is one (the most recently changed). An owner has entries
+// in two rows when a process restarted with a fixed owner id joined a row
+// other than its predecessor's (a join reads only its owner's home rows:
+// the predecessor's entry written by an earlier version of the library, or
+// in a row whose roster bump was lost); the predecessor's entry, found dead
+// and removed by the fleet, must not hide the live one until its row is
+// read again (the plan would leave the owner out meanwhile).
+func (v *memberView) preferLive(owner string) {
+	cur, ok := v.latest[owner]
+	if ok && !cur.Leaving {
+		return
+	}
+	var best *memberObs
+	for id, o := range v.obs {
+		if id.owner == owner && !o.absent && !o.unread && !o.m.Leaving && id.inc != cur.Incarnation && (best == nil || o.since > best.since) {
+			best = o
+		}
+	}
+	if best != nil {
+		v.latest[owner] = best.m
+	}
 }
 
 // alive reports whether incarnation inc of owner may still hold leases at

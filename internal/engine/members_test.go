@@ -285,3 +285,43 @@ func TestHeaderEvery(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberViewOwnerInTwoRows: an owner has entries in two rows (a
+// process restarted with a fixed owner id joined a row other than its
+// dead predecessor's). The predecessor's entry, marked leaving and then
+// removed, does not hide the live one: the owner stays live in the view
+// without its row being read again.
+func TestMemberViewOwnerInTwoRows(t *testing.T) {
+	t.Parallel()
+	const timeout = 5 * time.Second
+	old := leases.Member{Owner: "x", Incarnation: leases.NewIncarnation(3, "old"), Heartbeat: 90}
+	cur := leases.Member{Owner: "x", Incarnation: leases.NewIncarnation(9, "new"), Heartbeat: 1}
+	for _, order := range []string{"new row first", "old row first"} {
+		v := newMemberView("self", timeout)
+		at := int64(0)
+		read := func(row int, ms ...leases.Member) {
+			v.observe(row, ms, "", at, at+int64(10*time.Millisecond))
+			at += sec
+		}
+		if order == "new row first" {
+			read(9, cur)
+			read(3, old)
+		} else {
+			read(3, old)
+			read(9, cur)
+		}
+		gone := old
+		gone.Leaving = true
+		read(3, gone) // found dead by the fleet
+		if got := v.latest["x"]; got.Incarnation != cur.Incarnation {
+			t.Errorf("%s, the old entry leaving: latest %q, want the live %q", order, got.Incarnation, cur.Incarnation)
+		}
+		read(3) // removed
+		if got := v.latest["x"]; got.Incarnation != cur.Incarnation {
+			t.Errorf("%s, the old entry removed: latest %q, want the live %q", order, got.Incarnation, cur.Incarnation)
+		}
+		if live := v.live(at); !slices.Contains(live, "x") {
+			t.Errorf("%s: live %v, want x", order, live)
+		}
+	}
+}
