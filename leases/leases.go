@@ -27,8 +27,10 @@
 // # Membership
 //
 // Each instance of a service heartbeats in one membership row: it joins
-// ([Membership.Join]) the lowest row with fewer than [RowCapacity] entries
-// and stays there for its incarnation's life. Its [Member] entry names its
+// ([Membership.Join]) a row with fewer than [RowCapacity] entries (the
+// consumer: one of a few rows drawn from its owner id, so that a restarted
+// process finds its predecessor's entry without reading every row) and
+// stays there for its incarnation's life. Its [Member] entry names its
 // owner id, its incarnation (one per process: a restart is a new
 // incarnation; the incarnation names the row, see [IncarnationRow]) and a
 // heartbeat value it advances on every heartbeat. A lease row names its

@@ -10,8 +10,9 @@ import (
 )
 
 // Membership rows. Members heartbeat in membership rows of at most
-// RowCapacity entries each, packed from row 0 up: a member joins the lowest
-// row with room (Join), and stays in it for its incarnation's life; its
+// RowCapacity entries each: a member joins a row with room (Join; the
+// consumer chooses among a few rows drawn from its owner id), and stays in
+// it for its incarnation's life; its
 // incarnation names the row (IncarnationRow), so whoever reads a lease row
 // knows where its holder heartbeats. A small header item (MemberHeaderKey)
 // carries a roster version per row, bumped (BumpRow) whenever a row's
