@@ -232,8 +232,8 @@ type Group struct {
 	runCtx  context.Context
 	listers sync.WaitGroup
 	// joinedAt is mono() when this process first joined the membership;
-	// tableInUse: a fleet read the table when it joined (see readAll and
-	// newStream).
+	// tableInUse: a fleet read the table when it joined (judged by the
+	// first complete view after the join: see inUseLocked and newStream).
 	joinedAt   atomic.Int64
 	tableInUse atomic.Bool
 	// ownSeen is the incarnation whose entry a read of the membership last
