@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -299,5 +300,59 @@ func TestHomeRows(t *testing.T) {
 	rows := joinRows("member-0042", 6)
 	if len(rows) != 1+1+2+4+4+4+4 {
 		t.Errorf("joinRows to band 6 = %v: want 20 rows", rows)
+	}
+}
+
+// TestHomeRowsPacking: owners joining one after the other (joinCandidate
+// over the counts of the rows a join reads: its home rows the header
+// lists, in the bands up to the highest row listed) read a few rows each,
+// about joinProbes a band, and fill the rows they use to about 80%. It
+// logs the figures for fleets of 20 to 5,000 (placement.go quotes them):
+//
+//	members  rows used  highest row  fill  rows read per join: mean, most
+//	20       3          2            83%   1.6, 3
+//	200      31         30           81%   10.0, 16
+//	1,000    150        213          83%   18.9, 26
+//	5,000    751        920          83%   28.1, 36
+//
+// (against N/8 rows read per join, 125 at 1,000 and 625 at 5,000, when a
+// join read every row; rows packed full from row 0).
+func TestHomeRowsPacking(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{20, 200, 1000, 5000} {
+		counts := map[int]int{}
+		listed := map[int]int64{}
+		reads, most := 0, 0
+		for i := range n {
+			owner := fmt.Sprintf("member-%05d-%s", i, strings.Repeat("x", 51))
+			read := map[int]int{}
+			k := 0
+			for _, r := range joinRows(owner, joinTop(listed)) {
+				if _, ok := listed[r]; ok {
+					read[r] = counts[r]
+					k++
+				}
+			}
+			reads, most = reads+k, max(most, k)
+			row, ok := joinCandidate(owner, read, -1, 0, func(int) int { return 0 })
+			if !ok {
+				t.Fatalf("%d members: no row for member %d", n, i)
+			}
+			counts[row]++
+			listed[row]++
+		}
+		hi := 0
+		for r := range counts {
+			hi = max(hi, r)
+		}
+		fill := float64(n) / float64(leases.RowCapacity*len(counts))
+		mean := float64(reads) / float64(n)
+		t.Logf("%d members: %d rows used, highest %d, %.0f%% full; rows read per join: mean %.1f, most %d", n, len(counts), hi, 100*fill, mean, most)
+		if fill < 0.75 {
+			t.Errorf("%d members: the rows used are %.0f%% full, want at least 75%%", n, 100*fill)
+		}
+		if limit := joinProbes * (rowBand(hi) + 1); most > limit {
+			t.Errorf("%d members: a join read %d rows, want at most %d (joinProbes a band)", n, most, limit)
+		}
 	}
 }
