@@ -278,3 +278,84 @@ func TestJoinReadsHomeRows(t *testing.T) {
 		})
 	}
 }
+
+// rosterLog records a store's header bumps and entry removals, in order.
+type rosterLog struct {
+	memberStore
+	mu  sync.Mutex
+	ops []string // "bump <row>", "remove <row> <owner>"
+}
+
+func (s *rosterLog) BumpRow(ctx context.Context, row int) error {
+	err := s.memberStore.BumpRow(ctx, row)
+	if err == nil {
+		s.mu.Lock()
+		s.ops = append(s.ops, fmt.Sprintf("bump %d", row))
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func (s *rosterLog) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
+	ms, err := s.memberStore.ReplaceMember(ctx, row, seen, next)
+	if err == nil && next.Owner == "" {
+		s.mu.Lock()
+		s.ops = append(s.ops, fmt.Sprintf("remove %d %s", row, seen.Owner))
+		s.mu.Unlock()
+	}
+	return ms, err
+}
+
+// TestRemovalOfLeavingEntryNotAnnounced: a dead member's entry is marked
+// leaving (a roster change every member needs: its leases are free, the
+// plan leaves it out), announced by a header bump; three timeouts later it
+// is removed, and that removal is not announced: no member's plan changes,
+// so no member but those that time the row needs to read it again (before,
+// the removal bumped the row too: every member of the fleet read it, a
+// read per member per dead member).
+func TestRemovalOfLeavingEntryNotAnnounced(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		k := sim.NewKinesis()
+		stream := newSimStream(t, k, "removal", 2)
+		inner := memory.New()
+		dead := leases.Member{Owner: "z-dead", Incarnation: leases.NewIncarnation(0, "dead"), Heartbeat: 1}
+		if _, err := inner.Join(ctx, 0, dead); err != nil {
+			t.Fatal(err)
+		}
+		if err := inner.BumpRow(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		store := &rosterLog{memberStore: inner}
+		runCtx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for _, owner := range []string{"a", "b"} {
+			g, err := engine.NewGroup(groupConfig(owner, store, k, stream.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() {
+				if err := g.Run(runCtx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		time.Sleep(3 * time.Second) // the timeout is 200ms: dead, marked, removed
+		store.mu.Lock()
+		ops := slices.Clone(store.ops)
+		store.mu.Unlock()
+		cancel()
+		wg.Wait()
+		removed := slices.Index(ops, "remove 0 z-dead")
+		if removed < 0 {
+			t.Fatalf("the dead member's entry was never removed: %v", ops)
+		}
+		if i := slices.Index(ops[removed:], "bump 0"); i >= 0 {
+			t.Errorf("the removal of an entry marked leaving was announced (ops %v)", ops)
+		}
+		if slices.Index(ops[:removed], "bump 0") < 0 {
+			t.Errorf("no bump of row 0 before the removal (the join's and the death mark's): %v", ops)
+		}
+	})
+}

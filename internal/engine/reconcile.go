@@ -315,6 +315,14 @@ func (g *Group) announceDead(ctx context.Context) {
 // membership rows hold the live fleet and leave room for new members. Any
 // member that timed them does it (those of their row and of the row before
 // it); the writes are conditional, so a race is harmless.
+//
+// The removal of an entry already marked leaving is not announced in the
+// header: every member left it out of its plan when it was marked (that
+// mark was announced), so no other member needs to read the row again for
+// it; the members that time the row read it anyway, and the others see
+// the removal at the row's next roster change (a join into the room it
+// left). Announcing it cost every member of the fleet a read per dead
+// member.
 func (g *Group) removeStale(ctx context.Context) {
 	g.viewMu.Lock()
 	stale := g.view.staleEntries()
@@ -326,7 +334,9 @@ func (g *Group) removeStale(ctx context.Context) {
 		}
 		if _, err := g.mem.ReplaceMember(ctx, r, m, leases.Member{}); err == nil {
 			g.log.Info("kinesislease: removed a dead member's entry", "member", m.Owner, "incarnation", m.Incarnation)
-			g.rosterChanged(ctx, r)
+			if !m.Leaving {
+				g.rosterChanged(ctx, r)
+			}
 		}
 	}
 }
