@@ -194,10 +194,14 @@ func TestBilledUnitsModelled(t *testing.T) {
 
 // modelMember is a modelled member's load on the table until ctx ends (see
 // TestBilledUnitsModelled): a heartbeat and a read of the next row every
-// interval, a read of the header every n × read units / 1,000 seconds.
+// interval, a read of the header every n × read units / 1,000 seconds
+// (the first at a random point of that period).
 func modelMember(ctx context.Context, store *dynamo.Store, table *ddbmeter.Table, me leases.Member, row, rows, n int, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 0x30de1))
-	var headerAt time.Time
+	// The first header read at a random point of its period: members
+	// started at once read it spread over the period, as members that
+	// joined at different times (not all in the same second).
+	headerAt := time.Now().Add(-time.Duration(r.Float64() * float64(time.Duration(n)*time.Second/1000)))
 	for {
 		wait := engine.DefaultHeartbeat + time.Duration((r.Float64()*0.2-0.1)*float64(engine.DefaultHeartbeat))
 		select {
