@@ -326,6 +326,9 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if ms := m.Proof.Milliseconds(); ms != 0 {
 		e[entryProof] = numAttr(ms)
 	}
+	if ms := m.Age.Milliseconds(); ms != 0 {
+		e[entryAge] = numAttr(ms)
+	}
 	return &types.AttributeValueMemberM{Value: e}
 }
 
@@ -386,6 +389,11 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
 	m.Proof = time.Duration(proof) * time.Millisecond
+	var age int64
+	if age, err = num(mv.Value, entryAge); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	m.Age = time.Duration(age) * time.Millisecond
 	if m.Ended, err = num(mv.Value, entryEnded); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
