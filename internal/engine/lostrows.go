@@ -44,17 +44,9 @@ func (g *Group) proof(st *streamState) time.Duration {
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 	st.setRow(u.Shard, rowState{missing: true})
 	r := st.row(u.Shard)
-	f := lostrow.Facts{Seen: r.seen, Creating: st.creatingRows(), SawRows: st.sawRows(), TableInUse: g.tableInUse.Load(),
-		MissingFor: time.Duration(mono() - r.missingSince), RecoveryWait: g.recoveryWait(st)}
+	f := lostrow.Facts{Seen: r.seen, Creating: st.creatingRows(), SawRows: st.sawRows(), RecoveryWait: g.recoveryWait(st)}
 	if !f.Seen && !f.Creating {
-		// Creating (createAll) is not a question for every missing row
-		// again: each would read three rows and every membership row,
-		// 20,000 times over at 20,000 shards.
-		f.IsNew = g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard)
-		if !f.IsNew && !f.SawRows && !f.TableInUse {
-			g.probeEarly(ctx, st)
-		}
-		f.Creating, f.AllRead = st.creatingRows(), st.allRead()
+		f.Mark, f.MarkedFor = g.markOf(ctx, st)
 	}
 	switch lostrow.Decide(f) {
 	case lostrow.CreateNew:
@@ -67,9 +59,16 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 	}
 }
 
-// createNew creates the row of u, of a new stream, free, starts creating
-// the stream's other rows (createAll), and takes it.
+// createNew marks st, a new stream; if the mark is this instance's (the
+// first), it creates the row of u free, starts creating the stream's other
+// rows (createAll), and takes it.
 func (g *Group) createNew(ctx context.Context, st *streamState, u unit) {
+	if k, err := g.mark(ctx, st); k != lostrow.MarkOurs {
+		if err != nil && ctx.Err() == nil {
+			st.log.Warn("kinesislease: marking a new stream failed", "err", err)
+		}
+		return // another marked it first: it creates the rows
+	}
 	g.createAll(st, u.Shard)
 	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 	l, err := g.store.Create(ctx, key)
@@ -106,6 +105,9 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 		return leases.Lease{}, false // read again next round
 	}
 	cp, rewind, from := lostrow.Point(known, cp, seen, rec)
+	if g.ensureMarked(ctx, st) != nil {
+		return leases.Lease{}, false
+	}
 	t, err := g.mem.CreateAs(ctx, key, "", "", cp, rewind)
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {

@@ -228,6 +228,12 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 	inc := g.Incarnation()
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
+	for _, m := range rows {
+		// Before alive, which makes an incarnation it looks up known.
+		if m.Owner != g.cfg.Owner && !m.Leaving && m.Age < g.cfg.Timeout && g.view.obs[memberID{m.Owner, m.Incarnation}] == nil {
+			g.joinSeen.Store(ret) // one joining
+		}
+	}
 	live, now := 0, mono()
 	for _, m := range rows {
 		if !m.Leaving && (m.Owner == g.cfg.Owner || g.view.alive(m.Owner, m.Incarnation, now)) {
@@ -241,8 +247,18 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 			g.fleetProof.Store(p) // only this goroutine's callers, under viewMu, write it
 		}
 	}
-	if slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc }) {
-		g.ownSeen = inc
+	own := slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc })
+	if since := g.entrySince.Load(); since != 0 && (sent >= since || own) {
+		// A read of the table this instance's entry is in (sent after it
+		// was written, or an answer that shows it): an entry of another
+		// member that has stood for longer than a timeout shows that the
+		// table was not recreated for as long (tableOld).
+		for _, m := range rows {
+			if m.Owner != g.cfg.Owner && !m.Leaving && m.Age >= g.cfg.Timeout {
+				g.oldSeen.Store(ret)
+				break
+			}
+		}
 	}
 	if moved := g.view.observe(r, rows, inc, sent, ret); len(moved) > 0 {
 		g.noteEnded(moved) // a member ended a shard: its children are in the shard lists now
