@@ -63,7 +63,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 // first), it creates the row of u free, starts creating the stream's other
 // rows (createAll), and takes it.
 func (g *Group) createNew(ctx context.Context, st *streamState, u unit) {
-	if k, err := g.mark(ctx, st); k != lostrow.MarkOurs {
+	if k, err := g.mark(ctx, st, true); k != lostrow.MarkOurs {
 		if err != nil && ctx.Err() == nil {
 			st.log.Warn("kinesislease: marking a new stream failed", "err", err)
 		}
@@ -105,7 +105,7 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 		return leases.Lease{}, false // read again next round
 	}
 	cp, rewind, from := lostrow.Point(known, cp, seen, rec)
-	if g.ensureMarked(ctx, st) != nil {
+	if g.markToCreate(ctx, st) != nil {
 		return leases.Lease{}, false
 	}
 	t, err := g.mem.CreateAs(ctx, key, "", "", cp, rewind)

@@ -100,22 +100,33 @@ func (g *Group) noteMark(st *streamState, inc, tok string) lostrow.Mark {
 	return st.mark.kind()
 }
 
-// ensureMarked marks st as this incarnation, unless it knows the mark
-// already, and returns an error if it could not (no row of st is taken or
-// created then).
+// ensureMarked marks st as this incarnation, before a take, unless it
+// knows the mark already, and returns an error if it could not (no row of
+// st is taken then).
 func (g *Group) ensureMarked(ctx context.Context, st *streamState) error {
-	_, err := g.mark(ctx, st)
+	_, err := g.mark(ctx, st, false)
 	return err
 }
 
-// mark writes st's mark as this incarnation if the stream has none, unless
-// this incarnation knows it already, and returns its kind.
-func (g *Group) mark(ctx context.Context, st *streamState) (lostrow.Mark, error) {
+// markToCreate marks st before this instance creates a row of it, whatever
+// it knows: the table may have been recreated since it last wrote the mark
+// (its entry's loss tells it only at its next heartbeat), and a row must
+// never stand in a table without its stream's mark, or a member that finds
+// it deleted there would take the stream for new.
+func (g *Group) markToCreate(ctx context.Context, st *streamState) error {
+	_, err := g.mark(ctx, st, true)
+	return err
+}
+
+// mark writes st's mark as this incarnation if the stream has none (unless
+// this incarnation knows it already and fresh is not set), and returns its
+// kind.
+func (g *Group) mark(ctx context.Context, st *streamState, fresh bool) (lostrow.Mark, error) {
 	inc := g.Incarnation()
 	st.rowsMu.Lock()
 	m := st.mark
 	st.rowsMu.Unlock()
-	if m.inc == inc && m.token != "" {
+	if m.inc == inc && m.token != "" && !fresh {
 		return m.kind(), nil
 	}
 	tok, err := g.mem.MarkStream(ctx, st.key, inc)
