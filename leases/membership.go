@@ -121,17 +121,16 @@ type Member struct {
 	// that instances with different settings (a rolling change) never read
 	// a shard at once. Stored to the millisecond; zero when unknown.
 	Proof time.Duration
-	// Age is how long the member's entry had stood in the table without a
-	// break when it was written: zero at its join, then the time since.
-	// A member that finds its entry gone (removed, or the table recreated
-	// empty) joins again as a new incarnation, from zero; a heartbeat
-	// never lands on an entry that is gone. So an entry of Age a, read in
-	// a table, shows that the table was not recreated for a before the
-	// entry was written: a member finding a stream unmarked there (see
-	// MarkStream) knows that no lease of it can be held from a table
-	// recreated since, once that exceeds its timeout. Stored to the
-	// millisecond.
-	Age time.Duration
+	// Young is set while the member's entry has stood in the table, without
+	// a break, for less than the member's timeout: a join writes it, and
+	// the member's first heartbeat a timeout later clears it. A member that
+	// finds its entry gone (removed, or the table recreated empty) joins
+	// again as a new incarnation, young again; a heartbeat never lands on
+	// an entry that is gone. So an entry read in a table without Young shows
+	// that the table was not recreated for a timeout before it was written:
+	// a member finding a stream unmarked there (see MarkStream) knows that
+	// no lease of it can be held from a table recreated since.
+	Young bool
 }
 
 // Membership is the part of a Store that keeps membership rows and takes
@@ -248,7 +247,7 @@ type Membership interface {
 	// otherwise. The consumer marks a stream before it creates or takes
 	// any row of it, so that a member that finds a row missing in a
 	// stream without a mark, in a table not recreated for longer than a
-	// timeout (see Member.Age), knows the stream new: no row of it exists
+	// timeout (see Member.Young), knows the stream new: no row of it exists
 	// or is held, and its rows may be created and read at once. The first
 	// to mark a new stream creates its rows.
 	MarkStream(ctx context.Context, stream, token string) (string, error)

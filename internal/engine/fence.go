@@ -507,7 +507,7 @@ func (g *Group) heartbeat(ctx context.Context) error {
 	g.hb.hb++
 	inc := g.Incarnation()
 	m := g.entry(inc, g.hb.hb, g.hb.notice)
-	m.Age = time.Duration(mono() - g.entrySince.Load())
+	m.Young = time.Duration(mono()-g.entrySince.Load()) < g.cfg.Timeout
 	// A fenced incarnation says so: its leases may be taken at once. Only
 	// the old incarnation: once the instance goes on as a new one, that one
 	// holds what it takes afresh.
@@ -740,10 +740,10 @@ func (g *Group) rejoin(ctx context.Context) {
 }
 
 // entry is this instance's membership entry as inc, at heartbeat hb with
-// notice: what it publishes of itself (Age zero: a join's).
+// notice: what it publishes of itself (young: a join's).
 func (g *Group) entry(inc string, hb, notice int64) leases.Member {
 	return leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: hb, Notice: notice, Ended: g.ended.Load(), Held: g.heldCount(),
-		Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest()}
+		Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest(), Young: true}
 }
 
 // heldCount returns how many rows this instance holds: workers running,

@@ -232,10 +232,10 @@ type Group struct {
 	runCtx  context.Context
 	listers sync.WaitGroup
 	// entrySince is mono() when the current incarnation's entry was
-	// written (its join, or the replacement that began it): its Age counts
-	// from it. oldSeen is mono() when this instance last read an entry of
-	// another member of Age past the timeout, in a read of the table as it
-	// has been since entrySince (see tableOld).
+	// written (its join, or the replacement that began it): it is young
+	// (leases.Member.Young) for a timeout from then. oldSeen is mono() when
+	// this instance last read an entry of another member that is not young,
+	// in a read of the table as it has been since entrySince (see tableOld).
 	entrySince atomic.Int64
 	oldSeen    atomic.Int64
 	// joinSeen is mono() when this instance last saw a member it did not

@@ -34,13 +34,14 @@ func (g *Group) proof(st *streamState) time.Duration {
 }
 
 // missingRow decides what to do with the row of u, which the plan gives
-// this instance and a read found missing. A row of a stream that nobody
-// read when this instance started (no row existed, no other member was
-// alive: a new stream) is created free at once. Any other has vanished
-// (deleted, or the table recreated), or belongs to a stream new to a table
-// in use: it is reported (so that its holder and those who know its
-// checkpoint read it again), recreated free and recovered (recover), and
-// taken, to be read after the recovery wait.
+// this instance and a read found missing (lostrow.Decide). A row of a
+// stream without a mark, in a table known old (a new stream: see
+// marks.go), is created free at once by the first to mark the stream. Any
+// other has vanished (deleted, or the table recreated), or is being
+// created by the stream's marker: it is reported (so that its holder and
+// those who know its checkpoint read it again), and recreated free and
+// recovered (recover) once this instance saw it exist or knew the mark
+// for the recovery wait, to be read after the recovery wait.
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 	st.setRow(u.Shard, rowState{missing: true})
 	r := st.row(u.Shard)

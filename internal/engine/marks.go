@@ -30,7 +30,7 @@ type streamMark struct {
 // tableOld reports whether the table this instance's entry is in was not
 // recreated for longer than a timeout: the entry has stood that long, or a
 // read of the table since showed an entry of another member that had
-// (leases.Member.Age). A holder in a table recreated before then has
+// (leases.Member.Young). A holder in a table recreated before then has
 // passed its fence: it never joins the new table as the incarnation that
 // held (rejoin).
 func (g *Group) tableOld() bool {

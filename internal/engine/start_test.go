@@ -234,7 +234,7 @@ func TestStartFleetLarge(t *testing.T) {
 
 // TestStreamNewToTableInUse: a fresh process subscribes a stream new to a
 // table another process is using. The other's entry shows the table older
-// than a timeout (leases.Member.Age), and the stream has no mark: no row
+// than a timeout (leases.Member.Young), and the stream has no mark: no row
 // of it exists or is held, so the new member marks it, creates its rows
 // and reads them at once: within 3 s (11.3 s when a missing row of a
 // table in use was recovered and read after the recovery wait, 22.08 s

@@ -230,7 +230,7 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 	defer g.viewMu.Unlock()
 	for _, m := range rows {
 		// Before alive, which makes an incarnation it looks up known.
-		if m.Owner != g.cfg.Owner && !m.Leaving && m.Age < g.cfg.Timeout && g.view.obs[memberID{m.Owner, m.Incarnation}] == nil {
+		if m.Owner != g.cfg.Owner && !m.Leaving && m.Young && g.view.obs[memberID{m.Owner, m.Incarnation}] == nil {
 			g.joinSeen.Store(ret) // one joining
 		}
 	}
@@ -254,7 +254,7 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 		// member that has stood for longer than a timeout shows that the
 		// table was not recreated for as long (tableOld).
 		for _, m := range rows {
-			if m.Owner != g.cfg.Owner && !m.Leaving && m.Age >= g.cfg.Timeout {
+			if m.Owner != g.cfg.Owner && !m.Leaving && !m.Young {
 				g.oldSeen.Store(ret)
 				break
 			}

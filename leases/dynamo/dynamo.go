@@ -134,7 +134,7 @@ const (
 	entryStreams   = "s" // S: digest of the member's streams, absent when empty
 	entryListing   = "d" // S: digests of the shard sets the member lists for the fleet, absent when empty
 	entryProof     = "p" // N: the member's proof bound in milliseconds, absent when 0
-	entryAge       = "a" // N: the entry's age in milliseconds when written, absent when 0
+	entryYoung     = "y" // BOOL: the entry is younger than its member's timeout, absent when false
 	attrCount      = "n" // N: a membership row's entry count
 	// The membership header: r<row> (N) per row, the roster version, and
 	// vanished (N).

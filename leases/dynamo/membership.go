@@ -326,8 +326,8 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if ms := m.Proof.Milliseconds(); ms != 0 {
 		e[entryProof] = numAttr(ms)
 	}
-	if ms := m.Age.Milliseconds(); ms != 0 {
-		e[entryAge] = numAttr(ms)
+	if m.Young {
+		e[entryYoung] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	return &types.AttributeValueMemberM{Value: e}
 }
@@ -389,11 +389,13 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
 	m.Proof = time.Duration(proof) * time.Millisecond
-	var age int64
-	if age, err = num(mv.Value, entryAge); err != nil {
-		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	switch y := mv.Value[entryYoung].(type) {
+	case nil:
+	case *types.AttributeValueMemberBOOL:
+		m.Young = y.Value
+	default:
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %s of type %T, want a boolean", memberPrefix, owner, entryYoung, y)
 	}
-	m.Age = time.Duration(age) * time.Millisecond
 	if m.Ended, err = num(mv.Value, entryEnded); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}

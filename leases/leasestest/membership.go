@@ -336,7 +336,7 @@ func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows
 	r, other := rows.fresh(t), rows.fresh(t)
 	a, b, c := newOwner(t, "a"), newOwner(t, "b"), newOwner(t, "c")
 	ea := leases.Member{Owner: a, Incarnation: leases.NewIncarnation(r, "a1"), Heartbeat: 1}
-	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b", Listing: "listing-b", Proof: 10250 * time.Millisecond, Age: 7250 * time.Millisecond}
+	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b", Listing: "listing-b", Proof: 10250 * time.Millisecond, Young: true}
 	wantStoredExactly(t, "before the first join", m, r, nil)
 	wantExactly(t, "the first Join's answer", mustJoin(t, m, r, ea), []leases.Member{ea})
 	wantStoredExactly(t, "after the first join", m, r, []leases.Member{ea})
@@ -348,11 +348,12 @@ func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows
 	wantExactly(t, "a Join in another row", mustJoin(t, m, other, ec), []leases.Member{ec})
 	wantStoredExactly(t, "after a join in another row", m, r, []leases.Member{ea, eb})
 
-	// The joined entries heartbeat (with their age).
+	// The joined entries heartbeat (young, then not).
 	ea.Heartbeat++
-	ea.Age = 1250 * time.Millisecond
+	ea.Young = true
 	wantExactly(t, "a heartbeat after the join", mustHeartbeat(t, m, r, ea), []leases.Member{ea, eb})
 	eb.Heartbeat++
+	eb.Young = false
 	wantExactly(t, "a heartbeat after the join", mustHeartbeat(t, m, r, eb), []leases.Member{ea, eb})
 }
 
