@@ -117,6 +117,12 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 		return leases.Lease{}, false // recreated by another, or read again next round
 	}
 	st.setRow(u.Shard, rowState{lease: t})
+	// Known now as if released: should the row vanish again and come back
+	// from the start position by a member that never knew it, this one
+	// writes the checkpoint it recreated the row at (recheckReleased; seed
+	// 99005019: a member that recovered a row it did not plan, the table
+	// dropped since, let a fresh process restart it at the start).
+	g.noteReleased(u, t)
 	switch from {
 	case lostrow.FromRewind:
 		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free at the operator's last rewind of the shard, which came after the copy of the row this instance knew",

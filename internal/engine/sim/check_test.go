@@ -623,6 +623,14 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			if before.Recovered != "" && after.Checkpoint != before.Checkpoint {
 				restartVersion = true
 			}
+			if n, err := c.covered(s.id, after.Checkpoint); err == nil && s.rewindAt >= 0 && n == s.rewindAt && n < t.start {
+				// Recreated at the operator's rewind that was pending on
+				// the row it held when the row was deleted, and taken back:
+				// the rewind applied, as by ApplyRewind (seed 99011324).
+				c.setTenure(s, writer, after.Checkpoint)
+				c.rewind(s, after.Counter, after.Checkpoint, writer)
+				break
+			}
 			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
 				t.restart = n
 			}
