@@ -211,10 +211,6 @@ func TestStartLarge(t *testing.T) {
 
 // TestStartFleetLarge: 100,000 shards on 50 members at 5 ms a call on a
 // new table, every shard held within 60 s; with KINESISLEASE_SIM_LARGE set.
-// Not met yet (issue 37): 854 of 100,000 held at 60 s, 11 minutes of CPU.
-// Each member reads every row before the stream may be taken as new
-// (within a heartbeat's time a round), and the one creator creates the
-// rows within the recovery wait: 100,000 rows take longer than both.
 func TestStartFleetLarge(t *testing.T) {
 	if os.Getenv(largeStartEnv) == "" {
 		t.Skipf("set %s=1 to run it", largeStartEnv)
