@@ -277,9 +277,12 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			break
 		}
 		inc := newIncarnation(row)
-		if cur := g.Incarnation(); rowOf(cur) < 0 {
+		if cur := g.Incarnation(); rowOf(cur) < 0 && !g.ownInc(leases.NewIncarnation(row, cur)) {
 			// The first join: the process's own suffix (Incarnation before
-			// Run), in the row it joins.
+			// Run), in the row it joins. Never an id tried before: an
+			// attempt whose answer was lost may have landed and been found
+			// dead since, and others would take the leases of its second
+			// coming at once (seed 91010012).
 			inc = leases.NewIncarnation(row, cur)
 		}
 		g.hb.hb++
