@@ -389,22 +389,17 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
 	m.Proof = time.Duration(proof) * time.Millisecond
-	switch y := mv.Value[entryYoung].(type) {
-	case nil:
-	case *types.AttributeValueMemberBOOL:
-		m.Young = y.Value
-	default:
-		return leases.Member{}, fmt.Errorf("attribute %s%s: %s of type %T, want a boolean", memberPrefix, owner, entryYoung, y)
-	}
 	if m.Ended, err = num(mv.Value, entryEnded); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
-	switch l := mv.Value[entryLeaving].(type) {
-	case nil:
-	case *types.AttributeValueMemberBOOL:
-		m.Leaving = l.Value
-	default:
-		return leases.Member{}, fmt.Errorf("attribute %s%s: %s: type %T, want a boolean", memberPrefix, owner, entryLeaving, l)
+	for name, to := range map[string]*bool{entryLeaving: &m.Leaving, entryYoung: &m.Young} {
+		switch v := mv.Value[name].(type) {
+		case nil:
+		case *types.AttributeValueMemberBOOL:
+			*to = v.Value
+		default:
+			return leases.Member{}, fmt.Errorf("attribute %s%s: %s: type %T, want a boolean", memberPrefix, owner, name, v)
+		}
 	}
 	return m, nil
 }
