@@ -664,10 +664,13 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			c.rewind(s, after.Counter, after.Checkpoint, "")
 		case !before.Held():
 			// The operator rewound the row recreated after a deletion: its
-			// next taker starts where the operator said.
+			// next taker starts where the operator said. Should the row go
+			// again before anyone read it, the rewind goes with it (seed
+			// 92025045: a table dropped 8 s after such a rewind).
 			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
+				u := &rewoundRow{counter: after.Counter, at: n, prefix: s.prefix, acked: slices.Clone(s.acked), knowers: map[string]bool{}}
 				c.replay(s, after.Checkpoint)
-				s.operatorAt = n
+				s.operatorAt, s.rewound = n, u
 			}
 		}
 	case "Checkpoint", "Release":
@@ -1005,7 +1008,7 @@ type rewoundRow struct {
 // learned records that process who was told row l. The caller holds mu.
 func (c *checker) learned(who string, l leases.Lease) {
 	s := c.shard(l.Key.Shard)
-	if s.rewound != nil && !s.afterDelete && l.Counter >= s.rewound.counter {
+	if s.rewound != nil && (!s.afterDelete || s.operatorAt >= 0) && l.Counter >= s.rewound.counter {
 		s.rewound.knowers[who] = true
 	}
 	if !l.RewindTo.IsZero() && !s.afterDelete {
