@@ -122,6 +122,16 @@ type Member struct {
 	// that instances with different settings (a rolling change) never read
 	// a shard at once. Stored to the millisecond; zero when unknown.
 	Proof time.Duration
+	// Young is set while the member's entry has stood in the table, without
+	// a break, for less than the member's timeout: a join writes it, and
+	// the member's first heartbeat a timeout later clears it. A member that
+	// finds its entry gone (removed, or the table recreated empty) joins
+	// again as a new incarnation, young again; a heartbeat never lands on
+	// an entry that is gone. So an entry read in a table without Young shows
+	// that the table was not recreated for a timeout before it was written:
+	// a member finding a stream unmarked there (see MarkStream) knows that
+	// no lease of it can be held from a table recreated since.
+	Young bool
 }
 
 // Membership is the part of a Store that keeps membership rows and takes
@@ -229,6 +239,23 @@ type Membership interface {
 	// copy read before an operator's rewind, which would skip the records
 	// the rewind asked to replay.
 	LastRewind(ctx context.Context, key Key) (RewindRecord, error)
+
+	// MarkStream marks stream as one whose lease rows the table holds, or
+	// is about to: an item apart from its rows, which outlives their
+	// deletion. It writes token as the mark's only if the stream has no
+	// mark yet, and returns the mark's token as stored: token when this
+	// call (or an attempt of it whose answer was lost) made it, another's
+	// otherwise. The consumer marks a stream before it creates or takes
+	// any row of it, so that a member that finds a row missing in a
+	// stream without a mark, in a table not recreated for longer than a
+	// timeout (see Member.Young), knows the stream new: no row of it exists
+	// or is held, and its rows may be created and read at once. The first
+	// to mark a new stream creates its rows.
+	MarkStream(ctx context.Context, stream, token string) (string, error)
+
+	// StreamMark reads stream's mark (MarkStream) with a strongly
+	// consistent read: its token, or "" when the stream has none.
+	StreamMark(ctx context.Context, stream string) (string, error)
 }
 
 // RewindRecord is what a Store keeps of the last operator's rewind of a
@@ -314,6 +341,19 @@ func ValidateReplaceMember(seen, next Member) error {
 	}
 	if next.Owner != seen.Owner {
 		return fmt.Errorf("leases: replace member: next entry of %q replaces the entry of %q: want the same owner", next.Owner, seen.Owner)
+	}
+	return nil
+}
+
+// ValidateMark reports whether MarkStream (write) or StreamMark may be
+// called with stream and token: stream names a lease row's stream (see
+// Key.Validate), and a mark's token is 1 to 64 bytes.
+func ValidateMark(stream, token string, write bool) error {
+	if err := (Key{Stream: stream, Shard: "mark"}).Validate(); err != nil {
+		return fmt.Errorf("leases: stream mark: %w", err)
+	}
+	if write && (token == "" || len(token) > 64) {
+		return errors.New("leases: stream mark: token: want 1 to 64 bytes")
 	}
 	return nil
 }

@@ -139,73 +139,17 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	// ones it read known, and the next reads the others (never the same
 	// ones again and again).
 	slices.SortStableFunc(act.takes, func(x, y unit) int { return cmpBool(g.unreadRow(y), g.unreadRow(x)) })
-	probes := g.newStreamProbes(act.takes)
-	bounded(ctx, len(act.retakes)+len(act.takes)+len(act.releases)+len(probes), func(i int) {
+	bounded(ctx, len(act.retakes)+len(act.takes)+len(act.releases), func(i int) {
 		switch {
 		case i < len(act.retakes):
 			g.retake(ctx, act.retakes[i], orphans[act.retakes[i]])
 		case i < len(act.retakes)+len(act.takes):
 			g.acquire(ctx, act.takes[i-len(act.retakes)])
-		case i < len(act.retakes)+len(act.takes)+len(act.releases):
+		default:
 			u := act.releases[i-len(act.retakes)-len(act.takes)]
 			g.releaseOrphan(ctx, u, orphans[u])
-		default:
-			g.probeNewStream(ctx, probes[i-len(act.retakes)-len(act.takes)-len(act.releases)])
 		}
 	})
-}
-
-// newStreamProbes returns a shard of each stream whose rows this instance
-// never saw, when it is the stream's one creator (newStream) and the plan
-// gives it no shard of the stream this round: it reads that row, so that
-// it creates the rows of a new stream for the others too (they recover a
-// missing row only after the recovery wait).
-func (g *Group) newStreamProbes(takes []unit) []unit {
-	if g.tableInUse.Load() {
-		return nil
-	}
-	g.viewMu.Lock()
-	lowest := g.lowestPlanner()
-	g.viewMu.Unlock()
-	if !lowest {
-		return nil
-	}
-	var probes []unit
-	for key, st := range g.streams {
-		if st.removing || st.sawRows() || slices.ContainsFunc(takes, func(u unit) bool { return u.Stream == key }) {
-			continue
-		}
-		st.rowsMu.Lock()
-		done, first := st.createdAll, ""
-		if len(st.order) > 0 {
-			first = st.order[0]
-		}
-		st.rowsMu.Unlock()
-		if !done && first != "" {
-			probes = append(probes, unit{Stream: key, Shard: first})
-		}
-	}
-	slices.SortFunc(probes, cmpUnit)
-	return probes
-}
-
-// probeNewStream reads row u of a stream no row of which this instance
-// saw: missing, and the stream new (newStream, otherRowExists), it creates
-// every row of the stream free. It takes none: the plan does not give it u.
-func (g *Group) probeNewStream(ctx context.Context, u unit) {
-	st := g.streams[u.Stream]
-	l, err := g.store.Get(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard})
-	switch {
-	case err == nil:
-		st.setRow(u.Shard, rowState{lease: l})
-		return
-	case !errors.Is(err, leases.ErrNotFound):
-		return
-	}
-	st.setRow(u.Shard, rowState{missing: true})
-	if g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard) {
-		g.createAll(st, "")
-	}
 }
 
 // bounded runs fn(0..n-1), at most storeConcurrency at once, until ctx
@@ -234,10 +178,10 @@ func (g *Group) acquire(ctx context.Context, u unit) {
 	st := g.streams[u.Stream]
 	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 	switch r := st.row(u.Shard); {
-	case !r.seen && (st.creatingRows() || r.missing && !st.allRead() && !st.sawRows() && !g.tableInUse.Load()):
-		// Being created (createAll), or found missing while rows of the
-		// stream are still unread (whether it is new is unknown): the
-		// next round reads it.
+	case !r.seen && (st.creatingRows() || r.missing && !g.tableOld()):
+		// Being created (createAll), or found missing in a table not
+		// known old (whether the stream is new is unknown): a later round
+		// reads it.
 		return
 	case r.created && st.cfg.Stream == st.key:
 		// Created free by this instance and untouched since: taken as
@@ -382,157 +326,6 @@ func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
 // subscription's start position), so that the members started with this
 // one find them and take them at once instead of waiting for them as for
 // rows that vanished.
-// otherRowExists reads the rows of up to three other shards of st, and the
-// membership rows, before its missing rows are created as a new stream's:
-// if a row exists, a live member's entry says it holds a lease, or a read
-// fails, the stream is not new (or not known to be), and the missing row
-// vanished (this instance's reads of the others may not have returned yet).
-// The membership rows are read afresh because the view re-reads a row only
-// when its roster changes: an entry's Held may be stale there.
-func (g *Group) otherRowExists(ctx context.Context, st *streamState, skip string) bool {
-	st.rowsMu.Lock()
-	var ids []string
-	for _, id := range st.order {
-		if id != skip && len(ids) < 3 {
-			ids = append(ids, id)
-		}
-	}
-	st.rowsMu.Unlock()
-	for _, id := range ids {
-		l, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: id})
-		switch {
-		case err == nil:
-			st.setRow(id, rowState{lease: l})
-			return true
-		case !errors.Is(err, leases.ErrNotFound):
-			return true // unknown: decide at the next round
-		}
-	}
-	if !g.readMembers(ctx) {
-		return true
-	}
-	if !g.newStream(st) {
-		return true
-	}
-	return !g.settled(st)
-}
-
-// readMembers reads every membership row afresh into the view, and reports
-// whether every read succeeded and this instance's own entry, read before,
-// is still there (else the table was emptied under its fleet: tableInUse).
-func (g *Group) readMembers(ctx context.Context) bool {
-	g.viewMu.Lock()
-	rows := make([]int, 0, len(g.rows.header))
-	for r := range g.rows.header {
-		rows = append(rows, r)
-	}
-	g.viewMu.Unlock()
-	inc := g.Incarnation()
-	if mine := rowOf(inc); mine >= 0 && !slices.Contains(rows, mine) {
-		rows = append(rows, mine)
-	}
-	for _, r := range rows {
-		sent := mono()
-		ms, err := g.mem.Members(ctx, r)
-		if err != nil {
-			return false
-		}
-		g.viewMu.Lock()
-		seen := g.ownSeen == inc
-		g.viewMu.Unlock()
-		if seen && r == rowOf(inc) && !slices.ContainsFunc(ms, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc }) {
-			// This instance's own entry, read before, is gone: the table
-			// was emptied under its fleet (or the entry removed as
-			// stale), not new.
-			g.tableInUse.Store(true)
-			return false
-		}
-		g.observe(r, ms, sent, mono())
-	}
-	return true
-}
-
-// probeEarly starts st's new-stream probe (settled) as soon as this
-// instance, the stream's one creator, finds a row of it missing, before
-// newStream's wait after the join has passed: the other members' two
-// heartbeats then run during that wait instead of after it. A probe is
-// taken on membership rows read afresh, and is not used past the lost-row
-// wait (settled starts it again).
-func (g *Group) probeEarly(ctx context.Context, st *streamState) {
-	st.rowsMu.Lock()
-	busy := st.probe != nil || st.probing
-	if !busy {
-		st.probing = true
-	}
-	st.rowsMu.Unlock()
-	if busy {
-		return
-	}
-	defer func() {
-		st.rowsMu.Lock()
-		st.probing = false
-		st.rowsMu.Unlock()
-	}()
-	g.viewMu.Lock()
-	lowest := g.lowestPlanner()
-	g.viewMu.Unlock()
-	if lowest && g.readMembers(ctx) {
-		g.settled(st)
-	}
-}
-
-// newProbe is the heartbeat of every other live member's entry when this
-// instance first found a stream's rows missing as a new stream's, and when.
-type newProbe struct {
-	at  int64
-	hbs map[memberID]int64
-}
-
-// settled reports whether every other member alive at st's probe has
-// heartbeated twice since with no lease held (newStream checked Held), or
-// is gone or dead: its second heartbeat was composed after the probe, so a
-// member holding a row of st then, whose row vanished before this instance
-// found it missing, would have counted it. Entries show Held only as of
-// their last heartbeat: a member that took the first row of a new stream
-// just before it was deleted does not show it at once. The first call
-// starts the probe; so a new stream is created about two heartbeats after
-// its rows are first found missing. With no other member, at once.
-func (g *Group) settled(st *streamState) bool {
-	now := mono()
-	g.viewMu.Lock()
-	cur := map[memberID]int64{}
-	for owner, m := range g.view.latest {
-		if owner != g.cfg.Owner && !m.Leaving && g.view.alive(owner, m.Incarnation, now) {
-			cur[memberID{owner, m.Incarnation}] = m.Heartbeat
-		}
-	}
-	g.viewMu.Unlock()
-	if len(cur) == 0 {
-		return true
-	}
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	p := st.probe
-	if p == nil || time.Duration(now-p.at) > g.recoveryWait(st) {
-		st.probe = &newProbe{at: now, hbs: cur}
-		return false
-	}
-	for id := range cur {
-		if _, ok := p.hbs[id]; !ok {
-			// Alive now, not at the probe (an early probe, probeEarly):
-			// every member alive now heartbeats twice since a probe.
-			st.probe = &newProbe{at: now, hbs: cur}
-			return false
-		}
-	}
-	for id, hb := range p.hbs {
-		if now, ok := cur[id]; ok && now < hb+2 {
-			return false // alive, not yet heartbeated twice since
-		}
-	}
-	return true
-}
-
 func (g *Group) createAll(st *streamState, skip string) {
 	st.rowsMu.Lock()
 	if st.createdAll {
@@ -542,9 +335,9 @@ func (g *Group) createAll(st *streamState, skip string) {
 	st.createdAll, st.creating = true, true
 	var ids []string
 	for _, id := range st.order {
-		// Every row not seen, read or not: the stream's one creator
-		// (newStream) creates the rows of the shards the plan gives the
-		// others too. A row that exists fails the Create harmlessly.
+		// Every row not seen, read or not: the first to mark the stream
+		// creates the rows of the shards the plan gives the others too.
+		// A row that exists fails the Create harmlessly.
 		if r := st.rows[id]; !r.seen && id != skip {
 			ids = append(ids, id)
 		}

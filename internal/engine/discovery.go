@@ -310,86 +310,24 @@ func (g *Group) active(st *streamState, id string) bool {
 	return true
 }
 
-// newStream reports whether a stream none of whose rows this instance ever
-// saw exist may be taken as new, its missing rows created at once: no fleet
-// read the table when this instance joined (the membership header was
-// empty, a new table or one emptied under its fleet; or every other entry
-// was of a process that had just joined: a fleet starting together), it
-// joined at least two heartbeats ago, by when the members of a running
-// fleet have written their entries again, and no other member's entry
-// that is not leaving says it holds a lease (Held: alive in this view or
-// not), and it is the live member with the lowest owner id of those that
-// plan the stream (one creator per new stream). On a table in use a missing row may be one that
-// vanished under a holder that is paused or partitioned: it is created only
-// by missingRow's wait, at the start position only if no member recreated
-// it from a checkpoint first. So a stream added to a running fleet starts
-// after that wait.
-func (g *Group) newStream(st *streamState) bool {
-	if st.sawRows() || g.tableInUse.Load() || !st.allRead() {
-		return false // rows exist, or some are unread: unknown, not new
-	}
-	if time.Duration(mono()-g.joinedAt.Load()) < 2*g.cfg.Heartbeat {
-		return false
-	}
-	g.viewMu.Lock()
-	defer g.viewMu.Unlock()
-	for owner, m := range g.view.latest {
-		// Any entry that says it holds a lease, alive in this view or not:
-		// a view whose reads failed may take a live holder for dead, and a
-		// dead one's entry is marked leaving (announceDead) once its fence
-		// has passed.
-		if owner != g.cfg.Owner && m.Held > 0 && !m.Leaving {
-			return false
-		}
-	}
-	// One creator per new stream: the live member with the lowest owner id
-	// of those that plan it (see planMembers). The others create a missing
-	// row only by missingRow's wait, so that a row the creator made, took
-	// and lost between two of their reads (each finding it missing) is not
-	// created again while its holder may still deliver: an entry shows the
-	// take only from its next heartbeat (seeds 2505094, 2510955, 2523609).
-	return g.lowestPlanner()
-}
-
-// newStreamWait is how long until a stream whose rows this instance never
-// saw may be taken as new (newStream waits two heartbeats after the join),
-// plus a millisecond, or a quarter interval while its probe waits for the
-// other members' heartbeats (settled); 0 when no stream waits for that.
-// The round loop runs a round then rather than at its cadence.
-func (g *Group) newStreamWait() time.Duration {
-	j := g.joinedAt.Load()
-	if j == 0 || g.tableInUse.Load() {
+// youngWait is how long until the table is known old (tableOld) and the
+// joins settled (joinsSettled), plus a millisecond, while a stream none of
+// whose rows this instance saw waits for that to be taken as new; 0
+// otherwise. The round loop runs a round
+// then rather than at its cadence.
+func (g *Group) youngWait() time.Duration {
+	since := g.entrySince.Load()
+	if since == 0 || g.tableOld() {
 		return 0
 	}
-	d := time.Duration(j-mono()) + 2*g.cfg.Heartbeat
+	at := since + int64(g.cfg.Timeout)
+	if seen := g.joinSeen.Load(); seen != 0 {
+		at = max(at, seen+int64(3*g.cfg.Heartbeat))
+	}
 	for _, st := range g.streams {
-		if st.shards == nil || st.removing || st.sawRows() {
-			continue
-		}
-		if d > 0 {
-			return d + time.Millisecond
-		}
-		st.rowsMu.Lock()
-		probing := st.probe != nil && !st.createdAll && time.Duration(mono()-st.probe.at) <= g.recoveryWait(st)
-		st.rowsMu.Unlock()
-		if probing {
-			// Waiting for the other members' heartbeats (settled): look
-			// again within a quarter interval, not a whole one.
-			return g.cfg.Heartbeat / 4
+		if st.shards != nil && !st.removing && !st.sawRows() && at > mono() {
+			return time.Duration(at-mono()) + time.Millisecond
 		}
 	}
 	return 0
-}
-
-// lowestPlanner reports whether this instance has the lowest owner id of
-// the live members that plan its streams (see planMembers). The caller
-// holds viewMu.
-func (g *Group) lowestPlanner() bool {
-	mine := g.streamsDigest()
-	for _, o := range g.view.live(mono()) {
-		if d := g.view.latest[o].Streams; o < g.cfg.Owner && (d == "" || d == mine) {
-			return false
-		}
-	}
-	return true
 }

@@ -200,3 +200,57 @@ func TestEntryReplacedByALiveProcessIsDuplicate(t *testing.T) {
 		}
 	})
 }
+
+// TestFirstJoinNeverReusesAnIdFoundDead: a process's first join lands with
+// its answer lost, its later calls fail long enough for another member to
+// find that entry dead and remove it, then it joins. It must join as a new
+// incarnation, not its own suffix's again: the other member knows that id
+// dead, and would take the rows the process takes under it at once (seed
+// 91010012: a shard read by two members).
+func TestFirstJoinNeverReusesAnIdFoundDead(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		k := sim.NewKinesis()
+		stream := newSimStream(t, k, "rejoin", 1)
+		inner := memory.New()
+		var joins atomic.Int64
+		failUntil := time.Now().Add(10 * time.Second)
+		store := sim.NewFaultStore(inner, sim.StoreHooks{Decide: func(op string, key leases.Key) sim.Decision {
+			if op == "Join" && joins.Add(1) == 1 {
+				return sim.Decision{LoseResponse: true} // lands; its answer is lost
+			}
+			if joins.Load() > 0 && time.Now().Before(failUntil) {
+				return sim.Decision{Err: &sim.InjectedError{Op: op, Key: key, Msg: "unavailable"}}
+			}
+			return sim.Decision{}
+		}})
+		g, err := engine.NewGroup(groupConfig("a", store, k, stream.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		suffixed := leases.NewIncarnation(0, g.Incarnation())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx) }()
+		time.Sleep(time.Millisecond)
+		ms, err := inner.Members(context.Background(), 0)
+		if err != nil || len(ms) != 1 || ms[0].Incarnation != suffixed {
+			t.Fatalf("row 0 after the first join: %v, %v; want the entry of %s", ms, err, suffixed)
+		}
+		// Another member finds it dead and removes it.
+		if _, err := inner.ReplaceMember(context.Background(), 0, ms[0], leases.Member{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(15 * time.Second)
+		if inc := g.Incarnation(); inc == suffixed {
+			t.Fatalf("joined as %s, the id of its first attempt, which others may have found dead", inc)
+		}
+		if ms, err := inner.Members(context.Background(), 0); err != nil || len(ms) != 1 || ms[0].Incarnation != g.Incarnation() {
+			t.Fatalf("row 0: %v, %v; want this instance's entry %s alone", ms, err, g.Incarnation())
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	})
+}

@@ -237,7 +237,6 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 	}
 	g.viewMu.Lock()
 	g.rows.header, g.rows.headerOK, g.rows.vanished, g.rows.headerAt = h.Rows, true, h.Vanished, mono()
-	g.rows.judged, g.rows.listedAtJoin = false, len(h.Rows) > 0 // the first complete view judges tableInUse
 	g.viewMu.Unlock()
 	var rows []int
 	for _, r := range joinRows(g.cfg.Owner, joinTop(h.Rows)) {
@@ -281,23 +280,6 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 	return mine, mineRow, counts, nil
 }
 
-// freshHeartbeats: an entry whose heartbeat has not passed this is of a
-// process that joined moments ago (entries start at 1; an incarnation that
-// joins again after a fence or a table emptied keeps counting from where
-// it was). A membership of nothing but such entries is a fleet starting
-// together, not one that has been reading the table.
-//
-// 8, not 3: a fleet started over a few seconds (a deployment's pods come up
-// seconds apart) is still a fleet starting together; at 3 the lowest owner
-// id, the one creator of a new stream, joining 4 s after the first member
-// took the table for one in use, and nobody created the stream's rows:
-// every member created its own after the wait of a member that knows no
-// checkpoint (22 s; 20 members on 1,000 shards in the large simulation). A
-// fleet whose table was emptied under it writes its entries again with the
-// heartbeats it had reached, past 8 once it ran for 10 s, and with the
-// leases it holds (Held), which keeps a stream from being taken as new.
-const freshHeartbeats = 8
-
 // joinRow writes a new entry for a new incarnation in one of its owner's
 // home rows with room (joinCandidate, by counts; never row skip), and
 // reports whether it did. Its fence
@@ -310,13 +292,16 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			break
 		}
 		inc := newIncarnation(row)
-		if cur := g.Incarnation(); rowOf(cur) < 0 {
+		if cur := g.Incarnation(); rowOf(cur) < 0 && !g.ownInc(leases.NewIncarnation(row, cur)) {
 			// The first join: the process's own suffix (Incarnation before
-			// Run), in the row it joins.
+			// Run), in the row it joins. Never an id tried before: an
+			// attempt whose answer was lost may have landed and been found
+			// dead since, and others would take the leases of its second
+			// coming at once (seed 91010012).
 			inc = leases.NewIncarnation(row, cur)
 		}
 		g.hb.hb++
-		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest()}
+		m := g.entry(inc, g.hb.hb, 0)
 		first := mono()
 		g.tryInc(inc)
 		for attempt := 0; attempt < 5; attempt++ {
@@ -331,7 +316,6 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			case err == nil:
 				delete(g.hb.attempted, inc) // ours now: not an attempt to replace
 				g.setInc(inc)
-				g.joinedAt.CompareAndSwap(0, mono())
 				g.fence.Store(fenceAfter(first, g.cfg.Timeout, g.cfg.FenceMargin))
 				g.observe(row, rows, first, mono())
 				g.started.Store(true)
@@ -376,7 +360,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (bool, error) {
 	inc := newIncarnation(row)
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Held: g.heldCount(), Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest()}
+	next := g.entry(inc, g.hb.hb, 0)
 	sent := mono()
 	g.tryInc(inc)
 	rctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
@@ -398,7 +382,6 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 		return false, nil
 	}
 	g.setInc(inc)
-	g.joinedAt.CompareAndSwap(0, mono())
 	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
 	g.observe(row, rows, sent, mono())
 	g.markDead(cur)
@@ -477,11 +460,8 @@ func (g *Group) beat(ctx context.Context) error {
 		return nil
 	case hbMissing:
 		// Our entry was removed (found stale for three timeouts: our fence
-		// passed long ago) or the table was recreated empty. Join again: as
-		// the same incarnation in the same row if it is current and the row
-		// has room (safe: takers time an absent entry as they time a silent
-		// one, and a heartbeat sent after the fence fences), else as a new
-		// incarnation in a row with room.
+		// passed long ago) or the table was recreated empty: join again as
+		// a new incarnation.
 		g.rejoin(ctx)
 		return nil
 	case hbMisconfigured:
@@ -521,7 +501,8 @@ func (g *Group) heartbeat(ctx context.Context) error {
 	// the holder's fence while takers see no change.
 	g.hb.hb++
 	inc := g.Incarnation()
-	m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest()}
+	m := g.entry(inc, g.hb.hb, g.hb.notice)
+	m.Young = time.Duration(mono()-g.entrySince.Load()) < g.cfg.Timeout
 	// A fenced incarnation says so: its leases may be taken at once. Only
 	// the old incarnation: once the instance goes on as a new one, that one
 	// holds what it takes afresh.
@@ -626,6 +607,7 @@ func (g *Group) tryInc(inc string) {
 // becomeLocked makes inc the incarnation; the caller holds g.mu.
 func (g *Group) becomeLocked(inc string) {
 	g.inc = inc
+	g.entrySince.Store(mono())
 	if !slices.Contains(g.incs, inc) {
 		if len(g.incs) == maxIncs {
 			g.incs = slices.Delete(g.incs, 0, 1)
@@ -661,7 +643,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	g.hb.attempt(inc)
 	g.tryInc(inc)
 	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: cur.Notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest()}
+	next := g.entry(inc, g.hb.hb, cur.Notice)
 	sent := mono()
 	rctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 	defer cancel()
@@ -723,43 +705,17 @@ func (g *Group) leave() {
 	}
 }
 
-// rejoin writes this instance's entry again after it vanished: the same
-// incarnation in the same row when it may go on, else a new incarnation
-// (every lease lost) in the lowest row with room.
+// rejoin joins again, as a new incarnation (every lease lost), after this
+// instance's entry vanished. Never as the same one: the entry may have
+// gone with the table, recreated empty, and a member that joins the new
+// table must not meet a holder it cannot see (see tableOld); an entry
+// removed as stale was past its fence long ago. The rows this instance
+// held, released or read lately are read again (recheckReleased).
 func (g *Group) rejoin(ctx context.Context) {
-	// An entry that vanished may be a table recreated empty: re-read the
-	// rows this instance holds, released or read lately (recheckReleased),
-	// whether or not anyone reports a row missing in the new header.
 	g.reconcileNow.Store(true)
-	// The entry existed: a fleet read this table, and a row this instance
-	// finds missing may have vanished under its holder, not be a new
-	// stream's (newStream).
-	g.tableInUse.Store(true)
 	inc := g.Incarnation()
 	row := rowOf(inc)
-	if !g.hb.needNewInc {
-		g.hb.hb++
-		m := leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: g.hb.hb, Notice: g.hb.notice, Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest()}
-		jctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
-		sentAt := time.Now()
-		sent := int64(sentAt.Sub(epoch))
-		rows, err := g.mem.Join(jctx, row, m)
-		cancel()
-		if err == nil {
-			g.hb.failed = false
-			g.extendFence(sentAt)
-			g.observe(row, rows, sent, mono())
-			g.bumpLater(row)
-			g.log.Warn("kinesislease: this instance's membership entry had vanished (table recreated?); wrote it again", "row", row)
-			return
-		}
-		var conflict *leases.MemberConflictError
-		if !errors.As(err, &conflict) {
-			return // the next turn tries again
-		}
-	}
-	// A new incarnation, in a row with room.
-	g.fenceAll("this instance's membership entry vanished and cannot be written again as it was")
+	g.fenceAll("this instance's membership entry vanished")
 	g.fence.Store(fenced)
 	g.viewMu.Lock()
 	counts := maps.Clone(g.rows.total)
@@ -778,9 +734,16 @@ func (g *Group) rejoin(ctx context.Context) {
 	}
 }
 
+// entry is this instance's membership entry as inc, at heartbeat hb with
+// notice: what it publishes of itself (young: a join's).
+func (g *Group) entry(inc string, hb, notice int64) leases.Member {
+	return leases.Member{Owner: g.cfg.Owner, Incarnation: inc, Heartbeat: hb, Notice: notice, Ended: g.ended.Load(), Held: g.heldCount(),
+		Streams: g.streamsDigest(), Proof: time.Duration(g.ownProof.Load()), Listing: g.listingDigest(), Young: true}
+}
+
 // heldCount returns how many rows this instance holds: workers running,
 // and orphans (rows that may name it, or that vanished and it will
-// recreate): a member that holds any keeps a stream from being taken as new.
+// recreate).
 func (g *Group) heldCount() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -231,14 +231,16 @@ type Group struct {
 	// before it drains.
 	runCtx  context.Context
 	listers sync.WaitGroup
-	// joinedAt is mono() when this process first joined the membership;
-	// tableInUse: a fleet read the table when it joined (judged by the
-	// first complete view after the join: see inUseLocked and newStream).
-	joinedAt   atomic.Int64
-	tableInUse atomic.Bool
-	// ownSeen is the incarnation whose entry a read of the membership last
-	// returned (under viewMu).
-	ownSeen string
+	// entrySince is mono() when the current incarnation's entry was
+	// written (its join, or the replacement that began it): it is young
+	// (leases.Member.Young) for a timeout from then. oldSeen is mono() when
+	// this instance last read an entry of another member that is not young,
+	// in a read of the table as it has been since entrySince (see tableOld).
+	entrySince atomic.Int64
+	oldSeen    atomic.Int64
+	// joinSeen is mono() when this instance last saw a member it did not
+	// know with an entry younger than a timeout: one joining (joinsSettled).
+	joinSeen atomic.Int64
 
 	// The listing of each stream by one lister (listers.go; round
 	// goroutine): lists by stream key; listerOf each stream's lister,
@@ -421,7 +423,7 @@ func (g *Group) loop(ctx context.Context) {
 		if d := time.Duration(next - mono()); next != 0 && d < wait {
 			wait = max(d+time.Millisecond, time.Millisecond) // a member's timeout runs out first
 		}
-		if d := g.newStreamWait(); d > 0 && d < wait {
+		if d := g.youngWait(); d > 0 && d < wait {
 			wait = d // a new stream's rows may be created then
 		}
 		t.Reset(wait)
@@ -663,6 +665,10 @@ func (g *Group) atFence(ctx context.Context, inc string) (context.Context, conte
 // ours: it may have landed unanswered.
 func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string) (leases.Lease, error) {
 	tctx, cancel := g.atFence(ctx, inc)
+	if err := g.ensureMarked(tctx, g.streams[u.Stream]); err != nil {
+		cancel()
+		return leases.Lease{}, err
+	}
 	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
 	cancel()
 	if failedUnanswered(err) {

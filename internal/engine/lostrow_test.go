@@ -52,6 +52,13 @@ type member struct {
 	done   chan error
 }
 
+// started is how long after its start a fleet on a new table has read
+// and checkpointed for a while: its rows are created a timeout after its
+// join (a new table cannot be told from one recreated under a holder
+// before that) and read at once, and the first checkpoint comes an
+// interval later.
+const started = engine.DefaultTimeout + 6*time.Second
+
 func newFleet(t *testing.T, shards int) *fleet {
 	k := sim.NewKinesis()
 	f := &fleet{t: t, store: memory.New(), kinesis: k, stream: newSimStream(t, k, "lost", shards), putAt: map[string]time.Time{},
@@ -228,7 +235,7 @@ func TestDeletedRowRecreatedByStoppingHolder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, 2)
 		f.start(f.config("a", f.store, nil))
-		time.Sleep(10 * time.Second)
+		time.Sleep(started)
 		for _, id := range f.ids {
 			if f.holder(id) != "a" {
 				t.Fatalf("shard %s not delivered by a", id)
@@ -296,7 +303,7 @@ func TestStoreMissingWhileRunning(t *testing.T) {
 			return sim.Decision{}
 		}})
 		g := f.start(f.config("a", store, nil))
-		time.Sleep(5 * time.Second)
+		time.Sleep(started)
 		missing.Store(true)
 		failedAt := time.Now()
 		time.Sleep(10 * time.Second)
@@ -346,7 +353,7 @@ func TestStoreMissingWhileJoining(t *testing.T) {
 			return sim.Decision{}
 		}})
 		f.start(f.config("a", store, nil))
-		time.Sleep(5 * time.Second)
+		time.Sleep(started)
 		select {
 		case err := <-f.members["a"].done:
 			t.Errorf("Run returned while the table was missing after the membership was read: %v", err)
@@ -402,7 +409,7 @@ func TestRewindInterleavedWithCheckpoints(t *testing.T) {
 		cfg := f.config("a", f.store, nil)
 		cfg.Streams[0].Worker.CheckpointEvery = 1
 		g := f.start(cfg)
-		time.Sleep(5 * time.Second)
+		time.Sleep(started)
 		key, target := f.rewindToRecord3(t, false)
 		asked := time.Now()
 		// The holder checkpoints between the request and anything it reads.
@@ -453,7 +460,7 @@ func TestRewindSeenInCheckpointAnswer(t *testing.T) {
 		cfg := f.config("a", f.store, nil)
 		cfg.Streams[0].Worker.CheckpointEvery = 1
 		f.start(cfg)
-		time.Sleep(5 * time.Second)
+		time.Sleep(started)
 		key, target := f.rewindToRecord3(t, false)
 		asked := time.Now()
 		// No notice bump: only the holder's own writes can tell it.
@@ -507,7 +514,7 @@ func testDeletedRowAfterRewind(t *testing.T, deferred bool) {
 			cfg.Streams[0].Worker.CheckpointEvery = 1
 		}
 		f.start(cfg)
-		time.Sleep(5 * time.Second)
+		time.Sleep(started)
 		key, target := f.rewindToRecord3(t, true)
 		if !f.store.Delete(key) { // at once: the holder has not read the request
 			t.Fatal("no row to delete")
@@ -541,7 +548,7 @@ func TestShutdownAbandonsStuckHandler(t *testing.T) {
 			return nil
 		}
 		f.start(f.config("a", f.store, stuck))
-		time.Sleep(5 * time.Second)
+		time.Sleep(started)
 		m := f.members["a"]
 		stopAt := time.Now()
 		m.cancel()
@@ -564,11 +571,9 @@ func TestShutdownAbandonsStuckHandler(t *testing.T) {
 }
 
 // TestNewStreamFewerShardsThanMembers: three members start together on a
-// new stream of one shard. Only the lowest owner id creates a new stream's
-// rows (newStream), and the plan may give the shard to another member: the
-// creator reads the stream's row anyway (newStreamProbes) and creates it,
-// so the shard starts about as fast as on one member, not after the lost-
-// row wait of a member that knows no checkpoint (19 s at the defaults).
+// new stream of one shard. The member the plan gives the shard marks the
+// stream and creates its row, so the shard starts about as fast as on one
+// member (a timeout after the joins), not after the recovery wait.
 func TestNewStreamFewerShardsThanMembers(t *testing.T) {
 	t.Parallel()
 	for _, owners := range [][]string{{"a", "b", "c"}, {"c", "b", "a"}, {"m", "a", "z"}} {
@@ -645,4 +650,60 @@ func (f *fleet) first() *delivery {
 	}
 	d := f.handled[0]
 	return &d
+}
+
+// TestNewTableWaitsForAHolderCutOff: the table is recreated empty while its
+// one member is cut off from it (every call fails; it delivers on until its
+// fence), and a fresh process joins the new table at once. The table cannot
+// be told from a brand-new one: the fresh process must not read a shard
+// before the cut-off holder's fence has passed, a timeout after the fresh
+// one's join at most. Seed 95028121: two heartbeats after its join, the
+// rule then, the fresh process read a shard beside its holder. (The fresh
+// process knows no checkpoint and the holder never comes back: the shards
+// start again from the start position, so replays are not counted.)
+func TestNewTableWaitsForAHolderCutOff(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, 2)
+		var cut atomic.Bool
+		store := sim.NewFaultStore(f.store, sim.StoreHooks{Decide: func(op string, key leases.Key) sim.Decision {
+			if cut.Load() {
+				return sim.Decision{Err: &sim.InjectedError{Op: op, Key: key, Msg: "cut off"}}
+			}
+			return sim.Decision{}
+		}})
+		// Heartbeats ten to a timeout: the holder's fence (a timeout less
+		// the margin after its last heartbeat) outlasts any wait counted
+		// in heartbeats.
+		config := func(owner string, store leases.Store) engine.GroupConfig {
+			cfg := f.config(owner, store, nil)
+			cfg.Heartbeat = engine.DefaultTimeout / 10
+			return cfg
+		}
+		f.start(config("a", store))
+		time.Sleep(started)
+		cut.Store(true)
+		cutAt := time.Now()
+		f.store.Clear()
+		f.start(config("b", f.store))
+		time.Sleep(30 * time.Second)
+		f.stop()
+		// a delivers until its fence: a timeout less the margin after its
+		// last heartbeat, which was sent within an interval before the cut.
+		fence := cutAt.Add(engine.DefaultTimeout - engine.DefaultTimeout/6 - engine.DefaultTimeout/10)
+		f.mu.Lock()
+		for _, d := range f.handled {
+			if d.owner == "b" && d.at.Before(fence) {
+				t.Errorf("b delivered %s at %v after the cut, before the cut-off holder's fence could have passed (%v)", d.data, d.at.Sub(cutAt), fence.Sub(cutAt))
+				break
+			}
+		}
+		f.mu.Unlock()
+		f.check(time.Now().Add(-2*time.Second), time.Now(), time.Hour)
+		for _, id := range f.ids {
+			if f.holder(id) != "b" {
+				t.Errorf("shard %s last delivered by %q, want the fresh process b", id, f.holder(id))
+			}
+		}
+	})
 }

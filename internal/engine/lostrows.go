@@ -34,27 +34,20 @@ func (g *Group) proof(st *streamState) time.Duration {
 }
 
 // missingRow decides what to do with the row of u, which the plan gives
-// this instance and a read found missing. A row of a stream that nobody
-// read when this instance started (no row existed, no other member was
-// alive: a new stream) is created free at once. Any other has vanished
-// (deleted, or the table recreated), or belongs to a stream new to a table
-// in use: it is reported (so that its holder and those who know its
-// checkpoint read it again), recreated free and recovered (recover), and
-// taken, to be read after the recovery wait.
+// this instance and a read found missing (lostrow.Decide). A row of a
+// stream without a mark, in a table known old (a new stream: see
+// marks.go), is created free at once by the first to mark the stream. Any
+// other has vanished (deleted, or the table recreated), or is being
+// created by the stream's marker: it is reported (so that its holder and
+// those who know its checkpoint read it again), and recreated free and
+// recovered (recover) once this instance saw it exist or knew the mark
+// for the recovery wait, to be read after the recovery wait.
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 	st.setRow(u.Shard, rowState{missing: true})
 	r := st.row(u.Shard)
-	f := lostrow.Facts{Seen: r.seen, Creating: st.creatingRows(), SawRows: st.sawRows(), TableInUse: g.tableInUse.Load(),
-		MissingFor: time.Duration(mono() - r.missingSince), RecoveryWait: g.recoveryWait(st)}
+	f := lostrow.Facts{Seen: r.seen, Creating: st.creatingRows(), SawRows: st.sawRows(), RecoveryWait: g.recoveryWait(st)}
 	if !f.Seen && !f.Creating {
-		// Creating (createAll) is not a question for every missing row
-		// again: each would read three rows and every membership row,
-		// 20,000 times over at 20,000 shards.
-		f.IsNew = g.newStream(st) && !g.otherRowExists(ctx, st, u.Shard)
-		if !f.IsNew && !f.SawRows && !f.TableInUse {
-			g.probeEarly(ctx, st)
-		}
-		f.Creating, f.AllRead = st.creatingRows(), st.allRead()
+		f.Mark, f.MarkedFor = g.markOf(ctx, st)
 	}
 	switch lostrow.Decide(f) {
 	case lostrow.CreateNew:
@@ -67,9 +60,16 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 	}
 }
 
-// createNew creates the row of u, of a new stream, free, starts creating
-// the stream's other rows (createAll), and takes it.
+// createNew marks st, a new stream; if the mark is this instance's (the
+// first), it creates the row of u free, starts creating the stream's other
+// rows (createAll), and takes it.
 func (g *Group) createNew(ctx context.Context, st *streamState, u unit) {
+	if k, err := g.mark(ctx, st, true); k != lostrow.MarkOurs {
+		if err != nil && ctx.Err() == nil {
+			st.log.Warn("kinesislease: marking a new stream failed", "err", err)
+		}
+		return // another marked it first: it creates the rows
+	}
 	g.createAll(st, u.Shard)
 	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 	l, err := g.store.Create(ctx, key)
@@ -106,6 +106,9 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 		return leases.Lease{}, false // read again next round
 	}
 	cp, rewind, from := lostrow.Point(known, cp, seen, rec)
+	if g.markToCreate(ctx, st) != nil {
+		return leases.Lease{}, false
+	}
 	t, err := g.mem.CreateAs(ctx, key, "", "", cp, rewind)
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
@@ -114,6 +117,12 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 		return leases.Lease{}, false // recreated by another, or read again next round
 	}
 	st.setRow(u.Shard, rowState{lease: t})
+	// Known now as if released: should the row vanish again and come back
+	// from the start position by a member that never knew it, this one
+	// writes the checkpoint it recreated the row at (recheckReleased; seed
+	// 99005019: a member that recovered a row it did not plan, the table
+	// dropped since, let a fresh process restart it at the start).
+	g.noteReleased(u, t)
 	switch from {
 	case lostrow.FromRewind:
 		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free at the operator's last rewind of the shard, which came after the copy of the row this instance knew",

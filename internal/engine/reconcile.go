@@ -178,7 +178,11 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// nobody reads before the recovery wait, not one naming this
 		// incarnation with an old checkpoint (seeds 40002590, 60012559).
 		cctx, cancel := g.atFence(ctx, known.Incarnation)
-		cur, err := g.mem.CreateAs(cctx, known.Key, "", "", cp, rewind)
+		err = g.markToCreate(cctx, st)
+		var cur leases.Lease
+		if err == nil {
+			cur, err = g.mem.CreateAs(cctx, known.Key, "", "", cp, rewind)
+		}
 		cancel()
 		readSent := mono()
 		ours := false

@@ -59,28 +59,23 @@ type streamState struct {
 	// neither read nor written since (guarded by rowsMu). The first listing
 	// sets the shard list at once and reads the rows over the rounds that
 	// follow (readUnread), never inside one round: a row not read yet is
-	// unknown, neither missing nor free, and a stream with one is never
-	// taken as new (newStream).
+	// unknown, neither missing nor free.
 	unread map[string]bool
 	// children: the shards that are a parent of a listed shard (isParent),
 	// computed once per listing (nil until then; guarded by rowsMu).
 	children map[string]bool
 	// hadRows: this instance saw a row of the stream exist, at its first
-	// listing or since: the stream is read already, so a missing row may be
-	// one that vanished (see newStream), never a new stream's. Guarded by
-	// rowsMu.
+	// listing or since: the stream is read already, so a missing row is
+	// one that vanished, never a new stream's. Guarded by rowsMu.
 	hadRows bool
 	// createdAll: this instance created the missing rows of the new
 	// stream (see createAll).
 	createdAll bool
 	// creating: createAll is creating them, in the background.
 	creating bool
-	// probe: the other members' heartbeats when this instance first found
-	// the stream's rows missing as a new stream's (see settled). Guarded
-	// by rowsMu.
-	probe *newProbe
-	// probing: probeEarly is reading the membership for a probe.
-	probing bool
+	// mark: what this instance knows of the stream's mark (marks.go).
+	// Guarded by rowsMu.
+	mark streamMark
 	// removing: RemoveStream was called; removed get nil once every shard
 	// of the stream is released.
 	removing bool
@@ -118,14 +113,6 @@ func (st *streamState) setIfUnread(id string, r rowState) bool {
 	}
 	st.setRowLocked(id, r)
 	return true
-}
-
-// allRead reports whether the shards are listed and every row of the first
-// listing was read (or written) by this instance.
-func (st *streamState) allRead() bool {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	return st.shards != nil && len(st.unread) == 0
 }
 
 func (st *streamState) setRowLocked(id string, r rowState) {

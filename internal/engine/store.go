@@ -101,6 +101,14 @@ func (s *instrumentedStore) LastRewind(ctx context.Context, key leases.Key) (lea
 	return call(s, &s.s.reads, "LastRewind", func() (leases.RewindRecord, error) { return s.mem.LastRewind(ctx, key) })
 }
 
+func (s *instrumentedStore) MarkStream(ctx context.Context, stream, token string) (string, error) {
+	return call(s, &s.s.writes, "MarkStream", func() (string, error) { return s.mem.MarkStream(ctx, stream, token) })
+}
+
+func (s *instrumentedStore) StreamMark(ctx context.Context, stream string) (string, error) {
+	return call(s, &s.s.reads, "StreamMark", func() (string, error) { return s.mem.StreamMark(ctx, stream) })
+}
+
 func (s *instrumentedStore) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	return call(s, &s.s.writes, "Join", func() ([]leases.Member, error) { return s.mem.Join(ctx, row, m) })
 }

@@ -26,10 +26,6 @@ type rowBook struct {
 	// header version it has not bumped yet (a bump failed): retried every
 	// round until it lands.
 	bump map[int]bool
-	// judged: the view was complete once since the last join read the
-	// membership, and tableInUse judged from it (see inUseLocked);
-	// listedAtJoin: the header that join read listed rows.
-	judged, listedAtJoin bool
 }
 
 func newRowBook() rowBook {
@@ -201,39 +197,7 @@ func (g *Group) refreshView(ctx context.Context) bool {
 	wg.Wait()
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
-	complete := g.rows.complete(own)
-	if complete && !g.rows.judged {
-		g.rows.judged = true
-		if g.inUseLocked() {
-			g.tableInUse.Store(true)
-		}
-	}
-	return complete
-}
-
-// inUseLocked reports whether the membership, as the first complete view
-// after a join read it, shows a fleet that reads this table already: rows
-// listed in the header the join read (before its own entry), and either
-// nobody in them now (every member left, or the table was
-// emptied and some came back and left) or some member that has run for a
-// while (freshHeartbeats). The join reads only this owner's home rows, so
-// this is judged here, over every row, before the first round plans
-// anything. The caller holds viewMu.
-func (g *Group) inUseLocked() bool {
-	if !g.rows.listedAtJoin {
-		return false
-	}
-	others, old := 0, 0
-	for id, o := range g.view.obs {
-		if o.absent || id.owner == g.cfg.Owner {
-			continue
-		}
-		others++
-		if o.m.Heartbeat > freshHeartbeats {
-			old++
-		}
-	}
-	return others == 0 || old > 0
+	return g.rows.complete(own)
 }
 
 // headerBudget is the read units a second the fleet spends on the
@@ -264,6 +228,12 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 	inc := g.Incarnation()
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
+	for _, m := range rows {
+		// Before alive, which makes an incarnation it looks up known.
+		if m.Owner != g.cfg.Owner && !m.Leaving && m.Young && g.view.obs[memberID{m.Owner, m.Incarnation}] == nil {
+			g.joinSeen.Store(ret) // one joining
+		}
+	}
 	live, now := 0, mono()
 	for _, m := range rows {
 		if !m.Leaving && (m.Owner == g.cfg.Owner || g.view.alive(m.Owner, m.Incarnation, now)) {
@@ -277,8 +247,18 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 			g.fleetProof.Store(p) // only this goroutine's callers, under viewMu, write it
 		}
 	}
-	if slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc }) {
-		g.ownSeen = inc
+	own := slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc })
+	if since := g.entrySince.Load(); since != 0 && (sent >= since || own) {
+		// A read of the table this instance's entry is in (sent after it
+		// was written, or an answer that shows it): an entry of another
+		// member that has stood for longer than a timeout shows that the
+		// table was not recreated for as long (tableOld).
+		for _, m := range rows {
+			if m.Owner != g.cfg.Owner && !m.Leaving && !m.Young {
+				g.oldSeen.Store(ret)
+				break
+			}
+		}
 	}
 	if moved := g.view.observe(r, rows, inc, sent, ret); len(moved) > 0 {
 		g.noteEnded(moved) // a member ended a shard: its children are in the shard lists now

@@ -110,6 +110,13 @@ const (
 // "#rewind:" and the lease row's key. No lease key starts with '#'.
 const rewindPrefix = "#rewind:"
 
+// markPrefix starts the key of a stream's mark (MarkStream): "#stream:"
+// and the stream. No lease key starts with '#'.
+const markPrefix = "#stream:"
+
+// attrMark is a stream mark's token (S).
+const attrMark = "mark"
+
 // Attributes of a rewind record, beside rewind_id, rewind_to and
 // rewind_to_sub.
 const attrRewoundAt = "rewound_at" // N: Unix milliseconds, for operators reading the table
@@ -127,6 +134,7 @@ const (
 	entryStreams   = "s" // S: digest of the member's streams, absent when empty
 	entryListing   = "d" // S: digests of the shard sets the member lists for the fleet, absent when empty
 	entryProof     = "p" // N: the member's proof bound in milliseconds, absent when 0
+	entryYoung     = "y" // BOOL: the entry is younger than its member's timeout, absent when false
 	attrCount      = "n" // N: a membership row's entry count
 	// The membership header: r<row> (N) per row, the roster version, and
 	// vanished (N).
@@ -482,6 +490,62 @@ func (s *Store) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRe
 		return leases.RewindRecord{}, fmt.Errorf("dynamo: table %q: rewind record %s: want rewind_id, rewind_to and a numeric rewind_to_sub", s.table, rk)
 	}
 	return r, nil
+}
+
+// MarkStream implements leases.Membership: one UpdateItem that sets the
+// mark's token, conditional on the mark having none (or this one: a resent
+// call) and on the item not being a lease or membership row; when another
+// token is there, one strongly consistent GetItem returns it.
+func (s *Store) MarkStream(ctx context.Context, stream, token string) (string, error) {
+	if err := s.beginMark(ctx, stream, token, true); err != nil {
+		return "", err
+	}
+	mk := markPrefix + stream
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      keyAttr(mk),
+		UpdateExpression:         aws.String("SET #mk = :tok"),
+		ConditionExpression:      aws.String("attribute_not_exists(#c) AND (attribute_not_exists(#mk) OR #mk = :tok)"),
+		ExpressionAttributeNames: map[string]string{"#mk": attrMark, "#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":tok": &types.AttributeValueMemberS{Value: token},
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return token, nil
+	case !errors.As(err, &ccf):
+		return "", s.mapErr("UpdateItem", mk, err)
+	}
+	cur, err := s.StreamMark(ctx, stream)
+	if err == nil && cur == "" {
+		err = fmt.Errorf("dynamo: table %q: stream mark %s: the write met another token, which the read then did not find", s.table, mk)
+	}
+	return cur, err
+}
+
+// StreamMark implements leases.Membership: one strongly consistent GetItem.
+func (s *Store) StreamMark(ctx context.Context, stream string) (string, error) {
+	if err := s.beginMark(ctx, stream, "", false); err != nil {
+		return "", err
+	}
+	item, err := s.getItem(ctx, markPrefix+stream)
+	if err != nil {
+		return "", err
+	}
+	return str(item, attrMark), nil
+}
+
+// beginMark is begin for a stream's mark.
+func (s *Store) beginMark(ctx context.Context, stream, token string, write bool) error {
+	if s.err != nil {
+		return s.err
+	}
+	if err := leases.ValidateMark(stream, token, write); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 // ApplyRewind implements leases.Store.

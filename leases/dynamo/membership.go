@@ -326,6 +326,9 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if ms := m.Proof.Milliseconds(); ms != 0 {
 		e[entryProof] = numAttr(ms)
 	}
+	if m.Young {
+		e[entryYoung] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	return &types.AttributeValueMemberM{Value: e}
 }
 
@@ -389,12 +392,14 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 	if m.Ended, err = num(mv.Value, entryEnded); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
-	switch l := mv.Value[entryLeaving].(type) {
-	case nil:
-	case *types.AttributeValueMemberBOOL:
-		m.Leaving = l.Value
-	default:
-		return leases.Member{}, fmt.Errorf("attribute %s%s: %s: type %T, want a boolean", memberPrefix, owner, entryLeaving, l)
+	for name, to := range map[string]*bool{entryLeaving: &m.Leaving, entryYoung: &m.Young} {
+		switch v := mv.Value[name].(type) {
+		case nil:
+		case *types.AttributeValueMemberBOOL:
+			*to = v.Value
+		default:
+			return leases.Member{}, fmt.Errorf("attribute %s%s: %s: type %T, want a boolean", memberPrefix, owner, name, v)
+		}
 	}
 	return m, nil
 }

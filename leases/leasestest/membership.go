@@ -77,6 +77,7 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"CreateAsFreeIsRecovered", testCreateAsFree},
 		{"TakeAsWritesItsCheckpoint", testTakeAsCheckpoint},
 		{"RewindIsRecorded", testRewindRecorded},
+		{"StreamMarkFirstWins", testStreamMark},
 		{"InvalidArguments", testMemberInvalidArguments},
 		{"CancelledContext", testMemberCancelledContext},
 	}
@@ -335,7 +336,7 @@ func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows
 	r, other := rows.fresh(t), rows.fresh(t)
 	a, b, c := newOwner(t, "a"), newOwner(t, "b"), newOwner(t, "c")
 	ea := leases.Member{Owner: a, Incarnation: leases.NewIncarnation(r, "a1"), Heartbeat: 1}
-	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b", Listing: "listing-b", Proof: 10250 * time.Millisecond}
+	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b", Listing: "listing-b", Proof: 10250 * time.Millisecond, Young: true}
 	wantStoredExactly(t, "before the first join", m, r, nil)
 	wantExactly(t, "the first Join's answer", mustJoin(t, m, r, ea), []leases.Member{ea})
 	wantStoredExactly(t, "after the first join", m, r, []leases.Member{ea})
@@ -347,10 +348,12 @@ func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows
 	wantExactly(t, "a Join in another row", mustJoin(t, m, other, ec), []leases.Member{ec})
 	wantStoredExactly(t, "after a join in another row", m, r, []leases.Member{ea, eb})
 
-	// The joined entries heartbeat.
+	// The joined entries heartbeat (young, then not).
 	ea.Heartbeat++
+	ea.Young = true
 	wantExactly(t, "a heartbeat after the join", mustHeartbeat(t, m, r, ea), []leases.Member{ea, eb})
 	eb.Heartbeat++
+	eb.Young = false
 	wantExactly(t, "a heartbeat after the join", mustHeartbeat(t, m, r, eb), []leases.Member{ea, eb})
 }
 
@@ -1836,5 +1839,56 @@ func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membershi
 	wantRow(t, s, k, l, "TakeAs with a dead context changed the row")
 	if _, err := s.Get(ctx(t), missing); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("CreateAs with a dead context created %s: Get = %v", missing, err)
+	}
+}
+
+// testStreamMark: a stream has no mark until MarkStream; the first token
+// written stays (a later MarkStream returns it and writes nothing), a
+// resent call returns its own; marks of other streams are apart, and a
+// mark is not a lease row.
+func testStreamMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
+	stream, other := newKey(t).Stream, newKey(t).Stream
+	mark := func(stream, token string) string {
+		t.Helper()
+		got, err := m.MarkStream(ctx(t), stream, token)
+		if err != nil {
+			t.Fatalf("MarkStream(%s, %s): %v", stream, token, err)
+		}
+		return got
+	}
+	read := func(stream string) string {
+		t.Helper()
+		got, err := m.StreamMark(ctx(t), stream)
+		if err != nil {
+			t.Fatalf("StreamMark(%s): %v", stream, err)
+		}
+		return got
+	}
+	if got := read(stream); got != "" {
+		t.Fatalf("StreamMark of a stream nobody marked: %q, want none", got)
+	}
+	if got := mark(stream, "first"); got != "first" {
+		t.Fatalf("the first MarkStream returned %q, want its own token", got)
+	}
+	if got := mark(stream, "first"); got != "first" {
+		t.Fatalf("MarkStream resent returned %q, want its own token", got)
+	}
+	if got := mark(stream, "second"); got != "first" {
+		t.Fatalf("a second MarkStream returned %q, want the first token", got)
+	}
+	if got := read(stream); got != "first" {
+		t.Fatalf("StreamMark: %q, want the first token", got)
+	}
+	if got := read(other); got != "" {
+		t.Fatalf("StreamMark of another stream: %q, want none", got)
+	}
+	if _, err := s.Get(ctx(t), leases.Key{Stream: stream, Shard: "shardId-000000000000"}); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("Get of a row of a marked stream nobody created: %v, want ErrNotFound", err)
+	}
+	if _, err := m.MarkStream(ctx(t), stream, ""); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("MarkStream with no token: %v, want a validation error", err)
+	}
+	if _, err := m.StreamMark(ctx(t), ""); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("StreamMark of no stream: %v, want a validation error", err)
 	}
 }

@@ -32,6 +32,7 @@ type Store struct {
 	header   map[int]int64                    // membership row -> roster version
 	vanished int64
 	rewinds  map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
+	marks    map[string]string                  // stream -> its mark's token (MarkStream)
 }
 
 var (
@@ -42,7 +43,7 @@ var (
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord)}
+	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord), marks: make(map[string]string)}
 }
 
 // Check implements leases.Checker. A memory store has nothing to
@@ -149,6 +150,39 @@ func (s *Store) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRe
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rewinds[key], nil
+}
+
+// MarkStream implements leases.Membership.
+func (s *Store) MarkStream(ctx context.Context, stream, token string) (string, error) {
+	if err := beginMark(ctx, stream, token, true); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.marks[stream]; ok {
+		return cur, nil
+	}
+	s.marks[stream] = token
+	return token, nil
+}
+
+// StreamMark implements leases.Membership.
+func (s *Store) StreamMark(ctx context.Context, stream string) (string, error) {
+	if err := beginMark(ctx, stream, "", false); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.marks[stream], nil
+}
+
+// beginMark validates a mark's arguments (see leases.ValidateMark) and
+// refuses a context that is done.
+func beginMark(ctx context.Context, stream, token string, write bool) error {
+	if err := leases.ValidateMark(stream, token, write); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 // ApplyRewind implements leases.Store.
@@ -423,4 +457,5 @@ func (s *Store) Clear() {
 	s.header = make(map[int]int64)
 	s.vanished = 0
 	s.rewinds = make(map[leases.Key]leases.RewindRecord)
+	s.marks = make(map[string]string)
 }

@@ -6,6 +6,7 @@
 package lostrow
 
 import (
+	"strings"
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
@@ -13,16 +14,35 @@ import (
 
 // Facts is what Decide needs to know of a row found missing.
 type Facts struct {
-	Seen       bool // this instance saw the row exist
-	Creating   bool // the stream's rows are being created (the engine's createAll)
-	IsNew      bool // the stream is new (the engine's newStream), and no other row of it exists
-	SawRows    bool // this instance saw a row of the stream exist
-	TableInUse bool // a fleet read the table when this instance joined
-	AllRead    bool // every row of the first listing was read
-	// MissingFor is how long the row has been found missing;
-	// RecoveryWait is the recovery wait.
-	MissingFor, RecoveryWait time.Duration
+	Seen     bool // this instance saw the row exist
+	Creating bool // this instance is creating the stream's rows (the engine's createAll)
+	SawRows  bool // this instance saw a row of the stream exist
+	// Mark is what this instance knows of the stream's mark
+	// (leases.Membership.MarkStream), MarkedFor how long it has known
+	// another's, RecoveryWait the recovery wait.
+	Mark                    Mark
+	MarkedFor, RecoveryWait time.Duration
 }
+
+// Mark is what an instance knows of a stream's mark.
+type Mark int
+
+const (
+	// MarkUnknown: not read, a read failed, or none found in a table not
+	// known older than a timeout (an absent mark proves nothing there: the
+	// table may have been recreated under a holder this instance cannot
+	// see, which delivers until its fence).
+	MarkUnknown Mark = iota
+	// MarkNone: no mark, in a table older than a timeout that this
+	// instance's entry has been in since: no row of the stream exists or
+	// is held. The stream is new.
+	MarkNone
+	// MarkOurs: this incarnation made the mark.
+	MarkOurs
+	// MarkOther: another made it: the stream's rows exist, are being
+	// created by the marker, or vanished.
+	MarkOther
+)
 
 // Action is what this instance does about a row found missing.
 type Action int
@@ -30,7 +50,8 @@ type Action int
 const (
 	// Wait: nothing yet; a later round reads the row again.
 	Wait Action = iota
-	// CreateNew: create the new stream's rows free, to be read at once.
+	// CreateNew: mark the stream; if this mark is the first, create the
+	// stream's rows free, to be read at once.
 	CreateNew
 	// Report: report it (ReportVanished: whoever holds, released
 	// or read it lately reads it again), and wait.
@@ -47,22 +68,20 @@ func Decide(f Facts) Action {
 		return Recover // vanished
 	case f.Creating:
 		return Wait // being created
-	case f.IsNew:
+	case f.Mark == MarkUnknown:
+		return Wait
+	case f.Mark == MarkNone && !f.SawRows:
 		return CreateNew
-	case f.SawRows || f.TableInUse:
-		// A row that vanished before this instance saw it, or a stream new
-		// to a table in use: recovered, so that a holder it may have had
-		// has stopped before anyone else reads it.
-		return Recover
-	case !f.AllRead:
-		return Wait // rows of the stream still unread: one that exists would make it not new
-	case f.MissingFor < f.RecoveryWait:
-		// Perhaps a new stream, whose one creator (the engine's newStream) creates its
-		// rows free, to be read at once: a recovered row would wait. Or a
-		// table emptied under its fleet, whose members know the
-		// checkpoints and recreate the rows first.
+	case f.Mark == MarkOther && f.MarkedFor < f.RecoveryWait:
+		// Being created by the marker (within the recovery wait), or
+		// vanished: its holder reads it again.
 		return Report
 	}
+	// A row that vanished before this instance saw it (a mark of ours or
+	// another's known for the whole wait, or rows of an unmarked stream
+	// seen: written by a tool, or by a version before marks): recovered,
+	// so that a holder it may have had has stopped before anyone else
+	// reads it.
 	return Recover
 }
 
@@ -114,12 +133,50 @@ func NoStart(l leases.Lease) bool {
 
 // Outdated reports whether row l, free and recovered, was recovered from a
 // copy older than known, a copy of the row this instance knows: the row
-// says nothing of where its shard was read (NoStart), or it carries no
+// says nothing of where its shard was read (NoStart); or it carries no
 // operator's rewind while known does (every write keeps the id of the last
 // rewind, and a recovery carries its copy's: a copy without one predates
 // the rewind, which went with the table's rewind records if the table was
-// recreated). A member that knows such a copy writes its checkpoint on the
-// row before anyone reads it.
+// recreated); or it carries the same rewind as known, none pending on
+// either, and a checkpoint before known's (a member recovered it from a
+// copy it read before known's holder wrote on: the records between were
+// handled, and no operator asked for them again). A member that knows such
+// a copy writes its checkpoint on the row before anyone reads it.
 func Outdated(l, known leases.Lease) bool {
-	return !l.Held() && l.Recovered != "" && (NoStart(l) || l.Rewind == "" && known.Rewind != "")
+	if l.Held() || l.Recovered == "" {
+		return false
+	}
+	return NoStart(l) || l.Rewind == "" && known.Rewind != "" ||
+		l.Rewind == known.Rewind && l.RewindTo.IsZero() && known.RewindTo.IsZero() && before(l.Checkpoint, known.Checkpoint)
+}
+
+// before reports whether checkpoint a comes before b in their shard: both
+// sequence numbers (not a start position nor the shard's end), compared
+// as numbers, then by sub-sequence.
+func before(a, b leases.Checkpoint) bool {
+	x, ok1 := digits(a.Sequence)
+	y, ok2 := digits(b.Sequence)
+	switch {
+	case !ok1 || !ok2:
+		return false
+	case len(x) != len(y):
+		return len(x) < len(y)
+	case x != y:
+		return x < y
+	}
+	return a.SubSequence < b.SubSequence
+}
+
+// digits returns seq without leading zeros, and whether it is a sequence
+// number (decimal digits only).
+func digits(seq string) (string, bool) {
+	if seq == "" {
+		return "", false
+	}
+	for _, c := range seq {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return strings.TrimLeft(seq, "0"), true
 }

@@ -623,6 +623,14 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			if before.Recovered != "" && after.Checkpoint != before.Checkpoint {
 				restartVersion = true
 			}
+			if n, err := c.covered(s.id, after.Checkpoint); err == nil && s.rewindAt >= 0 && n == s.rewindAt && n < t.start {
+				// Recreated at the operator's rewind that was pending on
+				// the row it held when the row was deleted, and taken back:
+				// the rewind applied, as by ApplyRewind (seed 99011324).
+				c.setTenure(s, writer, after.Checkpoint)
+				c.rewind(s, after.Counter, after.Checkpoint, writer)
+				break
+			}
 			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
 				t.restart = n
 			}
@@ -656,10 +664,13 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			c.rewind(s, after.Counter, after.Checkpoint, "")
 		case !before.Held():
 			// The operator rewound the row recreated after a deletion: its
-			// next taker starts where the operator said.
+			// next taker starts where the operator said. Should the row go
+			// again before anyone read it, the rewind goes with it (seed
+			// 92025045: a table dropped 8 s after such a rewind).
 			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
+				u := &rewoundRow{counter: after.Counter, at: n, prefix: s.prefix, acked: slices.Clone(s.acked), knowers: map[string]bool{}}
 				c.replay(s, after.Checkpoint)
-				s.operatorAt = n
+				s.operatorAt, s.rewound = n, u
 			}
 		}
 	case "Checkpoint", "Release":
@@ -997,7 +1008,7 @@ type rewoundRow struct {
 // learned records that process who was told row l. The caller holds mu.
 func (c *checker) learned(who string, l leases.Lease) {
 	s := c.shard(l.Key.Shard)
-	if s.rewound != nil && !s.afterDelete && l.Counter >= s.rewound.counter {
+	if s.rewound != nil && (!s.afterDelete || s.operatorAt >= 0) && l.Counter >= s.rewound.counter {
 		s.rewound.knowers[who] = true
 	}
 	if !l.RewindTo.IsZero() && !s.afterDelete {

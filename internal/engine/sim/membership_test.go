@@ -916,6 +916,7 @@ type mproc struct {
 	lastSent  time.Time // that heartbeat's send
 	lostAllAt time.Time // a heartbeat was sent after the fence had passed: every lease lost then
 	lostAll   int64     // and that event's place among the model's events (mworld.seq)
+	entryInc  string    // the incarnation of its last entry written (a join or a replacement answered)
 	ten       map[string]*mtenure
 	returned  bool // Run returned
 	// unansweredJoins are the entries the process tried to join as and got
@@ -2073,7 +2074,11 @@ func (w *mworld) takeLanded(pr *mproc, before, after leases.Lease) {
 	// pending only while its caller waits for the answer: a late take
 	// lands after its caller got an error (takeFailed) and is never
 	// believed (unless it carries a believed lease on, as above).
-	pr.ten[id] = &mtenure{landed: now, seq: w.seq, pending: pr.takesInFlight[id] > 0, believed: cont}
+	// A take landing for an incarnation the process is no longer (its
+	// request late, the process gone on as a new one) is never pending:
+	// nothing of it waits for the answer.
+	pending := pr.takesInFlight[id] > 0 && (pr.entryInc == "" || after.Incarnation == pr.entryInc)
+	pr.ten[id] = &mtenure{landed: now, seq: w.seq, pending: pending, believed: cont}
 	q := w.procOf(before.Owner, before.Incarnation)
 	if q == nil || q == pr || q.dead.Load() || q.returned {
 		return // free, its own (an earlier incarnation's), or of a process that is gone
@@ -2124,6 +2129,23 @@ func (pr *mproc) leavingAnswered() {
 	pr.lostAllAt = time.Now()
 	w.seq++
 	pr.lostAll = w.seq
+}
+
+// entryWritten records that an entry of pr as inc was written by a join or
+// a replacement that was answered: a process that goes on as a new
+// incarnation has lost every lease first (the Group fences them all
+// before it writes the new one: after a fence, an entry found gone, or
+// another incarnation found in it).
+func (pr *mproc) entryWritten(inc string) {
+	w := pr.w
+	w.chk.mu.Lock()
+	defer w.chk.mu.Unlock()
+	if pr.entryInc != "" && pr.entryInc != inc {
+		pr.lostAllAt = time.Now()
+		w.seq++
+		pr.lostAll = w.seq
+	}
+	pr.entryInc = inc
 }
 
 // heartbeatAnswered records that a heartbeat of pr (or the ReplaceMember
@@ -2290,6 +2312,7 @@ func (s *modelStore) Join(ctx context.Context, row int, m leases.Member) ([]leas
 	s.joinMu.Unlock()
 	rows, err := s.FaultStore.Join(ctx, row, m)
 	if err == nil && m.Owner == s.pr.owner {
+		s.pr.entryWritten(m.Incarnation)
 		s.pr.heartbeatAnswered(sent)
 	}
 	if err != nil && m.Owner == s.pr.owner {
@@ -2308,6 +2331,7 @@ func (s *modelStore) ReplaceMember(ctx context.Context, row int, seen, next leas
 	own := next.Owner != "" && next.Owner == s.pr.owner // its join, or a new incarnation after a fence
 	rows, err := s.FaultStore.ReplaceMember(ctx, row, seen, next)
 	if err == nil && own {
+		s.pr.entryWritten(next.Incarnation)
 		s.pr.heartbeatAnswered(sent) // the Group moves its fence
 	}
 	return rows, err

@@ -236,7 +236,7 @@ func (s *FaultStore) call(ctx context.Context, op string, l leases.Lease, do fun
 // isRead reports whether op only reads (never lands late).
 func isRead(op string) bool {
 	switch op {
-	case "Get", "Members", "Header", "LastRewind":
+	case "Get", "Members", "Header", "LastRewind", "StreamMark":
 		return true
 	}
 	return false
@@ -447,6 +447,30 @@ func (s *FaultStore) LastRewind(ctx context.Context, key leases.Key) (leases.Rew
 		return leases.RewindRecord{}, err
 	}
 	return faultCall(ctx, s, "LastRewind", key, func(ctx context.Context) (leases.RewindRecord, error) { return mem.LastRewind(ctx, key) })
+}
+
+// MarkKey is the key the hooks see a stream's mark under (MarkStream,
+// StreamMark): "#stream" and the stream.
+func MarkKey(stream string) leases.Key { return leases.Key{Stream: "#stream", Shard: stream} }
+
+// MarkStream implements leases.Membership; the hooks see it as a call on
+// MarkKey(stream). It may land late like any write.
+func (s *FaultStore) MarkStream(ctx context.Context, stream, token string) (string, error) {
+	mem, err := s.membership()
+	if err != nil {
+		return "", err
+	}
+	return faultCall(ctx, s, "MarkStream", MarkKey(stream), func(ctx context.Context) (string, error) { return mem.MarkStream(ctx, stream, token) })
+}
+
+// StreamMark implements leases.Membership; the hooks see it as a call on
+// MarkKey(stream).
+func (s *FaultStore) StreamMark(ctx context.Context, stream string) (string, error) {
+	mem, err := s.membership()
+	if err != nil {
+		return "", err
+	}
+	return faultCall(ctx, s, "StreamMark", MarkKey(stream), func(ctx context.Context) (string, error) { return mem.StreamMark(ctx, stream) })
 }
 
 // Header implements leases.Membership; the hooks see it as a call on

@@ -234,6 +234,25 @@ func (t *Table) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRe
 	return s.LastRewind(ctx, key)
 }
 
+// MarkStream implements leases.Membership. Marks are kept with the
+// membership rows: Drop removes them, DeleteRow does not.
+func (t *Table) MarkStream(ctx context.Context, stream, token string) (string, error) {
+	s, err := t.membership("MarkStream")
+	if err != nil {
+		return "", err
+	}
+	return s.MarkStream(ctx, stream, token)
+}
+
+// StreamMark implements leases.Membership.
+func (t *Table) StreamMark(ctx context.Context, stream string) (string, error) {
+	s, err := t.membership("StreamMark")
+	if err != nil {
+		return "", err
+	}
+	return s.StreamMark(ctx, stream)
+}
+
 // Join implements leases.Membership.
 func (t *Table) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	s, err := t.membership("Join")

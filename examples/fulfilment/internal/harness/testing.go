@@ -125,6 +125,22 @@ func (s CutOffStore) LastRewind(ctx context.Context, key leases.Key) (leases.Rew
 	return s.mem().LastRewind(ctx, key)
 }
 
+// MarkStream implements leases.Membership.
+func (s CutOffStore) MarkStream(ctx context.Context, stream, token string) (string, error) {
+	if s.Cut.Load() {
+		return "", s.Err
+	}
+	return s.mem().MarkStream(ctx, stream, token)
+}
+
+// StreamMark implements leases.Membership.
+func (s CutOffStore) StreamMark(ctx context.Context, stream string) (string, error) {
+	if s.Cut.Load() {
+		return "", s.Err
+	}
+	return s.mem().StreamMark(ctx, stream)
+}
+
 // BumpRow implements leases.Membership.
 func (s CutOffStore) BumpRow(ctx context.Context, row int) error {
 	if s.Cut.Load() {

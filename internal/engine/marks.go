@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Stream marks (leases.Membership.MarkStream). This instance marks a
+// stream, once per incarnation, before it takes or creates any row of it;
+// the mark outlives the rows' deletion. So a row found missing in a stream
+// without a mark, in a table not recreated for longer than a timeout
+// (tableOld), is a new stream's: nobody can deliver from it, and the first
+// to mark the stream creates its rows free, to be read at once. A missing
+// row of a marked stream vanished: it is recovered (see recover).
+
+// streamMark is what this instance knows of a stream's mark: the token it
+// found or wrote, as incarnation inc, and when (mono); round is the round
+// in which inc last found none.
+type streamMark struct {
+	token, inc string
+	at         int64
+	round      int
+}
+
+// tableOld reports whether the table this instance's entry is in was not
+// recreated for longer than a timeout: the entry has stood that long, or a
+// read of the table since showed an entry of another member that had
+// (leases.Member.Young). A holder in a table recreated before then has
+// passed its fence: it never joins the new table as the incarnation that
+// held (rejoin).
+func (g *Group) tableOld() bool {
+	since := g.entrySince.Load()
+	seen := g.oldSeen.Load()
+	return since != 0 && (time.Duration(mono()-since) >= g.cfg.Timeout || seen != 0 && seen >= since)
+}
+
+// markOf returns what this instance knows of st's mark, and for how long
+// it has known another's. It reads the mark when this incarnation knows
+// none, at most once a round, and only in a table known old: an absent
+// mark proves nothing before. An absent mark counts (MarkNone) only if
+// this instance's entry is still in the table after the read: the table
+// was not recreated since the entry was written.
+func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time.Duration) {
+	inc := g.Incarnation()
+	st.rowsMu.Lock()
+	m := st.mark
+	st.rowsMu.Unlock()
+	switch {
+	case m.inc == inc && m.token != "":
+		return m.kind(), time.Duration(mono() - m.at)
+	case !g.tableOld() || m.inc == inc && m.round == g.rounds:
+		return lostrow.MarkUnknown, 0
+	}
+	tok, err := g.mem.StreamMark(ctx, st.key)
+	if err == nil && tok != "" {
+		return g.noteMark(st, inc, tok), 0
+	}
+	st.rowsMu.Lock()
+	st.mark = streamMark{inc: inc, round: g.rounds}
+	st.rowsMu.Unlock()
+	if err != nil || !g.joinsSettled(st) || !g.ownEntryIntact(ctx, inc) {
+		return lostrow.MarkUnknown, 0
+	}
+	return lostrow.MarkNone, 0
+}
+
+// joinsSettled reports whether no member joined in the last three heartbeats
+// as far as this instance saw, or it has waited a recovery wait past the
+// table's timeout: a fleet started over a few seconds creates a new
+// stream's rows once it is all there, so that each shard is taken once, by
+// the member the plan gives it to, not moved at every join
+// (TestFleetStartedOverSeconds).
+func (g *Group) joinsSettled(st *streamState) bool {
+	now, seen := mono(), g.joinSeen.Load()
+	return seen == 0 || time.Duration(now-seen) >= 3*g.cfg.Heartbeat ||
+		time.Duration(now-g.entrySince.Load()) >= g.cfg.Timeout+g.recoveryWait(st)
+}
+
+// kind is the lostrow.Mark of a mark known.
+func (m streamMark) kind() lostrow.Mark {
+	if m.token == m.inc {
+		return lostrow.MarkOurs
+	}
+	return lostrow.MarkOther
+}
+
+// noteMark records tok, st's mark as incarnation inc found or wrote it,
+// and returns its kind.
+func (g *Group) noteMark(st *streamState, inc, tok string) lostrow.Mark {
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	if st.mark.inc != inc || st.mark.token != tok {
+		st.mark = streamMark{token: tok, inc: inc, at: mono()}
+	}
+	return st.mark.kind()
+}
+
+// ensureMarked marks st as this incarnation, before a take, unless it
+// knows the mark already, and returns an error if it could not (no row of
+// st is taken then).
+func (g *Group) ensureMarked(ctx context.Context, st *streamState) error {
+	_, err := g.mark(ctx, st, false)
+	return err
+}
+
+// markToCreate marks st before this instance creates a row of it, whatever
+// it knows: the table may have been recreated since it last wrote the mark
+// (its entry's loss tells it only at its next heartbeat), and a row must
+// never stand in a table without its stream's mark, or a member that finds
+// it deleted there would take the stream for new.
+func (g *Group) markToCreate(ctx context.Context, st *streamState) error {
+	_, err := g.mark(ctx, st, true)
+	return err
+}
+
+// mark writes st's mark as this incarnation if the stream has none (unless
+// this incarnation knows it already and fresh is not set), and returns its
+// kind.
+func (g *Group) mark(ctx context.Context, st *streamState, fresh bool) (lostrow.Mark, error) {
+	inc := g.Incarnation()
+	st.rowsMu.Lock()
+	m := st.mark
+	st.rowsMu.Unlock()
+	if m.inc == inc && m.token != "" && !fresh {
+		return m.kind(), nil
+	}
+	tok, err := g.mem.MarkStream(ctx, st.key, inc)
+	if err != nil {
+		return lostrow.MarkUnknown, fmt.Errorf("marking stream %s: %w", st.key, err)
+	}
+	return g.noteMark(st, inc, tok), nil
+}
+
+// ownEntryIntact reads this instance's membership row and reports whether
+// its entry as inc is still there.
+func (g *Group) ownEntryIntact(ctx context.Context, inc string) bool {
+	row := rowOf(inc)
+	sent := mono()
+	ms, err := g.mem.Members(ctx, row)
+	if err != nil {
+		return false
+	}
+	g.observe(row, ms, sent, mono())
+	return slices.ContainsFunc(ms, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc })
+}
