@@ -460,8 +460,8 @@ func (g *Group) beat(ctx context.Context) error {
 		return nil
 	case hbMissing:
 		// Our entry was removed (found stale for three timeouts: our fence
-		// passed long ago) or the table was recreated empty: join again as
-		// a new incarnation.
+		// passed long ago) or the table was recreated empty: write it
+		// again, as the same incarnation if it may go on.
 		g.rejoin(ctx)
 		return nil
 	case hbMisconfigured:
@@ -705,17 +705,41 @@ func (g *Group) leave() {
 	}
 }
 
-// rejoin joins again, as a new incarnation (every lease lost), after this
-// instance's entry vanished. Never as the same one: the entry may have
-// gone with the table, recreated empty, and a member that joins the new
-// table must not meet a holder it cannot see (see tableOld); an entry
-// removed as stale was past its fence long ago. The rows this instance
-// held, released or read lately are read again (recheckReleased).
+// rejoin writes this instance's entry again after it vanished (removed
+// as stale, or the table recreated empty): as the same incarnation in the
+// same row when it may go on, having first marked every stream it holds
+// a row of (markHeld), else as a new incarnation (every lease lost) in a
+// row with room. The rows it held, released or read lately are read
+// again (recheckReleased).
 func (g *Group) rejoin(ctx context.Context) {
 	g.reconcileNow.Store(true)
 	inc := g.Incarnation()
 	row := rowOf(inc)
-	g.fenceAll("this instance's membership entry vanished")
+	if !g.hb.needNewInc && g.markHeld(ctx) {
+		g.hb.hb++
+		m := g.entry(inc, g.hb.hb, g.hb.notice) // young again: new to this table, maybe
+		jctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
+		sentAt := time.Now()
+		sent := int64(sentAt.Sub(epoch))
+		rows, err := g.mem.Join(jctx, row, m)
+		cancel()
+		if err == nil {
+			g.entrySince.Store(mono())
+			g.forgetMarks() // this incarnation's marks may have gone with the table
+			g.hb.failed = false
+			g.extendFence(sentAt)
+			g.observe(row, rows, sent, mono())
+			g.bumpLater(row)
+			g.log.Warn("kinesislease: this instance's membership entry had vanished (table recreated?); wrote it again", "row", row)
+			return
+		}
+		var conflict *leases.MemberConflictError
+		if !errors.As(err, &conflict) {
+			return // the next turn tries again
+		}
+	}
+	// A new incarnation, in a row with room.
+	g.fenceAll("this instance's membership entry vanished and cannot be written again as it was")
 	g.fence.Store(fenced)
 	g.viewMu.Lock()
 	counts := maps.Clone(g.rows.total)
@@ -732,6 +756,38 @@ func (g *Group) rejoin(ctx context.Context) {
 	} else if err != nil {
 		g.log.Error("kinesislease: joining the membership again failed", "err", err)
 	}
+}
+
+// markHeld marks every stream this instance holds a row of (or has an
+// orphan of), whatever it knows of their marks, before it writes its
+// vanished entry again as the same incarnation: the table may have been
+// recreated under it, with its rows and the streams' marks, and its fence
+// moves on with that entry. A member that finds a row of such a stream
+// missing then finds the mark (once it counts the table old, past a
+// timeout after the recreation, the entry has landed or the fence has
+// passed): it recovers the row, never takes the stream for new while this
+// instance may deliver from it. It reports whether every mark landed.
+func (g *Group) markHeld(ctx context.Context) bool {
+	keys := map[string]bool{}
+	g.mu.Lock()
+	for u := range g.workers {
+		keys[u.Stream] = true
+	}
+	for u := range g.orphans {
+		keys[u.Stream] = true
+	}
+	g.mu.Unlock()
+	mctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
+	defer cancel()
+	for key := range keys {
+		g.streamsMu.RLock()
+		st := g.streams[key]
+		g.streamsMu.RUnlock()
+		if st != nil && g.markToCreate(mctx, st) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // entry is this instance's membership entry as inc, at heartbeat hb with

@@ -136,6 +136,19 @@ func (g *Group) mark(ctx context.Context, st *streamState, fresh bool) (lostrow.
 	return g.noteMark(st, inc, tok), nil
 }
 
+// forgetMarks forgets every mark this instance knows: its entry vanished,
+// perhaps with the table and the marks, and it goes on as the same
+// incarnation (rejoin), so the next take marks again.
+func (g *Group) forgetMarks() {
+	g.streamsMu.RLock()
+	defer g.streamsMu.RUnlock()
+	for _, st := range g.streams {
+		st.rowsMu.Lock()
+		st.mark = streamMark{}
+		st.rowsMu.Unlock()
+	}
+}
+
 // ownEntryIntact reads this instance's membership row and reports whether
 // its entry as inc is still there.
 func (g *Group) ownEntryIntact(ctx context.Context, inc string) bool {

@@ -138,9 +138,8 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		}
 		l, read = cur, true
 	}
-	lastHolder := o.vanished && g.lastHolder(o)
 	for attempt := 0; ; attempt++ {
-		if (!g.ours(l) || o.unwaited) && !g.recoveryPassed(st, u.Shard, l) && !(lastHolder && !l.Held()) {
+		if (!g.ours(l) || o.unwaited) && !g.recoveryPassed(st, u.Shard, l) {
 			if read {
 				return // recovered: taken once its last holder has stopped
 			}
@@ -371,22 +370,9 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 		g.dropOrphan(u, o)
 		return
 	}
-	if _, ok := g.recover(ctx, st, u, o.known, o.best(), true); ok && !g.lastHolder(o) {
+	if _, ok := g.recover(ctx, st, u, o.known, o.best(), true); ok {
 		g.dropOrphan(u, o)
 	}
-}
-
-// lastHolder reports whether orphan o is of a row this process held, as an
-// incarnation it has fenced since (its entry found gone with the table, or
-// a fence): nobody else delivered from the row since. Should the row
-// vanish, the orphan is kept once the row is recovered, and retaken at once
-// if the plan gives this instance the shard (nobody but this process
-// reads a recovery before the recovery wait), as a holder whose
-// incarnation goes on takes back its own (TestMembershipFaults/
-// table-recreated: every holder fences when its entry goes with the
-// table).
-func (g *Group) lastHolder(o orphan) bool {
-	return !o.unwaited && o.known.Owner == g.cfg.Owner && g.ownInc(o.known.Incarnation)
 }
 
 // forgetOrphan drops orphan o of u, now someone else's row cur, and keeps
