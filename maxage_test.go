@@ -72,6 +72,12 @@ func TestMaxRecordAge(t *testing.T) {
 		return nil
 	}, kinesislease.WithMaxRecordAge(maxAge), kinesislease.WithDeadLetter(dead.sink))
 
+	// Record 0 is put once the shard is read: put before, it could wait
+	// out the start (a new table is read a timeout after the join) and
+	// reach the handler past maxAge.
+	waitHealth(t, in, func(h kltype.Health) bool {
+		return len(h.Streams) == 1 && len(h.Streams[0].Shards) == 1 && h.Streams[0].Shards[0].Reading
+	}, "reading the shard")
 	seq0 := plPut(t, kc, stream, plOrders(0, 1))[0]
 	select {
 	case <-holding:
