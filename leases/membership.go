@@ -125,12 +125,13 @@ type Member struct {
 	// Young is set while the member's entry has stood in the table, without
 	// a break, for less than the member's timeout: a join writes it, and
 	// the member's first heartbeat a timeout later clears it. A member that
-	// finds its entry gone (removed, or the table recreated empty) joins
-	// again as a new incarnation, young again; a heartbeat never lands on
-	// an entry that is gone. So an entry read in a table without Young shows
-	// that the table was not recreated for a timeout before it was written:
-	// a member finding a stream unmarked there (see MarkStream) knows that
-	// no lease of it can be held from a table recreated since.
+	// finds its entry gone (removed, or the table recreated empty) writes it
+	// again young, having marked the streams it holds rows of (see
+	// MarkStream); a heartbeat never lands on an entry that is gone. So an
+	// entry read in a table without Young shows that the table was not
+	// recreated for a timeout before it was written: a member finding a
+	// stream unmarked there knows that no lease of it can be held from a
+	// table recreated since.
 	Young bool
 }
 
