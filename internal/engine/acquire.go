@@ -206,7 +206,7 @@ func (g *Group) acquire(ctx context.Context, u unit) {
 	if !g.ours(l) {
 		g.noteReleased(u, l)
 	}
-	if !g.takeable(st, u.Shard, l) || !g.recoveryPassed(st, u.Shard, l) {
+	if !g.takeable(st, u.Shard, l) || !g.reportRecovery(ctx, st, u.Shard) || !g.recoveryPassed(st, u.Shard, l) {
 		return
 	}
 	g.take(ctx, st, u, l)

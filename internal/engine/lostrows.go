@@ -116,7 +116,8 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 		}
 		return leases.Lease{}, false // recreated by another, or read again next round
 	}
-	st.setRow(u.Shard, rowState{lease: t})
+	st.setRow(u.Shard, rowState{lease: t, reportDue: from == lostrow.FromStart || from == lostrow.FromTrimHorizon})
+	g.reportRecovery(ctx, st, u.Shard)
 	// Known now as if released: should the row vanish again and come back
 	// from the start position by a member that never knew it, this one
 	// writes the checkpoint it recreated the row at (recheckReleased; seed
@@ -159,4 +160,28 @@ func (g *Group) reportMissing(ctx context.Context, st *streamState, id string, r
 		g.lastReport, g.reported = sent, true
 		st.markReported(id)
 	}
+}
+
+// reportRecovery reports the row of id again, once this instance recovered
+// it knowing no checkpoint of it (rowState.reportDue), and counts the
+// recovery wait from that report: a member that knows where the shard was
+// read to re-reads the row on it and writes its checkpoint on the free row
+// (recheckReleased) before anyone reads from the start. The report sent
+// when the row was first found missing does not cover this: a knower may
+// have recovered the row on it, and the row vanished again unseen by the
+// reporter (seed 96101881). It reports whether no report is due.
+func (g *Group) reportRecovery(ctx context.Context, st *streamState, id string) bool {
+	if !st.row(id).reportDue {
+		return true
+	}
+	sent := mono()
+	if g.mem.ReportVanished(ctx) != nil {
+		return false
+	}
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	r := st.rows[id]
+	r.reportDue, r.recoveredAt = false, max(r.recoveredAt, sent)
+	st.rows[id] = r
+	return true
 }

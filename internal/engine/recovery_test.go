@@ -337,3 +337,83 @@ func takeFreedRow(t *testing.T, g *Group, store *memory.Store, u unit, key lease
 		t.Fatal("the free row was not taken")
 	}
 }
+
+// reportFails is a memory store whose ReportVanished fails, unanswered,
+// while fail is set.
+type reportFails struct {
+	*memory.Store
+	fail atomic.Bool
+}
+
+func (s *reportFails) ReportVanished(ctx context.Context) error {
+	if s.fail.Load() {
+		return context.DeadlineExceeded
+	}
+	return s.Store.ReportVanished(ctx)
+}
+
+// TestBlindRecoveryReportedAgain: a member that recovers a vanished row
+// knowing no checkpoint of it (it never saw the row: the start position)
+// reports the row again once it is recreated, and counts the recovery wait
+// from that report, so that a member that knows where the shard was read to
+// re-reads the row on the report and writes its checkpoint on it first
+// (TestKnowerWritesItsCheckpointOnRecoveredRow). The report made when the
+// row was first found missing does not cover it: a knower may have recovered
+// the row on that one, and the row vanished again (seed 96101881). While the
+// report fails, the row is not taken, however long it waits.
+func TestBlindRecoveryReportedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &reportFails{Store: memory.New()}
+		g, st, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		vanished := func() int64 {
+			h, err := store.Header(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h.Vanished
+		}
+
+		store.fail.Store(true)
+		if _, ok := g.recover(ctx, st, u, leases.Lease{Key: key}, leases.Checkpoint{}, false); !ok {
+			t.Fatal("the row was not recreated")
+		}
+		if got, err := store.Get(ctx, key); err != nil || !got.Checkpoint.IsZero() || got.Recovered == "" {
+			t.Fatalf("recreated row %+v (%v): want it recovered at the start position", got, err)
+		}
+		wait := g.recoveryWait(st)
+		for start := time.Now(); time.Since(start) < 2*wait; time.Sleep(250 * time.Millisecond) {
+			g.fence.Store(mono() + int64(time.Minute))
+			g.acquire(ctx, u)
+			if g.holds(u) {
+				t.Fatalf("took the row it recovered from the start position %v after, with no report since its recreation", time.Since(start))
+			}
+		}
+
+		store.fail.Store(false)
+		before := vanished()
+		start := time.Now()
+		g.acquire(ctx, u) // reports it, at last
+		if vanished() != before+1 {
+			t.Fatalf("vanished reports %d, want %d: the recovery from the start position was not reported once the store answered", vanished(), before+1)
+		}
+		for time.Since(start) < wait-100*time.Millisecond {
+			g.fence.Store(mono() + int64(time.Minute))
+			g.acquire(ctx, u)
+			if g.holds(u) {
+				t.Fatalf("took the row %v after the report, before the recovery wait (%v)", time.Since(start), wait)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+		g.fence.Store(mono() + int64(time.Minute))
+		g.acquire(ctx, u)
+		if !g.holds(u) {
+			t.Fatalf("did not take the row %v after the report (the wait is %v)", time.Since(start), wait)
+		}
+		if vanished() != before+1 {
+			t.Fatalf("vanished reports %d, want %d: reported more than once", vanished(), before+1)
+		}
+	})
+}

@@ -131,7 +131,7 @@ func (st *streamState) setRowLocked(id string, r rowState) {
 	if lostrow.NoStart(r.lease) && r.knew.IsZero() {
 		r.knew = old.best()
 	}
-	r.recovery, r.recoveredAt = old.recovery, old.recoveredAt
+	r.recovery, r.recoveredAt, r.reportDue = old.recovery, old.recoveredAt, old.reportDue || r.reportDue
 	if rec := r.lease.Recovered; rec != "" && rec != r.recovery {
 		r.recovery, r.recoveredAt = rec, mono() // the first answer that showed this recovery
 	}
@@ -212,6 +212,9 @@ type rowState struct {
 	// such answer came (see recoveredSince).
 	recovery    string
 	recoveredAt int64
+	// reportDue: this instance recovered the row knowing no checkpoint
+	// of it, and has not reported it since (reportRecovery).
+	reportDue bool
 	// created: this instance created the row free (createAll), and no
 	// call of it read or wrote the row since: lease is the row as created.
 	created bool
