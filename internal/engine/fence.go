@@ -718,6 +718,9 @@ func (g *Group) rejoin(ctx context.Context) {
 	if !g.hb.needNewInc && g.markHeld(ctx) {
 		g.hb.hb++
 		m := g.entry(inc, g.hb.hb, g.hb.notice) // young again: new to this table, maybe
+		// From before the send: a round that asked tableOld of the entry
+		// that vanished must not count this one as that (markOf).
+		g.entrySince.Store(mono())
 		jctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 		sentAt := time.Now()
 		sent := int64(sentAt.Sub(epoch))

@@ -43,10 +43,14 @@ func (g *Group) tableOld() bool {
 // it has known another's. It reads the mark when this incarnation knows
 // none, at most once a round, and only in a table known old: an absent
 // mark proves nothing before. An absent mark counts (MarkNone) only if
-// this instance's entry is still in the table after the read: the table
-// was not recreated since the entry was written.
+// this instance's entry is still in the table after the read, written
+// before tableOld was asked: the table was not recreated since. An entry
+// written again meanwhile (rejoin, which moves entrySince before it sends)
+// proves nothing (seed 97214516: a rejoin after the table was dropped
+// landed between the two, and the stream was taken for new beside its
+// holder).
 func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time.Duration) {
-	inc := g.Incarnation()
+	inc, since := g.Incarnation(), g.entrySince.Load()
 	st.rowsMu.Lock()
 	m := st.mark
 	st.rowsMu.Unlock()
@@ -63,7 +67,7 @@ func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time
 	st.rowsMu.Lock()
 	st.mark = streamMark{inc: inc, round: g.rounds}
 	st.rowsMu.Unlock()
-	if err != nil || !g.joinsSettled(st) || !g.ownEntryIntact(ctx, inc) {
+	if err != nil || !g.joinsSettled(st) || !g.ownEntryIntact(ctx, inc) || g.entrySince.Load() != since {
 		return lostrow.MarkUnknown, 0
 	}
 	return lostrow.MarkNone, 0
