@@ -99,11 +99,15 @@ func (g *Group) recheckUncertain(ctx context.Context) {
 		}
 		_, held := g.workers[u]
 		_, orphaned := g.orphans[u]
-		if err == nil && !held && !orphaned && cur.Owner == g.cfg.Owner && slices.Contains(g.incs, cur.Incarnation) {
+		mine := err == nil && cur.Owner == g.cfg.Owner && slices.Contains(g.incs, cur.Incarnation)
+		if mine && !held && !orphaned {
 			g.orphans[u] = orphan{inc: cur.Incarnation, known: cur}
 			st.log.Warn("kinesislease: a write of this instance whose answer was lost landed late: the row names it; taking it again or releasing it", "shard", u.Shard)
 		}
 		g.mu.Unlock()
+		if err == nil && !mine {
+			g.noteReleased(u, cur) // known as read, as acquire does (seed 94016513)
+		}
 	}
 }
 

@@ -475,3 +475,30 @@ func TestRejoinDuringMarkReadIsNoNewStream(t *testing.T) {
 		}
 	})
 }
+
+// TestUncertainRowReadIsKnown: the read of a row after an unanswered write
+// of this instance (recheckUncertain) that finds it someone else's keeps
+// its checkpoint as known, as any read of a row does (acquire): should the
+// row vanish and come back from the start position by a member that never
+// knew it, this instance writes that checkpoint on it (seed 94016513: a
+// member that had held the row, its reads since not kept, recovered it at
+// TRIM_HORIZON).
+func TestUncertainRowReadIsKnown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, _, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		held := heldRow(t, store, key, "b", "0.B", "179")
+		g.mu.Lock()
+		g.uncertain[u] = mono() - 1
+		g.mu.Unlock()
+		g.recheckUncertain(ctx)
+		g.mu.Lock()
+		r, ok := g.released[u]
+		g.mu.Unlock()
+		if !ok || r.lease.Checkpoint != held.Checkpoint {
+			t.Fatalf("after the read of the row held by another at %v: known %+v (%v); want its checkpoint kept", held.Checkpoint, r.lease, ok)
+		}
+	})
+}
