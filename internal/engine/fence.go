@@ -718,9 +718,12 @@ func (g *Group) rejoin(ctx context.Context) {
 	if !g.hb.needNewInc && g.markHeld(ctx) {
 		g.hb.hb++
 		m := g.entry(inc, g.hb.hb, g.hb.notice) // young again: new to this table, maybe
-		// From before the send: a round that asked tableOld of the entry
-		// that vanished must not count this one as that (markOf).
-		g.entrySince.Store(mono())
+		// The table is new from now as far as tableOld goes, before the
+		// write's send: a round that finds this entry in the table from
+		// then on must not take it for the entry it knew (seed 96123701).
+		now := mono()
+		g.entrySince.Store(now)
+		g.rejoinSent.Store(now)
 		jctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 		sentAt := time.Now()
 		sent := int64(sentAt.Sub(epoch))

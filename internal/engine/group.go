@@ -238,6 +238,12 @@ type Group struct {
 	// in a read of the table as it has been since entrySince (see tableOld).
 	entrySince atomic.Int64
 	oldSeen    atomic.Int64
+	// rejoinSent is mono() when this instance last began writing its entry
+	// again as the same incarnation (rejoin), before the write's send: an
+	// answer sent before then that shows the entry may be of the table it
+	// vanished with, and a read of the entry after then does not show that
+	// the table was not recreated (markOf).
+	rejoinSent atomic.Int64
 	// joinSeen is mono() when this instance last saw a member it did not
 	// know with an entry younger than a timeout: one joining (joinsSettled).
 	joinSeen atomic.Int64

@@ -707,3 +707,112 @@ func TestNewTableWaitsForAHolderCutOff(t *testing.T) {
 		}
 	})
 }
+
+// TestRejoinedEntryIsNoProofTheTableIsOld: a fresh process joins a table in
+// use (its holder's entry old: the table is known old at once) and has read
+// no row yet when the table is recreated empty under the holder, which is
+// cut off from it and delivers until its fence. The fresh process's
+// heartbeat finds its entry gone and writes it again as the same
+// incarnation; its round finds the rows missing and the mark absent, and
+// its own entry in the table. The entry proves nothing then: it was written
+// into the new table, which is new: the fresh process must wait a timeout,
+// as on any new table. Seed 96123701 (the first case): the round judged the
+// table old from what it saw before, the entry was written again while it
+// read the mark, and the fresh process created the rows as a new stream's
+// and read every shard 0.6 s after the table was recreated, beside the
+// holder. In the second case the answer to the entry's write is lost: the
+// table was still judged old from the table the entry vanished with.
+func TestRejoinedEntryIsNoProofTheTableIsOld(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		lost bool // the rejoin's answer is lost (else it comes while the round reads the mark)
+	}{{"during the mark read", false}, {"answer lost", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) { testRejoinedEntry(t, tc.lost) })
+		})
+	}
+}
+
+func testRejoinedEntry(t *testing.T, lost bool) {
+	f := newFleet(t, 2)
+	var cut, cleared atomic.Bool
+	holder := sim.NewFaultStore(f.store, sim.StoreHooks{Decide: func(op string, key leases.Key) sim.Decision {
+		if cut.Load() {
+			return sim.Decision{Err: &sim.InjectedError{Op: op, Key: key, Msg: "cut off"}}
+		}
+		return sim.Decision{}
+	}})
+	markAsked, rejoined := make(chan struct{}), make(chan struct{})
+	var askOnce, joinOnce sync.Once
+	var joins atomic.Int32
+	fresh := sim.NewFaultStore(f.store, sim.StoreHooks{
+		Decide: func(op string, key leases.Key) sim.Decision {
+			switch {
+			case !cleared.Load() && op == "Get":
+				// No row read before the table is recreated.
+				return sim.Decision{Err: &sim.InjectedError{Op: op, Key: key, Msg: "failed"}}
+			case lost && cleared.Load() && op == "Join" && joins.Add(1) == 1:
+				return sim.Decision{LoseResponse: true}
+			case !lost && cleared.Load() && op == "Heartbeat":
+				// The entry's loss is found once the round has judged
+				// the table old and asks for the mark.
+				select {
+				case <-markAsked:
+				case <-time.After(3 * time.Second):
+				}
+			case !lost && cleared.Load() && op == "StreamMark":
+				askOnce.Do(func() { close(markAsked) })
+				select {
+				case <-rejoined:
+				case <-time.After(3 * time.Second):
+				}
+			}
+			return sim.Decision{}
+		},
+		ApplyMembers: func(op string, row int, do func() ([]leases.Member, error)) ([]leases.Member, error) {
+			ms, err := do()
+			if op == "Join" && err == nil && cleared.Load() {
+				joinOnce.Do(func() { close(rejoined) })
+			}
+			return ms, err
+		},
+	})
+	config := func(owner string, store leases.Store) engine.GroupConfig {
+		cfg := f.config(owner, store, nil)
+		cfg.Heartbeat = engine.DefaultTimeout / 10
+		return cfg
+	}
+	f.start(config("a", holder))
+	time.Sleep(started)
+	f.start(config("b", fresh))
+	time.Sleep(2 * time.Second)
+	cut.Store(true)
+	cutAt := time.Now()
+	f.store.Clear()
+	cleared.Store(true)
+	time.Sleep(30 * time.Second)
+	f.stop()
+	select {
+	case <-rejoined:
+	default:
+		t.Fatal("b never wrote its entry again after the table was recreated")
+	}
+	// a delivers until its fence: a timeout less the margin after its last
+	// heartbeat, which was sent within an interval before the cut.
+	fence := cutAt.Add(engine.DefaultTimeout - engine.DefaultTimeout/6 - engine.DefaultTimeout/10)
+	f.mu.Lock()
+	for _, d := range f.handled {
+		if d.owner == "b" && d.at.Before(fence) {
+			t.Errorf("b delivered %s at %v after the table was recreated, before the cut-off holder's fence could have passed (%v)", d.data, d.at.Sub(cutAt), fence.Sub(cutAt))
+			break
+		}
+	}
+	f.mu.Unlock()
+	for _, id := range f.ids {
+		if f.holder(id) != "b" {
+			t.Errorf("shard %s last delivered by %q, want the fresh process b", id, f.holder(id))
+		}
+	}
+}

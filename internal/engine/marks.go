@@ -43,14 +43,13 @@ func (g *Group) tableOld() bool {
 // it has known another's. It reads the mark when this incarnation knows
 // none, at most once a round, and only in a table known old: an absent
 // mark proves nothing before. An absent mark counts (MarkNone) only if
-// this instance's entry is still in the table after the read, written
-// before tableOld was asked: the table was not recreated since. An entry
-// written again meanwhile (rejoin, which moves entrySince before it sends)
-// proves nothing (seed 97214516: a rejoin after the table was dropped
-// landed between the two, and the stream was taken for new beside its
-// holder).
+// this instance's entry is still in the table after the read, and was not
+// written again since the table was judged old (rejoin, as the same
+// incarnation: the entry found may be in a table recreated since; seeds
+// 96123701, 97214516): the table was not recreated since the entry was written.
 func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time.Duration) {
-	inc, since := g.Incarnation(), g.entrySince.Load()
+	inc := g.Incarnation()
+	rejoin := g.rejoinSent.Load() // before tableOld
 	st.rowsMu.Lock()
 	m := st.mark
 	st.rowsMu.Unlock()
@@ -67,7 +66,7 @@ func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time
 	st.rowsMu.Lock()
 	st.mark = streamMark{inc: inc, round: g.rounds}
 	st.rowsMu.Unlock()
-	if err != nil || !g.joinsSettled(st) || !g.ownEntryIntact(ctx, inc) || g.entrySince.Load() != since {
+	if err != nil || !g.joinsSettled(st) || !g.ownEntryIntact(ctx, inc) || g.rejoinSent.Load() != rejoin {
 		return lostrow.MarkUnknown, 0
 	}
 	return lostrow.MarkNone, 0

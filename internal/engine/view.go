@@ -248,9 +248,11 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 		}
 	}
 	own := slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc })
-	if since := g.entrySince.Load(); since != 0 && (sent >= since || own) {
+	if since := g.entrySince.Load(); since != 0 && (sent >= since || own && sent >= g.rejoinSent.Load()) {
 		// A read of the table this instance's entry is in (sent after it
-		// was written, or an answer that shows it): an entry of another
+		// was written, or an answer that shows it, sent after the entry
+		// was last written again as the same incarnation: one sent before
+		// may show it in the table it vanished with): an entry of another
 		// member that has stood for longer than a timeout shows that the
 		// table was not recreated for as long (tableOld).
 		for _, m := range rows {
