@@ -151,12 +151,17 @@ func Outdated(l, known leases.Lease) bool {
 }
 
 // before reports whether checkpoint a comes before b in their shard: both
-// sequence numbers (not a start position nor the shard's end), compared
-// as numbers, then by sub-sequence.
+// sequence numbers, compared as numbers, then by sub-sequence; or a at
+// TRIM_HORIZON, which comes before every sequence number (seed 98110959: a
+// row recovered at an operator's rewind to TRIM_HORIZON, from a copy with
+// the rewind pending, while its holder had applied it and read on). Other
+// start positions and the shard's end are not compared.
 func before(a, b leases.Checkpoint) bool {
 	x, ok1 := digits(a.Sequence)
 	y, ok2 := digits(b.Sequence)
 	switch {
+	case a.Sequence == leases.RewindTrimHorizon && ok2:
+		return true
 	case !ok1 || !ok2:
 		return false
 	case len(x) != len(y):

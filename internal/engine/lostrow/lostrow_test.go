@@ -124,8 +124,12 @@ func TestOutdated(t *testing.T) {
 		{"recovered from a later copy than the one here", leases.Lease{Recovered: "r", Checkpoint: cp}, leases.Lease{Checkpoint: leases.Checkpoint{Sequence: "99"}}, false},
 		{"a rewind pending on the copy here: its position, not its checkpoint", leases.Lease{Recovered: "r", Checkpoint: cp},
 			leases.Lease{Checkpoint: leases.Checkpoint{Sequence: "200"}, RewindTo: leases.Checkpoint{Sequence: "1"}}, false},
-		{"a start position is not compared", leases.Lease{Recovered: "r", Checkpoint: leases.Checkpoint{Sequence: leases.RewindTrimHorizon}, Rewind: "x"},
+		{"recovered at TRIM_HORIZON, same rewind applied here and read on (seed 98110959)", leases.Lease{Recovered: "r", Checkpoint: leases.Checkpoint{Sequence: leases.RewindTrimHorizon}, Rewind: "x"},
+			leases.Lease{Checkpoint: cp, Rewind: "x"}, true},
+		{"LATEST is not compared", leases.Lease{Recovered: "r", Checkpoint: leases.Checkpoint{Sequence: leases.RewindLatest}, Rewind: "x"},
 			leases.Lease{Checkpoint: cp, Rewind: "x"}, false},
+		{"TRIM_HORIZON here is not after anything", leases.Lease{Recovered: "r", Checkpoint: cp, Rewind: "x"},
+			leases.Lease{Checkpoint: leases.Checkpoint{Sequence: leases.RewindTrimHorizon}, Rewind: "x"}, false},
 	} {
 		if got := Outdated(tc.row, tc.copy); got != tc.want {
 			t.Errorf("%s: Outdated(%+v, %+v) = %v, want %v", tc.name, tc.row, tc.copy, got, tc.want)
