@@ -813,7 +813,11 @@ func (c *checker) deleted(id, holder string, known map[string]int) {
 				s.prefix++
 			}
 			c.tracef("the operator's rewind of %s went with its row while no process that read it was alive", id)
-		} else if !s.afterDelete {
+		} else if !s.afterDelete || s.lostRewind == nil {
+			// Lost with the row; also when the row was recreated after an
+			// earlier deletion and not taken since (seed 98126424: a rewind
+			// asked of a recovered row, its knowers cut off or dead since
+			// the table was dropped, was not counted as lost).
 			s.lostRewind = u
 		}
 		s.rewound = nil
