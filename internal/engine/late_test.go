@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -162,6 +163,54 @@ func TestInvalidateKeepsTheCheckpoint(t *testing.T) {
 		}
 		if cur.Held() || cur.Checkpoint != known {
 			t.Fatalf("row after the disproved take was invalidated: %+v, want it free at %v", cur, known)
+		}
+	})
+}
+
+// takeUnanswered is a memory store whose TakeAs fails with no answer, not
+// applied, while fail is set.
+type takeUnanswered struct {
+	*memory.Store
+	fail atomic.Bool
+}
+
+func (s *takeUnanswered) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	if s.fail.Load() {
+		return leases.Lease{}, context.DeadlineExceeded
+	}
+	return s.Store.TakeAs(ctx, l, owner, inc)
+}
+
+// TestInvalidateUnansweredKeepsTheCheckpoint: a take of this instance with
+// the checkpoint it knew (315), its answer lost, is disproved by a read of
+// the row, recreated since from an older copy (257); the take that
+// invalidates it loses its answer too. The orphan it leaves still knows 315:
+// should the first take land late (315 on the row), the release never
+// writes 257 over it (seed 98123718: a checkpoint moved back).
+func TestInvalidateUnansweredKeepsTheCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &takeUnanswered{Store: memory.New()}
+		g, st, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		row, err := store.CreateAs(ctx, key, "", "", leases.Checkpoint{Sequence: "257"}, "") // recovered from an older copy
+		if err != nil {
+			t.Fatal(err)
+		}
+		known := leases.Checkpoint{Sequence: "315"}
+		mine := row
+		mine.Owner, mine.Incarnation, mine.Counter, mine.Checkpoint = "a", "0.CUR", row.Counter+1, known
+		o := orphan{inc: "0.CUR", known: mine, presumed: true, vanished: true}
+		g.mu.Lock()
+		g.orphans[u] = o
+		g.mu.Unlock()
+		store.fail.Store(true)
+		g.invalidate(ctx, st, u, o, row)
+		g.mu.Lock()
+		got, ok := g.orphans[u]
+		g.mu.Unlock()
+		if !ok || got.best() != known {
+			t.Fatalf("after the invalidating take's answer was lost: orphan %+v (%v); want it to know %v", got, ok, known)
 		}
 	})
 }

@@ -309,7 +309,15 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 // known as taken, released next round.
 func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orphan, l leases.Lease) {
 	inc := g.Incarnation()
-	t, err := g.takeAs(ctx, u, l, inc)
+	from := l
+	if l.RewindTo.IsZero() && (l.Checkpoint.IsZero() || o.vanished) && !o.best().IsZero() {
+		// What the release below would write, written by the take itself:
+		// should its answer be lost too, the orphan it leaves knows it
+		// (presume), and never releases the row with the older checkpoint
+		// it was recreated at over the late take's (seed 98123718).
+		from.Checkpoint = o.best()
+	}
+	t, err := g.takeAs(ctx, u, from, inc)
 	if err != nil {
 		g.markUnwaited(u, err)
 		return // taken by another (the late copy cannot land), or presumed ours again
