@@ -139,17 +139,38 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	// ones it read known, and the next reads the others (never the same
 	// ones again and again).
 	slices.SortStableFunc(act.takes, func(x, y unit) int { return cmpBool(g.unreadRow(y), g.unreadRow(x)) })
+	rejoin := g.rejoinSent.Load() // before tableOld and the reads: see sameTable
+	var (
+		freshMu sync.Mutex
+		fresh   []leases.Lease
+	)
 	bounded(ctx, len(act.retakes)+len(act.takes)+len(act.releases), func(i int) {
 		switch {
 		case i < len(act.retakes):
 			g.retake(ctx, act.retakes[i], orphans[act.retakes[i]])
 		case i < len(act.retakes)+len(act.takes):
-			g.acquire(ctx, act.takes[i-len(act.retakes)])
+			if l, ok := g.acquire(ctx, act.takes[i-len(act.retakes)]); ok {
+				freshMu.Lock()
+				fresh = append(fresh, l)
+				freshMu.Unlock()
+			}
 		default:
 			u := act.releases[i-len(act.retakes)-len(act.takes)]
 			g.releaseOrphan(ctx, u, orphans[u])
 		}
 	})
+	// Rows that say nothing of where their shard was read to are taken
+	// once a read sent after all of them found this instance's entry: they
+	// were read from the table it is in, not one recreated since, where
+	// they may have been created again while their holders still deliver
+	// (seed 98129615: a new stream's rows created again just after the
+	// table was dropped, and read at once). One read a round.
+	if len(fresh) > 0 && g.sameTable(ctx, mono(), rejoin) {
+		bounded(ctx, len(fresh), func(i int) {
+			u := unit{Stream: fresh[i].Key.Stream, Shard: fresh[i].Key.Shard}
+			g.take(ctx, g.streams[u.Stream], u, fresh[i])
+		})
+	}
 }
 
 // bounded runs fn(0..n-1), at most storeConcurrency at once, until ctx
@@ -173,8 +194,11 @@ func bounded(ctx context.Context, n int, fn func(i int)) {
 }
 
 // acquire reads the row of u and takes it if it is free, held by a dead
-// incarnation, or still names this incarnation.
-func (g *Group) acquire(ctx context.Context, u unit) {
+// incarnation, or still names this incarnation. A row that says nothing of
+// where its shard was read to (lostrow.NoStart) is taken only in a table
+// known old, and by apply, after it checked the table (sameTable): acquire
+// returns it then.
+func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	st := g.streams[u.Stream]
 	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 	switch r := st.row(u.Shard); {
@@ -182,34 +206,56 @@ func (g *Group) acquire(ctx context.Context, u unit) {
 		// Being created (createAll), or found missing in a table not
 		// known old (whether the stream is new is unknown): a later round
 		// reads it.
-		return
-	case r.created && st.cfg.Stream == st.key:
+		return leases.Lease{}, false
+	case r.created && st.cfg.Stream == st.key && g.tableOld():
 		// Created free by this instance and untouched since: taken as
 		// created (a take conditional on the row as created, so a row
 		// changed since fails it), with no read first. Read next time.
 		st.setRow(u.Shard, rowState{lease: r.lease})
-		g.take(ctx, st, u, r.lease)
-		return
+		return r.lease, true
 	}
 	l, err := g.store.Get(ctx, key)
 	if errors.Is(err, leases.ErrNotFound) {
 		g.missingRow(ctx, st, u)
-		return
+		return leases.Lease{}, false
 	}
 	if err != nil {
 		if ctx.Err() == nil {
 			st.log.Warn("kinesislease: reading lease row failed", "shard", u.Shard, "err", err)
 		}
-		return
+		return leases.Lease{}, false
 	}
 	st.setRow(u.Shard, rowState{lease: l})
 	if !g.ours(l) {
 		g.noteReleased(u, l)
 	}
 	if !g.takeable(st, u.Shard, l) || !g.reportRecovery(ctx, st, u.Shard) || !g.recoveryPassed(st, u.Shard, l) {
-		return
+		return leases.Lease{}, false
+	}
+	if lostrow.NoStart(l) {
+		// It may have been created in a table recreated since this
+		// instance's entry was written, its holders still delivering: in a
+		// table known old, apply takes it after sameTable.
+		return l, g.tableOld()
 	}
 	g.take(ctx, st, u, l)
+	return leases.Lease{}, false
+}
+
+// sameTable reports whether a read of this instance's membership row sent
+// at or after at found its entry, not written again (rejoin) since the
+// rejoinSent the caller read before it judged the table old: what was read
+// before at was read from the table the entry is in, not one recreated
+// since. One read serves every caller whose at it follows (under checkSem:
+// createNew's and apply's).
+func (g *Group) sameTable(ctx context.Context, at, rejoin int64) bool {
+	g.checkSem <- struct{}{}
+	defer func() { <-g.checkSem }()
+	if !g.checkOK || g.checkAt < at {
+		g.checkAt = mono()
+		g.checkOK = g.ownEntryIntact(ctx, g.Incarnation())
+	}
+	return g.checkOK && g.rejoinSent.Load() == rejoin
 }
 
 // take takes row l for this incarnation and starts reading it.

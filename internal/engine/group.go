@@ -244,6 +244,12 @@ type Group struct {
 	// vanished with, and a read of the entry after then does not show that
 	// the table was not recreated (markOf).
 	rejoinSent atomic.Int64
+	// checkAt is mono() when the last sameTable read was sent, and checkOK
+	// whether it found this instance's entry, under checkSem (a channel,
+	// as reportSem).
+	checkSem chan struct{}
+	checkAt  int64
+	checkOK  bool
 	// joinSeen is mono() when this instance last saw a member it did not
 	// know with an entry younger than a timeout: one joining (joinsSettled).
 	joinSeen atomic.Int64
@@ -335,6 +341,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		streams: map[string]*streamState{}, view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
 		workers: map[unit]*worker{}, orphans: map[unit]orphan{}, uncertain: map[unit]int64{}, released: map[unit]releasedRow{},
 		reportSem: make(chan struct{}, 1),
+		checkSem:  make(chan struct{}, 1),
 		log:       cfg.Logger.With("owner", cfg.Owner),
 	}
 	is := newInstrumentedStore(cfg.Store, mem, h, &g.stats)

@@ -43,6 +43,7 @@ func (g *Group) proof(st *streamState) time.Duration {
 // recovered (recover) once this instance saw it exist or knew the mark
 // for the recovery wait, to be read after the recovery wait.
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
+	rejoin := g.rejoinSent.Load() // before markOf: see createNew
 	st.setRow(u.Shard, rowState{missing: true})
 	r := st.row(u.Shard)
 	f := lostrow.Facts{Seen: r.seen, Creating: st.creatingRows(), SawRows: st.sawRows(), RecoveryWait: g.recoveryWait(st)}
@@ -51,7 +52,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 	}
 	switch lostrow.Decide(f) {
 	case lostrow.CreateNew:
-		g.createNew(ctx, st, u)
+		g.createNew(ctx, st, u, rejoin)
 	case lostrow.Report:
 		g.reportMissing(ctx, st, u.Shard, r)
 	case lostrow.Recover:
@@ -62,8 +63,13 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 
 // createNew marks st, a new stream; if the mark is this instance's (the
 // first), it creates the row of u free, starts creating the stream's other
-// rows (createAll), and takes it.
-func (g *Group) createNew(ctx context.Context, st *streamState, u unit) {
+// rows (createAll), and takes it, once its own entry is still found, not
+// written again since before markOf (rejoin: the rejoinSent then): the
+// table the stream was judged new in was not recreated before the row was
+// created (seed 98129615: the table dropped after the judgement, the
+// stream's rows were created again in the new one and read beside their
+// holders).
+func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin int64) {
 	if k, err := g.mark(ctx, st, true); k != lostrow.MarkOurs {
 		if err != nil && ctx.Err() == nil {
 			st.log.Warn("kinesislease: marking a new stream failed", "err", err)
@@ -83,6 +89,9 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit) {
 		return
 	}
 	st.setRow(u.Shard, rowState{lease: l})
+	if !g.sameTable(ctx, mono(), rejoin) {
+		return
+	}
 	if g.takeable(st, u.Shard, l) && g.recoveryPassed(st, u.Shard, l) {
 		g.take(ctx, st, u, l) // ours, or another's creation (or recovery) found
 	}

@@ -30,7 +30,7 @@ func TestRecoveredRowTakenOnlyAfterTheWait(t *testing.T) {
 			t.Fatal("no row to delete")
 		}
 
-		g.acquire(ctx, u) // finds it missing: recreates it, free
+		acquireRound(ctx, g, u) // finds it missing: recreates it, free
 		got, err := store.Get(ctx, key)
 		if err != nil {
 			t.Fatalf("the row was not recreated at once: %v", err)
@@ -42,7 +42,7 @@ func TestRecoveredRowTakenOnlyAfterTheWait(t *testing.T) {
 		wait := g.recoveryWait(st)
 		for time.Since(start) < wait-100*time.Millisecond {
 			g.fence.Store(mono() + int64(time.Minute))
-			g.acquire(ctx, u)
+			acquireRound(ctx, g, u)
 			if g.holds(u) {
 				t.Fatalf("took the recovered row %v after its recreation, before the recovery wait (%v)", time.Since(start), wait)
 			}
@@ -50,7 +50,7 @@ func TestRecoveredRowTakenOnlyAfterTheWait(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 		g.fence.Store(mono() + int64(time.Minute))
-		g.acquire(ctx, u)
+		acquireRound(ctx, g, u)
 		if !g.holds(u) {
 			t.Fatalf("did not take the recovered row %v after its recreation (the wait is %v)", time.Since(start), wait)
 		}
@@ -230,10 +230,10 @@ func TestRecoveredTrimHorizonKeepsWhatThisInstanceKnew(t *testing.T) {
 		if _, err := store.CreateAs(ctx, key, "", "", leases.Checkpoint{Sequence: leases.RewindTrimHorizon}, ""); err != nil {
 			t.Fatal(err)
 		}
-		g.acquire(ctx, u) // reads it: recovered, not yet takeable
+		acquireRound(ctx, g, u) // reads it: recovered, not yet takeable
 		time.Sleep(g.recoveryWait(st) + time.Second)
 		g.fence.Store(mono() + int64(time.Minute))
-		g.acquire(ctx, u)
+		acquireRound(ctx, g, u)
 		if !g.holds(u) {
 			t.Fatal("the recovered row was not taken after the wait")
 		}
@@ -385,7 +385,7 @@ func TestBlindRecoveryReportedAgain(t *testing.T) {
 		wait := g.recoveryWait(st)
 		for start := time.Now(); time.Since(start) < 2*wait; time.Sleep(250 * time.Millisecond) {
 			g.fence.Store(mono() + int64(time.Minute))
-			g.acquire(ctx, u)
+			acquireRound(ctx, g, u)
 			if g.holds(u) {
 				t.Fatalf("took the row it recovered from the start position %v after, with no report since its recreation", time.Since(start))
 			}
@@ -394,13 +394,13 @@ func TestBlindRecoveryReportedAgain(t *testing.T) {
 		store.fail.Store(false)
 		before := vanished()
 		start := time.Now()
-		g.acquire(ctx, u) // reports it, at last
+		acquireRound(ctx, g, u) // reports it, at last
 		if vanished() != before+1 {
 			t.Fatalf("vanished reports %d, want %d: the recovery from the start position was not reported once the store answered", vanished(), before+1)
 		}
 		for time.Since(start) < wait-100*time.Millisecond {
 			g.fence.Store(mono() + int64(time.Minute))
-			g.acquire(ctx, u)
+			acquireRound(ctx, g, u)
 			if g.holds(u) {
 				t.Fatalf("took the row %v after the report, before the recovery wait (%v)", time.Since(start), wait)
 			}
@@ -408,7 +408,7 @@ func TestBlindRecoveryReportedAgain(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 		g.fence.Store(mono() + int64(time.Minute))
-		g.acquire(ctx, u)
+		acquireRound(ctx, g, u)
 		if !g.holds(u) {
 			t.Fatalf("did not take the row %v after the report (the wait is %v)", time.Since(start), wait)
 		}

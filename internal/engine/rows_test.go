@@ -130,7 +130,7 @@ func TestTakeNeverPassesARecreatedRowsCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		g.acquire(ctx, u)
+		acquireRound(ctx, g, u)
 		got, err := store.Get(ctx, key)
 		if err != nil {
 			t.Fatal(err)
@@ -165,7 +165,7 @@ func TestTakerWhoseRewindAnswerWasLostRecreatesAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		g.acquire(ctx, u) // takes it; the rewind's apply lands, its answer is lost
+		acquireRound(ctx, g, u) // takes it; the rewind's apply lands, its answer is lost
 		g.mu.Lock()
 		o, ok := g.orphans[u]
 		g.mu.Unlock()
@@ -214,7 +214,7 @@ func TestHolderRecreatesOnlyWithinItsFence(t *testing.T) {
 		if _, err := store.Create(ctx, key); err != nil {
 			t.Fatal(err)
 		}
-		g.acquire(ctx, u)
+		acquireRound(ctx, g, u)
 		g.mu.Lock()
 		w := g.workers[u]
 		g.mu.Unlock()
@@ -250,7 +250,7 @@ func TestVanishedRowRecreatedAtPendingRewind(t *testing.T) {
 		if _, err := store.Create(ctx, key); err != nil {
 			t.Fatal(err)
 		}
-		g.acquire(ctx, u)
+		acquireRound(ctx, g, u)
 		g.mu.Lock()
 		w := g.workers[u]
 		g.mu.Unlock()
@@ -358,6 +358,12 @@ func arm(t *testing.T, g *Group, inc string) {
 	g.mu.Unlock()
 	g.cfg.Client = silentKinesis{}
 	g.fence.Store(mono() + int64(time.Minute))
+	// Its entry in the table, standing for an hour: the table is old
+	// (tableOld, sameTable).
+	if _, err := g.mem.Join(context.Background(), rowOf(inc), g.entry(inc, 1, 0)); err != nil {
+		t.Fatalf("arm: Join: %v", err)
+	}
+	g.entrySince.Store(mono() - int64(time.Hour))
 }
 
 // silentKinesis answers no call until its context ends.
@@ -392,5 +398,14 @@ func readHeader(t *testing.T, g *Group) {
 	t.Helper()
 	if _, err := g.mem.Header(context.Background()); err != nil {
 		t.Fatalf("Header: %v", err)
+	}
+}
+
+// acquireRound does for u what a round's apply does: acquire, and the take
+// of a row without a checkpoint after sameTable.
+func acquireRound(ctx context.Context, g *Group, u unit) {
+	rejoin := g.rejoinSent.Load()
+	if l, ok := g.acquire(ctx, u); ok && g.sameTable(ctx, mono(), rejoin) {
+		g.take(ctx, g.streams[u.Stream], u, l)
 	}
 }
