@@ -444,3 +444,56 @@ func TestUncertainRowReadIsKnown(t *testing.T) {
 		}
 	})
 }
+
+// getHook is a memory store that runs hook once, after a Get.
+type getHook struct {
+	*memory.Store
+	hook func()
+}
+
+func (s *getHook) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
+	l, err := s.Store.Get(ctx, key)
+	if h := s.hook; h != nil {
+		s.hook = nil
+		h()
+	}
+	return l, err
+}
+
+// TestFreshRowReadFromAnotherTableNotTaken: a member reads a free row with
+// no checkpoint, and the table is recreated just after the read (its entry
+// gone with it, not yet noticed): the row may have been created in the new
+// table while its holder in the old one still delivers, so it is not taken
+// (sameTable). In the table it is still in, the same row is taken (seed
+// 98129615).
+func TestFreshRowReadFromAnotherTableNotTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &getHook{Store: memory.New()}
+		g, _, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		if _, err := store.Create(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		store.hook = func() { // the table recreated: the entry is gone
+			ms, err := store.Members(ctx, 0)
+			if err != nil || len(ms) != 1 {
+				t.Fatalf("own row: %v %v", ms, err)
+			}
+			if _, err := store.ReplaceMember(ctx, 0, ms[0], leases.Member{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		acquireRound(ctx, g, u)
+		if g.holds(u) {
+			t.Fatal("took a row with no checkpoint read just before its table was recreated")
+		}
+		if _, err := store.Join(ctx, 0, g.entry("0.CUR", 2, 0)); err != nil { // as if never gone
+			t.Fatal(err)
+		}
+		acquireRound(ctx, g, u)
+		if !g.holds(u) {
+			t.Fatal("did not take a free row with no checkpoint in the table its entry is in")
+		}
+	})
+}
