@@ -896,6 +896,16 @@ func (c *checker) restarted(s *shardState, writer string, after leases.Lease, fr
 		c.violate("(h) %s took %s, whose row was deleted at T+%v, while its holder %s may still deliver", writer, s.id, at, holder)
 	}
 	c.judgeRestart(s)
+	if n, err := c.covered(s.id, after.Checkpoint); err == nil && s.rewindAt >= 0 && n == s.rewindAt {
+		// At the operator's rewind that was pending on the row when it was
+		// deleted: the replay the operator asked for, whoever recreated the
+		// row there and whoever takes it (seed 98320166: a member that had
+		// read the rewind recreated the row at it, and the holder, which
+		// had not, took it).
+		c.tracef("%s restarted %s at the operator's rewind pending on its row when it was deleted at T+%v", writer, s.id, at)
+		c.rewind(s, after.Counter, after.Checkpoint, writer)
+		return
+	}
 	// A knower cut off from the table (its fence passed, or paused) for all
 	// of the time since the deletion but less than the time it needs to
 	// see the row missing and recreate it had no way to act: nobody can
