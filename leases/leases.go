@@ -172,6 +172,7 @@ package leases
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -471,4 +472,34 @@ func ValidateOwner(owner string) error {
 		return fmt.Errorf("leases: owner %.32q…: longer than 256 bytes", owner)
 	}
 	return nil
+}
+
+// NewRewindID returns a new id for an operator's rewind asked at now (see
+// Lease.Rewind): the time in milliseconds, in fixed-width hex, then random
+// characters, so that of two rewinds of a shard the later's id tells
+// (RewindAfter) even where both are lost with the table.
+func NewRewindID(now time.Time) string {
+	return fmt.Sprintf("%012x", now.UnixMilli()) + rand.Text()[:8]
+}
+
+// RewindAfter reports whether the rewind of id a was asked after that of
+// id b: both ids of NewRewindID, a's time later than b's. Ids of other
+// forms, or of the same millisecond, are not ordered.
+func RewindAfter(a, b string) bool {
+	ta, ok1 := rewindTime(a)
+	tb, ok2 := rewindTime(b)
+	return ok1 && ok2 && ta > tb
+}
+
+// rewindTime returns the time part of a NewRewindID id.
+func rewindTime(id string) (string, bool) {
+	if len(id) != 20 {
+		return "", false
+	}
+	for _, c := range id[:12] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return "", false
+		}
+	}
+	return id[:12], true
 }

@@ -284,6 +284,15 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 			fill = o.best() // known since, as this instance last held or read it
 		}
 		g.mu.Unlock()
+	} else {
+		g.mu.Lock()
+		// Recovered from a copy older than one this instance knows
+		// (lostrow.Outdated: at TRIM_HORIZON, or before it in the same
+		// rewind's epoch): carry on from the one it knows (seed 98328216).
+		if r, ok := g.released[u]; ok && lostrow.Outdated(l, r.lease) {
+			fill = r.lease.Checkpoint
+		}
+		g.mu.Unlock()
 	}
 	from := l
 	if !fill.IsZero() {

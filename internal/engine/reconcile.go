@@ -390,6 +390,12 @@ func (g *Group) noteReleased(u unit, l leases.Lease) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if r, ok := g.released[u]; ok && lostrow.Outdated(l, r.lease) {
+		// A recovery from an older copy than the one noted: what this
+		// instance knew stands (it writes it on the row: recheckReleased,
+		// take; seed 98328216).
+		return
+	}
 	now := time.Now()
 	for v, r := range g.released {
 		if now.Sub(r.at) > releasedFor {

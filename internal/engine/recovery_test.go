@@ -497,3 +497,39 @@ func TestFreshRowReadFromAnotherTableNotTaken(t *testing.T) {
 		}
 	})
 }
+
+// TestOutdatedRecoveryKeepsWhatThisInstanceKnew: a member that knows a
+// row's checkpoint reads the row recovered from an older copy (at
+// TRIM_HORIZON, with the rewind the copy here applied and read on from):
+// what it knew stands, and a take of the row by it writes that checkpoint,
+// never reading from TRIM_HORIZON (seed 98328216).
+func TestOutdatedRecoveryKeepsWhatThisInstanceKnew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, st, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		rw := leases.NewRewindID(time.Now())
+		known := leases.Checkpoint{Sequence: "315"}
+		g.noteReleased(u, leases.Lease{Key: key, Counter: 9, Checkpoint: known, Rewind: rw})
+		rec, err := store.CreateAs(ctx, key, "", "", leases.Checkpoint{Sequence: leases.RewindTrimHorizon}, rw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.noteReleased(u, rec)
+		g.mu.Lock()
+		r := g.released[u]
+		g.mu.Unlock()
+		if r.lease.Checkpoint != known {
+			t.Fatalf("known after reading the outdated recovery: %v, want %v", r.lease.Checkpoint, known)
+		}
+		g.take(ctx, st, u, rec)
+		got, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Owner != "a" || got.Checkpoint != known {
+			t.Fatalf("row after the take: %+v; want it taken at %v", got, known)
+		}
+	})
+}

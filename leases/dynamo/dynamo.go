@@ -398,7 +398,7 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 	if err != nil {
 		return leases.Lease{}, err
 	}
-	id := rand.Text()[:16]
+	id := leases.NewRewindID(time.Now())
 	if err := s.recordRewind(ctx, l.Key, id, cp); err != nil {
 		return leases.Lease{}, err
 	}

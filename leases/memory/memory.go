@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -119,7 +120,7 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 	if cp.Sequence == "" {
 		return leases.Lease{}, fmt.Errorf("memory: rewind %s: empty sequence number", l.Key)
 	}
-	id := token()
+	id := leases.NewRewindID(time.Now())
 	record := func(r *leases.Lease) {
 		r.Rewind = id
 		s.rewinds[l.Key] = leases.RewindRecord{ID: id, To: cp} // under mu, with the row's write

@@ -136,3 +136,23 @@ func TestOutdated(t *testing.T) {
 		}
 	}
 }
+
+// TestOutdatedByAnOlderRewind: a row recovered from a copy that carries an
+// older operator's rewind than the copy here (which applied a later one and
+// read on) is outdated; one that carries the later rewind is not
+// (leases.RewindAfter; seed 98328216).
+func TestOutdatedByAnOlderRewind(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	older, later := leases.NewRewindID(t0), leases.NewRewindID(t0.Add(20*time.Second))
+	th := leases.Checkpoint{Sequence: leases.RewindTrimHorizon}
+	here := leases.Lease{Checkpoint: leases.Checkpoint{Sequence: "80"}, Rewind: later}
+	if !Outdated(leases.Lease{Recovered: "r", Checkpoint: th, Rewind: older}, here) {
+		t.Error("a recovery carrying the older rewind is not outdated by a copy that applied the later one")
+	}
+	if Outdated(leases.Lease{Recovered: "r", Checkpoint: th, Rewind: later}, leases.Lease{Checkpoint: leases.Checkpoint{Sequence: "80"}, Rewind: older}) {
+		t.Error("a recovery carrying the later rewind is outdated by a copy of the older one")
+	}
+	if !leases.RewindAfter(later, older) || leases.RewindAfter(older, later) || leases.RewindAfter("ABCDEFGHIJKLMNOP", older) {
+		t.Error("RewindAfter does not order NewRewindID ids by time, or orders an id of another form")
+	}
+}
