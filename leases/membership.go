@@ -210,7 +210,9 @@ type Membership interface {
 	// pending RewindTo is kept, and so is the checkpoint unless l.Checkpoint
 	// differs and is not zero: then it becomes l.Checkpoint, in the same
 	// write (a taker that knows where the shard was read to, on a row
-	// recreated without it, writes it as it takes the row). Like every write it
+	// recreated without it, writes it as it takes the row), and with it
+	// l.Rewind when that is not empty: the operator's rewind the written
+	// checkpoint follows. Like every write it
 	// bumps Counter and writes a new Token. Release clears Incarnation.
 	TakeAs(ctx context.Context, l Lease, owner, incarnation string) (Lease, error)
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -271,17 +272,18 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	// moved on from memory, which may predate an operator's rewind applied
 	// since (seeds 1504412, 1510881, 1520568: the rewind skipped).
 	var fill leases.Checkpoint
+	var fillRewind string // the operator's rewind fill follows, if known
 	if lostrow.NoStart(l) {
 		knew := st.row(u.Shard).knew
 		g.mu.Lock()
 		if r, ok := g.released[u]; ok {
-			fill = r.lease.Checkpoint
+			fill, fillRewind = r.lease.Checkpoint, r.lease.Rewind
 		}
 		if fill.IsZero() && !knew.IsZero() {
 			fill = knew // seen on the row before it was recreated
 		}
 		if o, ok := g.orphans[u]; ok && !o.best().IsZero() {
-			fill = o.best() // known since, as this instance last held or read it
+			fill, fillRewind = o.best(), o.bestRewind() // known since, as this instance last held or read it
 		}
 		g.mu.Unlock()
 	} else {
@@ -290,13 +292,18 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 		// (lostrow.Outdated: at TRIM_HORIZON, or before it in the same
 		// rewind's epoch): carry on from the one it knows (seed 98328216).
 		if r, ok := g.released[u]; ok && lostrow.Outdated(l, r.lease) {
-			fill = r.lease.Checkpoint
+			fill, fillRewind = r.lease.Checkpoint, r.lease.Rewind
 		}
 		g.mu.Unlock()
 	}
 	from := l
 	if !fill.IsZero() {
-		from.Checkpoint = fill // written by the take itself (leases.Membership.TakeAs)
+		// Written by the take itself, with the rewind it follows
+		// (leases.Membership.TakeAs): the row then tells which rewind its
+		// checkpoint comes after (seed 98521710: a repair at a pending
+		// rewind's position, its id not written, was taken for an outdated
+		// recovery and filled past the rewind).
+		from.Checkpoint, from.Rewind = fill, cmp.Or(fillRewind, from.Rewind)
 	}
 	sent := mono()
 	t, err := g.takeAs(ctx, u, from, inc)

@@ -7,6 +7,7 @@ package engine
 // recreated free from the checkpoint it knew.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -169,7 +170,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			// not from the start position, written by the take itself. (A
 			// row back with a checkpoint, even an older one, is taken from
 			// it: see take.)
-			from.Checkpoint = o.best()
+			from.Checkpoint, from.Rewind = o.best(), cmp.Or(o.bestRewind(), from.Rewind)
 		}
 		sent := mono()
 		t, err := g.takeAs(ctx, u, from, inc)
@@ -315,7 +316,7 @@ func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orpha
 		// should its answer be lost too, the orphan it leaves knows it
 		// (presume), and never releases the row with the older checkpoint
 		// it was recreated at over the late take's (seed 98123718).
-		from.Checkpoint = o.best()
+		from.Checkpoint, from.Rewind = o.best(), cmp.Or(o.bestRewind(), from.Rewind)
 	}
 	t, err := g.takeAs(ctx, u, from, inc)
 	if err != nil {
@@ -351,7 +352,7 @@ func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orpha
 // (with it) next round.
 func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orphan, l leases.Lease) {
 	inc := g.Incarnation()
-	l.Checkpoint = o.best() // written by the take itself (leases.Membership.TakeAs)
+	l.Checkpoint, l.Rewind = o.best(), cmp.Or(o.bestRewind(), l.Rewind) // written by the take itself (leases.Membership.TakeAs)
 	f, err := g.takeAs(ctx, u, l, inc)
 	if err != nil {
 		g.markUnwaited(u, err)
@@ -446,6 +447,16 @@ func (o orphan) knownRow() leases.Lease {
 	k := o.known
 	k.Checkpoint = o.best()
 	return k
+}
+
+// bestRewind is the operator's rewind that best() follows, if known: the
+// known row's (written with the checkpoint by a fill: see
+// leases.Membership.TakeAs).
+func (o orphan) bestRewind() string {
+	if o.known.RewindTo.IsZero() && o.known.Checkpoint.IsZero() {
+		return ""
+	}
+	return o.known.Rewind
 }
 
 // best is the checkpoint o knows the row was read to: the position of a

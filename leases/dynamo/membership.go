@@ -18,7 +18,7 @@ import (
 
 // TakeAs implements leases.Membership: one UpdateItem conditional on
 // l.Counter and l.Token (with no token, on l's holder), with a new write_token by which a
-// lost answer is recognised, writing l.Checkpoint when it is not zero. It writes owner and incarnation.
+// lost answer is recognised, writing l.Checkpoint when it is not zero (and l.Rewind with it, when not empty). It writes owner and incarnation.
 func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation string) (leases.Lease, error) {
 	u, err := s.holderUpdate(ctx, l.Key, owner, incarnation)
 	if err != nil {
@@ -27,6 +27,9 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 	u.owner, u.incarnation, u.exact, u.token = l.Owner, l.Incarnation, true, l.Token
 	if !l.Checkpoint.IsZero() {
 		u.setCheckpoint(l.Checkpoint) // see leases.Membership.TakeAs
+		if l.Rewind != "" {
+			u.set[attrRewindID] = &types.AttributeValueMemberS{Value: l.Rewind}
+		}
 	}
 	return s.write(ctx, "TakeAs", l.Key, l.Counter, u)
 }

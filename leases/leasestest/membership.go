@@ -71,6 +71,7 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"MembershipRowsAreNotLeases", testMemberRowsNotLeases},
 		{"TakeAs", testTakeAs},
 		{"TakeAsConditionalOnCounter", testTakeAsCounter},
+		{"TakeAsFillWritesItsRewind", testTakeAsFillRewind},
 		{"ReleaseClearsIncarnation", testReleaseClearsIncarnation},
 		{"CreateAs", testCreateAs},
 		{"CreateAsOnlyIfAbsent", testCreateAsOnlyIfAbsent},
@@ -1890,5 +1891,39 @@ func testStreamMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSou
 	}
 	if _, err := m.StreamMark(ctx(t), ""); err == nil || errors.Is(err, leases.ErrConflict) {
 		t.Fatalf("StreamMark of no stream: %v, want a validation error", err)
+	}
+}
+
+// testTakeAsFillRewind: a TakeAs that writes a checkpoint writes l.Rewind
+// with it (the operator's rewind that checkpoint follows); one that writes
+// none keeps the row's.
+func testTakeAsFillRewind(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
+	k := newKey(t)
+	row, err := m.CreateAs(ctx(t), k, "", "", leases.Checkpoint{Sequence: "10"}, "rw-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := row
+	fill.Checkpoint, fill.Rewind = leases.Checkpoint{Sequence: leases.RewindTrimHorizon}, "rw-known"
+	got, err := m.TakeAs(ctx(t), fill, "a", "inc-a")
+	if err != nil {
+		t.Fatalf("TakeAs with a checkpoint and a rewind: %v", err)
+	}
+	if got.Checkpoint != fill.Checkpoint || got.Rewind != "rw-known" {
+		t.Fatalf("TakeAs with checkpoint %v and rewind %q: %+v, want both written", fill.Checkpoint, fill.Rewind, got)
+	}
+	if stored := mustGet(t, s, k); stored.Rewind != "rw-known" {
+		t.Fatalf("row after TakeAs with a rewind: %+v, want rewind rw-known", stored)
+	}
+	k2 := leases.Key{Stream: k.Stream, Shard: "shardId-000000000001"}
+	row2, err := m.CreateAs(ctx(t), k2, "", "", leases.Checkpoint{Sequence: "10"}, "rw-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := row2
+	plain.Rewind = "rw-other" // no checkpoint written: the row's rewind stays
+	plain.Checkpoint = leases.Checkpoint{}
+	if got, err = m.TakeAs(ctx(t), plain, "a", "inc-a"); err != nil || got.Rewind != "rw-old" {
+		t.Fatalf("TakeAs with no checkpoint: %+v %v, want the row's rewind rw-old kept", got, err)
 	}
 }

@@ -266,6 +266,9 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 		r.Incarnation = incarnation
 		if !l.Checkpoint.IsZero() {
 			r.Checkpoint = l.Checkpoint // see leases.Membership.TakeAs
+			if l.Rewind != "" {
+				r.Rewind = l.Rewind
+			}
 		}
 		return nil
 	})
