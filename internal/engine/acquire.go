@@ -141,38 +141,33 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	// ones again and again).
 	slices.SortStableFunc(act.takes, func(x, y unit) int { return cmpBool(g.unreadRow(y), g.unreadRow(x)) })
 	rejoin := g.rejoinSent.Load() // before tableOld and the reads: see sameTable
-	var (
-		freshMu sync.Mutex
-		fresh   []leases.Lease
-	)
-	bounded(ctx, len(act.retakes)+len(act.takes)+len(act.releases), func(i int) {
-		switch {
-		case i < len(act.retakes):
-			g.retake(ctx, act.retakes[i], orphans[act.retakes[i]])
-		case i < len(act.retakes)+len(act.takes):
-			if l, ok := g.acquire(ctx, act.takes[i-len(act.retakes)]); ok {
-				freshMu.Lock()
-				fresh = append(fresh, l)
-				freshMu.Unlock()
-			}
-		default:
-			u := act.releases[i-len(act.retakes)-len(act.takes)]
-			g.releaseOrphan(ctx, u, orphans[u])
+	bounded(ctx, len(act.retakes), func(i int) { g.retake(ctx, act.retakes[i], orphans[act.retakes[i]]) })
+	// The rows to take, a chunk at a time: the reads, then the takes. A row
+	// that says nothing of where its shard was read to is taken only once
+	// a read sent after the chunk's reads found this instance's entry: it
+	// was read from the table the entry is in, not one recreated since,
+	// where it may have been created again while its holder still
+	// delivers (seed 98129615: a new stream's rows created again just
+	// after the table was dropped, and read at once). One read a chunk,
+	// and a chunk's takes never wait for the round's other reads (a round
+	// cut by its deadline takes what it read).
+	for start := 0; start < len(act.takes) && ctx.Err() == nil; start += takeChunk {
+		chunk := act.takes[start:min(start+takeChunk, len(act.takes))]
+		fresh, ok := make([]leases.Lease, len(chunk)), make([]bool, len(chunk))
+		bounded(ctx, len(chunk), func(i int) { fresh[i], ok[i] = g.acquire(ctx, chunk[i]) })
+		if slices.Contains(ok, true) && g.sameTable(ctx, mono(), rejoin) {
+			bounded(ctx, len(chunk), func(i int) {
+				if ok[i] {
+					g.take(ctx, g.streams[chunk[i].Stream], chunk[i], fresh[i])
+				}
+			})
 		}
-	})
-	// Rows that say nothing of where their shard was read to are taken
-	// once a read sent after all of them found this instance's entry: they
-	// were read from the table it is in, not one recreated since, where
-	// they may have been created again while their holders still deliver
-	// (seed 98129615: a new stream's rows created again just after the
-	// table was dropped, and read at once). One read a round.
-	if len(fresh) > 0 && g.sameTable(ctx, mono(), rejoin) {
-		bounded(ctx, len(fresh), func(i int) {
-			u := unit{Stream: fresh[i].Key.Stream, Shard: fresh[i].Key.Shard}
-			g.take(ctx, g.streams[u.Stream], u, fresh[i])
-		})
 	}
+	bounded(ctx, len(act.releases), func(i int) { g.releaseOrphan(ctx, act.releases[i], orphans[act.releases[i]]) })
 }
+
+// takeChunk is how many rows apply reads before it takes those it may.
+const takeChunk = 16 * storeConcurrency
 
 // bounded runs fn(0..n-1), at most storeConcurrency at once, until ctx
 // ends, and waits for them.
@@ -197,8 +192,8 @@ func bounded(ctx context.Context, n int, fn func(i int)) {
 // acquire reads the row of u and takes it if it is free, held by a dead
 // incarnation, or still names this incarnation. A row that says nothing of
 // where its shard was read to (lostrow.NoStart) is taken only in a table
-// known old, and by apply, after it checked the table (sameTable): acquire
-// returns it then.
+// known old, and by its caller after it checked the table (sameTable):
+// acquire returns it then.
 func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	st := g.streams[u.Stream]
 	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
@@ -247,16 +242,50 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 // at or after at found its entry, not written again (rejoin) since the
 // rejoinSent the caller read before it judged the table old: what was read
 // before at was read from the table the entry is in, not one recreated
-// since. One read serves every caller whose at it follows (under checkSem:
-// createNew's and apply's).
+// since. Callers share reads: one sent after their at, in flight or done,
+// serves them all, and a new one starts only when none will, so that the
+// reads run back to back however many rows are being taken (20,000 at a
+// start).
 func (g *Group) sameTable(ctx context.Context, at, rejoin int64) bool {
-	g.checkSem <- struct{}{}
-	defer func() { <-g.checkSem }()
-	if !g.checkOK || g.checkAt < at {
-		g.checkAt = mono()
-		g.checkOK = g.ownEntryIntact(ctx, g.Incarnation())
+	for {
+		g.checkSem <- struct{}{}
+		c := g.check
+		if c == nil || c.sent < at && c.finished() {
+			c = &tableCheck{sent: mono(), done: make(chan struct{})}
+			g.check = c
+			<-g.checkSem
+			c.ok = g.ownEntryIntact(ctx, g.Incarnation())
+			close(c.done)
+			return c.ok && g.rejoinSent.Load() == rejoin
+		}
+		<-g.checkSem
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return false
+		}
+		if c.sent >= at {
+			return c.ok && g.rejoinSent.Load() == rejoin
+		}
 	}
-	return g.checkOK && g.rejoinSent.Load() == rejoin
+}
+
+// tableCheck is one read of sameTable: sent (mono()) before the read, ok
+// (set before done is closed) whether it found the entry.
+type tableCheck struct {
+	sent int64
+	done chan struct{}
+	ok   bool
+}
+
+// finished reports whether c's read has returned.
+func (c *tableCheck) finished() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // take takes row l for this incarnation and starts reading it.

@@ -244,12 +244,10 @@ type Group struct {
 	// vanished with, and a read of the entry after then does not show that
 	// the table was not recreated (markOf).
 	rejoinSent atomic.Int64
-	// checkAt is mono() when the last sameTable read was sent, and checkOK
-	// whether it found this instance's entry, under checkSem (a channel,
-	// as reportSem).
+	// check is the last sameTable read, under checkSem (a channel, as
+	// reportSem).
 	checkSem chan struct{}
-	checkAt  int64
-	checkOK  bool
+	check    *tableCheck
 	// joinSeen is mono() when this instance last saw a member it did not
 	// know with an entry younger than a timeout: one joining (joinsSettled).
 	joinSeen atomic.Int64
