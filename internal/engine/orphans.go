@@ -211,6 +211,9 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 		return leases.Lease{}, false
 	}
 	st.setRow(u.Shard, rowState{lease: cur})
+	if cur.Rewind != "" && !g.ours(cur) && (o.known.Rewind == "" || leases.RewindAfter(cur.Rewind, o.known.Rewind)) {
+		g.adoptRewind(u, o, cur)
+	}
 	if !g.ours(cur) && !g.takeable(st, u.Shard, cur) && !disproved(o, cur) {
 		g.forgetOrphan(u, o, cur) // someone else's: someone took it
 		return leases.Lease{}, false
@@ -470,4 +473,20 @@ func (o orphan) best() leases.Checkpoint {
 		return o.knew
 	}
 	return o.known.Checkpoint
+}
+
+// adoptRewind makes what orphan o of u knows the position of the
+// operator's rewind that row cur, read since, carries and o's copy does
+// not: should the row vanish, it comes back there, never past what the
+// operator asked to read again (seed 98915512: an orphan's copy from
+// before a rewind of the free row recreated it past the rewind after the
+// table was dropped).
+func (g *Group) adoptRewind(u unit, o orphan, cur leases.Lease) {
+	r := resumeOf(cur)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
+		cur.known.Checkpoint, cur.known.RewindTo, cur.known.Rewind, cur.knew = r.Checkpoint, leases.Checkpoint{}, r.Rewind, leases.Checkpoint{}
+		g.orphans[u] = cur
+	}
 }

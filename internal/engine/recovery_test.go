@@ -534,3 +534,38 @@ func TestOutdatedRecoveryKeepsWhatThisInstanceKnew(t *testing.T) {
 		}
 	})
 }
+
+// TestOrphanAdoptsARewindItReads: an orphan of this instance knows its row
+// at 40; the row, recovered free by another member, is rewound by an
+// operator to 26. Read again, the orphan knows 26: should the row vanish
+// (the table dropped), it comes back at the rewind, never past it (seed
+// 98915512).
+func TestOrphanAdoptsARewindItReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, st, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		row, err := store.CreateAs(ctx, key, "", "", leases.Checkpoint{Sequence: "28"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := leases.Checkpoint{Sequence: "26"}
+		if _, err := store.Rewind(ctx, row, to); err != nil {
+			t.Fatal(err)
+		}
+		o := orphan{inc: "0.OLD", known: leases.Lease{Key: key, Owner: "a", Incarnation: "0.OLD", Counter: 7, Checkpoint: leases.Checkpoint{Sequence: "40"}}}
+		g.mu.Lock()
+		g.orphans[u] = o
+		g.mu.Unlock()
+		if _, ok := g.rereadOrphan(ctx, st, u, o, false); !ok {
+			t.Fatal("the orphan's row was not read")
+		}
+		g.mu.Lock()
+		got := g.orphans[u]
+		g.mu.Unlock()
+		if got.best() != to {
+			t.Fatalf("the orphan knows %v after reading the row rewound to %v", got.best(), to)
+		}
+	})
+}
