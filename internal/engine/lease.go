@@ -44,7 +44,10 @@ type heldLease struct {
 	// to apply an operator's rewind, and was recreated at the rewind's
 	// position (Group.recreate): applyRewind has nothing left to write.
 	rewoundByRecreate bool
-	lost              bool
+	// rewoundTo is that rewind's position, where a recreation of the row
+	// whose take's answer was lost left it (resumeAt).
+	rewoundTo leases.Checkpoint
+	lost      bool
 	// gone mirrors lost for valid, which runs on every delivery and takes
 	// no lock.
 	gone atomic.Bool
@@ -92,7 +95,7 @@ func (h *heldLease) proved(sent int64) {
 // write sent at sent: the worker may deliver again, and is woken.
 func (h *heldLease) recreated(sent int64, atRewind bool) {
 	if atRewind {
-		h.rewoundAt()
+		h.rewoundAt(leases.Checkpoint{}) // the lease holds the recreated row
 	}
 	h.proved(sent)
 	h.vanished.Store(false)
@@ -101,11 +104,14 @@ func (h *heldLease) recreated(sent int64, atRewind bool) {
 
 // rewoundAt records that the row was recreated at an operator's rewind
 // (see rewoundByRecreate).
-func (h *heldLease) rewoundAt() {
+func (h *heldLease) rewoundAt(to leases.Checkpoint) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rewoundByRecreate = true
 	h.attempted = leases.Checkpoint{} // the row is at the rewind's position: resume there
+	if !to.IsZero() {
+		h.rewoundTo = to
+	}
 }
 
 // rewoundPending reports whether the row was recreated at an operator's
@@ -355,7 +361,7 @@ func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
 		// still write the rewind, or fail and release for the next holder;
 		// seed 1722865 left a rewind pending for ten minutes when an empty
 		// target was taken for an applied one.)
-		h.rewoundByRecreate = false
+		h.rewoundByRecreate, h.rewoundTo = false, leases.Checkpoint{}
 		h.attempted = leases.Checkpoint{}
 		l := h.lease
 		h.mu.Unlock()
@@ -398,6 +404,13 @@ func (h *heldLease) asOrphan() leases.Lease {
 func (h *heldLease) resumeAt() leases.Checkpoint {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.rewoundByRecreate && !h.rewoundTo.IsZero() {
+		// Recreated at an operator's rewind, the take's answer lost: the
+		// row is there, whatever the lease last knew (seed 99110336: the
+		// orphan of a hand-over released it at the checkpoint from before
+		// the rewind).
+		return h.rewoundTo
+	}
 	if !h.attempted.IsZero() {
 		return h.attempted
 	}

@@ -236,7 +236,12 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			cp, atRewind = leases.Checkpoint{}, true
 		}
 		if atRewind {
-			w.lease.rewoundAt() // written below: the worker reads again from there
+			// Written below: the worker reads again from there.
+			to := cp
+			if to.IsZero() {
+				to = cur.Checkpoint // the operator's rewind of the recovered row
+			}
+			w.lease.rewoundAt(to)
 		}
 		if ours {
 			// Our take of a row another member recovered with no checkpoint
