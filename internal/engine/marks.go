@@ -66,7 +66,7 @@ func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time
 	st.rowsMu.Lock()
 	st.mark = streamMark{inc: inc, round: g.rounds}
 	st.rowsMu.Unlock()
-	if err != nil || !g.joinsSettled(st) || !g.ownEntryIntact(ctx, inc) || g.rejoinSent.Load() != rejoin {
+	if err != nil || !g.joinsSettled(st) || !g.sameTable(ctx, mono(), rejoin) || g.Incarnation() != inc {
 		return lostrow.MarkUnknown, 0
 	}
 	return lostrow.MarkNone, 0

@@ -170,7 +170,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			// not from the start position, written by the take itself. (A
 			// row back with a checkpoint, even an older one, is taken from
 			// it: see take.)
-			from.Checkpoint, from.Rewind = o.best(), cmp.Or(o.bestRewind(), from.Rewind)
+			from = o.filled(from)
 		}
 		sent := mono()
 		t, err := g.takeAs(ctx, u, from, inc)
@@ -315,32 +315,24 @@ func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orpha
 	inc := g.Incarnation()
 	from := l
 	if l.RewindTo.IsZero() && (l.Checkpoint.IsZero() || o.vanished) && !o.best().IsZero() {
-		// What the release below would write, written by the take itself:
-		// should its answer be lost too, the orphan it leaves knows it
-		// (presume), and never releases the row with the older checkpoint
-		// it was recreated at over the late take's (seed 98123718).
-		from.Checkpoint, from.Rewind = o.best(), cmp.Or(o.bestRewind(), from.Rewind)
+		// Taken with what o knows, as releaseOrphan releases: a row back
+		// with no checkpoint (recreated by a member that knew none) gets
+		// the one this instance knows, never left with none for the plan's
+		// member. Written by the take itself: should its answer be lost
+		// too, the orphan it leaves knows it (presume), and never releases
+		// the row with the older checkpoint it was recreated at over the
+		// late take's (seed 98123718).
+		from = o.filled(from)
 	}
 	t, err := g.takeAs(ctx, u, from, inc)
 	if err != nil {
 		g.markUnwaited(u, err)
 		return // taken by another (the late copy cannot land), or presumed ours again
 	}
-	// Released with what o knows, as releaseOrphan does: a row back with
-	// no checkpoint (recreated by a member that knew none) gets the one
-	// this instance knows, never left with none for the plan's member.
-	var cp leases.Checkpoint
-	if t.RewindTo.IsZero() && (t.Checkpoint.IsZero() || o.vanished) {
-		cp = o.best()
-	}
-	rl, err := g.store.Release(ctx, t, cp)
+	rl, err := g.store.Release(ctx, t, leases.Checkpoint{}) // the row's, as taken
 	if err != nil {
-		known := t
-		if !cp.IsZero() {
-			known.Checkpoint = cp
-		}
 		g.mu.Lock()
-		g.orphans[u] = orphan{inc: inc, known: known, vanished: o.vanished, knew: o.best(), unwaited: true}
+		g.orphans[u] = orphan{inc: inc, known: t, vanished: o.vanished, knew: o.best(), unwaited: true}
 		g.mu.Unlock()
 		return
 	}
@@ -355,8 +347,7 @@ func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orpha
 // (with it) next round.
 func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orphan, l leases.Lease) {
 	inc := g.Incarnation()
-	l.Checkpoint, l.Rewind = o.best(), cmp.Or(o.bestRewind(), l.Rewind) // written by the take itself (leases.Membership.TakeAs)
-	f, err := g.takeAs(ctx, u, l, inc)
+	f, err := g.takeAs(ctx, u, o.filled(l), inc)
 	if err != nil {
 		g.markUnwaited(u, err)
 		return // someone took it first (the next round sees it again), or presumed ours (takeAs)
@@ -450,6 +441,13 @@ func (o orphan) knownRow() leases.Lease {
 	k := o.known
 	k.Checkpoint = o.best()
 	return k
+}
+
+// filled returns row l with the checkpoint o knows and the operator's
+// rewind it follows, for a take to write (leases.Membership.TakeAs).
+func (o orphan) filled(l leases.Lease) leases.Lease {
+	l.Checkpoint, l.Rewind = o.best(), cmp.Or(o.bestRewind(), l.Rewind)
+	return l
 }
 
 // bestRewind is the operator's rewind that best() follows, if known: the
