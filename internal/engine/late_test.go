@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -167,20 +166,6 @@ func TestInvalidateKeepsTheCheckpoint(t *testing.T) {
 	})
 }
 
-// takeUnanswered is a memory store whose TakeAs fails with no answer, not
-// applied, while fail is set.
-type takeUnanswered struct {
-	*memory.Store
-	fail atomic.Bool
-}
-
-func (s *takeUnanswered) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
-	if s.fail.Load() {
-		return leases.Lease{}, context.DeadlineExceeded
-	}
-	return s.Store.TakeAs(ctx, l, owner, inc)
-}
-
 // TestInvalidateUnansweredKeepsTheCheckpoint: a take of this instance with
 // the checkpoint it knew (315), its answer lost, is disproved by a read of
 // the row, recreated since from an older copy (257); the take that
@@ -190,7 +175,7 @@ func (s *takeUnanswered) TakeAs(ctx context.Context, l leases.Lease, owner, inc 
 func TestInvalidateUnansweredKeepsTheCheckpoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := &takeUnanswered{Store: memory.New()}
+		store := &unanswered{Store: memory.New()}
 		g, st, u, key := oneShardGroup(t, store)
 		arm(t, g, "0.CUR")
 		row, err := store.CreateAs(ctx, key, "", "", leases.Checkpoint{Sequence: "257"}, "") // recovered from an older copy
@@ -204,7 +189,7 @@ func TestInvalidateUnansweredKeepsTheCheckpoint(t *testing.T) {
 		g.mu.Lock()
 		g.orphans[u] = o
 		g.mu.Unlock()
-		store.fail.Store(true)
+		store.take.Store(true)
 		g.invalidate(ctx, st, u, o, row)
 		g.mu.Lock()
 		got, ok := g.orphans[u]

@@ -338,18 +338,25 @@ func takeFreedRow(t *testing.T, g *Group, store *memory.Store, u unit, key lease
 	}
 }
 
-// reportFails is a memory store whose ReportVanished fails, unanswered,
-// while fail is set.
-type reportFails struct {
+// unanswered is a memory store whose ReportVanished and TakeAs fail with
+// no answer, not applied, while report and take are set.
+type unanswered struct {
 	*memory.Store
-	fail atomic.Bool
+	report, take atomic.Bool
 }
 
-func (s *reportFails) ReportVanished(ctx context.Context) error {
-	if s.fail.Load() {
+func (s *unanswered) ReportVanished(ctx context.Context) error {
+	if s.report.Load() {
 		return context.DeadlineExceeded
 	}
 	return s.Store.ReportVanished(ctx)
+}
+
+func (s *unanswered) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
+	if s.take.Load() {
+		return leases.Lease{}, context.DeadlineExceeded
+	}
+	return s.Store.TakeAs(ctx, l, owner, inc)
 }
 
 // TestBlindRecoveryReportedAgain: a member that recovers a vanished row
@@ -364,7 +371,7 @@ func (s *reportFails) ReportVanished(ctx context.Context) error {
 func TestBlindRecoveryReportedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := &reportFails{Store: memory.New()}
+		store := &unanswered{Store: memory.New()}
 		g, st, u, key := oneShardGroup(t, store)
 		arm(t, g, "0.CUR")
 		vanished := func() int64 {
@@ -375,7 +382,7 @@ func TestBlindRecoveryReportedAgain(t *testing.T) {
 			return h.Vanished
 		}
 
-		store.fail.Store(true)
+		store.report.Store(true)
 		if _, ok := g.recover(ctx, st, u, leases.Lease{Key: key}, leases.Checkpoint{}, false); !ok {
 			t.Fatal("the row was not recreated")
 		}
@@ -391,7 +398,7 @@ func TestBlindRecoveryReportedAgain(t *testing.T) {
 			}
 		}
 
-		store.fail.Store(false)
+		store.report.Store(false)
 		before := vanished()
 		start := time.Now()
 		acquireRound(ctx, g, u) // reports it, at last
