@@ -1017,20 +1017,37 @@ type rewoundRow struct {
 	prefix  int
 	acked   []bool
 	knowers map[string]bool
+	// told: the processes told the row since the rewind (see learned).
+	told map[string]bool
 }
 
 // learned records that process who was told row l. The caller holds mu.
-func (c *checker) learned(who string, l leases.Lease) {
+// It returns the checkpoint who now knows the row at, and whether that
+// supersedes what who knew of it before, as it does in the engine, which
+// knows a row as it last read it: the first version who is told after an
+// operator's rewind, or with the rewind's request pending (its holder
+// replays from the request's checkpoint). Seed 99903827: a member that
+// checkpointed 19 records, then read the rewind to TRIM_HORIZON (applied,
+// or only asked), was counted as knowing 19 when the row was deleted.
+func (c *checker) learned(who string, l leases.Lease) (cp leases.Checkpoint, supersedes bool) {
 	s := c.shard(l.Key.Shard)
-	if s.rewound != nil && (!s.afterDelete || s.operatorAt >= 0) && l.Counter >= s.rewound.counter {
-		s.rewound.knowers[who] = true
+	cp = l.Checkpoint
+	if u := s.rewound; u != nil && (!s.afterDelete || s.operatorAt >= 0) && l.Counter >= u.counter {
+		u.knowers[who] = true
+		if u.told == nil {
+			u.told = map[string]bool{}
+		}
+		supersedes = !u.told[who]
+		u.told[who] = true
 	}
 	if !l.RewindTo.IsZero() && !s.afterDelete {
 		if s.pendingTo != l.RewindTo || s.pendingKnowers == nil {
 			s.pendingTo, s.pendingKnowers = l.RewindTo, map[string]bool{}
 		}
+		cp, supersedes = l.RewindTo, supersedes || !s.pendingKnowers[who]
 		s.pendingKnowers[who] = true
 	}
+	return cp, supersedes
 }
 
 // rewind replays s from cp, an operator's rewind that left the row at

@@ -2048,9 +2048,9 @@ func (pr *mproc) apply(op string, l leases.Lease, do func() (leases.Lease, error
 func (pr *mproc) learn(l leases.Lease) {
 	pr.w.chk.mu.Lock()
 	defer pr.w.chk.mu.Unlock()
-	pr.w.chk.learned(pr.ident, l)
-	if n, err := pr.w.chk.covered(l.Key.Shard, l.Checkpoint); err == nil {
-		if k, ok := pr.knows[l.Key.Shard]; !ok || n > k {
+	cp, supersedes := pr.w.chk.learned(pr.ident, l)
+	if n, err := pr.w.chk.covered(l.Key.Shard, cp); err == nil {
+		if k, ok := pr.knows[l.Key.Shard]; !ok || n > k || supersedes {
 			pr.knows[l.Key.Shard] = n
 		}
 	}
