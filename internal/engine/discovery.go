@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -21,15 +22,8 @@ func (g *Group) syncShards(ctx context.Context) {
 	ended := g.resync.Swap(false)
 	g.chooseListers()
 	now := time.Now()
-	for key := range g.lists {
-		if g.streams[key] == nil {
-			delete(g.lists, key) // removed
-		}
-	}
-	for _, st := range g.streams {
-		if st.removing {
-			continue
-		}
+	maps.DeleteFunc(g.lists, func(key string, _ *listState) bool { return g.streams[key] == nil }) // removed
+	for st := range g.subscribed() {
 		ls := g.listState(st.key)
 		ls.othersEnded = ls.othersEnded || ended
 		if st.listed != nil {
@@ -106,25 +100,14 @@ func (g *Group) readBudget() time.Duration { return g.cfg.Heartbeat }
 // plan gives this instance were read by the round's takes already.
 func (g *Group) readUnread(ctx context.Context) {
 	var units []unit
-	for _, name := range g.order {
-		st := g.streams[name]
-		if st.removing {
-			continue
-		}
+	for st := range g.subscribed() {
 		st.rowsMu.Lock()
-		if len(st.unread) > 0 {
-			var rest []unit
+		for _, parents := range []bool{true, false} {
 			for _, id := range st.order {
-				if !st.unread[id] {
-					continue
-				}
-				if isParent(st, id) {
-					units = append(units, unit{Stream: name, Shard: id})
-				} else {
-					rest = append(rest, unit{Stream: name, Shard: id})
+				if st.unread[id] && (len(g.children(st, id)) > 0) == parents {
+					units = append(units, unit{Stream: st.key, Shard: id})
 				}
 			}
-			units = append(units, rest...)
 		}
 		st.rowsMu.Unlock()
 	}
@@ -133,20 +116,6 @@ func (g *Group) readUnread(ctx context.Context) {
 			g.readRowIfUnread(ctx, g.streams[units[i].Stream], units[i].Shard)
 		}
 	})
-}
-
-// isParent reports whether shard id of st is a parent of another listed
-// shard.
-func isParent(st *streamState, id string) bool {
-	if st.children == nil {
-		st.children = map[string]bool{}
-		for _, c := range st.shards {
-			for _, p := range kinesisx.Parents(c) {
-				st.children[p] = true
-			}
-		}
-	}
-	return st.children[id]
 }
 
 // listTimeout bounds a background listing of a stream's shards (every
@@ -221,7 +190,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 	old := st.shards
 	shardsNow, order := shardMap(shards, st.order)
 	st.rowsMu.Lock()
-	st.shards, st.order, st.children = shardsNow, order, nil
+	st.shards, st.order = shardsNow, order
 	if first {
 		st.unread = make(map[string]bool, len(order))
 		for _, id := range order {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -60,11 +61,10 @@ type listState struct {
 	// until children needs it).
 	kids map[string][]string
 	// lister is the stream's lister in this instance's view ("": none),
-	// since when (mono) it is, and when its digest of the stream was last
-	// seen in its entry (mono; listerSince until it is).
-	lister              string
-	listerSince, seenAt int64
-	begun               bool // lister and listerSince are set
+	// and seenAt when its digest of the stream was last seen in its entry
+	// (mono; since it became the lister until it is).
+	lister string
+	seenAt int64
 	// actedOn is the lister's digest as it stood when this instance last
 	// listed, or decided to: a listing answers any digest published
 	// before it.
@@ -103,14 +103,18 @@ func mix64(h uint64) uint64 {
 	return h
 }
 
-func hashOf(parts ...string) uint64 {
+// fnvOf is the 64-bit FNV-1a hash of parts, each followed by a zero byte.
+func fnvOf(parts ...string) uint64 {
 	h := fnv.New64a()
 	for _, p := range parts {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
 	}
-	return mix64(h.Sum64())
+	return h.Sum64()
 }
+
+// hashOf is fnvOf(parts), well mixed (mix64).
+func hashOf(parts ...string) uint64 { return mix64(fnvOf(parts...)) }
 
 // streamTag names a stream in a membership entry's Listing: 4 hex digits
 // of its key's hash.
@@ -175,10 +179,8 @@ func (g *Group) chooseListers() {
 	g.viewMu.Unlock()
 	slices.Sort(cand)
 	var keys []string
-	for _, k := range g.order {
-		if st := g.streams[k]; st != nil && !st.removing {
-			keys = append(keys, k)
-		}
+	for st := range g.subscribed() {
+		keys = append(keys, st.key)
 	}
 	slices.Sort(keys)
 	if g.listerOf != nil && slices.Equal(cand, g.listerCand) && slices.Equal(keys, g.listerKeys) {
@@ -215,8 +217,10 @@ func (g *Group) published(owner, key string) (string, bool) {
 func (g *Group) listDue(st *streamState, ls *listState) bool {
 	now := mono()
 	lister := g.listerOf[st.key]
-	if lister != ls.lister || !ls.begun {
-		ls.lister, ls.listerSince, ls.seenAt, ls.due, ls.begun = lister, now, now, false, true
+	if lister != ls.lister {
+		// A new lister (the zero state stands for none): seenAt, due and
+		// dueAt are used only while the lister is another member.
+		ls.lister, ls.seenAt, ls.due = lister, now, false
 	}
 	periodic := time.Since(st.lastSync) >= g.cfg.ShardSyncInterval
 	switch {
@@ -348,14 +352,10 @@ func done(r rowState) bool {
 // children of the open parents: those poll the parents' rows.
 func (g *Group) shadowPlan() map[unit]string {
 	var units []unit
-	for _, name := range g.order {
-		st := g.streams[name]
-		if st.removing {
-			continue
-		}
+	for st := range g.subscribed() {
 		for _, id := range st.order {
 			if len(g.children(st, id)) == 0 && !done(st.row(id)) {
-				units = append(units, unit{Stream: name, Shard: id})
+				units = append(units, unit{Stream: st.key, Shard: id})
 			}
 		}
 	}
@@ -381,42 +381,29 @@ func (g *Group) parentsToRead(poll bool) []unit {
 	// plan gives it to the ender. Each parent is read once a move at most.
 	keep := max(endedKeep*g.cfg.ShardSyncInterval, 6*g.cfg.Timeout)
 	g.viewMu.Lock()
-	moves := make(map[string]int64, len(g.endedMoves))
-	for o, at := range g.endedMoves {
-		if time.Duration(now-at) > keep {
-			delete(g.endedMoves, o)
-		} else {
-			moves[o] = at
-		}
-	}
+	maps.DeleteFunc(g.endedMoves, func(_ string, at int64) bool { return time.Duration(now-at) > keep })
+	moves := maps.Clone(g.endedMoves)
 	g.viewMu.Unlock()
 	var shadow map[unit]string
 	var parents []unit
-	for _, name := range g.order {
-		st := g.streams[name]
-		if st.removing {
-			continue
-		}
+	for st := range g.subscribed() {
 		for _, id := range st.order {
 			kids := g.children(st, id)
 			if len(kids) == 0 {
 				continue
 			}
-			u := unit{Stream: name, Shard: id}
+			u := unit{Stream: st.key, Shard: id}
 			r := st.row(id)
 			if done(r) || g.holds(u) {
 				delete(g.parentRead, u)
 				continue
 			}
-			want := false
-			if poll {
-				if shadow == nil {
-					shadow = g.shadowPlan()
-				}
-				for _, c := range kids {
-					want = want || shadow[unit{Stream: name, Shard: c}] == g.cfg.Owner
-				}
+			if poll && shadow == nil {
+				shadow = g.shadowPlan()
 			}
+			want := poll && slices.ContainsFunc(kids, func(c string) bool {
+				return shadow[unit{Stream: st.key, Shard: c}] == g.cfg.Owner
+			})
 			for o, at := range moves {
 				if r.lease.Owner != o && g.lastAssign[u] != o {
 					continue
@@ -470,7 +457,5 @@ func (g *Group) noteFoundEnded() {
 		}
 	}
 	clear(g.plannedOpen)
-	if n > 0 {
-		g.ended.Add(int64(n))
-	}
+	g.ended.Add(int64(n))
 }

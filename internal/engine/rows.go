@@ -61,9 +61,6 @@ type streamState struct {
 	// follow (readUnread), never inside one round: a row not read yet is
 	// unknown, neither missing nor free.
 	unread map[string]bool
-	// children: the shards that are a parent of a listed shard (isParent),
-	// computed once per listing (nil until then; guarded by rowsMu).
-	children map[string]bool
 	// hadRows: this instance saw a row of the stream exist, at its first
 	// listing or since: the stream is read already, so a missing row is
 	// one that vanished, never a new stream's. Guarded by rowsMu.

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"iter"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -133,18 +134,8 @@ func (g *Group) removeStreams() {
 			continue
 		}
 		g.mu.Lock()
-		busy := false
-		for u := range g.workers {
-			busy = busy || u.Stream == key
-		}
-		for u := range g.orphans {
-			busy = busy || u.Stream == key
-		}
-		for u := range g.released {
-			if u.Stream == key {
-				delete(g.released, u)
-			}
-		}
+		busy := hasStream(g.workers, key) || hasStream(g.orphans, key)
+		maps.DeleteFunc(g.released, func(u unit, _ releasedRow) bool { return u.Stream == key })
 		g.mu.Unlock()
 		if busy {
 			continue
@@ -160,6 +151,23 @@ func (g *Group) removeStreams() {
 	}
 }
 
+// subscribed yields the streams not being removed, in subscription order
+// (round goroutine).
+func (g *Group) subscribed() iter.Seq[*streamState] {
+	return func(yield func(*streamState) bool) {
+		for _, key := range g.order {
+			if st := g.streams[key]; !st.removing && !yield(st) {
+				return
+			}
+		}
+	}
+}
+
+// hasStream reports whether a unit of m is of the stream keyed key.
+func hasStream[V any](m map[unit]V, key string) bool {
+	return slices.ContainsFunc(slices.Collect(maps.Keys(m)), func(u unit) bool { return u.Stream == key })
+}
+
 // streamsDigest is the digest of the streams this instance subscribes (not
 // those being removed), as its membership entry carries it.
 func (g *Group) streamsDigest() string {
@@ -173,18 +181,11 @@ func (g *Group) streamsDigest() string {
 // goroutine, or NewGroup).
 func (g *Group) setDigest() {
 	var keys []string
-	for key, st := range g.streams {
-		if !st.removing {
-			keys = append(keys, key)
-		}
+	for st := range g.subscribed() {
+		keys = append(keys, st.key)
 	}
 	slices.Sort(keys)
-	h := fnv.New64a()
-	for _, k := range keys {
-		h.Write([]byte(k))
-		h.Write([]byte{0})
-	}
-	d := strconv.FormatUint(h.Sum64(), 36)
+	d := strconv.FormatUint(fnvOf(keys...), 36)
 	g.digest.Store(&d)
 	var proof time.Duration
 	for _, st := range g.streams {
