@@ -35,10 +35,7 @@ func (g *Group) syncShards(ctx context.Context) {
 				continue // still listing: the round goes on with the shards it knows
 			}
 		}
-		if st.listing.waiting(now) {
-			continue
-		}
-		if g.listDue(st, ls) {
+		if !st.listing.waiting(now) && g.listDue(st, ls) {
 			g.listAsync(st)
 		}
 	}
@@ -80,10 +77,7 @@ func (g *Group) readBehind(ctx context.Context) {
 	for i, u := range parents {
 		if ok[i] {
 			read++
-			if g.parentRead == nil {
-				g.parentRead = map[unit]int64{}
-			}
-			g.parentRead[u] = sent[i]
+			putIn(&g.parentRead, u, sent[i])
 		}
 	}
 	g.parentPoll = from + read
@@ -167,7 +161,7 @@ func (g *Group) listedShards(ctx context.Context, st *streamState, res listing) 
 		g.healthMu.Lock()
 		st.listing = failure{}
 		g.healthMu.Unlock()
-	case fatal(err) && !errors.Is(err, leases.ErrMisconfigured):
+	case kinesisx.Permanent(err) && !errors.Is(err, leases.ErrMisconfigured):
 		g.fail(st, "", err)
 	case ctx.Err() == nil:
 		// A lease store that stopped working while running (its table

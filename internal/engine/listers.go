@@ -84,12 +84,17 @@ func (g *Group) listState(key string) *listState {
 	ls := g.lists[key]
 	if ls == nil {
 		ls = &listState{}
-		if g.lists == nil {
-			g.lists = map[string]*listState{}
-		}
-		g.lists[key] = ls
+		putIn(&g.lists, key, ls)
 	}
 	return ls
+}
+
+// putIn sets (*m)[k] to v, making the map first if *m is nil.
+func putIn[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	(*m)[k] = v
 }
 
 // mix64 is murmur3's 64-bit finalizer: FNV's high bits alone are poorly
@@ -127,16 +132,13 @@ func shardDigest(ids []string) string {
 	return fmt.Sprintf("%012x", hashOf(sorted...)>>16)
 }
 
-// listerScore is the rendezvous score of owner for listing the stream
-// keyed key.
-func listerScore(key, owner string) uint64 { return hashOf(key, owner) }
-
 // assignListers returns the lister of each stream of keys among owners:
-// each stream in key order to its highest-scoring owner (rendezvous) that
-// lists fewer than min(⌈streams/owners⌉, maxListed) streams already, so
-// that no member lists more than its share; "" for a stream left over
-// (more than maxListed streams per owner). A function of its arguments
-// only: members with the same view choose the same listers.
+// each stream in key order to its highest-scoring owner (rendezvous: owner
+// o's score for stream k is hashOf(k, o)) that lists fewer than
+// min(⌈streams/owners⌉, maxListed) streams already, so that no member
+// lists more than its share; "" for a stream left over (more than
+// maxListed streams per owner). A function of its arguments only: members
+// with the same view choose the same listers.
 func assignListers(keys, owners []string) map[string]string {
 	out := make(map[string]string, len(keys))
 	if len(owners) == 0 {
@@ -150,7 +152,7 @@ func assignListers(keys, owners []string) map[string]string {
 			if load[o] >= capacity {
 				continue
 			}
-			if s := listerScore(k, o); best == "" || s > bestScore || s == bestScore && o < best {
+			if s := hashOf(k, o); best == "" || s > bestScore || s == bestScore && o < best {
 				best, bestScore = o, s
 			}
 		}
@@ -218,8 +220,8 @@ func (g *Group) listDue(st *streamState, ls *listState) bool {
 	now := mono()
 	lister := g.listerOf[st.key]
 	if lister != ls.lister {
-		// A new lister (the zero state stands for none): seenAt, due and
-		// dueAt are used only while the lister is another member.
+		// A new lister. seenAt, due and dueAt matter only while the lister
+		// is another member, so the zero state stands for none ("").
 		ls.lister, ls.seenAt, ls.due = lister, now, false
 	}
 	periodic := time.Since(st.lastSync) >= g.cfg.ShardSyncInterval
@@ -273,9 +275,7 @@ func (g *Group) publishListing() {
 		segs = append(segs, streamTag(key)+ls.digest)
 	}
 	l := strings.Join(segs, ",")
-	if cur := g.listingPub.Load(); cur == nil || *cur != l {
-		g.listingPub.Store(&l)
-	}
+	g.listingPub.Store(&l)
 }
 
 // listingDigest is what this instance's membership entry publishes of the
@@ -316,12 +316,9 @@ func (g *Group) announceEntry(ctx context.Context) {
 // again, and readBehind reads the open parents those members held or were
 // to hold.
 func (g *Group) noteEnded(owners []string) {
-	if g.endedMoves == nil {
-		g.endedMoves = map[string]int64{}
-	}
 	now := mono()
 	for _, o := range owners {
-		g.endedMoves[o] = now
+		putIn(&g.endedMoves, o, now)
 	}
 	g.resync.Store(true)
 }
@@ -404,11 +401,9 @@ func (g *Group) parentsToRead(poll bool) []unit {
 			want := poll && slices.ContainsFunc(kids, func(c string) bool {
 				return shadow[unit{Stream: st.key, Shard: c}] == g.cfg.Owner
 			})
-			for o, at := range moves {
-				if r.lease.Owner != o && g.lastAssign[u] != o {
-					continue
-				}
-				if read, ok := g.parentRead[u]; !ok || read < at {
+			read, wasRead := g.parentRead[u]
+			for _, o := range []string{r.lease.Owner, g.lastAssign[u]} {
+				if at, moved := moves[o]; moved && (!wasRead || read < at) {
 					want = true
 				}
 			}
@@ -435,10 +430,7 @@ func (g *Group) notePlannedOpen(a map[unit]string) {
 		if done(st.row(u.Shard)) || g.unreadRow(u) || g.holds(u) {
 			continue
 		}
-		if g.plannedOpen == nil {
-			g.plannedOpen = map[unit]bool{}
-		}
-		g.plannedOpen[u] = true
+		putIn(&g.plannedOpen, u, true)
 	}
 }
 

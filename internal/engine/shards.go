@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,11 +11,6 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
-
-// fatal reports whether err means the configuration cannot work.
-func fatal(err error) bool {
-	return errors.Is(err, leases.ErrMisconfigured) || kinesisx.Permanent(err)
-}
 
 // LeaseEventType tells what happened to a lease.
 type LeaseEventType int
@@ -93,22 +87,15 @@ func shardMap(shards []types.Shard, order []string) (map[string]types.Shard, []s
 	return m, order
 }
 
-// hasParents reports whether shard id has a parent still in the stream.
-func hasParents(shards map[string]types.Shard, id string) bool {
+// startAt returns where a worker starts reading shard id: after its
+// checkpoint cp, else at its own beginning for a child of a split or merge
+// (a parent still in the stream), else at the subscription's start
+// position.
+func startAt(start kltype.StartPosition, shards map[string]types.Shard, id string, cp leases.Checkpoint) kltype.StartPosition {
 	for _, p := range kinesisx.Parents(shards[id]) {
 		if _, ok := shards[p]; ok {
-			return true
+			start = kltype.TrimHorizon
 		}
-	}
-	return false
-}
-
-// startAt returns where a worker starts reading shard id: after its
-// checkpoint cp, else at its own beginning for a child of a split or merge,
-// else at the subscription's start position.
-func startAt(start kltype.StartPosition, shards map[string]types.Shard, id string, cp leases.Checkpoint) kltype.StartPosition {
-	if hasParents(shards, id) {
-		start = kltype.TrimHorizon
 	}
 	if p, ok := kinesisx.PositionAfter(cp); ok {
 		start = p
