@@ -180,12 +180,11 @@ func (g *Group) listedShards(ctx context.Context, st *streamState, res listing) 
 // they read, for checkpoints at SHARD_END (parents done), rows that exist,
 // the checkpoints this instance would recreate a vanished row from.
 func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.Shard, sent time.Time) error {
-	first := st.shards == nil
-	old := st.shards
+	old := st.shards // nil before the first listing
 	shardsNow, order := shardMap(shards, st.order)
 	st.rowsMu.Lock()
 	st.shards, st.order = shardsNow, order
-	if first {
+	if old == nil {
 		st.unread = make(map[string]bool, len(order))
 		for _, id := range order {
 			if _, known := st.rows[id]; !known {
@@ -197,7 +196,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 	st.lastSync = sent
 	ls := g.listState(st.key)
 	ls.digest, ls.kids = shardDigest(order), nil
-	if first {
+	if old == nil {
 		return nil
 	}
 	// New shards (children of a split or merge): create their rows (free,
@@ -209,8 +208,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 		if _, known := old[id]; known {
 			continue
 		}
-		key := leases.Key{Stream: st.key, Shard: id}
-		if l, err := g.store.Create(ctx, key); err == nil {
+		if l, err := g.store.Create(ctx, leases.Key{Stream: st.key, Shard: id}); err == nil {
 			st.setRow(id, rowState{lease: l})
 		} else if !errors.Is(err, leases.ErrConflict) {
 			return err
@@ -243,10 +241,7 @@ func (g *Group) readRowAs(ctx context.Context, st *streamState, id string, set f
 	case err != nil:
 		return err
 	}
-	if !set(id, rowState{lease: l}) {
-		return nil
-	}
-	if !g.ours(l) {
+	if set(id, rowState{lease: l}) && !g.ours(l) {
 		// Known by its checkpoint now, as a row read to take it is: should
 		// it vanish within releasedFor, a vanished report makes this
 		// instance read it again and recreate it from what it knows, not

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
@@ -180,11 +181,7 @@ func (g *Group) chooseListers() {
 	}
 	g.viewMu.Unlock()
 	slices.Sort(cand)
-	var keys []string
-	for st := range g.subscribed() {
-		keys = append(keys, st.key)
-	}
-	slices.Sort(keys)
+	keys := g.subscribedKeys()
 	if g.listerOf != nil && slices.Equal(cand, g.listerCand) && slices.Equal(keys, g.listerKeys) {
 		return
 	}
@@ -251,7 +248,7 @@ func (g *Group) listDue(st *streamState, ls *listState) bool {
 	return false
 }
 
-// listing notes that st's shards are being listed now: the listing answers
+// listingNow notes that st's shards are being listed now: the listing answers
 // whatever its lister published so far, and every reason to list.
 func (g *Group) listingNow(st *streamState) {
 	ls := g.listState(st.key)
@@ -280,9 +277,12 @@ func (g *Group) publishListing() {
 
 // listingDigest is what this instance's membership entry publishes of the
 // streams it lists (leases.Member.Listing).
-func (g *Group) listingDigest() string {
-	if l := g.listingPub.Load(); l != nil {
-		return *l
+func (g *Group) listingDigest() string { return loadString(&g.listingPub) }
+
+// loadString returns the string p points to, "" for none.
+func loadString(p *atomic.Pointer[string]) string {
+	if s := p.Load(); s != nil {
+		return *s
 	}
 	return ""
 }
@@ -423,14 +423,9 @@ func (g *Group) parentsToRead(poll bool) []unit {
 func (g *Group) notePlannedOpen(a map[unit]string) {
 	clear(g.plannedOpen)
 	for u, owner := range a {
-		if owner != g.cfg.Owner {
-			continue
+		if owner == g.cfg.Owner && !done(g.streams[u.Stream].row(u.Shard)) && !g.unreadRow(u) && !g.holds(u) {
+			putIn(&g.plannedOpen, u, true)
 		}
-		st := g.streams[u.Stream]
-		if done(st.row(u.Shard)) || g.unreadRow(u) || g.holds(u) {
-			continue
-		}
-		putIn(&g.plannedOpen, u, true)
 	}
 }
 

@@ -64,6 +64,8 @@ func (g *Group) RemoveStream(ctx context.Context, stream string) error {
 	return g.change(ctx, streamChange{remove: kinesisx.Name(stream), done: make(chan error, 1)})
 }
 
+// change hands c to the round goroutine and returns its outcome, or ctx's
+// error when ctx ends first.
 func (g *Group) change(ctx context.Context, c streamChange) error {
 	g.changesMu.Lock()
 	g.changes = append(g.changes, c)
@@ -163,6 +165,16 @@ func (g *Group) subscribed() iter.Seq[*streamState] {
 	}
 }
 
+// subscribedKeys returns the keys of the subscribed streams, sorted.
+func (g *Group) subscribedKeys() []string {
+	var keys []string
+	for st := range g.subscribed() {
+		keys = append(keys, st.key)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // hasStream reports whether a unit of m is of the stream keyed key.
 func hasStream[V any](m map[unit]V, key string) bool {
 	return slices.ContainsFunc(slices.Collect(maps.Keys(m)), func(u unit) bool { return u.Stream == key })
@@ -170,22 +182,12 @@ func hasStream[V any](m map[unit]V, key string) bool {
 
 // streamsDigest is the digest of the streams this instance subscribes (not
 // those being removed), as its membership entry carries it.
-func (g *Group) streamsDigest() string {
-	if d := g.digest.Load(); d != nil {
-		return *d
-	}
-	return ""
-}
+func (g *Group) streamsDigest() string { return loadString(&g.digest) }
 
 // setDigest computes the digest of the subscribed streams (round
 // goroutine, or NewGroup).
 func (g *Group) setDigest() {
-	var keys []string
-	for st := range g.subscribed() {
-		keys = append(keys, st.key)
-	}
-	slices.Sort(keys)
-	d := strconv.FormatUint(fnvOf(keys...), 36)
+	d := strconv.FormatUint(fnvOf(g.subscribedKeys()...), 36)
 	g.digest.Store(&d)
 	var proof time.Duration
 	for _, st := range g.streams {
