@@ -106,8 +106,10 @@ func (g *Group) readUnread(ctx context.Context) {
 		st.rowsMu.Unlock()
 	}
 	bounded(ctx, len(units), func(i int) {
-		if ctx.Err() == nil {
-			g.readRowIfUnread(ctx, g.streams[units[i].Stream], units[i].Shard)
+		if st := g.streams[units[i].Stream]; ctx.Err() == nil {
+			// Unless another call of this instance read or wrote the
+			// row meanwhile (that answer stands).
+			g.readRowAs(ctx, st, units[i].Shard, st.setIfUnread)
 		}
 	})
 }
@@ -221,13 +223,6 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 // readRow reads (without creating) the row of shard id into st.rows.
 func (g *Group) readRow(ctx context.Context, st *streamState, id string) error {
 	return g.readRowAs(ctx, st, id, func(id string, r rowState) bool { st.setRow(id, r); return true })
-}
-
-// readRowIfUnread reads the row of shard id, unread since the first
-// listing, into st.rows, unless another call of this instance read or
-// wrote it meanwhile (that answer stands).
-func (g *Group) readRowIfUnread(ctx context.Context, st *streamState, id string) error {
-	return g.readRowAs(ctx, st, id, st.setIfUnread)
 }
 
 // readRowAs reads the row of shard id and records what it found with set,

@@ -150,10 +150,7 @@ func assignListers(keys, owners []string) map[string]string {
 	for _, k := range keys {
 		best, bestScore := "", uint64(0)
 		for _, o := range owners {
-			if load[o] >= capacity {
-				continue
-			}
-			if s := hashOf(k, o); best == "" || s > bestScore || s == bestScore && o < best {
+			if s := hashOf(k, o); load[o] < capacity && (best == "" || s > bestScore || s == bestScore && o < best) {
 				best, bestScore = o, s
 			}
 		}

@@ -61,10 +61,8 @@ func homeRows(owner string, b int) []int {
 	if b == 0 {
 		return []int{0}
 	}
-	lo, n := 1<<(b-1), 1<<(b-1)
-	if hi := leases.MaxMemberRows; lo+n > hi {
-		n = hi - lo
-	}
+	lo := 1 << (b - 1)
+	n := min(lo, leases.MaxMemberRows-lo) // the band's rows, the last band cut at MaxMemberRows
 	if n <= joinProbes {
 		rows := make([]int, n)
 		for i := range rows {
