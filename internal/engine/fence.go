@@ -95,13 +95,14 @@ const (
 	hbMissing                       // our entry is gone: join again
 )
 
-// attempt records that this instance is writing an entry as inc without
-// knowing yet whether it lands (see attempted).
-func (s *heartbeatState) attempt(inc string) {
-	if s.attempted == nil {
-		s.attempted = map[string]bool{}
+// addTo adds k to the set *m, made first if it is nil: an incarnation
+// this instance wrote an entry as without knowing whether it landed
+// (attempted), a row a join met an entry of its owner in (joinConflicts).
+func addTo[K comparable](m *map[K]bool, k K) {
+	if *m == nil {
+		*m = map[K]bool{}
 	}
-	s.attempted[inc] = true
+	(*m)[k] = true
 }
 
 // heartbeatAction maps a heartbeat's error onto what to do. cur is the
@@ -241,13 +242,11 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 	// header may not list one: a bump that never landed): read them too, or
 	// the join would meet it for ever.
 	rows = slices.AppendSeq(rows, maps.Keys(g.hb.joinConflicts))
-	g.mu.Lock()
-	for _, inc := range slices.Concat(g.incs, g.tried) {
+	for _, inc := range guarded(&g.mu, func() []string { return slices.Concat(g.incs, g.tried) }) {
 		if r := rowOf(inc); r >= 0 {
 			rows = append(rows, r) // an attempt of ours may have landed there
 		}
 	}
-	g.mu.Unlock()
 	slices.Sort(rows)
 	rows = slices.Compact(rows)
 	counts = map[int]int{}
@@ -309,10 +308,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int) (bool, error) {
 			case errors.As(err, &conflict):
 				// An entry of this owner is in the row (another process of
 				// this owner, or an earlier incarnation): read it again.
-				if g.hb.joinConflicts == nil {
-					g.hb.joinConflicts = map[int]bool{}
-				}
-				g.hb.joinConflicts[row] = true
+				addTo(&g.hb.joinConflicts, row)
 				return false, nil
 			case errors.Is(err, leases.ErrMisconfigured):
 				return false, err
@@ -323,7 +319,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int) (bool, error) {
 				// turns up later, it is one of ours (heartbeatAction's
 				// hbOurAttempt), replaced by a new incarnation, never
 				// taken for another process with this owner id.
-				g.hb.attempt(inc)
+				addTo(&g.hb.attempted, inc)
 				g.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
 				continue // the same entry again: if the first landed, this one finds it
 			}
@@ -349,7 +345,7 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 			// It may land, late: an entry of inc found later is ours (an
 			// attempt to replace), never another process with this owner
 			// id (seeds 1268, 2290).
-			g.hb.attempt(inc)
+			addTo(&g.hb.attempted, inc)
 		}
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
@@ -565,15 +561,19 @@ const maxTried = 64
 
 // tryInc records that this process is about to write an entry as inc.
 func (g *Group) tryInc(inc string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if slices.Contains(g.tried, inc) {
+	guard(&g.mu, func() { remember(&g.tried, inc, maxTried) })
+}
+
+// remember adds inc to the list *l of at most n, dropping the oldest,
+// unless it holds inc already.
+func remember(l *[]string, inc string, n int) {
+	if slices.Contains(*l, inc) {
 		return
 	}
-	if len(g.tried) == maxTried {
-		g.tried = slices.Delete(g.tried, 0, 1)
+	if len(*l) == n {
+		*l = slices.Delete(*l, 0, 1)
 	}
-	g.tried = append(g.tried, inc)
+	*l = append(*l, inc)
 }
 
 // become makes inc, whose entry a write sent at sent put in row (rows:
@@ -586,12 +586,7 @@ func (g *Group) become(inc string, row int, rows []leases.Member, sent int64, de
 	g.mu.Lock()
 	g.inc = inc
 	g.entrySince.Store(mono())
-	if !slices.Contains(g.incs, inc) {
-		if len(g.incs) == maxIncs {
-			g.incs = slices.Delete(g.incs, 0, 1)
-		}
-		g.incs = append(g.incs, inc)
-	}
+	remember(&g.incs, inc, maxIncs)
 	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
 	g.mu.Unlock()
 	g.observe(row, rows, sent, mono())
@@ -623,7 +618,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	row := rowOf(old)
 	inc, rows, sent, err := g.replaceAs(ctx, row, cur, cur.Notice)
 	if err != nil {
-		g.hb.attempt(inc) // it may land, late: never to go on as
+		addTo(&g.hb.attempted, inc) // it may land, late: never to go on as
 		var conflict *leases.MemberConflictError
 		if errors.As(err, &conflict) && (conflict.Current.Incarnation == old || g.hb.attempted[conflict.Current.Incarnation]) {
 			guard(&g.viewMu, func() { g.view.latest[g.cfg.Owner] = conflict.Current }) // the next attempt replaces what is there

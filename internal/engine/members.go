@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -274,9 +275,5 @@ func (v *memberView) others(keep func(o *memberObs) bool) []leases.Member {
 
 // prune forgets incarnations absent for longer than forget at now.
 func (v *memberView) prune(now int64) {
-	for id, o := range v.obs {
-		if o.absent && time.Duration(now-o.absentAt) >= v.forget {
-			delete(v.obs, id)
-		}
-	}
+	maps.DeleteFunc(v.obs, func(_ memberID, o *memberObs) bool { return o.absent && time.Duration(now-o.absentAt) >= v.forget })
 }

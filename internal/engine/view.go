@@ -112,7 +112,7 @@ func (g *Group) refreshView(ctx context.Context) bool {
 		every := headerEvery(len(g.view.live(mono())), len(g.rows.header))
 		return every == 0 || !g.rows.headerOK || time.Duration(mono()-g.rows.headerAt) >= every
 	})
-	// Not due: not this round, the fleet is large (headerEvery).
+	// Due every round, but less often in a large fleet (headerEvery).
 	if due {
 		if h, err := g.mem.Header(ctx); err != nil {
 			if ctx.Err() == nil {
@@ -124,22 +124,17 @@ func (g *Group) refreshView(ctx context.Context) bool {
 			g.reconcileNow.Store(true)
 		}
 	}
-	// Rows to read besides: those naming an incarnation never seen.
-	want := map[int]bool{}
 	g.viewMu.Lock()
-	for r := range g.view.unknown {
-		if r >= 0 {
-			want[r] = true
-		}
-	}
+	// Rows to read besides: those of incarnations never seen that a lease
+	// row names.
+	want := maps.Clone(g.view.unknown)
 	for id := range g.view.dupes {
 		// Another process's entry with this owner id: read its row every
 		// round, so that one that stopped heartbeating is seen stale and
 		// forgotten (the row may never change roster again).
-		if r := rowOf(id.inc); r >= 0 {
-			want[r] = true
-		}
+		want[rowOf(id.inc)] = true
 	}
+	delete(want, -1) // an incarnation that names no row (rowOf)
 	clear(g.view.unknown)
 	rows := g.rows.due(own, want)
 	// Rows of members whose timeout has run out: read now, own row
@@ -232,25 +227,23 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 	inc := g.Incarnation()
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
+	live, now := 0, mono()
 	for _, m := range rows {
-		// Before alive, which makes an incarnation it looks up known.
+		// Before alive, which makes an incarnation it looks up known (a
+		// row holds one entry an owner: alive on one never makes another
+		// known).
 		if m.Owner != g.cfg.Owner && !m.Leaving && m.Young && g.view.obs[memberID{m.Owner, m.Incarnation}] == nil {
 			g.joinSeen.Store(ret) // one joining
 		}
-	}
-	live, now := 0, mono()
-	for _, m := range rows {
 		if !m.Leaving && (m.Owner == g.cfg.Owner || g.view.alive(m.Owner, m.Incarnation, now)) {
 			live++
 		}
-	}
-	g.rows.entries[r] = live
-	g.rows.total[r] = len(rows)
-	for _, m := range rows {
 		if p := int64(m.Proof); p > g.fleetProof.Load() {
 			g.fleetProof.Store(p) // only this goroutine's callers, under viewMu, write it
 		}
 	}
+	g.rows.entries[r] = live
+	g.rows.total[r] = len(rows)
 	own := slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc })
 	if since := g.entrySince.Load(); since != 0 && (sent >= since || own && sent >= g.rejoinSent.Load()) {
 		// A read of the table this instance's entry is in (sent after it
@@ -259,11 +252,8 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 		// may show it in the table it vanished with): an entry of another
 		// member that has stood for longer than a timeout shows that the
 		// table was not recreated for as long (tableOld).
-		for _, m := range rows {
-			if m.Owner != g.cfg.Owner && !m.Leaving && !m.Young {
-				g.oldSeen.Store(ret)
-				break
-			}
+		if slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner != g.cfg.Owner && !m.Leaving && !m.Young }) {
+			g.oldSeen.Store(ret)
 		}
 	}
 	if moved := g.view.observe(r, rows, inc, sent, ret); len(moved) > 0 {
