@@ -95,13 +95,14 @@ const (
 	hbMissing                       // our entry is gone: join again
 )
 
-// attempt records that this instance is writing an entry as inc without
-// knowing yet whether it lands (see attempted).
-func (s *heartbeatState) attempt(inc string) {
-	if s.attempted == nil {
-		s.attempted = map[string]bool{}
+// addTo adds k to the set *m, made first if it is nil: an incarnation
+// this instance wrote an entry as without knowing whether it landed
+// (attempted), a row a join met an entry of its owner in (joinConflicts).
+func addTo[K comparable](m *map[K]bool, k K) {
+	if *m == nil {
+		*m = map[K]bool{}
 	}
-	s.attempted[inc] = true
+	(*m)[k] = true
 }
 
 // heartbeatAction maps a heartbeat's error onto what to do. cur is the
@@ -147,7 +148,7 @@ func (g *Group) join(ctx context.Context) error {
 	var (
 		seen            leases.Member
 		seenAt, firstAt time.Time
-		changes         []time.Time // changes of its heartbeat seen, each between reads less than a timeout apart
+		changes         []time.Time // changes of its heartbeat seen in the last two timeouts, each between reads less than a timeout apart
 		read            bool
 	)
 	for {
@@ -196,17 +197,12 @@ func (g *Group) join(ctx context.Context) error {
 			// least three times in the last two timeouts. A dead
 			// process's writes applied late change it once or twice, then
 			// it stands still and is taken over.
-			recent := 0
-			for _, c := range changes {
-				if now.Sub(c) < 2*g.cfg.Timeout {
-					recent++
-				}
-			}
-			if recent >= 3 && now.Sub(firstAt) >= wait {
+			changes = slices.DeleteFunc(changes, func(c time.Time) bool { return now.Sub(c) >= 2*g.cfg.Timeout })
+			if len(changes) >= 3 && now.Sub(firstAt) >= wait {
 				return &DuplicateOwnerError{Owner: g.cfg.Owner, Incarnation: mine.Incarnation}
 			}
 		default:
-			done, err := g.joinRow(ctx, counts, -1)
+			done, err := g.joinRow(ctx, counts)
 			switch {
 			case done:
 				return nil
@@ -235,34 +231,27 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 	if err != nil {
 		return leases.Member{}, 0, nil, err
 	}
-	g.viewMu.Lock()
-	g.rows.header, g.rows.headerOK, g.rows.vanished, g.rows.headerAt = h.Rows, true, h.Vanished, mono()
-	g.viewMu.Unlock()
+	g.noteHeader(h)
 	var rows []int
 	for _, r := range joinRows(g.cfg.Owner, joinTop(h.Rows)) {
 		if _, listed := h.Rows[r]; listed {
 			rows = append(rows, r) // a row never listed has no entry, unless its bump was lost (below)
 		}
 	}
-	for r := range g.hb.joinConflicts {
-		// A row this instance's join met an entry of its owner in (the
-		// header may not list it: a bump that never landed): read it too,
-		// or the join would meet it for ever.
-		rows = append(rows, r)
-	}
-	g.mu.Lock()
-	for _, inc := range slices.Concat(g.incs, g.tried) {
+	// The rows this instance's joins met an entry of its owner in (the
+	// header may not list one: a bump that never landed): read them too, or
+	// the join would meet it for ever.
+	rows = slices.AppendSeq(rows, maps.Keys(g.hb.joinConflicts))
+	for _, inc := range guarded(&g.mu, func() []string { return slices.Concat(g.incs, g.tried) }) {
 		if r := rowOf(inc); r >= 0 {
 			rows = append(rows, r) // an attempt of ours may have landed there
 		}
 	}
-	g.mu.Unlock()
 	slices.Sort(rows)
 	rows = slices.Compact(rows)
 	counts = map[int]int{}
 	for _, r := range rows {
-		sent := mono()
-		ms, err := g.mem.Members(ctx, r)
+		ms, err := g.readMembersRow(ctx, r, h.Rows[r])
 		if err != nil {
 			return leases.Member{}, 0, nil, err
 		}
@@ -272,22 +261,18 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 				mine, mineRow = m, r
 			}
 		}
-		g.observe(r, ms, sent, mono())
-		g.viewMu.Lock()
-		g.rows.readAt[r] = h.Rows[r]
-		g.viewMu.Unlock()
 	}
 	return mine, mineRow, counts, nil
 }
 
 // joinRow writes a new entry for a new incarnation in one of its owner's
-// home rows with room (joinCandidate, by counts; never row skip), and
-// reports whether it did. Its fence
+// home rows with room (joinCandidate, by counts), and reports whether it
+// did. Its fence
 // counts from the first attempt's send, since an attempt whose answer was
 // lost may have landed then.
-func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool, error) {
+func (g *Group) joinRow(ctx context.Context, counts map[int]int) (bool, error) {
 	for full := 0; ; {
-		row, ok := joinCandidate(g.cfg.Owner, counts, skip, full, rand.IntN)
+		row, ok := joinCandidate(g.cfg.Owner, counts, -1, full, rand.IntN)
 		if !ok {
 			break
 		}
@@ -315,11 +300,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			switch {
 			case err == nil:
 				delete(g.hb.attempted, inc) // ours now: not an attempt to replace
-				g.setInc(inc)
-				g.fence.Store(fenceAfter(first, g.cfg.Timeout, g.cfg.FenceMargin))
-				g.observe(row, rows, first, mono())
-				g.started.Store(true)
-				g.bumpLater(row)
+				g.become(inc, row, rows, first)
 				return true, nil
 			case errors.As(err, &conflict) && conflict.Full:
 				counts[row] = leases.RowCapacity
@@ -327,10 +308,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 			case errors.As(err, &conflict):
 				// An entry of this owner is in the row (another process of
 				// this owner, or an earlier incarnation): read it again.
-				if g.hb.joinConflicts == nil {
-					g.hb.joinConflicts = map[int]bool{}
-				}
-				g.hb.joinConflicts[row] = true
+				addTo(&g.hb.joinConflicts, row)
 				return false, nil
 			case errors.Is(err, leases.ErrMisconfigured):
 				return false, err
@@ -341,7 +319,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 				// turns up later, it is one of ours (heartbeatAction's
 				// hbOurAttempt), replaced by a new incarnation, never
 				// taken for another process with this owner id.
-				g.hb.attempt(inc)
+				addTo(&g.hb.attempted, inc)
 				g.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
 				continue // the same entry again: if the first landed, this one finds it
 			}
@@ -358,14 +336,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int, skip int) (bool
 // owner in row, as a new incarnation in the same row, and reports whether
 // it did.
 func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (bool, error) {
-	inc := newIncarnation(row)
-	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := g.entry(inc, g.hb.hb, 0)
-	sent := mono()
-	g.tryInc(inc)
-	rctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
-	rows, err := g.mem.ReplaceMember(rctx, row, cur, next)
-	cancel()
+	inc, rows, sent, err := g.replaceAs(ctx, row, cur, 0)
 	if err != nil {
 		if errors.Is(err, leases.ErrMisconfigured) {
 			return false, err
@@ -374,21 +345,32 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 			// It may land, late: an entry of inc found later is ours (an
 			// attempt to replace), never another process with this owner
 			// id (seeds 1268, 2290).
-			g.hb.attempt(inc)
+			addTo(&g.hb.attempted, inc)
 		}
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
 		}
 		return false, nil
 	}
-	g.setInc(inc)
-	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
-	g.observe(row, rows, sent, mono())
-	g.markDead(cur)
+	g.become(inc, row, rows, sent, cur)
 	g.log.Info("kinesislease: replaced the membership entry of an earlier incarnation", "incarnation", cur.Incarnation)
-	g.started.Store(true)
-	g.bumpLater(row)
 	return true, nil
+}
+
+// replaceAs writes the entry of a new incarnation in row in place of cur,
+// with notice and a heartbeat past cur's, within entryDeadline. It returns
+// the new incarnation, the row as the answer shows it, and when the write
+// was sent.
+func (g *Group) replaceAs(ctx context.Context, row int, cur leases.Member, notice int64) (inc string, rows []leases.Member, sent int64, err error) {
+	inc = newIncarnation(row)
+	g.tryInc(inc)
+	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
+	next := g.entry(inc, g.hb.hb, notice)
+	sent = mono()
+	rctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
+	defer cancel()
+	rows, err = g.mem.ReplaceMember(rctx, row, cur, next)
+	return inc, rows, sent, err
 }
 
 // heartbeats is the heartbeat loop: a heartbeat every interval (half an
@@ -427,17 +409,16 @@ func (g *Group) beat(ctx context.Context) error {
 		g.kickRound() // now, not at the next round: a rewind waits a heartbeat at most
 		err = g.heartbeat(ctx)
 		g.hb.failed = err != nil
-	case hbOurAttempt:
-		// Our entry is one of the new incarnations we tried (its answer was
-		// lost): never go on as it; replace it with yet another.
-		g.hb.failed = !g.reincarnate(ctx, cur)
-		return nil
 	case hbFoundDead:
 		// Someone found this incarnation dead and marked it leaving: it may
 		// never come back (a taker may act on that view for a while). All is
 		// lost; go on as a new incarnation.
 		g.fenceAll("another member found this incarnation dead")
 		g.fence.Store(fenced)
+		fallthrough
+	case hbOurAttempt:
+		// Our entry is one of the new incarnations we tried (its answer was
+		// lost): never go on as it; replace it with yet another.
 		g.hb.failed = !g.reincarnate(ctx, cur)
 		return nil
 	case hbReplaced:
@@ -543,21 +524,17 @@ func (g *Group) fenceAll(why string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := 0
-	for _, w := range g.workers {
-		if !w.lease.isLost() {
-			n++
-		}
-	}
-	if n > 0 {
-		g.log.Warn("kinesislease: fenced: every lease is lost", "why", why, "leases", n)
-	}
 	for u, w := range g.workers {
 		if w.lease.isLost() {
 			continue
 		}
+		n++
 		w.lease.markLost()
 		w.kill()
 		g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
+	}
+	if n > 0 {
+		g.log.Warn("kinesislease: fenced: every lease is lost", "why", why, "leases", n)
 	}
 	// Past a fence this incarnation is over: takers may have read it
 	// leaving or dead in any membership row they read since. The instance
@@ -565,13 +542,6 @@ func (g *Group) fenceAll(why string) {
 	// can ever apply to a row it takes afresh.
 	g.hb.needNewInc = true
 	g.fencedSince.CompareAndSwap(0, mono())
-}
-
-// setInc makes inc this instance's incarnation.
-func (g *Group) setInc(inc string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.becomeLocked(inc)
 }
 
 // maxIncs bounds Group.incs. Rows of older incarnations of this process
@@ -583,9 +553,7 @@ const maxIncs = 16
 // ownInc reports whether inc is an incarnation this process was, or tried
 // to write an entry as.
 func (g *Group) ownInc(inc string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return slices.Contains(g.incs, inc) || slices.Contains(g.tried, inc)
+	return guarded(&g.mu, func() bool { return slices.Contains(g.incs, inc) || slices.Contains(g.tried, inc) })
 }
 
 // maxTried bounds Group.tried.
@@ -593,34 +561,45 @@ const maxTried = 64
 
 // tryInc records that this process is about to write an entry as inc.
 func (g *Group) tryInc(inc string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if slices.Contains(g.tried, inc) {
-		return
-	}
-	if len(g.tried) == maxTried {
-		g.tried = slices.Delete(g.tried, 0, 1)
-	}
-	g.tried = append(g.tried, inc)
+	guard(&g.mu, func() { remember(&g.tried, inc, maxTried) })
 }
 
-// becomeLocked makes inc the incarnation; the caller holds g.mu.
-func (g *Group) becomeLocked(inc string) {
+// remember adds inc to the list *l of at most n, dropping the oldest,
+// unless it holds inc already.
+func remember(l *[]string, inc string, n int) {
+	if slices.Contains(*l, inc) {
+		return
+	}
+	if len(*l) == n {
+		*l = slices.Delete(*l, 0, 1)
+	}
+	*l = append(*l, inc)
+}
+
+// become makes inc, whose entry a write sent at sent put in row (rows:
+// the row as its answer showed it), this instance's incarnation, with its
+// fence counted from that send; the incarnation and its fence change
+// together under g.mu. The entries dead (the one replaced) are marked
+// dead once the row is observed, and the next round bumps the row's
+// roster (bumpLater).
+func (g *Group) become(inc string, row int, rows []leases.Member, sent int64, dead ...leases.Member) {
+	g.mu.Lock()
 	g.inc = inc
 	g.entrySince.Store(mono())
-	if !slices.Contains(g.incs, inc) {
-		if len(g.incs) == maxIncs {
-			g.incs = slices.Delete(g.incs, 0, 1)
-		}
-		g.incs = append(g.incs, inc)
+	remember(&g.incs, inc, maxIncs)
+	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
+	g.mu.Unlock()
+	g.observe(row, rows, sent, mono())
+	for _, m := range dead {
+		g.markDead(m)
 	}
+	g.started.Store(true)
+	g.bumpLater(row)
 }
 
 // markDead records that an incarnation is known dead.
 func (g *Group) markDead(m leases.Member) {
-	g.viewMu.Lock()
-	defer g.viewMu.Unlock()
-	g.view.markDead(m.Owner, m.Incarnation, mono())
+	guard(&g.viewMu, func() { g.view.markDead(m.Owner, m.Incarnation, mono()) })
 }
 
 // reincarnate replaces this instance's membership entry with one of a new
@@ -631,29 +610,18 @@ func (g *Group) markDead(m leases.Member) {
 func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	old := g.Incarnation()
 	if cur.Owner == "" {
-		g.viewMu.Lock()
-		cur = g.view.latest[g.cfg.Owner]
-		g.viewMu.Unlock()
+		cur = guarded(&g.viewMu, func() leases.Member { return g.view.latest[g.cfg.Owner] })
 	}
 	if cur.Incarnation != old && !g.hb.attempted[cur.Incarnation] && !g.ownInc(cur.Incarnation) {
 		return false // not seen yet: the next heartbeat (leaving) shows it
 	}
 	row := rowOf(old)
-	inc := newIncarnation(row)
-	g.hb.attempt(inc)
-	g.tryInc(inc)
-	g.hb.hb = max(g.hb.hb, cur.Heartbeat) + 1
-	next := g.entry(inc, g.hb.hb, cur.Notice)
-	sent := mono()
-	rctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
-	defer cancel()
-	rows, err := g.mem.ReplaceMember(rctx, row, cur, next)
+	inc, rows, sent, err := g.replaceAs(ctx, row, cur, cur.Notice)
 	if err != nil {
+		addTo(&g.hb.attempted, inc) // it may land, late: never to go on as
 		var conflict *leases.MemberConflictError
 		if errors.As(err, &conflict) && (conflict.Current.Incarnation == old || g.hb.attempted[conflict.Current.Incarnation]) {
-			g.viewMu.Lock()
-			g.view.latest[g.cfg.Owner] = conflict.Current // the next attempt replaces what is there
-			g.viewMu.Unlock()
+			guard(&g.viewMu, func() { g.view.latest[g.cfg.Owner] = conflict.Current }) // the next attempt replaces what is there
 		}
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: starting a new incarnation after a fence failed; retrying", "err", err)
@@ -665,13 +633,8 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	if cur.Incarnation != old {
 		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: old})
 	}
-	g.mu.Lock()
-	g.becomeLocked(inc)
-	g.fence.Store(fenceAfter(sent, g.cfg.Timeout, g.cfg.FenceMargin))
-	g.mu.Unlock()
 	g.hb.notice, g.hb.needNewInc, g.hb.attempted = cur.Notice, false, nil
-	g.observe(row, rows, sent, mono())
-	g.bumpLater(row)
+	g.become(inc, row, rows, sent) // started already: it is running
 	return true
 }
 
@@ -681,9 +644,7 @@ func (g *Group) leave() {
 	if !g.started.Load() {
 		return
 	}
-	g.viewMu.Lock()
-	me := g.view.latest[g.cfg.Owner]
-	g.viewMu.Unlock()
+	me := guarded(&g.viewMu, func() leases.Member { return g.view.latest[g.cfg.Owner] })
 	if me.Incarnation == "" {
 		return
 	}
@@ -699,8 +660,7 @@ func (g *Group) leave() {
 	}
 	if err == nil {
 		g.rosterChanged(rctx, row)
-	}
-	if err != nil {
+	} else {
 		g.log.Warn("kinesislease: removing the membership entry failed; the next incarnation waits for it to go stale", "err", err)
 	}
 }
@@ -747,15 +707,13 @@ func (g *Group) rejoin(ctx context.Context) {
 	// A new incarnation, in a row with room.
 	g.fenceAll("this instance's membership entry vanished and cannot be written again as it was")
 	g.fence.Store(fenced)
-	g.viewMu.Lock()
-	counts := maps.Clone(g.rows.total)
-	g.viewMu.Unlock()
+	counts := guarded(&g.viewMu, func() map[int]int { return maps.Clone(g.rows.total) })
 	mctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 	if ms, err := g.mem.Members(mctx, row); err == nil {
 		counts[row] = len(ms)
 	}
 	cancel()
-	if ok, err := g.joinRow(ctx, counts, -1); ok {
+	if ok, err := g.joinRow(ctx, counts); ok {
 		g.hb.needNewInc, g.hb.attempted, g.hb.notice, g.hb.failed = false, nil, 0, false
 		g.markDead(leases.Member{Owner: g.cfg.Owner, Incarnation: inc})
 		g.log.Info("kinesislease: new incarnation after the membership entry vanished", "from", inc, "incarnation", g.Incarnation())
@@ -786,9 +744,7 @@ func (g *Group) markHeld(ctx context.Context) bool {
 	mctx, cancel := context.WithTimeout(ctx, g.entryDeadline())
 	defer cancel()
 	for key := range keys {
-		g.streamsMu.RLock()
-		st := g.streams[key]
-		g.streamsMu.RUnlock()
+		st := guarded(g.streamsMu.RLocker(), func() *streamState { return g.streams[key] })
 		if st != nil && g.markToCreate(mctx, st) != nil {
 			return false
 		}
@@ -807,7 +763,5 @@ func (g *Group) entry(inc string, hb, notice int64) leases.Member {
 // and orphans (rows that may name it, or that vanished and it will
 // recreate).
 func (g *Group) heldCount() int64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return int64(len(g.workers) + len(g.orphans))
+	return guarded(&g.mu, func() int64 { return int64(len(g.workers) + len(g.orphans)) })
 }

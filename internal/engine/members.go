@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -227,7 +229,6 @@ func (v *memberView) live(now int64) []string {
 // and the next round is due then: a death is found a timeout after the
 // last heartbeat was first seen, not up to a round later.
 func (v *memberView) suspects(now int64, timed func(row int) bool) (rows []int, next int64) {
-	seen := map[int]bool{}
 	for _, o := range v.obs {
 		if o.absent || o.announced || o.m.Leaving || o.m.Owner == v.self || o.row < 0 || o.stale() >= v.timeout || !timed(o.row) {
 			continue
@@ -235,59 +236,44 @@ func (v *memberView) suspects(now int64, timed func(row int) bool) (rows []int, 
 		due := o.since + int64(v.timeout)
 		switch {
 		case due <= now:
-			if !seen[o.row] {
-				seen[o.row] = true
-				rows = append(rows, o.row)
-			}
+			rows = append(rows, o.row)
 		case next == 0 || due < next:
 			next = due
 		}
 	}
 	slices.Sort(rows)
-	return rows, next
+	return slices.Compact(rows), next
 }
 
 // dead returns the entries seen unchanged for a timeout that nobody has
 // marked leaving yet, and that this instance has not tried to mark: the
 // ones to announce.
 func (v *memberView) dead() []leases.Member {
-	var ms []leases.Member
-	for _, o := range v.obs {
-		if !o.absent && !o.announced && !o.m.Leaving && o.m.Owner != v.self && o.stale() >= v.timeout {
-			ms = append(ms, o.m)
-		}
-	}
-	sortMembers(ms)
-	return ms
+	return v.others(func(o *memberObs) bool { return !o.announced && !o.m.Leaving && o.stale() >= v.timeout })
 }
 
-// stale returns the entries seen unchanged for three timeouts: to remove,
+// staleEntries returns the entries seen unchanged for three timeouts: to remove,
 // so that membership rows stay the size of the live fleet.
 func (v *memberView) staleEntries() []leases.Member {
+	return v.others(func(o *memberObs) bool { return o.stale() >= 3*v.timeout })
+}
+
+// others returns the entries present (not absent) of the other owners'
+// incarnations that keep selects, sorted by owner, then incarnation.
+func (v *memberView) others(keep func(o *memberObs) bool) []leases.Member {
 	var ms []leases.Member
 	for _, o := range v.obs {
-		if !o.absent && o.m.Owner != v.self && o.stale() >= 3*v.timeout {
+		if !o.absent && o.m.Owner != v.self && keep(o) {
 			ms = append(ms, o.m)
 		}
 	}
-	sortMembers(ms)
+	slices.SortFunc(ms, func(a, b leases.Member) int {
+		return cmp.Or(strings.Compare(a.Owner, b.Owner), strings.Compare(a.Incarnation, b.Incarnation))
+	})
 	return ms
 }
 
 // prune forgets incarnations absent for longer than forget at now.
 func (v *memberView) prune(now int64) {
-	for id, o := range v.obs {
-		if o.absent && time.Duration(now-o.absentAt) >= v.forget {
-			delete(v.obs, id)
-		}
-	}
-}
-
-func sortMembers(ms []leases.Member) {
-	slices.SortFunc(ms, func(a, b leases.Member) int {
-		if a.Owner != b.Owner {
-			return strings.Compare(a.Owner, b.Owner)
-		}
-		return strings.Compare(a.Incarnation, b.Incarnation)
-	})
+	maps.DeleteFunc(v.obs, func(_ memberID, o *memberObs) bool { return o.absent && time.Duration(now-o.absentAt) >= v.forget })
 }

@@ -76,11 +76,8 @@ func (f *fence) Store(at int64) {
 // monotonic reading is m (mono()) and wall reading w (Unix nanoseconds).
 func (f *fence) passedAt(m, w int64) bool { return m >= f.at.Load() || w >= f.wall.Load() }
 
-// passed reports whether the fence has passed now.
-func (f *fence) passed() bool {
-	now := time.Now()
-	return f.passedAt(int64(now.Sub(epoch)), now.UnixNano())
-}
+// passed reports whether the fence has passed now: no time left.
+func (f *fence) passed() bool { return f.left() <= 0 }
 
 // left returns how long until the fence passes: 0 or less if it has.
 func (f *fence) left() time.Duration {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -21,7 +22,6 @@ type rowBook struct {
 	readAt   map[int]int64 // row -> the header's version when last read
 	entries  map[int]int   // row -> entries alive (not leaving, not found dead) at the last read
 	total    map[int]int   // row -> entries at the last read
-	want     map[int]bool  // rows to read at the next refresh (a row names an unknown incarnation)
 	// bump holds the rows whose roster this instance changed and whose
 	// header version it has not bumped yet (a bump failed): retried every
 	// round until it lands.
@@ -29,7 +29,7 @@ type rowBook struct {
 }
 
 func newRowBook() rowBook {
-	return rowBook{header: map[int]int64{}, readAt: map[int]int64{}, entries: map[int]int{}, total: map[int]int{}, want: map[int]bool{}, bump: map[int]bool{}}
+	return rowBook{header: map[int]int64{}, readAt: map[int]int64{}, entries: map[int]int{}, total: map[int]int{}, bump: map[int]bool{}}
 }
 
 // watched returns the membership rows this instance times besides its own:
@@ -73,31 +73,19 @@ func (b *rowBook) watched(own int) []int {
 const maxWatched = 8
 
 // due returns the rows to read now: those whose roster version moved since
-// this instance read them, the watched row, and the rows asked for.
-func (b *rowBook) due(own int) []int {
-	set := map[int]bool{}
+// this instance read them, the watched rows, and the rows asked for (want,
+// which it adds the others to); never own.
+func (b *rowBook) due(own int, want map[int]bool) []int {
 	for r, v := range b.header {
-		if r == own {
-			continue // comes back with every heartbeat
-		}
 		if at, ok := b.readAt[r]; !ok || at != v {
-			set[r] = true
+			want[r] = true
 		}
 	}
 	for _, w := range b.watched(own) {
-		set[w] = true
+		want[w] = true
 	}
-	for r := range b.want {
-		if r != own {
-			set[r] = true
-		}
-	}
-	rows := make([]int, 0, len(set))
-	for r := range set {
-		rows = append(rows, r)
-	}
-	slices.Sort(rows)
-	return rows
+	delete(want, own) // comes back with every heartbeat
+	return slices.Sorted(maps.Keys(want))
 }
 
 // complete reports whether every row the header lists has been read once.
@@ -120,48 +108,35 @@ func (b *rowBook) complete(own int) bool {
 func (g *Group) refreshView(ctx context.Context) bool {
 	g.flushBumps(ctx)
 	own := g.myRow()
-	g.viewMu.Lock()
-	every := headerEvery(len(g.view.live(mono())), len(g.rows.header))
-	due := every == 0 || !g.rows.headerOK || time.Duration(mono()-g.rows.headerAt) >= every
-	g.viewMu.Unlock()
-	var h leases.MemberHeader
-	var err error
+	due := guarded(&g.viewMu, func() bool {
+		every := headerEvery(len(g.view.live(mono())), len(g.rows.header))
+		return every == 0 || !g.rows.headerOK || time.Duration(mono()-g.rows.headerAt) >= every
+	})
+	// Due every round, but less often in a large fleet (headerEvery).
 	if due {
-		h, err = g.mem.Header(ctx)
-	}
-	if !due {
-		// Not this round: the fleet is large (headerEvery).
-	} else if err != nil {
-		if ctx.Err() == nil {
-			g.log.Warn("kinesislease: reading the membership header failed", "err", err)
-		}
-	} else {
-		g.viewMu.Lock()
-		if g.rows.headerOK && h.Vanished != g.rows.vanished {
+		if h, err := g.mem.Header(ctx); err != nil {
+			if ctx.Err() == nil {
+				g.log.Warn("kinesislease: reading the membership header failed", "err", err)
+			}
+		} else if g.noteHeader(h) {
 			// Someone found a lease row missing: whoever holds it recreates
 			// it from its checkpoint now (reconcile re-reads every held row).
 			g.reconcileNow.Store(true)
 		}
-		g.rows.header, g.rows.headerOK, g.rows.vanished, g.rows.headerAt = h.Rows, true, h.Vanished, mono()
-		g.viewMu.Unlock()
 	}
 	g.viewMu.Lock()
-	for r := range g.view.unknown {
-		if r >= 0 {
-			g.rows.want[r] = true
-		}
-	}
+	// Rows to read besides: those of incarnations never seen that a lease
+	// row names.
+	want := maps.Clone(g.view.unknown)
 	for id := range g.view.dupes {
 		// Another process's entry with this owner id: read its row every
 		// round, so that one that stopped heartbeating is seen stale and
 		// forgotten (the row may never change roster again).
-		if r := rowOf(id.inc); r >= 0 {
-			g.rows.want[r] = true
-		}
+		want[rowOf(id.inc)] = true
 	}
+	delete(want, -1) // an incarnation that names no row (rowOf)
 	clear(g.view.unknown)
-	rows := g.rows.due(own)
-	clear(g.rows.want)
+	rows := g.rows.due(own, want)
 	// Rows of members whose timeout has run out: read now, own row
 	// included (its entries otherwise come back only with the heartbeat).
 	suspect, _ := g.view.suspects(mono(), g.timedLocked(own))
@@ -177,27 +152,14 @@ func (g *Group) refreshView(ctx context.Context) bool {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			g.viewMu.Lock()
-			v := g.rows.header[r]
-			g.viewMu.Unlock()
-			sent := mono()
-			rows, err := g.mem.Members(ctx, r)
-			if err != nil {
-				if ctx.Err() == nil {
-					g.log.Warn("kinesislease: reading membership row failed", "row", r, "err", err)
-				}
-				return
+			v := guarded(&g.viewMu, func() int64 { return g.rows.header[r] })
+			if _, err := g.readMembersRow(ctx, r, v); err != nil && ctx.Err() == nil {
+				g.log.Warn("kinesislease: reading membership row failed", "row", r, "err", err)
 			}
-			g.observe(r, rows, sent, mono())
-			g.viewMu.Lock()
-			g.rows.readAt[r] = v
-			g.viewMu.Unlock()
 		})
 	}
 	wg.Wait()
-	g.viewMu.Lock()
-	defer g.viewMu.Unlock()
-	return g.rows.complete(own)
+	return guarded(&g.viewMu, func() bool { return g.rows.complete(own) })
 }
 
 // headerBudget is the read units a second the fleet spends on the
@@ -223,30 +185,65 @@ func headerEvery(members, rows int) time.Duration {
 	return d
 }
 
+// noteHeader records the membership header h as read now, and reports
+// whether its Vanished count moved since the header was last read.
+func (g *Group) noteHeader(h leases.MemberHeader) (moved bool) {
+	g.viewMu.Lock()
+	defer g.viewMu.Unlock()
+	moved = g.rows.headerOK && h.Vanished != g.rows.vanished
+	g.rows.header, g.rows.headerOK, g.rows.vanished, g.rows.headerAt = h.Rows, true, h.Vanished, mono()
+	return moved
+}
+
+// readMembersRow reads membership row r into the view (observe), and records it
+// as read at roster version v (the header's, as last read).
+func (g *Group) readMembersRow(ctx context.Context, r int, v int64) ([]leases.Member, error) {
+	sent := mono()
+	ms, err := g.mem.Members(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	g.observe(r, ms, sent, mono())
+	guard(&g.viewMu, func() { g.rows.readAt[r] = v })
+	return ms, nil
+}
+
+// guard runs f holding mu.
+func guard(mu sync.Locker, f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	f()
+}
+
+// guarded returns what f reads holding mu.
+func guarded[T any](mu sync.Locker, f func() T) T {
+	mu.Lock()
+	defer mu.Unlock()
+	return f()
+}
+
 // observe records a membership row as read (see memberView.observe).
 func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 	inc := g.Incarnation()
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
+	live, now := 0, mono()
 	for _, m := range rows {
-		// Before alive, which makes an incarnation it looks up known.
+		// Before alive, which makes an incarnation it looks up known (a
+		// row holds one entry an owner: alive on one never makes another
+		// known).
 		if m.Owner != g.cfg.Owner && !m.Leaving && m.Young && g.view.obs[memberID{m.Owner, m.Incarnation}] == nil {
 			g.joinSeen.Store(ret) // one joining
 		}
-	}
-	live, now := 0, mono()
-	for _, m := range rows {
 		if !m.Leaving && (m.Owner == g.cfg.Owner || g.view.alive(m.Owner, m.Incarnation, now)) {
 			live++
 		}
-	}
-	g.rows.entries[r] = live
-	g.rows.total[r] = len(rows)
-	for _, m := range rows {
 		if p := int64(m.Proof); p > g.fleetProof.Load() {
 			g.fleetProof.Store(p) // only this goroutine's callers, under viewMu, write it
 		}
 	}
+	g.rows.entries[r] = live
+	g.rows.total[r] = len(rows)
 	own := slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc })
 	if since := g.entrySince.Load(); since != 0 && (sent >= since || own && sent >= g.rejoinSent.Load()) {
 		// A read of the table this instance's entry is in (sent after it
@@ -255,11 +252,8 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 		// may show it in the table it vanished with): an entry of another
 		// member that has stood for longer than a timeout shows that the
 		// table was not recreated for as long (tableOld).
-		for _, m := range rows {
-			if m.Owner != g.cfg.Owner && !m.Leaving && !m.Young {
-				g.oldSeen.Store(ret)
-				break
-			}
+		if slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner != g.cfg.Owner && !m.Leaving && !m.Young }) {
+			g.oldSeen.Store(ret)
 		}
 	}
 	if moved := g.view.observe(r, rows, inc, sent, ret); len(moved) > 0 {
@@ -273,9 +267,7 @@ func (g *Group) observe(r int, rows []leases.Member, sent, ret int64) {
 // round.
 func (g *Group) rosterChanged(ctx context.Context, row int) {
 	if err := g.mem.BumpRow(ctx, row); err != nil {
-		g.viewMu.Lock()
-		g.rows.bump[row] = true
-		g.viewMu.Unlock()
+		guard(&g.viewMu, func() { g.rows.bump[row] = true })
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: announcing a membership change failed; retrying", "row", row, "err", err)
 		}
@@ -290,9 +282,7 @@ func (g *Group) rosterChanged(ctx context.Context, row int) {
 // attempts take seconds) would let that fence pass before the next
 // heartbeat, fence again, and so on while the header stays slow.
 func (g *Group) bumpLater(row int) {
-	g.viewMu.Lock()
-	g.rows.bump[row] = true
-	g.viewMu.Unlock()
+	guard(&g.viewMu, func() { g.rows.bump[row] = true })
 	g.kickRound()
 }
 
@@ -300,13 +290,9 @@ func (g *Group) bumpLater(row int) {
 // those that failed.
 func (g *Group) flushBumps(ctx context.Context) {
 	g.viewMu.Lock()
-	rows := make([]int, 0, len(g.rows.bump))
-	for r := range g.rows.bump {
-		rows = append(rows, r)
-	}
+	rows := slices.Sorted(maps.Keys(g.rows.bump))
 	clear(g.rows.bump)
 	g.viewMu.Unlock()
-	slices.Sort(rows)
 	for _, r := range rows {
 		g.rosterChanged(ctx, r)
 	}
@@ -316,24 +302,19 @@ func (g *Group) flushBumps(ctx context.Context) {
 // heartbeating with this instance's owner id in another row for longer
 // than the wait join allows; it logs the first sight at ERROR.
 func (g *Group) duplicates() error {
-	g.mu.Lock()
-	own := slices.Concat(g.incs, g.tried)
-	g.mu.Unlock()
+	own := guarded(&g.mu, func() []string { return slices.Concat(g.incs, g.tried) })
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
 	wait := max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout)
 	for id, m := range g.view.dupes {
 		o := g.view.obs[id]
 		switch {
-		case slices.Contains(own, id.inc):
-			// An earlier incarnation of this process, its entry not yet
-			// replaced in its row, or an entry it tried to write whose
-			// answer was lost: not another process.
+		// An earlier incarnation of this process, its entry not yet
+		// replaced in its row, or an entry it tried to write whose answer
+		// was lost: not another process. Nor is an entry gone or leaving,
+		// or one not heartbeating (a dead process's leftover entry).
+		case slices.Contains(own, id.inc), o == nil || o.absent || m.Leaving, o.stale() >= g.cfg.Timeout:
 			delete(g.view.dupes, id)
-		case o == nil || o.absent || m.Leaving:
-			delete(g.view.dupes, id)
-		case o.stale() >= g.cfg.Timeout:
-			delete(g.view.dupes, id) // not heartbeating: a dead process's leftover entry
 		case g.dupSince[id] == 0:
 			g.dupSince[id] = mono()
 			g.log.Error("kinesislease: another process heartbeats with this owner id; give each instance its own owner id", "incarnation", id.inc)
