@@ -134,27 +134,22 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 	st := g.streams[u.Stream]
 	inc := g.Incarnation()
 	l, read := o.known, false
-	if o.presumed {
-		// Our take's answer was lost: the row may be ours at that counter,
-		// or another's write made the same counter. Read it first.
-		cur, ok := g.rereadOrphan(ctx, st, u, o, true)
-		if !ok {
-			return
-		}
-		l, read = cur, true
-	}
+	// Read first if our take's answer was lost (o.presumed: the row may be
+	// ours at that counter, or another's write made the same counter), and
+	// on each attempt after the first: the row as it is now says.
 	for attempt := 0; ; attempt++ {
-		if (!g.ours(l) || o.unwaited) && !g.recoveryPassed(st, u.Shard, l) {
-			if read {
-				return // recovered: taken once its last holder has stopped
-			}
-			// Known from before: the row as it is now says.
-			cur, ok := g.rereadOrphan(ctx, st, u, o, false)
+		if o.presumed || attempt > 0 {
+			cur, ok := g.rereadOrphan(ctx, st, u, o, attempt == 0)
 			if !ok {
 				return
 			}
 			l, read = cur, true
-			continue
+		}
+		if (!g.ours(l) || o.unwaited) && !g.recoveryPassed(st, u.Shard, l) {
+			if read {
+				return // recovered: taken once its last holder has stopped
+			}
+			continue // known from before: read it
 		}
 		from := l
 		if !read {
@@ -163,7 +158,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			// moved since).
 			from.Checkpoint = leases.Checkpoint{}
 		}
-		if read && (lostrow.NoStart(l) || lostrow.Outdated(l, o.known)) && !o.best().IsZero() && g.recreated(u, o, l) {
+		if read && g.recreated(u, o, l) {
 			// The row vanished and is back with no checkpoint, recreated
 			// by a member that never knew one while this instance could
 			// not write: carry on from the checkpoint this instance knows,
@@ -185,11 +180,6 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
 			return // an uncertain take is presumed ours (takeAs)
 		}
-		cur, ok := g.rereadOrphan(ctx, st, u, o, false)
-		if !ok {
-			return
-		}
-		l, read = cur, true
 	}
 }
 
@@ -222,15 +212,19 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 }
 
 // recreated reports whether the row of orphan o of u, read as l, was
-// recreated since this instance knew it: it found the row missing, the
-// row's counter went back (counters only grow, and restart at 1 on a
-// recreation), or the row has no checkpoint where o knew one.
+// recreated since this instance knew it by a member that knew no checkpoint
+// (or an older copy) while o knows one, so that o's is to be written on it:
+// l says nothing of where the shard was read to, or was recovered from a
+// copy older than o's (lostrow.Outdated); and this instance found the row
+// missing, the row's counter went back (counters only grow, and restart at
+// 1 on a recreation), or the row has no checkpoint where o knew one.
 func (g *Group) recreated(u unit, o orphan, l leases.Lease) bool {
-	if o.vanished || l.Counter < o.realCounter() {
-		return true
+	if o.best().IsZero() || !lostrow.NoStart(l) && !lostrow.Outdated(l, o.known) {
+		return false
 	}
-	if lostrow.NoStart(l) && !o.best().IsZero() {
-		return true // a checkpoint is never cleared while a row lives
+	// A checkpoint is never cleared while a row lives.
+	if o.vanished || l.Counter < o.realCounter() || lostrow.NoStart(l) {
+		return true
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -293,7 +287,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 			g.invalidate(ctx, st, u, o, cur)
 			return
 		case !g.ours(cur):
-			if !cur.Held() && (lostrow.NoStart(cur) || lostrow.Outdated(cur, o.known)) && !o.best().IsZero() && g.recreated(u, o, cur) {
+			if !cur.Held() && g.recreated(u, o, cur) {
 				// Recreated free with no checkpoint by a member that knew
 				// none, while this instance could not write: put the one
 				// it knows on the row for whoever the plan gives it to.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -20,22 +21,11 @@ import (
 // from the checkpoint this instance knows.
 func (g *Group) reconcile(ctx context.Context) {
 	g.mu.Lock()
-	var all []unit
-	var vanished []unit
-	ws := make(map[unit]*worker, len(g.workers))
-	for u, w := range g.workers {
-		if w.stopping() {
-			continue
-		}
-		ws[u] = w
-		all = append(all, u)
-		if w.lease.vanished.Load() {
-			vanished = append(vanished, u)
-		}
-	}
+	ws := maps.Clone(g.workers)
+	maps.DeleteFunc(ws, func(_ unit, w *worker) bool { return w.stopping() })
+	all := slices.SortedFunc(maps.Keys(ws), cmpUnit)
+	vanished := slices.DeleteFunc(slices.Clone(all), func(u unit) bool { return !ws[u].lease.vanished.Load() })
 	g.mu.Unlock()
-	slices.SortFunc(all, cmpUnit)
-	slices.SortFunc(vanished, cmpUnit)
 	bounded(ctx, len(vanished), func(i int) { g.recreate(ctx, vanished[i], ws[vanished[i]]) })
 
 	now := g.reconcileNow.Swap(false)
@@ -55,14 +45,8 @@ func (g *Group) reconcile(ctx context.Context) {
 	}
 	var due []unit
 	if len(g.rechecks) > 0 {
-		for u := range g.rechecks {
-			if ws[u] == nil {
-				delete(g.rechecks, u) // no longer held here
-			} else {
-				due = append(due, u)
-			}
-		}
-		slices.SortFunc(due, cmpUnit)
+		maps.DeleteFunc(g.rechecks, func(u unit, _ bool) bool { return ws[u] == nil }) // no longer held here
+		due = slices.SortedFunc(maps.Keys(g.rechecks), cmpUnit)
 	} else if n := len(all); n > 0 {
 		// Round k of every Reconcile/Heartbeat rounds re-reads the rows
 		// from k·n/rounds to (k+1)·n/rounds: each held row once per
@@ -364,15 +348,6 @@ const (
 	releasedFor = 5 * time.Minute
 )
 
-// noteReleased records that this instance released the row of u, leaving
-// it as l, or read it so (a row it did not hold): either way it knows where
-// the shard was read to. A row with an operator's rewind pending is known
-// at the rewind's position (resumeOf), and replaces whatever was noted
-// before: a note of the row before the rewind would recreate it past what
-// the operator asked to read again (seed 722403: a fenced holder's orphan,
-// its release meeting the row with a rewind pending and no checkpoint, kept
-// its own unanswered checkpoint from before it; the row deleted after the
-// next holder applied the rewind, it was recreated from there).
 // noteRead records row l of u, read at the first listing, as noteReleased
 // does, but only while there is room: it never evicts a row this instance
 // released or read to take.
@@ -385,6 +360,15 @@ func (g *Group) noteRead(u unit, l leases.Lease) {
 	}
 }
 
+// noteReleased records that this instance released the row of u, leaving
+// it as l, or read it so (a row it did not hold): either way it knows where
+// the shard was read to. A row with an operator's rewind pending is known
+// at the rewind's position (resumeOf), and replaces whatever was noted
+// before: a note of the row before the rewind would recreate it past what
+// the operator asked to read again (seed 722403: a fenced holder's orphan,
+// its release meeting the row with a rewind pending and no checkpoint, kept
+// its own unanswered checkpoint from before it; the row deleted after the
+// next holder applied the rewind, it was recreated from there).
 func (g *Group) noteReleased(u unit, l leases.Lease) {
 	l = resumeOf(l)
 	if lostrow.NoStart(l) {
@@ -402,11 +386,7 @@ func (g *Group) noteReleased(u unit, l leases.Lease) {
 		return
 	}
 	now := time.Now()
-	for v, r := range g.released {
-		if now.Sub(r.at) > releasedFor {
-			delete(g.released, v)
-		}
-	}
+	maps.DeleteFunc(g.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
 	if len(g.released) >= maxReleased {
 		var oldest unit
 		var at time.Time
@@ -463,11 +443,14 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 	bounded(ctx, len(units), func(i int) {
 		u := units[i]
 		l, err := g.store.Get(ctx, rel[u].lease.Key)
-		if err != nil && !errors.Is(err, leases.ErrNotFound) {
-			failed.Store(true)
-		}
+		missing := errors.Is(err, leases.ErrNotFound)
 		switch {
-		case errors.Is(err, leases.ErrNotFound):
+		case missing || err == nil && lostrow.Outdated(l, rel[u].lease) && !rel[u].lease.Checkpoint.IsZero():
+			// Missing, or recreated free by a member that knew no
+			// checkpoint: an orphan, so that this instance recreates the
+			// row from the one it knows, or writes it on the row
+			// (releaseOrphan's repairFree, or retake's fill) before anyone
+			// reads from it.
 			g.mu.Lock()
 			if _, o := g.orphans[u]; !o && g.workers[u] == nil {
 				// Known by its checkpoint only: the row may have named
@@ -479,21 +462,13 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 				known.Owner, known.Incarnation = "", ""
 				g.orphans[u] = orphan{inc: g.inc, known: known, vanished: true}
 			}
-			delete(g.released, u)
-			g.mu.Unlock()
-		case err == nil && lostrow.Outdated(l, rel[u].lease) && !rel[u].lease.Checkpoint.IsZero():
-			// Recreated free by a member that knew no checkpoint: an
-			// orphan, so that this instance writes the one it knows on it
-			// (releaseOrphan's repairFree, or retake's fill) before anyone
-			// reads from it.
-			g.mu.Lock()
-			if _, o := g.orphans[u]; !o && g.workers[u] == nil {
-				known := rel[u].lease
-				known.Owner, known.Incarnation = "", ""
-				g.orphans[u] = orphan{inc: g.inc, known: known, vanished: true}
+			if missing {
+				delete(g.released, u)
 			}
 			g.mu.Unlock()
-		case err == nil && !resumeOf(l).Checkpoint.IsZero() && !g.ours(l):
+		case err != nil:
+			failed.Store(true)
+		case !resumeOf(l).Checkpoint.IsZero() && !g.ours(l):
 			g.mu.Lock()
 			if r, ok := g.released[u]; ok {
 				r.lease = resumeOf(l) // what it knows now (the time it was noted stays)
