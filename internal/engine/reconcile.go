@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -139,17 +140,15 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		if err != nil {
 			return leases.Lease{}, err // retried next round; not lost
 		}
+		msg := "kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint"
 		if rewound {
 			// An operator's rewind that landed after this instance's last
 			// write, and went with the row: the row comes back at its
 			// position, as if the worker had applied it.
 			atRewind = true
-			st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it at the operator's rewind that came after this instance's last write",
-				"shard", u.Shard, "seq", cp.String())
-		} else {
-			st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint",
-				"shard", u.Shard, "seq", cp.String())
+			msg = "kinesislease: lease row vanished (table recreated or row deleted); recreating it at the operator's rewind that came after this instance's last write"
 		}
+		st.log.Error(msg, "shard", u.Shard, "seq", cp.String())
 		sent = mono()
 		// Bounded by the fence, as every take is: a fence that passes while
 		// this round runs (the worker killed, its lease lost) must not be
@@ -220,12 +219,9 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			cp, atRewind = leases.Checkpoint{}, true
 		}
 		if atRewind {
-			// Written below: the worker reads again from there.
-			to := cp
-			if to.IsZero() {
-				to = cur.Checkpoint // the operator's rewind of the recovered row
-			}
-			w.lease.rewoundAt(to)
+			// Written below: the worker reads again from there (with no
+			// cp, the operator's rewind of the recovered row).
+			w.lease.rewoundAt(cmp.Or(cp, cur.Checkpoint))
 		}
 		if ours {
 			// Our take of a row another member recovered with no checkpoint
@@ -234,9 +230,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			return g.store.Checkpoint(cctx, cur, cp)
 		}
 		from := cur
-		if !cp.IsZero() {
-			from.Checkpoint = cp // written by the take itself (leases.Membership.TakeAs)
-		}
+		from.Checkpoint = cmp.Or(cp, cur.Checkpoint) // cp written by the take itself (leases.Membership.TakeAs)
 		t, err := g.mem.TakeAs(cctx, from, known.Owner, known.Incarnation)
 		if errors.Is(err, leases.ErrConflict) && w.lease.withinProof() {
 			return leases.Lease{}, errRecoveryHeld // written meanwhile (a repair): read again next round
@@ -388,13 +382,9 @@ func (g *Group) noteReleased(u unit, l leases.Lease) {
 	now := time.Now()
 	maps.DeleteFunc(g.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
 	if len(g.released) >= maxReleased {
-		var oldest unit
-		var at time.Time
-		for v, r := range g.released {
-			if at.IsZero() || r.at.Before(at) {
-				oldest, at = v, r.at
-			}
-		}
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(g.released)), func(a, b unit) int {
+			return g.released[a].at.Compare(g.released[b].at)
+		})
 		delete(g.released, oldest)
 	}
 	g.released[u] = releasedRow{lease: l, at: now}
@@ -420,25 +410,16 @@ func resumeOf(l leases.Lease) leases.Lease {
 // reports whether every read got an answer.
 func (g *Group) recheckReleased(ctx context.Context) bool {
 	g.mu.Lock()
-	var units []unit
-	rel := make(map[unit]releasedRow, len(g.released))
 	now := time.Now()
-	for u, r := range g.released {
-		if now.Sub(r.at) > releasedFor {
-			delete(g.released, u)
-			continue
-		}
-		if _, held := g.workers[u]; held {
-			continue
-		}
-		if _, o := g.orphans[u]; o {
-			continue
-		}
-		units = append(units, u)
-		rel[u] = r
-	}
+	maps.DeleteFunc(g.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
+	rel := maps.Clone(g.released)
+	maps.DeleteFunc(rel, func(u unit, _ releasedRow) bool {
+		_, held := g.workers[u]
+		_, o := g.orphans[u]
+		return held || o
+	})
 	g.mu.Unlock()
-	slices.SortFunc(units, cmpUnit)
+	units := slices.SortedFunc(maps.Keys(rel), cmpUnit)
 	var failed atomic.Bool
 	bounded(ctx, len(units), func(i int) {
 		u := units[i]
