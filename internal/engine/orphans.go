@@ -361,11 +361,7 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 	st.know(u.Shard, o.knownRow())
 	st.setRow(u.Shard, rowState{missing: true})
 	g.reportMissing(ctx, st, u.Shard, st.row(u.Shard))
-	if o.best().IsZero() {
-		g.dropOrphan(u, o)
-		return
-	}
-	if _, ok := g.recover(ctx, st, u, o.known, o.best(), true); ok {
+	if o.best().IsZero() || g.recover(ctx, st, u, o.known, o.best(), true) {
 		g.dropOrphan(u, o)
 	}
 }
@@ -377,10 +373,8 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 func (g *Group) forgetOrphan(u unit, o orphan, cur leases.Lease) {
 	g.dropOrphan(u, o)
 	if cur.Checkpoint.IsZero() && !o.best().IsZero() {
-		k := o.known
-		k.Counter, k.Checkpoint, k.RewindTo = o.realCounter(), o.best(), leases.Checkpoint{}
-		g.noteReleased(u, k)
-		return
+		cur = o.knownRow()
+		cur.Counter, cur.RewindTo = o.realCounter(), leases.Checkpoint{}
 	}
 	g.noteReleased(u, cur)
 }

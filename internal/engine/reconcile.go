@@ -125,17 +125,14 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	var sent int64
 	var atRewind bool
 	err := w.lease.exclusive(func(known leases.Lease) (leases.Lease, error) {
-		cp := w.lease.resumeAt()
+		// An operator's rewind the worker was about to apply: the row comes
+		// back at its position, the rewind applied by the recreation
+		// (heldLease.applyRewind then has nothing to write), never past it
+		// nor written back over the recreated row later (seed 1606534:
+		// recreated at the worker's checkpoint, then released at the
+		// rewind's, the checkpoint moved backwards).
 		atRewind = !known.RewindTo.IsZero()
-		if atRewind {
-			// An operator's rewind the worker was about to apply: the row
-			// comes back at its position, the rewind applied by the
-			// recreation (heldLease.applyRewind then has nothing to write),
-			// never past it nor written back over the recreated row later
-			// (seed 1606534: recreated at the worker's checkpoint, then
-			// released at the rewind's, the checkpoint moved backwards).
-			cp = known.RewindTo
-		}
+		cp := cmp.Or(known.RewindTo, w.lease.resumeAt())
 		cp, rewind, rewound, err := g.pastRewind(ctx, known.Key, known, cp)
 		if err != nil {
 			return leases.Lease{}, err // retried next round; not lost
@@ -149,7 +146,6 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			msg = "kinesislease: lease row vanished (table recreated or row deleted); recreating it at the operator's rewind that came after this instance's last write"
 		}
 		st.log.Error(msg, "shard", u.Shard, "seq", cp.String())
-		sent = mono()
 		// Bounded by the fence, as every take is: a fence that passes while
 		// this round runs (the worker killed, its lease lost) must not be
 		// followed by a row taken as the incarnation it ended (seed
