@@ -189,11 +189,10 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 	switch {
 	case errors.Is(err, leases.ErrNotFound) && dropEmpty && o.best().IsZero():
 		g.dropOrphan(u, o)
-		return leases.Lease{}, false
 	case errors.Is(err, leases.ErrNotFound):
 		g.vanishedOrphan(ctx, st, u, o)
-		return leases.Lease{}, false
-	case err != nil:
+	}
+	if err != nil {
 		return leases.Lease{}, false
 	}
 	st.setRow(u.Shard, rowState{lease: cur})
