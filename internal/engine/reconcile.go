@@ -81,7 +81,9 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 	st := g.streams[u.Stream]
 	l, err := g.store.Get(ctx, w.lease.current().Key)
 	switch {
-	case errors.Is(err, leases.ErrNotFound):
+	case errors.Is(err, leases.ErrNotFound) || err == nil && !l.Held() && l.Recovered != "":
+		// Vanished, and perhaps recreated free by another member: its
+		// holder takes it back at once.
 		w.lease.vanished.Store(true)
 		g.recreate(ctx, u, w)
 	case err != nil:
@@ -89,11 +91,6 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 			st.log.Warn("kinesislease: re-reading a held row failed", "shard", u.Shard, "err", err)
 		}
 		return false
-	case !l.Held() && l.Recovered != "":
-		// Vanished and recreated free by another member: its holder takes
-		// it back at once.
-		w.lease.vanished.Store(true)
-		g.recreate(ctx, u, w)
 	case l.Owner != g.cfg.Owner || l.Incarnation != w.lease.current().Incarnation:
 		st.log.Warn("kinesislease: lease lost", "shard", u.Shard, "new_owner", l.Owner)
 		w.lease.markLost()
