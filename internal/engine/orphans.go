@@ -227,12 +227,13 @@ func (g *Group) recreated(u unit, o orphan, l leases.Lease) bool {
 	return ok && cur.inc == o.inc && cur.vanished
 }
 
-// markVanished records that the row of orphan o of u was found missing.
-func (g *Group) markVanished(u unit, o orphan) {
+// editOrphan changes orphan o of u as f says, unless it was replaced
+// meanwhile.
+func (g *Group) editOrphan(u unit, o orphan, f func(*orphan)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
-		cur.vanished = true
+		f(&cur)
 		g.orphans[u] = cur
 	}
 }
@@ -356,7 +357,7 @@ func (g *Group) takeRelease(ctx context.Context, u unit, o orphan, from leases.L
 // orphan's checkpoint (recover), for whoever the plan gives it to. An
 // orphan that knew none is dropped: any member recreates the row as well.
 func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o orphan) {
-	g.markVanished(u, o)
+	g.editOrphan(u, o, func(o *orphan) { o.vanished = true }) // found missing
 	st.know(u.Shard, o.knownRow())
 	st.setRow(u.Shard, rowState{missing: true})
 	g.reportMissing(ctx, st, u.Shard, st.row(u.Shard))
@@ -462,10 +463,7 @@ func (o orphan) best() leases.Checkpoint {
 // table was dropped).
 func (g *Group) adoptRewind(u unit, o orphan, cur leases.Lease) {
 	r := resumeOf(cur)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
-		cur.known.Checkpoint, cur.known.RewindTo, cur.known.Rewind, cur.knew = r.Checkpoint, leases.Checkpoint{}, r.Rewind, leases.Checkpoint{}
-		g.orphans[u] = cur
-	}
+	g.editOrphan(u, o, func(o *orphan) {
+		o.known.Checkpoint, o.known.RewindTo, o.known.Rewind, o.knew = r.Checkpoint, leases.Checkpoint{}, r.Rewind, leases.Checkpoint{}
+	})
 }
