@@ -89,10 +89,7 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 		return
 	}
 	st.setRow(u.Shard, rowState{lease: l})
-	if !g.sameTable(ctx, mono(), rejoin) {
-		return
-	}
-	if g.takeable(st, u.Shard, l) && g.recoveryPassed(st, u.Shard, l) {
+	if g.sameTable(ctx, mono(), rejoin) && g.takeable(st, u.Shard, l) && g.recoveryPassed(st, u.Shard, l) {
 		g.take(ctx, st, u, l) // ours, or another's creation (or recovery) found
 	}
 }
@@ -107,23 +104,23 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 // checkpoint of it, never at LATEST; at the subscription's start position
 // only if it never saw the row. A member that knows a better checkpoint
 // writes it on the free row (repairFree) before anyone delivers. It
-// returns the row created, and whether it was.
-func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leases.Lease, cp leases.Checkpoint, seen bool) (leases.Lease, bool) {
+// reports whether it created the row.
+func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leases.Lease, cp leases.Checkpoint, seen bool) bool {
 	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 	rec, err := g.mem.LastRewind(ctx, key)
 	if err != nil {
-		return leases.Lease{}, false // read again next round
+		return false // read again next round
 	}
 	cp, rewind, from := lostrow.Point(known, cp, seen, rec)
 	if g.markToCreate(ctx, st) != nil {
-		return leases.Lease{}, false
+		return false
 	}
 	t, err := g.mem.CreateAs(ctx, key, "", "", cp, rewind)
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
 			st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
 		}
-		return leases.Lease{}, false // recreated by another, or read again next round
+		return false // recreated by another, or read again next round
 	}
 	st.setRow(u.Shard, rowState{lease: t, reportDue: from == lostrow.FromStart || from == lostrow.FromTrimHorizon})
 	g.reportRecovery(ctx, st, u.Shard)
@@ -147,7 +144,7 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 		st.log.Warn("kinesislease: no lease row for this shard (a stream new to the lease table, or a row that vanished and nobody recreated); created it free at the start position",
 			"shard", u.Shard, "start", st.cfg.Start.String())
 	}
-	return t, true
+	return true
 }
 
 // reportMissing reports the row of id, found missing as r says, in the

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 
 	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
@@ -74,13 +75,8 @@ func disproved(o orphan, cur leases.Lease) bool {
 // released by the next round.
 func (g *Group) recheckUncertain(ctx context.Context) {
 	now := mono()
-	var due []unit
 	g.mu.Lock()
-	for u, at := range g.uncertain {
-		if now >= at {
-			due = append(due, u)
-		}
-	}
+	due := slices.DeleteFunc(slices.Collect(maps.Keys(g.uncertain)), func(u unit) bool { return now < g.uncertain[u] })
 	g.mu.Unlock()
 	for _, u := range due {
 		st := g.streams[u.Stream]
@@ -134,36 +130,31 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 	st := g.streams[u.Stream]
 	inc := g.Incarnation()
 	l, read := o.known, false
-	if o.presumed {
-		// Our take's answer was lost: the row may be ours at that counter,
-		// or another's write made the same counter. Read it first.
-		cur, ok := g.rereadOrphan(ctx, st, u, o, true)
-		if !ok {
-			return
-		}
-		l, read = cur, true
-	}
+	// Read first if our take's answer was lost (o.presumed: the row may be
+	// ours at that counter, or another's write made the same counter), and
+	// on each attempt after the first: the row as it is now says.
 	for attempt := 0; ; attempt++ {
-		if (!g.ours(l) || o.unwaited) && !g.recoveryPassed(st, u.Shard, l) {
-			if read {
-				return // recovered: taken once its last holder has stopped
-			}
-			// Known from before: the row as it is now says.
-			cur, ok := g.rereadOrphan(ctx, st, u, o, false)
+		if o.presumed || attempt > 0 {
+			cur, ok := g.rereadOrphan(ctx, st, u, o, attempt == 0)
 			if !ok {
 				return
 			}
 			l, read = cur, true
-			continue
+		}
+		if (!g.ours(l) || o.unwaited) && !g.recoveryPassed(st, u.Shard, l) {
+			if read {
+				return // recovered: taken once its last holder has stopped
+			}
+			continue // known from before: read it
 		}
 		from := l
-		if !read {
+		switch {
+		case !read:
 			// Known, not read: the take keeps the row's checkpoint (known's
 			// is where this instance read to, which a rewind may have
 			// moved since).
 			from.Checkpoint = leases.Checkpoint{}
-		}
-		if read && (lostrow.NoStart(l) || lostrow.Outdated(l, o.known)) && !o.best().IsZero() && g.recreated(u, o, l) {
+		case g.recreated(u, o, l):
 			// The row vanished and is back with no checkpoint, recreated
 			// by a member that never knew one while this instance could
 			// not write: carry on from the checkpoint this instance knows,
@@ -185,11 +176,6 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
 			return // an uncertain take is presumed ours (takeAs)
 		}
-		cur, ok := g.rereadOrphan(ctx, st, u, o, false)
-		if !ok {
-			return
-		}
-		l, read = cur, true
 	}
 }
 
@@ -203,11 +189,10 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 	switch {
 	case errors.Is(err, leases.ErrNotFound) && dropEmpty && o.best().IsZero():
 		g.dropOrphan(u, o)
-		return leases.Lease{}, false
 	case errors.Is(err, leases.ErrNotFound):
 		g.vanishedOrphan(ctx, st, u, o)
-		return leases.Lease{}, false
-	case err != nil:
+	}
+	if err != nil {
 		return leases.Lease{}, false
 	}
 	st.setRow(u.Shard, rowState{lease: cur})
@@ -222,15 +207,19 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 }
 
 // recreated reports whether the row of orphan o of u, read as l, was
-// recreated since this instance knew it: it found the row missing, the
-// row's counter went back (counters only grow, and restart at 1 on a
-// recreation), or the row has no checkpoint where o knew one.
+// recreated since this instance knew it by a member that knew no checkpoint
+// (or an older copy) while o knows one, so that o's is to be written on it:
+// l says nothing of where the shard was read to, or was recovered from a
+// copy older than o's (lostrow.Outdated); and this instance found the row
+// missing, the row's counter went back (counters only grow, and restart at
+// 1 on a recreation), or the row has no checkpoint where o knew one.
 func (g *Group) recreated(u unit, o orphan, l leases.Lease) bool {
-	if o.vanished || l.Counter < o.realCounter() {
-		return true
+	if o.best().IsZero() || !lostrow.NoStart(l) && !lostrow.Outdated(l, o.known) {
+		return false
 	}
-	if lostrow.NoStart(l) && !o.best().IsZero() {
-		return true // a checkpoint is never cleared while a row lives
+	// A checkpoint is never cleared while a row lives.
+	if o.vanished || l.Counter < o.realCounter() || lostrow.NoStart(l) {
+		return true
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -238,12 +227,13 @@ func (g *Group) recreated(u unit, o orphan, l leases.Lease) bool {
 	return ok && cur.inc == o.inc && cur.vanished
 }
 
-// markVanished records that the row of orphan o of u was found missing.
-func (g *Group) markVanished(u unit, o orphan) {
+// editOrphan changes orphan o of u as f says, unless it was replaced
+// meanwhile.
+func (g *Group) editOrphan(u unit, o orphan, f func(*orphan)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
-		cur.vanished = true
+		f(&cur)
 		g.orphans[u] = cur
 	}
 }
@@ -273,37 +263,31 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 			g.noteReleased(u, rl)
 			return
 		}
-		if errors.Is(err, leases.ErrNotFound) {
-			g.vanishedOrphan(ctx, st, u, o)
-			return
+		var cur leases.Lease
+		if errors.Is(err, leases.ErrConflict) && attempt == 0 {
+			cur, err = g.store.Get(ctx, l.Key) // the row the release met
 		}
-		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
-			return
-		}
-		cur, err := g.store.Get(ctx, l.Key)
 		switch {
 		case errors.Is(err, leases.ErrNotFound):
 			g.vanishedOrphan(ctx, st, u, o)
-			return
 		case err != nil:
-			return
+			// Failed, or met a row again: next round.
 		case disproved(o, cur):
 			// Our take has not landed, and may still: take the row
 			// ourselves first, then release it.
 			g.invalidate(ctx, st, u, o, cur)
-			return
+		case !g.ours(cur) && !cur.Held() && g.recreated(u, o, cur):
+			// Recreated free with no checkpoint by a member that knew
+			// none, while this instance could not write: put the one
+			// it knows on the row for whoever the plan gives it to.
+			g.repairFree(ctx, st, u, o, cur)
 		case !g.ours(cur):
-			if !cur.Held() && (lostrow.NoStart(cur) || lostrow.Outdated(cur, o.known)) && !o.best().IsZero() && g.recreated(u, o, cur) {
-				// Recreated free with no checkpoint by a member that knew
-				// none, while this instance could not write: put the one
-				// it knows on the row for whoever the plan gives it to.
-				g.repairFree(ctx, st, u, o, cur)
-				return
-			}
 			g.forgetOrphan(u, o, cur) // someone took it, or our release's answer was lost
-			return
+		default:
+			l = cur // ours still, perhaps under a later incarnation: release that
+			continue
 		}
-		l = cur // ours still, perhaps under a later incarnation: release that
+		return
 	}
 }
 
@@ -312,7 +296,6 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o orphan) {
 // copy can no longer land. If the release fails, the row is an orphan
 // known as taken, released next round.
 func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orphan, l leases.Lease) {
-	inc := g.Incarnation()
 	from := l
 	if l.RewindTo.IsZero() && (l.Checkpoint.IsZero() || o.vanished) && !o.best().IsZero() {
 		// Taken with what o knows, as releaseOrphan releases: a row back
@@ -324,44 +307,49 @@ func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o orpha
 		// late take's (seed 98123718).
 		from = o.filled(from)
 	}
-	t, err := g.takeAs(ctx, u, from, inc)
-	if err != nil {
-		g.markUnwaited(u, err)
-		return // taken by another (the late copy cannot land), or presumed ours again
+	// A take that fails: taken by another (the late copy cannot land), or
+	// presumed ours again.
+	if _, _, released := g.takeRelease(ctx, u, o, from, orphan{vanished: o.vanished, knew: o.best()}); released {
+		st.log.Info("kinesislease: released a row a take of this instance whose answer was lost had not reached", "shard", u.Shard)
 	}
-	rl, err := g.store.Release(ctx, t, leases.Checkpoint{}) // the row's, as taken
-	if err != nil {
-		g.mu.Lock()
-		g.orphans[u] = orphan{inc: inc, known: t, vanished: o.vanished, knew: o.best(), unwaited: true}
-		g.mu.Unlock()
-		return
-	}
-	g.dropOrphan(u, o)
-	g.noteReleased(u, rl)
-	st.log.Info("kinesislease: released a row a take of this instance whose answer was lost had not reached", "shard", u.Shard)
 }
 
 // repairFree writes the checkpoint orphan o knows on its free row l,
 // recreated with none: a take that writes it, then a release. If the
 // release fails, the row is an orphan known with that checkpoint, released
-// (with it) next round.
+// (with it) next round. A take that fails: someone took it first (the
+// next round sees it again), or presumed ours (takeAs).
 func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orphan, l leases.Lease) {
+	if f, taken, _ := g.takeRelease(ctx, u, o, o.filled(l), orphan{presumed: true, vanished: true}); taken {
+		st.log.Warn("kinesislease: a lease row recreated without a checkpoint; wrote the checkpoint this instance knew on it", "shard", u.Shard, "seq", f.Checkpoint.String())
+	}
+}
+
+// takeRelease takes row from, a version of the row of orphan o of u, as
+// the current incarnation, then releases it as taken (its checkpoint the
+// one the take wrote). A take that fails leaves o, marked unwaited if its
+// answer was lost (markUnwaited); a release that fails leaves the orphan
+// left, known as taken and unwaited (the take made no recovery wait),
+// released next round. It returns the row taken, and whether the take
+// and the release landed.
+func (g *Group) takeRelease(ctx context.Context, u unit, o orphan, from leases.Lease, left orphan) (leases.Lease, bool, bool) {
 	inc := g.Incarnation()
-	f, err := g.takeAs(ctx, u, o.filled(l), inc)
+	t, err := g.takeAs(ctx, u, from, inc)
 	if err != nil {
 		g.markUnwaited(u, err)
-		return // someone took it first (the next round sees it again), or presumed ours (takeAs)
+		return t, false, false
 	}
-	st.log.Warn("kinesislease: a lease row recreated without a checkpoint; wrote the checkpoint this instance knew on it", "shard", u.Shard, "seq", f.Checkpoint.String())
-	rl, err := g.store.Release(ctx, f, f.Checkpoint)
+	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
 	if err != nil {
+		left.inc, left.known, left.unwaited = inc, t, true
 		g.mu.Lock()
-		g.orphans[u] = orphan{inc: inc, known: f, presumed: true, vanished: true, unwaited: true}
+		g.orphans[u] = left
 		g.mu.Unlock()
-		return
+		return t, true, false
 	}
 	g.dropOrphan(u, o)
 	g.noteReleased(u, rl)
+	return t, true, true
 }
 
 // vanishedOrphan handles an orphan whose row a call found missing: it
@@ -369,15 +357,11 @@ func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orpha
 // orphan's checkpoint (recover), for whoever the plan gives it to. An
 // orphan that knew none is dropped: any member recreates the row as well.
 func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o orphan) {
-	g.markVanished(u, o)
+	g.editOrphan(u, o, func(o *orphan) { o.vanished = true }) // found missing
 	st.know(u.Shard, o.knownRow())
 	st.setRow(u.Shard, rowState{missing: true})
 	g.reportMissing(ctx, st, u.Shard, st.row(u.Shard))
-	if o.best().IsZero() {
-		g.dropOrphan(u, o)
-		return
-	}
-	if _, ok := g.recover(ctx, st, u, o.known, o.best(), true); ok {
+	if o.best().IsZero() || g.recover(ctx, st, u, o.known, o.best(), true) {
 		g.dropOrphan(u, o)
 	}
 }
@@ -389,10 +373,8 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o o
 func (g *Group) forgetOrphan(u unit, o orphan, cur leases.Lease) {
 	g.dropOrphan(u, o)
 	if cur.Checkpoint.IsZero() && !o.best().IsZero() {
-		k := o.known
-		k.Counter, k.Checkpoint, k.RewindTo = o.realCounter(), o.best(), leases.Checkpoint{}
-		g.noteReleased(u, k)
-		return
+		cur = o.knownRow()
+		cur.Counter, cur.RewindTo = o.realCounter(), leases.Checkpoint{}
 	}
 	g.noteReleased(u, cur)
 }
@@ -481,10 +463,7 @@ func (o orphan) best() leases.Checkpoint {
 // table was dropped).
 func (g *Group) adoptRewind(u unit, o orphan, cur leases.Lease) {
 	r := resumeOf(cur)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if cur, ok := g.orphans[u]; ok && cur.inc == o.inc {
-		cur.known.Checkpoint, cur.known.RewindTo, cur.known.Rewind, cur.knew = r.Checkpoint, leases.Checkpoint{}, r.Rewind, leases.Checkpoint{}
-		g.orphans[u] = cur
-	}
+	g.editOrphan(u, o, func(o *orphan) {
+		o.known.Checkpoint, o.known.RewindTo, o.known.Rewind, o.knew = r.Checkpoint, leases.Checkpoint{}, r.Rewind, leases.Checkpoint{}
+	})
 }

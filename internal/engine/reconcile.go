@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -20,22 +22,11 @@ import (
 // from the checkpoint this instance knows.
 func (g *Group) reconcile(ctx context.Context) {
 	g.mu.Lock()
-	var all []unit
-	var vanished []unit
-	ws := make(map[unit]*worker, len(g.workers))
-	for u, w := range g.workers {
-		if w.stopping() {
-			continue
-		}
-		ws[u] = w
-		all = append(all, u)
-		if w.lease.vanished.Load() {
-			vanished = append(vanished, u)
-		}
-	}
+	ws := maps.Clone(g.workers)
+	maps.DeleteFunc(ws, func(_ unit, w *worker) bool { return w.stopping() })
+	all := slices.SortedFunc(maps.Keys(ws), cmpUnit)
+	vanished := slices.DeleteFunc(slices.Clone(all), func(u unit) bool { return !ws[u].lease.vanished.Load() })
 	g.mu.Unlock()
-	slices.SortFunc(all, cmpUnit)
-	slices.SortFunc(vanished, cmpUnit)
 	bounded(ctx, len(vanished), func(i int) { g.recreate(ctx, vanished[i], ws[vanished[i]]) })
 
 	now := g.reconcileNow.Swap(false)
@@ -55,14 +46,8 @@ func (g *Group) reconcile(ctx context.Context) {
 	}
 	var due []unit
 	if len(g.rechecks) > 0 {
-		for u := range g.rechecks {
-			if ws[u] == nil {
-				delete(g.rechecks, u) // no longer held here
-			} else {
-				due = append(due, u)
-			}
-		}
-		slices.SortFunc(due, cmpUnit)
+		maps.DeleteFunc(g.rechecks, func(u unit, _ bool) bool { return ws[u] == nil }) // no longer held here
+		due = slices.SortedFunc(maps.Keys(g.rechecks), cmpUnit)
 	} else if n := len(all); n > 0 {
 		// Round k of every Reconcile/Heartbeat rounds re-reads the rows
 		// from k·n/rounds to (k+1)·n/rounds: each held row once per
@@ -96,7 +81,9 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 	st := g.streams[u.Stream]
 	l, err := g.store.Get(ctx, w.lease.current().Key)
 	switch {
-	case errors.Is(err, leases.ErrNotFound):
+	case errors.Is(err, leases.ErrNotFound) || err == nil && !l.Held() && l.Recovered != "":
+		// Vanished, and perhaps recreated free by another member: its
+		// holder takes it back at once.
 		w.lease.vanished.Store(true)
 		g.recreate(ctx, u, w)
 	case err != nil:
@@ -104,11 +91,6 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 			st.log.Warn("kinesislease: re-reading a held row failed", "shard", u.Shard, "err", err)
 		}
 		return false
-	case !l.Held() && l.Recovered != "":
-		// Vanished and recreated free by another member: its holder takes
-		// it back at once.
-		w.lease.vanished.Store(true)
-		g.recreate(ctx, u, w)
 	case l.Owner != g.cfg.Owner || l.Incarnation != w.lease.current().Incarnation:
 		st.log.Warn("kinesislease: lease lost", "shard", u.Shard, "new_owner", l.Owner)
 		w.lease.markLost()
@@ -140,33 +122,27 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	var sent int64
 	var atRewind bool
 	err := w.lease.exclusive(func(known leases.Lease) (leases.Lease, error) {
-		cp := w.lease.resumeAt()
+		// An operator's rewind the worker was about to apply: the row comes
+		// back at its position, the rewind applied by the recreation
+		// (heldLease.applyRewind then has nothing to write), never past it
+		// nor written back over the recreated row later (seed 1606534:
+		// recreated at the worker's checkpoint, then released at the
+		// rewind's, the checkpoint moved backwards).
 		atRewind = !known.RewindTo.IsZero()
-		if atRewind {
-			// An operator's rewind the worker was about to apply: the row
-			// comes back at its position, the rewind applied by the
-			// recreation (heldLease.applyRewind then has nothing to write),
-			// never past it nor written back over the recreated row later
-			// (seed 1606534: recreated at the worker's checkpoint, then
-			// released at the rewind's, the checkpoint moved backwards).
-			cp = known.RewindTo
-		}
+		cp := cmp.Or(known.RewindTo, w.lease.resumeAt())
 		cp, rewind, rewound, err := g.pastRewind(ctx, known.Key, known, cp)
 		if err != nil {
 			return leases.Lease{}, err // retried next round; not lost
 		}
+		msg := "kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint"
 		if rewound {
 			// An operator's rewind that landed after this instance's last
 			// write, and went with the row: the row comes back at its
 			// position, as if the worker had applied it.
 			atRewind = true
-			st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it at the operator's rewind that came after this instance's last write",
-				"shard", u.Shard, "seq", cp.String())
-		} else {
-			st.log.Error("kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint",
-				"shard", u.Shard, "seq", cp.String())
+			msg = "kinesislease: lease row vanished (table recreated or row deleted); recreating it at the operator's rewind that came after this instance's last write"
 		}
-		sent = mono()
+		st.log.Error(msg, "shard", u.Shard, "seq", cp.String())
 		// Bounded by the fence, as every take is: a fence that passes while
 		// this round runs (the worker killed, its lease lost) must not be
 		// followed by a row taken as the incarnation it ended (seed
@@ -236,12 +212,9 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			cp, atRewind = leases.Checkpoint{}, true
 		}
 		if atRewind {
-			// Written below: the worker reads again from there.
-			to := cp
-			if to.IsZero() {
-				to = cur.Checkpoint // the operator's rewind of the recovered row
-			}
-			w.lease.rewoundAt(to)
+			// Written below: the worker reads again from there (with no
+			// cp, the operator's rewind of the recovered row).
+			w.lease.rewoundAt(cmp.Or(cp, cur.Checkpoint))
 		}
 		if ours {
 			// Our take of a row another member recovered with no checkpoint
@@ -250,9 +223,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			return g.store.Checkpoint(cctx, cur, cp)
 		}
 		from := cur
-		if !cp.IsZero() {
-			from.Checkpoint = cp // written by the take itself (leases.Membership.TakeAs)
-		}
+		from.Checkpoint = cmp.Or(cp, cur.Checkpoint) // cp written by the take itself (leases.Membership.TakeAs)
 		t, err := g.mem.TakeAs(cctx, from, known.Owner, known.Incarnation)
 		if errors.Is(err, leases.ErrConflict) && w.lease.withinProof() {
 			return leases.Lease{}, errRecoveryHeld // written meanwhile (a repair): read again next round
@@ -364,15 +335,6 @@ const (
 	releasedFor = 5 * time.Minute
 )
 
-// noteReleased records that this instance released the row of u, leaving
-// it as l, or read it so (a row it did not hold): either way it knows where
-// the shard was read to. A row with an operator's rewind pending is known
-// at the rewind's position (resumeOf), and replaces whatever was noted
-// before: a note of the row before the rewind would recreate it past what
-// the operator asked to read again (seed 722403: a fenced holder's orphan,
-// its release meeting the row with a rewind pending and no checkpoint, kept
-// its own unanswered checkpoint from before it; the row deleted after the
-// next holder applied the rewind, it was recreated from there).
 // noteRead records row l of u, read at the first listing, as noteReleased
 // does, but only while there is room: it never evicts a row this instance
 // released or read to take.
@@ -385,6 +347,15 @@ func (g *Group) noteRead(u unit, l leases.Lease) {
 	}
 }
 
+// noteReleased records that this instance released the row of u, leaving
+// it as l, or read it so (a row it did not hold): either way it knows where
+// the shard was read to. A row with an operator's rewind pending is known
+// at the rewind's position (resumeOf), and replaces whatever was noted
+// before: a note of the row before the rewind would recreate it past what
+// the operator asked to read again (seed 722403: a fenced holder's orphan,
+// its release meeting the row with a rewind pending and no checkpoint, kept
+// its own unanswered checkpoint from before it; the row deleted after the
+// next holder applied the rewind, it was recreated from there).
 func (g *Group) noteReleased(u unit, l leases.Lease) {
 	l = resumeOf(l)
 	if lostrow.NoStart(l) {
@@ -402,19 +373,11 @@ func (g *Group) noteReleased(u unit, l leases.Lease) {
 		return
 	}
 	now := time.Now()
-	for v, r := range g.released {
-		if now.Sub(r.at) > releasedFor {
-			delete(g.released, v)
-		}
-	}
+	maps.DeleteFunc(g.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
 	if len(g.released) >= maxReleased {
-		var oldest unit
-		var at time.Time
-		for v, r := range g.released {
-			if at.IsZero() || r.at.Before(at) {
-				oldest, at = v, r.at
-			}
-		}
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(g.released)), func(a, b unit) int {
+			return g.released[a].at.Compare(g.released[b].at)
+		})
 		delete(g.released, oldest)
 	}
 	g.released[u] = releasedRow{lease: l, at: now}
@@ -440,34 +403,28 @@ func resumeOf(l leases.Lease) leases.Lease {
 // reports whether every read got an answer.
 func (g *Group) recheckReleased(ctx context.Context) bool {
 	g.mu.Lock()
-	var units []unit
-	rel := make(map[unit]releasedRow, len(g.released))
 	now := time.Now()
-	for u, r := range g.released {
-		if now.Sub(r.at) > releasedFor {
-			delete(g.released, u)
-			continue
-		}
-		if _, held := g.workers[u]; held {
-			continue
-		}
-		if _, o := g.orphans[u]; o {
-			continue
-		}
-		units = append(units, u)
-		rel[u] = r
-	}
+	maps.DeleteFunc(g.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
+	rel := maps.Clone(g.released)
+	maps.DeleteFunc(rel, func(u unit, _ releasedRow) bool {
+		_, held := g.workers[u]
+		_, o := g.orphans[u]
+		return held || o
+	})
 	g.mu.Unlock()
-	slices.SortFunc(units, cmpUnit)
+	units := slices.SortedFunc(maps.Keys(rel), cmpUnit)
 	var failed atomic.Bool
 	bounded(ctx, len(units), func(i int) {
 		u := units[i]
 		l, err := g.store.Get(ctx, rel[u].lease.Key)
-		if err != nil && !errors.Is(err, leases.ErrNotFound) {
-			failed.Store(true)
-		}
+		missing := errors.Is(err, leases.ErrNotFound)
 		switch {
-		case errors.Is(err, leases.ErrNotFound):
+		case missing || err == nil && lostrow.Outdated(l, rel[u].lease) && !rel[u].lease.Checkpoint.IsZero():
+			// Missing, or recreated free by a member that knew no
+			// checkpoint: an orphan, so that this instance recreates the
+			// row from the one it knows, or writes it on the row
+			// (releaseOrphan's repairFree, or retake's fill) before anyone
+			// reads from it.
 			g.mu.Lock()
 			if _, o := g.orphans[u]; !o && g.workers[u] == nil {
 				// Known by its checkpoint only: the row may have named
@@ -479,21 +436,13 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 				known.Owner, known.Incarnation = "", ""
 				g.orphans[u] = orphan{inc: g.inc, known: known, vanished: true}
 			}
-			delete(g.released, u)
-			g.mu.Unlock()
-		case err == nil && lostrow.Outdated(l, rel[u].lease) && !rel[u].lease.Checkpoint.IsZero():
-			// Recreated free by a member that knew no checkpoint: an
-			// orphan, so that this instance writes the one it knows on it
-			// (releaseOrphan's repairFree, or retake's fill) before anyone
-			// reads from it.
-			g.mu.Lock()
-			if _, o := g.orphans[u]; !o && g.workers[u] == nil {
-				known := rel[u].lease
-				known.Owner, known.Incarnation = "", ""
-				g.orphans[u] = orphan{inc: g.inc, known: known, vanished: true}
+			if missing {
+				delete(g.released, u)
 			}
 			g.mu.Unlock()
-		case err == nil && !resumeOf(l).Checkpoint.IsZero() && !g.ours(l):
+		case err != nil:
+			failed.Store(true)
+		case !resumeOf(l).Checkpoint.IsZero() && !g.ours(l):
 			g.mu.Lock()
 			if r, ok := g.released[u]; ok {
 				r.lease = resumeOf(l) // what it knows now (the time it was noted stays)

@@ -383,7 +383,7 @@ func TestBlindRecoveryReportedAgain(t *testing.T) {
 		}
 
 		store.report.Store(true)
-		if _, ok := g.recover(ctx, st, u, leases.Lease{Key: key}, leases.Checkpoint{}, false); !ok {
+		if !g.recover(ctx, st, u, leases.Lease{Key: key}, leases.Checkpoint{}, false) {
 			t.Fatal("the row was not recreated")
 		}
 		if got, err := store.Get(ctx, key); err != nil || !got.Checkpoint.IsZero() || got.Recovered == "" {

@@ -177,13 +177,8 @@ func before(a, b leases.Checkpoint) bool {
 // digits returns seq without leading zeros, and whether it is a sequence
 // number (decimal digits only).
 func digits(seq string) (string, bool) {
-	if seq == "" {
+	if seq == "" || strings.ContainsFunc(seq, func(c rune) bool { return c < '0' || c > '9' }) {
 		return "", false
-	}
-	for _, c := range seq {
-		if c < '0' || c > '9' {
-			return "", false
-		}
 	}
 	return strings.TrimLeft(seq, "0"), true
 }
