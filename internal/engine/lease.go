@@ -33,7 +33,7 @@ type heldLease struct {
 	// call: a goroutine waiting on a sync.Mutex blocks a testing/synctest
 	// bubble's clock, so a slow store call would hang a simulation.
 	writing chan struct{}
-	mu      sync.Mutex // guards lease, attempted, lost and released
+	mu      sync.Mutex // guards lease, attempted, rewoundByRecreate and rewoundTo
 	lease   leases.Lease
 	// attempted is the checkpoint last asked for (every record before it
 	// acknowledged), whether or not its write landed or was answered: a
@@ -47,10 +47,11 @@ type heldLease struct {
 	// rewoundTo is that rewind's position, where a recreation of the row
 	// whose take's answer was lost left it (resumeAt).
 	rewoundTo leases.Checkpoint
-	lost      bool
-	// gone mirrors lost for valid, which runs on every delivery and takes
-	// no lock.
-	gone atomic.Bool
+	// state is leaseHeld, leaseLost (another owner took the lease, or it was
+	// fenced) or leaseReleased (this instance released it itself): an
+	// atomic, as valid runs on every delivery and takes no lock. It never
+	// goes back to leaseHeld.
+	state atomic.Int32
 	// shared is the instance's fence of the membership protocol: mono()
 	// after which none of its leases may deliver.
 	shared *fence
@@ -60,10 +61,6 @@ type heldLease struct {
 	vanished atomic.Bool
 	// back wakes the worker waiting for the row to be recreated.
 	back signal
-
-	// released: this instance released the lease itself (lost is then set
-	// too, to fence further writes); another owner did not take it.
-	released bool
 
 	// proofSent is mono() when the last successful write of the row was
 	// sent. A holder delivers only within proof of it (see deliverable): a
@@ -76,6 +73,13 @@ type heldLease struct {
 	// Group recreates it at once).
 	onVanish func()
 }
+
+// The states of a heldLease.
+const (
+	leaseHeld int32 = iota
+	leaseLost
+	leaseReleased
+)
 
 func (h *heldLease) markVanished() {
 	h.vanished.Store(true)
@@ -191,14 +195,14 @@ func (h *heldLease) valid() bool {
 	if h.shared.passed() {
 		return false
 	}
-	return !h.gone.Load()
+	return !h.isLost()
 }
 
 // validFor returns how long the lease stays valid if no heartbeat moves the
 // fence: 0 or less if it is not valid now.
 func (h *heldLease) validFor() time.Duration {
 	left := h.shared.left()
-	if h.gone.Load() {
+	if h.isLost() {
 		return 0
 	}
 	return left
@@ -222,10 +226,8 @@ var errLost = errors.New("shard: lease lost")
 func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.Lease) (leases.Lease, error)) (leases.Lease, error) {
 	h.writing <- struct{}{}
 	defer func() { <-h.writing }()
-	h.mu.Lock()
-	known, lost := h.lease, h.lost
-	h.mu.Unlock()
-	if lost {
+	known := h.current()
+	if h.isLost() {
 		return known, errLost
 	}
 	for attempt := 0; ; attempt++ {
@@ -233,9 +235,7 @@ func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.L
 		l, err := do(ctx, known)
 		if err == nil {
 			h.proved(sent)
-			h.mu.Lock()
-			h.lease = l
-			h.mu.Unlock()
+			h.adopt(l)
 			return l, nil
 		}
 		if errors.Is(err, leases.ErrNotFound) {
@@ -259,15 +259,11 @@ func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.L
 			h.markVanished()
 			return known, errRecoveredByOther
 		}
-		h.mu.Lock()
-		h.lease = cur
+		h.adopt(cur)
 		if cur.Owner != known.Owner || cur.Incarnation != known.Incarnation {
-			h.lost = true
-			h.gone.Store(true)
-			h.mu.Unlock()
+			h.markLost()
 			return cur, errLost
 		}
-		h.mu.Unlock()
 		known = cur
 	}
 }
@@ -293,34 +289,19 @@ func (h *heldLease) adopt(l leases.Lease) {
 	h.lease = l
 }
 
-func (h *heldLease) isLost() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lost
-}
+// isLost reports whether the lease is no longer this instance's: taken
+// over or released.
+func (h *heldLease) isLost() bool { return h.state.Load() != leaseHeld }
 
 // takenOver reports whether another owner took the lease from this
 // instance, as opposed to this instance releasing it.
-func (h *heldLease) takenOver() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lost && !h.released
-}
+func (h *heldLease) takenOver() bool { return h.state.Load() == leaseLost }
 
 // isReleased reports whether this instance released the lease itself.
-func (h *heldLease) isReleased() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.released
-}
+func (h *heldLease) isReleased() bool { return h.state.Load() == leaseReleased }
 
-// markLost fences the lease at once.
-func (h *heldLease) markLost() {
-	h.mu.Lock()
-	h.lost = true
-	h.mu.Unlock()
-	h.gone.Store(true)
-}
+// markLost fences the lease at once (a released lease stays released).
+func (h *heldLease) markLost() { h.state.CompareAndSwap(leaseHeld, leaseLost) }
 
 func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error {
 	h.mu.Lock()
@@ -374,18 +355,16 @@ func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
 	})
 	switch {
 	case err == nil:
-		h.mu.Lock()
-		h.attempted = leases.Checkpoint{} // read again from the rewind's position
-		h.mu.Unlock()
-	case !errors.Is(err, errLost) && !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound):
-		// The apply may have landed with its answer lost: should the row
-		// vanish before the next read, it is recreated at the rewind's
-		// position (resumeAt), never past what the operator asked to read
-		// again.
-		h.mu.Lock()
-		h.attempted = target
-		h.mu.Unlock()
+		target = leases.Checkpoint{} // read again from the rewind's position
+	case errors.Is(err, errLost) || errors.Is(err, leases.ErrConflict) || errors.Is(err, leases.ErrNotFound):
+		return l, err
 	}
+	// Applied, or the apply may have landed with its answer lost: should the
+	// row vanish before the next read, it is recreated at the rewind's
+	// position (resumeAt), never past what the operator asked to read again.
+	h.mu.Lock()
+	h.attempted = target
+	h.mu.Unlock()
 	return l, err
 }
 
@@ -424,11 +403,9 @@ func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {
 		// that is settled.
 		return errVanishedRow
 	}
-	h.mu.Lock()
-	if h.rewoundByRecreate {
+	if h.rewoundPending() {
 		cp = leases.Checkpoint{} // released at the rewind's position (see checkpoint)
 	}
-	h.mu.Unlock()
 	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		if l.Checkpoint == cp {
 			cp = leases.Checkpoint{}
@@ -436,10 +413,7 @@ func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {
 		return h.store.Release(ctx, l, cp)
 	})
 	if err == nil {
-		h.mu.Lock()
-		h.released = true
-		h.mu.Unlock()
-		h.markLost() // no longer ours
+		h.state.Store(leaseReleased) // no longer ours
 	}
 	return err
 }
