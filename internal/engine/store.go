@@ -37,10 +37,6 @@ var (
 	_ leases.Membership = (*instrumentedStore)(nil)
 )
 
-func newInstrumentedStore(s leases.Store, mem leases.Membership, h *hooks, stats *groupStats) *instrumentedStore {
-	return &instrumentedStore{Store: s, mem: mem, h: h, s: stats}
-}
-
 // call counts one call in n and times it for the hooks.
 func call[T any](s *instrumentedStore, n *atomic.Int64, op string, fn func() (T, error)) (T, error) {
 	n.Add(1)
