@@ -184,7 +184,6 @@ func bounded(ctx context.Context, n int, fn func(i int)) {
 // acquire returns it then.
 func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	st := g.streams[u.Stream]
-	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 	switch r := st.row(u.Shard); {
 	case !r.seen && (st.creatingRows() || r.missing && !g.tableOld()):
 		// Being created (createAll), or found missing in a table not
@@ -198,7 +197,7 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 		st.setRow(u.Shard, rowState{lease: r.lease})
 		return r.lease, true
 	}
-	l, err := g.store.Get(ctx, key)
+	l, err := g.store.Get(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard})
 	if errors.Is(err, leases.ErrNotFound) {
 		g.missingRow(ctx, st, u)
 		return leases.Lease{}, false
@@ -381,10 +380,8 @@ func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
 	switch {
 	case l.Checkpoint.Sequence == leases.ShardEnd && l.RewindTo.IsZero():
 		return false
-	case !l.Held():
-		return true
-	case l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
-		return true // ours, from before a fence or a take whose answer was lost
+	case !l.Held(), l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
+		return true // free, or ours from before a fence or a take whose answer was lost
 	}
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()

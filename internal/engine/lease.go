@@ -305,18 +305,16 @@ func (h *heldLease) markLost() { h.state.CompareAndSwap(leaseHeld, leaseLost) }
 
 func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error {
 	h.mu.Lock()
-	if h.rewoundByRecreate {
-		// The row was recreated at an operator's rewind the worker is
-		// stopping for: what it acknowledged before is read again from
-		// there, and a checkpoint now would move the row past the rewind,
-		// which nothing writes again (applyRewind has nothing to write).
-		h.mu.Unlock()
-		return nil
+	// A row recreated at an operator's rewind the worker is stopping for
+	// (rewound): what it acknowledged before is read again from there, and
+	// a checkpoint now would move the row past the rewind, which nothing
+	// writes again (applyRewind has nothing to write).
+	rewound, same := h.rewoundByRecreate, h.lease.Checkpoint == cp
+	if !rewound {
+		h.attempted = cp
 	}
-	same := h.lease.Checkpoint == cp
-	h.attempted = cp
 	h.mu.Unlock()
-	if same {
+	if rewound || same {
 		return nil
 	}
 	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {

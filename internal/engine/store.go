@@ -24,18 +24,15 @@ func (g *Group) LeaseStoreCalls() kltype.LeaseStoreCalls {
 }
 
 // instrumentedStore is the Group's view of its lease store: every call is
-// counted (Stats) and, when call hooks are set, timed for them.
+// counted (Stats) and, when call hooks are set, timed for them. It is both
+// the Group's store and its mem (NewGroup), which checks that it implements
+// leases.Store and leases.Membership.
 type instrumentedStore struct {
 	leases.Store
 	mem leases.Membership
 	h   *hooks
 	s   *groupStats
 }
-
-var (
-	_ leases.Store      = (*instrumentedStore)(nil)
-	_ leases.Membership = (*instrumentedStore)(nil)
-)
 
 // call counts one call in n and times it for the hooks.
 func call[T any](s *instrumentedStore, n *atomic.Int64, op string, fn func() (T, error)) (T, error) {
