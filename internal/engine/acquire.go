@@ -342,9 +342,8 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			// The take landed: the row names this incarnation, which holds
 			// it with no worker, as an orphan.
-			o := orphan{inc: h.current().Incarnation, known: h.asOrphan()}
 			g.mu.Lock()
-			g.orphans[u] = o
+			g.orphans[u] = orphan{inc: h.current().Incarnation, known: h.asOrphan()}
 			g.mu.Unlock()
 			return
 		}

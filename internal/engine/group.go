@@ -384,18 +384,17 @@ func (g *Group) Run(ctx context.Context) error {
 	// The heartbeats go on through the drain, until the leases are
 	// released: their own context, not Run's.
 	hbCtx, hbStop := context.WithCancel(context.WithoutCancel(ctx))
-	hbDone := make(chan struct{})
-	go func() {
-		defer close(hbDone)
+	var hb sync.WaitGroup
+	hb.Go(func() {
 		if err := g.heartbeats(hbCtx); err != nil {
 			cancel(err)
 		}
-	}()
+	})
 	g.loop(rctx)
 	g.listers.Wait()
 	g.shutdown()
 	hbStop()
-	<-hbDone
+	hb.Wait()
 	g.leave()
 	if err := context.Cause(rctx); err != nil && ctx.Err() == nil {
 		return err
@@ -631,9 +630,8 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 			} else {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.
-				o := orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
 				g.mu.Lock()
-				g.orphans[u] = o
+				g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
 				g.mu.Unlock()
 			}
 			emit(g.h, g.cfg.Events, LeaseReleased, info)

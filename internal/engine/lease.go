@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,7 +46,8 @@ type heldLease struct {
 	// position (Group.recreate): applyRewind has nothing left to write.
 	rewoundByRecreate bool
 	// rewoundTo is that rewind's position, where a recreation of the row
-	// whose take's answer was lost left it (resumeAt).
+	// whose take's answer was lost left it (resumeAt); set only while
+	// rewoundByRecreate, zero if unknown.
 	rewoundTo leases.Checkpoint
 	// state is leaseHeld, leaseLost (another owner took the lease, or it was
 	// fenced) or leaseReleased (this instance released it itself): an
@@ -112,10 +114,8 @@ func (h *heldLease) rewoundAt(to leases.Checkpoint) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rewoundByRecreate = true
-	h.attempted = leases.Checkpoint{} // the row is at the rewind's position: resume there
-	if !to.IsZero() {
-		h.rewoundTo = to
-	}
+	h.attempted = leases.Checkpoint{}     // the row is at the rewind's position: resume there
+	h.rewoundTo = cmp.Or(to, h.rewoundTo) // an unknown position keeps the known one
 }
 
 // rewoundPending reports whether the row was recreated at an operator's
@@ -171,17 +171,15 @@ func (h *heldLease) withinProof() bool {
 
 // touch proves the row still exists and is ours, with a write that changes
 // nothing but the counter and token: its checkpoint written again, or, for
-// a row with none yet, a TakeAs by its own holder.
+// a row with none yet, a TakeAs by its own holder (the store of a lease
+// held under the membership protocol is a leases.Membership: the Group's,
+// which NewGroup requires to be one).
 func (h *heldLease) touch(ctx context.Context) error {
 	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		if !l.Checkpoint.IsZero() {
 			return h.store.Checkpoint(ctx, l, l.Checkpoint)
 		}
-		mem, ok := h.store.(leases.Membership)
-		if !ok {
-			return l, nil
-		}
-		return mem.TakeAs(ctx, l, l.Owner, l.Incarnation)
+		return h.store.(leases.Membership).TakeAs(ctx, l, l.Owner, l.Incarnation)
 	})
 	return err
 }
@@ -192,10 +190,7 @@ func (h *heldLease) valid() bool {
 	// The shared fence first: markLost happens before a sticky fence moves
 	// on, so reading them the other way round could pair a lease not yet
 	// marked lost with the new fence.
-	if h.shared.passed() {
-		return false
-	}
-	return !h.isLost()
+	return !h.shared.passed() && !h.isLost()
 }
 
 // validFor returns how long the lease stays valid if no heartbeat moves the
@@ -381,17 +376,11 @@ func (h *heldLease) asOrphan() leases.Lease {
 func (h *heldLease) resumeAt() leases.Checkpoint {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.rewoundByRecreate && !h.rewoundTo.IsZero() {
-		// Recreated at an operator's rewind, the take's answer lost: the
-		// row is there, whatever the lease last knew (seed 99110336: the
-		// orphan of a hand-over released it at the checkpoint from before
-		// the rewind).
-		return h.rewoundTo
-	}
-	if !h.attempted.IsZero() {
-		return h.attempted
-	}
-	return h.lease.Checkpoint
+	// First rewoundTo, set only while rewoundByRecreate: recreated at an
+	// operator's rewind, the take's answer lost, the row is there, whatever
+	// the lease last knew (seed 99110336: the orphan of a hand-over
+	// released it at the checkpoint from before the rewind).
+	return cmp.Or(h.rewoundTo, h.attempted, h.lease.Checkpoint)
 }
 
 func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {
