@@ -161,12 +161,12 @@ const takeChunk = 16 * storeConcurrency
 // ends, and waits for them.
 func bounded(ctx context.Context, n int, fn func(i int)) {
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	sem := make(chan struct{}, storeConcurrency)
 	for i := range n {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			wg.Wait()
 			return
 		}
 		wg.Go(func() {
@@ -174,7 +174,6 @@ func bounded(ctx context.Context, n int, fn func(i int)) {
 			fn(i)
 		})
 	}
-	wg.Wait()
 }
 
 // acquire reads the row of u and takes it if it is free, held by a dead
