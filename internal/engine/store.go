@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"sync/atomic"
-	"time"
 
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -40,10 +39,7 @@ func call[T any](s *instrumentedStore, n *atomic.Int64, op string, fn func() (T,
 	if len(s.h.call) == 0 {
 		return fn()
 	}
-	start := time.Now()
-	v, err := fn()
-	s.h.onCall("dynamodb", op, start, err)
-	return v, err
+	return timed(s.h, "dynamodb", op, fn)
 }
 
 func (s *instrumentedStore) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
