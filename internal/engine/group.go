@@ -507,8 +507,9 @@ func sameMap(a, b map[unit]string) bool {
 // shard and stream goes on.
 func (g *Group) fail(st *streamState, shard string, err error) {
 	g.healthMu.Lock()
-	f := &st.listing
+	f, what := &st.listing, "stream"
 	if shard != "" {
+		what = "shard"
 		if f = st.failed[shard]; f == nil {
 			f = &failure{}
 			st.failed[shard] = f
@@ -523,10 +524,6 @@ func (g *Group) fail(st *streamState, shard string, err error) {
 	f.until = time.Now().Add(wait)
 	n := f.n
 	g.healthMu.Unlock()
-	what := "shard"
-	if shard == "" {
-		what = "stream"
-	}
 	st.log.Error("kinesislease: "+what+" failed; the other shards and streams go on, this one is tried again later",
 		"shard", shard, "err", err, "failures", n, "retry_in", wait)
 	g.h.onFailed(kltype.FailureInfo{Stream: st.cfg.Stream, ShardID: shard, Err: err, Failures: n, RetryIn: wait})
