@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -64,16 +65,11 @@ func decide(self string, a map[unit]string, held map[unit]heldInfo, orphans map[
 		}
 	}
 	for u, owner := range a {
-		if owner != self || failing(u) {
-			continue
+		_, h := held[u]
+		_, o := orphans[u]
+		if owner == self && !h && !o && !failing(u) {
+			act.takes = append(act.takes, u)
 		}
-		if _, h := held[u]; h {
-			continue
-		}
-		if _, o := orphans[u]; o {
-			continue
-		}
-		act.takes = append(act.takes, u)
 	}
 	for _, s := range [][]unit{act.handoffs, act.overCap, act.takes, act.retakes, act.releases} {
 		slices.SortFunc(s, cmpUnit)
@@ -101,10 +97,7 @@ func cmpBool(x, y bool) int {
 }
 
 func cmpUnit(x, y unit) int {
-	if x.Stream != y.Stream {
-		return strings.Compare(x.Stream, y.Stream)
-	}
-	return strings.Compare(x.Shard, y.Shard)
+	return cmp.Or(strings.Compare(x.Stream, y.Stream), strings.Compare(x.Shard, y.Shard))
 }
 
 // apply carries out the plan: hand-offs and releases beyond the cap drain
@@ -112,18 +105,13 @@ func cmpUnit(x, y unit) int {
 // others run concurrently, at most storeConcurrency store calls at once.
 func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	g.mu.Lock()
-	held := make(map[unit]heldInfo, len(g.workers))
-	workers := make(map[unit]*worker, len(g.workers))
-	for u, w := range g.workers {
-		workers[u] = w
-	}
-	orphans := make(map[unit]orphan, len(g.orphans))
-	running := make(map[unit]bool, len(g.orphans))
-	for u, o := range g.orphans {
-		orphans[u] = o
-		running[u] = g.workers[u] != nil
-	}
+	workers, orphans := maps.Clone(g.workers), maps.Clone(g.orphans)
 	g.mu.Unlock()
+	running := make(map[unit]bool, len(orphans))
+	for u := range orphans {
+		running[u] = workers[u] != nil
+	}
+	held := make(map[unit]heldInfo, len(workers))
 	for u, w := range workers {
 		held[u] = heldInfo{stopping: w.stopping(), active: g.active(g.streams[u.Stream], u.Shard)}
 	}
@@ -173,12 +161,12 @@ const takeChunk = 16 * storeConcurrency
 // ends, and waits for them.
 func bounded(ctx context.Context, n int, fn func(i int)) {
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	sem := make(chan struct{}, storeConcurrency)
 	for i := range n {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			wg.Wait()
 			return
 		}
 		wg.Go(func() {
@@ -186,7 +174,6 @@ func bounded(ctx context.Context, n int, fn func(i int)) {
 			fn(i)
 		})
 	}
-	wg.Wait()
 }
 
 // acquire reads the row of u and takes it if it is free, held by a dead
@@ -196,7 +183,6 @@ func bounded(ctx context.Context, n int, fn func(i int)) {
 // acquire returns it then.
 func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	st := g.streams[u.Stream]
-	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
 	switch r := st.row(u.Shard); {
 	case !r.seen && (st.creatingRows() || r.missing && !g.tableOld()):
 		// Being created (createAll), or found missing in a table not
@@ -210,7 +196,7 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 		st.setRow(u.Shard, rowState{lease: r.lease})
 		return r.lease, true
 	}
-	l, err := g.store.Get(ctx, key)
+	l, err := g.store.Get(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard})
 	if errors.Is(err, leases.ErrNotFound) {
 		g.missingRow(ctx, st, u)
 		return leases.Lease{}, false
@@ -300,31 +286,24 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	// an older checkpoint than this instance knows: its checkpoint is never
 	// moved on from memory, which may predate an operator's rewind applied
 	// since (seeds 1504412, 1510881, 1520568: the rewind skipped).
+	// Unless it was recovered from a copy older than one this instance
+	// knows (lostrow.Outdated: at TRIM_HORIZON, or before it in the same
+	// rewind's epoch): then carry on from the one it knows (seed 98328216).
 	var fill leases.Checkpoint
 	var fillRewind string // the operator's rewind fill follows, if known
-	if lostrow.NoStart(l) {
-		knew := st.row(u.Shard).knew
-		g.mu.Lock()
-		if r, ok := g.released[u]; ok {
-			fill, fillRewind = r.lease.Checkpoint, r.lease.Rewind
-		}
-		if fill.IsZero() && !knew.IsZero() {
-			fill = knew // seen on the row before it was recreated
-		}
-		if o, ok := g.orphans[u]; ok && !o.best().IsZero() {
-			fill, fillRewind = o.best(), o.bestRewind() // known since, as this instance last held or read it
-		}
-		g.mu.Unlock()
-	} else {
-		g.mu.Lock()
-		// Recovered from a copy older than one this instance knows
-		// (lostrow.Outdated: at TRIM_HORIZON, or before it in the same
-		// rewind's epoch): carry on from the one it knows (seed 98328216).
-		if r, ok := g.released[u]; ok && lostrow.Outdated(l, r.lease) {
-			fill, fillRewind = r.lease.Checkpoint, r.lease.Rewind
-		}
-		g.mu.Unlock()
+	noStart := lostrow.NoStart(l)
+	knew := st.row(u.Shard).knew
+	g.mu.Lock()
+	if r, ok := g.released[u]; ok && (noStart || lostrow.Outdated(l, r.lease)) {
+		fill, fillRewind = r.lease.Checkpoint, r.lease.Rewind
 	}
+	if noStart && fill.IsZero() {
+		fill = knew // seen on the row before it was recreated
+	}
+	if o, ok := g.orphans[u]; ok && noStart && !o.best().IsZero() {
+		fill, fillRewind = o.best(), o.bestRewind() // known since, as this instance last held or read it
+	}
+	g.mu.Unlock()
 	from := l
 	if !fill.IsZero() {
 		// Written by the take itself, with the rewind it follows
@@ -337,10 +316,8 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	sent := mono()
 	t, err := g.takeAs(ctx, u, from, inc)
 	if err != nil {
-		if !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound) {
-			if ctx.Err() == nil {
-				st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
-			}
+		if failedUnanswered(err) && ctx.Err() == nil {
+			st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
 		}
 		return
 	}
@@ -364,9 +341,8 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			// The take landed: the row names this incarnation, which holds
 			// it with no worker, as an orphan.
-			o := orphan{inc: h.current().Incarnation, known: h.asOrphan()}
 			g.mu.Lock()
-			g.orphans[u] = o
+			g.orphans[u] = orphan{inc: h.current().Incarnation, known: h.asOrphan()}
 			g.mu.Unlock()
 			return
 		}
@@ -402,10 +378,8 @@ func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
 	switch {
 	case l.Checkpoint.Sequence == leases.ShardEnd && l.RewindTo.IsZero():
 		return false
-	case !l.Held():
-		return true
-	case l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
-		return true // ours, from before a fence or a take whose answer was lost
+	case !l.Held(), l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
+		return true // free, or ours from before a fence or a take whose answer was lost
 	}
 	g.viewMu.Lock()
 	defer g.viewMu.Unlock()
@@ -464,11 +438,8 @@ func (g *Group) createAll(st *streamState, skip string) {
 // with, and whether the rewind's checkpoint replaced cp.
 func (g *Group) pastRewind(ctx context.Context, key leases.Key, note leases.Lease, cp leases.Checkpoint) (leases.Checkpoint, string, bool, error) {
 	rec, err := g.mem.LastRewind(ctx, key)
-	if err != nil {
+	if err != nil || rec.ID == "" || rec.ID == note.Rewind {
 		return cp, note.Rewind, false, err
-	}
-	if rec.ID == "" || rec.ID == note.Rewind {
-		return cp, note.Rewind, false, nil
 	}
 	return rec.To, rec.ID, true, nil
 }

@@ -299,33 +299,19 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Heartbeat <= 0 {
-		cfg.Heartbeat = DefaultHeartbeat
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.FenceMargin <= 0 {
-		cfg.FenceMargin = cfg.Timeout / 6
-	}
+	orDefault(&cfg.Heartbeat, DefaultHeartbeat)
+	orDefault(&cfg.Timeout, DefaultTimeout)
+	orDefault(&cfg.FenceMargin, cfg.Timeout/6)
 	// A heartbeat answered before its deadline was applied before the
 	// answer came, so it must have landed before a taker can find the
 	// previous one a Timeout old (the fence plus the margin): the margin
 	// must cover the least deadline (half an interval), and a longer one
 	// ends before the fence (heartbeatDeadline).
 	cfg.FenceMargin = max(cfg.FenceMargin, cfg.Heartbeat/2+cfg.Heartbeat/10)
-	if cfg.ShardSyncInterval <= 0 {
-		cfg.ShardSyncInterval = time.Minute
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 30 * time.Second
-	}
-	if cfg.Reconcile <= 0 {
-		cfg.Reconcile = DefaultReconcile
-	}
-	if cfg.FailureBackoff <= 0 {
-		cfg.FailureBackoff = 30 * time.Second
-	}
+	orDefault(&cfg.ShardSyncInterval, time.Minute)
+	orDefault(&cfg.ShutdownTimeout, 30*time.Second)
+	orDefault(&cfg.Reconcile, DefaultReconcile)
+	orDefault(&cfg.FailureBackoff, 30*time.Second)
 	if cfg.MaxFailureBackoff < cfg.FailureBackoff {
 		cfg.MaxFailureBackoff = max(10*time.Minute, cfg.FailureBackoff)
 	}
@@ -342,13 +328,10 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		checkSem:  make(chan struct{}, 1),
 		log:       cfg.Logger.With("owner", cfg.Owner),
 	}
-	is := newInstrumentedStore(cfg.Store, mem, h, &g.stats)
-	g.store = is
-	g.mem = g.store.(leases.Membership)
-	cfg.Client = h.wrapKinesis(cfg.Client)
-	g.cfg.Client = cfg.Client
-	for i := range cfg.Streams {
-		sc := cfg.Streams[i]
+	is := &instrumentedStore{Store: cfg.Store, mem: mem, h: h, s: &g.stats}
+	g.store, g.mem = is, is
+	g.cfg.Client = h.wrapKinesis(cfg.Client)
+	for _, sc := range cfg.Streams {
 		st, err := g.newStreamState(sc)
 		if err != nil {
 			return nil, err
@@ -361,6 +344,13 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	g.hb.earlier = g.ownInc
 	g.runCtx = context.Background()
 	return g, nil
+}
+
+// orDefault sets *d to def when it is not positive (not configured).
+func orDefault(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
 }
 
 func newIncarnation(row int) string { return leases.NewIncarnation(row, rand.Text()[:10]) }
@@ -394,18 +384,17 @@ func (g *Group) Run(ctx context.Context) error {
 	// The heartbeats go on through the drain, until the leases are
 	// released: their own context, not Run's.
 	hbCtx, hbStop := context.WithCancel(context.WithoutCancel(ctx))
-	hbDone := make(chan struct{})
-	go func() {
-		defer close(hbDone)
+	var hb sync.WaitGroup
+	hb.Go(func() {
 		if err := g.heartbeats(hbCtx); err != nil {
 			cancel(err)
 		}
-	}()
+	})
 	g.loop(rctx)
 	g.listers.Wait()
 	g.shutdown()
 	hbStop()
-	<-hbDone
+	hb.Wait()
 	g.leave()
 	if err := context.Cause(rctx); err != nil && ctx.Err() == nil {
 		return err
@@ -518,8 +507,9 @@ func sameMap(a, b map[unit]string) bool {
 // shard and stream goes on.
 func (g *Group) fail(st *streamState, shard string, err error) {
 	g.healthMu.Lock()
-	f := &st.listing
+	f, what := &st.listing, "stream"
 	if shard != "" {
+		what = "shard"
 		if f = st.failed[shard]; f == nil {
 			f = &failure{}
 			st.failed[shard] = f
@@ -534,10 +524,6 @@ func (g *Group) fail(st *streamState, shard string, err error) {
 	f.until = time.Now().Add(wait)
 	n := f.n
 	g.healthMu.Unlock()
-	what := "shard"
-	if shard == "" {
-		what = "stream"
-	}
 	st.log.Error("kinesislease: "+what+" failed; the other shards and streams go on, this one is tried again later",
 		"shard", shard, "err", err, "failures", n, "retry_in", wait)
 	g.h.onFailed(kltype.FailureInfo{Stream: st.cfg.Stream, ShardID: shard, Err: err, Failures: n, RetryIn: wait})
@@ -557,10 +543,10 @@ func (g *Group) holds(u unit) bool {
 }
 
 // startWorker starts reading u, held by h, from its checkpoint, unless the
-// incarnation h was taken as is over (then the row is an orphan). It
-// reports whether it started. announce, if not nil, runs once the worker is
-// registered and before it reads a record.
-func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *heldLease, inc string, announce func()) bool {
+// incarnation h was taken as is over (then the row is an orphan). announce,
+// if not nil, runs once the worker is registered and before it reads a
+// record.
+func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *heldLease, inc string, announce func()) {
 	start := startAt(st.cfg.Start, st.shards, u.Shard, h.current().Checkpoint)
 	w := newWorker(ctx, &st.cfg.Worker, st.log, g.cfg.Client, st.cfg.Stream, u.Shard, start, h)
 	w.h = g.h
@@ -572,7 +558,7 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 		// not be read; the next round takes it afresh, or releases it.
 		g.orphans[u] = orphan{inc: inc, known: h.current()}
 		g.mu.Unlock()
-		return false
+		return
 	}
 	g.workers[u] = w
 	delete(g.orphans, u)
@@ -587,7 +573,6 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 		// round.
 		g.kickRound()
 	}()
-	return true
 }
 
 // reap forgets finished workers and reports their lease events. A worker
@@ -595,20 +580,17 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 // is stopping, releases the lease there.
 func (g *Group) reap(ctx context.Context, stopping bool) {
 	g.mu.Lock()
-	var done []unit
-	var ws []*worker
+	done := map[unit]*worker{}
 	for u, w := range g.workers {
 		select {
 		case <-w.done:
-			done = append(done, u)
-			ws = append(ws, w)
+			done[u] = w
 			delete(g.workers, u)
 		default:
 		}
 	}
 	g.mu.Unlock()
-	for i, u := range done {
-		w := ws[i]
+	for u, w := range done {
 		st := g.streams[u.Stream]
 		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.lease.current().Checkpoint}
 		st.setRow(u.Shard, rowState{lease: w.lease.current(), seen: true})
@@ -642,13 +624,11 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 		default:
 			if w.lease.isReleased() {
 				g.noteReleased(u, w.lease.current())
-			}
-			if !w.lease.isReleased() {
+			} else {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.
-				o := orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
 				g.mu.Lock()
-				g.orphans[u] = o
+				g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
 				g.mu.Unlock()
 			}
 			emit(g.h, g.cfg.Events, LeaseReleased, info)
@@ -676,12 +656,11 @@ func (g *Group) atFence(ctx context.Context, inc string) (context.Context, conte
 // ours: it may have landed unanswered.
 func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string) (leases.Lease, error) {
 	tctx, cancel := g.atFence(ctx, inc)
+	defer cancel()
 	if err := g.ensureMarked(tctx, g.streams[u.Stream]); err != nil {
-		cancel()
 		return leases.Lease{}, err
 	}
 	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
-	cancel()
 	if failedUnanswered(err) {
 		g.presume(u, l, inc)
 	}

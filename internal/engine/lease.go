@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,7 @@ type heldLease struct {
 	// call: a goroutine waiting on a sync.Mutex blocks a testing/synctest
 	// bubble's clock, so a slow store call would hang a simulation.
 	writing chan struct{}
-	mu      sync.Mutex // guards lease, attempted, lost and released
+	mu      sync.Mutex // guards lease, attempted, rewoundByRecreate and rewoundTo
 	lease   leases.Lease
 	// attempted is the checkpoint last asked for (every record before it
 	// acknowledged), whether or not its write landed or was answered: a
@@ -45,12 +46,14 @@ type heldLease struct {
 	// position (Group.recreate): applyRewind has nothing left to write.
 	rewoundByRecreate bool
 	// rewoundTo is that rewind's position, where a recreation of the row
-	// whose take's answer was lost left it (resumeAt).
+	// whose take's answer was lost left it (resumeAt); set only while
+	// rewoundByRecreate, zero if unknown.
 	rewoundTo leases.Checkpoint
-	lost      bool
-	// gone mirrors lost for valid, which runs on every delivery and takes
-	// no lock.
-	gone atomic.Bool
+	// state is leaseHeld, leaseLost (another owner took the lease, or it was
+	// fenced) or leaseReleased (this instance released it itself): an
+	// atomic, as valid runs on every delivery and takes no lock. It never
+	// goes back to leaseHeld.
+	state atomic.Int32
 	// shared is the instance's fence of the membership protocol: mono()
 	// after which none of its leases may deliver.
 	shared *fence
@@ -60,10 +63,6 @@ type heldLease struct {
 	vanished atomic.Bool
 	// back wakes the worker waiting for the row to be recreated.
 	back signal
-
-	// released: this instance released the lease itself (lost is then set
-	// too, to fence further writes); another owner did not take it.
-	released bool
 
 	// proofSent is mono() when the last successful write of the row was
 	// sent. A holder delivers only within proof of it (see deliverable): a
@@ -76,6 +75,13 @@ type heldLease struct {
 	// Group recreates it at once).
 	onVanish func()
 }
+
+// The states of a heldLease.
+const (
+	leaseHeld int32 = iota
+	leaseLost
+	leaseReleased
+)
 
 func (h *heldLease) markVanished() {
 	h.vanished.Store(true)
@@ -108,10 +114,8 @@ func (h *heldLease) rewoundAt(to leases.Checkpoint) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rewoundByRecreate = true
-	h.attempted = leases.Checkpoint{} // the row is at the rewind's position: resume there
-	if !to.IsZero() {
-		h.rewoundTo = to
-	}
+	h.attempted = leases.Checkpoint{}     // the row is at the rewind's position: resume there
+	h.rewoundTo = cmp.Or(to, h.rewoundTo) // an unknown position keeps the known one
 }
 
 // rewoundPending reports whether the row was recreated at an operator's
@@ -167,17 +171,15 @@ func (h *heldLease) withinProof() bool {
 
 // touch proves the row still exists and is ours, with a write that changes
 // nothing but the counter and token: its checkpoint written again, or, for
-// a row with none yet, a TakeAs by its own holder.
+// a row with none yet, a TakeAs by its own holder (the store of a lease
+// held under the membership protocol is a leases.Membership: the Group's,
+// which NewGroup requires to be one).
 func (h *heldLease) touch(ctx context.Context) error {
 	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		if !l.Checkpoint.IsZero() {
 			return h.store.Checkpoint(ctx, l, l.Checkpoint)
 		}
-		mem, ok := h.store.(leases.Membership)
-		if !ok {
-			return l, nil
-		}
-		return mem.TakeAs(ctx, l, l.Owner, l.Incarnation)
+		return h.store.(leases.Membership).TakeAs(ctx, l, l.Owner, l.Incarnation)
 	})
 	return err
 }
@@ -188,17 +190,14 @@ func (h *heldLease) valid() bool {
 	// The shared fence first: markLost happens before a sticky fence moves
 	// on, so reading them the other way round could pair a lease not yet
 	// marked lost with the new fence.
-	if h.shared.passed() {
-		return false
-	}
-	return !h.gone.Load()
+	return !h.shared.passed() && !h.isLost()
 }
 
 // validFor returns how long the lease stays valid if no heartbeat moves the
 // fence: 0 or less if it is not valid now.
 func (h *heldLease) validFor() time.Duration {
 	left := h.shared.left()
-	if h.gone.Load() {
+	if h.isLost() {
 		return 0
 	}
 	return left
@@ -222,10 +221,8 @@ var errLost = errors.New("shard: lease lost")
 func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.Lease) (leases.Lease, error)) (leases.Lease, error) {
 	h.writing <- struct{}{}
 	defer func() { <-h.writing }()
-	h.mu.Lock()
-	known, lost := h.lease, h.lost
-	h.mu.Unlock()
-	if lost {
+	known := h.current()
+	if h.isLost() {
 		return known, errLost
 	}
 	for attempt := 0; ; attempt++ {
@@ -233,9 +230,7 @@ func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.L
 		l, err := do(ctx, known)
 		if err == nil {
 			h.proved(sent)
-			h.mu.Lock()
-			h.lease = l
-			h.mu.Unlock()
+			h.adopt(l)
 			return l, nil
 		}
 		if errors.Is(err, leases.ErrNotFound) {
@@ -259,15 +254,11 @@ func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.L
 			h.markVanished()
 			return known, errRecoveredByOther
 		}
-		h.mu.Lock()
-		h.lease = cur
+		h.adopt(cur)
 		if cur.Owner != known.Owner || cur.Incarnation != known.Incarnation {
-			h.lost = true
-			h.gone.Store(true)
-			h.mu.Unlock()
+			h.markLost()
 			return cur, errLost
 		}
-		h.mu.Unlock()
 		known = cur
 	}
 }
@@ -293,49 +284,32 @@ func (h *heldLease) adopt(l leases.Lease) {
 	h.lease = l
 }
 
-func (h *heldLease) isLost() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lost
-}
+// isLost reports whether the lease is no longer this instance's: taken
+// over or released.
+func (h *heldLease) isLost() bool { return h.state.Load() != leaseHeld }
 
 // takenOver reports whether another owner took the lease from this
 // instance, as opposed to this instance releasing it.
-func (h *heldLease) takenOver() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lost && !h.released
-}
+func (h *heldLease) takenOver() bool { return h.state.Load() == leaseLost }
 
 // isReleased reports whether this instance released the lease itself.
-func (h *heldLease) isReleased() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.released
-}
+func (h *heldLease) isReleased() bool { return h.state.Load() == leaseReleased }
 
-// markLost fences the lease at once.
-func (h *heldLease) markLost() {
-	h.mu.Lock()
-	h.lost = true
-	h.mu.Unlock()
-	h.gone.Store(true)
-}
+// markLost fences the lease at once (a released lease stays released).
+func (h *heldLease) markLost() { h.state.CompareAndSwap(leaseHeld, leaseLost) }
 
 func (h *heldLease) checkpoint(ctx context.Context, cp leases.Checkpoint) error {
 	h.mu.Lock()
-	if h.rewoundByRecreate {
-		// The row was recreated at an operator's rewind the worker is
-		// stopping for: what it acknowledged before is read again from
-		// there, and a checkpoint now would move the row past the rewind,
-		// which nothing writes again (applyRewind has nothing to write).
-		h.mu.Unlock()
-		return nil
+	// A row recreated at an operator's rewind the worker is stopping for
+	// (rewound): what it acknowledged before is read again from there, and
+	// a checkpoint now would move the row past the rewind, which nothing
+	// writes again (applyRewind has nothing to write).
+	rewound, same := h.rewoundByRecreate, h.lease.Checkpoint == cp
+	if !rewound {
+		h.attempted = cp
 	}
-	same := h.lease.Checkpoint == cp
-	h.attempted = cp
 	h.mu.Unlock()
-	if same {
+	if rewound || same {
 		return nil
 	}
 	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
@@ -374,18 +348,16 @@ func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
 	})
 	switch {
 	case err == nil:
-		h.mu.Lock()
-		h.attempted = leases.Checkpoint{} // read again from the rewind's position
-		h.mu.Unlock()
-	case !errors.Is(err, errLost) && !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound):
-		// The apply may have landed with its answer lost: should the row
-		// vanish before the next read, it is recreated at the rewind's
-		// position (resumeAt), never past what the operator asked to read
-		// again.
-		h.mu.Lock()
-		h.attempted = target
-		h.mu.Unlock()
+		target = leases.Checkpoint{} // read again from the rewind's position
+	case errors.Is(err, errLost) || errors.Is(err, leases.ErrConflict) || errors.Is(err, leases.ErrNotFound):
+		return l, err
 	}
+	// Applied, or the apply may have landed with its answer lost: should the
+	// row vanish before the next read, it is recreated at the rewind's
+	// position (resumeAt), never past what the operator asked to read again.
+	h.mu.Lock()
+	h.attempted = target
+	h.mu.Unlock()
 	return l, err
 }
 
@@ -404,17 +376,11 @@ func (h *heldLease) asOrphan() leases.Lease {
 func (h *heldLease) resumeAt() leases.Checkpoint {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.rewoundByRecreate && !h.rewoundTo.IsZero() {
-		// Recreated at an operator's rewind, the take's answer lost: the
-		// row is there, whatever the lease last knew (seed 99110336: the
-		// orphan of a hand-over released it at the checkpoint from before
-		// the rewind).
-		return h.rewoundTo
-	}
-	if !h.attempted.IsZero() {
-		return h.attempted
-	}
-	return h.lease.Checkpoint
+	// First rewoundTo, set only while rewoundByRecreate: recreated at an
+	// operator's rewind, the take's answer lost, the row is there, whatever
+	// the lease last knew (seed 99110336: the orphan of a hand-over
+	// released it at the checkpoint from before the rewind).
+	return cmp.Or(h.rewoundTo, h.attempted, h.lease.Checkpoint)
 }
 
 func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {
@@ -424,11 +390,9 @@ func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {
 		// that is settled.
 		return errVanishedRow
 	}
-	h.mu.Lock()
-	if h.rewoundByRecreate {
+	if h.rewoundPending() {
 		cp = leases.Checkpoint{} // released at the rewind's position (see checkpoint)
 	}
-	h.mu.Unlock()
 	_, err := h.write(ctx, func(ctx context.Context, l leases.Lease) (leases.Lease, error) {
 		if l.Checkpoint == cp {
 			cp = leases.Checkpoint{}
@@ -436,10 +400,7 @@ func (h *heldLease) release(ctx context.Context, cp leases.Checkpoint) error {
 		return h.store.Release(ctx, l, cp)
 	})
 	if err == nil {
-		h.mu.Lock()
-		h.released = true
-		h.mu.Unlock()
-		h.markLost() // no longer ours
+		h.state.Store(leaseReleased) // no longer ours
 	}
 	return err
 }

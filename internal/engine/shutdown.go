@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 )
@@ -24,32 +25,22 @@ func (g *Group) shutdown() {
 	g.mu.Unlock()
 	ctx := context.Background()
 	if len(ws) > 0 {
-		if stuck := drain(g.log, ws, g.cfg.ShutdownTimeout, abandonAfter); len(stuck) > 0 {
-			for _, w := range stuck {
-				w.log.Error("kinesislease: a handler ignored its cancelled context past the shutdown timeout; abandoning it and releasing its lease (the record in flight may be delivered again by the next holder)",
-					"stream", w.stream, "after", g.cfg.ShutdownTimeout+abandonAfter)
-				known := w.lease.current()
-				w.lease.markLost()
-				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, _ = g.store.Release(rctx, known, known.Checkpoint)
-				cancel()
-			}
+		for _, w := range drain(g.log, ws, g.cfg.ShutdownTimeout, abandonAfter) {
+			w.log.Error("kinesislease: a handler ignored its cancelled context past the shutdown timeout; abandoning it and releasing its lease (the record in flight may be delivered again by the next holder)",
+				"stream", w.stream, "after", g.cfg.ShutdownTimeout+abandonAfter)
+			known := w.lease.current()
+			w.lease.markLost()
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, _ = g.store.Release(rctx, known, known.Checkpoint)
+			cancel()
 		}
 		g.reap(ctx, true)
 	}
 	g.mu.Lock()
-	orphans := make(map[unit]orphan, len(g.orphans))
-	for u, o := range g.orphans {
-		if g.workers[u] == nil {
-			orphans[u] = o
-		}
-	}
+	orphans := maps.Clone(g.orphans)
+	maps.DeleteFunc(orphans, func(u unit, _ orphan) bool { return g.workers[u] != nil })
 	g.mu.Unlock()
-	units := make([]unit, 0, len(orphans))
-	for u := range orphans {
-		units = append(units, u)
-	}
-	slices.SortFunc(units, cmpUnit)
+	units := slices.SortedFunc(maps.Keys(orphans), cmpUnit)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	bounded(rctx, len(units), func(i int) {
@@ -74,28 +65,27 @@ func drain(log *slog.Logger, ws []*worker, timeout, abandon time.Duration) (stuc
 	}()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	var give <-chan time.Time
-	for {
+	select {
+	case <-all:
+		return nil
+	case <-t.C:
+	}
+	log.Warn("kinesislease: shutdown timeout; cancelling handlers", "timeout", timeout)
+	for _, w := range ws {
+		w.hardCancel()
+	}
+	t.Reset(abandon)
+	select {
+	case <-all:
+		return nil
+	case <-t.C:
+	}
+	for _, w := range ws {
 		select {
-		case <-all:
-			return nil
-		case <-t.C:
-			log.Warn("kinesislease: shutdown timeout; cancelling handlers", "timeout", timeout)
-			for _, w := range ws {
-				w.hardCancel()
-			}
-			a := time.NewTimer(abandon)
-			defer a.Stop()
-			give = a.C
-		case <-give:
-			for _, w := range ws {
-				select {
-				case <-w.done:
-				default:
-					stuck = append(stuck, w)
-				}
-			}
-			return stuck
+		case <-w.done:
+		default:
+			stuck = append(stuck, w)
 		}
 	}
+	return stuck
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"sync/atomic"
-	"time"
 
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -24,21 +23,14 @@ func (g *Group) LeaseStoreCalls() kltype.LeaseStoreCalls {
 }
 
 // instrumentedStore is the Group's view of its lease store: every call is
-// counted (Stats) and, when call hooks are set, timed for them.
+// counted (Stats) and, when call hooks are set, timed for them. It is both
+// the Group's store and its mem (NewGroup), which checks that it implements
+// leases.Store and leases.Membership.
 type instrumentedStore struct {
 	leases.Store
 	mem leases.Membership
 	h   *hooks
 	s   *groupStats
-}
-
-var (
-	_ leases.Store      = (*instrumentedStore)(nil)
-	_ leases.Membership = (*instrumentedStore)(nil)
-)
-
-func newInstrumentedStore(s leases.Store, mem leases.Membership, h *hooks, stats *groupStats) *instrumentedStore {
-	return &instrumentedStore{Store: s, mem: mem, h: h, s: stats}
 }
 
 // call counts one call in n and times it for the hooks.
@@ -47,10 +39,7 @@ func call[T any](s *instrumentedStore, n *atomic.Int64, op string, fn func() (T,
 	if len(s.h.call) == 0 {
 		return fn()
 	}
-	start := time.Now()
-	v, err := fn()
-	s.h.onCall("dynamodb", op, start, err)
-	return v, err
+	return timed(s.h, "dynamodb", op, fn)
 }
 
 func (s *instrumentedStore) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
