@@ -259,6 +259,20 @@ type Membership interface {
 	// StreamMark reads stream's mark (MarkStream) with a strongly
 	// consistent read: its token, or "" when the stream has none.
 	StreamMark(ctx context.Context, stream string) (string, error)
+
+	// MarkTaken marks the row of key as taken once: an item apart from the
+	// row, which outlives its deletion. Like MarkStream, it writes token
+	// only if the mark has none yet, and returns the mark's token as
+	// stored: token when this call (or an attempt of it whose answer was
+	// lost) made it, another's otherwise. The consumer marks a row before
+	// its first take of a row as Create made it (Counter 1, free, not
+	// recovered): a Create that DynamoDB applies late, after the row was
+	// taken and then deleted, makes a row that looks new although its last
+	// holder may still deliver, and the mark, found already made by
+	// another, tells it apart (it is then taken only after the recovery
+	// wait, as a recovered row). A table recreated loses its marks with
+	// its rows.
+	MarkTaken(ctx context.Context, key Key, token string) (string, error)
 }
 
 // RewindRecord is what a Store keeps of the last operator's rewind of a

@@ -207,6 +207,7 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 		}
 		return leases.Lease{}, false
 	}
+	l = st.lateCreated(u.Shard, l)
 	st.setRow(u.Shard, rowState{lease: l})
 	if !g.ours(l) {
 		g.noteReleased(u, l)
@@ -314,7 +315,7 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 		from.Checkpoint, from.Rewind = fill, cmp.Or(fillRewind, from.Rewind)
 	}
 	sent := mono()
-	t, err := g.takeAs(ctx, u, from, inc)
+	t, err := g.takeAs(ctx, u, from, inc, true)
 	if err != nil {
 		if failedUnanswered(err) && ctx.Err() == nil {
 			st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)

@@ -653,12 +653,20 @@ func (g *Group) atFence(ctx context.Context, inc string) (context.Context, conte
 // takeAs takes row l as incarnation inc, by a write that must land before
 // the fence (atFence). An answer that does not say the take failed (an
 // error other than ErrConflict or ErrNotFound) leaves the row presumed
-// ours: it may have landed unanswered.
-func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string) (leases.Lease, error) {
+// ours: it may have landed unanswered. A take to read from a row as Create
+// made it is its first, or the row was recreated by a late Create
+// (markFirstTake).
+func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string, toRead bool) (leases.Lease, error) {
 	tctx, cancel := g.atFence(ctx, inc)
 	defer cancel()
-	if err := g.ensureMarked(tctx, g.streams[u.Stream]); err != nil {
+	st := g.streams[u.Stream]
+	if err := g.ensureMarked(tctx, st); err != nil {
 		return leases.Lease{}, err
+	}
+	if toRead && asCreated(l) {
+		if err := g.markFirstTake(tctx, st, u.Shard, l); err != nil {
+			return leases.Lease{}, err
+		}
 	}
 	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
 	if failedUnanswered(err) {

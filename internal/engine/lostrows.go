@@ -7,7 +7,9 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
@@ -88,6 +90,7 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 		}
 		return
 	}
+	l = st.lateCreated(u.Shard, l)
 	st.setRow(u.Shard, rowState{lease: l})
 	if g.sameTable(ctx, mono(), rejoin) && g.takeable(st, u.Shard, l) && g.recoveryPassed(st, u.Shard, l) {
 		g.take(ctx, st, u, l) // ours, or another's creation (or recovery) found
@@ -190,4 +193,50 @@ func (g *Group) reportRecovery(ctx context.Context, st *streamState, id string) 
 	r.reportDue, r.recoveredAt = false, max(r.recoveredAt, sent)
 	st.rows[id] = r
 	return true
+}
+
+// asCreated reports whether row l is as Create made it: free, not
+// recovered, its counter at 1 (every write since moved it on).
+func asCreated(l leases.Lease) bool {
+	return l.Counter == 1 && !l.Held() && l.Recovered == ""
+}
+
+// markFirstTake marks row l, as Create made it, taken (MarkTaken) before
+// this instance takes it to read from it. A mark another made means the
+// row was taken before: a Create that DynamoDB applied late, after the row
+// was taken and then deleted, made it again (seed 93032236: a holder cut
+// off from the table still delivered, and the member that found the row
+// "new" took it at once). Such a row is then known recovered
+// (lateCreated): taken after the recovery wait, filled by those who know
+// its checkpoint, as a row recovered by a member that knew none. A take
+// whose mark's answer was lost meets its own mark as another's next time,
+// and waits the same.
+func (g *Group) markFirstTake(ctx context.Context, st *streamState, id string, l leases.Lease) error {
+	tok := rand.Text()
+	got, err := g.mem.MarkTaken(ctx, l.Key, tok)
+	switch {
+	case err != nil:
+		return err
+	case got != tok:
+		l.Recovered = lateMark(l)
+		st.setRow(id, rowState{lease: l, reportDue: true})
+		st.log.Warn("kinesislease: a lease row that looks new was taken before: it vanished and a late write created it again; it is taken after the recovery wait", "shard", id)
+		return fmt.Errorf("kinesislease: lease row %s: created again after it was taken: %w", l.Key, leases.ErrConflict)
+	}
+	return nil
+}
+
+// lateMark is the recovery id that stands for row l, created again by a
+// late Create (markFirstTake), in this instance's row book.
+func lateMark(l leases.Lease) string { return "late:" + l.Token }
+
+// lateCreated returns row l of id, just read, as this instance knows it: a
+// row as Create made it that markFirstTake found created again is
+// recovered (leases.Lease.Recovered, as lateMark), its recovery wait
+// counted from when markFirstTake found it.
+func (st *streamState) lateCreated(id string, l leases.Lease) leases.Lease {
+	if asCreated(l) && st.row(id).recovery == lateMark(l) {
+		l.Recovered = lateMark(l)
+	}
+	return l
 }

@@ -164,7 +164,7 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			from = o.filled(from)
 		}
 		sent := mono()
-		t, err := g.takeAs(ctx, u, from, inc)
+		t, err := g.takeAs(ctx, u, from, inc, true)
 		if err == nil {
 			g.startTaken(ctx, st, u, l, t, sent)
 			return
@@ -195,6 +195,7 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 	if err != nil {
 		return leases.Lease{}, false
 	}
+	cur = st.lateCreated(u.Shard, cur)
 	st.setRow(u.Shard, rowState{lease: cur})
 	if cur.Rewind != "" && !g.ours(cur) && (o.known.Rewind == "" || leases.RewindAfter(cur.Rewind, o.known.Rewind)) {
 		g.adoptRewind(u, o, cur)
@@ -334,7 +335,7 @@ func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orpha
 // and the release landed.
 func (g *Group) takeRelease(ctx context.Context, u unit, o orphan, from leases.Lease, left orphan) (leases.Lease, bool, bool) {
 	inc := g.Incarnation()
-	t, err := g.takeAs(ctx, u, from, inc)
+	t, err := g.takeAs(ctx, u, from, inc, false)
 	if err != nil {
 		g.markUnwaited(u, err)
 		return t, false, false

@@ -576,3 +576,58 @@ func TestOrphanAdoptsARewindItReads(t *testing.T) {
 		}
 	})
 }
+
+// TestLateCreateAfterTakeWaitsTheRecovery: a row taken by another member
+// is deleted, and a Create sent long before lands late and makes it again,
+// free and as new, while its holder may still deliver: the row is not
+// taken at once, as a new row is, but reported and taken after the
+// recovery wait (markFirstTake; seed 93032236). A row as Create made it
+// that nobody took is taken at once.
+func TestLateCreateAfterTakeWaitsTheRecovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, st, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		if _, err := store.MarkTaken(ctx, key, "taken-by-b"); err != nil { // b's first take
+			t.Fatal(err)
+		}
+		heldRow(t, store, key, "b", "0.B", "179")
+		store.Delete(key)
+		if _, err := store.Create(ctx, key); err != nil { // the late Create
+			t.Fatal(err)
+		}
+		before, err := store.Header(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acquireRound(ctx, g, u)
+		if g.holds(u) {
+			t.Fatal("took at once a row created again by a late Create after another member took it")
+		}
+		time.Sleep(g.recoveryWait(st) - time.Millisecond)
+		acquireRound(ctx, g, u)
+		if g.holds(u) {
+			t.Fatal("took the row created again before the recovery wait passed")
+		}
+		if h, err := store.Header(ctx); err != nil || h.Vanished <= before.Vanished {
+			t.Fatalf("header after the row was found created again: %+v, %v; want a vanished report (was %d)", h, err, before.Vanished)
+		}
+		time.Sleep(g.recoveryWait(st)) // counted from the report (reportRecovery)
+		acquireRound(ctx, g, u)
+		if !g.holds(u) {
+			t.Fatal("did not take the row created again once the recovery wait passed")
+		}
+
+		fresh := leases.Key{Stream: u.Stream, Shard: "shardId-000000000001"}
+		v := unit{Stream: fresh.Stream, Shard: fresh.Shard}
+		st.order = append(st.order, fresh.Shard)
+		if _, err := store.Create(ctx, fresh); err != nil {
+			t.Fatal(err)
+		}
+		acquireRound(ctx, g, v)
+		if !g.holds(v) {
+			t.Fatal("did not take at once a row as Create made it that nobody took")
+		}
+	})
+}

@@ -94,6 +94,10 @@ func (s *instrumentedStore) MarkStream(ctx context.Context, stream, token string
 	return call(s, &s.s.writes, "MarkStream", func() (string, error) { return s.mem.MarkStream(ctx, stream, token) })
 }
 
+func (s *instrumentedStore) MarkTaken(ctx context.Context, key leases.Key, token string) (string, error) {
+	return call(s, &s.s.writes, "MarkTaken", func() (string, error) { return s.mem.MarkTaken(ctx, key, token) })
+}
+
 func (s *instrumentedStore) StreamMark(ctx context.Context, stream string) (string, error) {
 	return call(s, &s.s.reads, "StreamMark", func() (string, error) { return s.mem.StreamMark(ctx, stream) })
 }

@@ -114,7 +114,11 @@ const rewindPrefix = "#rewind:"
 // and the stream. No lease key starts with '#'.
 const markPrefix = "#stream:"
 
-// attrMark is a stream mark's token (S).
+// takenPrefix starts the key of a row's taken mark (MarkTaken): "#taken:"
+// and the lease row's key.
+const takenPrefix = "#taken:"
+
+// attrMark is a stream mark's or a taken mark's token (S).
 const attrMark = "mark"
 
 // Attributes of a rewind record, beside rewind_id, rewind_to and
@@ -500,7 +504,12 @@ func (s *Store) MarkStream(ctx context.Context, stream, token string) (string, e
 	if err := s.beginMark(ctx, stream, token, true); err != nil {
 		return "", err
 	}
-	mk := markPrefix + stream
+	return s.markOnce(ctx, markPrefix+stream, token)
+}
+
+// markOnce writes token as the mark of item mk unless it holds another
+// (MarkStream, MarkTaken), and returns the token it holds.
+func (s *Store) markOnce(ctx context.Context, mk, token string) (string, error) {
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      keyAttr(mk),
@@ -518,11 +527,25 @@ func (s *Store) MarkStream(ctx context.Context, stream, token string) (string, e
 	case !errors.As(err, &ccf):
 		return "", s.mapErr("UpdateItem", mk, err)
 	}
-	cur, err := s.StreamMark(ctx, stream)
+	item, err := s.getItem(ctx, mk)
+	cur := str(item, attrMark)
 	if err == nil && cur == "" {
-		err = fmt.Errorf("dynamo: table %q: stream mark %s: the write met another token, which the read then did not find", s.table, mk)
+		err = fmt.Errorf("dynamo: table %q: mark %s: the write met another token, which the read then did not find", s.table, mk)
 	}
 	return cur, err
+}
+
+// MarkTaken implements leases.Membership as MarkStream does, on the item
+// "#taken:" and the row's key: one UpdateItem, and one strongly consistent
+// GetItem when another token is there.
+func (s *Store) MarkTaken(ctx context.Context, key leases.Key, token string) (string, error) {
+	if err := s.begin(ctx, key); err != nil {
+		return "", err
+	}
+	if err := leases.ValidateMark(key.Stream, token, true); err != nil {
+		return "", err
+	}
+	return s.markOnce(ctx, takenPrefix+key.String(), token)
 }
 
 // StreamMark implements leases.Membership: one strongly consistent GetItem.

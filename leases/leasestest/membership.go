@@ -79,6 +79,7 @@ func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"TakeAsWritesItsCheckpoint", testTakeAsCheckpoint},
 		{"RewindIsRecorded", testRewindRecorded},
 		{"StreamMarkFirstWins", testStreamMark},
+		{"TakenMarkFirstWins", testTakenMark},
 		{"InvalidArguments", testMemberInvalidArguments},
 		{"CancelledContext", testMemberCancelledContext},
 	}
@@ -1891,6 +1892,51 @@ func testStreamMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSou
 	}
 	if _, err := m.StreamMark(ctx(t), ""); err == nil || errors.Is(err, leases.ErrConflict) {
 		t.Fatalf("StreamMark of no stream: %v, want a validation error", err)
+	}
+}
+
+// testTakenMark: the first token MarkTaken writes for a row stays (a
+// later call returns it and writes nothing), a resent call returns its own;
+// marks of other rows and the stream's mark are apart, and a mark neither
+// creates nor changes the row.
+func testTakenMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
+	k, other := newKey(t), newKey(t)
+	mark := func(k leases.Key, token string) string {
+		t.Helper()
+		got, err := m.MarkTaken(ctx(t), k, token)
+		if err != nil {
+			t.Fatalf("MarkTaken(%s, %s): %v", k, token, err)
+		}
+		return got
+	}
+	if got := mark(k, "first"); got != "first" {
+		t.Fatalf("the first MarkTaken returned %q, want its own token", got)
+	}
+	if got := mark(k, "first"); got != "first" {
+		t.Fatalf("MarkTaken resent returned %q, want its own token", got)
+	}
+	if got := mark(k, "second"); got != "first" {
+		t.Fatalf("a second MarkTaken returned %q, want the first token", got)
+	}
+	if got := mark(other, "second"); got != "second" {
+		t.Fatalf("MarkTaken of another row returned %q, want its own token", got)
+	}
+	if got, err := m.StreamMark(ctx(t), k.Stream); err != nil || got != "" {
+		t.Fatalf("StreamMark of a stream whose row was marked taken: %q, %v; want none", got, err)
+	}
+	if _, err := s.Get(ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("Get of a row marked taken that nobody created: %v, want ErrNotFound", err)
+	}
+	l, err := s.Create(ctx(t), k)
+	if err != nil {
+		t.Fatalf("Create of a row marked taken: %v", err)
+	}
+	if got := mark(k, "third"); got != "first" {
+		t.Fatalf("MarkTaken of a created row returned %q, want the first token", got)
+	}
+	wantRow(t, s, k, l, "MarkTaken changed the row")
+	if _, err := m.MarkTaken(ctx(t), k, ""); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("MarkTaken with no token: %v, want a validation error", err)
 	}
 }
 

@@ -34,6 +34,7 @@ type Store struct {
 	vanished int64
 	rewinds  map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
 	marks    map[string]string                  // stream -> its mark's token (MarkStream)
+	taken    map[leases.Key]string              // row -> its taken mark's token (MarkTaken)
 }
 
 var (
@@ -44,7 +45,7 @@ var (
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord), marks: make(map[string]string)}
+	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord), marks: make(map[string]string), taken: make(map[leases.Key]string)}
 }
 
 // Check implements leases.Checker. A memory store has nothing to
@@ -164,6 +165,23 @@ func (s *Store) MarkStream(ctx context.Context, stream, token string) (string, e
 		return cur, nil
 	}
 	s.marks[stream] = token
+	return token, nil
+}
+
+// MarkTaken implements leases.Membership.
+func (s *Store) MarkTaken(ctx context.Context, key leases.Key, token string) (string, error) {
+	if err := begin(ctx, key); err != nil {
+		return "", err
+	}
+	if err := leases.ValidateMark(key.Stream, token, true); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.taken[key]; ok {
+		return cur, nil
+	}
+	s.taken[key] = token
 	return token, nil
 }
 
@@ -462,4 +480,5 @@ func (s *Store) Clear() {
 	s.vanished = 0
 	s.rewinds = make(map[leases.Key]leases.RewindRecord)
 	s.marks = make(map[string]string)
+	s.taken = make(map[leases.Key]string)
 }

@@ -131,7 +131,9 @@ func NoStart(l leases.Lease) bool {
 	return l.RewindTo.IsZero() && (l.Checkpoint.IsZero() || l.Recovered != "" && l.Rewind == "" && l.Checkpoint.Sequence == leases.RewindTrimHorizon)
 }
 
-// Outdated reports whether row l, free and recovered, was recovered from a
+// Outdated reports whether row l, free and recovered (or as Create made
+// it, Counter 1: then known is of the row before a Create that landed late
+// made it again), was recovered from a
 // copy older than known, a copy of the row this instance knows: the row
 // says nothing of where its shard was read (NoStart); or it carries no
 // operator's rewind while known does (every write keeps the id of the last
@@ -145,7 +147,7 @@ func NoStart(l leases.Lease) bool {
 // was asked; seed 98328216). A member that knows such
 // a copy writes its checkpoint on the row before anyone reads it.
 func Outdated(l, known leases.Lease) bool {
-	if l.Held() || l.Recovered == "" {
+	if l.Held() || l.Recovered == "" && l.Counter != 1 {
 		return false
 	}
 	return NoStart(l) || l.Rewind == "" && known.Rewind != "" || l.RewindTo.IsZero() && leases.RewindAfter(known.Rewind, l.Rewind) ||

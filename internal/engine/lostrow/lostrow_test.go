@@ -117,6 +117,8 @@ func TestOutdated(t *testing.T) {
 		{"recovered with another rewind (which is newer cannot be told: the row's stands)", leases.Lease{Recovered: "r", Checkpoint: cp, Rewind: "y"}, leases.Lease{Rewind: "x"}, false},
 		{"recovered, and the copy here knows no rewind either", leases.Lease{Recovered: "r", Checkpoint: cp}, leases.Lease{}, false},
 		{"not recovered", leases.Lease{Checkpoint: cp}, leases.Lease{Rewind: "x"}, false},
+		{"as Create made it, a Create landed late after the row was taken and deleted (seed 93032236)", leases.Lease{Counter: 1}, leases.Lease{Checkpoint: cp}, true},
+		{"written since it was created", leases.Lease{Counter: 2}, leases.Lease{Checkpoint: cp}, false},
 		{"held", leases.Lease{Recovered: "r", Owner: "b"}, leases.Lease{Rewind: "x"}, false},
 		{"recovered from an older copy, same rewind: the copy here is later (TestTableRecreatedEmpty: the holder fenced with its entry)",
 			leases.Lease{Recovered: "r", Checkpoint: leases.Checkpoint{Sequence: "0281"}, Rewind: "x"}, leases.Lease{Checkpoint: leases.Checkpoint{Sequence: "1139"}, Rewind: "x"}, true},

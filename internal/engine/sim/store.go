@@ -463,6 +463,17 @@ func (s *FaultStore) MarkStream(ctx context.Context, stream, token string) (stri
 	return faultCall(ctx, s, "MarkStream", MarkKey(stream), func(ctx context.Context) (string, error) { return mem.MarkStream(ctx, stream, token) })
 }
 
+// MarkTaken implements leases.Membership; the hooks see it as a write of
+// key's row (a row's taken mark is deleted with the table, not with the
+// row). It may land late like any write.
+func (s *FaultStore) MarkTaken(ctx context.Context, key leases.Key, token string) (string, error) {
+	mem, err := s.membership()
+	if err != nil {
+		return "", err
+	}
+	return faultCall(ctx, s, "MarkTaken", key, func(ctx context.Context) (string, error) { return mem.MarkTaken(ctx, key, token) })
+}
+
 // StreamMark implements leases.Membership; the hooks see it as a call on
 // MarkKey(stream).
 func (s *FaultStore) StreamMark(ctx context.Context, stream string) (string, error) {

@@ -244,6 +244,16 @@ func (t *Table) MarkStream(ctx context.Context, stream, token string) (string, e
 	return s.MarkStream(ctx, stream, token)
 }
 
+// MarkTaken implements leases.Membership. Taken marks are kept with the
+// membership rows: Drop removes them, DeleteRow does not.
+func (t *Table) MarkTaken(ctx context.Context, key leases.Key, token string) (string, error) {
+	s, err := t.membership("MarkTaken")
+	if err != nil {
+		return "", err
+	}
+	return s.MarkTaken(ctx, key, token)
+}
+
 // StreamMark implements leases.Membership.
 func (t *Table) StreamMark(ctx context.Context, stream string) (string, error) {
 	s, err := t.membership("StreamMark")

@@ -133,6 +133,14 @@ func (s CutOffStore) MarkStream(ctx context.Context, stream, token string) (stri
 	return s.mem().MarkStream(ctx, stream, token)
 }
 
+// MarkTaken implements leases.Membership.
+func (s CutOffStore) MarkTaken(ctx context.Context, key leases.Key, token string) (string, error) {
+	if s.Cut.Load() {
+		return "", s.Err
+	}
+	return s.mem().MarkTaken(ctx, key, token)
+}
+
 // StreamMark implements leases.Membership.
 func (s CutOffStore) StreamMark(ctx context.Context, stream string) (string, error) {
 	if s.Cut.Load() {
