@@ -664,7 +664,7 @@ func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string, 
 		return leases.Lease{}, err
 	}
 	if toRead && asCreated(l) {
-		if err := g.markFirstTake(tctx, st, u.Shard, l); err != nil {
+		if err := g.markFirstTake(tctx, st, u.Shard, l, inc); err != nil {
 			return leases.Lease{}, err
 		}
 	}

@@ -7,7 +7,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -208,11 +207,12 @@ func asCreated(l leases.Lease) bool {
 // off from the table still delivered, and the member that found the row
 // "new" took it at once). Such a row is then known recovered
 // (lateCreated): taken after the recovery wait, filled by those who know
-// its checkpoint, as a row recovered by a member that knew none. A take
-// whose mark's answer was lost meets its own mark as another's next time,
-// and waits the same.
-func (g *Group) markFirstTake(ctx context.Context, st *streamState, id string, l leases.Lease) error {
-	tok := rand.Text()
+// its checkpoint, as a row recovered by a member that knew none. The
+// mark's token is the taking incarnation's and the row version's: a take
+// of the same row sent again by this incarnation (its mark's answer lost)
+// finds its own.
+func (g *Group) markFirstTake(ctx context.Context, st *streamState, id string, l leases.Lease, inc string) error {
+	tok := inc + "/" + l.Token
 	got, err := g.mem.MarkTaken(ctx, l.Key, tok)
 	switch {
 	case err != nil:
