@@ -207,7 +207,6 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 		}
 		return leases.Lease{}, false
 	}
-	l = st.lateCreated(u.Shard, l)
 	st.setRow(u.Shard, rowState{lease: l})
 	if !g.ours(l) {
 		g.noteReleased(u, l)

@@ -654,8 +654,9 @@ func (g *Group) atFence(ctx context.Context, inc string) (context.Context, conte
 // the fence (atFence). An answer that does not say the take failed (an
 // error other than ErrConflict or ErrNotFound) leaves the row presumed
 // ours: it may have landed unanswered. A take to read from a row as Create
-// made it is its first, or the row was recreated by a late Create
-// (markFirstTake).
+// made it marks the row taken beside it (markFirstTake, sent at the same
+// time): unless the mark shows it the first, the take is undone
+// (notFirstTake).
 func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string, toRead bool) (leases.Lease, error) {
 	tctx, cancel := g.atFence(ctx, inc)
 	defer cancel()
@@ -663,14 +664,19 @@ func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string, 
 	if err := g.ensureMarked(tctx, st); err != nil {
 		return leases.Lease{}, err
 	}
+	var marked chan error
 	if toRead && asCreated(l) {
-		if err := g.markFirstTake(tctx, st, u.Shard, l, inc); err != nil {
-			return leases.Lease{}, err
-		}
+		marked = make(chan error, 1)
+		go func() { marked <- g.markFirstTake(tctx, st, u.Shard, l) }()
 	}
 	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
 	if failedUnanswered(err) {
 		g.presume(u, l, inc)
+	}
+	if marked != nil {
+		if merr := <-marked; merr != nil {
+			return leases.Lease{}, g.notFirstTake(ctx, st, u, l, t, err, merr)
+		}
 	}
 	return t, err
 }

@@ -6,6 +6,7 @@ package engine
 // recovered row before the recovery wait from a read that returned it.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,7 +90,6 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 		}
 		return
 	}
-	l = st.lateCreated(u.Shard, l)
 	st.setRow(u.Shard, rowState{lease: l})
 	if g.sameTable(ctx, mono(), rejoin) && g.takeable(st, u.Shard, l) && g.recoveryPassed(st, u.Shard, l) {
 		g.take(ctx, st, u, l) // ours, or another's creation (or recovery) found
@@ -200,43 +200,79 @@ func asCreated(l leases.Lease) bool {
 	return l.Counter == 1 && !l.Held() && l.Recovered == ""
 }
 
-// markFirstTake marks row l, as Create made it, taken (MarkTaken) before
-// this instance takes it to read from it. A mark another made means the
-// row was taken before: a Create that DynamoDB applied late, after the row
-// was taken and then deleted, made it again (seed 93032236: a holder cut
-// off from the table still delivered, and the member that found the row
-// "new" took it at once). Such a row is then known recovered
-// (lateCreated): taken after the recovery wait, filled by those who know
-// its checkpoint, as a row recovered by a member that knew none. The
-// mark's token is the taking incarnation's and the row version's: a take
-// of the same row sent again by this incarnation (its mark's answer lost)
-// finds its own.
-func (g *Group) markFirstTake(ctx context.Context, st *streamState, id string, l leases.Lease, inc string) error {
-	tok := inc + "/" + l.Token
+// markFirstTake marks row l, as Create made it, taken (MarkTaken), for a
+// take of it to read from it. It returns nil when the mark is this take's:
+// the row's first take. A mark another made means the row was taken
+// before: a Create that DynamoDB applied late, after the row was taken and
+// then deleted, made it again (seed 93032236: a holder cut off from the
+// table still delivered, and the member that found the row "new" took it
+// at once); the error then matches ErrConflict. The mark's token is kept
+// for the row version (rowState.markTok): a mark sent again by this
+// instance, its answer lost, finds its own.
+func (g *Group) markFirstTake(ctx context.Context, st *streamState, id string, l leases.Lease) error {
+	tok := st.markToken(id, l)
 	got, err := g.mem.MarkTaken(ctx, l.Key, tok)
-	switch {
-	case err != nil:
-		return err
-	case got != tok:
-		l.Recovered = lateMark(l)
-		st.setRow(id, rowState{lease: l, reportDue: true})
-		st.log.Warn("kinesislease: a lease row that looks new was taken before: it vanished and a late write created it again; it is taken after the recovery wait", "shard", id)
-		return fmt.Errorf("kinesislease: lease row %s: created again after it was taken: %w", l.Key, leases.ErrConflict)
+	if err == nil && got != tok {
+		err = fmt.Errorf("kinesislease: lease row %s: created again after it was taken: %w", l.Key, leases.ErrConflict)
 	}
-	return nil
+	return err
 }
 
-// lateMark is the recovery id that stands for row l, created again by a
-// late Create (markFirstTake), in this instance's row book.
-func lateMark(l leases.Lease) string { return "late:" + l.Token }
-
-// lateCreated returns row l of id, just read, as this instance knows it: a
-// row as Create made it that markFirstTake found created again is
-// recovered (leases.Lease.Recovered, as lateMark), its recovery wait
-// counted from when markFirstTake found it.
-func (st *streamState) lateCreated(id string, l leases.Lease) leases.Lease {
-	if asCreated(l) && st.row(id).recovery == lateMark(l) {
-		l.Recovered = lateMark(l)
+// notFirstTake undoes a take of row l, as Create made it, whose mark
+// (markFirstTake) did not show it the row's first: merr, another's mark or
+// a mark that failed. Nothing is read from the row before the recovery
+// wait, counted from now (in case the row is a late Create's): a take that
+// landed (t) is released recovered, one unanswered leaves an orphan that
+// waits it (retake), and a row taken before that this take did not take is
+// made a recovered row (recoverLate). A row taken before is reported. It
+// returns the error of the take.
+func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t leases.Lease, err, merr error) error {
+	late := errors.Is(merr, leases.ErrConflict)
+	if late {
+		st.log.Warn("kinesislease: a lease row that looks new was taken before: it vanished and a late write created it again; it is made a recovered row, read after the recovery wait", "shard", u.Shard)
 	}
+	st.noteRecovery(u.Shard, lateMark(l))
+	switch {
+	case err == nil:
+		from := g.lateFill(ctx, st, u, l)
+		t.Recovered = from.Recovered
+		if rl, rerr := g.store.Release(ctx, t, from.Checkpoint); rerr == nil {
+			g.noteReleased(u, rl)
+		} else {
+			g.mu.Lock()
+			g.orphans[u] = orphan{inc: t.Incarnation, known: t, presumed: true, vanished: true, unwaited: true}
+			g.mu.Unlock()
+		}
+	case failedUnanswered(err):
+		g.mu.Lock()
+		if o, ok := g.orphans[u]; ok {
+			o.unwaited, o.known.Recovered = true, lateMark(l)
+			g.orphans[u] = o
+		}
+		g.mu.Unlock()
+	case late:
+		g.takeRelease(ctx, u, orphan{}, g.lateFill(ctx, st, u, l), orphan{presumed: true, vanished: true})
+	}
+	if late {
+		st.setRow(u.Shard, rowState{lease: l, reportDue: true})
+		g.reportRecovery(ctx, st, u.Shard)
+	}
+	return cmp.Or(err, merr)
+}
+
+// lateFill returns row l, as Create made it but read before (a late
+// Create's), as a recovered row from where recover would have recreated
+// it: the best checkpoint this instance knows, else the operator's last
+// rewind or TRIM_HORIZON (lostrow.Point), never the start position.
+func (g *Group) lateFill(ctx context.Context, st *streamState, u unit, l leases.Lease) leases.Lease {
+	rec, _ := g.mem.LastRewind(ctx, l.Key) // none known if it fails
+	r := st.row(u.Shard)
+	l.Checkpoint, l.Rewind, _ = lostrow.Point(r.lease, r.best(), true, rec)
+	l.Recovered = lateMark(l)
 	return l
 }
+
+// lateMark is the Recovered mark of row l, as Create made it but known to
+// have been read before (recoverLate, repairFree): the row, created again
+// by a Create applied late, is recovered from then on.
+func lateMark(l leases.Lease) string { return "late:" + l.Token }

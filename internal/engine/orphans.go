@@ -141,7 +141,11 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			}
 			l, read = cur, true
 		}
-		if (!g.ours(l) || o.unwaited) && !g.recoveryPassed(st, u.Shard, l) {
+		w := l // an orphan of a take that did not wait: of the recovery it took
+		if o.unwaited {
+			w.Recovered = cmp.Or(w.Recovered, o.known.Recovered)
+		}
+		if (!g.ours(l) || o.unwaited) && !g.recoveryPassed(st, u.Shard, w) {
 			if read {
 				return // recovered: taken once its last holder has stopped
 			}
@@ -195,7 +199,6 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 	if err != nil {
 		return leases.Lease{}, false
 	}
-	cur = st.lateCreated(u.Shard, cur)
 	st.setRow(u.Shard, rowState{lease: cur})
 	if cur.Rewind != "" && !g.ours(cur) && (o.known.Rewind == "" || leases.RewindAfter(cur.Rewind, o.known.Rewind)) {
 		g.adoptRewind(u, o, cur)
@@ -335,11 +338,20 @@ func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o orpha
 // and the release landed.
 func (g *Group) takeRelease(ctx context.Context, u unit, o orphan, from leases.Lease, left orphan) (leases.Lease, bool, bool) {
 	inc := g.Incarnation()
+	if asCreated(from) && !from.Checkpoint.IsZero() {
+		// Known with a checkpoint: read before, so created again by a
+		// Create applied late (markFirstTake). Released recovered, to be
+		// read by nobody before the recovery wait, counted here from now
+		// (retake, should the release fail).
+		from.Recovered = lateMark(from)
+		g.streams[u.Stream].noteRecovery(u.Shard, from.Recovered)
+	}
 	t, err := g.takeAs(ctx, u, from, inc, false)
 	if err != nil {
 		g.markUnwaited(u, err)
 		return t, false, false
 	}
+	t.Recovered = cmp.Or(t.Recovered, from.Recovered)
 	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
 	if err != nil {
 		left.inc, left.known, left.unwaited = inc, t, true

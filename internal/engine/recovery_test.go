@@ -580,23 +580,17 @@ func TestOrphanAdoptsARewindItReads(t *testing.T) {
 // TestLateCreateAfterTakeWaitsTheRecovery: a row taken by another member
 // is deleted, and a Create sent long before lands late and makes it again,
 // free and as new, while its holder may still deliver: the row is not
-// taken at once, as a new row is, but reported and taken after the
-// recovery wait (markFirstTake; seed 93032236). A row as Create made it
-// that nobody took is taken at once.
+// taken at once, as a new row is, but made a recovered row at
+// TRIM_HORIZON (never the start position: it was read before), reported,
+// and taken after the recovery wait (markFirstTake; seed 93032236). A row
+// as Create made it that nobody took is taken at once.
 func TestLateCreateAfterTakeWaitsTheRecovery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store := memory.New()
 		g, st, u, key := oneShardGroup(t, store)
 		arm(t, g, "0.CUR")
-		if _, err := store.MarkTaken(ctx, key, "taken-by-b"); err != nil { // b's first take
-			t.Fatal(err)
-		}
-		heldRow(t, store, key, "b", "0.B", "179")
-		store.Delete(key)
-		if _, err := store.Create(ctx, key); err != nil { // the late Create
-			t.Fatal(err)
-		}
+		lateCreate(t, store, key)
 		before, err := store.Header(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -605,15 +599,19 @@ func TestLateCreateAfterTakeWaitsTheRecovery(t *testing.T) {
 		if g.holds(u) {
 			t.Fatal("took at once a row created again by a late Create after another member took it")
 		}
+		l, err := store.Get(ctx, key)
+		if err != nil || l.Recovered == "" || l.Held() || l.Checkpoint.Sequence != leases.RewindTrimHorizon {
+			t.Fatalf("row created again by a late Create, after the take that found it: %+v, %v; want it free, recovered, at TRIM_HORIZON", l, err)
+		}
+		if h, err := store.Header(ctx); err != nil || h.Vanished <= before.Vanished {
+			t.Fatalf("header after the row was found created again: %+v, %v; want a vanished report (was %d)", h, err, before.Vanished)
+		}
 		time.Sleep(g.recoveryWait(st) - time.Millisecond)
 		acquireRound(ctx, g, u)
 		if g.holds(u) {
 			t.Fatal("took the row created again before the recovery wait passed")
 		}
-		if h, err := store.Header(ctx); err != nil || h.Vanished <= before.Vanished {
-			t.Fatalf("header after the row was found created again: %+v, %v; want a vanished report (was %d)", h, err, before.Vanished)
-		}
-		time.Sleep(g.recoveryWait(st)) // counted from the report (reportRecovery)
+		time.Sleep(time.Millisecond)
 		acquireRound(ctx, g, u)
 		if !g.holds(u) {
 			t.Fatal("did not take the row created again once the recovery wait passed")
@@ -630,4 +628,61 @@ func TestLateCreateAfterTakeWaitsTheRecovery(t *testing.T) {
 			t.Fatal("did not take at once a row as Create made it that nobody took")
 		}
 	})
+}
+
+// TestLateCreateRepairedStaysRecovered: a member that knows the checkpoint
+// of a row created again by a late Create writes it on the row before
+// anyone found the row taken before; the row it releases is recovered, so
+// that the plan's member still waits the recovery wait before it reads.
+func TestLateCreateRepairedStaysRecovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memory.New()
+		g, st, u, key := oneShardGroup(t, store)
+		arm(t, g, "0.CUR")
+		k, _, _, _ := oneShardGroupOf(t, store, "k")
+		arm(t, k, "0.KNOW")
+		held := lateCreate(t, store, key)
+		k.noteReleased(u, held) // k read it while b held it
+		if !k.recheckReleased(ctx) {
+			t.Fatal("recheckReleased failed")
+		}
+		k.mu.Lock()
+		o, ok := k.orphans[u]
+		k.mu.Unlock()
+		if !ok {
+			t.Fatal("the knower did not take the row created again without its checkpoint for one to repair")
+		}
+		k.releaseOrphan(ctx, u, o)
+		l, err := store.Get(ctx, key)
+		if err != nil || l.Checkpoint != held.Checkpoint || l.Held() || l.Recovered == "" {
+			t.Fatalf("row after the knower's repair: %+v, %v; want it free at %v and recovered", l, err, held.Checkpoint)
+		}
+		acquireRound(ctx, g, u)
+		if g.holds(u) {
+			t.Fatal("took at once the repaired row created again by a late Create")
+		}
+		time.Sleep(g.recoveryWait(st))
+		acquireRound(ctx, g, u)
+		if !g.holds(u) {
+			t.Fatal("did not take the repaired row once the recovery wait passed")
+		}
+	})
+}
+
+// lateCreate makes the row of key as a Create applied late would after the
+// row was marked taken and taken by b, its checkpoint at 179, and deleted:
+// free and as new. It returns the row as b held it.
+func lateCreate(t *testing.T, store *memory.Store, key leases.Key) leases.Lease {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := store.MarkTaken(ctx, key, "taken-by-b"); err != nil { // b's first take
+		t.Fatal(err)
+	}
+	held := heldRow(t, store, key, "b", "0.B", "179")
+	store.Delete(key)
+	if _, err := store.Create(ctx, key); err != nil { // the late Create
+		t.Fatal(err)
+	}
+	return held
 }

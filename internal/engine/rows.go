@@ -5,6 +5,7 @@ package engine
 // shards set aside after failing.
 
 import (
+	"crypto/rand"
 	"log/slog"
 	"sync"
 	"time"
@@ -129,6 +130,9 @@ func (st *streamState) setRowLocked(id string, r rowState) {
 		r.knew = old.best()
 	}
 	r.recovery, r.recoveredAt, r.reportDue = old.recovery, old.recoveredAt, old.reportDue || r.reportDue
+	if r.lease.Token == old.markFor {
+		r.markTok, r.markFor = old.markTok, old.markFor
+	}
 	if rec := r.lease.Recovered; rec != "" && rec != r.recovery {
 		r.recovery, r.recoveredAt = rec, mono() // the first answer that showed this recovery
 	}
@@ -219,6 +223,10 @@ type rowState struct {
 	// had, while lease (the row recreated since: a checkpoint is never
 	// cleared while a row lives) has none.
 	knew leases.Checkpoint
+	// markTok is the token of this instance's MarkTaken of the version of
+	// the row whose Token is markFor (markFirstTake), kept until another
+	// version is known.
+	markTok, markFor string
 }
 
 // best is the checkpoint this instance knows the row was read to: its
@@ -228,4 +236,31 @@ func (r rowState) best() leases.Checkpoint {
 		return r.knew
 	}
 	return r.lease.Checkpoint
+}
+
+// markToken returns the token for this instance's MarkTaken of row l of
+// id: the one it used for that version of the row before, if it knows no
+// other version since (a mark sent again after its answer was lost finds
+// its own), else a new one.
+func (st *streamState) markToken(id string, l leases.Lease) string {
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	r := st.rows[id]
+	if r.markFor != l.Token || r.markTok == "" {
+		r.markTok, r.markFor = rand.Text(), l.Token
+		st.rows[id] = r
+	}
+	return r.markTok
+}
+
+// noteRecovery records that this instance knows the row of id recovered
+// as rec (leases.Lease.Recovered) from now on, unless it knew so before
+// (see recoveredSince).
+func (st *streamState) noteRecovery(id, rec string) {
+	st.rowsMu.Lock()
+	defer st.rowsMu.Unlock()
+	if r := st.rows[id]; r.recovery != rec {
+		r.recovery, r.recoveredAt = rec, mono()
+		st.rows[id] = r
+	}
 }

@@ -379,8 +379,14 @@ func (silentKinesis) GetShardIterator(ctx context.Context, _ *kinesis.GetShardIt
 // 0, for tests that drive its rounds' pieces by hand.
 func oneShardGroup(t *testing.T, store leases.Store) (*Group, *streamState, unit, leases.Key) {
 	t.Helper()
+	return oneShardGroupOf(t, store, "a")
+}
+
+// oneShardGroupOf is oneShardGroup for the member owner.
+func oneShardGroupOf(t *testing.T, store leases.Store, owner string) (*Group, *streamState, unit, leases.Key) {
+	t.Helper()
 	g, err := NewGroup(GroupConfig{
-		Owner: "a", Store: store, Client: noKinesis{}, Heartbeat: time.Second, Timeout: 4 * time.Second,
+		Owner: owner, Store: store, Client: noKinesis{}, Heartbeat: time.Second, Timeout: 4 * time.Second,
 		Streams: []StreamConfig{{Stream: "s", Start: kltype.TrimHorizon, Worker: WorkerConfig{
 			CheckpointInterval: time.Second,
 			Handler:            func(context.Context, *kltype.Record) error { return nil },

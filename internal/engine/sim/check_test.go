@@ -602,12 +602,16 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 				}
 			}
 		}
-		if s.afterDelete && writer != s.goneHolder && after.Recovered != "" && s.goneHolder != "" && c.holderMayDeliver(s, s.goneHolder) {
+		asCreated := before.Counter == 1 && !before.Held() && before.Recovered == ""
+		if s.afterDelete && writer != s.goneHolder && (after.Recovered != "" || asCreated) && s.goneHolder != "" && c.holderMayDeliver(s, s.goneHolder) {
 			// A take of a recovered row while its holder at the deletion
 			// may still deliver: the taker delivers nothing before that
 			// holder has stopped (enter checks it); it writes the
 			// checkpoint it knows and releases the row (the engine's
-			// repairFree). The restart is judged at the next take.
+			// repairFree). So does a take of a row a Create applied late
+			// made again, by a member that knows it was taken before: it
+			// releases it recovered (recoverLate, seed 93032236). The
+			// restart is judged at the next take.
 			c.setTenure(s, writer, after.Checkpoint)
 			break
 		}
