@@ -234,9 +234,15 @@ func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t 
 	st.noteRecovery(u.Shard, lateMark(l))
 	switch {
 	case err == nil:
-		from := g.lateFill(ctx, st, u, l)
-		t.Recovered = from.Recovered
-		if rl, rerr := g.store.Release(ctx, t, from.Checkpoint); rerr == nil {
+		var cp leases.Checkpoint // the take's fill stays, if it wrote one
+		if t.Checkpoint.IsZero() {
+			// Written by the release (which cannot write the rewind id: a
+			// row at an operator's rewind without it is outdated for
+			// those who know a copy read after the rewind, who write it).
+			cp = g.lateFill(ctx, st, u, t).Checkpoint
+		}
+		t.Recovered = lateMark(l)
+		if rl, rerr := g.store.Release(ctx, t, cp); rerr == nil {
 			g.noteReleased(u, rl)
 		} else {
 			g.mu.Lock()
@@ -261,13 +267,16 @@ func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t 
 }
 
 // lateFill returns row l, as Create made it but read before (a late
-// Create's), as a recovered row from where recover would have recreated
+// Create's), as a recovered row: at l's checkpoint if it has one (the fill
+// its taker wrote, see take), else from where recover would have recreated
 // it: the best checkpoint this instance knows, else the operator's last
 // rewind or TRIM_HORIZON (lostrow.Point), never the start position.
 func (g *Group) lateFill(ctx context.Context, st *streamState, u unit, l leases.Lease) leases.Lease {
-	rec, _ := g.mem.LastRewind(ctx, l.Key) // none known if it fails
-	r := st.row(u.Shard)
-	l.Checkpoint, l.Rewind, _ = lostrow.Point(r.lease, r.best(), true, rec)
+	if l.Checkpoint.IsZero() {
+		rec, _ := g.mem.LastRewind(ctx, l.Key) // none known if it fails
+		r := st.row(u.Shard)
+		l.Checkpoint, l.Rewind, _ = lostrow.Point(r.lease, r.best(), true, rec)
+	}
 	l.Recovered = lateMark(l)
 	return l
 }
