@@ -212,7 +212,7 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	if !g.ours(l) {
 		g.noteReleased(u, l)
 	}
-	if !g.takeable(st, u.Shard, l) || !g.reportRecovery(ctx, st, u.Shard) || !g.recoveryPassed(st, u.Shard, l) {
+	if !g.takeable(l) || !g.reportRecovery(ctx, st, u.Shard) || !g.recoveryPassed(st, u.Shard, l) {
 		return leases.Lease{}, false
 	}
 	if lostrow.NoStart(l) {
@@ -237,7 +237,7 @@ func (g *Group) sameTable(ctx context.Context, at, rejoin int64) bool {
 	for {
 		g.checkSem <- struct{}{}
 		c := g.check
-		if c == nil || c.sent < at && c.finished() {
+		if c == nil || c.sent < at && closed(c.done) {
 			c = &tableCheck{sent: mono(), done: make(chan struct{})}
 			g.check = c
 			<-g.checkSem
@@ -265,10 +265,11 @@ type tableCheck struct {
 	ok   bool
 }
 
-// finished reports whether c's read has returned.
-func (c *tableCheck) finished() bool {
+// closed reports whether ch is closed: a worker's done, or a tableCheck's
+// read returned.
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-c.done:
+	case <-ch:
 		return true
 	default:
 		return false
@@ -314,38 +315,37 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 		// recovery and filled past the rewind).
 		from.Checkpoint, from.Rewind = fill, cmp.Or(fillRewind, from.Rewind)
 	}
+	if err := g.takeToRead(ctx, st, u, l, from, inc, !fill.IsZero()); failedUnanswered(err) && ctx.Err() == nil {
+		st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
+	}
+}
+
+// takeToRead takes row l, read or known, as incarnation inc, with what the
+// take writes on it (from: l, or l with a checkpoint filled), and starts a
+// worker on the row taken: a pending rewind first. filled: from's
+// checkpoint is one this instance knew, written on a row recreated without
+// one (logged). It returns takeAs's error.
+func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from leases.Lease, inc string, filled bool) error {
 	sent := mono()
 	t, err := g.takeAs(ctx, u, from, inc, true)
 	if err != nil {
-		if failedUnanswered(err) && ctx.Err() == nil {
-			st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
-		}
-		return
+		return err
 	}
-	if !fill.IsZero() {
-		st.log.Warn("kinesislease: a lease row recreated without a checkpoint; took it with the checkpoint this instance knew", "shard", u.Shard, "seq", fill.String())
+	if filled {
+		st.log.Warn("kinesislease: a lease row recreated without a checkpoint; took it with the checkpoint this instance knew", "shard", u.Shard, "seq", from.Checkpoint.String())
 	}
-	g.startTaken(ctx, st, u, l, t, sent)
-}
-
-// startTaken starts a worker on row t, just taken (from l) by a write sent
-// at sent: a pending rewind first.
-func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t leases.Lease, sent int64) {
 	// Taken past the recovery wait, if recovered: the worker's first write
 	// clears the mark (see leases.Lease.Recovered).
 	t.Recovered = ""
 	h := newMemberLease(g.store, t, &g.fence, sent, g.proof(st))
 	h.onVanish = g.kickRound
 	if t.RewindTo.Sequence != "" {
-		var err error
 		if t, err = h.applyRewind(ctx); err != nil {
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			// The take landed: the row names this incarnation, which holds
 			// it with no worker, as an orphan.
-			g.mu.Lock()
-			g.orphans[u] = orphan{inc: h.current().Incarnation, known: h.asOrphan()}
-			g.mu.Unlock()
-			return
+			guard(&g.mu, func() { g.orphans[u] = orphan{inc: h.current().Incarnation, known: h.asOrphan()} })
+			return nil
 		}
 		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
 	}
@@ -355,15 +355,16 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 	// (the chaos run's tally dated a tenure from its report line and took
 	// the new worker's first records, 1 ms earlier, for the old one's).
 	g.startWorker(ctx, st, u, h, t.Incarnation, func() {
-		from := ""
+		prev := ""
 		if l.Owner != "" && l.Owner != g.cfg.Owner {
-			from = l.Owner
+			prev = l.Owner
 			st.log.Info("kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, "seq", t.Checkpoint.Sequence)
 		} else {
 			st.log.Info("kinesislease: lease acquired", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
 		}
-		emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
+		emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: prev})
 	})
+	return nil
 }
 
 // recoveryPassed reports whether row l of shard id, just read, may be read
@@ -375,7 +376,7 @@ func (g *Group) recoveryPassed(st *streamState, id string, l leases.Lease) bool 
 }
 
 // takeable reports whether row l, just read, may be taken by this instance.
-func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
+func (g *Group) takeable(l leases.Lease) bool {
 	switch {
 	case l.Checkpoint.Sequence == leases.ShardEnd && l.RewindTo.IsZero():
 		return false
@@ -430,15 +431,15 @@ func (g *Group) createAll(st *streamState, skip string) {
 }
 
 // pastRewind checks cp, the checkpoint this instance would recreate the row
-// of key at, read from note (the copy of the row it knows), against the
+// of note at, read from note (the copy of the row it knows), against the
 // shard's last operator's rewind (Membership.LastRewind): when the record
 // names a rewind note does not carry (it came after note was read, or
 // note knows none), the row comes back at the rewind's checkpoint instead,
 // so that a copy read before the rewind never skips the records it asked
 // to replay. It returns the checkpoint and Rewind id to create the row
 // with, and whether the rewind's checkpoint replaced cp.
-func (g *Group) pastRewind(ctx context.Context, key leases.Key, note leases.Lease, cp leases.Checkpoint) (leases.Checkpoint, string, bool, error) {
-	rec, err := g.mem.LastRewind(ctx, key)
+func (g *Group) pastRewind(ctx context.Context, note leases.Lease, cp leases.Checkpoint) (leases.Checkpoint, string, bool, error) {
+	rec, err := g.mem.LastRewind(ctx, note.Key)
 	if err != nil || rec.ID == "" || rec.ID == note.Rewind {
 		return cp, note.Rewind, false, err
 	}

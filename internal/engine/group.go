@@ -582,11 +582,9 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 	g.mu.Lock()
 	done := map[unit]*worker{}
 	for u, w := range g.workers {
-		select {
-		case <-w.done:
+		if closed(w.done) {
 			done[u] = w
 			delete(g.workers, u)
-		default:
 		}
 	}
 	g.mu.Unlock()
@@ -594,11 +592,9 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 		st := g.streams[u.Stream]
 		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.lease.current().Checkpoint}
 		st.setRow(u.Shard, rowState{lease: w.lease.current(), seen: true})
-		g.healthMu.Lock()
 		if w.err == nil {
-			delete(st.failed, u.Shard)
+			guard(&g.healthMu, func() { delete(st.failed, u.Shard) })
 		}
-		g.healthMu.Unlock()
 		switch {
 		case w.err != nil:
 			g.fail(st, u.Shard, w.err)

@@ -227,24 +227,20 @@ func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.L
 	}
 	for attempt := 0; ; attempt++ {
 		sent := mono()
-		l, err := do(ctx, known)
+		cur, err := do(ctx, known)
 		if err == nil {
 			h.proved(sent)
-			h.adopt(l)
-			return l, nil
+			h.adopt(cur)
+			return cur, nil
+		}
+		if errors.Is(err, leases.ErrConflict) && attempt == 0 {
+			cur, err = h.store.Get(ctx, known.Key) // the row the write met
 		}
 		if errors.Is(err, leases.ErrNotFound) {
 			h.markVanished()
 		}
-		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
+		if err != nil {
 			return known, err
-		}
-		cur, gerr := h.store.Get(ctx, known.Key)
-		if gerr != nil {
-			if errors.Is(gerr, leases.ErrNotFound) {
-				h.markVanished()
-			}
-			return known, gerr
 		}
 		if cur.Recovered != "" && cur.Recovered != known.Recovered && (!cur.Held() || h.withinProof()) {
 			// The row vanished and another member recreated it free (or
@@ -355,9 +351,7 @@ func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
 	// Applied, or the apply may have landed with its answer lost: should the
 	// row vanish before the next read, it is recreated at the rewind's
 	// position (resumeAt), never past what the operator asked to read again.
-	h.mu.Lock()
-	h.attempted = target
-	h.mu.Unlock()
+	guard(&h.mu, func() { h.attempted = target })
 	return l, err
 }
 
