@@ -81,9 +81,7 @@ func decide(self string, a map[unit]string, held map[unit]heldInfo, orphans map[
 // listing.
 func (g *Group) unreadRow(u unit) bool {
 	st := g.streams[u.Stream]
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	return st.unread[u.Shard]
+	return guarded(&st.rowsMu, func() bool { return st.unread[u.Shard] })
 }
 
 func cmpBool(x, y bool) int {
@@ -383,9 +381,7 @@ func (g *Group) takeable(l leases.Lease) bool {
 	case !l.Held(), l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
 		return true // free, or ours from before a fence or a take whose answer was lost
 	}
-	g.viewMu.Lock()
-	defer g.viewMu.Unlock()
-	return !g.view.alive(l.Owner, l.Incarnation, mono())
+	return !guarded(&g.viewMu, func() bool { return g.view.alive(l.Owner, l.Incarnation, mono()) })
 }
 
 // createAll creates, once per stream, every row of a new stream that is
@@ -400,15 +396,10 @@ func (g *Group) createAll(st *streamState, skip string) {
 		return
 	}
 	st.createdAll, st.creating = true, true
-	var ids []string
-	for _, id := range st.order {
-		// Every row not seen, read or not: the first to mark the stream
-		// creates the rows of the shards the plan gives the others too.
-		// A row that exists fails the Create harmlessly.
-		if r := st.rows[id]; !r.seen && id != skip {
-			ids = append(ids, id)
-		}
-	}
+	// Every row not seen, read or not: the first to mark the stream
+	// creates the rows of the shards the plan gives the others too. A row
+	// that exists fails the Create harmlessly.
+	ids := slices.DeleteFunc(slices.Clone(st.order), func(id string) bool { return st.rows[id].seen || id == skip })
 	st.rowsMu.Unlock()
 	// In the background, not bounded by a round: at 20,000 shards the
 	// creates take seconds. Within the recovery wait of the decision, as
@@ -423,9 +414,7 @@ func (g *Group) createAll(st *streamState, skip string) {
 				st.setRow(ids[i], rowState{lease: l, created: true})
 			}
 		})
-		st.rowsMu.Lock()
-		st.creating = false
-		st.rowsMu.Unlock()
+		guard(&st.rowsMu, func() { st.creating = false })
 		g.kickRound() // take them now
 	})
 }

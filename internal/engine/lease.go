@@ -121,9 +121,7 @@ func (h *heldLease) rewoundAt(to leases.Checkpoint) {
 // rewoundPending reports whether the row was recreated at an operator's
 // rewind that the worker has not applied yet.
 func (h *heldLease) rewoundPending() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.rewoundByRecreate
+	return guarded(&h.mu, func() bool { return h.rewoundByRecreate })
 }
 
 // errVanishedRow: a release not written, the holder's row vanished (see
@@ -205,9 +203,7 @@ func (h *heldLease) validFor() time.Duration {
 
 // current returns the lease as last written or read.
 func (h *heldLease) current() leases.Lease {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lease
+	return guarded(&h.mu, func() leases.Lease { return h.lease })
 }
 
 // errLost means another owner (or another incarnation) holds the lease now.
@@ -275,9 +271,7 @@ func (h *heldLease) exclusive(fn func(known leases.Lease) (leases.Lease, error))
 // adopt makes l, read again from the store and still ours, the lease as
 // last known.
 func (h *heldLease) adopt(l leases.Lease) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.lease = l
+	guard(&h.mu, func() { h.lease = l })
 }
 
 // isLost reports whether the lease is no longer this instance's: taken

@@ -115,9 +115,7 @@ func (g *Group) ours(l leases.Lease) bool {
 	if l.Owner != g.cfg.Owner || l.Incarnation == "" {
 		return false
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return slices.Contains(g.incs, l.Incarnation)
+	return guarded(&g.mu, func() bool { return slices.Contains(g.incs, l.Incarnation) })
 }
 
 // retake takes an orphan row directly as the current incarnation: a write
@@ -214,10 +212,8 @@ func (g *Group) recreated(u unit, o orphan, l leases.Lease) bool {
 	if o.vanished || l.Counter < o.realCounter() || lostrow.NoStart(l) {
 		return true
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	cur, ok := g.orphans[u]
-	return ok && cur.inc == o.inc && cur.vanished
+	cur := guarded(&g.mu, func() orphan { return g.orphans[u] })
+	return cur.inc == o.inc && cur.vanished // false if none
 }
 
 // editOrphan changes orphan o of u as f says, unless it was replaced

@@ -17,9 +17,8 @@ import (
 // holder, which may deliver the abandoned record again).
 func (g *Group) shutdown() {
 	g.mu.Lock()
-	ws := make([]*worker, 0, len(g.workers))
-	for _, w := range g.workers {
-		ws = append(ws, w)
+	ws := slices.Collect(maps.Values(g.workers))
+	for _, w := range ws {
 		w.stop()
 	}
 	g.mu.Unlock()
