@@ -81,9 +81,7 @@ func decide(self string, a map[unit]string, held map[unit]heldInfo, orphans map[
 // listing.
 func (g *Group) unreadRow(u unit) bool {
 	st := g.streams[u.Stream]
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	return st.unread[u.Shard]
+	return guarded(&st.rowsMu, func() bool { return st.unread[u.Shard] })
 }
 
 func cmpBool(x, y bool) int {
@@ -211,7 +209,7 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	if !g.ours(l) {
 		g.noteReleased(u, l)
 	}
-	if !g.takeable(st, u.Shard, l) || !g.reportRecovery(ctx, st, u.Shard) || !g.recoveryPassed(st, u.Shard, l) {
+	if !g.takeable(l) || !g.reportRecovery(ctx, st, u.Shard) || !g.recoveryPassed(st, u.Shard, l) {
 		return leases.Lease{}, false
 	}
 	if lostrow.NoStart(l) {
@@ -236,7 +234,7 @@ func (g *Group) sameTable(ctx context.Context, at, rejoin int64) bool {
 	for {
 		g.checkSem <- struct{}{}
 		c := g.check
-		if c == nil || c.sent < at && c.finished() {
+		if c == nil || c.sent < at && closed(c.done) {
 			c = &tableCheck{sent: mono(), done: make(chan struct{})}
 			g.check = c
 			<-g.checkSem
@@ -264,10 +262,11 @@ type tableCheck struct {
 	ok   bool
 }
 
-// finished reports whether c's read has returned.
-func (c *tableCheck) finished() bool {
+// closed reports whether ch is closed: a worker's done, or a tableCheck's
+// read returned.
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-c.done:
+	case <-ch:
 		return true
 	default:
 		return false
@@ -313,38 +312,37 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 		// recovery and filled past the rewind).
 		from.Checkpoint, from.Rewind = fill, cmp.Or(fillRewind, from.Rewind)
 	}
+	if err := g.takeToRead(ctx, st, u, l, from, inc, !fill.IsZero()); failedUnanswered(err) && ctx.Err() == nil {
+		st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
+	}
+}
+
+// takeToRead takes row l, read or known, as incarnation inc, with what the
+// take writes on it (from: l, or l with a checkpoint filled), and starts a
+// worker on the row taken: a pending rewind first. filled: from's
+// checkpoint is one this instance knew, written on a row recreated without
+// one (logged). It returns takeAs's error.
+func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from leases.Lease, inc string, filled bool) error {
 	sent := mono()
 	t, err := g.takeAs(ctx, u, from, inc, true)
 	if err != nil {
-		if failedUnanswered(err) && ctx.Err() == nil {
-			st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
-		}
-		return
+		return err
 	}
-	if !fill.IsZero() {
-		st.log.Warn("kinesislease: a lease row recreated without a checkpoint; took it with the checkpoint this instance knew", "shard", u.Shard, "seq", fill.String())
+	if filled {
+		st.log.Warn("kinesislease: a lease row recreated without a checkpoint; took it with the checkpoint this instance knew", "shard", u.Shard, "seq", from.Checkpoint.String())
 	}
-	g.startTaken(ctx, st, u, l, t, sent)
-}
-
-// startTaken starts a worker on row t, just taken (from l) by a write sent
-// at sent: a pending rewind first.
-func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t leases.Lease, sent int64) {
 	// Taken past the recovery wait, if recovered: the worker's first write
 	// clears the mark (see leases.Lease.Recovered).
 	t.Recovered = ""
 	h := newMemberLease(g.store, t, &g.fence, sent, g.proof(st))
 	h.onVanish = g.kickRound
 	if t.RewindTo.Sequence != "" {
-		var err error
 		if t, err = h.applyRewind(ctx); err != nil {
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			// The take landed: the row names this incarnation, which holds
 			// it with no worker, as an orphan.
-			g.mu.Lock()
-			g.orphans[u] = orphan{inc: h.current().Incarnation, known: h.asOrphan()}
-			g.mu.Unlock()
-			return
+			guard(&g.mu, func() { g.orphans[u] = orphan{inc: h.current().Incarnation, known: h.asOrphan()} })
+			return nil
 		}
 		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
 	}
@@ -354,15 +352,16 @@ func (g *Group) startTaken(ctx context.Context, st *streamState, u unit, l, t le
 	// (the chaos run's tally dated a tenure from its report line and took
 	// the new worker's first records, 1 ms earlier, for the old one's).
 	g.startWorker(ctx, st, u, h, t.Incarnation, func() {
-		from := ""
+		prev := ""
 		if l.Owner != "" && l.Owner != g.cfg.Owner {
-			from = l.Owner
+			prev = l.Owner
 			st.log.Info("kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, "seq", t.Checkpoint.Sequence)
 		} else {
 			st.log.Info("kinesislease: lease acquired", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
 		}
-		emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: from})
+		emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: prev})
 	})
+	return nil
 }
 
 // recoveryPassed reports whether row l of shard id, just read, may be read
@@ -374,16 +373,14 @@ func (g *Group) recoveryPassed(st *streamState, id string, l leases.Lease) bool 
 }
 
 // takeable reports whether row l, just read, may be taken by this instance.
-func (g *Group) takeable(st *streamState, id string, l leases.Lease) bool {
+func (g *Group) takeable(l leases.Lease) bool {
 	switch {
 	case l.Checkpoint.Sequence == leases.ShardEnd && l.RewindTo.IsZero():
 		return false
 	case !l.Held(), l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
 		return true // free, or ours from before a fence or a take whose answer was lost
 	}
-	g.viewMu.Lock()
-	defer g.viewMu.Unlock()
-	return !g.view.alive(l.Owner, l.Incarnation, mono())
+	return !guarded(&g.viewMu, func() bool { return g.view.alive(l.Owner, l.Incarnation, mono()) })
 }
 
 // createAll creates, once per stream, every row of a new stream that is
@@ -398,15 +395,10 @@ func (g *Group) createAll(st *streamState, skip string) {
 		return
 	}
 	st.createdAll, st.creating = true, true
-	var ids []string
-	for _, id := range st.order {
-		// Every row not seen, read or not: the first to mark the stream
-		// creates the rows of the shards the plan gives the others too.
-		// A row that exists fails the Create harmlessly.
-		if r := st.rows[id]; !r.seen && id != skip {
-			ids = append(ids, id)
-		}
-	}
+	// Every row not seen, read or not: the first to mark the stream
+	// creates the rows of the shards the plan gives the others too. A row
+	// that exists fails the Create harmlessly.
+	ids := slices.DeleteFunc(slices.Clone(st.order), func(id string) bool { return st.rows[id].seen || id == skip })
 	st.rowsMu.Unlock()
 	// In the background, not bounded by a round: at 20,000 shards the
 	// creates take seconds. Within the recovery wait of the decision, as
@@ -421,23 +413,21 @@ func (g *Group) createAll(st *streamState, skip string) {
 				st.setRow(ids[i], rowState{lease: l, created: true})
 			}
 		})
-		st.rowsMu.Lock()
-		st.creating = false
-		st.rowsMu.Unlock()
+		guard(&st.rowsMu, func() { st.creating = false })
 		g.kickRound() // take them now
 	})
 }
 
 // pastRewind checks cp, the checkpoint this instance would recreate the row
-// of key at, read from note (the copy of the row it knows), against the
+// of note at, read from note (the copy of the row it knows), against the
 // shard's last operator's rewind (Membership.LastRewind): when the record
 // names a rewind note does not carry (it came after note was read, or
 // note knows none), the row comes back at the rewind's checkpoint instead,
 // so that a copy read before the rewind never skips the records it asked
 // to replay. It returns the checkpoint and Rewind id to create the row
 // with, and whether the rewind's checkpoint replaced cp.
-func (g *Group) pastRewind(ctx context.Context, key leases.Key, note leases.Lease, cp leases.Checkpoint) (leases.Checkpoint, string, bool, error) {
-	rec, err := g.mem.LastRewind(ctx, key)
+func (g *Group) pastRewind(ctx context.Context, note leases.Lease, cp leases.Checkpoint) (leases.Checkpoint, string, bool, error) {
+	rec, err := g.mem.LastRewind(ctx, note.Key)
 	if err != nil || rec.ID == "" || rec.ID == note.Rewind {
 		return cp, note.Rewind, false, err
 	}

@@ -359,9 +359,7 @@ func newIncarnation(row int) string { return leases.NewIncarnation(row, rand.Tex
 // has joined the membership, the process's random suffix alone (its first
 // incarnation is that suffix in the row it joins, "row.suffix").
 func (g *Group) Incarnation() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.inc
+	return guarded(&g.mu, func() string { return g.inc })
 }
 
 // Run coordinates until ctx ends, then drains every worker (bounded by
@@ -464,9 +462,7 @@ func (g *Group) round(ctx context.Context) {
 	g.apply(rctx, a)
 	g.removeStale(rctx)
 	g.readBehind(rctx)
-	g.viewMu.Lock()
-	g.view.prune(mono())
-	g.viewMu.Unlock()
+	guard(&g.viewMu, func() { g.view.prune(mono()) })
 }
 
 // plan returns the assignment of every active shard over the live members.
@@ -482,9 +478,7 @@ func (g *Group) plan() map[unit]string {
 			}
 		}
 	}
-	g.viewMu.Lock()
-	live := g.planMembers(mono())
-	g.viewMu.Unlock()
+	live := guarded(&g.viewMu, func() []string { return g.planMembers(mono()) })
 	a := g.planner.Assign(live, units, g.cfg.MaxLeases)
 	if sameMap(a, g.lastAssign) || maps.Equal(a, g.lastAssign) {
 		g.sameRounds++
@@ -531,15 +525,11 @@ func (g *Group) fail(st *streamState, shard string, err error) {
 
 // failing reports whether u is set aside now.
 func (g *Group) failing(u unit) bool {
-	g.healthMu.Lock()
-	defer g.healthMu.Unlock()
-	return g.streams[u.Stream].failed[u.Shard].waiting(time.Now())
+	return guarded(&g.healthMu, func() bool { return g.streams[u.Stream].failed[u.Shard].waiting(time.Now()) })
 }
 
 func (g *Group) holds(u unit) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.workers[u] != nil
+	return guarded(&g.mu, func() bool { return g.workers[u] != nil })
 }
 
 // startWorker starts reading u, held by h, from its checkpoint, unless the
@@ -582,11 +572,9 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 	g.mu.Lock()
 	done := map[unit]*worker{}
 	for u, w := range g.workers {
-		select {
-		case <-w.done:
+		if closed(w.done) {
 			done[u] = w
 			delete(g.workers, u)
-		default:
 		}
 	}
 	g.mu.Unlock()
@@ -594,11 +582,9 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 		st := g.streams[u.Stream]
 		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.lease.current().Checkpoint}
 		st.setRow(u.Shard, rowState{lease: w.lease.current(), seen: true})
-		g.healthMu.Lock()
 		if w.err == nil {
-			delete(st.failed, u.Shard)
+			guard(&g.healthMu, func() { delete(st.failed, u.Shard) })
 		}
-		g.healthMu.Unlock()
 		switch {
 		case w.err != nil:
 			g.fail(st, u.Shard, w.err)

@@ -121,9 +121,7 @@ func (h *heldLease) rewoundAt(to leases.Checkpoint) {
 // rewoundPending reports whether the row was recreated at an operator's
 // rewind that the worker has not applied yet.
 func (h *heldLease) rewoundPending() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.rewoundByRecreate
+	return guarded(&h.mu, func() bool { return h.rewoundByRecreate })
 }
 
 // errVanishedRow: a release not written, the holder's row vanished (see
@@ -205,9 +203,7 @@ func (h *heldLease) validFor() time.Duration {
 
 // current returns the lease as last written or read.
 func (h *heldLease) current() leases.Lease {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lease
+	return guarded(&h.mu, func() leases.Lease { return h.lease })
 }
 
 // errLost means another owner (or another incarnation) holds the lease now.
@@ -227,24 +223,20 @@ func (h *heldLease) write(ctx context.Context, do func(context.Context, leases.L
 	}
 	for attempt := 0; ; attempt++ {
 		sent := mono()
-		l, err := do(ctx, known)
+		cur, err := do(ctx, known)
 		if err == nil {
 			h.proved(sent)
-			h.adopt(l)
-			return l, nil
+			h.adopt(cur)
+			return cur, nil
+		}
+		if errors.Is(err, leases.ErrConflict) && attempt == 0 {
+			cur, err = h.store.Get(ctx, known.Key) // the row the write met
 		}
 		if errors.Is(err, leases.ErrNotFound) {
 			h.markVanished()
 		}
-		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
+		if err != nil {
 			return known, err
-		}
-		cur, gerr := h.store.Get(ctx, known.Key)
-		if gerr != nil {
-			if errors.Is(gerr, leases.ErrNotFound) {
-				h.markVanished()
-			}
-			return known, gerr
 		}
 		if cur.Recovered != "" && cur.Recovered != known.Recovered && (!cur.Held() || h.withinProof()) {
 			// The row vanished and another member recreated it free (or
@@ -279,9 +271,7 @@ func (h *heldLease) exclusive(fn func(known leases.Lease) (leases.Lease, error))
 // adopt makes l, read again from the store and still ours, the lease as
 // last known.
 func (h *heldLease) adopt(l leases.Lease) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.lease = l
+	guard(&h.mu, func() { h.lease = l })
 }
 
 // isLost reports whether the lease is no longer this instance's: taken
@@ -355,9 +345,7 @@ func (h *heldLease) applyRewind(ctx context.Context) (leases.Lease, error) {
 	// Applied, or the apply may have landed with its answer lost: should the
 	// row vanish before the next read, it is recreated at the rewind's
 	// position (resumeAt), never past what the operator asked to read again.
-	h.mu.Lock()
-	h.attempted = target
-	h.mu.Unlock()
+	guard(&h.mu, func() { h.attempted = target })
 	return l, err
 }
 

@@ -91,7 +91,7 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 		return
 	}
 	st.setRow(u.Shard, rowState{lease: l})
-	if g.sameTable(ctx, mono(), rejoin) && g.takeable(st, u.Shard, l) && g.recoveryPassed(st, u.Shard, l) {
+	if g.sameTable(ctx, mono(), rejoin) && g.takeable(l) && g.recoveryPassed(st, u.Shard, l) {
 		g.take(ctx, st, u, l) // ours, or another's creation (or recovery) found
 	}
 }

@@ -81,9 +81,7 @@ func (g *Group) recheckUncertain(ctx context.Context) {
 	for _, u := range due {
 		st := g.streams[u.Stream]
 		if st == nil {
-			g.mu.Lock()
-			delete(g.uncertain, u)
-			g.mu.Unlock()
+			guard(&g.mu, func() { delete(g.uncertain, u) })
 			continue
 		}
 		cur, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: u.Shard})
@@ -117,9 +115,7 @@ func (g *Group) ours(l leases.Lease) bool {
 	if l.Owner != g.cfg.Owner || l.Incarnation == "" {
 		return false
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return slices.Contains(g.incs, l.Incarnation)
+	return guarded(&g.mu, func() bool { return slices.Contains(g.incs, l.Incarnation) })
 }
 
 // retake takes an orphan row directly as the current incarnation: a write
@@ -167,19 +163,13 @@ func (g *Group) retake(ctx context.Context, u unit, o orphan) {
 			// it: see take.)
 			from = o.filled(from)
 		}
-		sent := mono()
-		t, err := g.takeAs(ctx, u, from, inc, true)
-		if err == nil {
-			g.startTaken(ctx, st, u, l, t, sent)
-			return
-		}
-		if errors.Is(err, leases.ErrNotFound) {
+		switch err := g.takeToRead(ctx, st, u, l, from, inc, false); {
+		case errors.Is(err, leases.ErrNotFound):
 			g.vanishedOrphan(ctx, st, u, o)
-			return
+		case errors.Is(err, leases.ErrConflict) && attempt == 0:
+			continue // read it
 		}
-		if !errors.Is(err, leases.ErrConflict) || attempt > 0 {
-			return // an uncertain take is presumed ours (takeAs)
-		}
+		return // taken, or an uncertain take presumed ours (takeAs)
 	}
 }
 
@@ -203,7 +193,7 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 	if cur.Rewind != "" && !g.ours(cur) && (o.known.Rewind == "" || leases.RewindAfter(cur.Rewind, o.known.Rewind)) {
 		g.adoptRewind(u, o, cur)
 	}
-	if !g.ours(cur) && !g.takeable(st, u.Shard, cur) && !disproved(o, cur) {
+	if !g.ours(cur) && !g.takeable(cur) && !disproved(o, cur) {
 		g.forgetOrphan(u, o, cur) // someone else's: someone took it
 		return leases.Lease{}, false
 	}
@@ -225,10 +215,8 @@ func (g *Group) recreated(u unit, o orphan, l leases.Lease) bool {
 	if o.vanished || l.Counter < o.realCounter() || lostrow.NoStart(l) {
 		return true
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	cur, ok := g.orphans[u]
-	return ok && cur.inc == o.inc && cur.vanished
+	cur := guarded(&g.mu, func() orphan { return g.orphans[u] })
+	return cur.inc == o.inc && cur.vanished // false if none
 }
 
 // editOrphan changes orphan o of u as f says, unless it was replaced
@@ -355,9 +343,7 @@ func (g *Group) takeRelease(ctx context.Context, u unit, o orphan, from leases.L
 	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
 	if err != nil {
 		left.inc, left.known, left.unwaited = inc, t, true
-		g.mu.Lock()
-		g.orphans[u] = left
-		g.mu.Unlock()
+		guard(&g.mu, func() { g.orphans[u] = left })
 		return t, true, false
 	}
 	g.dropOrphan(u, o)

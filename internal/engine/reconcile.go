@@ -130,7 +130,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// rewind's, the checkpoint moved backwards).
 		atRewind = !known.RewindTo.IsZero()
 		cp := cmp.Or(known.RewindTo, w.lease.resumeAt())
-		cp, rewind, rewound, err := g.pastRewind(ctx, known.Key, known, cp)
+		cp, rewind, rewound, err := g.pastRewind(ctx, known, cp)
 		if err != nil {
 			return leases.Lease{}, err // retried next round; not lost
 		}

@@ -17,9 +17,8 @@ import (
 // holder, which may deliver the abandoned record again).
 func (g *Group) shutdown() {
 	g.mu.Lock()
-	ws := make([]*worker, 0, len(g.workers))
-	for _, w := range g.workers {
-		ws = append(ws, w)
+	ws := slices.Collect(maps.Values(g.workers))
+	for _, w := range ws {
 		w.stop()
 	}
 	g.mu.Unlock()
@@ -54,7 +53,7 @@ func (g *Group) shutdown() {
 // drain waits until every worker of ws (asked to stop) is done; once
 // timeout has passed it cancels their handlers, and once abandon more has
 // passed it gives up on those still running and returns them.
-func drain(log *slog.Logger, ws []*worker, timeout, abandon time.Duration) (stuck []*worker) {
+func drain(log *slog.Logger, ws []*worker, timeout, abandon time.Duration) []*worker {
 	log.Info("kinesislease: draining", "leases", len(ws))
 	all := make(chan struct{})
 	go func() {
@@ -80,12 +79,6 @@ func drain(log *slog.Logger, ws []*worker, timeout, abandon time.Duration) (stuc
 		return nil
 	case <-t.C:
 	}
-	for _, w := range ws {
-		select {
-		case <-w.done:
-		default:
-			stuck = append(stuck, w)
-		}
-	}
-	return stuck
+	// A copy: the goroutine above still ranges over ws.
+	return slices.DeleteFunc(slices.Clone(ws), func(w *worker) bool { return closed(w.done) })
 }
