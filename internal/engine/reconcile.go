@@ -174,6 +174,14 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			return leases.Lease{}, errRecoveryHeld
 		case cur.Held() && !ours:
 			return leases.Lease{}, leases.ErrConflict // taken: not ours any more
+		case ours && (!lostrow.NoStart(cur) || cp.IsZero()):
+			// Created by an earlier attempt, from what this instance knew
+			// then: the worker goes on, its row proved as of the read's
+			// send. A rewind pending on it is applied as any other
+			// (recheck), not as one the recreation applied.
+			sent, atRewind = readSent, false
+			cur.Recovered = ""
+			return cur, nil
 		}
 		// Ours (an earlier take, its answer lost: nobody else writes this
 		// incarnation), or recreated free (and recovered) by this instance
@@ -183,16 +191,6 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		sent = mono()
 		cctx, cancel = g.atFence(ctx, known.Incarnation)
 		defer cancel()
-		if ours && (!lostrow.NoStart(cur) || cp.IsZero()) {
-			// Created by an earlier attempt, from what this instance knew
-			// then: the worker goes on, its row proved as of the read's
-			// send. A rewind pending on it is applied as any other
-			// (recheck), not as one the recreation applied.
-			atRewind = false
-			sent = readSent
-			cur.Recovered = ""
-			return cur, nil
-		}
 		if !ours && cur.Rewind != "" && cur.Rewind != rewind {
 			// An operator rewound the row since this instance's copy (the
 			// recovered row, or its rewind record): taken at the rewind's
@@ -211,9 +209,8 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			cur.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
 			return g.store.Checkpoint(cctx, cur, cp)
 		}
-		from := cur
-		from.Checkpoint = cmp.Or(cp, cur.Checkpoint) // cp written by the take itself (leases.Membership.TakeAs)
-		t, err := g.mem.TakeAs(cctx, from, known.Owner, known.Incarnation)
+		cur.Checkpoint = cmp.Or(cp, cur.Checkpoint) // cp written by the take itself (leases.Membership.TakeAs)
+		t, err := g.mem.TakeAs(cctx, cur, known.Owner, known.Incarnation)
 		if errors.Is(err, leases.ErrConflict) && w.lease.withinProof() {
 			return leases.Lease{}, errRecoveryHeld // written meanwhile (a repair): read again next round
 		}
@@ -224,9 +221,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// A write that may land late, naming this incarnation, after the
 		// worker has stopped: read again after the late-write bound
 		// (recheckUncertain).
-		g.mu.Lock()
-		g.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
-		g.mu.Unlock()
+		guard(&g.mu, func() { g.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout) })
 	}
 	switch {
 	case err == nil:
