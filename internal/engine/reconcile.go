@@ -120,8 +120,12 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// (heldLease.applyRewind then has nothing to write), never past it
 		// nor written back over the recreated row later (seed 1606534:
 		// recreated at the worker's checkpoint, then released at the
-		// rewind's, the checkpoint moved backwards).
-		best := w.lease.resumeAt()
+		// rewind's, the checkpoint moved backwards). lostrow.Point counts a
+		// rewind pending on known as applied, and returns the shard's last
+		// rewind instead when it came after known was read. Seen is false:
+		// with no checkpoint known, the row comes back at the start
+		// position, as the worker would have read from it.
+		best := w.lease.resumeAt() // before LastRewind, as the worker asked it then
 		rec, err := g.mem.LastRewind(ctx, known.Key)
 		if err != nil {
 			return leases.Lease{}, err // retried next round; not lost
