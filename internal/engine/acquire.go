@@ -417,19 +417,3 @@ func (g *Group) createAll(st *streamState, skip string) {
 		g.kickRound() // take them now
 	})
 }
-
-// pastRewind checks cp, the checkpoint this instance would recreate the row
-// of note at, read from note (the copy of the row it knows), against the
-// shard's last operator's rewind (Membership.LastRewind): when the record
-// names a rewind note does not carry (it came after note was read, or
-// note knows none), the row comes back at the rewind's checkpoint instead,
-// so that a copy read before the rewind never skips the records it asked
-// to replay. It returns the checkpoint and Rewind id to create the row
-// with, and whether the rewind's checkpoint replaced cp.
-func (g *Group) pastRewind(ctx context.Context, note leases.Lease, cp leases.Checkpoint) (leases.Checkpoint, string, bool, error) {
-	rec, err := g.mem.LastRewind(ctx, note.Key)
-	if err != nil || rec.ID == "" || rec.ID == note.Rewind {
-		return cp, note.Rewind, false, err
-	}
-	return rec.To, rec.ID, true, nil
-}

@@ -159,15 +159,14 @@ func (g *Group) reportMissing(ctx context.Context, st *streamState, id string, r
 	}
 	g.reportSem <- struct{}{}
 	defer func() { <-g.reportSem }()
-	if g.reported && g.lastReport >= r.missingSince {
-		st.markReported(id)
-		return
-	}
-	sent := mono()
-	if err := g.mem.ReportVanished(ctx); err == nil {
+	if !g.reported || g.lastReport < r.missingSince {
+		sent := mono()
+		if g.mem.ReportVanished(ctx) != nil {
+			return
+		}
 		g.lastReport, g.reported = sent, true
-		st.markReported(id)
 	}
+	st.markReported(id)
 }
 
 // reportRecovery reports the row of id again, once this instance recovered
@@ -186,11 +185,7 @@ func (g *Group) reportRecovery(ctx context.Context, st *streamState, id string) 
 	if g.mem.ReportVanished(ctx) != nil {
 		return false
 	}
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	r := st.rows[id]
-	r.reportDue, r.recoveredAt = false, max(r.recoveredAt, sent)
-	st.rows[id] = r
+	st.editRow(id, func(r *rowState) { r.reportDue, r.recoveredAt = false, max(r.recoveredAt, sent) })
 	return true
 }
 

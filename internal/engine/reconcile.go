@@ -37,11 +37,8 @@ func (g *Group) reconcile(ctx context.Context) {
 		// Every held row, over as many rounds as it takes: a row read
 		// stays read, a read that failed is tried again next round, and a
 		// new request adds the rows held now.
-		if g.rechecks == nil {
-			g.rechecks = map[unit]bool{}
-		}
 		for _, u := range all {
-			g.rechecks[u] = true
+			putIn(&g.rechecks, u, true)
 		}
 	}
 	var due []unit
@@ -63,11 +60,7 @@ func (g *Group) reconcile(ctx context.Context) {
 	// within the rounds the lost-row wait allows for; what does not fit is
 	// read at the next round, not read again from the first.
 	read := make([]bool, len(due))
-	bounded(ctx, len(due), func(i int) {
-		if ctx.Err() == nil {
-			read[i] = g.recheck(ctx, due[i], ws[due[i]])
-		}
-	})
+	bounded(ctx, len(due), func(i int) { read[i] = ctx.Err() == nil && g.recheck(ctx, due[i], ws[due[i]]) })
 	for i, u := range due {
 		if read[i] {
 			delete(g.rechecks, u)
@@ -127,19 +120,23 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// (heldLease.applyRewind then has nothing to write), never past it
 		// nor written back over the recreated row later (seed 1606534:
 		// recreated at the worker's checkpoint, then released at the
-		// rewind's, the checkpoint moved backwards).
-		atRewind = !known.RewindTo.IsZero()
-		cp := cmp.Or(known.RewindTo, w.lease.resumeAt())
-		cp, rewind, rewound, err := g.pastRewind(ctx, known, cp)
+		// rewind's, the checkpoint moved backwards). lostrow.Point counts a
+		// rewind pending on known as applied, and returns the shard's last
+		// rewind instead when it came after known was read. Seen is false:
+		// with no checkpoint known, the row comes back at the start
+		// position, as the worker would have read from it.
+		best := w.lease.resumeAt() // before LastRewind, as the worker asked it then
+		rec, err := g.mem.LastRewind(ctx, known.Key)
 		if err != nil {
 			return leases.Lease{}, err // retried next round; not lost
 		}
+		cp, rewind, origin := lostrow.Point(known, best, false, rec)
+		atRewind = !known.RewindTo.IsZero() || origin == lostrow.FromRewind
 		msg := "kinesislease: lease row vanished (table recreated or row deleted); recreating it from this instance's checkpoint"
-		if rewound {
+		if origin == lostrow.FromRewind {
 			// An operator's rewind that landed after this instance's last
 			// write, and went with the row: the row comes back at its
 			// position, as if the worker had applied it.
-			atRewind = true
 			msg = "kinesislease: lease row vanished (table recreated or row deleted); recreating it at the operator's rewind that came after this instance's last write"
 		}
 		st.log.Error(msg, "shard", u.Shard, "seq", cp.String())
@@ -161,30 +158,34 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		}
 		cancel()
 		readSent := mono()
-		ours := false
-		switch {
-		case err == nil:
-		case !errors.Is(err, leases.ErrConflict):
-			return leases.Lease{}, err // retried next round
-		default:
+		if errors.Is(err, leases.ErrConflict) {
 			// The row exists: an earlier attempt of ours (a creation, or
 			// a take whose answer was lost), or another member's
 			// recreation. Read which.
-			var gerr error
-			if cur, gerr = g.store.Get(ctx, known.Key); gerr != nil {
-				return leases.Lease{}, gerr // retried next round; not lost
-			}
-			ours = cur.Owner == known.Owner && cur.Incarnation == known.Incarnation
-			switch {
-			case cur.Held() && !ours && cur.Recovered != "" && w.lease.withinProof():
-				// Recovered and held by a member that did not wait (a
-				// member writing the checkpoint it knows on it, for a
-				// moment): nobody may read it while this holder's proof
-				// runs. Again next round.
-				return leases.Lease{}, errRecoveryHeld
-			case cur.Held() && !ours:
-				return leases.Lease{}, err // taken: not ours any more
-			}
+			cur, err = g.store.Get(ctx, known.Key)
+		}
+		if err != nil {
+			return leases.Lease{}, err // retried next round; not lost
+		}
+		// The row this instance created is free: not ours, not held.
+		ours := cur.Owner == known.Owner && cur.Incarnation == known.Incarnation
+		switch {
+		case cur.Held() && !ours && cur.Recovered != "" && w.lease.withinProof():
+			// Recovered and held by a member that did not wait (a
+			// member writing the checkpoint it knows on it, for a
+			// moment): nobody may read it while this holder's proof
+			// runs. Again next round.
+			return leases.Lease{}, errRecoveryHeld
+		case cur.Held() && !ours:
+			return leases.Lease{}, leases.ErrConflict // taken: not ours any more
+		case ours && (!lostrow.NoStart(cur) || cp.IsZero()):
+			// Created by an earlier attempt, from what this instance knew
+			// then: the worker goes on, its row proved as of the read's
+			// send. A rewind pending on it is applied as any other
+			// (recheck), not as one the recreation applied.
+			sent, atRewind = readSent, false
+			cur.Recovered = ""
+			return cur, nil
 		}
 		// Ours (an earlier take, its answer lost: nobody else writes this
 		// incarnation), or recreated free (and recovered) by this instance
@@ -194,16 +195,6 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		sent = mono()
 		cctx, cancel = g.atFence(ctx, known.Incarnation)
 		defer cancel()
-		if ours && (!lostrow.NoStart(cur) || cp.IsZero()) {
-			// Created by an earlier attempt, from what this instance knew
-			// then: the worker goes on, its row proved as of the read's
-			// send. A rewind pending on it is applied as any other
-			// (recheck), not as one the recreation applied.
-			atRewind = false
-			sent = readSent
-			cur.Recovered = ""
-			return cur, nil
-		}
 		if !ours && cur.Rewind != "" && cur.Rewind != rewind {
 			// An operator rewound the row since this instance's copy (the
 			// recovered row, or its rewind record): taken at the rewind's
@@ -222,9 +213,8 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			cur.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
 			return g.store.Checkpoint(cctx, cur, cp)
 		}
-		from := cur
-		from.Checkpoint = cmp.Or(cp, cur.Checkpoint) // cp written by the take itself (leases.Membership.TakeAs)
-		t, err := g.mem.TakeAs(cctx, from, known.Owner, known.Incarnation)
+		cur.Checkpoint = cmp.Or(cp, cur.Checkpoint) // cp written by the take itself (leases.Membership.TakeAs)
+		t, err := g.mem.TakeAs(cctx, cur, known.Owner, known.Incarnation)
 		if errors.Is(err, leases.ErrConflict) && w.lease.withinProof() {
 			return leases.Lease{}, errRecoveryHeld // written meanwhile (a repair): read again next round
 		}
@@ -235,9 +225,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// A write that may land late, naming this incarnation, after the
 		// worker has stopped: read again after the late-write bound
 		// (recheckUncertain).
-		g.mu.Lock()
-		g.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
-		g.mu.Unlock()
+		guard(&g.mu, func() { g.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout) })
 	}
 	switch {
 	case err == nil:
@@ -274,21 +262,15 @@ var errRecoveryHeld = errors.New("kinesislease: the recovered lease row is held 
 // it with none.
 func (g *Group) announceDead(ctx context.Context) {
 	g.viewMu.Lock()
-	dead := g.view.dead()
+	dead := g.view.dead() // none marked leaving: each is announced (rewriteEntries)
 	for _, m := range dead {
 		g.view.obs[memberID{m.Owner, m.Incarnation}].announced = true // tried once: the others try too, the row decides
 	}
 	g.viewMu.Unlock()
-	for _, m := range dead {
-		next := m
-		next.Leaving = true
-		if r := rowOf(m.Incarnation); r >= 0 {
-			if _, err := g.mem.ReplaceMember(ctx, r, m, next); err == nil {
-				g.log.Info("kinesislease: member dead; its leases are free to take", "member", m.Owner, "incarnation", m.Incarnation)
-				g.rosterChanged(ctx, r)
-			}
-		}
-	}
+	g.rewriteEntries(ctx, dead, "kinesislease: member dead; its leases are free to take", func(m leases.Member) leases.Member {
+		m.Leaving = true
+		return m
+	})
 }
 
 // removeStale removes entries seen unchanged for three timeouts, so the
@@ -304,18 +286,22 @@ func (g *Group) announceDead(ctx context.Context) {
 // left). Announcing it cost every member of the fleet a read per dead
 // member.
 func (g *Group) removeStale(ctx context.Context) {
-	g.viewMu.Lock()
-	stale := g.view.staleEntries()
-	g.viewMu.Unlock()
-	for _, m := range stale {
-		r := rowOf(m.Incarnation)
-		if r < 0 {
-			continue
-		}
-		if _, err := g.mem.ReplaceMember(ctx, r, m, leases.Member{}); err == nil {
-			g.log.Info("kinesislease: removed a dead member's entry", "member", m.Owner, "incarnation", m.Incarnation)
-			if !m.Leaving {
-				g.rosterChanged(ctx, r)
+	stale := guarded(&g.viewMu, func() []leases.Member { return g.view.staleEntries() })
+	g.rewriteEntries(ctx, stale, "kinesislease: removed a dead member's entry", func(leases.Member) leases.Member { return leases.Member{} })
+}
+
+// rewriteEntries replaces each entry m of ms by next(m), a write
+// conditional on m unchanged, logs msg for each one written, and announces
+// the change of its row (rosterChanged) unless m was marked leaving
+// already (see removeStale).
+func (g *Group) rewriteEntries(ctx context.Context, ms []leases.Member, msg string, next func(leases.Member) leases.Member) {
+	for _, m := range ms {
+		if r := rowOf(m.Incarnation); r >= 0 {
+			if _, err := g.mem.ReplaceMember(ctx, r, m, next(m)); err == nil {
+				g.log.Info(msg, "member", m.Owner, "incarnation", m.Incarnation)
+				if !m.Leaving {
+					g.rosterChanged(ctx, r)
+				}
 			}
 		}
 	}
@@ -339,10 +325,7 @@ const (
 // does, but only while there is room: it never evicts a row this instance
 // released or read to take.
 func (g *Group) noteRead(u unit, l leases.Lease) {
-	g.mu.Lock()
-	full := len(g.released) >= maxReleased
-	g.mu.Unlock()
-	if !full {
+	if !guarded(&g.mu, func() bool { return len(g.released) >= maxReleased }) {
 		g.noteReleased(u, l)
 	}
 }

@@ -85,18 +85,23 @@ type streamState struct {
 }
 
 func (st *streamState) row(id string) rowState {
+	return guarded(&st.rowsMu, func() rowState { return st.rows[id] })
+}
+
+// editRow changes the row of id as edit does, holding rowsMu.
+func (st *streamState) editRow(id string, edit func(r *rowState)) {
 	st.rowsMu.Lock()
 	defer st.rowsMu.Unlock()
-	return st.rows[id]
+	r := st.rows[id]
+	edit(&r)
+	st.rows[id] = r
 }
 
 // setRow records what a read or write found of row id. A row found missing
 // keeps what was known of it before, and the first read that found it
 // missing dates its absence.
 func (st *streamState) setRow(id string, r rowState) {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	st.setRowLocked(id, r)
+	guard(&st.rowsMu, func() { st.setRowLocked(id, r) })
 }
 
 // setIfUnread records r, what a read of the row of id found, only if no
@@ -143,9 +148,7 @@ func (st *streamState) setRowLocked(id string, r rowState) {
 // recovery rec of the row of id (leases.Lease.Recovered), on mono(); now
 // if it never had one.
 func (st *streamState) recoveredSince(id, rec string) int64 {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	if r := st.rows[id]; r.recovery == rec {
+	if r := st.row(id); r.recovery == rec {
 		return r.recoveredAt
 	}
 	return mono()
@@ -155,37 +158,27 @@ func (st *streamState) recoveredSince(id, rec string) int64 {
 // row as this instance last wrote it), keeping what it knows of the row
 // being missing: a row seen missing stays missing since its first sighting.
 func (st *streamState) know(id string, l leases.Lease) {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	r := st.rows[id]
-	r.lease, r.seen, r.created = l, true, false
-	st.rows[id] = r
-	st.hadRows = true
-	delete(st.unread, id)
+	st.editRow(id, func(r *rowState) {
+		r.lease, r.seen, r.created = l, true, false
+		st.hadRows = true
+		delete(st.unread, id)
+	})
 }
 
 // sawRows reports whether this instance ever saw a row of the stream exist
 // (see hadRows).
 func (st *streamState) sawRows() bool {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	return st.hadRows
+	return guarded(&st.rowsMu, func() bool { return st.hadRows })
 }
 
 // creatingRows reports whether createAll is creating the stream's rows.
 func (st *streamState) creatingRows() bool {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	return st.creating
+	return guarded(&st.rowsMu, func() bool { return st.creating })
 }
 
 // markReported records that the vanished row id was reported.
 func (st *streamState) markReported(id string) {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	r := st.rows[id]
-	r.reported = true
-	st.rows[id] = r
+	st.editRow(id, func(r *rowState) { r.reported = true })
 }
 
 // failure is a shard or stream set aside after failing for good: it is

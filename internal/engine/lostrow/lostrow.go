@@ -6,6 +6,7 @@
 package lostrow
 
 import (
+	"cmp"
 	"strings"
 	"time"
 
@@ -109,10 +110,7 @@ func Point(known leases.Lease, best leases.Checkpoint, seen bool, rec leases.Rew
 	if rec.ID != "" && rec.ID != known.Rewind {
 		return rec.To, rec.ID, FromRewind
 	}
-	cp := best
-	if !known.RewindTo.IsZero() {
-		cp = known.RewindTo
-	}
+	cp := cmp.Or(known.RewindTo, best) // a rewind pending on known counts as applied
 	switch {
 	case !cp.IsZero():
 		return cp, known.Rewind, FromKnown
