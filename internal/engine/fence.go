@@ -271,10 +271,11 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 // counts from the first attempt's send, since an attempt whose answer was
 // lost may have landed then.
 func (g *Group) joinRow(ctx context.Context, counts map[int]int) (bool, error) {
+candidates:
 	for full := 0; ; {
 		row, ok := joinCandidate(g.cfg.Owner, counts, -1, full, rand.IntN)
 		if !ok {
-			break
+			return false, errors.New("engine: every membership row is full")
 		}
 		inc := newIncarnation(row)
 		if cur := g.Incarnation(); rowOf(cur) < 0 && !g.ownInc(leases.NewIncarnation(row, cur)) {
@@ -305,6 +306,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int) (bool, error) {
 			case errors.As(err, &conflict) && conflict.Full:
 				counts[row] = leases.RowCapacity
 				full++
+				continue candidates // the next row with room
 			case errors.As(err, &conflict):
 				// An entry of this owner is in the row (another process of
 				// this owner, or an earlier incarnation): read it again.
@@ -321,15 +323,13 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int) (bool, error) {
 				// taken for another process with this owner id.
 				addTo(&g.hb.attempted, inc)
 				g.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
-				continue // the same entry again: if the first landed, this one finds it
+				// The same entry again: if the first landed, this one finds it.
 			}
-			break
 		}
-		if counts[row] < leases.RowCapacity {
-			return false, nil // failed five times: read again, later
-		}
+		// Failed five times (joinCandidate picks only a row with room, which
+		// a full row's conflict alone fills): read again, later.
+		return false, nil
 	}
-	return false, errors.New("engine: every membership row is full")
 }
 
 // replaceEntry takes over the entry cur of an earlier incarnation of this
