@@ -173,10 +173,8 @@ func (g *Group) join(ctx context.Context) error {
 				// process's own join attempts, landed with its answer lost
 				// (never another process). Take the entry over as a new
 				// incarnation (conditional on the entry as just read).
-				if done, err := g.replaceEntry(ctx, mineRow, mine); done {
+				if g.replaceEntry(ctx, mineRow, mine) {
 					return nil
-				} else if err != nil {
-					g.log.Warn("kinesislease: the lease table stopped working while joining; retrying", "err", err)
 				}
 				break
 			}
@@ -334,12 +332,13 @@ candidates:
 
 // replaceEntry takes over the entry cur of an earlier incarnation of this
 // owner in row, as a new incarnation in the same row, and reports whether
-// it did.
-func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (bool, error) {
+// it did. A store that stopped working is waited out, as join does.
+func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) bool {
 	inc, rows, sent, err := g.replaceAs(ctx, row, cur, 0)
 	if err != nil {
 		if errors.Is(err, leases.ErrMisconfigured) {
-			return false, err
+			g.log.Warn("kinesislease: the lease table stopped working while joining; retrying", "err", err)
+			return false
 		}
 		if !errors.Is(err, leases.ErrConflict) {
 			// It may land, late: an entry of inc found later is ours (an
@@ -350,11 +349,11 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
 		}
-		return false, nil
+		return false
 	}
 	g.become(inc, row, rows, sent, cur)
 	g.log.Info("kinesislease: replaced the membership entry of an earlier incarnation", "incarnation", cur.Incarnation)
-	return true, nil
+	return true
 }
 
 // replaceAs writes the entry of a new incarnation in row in place of cur,
