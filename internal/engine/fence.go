@@ -230,25 +230,22 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 		return leases.Member{}, 0, nil, err
 	}
 	g.noteHeader(h)
-	var rows []int
+	rows := map[int]bool{}
 	for _, r := range joinRows(g.cfg.Owner, joinTop(h.Rows)) {
 		if _, listed := h.Rows[r]; listed {
-			rows = append(rows, r) // a row never listed has no entry, unless its bump was lost (below)
+			rows[r] = true // a row never listed has no entry, unless its bump was lost (below)
 		}
 	}
 	// The rows this instance's joins met an entry of its owner in (the
 	// header may not list one: a bump that never landed): read them too, or
 	// the join would meet it for ever.
-	rows = slices.AppendSeq(rows, maps.Keys(g.hb.joinConflicts))
+	maps.Copy(rows, g.hb.joinConflicts)
 	for _, inc := range guarded(&g.mu, func() []string { return slices.Concat(g.incs, g.tried) }) {
-		if r := rowOf(inc); r >= 0 {
-			rows = append(rows, r) // an attempt of ours may have landed there
-		}
+		rows[rowOf(inc)] = true // an attempt of ours may have landed there
 	}
-	slices.Sort(rows)
-	rows = slices.Compact(rows)
+	delete(rows, -1) // an incarnation that names no row (rowOf)
 	counts = map[int]int{}
-	for _, r := range rows {
+	for _, r := range slices.Sorted(maps.Keys(rows)) {
 		ms, err := g.readMembersRow(ctx, r, h.Rows[r])
 		if err != nil {
 			return leases.Member{}, 0, nil, err
