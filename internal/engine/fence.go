@@ -173,10 +173,8 @@ func (g *Group) join(ctx context.Context) error {
 				// process's own join attempts, landed with its answer lost
 				// (never another process). Take the entry over as a new
 				// incarnation (conditional on the entry as just read).
-				if done, err := g.replaceEntry(ctx, mineRow, mine); done {
+				if g.replaceEntry(ctx, mineRow, mine) {
 					return nil
-				} else if err != nil {
-					g.log.Warn("kinesislease: the lease table stopped working while joining; retrying", "err", err)
 				}
 				break
 			}
@@ -232,25 +230,22 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 		return leases.Member{}, 0, nil, err
 	}
 	g.noteHeader(h)
-	var rows []int
+	rows := map[int]bool{}
 	for _, r := range joinRows(g.cfg.Owner, joinTop(h.Rows)) {
 		if _, listed := h.Rows[r]; listed {
-			rows = append(rows, r) // a row never listed has no entry, unless its bump was lost (below)
+			rows[r] = true // a row never listed has no entry, unless its bump was lost (below)
 		}
 	}
 	// The rows this instance's joins met an entry of its owner in (the
 	// header may not list one: a bump that never landed): read them too, or
 	// the join would meet it for ever.
-	rows = slices.AppendSeq(rows, maps.Keys(g.hb.joinConflicts))
+	maps.Copy(rows, g.hb.joinConflicts)
 	for _, inc := range guarded(&g.mu, func() []string { return slices.Concat(g.incs, g.tried) }) {
-		if r := rowOf(inc); r >= 0 {
-			rows = append(rows, r) // an attempt of ours may have landed there
-		}
+		rows[rowOf(inc)] = true // an attempt of ours may have landed there
 	}
-	slices.Sort(rows)
-	rows = slices.Compact(rows)
+	delete(rows, -1) // an incarnation that names no row (rowOf)
 	counts = map[int]int{}
-	for _, r := range rows {
+	for _, r := range slices.Sorted(maps.Keys(rows)) {
 		ms, err := g.readMembersRow(ctx, r, h.Rows[r])
 		if err != nil {
 			return leases.Member{}, 0, nil, err
@@ -271,10 +266,11 @@ func (g *Group) readAll(ctx context.Context) (mine leases.Member, mineRow int, c
 // counts from the first attempt's send, since an attempt whose answer was
 // lost may have landed then.
 func (g *Group) joinRow(ctx context.Context, counts map[int]int) (bool, error) {
+candidates:
 	for full := 0; ; {
 		row, ok := joinCandidate(g.cfg.Owner, counts, -1, full, rand.IntN)
 		if !ok {
-			break
+			return false, errors.New("engine: every membership row is full")
 		}
 		inc := newIncarnation(row)
 		if cur := g.Incarnation(); rowOf(cur) < 0 && !g.ownInc(leases.NewIncarnation(row, cur)) {
@@ -305,6 +301,7 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int) (bool, error) {
 			case errors.As(err, &conflict) && conflict.Full:
 				counts[row] = leases.RowCapacity
 				full++
+				continue candidates // the next row with room
 			case errors.As(err, &conflict):
 				// An entry of this owner is in the row (another process of
 				// this owner, or an earlier incarnation): read it again.
@@ -321,25 +318,24 @@ func (g *Group) joinRow(ctx context.Context, counts map[int]int) (bool, error) {
 				// taken for another process with this owner id.
 				addTo(&g.hb.attempted, inc)
 				g.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
-				continue // the same entry again: if the first landed, this one finds it
+				// The same entry again: if the first landed, this one finds it.
 			}
-			break
 		}
-		if counts[row] < leases.RowCapacity {
-			return false, nil // failed five times: read again, later
-		}
+		// Failed five times (joinCandidate picks only a row with room, which
+		// a full row's conflict alone fills): read again, later.
+		return false, nil
 	}
-	return false, errors.New("engine: every membership row is full")
 }
 
 // replaceEntry takes over the entry cur of an earlier incarnation of this
 // owner in row, as a new incarnation in the same row, and reports whether
-// it did.
-func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (bool, error) {
+// it did. A store that stopped working is waited out, as join does.
+func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) bool {
 	inc, rows, sent, err := g.replaceAs(ctx, row, cur, 0)
 	if err != nil {
 		if errors.Is(err, leases.ErrMisconfigured) {
-			return false, err
+			g.log.Warn("kinesislease: the lease table stopped working while joining; retrying", "err", err)
+			return false
 		}
 		if !errors.Is(err, leases.ErrConflict) {
 			// It may land, late: an entry of inc found later is ours (an
@@ -350,11 +346,11 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) (b
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
 		}
-		return false, nil
+		return false
 	}
 	g.become(inc, row, rows, sent, cur)
 	g.log.Info("kinesislease: replaced the membership entry of an earlier incarnation", "incarnation", cur.Incarnation)
-	return true, nil
+	return true
 }
 
 // replaceAs writes the entry of a new incarnation in row in place of cur,

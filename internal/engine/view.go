@@ -140,25 +140,14 @@ func (g *Group) refreshView(ctx context.Context) bool {
 	// Rows of members whose timeout has run out: read now, own row
 	// included (its entries otherwise come back only with the heartbeat).
 	suspect, _ := g.view.suspects(mono(), g.timedLocked(own))
-	for _, r := range suspect {
-		if !slices.Contains(rows, r) {
-			rows = append(rows, r)
-		}
-	}
+	rows = slices.Concat(rows, slices.DeleteFunc(suspect, func(r int) bool { return slices.Contains(rows, r) }))
 	g.viewMu.Unlock()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, storeConcurrency)
-	for _, r := range rows {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			v := guarded(&g.viewMu, func() int64 { return g.rows.header[r] })
-			if _, err := g.readMembersRow(ctx, r, v); err != nil && ctx.Err() == nil {
-				g.log.Warn("kinesislease: reading membership row failed", "row", r, "err", err)
-			}
-		})
-	}
-	wg.Wait()
+	bounded(ctx, len(rows), func(i int) {
+		v := guarded(&g.viewMu, func() int64 { return g.rows.header[rows[i]] })
+		if _, err := g.readMembersRow(ctx, rows[i], v); err != nil && ctx.Err() == nil {
+			g.log.Warn("kinesislease: reading membership row failed", "row", rows[i], "err", err)
+		}
+	})
 	return guarded(&g.viewMu, func() bool { return g.rows.complete(own) })
 }
 
