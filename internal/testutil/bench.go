@@ -606,8 +606,12 @@ var removeStaleDirsOnce sync.Once
 
 // removeStaleDirs removes the temporary directories left by test binaries
 // that died without closing their Bench (the emulators died with them).
-func removeStaleDirs() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*-p*-*"))
+func removeStaleDirs() { removeStaleDirsIn(os.TempDir()) }
+
+// removeStaleDirsIn is removeStaleDirs for the emulators' directories in
+// root.
+func removeStaleDirsIn(root string) {
+	dirs, _ := filepath.Glob(filepath.Join(root, tempPrefix+"*-p*-*"))
 	for _, dir := range dirs {
 		rest := strings.TrimPrefix(filepath.Base(dir), tempPrefix)
 		for _, e := range []Emulator{DynamoDBLocal, Kinesalite, KinesisLocal} {

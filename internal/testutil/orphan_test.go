@@ -49,7 +49,11 @@ func TestNoOrphanEmulators(t *testing.T) {
 				args = append(args, "-test.timeout=3s")
 			}
 			cmd := exec.Command(os.Args[0], args...)
-			cmd.Env = append(os.Environ(), orphanModeEnv+"="+mode, orphanMarkerEnv+"="+marker)
+			// Its own temporary directory: the other modes' checks, and
+			// any Bench started meanwhile, remove the directories of dead
+			// processes from the shared one, this child's among them.
+			tmp := t.TempDir()
+			cmd.Env = append(os.Environ(), orphanModeEnv+"="+mode, orphanMarkerEnv+"="+marker, "TMPDIR="+tmp)
 			var out syncBuffer
 			cmd.Stderr = &out
 			stdout, err := cmd.StdoutPipe()
@@ -123,11 +127,11 @@ func TestNoOrphanEmulators(t *testing.T) {
 
 			// The child's temporary directories are left behind; the next
 			// Bench to start an emulator removes them.
-			pattern := filepath.Join(os.TempDir(), fmt.Sprintf("%s*-p%d-*", tempPrefix, cmd.Process.Pid))
+			pattern := filepath.Join(tmp, fmt.Sprintf("%s*-p%d-*", tempPrefix, cmd.Process.Pid))
 			if dirs, _ := filepath.Glob(pattern); len(dirs) != 3 {
 				t.Errorf("child left %d temporary directories, want 3: %v", len(dirs), dirs)
 			}
-			removeStaleDirs()
+			removeStaleDirsIn(tmp)
 			if dirs, _ := filepath.Glob(pattern); len(dirs) != 0 {
 				t.Errorf("stale directories not removed: %v", dirs)
 			}
