@@ -375,6 +375,19 @@ func ValidateMark(stream, token string, write bool) error {
 	return nil
 }
 
+// ValidateTakenMark reports whether MarkTaken may be called with key and
+// token: key can name a lease row (ValidateLeaseKey), and the token is 1
+// to 64 bytes.
+func ValidateTakenMark(key Key, token string) error {
+	if err := ValidateLeaseKey(key); err != nil {
+		return fmt.Errorf("leases: taken mark: %w", err)
+	}
+	if token == "" || len(token) > 64 {
+		return errors.New("leases: taken mark: token: want 1 to 64 bytes")
+	}
+	return nil
+}
+
 // ValidateLeaseKey reports whether k can name a lease row: k.Validate, and
 // its text form is not a membership row's key (IsMemberKey). A Store that
 // implements Membership calls it instead of k.Validate, so that no lease

@@ -507,6 +507,14 @@ func (s *Store) MarkStream(ctx context.Context, stream, token string) (string, e
 	return s.markOnce(ctx, markPrefix+stream, token)
 }
 
+// markKind names the mark item mk holds, for errors.
+func markKind(mk string) string {
+	if strings.HasPrefix(mk, takenPrefix) {
+		return "taken mark"
+	}
+	return "stream mark"
+}
+
 // markOnce writes token as the mark of item mk unless it holds another
 // (MarkStream, MarkTaken), and returns the token it holds.
 func (s *Store) markOnce(ctx context.Context, mk, token string) (string, error) {
@@ -530,7 +538,7 @@ func (s *Store) markOnce(ctx context.Context, mk, token string) (string, error) 
 	item, err := s.getItem(ctx, mk)
 	cur := str(item, attrMark)
 	if err == nil && cur == "" {
-		err = fmt.Errorf("dynamo: table %q: mark %s: the write met another token, which the read then did not find", s.table, mk)
+		err = fmt.Errorf("dynamo: table %q: %s %s: the write met another token, which the read then did not find", s.table, markKind(mk), mk)
 	}
 	return cur, err
 }
@@ -542,7 +550,7 @@ func (s *Store) MarkTaken(ctx context.Context, key leases.Key, token string) (st
 	if err := s.begin(ctx, key); err != nil {
 		return "", err
 	}
-	if err := leases.ValidateMark(key.Stream, token, true); err != nil {
+	if err := leases.ValidateTakenMark(key, token); err != nil {
 		return "", err
 	}
 	return s.markOnce(ctx, takenPrefix+key.String(), token)

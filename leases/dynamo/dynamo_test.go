@@ -442,6 +442,31 @@ func BenchmarkConditionalUpdate(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 }
 
+// TestTakenMarkOutlivesItsRow: a row's taken mark (MarkTaken) is an item
+// apart from the row: deleting the row leaves it, and a Create of the row
+// again is told apart by it.
+func TestTakenMarkOutlivesItsRow(t *testing.T) {
+	t.Parallel()
+	s, client := newStore(t, &testutil.Faults{})
+	k := leases.Key{Stream: "orders", Shard: "shardId-9"}
+	if _, err := s.Create(ctx(t), k); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.MarkTaken(ctx(t), k, "first"); err != nil || got != "first" {
+		t.Fatalf("MarkTaken of a new row: %q, %v; want its own token", got, err)
+	}
+	if _, err := client.DeleteItem(ctx(t), &dynamodb.DeleteItemInput{TableName: aws.String(s.Table()),
+		Key: map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: k.String()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx(t), k); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.MarkTaken(ctx(t), k, "second"); err != nil || got != "first" {
+		t.Fatalf("MarkTaken after the row was deleted and created again: %q, %v; want the first token", got, err)
+	}
+}
+
 // TestRewindOutlivesItsRow: an operator's rewind is recorded apart from its
 // row, so a row deleted after it (as DeleteItem, outside the store) is
 // created again at the rewind's position with its Rewind id, not at the

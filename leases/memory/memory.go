@@ -173,7 +173,7 @@ func (s *Store) MarkTaken(ctx context.Context, key leases.Key, token string) (st
 	if err := begin(ctx, key); err != nil {
 		return "", err
 	}
-	if err := leases.ValidateMark(key.Stream, token, true); err != nil {
+	if err := leases.ValidateTakenMark(key, token); err != nil {
 		return "", err
 	}
 	s.mu.Lock()

@@ -54,3 +54,31 @@ func TestRewindOutlivesItsRow(t *testing.T) {
 		t.Fatalf("Create after Clear: %+v, %v; want no checkpoint and no Rewind id", fresh, err)
 	}
 }
+
+// TestTakenMarkOutlivesItsRow: Delete removes the row but not its taken
+// mark (MarkTaken), so that a row a late Create makes again is told from a
+// new one; Clear (a table recreated) removes the marks too.
+func TestTakenMarkOutlivesItsRow(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	k := leases.Key{Stream: "orders", Shard: "shardId-7"}
+	if _, err := s.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.MarkTaken(ctx, k, "first"); err != nil || got != "first" {
+		t.Fatalf("MarkTaken of a new row: %q, %v; want its own token", got, err)
+	}
+	if !s.Delete(k) {
+		t.Fatal("no row to delete")
+	}
+	if _, err := s.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.MarkTaken(ctx, k, "second"); err != nil || got != "first" {
+		t.Fatalf("MarkTaken after the row was deleted and created again: %q, %v; want the first token", got, err)
+	}
+	s.Clear()
+	if got, err := s.MarkTaken(ctx, k, "third"); err != nil || got != "third" {
+		t.Fatalf("MarkTaken after Clear: %q, %v; want its own token", got, err)
+	}
+}
