@@ -219,8 +219,8 @@ func (g *Group) markFirstTake(ctx context.Context, st *streamState, id string, l
 // wait, counted from now (in case the row is a late Create's): a take that
 // landed (t) is released recovered, one unanswered leaves an orphan that
 // waits it (retake), and a row taken before that this take did not take is
-// made a recovered row (recoverLate). A row taken before is reported. It
-// returns the error of the take.
+// made a recovered row. A row taken before, made recovered here, is
+// reported. It returns the error of the take.
 func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t leases.Lease, err, merr error) error {
 	late := errors.Is(merr, leases.ErrConflict)
 	if late {
@@ -252,7 +252,10 @@ func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t 
 		}
 		g.mu.Unlock()
 	case late:
-		g.takeRelease(ctx, u, orphan{}, g.lateFill(ctx, st, u, l), orphan{presumed: true, vanished: true})
+		// Reported only if this made the row recovered: a take that
+		// failed because another member took the row (two taking a new
+		// row at once, the other's mark first) is no vanished row.
+		_, late, _ = g.takeRelease(ctx, u, orphan{}, g.lateFill(ctx, st, u, l), orphan{presumed: true, vanished: true})
 	}
 	if late {
 		st.setRow(u.Shard, rowState{lease: l, reportDue: true})
@@ -277,6 +280,6 @@ func (g *Group) lateFill(ctx context.Context, st *streamState, u unit, l leases.
 }
 
 // lateMark is the Recovered mark of row l, as Create made it but known to
-// have been read before (recoverLate, repairFree): the row, created again
+// have been read before (notFirstTake, takeRelease): the row, created again
 // by a Create applied late, is recovered from then on.
 func lateMark(l leases.Lease) string { return "late:" + l.Token }
