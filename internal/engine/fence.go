@@ -95,16 +95,6 @@ const (
 	hbMissing                       // our entry is gone: join again
 )
 
-// addTo adds k to the set *m, made first if it is nil: an incarnation
-// this instance wrote an entry as without knowing whether it landed
-// (attempted), a row a join met an entry of its owner in (joinConflicts).
-func addTo[K comparable](m *map[K]bool, k K) {
-	if *m == nil {
-		*m = map[K]bool{}
-	}
-	(*m)[k] = true
-}
-
 // heartbeatAction maps a heartbeat's error onto what to do. cur is the
 // entry a conflict found.
 func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases.Member) {
@@ -305,7 +295,7 @@ candidates:
 			case errors.As(err, &conflict):
 				// An entry of this owner is in the row (another process of
 				// this owner, or an earlier incarnation): read it again.
-				addTo(&g.hb.joinConflicts, row)
+				putIn(&g.hb.joinConflicts, row, true)
 				return false, nil
 			case errors.Is(err, leases.ErrMisconfigured):
 				return false, err
@@ -316,7 +306,7 @@ candidates:
 				// turns up later, it is one of ours (heartbeatAction's
 				// hbOurAttempt), replaced by a new incarnation, never
 				// taken for another process with this owner id.
-				addTo(&g.hb.attempted, inc)
+				putIn(&g.hb.attempted, inc, true)
 				g.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
 				// The same entry again: if the first landed, this one finds it.
 			}
@@ -341,7 +331,7 @@ func (g *Group) replaceEntry(ctx context.Context, row int, cur leases.Member) bo
 			// It may land, late: an entry of inc found later is ours (an
 			// attempt to replace), never another process with this owner
 			// id (seeds 1268, 2290).
-			addTo(&g.hb.attempted, inc)
+			putIn(&g.hb.attempted, inc, true)
 		}
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
@@ -614,7 +604,7 @@ func (g *Group) reincarnate(ctx context.Context, cur leases.Member) bool {
 	row := rowOf(old)
 	inc, rows, sent, err := g.replaceAs(ctx, row, cur, cur.Notice)
 	if err != nil {
-		addTo(&g.hb.attempted, inc) // it may land, late: never to go on as
+		putIn(&g.hb.attempted, inc, true) // it may land, late: never to go on as
 		var conflict *leases.MemberConflictError
 		if errors.As(err, &conflict) && (conflict.Current.Incarnation == old || g.hb.attempted[conflict.Current.Incarnation]) {
 			guard(&g.viewMu, func() { g.view.latest[g.cfg.Owner] = conflict.Current }) // the next attempt replaces what is there

@@ -177,7 +177,12 @@ func (g *Group) subscribedKeys() []string {
 
 // hasStream reports whether a unit of m is of the stream keyed key.
 func hasStream[V any](m map[unit]V, key string) bool {
-	return slices.ContainsFunc(slices.Collect(maps.Keys(m)), func(u unit) bool { return u.Stream == key })
+	for u := range m {
+		if u.Stream == key {
+			return true
+		}
+	}
+	return false
 }
 
 // streamsDigest is the digest of the streams this instance subscribes (not
