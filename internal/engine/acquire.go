@@ -126,7 +126,7 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	// ones it read known, and the next reads the others (never the same
 	// ones again and again).
 	slices.SortStableFunc(act.takes, func(x, y unit) int { return cmpBool(g.unreadRow(y), g.unreadRow(x)) })
-	rejoin := g.rejoinSent.Load() // before tableOld and the reads: see sameTable
+	rejoin := g.m.RejoinSent() // before TableOld and the reads: see membership.Member.SameTable
 	bounded(ctx, len(act.retakes), func(i int) { g.retake(ctx, act.retakes[i], orphans[act.retakes[i]]) })
 	// The rows to take, a chunk at a time: the reads, then the takes. A row
 	// that says nothing of where its shard was read to is taken only once
@@ -141,7 +141,7 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 		chunk := act.takes[start:min(start+takeChunk, len(act.takes))]
 		fresh, ok := make([]leases.Lease, len(chunk)), make([]bool, len(chunk))
 		bounded(ctx, len(chunk), func(i int) { fresh[i], ok[i] = g.acquire(ctx, chunk[i]) })
-		if slices.Contains(ok, true) && g.sameTable(ctx, mono(), rejoin) {
+		if slices.Contains(ok, true) && g.m.SameTable(ctx, mono(), rejoin) {
 			bounded(ctx, len(chunk), func(i int) {
 				if ok[i] {
 					g.take(ctx, g.streams[chunk[i].Stream], chunk[i], fresh[i])
@@ -177,17 +177,17 @@ func bounded(ctx context.Context, n int, fn func(i int)) {
 // acquire reads the row of u and takes it if it is free, held by a dead
 // incarnation, or still names this incarnation. A row that says nothing of
 // where its shard was read to (lostrow.NoStart) is taken only in a table
-// known old, and by its caller after it checked the table (sameTable):
-// acquire returns it then.
+// known old, and by its caller after it checked the table
+// (membership.Member.SameTable): acquire returns it then.
 func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	st := g.streams[u.Stream]
 	switch r := st.row(u.Shard); {
-	case !r.seen && (st.creatingRows() || r.missing && !g.tableOld()):
+	case !r.seen && (st.creatingRows() || r.missing && !g.m.TableOld()):
 		// Being created (createAll), or found missing in a table not
 		// known old (whether the stream is new is unknown): a later round
 		// reads it.
 		return leases.Lease{}, false
-	case r.created && st.cfg.Stream == st.key && g.tableOld():
+	case r.created && st.cfg.Stream == st.key && g.m.TableOld():
 		// Created free by this instance and untouched since: taken as
 		// created (a take conditional on the row as created, so a row
 		// changed since fails it), with no read first. Read next time.
@@ -215,55 +215,14 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	if lostrow.NoStart(l) {
 		// It may have been created in a table recreated since this
 		// instance's entry was written, its holders still delivering: in a
-		// table known old, apply takes it after sameTable.
-		return l, g.tableOld()
+		// table known old, apply takes it after SameTable.
+		return l, g.m.TableOld()
 	}
 	g.take(ctx, st, u, l)
 	return leases.Lease{}, false
 }
 
-// sameTable reports whether a read of this instance's membership row sent
-// at or after at found its entry, not written again (rejoin) since the
-// rejoinSent the caller read before it judged the table old: what was read
-// before at was read from the table the entry is in, not one recreated
-// since. Callers share reads: one sent after their at, in flight or done,
-// serves them all, and a new one starts only when none will, so that the
-// reads run back to back however many rows are being taken (20,000 at a
-// start).
-func (g *Group) sameTable(ctx context.Context, at, rejoin int64) bool {
-	for {
-		g.checkSem <- struct{}{}
-		c := g.check
-		if c == nil || c.sent < at && closed(c.done) {
-			c = &tableCheck{sent: mono(), done: make(chan struct{})}
-			g.check = c
-			<-g.checkSem
-			c.ok = g.ownEntryIntact(ctx, g.Incarnation())
-			close(c.done)
-			return c.ok && g.rejoinSent.Load() == rejoin
-		}
-		<-g.checkSem
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			return false
-		}
-		if c.sent >= at {
-			return c.ok && g.rejoinSent.Load() == rejoin
-		}
-	}
-}
-
-// tableCheck is one read of sameTable: sent (mono()) before the read, ok
-// (set before done is closed) whether it found the entry.
-type tableCheck struct {
-	sent int64
-	done chan struct{}
-	ok   bool
-}
-
-// closed reports whether ch is closed: a worker's done, or a tableCheck's
-// read returned.
+// closed reports whether ch is closed: a worker's done.
 func closed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
@@ -334,7 +293,7 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 	// Taken past the recovery wait, if recovered: the worker's first write
 	// clears the mark (see leases.Lease.Recovered).
 	t.Recovered = ""
-	h := newMemberLease(g.store, t, &g.fence, sent, g.proof(st))
+	h := newMemberLease(g.store, t, g.m.Fence(), sent, g.proof(st))
 	h.onVanish = g.kickRound
 	if t.RewindTo.Sequence != "" {
 		if t, err = h.applyRewind(ctx); err != nil {
@@ -380,7 +339,7 @@ func (g *Group) takeable(l leases.Lease) bool {
 	case !l.Held(), l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
 		return true // free, or ours from before a fence or a take whose answer was lost
 	}
-	return !guarded(&g.viewMu, func() bool { return g.view.alive(l.Owner, l.Incarnation, mono()) })
+	return !g.m.Alive(l.Owner, l.Incarnation, mono())
 }
 
 // createAll creates, once per stream, every row of a new stream that is

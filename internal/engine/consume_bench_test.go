@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -96,8 +97,8 @@ func (m *memShard) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, _ 
 }
 
 // loopFence is a fence that never passes.
-func loopFence() *fence {
-	f := &fence{}
+func loopFence() *membership.Fence {
+	f := &membership.Fence{}
 	f.Store(math.MaxInt64)
 	return f
 }

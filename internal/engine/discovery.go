@@ -263,18 +263,19 @@ func (g *Group) active(st *streamState, id string) bool {
 	return true
 }
 
-// youngWait is how long until the table is known old (tableOld) and the
-// joins settled (joinsSettled), plus a millisecond, while a stream none of
+// youngWait is how long until the table is known old
+// (membership.Member.TableOld) and the joins settled (joinsSettled), plus
+// a millisecond, while a stream none of
 // whose rows this instance saw waits for that to be taken as new; 0
 // otherwise. The round loop runs a round
 // then rather than at its cadence.
 func (g *Group) youngWait() time.Duration {
-	since := g.entrySince.Load()
-	if since == 0 || g.tableOld() {
+	since := g.m.EntrySince()
+	if since == 0 || g.m.TableOld() {
 		return 0
 	}
 	at := since + int64(g.cfg.Timeout)
-	if seen := g.joinSeen.Load(); seen != 0 {
+	if seen := g.m.JoinSeen(); seen != 0 {
 		at = max(at, seen+int64(3*g.cfg.Heartbeat))
 	}
 	for _, st := range g.streams {

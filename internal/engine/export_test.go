@@ -11,6 +11,3 @@ var (
 	NewSubscriber = newSubscriber
 	ErrIdle       = errIdle
 )
-
-// HomeRows is homeRows (placement.go), for the join tests.
-var HomeRows = homeRows

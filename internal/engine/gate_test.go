@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -14,7 +15,7 @@ import (
 
 // gateWorker returns a worker of a lease under fence f, with the row
 // written at sent, for its gate (Wait) alone.
-func gateWorker(t *testing.T, f *fence, sent int64, proof time.Duration) *worker {
+func gateWorker(t *testing.T, f *membership.Fence, sent int64, proof time.Duration) *worker {
 	t.Helper()
 	store := memory.New()
 	l, err := store.CreateAs(context.Background(), leases.Key{Stream: "s", Shard: "shardId-0"}, "me", "inc-1", leases.Checkpoint{}, "")
@@ -55,7 +56,7 @@ func blocked(got <-chan bool) (ok, still bool) {
 func TestGateWakesWhenFenceMoves(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := &fence{}
+		f := &membership.Fence{}
 		f.Store(mono()) // passed
 		w := gateWorker(t, f, mono(), 0)
 		got := waitGate(w)
@@ -83,7 +84,7 @@ func TestGateWakesWhenFenceMoves(t *testing.T) {
 func TestGateWakesWhenRowRecreated(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := &fence{}
+		f := &membership.Fence{}
 		f.Store(mono() + int64(time.Hour))
 		w := gateWorker(t, f, mono(), 0)
 		w.lease.markVanished()
@@ -107,8 +108,8 @@ func TestGateWakesWhenRowRecreated(t *testing.T) {
 func TestGateStops(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := &fence{}
-		f.Store(fenced)
+		f := &membership.Fence{}
+		f.Store(membership.Fenced)
 		w := gateWorker(t, f, mono(), 0)
 		got := waitGate(w)
 		if _, still := blocked(got); !still {
@@ -131,7 +132,7 @@ func TestGateStops(t *testing.T) {
 func TestGateProvesIdleRow(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := &fence{}
+		f := &membership.Fence{}
 		f.Store(mono() + int64(time.Hour))
 		const proof = time.Minute
 		w := gateWorker(t, f, mono()-int64(2*proof), proof) // idle past the bound

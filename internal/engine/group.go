@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,20 +14,14 @@ import (
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
 // DuplicateOwnerError: another process heartbeats with this instance's
-// owner id and does not leave.
-type DuplicateOwnerError struct {
-	Owner       string
-	Incarnation string // the other process's
-}
-
-func (e *DuplicateOwnerError) Error() string {
-	return fmt.Sprintf("owner %q: another process (incarnation %s) keeps heartbeating with it in the lease table; give each instance its own owner id", e.Owner, e.Incarnation)
-}
+// owner id and does not leave (membership.DuplicateOwnerError).
+type DuplicateOwnerError = membership.DuplicateOwnerError
 
 // Defaults of the membership protocol. A heartbeat every 1.25s costs one
 // write (one WCU while the membership row stays under 1 KB) per instance:
@@ -103,9 +96,10 @@ type unit = plan.Unit
 // Group keeps the leases of every stream of one instance under the
 // membership protocol. Three kinds of goroutine share it:
 //
-//   - the heartbeat loop (fence.go) alone writes this instance's membership
-//     entry and moves its fence, on its own schedule: no round, listing,
-//     reconciliation or slow store call delays a heartbeat;
+//   - the heartbeat loop (its membership.Member's) alone writes this
+//     instance's membership entry and moves its fence, on its own
+//     schedule: no round, listing, reconciliation or slow store call
+//     delays a heartbeat;
 //   - the round loop (round in this file) reads the other membership rows,
 //     lists shards, plans, takes and releases, with every call bounded by
 //     a deadline that ends at the fence;
@@ -117,24 +111,17 @@ type Group struct {
 	store leases.Store
 	h     *hooks
 	log   *slog.Logger
+	// m is this instance's side of the membership protocol: its join,
+	// heartbeats, fence, incarnations and view of the other members.
+	m *membership.Member
 
-	// mu guards workers, orphans and inc. A change of incarnation and the
-	// fencing of every worker happen under it, and so does a new worker's
-	// check of the incarnation it took its row as, so that no worker of an
-	// incarnation that is over ever starts.
-	mu  sync.Mutex
-	inc string
-	// incs are the latest incarnations this process has been (inc among
-	// them), at most maxIncs: a row naming one is this process's own,
-	// whatever it knows of it (see ours). Another process with the same
-	// owner id (a restart) is not this one: its rows wait to be found dead.
-	incs []string
-	// tried are the incarnations this process wrote an entry as (a join,
-	// a new incarnation after a fence), at most maxTried: an entry of one
-	// that turns up in a membership row (an attempt applied late, after
-	// its answer was lost) is this process's own, never another process
-	// with the same owner id (see duplicates).
-	tried   []string
+	// mu guards workers, orphans, uncertain and released. A change of
+	// incarnation and the fencing of every worker happen under m's lock
+	// (membership.Member.Locked; fenceWorkers holds both), and so does a
+	// new worker's check of the incarnation it took its row as
+	// (startWorker), so that no worker of an incarnation that is over ever
+	// starts. m's lock is taken first.
+	mu      sync.Mutex
 	workers map[unit]*worker
 	// orphans are rows that may still name an incarnation of this instance
 	// although it runs no worker for them (lost at a fence, a release that
@@ -155,19 +142,6 @@ type Group struct {
 	// recheckReleased).
 	released map[unit]releasedRow
 
-	fence fence // mono() after which nothing may be delivered
-	// fencedSince is mono() when this instance found itself fenced; 0 when
-	// it is not. Written by the heartbeat loop.
-	fencedSince atomic.Int64
-
-	hb heartbeatState // the heartbeat loop's own
-
-	viewMu sync.Mutex // guards view and rows
-	view   *memberView
-	rows   rowBook
-	// dupSince: since when another process with this owner id is seen.
-	dupSince map[memberID]int64
-
 	// streams is every subscribed stream by key. Only the round goroutine
 	// changes it (applyStreamChanges, at the start of a round, with
 	// streamsMu held); other goroutines read it under streamsMu.
@@ -176,13 +150,8 @@ type Group struct {
 	streamsMu sync.RWMutex
 	// digest is streamsDigest's value; otherStreams the live members last
 	// seen subscribing other streams (round goroutine).
-	digest atomic.Pointer[string]
-	// ownProof is the longest proof bound of this instance's streams
-	// (published in its entry, leases.Member.Proof), and fleetProof the
-	// longest any entry it read published (see recoveryWait); both in
-	// nanoseconds.
-	ownProof, fleetProof atomic.Int64
-	otherStreams         []string
+	digest       atomic.Pointer[string]
+	otherStreams []string
 	// changes are the AddStream and RemoveStream calls not yet applied.
 	changesMu sync.Mutex
 	changes   []streamChange
@@ -192,7 +161,6 @@ type Group struct {
 	recheckAgain atomic.Bool  // a re-read of lately released rows failed: again next round
 	resync       atomic.Bool  // a member ended a shard: the listers list their streams
 	ended        atomic.Int64 // shards this instance read to their end, or found ended (noteFoundEnded)
-	storeErr     atomic.Pointer[error]
 	// lastReport is when this instance's last ReportVanished that landed
 	// was sent (on mono()), under reportSem: a channel, not a mutex, held
 	// across a store call (a goroutine waiting on a channel lets a
@@ -214,7 +182,6 @@ type Group struct {
 	// readBehind).
 	parentPoll int
 	ready      atomic.Bool
-	started    atomic.Bool // the first heartbeat landed
 
 	// healthMu guards the streams' failed and listing for Health: the
 	// round's goroutine, their only writer, takes it to write them.
@@ -231,26 +198,6 @@ type Group struct {
 	// before it drains.
 	runCtx  context.Context
 	listers sync.WaitGroup
-	// entrySince is mono() when the current incarnation's entry was
-	// written (its join, or the replacement that began it): it is young
-	// (leases.Member.Young) for a timeout from then. oldSeen is mono() when
-	// this instance last read an entry of another member that is not young,
-	// in a read of the table as it has been since entrySince (see tableOld).
-	entrySince atomic.Int64
-	oldSeen    atomic.Int64
-	// rejoinSent is mono() when this instance last began writing its entry
-	// again as the same incarnation (rejoin), before the write's send: an
-	// answer sent before then that shows the entry may be of the table it
-	// vanished with, and a read of the entry after then does not show that
-	// the table was not recreated (markOf).
-	rejoinSent atomic.Int64
-	// check is the last sameTable read, under checkSem (a channel, as
-	// reportSem).
-	checkSem chan struct{}
-	check    *tableCheck
-	// joinSeen is mono() when this instance last saw a member it did not
-	// know with an entry younger than a timeout: one joining (joinsSettled).
-	joinSeen atomic.Int64
 
 	// The listing of each stream by one lister (listers.go; round
 	// goroutine): lists by stream key; listerOf each stream's lister,
@@ -264,22 +211,16 @@ type Group struct {
 	listingPub             atomic.Pointer[string]
 	bumpedEnded            int64
 	bumpedListing          string
-	// endedMoves: when (mono) each member's Ended count was last seen
-	// moving (under viewMu). parentRead: when (mono) this instance last
-	// read each open parent's row for readBehind; pollSoon: a listing
-	// found new children, poll their parents at the next round;
-	// plannedOpen: the shards the round's plan gave this instance to
-	// take, not known at their end (noteFoundEnded); shadow: the planner
-	// of shadowPlan.
-	endedMoves  map[string]int64
+	// parentRead: when (mono) this instance last read each open parent's
+	// row for readBehind; pollSoon: a listing found new children, poll
+	// their parents at the next round; plannedOpen: the shards the round's
+	// plan gave this instance to take, not known at their end
+	// (noteFoundEnded); shadow: the planner of shadowPlan.
 	parentRead  map[unit]int64
 	pollSoon    bool
 	plannedOpen map[unit]bool
 	shadow      plan.Planner
 }
-
-// myRow returns the membership row this instance heartbeats in.
-func (g *Group) myRow() int { return rowOf(g.Incarnation()) }
 
 // NewGroup validates cfg and returns a Group.
 func NewGroup(cfg GroupConfig) (*Group, error) {
@@ -306,7 +247,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	// answer came, so it must have landed before a taker can find the
 	// previous one a Timeout old (the fence plus the margin): the margin
 	// must cover the least deadline (half an interval), and a longer one
-	// ends before the fence (heartbeatDeadline).
+	// ends before the fence (see membership.Member.Heartbeats).
 	cfg.FenceMargin = max(cfg.FenceMargin, cfg.Heartbeat/2+cfg.Heartbeat/10)
 	orDefault(&cfg.ShardSyncInterval, time.Minute)
 	orDefault(&cfg.ShutdownTimeout, 30*time.Second)
@@ -321,15 +262,18 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	}
 	h := newHooks(cfg.Hooks)
 	g := &Group{
-		cfg: cfg, h: h, inc: rand.Text()[:10], kick: make(chan struct{}, 1),
-		streams: map[string]*streamState{}, view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
+		cfg: cfg, h: h, kick: make(chan struct{}, 1),
+		streams: map[string]*streamState{},
 		workers: map[unit]*worker{}, orphans: map[unit]orphan{}, uncertain: map[unit]int64{}, released: map[unit]releasedRow{},
 		reportSem: make(chan struct{}, 1),
-		checkSem:  make(chan struct{}, 1),
 		log:       cfg.Logger.With("owner", cfg.Owner),
 	}
 	is := &instrumentedStore{Store: cfg.Store, mem: mem, h: h, s: &g.stats}
 	g.store, g.mem = is, is
+	g.m = membership.New(membership.Config{
+		Owner: cfg.Owner, Store: is, Log: g.log, Host: (*memberHost)(g),
+		Heartbeat: cfg.Heartbeat, Timeout: cfg.Timeout, FenceMargin: cfg.FenceMargin, ShutdownTimeout: cfg.ShutdownTimeout,
+	})
 	g.cfg.Client = h.wrapKinesis(cfg.Client)
 	for _, sc := range cfg.Streams {
 		st, err := g.newStreamState(sc)
@@ -340,8 +284,6 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		g.order = append(g.order, st.key)
 	}
 	g.setDigest()
-	g.fence.Store(fenced)
-	g.hb.earlier = g.ownInc
 	g.runCtx = context.Background()
 	return g, nil
 }
@@ -353,14 +295,10 @@ func orDefault(d *time.Duration, def time.Duration) {
 	}
 }
 
-func newIncarnation(row int) string { return leases.NewIncarnation(row, rand.Text()[:10]) }
-
 // Incarnation returns this process's current incarnation id: before Run
 // has joined the membership, the process's random suffix alone (its first
 // incarnation is that suffix in the row it joins, "row.suffix").
-func (g *Group) Incarnation() string {
-	return guarded(&g.mu, func() string { return g.inc })
-}
+func (g *Group) Incarnation() string { return g.m.Incarnation() }
 
 // Run coordinates until ctx ends, then drains every worker (bounded by
 // ShutdownTimeout, heartbeating meanwhile), writes final checkpoints,
@@ -372,7 +310,7 @@ func (g *Group) Incarnation() string {
 // works again. A shard or stream failing for good does not end it: that
 // one is set aside and tried again later (see fail).
 func (g *Group) Run(ctx context.Context) error {
-	if err := g.join(ctx); err != nil {
+	if err := g.m.Join(ctx); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
@@ -384,7 +322,7 @@ func (g *Group) Run(ctx context.Context) error {
 	hbCtx, hbStop := context.WithCancel(context.WithoutCancel(ctx))
 	var hb sync.WaitGroup
 	hb.Go(func() {
-		if err := g.heartbeats(hbCtx); err != nil {
+		if err := g.m.Heartbeats(hbCtx); err != nil {
 			cancel(err)
 		}
 	})
@@ -393,7 +331,7 @@ func (g *Group) Run(ctx context.Context) error {
 	g.shutdown()
 	hbStop()
 	hb.Wait()
-	g.leave()
+	g.m.Leave()
 	if err := context.Cause(rctx); err != nil && ctx.Err() == nil {
 		return err
 	}
@@ -414,10 +352,7 @@ func (g *Group) loop(ctx context.Context) {
 		}
 		g.round(ctx)
 		wait := backoff.Jitter(g.cfg.Heartbeat)
-		own := g.myRow()
-		g.viewMu.Lock()
-		_, next := g.view.suspects(mono(), g.timedLocked(own))
-		g.viewMu.Unlock()
+		next := g.m.NextSuspect()
 		if d := time.Duration(next - mono()); next != 0 && d < wait {
 			wait = max(d+time.Millisecond, time.Millisecond) // a member's timeout runs out first
 		}
@@ -438,17 +373,17 @@ func (g *Group) round(ctx context.Context) {
 	g.applyStreamChanges()
 	g.reap(ctx, false)
 	g.removeStreams()
-	if g.fence.passed() || g.fencedSince.Load() != 0 {
+	if g.m.Fence().Passed() || g.m.Fenced() {
 		return // the heartbeat loop is bringing the instance back
 	}
 	// The round's calls are bounded by the timeout; a take is bounded by the
 	// fence (see fenced), and whatever lands after it is only an orphan.
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	if !g.refreshView(rctx) {
+	if !g.m.Refresh(rctx) {
 		return // no full view of the members yet: plan nothing
 	}
-	if err := g.duplicates(); err != nil {
+	if err := g.m.Duplicates(); err != nil {
 		g.cancelRun(err)
 		return
 	}
@@ -456,13 +391,13 @@ func (g *Group) round(ctx context.Context) {
 	g.syncShards(rctx)
 	g.reconcile(rctx)
 	g.recheckUncertain(rctx)
-	g.announceDead(rctx)
+	g.m.AnnounceDead(rctx)
 	a := g.plan()
 	g.notePlannedOpen(a)
 	g.apply(rctx, a)
-	g.removeStale(rctx)
+	g.m.RemoveStale(rctx)
 	g.readBehind(rctx)
-	guard(&g.viewMu, func() { g.view.prune(mono()) })
+	g.m.Prune()
 }
 
 // plan returns the assignment of every active shard over the live members.
@@ -478,7 +413,7 @@ func (g *Group) plan() map[unit]string {
 			}
 		}
 	}
-	live := guarded(&g.viewMu, func() []string { return g.planMembers(mono()) })
+	live := g.planMembers(mono())
 	a := g.planner.Assign(live, units, g.cfg.MaxLeases)
 	if sameMap(a, g.lastAssign) || maps.Equal(a, g.lastAssign) {
 		g.sameRounds++
@@ -542,17 +477,24 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 	w.h = g.h
 	w.hashRange = shardHashRange(st.shards[u.Shard])
 	w.proc.OnDeadLetter = g.h.deadLettered
-	g.mu.Lock()
-	if g.inc != inc || g.workers[u] != nil || g.fence.passed() || g.fencedSince.Load() != 0 {
-		// Fenced or reincarnated while taking: the row names inc but may
-		// not be read; the next round takes it afresh, or releases it.
-		g.orphans[u] = orphan{inc: inc, known: h.current()}
-		g.mu.Unlock()
+	started := false
+	g.m.Locked(func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.m.IncarnationLocked() != inc || g.workers[u] != nil || g.m.Fence().Passed() || g.m.Fenced() {
+			// Fenced or reincarnated while taking: the row names inc but
+			// may not be read; the next round takes it afresh, or releases
+			// it.
+			g.orphans[u] = orphan{inc: inc, known: h.current()}
+			return
+		}
+		g.workers[u] = w
+		delete(g.orphans, u)
+		started = true
+	})
+	if !started {
 		return
 	}
-	g.workers[u] = w
-	delete(g.orphans, u)
-	g.mu.Unlock()
 	if announce != nil {
 		announce()
 	}
@@ -626,14 +568,14 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 // under it either lands before the fence or is cancelled (and if it landed
 // unanswered, the row is an orphan, taken again or released).
 func (g *Group) atFence(ctx context.Context, inc string) (context.Context, context.CancelFunc) {
-	if g.fencedSince.Load() != 0 || g.Incarnation() != inc {
+	if g.m.Fenced() || g.Incarnation() != inc {
 		// Fenced: nothing may be taken until the next incarnation. Or the
 		// write is made as an incarnation this process no longer is (a
 		// round begun before a fence, its reads slow): others may have
 		// found that one dead, so nothing may land as it.
 		return context.WithTimeout(ctx, 0)
 	}
-	return context.WithTimeout(ctx, max(g.fence.left(), 0))
+	return context.WithTimeout(ctx, max(g.m.Fence().Left(), 0))
 }
 
 // takeAs takes row l as incarnation inc, by a write that must land before
@@ -673,4 +615,18 @@ func (g *Group) kickRound() {
 	case g.kick <- struct{}{}:
 	default:
 	}
+}
+
+// guard runs f holding mu.
+func guard(mu sync.Locker, f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	f()
+}
+
+// guarded returns what f reads holding mu.
+func guarded[T any](mu sync.Locker, f func() T) T {
+	mu.Lock()
+	defer mu.Unlock()
+	return f()
 }

@@ -26,9 +26,9 @@ func (g *Group) Held(stream string) []string {
 // Health returns a snapshot of the instance (see kltype.Health). It may be
 // called from any goroutine while Run runs.
 func (g *Group) Health() kltype.Health {
-	h := kltype.Health{Owner: g.cfg.Owner, Ready: g.ready.Load(), Live: g.ready.Load() && !g.fence.passed() && g.fencedSince.Load() == 0}
-	if e := g.storeErr.Load(); e != nil && !h.Live {
-		h.Err = *e
+	h := kltype.Health{Owner: g.cfg.Owner, Ready: g.ready.Load(), Live: g.ready.Load() && !g.m.Fence().Passed() && !g.m.Fenced()}
+	if err := g.m.StoreErr(); err != nil && !h.Live {
+		h.Err = err
 	}
 	g.mu.Lock()
 	shards := map[string][]kltype.ShardHealth{}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -215,7 +216,7 @@ func TestJoinReadsHomeRows(t *testing.T) {
 				const owner = "restarted"
 				// Its predecessor's entry, in a home row of band 6 (rows 32
 				// to 63), with room for nobody else.
-				oldRow := engine.HomeRows(owner, 6)[1]
+				oldRow := membership.HomeRows(owner, 6)[1]
 				for r := range rows {
 					n := leases.RowCapacity
 					if r == oldRow {
@@ -266,7 +267,7 @@ func TestJoinReadsHomeRows(t *testing.T) {
 				}
 				home := false
 				for b := 0; b <= 8; b++ {
-					home = home || slices.Contains(engine.HomeRows(owner, b), store.wrote)
+					home = home || slices.Contains(membership.HomeRows(owner, b), store.wrote)
 				}
 				switch {
 				case restarted && store.wrote != oldRow:

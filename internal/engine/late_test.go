@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -206,7 +207,7 @@ func TestInvalidateUnansweredKeepsTheCheckpoint(t *testing.T) {
 // made of it (a hand-over whose release found the row missing) knows the
 // rewind's position, never the checkpoint from before it (seed 99110336).
 func TestRecreatedAtRewindOrphanKnowsTheRewind(t *testing.T) {
-	var f fence
+	var f membership.Fence
 	f.Store(mono() + int64(time.Minute))
 	l := leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-000000000000"}, Owner: "a", Incarnation: "0.A", Counter: 17, Checkpoint: leases.Checkpoint{Sequence: "265"}}
 	h := newMemberLease(memory.New(), l, &f, mono(), time.Minute)

@@ -5,23 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// epoch is the base of the monotonic instants kept in atomics.
-var epoch = time.Now()
-
-func mono() int64 { return int64(time.Since(epoch)) }
-
-// fenced is the fence of an instance that may deliver nothing: before every
-// mono(), which is negative inside a testing/synctest bubble (its clock
-// starts in 2000, before epoch), so 0 would not do.
-const fenced = math.MinInt64
+// mono is membership.Mono: the instants kept in atomics, the fence's among
+// them, are on its clock.
+func mono() int64 { return membership.Mono() }
 
 // heldLease is a lease this instance holds under the membership protocol.
 // It may deliver while the instance's fence (shared) has not passed and the
@@ -56,13 +50,13 @@ type heldLease struct {
 	state atomic.Int32
 	// shared is the instance's fence of the membership protocol: mono()
 	// after which none of its leases may deliver.
-	shared *fence
+	shared *membership.Fence
 	// vanished is set when a write found the row gone (a table recreated, a
 	// row deleted): the Group recreates it from the checkpoint it knows
 	// (recreated).
 	vanished atomic.Bool
 	// back wakes the worker waiting for the row to be recreated.
-	back signal
+	back membership.Signal
 
 	// proofSent is mono() when the last successful write of the row was
 	// sent. A holder delivers only within proof of it (see deliverable): a
@@ -105,7 +99,7 @@ func (h *heldLease) recreated(sent int64, atRewind bool) {
 	}
 	h.proved(sent)
 	h.vanished.Store(false)
-	h.back.broadcast()
+	h.back.Broadcast()
 }
 
 // rewoundAt records that the row was recreated at an operator's rewind
@@ -140,7 +134,7 @@ var errRewoundByRecreate = errors.New("kinesislease: the row was recreated at an
 // newMemberLease returns l held under the membership protocol: valid while
 // the instance's fence (shared) has not passed and the lease is not lost;
 // sent is when the write that took it was sent, proof the proof bound.
-func newMemberLease(store leases.Store, l leases.Lease, shared *fence, sent int64, proof time.Duration) *heldLease {
+func newMemberLease(store leases.Store, l leases.Lease, shared *membership.Fence, sent int64, proof time.Duration) *heldLease {
 	h := &heldLease{store: store, lease: l, writing: make(chan struct{}, 1), shared: shared, proof: proof}
 	h.proofSent.Store(sent)
 	return h
@@ -188,13 +182,13 @@ func (h *heldLease) valid() bool {
 	// The shared fence first: markLost happens before a sticky fence moves
 	// on, so reading them the other way round could pair a lease not yet
 	// marked lost with the new fence.
-	return !h.shared.passed() && !h.isLost()
+	return !h.shared.Passed() && !h.isLost()
 }
 
 // validFor returns how long the lease stays valid if no heartbeat moves the
 // fence: 0 or less if it is not valid now.
 func (h *heldLease) validFor() time.Duration {
-	left := h.shared.left()
+	left := h.shared.Left()
 	if h.isLost() {
 		return 0
 	}

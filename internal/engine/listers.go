@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -169,14 +169,12 @@ func assignListers(keys, owners []string) map[string]string {
 // they or the streams change.
 func (g *Group) chooseListers() {
 	mine := g.streamsDigest()
-	g.viewMu.Lock()
 	cand := []string{g.cfg.Owner}
-	for _, o := range g.view.live(mono()) {
-		if o != g.cfg.Owner && g.view.latest[o].Streams == mine {
-			cand = append(cand, o)
+	for _, e := range g.m.Live(mono()) {
+		if e.Owner != g.cfg.Owner && e.Streams == mine {
+			cand = append(cand, e.Owner)
 		}
 	}
-	g.viewMu.Unlock()
 	slices.Sort(cand)
 	keys := g.subscribedKeys()
 	if g.listerOf != nil && slices.Equal(cand, g.listerCand) && slices.Equal(keys, g.listerKeys) {
@@ -196,9 +194,8 @@ func (g *Group) listWindow() time.Duration {
 // published returns the digest of the stream keyed key that owner's entry
 // publishes, as this instance last read it.
 func (g *Group) published(owner, key string) (string, bool) {
-	g.viewMu.Lock()
-	l := g.view.latest[owner].Listing
-	g.viewMu.Unlock()
+	e, _ := g.m.Latest(owner)
+	l := e.Listing
 	tag := streamTag(key)
 	for seg := range strings.SplitSeq(l, ",") {
 		if len(seg) == len(tag)+12 && strings.HasPrefix(seg, tag) {
@@ -293,31 +290,17 @@ func loadString(p *atomic.Pointer[string]) string {
 // at the next round.
 func (g *Group) announceEntry(ctx context.Context) {
 	inc := g.Incarnation()
-	g.viewMu.Lock()
-	own, ok := g.view.latest[g.cfg.Owner]
-	g.viewMu.Unlock()
+	own, ok := g.m.Latest(g.cfg.Owner)
 	if !ok || own.Incarnation != inc || own.Ended == g.bumpedEnded && own.Listing == g.bumpedListing {
 		return
 	}
-	if err := g.mem.BumpRow(ctx, rowOf(inc)); err != nil {
+	if err := g.mem.BumpRow(ctx, membership.RowOf(inc)); err != nil {
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: announcing a shard end or a listing failed; retrying", "err", err)
 		}
 		return
 	}
 	g.bumpedEnded, g.bumpedListing = own.Ended, own.Listing
-}
-
-// noteEnded records that the Ended counts of owners moved (an observe of a
-// membership row; the caller holds viewMu): every stream's lister lists
-// again, and readBehind reads the open parents those members held or were
-// to hold.
-func (g *Group) noteEnded(owners []string) {
-	now := mono()
-	for _, o := range owners {
-		putIn(&g.endedMoves, o, now)
-	}
-	g.resync.Store(true)
 }
 
 // children returns the children of shard id of st (by the last listing).
@@ -353,9 +336,7 @@ func (g *Group) shadowPlan() map[unit]string {
 			}
 		}
 	}
-	g.viewMu.Lock()
 	live := g.planMembers(mono())
-	g.viewMu.Unlock()
 	return g.shadow.Assign(live, units, g.cfg.MaxLeases)
 }
 
@@ -374,10 +355,7 @@ func (g *Group) parentsToRead(poll bool) []unit {
 	// members differed from the ender's for a while) reads it once its
 	// plan gives it to the ender. Each parent is read once a move at most.
 	keep := max(endedKeep*g.cfg.ShardSyncInterval, 6*g.cfg.Timeout)
-	g.viewMu.Lock()
-	maps.DeleteFunc(g.endedMoves, func(_ string, at int64) bool { return time.Duration(now-at) > keep })
-	moves := maps.Clone(g.endedMoves)
-	g.viewMu.Unlock()
+	moves := g.m.EndedMoves(now, keep)
 	var shadow map[unit]string
 	var parents []unit
 	for st := range g.subscribed() {

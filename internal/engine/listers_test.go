@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -86,8 +87,8 @@ func TestPublishedDigest(t *testing.T) {
 	if d1 != shardDigest([]string{"a", "b"}) || d1 == d2 || len(d1) != 12 {
 		t.Fatalf("shardDigest: %q for {a b} (either order), %q for {a b c}: want 12 hex digits, equal for equal sets only", d1, d2)
 	}
-	g := &Group{cfg: GroupConfig{Owner: "me"}, view: newMemberView("me", 0)}
-	g.view.latest["l"] = leases.Member{Owner: "l", Incarnation: "0.l", Listing: strings.Join([]string{streamTag("s1") + d1, streamTag("s2") + d2}, ",")}
+	g := &Group{cfg: GroupConfig{Owner: "me"}, m: membership.New(membership.Config{Owner: "me"})}
+	g.m.Observe(0, []leases.Member{{Owner: "l", Incarnation: "0.l", Listing: strings.Join([]string{streamTag("s1") + d1, streamTag("s2") + d2}, ",")}}, mono(), mono())
 	for _, c := range []struct {
 		key, want string
 		ok        bool

@@ -26,7 +26,7 @@ import (
 // read (leases.Member.Proof): instances with different checkpoint
 // intervals (a rolling change) wait for the longest.
 func (g *Group) recoveryWait(st *streamState) time.Duration {
-	return max(g.proof(st), time.Duration(g.fleetProof.Load())) + g.cfg.FenceMargin
+	return max(g.proof(st), g.m.FleetProof()) + g.cfg.FenceMargin
 }
 
 // proof is how long after its last successful write a holder may deliver
@@ -45,7 +45,7 @@ func (g *Group) proof(st *streamState) time.Duration {
 // recovered (recover) once this instance saw it exist or knew the mark
 // for the recovery wait, to be read after the recovery wait.
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
-	rejoin := g.rejoinSent.Load() // before markOf: see createNew
+	rejoin := g.m.RejoinSent() // before markOf: see createNew
 	st.setRow(u.Shard, rowState{missing: true})
 	r := st.row(u.Shard)
 	f := lostrow.Facts{Seen: r.seen, Creating: st.creatingRows(), SawRows: st.sawRows(), RecoveryWait: g.recoveryWait(st)}
@@ -91,7 +91,7 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 		return
 	}
 	st.setRow(u.Shard, rowState{lease: l})
-	if g.sameTable(ctx, mono(), rejoin) && g.takeable(l) && g.recoveryPassed(st, u.Shard, l) {
+	if g.m.SameTable(ctx, mono(), rejoin) && g.takeable(l) && g.recoveryPassed(st, u.Shard, l) {
 		g.take(ctx, st, u, l) // ours, or another's creation (or recovery) found
 	}
 }

@@ -3,18 +3,16 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
-	"github.com/kinesislease/kinesislease/leases"
 )
 
 // Stream marks (leases.Membership.MarkStream). This instance marks a
 // stream, once per incarnation, before it takes or creates any row of it;
 // the mark outlives the rows' deletion. So a row found missing in a stream
 // without a mark, in a table not recreated for longer than a timeout
-// (tableOld), is a new stream's: nobody can deliver from it, and the first
+// (membership.Member.TableOld), is a new stream's: nobody can deliver from it, and the first
 // to mark the stream creates its rows free, to be read at once. A missing
 // row of a marked stream vanished: it is recovered (see recover).
 
@@ -27,18 +25,6 @@ type streamMark struct {
 	round      int
 }
 
-// tableOld reports whether the table this instance's entry is in was not
-// recreated for longer than a timeout: the entry has stood that long, or a
-// read of the table since showed an entry of another member that had
-// (leases.Member.Young). A holder in a table recreated before then has
-// passed its fence: it never joins the new table as the incarnation that
-// held (rejoin).
-func (g *Group) tableOld() bool {
-	since := g.entrySince.Load()
-	seen := g.oldSeen.Load()
-	return since != 0 && (time.Duration(mono()-since) >= g.cfg.Timeout || seen != 0 && seen >= since)
-}
-
 // markOf returns what this instance knows of st's mark, and for how long
 // it has known another's. It reads the mark when this incarnation knows
 // none, at most once a round, and only in a table known old: an absent
@@ -49,14 +35,14 @@ func (g *Group) tableOld() bool {
 // 96123701, 97214516): the table was not recreated since the entry was written.
 func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time.Duration) {
 	inc := g.Incarnation()
-	rejoin := g.rejoinSent.Load() // before tableOld
+	rejoin := g.m.RejoinSent() // before TableOld
 	st.rowsMu.Lock()
 	m := st.mark
 	st.rowsMu.Unlock()
 	switch {
 	case m.inc == inc && m.token != "":
 		return m.kind(), time.Duration(mono() - m.at)
-	case !g.tableOld() || m.inc == inc && m.round == g.rounds:
+	case !g.m.TableOld() || m.inc == inc && m.round == g.rounds:
 		return lostrow.MarkUnknown, 0
 	}
 	tok, err := g.mem.StreamMark(ctx, st.key)
@@ -66,7 +52,7 @@ func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time
 	st.rowsMu.Lock()
 	st.mark = streamMark{inc: inc, round: g.rounds}
 	st.rowsMu.Unlock()
-	if err != nil || !g.joinsSettled(st) || !g.sameTable(ctx, mono(), rejoin) || g.Incarnation() != inc {
+	if err != nil || !g.joinsSettled(st) || !g.m.SameTable(ctx, mono(), rejoin) || g.Incarnation() != inc {
 		return lostrow.MarkUnknown, 0
 	}
 	return lostrow.MarkNone, 0
@@ -79,9 +65,9 @@ func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time
 // the member the plan gives it to, not moved at every join
 // (TestFleetStartedOverSeconds).
 func (g *Group) joinsSettled(st *streamState) bool {
-	now, seen := mono(), g.joinSeen.Load()
+	now, seen := mono(), g.m.JoinSeen()
 	return seen == 0 || time.Duration(now-seen) >= 3*g.cfg.Heartbeat ||
-		time.Duration(now-g.entrySince.Load()) >= g.cfg.Timeout+g.recoveryWait(st)
+		time.Duration(now-g.m.EntrySince()) >= g.cfg.Timeout+g.recoveryWait(st)
 }
 
 // kind is the lostrow.Mark of a mark known.
@@ -150,17 +136,4 @@ func (g *Group) forgetMarks() {
 		st.mark = streamMark{}
 		st.rowsMu.Unlock()
 	}
-}
-
-// ownEntryIntact reads this instance's membership row and reports whether
-// its entry as inc is still there.
-func (g *Group) ownEntryIntact(ctx context.Context, inc string) bool {
-	row := rowOf(inc)
-	sent := mono()
-	ms, err := g.mem.Members(ctx, row)
-	if err != nil {
-		return false
-	}
-	g.observe(row, ms, sent, mono())
-	return slices.ContainsFunc(ms, func(m leases.Member) bool { return m.Owner == g.cfg.Owner && m.Incarnation == inc })
 }

@@ -88,18 +88,21 @@ func (g *Group) recheckUncertain(ctx context.Context) {
 		if err != nil && !errors.Is(err, leases.ErrNotFound) {
 			continue // again next round
 		}
-		g.mu.Lock()
-		if at := g.uncertain[u]; at <= now {
-			delete(g.uncertain, u)
-		}
-		_, held := g.workers[u]
-		_, orphaned := g.orphans[u]
-		mine := err == nil && cur.Owner == g.cfg.Owner && slices.Contains(g.incs, cur.Incarnation)
-		if mine && !held && !orphaned {
-			g.orphans[u] = orphan{inc: cur.Incarnation, known: cur}
-			st.log.Warn("kinesislease: a write of this instance whose answer was lost landed late: the row names it; taking it again or releasing it", "shard", u.Shard)
-		}
-		g.mu.Unlock()
+		var mine bool
+		g.m.Locked(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if at := g.uncertain[u]; at <= now {
+				delete(g.uncertain, u)
+			}
+			_, held := g.workers[u]
+			_, orphaned := g.orphans[u]
+			mine = err == nil && cur.Owner == g.cfg.Owner && g.m.OursLocked(cur.Incarnation)
+			if mine && !held && !orphaned {
+				g.orphans[u] = orphan{inc: cur.Incarnation, known: cur}
+				st.log.Warn("kinesislease: a write of this instance whose answer was lost landed late: the row names it; taking it again or releasing it", "shard", u.Shard)
+			}
+		})
 		if err == nil && !mine {
 			g.noteReleased(u, cur) // known as read, as acquire does (seed 94016513)
 		}
@@ -115,7 +118,7 @@ func (g *Group) ours(l leases.Lease) bool {
 	if l.Owner != g.cfg.Owner || l.Incarnation == "" {
 		return false
 	}
-	return guarded(&g.mu, func() bool { return slices.Contains(g.incs, l.Incarnation) })
+	return g.m.Ours(l.Incarnation)
 }
 
 // retake takes an orphan row directly as the current incarnation: a write

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -51,7 +52,7 @@ func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 		return nil
 	}, CheckpointEvery: math.MaxInt, HandlerTimeout: timeout}
 	cfg.defaults()
-	shared := &fence{}
+	shared := &membership.Fence{}
 	shared.Store(math.MaxInt64)
 	h := newMemberLease(memory.New(), leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, shared, mono(), 0)
 	w := newWorker(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, "s", "shardId-0", kltype.Latest, h)

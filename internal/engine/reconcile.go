@@ -253,60 +253,6 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 // moment, by a member writing the checkpoint it knows on it (recreate).
 var errRecoveryHeld = errors.New("kinesislease: the recovered lease row is held for a moment by a member writing its checkpoint on it")
 
-// announceDead marks the entry of every member this instance just found
-// dead as leaving (a write conditional on the heartbeat it saw unchanged for
-// the timeout), so that the other members act on the death at their next
-// read instead of each waiting out its own timeout: the failover is the
-// first detector's, not the last's. The dead member's fence has passed; if
-// it was only paused, it has lost every lease and its next heartbeat rejoins
-// it with none.
-func (g *Group) announceDead(ctx context.Context) {
-	g.viewMu.Lock()
-	dead := g.view.dead() // none marked leaving: each is announced (rewriteEntries)
-	for _, m := range dead {
-		g.view.obs[memberID{m.Owner, m.Incarnation}].announced = true // tried once: the others try too, the row decides
-	}
-	g.viewMu.Unlock()
-	g.rewriteEntries(ctx, dead, "kinesislease: member dead; its leases are free to take", func(m leases.Member) leases.Member {
-		m.Leaving = true
-		return m
-	})
-}
-
-// removeStale removes entries seen unchanged for three timeouts, so the
-// membership rows hold the live fleet and leave room for new members. Any
-// member that timed them does it (those of their row and of the row before
-// it); the writes are conditional, so a race is harmless.
-//
-// The removal of an entry already marked leaving is not announced in the
-// header: every member left it out of its plan when it was marked (that
-// mark was announced), so no other member needs to read the row again for
-// it; the members that time the row read it anyway, and the others see
-// the removal at the row's next roster change (a join into the room it
-// left). Announcing it cost every member of the fleet a read per dead
-// member.
-func (g *Group) removeStale(ctx context.Context) {
-	stale := guarded(&g.viewMu, func() []leases.Member { return g.view.staleEntries() })
-	g.rewriteEntries(ctx, stale, "kinesislease: removed a dead member's entry", func(leases.Member) leases.Member { return leases.Member{} })
-}
-
-// rewriteEntries replaces each entry m of ms by next(m), a write
-// conditional on m unchanged, logs msg for each one written, and announces
-// the change of its row (rosterChanged) unless m was marked leaving
-// already (see removeStale).
-func (g *Group) rewriteEntries(ctx context.Context, ms []leases.Member, msg string, next func(leases.Member) leases.Member) {
-	for _, m := range ms {
-		if r := rowOf(m.Incarnation); r >= 0 {
-			if _, err := g.mem.ReplaceMember(ctx, r, m, next(m)); err == nil {
-				g.log.Info(msg, "member", m.Owner, "incarnation", m.Incarnation)
-				if !m.Leaving {
-					g.rosterChanged(ctx, r)
-				}
-			}
-		}
-	}
-}
-
 // releasedRow is a row as this instance released it, and when.
 type releasedRow struct {
 	lease leases.Lease
@@ -408,21 +354,24 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 			// row from the one it knows, or writes it on the row
 			// (releaseOrphan's repairFree, or retake's fill) before anyone
 			// reads from it.
-			g.mu.Lock()
-			if _, o := g.orphans[u]; !o && g.workers[u] == nil {
-				// Known by its checkpoint only: the row may have named
-				// another member (a row read, not released), and a write
-				// as that holder could meet the row it recreated, its
-				// counter restarted. As a free row, it is never written
-				// as anyone's: released is a conflict, then a read.
-				known := rel[u].lease
-				known.Owner, known.Incarnation = "", ""
-				g.orphans[u] = orphan{inc: g.inc, known: known, vanished: true}
-			}
-			if missing {
-				delete(g.released, u)
-			}
-			g.mu.Unlock()
+			g.m.Locked(func() {
+				g.mu.Lock()
+				defer g.mu.Unlock()
+				if _, o := g.orphans[u]; !o && g.workers[u] == nil {
+					// Known by its checkpoint only: the row may have named
+					// another member (a row read, not released), and a
+					// write as that holder could meet the row it
+					// recreated, its counter restarted. As a free row, it
+					// is never written as anyone's: released is a
+					// conflict, then a read.
+					known := rel[u].lease
+					known.Owner, known.Incarnation = "", ""
+					g.orphans[u] = orphan{inc: g.m.IncarnationLocked(), known: known, vanished: true}
+				}
+				if missing {
+					delete(g.released, u)
+				}
+			})
 		case err != nil:
 			failed.Store(true)
 		case !resumeOf(l).Checkpoint.IsZero() && !g.ours(l):

@@ -41,7 +41,7 @@ func TestRecoveredRowTakenOnlyAfterTheWait(t *testing.T) {
 		start := time.Now()
 		wait := g.recoveryWait(st)
 		for time.Since(start) < wait-100*time.Millisecond {
-			g.fence.Store(mono() + int64(time.Minute))
+			g.m.Fence().Store(mono() + int64(time.Minute))
 			acquireRound(ctx, g, u)
 			if g.holds(u) {
 				t.Fatalf("took the recovered row %v after its recreation, before the recovery wait (%v)", time.Since(start), wait)
@@ -49,7 +49,7 @@ func TestRecoveredRowTakenOnlyAfterTheWait(t *testing.T) {
 			time.Sleep(250 * time.Millisecond)
 		}
 		time.Sleep(200 * time.Millisecond)
-		g.fence.Store(mono() + int64(time.Minute))
+		g.m.Fence().Store(mono() + int64(time.Minute))
 		acquireRound(ctx, g, u)
 		if !g.holds(u) {
 			t.Fatalf("did not take the recovered row %v after its recreation (the wait is %v)", time.Since(start), wait)
@@ -201,7 +201,7 @@ func TestRepairedRowRetakenOnlyAfterTheWait(t *testing.T) {
 			t.Fatalf("reads the repaired row at once; the recovery wait is %v", g.recoveryWait(st))
 		}
 		time.Sleep(g.recoveryWait(st) + time.Second)
-		g.fence.Store(mono() + int64(time.Minute))
+		g.m.Fence().Store(mono() + int64(time.Minute))
 		g.mu.Lock()
 		o = g.orphans[u]
 		g.mu.Unlock()
@@ -232,7 +232,7 @@ func TestRecoveredTrimHorizonKeepsWhatThisInstanceKnew(t *testing.T) {
 		}
 		acquireRound(ctx, g, u) // reads it: recovered, not yet takeable
 		time.Sleep(g.recoveryWait(st) + time.Second)
-		g.fence.Store(mono() + int64(time.Minute))
+		g.m.Fence().Store(mono() + int64(time.Minute))
 		acquireRound(ctx, g, u)
 		if !g.holds(u) {
 			t.Fatal("the recovered row was not taken after the wait")
@@ -315,11 +315,11 @@ func TestRecoveryWaitCoversTheFleet(t *testing.T) {
 		t.Fatalf("recoveryWait alone = %v, want the proof bound and the margin, %v", own, want)
 	}
 	long := g.proof(st) + 20*time.Second
-	g.observe(0, []leases.Member{{Owner: "b", Incarnation: "0.B", Heartbeat: 1, Proof: long}}, mono(), mono())
+	g.m.Observe(0, []leases.Member{{Owner: "b", Incarnation: "0.B", Heartbeat: 1, Proof: long}}, mono(), mono())
 	if got, want := g.recoveryWait(st), long+g.cfg.FenceMargin; got != want {
 		t.Fatalf("recoveryWait after reading an entry with a %v proof bound = %v, want %v", long, got, want)
 	}
-	if p := time.Duration(g.ownProof.Load()); p != g.proof(st) {
+	if p := g.m.Proof(); p != g.proof(st) {
 		t.Fatalf("this instance publishes a proof bound of %v, want its stream's %v", p, g.proof(st))
 	}
 }
@@ -391,7 +391,7 @@ func TestBlindRecoveryReportedAgain(t *testing.T) {
 		}
 		wait := g.recoveryWait(st)
 		for start := time.Now(); time.Since(start) < 2*wait; time.Sleep(250 * time.Millisecond) {
-			g.fence.Store(mono() + int64(time.Minute))
+			g.m.Fence().Store(mono() + int64(time.Minute))
 			acquireRound(ctx, g, u)
 			if g.holds(u) {
 				t.Fatalf("took the row it recovered from the start position %v after, with no report since its recreation", time.Since(start))
@@ -406,7 +406,7 @@ func TestBlindRecoveryReportedAgain(t *testing.T) {
 			t.Fatalf("vanished reports %d, want %d: the recovery from the start position was not reported once the store answered", vanished(), before+1)
 		}
 		for time.Since(start) < wait-100*time.Millisecond {
-			g.fence.Store(mono() + int64(time.Minute))
+			g.m.Fence().Store(mono() + int64(time.Minute))
 			acquireRound(ctx, g, u)
 			if g.holds(u) {
 				t.Fatalf("took the row %v after the report, before the recovery wait (%v)", time.Since(start), wait)
@@ -414,7 +414,7 @@ func TestBlindRecoveryReportedAgain(t *testing.T) {
 			time.Sleep(250 * time.Millisecond)
 		}
 		time.Sleep(200 * time.Millisecond)
-		g.fence.Store(mono() + int64(time.Minute))
+		g.m.Fence().Store(mono() + int64(time.Minute))
 		acquireRound(ctx, g, u)
 		if !g.holds(u) {
 			t.Fatalf("did not take the row %v after the report (the wait is %v)", time.Since(start), wait)
@@ -495,7 +495,7 @@ func TestFreshRowReadFromAnotherTableNotTaken(t *testing.T) {
 		if g.holds(u) {
 			t.Fatal("took a row with no checkpoint read just before its table was recreated")
 		}
-		if _, err := store.Join(ctx, 0, g.entry("0.CUR", 2, 0)); err != nil { // as if never gone
+		if _, err := store.Join(ctx, 0, leases.Member{Owner: g.cfg.Owner, Incarnation: "0.CUR", Heartbeat: 2}); err != nil { // as if never gone
 			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond) // the next round's read, after the first check

@@ -42,8 +42,8 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 		known := held
 		known.Checkpoint = mine
 		o := orphan{inc: "0.OLD", known: known}
+		g.m.AddEarlier("0.OLD")
 		g.mu.Lock()
-		g.incs = append(g.incs, "0.OLD")
 		g.orphans[u] = o
 		g.mu.Unlock()
 		g.noteReleased(u, known)
@@ -225,7 +225,7 @@ func TestHolderRecreatesOnlyWithinItsFence(t *testing.T) {
 			t.Fatal("no row to delete")
 		}
 		w.lease.vanished.Store(true)
-		g.fence.Store(mono() - 1) // passed; the heartbeat loop has not fenced the workers yet
+		g.m.Fence().Store(mono() - 1) // passed; the heartbeat loop has not fenced the workers yet
 		g.recreate(ctx, u, w)
 		if l, err := store.Get(ctx, key); err == nil {
 			t.Fatalf("row recreated after the fence passed: %+v", l)
@@ -306,7 +306,7 @@ func TestApplyRewindNeverAssumed(t *testing.T) {
 		if _, err := store.Rewind(ctx, held, leases.Checkpoint{Sequence: "100"}); err != nil { // the operator
 			t.Fatal(err)
 		}
-		h := newMemberLease(store, held, &g.fence, mono(), time.Minute) // knows the row from before the rewind
+		h := newMemberLease(store, held, g.m.Fence(), mono(), time.Minute) // knows the row from before the rewind
 		_, applyErr := h.applyRewind(ctx)
 		cur, err := store.Get(ctx, key)
 		if err != nil {
@@ -352,18 +352,12 @@ func arm(t *testing.T, g *Group, inc string) {
 		g.mu.Unlock()
 		synctest.Wait()
 	})
-	g.mu.Lock()
-	g.inc = inc
-	g.incs = append(g.incs, inc)
-	g.mu.Unlock()
 	g.cfg.Client = silentKinesis{}
-	g.fence.Store(mono() + int64(time.Minute))
 	// Its entry in the table, standing for an hour: the table is old
-	// (tableOld, sameTable).
-	if _, err := g.mem.Join(context.Background(), rowOf(inc), g.entry(inc, 1, 0)); err != nil {
+	// (TableOld, SameTable).
+	if err := g.m.Arm(context.Background(), inc, mono()+int64(time.Minute), mono()-int64(time.Hour)); err != nil {
 		t.Fatalf("arm: Join: %v", err)
 	}
-	g.entrySince.Store(mono() - int64(time.Hour))
 }
 
 // silentKinesis answers no call until its context ends.
@@ -410,8 +404,8 @@ func readHeader(t *testing.T, g *Group) {
 // acquireRound does for u what a round's apply does: acquire, and the take
 // of a row without a checkpoint after sameTable.
 func acquireRound(ctx context.Context, g *Group, u unit) {
-	rejoin := g.rejoinSent.Load()
-	if l, ok := g.acquire(ctx, u); ok && g.sameTable(ctx, mono(), rejoin) {
+	rejoin := g.m.RejoinSent()
+	if l, ok := g.acquire(ctx, u); ok && g.m.SameTable(ctx, mono(), rejoin) {
 		g.take(ctx, g.streams[u.Stream], u, l)
 	}
 }

@@ -198,19 +198,19 @@ func (g *Group) setDigest() {
 	for _, st := range g.streams {
 		proof = max(proof, g.proof(st))
 	}
-	g.ownProof.Store(int64(proof))
+	g.m.SetProof(proof)
 }
 
 // planMembers returns the live owners the plan spreads this instance's
 // streams over: itself and those whose entry says they subscribe the same
 // streams (or says nothing). Members that subscribe others plan theirs over
 // their own kind: a shard is never planned to a member that does not read
-// its stream. The caller holds viewMu.
+// its stream.
 func (g *Group) planMembers(now int64) []string {
 	mine := g.streamsDigest()
 	var owners, other []string
-	for _, o := range g.view.live(now) {
-		d := g.view.latest[o].Streams
+	for _, e := range g.m.Live(now) {
+		o, d := e.Owner, e.Streams
 		if o == g.cfg.Owner || d == "" || d == mine {
 			owners = append(owners, o)
 		} else {

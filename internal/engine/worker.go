@@ -560,7 +560,7 @@ func (w *worker) Wait() bool {
 	for ok, _ := w.lease.deliverable(); !ok; {
 		// The channels first, then the check: a change made after the
 		// check closes the channels taken before it.
-		moved, back := w.lease.shared.moved.wait(), w.lease.back.wait()
+		moved, back := w.lease.shared.Moved(), w.lease.back.Wait()
 		var proven bool
 		if ok, proven = w.lease.deliverable(); ok {
 			break

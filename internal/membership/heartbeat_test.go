@@ -1,4 +1,4 @@
-package engine
+package membership
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func TestFenceArithmetic(t *testing.T) {
 		{"sent before the fence", 14 * sec, 13 * sec, false},
 		{"sent at the fence: takers may act", 14 * sec, 14 * sec, true},
 		{"sent after the fence", 14 * sec, 20 * sec, true},
-		{"a new incarnation holds nothing: no fence yet", fenced, 100 * sec, false},
+		{"a new incarnation holds nothing: no fence yet", Fenced, 100 * sec, false},
 	}
 	for _, c := range cases {
 		if got := fencePassed(c.fence, c.sent); got != c.passed {
@@ -52,7 +52,7 @@ func TestHeartbeatDeadline(t *testing.T) {
 		{"much left", 0, int64(2750 * time.Millisecond), 1375 * time.Millisecond},
 		{"little left: half the interval", 0, int64(100 * time.Millisecond), hb / 2},
 		{"the fence passed", int64(time.Second), int64(500 * time.Millisecond), hb / 2},
-		{"fenced", 0, fenced, hb / 2},
+		{"fenced", 0, Fenced, hb / 2},
 	}
 	for _, c := range cases {
 		if got := heartbeatDeadline(c.now, c.fence, hb); got != c.want {
@@ -111,7 +111,7 @@ func TestHeartbeatAction(t *testing.T) {
 // monotonic instant in charge.
 func TestFenceRunsThroughSuspend(t *testing.T) {
 	t.Parallel()
-	var f fence
+	var f Fence
 	now := time.Now()
 	m, w := int64(now.Sub(epoch)), now.UnixNano()
 	f.Store(m + int64(4*time.Second))
@@ -129,16 +129,16 @@ func TestFenceRunsThroughSuspend(t *testing.T) {
 	for _, c := range cases {
 		// The wall instant of the Store is read a moment after now: allow
 		// for it with a millisecond.
-		if got := f.passedAt(m+int64(c.dm), w+int64(c.dw)-int64(time.Millisecond)); got != c.passed {
+		if got := f.PassedAt(m+int64(c.dm), w+int64(c.dw)-int64(time.Millisecond)); got != c.passed {
 			t.Errorf("%s: passedAt = %v, want %v", c.name, got, c.passed)
 		}
 	}
-	if l := f.left(); l <= 0 || l > 4*time.Second {
+	if l := f.Left(); l <= 0 || l > 4*time.Second {
 		t.Errorf("left() right after the Store = %v, want about 4s", l)
 	}
-	f.Store(fenced)
-	if !f.passed() || f.left() > 0 {
-		t.Errorf("fenced: passed() = %v, left() = %v; want passed, nothing left", f.passed(), f.left())
+	f.Store(Fenced)
+	if !f.Passed() || f.Left() > 0 {
+		t.Errorf("fenced: passed() = %v, left() = %v; want passed, nothing left", f.Passed(), f.Left())
 	}
 }
 
@@ -152,27 +152,29 @@ func TestFenceRunsThroughSuspend(t *testing.T) {
 func TestOwnLateJoinIsNoDuplicate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &countingMembers{Store: memory.New(), reads: map[int]int{}}
-		g, _, _, _ := oneShardGroup(t, store)
-		arm(t, g, "0.CUR")
-		g.tryInc("1.LATE")
-		wait := max(g.cfg.ShutdownTimeout, 2*g.cfg.Timeout)
+		me := testMember(store, "a")
+		if err := me.Arm(context.Background(), "0.CUR", Mono()+int64(time.Minute), Mono()-int64(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		me.tryInc("1.LATE")
+		wait := max(me.cfg.ShutdownTimeout, 2*me.cfg.Timeout)
 		late := leases.Member{Owner: "a", Incarnation: "1.LATE", Heartbeat: 1}
 		other := leases.Member{Owner: "a", Incarnation: "2.OTHER", Heartbeat: 1}
 		for start := time.Now(); time.Since(start) < wait+5*time.Second; time.Sleep(time.Second) {
 			late.Heartbeat++ // as if it heartbeat: still our own
-			g.observe(1, []leases.Member{late}, mono(), mono())
-			if err := g.duplicates(); err != nil {
+			me.observe(1, []leases.Member{late}, Mono(), Mono())
+			if err := me.Duplicates(); err != nil {
 				t.Fatalf("an entry of an incarnation this process tried to join as: %v", err)
 			}
 		}
-		g.viewMu.Lock()
-		g.view.unknown = map[int]bool{}
-		g.viewMu.Unlock()
+		me.viewMu.Lock()
+		me.view.unknown = map[int]bool{}
+		me.viewMu.Unlock()
 		var err error
 		for start := time.Now(); err == nil && time.Since(start) < wait+5*time.Second; time.Sleep(time.Second) {
 			other.Heartbeat++
-			g.observe(2, []leases.Member{other}, mono(), mono())
-			err = g.duplicates()
+			me.observe(2, []leases.Member{other}, Mono(), Mono())
+			err = me.Duplicates()
 		}
 		var dup *DuplicateOwnerError
 		if !errors.As(err, &dup) {
@@ -181,7 +183,7 @@ func TestOwnLateJoinIsNoDuplicate(t *testing.T) {
 		// Its row is read at every refresh, whatever its roster version, so
 		// that a process that stops heartbeating is seen stale.
 		store.reads = map[int]int{}
-		g.refreshView(context.Background())
+		me.Refresh(context.Background())
 		if store.reads[2] == 0 {
 			t.Fatal("the row of another process with this owner id was not read at the refresh")
 		}

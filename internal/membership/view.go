@@ -1,4 +1,4 @@
-package engine
+package membership
 
 import (
 	"cmp"
@@ -43,7 +43,7 @@ func (o *memberObs) stale() time.Duration {
 // it saw in a membership row (or that a lease row names), what it saw last
 // and since when. It is pure: every method takes the times it needs, so
 // that tests drive it directly. It is not safe for concurrent use; the
-// Group guards it with viewMu.
+// Member guards it with viewMu.
 type memberView struct {
 	self    string
 	timeout time.Duration
@@ -63,9 +63,9 @@ type memberView struct {
 	dupes map[memberID]leases.Member
 }
 
-// rowOf returns the membership row incarnation inc heartbeats in; -1 for an
+// RowOf returns the membership row incarnation inc heartbeats in; -1 for an
 // incarnation that names none (an earlier version's).
-func rowOf(inc string) int {
+func RowOf(inc string) int {
 	if r, ok := leases.IncarnationRow(inc); ok {
 		return r
 	}
@@ -94,7 +94,7 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 			endedMoved = append(endedMoved, m.Owner)
 		}
 		if m.Owner == v.self {
-			if r == rowOf(selfInc) {
+			if r == RowOf(selfInc) {
 				v.latest[m.Owner] = m
 			} else if !m.Leaving {
 				v.dupes[id] = m // another process with this owner id, in another row
@@ -102,7 +102,7 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 			if m.Incarnation == selfInc {
 				continue
 			}
-		} else if prev, ok := v.latest[m.Owner]; !ok || !m.Leaving || prev.Leaving || prev.Incarnation == m.Incarnation || rowOf(prev.Incarnation) == r {
+		} else if prev, ok := v.latest[m.Owner]; !ok || !m.Leaving || prev.Leaving || prev.Incarnation == m.Incarnation || RowOf(prev.Incarnation) == r {
 			// Not a leaving entry of the owner over another incarnation
 			// of it in another row that is not (see preferLive).
 			v.latest[m.Owner] = m
@@ -135,7 +135,7 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 		}
 		o.confirm = max(o.confirm, sent)
 	}
-	if cur, ok := v.latest[v.self]; ok && rowOf(cur.Incarnation) == r && !present[memberID{v.self, cur.Incarnation}] {
+	if cur, ok := v.latest[v.self]; ok && RowOf(cur.Incarnation) == r && !present[memberID{v.self, cur.Incarnation}] {
 		delete(v.latest, v.self)
 	}
 	for _, m := range rows {
@@ -182,9 +182,9 @@ func (v *memberView) alive(owner, inc string, now int64) bool {
 	id := memberID{owner, inc}
 	o := v.obs[id]
 	if o == nil {
-		v.obs[id] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: rowOf(inc),
-			since: now, confirm: now, absent: true, absentAt: now, unread: rowOf(inc) >= 0}
-		v.unknown[rowOf(inc)] = true
+		v.obs[id] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: RowOf(inc),
+			since: now, confirm: now, absent: true, absentAt: now, unread: RowOf(inc) >= 0}
+		v.unknown[RowOf(inc)] = true
 		return true
 	}
 	if o.m.Leaving && !o.absent {
@@ -203,7 +203,7 @@ func (v *memberView) alive(owner, inc string, now int64) bool {
 // markDead records that inc of owner is known dead at now (its entry was
 // replaced after it was seen stale, or it left).
 func (v *memberView) markDead(owner, inc string, now int64) {
-	v.obs[memberID{owner, inc}] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: rowOf(inc),
+	v.obs[memberID{owner, inc}] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: RowOf(inc),
 		since: now - int64(v.timeout), confirm: now, absent: true, absentAt: now}
 }
 

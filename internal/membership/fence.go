@@ -1,0 +1,107 @@
+package membership
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// epoch is the base of the monotonic instants kept in atomics (Mono).
+var epoch = time.Now()
+
+// Mono returns the instant now on the monotonic clock, in nanoseconds since
+// an epoch set when the process started: every instant this package and the engine keep in an atomic
+// (fences, heartbeats' sends, entries' ages) is one of these.
+func Mono() int64 { return int64(time.Since(epoch)) }
+
+// Fenced is the fence of an instance that may deliver nothing: before every
+// Mono(), which is negative inside a testing/synctest bubble (its clock
+// starts in 2000, before the epoch), so 0 would not do.
+const Fenced = math.MinInt64
+
+// Signal wakes the goroutines waiting for a change, without a lock or a
+// poll. A waiter takes the channel (Wait) first, then checks what it waits
+// for, and if it must wait, waits on the channel; whoever makes the change
+// makes it first, then calls Broadcast. Either the waiter's check sees the
+// change, or the broadcast closes the channel it waits on. Nothing is
+// allocated while nobody waits. The zero Signal is ready to use.
+type Signal struct{ ch atomic.Pointer[chan struct{}] }
+
+// Wait returns a channel that the next Broadcast closes.
+func (s *Signal) Wait() <-chan struct{} {
+	for {
+		if p := s.ch.Load(); p != nil {
+			return *p
+		}
+		c := make(chan struct{})
+		if s.ch.CompareAndSwap(nil, &c) {
+			return c
+		}
+	}
+}
+
+// Broadcast wakes every goroutine waiting on a channel Wait returned.
+func (s *Signal) Broadcast() {
+	if p := s.ch.Swap(nil); p != nil {
+		close(*p)
+	}
+}
+
+// Fence is an instance's fence of the membership protocol: the Mono()
+// after which none of its leases may deliver. Moving it (Store) wakes the
+// workers waiting for their lease to be deliverable again (Moved). The
+// heartbeat loop alone moves an instance's fence; its leases read it.
+//
+// The fence passes at the first of two instants: at on the monotonic
+// clock, and the same instant as read then on the wall clock (wall). The
+// monotonic clock stops while the machine is suspended (a VM paused, an
+// instance hibernated) and the wall clock does not, so a process that
+// resumes sees its fence passed, not a fence with seconds left while
+// takers, whose own clocks ran, may have taken its leases. A wall clock
+// stepped forward only passes the fence early (safe); one stepped back
+// leaves the monotonic instant in charge. Takers time others on the
+// monotonic clock alone: a clock of theirs that stops only makes them wait
+// longer.
+type Fence struct {
+	at    atomic.Int64
+	wall  atomic.Int64 // Unix nanoseconds
+	moved Signal
+}
+
+// Load returns the fence on the monotonic clock (Mono()).
+func (f *Fence) Load() int64 { return f.at.Load() }
+
+// Store moves the fence to at (Mono()) and wakes the workers waiting on
+// Moved.
+func (f *Fence) Store(at int64) {
+	wall := int64(math.MinInt64)
+	if at != math.MinInt64 {
+		now := time.Now()
+		wall = now.UnixNano() + at - int64(now.Sub(epoch))
+	}
+	// Either order of the two stores, read half old and half new, gives a
+	// fence no later than one of the two: never a delivery past a fence.
+	f.at.Store(at)
+	f.wall.Store(wall)
+	f.moved.Broadcast()
+}
+
+// Moved returns a channel that the next Store closes (see Signal.Wait).
+func (f *Fence) Moved() <-chan struct{} { return f.moved.Wait() }
+
+// PassedAt reports whether the fence has passed at the instant whose
+// monotonic reading is m (Mono()) and wall reading w (Unix nanoseconds).
+func (f *Fence) PassedAt(m, w int64) bool { return m >= f.at.Load() || w >= f.wall.Load() }
+
+// Passed reports whether the fence has passed now: no time left.
+func (f *Fence) Passed() bool { return f.Left() <= 0 }
+
+// Left returns how long until the fence passes: 0 or less if it has.
+func (f *Fence) Left() time.Duration {
+	now := time.Now()
+	at, wall := f.at.Load(), f.wall.Load()
+	if at == math.MinInt64 || wall == math.MinInt64 {
+		return math.MinInt64
+	}
+	return time.Duration(min(at-int64(now.Sub(epoch)), wall-now.UnixNano()))
+}

@@ -1,0 +1,84 @@
+package membership
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// TableOld reports whether the table this instance's entry is in was not
+// recreated for longer than a timeout: the entry has stood that long, or a
+// read of the table since showed an entry of another member that had
+// (leases.Member.Young). A holder in a table recreated before then has
+// passed its fence: it never joins the new table as the incarnation that
+// held (rejoin).
+func (me *Member) TableOld() bool {
+	since := me.entrySince.Load()
+	seen := me.oldSeen.Load()
+	return since != 0 && (time.Duration(Mono()-since) >= me.cfg.Timeout || seen != 0 && seen >= since)
+}
+
+// SameTable reports whether a read of this instance's membership row sent
+// at or after at found its entry, not written again (rejoin) since the
+// RejoinSent the caller read before it judged the table old: what was read
+// before at was read from the table the entry is in, not one recreated
+// since. Callers share reads: one sent after their at, in flight or done,
+// serves them all, and a new one starts only when none will, so that the
+// reads run back to back however many rows are being taken (20,000 at a
+// start).
+func (me *Member) SameTable(ctx context.Context, at, rejoin int64) bool {
+	for {
+		me.checkSem <- struct{}{}
+		c := me.check
+		if c == nil || c.sent < at && closed(c.done) {
+			c = &tableCheck{sent: Mono(), done: make(chan struct{})}
+			me.check = c
+			<-me.checkSem
+			c.ok = me.ownEntryIntact(ctx, me.Incarnation())
+			close(c.done)
+			return c.ok && me.rejoinSent.Load() == rejoin
+		}
+		<-me.checkSem
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return false
+		}
+		if c.sent >= at {
+			return c.ok && me.rejoinSent.Load() == rejoin
+		}
+	}
+}
+
+// tableCheck is one read of SameTable: sent (Mono()) before the read, ok
+// (set before done is closed) whether it found the entry.
+type tableCheck struct {
+	sent int64
+	done chan struct{}
+	ok   bool
+}
+
+// closed reports whether ch is closed: a tableCheck's read returned.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// ownEntryIntact reads this instance's membership row and reports whether
+// its entry as inc is still there.
+func (me *Member) ownEntryIntact(ctx context.Context, inc string) bool {
+	row := RowOf(inc)
+	sent := Mono()
+	ms, err := me.mem.Members(ctx, row)
+	if err != nil {
+		return false
+	}
+	me.observe(row, ms, sent, Mono())
+	return slices.ContainsFunc(ms, func(m leases.Member) bool { return m.Owner == me.cfg.Owner && m.Incarnation == inc })
+}
