@@ -10,8 +10,9 @@ import (
 var epoch = time.Now()
 
 // Mono returns the instant now on the monotonic clock, in nanoseconds since
-// an epoch set when the process started: every instant this package and the engine keep in an atomic
-// (fences, heartbeats' sends, entries' ages) is one of these.
+// an epoch set when the process started: every instant this package and
+// the engine keep in an atomic (fences, heartbeats' sends, entries' ages)
+// is one of these.
 func Mono() int64 { return int64(time.Since(epoch)) }
 
 // Fenced is the fence of an instance that may deliver nothing: before every

@@ -32,13 +32,16 @@ type DuplicateOwnerError struct {
 	Incarnation string // the other process's
 }
 
+// Error says whose owner id is taken, and by which incarnation.
 func (e *DuplicateOwnerError) Error() string {
 	return fmt.Sprintf("owner %q: another process (incarnation %s) keeps heartbeating with it in the lease table; give each instance its own owner id", e.Owner, e.Incarnation)
 }
 
 // Host is what a Member needs of the instance it is the membership of.
-// Its methods are called from the heartbeat loop (and Join), never while
-// the Member holds a lock, but for FenceWorkers.
+// Its methods are called from the heartbeat loop, Join and the Member's
+// reads of the membership (Refresh, SameTable), never holding a lock of
+// the Member but FenceWorkers (its incarnation lock) and EndedMoved (its
+// view's).
 type Host interface {
 	// Published returns what the instance's entry publishes of it: its
 	// Ended, Held, Streams and Listing (the Member fills in the rest).
@@ -69,9 +72,9 @@ type Host interface {
 // Config configures a Member. Every duration is set (the engine's
 // defaults apply before).
 type Config struct {
-	Owner string
-	Store leases.Membership
-	Log   *slog.Logger
+	Owner string            // this instance's owner id
+	Store leases.Membership // the lease table's membership rows
+	Log   *slog.Logger      // already carrying the owner
 	// Heartbeat is the interval between heartbeats (jittered ±10%).
 	Heartbeat time.Duration
 	// Timeout: a member whose heartbeat is seen unchanged this long on this
@@ -83,7 +86,7 @@ type Config struct {
 	// ShutdownTimeout bounds the drain on shutdown; a duplicate owner is
 	// waited for the longer of it and two timeouts.
 	ShutdownTimeout time.Duration
-	Host            Host
+	Host            Host // the instance
 }
 
 // Member is one instance's side of the membership protocol. Three kinds of
