@@ -57,6 +57,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -406,7 +407,7 @@ func (s *Service) workerConfig(sub *subscription) engine.WorkerConfig {
 	w := sub.worker
 	w.Budget = s.budget
 	w.DrainTimeout = s.cfg.shutdownTimeout
-	w.Encoding = kinesisx.Encoding(s.cfg.encoding)
+	w.Encoding = kinesiswire.Encoding(s.cfg.encoding)
 	if sub.fanOut != nil {
 		w.FanOut = &engine.FanOutConfig{Consumer: sub.fanOut}
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/eventstream"
 
-	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 )
 
 // The wire: Kinesis' AWS JSON 1.1 protocol, and SubscribeToShard's event
@@ -118,7 +118,7 @@ func (k *Kinesis) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		k.serveSubscribe(w, r, body)
 		return
 	}
-	if kinesisx.IsCBOR(r.Header.Get("Content-Type")) {
+	if kinesiswire.IsCBOR(r.Header.Get("Content-Type")) {
 		k.serveCBOR(w, r, name, body)
 		return
 	}
@@ -154,15 +154,15 @@ func (k *Kinesis) serveCBOR(w http.ResponseWriter, r *http.Request, name string,
 				status = http.StatusBadRequest
 			}
 		}
-		w.Header().Set("Content-Type", kinesisx.ContentTypeCBOR)
+		w.Header().Set("Content-Type", kinesiswire.ContentTypeCBOR)
 		w.WriteHeader(status)
-		_, _ = w.Write(kinesisx.EncodeErrorCBOR(code, msg))
+		_, _ = w.Write(kinesiswire.EncodeErrorCBOR(code, msg))
 	}
 	if name != OpGetRecords {
 		fail(serializationErr("kinesisleasetest: %s in CBOR: only GetRecords is served in CBOR", name))
 		return
 	}
-	in, err := kinesisx.DecodeGetRecordsInputCBOR(body)
+	in, err := kinesiswire.DecodeGetRecordsInputCBOR(body)
 	if err != nil {
 		fail(serializationErr("GetRecords in CBOR: %v", err))
 		return
@@ -172,8 +172,8 @@ func (k *Kinesis) serveCBOR(w http.ResponseWriter, r *http.Request, name string,
 		fail(err)
 		return
 	}
-	w.Header().Set("Content-Type", kinesisx.ContentTypeCBOR)
-	_, _ = w.Write(kinesisx.EncodeGetRecordsOutputCBOR(out))
+	w.Header().Set("Content-Type", kinesiswire.ContentTypeCBOR)
+	_, _ = w.Write(kinesiswire.EncodeGetRecordsOutputCBOR(out))
 }
 
 // serveSubscribe answers SubscribeToShard: the initial-response, then each

@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease/codec"
-	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 )
 
 // Order is the record type of the data set: both the library's handler and
@@ -249,7 +249,7 @@ func (d *Dataset) genCBORFragment(dst []byte, s, i int) []byte {
 }
 
 // cborHead appends a CBOR head of major type m with argument n.
-func cborHead(dst []byte, m byte, n int) []byte { return kinesisx.AppendCBORHead(dst, m, uint64(n)) }
+func cborHead(dst []byte, m byte, n int) []byte { return kinesiswire.AppendCBORHead(dst, m, uint64(n)) }
 
 func cborText(dst []byte, s string) []byte { return append(cborHead(dst, 3, len(s)), s...) }
 
@@ -366,13 +366,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{400, "UnknownOperationException", "unknown target " + target})
 		return
 	}
-	if kinesisx.IsCBOR(r.Header.Get("Content-Type")) {
+	if kinesiswire.IsCBOR(r.Header.Get("Content-Type")) {
 		// The library's default: GetRecords in CBOR, as AWS's Java SDK
 		// sends it.
 		body, err := io.ReadAll(r.Body)
 		var in *kinesis.GetRecordsInput
 		if err == nil {
-			in, err = kinesisx.DecodeGetRecordsInputCBOR(body)
+			in, err = kinesiswire.DecodeGetRecordsInputCBOR(body)
 		}
 		if err != nil || op != "GetRecords" {
 			writeCBORError(w, &apiError{400, "SerializationException", fmt.Sprintf("bench server: CBOR for GetRecords only (%s): %v", op, err)})
@@ -423,10 +423,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeCBORError(w http.ResponseWriter, e *apiError) {
-	w.Header().Set("Content-Type", kinesisx.ContentTypeCBOR)
+	w.Header().Set("Content-Type", kinesiswire.ContentTypeCBOR)
 	w.Header().Set("X-Amzn-ErrorType", e.code)
 	w.WriteHeader(e.status)
-	_, _ = w.Write(kinesisx.EncodeErrorCBOR(e.code, e.msg))
+	_, _ = w.Write(kinesiswire.EncodeErrorCBOR(e.code, e.msg))
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
@@ -655,7 +655,7 @@ func (s *Server) writeCBORRecords(w http.ResponseWriter, sh, pos, end int) {
 	head = cborText(head, iterator(sh, end))
 	head = cborText(head, "Records")
 	head = cborHead(head, 4, end-pos)
-	w.Header().Set("Content-Type", kinesisx.ContentTypeCBOR)
+	w.Header().Set("Content-Type", kinesiswire.ContentTypeCBOR)
 	if !s.ds.lazy {
 		o := s.ds.coffs[sh]
 		w.Header().Set("Content-Length", strconv.Itoa(len(head)+int(o[end]-o[pos])))

@@ -13,7 +13,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/codec"
-	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 )
 
 func startTestServer(t *testing.T, ds *Dataset) *kinesis.Client {
@@ -221,7 +221,7 @@ func TestServerCBOR(t *testing.T) {
 			return out
 		}
 		fellBack := false
-		got := read(kinesisx.CBORGetRecords(func(string, error) { fellBack = true }))
+		got := read(kinesiswire.CBORGetRecords(func(string, error) { fellBack = true }))
 		want := read(func(*kinesis.Options) {})
 		if fellBack || len(got.Records) != 120 || aws.ToString(got.NextShardIterator) != aws.ToString(want.NextShardIterator) {
 			t.Fatalf("%s: %d records in CBOR (fell back: %v), next %q want %q", kind, len(got.Records), fellBack, aws.ToString(got.NextShardIterator), aws.ToString(want.NextShardIterator))

@@ -1,4 +1,4 @@
-package kinesisx
+package kinesiswire
 
 // CBOR as Kinesis speaks it (application/x-amz-cbor-1.1): the operations and
 // shapes of AWS JSON 1.1, the body in CBOR (RFC 8949). AWS's Java SDK v2
@@ -52,8 +52,8 @@ const (
 const cborIndefinite = math.MaxUint64
 
 var (
-	errCBOR  = errors.New("kinesisx: malformed CBOR")
-	errShape = errors.New("kinesisx: CBOR item of another type than the member's")
+	errCBOR  = errors.New("kinesiswire: malformed CBOR")
+	errShape = errors.New("kinesiswire: CBOR item of another type than the member's")
 )
 
 // cborReader reads CBOR items from p.

@@ -1,4 +1,4 @@
-package kinesisx
+package kinesiswire
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 )
 
@@ -173,8 +174,8 @@ func TestCBORErrorsAsSDK(t *testing.T) {
 			var e *types.ProvisionedThroughputExceededException
 			return errors.As(err, &e)
 		}},
-		{"not found", 400, EncodeErrorCBOR("ResourceNotFoundException", "Stream x not found"), nil, func(err error) bool { return IsNotFound(err) && Permanent(err) }},
-		{"access denied, header", 400, EncodeErrorCBOR("", "User is not authorized"), http.Header{"X-Amzn-Errortype": {"AccessDeniedException:http://internal"}}, func(err error) bool { return IsAccessDenied(err) }},
+		{"not found", 400, EncodeErrorCBOR("ResourceNotFoundException", "Stream x not found"), nil, func(err error) bool { return kinesisx.IsNotFound(err) && kinesisx.Permanent(err) }},
+		{"access denied, header", 400, EncodeErrorCBOR("", "User is not authorized"), http.Header{"X-Amzn-Errortype": {"AccessDeniedException:http://internal"}}, func(err error) bool { return kinesisx.IsAccessDenied(err) }},
 	}
 	for _, c := range cases {
 		_, err := cborCall(&cborAnswer{status: c.status, ct: ContentTypeCBOR, body: c.body, header: c.header}, endpoints.fresh(), nil)
@@ -222,7 +223,7 @@ func TestCBORFallback(t *testing.T) {
 			ep := endpoints.fresh()
 			_, err := cborCall(&cborAnswer{status: refusal.status, ct: refusal.ct, body: refusal.body}, ep, nil)
 			var refused *CBORRefusedError
-			if !errors.As(err, &refused) || Permanent(err) {
+			if !errors.As(err, &refused) || kinesisx.Permanent(err) {
 				t.Fatalf("a refusal: %v (%T), want a retryable *CBORRefusedError", err, err)
 			}
 			a := &cborAnswer{status: 200, ct: "application/x-amz-json-1.1", body: jsonOK}

@@ -1,4 +1,4 @@
-package kinesisx
+package kinesiswire
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package kinesisx
+package kinesiswire
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
 // Subscription is an open SubscribeToShard call whose event stream is read
@@ -55,7 +57,7 @@ type Subscription struct {
 // (EncodingCBOR and EncodingJSON alike: the events come in JSON). ctx
 // bounds the call and the subscription both: when it ends, the
 // subscription ends.
-func SubscribeToShard(ctx context.Context, c FanOut, in *kinesis.SubscribeToShardInput, enc Encoding, opts ...func(*kinesis.Options)) (*Subscription, error) {
+func SubscribeToShard(ctx context.Context, c kinesisx.FanOut, in *kinesis.SubscribeToShardInput, enc Encoding, opts ...func(*kinesis.Options)) (*Subscription, error) {
 	raw := &rawEventStream{}
 	opts = append(opts[:len(opts):len(opts)], raw.option)
 	out, err := c.SubscribeToShard(ctx, in, opts...)
@@ -69,7 +71,7 @@ func SubscribeToShard(ctx context.Context, c FanOut, in *kinesis.SubscribeToShar
 		if st := out.GetStream(); st != nil {
 			return &Subscription{stream: st}, nil
 		}
-		return nil, errors.New("kinesisx: SubscribeToShard answered without an event stream")
+		return nil, errors.New("kinesiswire: SubscribeToShard answered without an event stream")
 	}
 	return &Subscription{body: raw.body, sdkOnly: enc == EncodingSDK, sdk: awsjson.New11(kschemas.Kinesis_20131202)}, nil
 }
@@ -85,7 +87,7 @@ const rawEventStreamID = "OperationEventStreamDeserializer"
 func (r *rawEventStream) option(o *kinesis.Options) {
 	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
 		if _, err := st.Deserialize.Remove(rawEventStreamID); err != nil {
-			return fmt.Errorf("kinesisx: the SDK's SubscribeToShard stack: %w", err)
+			return fmt.Errorf("kinesiswire: the SDK's SubscribeToShard stack: %w", err)
 		}
 		return st.Deserialize.Insert(r, "OperationDeserializer", middleware.Before)
 	})
@@ -105,7 +107,7 @@ func (r *rawEventStream) HandleDeserialize(ctx context.Context, in middleware.De
 		return out, md, err
 	}
 	if !ok {
-		return out, md, fmt.Errorf("kinesisx: unknown transport type %T", out.RawResponse)
+		return out, md, fmt.Errorf("kinesiswire: unknown transport type %T", out.RawResponse)
 	}
 	if r.body != nil {
 		_ = r.body.Close() // an earlier attempt's, which the call did not keep

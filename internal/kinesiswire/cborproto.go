@@ -1,4 +1,4 @@
-package kinesisx
+package kinesiswire
 
 import (
 	"bytes"
@@ -21,6 +21,8 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
 // Encoding is how GetRecords travels and is decoded.
@@ -68,7 +70,7 @@ type CBORRefusedError struct {
 }
 
 func (e *CBORRefusedError) Error() string {
-	return fmt.Sprintf("kinesisx: endpoint %s refused CBOR (reading it in JSON from now on): %v", e.Endpoint, e.Err)
+	return fmt.Sprintf("kinesiswire: endpoint %s refused CBOR (reading it in JSON from now on): %v", e.Endpoint, e.Err)
 }
 
 func (e *CBORRefusedError) Unwrap() error { return e.Err }
@@ -208,7 +210,7 @@ func (p *cborProtocol) DeserializeResponse(ctx context.Context, schema *smithy.O
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:
 			p.refuse(fmt.Errorf("it answered GetRecords with content type %q", ct))
 			return err
-		case refusal(resp.StatusCode, ErrorCode(err)):
+		case refusal(resp.StatusCode, kinesisx.ErrorCode(err)):
 			p.refuse(err)
 			return &CBORRefusedError{Endpoint: p.key, Err: err}
 		}
@@ -216,7 +218,7 @@ func (p *cborProtocol) DeserializeResponse(ctx context.Context, schema *smithy.O
 	}
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		err := p.cborError(ctx, schema, reg, resp, payload)
-		if refusal(resp.StatusCode, ErrorCode(err)) {
+		if refusal(resp.StatusCode, kinesisx.ErrorCode(err)) {
 			p.refuse(err)
 			return &CBORRefusedError{Endpoint: p.key, Err: err}
 		}
@@ -320,7 +322,7 @@ func errorInfo(p []byte) (code, msg string) {
 
 // errNotFast: a well-formed answer that decodeCBORGetRecords leaves to the
 // SDK's decoder (through JSON).
-var errNotFast = errors.New("kinesisx: not for the fast decoder")
+var errNotFast = errors.New("kinesiswire: not for the fast decoder")
 
 // decodeCBORGetRecords decodes a GetRecords answer in CBOR into out. It
 // takes Records (Data, PartitionKey, SequenceNumber,

@@ -1,4 +1,4 @@
-package kinesisx
+package kinesiswire
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/eventstream"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
 // message encodes one event-stream message: its :message-type, the type
@@ -100,7 +102,7 @@ func readOwn(body []byte, enc Encoding) ([]*types.SubscribeToShardEvent, error) 
 
 // readSDK reads body's events with the SDK's own event stream reader.
 func readSDK(body []byte) ([]*types.SubscribeToShardEvent, error) {
-	out, err := fanOutClient(eventStreamAnswer(body)).SubscribeToShard(context.Background(), subscribeInput, OwnEventStreamCodec)
+	out, err := fanOutClient(eventStreamAnswer(body)).SubscribeToShard(context.Background(), subscribeInput, kinesisx.OwnEventStreamCodec)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +214,7 @@ func TestSubscriptionAsSDK(t *testing.T) {
 	// The typed exceptions reach errors.As as the SDK's do.
 	_, err := readOwn(streams["resource in use"], EncodingCBOR)
 	var inUse *types.ResourceInUseException
-	if !errors.As(err, &inUse) || !IsResourceInUse(err) {
+	if !errors.As(err, &inUse) || !kinesisx.IsResourceInUse(err) {
 		t.Errorf("ResourceInUseException mid-stream: %v (%T)", err, err)
 	}
 	// The ordinary events are the fast decoder's.
@@ -296,7 +298,7 @@ func FuzzSubscribeToShardEvent(f *testing.F) {
 type optionsDropped struct{ *kinesis.Client }
 
 func (c optionsDropped) SubscribeToShard(ctx context.Context, in *kinesis.SubscribeToShardInput, _ ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
-	return c.Client.SubscribeToShard(ctx, in, OwnEventStreamCodec)
+	return c.Client.SubscribeToShard(ctx, in, kinesisx.OwnEventStreamCodec)
 }
 
 // TestSubscriptionOfClientStream: a client that does not pass the
@@ -317,7 +319,7 @@ func TestSubscriptionOfClientStream(t *testing.T) {
 			if d := sameEvents(own, sdk, err, sdkErr); d != "" {
 				t.Fatal(d)
 			}
-			if !IsResourceInUse(err) {
+			if !kinesisx.IsResourceInUse(err) {
 				t.Fatalf("the stream's exception: %v", err)
 			}
 			return
