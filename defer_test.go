@@ -164,7 +164,7 @@ func (l *ledger) lastWritten(shard string) string {
 // deferSetup makes a stream of shards shards and a memory lease store
 // (the store is not the point here: see onMemoryStore; TestDeferSinkSIGKILL
 // runs Defer on DynamoDB Local across processes).
-func deferSetup(t *testing.T, shards int32) (kc *kinesis.Client, putN func(first, n int), stream string, store leases.Store) {
+func deferSetup(t *testing.T, shards int32) (kc *kinesis.Client, putN func(first, n int), stream string, store leases.MembershipStore) {
 	t.Helper()
 	client := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream = testutil.StreamName(t)

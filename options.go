@@ -24,7 +24,7 @@ func (f serviceOption) applyService(c *config) { f(c) }
 type config struct {
 	app, version    string
 	owner           string
-	store           leases.Store
+	store           leases.MembershipStore
 	storeDefaulted  bool // no WithLeaseStore: the memory store
 	logger          *slog.Logger
 	client          Kinesis
@@ -74,10 +74,11 @@ func WithOwner(id string) Option {
 
 // WithLeaseStore sets where leases and checkpoints live. The default is an
 // in-memory store: one instance only, and checkpoints die with the process.
-// Use leases/dynamo for a service of several instances. The store must
-// implement leases.Membership (both stores of this module do): New refuses
-// one that does not.
-func WithLeaseStore(s leases.Store) Option {
+// Use leases/dynamo for a service of several instances. The store is a
+// leases.MembershipStore: the lease protocol takes leases and heartbeats
+// through leases.Membership as well as leases.Store (both stores of this
+// module are one; a wrapper around one embeds a leases.MembershipStore).
+func WithLeaseStore(s leases.MembershipStore) Option {
 	return serviceOption(func(c *config) {
 		if s == nil {
 			c.errs = append(c.errs, fmt.Errorf("%w: WithLeaseStore(nil)", ErrInvalidOption))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +27,6 @@ func TestInvalidOptions(t *testing.T) {
 	}{
 		{"empty owner", kinesislease.WithOwner(""), "WithOwner"},
 		{"nil store", kinesislease.WithLeaseStore(nil), "WithLeaseStore"},
-		{"store without membership", kinesislease.WithLeaseStore(storeOnly{memory.New()}), "leases.Membership"},
 		{"heartbeat not below a quarter of the timeout", kinesislease.WithHeartbeat(2*time.Second, 5*time.Second), "WithHeartbeat"},
 		{"zero heartbeat", kinesislease.WithHeartbeat(0, 5*time.Second), "WithHeartbeat"},
 		{"zero timeout", kinesislease.WithHeartbeat(time.Second, 0), "WithHeartbeat"},
@@ -45,15 +45,25 @@ func TestInvalidOptions(t *testing.T) {
 	}
 }
 
-// storeOnly hides every method of a store but those of leases.Store.
-type storeOnly struct{ leases.Store }
+// TestLeaseStoreTypeNeedsMembership: WithLeaseStore's type says that the
+// store implements leases.Membership as well as leases.Store, so that a
+// store without it is refused when the program is compiled, not by New.
+func TestLeaseStoreTypeNeedsMembership(t *testing.T) {
+	t.Parallel()
+	param := reflect.TypeOf(kinesislease.WithLeaseStore).In(0)
+	for _, want := range []reflect.Type{reflect.TypeFor[leases.Store](), reflect.TypeFor[leases.Membership]()} {
+		if !param.Implements(want) {
+			t.Errorf("WithLeaseStore takes a %v, which does not include %v", param, want)
+		}
+	}
+}
 
 // TestNewReportsEveryInvalidOption: New names every invalid option at once,
 // so that Run never meets one.
 func TestNewReportsEveryInvalidOption(t *testing.T) {
 	t.Parallel()
 	_, err := kinesislease.New(awsConfig(), kinesislease.WithOwner(""), kinesislease.WithHeartbeat(time.Second, time.Second),
-		kinesislease.WithLeaseStore(storeOnly{memory.New()}), kinesislease.WithShutdownTimeout(0))
+		kinesislease.WithLeaseStore(nil), kinesislease.WithShutdownTimeout(0))
 	if !errors.Is(err, kinesislease.ErrInvalidOption) {
 		t.Fatalf("New: %v, want ErrInvalidOption", err)
 	}
