@@ -464,14 +464,16 @@ func WithRetryPolicy(p kltype.RetryPolicy) SubscribeOption {
 
 // WithDeadLetter sends records that cannot be processed to sink. A nil
 // return confirms the record is kept; the checkpoint passes the record only
-// then. An error is retried with backoff, holding the shard meanwhile.
+// then. An error is retried with backoff, holding the shard meanwhile. A
+// subscription has one dead-letter sink: given with WithDeadLetterStream,
+// it is refused (ErrInvalidOption).
 func WithDeadLetter(sink func(ctx context.Context, dl *kltype.DeadLetterRecord) error) SubscribeOption {
 	return subOption(func(s *subscription) {
 		if sink == nil {
 			s.errs = append(s.errs, fmt.Errorf("%w: WithDeadLetter(nil)", ErrInvalidOption))
 		}
+		s.deadLetterGiven("WithDeadLetter")
 		s.worker.Sink = sink
-		s.deadLetterStream = ""
 	})
 }
 
@@ -479,13 +481,24 @@ func WithDeadLetter(sink func(ctx context.Context, dl *kltype.DeadLetterRecord) 
 // Kinesis stream (name or ARN), as a JSON DeadLetterEnvelope under the
 // record's own partition key. The checkpoint passes the record only once
 // Kinesis accepted the envelope. The credentials need kinesis:PutRecords on
-// that stream.
+// that stream. A subscription has one dead-letter sink: given with
+// WithDeadLetter, it is refused (ErrInvalidOption).
 func WithDeadLetterStream(stream string) SubscribeOption {
 	return subOption(func(s *subscription) {
 		if err := validStream(stream); err != nil {
 			s.errs = append(s.errs, fmt.Errorf("WithDeadLetterStream: %w", err))
 		}
+		s.deadLetterGiven("WithDeadLetterStream")
 		s.deadLetterStream = stream
-		s.worker.Sink = nil
 	})
+}
+
+// deadLetterGiven records that option, one of the dead-letter options, was
+// given, and refuses a subscription given both: each would fill the one
+// sink, and the last would silently win.
+func (s *subscription) deadLetterGiven(option string) {
+	if s.deadLetterOption != "" && s.deadLetterOption != option {
+		s.errs = append(s.errs, fmt.Errorf("%w: WithDeadLetter and WithDeadLetterStream both given: a subscription has one dead-letter sink, give one of them", ErrInvalidOption))
+	}
+	s.deadLetterOption = option
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/internal/subopts"
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -129,6 +131,49 @@ func TestInvalidSubscriptions(t *testing.T) {
 	empty, _ := kinesislease.New(awsConfig())
 	if err := empty.Run(context.Background()); !errors.Is(err, kinesislease.ErrInvalidOption) {
 		t.Errorf("Run with no subscription: %v", err)
+	}
+}
+
+// TestDeadLetterOptionsTogether: WithDeadLetter and WithDeadLetterStream
+// fill the subscription's one dead-letter sink, so the two together are
+// refused, in either order, by Subscribe and by the harness's way in
+// (subopts), with an error naming both; either alone, or one given twice,
+// is taken.
+func TestDeadLetterOptionsTogether(t *testing.T) {
+	t.Parallel()
+	handle := func(context.Context, order) error { return nil }
+	fn := kinesislease.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return nil })
+	stream := kinesislease.WithDeadLetterStream("orders-dead")
+	resolve := func(opts ...kinesislease.SubscribeOption) error {
+		all := make([]any, len(opts))
+		for i, o := range opts {
+			all[i] = o
+		}
+		return kinesislease.WithCodec(codec.JSON).(subopts.Resolver).ResolveSubscribeOptions(all, nil).Err
+	}
+	for _, tc := range []struct {
+		name string
+		opts []kinesislease.SubscribeOption
+		ok   bool
+	}{
+		{"function, then stream", []kinesislease.SubscribeOption{fn, stream}, false},
+		{"stream, then function", []kinesislease.SubscribeOption{stream, fn}, false},
+		{"function alone", []kinesislease.SubscribeOption{fn}, true},
+		{"stream alone", []kinesislease.SubscribeOption{stream}, true},
+		{"stream twice", []kinesislease.SubscribeOption{stream, kinesislease.WithDeadLetterStream("orders-dead-2")}, true},
+	} {
+		svc, err := kinesislease.New(awsConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for where, err := range map[string]error{"Subscribe": kinesislease.Subscribe(svc, "orders", handle, tc.opts...), "subopts": resolve(tc.opts...)} {
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("%s: %s: %v, want nil", tc.name, where, err)
+			case !tc.ok && (!errors.Is(err, kinesislease.ErrInvalidOption) || !strings.Contains(err.Error(), "WithDeadLetter and WithDeadLetterStream")):
+				t.Errorf("%s: %s: %v, want ErrInvalidOption naming WithDeadLetter and WithDeadLetterStream", tc.name, where, err)
+			}
+		}
 	}
 }
 
