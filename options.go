@@ -493,12 +493,17 @@ func WithDeadLetterStream(stream string) SubscribeOption {
 	})
 }
 
-// deadLetterGiven records that option, one of the dead-letter options, was
-// given, and refuses a subscription given both: each would fill the one
-// sink, and the last would silently win.
+// deadLetterGiven records that option, one of the two dead-letter options,
+// was given, and refuses a subscription given both (once, however often
+// they alternate): each fills the one sink, and the last would silently
+// win.
 func (s *subscription) deadLetterGiven(option string) {
-	if s.deadLetterOption != "" && s.deadLetterOption != option {
+	switch s.deadLetterOption {
+	case "", option:
+		s.deadLetterOption = option
+	case "both": // refused already
+	default:
 		s.errs = append(s.errs, fmt.Errorf("%w: WithDeadLetter and WithDeadLetterStream both given: a subscription has one dead-letter sink, give one of them", ErrInvalidOption))
+		s.deadLetterOption = "both"
 	}
-	s.deadLetterOption = option
 }
