@@ -236,7 +236,7 @@ func TestKeyConcurrencyHeldKey(t *testing.T) {
 // first delivered in order, never two of a key at once.
 func TestKeyConcurrencyHandoff(t *testing.T) {
 	t.Parallel()
-	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 		kc := testutil.KinesisClient(t, testutil.Kinesalite)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 2)

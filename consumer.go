@@ -111,9 +111,6 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 		}
 		o.applyService(&c)
 	}
-	if _, ok := c.store.(leases.Membership); c.store != nil && !ok {
-		c.errs = append(c.errs, fmt.Errorf("%w: WithLeaseStore(%T): the store does not implement leases.Membership, which the lease protocol needs", ErrInvalidOption, c.store))
-	}
 	if c.heartbeat == 0 {
 		c.heartbeat, c.timeout = DefaultHeartbeat, DefaultTimeout
 	}

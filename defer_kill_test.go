@@ -246,7 +246,11 @@ func deferChild(t *testing.T, owner string) {
 		t.Fatal(err)
 	}
 	err = kinesislease.Subscribe(svc, os.Getenv(deferStreamEnv), func(ctx context.Context, o order) error {
-		sink.add(o.ID, kinesislease.Defer(ctx))
+		ack, err := kinesislease.Defer(ctx)
+		if err != nil {
+			return err
+		}
+		sink.add(o.ID, ack)
 		return nil
 	}, kinesislease.WithStartPosition(kltype.TrimHorizon),
 		kinesislease.WithCheckpoint(1000, time.Second),

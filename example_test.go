@@ -86,6 +86,22 @@ func ExampleSubscribe_duplicate() {
 	// true kinesislease: stream already subscribed: "arn:aws:kinesis:us-east-1:123456789012:stream/orders" (subscribed as "orders")
 }
 
+// A subscription has one dead-letter sink: a stream (WithDeadLetterStream)
+// or a function (WithDeadLetter). Given both, Subscribe refuses the
+// subscription instead of letting the last one silently win.
+func ExampleWithDeadLetterStream_oneSink() {
+	svc, _ := kinesislease.New(awsConfig())
+	handle := func(context.Context, Order) error { return nil }
+	err := kinesislease.Subscribe(svc, "orders", handle,
+		kinesislease.WithDeadLetterStream("orders-dead"),
+		kinesislease.WithDeadLetter(func(ctx context.Context, dl *kltype.DeadLetterRecord) error { return nil }))
+	fmt.Println(errors.Is(err, kinesislease.ErrInvalidOption))
+	fmt.Println(err)
+	// Output:
+	// true
+	// subscribe "orders": kinesislease: invalid option: WithDeadLetter and WithDeadLetterStream both given: a subscription has one dead-letter sink, give one of them
+}
+
 // The handler reaches the record's metadata through its context. Here a
 // whole service runs on the in-memory Kinesis of kinesisleasetest and the
 // memory lease store; in production, on kinesislease.New(cfg) and a

@@ -187,7 +187,7 @@ func TestKPLRestartMidAggregate(t *testing.T) {
 			// A stream and a memory store of its own: the subtests' services
 			// share owner ids, which one store's membership would refuse.
 			t.Parallel()
-			onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+			onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 				kplRestartMidAggregate(t, newStore, k, false)
 			})
 		})
@@ -196,11 +196,11 @@ func TestKPLRestartMidAggregate(t *testing.T) {
 	// the aggregate and skips the user records done.
 	t.Run("fan-out", func(t *testing.T) {
 		store := memory.New()
-		kplRestartMidAggregate(t, func() leases.Store { return store }, 3, true)
+		kplRestartMidAggregate(t, func() leases.MembershipStore { return store }, 3, true)
 	})
 }
 
-func kplRestartMidAggregate(t *testing.T, newStore func() leases.Store, k int, fanOut bool) {
+func kplRestartMidAggregate(t *testing.T, newStore func() leases.MembershipStore, k int, fanOut bool) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	var sub []kinesislease.SubscribeOption
@@ -313,7 +313,7 @@ func TestKPLStopInsideAggregate(t *testing.T) {
 			// A stream and a memory store of its own: the subtests' services
 			// share owner ids, which one store's membership would refuse.
 			t.Parallel()
-			onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+			onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 				kc := testutil.KinesisClient(t, testutil.Kinesalite)
 				stream := testutil.StreamName(t)
 				testutil.CreateStream(t, kc, stream, 1)

@@ -78,7 +78,7 @@ func TestReproTakeoverCountsFromReadReturn(t *testing.T) {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(harness.TestLog(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	start := func(owner string, store leases.Store) (*kinesislease.Service, func()) {
+	start := func(owner string, store leases.MembershipStore) (*kinesislease.Service, func()) {
 		svc, err := kinesislease.New(testutil.Config(t),
 			kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store), kinesislease.WithOwner(owner),
 			kinesislease.WithHeartbeat(400*time.Millisecond, 2*time.Second),
