@@ -22,10 +22,10 @@
 // # Membership rows
 //
 // Store implements leases.Membership. Membership row i is the item whose
-// lease_key is leases.MemberKey(i) ("#members:0", "#members:1", …), the
-// header is leases.MemberHeaderKey ("#members"); no lease key can name
+// lease_key is driver.MemberKey(i) ("#members:0", "#members:1", …), the
+// header is driver.MemberHeaderKey ("#members"); no lease key can name
 // them (every lease method refuses one). Besides lease_key a row holds n,
-// its entry count (at most leases.RowCapacity), and one top-level attribute
+// its entry count (at most driver.RowCapacity), and one top-level attribute
 // per member, named "m_" followed by the owner id (always sent through
 // ExpressionAttributeNames), whose value is a map:
 //
@@ -89,6 +89,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // Attribute names of a row.
@@ -402,7 +403,7 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 	if err != nil {
 		return leases.Lease{}, err
 	}
-	id := leases.NewRewindID(time.Now())
+	id := driver.NewRewindID(time.Now())
 	if err := s.recordRewind(ctx, l.Key, id, cp); err != nil {
 		return leases.Lease{}, err
 	}

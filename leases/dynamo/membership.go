@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // TakeAs implements leases.Membership: one UpdateItem conditional on
@@ -51,7 +52,7 @@ func (s *Store) holderUpdate(ctx context.Context, key leases.Key, owner, incarna
 
 // Join implements leases.Membership: one UpdateItem, SET of m's entry and
 // ADD one to the row's entry count n, if the entry is absent and n is below
-// leases.RowCapacity. A resent attempt (its answer lost) meets the entry it
+// driver.RowCapacity. A resent attempt (its answer lost) meets the entry it
 // wrote and succeeds.
 func (s *Store) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
 	if err := s.beginMember(ctx, row); err != nil {
@@ -60,9 +61,9 @@ func (s *Store) Join(ctx context.Context, row int, m leases.Member) ([]leases.Me
 	if err := leases.ValidateMember(m); err != nil {
 		return nil, err
 	}
-	key := leases.MemberKey(row)
+	key := driver.MemberKey(row)
 	names := map[string]string{"#m": memberPrefix + m.Owner, "#n": attrCount}
-	values := map[string]types.AttributeValue{":entry": entryAttr(m), ":one": numAttr(1), ":cap": numAttr(leases.RowCapacity)}
+	values := map[string]types.AttributeValue{":entry": entryAttr(m), ":one": numAttr(1), ":cap": numAttr(driver.RowCapacity)}
 	rows, conflict, err := s.updateMember(ctx, key, m.Owner, "SET #m = :entry ADD #n :one",
 		"attribute_not_exists(#m) AND (attribute_not_exists(#n) OR #n < :cap)", names, values)
 	if conflict != nil {
@@ -86,7 +87,7 @@ func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leas
 	if err := leases.ValidateMember(m); err != nil {
 		return nil, err
 	}
-	key := leases.MemberKey(row)
+	key := driver.MemberKey(row)
 	names := map[string]string{"#m": memberPrefix + m.Owner, "#i": entryInc, "#n": entryNotice}
 	values := map[string]types.AttributeValue{":entry": entryAttr(m), ":inc": &types.AttributeValueMemberS{Value: m.Incarnation}}
 	// A notice someone bumped since the member last saw it makes the
@@ -128,7 +129,7 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 	if s.err != nil {
 		return leases.MemberHeader{}, s.err
 	}
-	item, err := s.getItem(ctx, leases.MemberHeaderKey)
+	item, err := s.getItem(ctx, driver.MemberHeaderKey)
 	if err != nil {
 		return leases.MemberHeader{}, err
 	}
@@ -137,16 +138,16 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 		switch {
 		case name == attrVanished:
 			if h.Vanished, err = num(item, attrVanished); err != nil {
-				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, leases.MemberHeaderKey, err)
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, driver.MemberHeaderKey, err)
 			}
 		case strings.HasPrefix(name, headerRowPrefix):
 			r, err := strconv.Atoi(name[len(headerRowPrefix):])
 			n, ok := v.(*types.AttributeValueMemberN)
 			if err != nil || !ok {
-				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: want a number named r<row>", s.table, leases.MemberHeaderKey, name)
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: want a number named r<row>", s.table, driver.MemberHeaderKey, name)
 			}
 			if h.Rows[r], err = strconv.ParseInt(n.Value, 10, 64); err != nil {
-				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: %w", s.table, leases.MemberHeaderKey, name, err)
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: attribute %s: %w", s.table, driver.MemberHeaderKey, name, err)
 			}
 		}
 	}
@@ -178,7 +179,7 @@ func (s *Store) ReportVanished(ctx context.Context) error {
 func (s *Store) bumpHeader(ctx context.Context, attr string) error {
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.table),
-		Key:                 keyAttr(leases.MemberHeaderKey),
+		Key:                 keyAttr(driver.MemberHeaderKey),
 		UpdateExpression:    aws.String("ADD #a :one"),
 		ConditionExpression: aws.String("attribute_not_exists(#c)"), // never a lease row
 
@@ -186,7 +187,7 @@ func (s *Store) bumpHeader(ctx context.Context, attr string) error {
 		ExpressionAttributeValues: map[string]types.AttributeValue{":one": numAttr(1)},
 	})
 	if err != nil {
-		return s.mapErr("UpdateItem", leases.MemberHeaderKey, err)
+		return s.mapErr("UpdateItem", driver.MemberHeaderKey, err)
 	}
 	return nil
 }
@@ -234,7 +235,7 @@ func (s *Store) Members(ctx context.Context, row int) ([]leases.Member, error) {
 	if err := s.beginMember(ctx, row); err != nil {
 		return nil, err
 	}
-	key := leases.MemberKey(row)
+	key := driver.MemberKey(row)
 	item, err := s.getItem(ctx, key)
 	if err != nil {
 		return nil, err
@@ -253,7 +254,7 @@ func (s *Store) ReplaceMember(ctx context.Context, row int, seen, next leases.Me
 	if err := leases.ValidateReplaceMember(seen, next); err != nil {
 		return nil, err
 	}
-	key := leases.MemberKey(row)
+	key := driver.MemberKey(row)
 	values := map[string]types.AttributeValue{
 		":inc": &types.AttributeValueMemberS{Value: seen.Incarnation},
 		":hb":  numAttr(seen.Heartbeat),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
 
@@ -29,7 +30,7 @@ func ownerOf(label string, n int) string {
 // (attribute n), and whether it holds one.
 func rowCount(t *testing.T, client *dynamodb.Client, table string, row int) (string, bool) {
 	t.Helper()
-	v, ok := rawItem(t, client, table, leases.MemberKey(row))["n"].(*types.AttributeValueMemberN)
+	v, ok := rawItem(t, client, table, driver.MemberKey(row))["n"].(*types.AttributeValueMemberN)
 	if !ok {
 		return "", false
 	}
@@ -71,7 +72,7 @@ func TestMemberRowFormat(t *testing.T) {
 	if _, err := s.Join(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
-	item := rawItem(t, client, s.Table(), leases.MemberKey(row))
+	item := rawItem(t, client, s.Table(), driver.MemberKey(row))
 	if len(item) != 3 {
 		t.Fatalf("membership row holds %v, want lease_key, the entry count n and one entry", item)
 	}
@@ -119,7 +120,7 @@ func TestMemberRowFormat(t *testing.T) {
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
-	m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM)
+	m = rawItem(t, client, s.Table(), driver.MemberKey(row))[attr].(*types.AttributeValueMemberM)
 	if len(m.Value) != 4 || !m.Value["l"].(*types.AttributeValueMemberBOOL).Value || m.Value["n"].(*types.AttributeValueMemberN).Value != "42" {
 		t.Fatalf("entry with leaving and a notice: %v, want l: BOOL true, n: N 42", m.Value)
 	}
@@ -132,7 +133,7 @@ func TestMemberRowFormat(t *testing.T) {
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
-	m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM)
+	m = rawItem(t, client, s.Table(), driver.MemberKey(row))[attr].(*types.AttributeValueMemberM)
 	if len(m.Value) != 5 || !m.Value["l"].(*types.AttributeValueMemberBOOL).Value || m.Value["n"].(*types.AttributeValueMemberN).Value != "42" ||
 		m.Value["e"].(*types.AttributeValueMemberN).Value != "12" {
 		t.Fatalf("entry with leaving, a notice and ended shards: %v, want l: BOOL true, n: N 42, e: N 12", m.Value)
@@ -150,7 +151,7 @@ func TestMemberRowFormat(t *testing.T) {
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
-	m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM)
+	m = rawItem(t, client, s.Table(), driver.MemberKey(row))[attr].(*types.AttributeValueMemberM)
 	if len(m.Value) != 3 || m.Value["e"].(*types.AttributeValueMemberN).Value != "3" {
 		t.Fatalf("entry with ended shards only: %v, want i, h and e: N 3", m.Value)
 	}
@@ -162,7 +163,7 @@ func TestMemberRowFormat(t *testing.T) {
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
-	if m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM); len(m.Value) != 2 {
+	if m = rawItem(t, client, s.Table(), driver.MemberKey(row))[attr].(*types.AttributeValueMemberM); len(m.Value) != 2 {
 		t.Fatalf("entry %v, want l, n and e omitted", m.Value)
 	}
 
@@ -206,13 +207,13 @@ func TestJoinFullRow(t *testing.T) {
 	t.Parallel()
 	s, client := newStore(t, &testutil.Faults{})
 	row := 3
-	for i := range leases.RowCapacity {
+	for i := range driver.RowCapacity {
 		if _, err := s.Join(ctx(t), row, leases.Member{Owner: ownerOf(fmt.Sprint(i), 30), Incarnation: "inc", Heartbeat: 1}); err != nil {
 			t.Fatalf("join %d: %v", i+1, err)
 		}
 	}
-	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(leases.RowCapacity) {
-		t.Fatalf("a full row's entry count n is %q, want %d", n, leases.RowCapacity)
+	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(driver.RowCapacity) {
+		t.Fatalf("a full row's entry count n is %q, want %d", n, driver.RowCapacity)
 	}
 	x := leases.Member{Owner: ownerOf("x", 30), Incarnation: "inc", Heartbeat: 1}
 	_, err := s.Join(ctx(t), row, x)
@@ -224,8 +225,8 @@ func TestJoinFullRow(t *testing.T) {
 	if !errors.As(err, &ccf) {
 		t.Fatalf("the SDK's ConditionalCheckFailedException is not wrapped: %v", err)
 	}
-	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(leases.RowCapacity) {
-		t.Fatalf("after the refused join the entry count n is %q, want %d", n, leases.RowCapacity)
+	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(driver.RowCapacity) {
+		t.Fatalf("after the refused join the entry count n is %q, want %d", n, driver.RowCapacity)
 	}
 }
 
@@ -336,7 +337,7 @@ func TestJoinLostResponseOnLastSlot(t *testing.T) {
 	faults := &testutil.Faults{}
 	s, client := newStore(t, faults)
 	row := 5
-	for i := range leases.RowCapacity - 1 {
+	for i := range driver.RowCapacity - 1 {
 		if _, err := s.Join(ctx(t), row, leases.Member{Owner: ownerOf(fmt.Sprint(i), 30), Incarnation: "inc", Heartbeat: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -351,11 +352,11 @@ func TestJoinLostResponseOnLastSlot(t *testing.T) {
 	if n := faults.Attempts("UpdateItem") - before; n != 2 {
 		t.Fatalf("%d UpdateItem attempts, want 2 (one lost, one resent)", n)
 	}
-	if len(ms) != leases.RowCapacity || !hasEntry(ms, last) {
-		t.Fatalf("the Join's answer %v, want %d entries with %+v", ms, leases.RowCapacity, last)
+	if len(ms) != driver.RowCapacity || !hasEntry(ms, last) {
+		t.Fatalf("the Join's answer %v, want %d entries with %+v", ms, driver.RowCapacity, last)
 	}
-	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(leases.RowCapacity) {
-		t.Fatalf("the row's entry count n is %q, want %d", n, leases.RowCapacity)
+	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(driver.RowCapacity) {
+		t.Fatalf("the row's entry count n is %q, want %d", n, driver.RowCapacity)
 	}
 }
 
@@ -523,7 +524,7 @@ func TestMembershipMalformedEntry(t *testing.T) {
 	s, client := newStore(t, &testutil.Faults{})
 	_, err := client.UpdateItem(testutil.WithoutFaults(ctx(t)), &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.Table()),
-		Key:                       map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: leases.MemberKey(0)}},
+		Key:                       map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: driver.MemberKey(0)}},
 		UpdateExpression:          aws.String("SET #m = :v"),
 		ExpressionAttributeNames:  map[string]string{"#m": "m_broken"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberS{Value: "not a map"}},
@@ -542,10 +543,10 @@ func TestMembershipMalformedEntry(t *testing.T) {
 func TestHeaderFormat(t *testing.T) {
 	t.Parallel()
 	s, client := newStore(t, &testutil.Faults{})
-	if item := rawItem(t, client, s.Table(), leases.MemberHeaderKey); item != nil {
+	if item := rawItem(t, client, s.Table(), driver.MemberHeaderKey); item != nil {
 		t.Fatalf("a fresh table has a header item: %v", item)
 	}
-	for _, r := range []int{3, 3, 0, leases.MaxMemberRows - 1} {
+	for _, r := range []int{3, 3, 0, driver.MaxMemberRows - 1} {
 		if err := s.BumpRow(ctx(t), r); err != nil {
 			t.Fatal(err)
 		}
@@ -553,8 +554,8 @@ func TestHeaderFormat(t *testing.T) {
 	if err := s.ReportVanished(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	item := rawItem(t, client, s.Table(), leases.MemberHeaderKey)
-	want := map[string]string{"r3": "2", "r0": "1", fmt.Sprintf("r%d", leases.MaxMemberRows-1): "1", "vanished": "1"}
+	item := rawItem(t, client, s.Table(), driver.MemberHeaderKey)
+	want := map[string]string{"r3": "2", "r0": "1", fmt.Sprintf("r%d", driver.MaxMemberRows-1): "1", "vanished": "1"}
 	if k, ok := item["lease_key"].(*types.AttributeValueMemberS); !ok || k.Value != "#members" {
 		t.Fatalf("the header's key is %v, want S #members", item["lease_key"])
 	}
@@ -570,8 +571,8 @@ func TestHeaderFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Rows) != 3 || h.Rows[3] != 2 || h.Rows[0] != 1 || h.Rows[leases.MaxMemberRows-1] != 1 || h.Vanished != 1 {
-		t.Fatalf("Header: %+v, want rows 3: 2, 0: 1, %d: 1 and vanished 1", h, leases.MaxMemberRows-1)
+	if len(h.Rows) != 3 || h.Rows[3] != 2 || h.Rows[0] != 1 || h.Rows[driver.MaxMemberRows-1] != 1 || h.Vanished != 1 {
+		t.Fatalf("Header: %+v, want rows 3: 2, 0: 1, %d: 1 and vanished 1", h, driver.MaxMemberRows-1)
 	}
 	// The header is no membership row.
 	if ms, err := s.Members(ctx(t), 0); err != nil || len(ms) != 0 {
@@ -593,7 +594,7 @@ func TestHeaderMalformed(t *testing.T) {
 			s, client := newStore(t, &testutil.Faults{})
 			_, err := client.UpdateItem(testutil.WithoutFaults(ctx(t)), &dynamodb.UpdateItemInput{
 				TableName:                 aws.String(s.Table()),
-				Key:                       map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: leases.MemberHeaderKey}},
+				Key:                       map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: driver.MemberHeaderKey}},
 				UpdateExpression:          aws.String("SET #a = :v"),
 				ExpressionAttributeNames:  map[string]string{"#a": name},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":v": v},
