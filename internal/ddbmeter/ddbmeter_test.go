@@ -14,6 +14,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/ddbmeter"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 	"github.com/kinesislease/kinesislease/leases/leasestest"
 )
@@ -144,29 +145,29 @@ func TestRejects(t *testing.T) {
 }
 
 // TestMembershipRowSize: the rows the DynamoDB store writes, sized as
-// DynamoDB does. A membership row of leases.RowCapacity entries of 64-byte
+// DynamoDB does. A membership row of driver.RowCapacity entries of 64-byte
 // owner ids stays under 1 KB (a heartbeat costs one write unit), as
 // package leases promises.
 func TestMembershipRowSize(t *testing.T) {
 	ctx := context.Background()
 	tbl := ddbmeter.NewTable()
 	s := dynamo.New(aws.Config{}, "meter", dynamo.WithDynamoDBClient(tbl.Client(0)))
-	for i := range leases.RowCapacity {
+	for i := range driver.RowCapacity {
 		owner := fmt.Sprintf("owner-%02d-", i)
 		owner += strings.Repeat("x", 64-len(owner))
 		// The values of a long-running member: a heartbeat counter of a
 		// year at 1.25s, the leases it holds, the shards it ended, a
 		// notice bumped, the longest streams digest (13 base-36 digits).
-		m := leases.Member{Owner: owner, Incarnation: leases.NewIncarnation(0, "ABCDEFGHIJ"), Heartbeat: 25_228_800, Held: 2000, Ended: 1000, Notice: 99, Streams: "3w5e11264sgsf"}
+		m := leases.Member{Owner: owner, Incarnation: driver.NewIncarnation(0, "ABCDEFGHIJ"), Heartbeat: 25_228_800, Held: 2000, Ended: 1000, Notice: 99, Streams: "3w5e11264sgsf"}
 		if _, err := s.Join(ctx, 0, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	row := ddbmeter.Size(tbl.Item(leases.MemberKey(0)))
+	row := ddbmeter.Size(tbl.Item(driver.MemberKey(0)))
 	if row >= 1024 {
 		t.Errorf("a full membership row is %d bytes: a heartbeat costs %d write units", row, ddbmeter.WriteUnits(row))
 	}
-	t.Logf("a full membership row of 64-byte owner ids: %d bytes (%d per entry)", row, (row-len(ddbmeter.KeyAttr)-len(leases.MemberKey(0))-3)/leases.RowCapacity)
+	t.Logf("a full membership row of 64-byte owner ids: %d bytes (%d per entry)", row, (row-len(ddbmeter.KeyAttr)-len(driver.MemberKey(0))-3)/driver.RowCapacity)
 }
 
 // TestAnswersNeverChange: the items the table answers with are its own

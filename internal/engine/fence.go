@@ -10,6 +10,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // heartbeatState is the heartbeat loop's own state (and join's, before the
@@ -263,13 +264,13 @@ candidates:
 			return false, errors.New("engine: every membership row is full")
 		}
 		inc := newIncarnation(row)
-		if cur := g.Incarnation(); rowOf(cur) < 0 && !g.ownInc(leases.NewIncarnation(row, cur)) {
+		if cur := g.Incarnation(); rowOf(cur) < 0 && !g.ownInc(driver.NewIncarnation(row, cur)) {
 			// The first join: the process's own suffix (Incarnation before
 			// Run), in the row it joins. Never an id tried before: an
 			// attempt whose answer was lost may have landed and been found
 			// dead since, and others would take the leases of its second
 			// coming at once (seed 91010012).
-			inc = leases.NewIncarnation(row, cur)
+			inc = driver.NewIncarnation(row, cur)
 		}
 		g.hb.hb++
 		m := g.entry(inc, g.hb.hb, 0)
@@ -289,7 +290,7 @@ candidates:
 				g.become(inc, row, rows, first)
 				return true, nil
 			case errors.As(err, &conflict) && conflict.Full:
-				counts[row] = leases.RowCapacity
+				counts[row] = driver.RowCapacity
 				full++
 				continue candidates // the next row with room
 			case errors.As(err, &conflict):

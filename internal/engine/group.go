@@ -17,6 +17,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // DuplicateOwnerError: another process heartbeats with this instance's
@@ -353,7 +354,7 @@ func orDefault(d *time.Duration, def time.Duration) {
 	}
 }
 
-func newIncarnation(row int) string { return leases.NewIncarnation(row, rand.Text()[:10]) }
+func newIncarnation(row int) string { return driver.NewIncarnation(row, rand.Text()[:10]) }
 
 // Incarnation returns this process's current incarnation id: before Run
 // has joined the membership, the process's random suffix alone (its first

@@ -19,6 +19,7 @@ import (
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -414,7 +415,7 @@ func TestRewindInterleavedWithCheckpoints(t *testing.T) {
 		asked := time.Now()
 		// The holder checkpoints between the request and anything it reads.
 		time.Sleep(150 * time.Millisecond)
-		row, ok := leases.IncarnationRow(g.Incarnation())
+		row, ok := driver.IncarnationRow(g.Incarnation())
 		if !ok {
 			t.Fatalf("incarnation %q names no membership row", g.Incarnation())
 		}

@@ -12,6 +12,7 @@ import (
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/migrate"
 )
 
@@ -417,8 +418,8 @@ func TestImportRefusesHeldRow(t *testing.T) {
 	r := newRefusalEnv(t)
 	ctx := context.Background()
 	mem := r.st.(leases.Membership)
-	live := leases.Member{Owner: "svc-a", Incarnation: leases.NewIncarnation(0, "a1"), Heartbeat: 1}
-	dead := leases.Member{Owner: "svc-b", Incarnation: leases.NewIncarnation(0, "b1"), Heartbeat: 1}
+	live := leases.Member{Owner: "svc-a", Incarnation: driver.NewIncarnation(0, "a1"), Heartbeat: 1}
+	dead := leases.Member{Owner: "svc-b", Incarnation: driver.NewIncarnation(0, "b1"), Heartbeat: 1}
 	for _, m := range []leases.Member{live, dead} {
 		if _, err := mem.Join(ctx, 0, m); err != nil {
 			t.Fatal(err)
@@ -487,7 +488,7 @@ func TestExportRefusals(t *testing.T) {
 	r.setRow(r.st, shardID(0), leases.Checkpoint{Sequence: r.r0})
 	r.setRow(r.st, shardID(1), leases.Checkpoint{Sequence: r.r1})
 	mem := r.st.(leases.Membership)
-	m := leases.Member{Owner: "svc-a", Incarnation: leases.NewIncarnation(0, "a1"), Heartbeat: 1}
+	m := leases.Member{Owner: "svc-a", Incarnation: driver.NewIncarnation(0, "a1"), Heartbeat: 1}
 	if _, err := mem.Join(ctx, 0, m); err != nil {
 		t.Fatal(err)
 	}

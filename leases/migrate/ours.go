@@ -10,6 +10,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/rewind"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // ourRow is one read of our row of a shard, with its holder's heartbeat.
@@ -46,7 +47,7 @@ func readOurs(ctx context.Context, st leases.Store, stream string, shards []*sha
 	for i, si := range shards {
 		r := rows[i]
 		if mem != nil && r.lease.Held() && r.lease.Incarnation != "" {
-			if row, ok := leases.IncarnationRow(r.lease.Incarnation); ok {
+			if row, ok := driver.IncarnationRow(r.lease.Incarnation); ok {
 				ms, seen := entries[row]
 				if !seen {
 					var err error

@@ -33,6 +33,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -110,8 +111,8 @@ func TestReproTakeoverCountsFromReadReturn(t *testing.T) {
 	// DynamoDB).
 	// Row 0 holds entries of members long gone (marked leaving), so that a,
 	// joining it, fills it.
-	for i := range leases.RowCapacity - 1 {
-		gone := leases.Member{Owner: fmt.Sprintf("gone-%d", i), Incarnation: leases.NewIncarnation(0, "gone"), Heartbeat: 1, Leaving: true}
+	for i := range driver.RowCapacity - 1 {
+		gone := leases.Member{Owner: fmt.Sprintf("gone-%d", i), Incarnation: driver.NewIncarnation(0, "gone"), Heartbeat: 1, Leaving: true}
 		if _, err := mem.Join(context.Background(), 0, gone); err != nil {
 			t.Fatal(err)
 		}

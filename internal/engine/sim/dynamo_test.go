@@ -29,6 +29,7 @@ import (
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
 
@@ -565,7 +566,7 @@ func (d *dynWorld) memberRow(owner string) int {
 }
 
 func (d *dynWorld) throttle(row int, dur time.Duration) {
-	d.event("%s throttled for everyone for %v", leases.MemberKey(row), dur)
+	d.event("%s throttled for everyone for %v", driver.MemberKey(row), dur)
 	d.throttleRow.Store(int64(row))
 	d.throttleUntil.Store(time.Now().Add(dur).UnixNano())
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
-	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
 
@@ -56,7 +56,7 @@ func largeOnly(t *testing.T) {
 const largeStream = "large"
 
 // ownerIDLen is the length of every owner id of the large fleets: the
-// longest the cost figures are stated for (leases.RowCapacity entries of
+// longest the cost figures are stated for (driver.RowCapacity entries of
 // this length keep a membership row under 1 KB).
 const ownerIDLen = 64
 
@@ -430,16 +430,16 @@ func memNow() string {
 
 // Kinds of item, as the bill breaks them down.
 const (
-	kindHeader = "header"     // leases.MemberHeaderKey
-	kindRow    = "member row" // leases.MemberKey(i)
+	kindHeader = "header"     // driver.MemberHeaderKey
+	kindRow    = "member row" // driver.MemberKey(i)
 	kindLease  = "lease row"  // stream:shard
 )
 
 func itemKind(key string) string {
 	switch {
-	case key == leases.MemberHeaderKey:
+	case key == driver.MemberHeaderKey:
 		return kindHeader
-	case leases.IsMemberKey(key):
+	case driver.IsMemberKey(key):
 		return kindRow
 	}
 	return kindLease

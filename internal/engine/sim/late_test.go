@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // TestFaultStoreLate checks Decision.Late: a write lands Late after its
@@ -99,7 +100,7 @@ func TestFaultStoreLate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l, err = fs.TakeAs(context.Background(), l, "a", leases.NewIncarnation(0, "x")); err != nil {
+			if l, err = fs.TakeAs(context.Background(), l, "a", driver.NewIncarnation(0, "x")); err != nil {
 				t.Fatal(err)
 			}
 			late = true
@@ -153,7 +154,7 @@ func TestFaultStoreLate(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var fs *FaultStore
 			fs, tab, landed, _ = setup(func(string) Decision { return Decision{Late: 5 * time.Second, Delay: time.Second} }, nil)
-			m := leases.Member{Owner: "a", Incarnation: leases.NewIncarnation(0, "x"), Heartbeat: 1}
+			m := leases.Member{Owner: "a", Incarnation: driver.NewIncarnation(0, "x"), Heartbeat: 1}
 			if _, err := fs.Join(context.Background(), 0, m); err == nil {
 				t.Fatal("a late Join was answered")
 			}

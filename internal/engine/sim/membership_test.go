@@ -19,6 +19,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // The simulation of the membership protocol (engine.Group): a simulated
@@ -152,7 +153,7 @@ func (e mevent) String() string {
 	case mDropTable:
 		s += fmt.Sprintf(" (missing for %v first)", e.dur)
 	case mThrottleRow:
-		s += fmt.Sprintf(" %s for %v", leases.MemberKey(e.row), e.dur)
+		s += fmt.Sprintf(" %s for %v", driver.MemberKey(e.row), e.dur)
 	case mLatency:
 		s += fmt.Sprintf(" %s for %v", who, e.dur)
 	case mSlowList:
@@ -330,7 +331,7 @@ func (p *mplan) drawTableFaults(r *rand.Rand) {
 	}
 	if r.IntN(4) == 0 {
 		// The rows in use: members pack the lowest rows, RowCapacity each.
-		rows := max(1, (len(p.procs)+leases.RowCapacity-1)/leases.RowCapacity)
+		rows := max(1, (len(p.procs)+driver.RowCapacity-1)/driver.RowCapacity)
 		add(mevent{kind: mThrottleRow, slot: -1, row: r.IntN(rows), dur: T + T/10 + time.Duration(r.Int64N(int64(T)))})
 	}
 	if r.IntN(4) == 0 {
@@ -1768,7 +1769,7 @@ func (w *mworld) rewind(e mevent) {
 func (w *mworld) notify(req *rewindReq, owner, inc string) {
 	w.chk.mu.Lock()
 	defer w.chk.mu.Unlock()
-	row, ok := leases.IncarnationRow(inc)
+	row, ok := driver.IncarnationRow(inc)
 	if !ok {
 		w.chk.tracef("operator: %s names no membership row: no notice", w.name(owner, inc))
 		return
@@ -2450,7 +2451,7 @@ func procRow(pr *mproc) int {
 		if q != pr {
 			continue
 		}
-		if r, ok := leases.IncarnationRow(key[strings.LastIndexByte(key, '/')+1:]); ok {
+		if r, ok := driver.IncarnationRow(key[strings.LastIndexByte(key, '/')+1:]); ok {
 			row = r
 		}
 	}

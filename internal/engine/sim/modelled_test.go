@@ -16,6 +16,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/ddbmeter"
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
 
@@ -65,16 +66,16 @@ func TestBilledUnitsModelled(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		m := n - e
-		rows := (m + leases.RowCapacity - 1) / leases.RowCapacity
+		rows := (m + driver.RowCapacity - 1) / driver.RowCapacity
 		for j := range m {
 			store := dynamo.New(aws.Config{}, "large", dynamo.WithDynamoDBClient(f.table.Client(modelledClient+j)))
-			row := j / leases.RowCapacity
+			row := j / driver.RowCapacity
 			owner := fmt.Sprintf("model-%05d-", j)
-			me := leases.Member{Owner: owner + strings.Repeat("x", ownerIDLen-len(owner)), Incarnation: leases.NewIncarnation(row, fmt.Sprint(j)), Heartbeat: 1}
+			me := leases.Member{Owner: owner + strings.Repeat("x", ownerIDLen-len(owner)), Incarnation: driver.NewIncarnation(row, fmt.Sprint(j)), Heartbeat: 1}
 			if _, err := store.Join(ctx, row, me); err != nil {
 				t.Fatal(err)
 			}
-			if j%leases.RowCapacity == 0 {
+			if j%driver.RowCapacity == 0 {
 				// One header write a row: hundreds in one second throttle
 				// the header (a bump costs a write unit per KB of it), so
 				// the setup waits a second and goes on.
@@ -110,7 +111,7 @@ func TestBilledUnitsModelled(t *testing.T) {
 			time.Sleep(time.Second)
 			joined := 0
 			for _, mm := range f.members {
-				if _, ok := leases.IncarnationRow(mm.group.Incarnation()); ok {
+				if _, ok := driver.IncarnationRow(mm.group.Incarnation()); ok {
 					joined++
 				}
 			}
@@ -213,7 +214,7 @@ func modelMember(ctx context.Context, store *dynamo.Store, table *ddbmeter.Table
 		hctx, cancel := context.WithTimeout(ctx, engine.DefaultHeartbeat/2)
 		store.Heartbeat(hctx, row, me)
 		store.Members(hctx, (row+1)%rows)
-		units := (ddbmeter.Size(table.Item(leases.MemberHeaderKey)) + 4095) / 4096
+		units := (ddbmeter.Size(table.Item(driver.MemberHeaderKey)) + 4095) / 4096
 		if every := time.Duration(float64(n*max(units, 1)) / 1000 * float64(time.Second)); time.Since(headerAt) >= every {
 			store.Header(hctx)
 			headerAt = time.Now()

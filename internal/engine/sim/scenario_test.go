@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // Scenarios: the membership simulation (mworld, with every check of
@@ -268,7 +268,7 @@ func TestMembershipFaults(t *testing.T) {
 		t.Parallel()
 		// More members than a membership row holds: the first rows fill
 		// up, RowCapacity each, and the others heartbeat in the next.
-		p := scenario(leases.RowCapacity+2, 12, 20, 40*time.Second)
+		p := scenario(driver.RowCapacity+2, 12, 20, 40*time.Second)
 		row := 0
 		from, dur := 15*time.Second, 2*T
 		p.events = []mevent{{at: from, kind: mThrottleRow, slot: -1, row: row, dur: dur}}
@@ -296,9 +296,9 @@ func TestMembershipFaults(t *testing.T) {
 				}
 			}
 			if fenced == 0 {
-				w.violate("(k) no member heartbeating in the throttled %s fenced: the throttling did not reach them", leases.MemberKey(row))
+				w.violate("(k) no member heartbeating in the throttled %s fenced: the throttling did not reach them", driver.MemberKey(row))
 			}
-			why := fmt.Sprintf("only %s was throttled, and they heartbeat in another row", leases.MemberKey(row))
+			why := fmt.Sprintf("only %s was throttled, and they heartbeat in another row", driver.MemberKey(row))
 			w.checkNoFence(others, w.at(from), w.at(from+dur+2*T), why)
 			w.checkSilence(otherShards, w.at(from), w.at(from+dur), 2*time.Second, "held by members heartbeating in another row than the throttled one")
 			end := w.at(from + dur)

@@ -162,7 +162,7 @@ func (s *FaultStore) dropped() <-chan struct{} {
 
 // MemberRowKey is the key under which the hooks see the calls on membership
 // row row (Heartbeat, Members, ReplaceMember): "#members" and the row, whose
-// text form is leases.MemberKey(row).
+// text form is driver.MemberKey(row).
 func MemberRowKey(row int) leases.Key {
 	return leases.Key{Stream: "#members", Shard: strconv.Itoa(row)}
 }
