@@ -24,7 +24,7 @@ lint:
 
 bench: install
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
-bench-run: ; $(GO) run ./internal/bench $(BENCHFLAGS)
+bench-run: ; $(GO) run ./internal/testkit/bench $(BENCHFLAGS)
 
 demo: install
 	$(GO) run ./examples/fulfilment/demo

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
 )
 
@@ -157,7 +157,7 @@ func chaosRun(t *testing.T, bin string, c chaosCase, duration time.Duration, rat
 	// two cores can take longer than any bound on the wall clock, so the
 	// time is only logged, as TestDemo does: that takeovers come within
 	// their bound is checked on virtual clocks, where load cannot stretch
-	// it (the membership simulation's failover bound, internal/engine/sim).
+	// it (the membership simulation's failover bound, internal/testkit/sim).
 	// Here every shard of a stopped holder must be taken over: an order on
 	// a shard no one took would be lost, a violation above.
 	t.Logf("seed %d: longest takeover %v (analytic worst %v, without load)", seed, ta.longestTakeover(), cfg.Timeout+2*cfg.Heartbeat*11/10)

@@ -4,7 +4,7 @@
 //	go run ./examples/fulfilment/chaos                  # 60s, random seed
 //	go run ./examples/fulfilment/chaos --seed 7 --duration 5m
 //
-// It starts DynamoDB Local and kinesalite (internal/testutil; `npm ci` at the
+// It starts DynamoDB Local and kinesalite (internal/testkit/testutil; `npm ci` at the
 // repository root installs them), creates a lease table and an 8-shard
 // stream, builds examples/fulfilment and runs 4 instances of it as separate
 // processes with short lease settings (a heartbeat every 500ms, a 2s

@@ -2,7 +2,7 @@
 //
 //	go run ./examples/fulfilment/demo      # or: make demo
 //
-// It starts DynamoDB Local and kinesalite (internal/testutil; `npm ci` at the
+// It starts DynamoDB Local and kinesalite (internal/testkit/testutil; `npm ci` at the
 // repository root installs them), creates the lease table fulfilment-leases
 // and a 4-shard stream fulfilment, builds examples/fulfilment and runs 3
 // instances of it as separate processes (owners instance-1..3) at the

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/kinesislease/kinesislease/internal/ddbmeter"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/ddbmeter"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }

@@ -6,7 +6,7 @@
 // caller and per item, and throttled when their item is hot.
 //
 // It exists to measure what the lease protocol costs on DynamoDB without
-// DynamoDB: the simulation (internal/engine/sim) runs fleets of engine
+// DynamoDB: the simulation (internal/testkit/sim) runs fleets of engine
 // Groups, each on its own leases/dynamo Store, on one Table in virtual
 // time, and reads the bill. Because the real Store builds every request,
 // the items and their sizes are exactly the ones it would write: no

@@ -64,7 +64,7 @@ func sreplay(name string) string {
 	for i, s := range parts {
 		parts[i] = "^" + s + "$"
 	}
-	return fmt.Sprintf("go test ./internal/engine/sim/ -run '%s' -v", strings.Join(parts, "/"))
+	return fmt.Sprintf("go test ./internal/testkit/sim/ -run '%s' -v", strings.Join(parts, "/"))
 }
 
 // Helpers of the scenarios' checks; the caller holds chk.mu.
@@ -193,7 +193,7 @@ func (w *mworld) proc(slot int) *mproc {
 //     run on their own schedule), no shard is silent for over 2s, and every
 //     shard delivers within 2 timeouts after the period.
 //
-// go test ./internal/engine/sim/ -run 'TestMembershipFaults/^NAME$' -v
+// go test ./internal/testkit/sim/ -run 'TestMembershipFaults/^NAME$' -v
 // runs one; -simtrace prints its trace.
 func TestMembershipFaults(t *testing.T) {
 	t.Parallel()

@@ -64,7 +64,7 @@ func TestNoFatalOffTestGoroutine(t *testing.T) {
 // fatalExceptions are the fatal calls, by file and function, the check
 // reports but this repository cannot change where they are, with why.
 var fatalExceptions = map[string]string{
-	"internal/engine/sim/dynamo_test.go put": "the sim's tests are being rewritten elsewhere; " +
+	"internal/testkit/sim/dynamo_test.go put": "the sim's tests are being rewritten elsewhere; " +
 		"(*dynWorld).put, on the producer goroutine of (*dynWorld).run, should report with t.Error and return",
 	"kinesisleasetest/harness.go HandleRaw": "public harness code, not test code; HandleRaw, which its doc says to " +
 		"use off the test's goroutine, fails with Fatalf only on a nil RecordOption, which TestConcurrentHandle does not pass",

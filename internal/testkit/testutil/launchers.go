@@ -20,7 +20,7 @@ import (
 
 // loopbackJSSource is preloaded (node -r) into kinesalite and kinesis-local.
 const loopbackJSSource = `'use strict';
-// Written by kinesislease/internal/testutil: listen on 127.0.0.1 only, and
+// Written by kinesislease/internal/testkit/testutil: listen on 127.0.0.1 only, and
 // exit when the test binary that started this process goes away.
 const net = require('net');
 const listen = net.Server.prototype.listen;
@@ -59,7 +59,7 @@ const javaLauncherClass = "LoopbackDynamoDBLocal"
 // (telemetry aside, which -disableTelemetry turns off anyway), but sets the
 // Jetty connectors' host to 127.0.0.1 before starting the server. It only
 // uses reflection, so it compiles without DynamoDB Local on the classpath.
-const javaLauncherSource = `// Written by kinesislease/internal/testutil.
+const javaLauncherSource = `// Written by kinesislease/internal/testkit/testutil.
 public final class LoopbackDynamoDBLocal {
   public static void main(String[] args) throws Exception {
     Thread watchdog = new Thread(() -> {

@@ -25,7 +25,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -116,7 +116,7 @@ func dynamoSeeds(t *testing.T) []uint64 {
 // and every record be acknowledged and covered by its checkpoint, with fair
 // shares, within dynSettleMax; a graceful shutdown releases every row.
 //
-// go test ./internal/engine/sim/ -run TestDynamoMembership -dynamoseed=N -v
+// go test ./internal/testkit/sim/ -run TestDynamoMembership -dynamoseed=N -v
 // replays seed N (its faults; real time decides the interleaving);
 // KINESISLEASE_DYNAMO_SEEDS=12 runs seeds 1 to 12;
 // KINESISLEASE_DYNAMO_PROFILE=none (or calls, rows, table) gives every seed
@@ -141,7 +141,7 @@ func runDynamoSeed(t *testing.T, plain *dynamodb.Client, seed uint64) {
 		}
 		profile = v
 	}
-	t.Logf("seed %d, profile %s (go test ./internal/engine/sim/ -run TestDynamoMembership -dynamoseed=%d -v)", seed, profile, seed)
+	t.Logf("seed %d, profile %s (go test ./internal/testkit/sim/ -run TestDynamoMembership -dynamoseed=%d -v)", seed, profile, seed)
 	table := testutil.TableName(t)
 	testutil.CreateLeaseTable(t, plain, table)
 	d := &dynWorld{
@@ -180,7 +180,7 @@ func runDynamoSeed(t *testing.T, plain *dynamodb.Client, seed uint64) {
 		if d.chk.dropped > 0 {
 			more = fmt.Sprintf("\n  (and %d more)", d.chk.dropped)
 		}
-		t.Errorf("seed %d (profile %s) broke the membership protocol's invariants:\n  %s%s\n\nevents:\n  %s\n\ntrace (last %d lines):\n%s\n\nreplay: go test ./internal/engine/sim/ -run TestDynamoMembership -dynamoseed=%d -v",
+		t.Errorf("seed %d (profile %s) broke the membership protocol's invariants:\n  %s%s\n\nevents:\n  %s\n\ntrace (last %d lines):\n%s\n\nreplay: go test ./internal/testkit/sim/ -run TestDynamoMembership -dynamoseed=%d -v",
 			seed, profile, strings.Join(d.chk.violations, "\n  "), more, strings.Join(d.events, "\n  "), traceLines, d.chk.trace.String(), seed)
 	} else if *flagTrace {
 		t.Logf("events:\n  %s\ntrace:\n%s", strings.Join(d.events, "\n  "), d.chk.trace.String())

@@ -34,7 +34,7 @@
 //     content can be dropped at once (the table recreated) and which can be
 //     missing for a while.
 //
-// The tests (go test ./internal/engine/sim/):
+// The tests (go test ./internal/testkit/sim/):
 //
 //   - TestMembership: hundreds of seeded simulations of several Groups
 //     under faults in synctest bubbles, checking the protocol's invariants
@@ -75,7 +75,7 @@
 //     never get a record: no checkpoint is written, reading costs little), at
 //     the library's defaults, in virtual time, each Group on its own
 //     DynamoDB store (package leases/dynamo) over one
-//     internal/ddbmeter.Table, which bills every call as DynamoDB would
+//     internal/testkit/ddbmeter.Table, which bills every call as DynamoDB would
 //     and throttles an item driven above DynamoDB's per-partition 3,000
 //     RCU/s or 1,000 WCU/s (a one-second token bucket per item in virtual
 //     time): the store gets the ThrottlingException a DynamoDB client
@@ -116,7 +116,7 @@
 //
 // Running the large simulations (-timeout 0: a size takes minutes):
 //
-//	KINESISLEASE_SIM_LARGE=1 go test ./internal/engine/sim/ -run 'TestBilledUnits|TestLargeFleetFailover' -v -timeout 0
+//	KINESISLEASE_SIM_LARGE=1 go test ./internal/testkit/sim/ -run 'TestBilledUnits|TestLargeFleetFailover' -v -timeout 0
 //
 // KINESISLEASE_SIM_LARGE_SIZES=20x1000,200x20000 picks TestBilledUnits'
 // sizes; KINESISLEASE_SIM_LARGE_FLEET=1000x5000 and

@@ -5,7 +5,7 @@
 // set of open shards. The clients are real SDK v2 Kinesis clients pointed
 // at it with BaseEndpoint.
 //
-//	go run ./internal/bench [flags]     (or: make bench-run BENCHFLAGS="[flags]")
+//	go run ./internal/testkit/bench [flags]     (or: make bench-run BENCHFLAGS="[flags]")
 //
 // Modes:
 //
@@ -177,7 +177,7 @@ func logger(f flags) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// awsConfig is what internal/testutil's Bench.Config gives the emulators'
+// awsConfig is what internal/testkit/testutil's Bench.Config gives the emulators'
 // clients: static credentials, the SDK's standard retryer and an HTTP client
 // on the SDK's default transport, reading no environment or shared config.
 func awsConfig(tr *http.Transport) aws.Config {

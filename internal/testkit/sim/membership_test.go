@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -618,7 +618,7 @@ type msummary struct {
 //     removes its membership entry; Run returns only when its context is
 //     cancelled.
 //
-// go test ./internal/engine/sim/ -run 'TestMembership$' -seed=N -v replays
+// go test ./internal/testkit/sim/ -run 'TestMembership$' -seed=N -v replays
 // seed N (and writes its whole trace to a file if it fails);
 // KINESISLEASE_SIM_SEEDS=30000 (or -seeds) runs more seeds, with -timeout 0
 // beyond about 30,000 (30,000 take about 6 minutes on two busy cores); the
@@ -816,7 +816,7 @@ func (p *mplan) label() string {
 // and the library's own jitter and incarnation ids are not seeded, so a
 // failure may need a few runs of its seed to show again.
 func mreplay(seed uint64) string {
-	return fmt.Sprintf("go test ./internal/engine/sim/ -run 'TestMembership$' -seed=%d -v   (if it passes, run it again: interleavings are not seeded; with -seed the whole trace goes to a file)", seed)
+	return fmt.Sprintf("go test ./internal/testkit/sim/ -run 'TestMembership$' -seed=%d -v   (if it passes, run it again: interleavings are not seeded; with -seed the whole trace goes to a file)", seed)
 }
 
 // mworld is one seed's simulation of the membership protocol.
