@@ -20,7 +20,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -693,7 +693,7 @@ func TestShutdownTimeoutVirtual(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const stream, shutdown = "orders", 10 * time.Second
-		k := kinesisleasetest.NewKinesis()
+		k := kinesisfake.New()
 		if err := k.CreateStream(stream, 1); err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/testkit/sim"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -28,7 +28,7 @@ import (
 type fleet struct {
 	t       *testing.T
 	store   *memory.Store
-	kinesis *kinesisleasetest.Kinesis
+	kinesis *kinesisfake.Kinesis
 	stream  *sim.Ledger
 	ids     []string
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -106,7 +106,7 @@ func chaosRun(t *testing.T, bin string, c chaosCase, duration time.Duration, rat
 	if c.fanOut {
 		// Kinesis' rules, as the package comment's --fan-out: closed when
 		// the test ends, once run has stopped every instance.
-		fo = harness.StartFanOutKinesis(kinesisleasetest.FanOutRules{})
+		fo = harness.StartFanOutKinesis(kinesisfake.FanOutRules{})
 		t.Cleanup(func() { fo.Close() })
 		if err := fo.CreateStream(t.Context(), stream, 8); err != nil {
 			t.Fatal(err)

@@ -21,7 +21,7 @@
 //
 // With --fan-out the instances read with enhanced fan-out (--fan-out
 // fulfilment-demo) instead of polling: no emulator serves SubscribeToShard,
-// so the stream lives in an in-memory Kinesis (kinesisleasetest.Kinesis)
+// so the stream lives in an in-memory Kinesis (kinesisfake.Kinesis)
 // that the demo serves on a local endpoint, with Kinesis' rules for
 // SubscribeToShard and the consumer calls (among them the 5-second rule);
 // the instances use its URL as their Kinesis endpoint and the demo

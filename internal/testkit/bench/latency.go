@@ -22,7 +22,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -36,9 +36,9 @@ type latencyMsg struct {
 // runLatency measures put-to-handler latency and consumer CPU per record,
 // polling at the library's defaults against enhanced fan-out, alternating
 // in one run. A second process (this binary, -mode latency-load) serves an
-// in-memory Kinesis (kinesisleasetest.Kinesis.ServeHTTP) holding the
-// stream and puts the records, so that this process' CPU is the
-// consumer's alone; both sides read it over HTTP with the SDK.
+// in-memory Kinesis (kinesisfake.Kinesis.ServeHTTP) holding the stream and
+// puts the records, so that this process' CPU is the consumer's alone; both
+// sides read it over HTTP with the SDK.
 func runLatency(f flags) error {
 	ctx := context.Background()
 	load, err := startLoad(f.verbose)
@@ -363,7 +363,7 @@ func (p *loadProc) close() {
 func runLoad(f flags) error {
 	// Records put one by one reach a subscriber in events of several, as
 	// on Kinesis: at most one event with records every 20ms.
-	k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(kinesisleasetest.FanOutRules{EventGap: 20 * time.Millisecond}))
+	k := kinesisfake.New(kinesisfake.WithFanOutRules(kinesisfake.FanOutRules{EventGap: 20 * time.Millisecond}))
 	srv := httptest.NewServer(k)
 	defer srv.Close()
 	fmt.Printf("url %s\n", srv.URL)

@@ -5,6 +5,15 @@
 // set of open shards. The clients are real SDK v2 Kinesis clients pointed
 // at it with BaseEndpoint.
 //
+// That server is the bench's own, not package kinesisfake: it generates
+// records from their shard and index rather than holding records put (a
+// small data set is encoded once into the fragments of GetRecords' answers,
+// a large one per request, so that the server holds next to nothing), and
+// answers only the four calls above, so that its own CPU stays small and is
+// measured apart from the library's. kinesisfake holds every record put and
+// serves Kinesis' whole API: the latency mode, which puts records as it
+// runs and reads them with enhanced fan-out, runs on it.
+//
 //	go run ./internal/testkit/bench [flags]     (or: make bench-run BENCHFLAGS="[flags]")
 //
 // Modes:
@@ -53,7 +62,7 @@
 //	    library's defaults against enhanced fan-out (WithEnhancedFanOut),
 //	    alternating each round (-rounds, default 3). A second process
 //	    (this binary, -mode latency-load) serves an in-memory Kinesis
-//	    (kinesisleasetest.Kinesis.ServeHTTP) with the stream (-shards,
+//	    (kinesisfake.Kinesis.ServeHTTP) with the stream (-shards,
 //	    default 2), which both sides read over HTTP with the SDK, and puts
 //	    -records records (default 1,000) at -rate a second (default 100),
 //	    one PutRecord each, stamped with the time of the put. The handler

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 )
 
 // KinesisHooks lets a test disturb the calls of one Client view. Every hook
@@ -34,12 +34,12 @@ var ErrDead = errors.New("sim: the calling process is dead")
 // Client returns one process's view of k: the three calls kinesisx.Reader
 // needs, served by k and disturbed by hooks. Its delays sleep on timers, so
 // inside a testing/synctest bubble they run on the bubble's clock.
-func Client(k *kinesisleasetest.Kinesis, hooks KinesisHooks) kinesisx.Reader {
+func Client(k *kinesisfake.Kinesis, hooks KinesisHooks) kinesisx.Reader {
 	return &client{k: k, hooks: hooks}
 }
 
 type client struct {
-	k     *kinesisleasetest.Kinesis
+	k     *kinesisfake.Kinesis
 	hooks KinesisHooks
 }
 

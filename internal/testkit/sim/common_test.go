@@ -26,7 +26,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
@@ -299,7 +299,7 @@ type simBase struct {
 	t       *testing.T
 	seed    uint64
 	start   time.Time
-	kinesis *kinesisleasetest.Kinesis
+	kinesis *kinesisfake.Kinesis
 	stream  *Ledger
 	mem     *Table
 	chk     *checker

@@ -4,7 +4,7 @@
 // Its non-test part is the tools a test can build a simulation from:
 //
 //   - Kinesis is the library's one in-memory Kinesis,
-//     kinesisleasetest.Kinesis, made by NewKinesis with Kinesis' limit of
+//     kinesisfake.Kinesis, made by NewKinesis with Kinesis' limit of
 //     five GetRecords calls a second per shard and ListShards answers of
 //     ListPage shards. Client gives each process a view of it (a
 //     kinesisx.Reader) that adds the process's delays, errors, stalls and
@@ -71,7 +71,7 @@
 //   - TestBilledUnits and TestLargeFleetFailover (large_test.go), the large
 //     simulations, run only with KINESISLEASE_SIM_LARGE=1 (otherwise they
 //     skip, saying so): fleets of up to 1,000 Groups with 64-byte owner ids
-//     on up to 20,000 idle shards (a kinesisleasetest.Kinesis whose shards
+//     on up to 20,000 idle shards (a kinesisfake.Kinesis whose shards
 //     never get a record: no checkpoint is written, reading costs little), at
 //     the library's defaults, in virtual time, each Group on its own
 //     DynamoDB store (package leases/dynamo) over one

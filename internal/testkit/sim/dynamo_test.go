@@ -26,7 +26,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -201,7 +201,7 @@ type dynWorld struct {
 	profile string
 	table   string
 	plain   *dynamodb.Client
-	kinesis *kinesisleasetest.Kinesis
+	kinesis *kinesisfake.Kinesis
 	stream  *Ledger
 	reader  *dynamo.Store // fault-free reads
 	chk     *checker

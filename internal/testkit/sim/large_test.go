@@ -25,7 +25,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/testkit/ddbmeter"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -38,7 +38,7 @@ import (
 // an item driven above 3,000 RCU/s or 1,000 WCU/s (as DynamoDB a
 // partition: the store gets the ThrottlingException the SDK would return
 // after one attempt). Kinesis is a
-// kinesisleasetest.Kinesis whose shards never have records
+// kinesisfake.Kinesis whose shards never have records
 // (newIdleKinesis): reading costs little, and no checkpoint is written, so
 // what the table bills is the lease protocol alone. They run only with KINESISLEASE_SIM_LARGE set (see
 // doc.go).
@@ -115,8 +115,8 @@ func (f *fleet) throttling() string {
 // 1,000 shards, as the service's) with one stream, largeStream, of shards
 // open shards that never get a record. Every member reads it through a view
 // of its own (Client) that adds the member's death.
-func newIdleKinesis(t *testing.T, shards int) *kinesisleasetest.Kinesis {
-	k := kinesisleasetest.NewKinesis()
+func newIdleKinesis(t *testing.T, shards int) *kinesisfake.Kinesis {
+	k := kinesisfake.New()
 	if err := k.CreateStream(largeStream, shards); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ type largeMember struct {
 type fleet struct {
 	t       *testing.T
 	table   *ddbmeter.Table
-	kin     *kinesisleasetest.Kinesis
+	kin     *kinesisfake.Kinesis
 	shards  int
 	members []*largeMember
 	start   time.Time

@@ -10,12 +10,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kpl"
 )
 
 // Ledger puts records on chosen shards of one stream of a
-// kinesisleasetest.Kinesis and keeps the account the simulation's checks
+// kinesisfake.Kinesis and keeps the account the simulation's checks
 // need: where each user record of a KPL aggregate sits in its shard, as the
 // consumer numbers them. It knows the shards the stream had when the Ledger
 // was made and the records put through it: the stream must not be
@@ -23,7 +23,7 @@ import (
 //
 // It is safe for concurrent use.
 type Ledger struct {
-	k    *kinesisleasetest.Kinesis
+	k    *kinesisfake.Kinesis
 	name string
 	ids  []string
 
@@ -49,17 +49,17 @@ type put struct {
 // lists, so that callers must follow NextToken on a stream of a few shards.
 const ListPage = 3
 
-// NewKinesis returns an empty kinesisleasetest.Kinesis as strict as the
+// NewKinesis returns an empty kinesisfake.Kinesis as strict as the
 // simulation wants it: Kinesis' limit of GetRecords calls per shard and
-// second (kinesisleasetest.WithGetRecordsRateLimit) and ListShards answers
+// second (kinesisfake.WithGetRecordsRateLimit) and ListShards answers
 // of ListPage shards.
-func NewKinesis() *kinesisleasetest.Kinesis {
-	return kinesisleasetest.NewKinesis(kinesisleasetest.WithGetRecordsRateLimit(), kinesisleasetest.WithListShardsPage(ListPage))
+func NewKinesis() *kinesisfake.Kinesis {
+	return kinesisfake.New(kinesisfake.WithGetRecordsRateLimit(), kinesisfake.WithListShardsPage(ListPage))
 }
 
 // NewStream creates a stream named name with shards shards on k
-// (kinesisleasetest.Kinesis.CreateStream) and returns its Ledger.
-func NewStream(k *kinesisleasetest.Kinesis, name string, shards int) (*Ledger, error) {
+// (kinesisfake.Kinesis.CreateStream) and returns its Ledger.
+func NewStream(k *kinesisfake.Kinesis, name string, shards int) (*Ledger, error) {
 	if err := k.CreateStream(name, shards); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
@@ -68,7 +68,7 @@ func NewStream(k *kinesisleasetest.Kinesis, name string, shards int) (*Ledger, e
 
 // NewLedger returns a Ledger of the stream named name of k, with the shards
 // k's ListShards lists now.
-func NewLedger(k *kinesisleasetest.Kinesis, name string) (*Ledger, error) {
+func NewLedger(k *kinesisfake.Kinesis, name string) (*Ledger, error) {
 	l := &Ledger{k: k, name: name, shards: map[string]*shardLedger{}}
 	in := &kinesis.ListShardsInput{StreamName: aws.String(name)}
 	for {

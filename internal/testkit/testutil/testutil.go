@@ -22,7 +22,7 @@
 // emulators cannot do on demand.
 //
 // Enhanced fan-out (SubscribeToShard), which the emulators lack, is tested
-// on kinesisleasetest.Kinesis: its Client in the process, or ServeHTTP on a
+// on kinesisfake.Kinesis: its Client in the process, or ServeHTTP on a
 // local endpoint for other processes.
 //
 // Outside tests (a demo command, say), Start runs a Bench directly.

@@ -1,4 +1,4 @@
-package kinesisleasetest
+package kinesisfake
 
 import (
 	"cmp"
@@ -20,8 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/kinesislease/kinesislease"
 )
 
 // Kinesis is an in-memory Amazon Kinesis Data Streams for tests of a whole
@@ -30,7 +28,7 @@ import (
 // errors, so a test can hand it to kinesislease.WithKinesisClient and
 // kinesislease.NewPublisherFromClient:
 //
-//	k := kinesisleasetest.NewKinesis()
+//	k := kinesisfake.New()
 //	k.CreateStream("orders", 4)
 //	svc, _ := kinesislease.New(aws.Config{},
 //		kinesislease.WithKinesisClient(k),
@@ -43,7 +41,7 @@ import (
 // the stream), shard iterators that expire after 5 minutes, paging, and
 // resharding (SplitShard, MergeShards) with closed parents whose readers
 // reach their end and are told of the children. Throttle injects
-// ProvisionedThroughputExceededException; NewKinesis' options add Kinesis'
+// ProvisionedThroughputExceededException; New's options add Kinesis'
 // GetRecords rate limit per shard and shorter ListShards pages.
 //
 // It reads the time with time.Now only, so inside a testing/synctest bubble
@@ -61,8 +59,8 @@ type Kinesis struct {
 	gen       uint64
 	throttles map[string]int
 	calls     map[string]int
-	// listPage and readLimit are set by NewKinesis' options
-	// (kinesis_options.go).
+	// listPage and readLimit are set by New's options
+	// (options.go).
 	listPage  int
 	readLimit bool
 	// Enhanced fan-out (fanout.go): the rules, the registered consumers by
@@ -77,11 +75,6 @@ type Kinesis struct {
 	opsOnce sync.Once
 	wireOps map[string]operation
 }
-
-var (
-	_ kinesislease.Kinesis  = (*Kinesis)(nil)
-	_ kinesislease.Producer = (*Kinesis)(nil)
-)
 
 // The operations Throttle and Calls name.
 const (
@@ -127,10 +120,10 @@ const (
 
 var kinesisIDs atomic.Uint64
 
-// NewKinesis returns an empty Kinesis: create streams with CreateStream.
+// New returns an empty Kinesis: create streams with CreateStream.
 // Its options (WithListShardsPage, WithGetRecordsRateLimit) make it stricter
 // than its defaults.
-func NewKinesis(opts ...KinesisOption) *Kinesis {
+func New(opts ...Option) *Kinesis {
 	k := &Kinesis{
 		id:        kinesisIDs.Add(1),
 		streams:   map[string]*stream{},
@@ -140,7 +133,7 @@ func NewKinesis(opts ...KinesisOption) *Kinesis {
 		rules:     FanOutRules{}.withDefaults(),
 	}
 	for _, o := range opts {
-		o.applyKinesis(k)
+		o.apply(k)
 	}
 	return k
 }
@@ -453,7 +446,7 @@ func (k *Kinesis) ShardRecords(stream, shardID string) int {
 // them. Throttle panics on an unknown op.
 func (k *Kinesis) Throttle(op string, n int) {
 	if !slices.Contains(ops, op) {
-		panic(fmt.Sprintf("kinesisleasetest: Throttle(%q): want one of %v", op, ops))
+		panic(fmt.Sprintf("kinesisfake: Throttle(%q): want one of %v", op, ops))
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -553,7 +546,7 @@ func (s *stream) route(h *big.Int) *shard {
 			return sh
 		}
 	}
-	panic("kinesisleasetest: no open shard holds hash key " + h.String()) // the open shards cover the space
+	panic("kinesisfake: no open shard holds hash key " + h.String()) // the open shards cover the space
 }
 
 // put appends a record to the shard h routes to and returns that shard and

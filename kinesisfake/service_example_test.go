@@ -1,4 +1,4 @@
-package kinesisleasetest_test
+package kinesisfake_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -99,7 +99,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestTwoServicesOnInMemoryKinesis(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const stream, records = "shipments", 200
-		k := kinesisleasetest.NewKinesis()
+		k := kinesisfake.New()
 		if err := k.CreateStream(stream, 4); err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestTwoServicesOnInMemoryKinesis(t *testing.T) {
 		// takes over from the checkpoints.
 		stop(a)
 		aStopped = true
-		k.Throttle(kinesisleasetest.OpGetRecords, 3) // b rides out throttling too
+		k.Throttle(kinesisfake.OpGetRecords, 3) // b rides out throttling too
 		publish(records / 2)
 		if err := pub.Close(t.Context()); err != nil {
 			t.Fatal(err)
@@ -234,7 +234,7 @@ func TestTwoServicesOnInMemoryKinesis(t *testing.T) {
 func TestServiceAcrossResharding(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const stream, records = "shipments", 300
-		k := kinesisleasetest.NewKinesis()
+		k := kinesisfake.New()
 		if err := k.CreateStream(stream, 3); err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +317,7 @@ func TestServiceAcrossResharding(t *testing.T) {
 // The example waits on a channel, never a sleep; in a test, wrap it in
 // synctest.Test to run its heartbeats and polling on a virtual clock.
 func ExampleKinesis() {
-	k := kinesisleasetest.NewKinesis()
+	k := kinesisfake.New()
 	if err := k.CreateStream("shipments", 2); err != nil {
 		panic(err)
 	}
@@ -381,7 +381,7 @@ func ExampleKinesis() {
 // and subscribes to each shard, and the records are pushed as they are
 // put.
 func ExampleKinesis_Client() {
-	k := kinesisleasetest.NewKinesis()
+	k := kinesisfake.New()
 	if err := k.CreateStream("shipments", 1); err != nil {
 		panic(err)
 	}

@@ -1,4 +1,4 @@
-package kinesisleasetest_test
+package kinesisfake_test
 
 import (
 	"fmt"
@@ -11,14 +11,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 )
 
 // TestListShardsPageOption: WithListShardsPage(2) lists a 5-shard stream in
 // pages of 2, 2 and 1 linked by NextToken, and a smaller MaxResults still
 // wins.
 func TestListShardsPageOption(t *testing.T) {
-	k := kinesisleasetest.NewKinesis(kinesisleasetest.WithListShardsPage(2))
+	k := kinesisfake.New(kinesisfake.WithListShardsPage(2))
 	if err := k.CreateStream("s", 5); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestListShardsPageOption(t *testing.T) {
 			t.Error("WithListShardsPage(0) did not panic")
 		}
 	}()
-	kinesisleasetest.WithListShardsPage(0)
+	kinesisfake.WithListShardsPage(0)
 }
 
 // TestGetRecordsRateLimit: with WithGetRecordsRateLimit, the sixth
@@ -62,7 +62,7 @@ func TestListShardsPageOption(t *testing.T) {
 // the shard may be read again. Without the option, the calls succeed.
 func TestGetRecordsRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		k := kinesisleasetest.NewKinesis(kinesisleasetest.WithGetRecordsRateLimit())
+		k := kinesisfake.New(kinesisfake.WithGetRecordsRateLimit())
 		if err := k.CreateStream("s", 2); err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestGetRecordsRateLimit(t *testing.T) {
 			_, err := k.GetRecords(kctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it)})
 			return err
 		}
-		for i := range kinesisleasetest.GetRecordsPerSecond {
+		for i := range kinesisfake.GetRecordsPerSecond {
 			it := a
 			if i%2 == 1 {
 				it = b // a second reader shares the shard's limit
@@ -97,7 +97,7 @@ func TestGetRecordsRateLimit(t *testing.T) {
 
 		free := kNewStream(t, "s", 1)
 		it := kIterator(t, free, kIterIn("s", "shardId-000000000000", types.ShardIteratorTypeTrimHorizon))
-		for i := range 2 * kinesisleasetest.GetRecordsPerSecond {
+		for i := range 2 * kinesisfake.GetRecordsPerSecond {
 			if _, err := free.GetRecords(kctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it)}); err != nil {
 				t.Fatalf("without the option, call %d: %v", i+1, err)
 			}

@@ -1,4 +1,4 @@
-package kinesisleasetest
+package kinesisfake
 
 import (
 	"context"
@@ -84,8 +84,8 @@ func (r FanOutRules) withDefaults() FanOutRules {
 
 // WithFanOutRules sets the timings of enhanced fan-out (FanOutRules), for
 // a test that must not wait out Kinesis' own in real time.
-func WithFanOutRules(r FanOutRules) KinesisOption {
-	return kinesisOption(func(k *Kinesis) { k.rules = r.withDefaults() })
+func WithFanOutRules(r FanOutRules) Option {
+	return option(func(k *Kinesis) { k.rules = r.withDefaults() })
 }
 
 // consumer is a registered stream consumer.
@@ -453,7 +453,7 @@ func (k *Kinesis) subscribe(ctx context.Context, in *kinesis.SubscribeToShardInp
 
 // ErrConnectionReset is the error of a subscription DropSubscriptions ended,
 // as a broken connection ends one: no Kinesis exception.
-var ErrConnectionReset = fmt.Errorf("kinesisleasetest: subscription connection reset: %w", io.ErrUnexpectedEOF)
+var ErrConnectionReset = fmt.Errorf("kinesisfake: subscription connection reset: %w", io.ErrUnexpectedEOF)
 
 // DropSubscriptions ends the open subscriptions to shardID (of any stream
 // and consumer) as a broken connection would: their event channels close
@@ -469,7 +469,7 @@ func (k *Kinesis) DropSubscriptions(shardID string) int {
 // *types.KMSThrottlingException. It returns how many it ended.
 func (k *Kinesis) FailSubscriptions(shardID string, err error) int {
 	if err == nil {
-		panic("kinesisleasetest: FailSubscriptions with a nil error")
+		panic("kinesisfake: FailSubscriptions with a nil error")
 	}
 	return k.endSubscriptions(shardID, err)
 }

@@ -1,4 +1,4 @@
-package kinesisleasetest_test
+package kinesisfake_test
 
 import (
 	"context"
@@ -18,21 +18,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 )
 
 var kctx = context.Background()
 
-func kNewStream(t *testing.T, name string, shards int) *kinesisleasetest.Kinesis {
+func kNewStream(t *testing.T, name string, shards int) *kinesisfake.Kinesis {
 	t.Helper()
-	k := kinesisleasetest.NewKinesis()
+	k := kinesisfake.New()
 	if err := k.CreateStream(name, shards); err != nil {
 		t.Fatal(err)
 	}
 	return k
 }
 
-func kListAll(t *testing.T, k *kinesisleasetest.Kinesis, in *kinesis.ListShardsInput) []types.Shard {
+func kListAll(t *testing.T, k *kinesisfake.Kinesis, in *kinesis.ListShardsInput) []types.Shard {
 	t.Helper()
 	shards, err := kTryListAll(k, in)
 	if err != nil {
@@ -42,7 +42,7 @@ func kListAll(t *testing.T, k *kinesisleasetest.Kinesis, in *kinesis.ListShardsI
 }
 
 // kTryListAll is kListAll for a goroutine other than the test's.
-func kTryListAll(k *kinesisleasetest.Kinesis, in *kinesis.ListShardsInput) ([]types.Shard, error) {
+func kTryListAll(k *kinesisfake.Kinesis, in *kinesis.ListShardsInput) ([]types.Shard, error) {
 	var shards []types.Shard
 	for {
 		out, err := k.ListShards(kctx, in)
@@ -65,7 +65,7 @@ func kIDs(shards []types.Shard) []string {
 	return out
 }
 
-func kPut(t *testing.T, k *kinesisleasetest.Kinesis, stream string, entries ...types.PutRecordsRequestEntry) []types.PutRecordsResultEntry {
+func kPut(t *testing.T, k *kinesisfake.Kinesis, stream string, entries ...types.PutRecordsRequestEntry) []types.PutRecordsResultEntry {
 	t.Helper()
 	recs, err := kTryPut(k, stream, entries...)
 	if err != nil {
@@ -75,7 +75,7 @@ func kPut(t *testing.T, k *kinesisleasetest.Kinesis, stream string, entries ...t
 }
 
 // kTryPut is kPut for a goroutine other than the test's.
-func kTryPut(k *kinesisleasetest.Kinesis, stream string, entries ...types.PutRecordsRequestEntry) ([]types.PutRecordsResultEntry, error) {
+func kTryPut(k *kinesisfake.Kinesis, stream string, entries ...types.PutRecordsRequestEntry) ([]types.PutRecordsResultEntry, error) {
 	out, err := k.PutRecords(kctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
 	if err != nil {
 		return nil, fmt.Errorf("PutRecords: %v", err)
@@ -94,7 +94,7 @@ func kEntryAt(hashKey, data string) types.PutRecordsRequestEntry {
 	return types.PutRecordsRequestEntry{PartitionKey: aws.String("k"), ExplicitHashKey: aws.String(hashKey), Data: []byte(data)}
 }
 
-func kIterator(t *testing.T, k *kinesisleasetest.Kinesis, in *kinesis.GetShardIteratorInput) string {
+func kIterator(t *testing.T, k *kinesisfake.Kinesis, in *kinesis.GetShardIteratorInput) string {
 	t.Helper()
 	it, err := kTryIterator(k, in)
 	if err != nil {
@@ -104,7 +104,7 @@ func kIterator(t *testing.T, k *kinesisleasetest.Kinesis, in *kinesis.GetShardIt
 }
 
 // kTryIterator is kIterator for a goroutine other than the test's.
-func kTryIterator(k *kinesisleasetest.Kinesis, in *kinesis.GetShardIteratorInput) (string, error) {
+func kTryIterator(k *kinesisfake.Kinesis, in *kinesis.GetShardIteratorInput) (string, error) {
 	out, err := k.GetShardIterator(kctx, in)
 	if err != nil {
 		return "", fmt.Errorf("GetShardIterator: %v", err)
@@ -118,7 +118,7 @@ func kIterIn(stream, shard string, typ types.ShardIteratorType) *kinesis.GetShar
 
 // readAll reads from it until the iterator ends or an answer is empty; it
 // returns the records' data and the last answer.
-func kReadAll(t *testing.T, k *kinesisleasetest.Kinesis, it string) ([]string, *kinesis.GetRecordsOutput) {
+func kReadAll(t *testing.T, k *kinesisfake.Kinesis, it string) ([]string, *kinesis.GetRecordsOutput) {
 	t.Helper()
 	data, out, err := kTryReadAll(k, it)
 	if err != nil {
@@ -128,7 +128,7 @@ func kReadAll(t *testing.T, k *kinesisleasetest.Kinesis, it string) ([]string, *
 }
 
 // kTryReadAll is kReadAll for a goroutine other than the test's.
-func kTryReadAll(k *kinesisleasetest.Kinesis, it string) ([]string, *kinesis.GetRecordsOutput, error) {
+func kTryReadAll(k *kinesisfake.Kinesis, it string) ([]string, *kinesis.GetRecordsOutput, error) {
 	var data []string
 	for {
 		out, err := k.GetRecords(kctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it)})
@@ -686,7 +686,7 @@ func TestListShardsPaging(t *testing.T) {
 		if got := append(kIDs(out.Shards), kIDs(rest)...); len(got) != 8 || slices.Contains(got, "shardId-000000000000") {
 			t.Errorf("AT_LATEST in pages: %v", got)
 		}
-		time.Sleep(kinesisleasetest.NextTokenTTL)
+		time.Sleep(kinesisfake.NextTokenTTL)
 		_, err = k.ListShards(kctx, &kinesis.ListShardsInput{NextToken: out.NextToken})
 		kWantErr[*types.ExpiredNextTokenException](t, err)
 	})
@@ -699,7 +699,7 @@ func TestThrottle(t *testing.T) {
 		kWantErr[*types.ProvisionedThroughputExceededException](t, err)
 	}
 
-	k.Throttle(kinesisleasetest.OpPutRecords, 1)
+	k.Throttle(kinesisfake.OpPutRecords, 1)
 	out, err := k.PutRecords(kctx, &kinesis.PutRecordsInput{StreamName: aws.String("s"), Records: []types.PutRecordsRequestEntry{kEntry("a", "1"), kEntry("b", "2")}})
 	if err != nil {
 		t.Fatal(err)
@@ -717,11 +717,11 @@ func TestThrottle(t *testing.T) {
 	}
 	kPut(t, k, "s", kEntry("a", "1"), kEntry("b", "2"))
 
-	k.Throttle(kinesisleasetest.OpPutRecord, 1)
+	k.Throttle(kinesisfake.OpPutRecord, 1)
 	_, err = k.PutRecord(kctx, &kinesis.PutRecordInput{StreamName: aws.String("s"), PartitionKey: aws.String("a")})
 	throughput(t, err)
 
-	k.Throttle(kinesisleasetest.OpListShards, 2)
+	k.Throttle(kinesisfake.OpListShards, 2)
 	for range 2 {
 		_, err := k.ListShards(kctx, &kinesis.ListShardsInput{StreamName: aws.String("s")})
 		throughput(t, err)
@@ -729,23 +729,23 @@ func TestThrottle(t *testing.T) {
 	kListAll(t, k, &kinesis.ListShardsInput{StreamName: aws.String("s")})
 
 	in := kIterIn("s", "shardId-000000000000", types.ShardIteratorTypeTrimHorizon)
-	k.Throttle(kinesisleasetest.OpGetShardIterator, 1)
+	k.Throttle(kinesisfake.OpGetShardIterator, 1)
 	_, err = k.GetShardIterator(kctx, in)
 	throughput(t, err)
 	it := kIterator(t, k, in)
 
-	k.Throttle(kinesisleasetest.OpGetRecords, 3)
+	k.Throttle(kinesisfake.OpGetRecords, 3)
 	for range 3 {
 		_, err := k.GetRecords(kctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it)})
 		throughput(t, err)
 	}
 	kReadAll(t, k, it)
 
-	k.Throttle(kinesisleasetest.OpGetRecords, 5)
-	k.Throttle(kinesisleasetest.OpGetRecords, 0) // ends it
+	k.Throttle(kinesisfake.OpGetRecords, 5)
+	k.Throttle(kinesisfake.OpGetRecords, 0) // ends it
 	kReadAll(t, k, it)
 
-	if got := k.Calls(kinesisleasetest.OpGetShardIterator); got != 2 {
+	if got := k.Calls(kinesisfake.OpGetShardIterator); got != 2 {
 		t.Errorf("Calls(GetShardIterator) = %d, want 2", got)
 	}
 	defer func() {
@@ -761,7 +761,7 @@ func TestThrottle(t *testing.T) {
 func TestPublisherRetriesThrottles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := kNewStream(t, "s", 2)
-		k.Throttle(kinesisleasetest.OpPutRecords, 2)
+		k.Throttle(kinesisfake.OpPutRecords, 2)
 		p, err := kinesislease.NewPublisherFromClient[string](k, k.ARN("s"))
 		if err != nil {
 			t.Fatal(err)
@@ -772,7 +772,7 @@ func TestPublisherRetriesThrottles(t *testing.T) {
 		if err := p.Close(kctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := k.Calls(kinesisleasetest.OpPutRecords); got != 3 {
+		if got := k.Calls(kinesisfake.OpPutRecords); got != 3 {
 			t.Errorf("Calls(PutRecords) = %d, want 3", got)
 		}
 		if got := k.Records("s"); got != 1 {

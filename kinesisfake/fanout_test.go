@@ -1,4 +1,4 @@
-package kinesisleasetest_test
+package kinesisfake_test
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 )
 
 // TestClientWire: every call through Client goes through the SDK's own
@@ -25,7 +25,7 @@ import (
 func TestClientWire(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	k := kinesisleasetest.NewKinesis()
+	k := kinesisfake.New()
 	if err := k.CreateStream("s", 2); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestClientWire(t *testing.T) {
 	if !errors.As(err, &notFound) {
 		t.Errorf("ListShards of a missing stream: %v, want ResourceNotFoundException", err)
 	}
-	k.Throttle(kinesisleasetest.OpGetShardIterator, 1)
+	k.Throttle(kinesisfake.OpGetShardIterator, 1)
 	_, err = c.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String("s"), ShardId: aws.String("shardId-000000000000"),
 		ShardIteratorType: types.ShardIteratorTypeLatest}, func(o *kinesis.Options) { o.RetryMaxAttempts = 1 })
 	var pte *types.ProvisionedThroughputExceededException
@@ -95,7 +95,7 @@ func TestClientWire(t *testing.T) {
 // event stream included.
 func TestServeHTTP(t *testing.T) {
 	t.Parallel()
-	k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(kinesisleasetest.FanOutRules{EventInterval: 20 * time.Millisecond}))
+	k := kinesisfake.New(kinesisfake.WithFanOutRules(kinesisfake.FanOutRules{EventInterval: 20 * time.Millisecond}))
 	srv := httptest.NewServer(k)
 	defer srv.Close()
 	c := k.Client(func(o *kinesis.Options) { o.BaseEndpoint = aws.String(srv.URL); o.HTTPClient = srv.Client() })
@@ -171,7 +171,7 @@ func TestSubscribeToShardRules(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(kinesisleasetest.FanOutRules{ActivateAfter: 2 * time.Second}))
+		k := kinesisfake.New(kinesisfake.WithFanOutRules(kinesisfake.FanOutRules{ActivateAfter: 2 * time.Second}))
 		if err := k.CreateStream("s", 1); err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +319,7 @@ func TestSubscribeToShardRules(t *testing.T) {
 func TestSubscribeEventGap(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(kinesisleasetest.FanOutRules{EventGap: 20 * time.Millisecond}))
+		k := kinesisfake.New(kinesisfake.WithFanOutRules(kinesisfake.FanOutRules{EventGap: 20 * time.Millisecond}))
 		if err := k.CreateStream("s", 1); err != nil {
 			t.Fatal(err)
 		}

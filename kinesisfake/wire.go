@@ -1,4 +1,4 @@
-package kinesisleasetest
+package kinesisfake
 
 import (
 	"bytes"
@@ -124,7 +124,7 @@ func (k *Kinesis) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	fn := k.operations()[name]
 	if fn == nil {
-		writeError(w, &smithy.GenericAPIError{Code: "UnknownOperationException", Message: "kinesisleasetest: no operation " + name})
+		writeError(w, &smithy.GenericAPIError{Code: "UnknownOperationException", Message: "kinesisfake: no operation " + name})
 		return
 	}
 	out, err := fn(r.Context(), body)
@@ -159,7 +159,7 @@ func (k *Kinesis) serveCBOR(w http.ResponseWriter, r *http.Request, name string,
 		_, _ = w.Write(kinesisx.EncodeErrorCBOR(code, msg))
 	}
 	if name != OpGetRecords {
-		fail(serializationErr("kinesisleasetest: %s in CBOR: only GetRecords is served in CBOR", name))
+		fail(serializationErr("kinesisfake: %s in CBOR: only GetRecords is served in CBOR", name))
 		return
 	}
 	in, err := kinesisx.DecodeGetRecordsInputCBOR(body)
@@ -428,7 +428,7 @@ func setWire(v reflect.Value, doc any, path string) error {
 		}
 		v.SetFloat(f)
 	default:
-		return serializationErr("%s: kinesisleasetest cannot decode a %s", path, v.Type())
+		return serializationErr("%s: kinesisfake cannot decode a %s", path, v.Type())
 	}
 	return nil
 }
@@ -450,8 +450,8 @@ func setWire(v reflect.Value, doc any, path string) error {
 func (k *Kinesis) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
 	o := kinesis.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String("http://kinesisleasetest.invalid"),
-		Credentials:  credentials.NewStaticCredentialsProvider("kinesisleasetest", "kinesisleasetest", ""),
+		BaseEndpoint: aws.String("http://kinesisfake.invalid"),
+		Credentials:  credentials.NewStaticCredentialsProvider("kinesisfake", "kinesisfake", ""),
 		HTTPClient:   &http.Client{Transport: inProcess{k}},
 	}
 	return kinesis.New(o, optFns...)

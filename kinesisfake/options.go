@@ -1,4 +1,4 @@
-package kinesisleasetest
+package kinesisfake
 
 import (
 	"fmt"
@@ -10,22 +10,22 @@ import (
 // enforces.
 const GetRecordsPerSecond = 5
 
-// KinesisOption configures a Kinesis; pass options to NewKinesis.
-type KinesisOption interface{ applyKinesis(*Kinesis) }
+// Option configures a Kinesis; pass options to New.
+type Option interface{ apply(*Kinesis) }
 
-type kinesisOption func(*Kinesis)
+type option func(*Kinesis)
 
-func (f kinesisOption) applyKinesis(k *Kinesis) { f(k) }
+func (f option) apply(k *Kinesis) { f(k) }
 
 // WithListShardsPage makes ListShards list at most n shards per answer
 // (MaxResults may ask for fewer), instead of Kinesis' 1,000, so that a
 // caller on a stream of a few shards must follow NextToken. It panics
 // unless n is between 1 and 1,000.
-func WithListShardsPage(n int) KinesisOption {
+func WithListShardsPage(n int) Option {
 	if n < 1 || n > listPageMax {
-		panic(fmt.Sprintf("kinesisleasetest: WithListShardsPage(%d): want 1 to %d", n, listPageMax))
+		panic(fmt.Sprintf("kinesisfake: WithListShardsPage(%d): want 1 to %d", n, listPageMax))
 	}
-	return kinesisOption(func(k *Kinesis) { k.listPage = n })
+	return option(func(k *Kinesis) { k.listPage = n })
 }
 
 // WithGetRecordsRateLimit enforces Kinesis' limit of GetRecordsPerSecond
@@ -34,8 +34,8 @@ func WithListShardsPage(n int) KinesisOption {
 // ProvisionedThroughputExceededException and does not count. Calls with a
 // bad or expired iterator fail as they would without the limit. Time is
 // read with time.Now, so under testing/synctest the bubble's clock counts.
-func WithGetRecordsRateLimit() KinesisOption {
-	return kinesisOption(func(k *Kinesis) { k.readLimit = true })
+func WithGetRecordsRateLimit() Option {
+	return option(func(k *Kinesis) { k.readLimit = true })
 }
 
 // read counts a GetRecords call on sh at now, unless GetRecordsPerSecond
