@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease/leases/dynamo"
-	"github.com/kinesislease/kinesislease/leases/migrate"
+	"github.com/kinesislease/kinesislease/migrate"
 )
 
 // How KCL checkpoints become ours: the KCL checkpoints the last user record

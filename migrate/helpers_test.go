@@ -21,7 +21,7 @@ import (
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
-	"github.com/kinesislease/kinesislease/leases/migrate"
+	"github.com/kinesislease/kinesislease/migrate"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }

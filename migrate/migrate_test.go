@@ -12,7 +12,7 @@ import (
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesislease/kinesislease/leases"
-	"github.com/kinesislease/kinesislease/leases/migrate"
+	"github.com/kinesislease/kinesislease/migrate"
 )
 
 const fast = 50 * time.Millisecond // the interval between the two reads
