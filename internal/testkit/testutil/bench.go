@@ -302,7 +302,7 @@ func (b *Bench) spec(e Emulator) (*launchSpec, error) {
 					// The client compiler only, one GC thread: a test's
 					// emulator lives seconds to minutes, and C2's
 					// compilations cost more CPU than they save there
-					// (half the CPU to start; see docs/testing.md).
+					// (half the CPU to start; see docs/contributing.md).
 					"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
 					"-Djava.library.path="+filepath.Join(filepath.Dir(jar), "DynamoDBLocal_lib"),
 					"-cp", launcher+string(os.PathListSeparator)+jar,

@@ -139,12 +139,12 @@ func KinesisClient(tb testing.TB, e Emulator, optFns ...func(*kinesis.Options)) 
 }
 
 // Slow marks tb as one of the tests that stay slow (more than about 10s
-// under -race on two cores; docs/testing.md names them with their times):
+// under -race on two cores; docs/contributing.md names them with their times):
 // go test -short skips it, for quick iterations. make test and .ci/run
 // run everything.
 func Slow(tb testing.TB) {
 	tb.Helper()
 	if testing.Short() {
-		tb.Skip("slow (named in docs/testing.md); run without -short")
+		tb.Skip("slow (named in docs/contributing.md); run without -short")
 	}
 }
