@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -59,7 +59,7 @@ func (s *bulkSink) flushLocked() {
 // checkpoint advances as the sink acknowledges; before a shard is let go
 // the sink is told to flush (WithOnRelease).
 func ExampleDefer() {
-	k := kinesisleasetest.NewKinesis() // the in-memory Kinesis; a *kinesis.Client in production
+	k := kinesisfake.New() // the in-memory Kinesis; a *kinesis.Client in production
 	_ = k.CreateStream("fulfilment", 1)
 	p, _ := kinesislease.NewPublisherFromClient[Order](k, "fulfilment")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -17,7 +17,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -103,11 +103,11 @@ func ExampleWithDeadLetterStream_oneSink() {
 }
 
 // The handler reaches the record's metadata through its context. Here a
-// whole service runs on the in-memory Kinesis of kinesisleasetest and the
+// whole service runs on the in-memory Kinesis of kinesisfake and the
 // memory lease store; in production, on kinesislease.New(cfg) and a
 // dynamo.Store.
 func ExampleRecordFrom() {
-	k := kinesisleasetest.NewKinesis()
+	k := kinesisfake.New()
 	if err := k.CreateStream("fulfilment", 1); err != nil {
 		log.Fatal(err)
 	}
@@ -188,10 +188,10 @@ func ExampleWithGetRecordsEncoding() {
 // A producer-only program: a Publisher built from a Kinesis client, no
 // Service and no lease store. In production the client is
 // kinesis.NewFromConfig(cfg); here the in-memory Kinesis of
-// kinesisleasetest, which counts what arrived.
+// kinesisfake, which counts what arrived.
 func ExampleNewPublisherFromClient() {
 	ctx := context.Background()
-	k := kinesisleasetest.NewKinesis()
+	k := kinesisfake.New()
 	if err := k.CreateStream("fulfilment", 2); err != nil {
 		log.Fatal(err)
 	}

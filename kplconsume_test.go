@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
@@ -207,7 +207,7 @@ func kplRestartMidAggregate(t *testing.T, newStore func() leases.MembershipStore
 	if fanOut {
 		// The aggregates on an in-memory Kinesis, read through its SDK
 		// client with enhanced fan-out.
-		k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(kinesisleasetest.FanOutRules{TakeoverAfter: 500 * time.Millisecond}))
+		k := kinesisfake.New(kinesisfake.WithFanOutRules(kinesisfake.FanOutRules{TakeoverAfter: 500 * time.Millisecond}))
 		if err := k.CreateStream(stream, 1); err != nil {
 			t.Fatal(err)
 		}

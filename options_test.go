@@ -14,7 +14,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/subopts"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"

@@ -19,8 +19,8 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -693,7 +693,7 @@ func TestShutdownTimeoutVirtual(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const stream, shutdown = "orders", 10 * time.Second
-		k := kinesisleasetest.NewKinesis()
+		k := kinesisfake.New()
 		if err := k.CreateStream(stream, 1); err != nil {
 			t.Fatal(err)
 		}

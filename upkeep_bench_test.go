@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/dynamo"

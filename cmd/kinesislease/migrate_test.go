@@ -19,7 +19,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"

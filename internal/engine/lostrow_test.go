@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/engine/sim"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/sim"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
@@ -29,7 +29,7 @@ import (
 type fleet struct {
 	t       *testing.T
 	store   *memory.Store
-	kinesis *kinesisleasetest.Kinesis
+	kinesis *kinesisfake.Kinesis
 	stream  *sim.Ledger
 	ids     []string
 

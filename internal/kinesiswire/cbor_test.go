@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 )
 
 // cborAnswer answers every call with status, body and content type, and

@@ -30,7 +30,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
