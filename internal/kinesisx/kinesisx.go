@@ -2,7 +2,7 @@
 // AWS error codes: stream names versus ARNs and the stream identity used in
 // lease rows, iterator requests for start positions and checkpoints, shard
 // listing, and the classification of AWS errors (access denied, not found,
-// throttled, permanent). The root package, the engine, leases/migrate,
+// throttled, permanent). The root package, the engine, migrate,
 // cmd/kinesislease and otelkl use it instead of copies of their own. The
 // codecs of GetRecords and SubscribeToShard are kinesiswire's, which
 // imports this package.
