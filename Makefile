@@ -9,11 +9,11 @@ install:
 	./scripts/install-testbench
 
 # Three packages at once and up to eight tests of each: most tests wait on
-# emulators and timers, not the CPU (docs/testing.md, "Suite time").
+# emulators and timers, not the CPU (docs/contributing.md, "Suite time").
 test: install
 	$(GO) test -race -trimpath -count=1 -p 3 -parallel 8 ./...
 
-# The suite again on the other read paths (docs/testing.md).
+# The suite again on the other read paths (docs/contributing.md).
 test-encodings: install
 	KINESISLEASE_TEST_ENCODING=sdk $(GO) test -race -trimpath -count=1 -p 3 -parallel 8 ./...
 	KINESISLEASE_TEST_ENCODING=json $(GO) test -race -trimpath -count=1 -p 3 -parallel 8 ./...
@@ -24,7 +24,7 @@ lint:
 
 bench: install
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
-bench-run: ; $(GO) run ./internal/bench $(BENCHFLAGS)
+bench-run: ; $(GO) run ./internal/testkit/bench $(BENCHFLAGS)
 
 demo: install
 	$(GO) run ./examples/fulfilment/demo

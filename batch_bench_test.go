@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -25,7 +25,7 @@ func BenchmarkBatchSink(b *testing.B) {
 	}{{"single", 100}, {"batch-500", 5000}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for range b.N {
-				k := kinesisleasetest.NewKinesis()
+				k := kinesisfake.New()
 				if err := k.CreateStream("sink", 1); err != nil {
 					b.Fatal(err)
 				}

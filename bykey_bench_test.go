@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -35,7 +35,7 @@ func BenchmarkKeyConcurrency(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			records := 500 * n // about five seconds of work at the goal rate
 			for range b.N {
-				k := kinesisleasetest.NewKinesis()
+				k := kinesisfake.New()
 				if err := k.CreateStream("keys", 1); err != nil {
 					b.Fatal(err)
 				}

@@ -14,7 +14,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -236,7 +236,7 @@ func TestKeyConcurrencyHeldKey(t *testing.T) {
 // first delivered in order, never two of a key at once.
 func TestKeyConcurrencyHandoff(t *testing.T) {
 	t.Parallel()
-	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 		kc := testutil.KinesisClient(t, testutil.Kinesalite)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 2)

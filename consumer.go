@@ -57,6 +57,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -109,9 +110,6 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 			continue
 		}
 		o.applyService(&c)
-	}
-	if _, ok := c.store.(leases.Membership); c.store != nil && !ok {
-		c.errs = append(c.errs, fmt.Errorf("%w: WithLeaseStore(%T): the store does not implement leases.Membership, which the lease protocol needs", ErrInvalidOption, c.store))
 	}
 	if c.heartbeat == 0 {
 		c.heartbeat, c.timeout = DefaultHeartbeat, DefaultTimeout
@@ -406,7 +404,7 @@ func (s *Service) workerConfig(sub *subscription) engine.WorkerConfig {
 	w := sub.worker
 	w.Budget = s.budget
 	w.DrainTimeout = s.cfg.shutdownTimeout
-	w.Encoding = kinesisx.Encoding(s.cfg.encoding)
+	w.Encoding = kinesiswire.Encoding(s.cfg.encoding)
 	if sub.fanOut != nil {
 		w.FanOut = &engine.FanOutConfig{Consumer: sub.fanOut}
 	}

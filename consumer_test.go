@@ -21,7 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -173,7 +173,7 @@ var fastLease = []kinesislease.Option{
 // option), so it wins.
 var failoverLease = kinesislease.WithHeartbeat(150*time.Millisecond, 600*time.Millisecond)
 
-func start(t testing.TB, client *kinesis.Client, store leases.Store, stream, owner string, ta *tally, extra ...kinesislease.Option) *instance {
+func start(t testing.TB, client *kinesis.Client, store leases.MembershipStore, stream, owner string, ta *tally, extra ...kinesislease.Option) *instance {
 	t.Helper()
 	return startWith(t, client, store, stream, owner, ta.handler(owner), nil, extra...)
 }
@@ -182,7 +182,7 @@ func start(t testing.TB, client *kinesis.Client, store leases.Store, stream, own
 // subscription of T to stream: reading from TRIM_HORIZON, checkpointing
 // every 10 records or 100ms, polling fast; sub come after those defaults and
 // may override them, extra after the service's. Run stops when the test ends.
-func startWith[T any](t testing.TB, client kinesislease.Kinesis, store leases.Store, stream, owner string, h kinesislease.HandlerFunc[T],
+func startWith[T any](t testing.TB, client kinesislease.Kinesis, store leases.MembershipStore, stream, owner string, h kinesislease.HandlerFunc[T],
 	sub []kinesislease.SubscribeOption, extra ...kinesislease.Option,
 ) *instance {
 	t.Helper()
@@ -206,7 +206,7 @@ func testSubscription(sub ...kinesislease.SubscribeOption) []kinesislease.Subscr
 // after them), lets subscribe add its subscriptions, and runs it; Run is
 // cancelled when the test ends, which fails the test if Run does not return
 // within 20s.
-func runService(t testing.TB, client kinesislease.Kinesis, store leases.Store, owner string,
+func runService(t testing.TB, client kinesislease.Kinesis, store leases.MembershipStore, owner string,
 	subscribe func(*kinesislease.Service) error, extra ...kinesislease.Option,
 ) *instance {
 	t.Helper()
@@ -264,9 +264,9 @@ func runInstance(t testing.TB, svc *kinesislease.Service) *instance {
 // the DynamoDB store itself, IAM or cost run the service on DynamoDB Local:
 // TestVanishedRow, TestRunConfigErrors, TestRunStoreErrors, TestServiceRewind,
 // TestMaxRecordAge, TestLeastPrivilege, TestDeferSinkSIGKILL and TestHealth.
-func onMemoryStore(t *testing.T, fn func(t *testing.T, newStore func() leases.Store)) {
+func onMemoryStore(t *testing.T, fn func(t *testing.T, newStore func() leases.MembershipStore)) {
 	s := memory.New()
-	fn(t, func() leases.Store { return s })
+	fn(t, func() leases.MembershipStore { return s })
 }
 
 // TestResumeFromCheckpoint: one instance reads every shard; after a restart
@@ -274,7 +274,7 @@ func onMemoryStore(t *testing.T, fn func(t *testing.T, newStore func() leases.St
 // after them missed.
 func TestResumeFromCheckpoint(t *testing.T) {
 	t.Parallel()
-	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 		kc := testutil.KinesisClient(t, testutil.Kinesalite)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 4)
@@ -321,7 +321,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 // one leaving rebalance again; a graceful stop hands over with no duplicate.
 func TestBalance(t *testing.T) {
 	t.Parallel()
-	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 		kc := testutil.KinesisClient(t, testutil.Kinesalite)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 8)
@@ -495,7 +495,7 @@ func TestRunStoreErrors(t *testing.T) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	testutil.CreateStream(t, kc, stream, 1)
-	run := func(store leases.Store) error {
+	run := func(store leases.MembershipStore) error {
 		svc, err := kinesislease.New(testutil.Config(t), kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store), kinesislease.WithLogger(testLogger(t)))
 		if err != nil {
 			t.Fatal(err)

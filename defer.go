@@ -27,15 +27,27 @@ type Deferred struct{ h engine.AckHandle }
 // acknowledges every item, Done(FailItems(...)) fails the items named, any
 // other error fails them all, exactly as the handler's return would.
 //
-// Called outside a handler call (or after the handler returned) it returns
-// a Deferred whose Done does nothing and returns kltype.ErrNotDeferred. A handler
-// that defers and then panics, or overruns WithHandlerTimeout, fails its
-// attempt all the same; its Deferred then returns kltype.ErrAlreadyResolved.
+// The error is not nil only when ctx carries no handler call: Defer was
+// called outside a handler (with another context, or with a handler's
+// context after the handler returned, as from a goroutine it started). It
+// is then kltype.ErrNotDeferred: nothing was taken, the handler's return
+// (if any) resolved the record, and the Deferred returned resolves nothing
+// (its Done returns kltype.ErrNotDeferred too). A handler may return the
+// error as it is: the record then fails its attempt instead of being
+// acknowledged before the sink has it. A handler that defers and then
+// panics, or overruns WithHandlerTimeout, fails its attempt all the same;
+// its Deferred then returns kltype.ErrAlreadyResolved.
 //
 // Before a shard is let go, the subscription's WithOnRelease callback is
 // told, so that a sink may flush; see WithOnRelease for what waits and what
 // is ignored.
-func Defer(ctx context.Context) Deferred { return Deferred{h: engine.Defer(ctx)} }
+func Defer(ctx context.Context) (Deferred, error) {
+	d := Deferred{h: engine.Defer(ctx)}
+	if d == (Deferred{}) { // engine.Defer's answer outside a handler call
+		return d, kltype.ErrNotDeferred
+	}
+	return d, nil
+}
 
 // Done resolves the deferred acknowledgement as the handler's return err
 // would have: nil acknowledges the record; a plain error retries it per the
@@ -43,7 +55,8 @@ func Defer(ctx context.Context) Deferred { return Deferred{h: engine.Defer(ctx)}
 // shard, or of its key, not delivered yet); Drop, DeadLetter and RetryAfter
 // as a handler's; in a batch, FailItems names the items that failed. It
 // returns nil once the resolution is taken, kltype.ErrAlreadyResolved on a second
-// call, kltype.ErrNotDeferred for a Deferred from outside a handler, and
+// call, kltype.ErrNotDeferred for the Deferred Defer returned with that
+// error (or the zero Deferred), and
 // kltype.ErrLeaseGone once the shard was let go (then it does nothing and the
 // record is delivered again by the shard's next reader).
 func (d Deferred) Done(err error) error { return d.h.Resolve(err) }

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
@@ -246,7 +246,11 @@ func deferChild(t *testing.T, owner string) {
 		t.Fatal(err)
 	}
 	err = kinesislease.Subscribe(svc, os.Getenv(deferStreamEnv), func(ctx context.Context, o order) error {
-		sink.add(o.ID, kinesislease.Defer(ctx))
+		ack, err := kinesislease.Defer(ctx)
+		if err != nil {
+			return err
+		}
+		sink.add(o.ID, ack)
 		return nil
 	}, kinesislease.WithStartPosition(kltype.TrimHorizon),
 		kinesislease.WithCheckpoint(1000, time.Second),

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -57,7 +57,10 @@ func key(shard, seq string) string { return shard + "/" + seq }
 
 // handler defers every record's acknowledgement and hands it over on l.ch.
 func (l *ledger) handler(ctx context.Context, o order) error {
-	ack := kinesislease.Defer(ctx)
+	ack, err := kinesislease.Defer(ctx)
+	if err != nil {
+		return err
+	}
 	r, _ := kinesislease.RecordFrom(ctx)
 	l.note(deferCall{id: o.ID, attempt: r.Attempt, key: r.PartitionKey, shard: r.ShardID, seq: r.SequenceNumber, ack: ack})
 	return errIgnored
@@ -164,7 +167,7 @@ func (l *ledger) lastWritten(shard string) string {
 // deferSetup makes a stream of shards shards and a memory lease store
 // (the store is not the point here: see onMemoryStore; TestDeferSinkSIGKILL
 // runs Defer on DynamoDB Local across processes).
-func deferSetup(t *testing.T, shards int32) (kc *kinesis.Client, putN func(first, n int), stream string, store leases.Store) {
+func deferSetup(t *testing.T, shards int32) (kc *kinesis.Client, putN func(first, n int), stream string, store leases.MembershipStore) {
 	t.Helper()
 	client := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream = testutil.StreamName(t)
@@ -524,7 +527,10 @@ func TestDeferByKey(t *testing.T) {
 	const bound = keys * per / 2
 	l.bound = bound
 	h := func(ctx context.Context, v keyed) error {
-		ack := kinesislease.Defer(ctx)
+		ack, err := kinesislease.Defer(ctx)
+		if err != nil {
+			return err
+		}
 		r, _ := kinesislease.RecordFrom(ctx)
 		l.note(deferCall{id: v.N, attempt: r.Attempt, key: v.Key, shard: r.ShardID, seq: r.SequenceNumber, ack: ack})
 		return errIgnored
@@ -586,7 +592,11 @@ func TestDeferBatch(t *testing.T) {
 	}
 	batches := make(chan batch, 100)
 	h := func(ctx context.Context, items []kinesislease.BatchItem[order]) error {
-		b := batch{ack: kinesislease.Defer(ctx), attempt: items[0].Record.Attempt}
+		ack, err := kinesislease.Defer(ctx)
+		if err != nil {
+			return err
+		}
+		b := batch{ack: ack, attempt: items[0].Record.Attempt}
 		l.mu.Lock()
 		for _, it := range items {
 			b.ids = append(b.ids, it.Value.ID)

@@ -2,6 +2,7 @@ package kinesislease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -58,7 +59,7 @@ func (s *bulkSink) flushLocked() {
 // checkpoint advances as the sink acknowledges; before a shard is let go
 // the sink is told to flush (WithOnRelease).
 func ExampleDefer() {
-	k := kinesisleasetest.NewKinesis() // the in-memory Kinesis; a *kinesis.Client in production
+	k := kinesisfake.New() // the in-memory Kinesis; a *kinesis.Client in production
 	_ = k.CreateStream("fulfilment", 1)
 	p, _ := kinesislease.NewPublisherFromClient[Order](k, "fulfilment")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -71,7 +72,11 @@ func ExampleDefer() {
 	svc, _ := kinesislease.New(aws.Config{}, kinesislease.WithKinesisClient(k), kinesislease.WithLeaseStore(memory.New()),
 		kinesislease.WithLogger(slog.New(slog.DiscardHandler)), kinesislease.WithHeartbeat(50*time.Millisecond, 300*time.Millisecond))
 	_ = kinesislease.Subscribe(svc, "fulfilment", func(ctx context.Context, o Order) error {
-		sink.add(o.ID, kinesislease.Defer(ctx))
+		ack, err := kinesislease.Defer(ctx)
+		if err != nil {
+			return err // only with a context that is not the handler's
+		}
+		sink.add(o.ID, ack)
 		return nil // ignored: the Deferred resolves the record
 	}, kinesislease.WithStartPosition(kltype.TrimHorizon),
 		kinesislease.WithOnRelease(func(ctx context.Context, info kltype.ReleaseInfo) { sink.flush() }))
@@ -86,4 +91,20 @@ func ExampleDefer() {
 	// wrote ord-0 ord-1 ord-2
 	// wrote ord-3 ord-4 ord-5
 	// <nil>
+}
+
+// Defer with a context that carries no handler call (here the background
+// context; also a handler's context once the handler returned, as in a
+// goroutine it started) takes nothing: it returns kltype.ErrNotDeferred at
+// once, and its Deferred resolves nothing. A handler that returns the error
+// fails its attempt, so the record is not acknowledged before a sink has it.
+func ExampleDefer_outsideHandler() {
+	ack, err := kinesislease.Defer(context.Background())
+	fmt.Println(errors.Is(err, kltype.ErrNotDeferred))
+	fmt.Println(err)
+	fmt.Println(errors.Is(ack.Ack(), kltype.ErrNotDeferred))
+	// Output:
+	// true
+	// kinesislease: not a deferred acknowledgement: Defer was called outside a handler call
+	// true
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -86,12 +86,28 @@ func ExampleSubscribe_duplicate() {
 	// true kinesislease: stream already subscribed: "arn:aws:kinesis:us-east-1:123456789012:stream/orders" (subscribed as "orders")
 }
 
+// A subscription has one dead-letter sink: a stream (WithDeadLetterStream)
+// or a function (WithDeadLetter). Given both, Subscribe refuses the
+// subscription instead of letting the last one silently win.
+func ExampleWithDeadLetterStream_oneSink() {
+	svc, _ := kinesislease.New(awsConfig())
+	handle := func(context.Context, Order) error { return nil }
+	err := kinesislease.Subscribe(svc, "orders", handle,
+		kinesislease.WithDeadLetterStream("orders-dead"),
+		kinesislease.WithDeadLetter(func(ctx context.Context, dl *kltype.DeadLetterRecord) error { return nil }))
+	fmt.Println(errors.Is(err, kinesislease.ErrInvalidOption))
+	fmt.Println(err)
+	// Output:
+	// true
+	// subscribe "orders": kinesislease: invalid option: WithDeadLetter and WithDeadLetterStream both given: a subscription has one dead-letter sink, give one of them
+}
+
 // The handler reaches the record's metadata through its context. Here a
-// whole service runs on the in-memory Kinesis of kinesisleasetest and the
+// whole service runs on the in-memory Kinesis of kinesisfake and the
 // memory lease store; in production, on kinesislease.New(cfg) and a
 // dynamo.Store.
 func ExampleRecordFrom() {
-	k := kinesisleasetest.NewKinesis()
+	k := kinesisfake.New()
 	if err := k.CreateStream("fulfilment", 1); err != nil {
 		log.Fatal(err)
 	}
@@ -172,10 +188,10 @@ func ExampleWithGetRecordsEncoding() {
 // A producer-only program: a Publisher built from a Kinesis client, no
 // Service and no lease store. In production the client is
 // kinesis.NewFromConfig(cfg); here the in-memory Kinesis of
-// kinesisleasetest, which counts what arrived.
+// kinesisfake, which counts what arrived.
 func ExampleNewPublisherFromClient() {
 	ctx := context.Background()
-	k := kinesisleasetest.NewKinesis()
+	k := kinesisfake.New()
 	if err := k.CreateStream("fulfilment", 2); err != nil {
 		log.Fatal(err)
 	}

@@ -19,15 +19,15 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
-// The enhanced fan-out tests run the library on kinesisleasetest.Kinesis'
+// The enhanced fan-out tests run the library on kinesisfake.Kinesis'
 // Client: the SDK's own client and serialisation, the events read by the
 // library's own reader,
 // served in the process by the in-memory Kinesis with Kinesis' rules for
@@ -38,9 +38,9 @@ const fanOutConsumer = "fulfilment-test"
 // fanOutStream makes an in-memory Kinesis with rules and a stream of
 // shards on it, and returns the Kinesis, a client of it whose calls faults
 // records, and the stream.
-func fanOutStream(t *testing.T, rules kinesisleasetest.FanOutRules, shards int) (*kinesisleasetest.Kinesis, *kinesis.Client, *testutil.Faults, string) {
+func fanOutStream(t *testing.T, rules kinesisfake.FanOutRules, shards int) (*kinesisfake.Kinesis, *kinesis.Client, *testutil.Faults, string) {
 	t.Helper()
-	k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(rules))
+	k := kinesisfake.New(kinesisfake.WithFanOutRules(rules))
 	faults := &testutil.Faults{}
 	kc := k.Client(faults.KinesisOptions)
 	stream := testutil.StreamName(t)
@@ -114,7 +114,7 @@ func maps(m map[string]int) map[string]int {
 func TestFanOutDelivers(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fo, kc, faults, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 2)
+		fo, kc, faults, stream := fanOutStream(t, kinesisfake.FanOutRules{}, 2)
 		store := memory.New()
 		put(t, kc, stream, 0, 300)
 		ta := newTally()
@@ -252,7 +252,7 @@ func putFor(t *testing.T, kc *kinesis.Client, stream string, first int) (stop fu
 func TestFanOutResubscribes(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fo, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{Lifetime: 1500 * time.Millisecond, TakeoverAfter: 500 * time.Millisecond}, 2)
+		fo, kc, _, stream := fanOutStream(t, kinesisfake.FanOutRules{Lifetime: 1500 * time.Millisecond, TakeoverAfter: 500 * time.Millisecond}, 2)
 		ta := newTally()
 		startWith(t, kc, memory.New(), stream, "a", ta.handler("a"), fanOutSub())
 		eventually(t, 10*time.Second, func() bool {
@@ -291,7 +291,7 @@ func TestFanOutResubscribes(t *testing.T) {
 func TestFanOutFiveSecondRule(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fo, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 2)
+		fo, kc, _, stream := fanOutStream(t, kinesisfake.FanOutRules{}, 2)
 		store := memory.New()
 		ta := newTally()
 		startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub())
@@ -338,7 +338,7 @@ func slicesOf(m map[int]string) []string {
 func TestFanOutReshard(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fo, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 2)
+		fo, kc, _, stream := fanOutStream(t, kinesisfake.FanOutRules{}, 2)
 		store := memory.New()
 		ta := newTally()
 		startWith(t, kc, store, stream, "a", ta.handler("a"), fanOutSub(), kinesislease.WithShardSyncInterval(300*time.Millisecond))
@@ -391,7 +391,7 @@ func TestFanOutReshard(t *testing.T) {
 // again it subscribes again, from its checkpoints.
 func TestFanOutLeaseLoss(t *testing.T) {
 	t.Parallel()
-	fo, kc, kfaults, stream := fanOutStream(t, kinesisleasetest.FanOutRules{TakeoverAfter: 500 * time.Millisecond}, 2)
+	fo, kc, kfaults, stream := fanOutStream(t, kinesisfake.FanOutRules{TakeoverAfter: 500 * time.Millisecond}, 2)
 	dfaults := &testutil.Faults{}
 	dc := testutil.DynamoClient(t, dfaults.DynamoOptions)
 	table := testutil.TableName(t)
@@ -428,7 +428,7 @@ func TestFanOutLeaseLoss(t *testing.T) {
 func TestFanOutThrottledAndErrors(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		_, kc, faults, stream := fanOutStream(t, kinesisleasetest.FanOutRules{TakeoverAfter: 500 * time.Millisecond}, 1)
+		_, kc, faults, stream := fanOutStream(t, kinesisfake.FanOutRules{TakeoverAfter: 500 * time.Millisecond}, 1)
 		faults.Inject(testutil.Fault{Op: "SubscribeToShard", Times: 2, Err: &ktypes.LimitExceededException{Message: aws.String("Rate exceeded for consumer")}})
 		faults.Inject(testutil.Fault{Op: "SubscribeToShard", Skip: 2, Times: 1, Err: &ktypes.InternalFailureException{Message: aws.String("injected")}})
 		put(t, kc, stream, 0, 100)
@@ -450,9 +450,9 @@ func TestFanOutThrottledAndErrors(t *testing.T) {
 func TestFanOutStartErrors(t *testing.T) {
 	t.Parallel()
 	// Each case in a bubble of its own, on a Kinesis of its own.
-	bubble := func(t *testing.T, f func(t *testing.T, fo *kinesisleasetest.Kinesis, kc *kinesis.Client, stream string)) {
+	bubble := func(t *testing.T, f func(t *testing.T, fo *kinesisfake.Kinesis, kc *kinesis.Client, stream string)) {
 		synctest.Test(t, func(t *testing.T) {
-			fo, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 1)
+			fo, kc, _, stream := fanOutStream(t, kinesisfake.FanOutRules{}, 1)
 			f(t, fo, kc, stream)
 		})
 	}
@@ -471,7 +471,7 @@ func TestFanOutStartErrors(t *testing.T) {
 	}
 
 	t.Run("invalid name", func(t *testing.T) {
-		bubble(t, func(t *testing.T, _ *kinesisleasetest.Kinesis, kc *kinesis.Client, stream string) {
+		bubble(t, func(t *testing.T, _ *kinesisfake.Kinesis, kc *kinesis.Client, stream string) {
 			err := run(t, kc, stream, kinesislease.WithEnhancedFanOut("no spaces"))
 			if !errors.Is(err, kinesislease.ErrInvalidOption) || !strings.Contains(err.Error(), "WithEnhancedFanOut") {
 				t.Fatalf("got %v, want ErrInvalidOption naming WithEnhancedFanOut", err)
@@ -479,7 +479,7 @@ func TestFanOutStartErrors(t *testing.T) {
 		})
 	})
 	t.Run("client without SubscribeToShard", func(t *testing.T) {
-		bubble(t, func(t *testing.T, _ *kinesisleasetest.Kinesis, kc *kinesis.Client, stream string) {
+		bubble(t, func(t *testing.T, _ *kinesisfake.Kinesis, kc *kinesis.Client, stream string) {
 			err := run(t, pollingOnly{kc}, stream, kinesislease.WithEnhancedFanOut("x"))
 			if !errors.Is(err, kinesislease.ErrInvalidOption) || !strings.Contains(err.Error(), "SubscribeToShard") {
 				t.Fatalf("got %v, want ErrInvalidOption naming SubscribeToShard", err)
@@ -487,7 +487,7 @@ func TestFanOutStartErrors(t *testing.T) {
 		})
 	})
 	t.Run("access denied", func(t *testing.T) {
-		bubble(t, func(t *testing.T, fo *kinesisleasetest.Kinesis, _ *kinesis.Client, stream string) {
+		bubble(t, func(t *testing.T, fo *kinesisfake.Kinesis, _ *kinesis.Client, stream string) {
 			faults := &testutil.Faults{}
 			faults.Inject(testutil.Fault{Op: "RegisterStreamConsumer", Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "User is not authorized to perform: kinesis:RegisterStreamConsumer"}})
 			err := run(t, fo.Client(faults.KinesisOptions), stream, kinesislease.WithEnhancedFanOut("denied"))
@@ -497,7 +497,7 @@ func TestFanOutStartErrors(t *testing.T) {
 		})
 	})
 	t.Run("consumer deregistered before the start", func(t *testing.T) {
-		bubble(t, func(t *testing.T, fo *kinesisleasetest.Kinesis, kc *kinesis.Client, stream string) {
+		bubble(t, func(t *testing.T, fo *kinesisfake.Kinesis, kc *kinesis.Client, stream string) {
 			arn := streamARN(t, kc, stream)
 			ctx := context.Background()
 			if _, err := kc.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("deleted")}); err != nil {
@@ -518,9 +518,9 @@ func TestFanOutStartErrors(t *testing.T) {
 		})
 	})
 	t.Run("consumer limit", func(t *testing.T) {
-		bubble(t, func(t *testing.T, _ *kinesisleasetest.Kinesis, kc *kinesis.Client, stream string) {
+		bubble(t, func(t *testing.T, _ *kinesisfake.Kinesis, kc *kinesis.Client, stream string) {
 			arn := streamARN(t, kc, stream)
-			for i := range kinesisleasetest.MaxConsumersPerStream {
+			for i := range kinesisfake.MaxConsumersPerStream {
 				if _, err := kc.RegisterStreamConsumer(context.Background(), &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String(fmt.Sprintf("other-%d", i))}); err != nil {
 					t.Fatal(err)
 				}
@@ -557,7 +557,7 @@ func streamARN(t *testing.T, kc *kinesis.Client, stream string) string {
 func TestFanOutConsumerDeleted(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		_, kc, faults, stream := fanOutStream(t, kinesisleasetest.FanOutRules{TakeoverAfter: 500 * time.Millisecond}, 1)
+		_, kc, faults, stream := fanOutStream(t, kinesisfake.FanOutRules{TakeoverAfter: 500 * time.Millisecond}, 1)
 		ta := newTally()
 		startWith(t, kc, memory.New(), stream, "a", ta.handler("a"), fanOutSub())
 		put(t, kc, stream, 0, 50)
@@ -620,7 +620,7 @@ func (o *outstanding) OnRecordHandled(r kltype.RecordInfo) {
 func TestFanOutMemoryBudget(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		_, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{MaxEventRecords: 1000}, 4)
+		_, kc, _, stream := fanOutStream(t, kinesisfake.FanOutRules{MaxEventRecords: 1000}, 4)
 		const n, size = 8000, 1024
 		pad := strings.Repeat("x", size-40)
 		for start := 0; start < n; start += 400 {
@@ -657,7 +657,7 @@ func TestFanOutMemoryBudget(t *testing.T) {
 func TestFanOutStreamARN(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fo, kc, faults, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 1)
+		fo, kc, faults, stream := fanOutStream(t, kinesisfake.FanOutRules{}, 1)
 		arn := fo.ARN(stream)
 		ta := newTally()
 		in := startWith(t, kc, memory.New(), arn, "a", ta.handler("a"), fanOutSub())
@@ -681,7 +681,7 @@ func TestFanOutStreamARN(t *testing.T) {
 func TestFanOutStopMidStream(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		_, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{MaxEventRecords: 50}, 2)
+		_, kc, _, stream := fanOutStream(t, kinesisfake.FanOutRules{MaxEventRecords: 50}, 2)
 		store := memory.New()
 		put(t, kc, stream, 0, 1000)
 		ta := newTally()
@@ -727,7 +727,7 @@ func checkFirstOrder(t *testing.T, ta *tally) {
 func TestFanOutDeadLetters(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		_, kc, _, stream := fanOutStream(t, kinesisleasetest.FanOutRules{}, 1)
+		_, kc, _, stream := fanOutStream(t, kinesisfake.FanOutRules{}, 1)
 		store := memory.New()
 		var mu sync.Mutex
 		var dead []int

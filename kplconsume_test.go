@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
@@ -187,7 +187,7 @@ func TestKPLRestartMidAggregate(t *testing.T) {
 			// A stream and a memory store of its own: the subtests' services
 			// share owner ids, which one store's membership would refuse.
 			t.Parallel()
-			onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+			onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 				kplRestartMidAggregate(t, newStore, k, false)
 			})
 		})
@@ -196,18 +196,18 @@ func TestKPLRestartMidAggregate(t *testing.T) {
 	// the aggregate and skips the user records done.
 	t.Run("fan-out", func(t *testing.T) {
 		store := memory.New()
-		kplRestartMidAggregate(t, func() leases.Store { return store }, 3, true)
+		kplRestartMidAggregate(t, func() leases.MembershipStore { return store }, 3, true)
 	})
 }
 
-func kplRestartMidAggregate(t *testing.T, newStore func() leases.Store, k int, fanOut bool) {
+func kplRestartMidAggregate(t *testing.T, newStore func() leases.MembershipStore, k int, fanOut bool) {
 	kc := testutil.KinesisClient(t, testutil.Kinesalite)
 	stream := testutil.StreamName(t)
 	var sub []kinesislease.SubscribeOption
 	if fanOut {
 		// The aggregates on an in-memory Kinesis, read through its SDK
 		// client with enhanced fan-out.
-		k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(kinesisleasetest.FanOutRules{TakeoverAfter: 500 * time.Millisecond}))
+		k := kinesisfake.New(kinesisfake.WithFanOutRules(kinesisfake.FanOutRules{TakeoverAfter: 500 * time.Millisecond}))
 		if err := k.CreateStream(stream, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +313,7 @@ func TestKPLStopInsideAggregate(t *testing.T) {
 			// A stream and a memory store of its own: the subtests' services
 			// share owner ids, which one store's membership would refuse.
 			t.Parallel()
-			onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+			onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 				kc := testutil.KinesisClient(t, testutil.Kinesalite)
 				stream := testutil.StreamName(t)
 				testutil.CreateStream(t, kc, stream, 1)

@@ -20,8 +20,8 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -258,7 +258,7 @@ func waitActive(t *testing.T, kc *kinesis.Client, stream string) {
 // stream's).
 func TestLeastPrivilegeFanOut(t *testing.T) {
 	t.Parallel()
-	fo := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(kinesisleasetest.FanOutRules{TakeoverAfter: 500 * time.Millisecond}))
+	fo := kinesisfake.New(kinesisfake.WithFanOutRules(kinesisfake.FanOutRules{TakeoverAfter: 500 * time.Millisecond}))
 	type call struct{ op, resource string }
 	var mu sync.Mutex
 	var calls []call

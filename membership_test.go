@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -25,7 +25,7 @@ import (
 
 // startStreams runs a service of owner subscribed to every stream, with the
 // test lease settings.
-func startStreams(t *testing.T, kc *kinesis.Client, store leases.Store, owner string, ta *tally, streams []string, extra ...kinesislease.Option) *instance {
+func startStreams(t *testing.T, kc *kinesis.Client, store leases.MembershipStore, owner string, ta *tally, streams []string, extra ...kinesislease.Option) *instance {
 	t.Helper()
 	return runService(t, kc, store, owner, func(svc *kinesislease.Service) error {
 		for _, s := range streams {
@@ -183,7 +183,7 @@ func TestMembershipFailover(t *testing.T) {
 	ins := map[string]*instance{}
 	cut := &cutStore{Store: mem}
 	for _, o := range []string{"a", "b", "c"} {
-		var s leases.Store = mem
+		var s leases.MembershipStore = mem
 		if o == "c" {
 			s = cut
 		}
@@ -294,7 +294,7 @@ func TestVanishedRow(t *testing.T) {
 
 // dynamoTable creates a lease table on DynamoDB Local and returns its
 // client, its name and a DynamoDB store on it.
-func dynamoTable(t *testing.T) (*dynamodb.Client, string, leases.Store) {
+func dynamoTable(t *testing.T) (*dynamodb.Client, string, leases.MembershipStore) {
 	t.Helper()
 	dc := testutil.DynamoClient(t)
 	table := testutil.TableName(t)

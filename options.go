@@ -24,7 +24,7 @@ func (f serviceOption) applyService(c *config) { f(c) }
 type config struct {
 	app, version    string
 	owner           string
-	store           leases.Store
+	store           leases.MembershipStore
 	storeDefaulted  bool // no WithLeaseStore: the memory store
 	logger          *slog.Logger
 	client          Kinesis
@@ -74,10 +74,11 @@ func WithOwner(id string) Option {
 
 // WithLeaseStore sets where leases and checkpoints live. The default is an
 // in-memory store: one instance only, and checkpoints die with the process.
-// Use leases/dynamo for a service of several instances. The store must
-// implement leases.Membership (both stores of this module do): New refuses
-// one that does not.
-func WithLeaseStore(s leases.Store) Option {
+// Use leases/dynamo for a service of several instances. The store is a
+// leases.MembershipStore: the lease protocol takes leases and heartbeats
+// through leases.Membership as well as leases.Store (both stores of this
+// module are one; a wrapper around one embeds a leases.MembershipStore).
+func WithLeaseStore(s leases.MembershipStore) Option {
 	return serviceOption(func(c *config) {
 		if s == nil {
 			c.errs = append(c.errs, fmt.Errorf("%w: WithLeaseStore(nil)", ErrInvalidOption))
@@ -463,14 +464,16 @@ func WithRetryPolicy(p kltype.RetryPolicy) SubscribeOption {
 
 // WithDeadLetter sends records that cannot be processed to sink. A nil
 // return confirms the record is kept; the checkpoint passes the record only
-// then. An error is retried with backoff, holding the shard meanwhile.
+// then. An error is retried with backoff, holding the shard meanwhile. A
+// subscription has one dead-letter sink: given with WithDeadLetterStream,
+// it is refused (ErrInvalidOption).
 func WithDeadLetter(sink func(ctx context.Context, dl *kltype.DeadLetterRecord) error) SubscribeOption {
 	return subOption(func(s *subscription) {
 		if sink == nil {
 			s.errs = append(s.errs, fmt.Errorf("%w: WithDeadLetter(nil)", ErrInvalidOption))
 		}
+		s.deadLetterGiven("WithDeadLetter")
 		s.worker.Sink = sink
-		s.deadLetterStream = ""
 	})
 }
 
@@ -478,13 +481,29 @@ func WithDeadLetter(sink func(ctx context.Context, dl *kltype.DeadLetterRecord) 
 // Kinesis stream (name or ARN), as a JSON DeadLetterEnvelope under the
 // record's own partition key. The checkpoint passes the record only once
 // Kinesis accepted the envelope. The credentials need kinesis:PutRecords on
-// that stream.
+// that stream. A subscription has one dead-letter sink: given with
+// WithDeadLetter, it is refused (ErrInvalidOption).
 func WithDeadLetterStream(stream string) SubscribeOption {
 	return subOption(func(s *subscription) {
 		if err := validStream(stream); err != nil {
 			s.errs = append(s.errs, fmt.Errorf("WithDeadLetterStream: %w", err))
 		}
+		s.deadLetterGiven("WithDeadLetterStream")
 		s.deadLetterStream = stream
-		s.worker.Sink = nil
 	})
+}
+
+// deadLetterGiven records that option, one of the two dead-letter options,
+// was given, and refuses a subscription given both (once, however often
+// they alternate): each fills the one sink, and the last would silently
+// win.
+func (s *subscription) deadLetterGiven(option string) {
+	switch s.deadLetterOption {
+	case "", option:
+		s.deadLetterOption = option
+	case "both": // refused already
+	default:
+		s.errs = append(s.errs, fmt.Errorf("%w: WithDeadLetter and WithDeadLetterStream both given: a subscription has one dead-letter sink, give one of them", ErrInvalidOption))
+		s.deadLetterOption = "both"
+	}
 }

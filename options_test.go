@@ -5,13 +5,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/internal/subopts"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -26,7 +29,6 @@ func TestInvalidOptions(t *testing.T) {
 	}{
 		{"empty owner", kinesislease.WithOwner(""), "WithOwner"},
 		{"nil store", kinesislease.WithLeaseStore(nil), "WithLeaseStore"},
-		{"store without membership", kinesislease.WithLeaseStore(storeOnly{memory.New()}), "leases.Membership"},
 		{"heartbeat not below a quarter of the timeout", kinesislease.WithHeartbeat(2*time.Second, 5*time.Second), "WithHeartbeat"},
 		{"zero heartbeat", kinesislease.WithHeartbeat(0, 5*time.Second), "WithHeartbeat"},
 		{"zero timeout", kinesislease.WithHeartbeat(time.Second, 0), "WithHeartbeat"},
@@ -45,15 +47,25 @@ func TestInvalidOptions(t *testing.T) {
 	}
 }
 
-// storeOnly hides every method of a store but those of leases.Store.
-type storeOnly struct{ leases.Store }
+// TestLeaseStoreTypeNeedsMembership: WithLeaseStore's type says that the
+// store implements leases.Membership as well as leases.Store, so that a
+// store without it is refused when the program is compiled, not by New.
+func TestLeaseStoreTypeNeedsMembership(t *testing.T) {
+	t.Parallel()
+	param := reflect.TypeOf(kinesislease.WithLeaseStore).In(0)
+	for _, want := range []reflect.Type{reflect.TypeFor[leases.Store](), reflect.TypeFor[leases.Membership]()} {
+		if !param.Implements(want) {
+			t.Errorf("WithLeaseStore takes a %v, which does not include %v", param, want)
+		}
+	}
+}
 
 // TestNewReportsEveryInvalidOption: New names every invalid option at once,
 // so that Run never meets one.
 func TestNewReportsEveryInvalidOption(t *testing.T) {
 	t.Parallel()
 	_, err := kinesislease.New(awsConfig(), kinesislease.WithOwner(""), kinesislease.WithHeartbeat(time.Second, time.Second),
-		kinesislease.WithLeaseStore(storeOnly{memory.New()}), kinesislease.WithShutdownTimeout(0))
+		kinesislease.WithLeaseStore(nil), kinesislease.WithShutdownTimeout(0))
 	if !errors.Is(err, kinesislease.ErrInvalidOption) {
 		t.Fatalf("New: %v, want ErrInvalidOption", err)
 	}
@@ -119,6 +131,50 @@ func TestInvalidSubscriptions(t *testing.T) {
 	empty, _ := kinesislease.New(awsConfig())
 	if err := empty.Run(context.Background()); !errors.Is(err, kinesislease.ErrInvalidOption) {
 		t.Errorf("Run with no subscription: %v", err)
+	}
+}
+
+// TestDeadLetterOptionsTogether: WithDeadLetter and WithDeadLetterStream
+// fill the subscription's one dead-letter sink, so the two together are
+// refused, in either order, by Subscribe and by the harness's way in
+// (subopts), with an error naming both; either alone, or one given twice,
+// is taken.
+func TestDeadLetterOptionsTogether(t *testing.T) {
+	t.Parallel()
+	handle := func(context.Context, order) error { return nil }
+	fn := kinesislease.WithDeadLetter(func(context.Context, *kltype.DeadLetterRecord) error { return nil })
+	stream := kinesislease.WithDeadLetterStream("orders-dead")
+	resolve := func(opts ...kinesislease.SubscribeOption) error {
+		all := make([]any, len(opts))
+		for i, o := range opts {
+			all[i] = o
+		}
+		return kinesislease.WithCodec(codec.JSON).(subopts.Resolver).ResolveSubscribeOptions(all, nil).Err
+	}
+	for _, tc := range []struct {
+		name string
+		opts []kinesislease.SubscribeOption
+		ok   bool
+	}{
+		{"function, then stream", []kinesislease.SubscribeOption{fn, stream}, false},
+		{"stream, then function", []kinesislease.SubscribeOption{stream, fn}, false},
+		{"alternating", []kinesislease.SubscribeOption{fn, stream, fn, stream}, false},
+		{"function alone", []kinesislease.SubscribeOption{fn}, true},
+		{"stream alone", []kinesislease.SubscribeOption{stream}, true},
+		{"stream twice", []kinesislease.SubscribeOption{stream, kinesislease.WithDeadLetterStream("orders-dead-2")}, true},
+	} {
+		svc, err := kinesislease.New(awsConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for where, err := range map[string]error{"Subscribe": kinesislease.Subscribe(svc, "orders", handle, tc.opts...), "subopts": resolve(tc.opts...)} {
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("%s: %s: %v, want nil", tc.name, where, err)
+			case !tc.ok && (!errors.Is(err, kinesislease.ErrInvalidOption) || strings.Count(err.Error(), "WithDeadLetter and WithDeadLetterStream") != 1):
+				t.Errorf("%s: %s: %v, want ErrInvalidOption naming WithDeadLetter and WithDeadLetterStream once", tc.name, where, err)
+			}
+		}
 	}
 }
 

@@ -19,8 +19,8 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -137,7 +137,7 @@ func plWaitCheckpoint(t testing.TB, store leases.Store, stream, shardID string, 
 // plRun runs a service with one subscription of T to stream: reading from
 // TRIM_HORIZON, checkpointing after every record (or 50ms), polling fast.
 // subOpts come after those defaults and may override them.
-func plRun[T any](t testing.TB, client *kinesis.Client, store leases.Store, stream, owner string, svcOpts []kinesislease.Option,
+func plRun[T any](t testing.TB, client *kinesis.Client, store leases.MembershipStore, stream, owner string, svcOpts []kinesislease.Option,
 	h kinesislease.HandlerFunc[T], subOpts ...kinesislease.SubscribeOption,
 ) *instance {
 	t.Helper()
@@ -473,7 +473,7 @@ func TestPipelineDrop(t *testing.T) {
 // checkpoint stays on the record before.
 func TestPipelineCheckpointAfterSink(t *testing.T) {
 	t.Parallel()
-	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 		kc := testutil.KinesisClient(t, testutil.Kinesalite)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 1)
@@ -545,7 +545,7 @@ func TestPipelineCheckpointAfterSink(t *testing.T) {
 // succeeds delivers it first and then everything after it.
 func TestPipelineHoldAcrossRestart(t *testing.T) {
 	t.Parallel()
-	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 		kc := testutil.KinesisClient(t, testutil.Kinesalite)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 1)
@@ -693,7 +693,7 @@ func TestShutdownTimeoutVirtual(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const stream, shutdown = "orders", 10 * time.Second
-		k := kinesisleasetest.NewKinesis()
+		k := kinesisfake.New()
 		if err := k.CreateStream(stream, 1); err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 

@@ -18,7 +18,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -163,7 +163,7 @@ func (j *journal) waitUntil(t testing.TB, timeout time.Duration, cond func([]del
 // kinesis client (a recording wrapper, say) and extra subscription options,
 // applied after start's (TRIM_HORIZON, checkpoint every 10 records or
 // 100ms, polling 20ms/50ms).
-func startJournal(t testing.TB, client kinesislease.Kinesis, store leases.Store, stream, owner string, j *journal, sub []kinesislease.SubscribeOption, extra ...kinesislease.Option) *instance {
+func startJournal(t testing.TB, client kinesislease.Kinesis, store leases.MembershipStore, stream, owner string, j *journal, sub []kinesislease.SubscribeOption, extra ...kinesislease.Option) *instance {
 	t.Helper()
 	return startWith(t, client, store, stream, owner, j.handler(owner), sub, extra...)
 }
@@ -409,7 +409,7 @@ func checkKeyOrder(t *testing.T, ds []delivery, published map[string]int, tree s
 func TestReshardUnderLoad(t *testing.T) {
 	t.Parallel()
 	testutil.Slow(t)
-	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 		kc := testutil.KinesisClient(t, testutil.KinesisLocal)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 2)
@@ -569,7 +569,7 @@ func TestReshardUnderLoad(t *testing.T) {
 // no second set of rows, no record read again before the checkpoints.
 func TestStreamARN(t *testing.T) {
 	t.Parallel()
-	onMemoryStore(t, func(t *testing.T, newStore func() leases.Store) {
+	onMemoryStore(t, func(t *testing.T, newStore func() leases.MembershipStore) {
 		kc := testutil.KinesisClient(t, testutil.KinesisLocal)
 		stream := testutil.StreamName(t)
 		testutil.CreateStream(t, kc, stream, 2)

@@ -51,10 +51,7 @@ func (s *Service) Rewind(ctx context.Context, stream, shard string, position klt
 	if err := checkRewind(stream, shard, position); err != nil {
 		return nil, err
 	}
-	st, ok := s.cfg.store.(rewind.Store)
-	if !ok {
-		return nil, fmt.Errorf("%w: Rewind: the lease store %T has no membership rows", ErrInvalidOption, s.cfg.store)
-	}
+	var st rewind.Store = s.cfg.store
 	shards, err := kinesisx.ListShards(ctx, s.kin, stream)
 	if err != nil {
 		return nil, rewindErr(stream, err)

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -20,7 +20,7 @@ import (
 // reads again from the position, keeping its lease. Here on the in-memory
 // Kinesis and lease store; with DynamoDB and Kinesis it is the same call.
 func ExampleService_Rewind() {
-	k := kinesisleasetest.NewKinesis()
+	k := kinesisfake.New()
 	if err := k.CreateStream("orders", 1); err != nil {
 		log.Fatal(err)
 	}

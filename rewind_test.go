@@ -13,9 +13,10 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
 
@@ -134,7 +135,7 @@ func TestServiceRewind(t *testing.T) {
 	const k = 8
 	notice := func() int64 { // the holder's membership entry's Notice
 		t.Helper()
-		row, ok := leases.IncarnationRow(plRow(t, store, stream, shard0).Incarnation)
+		row, ok := driver.IncarnationRow(plRow(t, store, stream, shard0).Incarnation)
 		if !ok {
 			t.Fatalf("the row of %s names no incarnation", shard0)
 		}

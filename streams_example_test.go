@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -19,7 +19,7 @@ import (
 // once the stream is in the plan, Unsubscribe once its shards are drained,
 // checkpointed and released. Here on the in-memory Kinesis and lease store.
 func ExampleService_Unsubscribe() {
-	k := kinesisleasetest.NewKinesis()
+	k := kinesisfake.New()
 	for _, s := range []string{"orders", "returns"} {
 		if err := k.CreateStream(s, 1); err != nil {
 			log.Fatal(err)

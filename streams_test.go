@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 )
 
 // streamTally records, per stream, which order ids were handled and by

@@ -45,6 +45,7 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, v T) error { return f(ctx, v
 type subscription struct {
 	stream           string
 	deadLetterStream string
+	deadLetterOption string           // the dead-letter option given, "both" once refused (deadLetterGiven)
 	consumer         string           // WithEnhancedFanOut's consumer name, "" for polling
 	fanOut           *engine.Consumer // the registered consumer, set at Run
 	codec            codec.Codec

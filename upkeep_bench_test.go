@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
-	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
 
@@ -38,7 +38,7 @@ func BenchmarkLeaseUpkeep(b *testing.B) {
 				stream := testutil.StreamName(b)
 				testutil.CreateStream(b, kc, stream, int32(c.shards))
 				meter := testutil.NewCapacity(func(key string) string {
-					if leases.IsMemberKey(key) {
+					if driver.IsMemberKey(key) {
 						return "members"
 					}
 					return "leases"

@@ -37,23 +37,7 @@
 //
 // # Whole services
 //
-// Kinesis is an in-memory Kinesis (streams, shards with hash ranges,
-// PutRecords routed by partition key, iterators, resharding, injected
-// throttling) that satisfies kinesislease.Kinesis and kinesislease.Producer:
-// with kinesislease.WithKinesisClient and the memory lease store a test
-// runs several Services of its own, publishes, stops one and checks that
-// every record was handled, without AWS, and under testing/synctest without
-// real time (see TestTwoServicesOnInMemoryKinesis and ExampleKinesis).
-//
-// Kinesis also keeps enhanced fan-out: registered consumers and
-// SubscribeToShard with Kinesis' rules (the 5-second rule, one call a
-// second, the 5-minute end; FanOutRules shortens them), DropSubscriptions
-// and FailSubscriptions to break subscriptions, SubscribeStats to count
-// them. The SDK's SubscribeToShardOutput cannot be built outside the SDK,
-// so fan-out goes through the wire: Kinesis.Client is an SDK client that
-// Kinesis answers in the process, with no network, on AWS JSON 1.1 and
-// the event stream, through the SDK's own serialisation and decoders;
-// Kinesis.ServeHTTP serves the same to other processes. Hand Client to
-// kinesislease.WithKinesisClient with kinesislease.WithEnhancedFanOut (see
-// ExampleKinesis_Client).
+// To test a whole service (several Services publishing and consuming,
+// resharding, enhanced fan-out) without AWS, run it on package kinesisfake,
+// an in-memory Kinesis.
 package kinesisleasetest

@@ -6,13 +6,14 @@ import (
 )
 
 // Errors of a deferred acknowledgement (kinesislease.Defer); match them with
-// errors.Is. Each means the call had no effect, and none of them needs
-// handling beyond, perhaps, a log line or a metric.
+// errors.Is. Each means the call had no effect. From Done none of them
+// needs handling beyond, perhaps, a log line or a metric; from Defer,
+// ErrNotDeferred is a bug of the caller's (see kinesislease.Defer).
 var (
 	// ErrNotDeferred: Defer was called outside a handler call (from a
-	// context that carries no delivery, or after the handler returned), so
-	// the acknowledgement it returned belongs to no record: resolving it
-	// does nothing.
+	// context that carries no delivery, or after the handler returned).
+	// Defer returns it, with an acknowledgement that belongs to no record:
+	// resolving that does nothing, and returns it again.
 	ErrNotDeferred = errors.New("kinesislease: not a deferred acknowledgement: Defer was called outside a handler call")
 	// ErrAlreadyResolved: the deferred acknowledgement was resolved already
 	// (a second call), or the record's attempt ended otherwise first (the

@@ -13,15 +13,17 @@ import (
 
 const module = "github.com/kinesislease/kinesislease"
 
-// TestImports: the vocabulary package kltype imports only the standard
-// library, and the lease stores import, of this module, only package leases (and
-// codec nothing of it), so that a store's dependencies are what a store writer sees.
+// TestImports: the vocabulary package kltype and the encodings package
+// leases/driver import only the standard library, and the lease stores
+// import, of this module, only packages leases and leases/driver (and codec
+// nothing of it), so that a store's dependencies are what a store writer sees.
 func TestImports(t *testing.T) {
 	for dir, allowed := range map[string][]string{
 		"../kltype": nil,
-		".":         {module + "/kltype"},
-		"dynamo":    {module + "/leases"},
-		"memory":    {module + "/leases"},
+		"driver":    nil,
+		".":         {module + "/kltype", module + "/leases/driver"},
+		"dynamo":    {module + "/leases", module + "/leases/driver"},
+		"memory":    {module + "/leases", module + "/leases/driver"},
 		"../codec":  {},
 	} {
 		for path, file := range imports(t, filepath.Join(".", dir)) {
@@ -31,8 +33,8 @@ func TestImports(t *testing.T) {
 			if strings.HasPrefix(path, module) && !slices.Contains(allowed, path) {
 				t.Errorf("%s imports %s: only %v of this module may be imported there", file, path, allowed)
 			}
-			if dir == "../kltype" {
-				t.Errorf("%s imports %s: kltype imports only the standard library", file, path)
+			if dir == "../kltype" || dir == "driver" {
+				t.Errorf("%s imports %s: %s imports only the standard library", file, path, dir)
 			}
 		}
 	}

@@ -6,11 +6,11 @@
 // # Rows
 //
 // A Store keeps one lease row per shard, keyed by [Key] (`stream:shard`),
-// and, beside them in the same table, membership rows (keys [MemberKey]),
-// one membership header ([MemberHeaderKey]) and a rewind record per shard
-// an operator rewound (rule 8). Those keys start with '#':
-// no stream name contains one and no ARN starts with one, so they never
-// collide with a lease key.
+// and, beside them in the same table, membership rows (keys
+// [driver.MemberKey]), one membership header ([driver.MemberHeaderKey]) and
+// a rewind record per shard an operator rewound (rule 8). Those keys start
+// with '#': no stream name contains one and no ARN starts with one, so they
+// never collide with a lease key.
 //
 // Every lease row carries a counter (lease_counter) that each successful
 // write bumps by one, and a write token (a random value each write makes
@@ -27,17 +27,17 @@
 // # Membership
 //
 // Each instance of a service heartbeats in one membership row: it joins
-// ([Membership.Join]) a row with fewer than [RowCapacity] entries (the
-// consumer: one of a few rows drawn from its owner id, so that a restarted
-// process finds its predecessor's entry without reading every row) and
-// stays there for its incarnation's life. Its [Member] entry names its
-// owner id, its incarnation (one per process: a restart is a new
-// incarnation; the incarnation names the row, see [IncarnationRow]) and a
-// heartbeat value it advances on every heartbeat. A lease row names its
+// ([Membership.Join]) a row with fewer than [driver.RowCapacity] entries
+// (the consumer: one of a few rows drawn from its owner id, so that a
+// restarted process finds its predecessor's entry without reading every
+// row) and stays there for its incarnation's life. Its [Member] entry names
+// its owner id, its incarnation (one per process: a restart is a new
+// incarnation; the incarnation names the row, see [driver.IncarnationRow])
+// and a heartbeat value it advances on every heartbeat. A lease row names its
 // holder's owner and incarnation ([Membership.TakeAs]) and stays held while
 // that incarnation's heartbeat advances. No lease row is renewed: upkeep
 // costs one write per instance per heartbeat, whatever the number of shards
-// or members, and no item is written by more than RowCapacity members.
+// or members, and no item is written by more than driver.RowCapacity members.
 //
 // Members watch each other in rows: the members of a row see each other's
 // heartbeats in the answer to their own, and each reads one more row a
@@ -133,13 +133,14 @@
 //   - Membership writes name one entry of one row and change nothing else
 //     in it but the row's entry count (members of one row never overwrite
 //     each other); their conditions are documented on [Membership]. A row
-//     never holds more than RowCapacity entries. Header bumps are
+//     never holds more than driver.RowCapacity entries. Header bumps are
 //     unconditional increments.
-//   - Rewind gives the row a new Rewind id and, before its row write,
-//     records the rewind (id and checkpoint) apart from the row, in an item
-//     of its own that a deletion of the row leaves in place; LastRewind
-//     reads it. Create starts a row at its shard's record, if any; CreateAs
-//     writes the Rewind id it is given; every other write keeps the row's.
+//   - Rewind gives the row a new Rewind id ([driver.NewRewindID]) and,
+//     before its row write, records the rewind (id and checkpoint) apart
+//     from the row, in an item of its own that a deletion of the row leaves
+//     in place; LastRewind reads it. Create starts a row at its shard's
+//     record, if any; CreateAs writes the Rewind id it is given; every other
+//     write keeps the row's.
 //   - Errors are mapped, the native error kept wrapped (errors.As finds it):
 //     a failed condition is a [*ConflictError] (a [*MemberConflictError] for
 //     a membership write), both matching ErrConflict; a missing row matches
@@ -165,6 +166,10 @@
 //     start on a configuration that cannot work instead of failing at its
 //     first lease.
 //
+// Package leases/driver holds what only a Store needs beyond this
+// contract: the keys of the membership rows and header, the row capacity,
+// and the forms of incarnations and rewind ids.
+//
 // Then run the conformance suite, leasestest.Run, from a test of the
 // Store's package; it also checks Checker when the Store implements it. The
 // Stores of this module pass it.
@@ -172,7 +177,6 @@ package leases
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -472,34 +476,4 @@ func ValidateOwner(owner string) error {
 		return fmt.Errorf("leases: owner %.32q…: longer than 256 bytes", owner)
 	}
 	return nil
-}
-
-// NewRewindID returns a new id for an operator's rewind asked at now (see
-// Lease.Rewind): the time in milliseconds, in fixed-width hex, then random
-// characters, so that of two rewinds of a shard the later's id tells
-// (RewindAfter) even where both are lost with the table.
-func NewRewindID(now time.Time) string {
-	return fmt.Sprintf("%012x", now.UnixMilli()) + rand.Text()[:8]
-}
-
-// RewindAfter reports whether the rewind of id a was asked after that of
-// id b: both ids of NewRewindID, a's time later than b's. Ids of other
-// forms, or of the same millisecond, are not ordered.
-func RewindAfter(a, b string) bool {
-	ta, ok1 := rewindTime(a)
-	tb, ok2 := rewindTime(b)
-	return ok1 && ok2 && ta > tb
-}
-
-// rewindTime returns the time part of a NewRewindID id.
-func rewindTime(id string) (string, bool) {
-	if len(id) != 20 {
-		return "", false
-	}
-	for _, c := range id[:12] {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return "", false
-		}
-	}
-	return id[:12], true
 }

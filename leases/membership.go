@@ -4,61 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
-
-// Membership rows. Members heartbeat in membership rows of at most
-// RowCapacity entries each: a member joins a row with room (Join; the
-// consumer chooses among a few rows drawn from its owner id), and stays in
-// it for its incarnation's life; its
-// incarnation names the row (IncarnationRow), so whoever reads a lease row
-// knows where its holder heartbeats. A small header item (MemberHeaderKey)
-// carries a roster version per row, bumped (BumpRow) whenever a row's
-// roster changes (a member joins, leaves, is found dead or removed), so
-// that members re-read only the rows whose roster changed: one small read a
-// round, whatever the fleet's size.
-const (
-	// RowCapacity is the most entries a membership row holds: with owner
-	// ids of up to 64 bytes a row stays under 1 KB, so that a heartbeat
-	// costs one write unit.
-	RowCapacity = 8
-	// MaxMemberRows bounds the row numbers (a fleet of 32,768 members).
-	MaxMemberRows = 4096
-)
-
-// memberPrefix starts the key of every membership row and of the header.
-const memberPrefix = "#members"
-
-// MemberHeaderKey is the key of the membership header item.
-const MemberHeaderKey = memberPrefix
-
-// MemberKey returns the key of membership row i, as a Store writes it:
-// "#members:i".
-func MemberKey(i int) string { return memberPrefix + ":" + strconv.Itoa(i) }
-
-// IsMemberKey reports whether key (a row's key as text) is a membership
-// row's or the header's.
-func IsMemberKey(key string) bool { return strings.HasPrefix(key, memberPrefix) }
-
-// NewIncarnation returns an incarnation id heartbeating in membership row
-// row: "row.suffix". suffix is random (a process's own).
-func NewIncarnation(row int, suffix string) string { return strconv.Itoa(row) + "." + suffix }
-
-// IncarnationRow returns the membership row an incarnation heartbeats in,
-// and false for an incarnation that names none (one of an earlier version).
-func IncarnationRow(inc string) (int, bool) {
-	i := strings.IndexByte(inc, '.')
-	if i <= 0 {
-		return 0, false
-	}
-	r, err := strconv.Atoi(inc[:i])
-	if err != nil || r < 0 || r >= MaxMemberRows {
-		return 0, false
-	}
-	return r, true
-}
 
 // MemberHeader is the membership header: the roster version of each row
 // that ever had one (row -> version; a row absent has version 0), and a
@@ -149,7 +98,7 @@ type Member struct {
 // for Store methods, and a context that is done on entry writes nothing.
 type Membership interface {
 	// Join writes m as a new entry in membership row row, if the row has
-	// no entry for m.Owner and fewer than RowCapacity entries. It returns
+	// no entry for m.Owner and fewer than [driver.RowCapacity] entries. It returns
 	// the row's entries after the write. An entry already there makes it
 	// fail with a *MemberConflictError carrying that entry (an attempt of
 	// this same call whose answer was lost left exactly m: then it
@@ -295,16 +244,16 @@ type MemberConflictError struct {
 	Owner string
 	// Current is the owner's entry as found (zero if there is none).
 	Current Member
-	// Full: a Join found the row holding RowCapacity entries already.
+	// Full: a Join found the row holding driver.RowCapacity entries already.
 	Full bool
 	// Err is the store's native error, if any.
 	Err error
 }
 
 func (e *MemberConflictError) Error() string {
-	msg := fmt.Sprintf("leases: %s %s: entry of %q changed concurrently", e.Op, MemberKey(e.Row), e.Owner)
+	msg := fmt.Sprintf("leases: %s %s: entry of %q changed concurrently", e.Op, driver.MemberKey(e.Row), e.Owner)
 	if e.Full {
-		msg = fmt.Sprintf("leases: %s %s: the row is full (%d entries)", e.Op, MemberKey(e.Row), RowCapacity)
+		msg = fmt.Sprintf("leases: %s %s: the row is full (%d entries)", e.Op, driver.MemberKey(e.Row), driver.RowCapacity)
 	} else if e.Current.Owner != "" {
 		msg += fmt.Sprintf(" (now incarnation %q, heartbeat %d, notice %d)", e.Current.Incarnation, e.Current.Heartbeat, e.Current.Notice)
 	} else {
@@ -324,7 +273,7 @@ func (e *MemberConflictError) Unwrap() error { return e.Err }
 
 // ValidateMember reports whether m can be written: a valid owner, an
 // incarnation of 1 to 64 bytes. (The engine's incarnations name their row,
-// see NewIncarnation; a store need not check that.)
+// see driver.NewIncarnation; a store need not check that.)
 func ValidateMember(m Member) error {
 	if err := ValidateOwner(m.Owner); err != nil {
 		return err
@@ -337,8 +286,8 @@ func ValidateMember(m Member) error {
 
 // ValidateMemberRow reports whether row names a membership row.
 func ValidateMemberRow(row int) error {
-	if row < 0 || row >= MaxMemberRows {
-		return fmt.Errorf("leases: membership row %d: want 0 <= row < %d", row, MaxMemberRows)
+	if row < 0 || row >= driver.MaxMemberRows {
+		return fmt.Errorf("leases: membership row %d: want 0 <= row < %d", row, driver.MaxMemberRows)
 	}
 	return nil
 }
@@ -389,14 +338,14 @@ func ValidateTakenMark(key Key, token string) error {
 }
 
 // ValidateLeaseKey reports whether k can name a lease row: k.Validate, and
-// its text form is not a membership row's key (IsMemberKey). A Store that
+// its text form is not a membership row's key (driver.IsMemberKey). A Store that
 // implements Membership calls it instead of k.Validate, so that no lease
 // method reads or writes a membership row.
 func ValidateLeaseKey(k Key) error {
 	if err := k.Validate(); err != nil {
 		return err
 	}
-	if IsMemberKey(k.String()) {
+	if driver.IsMemberKey(k.String()) {
 		return fmt.Errorf("leases: key %q: a membership row's key, not a lease's", k.String())
 	}
 	return nil

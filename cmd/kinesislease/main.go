@@ -34,7 +34,7 @@
 // stream's checkpoints back into a KCL table; both refuse while an
 // application still writes the tables, to move a checkpoint backwards or to
 // write a row a live instance holds, unless --force (see the package
-// leases/migrate).
+// migrate).
 //
 // Global options: --region, --profile, --endpoint-url, --dynamodb-endpoint-url,
 // --kinesis-endpoint-url, --cli-read-timeout. With an endpoint URL (local

@@ -19,8 +19,8 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -43,13 +43,13 @@ type rig struct {
 	svcKC  *kinesis.Client
 }
 
-// newFanOutRig is newRig on an in-memory Kinesis (kinesisleasetest) served
+// newFanOutRig is newRig on an in-memory Kinesis (kinesisfake) served
 // on a local HTTP endpoint: the rig's services read it with enhanced
 // fan-out through its SDK client, the command reads it at its URL as it
 // would read Kinesis.
 func newFanOutRig(t *testing.T, shards int) *rig {
 	t.Helper()
-	k := kinesisleasetest.NewKinesis()
+	k := kinesisfake.New()
 	srv := httptest.NewServer(k)
 	t.Cleanup(srv.Close)
 	r := &rig{

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kinesislease/kinesislease/leases/migrate"
+	"github.com/kinesislease/kinesislease/migrate"
 )
 
 const (

@@ -19,10 +19,11 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 func sid(i int) string { return fmt.Sprintf("shardId-%012d", i) }
@@ -448,7 +449,7 @@ func TestImportRefusals(t *testing.T) {
 	refused("backwards", imp(&cli{}), "our row "+r.stream+":"+sid(0)+": would move the checkpoint back from "+r0b+" to "+r0)
 
 	// Shard 1 held by svc-a, which heartbeats between the two reads.
-	m := leases.Member{Owner: "svc-a", Incarnation: leases.NewIncarnation(0, "a1"), Heartbeat: 1}
+	m := leases.Member{Owner: "svc-a", Incarnation: driver.NewIncarnation(0, "a1"), Heartbeat: 1}
 	if _, err := st.Join(ctx, 0, m); err != nil {
 		t.Fatal(err)
 	}

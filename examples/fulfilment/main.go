@@ -24,7 +24,7 @@
 //	fulfilment --stream fulfilment --table fulfilment-leases --fan-out fulfilment
 //
 // No emulator serves SubscribeToShard: `go run ./examples/fulfilment/demo
-// --fan-out` serves an in-memory Kinesis (kinesisleasetest.Kinesis) on a
+// --fan-out` serves an in-memory Kinesis (kinesisfake.Kinesis) on a
 // local endpoint and gives the instances its URL as --kinesis-endpoint-url.
 //
 // It runs until SIGINT or SIGTERM, then drains, checkpoints and releases its

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/internal/testkit/sim"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )

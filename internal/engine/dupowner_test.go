@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/internal/testkit/sim"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -30,7 +31,7 @@ func TestRestartAfterReadsFailedIsNoDuplicate(t *testing.T) {
 		stream := newSimStream(t, k, "dupe", 1)
 		inner := memory.New()
 		ctx := context.Background()
-		old := leases.Member{Owner: "a", Incarnation: leases.NewIncarnation(0, "old"), Heartbeat: 1}
+		old := leases.Member{Owner: "a", Incarnation: driver.NewIncarnation(0, "old"), Heartbeat: 1}
 		if _, err := inner.Join(ctx, 0, old); err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +129,7 @@ func TestEntryReplacedByADeadProcessIsNoDuplicate(t *testing.T) {
 		go func() { done <- g.Run(ctx) }()
 		time.Sleep(time.Second)
 		first := g.Incarnation()
-		dead := leases.Member{Owner: "a", Incarnation: leases.NewIncarnation(0, "late"), Heartbeat: 1}
+		dead := leases.Member{Owner: "a", Incarnation: driver.NewIncarnation(0, "late"), Heartbeat: 1}
 		replaceOwnEntry(t, store, g, dead)
 		select {
 		case err := <-done:
@@ -171,7 +172,7 @@ func TestEntryReplacedByALiveProcessIsDuplicate(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- g.Run(context.Background()) }()
 		time.Sleep(time.Second)
-		other := leases.Member{Owner: "a", Incarnation: leases.NewIncarnation(0, "other"), Heartbeat: 1}
+		other := leases.Member{Owner: "a", Incarnation: driver.NewIncarnation(0, "other"), Heartbeat: 1}
 		replaceOwnEntry(t, store, g, other)
 		stop := make(chan struct{})
 		go func() {
@@ -228,7 +229,7 @@ func TestFirstJoinNeverReusesAnIdFoundDead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		suffixed := leases.NewIncarnation(0, g.Incarnation())
+		suffixed := driver.NewIncarnation(0, g.Incarnation())
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- g.Run(ctx) }()

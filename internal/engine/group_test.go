@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/engine/sim"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/sim"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -73,7 +73,7 @@ func (s *crashable) Release(ctx context.Context, l leases.Lease, cp leases.Check
 
 // newSimStream creates a stream named name with shards shards on k and
 // returns its ledger.
-func newSimStream(t *testing.T, k *kinesisleasetest.Kinesis, name string, shards int) *sim.Ledger {
+func newSimStream(t *testing.T, k *kinesisfake.Kinesis, name string, shards int) *sim.Ledger {
 	t.Helper()
 	l, err := sim.NewStream(k, name, shards)
 	if err != nil {
@@ -82,7 +82,7 @@ func newSimStream(t *testing.T, k *kinesisleasetest.Kinesis, name string, shards
 	return l
 }
 
-func groupConfig(owner string, store leases.Store, k *kinesisleasetest.Kinesis, stream string) engine.GroupConfig {
+func groupConfig(owner string, store leases.Store, k *kinesisfake.Kinesis, stream string) engine.GroupConfig {
 	return engine.GroupConfig{
 		Owner: owner, Store: store, Client: k,
 		Heartbeat: 40 * time.Millisecond, Timeout: 200 * time.Millisecond, ShutdownTimeout: time.Second,

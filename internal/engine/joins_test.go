@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/engine/sim"
 	"github.com/kinesislease/kinesislease/internal/membership"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/sim"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -101,7 +102,7 @@ func TestFleetJoinsSpread(t *testing.T) {
 		wg.Wait()
 		joined := 0
 		for _, g := range groups {
-			if _, ok := leases.IncarnationRow(g.Incarnation()); ok {
+			if _, ok := driver.IncarnationRow(g.Incarnation()); ok {
 				joined++
 			}
 		}
@@ -218,18 +219,18 @@ func TestJoinReadsHomeRows(t *testing.T) {
 				// to 63), with room for nobody else.
 				oldRow := membership.HomeRows(owner, 6)[1]
 				for r := range rows {
-					n := leases.RowCapacity
+					n := driver.RowCapacity
 					if r == oldRow {
 						n--
 						if restarted {
-							old := leases.Member{Owner: owner, Incarnation: leases.NewIncarnation(r, "old"), Heartbeat: 40}
+							old := leases.Member{Owner: owner, Incarnation: driver.NewIncarnation(r, "old"), Heartbeat: 40}
 							if _, err := inner.Join(ctx, r, old); err != nil {
 								t.Fatal(err)
 							}
 						}
 					}
 					for i := range n {
-						m := leases.Member{Owner: fmt.Sprintf("member-%03d-%d", r, i), Incarnation: leases.NewIncarnation(r, fmt.Sprint(i)), Heartbeat: 1}
+						m := leases.Member{Owner: fmt.Sprintf("member-%03d-%d", r, i), Incarnation: driver.NewIncarnation(r, fmt.Sprint(i)), Heartbeat: 1}
 						if _, err := inner.Join(ctx, r, m); err != nil {
 							t.Fatal(err)
 						}
@@ -321,7 +322,7 @@ func TestRemovalOfLeavingEntryNotAnnounced(t *testing.T) {
 		k := sim.NewKinesis()
 		stream := newSimStream(t, k, "removal", 2)
 		inner := memory.New()
-		dead := leases.Member{Owner: "z-dead", Incarnation: leases.NewIncarnation(0, "dead"), Heartbeat: 1}
+		dead := leases.Member{Owner: "z-dead", Incarnation: driver.NewIncarnation(0, "dead"), Heartbeat: 1}
 		if _, err := inner.Join(ctx, 0, dead); err != nil {
 			t.Fatal(err)
 		}

@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/engine/sim"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/sim"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -24,7 +24,7 @@ import (
 // listFleet is a fleet of Groups on one stream, at the library's defaults,
 // whose ListShards calls and lease-row reads are counted by member.
 type listFleet struct {
-	k      *kinesisleasetest.Kinesis
+	k      *kinesisfake.Kinesis
 	stream string
 	owners []string
 

@@ -15,10 +15,11 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/engine/sim"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/sim"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -28,7 +29,7 @@ import (
 type fleet struct {
 	t       *testing.T
 	store   *memory.Store
-	kinesis *kinesisleasetest.Kinesis
+	kinesis *kinesisfake.Kinesis
 	stream  *sim.Ledger
 	ids     []string
 
@@ -414,7 +415,7 @@ func TestRewindInterleavedWithCheckpoints(t *testing.T) {
 		asked := time.Now()
 		// The holder checkpoints between the request and anything it reads.
 		time.Sleep(150 * time.Millisecond)
-		row, ok := leases.IncarnationRow(g.Incarnation())
+		row, ok := driver.IncarnationRow(g.Incarnation())
 		if !ok {
 			t.Fatalf("incarnation %q names no membership row", g.Incarnation())
 		}

@@ -3,7 +3,7 @@ package engine_test
 import (
 	"testing"
 
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }

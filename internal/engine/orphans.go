@@ -15,6 +15,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // presume records, after a write of row l as incarnation inc that failed
@@ -193,7 +194,7 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o orp
 		return leases.Lease{}, false
 	}
 	st.setRow(u.Shard, rowState{lease: cur})
-	if cur.Rewind != "" && !g.ours(cur) && (o.known.Rewind == "" || leases.RewindAfter(cur.Rewind, o.known.Rewind)) {
+	if cur.Rewind != "" && !g.ours(cur) && (o.known.Rewind == "" || driver.RewindAfter(cur.Rewind, o.known.Rewind)) {
 		g.adoptRewind(u, o, cur)
 	}
 	if !g.ours(cur) && !g.takeable(cur) && !disproved(o, cur) {

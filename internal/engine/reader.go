@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -44,9 +45,9 @@ type ReaderConfig struct {
 	Start   kltype.StartPosition
 	// Limit is GetRecords' Limit; 0 means Kinesis' default (10,000).
 	Limit int32
-	// Encoding is how GetRecords travels (kinesisx.EncodingCBOR by
+	// Encoding is how GetRecords travels (kinesiswire.EncodingCBOR by
 	// default); OnFallback is told once when an endpoint refuses CBOR.
-	Encoding   kinesisx.Encoding
+	Encoding   kinesiswire.Encoding
 	OnFallback func(endpoint string, err error)
 	// MinInterval is the least time between two GetRecords calls on the
 	// shard. Kinesis allows 5 calls per second per shard, shared by every
@@ -96,7 +97,7 @@ func NewReader(cfg ReaderConfig) *Reader {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Second
 	}
-	opts := append([]func(*kinesis.Options){kinesisx.WithoutThrottleRetries}, kinesisx.GetRecordsOptions(cfg.Encoding, cfg.OnFallback)...)
+	opts := append([]func(*kinesis.Options){kinesisx.WithoutThrottleRetries}, kinesiswire.GetRecordsOptions(cfg.Encoding, cfg.OnFallback)...)
 	return &Reader{cfg: cfg, callOpts: opts}
 }
 

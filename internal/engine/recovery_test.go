@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -517,7 +518,7 @@ func TestOutdatedRecoveryKeepsWhatThisInstanceKnew(t *testing.T) {
 		store := memory.New()
 		g, st, u, key := oneShardGroup(t, store)
 		arm(t, g, "0.CUR")
-		rw := leases.NewRewindID(time.Now())
+		rw := driver.NewRewindID(time.Now())
 		known := leases.Checkpoint{Sequence: "315"}
 		g.noteReleased(u, leases.Lease{Key: key, Counter: 9, Checkpoint: known, Rewind: rw})
 		rec, err := store.CreateAs(ctx, key, "", "", leases.Checkpoint{Sequence: leases.RewindTrimHorizon}, rw)

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -78,7 +79,7 @@ type subscriberConfig struct {
 	OnEvent func(millisBehind int64)
 	// Encoding is the reader's: EncodingSDK has the SDK's event decoder
 	// decode the events.
-	Encoding kinesisx.Encoding
+	Encoding kinesiswire.Encoding
 }
 
 // subscriber reads one shard with SubscribeToShard, from a start position,
@@ -90,9 +91,9 @@ type subscriber struct {
 	cfg subscriberConfig
 	fo  FanOutConfig
 
-	sub     *kinesisx.Subscription // the open subscription, read on the caller's goroutine
-	cancel  context.CancelFunc     // ends the open subscription's request
-	reasons chan error             // the watch's reason for ending the subscription
+	sub     *kinesiswire.Subscription // the open subscription, read on the caller's goroutine
+	cancel  context.CancelFunc        // ends the open subscription's request
+	reasons chan error                // the watch's reason for ending the subscription
 	// waiting is when the Next under way started waiting for an event
 	// (nanoseconds since epoch, on the monotonic clock; 0: not waiting):
 	// the watch takes a subscription that waits longer than Idle as dead.
@@ -209,7 +210,7 @@ func (s *subscriber) open(ctx context.Context) error {
 	pos := s.resumeAt()
 	subCtx, cancel := context.WithCancel(ctx)
 	s.lastCall = time.Now()
-	sub, err := kinesisx.SubscribeToShard(subCtx, c.Client, &kinesis.SubscribeToShardInput{
+	sub, err := kinesiswire.SubscribeToShard(subCtx, c.Client, &kinesis.SubscribeToShardInput{
 		ConsumerARN: aws.String(arn), ShardId: aws.String(s.cfg.ShardID), StartingPosition: kinesisx.StartingPosition(pos),
 	}, s.cfg.Encoding, kinesisx.WithoutThrottleRetries, kinesisx.StableRequestBody)
 	if err != nil {

@@ -21,16 +21,16 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
 // subscriberBench returns a one-shard stream on an in-memory Kinesis with
 // rules, its SDK client, and a registered consumer. The tests run in
 // synctest bubbles: the rules' waits take no real time.
-func subscriberBench(t *testing.T, rules kinesisleasetest.FanOutRules) (*kinesisleasetest.Kinesis, *kinesis.Client, string, *engine.Consumer) {
+func subscriberBench(t *testing.T, rules kinesisfake.FanOutRules) (*kinesisfake.Kinesis, *kinesis.Client, string, *engine.Consumer) {
 	t.Helper()
-	k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(rules))
+	k := kinesisfake.New(kinesisfake.WithFanOutRules(rules))
 	kc := k.Client()
 	const stream = "engine-test"
 	if err := k.CreateStream(stream, 1); err != nil {
@@ -106,11 +106,11 @@ func TestSubscriberRenews(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
-		bench kinesisleasetest.FanOutRules
+		bench kinesisfake.FanOutRules
 		fo    engine.FanOutConfig
 	}{
-		{"renew", kinesisleasetest.FanOutRules{TakeoverAfter: 100 * time.Millisecond}, engine.FanOutConfig{Renew: 1200 * time.Millisecond}},
-		{"idle", kinesisleasetest.FanOutRules{TakeoverAfter: 100 * time.Millisecond, EventInterval: time.Hour}, engine.FanOutConfig{Idle: 1200 * time.Millisecond}},
+		{"renew", kinesisfake.FanOutRules{TakeoverAfter: 100 * time.Millisecond}, engine.FanOutConfig{Renew: 1200 * time.Millisecond}},
+		{"idle", kinesisfake.FanOutRules{TakeoverAfter: 100 * time.Millisecond, EventInterval: time.Hour}, engine.FanOutConfig{Idle: 1200 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -159,7 +159,7 @@ func TestSubscriberRenews(t *testing.T) {
 func TestSubscriberFenced(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fo, kc, stream, c := subscriberBench(t, kinesisleasetest.FanOutRules{TakeoverAfter: 100 * time.Millisecond})
+		fo, kc, stream, c := subscriberBench(t, kinesisfake.FanOutRules{TakeoverAfter: 100 * time.Millisecond})
 		validUntil := time.Now().Add(time.Hour)
 		var mu = make(chan struct{}, 1)
 		mu <- struct{}{}
@@ -196,7 +196,7 @@ func TestSubscriberFenced(t *testing.T) {
 func TestSubscriberCheckpointNotInShard(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		_, _, stream, c := subscriberBench(t, kinesisleasetest.FanOutRules{})
+		_, _, stream, c := subscriberBench(t, kinesisfake.FanOutRules{})
 		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000",
 			Start: kltype.AfterSequenceNumber("49590338271490256608559692538361571095921575989136588898")})
 		defer s.Close()
@@ -216,7 +216,7 @@ func TestSubscriberCheckpointNotInShard(t *testing.T) {
 func TestSubscriberLatestResumes(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		fo, kc, stream, c := subscriberBench(t, kinesisleasetest.FanOutRules{TakeoverAfter: 100 * time.Millisecond, EventInterval: 100 * time.Millisecond})
+		fo, kc, stream, c := subscriberBench(t, kinesisfake.FanOutRules{TakeoverAfter: 100 * time.Millisecond, EventInterval: 100 * time.Millisecond})
 		putN(t, kc, stream, -5, 5) // before LATEST: never delivered
 		var events atomic.Int64
 		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.Latest,
@@ -249,7 +249,7 @@ func TestSubscriberLatestResumes(t *testing.T) {
 func TestSubscriberSlowConsumer(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		_, kc, stream, c := subscriberBench(t, kinesisleasetest.FanOutRules{TakeoverAfter: 100 * time.Millisecond, MaxEventRecords: 1})
+		_, kc, stream, c := subscriberBench(t, kinesisfake.FanOutRules{TakeoverAfter: 100 * time.Millisecond, MaxEventRecords: 1})
 		var idle atomic.Int64
 		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c, Idle: 300 * time.Millisecond}, Stream: stream, ShardID: "shardId-000000000000",
 			Start: kltype.TrimHorizon, ValidFor: func() time.Duration { return time.Hour },
@@ -369,7 +369,7 @@ func (w *windowBody) Close() error {
 func TestSubscriberFencedReadsNothingHeld(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		_, _, stream, c := subscriberBench(t, kinesisleasetest.FanOutRules{})
+		_, _, stream, c := subscriberBench(t, kinesisfake.FanOutRules{})
 		c.Client = newBufferedEvents(c.Client, 1000)
 		var valid atomic.Bool
 		valid.Store(true)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
@@ -36,7 +37,7 @@ type WorkerConfig struct {
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
 	// Reader settings (see ReaderConfig).
-	Encoding     kinesisx.Encoding // how GetRecords travels (see ReaderConfig)
+	Encoding     kinesiswire.Encoding // how GetRecords travels (see ReaderConfig)
 	Limit        int32
 	MinInterval  time.Duration
 	IdleInterval time.Duration

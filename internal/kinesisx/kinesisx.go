@@ -2,8 +2,10 @@
 // AWS error codes: stream names versus ARNs and the stream identity used in
 // lease rows, iterator requests for start positions and checkpoints, shard
 // listing, and the classification of AWS errors (access denied, not found,
-// throttled, permanent). The root package, the engine, leases/migrate,
-// cmd/kinesislease and otelkl use it instead of copies of their own.
+// throttled, permanent). The root package, the engine, migrate,
+// cmd/kinesislease and otelkl use it instead of copies of their own. The
+// codecs of GetRecords and SubscribeToShard are kinesiswire's, which
+// imports this package.
 package kinesisx
 
 import (

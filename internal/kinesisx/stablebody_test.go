@@ -18,7 +18,7 @@ import (
 // closed the connection, ending a subscription that had just started
 // ("use of closed network connection": a persistConn.writeLoop close, seen
 // by tracing the connection's Close, about one subscription in thirty when
-// sixteen were opened at once on one client served by kinesisleasetest).
+// sixteen were opened at once on one client served by kinesisfake).
 func TestSubscriptionsOutliveTheRequestBody(t *testing.T) {
 	const payload = `{"ConsumerARN":"arn:aws:kinesis:us-east-1:000000000000:stream/s/consumer/c:1","ShardId":"shardId-000000000000"}`
 	for _, stable := range []bool{false, true} {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -207,7 +208,7 @@ func (s *countingMembers) Members(ctx context.Context, row int) ([]leases.Member
 func TestJoinCandidate(t *testing.T) {
 	t.Parallel()
 	const owner = "member-0042"
-	full := leases.RowCapacity
+	full := driver.RowCapacity
 	first := func(int) int { return 0 }
 	last := func(n int) int { return n - 1 }
 	home := joinRows(owner, maxBand)
@@ -244,7 +245,7 @@ func TestJoinCandidate(t *testing.T) {
 		}(), true, 1},
 		{"every row full", func() map[int]int {
 			m := map[int]int{}
-			for r := range leases.MaxMemberRows {
+			for r := range driver.MaxMemberRows {
 				m[r] = full
 			}
 			return m
@@ -268,7 +269,7 @@ func TestHomeRows(t *testing.T) {
 	for b := 0; b <= maxBand; b++ {
 		lo, hi := 0, 1
 		if b > 0 {
-			lo, hi = 1<<(b-1), min(1<<b, leases.MaxMemberRows)
+			lo, hi = 1<<(b-1), min(1<<b, driver.MaxMemberRows)
 		}
 		rows := homeRows("member-0042", b)
 		if want := min(hi-lo, joinProbes); len(rows) != want {
@@ -347,7 +348,7 @@ func TestHomeRowsPacking(t *testing.T) {
 		for r := range counts {
 			hi = max(hi, r)
 		}
-		fill := float64(n) / float64(leases.RowCapacity*len(counts))
+		fill := float64(n) / float64(driver.RowCapacity*len(counts))
 		mean := float64(reads) / float64(n)
 		t.Logf("%d members: %d rows used, highest %d, %.0f%% full; rows read per join: mean %.1f, most %d", n, len(counts), hi, 100*fill, mean, most)
 		if fill < 0.75 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // Join reads the membership rows it needs (the header and this owner's
@@ -154,13 +155,13 @@ candidates:
 			return false, errors.New("engine: every membership row is full")
 		}
 		inc := newIncarnation(row)
-		if cur := me.Incarnation(); RowOf(cur) < 0 && !me.ownInc(leases.NewIncarnation(row, cur)) {
+		if cur := me.Incarnation(); RowOf(cur) < 0 && !me.ownInc(driver.NewIncarnation(row, cur)) {
 			// The first join: the process's own suffix (Incarnation before
 			// Run), in the row it joins. Never an id tried before: an
 			// attempt whose answer was lost may have landed and been found
 			// dead since, and others would take the leases of its second
 			// coming at once (seed 91010012).
-			inc = leases.NewIncarnation(row, cur)
+			inc = driver.NewIncarnation(row, cur)
 		}
 		me.hb.hb++
 		m := me.entry(inc, me.hb.hb, 0)
@@ -180,7 +181,7 @@ candidates:
 				me.become(inc, row, rows, first)
 				return true, nil
 			case errors.As(err, &conflict) && conflict.Full:
-				counts[row] = leases.RowCapacity
+				counts[row] = driver.RowCapacity
 				full++
 				continue candidates // the next row with room
 			case errors.As(err, &conflict):

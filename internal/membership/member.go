@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // DuplicateOwnerError: another process heartbeats with this instance's
@@ -180,7 +181,7 @@ func New(cfg Config) *Member {
 }
 
 // newIncarnation returns a new incarnation in row.
-func newIncarnation(row int) string { return leases.NewIncarnation(row, rand.Text()[:10]) }
+func newIncarnation(row int) string { return driver.NewIncarnation(row, rand.Text()[:10]) }
 
 // row returns the membership row this instance heartbeats in.
 func (me *Member) row() int { return RowOf(me.Incarnation()) }

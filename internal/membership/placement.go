@@ -6,7 +6,7 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // Where an owner's membership entry goes. A join must find an earlier
@@ -51,7 +51,7 @@ const joinProbes = 4
 func rowBand(r int) int { return bits.Len(uint(r)) }
 
 // maxBand is the band of the last membership row.
-var maxBand = rowBand(leases.MaxMemberRows - 1)
+var maxBand = rowBand(driver.MaxMemberRows - 1)
 
 // homeRows returns owner's home rows in band b, sorted and distinct: every
 // row of a band of at most joinProbes rows, else joinProbes of them drawn
@@ -62,7 +62,7 @@ func homeRows(owner string, b int) []int {
 		return []int{0}
 	}
 	lo := 1 << (b - 1)
-	n := min(lo, leases.MaxMemberRows-lo) // the band's rows, the last band cut at MaxMemberRows
+	n := min(lo, driver.MaxMemberRows-lo) // the band's rows, the last band cut at MaxMemberRows
 	if n <= joinProbes {
 		rows := make([]int, n)
 		for i := range rows {
@@ -126,12 +126,12 @@ func joinRows(owner string, top int) []int {
 func joinCandidate(owner string, counts map[int]int, skip, full int, pick func(n int) int) (int, bool) {
 	window := 1 << min(full, 6)
 	rows := slices.DeleteFunc(joinRows(owner, maxBand), func(r int) bool {
-		return r == skip || counts[r] >= leases.RowCapacity
+		return r == skip || counts[r] >= driver.RowCapacity
 	})
 	slices.SortStableFunc(rows, func(a, b int) int { return cmp.Compare(counts[b], counts[a]) })
 	if len(rows) == 0 {
-		for r := 0; r < leases.MaxMemberRows && len(rows) < window; r++ {
-			if r != skip && counts[r] < leases.RowCapacity {
+		for r := 0; r < driver.MaxMemberRows && len(rows) < window; r++ {
+			if r != skip && counts[r] < driver.RowCapacity {
 				rows = append(rows, r)
 			}
 		}

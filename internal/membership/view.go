@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // memberID names one incarnation of one owner.
@@ -66,7 +67,7 @@ type memberView struct {
 // RowOf returns the membership row incarnation inc heartbeats in; -1 for an
 // incarnation that names none (an earlier version's).
 func RowOf(inc string) int {
-	if r, ok := leases.IncarnationRow(inc); ok {
+	if r, ok := driver.IncarnationRow(inc); ok {
 		return r
 	}
 	return -1

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 const sec = int64(time.Second)
@@ -294,8 +295,8 @@ func TestHeaderEvery(t *testing.T) {
 func TestMemberViewOwnerInTwoRows(t *testing.T) {
 	t.Parallel()
 	const timeout = 5 * time.Second
-	old := leases.Member{Owner: "x", Incarnation: leases.NewIncarnation(3, "old"), Heartbeat: 90}
-	cur := leases.Member{Owner: "x", Incarnation: leases.NewIncarnation(9, "new"), Heartbeat: 1}
+	old := leases.Member{Owner: "x", Incarnation: driver.NewIncarnation(3, "old"), Heartbeat: 90}
+	cur := leases.Member{Owner: "x", Incarnation: driver.NewIncarnation(9, "new"), Heartbeat: 1}
 	for _, order := range []string{"new row first", "old row first"} {
 		v := newMemberView("self", timeout)
 		at := int64(0)

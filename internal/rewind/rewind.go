@@ -24,6 +24,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // Store is the part of a lease store a rewind uses: the row of each shard,
@@ -286,7 +287,7 @@ type Members interface {
 // or of another incarnation needs no notice: the row's next holder applies
 // the rewind before reading.
 func Notify(ctx context.Context, st Members, owner, inc string) error {
-	row, ok := leases.IncarnationRow(inc)
+	row, ok := driver.IncarnationRow(inc)
 	if !ok {
 		return nil // an earlier version's holder: the next holder applies it
 	}

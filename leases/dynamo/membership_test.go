@@ -10,12 +10,14 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
 
@@ -29,7 +31,7 @@ func ownerOf(label string, n int) string {
 // (attribute n), and whether it holds one.
 func rowCount(t *testing.T, client *dynamodb.Client, table string, row int) (string, bool) {
 	t.Helper()
-	v, ok := rawItem(t, client, table, leases.MemberKey(row))["n"].(*types.AttributeValueMemberN)
+	v, ok := rawItem(t, client, table, driver.MemberKey(row))["n"].(*types.AttributeValueMemberN)
 	if !ok {
 		return "", false
 	}
@@ -71,7 +73,7 @@ func TestMemberRowFormat(t *testing.T) {
 	if _, err := s.Join(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
-	item := rawItem(t, client, s.Table(), leases.MemberKey(row))
+	item := rawItem(t, client, s.Table(), driver.MemberKey(row))
 	if len(item) != 3 {
 		t.Fatalf("membership row holds %v, want lease_key, the entry count n and one entry", item)
 	}
@@ -119,7 +121,7 @@ func TestMemberRowFormat(t *testing.T) {
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
-	m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM)
+	m = rawItem(t, client, s.Table(), driver.MemberKey(row))[attr].(*types.AttributeValueMemberM)
 	if len(m.Value) != 4 || !m.Value["l"].(*types.AttributeValueMemberBOOL).Value || m.Value["n"].(*types.AttributeValueMemberN).Value != "42" {
 		t.Fatalf("entry with leaving and a notice: %v, want l: BOOL true, n: N 42", m.Value)
 	}
@@ -132,7 +134,7 @@ func TestMemberRowFormat(t *testing.T) {
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
-	m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM)
+	m = rawItem(t, client, s.Table(), driver.MemberKey(row))[attr].(*types.AttributeValueMemberM)
 	if len(m.Value) != 5 || !m.Value["l"].(*types.AttributeValueMemberBOOL).Value || m.Value["n"].(*types.AttributeValueMemberN).Value != "42" ||
 		m.Value["e"].(*types.AttributeValueMemberN).Value != "12" {
 		t.Fatalf("entry with leaving, a notice and ended shards: %v, want l: BOOL true, n: N 42, e: N 12", m.Value)
@@ -150,7 +152,7 @@ func TestMemberRowFormat(t *testing.T) {
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
-	m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM)
+	m = rawItem(t, client, s.Table(), driver.MemberKey(row))[attr].(*types.AttributeValueMemberM)
 	if len(m.Value) != 3 || m.Value["e"].(*types.AttributeValueMemberN).Value != "3" {
 		t.Fatalf("entry with ended shards only: %v, want i, h and e: N 3", m.Value)
 	}
@@ -162,7 +164,7 @@ func TestMemberRowFormat(t *testing.T) {
 	if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
 		t.Fatal(err)
 	}
-	if m = rawItem(t, client, s.Table(), leases.MemberKey(row))[attr].(*types.AttributeValueMemberM); len(m.Value) != 2 {
+	if m = rawItem(t, client, s.Table(), driver.MemberKey(row))[attr].(*types.AttributeValueMemberM); len(m.Value) != 2 {
 		t.Fatalf("entry %v, want l, n and e omitted", m.Value)
 	}
 
@@ -206,13 +208,13 @@ func TestJoinFullRow(t *testing.T) {
 	t.Parallel()
 	s, client := newStore(t, &testutil.Faults{})
 	row := 3
-	for i := range leases.RowCapacity {
+	for i := range driver.RowCapacity {
 		if _, err := s.Join(ctx(t), row, leases.Member{Owner: ownerOf(fmt.Sprint(i), 30), Incarnation: "inc", Heartbeat: 1}); err != nil {
 			t.Fatalf("join %d: %v", i+1, err)
 		}
 	}
-	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(leases.RowCapacity) {
-		t.Fatalf("a full row's entry count n is %q, want %d", n, leases.RowCapacity)
+	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(driver.RowCapacity) {
+		t.Fatalf("a full row's entry count n is %q, want %d", n, driver.RowCapacity)
 	}
 	x := leases.Member{Owner: ownerOf("x", 30), Incarnation: "inc", Heartbeat: 1}
 	_, err := s.Join(ctx(t), row, x)
@@ -224,8 +226,8 @@ func TestJoinFullRow(t *testing.T) {
 	if !errors.As(err, &ccf) {
 		t.Fatalf("the SDK's ConditionalCheckFailedException is not wrapped: %v", err)
 	}
-	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(leases.RowCapacity) {
-		t.Fatalf("after the refused join the entry count n is %q, want %d", n, leases.RowCapacity)
+	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(driver.RowCapacity) {
+		t.Fatalf("after the refused join the entry count n is %q, want %d", n, driver.RowCapacity)
 	}
 }
 
@@ -336,7 +338,7 @@ func TestJoinLostResponseOnLastSlot(t *testing.T) {
 	faults := &testutil.Faults{}
 	s, client := newStore(t, faults)
 	row := 5
-	for i := range leases.RowCapacity - 1 {
+	for i := range driver.RowCapacity - 1 {
 		if _, err := s.Join(ctx(t), row, leases.Member{Owner: ownerOf(fmt.Sprint(i), 30), Incarnation: "inc", Heartbeat: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -351,11 +353,11 @@ func TestJoinLostResponseOnLastSlot(t *testing.T) {
 	if n := faults.Attempts("UpdateItem") - before; n != 2 {
 		t.Fatalf("%d UpdateItem attempts, want 2 (one lost, one resent)", n)
 	}
-	if len(ms) != leases.RowCapacity || !hasEntry(ms, last) {
-		t.Fatalf("the Join's answer %v, want %d entries with %+v", ms, leases.RowCapacity, last)
+	if len(ms) != driver.RowCapacity || !hasEntry(ms, last) {
+		t.Fatalf("the Join's answer %v, want %d entries with %+v", ms, driver.RowCapacity, last)
 	}
-	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(leases.RowCapacity) {
-		t.Fatalf("the row's entry count n is %q, want %d", n, leases.RowCapacity)
+	if n, _ := rowCount(t, client, s.Table(), row); n != fmt.Sprint(driver.RowCapacity) {
+		t.Fatalf("the row's entry count n is %q, want %d", n, driver.RowCapacity)
 	}
 }
 
@@ -523,7 +525,7 @@ func TestMembershipMalformedEntry(t *testing.T) {
 	s, client := newStore(t, &testutil.Faults{})
 	_, err := client.UpdateItem(testutil.WithoutFaults(ctx(t)), &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.Table()),
-		Key:                       map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: leases.MemberKey(0)}},
+		Key:                       map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: driver.MemberKey(0)}},
 		UpdateExpression:          aws.String("SET #m = :v"),
 		ExpressionAttributeNames:  map[string]string{"#m": "m_broken"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberS{Value: "not a map"}},
@@ -542,10 +544,10 @@ func TestMembershipMalformedEntry(t *testing.T) {
 func TestHeaderFormat(t *testing.T) {
 	t.Parallel()
 	s, client := newStore(t, &testutil.Faults{})
-	if item := rawItem(t, client, s.Table(), leases.MemberHeaderKey); item != nil {
+	if item := rawItem(t, client, s.Table(), driver.MemberHeaderKey); item != nil {
 		t.Fatalf("a fresh table has a header item: %v", item)
 	}
-	for _, r := range []int{3, 3, 0, leases.MaxMemberRows - 1} {
+	for _, r := range []int{3, 3, 0, driver.MaxMemberRows - 1} {
 		if err := s.BumpRow(ctx(t), r); err != nil {
 			t.Fatal(err)
 		}
@@ -553,8 +555,8 @@ func TestHeaderFormat(t *testing.T) {
 	if err := s.ReportVanished(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	item := rawItem(t, client, s.Table(), leases.MemberHeaderKey)
-	want := map[string]string{"r3": "2", "r0": "1", fmt.Sprintf("r%d", leases.MaxMemberRows-1): "1", "vanished": "1"}
+	item := rawItem(t, client, s.Table(), driver.MemberHeaderKey)
+	want := map[string]string{"r3": "2", "r0": "1", fmt.Sprintf("r%d", driver.MaxMemberRows-1): "1", "vanished": "1"}
 	if k, ok := item["lease_key"].(*types.AttributeValueMemberS); !ok || k.Value != "#members" {
 		t.Fatalf("the header's key is %v, want S #members", item["lease_key"])
 	}
@@ -570,8 +572,8 @@ func TestHeaderFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Rows) != 3 || h.Rows[3] != 2 || h.Rows[0] != 1 || h.Rows[leases.MaxMemberRows-1] != 1 || h.Vanished != 1 {
-		t.Fatalf("Header: %+v, want rows 3: 2, 0: 1, %d: 1 and vanished 1", h, leases.MaxMemberRows-1)
+	if len(h.Rows) != 3 || h.Rows[3] != 2 || h.Rows[0] != 1 || h.Rows[driver.MaxMemberRows-1] != 1 || h.Vanished != 1 {
+		t.Fatalf("Header: %+v, want rows 3: 2, 0: 1, %d: 1 and vanished 1", h, driver.MaxMemberRows-1)
 	}
 	// The header is no membership row.
 	if ms, err := s.Members(ctx(t), 0); err != nil || len(ms) != 0 {
@@ -593,7 +595,7 @@ func TestHeaderMalformed(t *testing.T) {
 			s, client := newStore(t, &testutil.Faults{})
 			_, err := client.UpdateItem(testutil.WithoutFaults(ctx(t)), &dynamodb.UpdateItemInput{
 				TableName:                 aws.String(s.Table()),
-				Key:                       map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: leases.MemberHeaderKey}},
+				Key:                       map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: driver.MemberHeaderKey}},
 				UpdateExpression:          aws.String("SET #a = :v"),
 				ExpressionAttributeNames:  map[string]string{"#a": name},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":v": v},
@@ -645,5 +647,57 @@ func TestHeaderLostResponse(t *testing.T) {
 			t.Fatalf("%s whose first answer was lost moved the counter by %d, want 1 or 2", name, moved)
 		}
 		t.Logf("%s with a lost answer moved its counter by %d", name, moved)
+	}
+}
+
+// TestOwnerIDAsIs: an owner id is free text (a host name has dots, and an
+// id may hold brackets), and the entry's attribute is "m_" and the owner id
+// exactly, through every membership write. The SDK's expression package
+// cannot name such an attribute: it reads '[n]' as a list index and refuses
+// other brackets even in a name it does not split on dots, which is why the
+// membership writes build their expressions by hand.
+func TestOwnerIDAsIs(t *testing.T) {
+	t.Parallel()
+	s, client := newStore(t, &testutil.Faults{})
+	owners := []string{"ip-10-0-0-1.eu-west-1.compute.internal", "worker[0]", "a.b[1].c", "odd]["}
+	const row = 6
+	for _, owner := range owners {
+		e := leases.Member{Owner: owner, Incarnation: "inc-1", Heartbeat: 1}
+		if _, err := s.Join(ctx(t), row, e); err != nil {
+			t.Fatalf("Join of %q: %v", owner, err)
+		}
+		e.Heartbeat++
+		if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
+			t.Fatalf("Heartbeat of %q: %v", owner, err)
+		}
+		next := leases.Member{Owner: owner, Incarnation: "inc-2", Heartbeat: 1}
+		if _, err := s.ReplaceMember(ctx(t), row, e, next); err != nil {
+			t.Fatalf("ReplaceMember of %q: %v", owner, err)
+		}
+		got, ok := rawItem(t, client, s.Table(), driver.MemberKey(row))["m_"+owner].(*types.AttributeValueMemberM)
+		if !ok || got.Value["i"].(*types.AttributeValueMemberS).Value != "inc-2" {
+			t.Fatalf("the entry of %q: attribute m_%s is %v, want the map of incarnation inc-2", owner, owner, got)
+		}
+	}
+	ms, err := s.Members(ctx(t), row)
+	if err != nil || len(ms) != len(owners) {
+		t.Fatalf("Members: %v, %v; want the %d entries", ms, err, len(owners))
+	}
+	for _, m := range ms {
+		if _, err := s.ReplaceMember(ctx(t), row, m, leases.Member{}); err != nil {
+			t.Fatalf("removal of %q: %v", m.Owner, err)
+		}
+	}
+	if item := rawItem(t, client, s.Table(), driver.MemberKey(row)); len(item) != 2 {
+		t.Fatalf("after every removal the row holds %v, want lease_key and n", item)
+	}
+
+	// What the expression package would have sent instead.
+	expr, err := expression.NewBuilder().WithUpdate(expression.Set(expression.NameNoDotSplit("m_worker[0]"), expression.Value(1))).Build()
+	if err != nil || !strings.Contains(aws.ToString(expr.Update()), "[0]") || expr.Names()["#0"] != "m_worker" {
+		t.Errorf("the expression package named m_worker[0] as %q with %v (%v): the membership writes could use it", aws.ToString(expr.Update()), expr.Names(), err)
+	}
+	if _, err := expression.NewBuilder().WithUpdate(expression.Set(expression.NameNoDotSplit("m_odd]["), expression.Value(1))).Build(); err == nil {
+		t.Errorf("the expression package named m_odd][: the membership writes could use it")
 	}
 }

@@ -13,7 +13,7 @@
 // context honoured, and, for a Store that implements leases.Checker, a Check
 // that passes on a working store and honours its context. The subtests of
 // Membership check the membership rows (joins bounded by
-// leases.RowCapacity, with the count kept through removals and resent
+// driver.RowCapacity, with the count kept through removals and resent
 // joins; heartbeats conditional on an existing entry; replacements and
 // removals; one winner among racing incarnations of an owner; rows kept
 // apart from lease rows), the header (per-row roster versions and the
@@ -40,9 +40,9 @@ import (
 // one that does not. The subtest Checker is skipped for a store that does
 // not implement leases.Checker.
 //
-// Membership rows have fixed keys and hold at most leases.RowCapacity
+// Membership rows have fixed keys and hold at most driver.RowCapacity
 // entries, so each Membership subtest uses rows of its own (rows 0 to 63,
-// handed out in turn, and the highest row, leases.MaxMemberRows-1), and
+// handed out in turn, and the highest row, driver.MaxMemberRows-1), and
 // owner ids of its own; the membership header is shared, and the subtests
 // that share a store check only how their own calls change it. The
 // store's membership rows and header must start empty, as on a fresh

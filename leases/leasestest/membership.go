@@ -11,16 +11,17 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // suiteRows bounds the membership rows the subtests use: rowSource hands
 // out rows 0 to suiteRows-1, and UntouchedRowsAreEmpty checks that they
-// (and the highest row, leases.MaxMemberRows-1, which HighestRow uses)
+// (and the highest row, driver.MaxMemberRows-1, which HighestRow uses)
 // start empty.
 const suiteRows = 64
 
 // rowSource hands out the membership rows of one run of the suite, each to
-// one subtest: rows hold at most leases.RowCapacity entries, so subtests
+// one subtest: rows hold at most driver.RowCapacity entries, so subtests
 // sharing a store cannot share rows.
 type rowSource struct{ next atomic.Int64 }
 
@@ -117,11 +118,11 @@ func entryOf(ms []leases.Member, owner string) (leases.Member, bool) {
 
 // checkRow checks that ms is a row as returned by a Membership method:
 // sorted by owner, one entry per owner, every entry with an incarnation,
-// at most leases.RowCapacity entries.
+// at most driver.RowCapacity entries.
 func checkRow(t *testing.T, op string, ms []leases.Member) {
 	t.Helper()
-	if len(ms) > leases.RowCapacity {
-		t.Fatalf("%s returned %d entries, more than a row holds (leases.RowCapacity, %d): %+v", op, len(ms), leases.RowCapacity, ms)
+	if len(ms) > driver.RowCapacity {
+		t.Fatalf("%s returned %d entries, more than a row holds (driver.RowCapacity, %d): %+v", op, len(ms), driver.RowCapacity, ms)
 	}
 	for i, m := range ms {
 		if m.Owner == "" || m.Incarnation == "" {
@@ -307,7 +308,7 @@ func testUntouchedRows(t *testing.T, _ leases.Store, m leases.Membership, _ *row
 	for r := range suiteRows {
 		check = append(check, r)
 	}
-	for _, r := range append(check, leases.MaxMemberRows-1) {
+	for _, r := range append(check, driver.MaxMemberRows-1) {
 		ms, err := m.Members(ctx(t), r)
 		if err != nil {
 			t.Fatalf("Members(%d) of a row nobody wrote: %v, want no error", r, err)
@@ -337,7 +338,7 @@ func testUntouchedHeader(t *testing.T, _ leases.Store, m leases.Membership, _ *r
 func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r, other := rows.fresh(t), rows.fresh(t)
 	a, b, c := newOwner(t, "a"), newOwner(t, "b"), newOwner(t, "c")
-	ea := leases.Member{Owner: a, Incarnation: leases.NewIncarnation(r, "a1"), Heartbeat: 1}
+	ea := leases.Member{Owner: a, Incarnation: driver.NewIncarnation(r, "a1"), Heartbeat: 1}
 	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b", Listing: "listing-b", Proof: 10250 * time.Millisecond, Young: true}
 	wantStoredExactly(t, "before the first join", m, r, nil)
 	wantExactly(t, "the first Join's answer", mustJoin(t, m, r, ea), []leases.Member{ea})
@@ -399,10 +400,10 @@ func testJoinIdempotent(t *testing.T, _ leases.Store, m leases.Membership, rows 
 	// The entry joined three times counts once: the row still takes
 	// RowCapacity-1 other owners.
 	want := []leases.Member{alive}
-	for i := 1; i < leases.RowCapacity; i++ {
+	for i := 1; i < driver.RowCapacity; i++ {
 		o := leases.Member{Owner: newOwner(t, fmt.Sprint(i)), Incarnation: "inc", Heartbeat: 1}
 		if _, err := m.Join(ctx(t), r, o); err != nil {
-			t.Fatalf("Join of owner %d of %d in a row whose first owner joined three times: %v; a Join that found its own entry counted as an entry", i+1, leases.RowCapacity, err)
+			t.Fatalf("Join of owner %d of %d in a row whose first owner joined three times: %v; a Join that found its own entry counted as an entry", i+1, driver.RowCapacity, err)
 		}
 		want = append(want, o)
 	}
@@ -415,11 +416,11 @@ func testJoinIdempotent(t *testing.T, _ leases.Store, m leases.Membership, rows 
 func testJoinCapacity(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
 	var entries []leases.Member
-	for i := range leases.RowCapacity {
+	for i := range driver.RowCapacity {
 		e := leases.Member{Owner: newOwner(t, fmt.Sprint(i)), Incarnation: fmt.Sprintf("inc-%d", i), Heartbeat: 1}
 		ms, err := m.Join(ctx(t), r, e)
 		if err != nil {
-			t.Fatalf("Join %d of %d in an empty row: %v", i+1, leases.RowCapacity, err)
+			t.Fatalf("Join %d of %d in an empty row: %v", i+1, driver.RowCapacity, err)
 		}
 		entries = append(entries, e)
 		wantExactly(t, fmt.Sprintf("Join %d's answer", i+1), ms, entries)
@@ -498,7 +499,7 @@ func testJoinCapacity(t *testing.T, _ leases.Store, m leases.Membership, rows *r
 	}
 	entries = nil
 	wantStoredExactly(t, "after removing every entry", m, r, nil)
-	for i := range leases.RowCapacity {
+	for i := range driver.RowCapacity {
 		entries = append(entries, joined(fmt.Sprintf("emptying the row (join %d)", i+1)))
 	}
 	refused("emptying and filling the row")
@@ -508,7 +509,7 @@ func testJoinCapacity(t *testing.T, _ leases.Store, m leases.Membership, rows *r
 // exactly RowCapacity win, every loser fails as full, and the row holds the
 // winners; emptied by racing removals, it takes RowCapacity again.
 func testConcurrentJoins(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
-	const racers = 2*leases.RowCapacity + 3
+	const racers = 2*driver.RowCapacity + 3
 	r := rows.fresh(t)
 	for round := range 2 {
 		entries := make([]leases.Member, racers)
@@ -525,8 +526,8 @@ func testConcurrentJoins(t *testing.T, _ leases.Store, m leases.Membership, rows
 			}
 			wantFull(t, fmt.Sprintf("round %d: a Join that lost the race for the row", round), err, r, entries[i].Owner)
 		}
-		if len(won) != leases.RowCapacity {
-			t.Fatalf("round %d: %d of %d racing Joins in an empty row succeeded, want exactly %d (leases.RowCapacity)", round, len(won), racers, leases.RowCapacity)
+		if len(won) != driver.RowCapacity {
+			t.Fatalf("round %d: %d of %d racing Joins in an empty row succeeded, want exactly %d (driver.RowCapacity)", round, len(won), racers, driver.RowCapacity)
 		}
 		wantStoredExactly(t, fmt.Sprintf("round %d: after the race", round), m, r, won)
 		together(len(won), func(i int) { _, errs[i] = m.ReplaceMember(ctx(t), r, won[i], leases.Member{}) })
@@ -956,7 +957,7 @@ func testMemberCopies(t *testing.T, _ leases.Store, m leases.Membership, rows *r
 }
 
 func testConcurrentOwners(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
-	const owners, beats = leases.RowCapacity, 5
+	const owners, beats = driver.RowCapacity, 5
 	r := rows.fresh(t)
 	ids := make([]string, owners)
 	for i := range ids {
@@ -1094,12 +1095,12 @@ func testOpaqueOwners(t *testing.T, s leases.Store, m leases.Membership, rows *r
 	}
 }
 
-// testHighestRow: the highest row number, leases.MaxMemberRows-1, is a
+// testHighestRow: the highest row number, driver.MaxMemberRows-1, is a
 // membership row like the others.
 func testHighestRow(t *testing.T, _ leases.Store, m leases.Membership, _ *rowSource) {
-	r := leases.MaxMemberRows - 1
+	r := driver.MaxMemberRows - 1
 	a := newOwner(t, "a")
-	e := leases.Member{Owner: a, Incarnation: leases.NewIncarnation(r, "x"), Heartbeat: 1}
+	e := leases.Member{Owner: a, Incarnation: driver.NewIncarnation(r, "x"), Heartbeat: 1}
 	mustJoin(t, m, r, e)
 	e.Heartbeat++
 	mustHeartbeat(t, m, r, e)
@@ -1212,19 +1213,19 @@ func memberKeys(t *testing.T, rows ...int) []leases.Key {
 	t.Helper()
 	var ks []leases.Key
 	for _, r := range rows {
-		k, err := leases.ParseKey(leases.MemberKey(r))
+		k, err := leases.ParseKey(driver.MemberKey(r))
 		if err != nil {
-			t.Fatalf("ParseKey(%q): %v", leases.MemberKey(r), err)
+			t.Fatalf("ParseKey(%q): %v", driver.MemberKey(r), err)
 		}
 		ks = append(ks, k)
 	}
 	ks = append(ks,
-		leases.Key{Stream: leases.MemberHeaderKey, Shard: "shardId-000000000000"},
-		leases.Key{Stream: leases.MemberHeaderKey + "-" + testName(t), Shard: "shardId-000000000000"},
-		leases.Key{Stream: leases.MemberKey(0), Shard: "shardId-000000000000"},
+		leases.Key{Stream: driver.MemberHeaderKey, Shard: "shardId-000000000000"},
+		leases.Key{Stream: driver.MemberHeaderKey + "-" + testName(t), Shard: "shardId-000000000000"},
+		leases.Key{Stream: driver.MemberKey(0), Shard: "shardId-000000000000"},
 	)
 	for _, k := range ks {
-		if err := k.Validate(); err != nil || !leases.IsMemberKey(k.String()) {
+		if err := k.Validate(); err != nil || !driver.IsMemberKey(k.String()) {
 			t.Fatalf("leasestest: %q is not a valid key of a membership row (%v)", k, err)
 		}
 	}
@@ -1294,7 +1295,7 @@ func testMemberRowsNotLeases(t *testing.T, s leases.Store, m leases.Membership, 
 	}
 	wantHeader(t, "after lease writes", m, header)
 
-	for _, mk := range memberKeys(t, 0, r1, r2, leases.MaxMemberRows-1) {
+	for _, mk := range memberKeys(t, 0, r1, r2, driver.MaxMemberRows-1) {
 		ghost := leases.Lease{Key: mk, Owner: "a", Incarnation: "inc", Counter: 1}
 		free := leases.Lease{Key: mk, Counter: 1}
 		calls := map[string]func() error{
@@ -1457,7 +1458,7 @@ func testCreateAs(t *testing.T, s leases.Store, m leases.Membership, _ *rowSourc
 		leases.RewindAtSequence("1234"),
 	} {
 		k := leases.Key{Stream: base.Stream, Shard: fmt.Sprintf("shardId-%012d", i)}
-		owner, inc := fmt.Sprintf("owner-%d", i), leases.NewIncarnation(i, "abc")
+		owner, inc := fmt.Sprintf("owner-%d", i), driver.NewIncarnation(i, "abc")
 		rewind := ""
 		if i%2 == 1 {
 			rewind = fmt.Sprintf("rewind-%d", i) // the Rewind id of the copy cp comes from
@@ -1520,7 +1521,7 @@ func testCreateAsFree(t *testing.T, s leases.Store, m leases.Membership, _ *rowS
 	_, err = m.CreateAs(ctx(t), leases.Key{Stream: k.Stream, Shard: k.Shard + "x"}, "", "inc", cp, "")
 	wantInvalid(t, "CreateAs with an incarnation and no owner", err)
 
-	inc := leases.NewIncarnation(0, "abc")
+	inc := driver.NewIncarnation(0, "abc")
 	tk, err := m.TakeAs(ctx(t), l, "owner-a", inc)
 	if err != nil {
 		t.Fatalf("TakeAs of a recovered row: %v", err)
@@ -1580,7 +1581,7 @@ func testTakeAsCheckpoint(t *testing.T, s leases.Store, m leases.Membership, _ *
 	mine := leases.Checkpoint{Sequence: "49590338271490256608559692538361571095921575989136588898", SubSequence: 2}
 	withCp := l
 	withCp.Checkpoint = mine
-	inc := leases.NewIncarnation(0, "abc")
+	inc := driver.NewIncarnation(0, "abc")
 	got, err := m.TakeAs(ctx(t), withCp, "owner-a", inc)
 	if err != nil {
 		t.Fatalf("TakeAs carrying a checkpoint: %v", err)
@@ -1727,7 +1728,7 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 	a := newOwner(t, "a")
 	e := leases.Member{Owner: a, Incarnation: "inc", Heartbeat: 1}
 	header := mustHeader(t, m)
-	for _, row := range []int{-1, leases.MaxMemberRows, leases.MaxMemberRows + 1, 1 << 20} {
+	for _, row := range []int{-1, driver.MaxMemberRows, driver.MaxMemberRows + 1, 1 << 20} {
 		_, err := m.Join(ctx(t), row, e)
 		wantInvalid(t, fmt.Sprintf("Join in row %d", row), err)
 		_, err = m.Heartbeat(ctx(t), row, e)

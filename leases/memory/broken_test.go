@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/leasestest"
 )
 
@@ -83,7 +84,7 @@ var brokenVariants = map[string]brokenVariant{
 	// member removed as dead, or one whose table was recreated, heartbeats
 	// on unnoticed, and rows fill past their capacity.
 	"heartbeat-creates-entry": {func() leases.Store { return creatingHeartbeat{New()} }, "Membership/HeartbeatNeedsAnEntry"},
-	// Join ignores leases.RowCapacity: rows grow past what one write unit
+	// Join ignores driver.RowCapacity: rows grow past what one write unit
 	// covers.
 	"join-exceeds-capacity": {func() leases.Store {
 		return brokenJoin{Store: New(), room: func(int, int) bool { return true }}
@@ -94,7 +95,7 @@ var brokenVariants = map[string]brokenVariant{
 	"join-counts-removed-entries": {func() leases.Store {
 		joins := map[int]int{}
 		return brokenJoin{Store: New(),
-			room:   func(row, _ int) bool { return joins[row] < leases.RowCapacity },
+			room:   func(row, _ int) bool { return joins[row] < driver.RowCapacity },
 			joined: func(row int) { joins[row]++ }}
 	}, "Membership/JoinCapacity"},
 	// Join on a full row fails without saying so: the joiner cannot tell a
@@ -240,7 +241,7 @@ func (b brokenJoin) Join(ctx context.Context, row int, m leases.Member) ([]lease
 		}
 		return nil, &leases.MemberConflictError{Op: "Join", Row: row, Owner: m.Owner, Current: cur}
 	}
-	room := len(entries) < leases.RowCapacity
+	room := len(entries) < driver.RowCapacity
 	if b.room != nil {
 		room = b.room(row, len(entries))
 	}
@@ -441,7 +442,7 @@ func (b keepingRelease) Release(ctx context.Context, l leases.Lease, cp leases.C
 type memberKeyLease struct{ *Store }
 
 func (b memberKeyLease) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	if err := key.Validate(); err != nil || !leases.IsMemberKey(key.String()) {
+	if err := key.Validate(); err != nil || !driver.IsMemberKey(key.String()) {
 		return b.Store.Create(ctx, key)
 	}
 	b.mu.Lock()

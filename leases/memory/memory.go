@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // Store is an in-memory leases.Store. The zero value is not usable; call New.
@@ -121,7 +122,7 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 	if cp.Sequence == "" {
 		return leases.Lease{}, fmt.Errorf("memory: rewind %s: empty sequence number", l.Key)
 	}
-	id := leases.NewRewindID(time.Now())
+	id := driver.NewRewindID(time.Now())
 	record := func(r *leases.Lease) {
 		r.Rewind = id
 		s.rewinds[l.Key] = leases.RewindRecord{ID: id, To: cp} // under mu, with the row's write
@@ -318,7 +319,7 @@ func (s *Store) Join(ctx context.Context, row int, m leases.Member) ([]leases.Me
 		}
 		return nil, &leases.MemberConflictError{Op: "Join", Row: row, Owner: m.Owner, Current: cur}
 	}
-	if len(entries) >= leases.RowCapacity {
+	if len(entries) >= driver.RowCapacity {
 		return nil, &leases.MemberConflictError{Op: "Join", Row: row, Owner: m.Owner, Full: true}
 	}
 	if entries == nil {

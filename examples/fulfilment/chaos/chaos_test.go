@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/internal/testutil"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -106,7 +106,7 @@ func chaosRun(t *testing.T, bin string, c chaosCase, duration time.Duration, rat
 	if c.fanOut {
 		// Kinesis' rules, as the package comment's --fan-out: closed when
 		// the test ends, once run has stopped every instance.
-		fo = harness.StartFanOutKinesis(kinesisleasetest.FanOutRules{})
+		fo = harness.StartFanOutKinesis(kinesisfake.FanOutRules{})
 		t.Cleanup(func() { fo.Close() })
 		if err := fo.CreateStream(t.Context(), stream, 8); err != nil {
 			t.Fatal(err)
@@ -157,7 +157,7 @@ func chaosRun(t *testing.T, bin string, c chaosCase, duration time.Duration, rat
 	// two cores can take longer than any bound on the wall clock, so the
 	// time is only logged, as TestDemo does: that takeovers come within
 	// their bound is checked on virtual clocks, where load cannot stretch
-	// it (the membership simulation's failover bound, internal/engine/sim).
+	// it (the membership simulation's failover bound, internal/testkit/sim).
 	// Here every shard of a stopped holder must be taken over: an order on
 	// a shard no one took would be lost, a violation above.
 	t.Logf("seed %d: longest takeover %v (analytic worst %v, without load)", seed, ta.longestTakeover(), cfg.Timeout+2*cfg.Heartbeat*11/10)

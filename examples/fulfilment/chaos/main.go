@@ -4,7 +4,7 @@
 //	go run ./examples/fulfilment/chaos                  # 60s, random seed
 //	go run ./examples/fulfilment/chaos --seed 7 --duration 5m
 //
-// It starts DynamoDB Local and kinesalite (internal/testutil; `npm ci` at the
+// It starts DynamoDB Local and kinesalite (internal/testkit/testutil; `npm ci` at the
 // repository root installs them), creates a lease table and an 8-shard
 // stream, builds examples/fulfilment and runs 4 instances of it as separate
 // processes with short lease settings (a heartbeat every 500ms, a 2s
@@ -62,7 +62,7 @@
 //
 // With --fan-out the instances read with enhanced fan-out (--fan-out
 // chaos) instead of polling: no emulator serves SubscribeToShard, so the
-// stream lives in an in-memory Kinesis (kinesisleasetest.Kinesis) that the
+// stream lives in an in-memory Kinesis (kinesisfake.Kinesis) that the
 // chaos run serves on a local endpoint, with Kinesis' rules for
 // SubscribeToShard (a subscription to a shard less than 5s after its last
 // successful one is refused with ResourceInUseException, a later one takes
@@ -106,7 +106,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 )
 
 func main() { os.Exit(chaosMain()) }
@@ -153,7 +153,7 @@ func chaosMain() int {
 
 	var fo *harness.FanOutKinesis
 	if *fanOut {
-		fo = harness.StartFanOutKinesis(kinesisleasetest.FanOutRules{})
+		fo = harness.StartFanOutKinesis(kinesisfake.FanOutRules{})
 		defer fo.Close()
 		if err := fo.CreateStream(fr.Ctx, "fulfilment-chaos", int32(f.Shards)); err != nil {
 			return fr.Fail(fmt.Errorf("the fan-out stream: %w", err))

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 )
 
 // procInfo is one process of a run, as the tally needs it.
@@ -63,7 +63,7 @@ type observations struct {
 	Instances, Shards  int
 	// FanOut is what the in-memory Kinesis counted once every instance
 	// stopped, in fan-out mode; nil when the instances polled.
-	FanOut *kinesisleasetest.SubscribeStats
+	FanOut *kinesisfake.SubscribeStats
 }
 
 const (
@@ -180,7 +180,7 @@ type tally struct {
 	// tenure is a worker of its own that subscribes before it reads, so
 	// FanOut.Subscribed must be at least ReadTenures (see fanOutProblem).
 	ReadTenures int
-	FanOut      *kinesisleasetest.SubscribeStats
+	FanOut      *kinesisfake.SubscribeStats
 
 	Heartbeat, Timeout, CheckpointInterval time.Duration
 }

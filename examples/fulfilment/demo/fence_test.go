@@ -30,9 +30,10 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -78,7 +79,7 @@ func TestReproTakeoverCountsFromReadReturn(t *testing.T) {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(harness.TestLog(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	start := func(owner string, store leases.Store) (*kinesislease.Service, func()) {
+	start := func(owner string, store leases.MembershipStore) (*kinesislease.Service, func()) {
 		svc, err := kinesislease.New(testutil.Config(t),
 			kinesislease.WithKinesisClient(kc), kinesislease.WithLeaseStore(store), kinesislease.WithOwner(owner),
 			kinesislease.WithHeartbeat(400*time.Millisecond, 2*time.Second),
@@ -110,8 +111,8 @@ func TestReproTakeoverCountsFromReadReturn(t *testing.T) {
 	// DynamoDB).
 	// Row 0 holds entries of members long gone (marked leaving), so that a,
 	// joining it, fills it.
-	for i := range leases.RowCapacity - 1 {
-		gone := leases.Member{Owner: fmt.Sprintf("gone-%d", i), Incarnation: leases.NewIncarnation(0, "gone"), Heartbeat: 1, Leaving: true}
+	for i := range driver.RowCapacity - 1 {
+		gone := leases.Member{Owner: fmt.Sprintf("gone-%d", i), Incarnation: driver.NewIncarnation(0, "gone"), Heartbeat: 1, Leaving: true}
 		if _, err := mem.Join(context.Background(), 0, gone); err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,7 @@
 //
 //	go run ./examples/fulfilment/demo      # or: make demo
 //
-// It starts DynamoDB Local and kinesalite (internal/testutil; `npm ci` at the
+// It starts DynamoDB Local and kinesalite (internal/testkit/testutil; `npm ci` at the
 // repository root installs them), creates the lease table fulfilment-leases
 // and a 4-shard stream fulfilment, builds examples/fulfilment and runs 3
 // instances of it as separate processes (owners instance-1..3) at the
@@ -21,7 +21,7 @@
 //
 // With --fan-out the instances read with enhanced fan-out (--fan-out
 // fulfilment-demo) instead of polling: no emulator serves SubscribeToShard,
-// so the stream lives in an in-memory Kinesis (kinesisleasetest.Kinesis)
+// so the stream lives in an in-memory Kinesis (kinesisfake.Kinesis)
 // that the demo serves on a local endpoint, with Kinesis' rules for
 // SubscribeToShard and the consumer calls (among them the 5-second rule);
 // the instances use its URL as their Kinesis endpoint and the demo

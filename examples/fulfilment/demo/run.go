@@ -21,7 +21,7 @@ import (
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 )
@@ -77,7 +77,7 @@ const fanOutTakeover = 5 * time.Second
 // SubscribeToShard (the 5-second rule rule; 0: fanOutTakeover) and a stream
 // of shards on it. Close it once the instances are gone.
 func startFanOut(stream string, shards int32, rule time.Duration) (*harness.FanOutKinesis, error) {
-	fo := harness.StartFanOutKinesis(kinesisleasetest.FanOutRules{TakeoverAfter: cmp.Or(rule, fanOutTakeover)})
+	fo := harness.StartFanOutKinesis(kinesisfake.FanOutRules{TakeoverAfter: cmp.Or(rule, fanOutTakeover)})
 	if err := fo.CreateStream(context.Background(), stream, shards); err != nil {
 		fo.Close()
 		return nil, fmt.Errorf("demo: the fan-out stream: %w", err)

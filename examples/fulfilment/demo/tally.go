@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 )
 
 // tally is what a run of the demo found.
@@ -88,7 +88,7 @@ type tally struct {
 	// when the instances polled. Each tenure needs a subscription of its
 	// own (a lost or released lease closes it), so FanOut.Subscribed must be
 	// at least Tenures (see fanOutProblem).
-	FanOut *kinesisleasetest.SubscribeStats
+	FanOut *kinesisfake.SubscribeStats
 
 	// The run's lease settings and the failover they make for, for the
 	// report.

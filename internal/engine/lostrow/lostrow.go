@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // Facts is what Decide needs to know of a row found missing.
@@ -141,14 +142,14 @@ func NoStart(l leases.Lease) bool {
 // either, and a checkpoint before known's (a member recovered it from a
 // copy it read before known's holder wrote on: the records between were
 // handled, and no operator asked for them again); or it carries an older
-// rewind than known (leases.RewindAfter: a copy from before known's rewind
+// rewind than known (driver.RewindAfter: a copy from before known's rewind
 // was asked; seed 98328216). A member that knows such
 // a copy writes its checkpoint on the row before anyone reads it.
 func Outdated(l, known leases.Lease) bool {
 	if l.Held() || l.Recovered == "" && l.Counter != 1 {
 		return false
 	}
-	return NoStart(l) || l.Rewind == "" && known.Rewind != "" || l.RewindTo.IsZero() && leases.RewindAfter(known.Rewind, l.Rewind) ||
+	return NoStart(l) || l.Rewind == "" && known.Rewind != "" || l.RewindTo.IsZero() && driver.RewindAfter(known.Rewind, l.Rewind) ||
 		l.Rewind == known.Rewind && l.RewindTo.IsZero() && known.RewindTo.IsZero() && before(l.Checkpoint, known.Checkpoint)
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // TestDecide: the lost-row decision, row by row. The named seeds and
@@ -142,10 +143,10 @@ func TestOutdated(t *testing.T) {
 // TestOutdatedByAnOlderRewind: a row recovered from a copy that carries an
 // older operator's rewind than the copy here (which applied a later one and
 // read on) is outdated; one that carries the later rewind is not
-// (leases.RewindAfter; seed 98328216).
+// (driver.RewindAfter; seed 98328216).
 func TestOutdatedByAnOlderRewind(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-	older, later := leases.NewRewindID(t0), leases.NewRewindID(t0.Add(20*time.Second))
+	older, later := driver.NewRewindID(t0), driver.NewRewindID(t0.Add(20*time.Second))
 	th := leases.Checkpoint{Sequence: leases.RewindTrimHorizon}
 	here := leases.Lease{Checkpoint: leases.Checkpoint{Sequence: "80"}, Rewind: later}
 	if !Outdated(leases.Lease{Recovered: "r", Checkpoint: th, Rewind: older}, here) {
@@ -154,7 +155,7 @@ func TestOutdatedByAnOlderRewind(t *testing.T) {
 	if Outdated(leases.Lease{Recovered: "r", Checkpoint: th, Rewind: later}, leases.Lease{Checkpoint: leases.Checkpoint{Sequence: "80"}, Rewind: older}) {
 		t.Error("a recovery carrying the later rewind is outdated by a copy of the older one")
 	}
-	if !leases.RewindAfter(later, older) || leases.RewindAfter(older, later) || leases.RewindAfter("ABCDEFGHIJKLMNOP", older) {
+	if !driver.RewindAfter(later, older) || driver.RewindAfter(older, later) || driver.RewindAfter("ABCDEFGHIJKLMNOP", older) {
 		t.Error("RewindAfter does not order NewRewindID ids by time, or orders an id of another form")
 	}
 }

@@ -6,23 +6,23 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/kinesislease/kinesislease/kinesisleasetest"
+	"github.com/kinesislease/kinesislease/kinesisfake"
 )
 
-// FanOutKinesis is an in-memory Kinesis (kinesisleasetest.Kinesis) served
+// FanOutKinesis is an in-memory Kinesis (kinesisfake.Kinesis) served
 // on a local HTTP endpoint, for runs with enhanced fan-out: kinesalite has
 // no SubscribeToShard. Every process of a run uses it as its Kinesis: the
 // stream, its records and its consumers live in it.
 type FanOutKinesis struct {
-	*kinesisleasetest.Kinesis
+	*kinesisfake.Kinesis
 	srv *httptest.Server
 }
 
 // StartFanOutKinesis serves a new in-memory Kinesis with rules (the zero
 // FanOutRules: Kinesis' own) on 127.0.0.1. Close it once the processes
 // that use it are gone.
-func StartFanOutKinesis(rules kinesisleasetest.FanOutRules) *FanOutKinesis {
-	k := kinesisleasetest.NewKinesis(kinesisleasetest.WithFanOutRules(rules))
+func StartFanOutKinesis(rules kinesisfake.FanOutRules) *FanOutKinesis {
+	k := kinesisfake.New(kinesisfake.WithFanOutRules(rules))
 	return &FanOutKinesis{Kinesis: k, srv: httptest.NewServer(k)}
 }
 

@@ -36,7 +36,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesislease/kinesislease/internal/testutil"
+	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 )
 
 // Order is the record the shop puts on the stream; its field names (JSON
@@ -64,7 +64,7 @@ type Env struct {
 	Kinesis                         *kinesis.Client
 }
 
-// StartEmulators starts DynamoDB Local and kinesalite (internal/testutil;
+// StartEmulators starts DynamoDB Local and kinesalite (internal/testkit/testutil;
 // `npm ci` at the repository root installs them), saying so on w, and how
 // long it took since begin. Close the returned bench to stop them.
 func StartEmulators(ctx context.Context, w io.Writer, begin time.Time) (Env, io.Closer, error) {

@@ -1,9 +1,0 @@
-package kinesisx
-
-import (
-	"testing"
-
-	"github.com/kinesislease/kinesislease/internal/testutil"
-)
-
-func TestMain(m *testing.M) { testutil.Main(m) }
