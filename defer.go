@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
@@ -12,7 +13,7 @@ import (
 // to be resolved later, from any goroutine, with Done (or Ack). A batch
 // handler's Deferred resolves the whole batch. It is a small value: copy it
 // freely; whichever copy resolves it first does.
-type Deferred struct{ h engine.AckHandle }
+type Deferred struct{ h pipeline.AckHandle }
 
 // Defer takes the acknowledgement of the record being handled (ctx is the
 // handler's context) out of the handler: its return no longer resolves the
@@ -35,7 +36,7 @@ type Deferred struct{ h engine.AckHandle }
 // Before a shard is let go, the subscription's WithOnRelease callback is
 // told, so that a sink may flush; see WithOnRelease for what waits and what
 // is ignored.
-func Defer(ctx context.Context) Deferred { return Deferred{h: engine.Defer(ctx)} }
+func Defer(ctx context.Context) Deferred { return Deferred{h: pipeline.Defer(ctx)} }
 
 // Done resolves the deferred acknowledgement as the handler's return err
 // would have: nil acknowledges the record; a plain error retries it per the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/engine/sim"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -87,7 +88,7 @@ func newFleet(t *testing.T, shards int) *fleet {
 	return f
 }
 
-func (f *fleet) config(owner string, store leases.Store, handler engine.Handler) engine.GroupConfig {
+func (f *fleet) config(owner string, store leases.Store, handler pipeline.Handler) engine.GroupConfig {
 	if handler == nil {
 		handler = func(_ context.Context, r *kltype.Record) error {
 			f.mu.Lock()
@@ -507,7 +508,7 @@ func testDeletedRowAfterRewind(t *testing.T, deferred bool) {
 				if err := handle(ctx, r); err != nil {
 					return err
 				}
-				h := engine.Defer(ctx)
+				h := pipeline.Defer(ctx)
 				time.AfterFunc(3*time.Second, func() { _ = h.Resolve(nil) })
 				return nil
 			}

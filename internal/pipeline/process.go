@@ -1,4 +1,10 @@
-package engine
+// Package pipeline takes a record (or a batch) to an outcome: the
+// Processor calls the handler, retries it per the policy and the handler's
+// outcome, waits, and dead-letters; a handler may defer its
+// acknowledgement (Defer), resolved later through a worker's Tracker. It
+// holds no shard: a worker (internal/engine) and the test harness
+// (kinesisleasetest) both run records through it.
+package pipeline
 
 import (
 	"context"
@@ -22,6 +28,11 @@ func (e *Undecodable) Error() string { return "decode: " + e.Err.Error() }
 
 // Unwrap returns the codec's error.
 func (e *Undecodable) Unwrap() error { return e.Err }
+
+// Handler processes one record. nil acknowledges it; an error retries it in
+// place after a backoff. It is called for one record of a shard at a time,
+// in order.
+type Handler func(ctx context.Context, r *kltype.Record) error
 
 // Sink receives dead letters. A nil return confirms the record is kept; an
 // error is retried (with backoff) until it succeeds or the worker stops: the
@@ -97,7 +108,7 @@ func (p *Processor) process(ctx context.Context, r *kltype.Record, gate Gate, re
 	for ; ; resumed = nil {
 		var err error
 		if resumed != nil {
-			err = resumed.result() // the outcome of the attempt that deferred
+			err = resumed.Result() // the outcome of the attempt that deferred
 		} else {
 			if gate != nil && !gate.Wait() {
 				return Stopped
