@@ -10,20 +10,6 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
-// BatchHandler handles a batch of one shard's records, in order. It returns
-// nil when every record is acknowledged, else one BatchFailure per record
-// that was not (a record that could not be decoded is one, with a
-// *Undecodable).
-type BatchHandler func(ctx context.Context, recs []*kltype.Record) []BatchFailure
-
-// BatchFailure is one record of a batch that was not acknowledged: Index
-// into the batch given, and its error, read as a single record's (see
-// kltype.ItemFailure).
-type BatchFailure struct {
-	Index int
-	Err   error
-}
-
 // batchContext is a batch handler's context: it carries the batch's
 // deferrable acknowledgement (Defer).
 type batchContext struct {

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -337,46 +336,4 @@ func sortDeferrals(ds []*Deferral) {
 			ds[j], ds[j-1] = ds[j-1], ds[j]
 		}
 	}
-}
-
-// callDeferrable calls the handler (call) for a delivery whose context may
-// let it defer its acknowledgement. It returns the call's result, or, if the
-// handler deferred inside a worker, the Deferral (its result comes later).
-// Outside a worker a deferral is waited for here. A call that panicked or
-// overran its timeout fails whatever the handler deferred.
-func (p *Processor) callDeferrable(ctx context.Context, r *kltype.Record, log *slog.Logger) (*Deferral, error) {
-	del, _ := ctx.Value(deliveryKey{}).(*delivery)
-	if del == nil {
-		return nil, p.call(ctx, r, log)
-	}
-	del.begin(0)
-	err := p.call(ctx, r, log)
-	return del.settle(ctx, err)
-}
-
-// settle ends a call of del that returned err: see callDeferrable.
-func (del *delivery) settle(ctx context.Context, err error) (*Deferral, error) {
-	d, done := del.end(voids(err))
-	switch {
-	case d == nil:
-		return nil, err
-	case done:
-		return nil, d.Result()
-	case del.t == nil:
-		if !d.await(ctx) {
-			return nil, context.Cause(ctx)
-		}
-		return nil, d.Result()
-	}
-	return d, nil
-}
-
-// voids reports whether a call's error fails it whatever its handler
-// deferred: the handler panicked or overran its timeout.
-func voids(err error) bool {
-	switch err.(type) {
-	case *kltype.PanicError, *kltype.HandlerTimeoutError:
-		return true
-	}
-	return false
 }
