@@ -100,16 +100,16 @@ func (s *batches) flush() bool {
 		recs[i] = &it.Record
 		s.enqueue(it)
 	}
-	sb := &shardBatch{items: items}
-	sb.run = pipeline.NewBatchRun(w.hardCtx, recs, s.cfg.Handler, w.trk, func(i int, o kltype.Outcome) bool {
+	br := pipeline.NewBatchRun(w.hardCtx, recs, s.cfg.Handler, w.trk, func(i int, o kltype.Outcome) bool {
 		w.handled(recs[i], o, time.Time{})
 		return s.resolved(items[i])
 	})
-	switch w.proc.RunBatch(sb.run, w) {
+	switch w.proc.RunBatch(br, w) {
 	case pipeline.Stopped:
 		return false
 	case pipeline.Deferred:
-		d := sb.run.Deferral()
+		sb := &shardBatch{run: br, items: items}
+		d := br.Deferral()
 		d.Held.Owner = sb
 		s.deferred(d, sb.unresolved()...)
 	}
