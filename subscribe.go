@@ -10,6 +10,7 @@ import (
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/internal/subopts"
 	"github.com/kinesislease/kinesislease/internal/typed"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -18,7 +19,7 @@ import (
 // RecordFrom returns the record being handled: its stream, shard, sequence
 // number, partition key, approximate arrival time, raw data and attempt
 // number. ok is false outside a handler.
-func RecordFrom(ctx context.Context) (r *kltype.Record, ok bool) { return engine.RecordFrom(ctx) }
+func RecordFrom(ctx context.Context) (r *kltype.Record, ok bool) { return pipeline.RecordFrom(ctx) }
 
 // Handler handles decoded records: a type with its dependencies, subscribed
 // with SubscribeHandler. Handle is called for one record of a shard at a

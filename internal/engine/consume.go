@@ -64,7 +64,7 @@ func consumeAs[E any](w *worker, f *feed, cp *checkpointer, s shape[E]) error {
 				w.hardCancel() // the lease is lost: what is in flight is cancelled
 				return nil
 			}
-		case <-w.trk.notify:
+		case <-w.trk.Notify():
 			if !s.settle(false) {
 				return nil
 			}

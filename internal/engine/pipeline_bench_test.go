@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -44,7 +45,7 @@ func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 	}
 	var seen atomic.Int64
 	cfg := &WorkerConfig{Handler: func(ctx context.Context, r *kltype.Record) error {
-		if got, ok := RecordFrom(ctx); !ok || got != r {
+		if got, ok := pipeline.RecordFrom(ctx); !ok || got != r {
 			b.Fatal("RecordFrom: not the record handled")
 		}
 		seen.Add(1)

@@ -14,23 +14,19 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// Handler processes one record. nil acknowledges it; an error retries it in
-// place after a backoff. It is called for one record of a shard at a time,
-// in order.
-type Handler func(ctx context.Context, r *kltype.Record) error
-
 // WorkerConfig configures the per-shard workers of a Group.
 type WorkerConfig struct {
-	Handler Handler
+	Handler pipeline.Handler
 	// Policy retries failing records (default DefaultRetryPolicy).
 	Policy kltype.RetryPolicy
 	// Sink receives dead letters; with none a failing record holds its shard.
-	Sink Sink
+	Sink pipeline.Sink
 	// CheckpointEvery and CheckpointInterval: a checkpoint is written after
 	// every CheckpointEvery acknowledged records or CheckpointInterval,
 	// whichever comes first, and always on release. Defaults 10,000 and 5s.
@@ -42,10 +38,10 @@ type WorkerConfig struct {
 	MinInterval  time.Duration
 	IdleInterval time.Duration
 	// HandlerTimeout, if positive, bounds each handler call (see
-	// Processor.Timeout).
+	// pipeline.Processor.Timeout).
 	HandlerTimeout time.Duration
 	// MaxAge, if positive, dead-letters records older than it at a
-	// delivery (see Processor.MaxAge).
+	// delivery (see pipeline.Processor.MaxAge).
 	MaxAge time.Duration
 	// Batch, if set, hands the records to a batch handler instead of
 	// Handler (see BatchConfig).
@@ -102,7 +98,7 @@ type worker struct {
 	start  kltype.StartPosition
 	resume leases.Checkpoint // the checkpoint the worker started from
 	lease  *heldLease
-	proc   *Processor
+	proc   *pipeline.Processor
 	h      *hooks
 
 	// graceful asks for a drain, final checkpoint and release; hard (the
@@ -122,7 +118,7 @@ type worker struct {
 
 	// Deferred acknowledgements: trk receives their resolutions; acks is
 	// what letGo drains (set by the consume loop).
-	trk         *tracker
+	trk         *pipeline.Tracker
 	acks        drainer
 	toldRelease bool // the release callback was called (at the shard's end)
 
@@ -141,9 +137,9 @@ func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, clie
 	w := &worker{
 		cfg: cfg, log: log.With("shard", shardID), client: client, stream: stream, shard: shardID,
 		start: start, resume: h.current().Checkpoint, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
-		trk: newTracker(),
+		trk: pipeline.NewTracker(),
 	}
-	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log, Timeout: cfg.HandlerTimeout, MaxAge: cfg.MaxAge}
+	w.proc = &pipeline.Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log, Timeout: cfg.HandlerTimeout, MaxAge: cfg.MaxAge}
 	w.h = &hooks{}
 	w.lag.Store(-1)
 	w.hardCtx, w.hardCancel = context.WithCancel(context.WithoutCancel(parent))
@@ -444,9 +440,8 @@ func (w *worker) release(acked leases.Checkpoint, permanent error) {
 // expand.
 func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recordContext, corrupt error, done leases.Checkpoint) bool) bool {
 	seq := aws.ToString(rec.SequenceNumber)
-	slot.Context = w.hardCtx
-	slot.del.t = w.trk
-	slot.rec = kltype.Record{
+	slot.Init(w.hardCtx, w.trk)
+	slot.Record = kltype.Record{
 		Stream:         w.stream,
 		ShardID:        w.shard,
 		SequenceNumber: seq,
@@ -473,10 +468,9 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 			continue
 		}
 		sub := &subs[i]
-		sub.Context = w.hardCtx
-		sub.del.t = w.trk
-		sub.rec = slot.rec
-		r := &sub.rec
+		sub.Init(w.hardCtx, w.trk)
+		sub.Record = slot.Record
+		r := &sub.Record
 		r.SubSequence = int64(i)
 		r.PartitionKey = users[i].PartitionKey
 		r.ExplicitHashKey = users[i].ExplicitHashKey
@@ -544,14 +538,14 @@ func (w *worker) batchFetched(b Batch) {
 	}
 }
 
-// Done implements Gate.
+// Done implements pipeline.Gate.
 func (w *worker) Done() <-chan struct{} { return w.graceful }
 
 // touchRetry is how long Wait waits before it proves an idle row again
 // after a touch failed (the store did not answer, or answered an error).
 const touchRetry = 50 * time.Millisecond
 
-// Wait implements Gate: it blocks while the lease cannot be trusted (lost,
+// Wait implements pipeline.Gate: it blocks while the lease cannot be trusted (lost,
 // its row missing, or the instance's fence passed: its last successful
 // heartbeat is too old) and reports whether delivery may go on. It wakes
 // when the fence moves or the Group recreates the row, never on a poll. An
