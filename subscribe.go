@@ -11,6 +11,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/internal/subopts"
 	"github.com/kinesislease/kinesislease/internal/typed"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -46,9 +47,9 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, v T) error { return f(ctx, v
 type subscription struct {
 	stream           string
 	deadLetterStream string
-	deadLetterOption string           // the dead-letter option given, "both" once refused (deadLetterGiven)
-	consumer         string           // WithEnhancedFanOut's consumer name, "" for polling
-	fanOut           *engine.Consumer // the registered consumer, set at Run
+	deadLetterOption string         // the dead-letter option given, "both" once refused (deadLetterGiven)
+	consumer         string         // WithEnhancedFanOut's consumer name, "" for polling
+	fanOut           *read.Consumer // the registered consumer, set at Run
 	codec            codec.Codec
 	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
 	start            kltype.StartPosition

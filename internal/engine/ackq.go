@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -16,7 +17,7 @@ const DefaultMaxDeferred = 10_000
 // respHold is a GetRecords answer whose records are not all resolved yet:
 // it goes back to the budget once they are.
 type respHold struct {
-	b    Batch
+	b    read.Batch
 	left int  // its records taken up and not resolved yet
 	open bool // the worker may still take up records of it
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -132,7 +133,7 @@ func TestAckQueueDeferrals(t *testing.T) {
 				return nil
 			}})
 			q := w.newAckQueue(&feed{}, cp)
-			if !(singles{q}).take(Batch{Records: testRecords(5)}) {
+			if !(singles{q}).take(read.Batch{Records: testRecords(5)}) {
 				t.Fatal("take: stopped")
 			}
 			if cp.acked.Sequence != tt.taken || q.outstanding != len(tt.deferred) {
@@ -182,7 +183,7 @@ func TestAckQueueDeferredBatch(t *testing.T) {
 	w, cp := testWorker(t, &WorkerConfig{Batch: &BatchConfig{Handler: handler, MaxRecords: 3, MaxBytes: math.MaxInt}})
 	q := w.newAckQueue(&feed{}, cp)
 	s := &batches{ackQueue: q, cfg: w.cfg.Batch}
-	if !s.take(Batch{Records: testRecords(6)}) {
+	if !s.take(read.Batch{Records: testRecords(6)}) {
 		t.Fatal("take: stopped")
 	}
 	check := func(step, acked string, outstanding int) {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -37,7 +38,7 @@ func (s *batches) reading() bool { return true }
 // take gathers b's records, handing each batch over as it fills, and the
 // rest at once unless it may linger; at the shard's end it waits for the
 // deferred acknowledgements (endShard) and ends the loop.
-func (s *batches) take(b Batch) bool {
+func (s *batches) take(b read.Batch) bool {
 	w := s.w
 	resp := &respHold{b: b, open: true}
 	slots := make([]recordContext, len(b.Records))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -28,7 +29,7 @@ type keyItem struct {
 // keyBatch is a GetRecords answer whose records are spread over keys: it is
 // returned to the budget once each is resolved.
 type keyBatch struct {
-	b    Batch
+	b    read.Batch
 	left int
 }
 
@@ -99,7 +100,7 @@ func (w *worker) newByKey(f *feed, cp *checkpointer) *byKey {
 func (k *byKey) reading() bool { return !k.ending && len(k.pending) < maxKeyWindow }
 
 // take queues b's records by key and starts what it can.
-func (k *byKey) take(b Batch) bool {
+func (k *byKey) take(b read.Batch) bool {
 	slots := make([]recordContext, len(b.Records))
 	resp := &keyBatch{b: b}
 	queue := func(r *recordContext, corrupt error, done leases.Checkpoint) bool {

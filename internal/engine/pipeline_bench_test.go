@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -62,7 +63,7 @@ func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 	b.ReportAllocs()
 	done := 0
 	for b.Loop() {
-		if !s.take(Batch{Records: recs}) {
+		if !s.take(read.Batch{Records: recs}) {
 			b.Fatal("stopped")
 		}
 		done += batch

@@ -15,6 +15,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
@@ -32,8 +33,8 @@ type WorkerConfig struct {
 	// whichever comes first, and always on release. Defaults 10,000 and 5s.
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
-	// Reader settings (see ReaderConfig).
-	Encoding     kinesiswire.Encoding // how GetRecords travels (see ReaderConfig)
+	// Reader settings (see read.ReaderConfig).
+	Encoding     kinesiswire.Encoding // how GetRecords travels (see read.ReaderConfig)
 	Limit        int32
 	MinInterval  time.Duration
 	IdleInterval time.Duration
@@ -56,7 +57,7 @@ type WorkerConfig struct {
 	// FanOut, if set, reads with enhanced fan-out (SubscribeToShard)
 	// instead of GetRecords; Limit, MinInterval and IdleInterval then do
 	// not apply.
-	FanOut *FanOutConfig
+	FanOut *read.FanOutConfig
 	// MaxDeferred bounds the shard's deferred acknowledgements not yet
 	// resolved (Defer), in records: delivery waits at the bound (default
 	// DefaultMaxDeferred).
@@ -200,8 +201,8 @@ func (w *worker) run() {
 
 // feed is the goroutine reading the shard ahead of the worker.
 type feed struct {
-	batches chan Batch // unbuffered: the reader holds at most one batch ahead
-	errs    chan error // why the reader stopped, unless it reached the shard's end
+	batches chan read.Batch // unbuffered: the reader holds at most one batch ahead
+	errs    chan error      // why the reader stopped, unless it reached the shard's end
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	share   *share // the budget's share of this shard; nil without a budget
@@ -218,9 +219,9 @@ func (f *feed) stop() {
 }
 
 // done returns a handled batch's cost to the budget.
-func (f *feed) done(b *Batch) {
+func (f *feed) done(b *read.Batch) {
 	if f.share != nil {
-		f.share.release(b.cost, int64(len(b.Records)))
+		f.share.release(b.Cost, int64(len(b.Records)))
 	}
 }
 
@@ -228,7 +229,7 @@ func (f *feed) done(b *Batch) {
 // in a goroutine of its own.
 func (w *worker) startReader() *feed {
 	readCtx, cancel := context.WithCancel(w.hardCtx)
-	f := &feed{batches: make(chan Batch), errs: make(chan error, 1), cancel: cancel}
+	f := &feed{batches: make(chan read.Batch), errs: make(chan error, 1), cancel: cancel}
 	var reserve func(context.Context, int32) (int32, error)
 	if w.cfg.Budget != nil {
 		f.share = w.cfg.Budget.join()
@@ -248,16 +249,16 @@ func (w *worker) startReader() *feed {
 			w.log.Warn("kinesislease: reading shard failed; retrying", "err", err, "delay", d)
 		}
 	}
-	var reader source
+	var reader read.Source
 	if fo := w.cfg.FanOut; fo != nil {
-		reader = newSubscriber(subscriberConfig{
+		reader = read.NewSubscriber(read.SubscriberConfig{
 			FanOut: fo, Stream: w.stream, ShardID: w.shard, Start: w.start,
 			ValidFor: w.lease.validFor, Reserve: reserve, OnRetry: onRetry,
 			OnEvent:  func(ms int64) { w.lag.Store(ms) },
 			Encoding: w.cfg.Encoding,
 		})
 	} else {
-		reader = NewReader(ReaderConfig{
+		reader = read.NewReader(read.ReaderConfig{
 			Reserve: reserve,
 			Client:  w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
 			Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
@@ -284,8 +285,8 @@ func (w *worker) startReader() *feed {
 			}
 			if f.share != nil {
 				var n int64
-				b.cost, n = batchCost(&b)
-				f.share.charge(b.cost, n)
+				b.Cost, n = batchCost(&b)
+				f.share.charge(b.Cost, n)
 			}
 			if len(w.h.batch) > 0 && len(b.Records) > 0 { // not the empty last batch of a closed shard
 				w.batchFetched(b)
@@ -528,7 +529,7 @@ func (w *worker) throttled(err error, d time.Duration) {
 	}
 }
 
-func (w *worker) batchFetched(b Batch) {
+func (w *worker) batchFetched(b read.Batch) {
 	info := kltype.BatchInfo{Stream: w.stream, ShardID: w.shard, Records: len(b.Records), MillisBehindLatest: b.MillisBehindLatest}
 	for i := range b.Records {
 		info.Bytes += len(b.Records[i].Data)
