@@ -59,6 +59,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -332,7 +333,7 @@ func (s *Service) registerConsumer(ctx context.Context, sub *subscription) error
 	if err != nil {
 		return err
 	}
-	c := &engine.Consumer{Client: fo, Stream: sub.stream, Name: sub.consumer, Log: s.log.With("stream", sub.stream)}
+	c := &read.Consumer{Client: fo, Stream: sub.stream, Name: sub.consumer, Log: s.log.With("stream", sub.stream)}
 	err = s.startupCheck(ctx, "stream consumer", sub.consumer, c.Register, func(err error) error { return explainConsumer(sub.stream, sub.consumer, err) })
 	if err != nil {
 		return err
@@ -406,7 +407,7 @@ func (s *Service) workerConfig(sub *subscription) engine.WorkerConfig {
 	w.DrainTimeout = s.cfg.shutdownTimeout
 	w.Encoding = kinesiswire.Encoding(s.cfg.encoding)
 	if sub.fanOut != nil {
-		w.FanOut = &engine.FanOutConfig{Consumer: sub.fanOut}
+		w.FanOut = &read.FanOutConfig{Consumer: sub.fanOut}
 	}
 	if sub.deadLetterStream != "" {
 		w.Sink = streamSink(s.kin, sub.deadLetterStream)

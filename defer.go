@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
@@ -12,7 +13,7 @@ import (
 // to be resolved later, from any goroutine, with Done (or Ack). A batch
 // handler's Deferred resolves the whole batch. It is a small value: copy it
 // freely; whichever copy resolves it first does.
-type Deferred struct{ h engine.AckHandle }
+type Deferred struct{ h pipeline.AckHandle }
 
 // Defer takes the acknowledgement of the record being handled (ctx is the
 // handler's context) out of the handler: its return no longer resolves the
@@ -42,8 +43,8 @@ type Deferred struct{ h engine.AckHandle }
 // told, so that a sink may flush; see WithOnRelease for what waits and what
 // is ignored.
 func Defer(ctx context.Context) (Deferred, error) {
-	d := Deferred{h: engine.Defer(ctx)}
-	if d == (Deferred{}) { // engine.Defer's answer outside a handler call
+	d := Deferred{h: pipeline.Defer(ctx)}
+	if d == (Deferred{}) { // pipeline.Defer's answer outside a handler call
 		return d, kltype.ErrNotDeferred
 	}
 	return d, nil

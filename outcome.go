@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
@@ -56,7 +56,7 @@ func NewDeadLetterEnvelope(dl *kltype.DeadLetterRecord) DeadLetterEnvelope {
 }
 
 // streamSink writes dead letters to a Kinesis stream.
-func streamSink(client Producer, stream string) engine.Sink {
+func streamSink(client Producer, stream string) pipeline.Sink {
 	return func(ctx context.Context, dl *kltype.DeadLetterRecord) error {
 		data, err := json.Marshal(NewDeadLetterEnvelope(dl))
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/internal/subopts"
 	"github.com/kinesislease/kinesislease/internal/typed"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -18,7 +20,7 @@ import (
 // RecordFrom returns the record being handled: its stream, shard, sequence
 // number, partition key, approximate arrival time, raw data and attempt
 // number. ok is false outside a handler.
-func RecordFrom(ctx context.Context) (r *kltype.Record, ok bool) { return engine.RecordFrom(ctx) }
+func RecordFrom(ctx context.Context) (r *kltype.Record, ok bool) { return pipeline.RecordFrom(ctx) }
 
 // Handler handles decoded records: a type with its dependencies, subscribed
 // with SubscribeHandler. Handle is called for one record of a shard at a
@@ -45,9 +47,9 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, v T) error { return f(ctx, v
 type subscription struct {
 	stream           string
 	deadLetterStream string
-	deadLetterOption string           // the dead-letter option given, "both" once refused (deadLetterGiven)
-	consumer         string           // WithEnhancedFanOut's consumer name, "" for polling
-	fanOut           *engine.Consumer // the registered consumer, set at Run
+	deadLetterOption string         // the dead-letter option given, "both" once refused (deadLetterGiven)
+	consumer         string         // WithEnhancedFanOut's consumer name, "" for polling
+	fanOut           *read.Consumer // the registered consumer, set at Run
 	codec            codec.Codec
 	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
 	start            kltype.StartPosition

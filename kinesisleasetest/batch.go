@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/internal/typed"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -97,7 +97,7 @@ func (h *BatchHarness[T]) HandleBatch(ctx context.Context, values ...T) BatchRes
 	for i, r := range res.Records {
 		byRecord[r] = i
 	}
-	p := engine.Processor{
+	p := pipeline.Processor{
 		Policy:  h.c.cfg.policy,
 		Timeout: h.c.cfg.timeout,
 		MaxAge:  h.c.cfg.maxAge,

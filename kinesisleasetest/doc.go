@@ -1,6 +1,6 @@
 // Package kinesisleasetest tests kinesislease handlers: it runs a
 // Handler[T] on records of your making through the library's real record
-// pipeline (the engine.Processor a subscription's shard workers run, with the
+// pipeline (the pipeline.Processor a subscription's shard workers run, with the
 // real codecs, retry policy and dead-lettering) and reports what became of
 // each record, without AWS, emulators, a lease store or real time.
 //

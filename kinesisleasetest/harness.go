@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/internal/typed"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -69,7 +69,7 @@ func New[T any](tb testing.TB, handler kinesislease.HandlerFunc[T], opts ...Opti
 func (h *Harness[T]) newRun() *run {
 	st := &run{c: h.c}
 	handler := h.handler
-	st.p = engine.Processor{
+	st.p = pipeline.Processor{
 		Handler: typed.Handler(h.c.cfg.codec, func(ctx context.Context, v T) error {
 			st.res.Attempts++
 			return handler(ctx, v)
@@ -132,7 +132,7 @@ func (h *Harness[T]) DeadLetters() []*kltype.DeadLetterRecord {
 // process runs one record of data through a run's pipeline. The only
 // error is a nil RecordOption.
 func (h *Harness[T]) process(ctx context.Context, data []byte, opts []RecordOption) (Result, error) {
-	rctx, r := engine.NewRecordContext(ctx)
+	rctx, r := pipeline.NewRecordContext(ctx)
 	h.c.fillRecord(r, data)
 	for _, o := range opts {
 		if o == nil {
@@ -141,7 +141,7 @@ func (h *Harness[T]) process(ctx context.Context, data []byte, opts []RecordOpti
 		o.applyRecord(r)
 	}
 	st := h.runs.Get().(*run)
-	st.res, st.wait, st.holds = Result{Record: r}, engine.Wait{}, 0
+	st.res, st.wait, st.holds = Result{Record: r}, pipeline.Wait{}, 0
 	res := st.process(rctx, r)
 	st.res = Result{} // the pooled run keeps nothing of this record
 	h.runs.Put(st)
@@ -186,10 +186,10 @@ var errHeld = errors.New("kinesisleasetest: record held")
 // run is the processing of one record.
 type run struct {
 	c     *core
-	p     engine.Processor // built once (newRun), bound to this run
+	p     pipeline.Processor // built once (newRun), bound to this run
 	res   Result
-	wait  engine.Wait // the wait the pipeline is about to start, as it reported it
-	holds int         // waits while holding the shard
+	wait  pipeline.Wait // the wait the pipeline is about to start, as it reported it
+	holds int           // waits while holding the shard
 }
 
 func (st *run) process(ctx context.Context, r *kltype.Record) Result {
@@ -211,7 +211,7 @@ func (st *run) onAttempt(_ *kltype.Record, err error) {
 }
 
 // onWait keeps the pipeline's decision for the sleep that follows it.
-func (st *run) onWait(_ *kltype.Record, w engine.Wait) { st.wait = w }
+func (st *run) onWait(_ *kltype.Record, w pipeline.Wait) { st.wait = w }
 
 func (st *run) sink(ctx context.Context, dl *kltype.DeadLetterRecord) error {
 	if st.c.cfg.sink != nil {
@@ -250,11 +250,11 @@ func (st *run) sleep(ctx context.Context, d time.Duration) error {
 // not.
 func (st *run) holding() string {
 	switch st.wait.Reason {
-	case engine.WaitSinkFailed:
+	case pipeline.WaitSinkFailed:
 		return fmt.Sprintf("the dead-letter sink keeps failing: %v", st.wait.Err)
-	case engine.WaitNoSink:
+	case pipeline.WaitNoSink:
 		return fmt.Sprintf("it must be dead-lettered (reason %q) and no dead-letter sink is configured", st.wait.DeadLetterReason)
-	case engine.WaitRetriesExhausted:
+	case pipeline.WaitRetriesExhausted:
 		return fmt.Sprintf("it failed all %d attempts of the retry policy and no dead-letter sink is configured", st.c.cfg.policy.Attempts)
 	}
 	return ""

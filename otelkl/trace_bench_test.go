@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/kinesislease/kinesislease"
-	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/otelkl"
 )
 
@@ -30,7 +30,7 @@ func BenchmarkTrace(b *testing.B) {
 		{"sdk", otelkl.Trace(trace.TracerProvider(sdk), handler)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			ctx, r := engine.NewRecordContext(context.Background())
+			ctx, r := pipeline.NewRecordContext(context.Background())
 			r.Stream, r.ShardID, r.SequenceNumber, r.Attempt = "bench", "shardId-000000000000", "49680699815135250590417184751679121418940711877092573202", 1
 			b.ReportAllocs()
 			for b.Loop() {

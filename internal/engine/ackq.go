@@ -3,6 +3,8 @@ package engine
 import (
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -15,7 +17,7 @@ const DefaultMaxDeferred = 10_000
 // respHold is a GetRecords answer whose records are not all resolved yet:
 // it goes back to the budget once they are.
 type respHold struct {
-	b    Batch
+	b    read.Batch
 	left int  // its records taken up and not resolved yet
 	open bool // the worker may still take up records of it
 }
@@ -30,7 +32,7 @@ type ackQueue struct {
 	w  *worker
 	f  *feed
 	cp *checkpointer
-	t  *tracker
+	t  *pipeline.Tracker
 
 	q    []*recordContext // unacknowledged records, in order, from head
 	head int
@@ -71,11 +73,11 @@ func (q *ackQueue) deliver(slot *recordContext, corrupt error) bool {
 		return false
 	}
 	switch o, start := q.w.outcome(slot, corrupt); o {
-	case Stopped:
+	case pipeline.Stopped:
 		return false
-	case Deferred:
-		d := slot.del.d
-		d.slot, d.start = slot, start
+	case pipeline.Deferred:
+		d := slot.Deferral()
+		d.Held.Owner, d.Held.Start = slot, start
 		q.deferred(d, slot)
 		q.enqueue(slot)
 		return true
@@ -99,10 +101,11 @@ func (q *ackQueue) enqueue(slot *recordContext) {
 }
 
 // deferred counts the deferral d of slots (a record, or a batch's
-// unresolved records) as awaited.
-func (q *ackQueue) deferred(d *Deferral, slots ...*recordContext) {
-	d.n = len(slots)
-	q.awaiting += d.n
+// unresolved records, in order) as awaited, in the shard's order of the
+// first.
+func (q *ackQueue) deferred(d *pipeline.Deferral, slots ...*recordContext) {
+	d.Held.Records, d.Held.Order = len(slots), slots[0].order
+	q.awaiting += d.Held.Records
 	for _, s := range slots {
 		if !s.deferred {
 			s.deferred = true
@@ -154,7 +157,7 @@ func (q *ackQueue) release(slot *recordContext) {
 // lease is lost first.
 func (q *ackQueue) room() bool {
 	select {
-	case <-q.t.notify:
+	case <-q.t.Notify():
 		if !q.settle(false) {
 			return false
 		}
@@ -173,7 +176,7 @@ func (q *ackQueue) room() bool {
 func (q *ackQueue) wait() bool {
 	w := q.w
 	select {
-	case <-q.t.notify:
+	case <-q.t.Notify():
 		return q.settle(false)
 	case <-q.cp.ticker.C:
 		return q.cp.since == 0 || q.cp.write()
@@ -189,8 +192,8 @@ func (q *ackQueue) wait() bool {
 // draining (a release) a failed record cannot be delivered again and stays
 // unresolved, and settle goes on.
 func (q *ackQueue) settle(draining bool) bool {
-	for _, d := range q.t.take() {
-		q.awaiting -= d.n
+	for _, d := range q.t.Take() {
+		q.awaiting -= d.Held.Records
 		if !q.settleOne(d) && !draining {
 			return false
 		}
@@ -198,22 +201,22 @@ func (q *ackQueue) settle(draining bool) bool {
 	return !draining || !q.w.lease.isLost()
 }
 
-func (q *ackQueue) settleOne(d *Deferral) bool {
+func (q *ackQueue) settleOne(d *pipeline.Deferral) bool {
 	w := q.w
-	if br := d.batch; br != nil {
-		switch w.proc.runBatch(br, w, d) {
-		case Stopped:
+	if sb, ok := d.Held.Owner.(*shardBatch); ok {
+		switch w.proc.ResumeBatch(sb.run, w, d) {
+		case pipeline.Stopped:
 			return false
-		case Deferred:
-			q.deferred(d, br.unresolved()...)
+		case pipeline.Deferred:
+			q.deferred(d, sb.unresolved()...)
 		}
 		return true
 	}
-	slot := d.slot
+	slot, _ := d.Held.Owner.(*recordContext)
 	switch o := w.resumeOutcome(slot, d); o {
-	case Stopped:
+	case pipeline.Stopped:
 		return false
-	case Deferred:
+	case pipeline.Deferred:
 		q.deferred(d, slot)
 		return true
 	default:
@@ -244,13 +247,13 @@ type drainer interface {
 // the caller's to set, on the goroutine that takes up its resolutions.
 func (w *worker) outcome(slot *recordContext, corrupt error) (o kltype.Outcome, start time.Time) {
 	start = w.now()
-	r := &slot.rec
+	r := &slot.Record
 	if corrupt != nil {
 		o = w.proc.DeadLetterNow(slot, r, kltype.ReasonCorrupt, corrupt, w)
 	} else {
 		o = w.proc.Process(slot, r, w)
 	}
-	if o != Stopped && o != Deferred {
+	if o != pipeline.Stopped && o != pipeline.Deferred {
 		w.handled(r, o, start)
 	}
 	return o, start
@@ -258,12 +261,12 @@ func (w *worker) outcome(slot *recordContext, corrupt error) (o kltype.Outcome, 
 
 // resumeOutcome takes up slot's deferred acknowledgement d, resolved, as the
 // handler's return: Process goes on from there.
-func (w *worker) resumeOutcome(slot *recordContext, d *Deferral) kltype.Outcome {
-	o := w.proc.Resume(slot, &slot.rec, w, d)
+func (w *worker) resumeOutcome(slot *recordContext, d *pipeline.Deferral) kltype.Outcome {
+	o := w.proc.Resume(slot, &slot.Record, w, d)
 	switch o {
-	case Stopped, Deferred:
+	case pipeline.Stopped, pipeline.Deferred:
 	default:
-		w.handled(&slot.rec, o, d.start)
+		w.handled(&slot.Record, o, d.Held.Start)
 	}
 	return o
 }
@@ -274,7 +277,7 @@ func (w *worker) resumeOutcome(slot *recordContext, d *Deferral) kltype.Outcome 
 // handlers are cancelled) for the outstanding ones, so that the release
 // checkpoints as far as they resolve; then it refuses any later one.
 func (w *worker) letGo() {
-	defer w.trk.close()
+	defer w.trk.Close()
 	a := w.acks
 	lost := w.lease.isLost()
 	if w.toldRelease || (a == nil || a.held() == 0) && w.cfg.OnRelease == nil {
@@ -288,7 +291,7 @@ func (w *worker) letGo() {
 		info.Wait = w.cfg.DrainTimeout
 	}
 	if lost {
-		w.trk.close() // acknowledgements from now on are ignored
+		w.trk.Close() // acknowledgements from now on are ignored
 		w.hardCancel()
 	}
 	if fn := w.cfg.OnRelease; fn != nil {
@@ -302,7 +305,7 @@ func (w *worker) letGo() {
 	defer timer.Stop()
 	for a.awaited() > 0 {
 		select {
-		case <-w.trk.notify:
+		case <-w.trk.Notify():
 			if !a.settle(true) {
 				return
 			}

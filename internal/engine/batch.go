@@ -1,37 +1,20 @@
 package engine
 
 import (
-	"context"
-	"errors"
-	"log/slog"
-	"runtime/debug"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
-
-// BatchHandler handles a batch of one shard's records, in order. It returns
-// nil when every record is acknowledged, else one BatchFailure per record
-// that was not (a record that could not be decoded is one, with a
-// *Undecodable).
-type BatchHandler func(ctx context.Context, recs []*kltype.Record) []BatchFailure
-
-// BatchFailure is one record of a batch that was not acknowledged: Index
-// into the batch given, and its error, read as a single record's (see
-// kltype.ItemFailure).
-type BatchFailure struct {
-	Index int
-	Err   error
-}
 
 // BatchConfig makes a worker hand its records to Handler in batches of at
 // most MaxRecords records and MaxBytes bytes of data, waiting up to Linger
 // after a GetRecords answer for more before handing over a batch that is
 // not full (0: each answer's records go at once).
 type BatchConfig struct {
-	Handler    BatchHandler
+	Handler    pipeline.BatchHandler
 	MaxRecords int
 	MaxBytes   int
 	Linger     time.Duration
@@ -55,7 +38,7 @@ func (s *batches) reading() bool { return true }
 // take gathers b's records, handing each batch over as it fills, and the
 // rest at once unless it may linger; at the shard's end it waits for the
 // deferred acknowledgements (endShard) and ends the loop.
-func (s *batches) take(b Batch) bool {
+func (s *batches) take(b read.Batch) bool {
 	w := s.w
 	resp := &respHold{b: b, open: true}
 	slots := make([]recordContext, len(b.Records))
@@ -65,7 +48,7 @@ func (s *batches) take(b Batch) bool {
 			return s.flush() && s.deliver(r, corrupt)
 		}
 		s.items = append(s.items, r)
-		s.bytes += len(r.rec.Data)
+		s.bytes += len(r.Record.Data)
 		return len(s.items) < s.cfg.MaxRecords && s.bytes < s.cfg.MaxBytes || s.flush()
 	}
 	for i := range b.Records {
@@ -115,20 +98,21 @@ func (s *batches) flush() bool {
 	w := s.w
 	recs := make([]*kltype.Record, len(items))
 	for i, it := range items {
-		recs[i] = &it.rec
+		recs[i] = &it.Record
 		s.enqueue(it)
 	}
-	br := newBatchRun(w.hardCtx, recs, s.cfg.Handler, func(i int, o kltype.Outcome) bool {
+	br := pipeline.NewBatchRun(w.hardCtx, recs, s.cfg.Handler, w.trk, func(i int, o kltype.Outcome) bool {
 		w.handled(recs[i], o, time.Time{})
 		return s.resolved(items[i])
 	})
-	br.items = items
-	br.ctx.del.t = w.trk
-	switch w.proc.runBatch(br, w, nil) {
-	case Stopped:
+	switch w.proc.RunBatch(br, w) {
+	case pipeline.Stopped:
 		return false
-	case Deferred:
-		s.deferred(br.ctx.del.d, br.unresolved()...)
+	case pipeline.Deferred:
+		sb := &shardBatch{run: br, items: items}
+		d := br.Deferral()
+		d.Held.Owner = sb
+		s.deferred(d, sb.unresolved()...)
 	}
 	return true
 }
@@ -141,254 +125,19 @@ func (s *batches) stop() {
 	}
 }
 
-// batchContext is a batch handler's context: it carries the batch's
-// deferrable acknowledgement (Defer).
-type batchContext struct {
-	context.Context
-	del delivery
-}
-
-// Value returns the batch's delivery for its key, else the parent's value.
-func (c *batchContext) Value(key any) any {
-	if key == (deliveryKey{}) {
-		return &c.del
-	}
-	return c.Context.Value(key)
-}
-
-// batchRun is one batch on its way to outcomes: the records still
-// unresolved (pending) and their failed attempts, kept across a deferral.
-type batchRun struct {
-	ctx     *batchContext
-	items   []*recordContext // the worker's records (nil outside a worker)
-	recs    []*kltype.Record
-	handler BatchHandler
-	done    func(i int, o kltype.Outcome) bool
-	pending []int // indices into recs, in order
-	failed  []int // failed attempts per record
-	batch   []*kltype.Record
-}
-
-func newBatchRun(ctx context.Context, recs []*kltype.Record, handler BatchHandler, done func(i int, o kltype.Outcome) bool) *batchRun {
-	br := &batchRun{ctx: &batchContext{Context: ctx}, recs: recs, handler: handler, done: done,
-		pending: make([]int, len(recs)), failed: make([]int, len(recs)), batch: make([]*kltype.Record, 0, len(recs))}
-	for i := range br.pending {
-		br.pending[i] = i
-	}
-	return br
+// shardBatch is a batch of the worker's records on its way to outcomes
+// (run): what the ack queue holds of a deferred batch.
+type shardBatch struct {
+	run   *pipeline.BatchRun
+	items []*recordContext // the worker's records, as run's
 }
 
 // unresolved returns the worker's records of the batch not resolved yet.
-func (br *batchRun) unresolved() []*recordContext {
-	out := make([]*recordContext, 0, len(br.pending))
-	for _, i := range br.pending {
-		out = append(out, br.items[i])
+func (sb *shardBatch) unresolved() []*recordContext {
+	pending := sb.run.Pending()
+	out := make([]*recordContext, 0, len(pending))
+	for _, i := range pending {
+		out = append(out, sb.items[i])
 	}
 	return out
-}
-
-// ProcessBatch takes recs, one shard's records in order, to outcomes: the
-// handler gets the records still unresolved, as a batch, until each is
-// acknowledged, dropped or dead-lettered; failed ones are retried per the
-// policy (a RetryAfter after its delay, counting no attempt) as a batch of
-// their own, then dead-lettered (with no sink they hold the shard, as a
-// single record does). done(i, o) is told of each record as it resolves;
-// it returns false to stop. ProcessBatch returns false when the gate says
-// stop (or done did) before every record resolved. A handler that defers
-// the batch's acknowledgement (Defer) is waited for in place.
-func (p *Processor) ProcessBatch(ctx context.Context, recs []*kltype.Record, handler BatchHandler, gate Gate, done func(i int, o kltype.Outcome) bool) bool {
-	return p.runBatch(newBatchRun(ctx, recs, handler, done), gate, nil) != Stopped
-}
-
-// runBatch is ProcessBatch on br: it returns Acked once every record
-// resolved, Stopped, or (inside a worker) Deferred when the handler
-// deferred the batch's acknowledgement; resumed is the resolved deferral
-// to go on from.
-func (p *Processor) runBatch(br *batchRun, gate Gate, resumed *Deferral) kltype.Outcome {
-	log := p.logger()
-	policy := p.Policy
-	recs, ctx := br.recs, br.ctx
-	for ; ; resumed = nil {
-		var fs []BatchFailure
-		if resumed != nil {
-			fs = resumed.resultFailures()
-		} else {
-			if gate != nil && !gate.Wait() {
-				return Stopped
-			}
-			if ctx.Err() != nil {
-				return Stopped
-			}
-			if p.MaxAge > 0 {
-				// Records too old are dead-lettered instead of handed over.
-				live := make([]int, 0, len(br.pending))
-				for _, i := range br.pending {
-					expired := p.expired(recs[i])
-					if expired == nil {
-						live = append(live, i)
-						continue
-					}
-					o := p.deadLetter(ctx, recs[i], br.failed[i], kltype.ReasonExpired, expired, log, p.waiter(ctx, recs[i], gate))
-					if o == Stopped || !br.done(i, o) {
-						return Stopped
-					}
-				}
-				if br.pending = live; len(br.pending) == 0 {
-					return kltype.Acked
-				}
-			}
-			br.batch = br.batch[:0]
-			for _, i := range br.pending {
-				recs[i].Attempt = br.failed[i] + 1
-				br.batch = append(br.batch, recs[i])
-			}
-			ctx.del.begin(len(br.batch))
-			got, void := p.callBatch(ctx, br.handler, br.batch, log)
-			var d *Deferral
-			if fs, d = ctx.del.settleBatch(ctx, got, void); d != nil {
-				d.batch = br
-				return Deferred
-			}
-		}
-		byIndex := map[int]error{}
-		for _, f := range fs {
-			if f.Index >= 0 && f.Index < len(br.pending) {
-				byIndex[f.Index] = f.Err
-			}
-		}
-		failed, done := br.failed, br.done
-		var again []int
-		var wt Wait
-		for bi, i := range br.pending {
-			err, ok := byIndex[bi]
-			r := recs[i]
-			if p.OnAttempt != nil {
-				p.OnAttempt(r, err)
-			}
-			if !ok || err == nil {
-				if !done(i, kltype.Acked) {
-					return Stopped
-				}
-				continue
-			}
-			var (
-				drop   *kltype.DropError
-				dead   *kltype.DeadLetterError
-				decode *Undecodable
-				after  *kltype.RetryAfterError
-				panicE *kltype.PanicError
-			)
-			outcome := kltype.Outcome(0)
-			switch {
-			case errors.As(err, &drop):
-				log.Info("kinesislease: record dropped by the handler", "seq", r.SequenceNumber, "sub", r.SubSequence, "err", err)
-				outcome = kltype.Dropped
-			case errors.As(err, &decode), errors.As(err, &dead):
-				reason := kltype.ReasonDeadLetter
-				if decode != nil {
-					reason = kltype.ReasonDecode
-				}
-				if outcome = p.deadLetter(ctx, r, failed[i], reason, err, log, p.waiter(ctx, r, gate)); outcome == Stopped {
-					return Stopped
-				}
-			case errors.As(err, &after):
-				again = append(again, i)
-				wt = longer(wt, Wait{Reason: WaitRetryAfter, Delay: after.Delay, Err: err})
-				continue
-			default:
-				failed[i]++
-				switch {
-				case failed[i] < policy.Attempts:
-					log.Warn("kinesislease: batch item failed; retrying it", "seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", failed[i], "err", err)
-					again = append(again, i)
-					wt = longer(wt, Wait{Reason: WaitBackoff, Delay: backoff.Delay(failed[i], policy.InitialDelay, policy.MaxDelay), Err: err})
-					continue
-				case p.Sink != nil:
-					reason := kltype.ReasonRetriesExhausted
-					if errors.As(err, &panicE) {
-						reason = kltype.ReasonPanic
-					}
-					if outcome = p.deadLetter(ctx, r, failed[i], reason, err, log, p.waiter(ctx, r, gate)); outcome == Stopped {
-						return Stopped
-					}
-				default:
-					log.Error("kinesislease: batch item keeps failing and no dead-letter sink is configured: holding the shard",
-						"seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", failed[i], "err", err)
-					again = append(again, i)
-					wt = longer(wt, Wait{Reason: WaitRetriesExhausted, Delay: policy.MaxDelay, Err: err})
-					continue
-				}
-			}
-			if !done(i, outcome) {
-				return Stopped
-			}
-		}
-		if len(again) == 0 {
-			br.pending = br.pending[:0]
-			return kltype.Acked
-		}
-		br.pending = again
-		if !p.waiter(ctx, recs[br.pending[0]], gate).wait(wt) {
-			return Stopped
-		}
-	}
-}
-
-// settleBatch ends a batch call of del that returned fs (void: it
-// panicked or overran its timeout): the batch's failures, or, if the
-// handler deferred inside a worker, the Deferral. Outside a worker a
-// deferral is waited for here.
-func (del *delivery) settleBatch(ctx context.Context, fs []BatchFailure, void bool) ([]BatchFailure, *Deferral) {
-	d, done := del.end(void)
-	switch {
-	case d == nil:
-		return fs, nil
-	case done:
-		return d.resultFailures(), nil
-	case del.t == nil:
-		if !d.await(ctx) {
-			return failBatch(del.batchSize)(context.Cause(ctx)), nil
-		}
-		return d.resultFailures(), nil
-	}
-	return nil, d
-}
-
-// longer returns the wait of a and b that waits longer.
-func longer(a, b Wait) Wait {
-	if b.Delay > a.Delay || a.Reason == 0 {
-		return b
-	}
-	return a
-}
-
-// callBatch calls the batch handler (bounded by Timeout, if set); a
-// panic fails every record of the batch with a *kltype.PanicError, and so
-// does an overrun of the timeout with a *kltype.HandlerTimeoutError (void).
-func (p *Processor) callBatch(ctx context.Context, handler BatchHandler, recs []*kltype.Record, log *slog.Logger) (failures []BatchFailure, void bool) {
-	defer func() {
-		if v := recover(); v != nil {
-			pe := &kltype.PanicError{Value: v, Stack: debug.Stack()}
-			log.Error("kinesislease: batch handler panicked", "records", len(recs), "panic", v, "stack", string(pe.Stack))
-			failures = make([]BatchFailure, len(recs))
-			for i := range failures {
-				failures[i] = BatchFailure{Index: i, Err: pe}
-			}
-			void = true
-		}
-	}()
-	if p.Timeout > 0 {
-		tctx, cancel := context.WithTimeout(ctx, p.Timeout)
-		defer cancel()
-		failures = handler(tctx, recs)
-		if errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			failures = make([]BatchFailure, len(recs))
-			for i := range failures {
-				failures[i] = BatchFailure{Index: i, Err: &kltype.HandlerTimeoutError{Timeout: p.Timeout}}
-			}
-			return failures, true
-		}
-		return failures, false
-	}
-	return handler(ctx, recs), false
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"sync"
+
+	"github.com/kinesislease/kinesislease/internal/read"
 )
 
 // Budget bounds what one instance holds fetched and not yet handled, in
@@ -39,7 +41,7 @@ const (
 	// firstLimit is the Limit of calls made before any response told the
 	// budget how large records are.
 	firstLimit = 16
-	maxLimit   = 10_000 // GetRecords' own cap
+	maxLimit   = read.MaxLimit // GetRecords' own cap
 )
 
 // NewBudget returns a budget of maxBytes and maxRecords (each at least 1).
@@ -190,7 +192,7 @@ func (s *share) leave() {
 }
 
 // batchCost is what a batch costs the budget.
-func batchCost(b *Batch) (bytes, records int64) {
+func batchCost(b *read.Batch) (bytes, records int64) {
 	for i := range b.Records {
 		r := &b.Records[i]
 		bytes += int64(len(r.Data)) + recordOverhead

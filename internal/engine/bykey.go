@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -13,21 +15,21 @@ type keyItem struct {
 	slot    *recordContext
 	corrupt error
 	done    leases.Checkpoint
-	k       int            // its place in the shard's order
-	resp    *keyBatch      // the GetRecords answer it came in
-	o       kltype.Outcome // written by the lane before it hands the item back (Stopped, Deferred or an outcome)
-	resume  *Deferral      // its deferred acknowledgement came back failed: the lane resumes it
-	acked   bool           // written by byKey once the item resolved
-	defer_  bool           // its acknowledgement is deferred and not resolved yet
-	fresh   bool           // in a lane for its first delivery
-	start   time.Time      // when its first delivery began, for the hooks
-	inLane  bool           // handed to a lane and not back yet
+	k       int                // its place in the shard's order
+	resp    *keyBatch          // the GetRecords answer it came in
+	o       kltype.Outcome     // written by the lane before it hands the item back (Stopped, Deferred or an outcome)
+	resume  *pipeline.Deferral // its deferred acknowledgement came back failed: the lane resumes it
+	acked   bool               // written by byKey once the item resolved
+	defer_  bool               // its acknowledgement is deferred and not resolved yet
+	fresh   bool               // in a lane for its first delivery
+	start   time.Time          // when its first delivery began, for the hooks
+	inLane  bool               // handed to a lane and not back yet
 }
 
 // keyBatch is a GetRecords answer whose records are spread over keys: it is
 // returned to the budget once each is resolved.
 type keyBatch struct {
-	b    Batch
+	b    read.Batch
 	left int
 }
 
@@ -69,7 +71,7 @@ type byKey struct {
 	awaiting    int // of those, records whose resolution has not come back yet
 	// early holds resolutions that came back before their lane handed the
 	// item back: taken up once it does.
-	early []*Deferral
+	early []*pipeline.Deferral
 }
 
 // newByKey starts the lanes of a byKey.
@@ -98,7 +100,7 @@ func (w *worker) newByKey(f *feed, cp *checkpointer) *byKey {
 func (k *byKey) reading() bool { return !k.ending && len(k.pending) < maxKeyWindow }
 
 // take queues b's records by key and starts what it can.
-func (k *byKey) take(b Batch) bool {
+func (k *byKey) take(b read.Batch) bool {
 	slots := make([]recordContext, len(b.Records))
 	resp := &keyBatch{b: b}
 	queue := func(r *recordContext, corrupt error, done leases.Checkpoint) bool {
@@ -107,7 +109,7 @@ func (k *byKey) take(b Batch) bool {
 		k.nextK++
 		resp.left++
 		k.pending[it.k] = it
-		key := r.rec.PartitionKey
+		key := r.Record.PartitionKey
 		k.queues[key] = append(k.queues[key], it)
 		if len(k.queues[key]) == 1 && !k.busy[key] {
 			k.runnable = append(k.runnable, key)
@@ -131,12 +133,12 @@ func (k *byKey) events() <-chan *keyItem { return k.results }
 // event takes up an item a lane handed back.
 func (k *byKey) event(it *keyItem) bool {
 	k.back(it)
-	if it.o == Stopped {
+	if it.o == pipeline.Stopped {
 		return false // stopping, or the lease lost: nothing more is acknowledged
 	}
-	k.next(it.slot.rec.PartitionKey)
-	if it.o == Deferred {
-		if d := k.deferred(it); d != nil && !k.settleLive([]*Deferral{d}) {
+	k.next(it.slot.Record.PartitionKey)
+	if it.o == pipeline.Deferred {
+		if d := k.deferred(it); d != nil && !k.settleLive([]*pipeline.Deferral{d}) {
 			return k.lost()
 		}
 	} else if !k.resolved(it) {
@@ -212,7 +214,7 @@ func (k *byKey) stop() {
 	for k.free < k.lanes {
 		it := <-k.results
 		k.back(it)
-		if it.o == Deferred {
+		if it.o == pipeline.Deferred {
 			if d := k.deferred(it); d != nil {
 				k.early = append(k.early, d) // for letGo's drain
 			}
@@ -235,11 +237,11 @@ func (k *byKey) next(key string) {
 
 // deferred counts it, handed back deferred, as awaited. It returns its
 // resolution if that came back already (early), else nil.
-func (k *byKey) deferred(it *keyItem) *Deferral {
-	d := it.slot.del.d
-	d.key, d.slot, d.n = it, it.slot, 1
-	if d.start.IsZero() {
-		d.start = it.start
+func (k *byKey) deferred(it *keyItem) *pipeline.Deferral {
+	d := it.slot.Deferral()
+	d.Held.Owner, d.Held.Order, d.Held.Records = it, it.slot.order, 1
+	if d.Held.Start.IsZero() {
+		d.Held.Start = it.start
 	}
 	k.awaiting++
 	if !it.defer_ {
@@ -278,19 +280,19 @@ func (k *byKey) resolved(it *keyItem) bool {
 // acknowledgement resolves its record here; a failure goes back to the
 // front of its key's queue, for a lane to resume. false if the lease was
 // lost.
-func (k *byKey) settleLive(ds []*Deferral) bool {
+func (k *byKey) settleLive(ds []*pipeline.Deferral) bool {
 	for _, d := range ds {
-		it := d.key
+		it, _ := d.Held.Owner.(*keyItem)
 		if it == nil || it.inLane {
 			k.early = append(k.early, d) // its lane has not handed it back yet
 			continue
 		}
 		k.awaiting--
-		if d.result() != nil {
+		if d.Result() != nil {
 			k.requeue(it, d)
 			continue
 		}
-		if o := k.w.resumeOutcome(it.slot, d); o != Stopped && !k.resolved(it) {
+		if o := k.w.resumeOutcome(it.slot, d); o != pipeline.Stopped && !k.resolved(it) {
 			return false
 		}
 	}
@@ -299,9 +301,9 @@ func (k *byKey) settleLive(ds []*Deferral) bool {
 
 // requeue puts it, whose deferred acknowledgement came back failed, first
 // among its key's records waiting for a lane.
-func (k *byKey) requeue(it *keyItem, d *Deferral) {
+func (k *byKey) requeue(it *keyItem, d *pipeline.Deferral) {
 	it.resume = d
-	key := it.slot.rec.PartitionKey
+	key := it.slot.Record.PartitionKey
 	q := k.queues[key]
 	switch {
 	case k.busy[key]: // its head is in a lane: next after it
@@ -321,20 +323,20 @@ func (k *byKey) requeue(it *keyItem, d *Deferral) {
 // unresolved).
 func (k *byKey) settle(draining bool) bool {
 	if !draining {
-		if !k.settleLive(k.w.trk.take()) {
+		if !k.settleLive(k.w.trk.Take()) {
 			return k.lost()
 		}
 		k.dispatch()
 		return k.atEnd()
 	}
-	ds := append(k.early, k.w.trk.take()...)
+	ds := append(k.early, k.w.trk.Take()...)
 	k.early = nil
 	for _, d := range ds {
 		k.awaiting--
-		it := d.key
+		it, _ := d.Held.Owner.(*keyItem)
 		switch k.w.resumeOutcome(it.slot, d) {
-		case Stopped:
-		case Deferred:
+		case pipeline.Stopped:
+		case pipeline.Deferred:
 			k.deferred(it)
 		default:
 			if !k.resolved(it) {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -31,7 +32,7 @@ type shape[E any] interface {
 	// now.
 	reading() bool
 	// take takes up one GetRecords answer.
-	take(b Batch) bool
+	take(b read.Batch) bool
 	// events is what the shape's timers or goroutines hand back (nil: none);
 	// event takes one up.
 	events() <-chan E
@@ -64,7 +65,7 @@ func consumeAs[E any](w *worker, f *feed, cp *checkpointer, s shape[E]) error {
 				w.hardCancel() // the lease is lost: what is in flight is cancelled
 				return nil
 			}
-		case <-w.trk.notify:
+		case <-w.trk.Notify():
 			if !s.settle(false) {
 				return nil
 			}
@@ -102,7 +103,7 @@ func (s singles) stop()                   {}
 
 // take delivers b's records in order; at the shard's end it waits for the
 // deferred acknowledgements (endShard) and ends the loop.
-func (s singles) take(b Batch) bool {
+func (s singles) take(b read.Batch) bool {
 	w := s.w
 	// One record context per record, allocated with the batch.
 	slots := make([]recordContext, len(b.Records))

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -40,7 +41,7 @@ func BenchmarkConsumeLoop(b *testing.B) {
 	}{
 		{"single", WorkerConfig{Handler: noop}},
 		{"batch-500", WorkerConfig{Batch: &BatchConfig{MaxRecords: 500, MaxBytes: math.MaxInt,
-			Handler: func(context.Context, []*kltype.Record) []BatchFailure { return nil }}}},
+			Handler: func(context.Context, []*kltype.Record) []pipeline.BatchFailure { return nil }}}},
 		{"bykey-16", WorkerConfig{Handler: noop, KeyConcurrency: 16}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

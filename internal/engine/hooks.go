@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"context"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
@@ -56,7 +54,7 @@ func (h *hooks) wrapKinesis(k kinesisx.Reader) kinesisx.Reader {
 	if len(h.call) == 0 {
 		return k
 	}
-	return &hookedKinesis{Reader: k, h: h}
+	return read.WithCallHook(k, func(op string, start time.Time, err error) { h.onCall("kinesis", op, start, err) })
 }
 
 func (h *hooks) onFailed(f kltype.FailureInfo) {
@@ -83,24 +81,4 @@ func timed[T any](h *hooks, service, op string, call func() (T, error)) (T, erro
 	v, err := call()
 	h.onCall(service, op, start, err)
 	return v, err
-}
-
-// hookedKinesis times every Kinesis call for HookCall hooks.
-type hookedKinesis struct {
-	kinesisx.Reader
-	h *hooks
-}
-
-func (k *hookedKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	return timed(k.h, "kinesis", "ListShards", func() (*kinesis.ListShardsOutput, error) { return k.Reader.ListShards(ctx, in, optFns...) })
-}
-
-func (k *hookedKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	return timed(k.h, "kinesis", "GetShardIterator", func() (*kinesis.GetShardIteratorOutput, error) {
-		return k.Reader.GetShardIterator(ctx, in, optFns...)
-	})
-}
-
-func (k *hookedKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	return timed(k.h, "kinesis", "GetRecords", func() (*kinesis.GetRecordsOutput, error) { return k.Reader.GetRecords(ctx, in, optFns...) })
 }

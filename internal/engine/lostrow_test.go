@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/internal/testkit/sim"
 	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -88,7 +89,7 @@ func newFleet(t *testing.T, shards int) *fleet {
 	return f
 }
 
-func (f *fleet) config(owner string, store leases.Store, handler engine.Handler) engine.GroupConfig {
+func (f *fleet) config(owner string, store leases.Store, handler pipeline.Handler) engine.GroupConfig {
 	if handler == nil {
 		handler = func(_ context.Context, r *kltype.Record) error {
 			f.mu.Lock()
@@ -508,7 +509,7 @@ func testDeletedRowAfterRewind(t *testing.T, deferred bool) {
 				if err := handle(ctx, r); err != nil {
 					return err
 				}
-				h := engine.Defer(ctx)
+				h := pipeline.Defer(ctx)
 				time.AfterFunc(3*time.Second, func() { _ = h.Resolve(nil) })
 				return nil
 			}

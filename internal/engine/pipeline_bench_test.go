@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -45,7 +47,7 @@ func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 	}
 	var seen atomic.Int64
 	cfg := &WorkerConfig{Handler: func(ctx context.Context, r *kltype.Record) error {
-		if got, ok := RecordFrom(ctx); !ok || got != r {
+		if got, ok := pipeline.RecordFrom(ctx); !ok || got != r {
 			b.Fatal("RecordFrom: not the record handled")
 		}
 		seen.Add(1)
@@ -62,7 +64,7 @@ func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 	b.ReportAllocs()
 	done := 0
 	for b.Loop() {
-		if !s.take(Batch{Records: recs}) {
+		if !s.take(read.Batch{Records: recs}) {
 			b.Fatal("stopped")
 		}
 		done += batch

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/internal/testkit/sim"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -36,7 +36,7 @@ func TestRecordContextKeepsItsRecord(t *testing.T) {
 	)
 	cfg := groupConfig("one", memory.New(), k, stream.Name())
 	cfg.Streams[0].Worker.Handler = func(ctx context.Context, r *kltype.Record) error {
-		got, ok := engine.RecordFrom(ctx)
+		got, ok := pipeline.RecordFrom(ctx)
 		if !ok || got != r {
 			t.Errorf("RecordFrom in the handler: %v, %v; want the record handled", got, ok)
 		}
@@ -59,7 +59,7 @@ func TestRecordContextKeepsItsRecord(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for i, c := range kept {
-		r, ok := engine.RecordFrom(c)
+		r, ok := pipeline.RecordFrom(c)
 		if !ok || r.SequenceNumber != seqs[i] || string(r.Data) != strconv.Itoa(i) {
 			t.Fatalf("context of record %d (%s) returns %+v after the handler returned", i, seqs[i], r)
 		}

@@ -14,38 +14,35 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// Handler processes one record. nil acknowledges it; an error retries it in
-// place after a backoff. It is called for one record of a shard at a time,
-// in order.
-type Handler func(ctx context.Context, r *kltype.Record) error
-
 // WorkerConfig configures the per-shard workers of a Group.
 type WorkerConfig struct {
-	Handler Handler
+	Handler pipeline.Handler
 	// Policy retries failing records (default DefaultRetryPolicy).
 	Policy kltype.RetryPolicy
 	// Sink receives dead letters; with none a failing record holds its shard.
-	Sink Sink
+	Sink pipeline.Sink
 	// CheckpointEvery and CheckpointInterval: a checkpoint is written after
 	// every CheckpointEvery acknowledged records or CheckpointInterval,
 	// whichever comes first, and always on release. Defaults 10,000 and 5s.
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
-	// Reader settings (see ReaderConfig).
-	Encoding     kinesiswire.Encoding // how GetRecords travels (see ReaderConfig)
+	// Reader settings (see read.ReaderConfig).
+	Encoding     kinesiswire.Encoding // how GetRecords travels (see read.ReaderConfig)
 	Limit        int32
 	MinInterval  time.Duration
 	IdleInterval time.Duration
 	// HandlerTimeout, if positive, bounds each handler call (see
-	// Processor.Timeout).
+	// pipeline.Processor.Timeout).
 	HandlerTimeout time.Duration
 	// MaxAge, if positive, dead-letters records older than it at a
-	// delivery (see Processor.MaxAge).
+	// delivery (see pipeline.Processor.MaxAge).
 	MaxAge time.Duration
 	// Batch, if set, hands the records to a batch handler instead of
 	// Handler (see BatchConfig).
@@ -60,7 +57,7 @@ type WorkerConfig struct {
 	// FanOut, if set, reads with enhanced fan-out (SubscribeToShard)
 	// instead of GetRecords; Limit, MinInterval and IdleInterval then do
 	// not apply.
-	FanOut *FanOutConfig
+	FanOut *read.FanOutConfig
 	// MaxDeferred bounds the shard's deferred acknowledgements not yet
 	// resolved (Defer), in records: delivery waits at the bound (default
 	// DefaultMaxDeferred).
@@ -102,7 +99,7 @@ type worker struct {
 	start  kltype.StartPosition
 	resume leases.Checkpoint // the checkpoint the worker started from
 	lease  *heldLease
-	proc   *Processor
+	proc   *pipeline.Processor
 	h      *hooks
 
 	// graceful asks for a drain, final checkpoint and release; hard (the
@@ -122,7 +119,7 @@ type worker struct {
 
 	// Deferred acknowledgements: trk receives their resolutions; acks is
 	// what letGo drains (set by the consume loop).
-	trk         *tracker
+	trk         *pipeline.Tracker
 	acks        drainer
 	toldRelease bool // the release callback was called (at the shard's end)
 
@@ -141,9 +138,9 @@ func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, clie
 	w := &worker{
 		cfg: cfg, log: log.With("shard", shardID), client: client, stream: stream, shard: shardID,
 		start: start, resume: h.current().Checkpoint, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
-		trk: newTracker(),
+		trk: pipeline.NewTracker(),
 	}
-	w.proc = &Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log, Timeout: cfg.HandlerTimeout, MaxAge: cfg.MaxAge}
+	w.proc = &pipeline.Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log, Timeout: cfg.HandlerTimeout, MaxAge: cfg.MaxAge}
 	w.h = &hooks{}
 	w.lag.Store(-1)
 	w.hardCtx, w.hardCancel = context.WithCancel(context.WithoutCancel(parent))
@@ -204,8 +201,8 @@ func (w *worker) run() {
 
 // feed is the goroutine reading the shard ahead of the worker.
 type feed struct {
-	batches chan Batch // unbuffered: the reader holds at most one batch ahead
-	errs    chan error // why the reader stopped, unless it reached the shard's end
+	batches chan read.Batch // unbuffered: the reader holds at most one batch ahead
+	errs    chan error      // why the reader stopped, unless it reached the shard's end
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	share   *share // the budget's share of this shard; nil without a budget
@@ -222,9 +219,9 @@ func (f *feed) stop() {
 }
 
 // done returns a handled batch's cost to the budget.
-func (f *feed) done(b *Batch) {
+func (f *feed) done(b *read.Batch) {
 	if f.share != nil {
-		f.share.release(b.cost, int64(len(b.Records)))
+		f.share.release(b.Cost, int64(len(b.Records)))
 	}
 }
 
@@ -232,7 +229,7 @@ func (f *feed) done(b *Batch) {
 // in a goroutine of its own.
 func (w *worker) startReader() *feed {
 	readCtx, cancel := context.WithCancel(w.hardCtx)
-	f := &feed{batches: make(chan Batch), errs: make(chan error, 1), cancel: cancel}
+	f := &feed{batches: make(chan read.Batch), errs: make(chan error, 1), cancel: cancel}
 	var reserve func(context.Context, int32) (int32, error)
 	if w.cfg.Budget != nil {
 		f.share = w.cfg.Budget.join()
@@ -252,16 +249,16 @@ func (w *worker) startReader() *feed {
 			w.log.Warn("kinesislease: reading shard failed; retrying", "err", err, "delay", d)
 		}
 	}
-	var reader source
+	var reader read.Source
 	if fo := w.cfg.FanOut; fo != nil {
-		reader = newSubscriber(subscriberConfig{
+		reader = read.NewSubscriber(read.SubscriberConfig{
 			FanOut: fo, Stream: w.stream, ShardID: w.shard, Start: w.start,
 			ValidFor: w.lease.validFor, Reserve: reserve, OnRetry: onRetry,
 			OnEvent:  func(ms int64) { w.lag.Store(ms) },
 			Encoding: w.cfg.Encoding,
 		})
 	} else {
-		reader = NewReader(ReaderConfig{
+		reader = read.NewReader(read.ReaderConfig{
 			Reserve: reserve,
 			Client:  w.client, Stream: w.stream, ShardID: w.shard, Start: w.start,
 			Limit: w.cfg.Limit, MinInterval: w.cfg.MinInterval, IdleInterval: w.cfg.IdleInterval,
@@ -288,8 +285,8 @@ func (w *worker) startReader() *feed {
 			}
 			if f.share != nil {
 				var n int64
-				b.cost, n = batchCost(&b)
-				f.share.charge(b.cost, n)
+				b.Cost, n = batchCost(&b)
+				f.share.charge(b.Cost, n)
 			}
 			if len(w.h.batch) > 0 && len(b.Records) > 0 { // not the empty last batch of a closed shard
 				w.batchFetched(b)
@@ -444,9 +441,8 @@ func (w *worker) release(acked leases.Checkpoint, permanent error) {
 // expand.
 func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recordContext, corrupt error, done leases.Checkpoint) bool) bool {
 	seq := aws.ToString(rec.SequenceNumber)
-	slot.Context = w.hardCtx
-	slot.del.t = w.trk
-	slot.rec = kltype.Record{
+	slot.Init(w.hardCtx, w.trk)
+	slot.Record = kltype.Record{
 		Stream:         w.stream,
 		ShardID:        w.shard,
 		SequenceNumber: seq,
@@ -473,10 +469,9 @@ func (w *worker) expand(rec *types.Record, slot *recordContext, fn func(r *recor
 			continue
 		}
 		sub := &subs[i]
-		sub.Context = w.hardCtx
-		sub.del.t = w.trk
-		sub.rec = slot.rec
-		r := &sub.rec
+		sub.Init(w.hardCtx, w.trk)
+		sub.Record = slot.Record
+		r := &sub.Record
 		r.SubSequence = int64(i)
 		r.PartitionKey = users[i].PartitionKey
 		r.ExplicitHashKey = users[i].ExplicitHashKey
@@ -534,7 +529,7 @@ func (w *worker) throttled(err error, d time.Duration) {
 	}
 }
 
-func (w *worker) batchFetched(b Batch) {
+func (w *worker) batchFetched(b read.Batch) {
 	info := kltype.BatchInfo{Stream: w.stream, ShardID: w.shard, Records: len(b.Records), MillisBehindLatest: b.MillisBehindLatest}
 	for i := range b.Records {
 		info.Bytes += len(b.Records[i].Data)
@@ -544,14 +539,14 @@ func (w *worker) batchFetched(b Batch) {
 	}
 }
 
-// Done implements Gate.
+// Done implements pipeline.Gate.
 func (w *worker) Done() <-chan struct{} { return w.graceful }
 
 // touchRetry is how long Wait waits before it proves an idle row again
 // after a touch failed (the store did not answer, or answered an error).
 const touchRetry = 50 * time.Millisecond
 
-// Wait implements Gate: it blocks while the lease cannot be trusted (lost,
+// Wait implements pipeline.Gate: it blocks while the lease cannot be trusted (lost,
 // its row missing, or the instance's fence passed: its last successful
 // heartbeat is too old) and reports whether delivery may go on. It wakes
 // when the fence moves or the Group recreates the row, never on a poll. An

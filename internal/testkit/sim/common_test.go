@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -756,7 +757,7 @@ func kinesisFault(r *rand.Rand, p *planBase, op string) (time.Duration, error) {
 }
 
 // simWorker is the worker configuration of a process of slot sp.
-func simWorker(handler engine.Handler, sp slotPlan) engine.WorkerConfig {
+func simWorker(handler pipeline.Handler, sp slotPlan) engine.WorkerConfig {
 	return engine.WorkerConfig{
 		Handler:            handler,
 		Policy:             kltype.RetryPolicy{Attempts: 3, InitialDelay: 50 * time.Millisecond, MaxDelay: time.Second},

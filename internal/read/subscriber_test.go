@@ -1,4 +1,4 @@
-package engine_test
+package read_test
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go/eventstream"
 
-	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -28,7 +28,7 @@ import (
 // subscriberBench returns a one-shard stream on an in-memory Kinesis with
 // rules, its SDK client, and a registered consumer. The tests run in
 // synctest bubbles: the rules' waits take no real time.
-func subscriberBench(t *testing.T, rules kinesisfake.FanOutRules) (*kinesisfake.Kinesis, *kinesis.Client, string, *engine.Consumer) {
+func subscriberBench(t *testing.T, rules kinesisfake.FanOutRules) (*kinesisfake.Kinesis, *kinesis.Client, string, *read.Consumer) {
 	t.Helper()
 	k := kinesisfake.New(kinesisfake.WithFanOutRules(rules))
 	kc := k.Client()
@@ -36,7 +36,7 @@ func subscriberBench(t *testing.T, rules kinesisfake.FanOutRules) (*kinesisfake.
 	if err := k.CreateStream(stream, 1); err != nil {
 		t.Fatal(err)
 	}
-	c := &engine.Consumer{Client: kc, Stream: stream, Name: "engine-test", Poll: 50 * time.Millisecond}
+	c := &read.Consumer{Client: kc, Stream: stream, Name: "engine-test", Poll: 50 * time.Millisecond}
 	if err := c.Register(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func putN(t *testing.T, kc *kinesis.Client, stream string, from, n int) {
 
 // feedOf calls Next in a goroutine until ctx ends, sending each record's
 // data on the channel.
-func feedOf(ctx context.Context, t *testing.T, s *engine.Subscriber) <-chan string {
+func feedOf(ctx context.Context, t *testing.T, s *read.Subscriber) <-chan string {
 	ch := make(chan string, 100)
 	go func() {
 		defer close(ch)
@@ -107,20 +107,20 @@ func TestSubscriberRenews(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		bench kinesisfake.FanOutRules
-		fo    engine.FanOutConfig
+		fo    read.FanOutConfig
 	}{
-		{"renew", kinesisfake.FanOutRules{TakeoverAfter: 100 * time.Millisecond}, engine.FanOutConfig{Renew: 1200 * time.Millisecond}},
-		{"idle", kinesisfake.FanOutRules{TakeoverAfter: 100 * time.Millisecond, EventInterval: time.Hour}, engine.FanOutConfig{Idle: 1200 * time.Millisecond}},
+		{"renew", kinesisfake.FanOutRules{TakeoverAfter: 100 * time.Millisecond}, read.FanOutConfig{Renew: 1200 * time.Millisecond}},
+		{"idle", kinesisfake.FanOutRules{TakeoverAfter: 100 * time.Millisecond, EventInterval: time.Hour}, read.FanOutConfig{Idle: 1200 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fo, kc, stream, c := subscriberBench(t, tc.bench)
 				tc.fo.Consumer = c
 				var idle atomic.Int64
-				s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &tc.fo, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.TrimHorizon,
+				s := read.NewSubscriber(read.SubscriberConfig{FanOut: &tc.fo, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.TrimHorizon,
 					ValidFor: func() time.Duration { return time.Hour },
 					OnRetry: func(err error, _ time.Duration) {
-						if errors.Is(err, engine.ErrIdle) {
+						if errors.Is(err, read.ErrIdle) {
 							idle.Add(1)
 						}
 					}})
@@ -165,7 +165,7 @@ func TestSubscriberFenced(t *testing.T) {
 		mu <- struct{}{}
 		valid := func() time.Duration { <-mu; defer func() { mu <- struct{}{} }(); return time.Until(validUntil) }
 		setValid := func(d time.Duration) { <-mu; validUntil = time.Now().Add(d); mu <- struct{}{} }
-		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c, Renew: time.Hour, Idle: time.Hour},
+		s := read.NewSubscriber(read.SubscriberConfig{FanOut: &read.FanOutConfig{Consumer: c, Renew: time.Hour, Idle: time.Hour},
 			Stream: stream, ShardID: "shardId-000000000000", Start: kltype.TrimHorizon, ValidFor: valid})
 		ctx, cancel := context.WithCancel(context.Background())
 		ch := feedOf(ctx, t, s)
@@ -197,7 +197,7 @@ func TestSubscriberCheckpointNotInShard(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		_, _, stream, c := subscriberBench(t, kinesisfake.FanOutRules{})
-		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000",
+		s := read.NewSubscriber(read.SubscriberConfig{FanOut: &read.FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000",
 			Start: kltype.AfterSequenceNumber("49590338271490256608559692538361571095921575989136588898")})
 		defer s.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -219,7 +219,7 @@ func TestSubscriberLatestResumes(t *testing.T) {
 		fo, kc, stream, c := subscriberBench(t, kinesisfake.FanOutRules{TakeoverAfter: 100 * time.Millisecond, EventInterval: 100 * time.Millisecond})
 		putN(t, kc, stream, -5, 5) // before LATEST: never delivered
 		var events atomic.Int64
-		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.Latest,
+		s := read.NewSubscriber(read.SubscriberConfig{FanOut: &read.FanOutConfig{Consumer: c}, Stream: stream, ShardID: "shardId-000000000000", Start: kltype.Latest,
 			ValidFor: func() time.Duration { return time.Hour }, OnEvent: func(int64) { events.Add(1) }})
 		ctx, cancel := context.WithCancel(context.Background())
 		ch := feedOf(ctx, t, s)
@@ -251,10 +251,10 @@ func TestSubscriberSlowConsumer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, kc, stream, c := subscriberBench(t, kinesisfake.FanOutRules{TakeoverAfter: 100 * time.Millisecond, MaxEventRecords: 1})
 		var idle atomic.Int64
-		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c, Idle: 300 * time.Millisecond}, Stream: stream, ShardID: "shardId-000000000000",
+		s := read.NewSubscriber(read.SubscriberConfig{FanOut: &read.FanOutConfig{Consumer: c, Idle: 300 * time.Millisecond}, Stream: stream, ShardID: "shardId-000000000000",
 			Start: kltype.TrimHorizon, ValidFor: func() time.Duration { return time.Hour },
 			OnRetry: func(err error, _ time.Duration) {
-				if errors.Is(err, engine.ErrIdle) {
+				if errors.Is(err, read.ErrIdle) {
 					idle.Add(1)
 				}
 			}})
@@ -373,7 +373,7 @@ func TestSubscriberFencedReadsNothingHeld(t *testing.T) {
 		c.Client = newBufferedEvents(c.Client, 1000)
 		var valid atomic.Bool
 		valid.Store(true)
-		s := engine.NewSubscriber(engine.SubscriberConfig{FanOut: &engine.FanOutConfig{Consumer: c, Renew: time.Hour, Idle: time.Hour},
+		s := read.NewSubscriber(read.SubscriberConfig{FanOut: &read.FanOutConfig{Consumer: c, Renew: time.Hour, Idle: time.Hour},
 			Stream: stream, ShardID: "shardId-000000000000", Start: kltype.TrimHorizon,
 			ValidFor: func() time.Duration {
 				if valid.Load() {

@@ -1,12 +1,4 @@
-// Package shard reads the shards of a Kinesis stream under leases: the
-// reader (GetShardIterator and GetRecords), the per-shard worker that hands
-// records to a handler in order and checkpoints, and the Group that
-// discovers shards and takes, balances and releases their leases under the
-// membership protocol.
-//
-// Nothing here is generic: records reach the handler as raw bytes with their
-// metadata; decoding happens in the caller's typed wrapper.
-package engine
+package read
 
 import (
 	"context"
@@ -26,7 +18,12 @@ import (
 
 var _ kinesisx.Reader = (*kinesis.Client)(nil)
 
-// Batch is what one GetRecords call returned.
+// MaxLimit is GetRecords' own cap on the records of one call (and its
+// Limit when none is given).
+const MaxLimit = 10_000
+
+// Batch is what one GetRecords call (or one SubscribeToShard event)
+// returned.
 type Batch struct {
 	Records            []types.Record
 	MillisBehindLatest int64
@@ -34,7 +31,9 @@ type Batch struct {
 	// shard has been read.
 	End bool
 
-	cost int64 // what it was charged to the budget, in bytes
+	// Cost is what the batch was charged to the caller's memory budget,
+	// in bytes; the reader leaves it 0 for the caller to set.
+	Cost int64
 }
 
 // ReaderConfig configures a Reader.
@@ -101,7 +100,7 @@ func NewReader(cfg ReaderConfig) *Reader {
 	return &Reader{cfg: cfg, callOpts: opts}
 }
 
-// Close implements source; a Reader holds nothing open between calls.
+// Close implements Source; a Reader holds nothing open between calls.
 func (r *Reader) Close() {}
 
 // ErrShardEnded is returned by Next after the batch marked End.
@@ -207,7 +206,7 @@ func (r *Reader) get(ctx context.Context) (Batch, error) {
 	// batch means more is waiting whatever MillisBehindLatest says (some
 	// emulators always say 0).
 	if limit <= 0 {
-		limit = maxLimit
+		limit = MaxLimit
 	}
 	r.caught = len(out.Records) == 0 || (b.MillisBehindLatest == 0 && len(out.Records) < int(limit))
 	return b, nil

@@ -1,4 +1,10 @@
-package engine
+// Package pipeline takes a record (or a batch) to an outcome: the
+// Processor calls the handler, retries it per the policy and the handler's
+// outcome, waits, and dead-letters; a handler may defer its
+// acknowledgement (Defer), resolved later through a worker's Tracker. It
+// holds no shard: a worker (internal/engine) and the test harness
+// (kinesisleasetest) both run records through it.
+package pipeline
 
 import (
 	"context"
@@ -10,33 +16,6 @@ import (
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/kltype"
 )
-
-// Undecodable marks a record whose data its codec could not decode into the
-// subscription's type (Err, a *codec.DecodeError): it is dead-lettered at
-// once with ReasonDecode, without reaching the handler. Only the typed
-// adapter builds it, so a handler returning a codec's error of its own is
-// retried like any failure.
-type Undecodable struct{ Err error }
-
-func (e *Undecodable) Error() string { return "decode: " + e.Err.Error() }
-
-// Unwrap returns the codec's error.
-func (e *Undecodable) Unwrap() error { return e.Err }
-
-// Sink receives dead letters. A nil return confirms the record is kept; an
-// error is retried (with backoff) until it succeeds or the worker stops: the
-// checkpoint passes a dead-lettered record only once a sink confirmed it.
-type Sink func(ctx context.Context, dl *kltype.DeadLetterRecord) error
-
-// Gate lets a Processor wait for permission to deliver: the worker's lease
-// must be valid and the worker not stopping. A nil Gate always allows.
-type Gate interface {
-	// Wait blocks until a delivery may start and reports whether it may;
-	// false means stop.
-	Wait() bool
-	// Done is closed when the worker stops (gracefully or not).
-	Done() <-chan struct{}
-}
 
 // Processor takes a record to an outcome: it calls the handler, retries per
 // the policy and the handler's outcome, and dead-letters. It is not generic:
@@ -97,7 +76,7 @@ func (p *Processor) process(ctx context.Context, r *kltype.Record, gate Gate, re
 	for ; ; resumed = nil {
 		var err error
 		if resumed != nil {
-			err = resumed.result() // the outcome of the attempt that deferred
+			err = resumed.Result() // the outcome of the attempt that deferred
 		} else {
 			if gate != nil && !gate.Wait() {
 				return Stopped
@@ -298,3 +277,45 @@ func (wt waiter) wait(w Wait) bool {
 // Stopped is the Outcome of a record that reached none: the worker stopped
 // first, and the record is not acknowledged.
 const Stopped kltype.Outcome = 0
+
+// callDeferrable calls the handler (call) for a delivery whose context may
+// let it defer its acknowledgement. It returns the call's result, or, if the
+// handler deferred inside a worker, the Deferral (its result comes later).
+// Outside a worker a deferral is waited for here. A call that panicked or
+// overran its timeout fails whatever the handler deferred.
+func (p *Processor) callDeferrable(ctx context.Context, r *kltype.Record, log *slog.Logger) (*Deferral, error) {
+	del, _ := ctx.Value(deliveryKey{}).(*delivery)
+	if del == nil {
+		return nil, p.call(ctx, r, log)
+	}
+	del.begin(0)
+	err := p.call(ctx, r, log)
+	return del.settle(ctx, err)
+}
+
+// settle ends a call of del that returned err: see callDeferrable.
+func (del *delivery) settle(ctx context.Context, err error) (*Deferral, error) {
+	d, done := del.end(voids(err))
+	switch {
+	case d == nil:
+		return nil, err
+	case done:
+		return nil, d.Result()
+	case del.t == nil:
+		if !d.await(ctx) {
+			return nil, context.Cause(ctx)
+		}
+		return nil, d.Result()
+	}
+	return d, nil
+}
+
+// voids reports whether a call's error fails it whatever its handler
+// deferred: the handler panicked or overran its timeout.
+func voids(err error) bool {
+	switch err.(type) {
+	case *kltype.PanicError, *kltype.HandlerTimeoutError:
+		return true
+	}
+	return false
+}

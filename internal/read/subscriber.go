@@ -1,4 +1,4 @@
-package engine
+package read
 
 import (
 	"context"
@@ -53,15 +53,15 @@ const (
 	watchMax = time.Second
 )
 
-// source is what a worker reads its shard from: a Reader (polling) or a
-// subscriber (enhanced fan-out). Close releases what it holds open.
-type source interface {
+// Source is what a shard is read from: a Reader (polling) or a
+// Subscriber (enhanced fan-out). Close releases what it holds open.
+type Source interface {
 	Next(ctx context.Context) (Batch, error)
 	Close()
 }
 
-// subscriberConfig configures a subscriber.
-type subscriberConfig struct {
+// SubscriberConfig configures a Subscriber.
+type SubscriberConfig struct {
 	FanOut  *FanOutConfig
 	Stream  string
 	ShardID string
@@ -82,13 +82,13 @@ type subscriberConfig struct {
 	Encoding kinesiswire.Encoding
 }
 
-// subscriber reads one shard with SubscribeToShard, from a start position,
+// Subscriber reads one shard with SubscribeToShard, from a start position,
 // in order, renewing the subscription from the last record received when
 // Kinesis ends it (every 5 minutes), when it is older than Renew, when it
 // breaks or goes quiet. It never has a subscription open while the lease
 // is not valid.
-type subscriber struct {
-	cfg subscriberConfig
+type Subscriber struct {
+	cfg SubscriberConfig
 	fo  FanOutConfig
 
 	sub     *kinesiswire.Subscription // the open subscription, read on the caller's goroutine
@@ -108,7 +108,9 @@ type subscriber struct {
 	done     bool
 }
 
-func newSubscriber(cfg subscriberConfig) *subscriber {
+// NewSubscriber returns a Subscriber of cfg.FanOut's consumer (which must
+// be set); it calls Kinesis only on Next.
+func NewSubscriber(cfg SubscriberConfig) *Subscriber {
 	fo := *cfg.FanOut
 	if fo.Renew <= 0 {
 		fo.Renew = defaultRenew
@@ -119,7 +121,7 @@ func newSubscriber(cfg subscriberConfig) *subscriber {
 	if fo.MaxBackoff <= 0 {
 		fo.MaxBackoff = 5 * time.Second
 	}
-	return &subscriber{cfg: cfg, fo: fo, epoch: time.Now()}
+	return &Subscriber{cfg: cfg, fo: fo, epoch: time.Now()}
 }
 
 // Errors that end a subscription for the subscriber's own reasons; each
@@ -136,7 +138,7 @@ var (
 // Next with a new subscription from the last record returned; none skips a
 // record. Next returns an error only when ctx ends or on an error no retry
 // can cure (the shard does not exist, access denied).
-func (s *subscriber) Next(ctx context.Context) (Batch, error) {
+func (s *Subscriber) Next(ctx context.Context) (Batch, error) {
 	if s.done {
 		return Batch{}, ErrShardEnded
 	}
@@ -147,7 +149,7 @@ func (s *subscriber) Next(ctx context.Context) (Batch, error) {
 	return b, err
 }
 
-func (s *subscriber) next(ctx context.Context) (Batch, error) {
+func (s *Subscriber) next(ctx context.Context) (Batch, error) {
 	for {
 		if s.sub == nil {
 			if err := s.open(ctx); err != nil {
@@ -174,7 +176,7 @@ func (s *subscriber) next(ctx context.Context) (Batch, error) {
 }
 
 // Close ends the open subscription, if any.
-func (s *subscriber) Close() { s.close() }
+func (s *Subscriber) Close() { s.close() }
 
 // registerError is a failure to register the consumer again (it was found
 // deleted): permanent if Kinesis' error is.
@@ -187,7 +189,7 @@ func (e *registerError) Unwrap() error { return e.err }
 // it was found deleted) and the lease to be valid, then subscribes from
 // the last record returned (or the start position). The lease is checked
 // last, right before the call: a fenced instance never subscribes.
-func (s *subscriber) open(ctx context.Context) error {
+func (s *Subscriber) open(ctx context.Context) error {
 	c := s.fo.Consumer
 	var arn string
 	for {
@@ -236,7 +238,7 @@ func (s *subscriber) open(ctx context.Context) error {
 // could come (at most watchMax while there is a lease to check), then
 // looks again; a lost lease cancels the worker, and with it the
 // subscription, at once. Reading the events needs no timer of its own.
-func (s *subscriber) watch(subCtx context.Context, end func(), reasons chan<- error, renewAt time.Time) {
+func (s *Subscriber) watch(subCtx context.Context, end func(), reasons chan<- error, renewAt time.Time) {
 	next := func(now time.Time) (time.Duration, error) {
 		if s.cfg.ValidFor != nil && s.cfg.ValidFor() <= 0 {
 			return 0, errFenced
@@ -282,7 +284,7 @@ func (s *subscriber) watch(subCtx context.Context, end func(), reasons chan<- er
 // returned; before any, after the last event's continuation if the start
 // position moves with time (LATEST, AT_TIMESTAMP: subscribing there again
 // would skip what came meanwhile); else the start position.
-func (s *subscriber) resumeAt() kltype.StartPosition {
+func (s *Subscriber) resumeAt() kltype.StartPosition {
 	switch t := s.cfg.Start.Type; {
 	case s.last != "":
 		return kltype.AfterSequenceNumber(s.last)
@@ -295,7 +297,7 @@ func (s *subscriber) resumeAt() kltype.StartPosition {
 // receive reads the open subscription's next event. ok reports a batch
 // to return; false means the subscription ended (or the event held no
 // records) and Next goes on.
-func (s *subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) {
+func (s *Subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) {
 	if s.cfg.Reserve != nil {
 		// Room for one more event: until then the subscription's events
 		// wait in the connection's flow-control window.
@@ -334,7 +336,7 @@ func (s *subscriber) receive(ctx context.Context) (b Batch, ok bool, err error) 
 // with err: the watch's reason (the lease not valid, renewal, silence),
 // ctx's end, the stream's clean end (Kinesis ends each after 5 minutes),
 // or a failure, retried unless permanent. A nil return means Next goes on.
-func (s *subscriber) ended(ctx context.Context, err error) error {
+func (s *Subscriber) ended(ctx context.Context, err error) error {
 	s.close()
 	select {
 	case reason := <-s.reasons:
@@ -365,7 +367,7 @@ func (s *subscriber) ended(ctx context.Context, err error) error {
 }
 
 // close ends the open subscription, if any.
-func (s *subscriber) close() {
+func (s *Subscriber) close() {
 	if s.cancel == nil {
 		return
 	}
@@ -377,7 +379,7 @@ func (s *subscriber) close() {
 // permanent reports whether err is one no new subscription can cure. A
 // consumer found deleted (or being deleted) is registered again; a missing shard, denied
 // access, an invalid request or a checkpoint not in the shard are for good.
-func (s *subscriber) permanent(ctx context.Context, err error) bool {
+func (s *Subscriber) permanent(ctx context.Context, err error) bool {
 	var cpErr *kltype.CheckpointError
 	var regErr *registerError
 	switch {
@@ -416,7 +418,7 @@ func (s *subscriber) permanent(ctx context.Context, err error) bool {
 // the per-second limit and the 5-second rule (ResourceInUseException: the
 // previous subscription is less than 5 seconds old), backing off up to
 // MaxBackoff for other errors.
-func (s *subscriber) retry(ctx context.Context, err error) error {
+func (s *Subscriber) retry(ctx context.Context, err error) error {
 	s.failed++
 	delay := subscribeInterval
 	if !kinesisx.IsResourceInUse(err) && !kinesisx.IsLimitExceeded(err) {

@@ -1,4 +1,4 @@
-package engine_test
+package pipeline_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
@@ -23,45 +23,45 @@ func TestProcessorOnWait(t *testing.T) {
 	tests := []struct {
 		name    string
 		errs    []error // the handler's errors in order; nil after
-		sink    engine.Sink
+		sink    pipeline.Sink
 		corrupt bool // DeadLetterNow instead of Process
-		want    []engine.Wait
+		want    []pipeline.Wait
 	}{
 		{
 			name: "backoff then exhausted without sink",
 			errs: []error{errPlain, errPlain, errPlain},
-			want: []engine.Wait{
-				{Reason: engine.WaitBackoff, Err: errPlain},
-				{Reason: engine.WaitRetriesExhausted, Err: errPlain},
+			want: []pipeline.Wait{
+				{Reason: pipeline.WaitBackoff, Err: errPlain},
+				{Reason: pipeline.WaitRetriesExhausted, Err: errPlain},
 			},
 		},
 		{
 			name: "retry after",
 			errs: []error{&kltype.RetryAfterError{Delay: time.Minute, Err: errPlain}},
-			want: []engine.Wait{{Reason: engine.WaitRetryAfter, Delay: time.Minute}},
+			want: []pipeline.Wait{{Reason: pipeline.WaitRetryAfter, Delay: time.Minute}},
 		},
 		{
 			name: "decode without sink",
-			errs: []error{&engine.Undecodable{Err: errPlain}},
-			want: []engine.Wait{{Reason: engine.WaitNoSink, DeadLetterReason: kltype.ReasonDecode}},
+			errs: []error{&pipeline.Undecodable{Err: errPlain}},
+			want: []pipeline.Wait{{Reason: pipeline.WaitNoSink, DeadLetterReason: kltype.ReasonDecode}},
 		},
 		{
 			name: "dead letter with a failing sink",
 			errs: []error{&kltype.DeadLetterError{Err: errPlain}},
 			sink: failingSink,
-			want: []engine.Wait{{Reason: engine.WaitSinkFailed, Err: errSink, DeadLetterReason: kltype.ReasonDeadLetter}},
+			want: []pipeline.Wait{{Reason: pipeline.WaitSinkFailed, Err: errSink, DeadLetterReason: kltype.ReasonDeadLetter}},
 		},
 		{
 			name:    "corrupt aggregate without sink",
 			corrupt: true,
-			want:    []engine.Wait{{Reason: engine.WaitNoSink, Err: errPlain, DeadLetterReason: kltype.ReasonCorrupt}},
+			want:    []pipeline.Wait{{Reason: pipeline.WaitNoSink, Err: errPlain, DeadLetterReason: kltype.ReasonCorrupt}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			calls := 0
-			var got []engine.Wait
-			p := &engine.Processor{
+			var got []pipeline.Wait
+			p := &pipeline.Processor{
 				Handler: func(context.Context, *kltype.Record) error {
 					calls++
 					if calls <= len(tt.errs) {
@@ -71,7 +71,7 @@ func TestProcessorOnWait(t *testing.T) {
 				},
 				Policy: policy,
 				Sink:   tt.sink,
-				OnWait: func(_ *kltype.Record, w engine.Wait) { got = append(got, w) },
+				OnWait: func(_ *kltype.Record, w pipeline.Wait) { got = append(got, w) },
 				Sleep: func(context.Context, time.Duration) error {
 					if len(got) >= len(tt.want) {
 						return errStopWaiting
@@ -90,7 +90,7 @@ func TestProcessorOnWait(t *testing.T) {
 			}
 			for i, w := range tt.want {
 				g := got[i]
-				if w.Reason != engine.WaitRetryAfter { // a jittered backoff
+				if w.Reason != pipeline.WaitRetryAfter { // a jittered backoff
 					if g.Delay <= 0 || g.Delay > policy.MaxDelay {
 						t.Errorf("wait %d: Delay %v, want in (0, %v]", i, g.Delay, policy.MaxDelay)
 					}
@@ -105,7 +105,7 @@ func TestProcessorOnWait(t *testing.T) {
 				if g != w {
 					t.Errorf("wait %d: %+v, want %+v", i, g, w)
 				}
-				if want := w.Reason >= engine.WaitRetriesExhausted; g.Holding() != want {
+				if want := w.Reason >= pipeline.WaitRetriesExhausted; g.Holding() != want {
 					t.Errorf("wait %d (%v): Holding() = %v, want %v", i, g.Reason, g.Holding(), want)
 				}
 			}

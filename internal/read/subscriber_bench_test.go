@@ -1,4 +1,4 @@
-package engine
+package read
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func eventServer(n int, every time.Duration) *httptest.Server {
 // (records arriving one by one, where the wake-ups cost most). It reports
 // CPU per event.
 //
-//	go test -run '^$' -bench BenchmarkFanOutEvents -benchtime 2000x ./internal/engine/
+//	go test -run '^$' -bench BenchmarkFanOutEvents -benchtime 2000x ./internal/read/
 func BenchmarkFanOutEvents(b *testing.B) {
 	for _, every := range []time.Duration{0, 5 * time.Millisecond} {
 		for _, side := range []string{"sdk", "subscriber"} {
@@ -92,7 +92,7 @@ func BenchmarkFanOutEvents(b *testing.B) {
 					}
 				} else {
 					c := &Consumer{Client: kc, Stream: "s", Name: "c", arn: arn}
-					s := newSubscriber(subscriberConfig{FanOut: &FanOutConfig{Consumer: c}, ShardID: "shardId-000000000000", Start: kltype.Latest,
+					s := NewSubscriber(SubscriberConfig{FanOut: &FanOutConfig{Consumer: c}, ShardID: "shardId-000000000000", Start: kltype.Latest,
 						ValidFor: func() time.Duration { return time.Hour }})
 					for got < b.N {
 						batch, err := s.Next(ctx)

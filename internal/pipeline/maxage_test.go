@@ -1,4 +1,4 @@
-package engine_test
+package pipeline_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
@@ -39,7 +39,7 @@ func TestProcessorMaxAge(t *testing.T) {
 			now := arrival.Add(tt.ageAt)
 			calls := 0
 			var dls []*kltype.DeadLetterRecord
-			p := &engine.Processor{
+			p := &pipeline.Processor{
 				Handler: func(context.Context, *kltype.Record) error {
 					calls++
 					now = now.Add(tt.perCall)
@@ -92,7 +92,7 @@ func TestProcessBatchMaxAge(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var dls []string
-	p := &engine.Processor{
+	p := &pipeline.Processor{
 		Policy: kltype.DefaultRetryPolicy,
 		Sink: func(_ context.Context, dl *kltype.DeadLetterRecord) error {
 			if dl.Reason != kltype.ReasonExpired {
@@ -111,7 +111,7 @@ func TestProcessBatchMaxAge(t *testing.T) {
 		{SequenceNumber: "4", ArrivalTime: now},
 	}
 	var handled []string
-	handler := func(_ context.Context, rs []*kltype.Record) []engine.BatchFailure {
+	handler := func(_ context.Context, rs []*kltype.Record) []pipeline.BatchFailure {
 		for _, r := range rs {
 			handled = append(handled, r.SequenceNumber)
 		}

@@ -1,9 +1,8 @@
-package engine
+package pipeline
 
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -18,10 +17,11 @@ import (
 // Deferred for such a delivery, keeping where it stood (attempts, failures)
 // in the Deferral; the worker keeps the record unresolved, so the checkpoint
 // stops before it, and delivers the records after it meanwhile. Once
-// resolved, the worker takes the resolution up on its own goroutine (or the
-// record's lane), as if the handler had returned it: Resume goes on from
-// there, and a failure is delivered again, before any record of its shard (or
-// key) not delivered yet.
+// resolved, the deferral goes to the worker's Tracker, and the worker takes
+// the resolution up on its own goroutine (or the record's lane), as if the
+// handler had returned it: Resume goes on from there, and a failure is
+// delivered again, before any record of its shard (or key) not delivered
+// yet.
 
 // Deferred is the Outcome of a delivery whose handler deferred its
 // acknowledgement: not resolved yet.
@@ -35,7 +35,7 @@ type delivery struct {
 	calling bool      // a handler call is in progress
 	gen     uint32    // counts the calls
 	d       *Deferral // allocated by the first Defer, reused for later calls
-	t       *tracker  // the worker's; nil outside a worker (the resolution is awaited in place)
+	t       *Tracker  // the worker's; nil outside a worker (the resolution is awaited in place)
 	// toFailures, for a batch, turns a resolution into the batch's failures
 	// (the typed edge sets it before each call; nil: failBatch).
 	toFailures func(error) []BatchFailure
@@ -45,9 +45,9 @@ type delivery struct {
 }
 
 // Deferral is the acknowledgement of one delivery taken by its handler. Its
-// fields are guarded by its delivery's mutex, except those the worker keeps
-// (attempt, failed, item, batch), which only the worker (or the lane the
-// record is handed to) touches.
+// fields are guarded by its delivery's mutex, except the Processor's
+// progress (attempt, failed) and Held, which only the worker (or the lane
+// the record is handed to) touches.
 type Deferral struct {
 	del      *delivery
 	gen      uint32 // the call that deferred
@@ -59,12 +59,26 @@ type Deferral struct {
 
 	// The Processor's progress with the record, for Resume.
 	attempt, failed int
-	// What the worker tracks: the record's slot, or the batch.
-	slot  *recordContext
-	batch *batchRun
-	key   *keyItem  // byKey's item
-	n     int       // records it stands for (1, or the batch's unresolved ones)
-	start time.Time // when its record was first delivered, for the hooks
+
+	// Held is what the worker tracks of the deferral.
+	Held Held
+}
+
+// Held is what a worker keeps with a Deferral, on the goroutine that takes
+// up its resolutions. The pipeline reads only Order; when the same delivery
+// defers again, Defer keeps Owner, Order and Start and clears Records.
+type Held struct {
+	// Owner is what the deferral stands for, to the worker: its record, its
+	// key's item or its batch.
+	Owner any
+	// Order is the place of its (first unresolved) record in the shard:
+	// the Tracker hands resolutions over in this order.
+	Order int64
+	// Records counts the records it stands for (1, or the batch's
+	// unresolved ones).
+	Records int
+	// Start is when its record was first delivered, for the hooks.
+	Start time.Time
 }
 
 type deliveryKey struct{}
@@ -100,7 +114,7 @@ func Defer(ctx context.Context) AckHandle {
 		del.d = d
 	}
 	if d.gen != del.gen || !d.taken {
-		*d = Deferral{del: del, gen: del.gen, taken: true, slot: d.slot, batch: d.batch, key: d.key, start: d.start}
+		*d = Deferral{del: del, gen: del.gen, taken: true, Held: Held{Owner: d.Held.Owner, Order: d.Held.Order, Start: d.Held.Start}}
 	}
 	return AckHandle{d: d, gen: del.gen}
 }
@@ -228,8 +242,9 @@ func (del *delivery) end(failed bool) (d *Deferral, done bool) {
 	return d, false
 }
 
-// result returns the resolution (for a record).
-func (d *Deferral) result() error {
+// Result returns the resolution of a record's deferral: what its handler's
+// return would have been.
+func (d *Deferral) Result() error {
 	d.del.mu.Lock()
 	defer d.del.mu.Unlock()
 	return d.err
@@ -259,19 +274,25 @@ func (d *Deferral) await(ctx context.Context) bool {
 	}
 }
 
-// tracker receives a worker's resolved deferrals, from any goroutine.
-type tracker struct {
+// Tracker receives a worker's resolved deferrals, from any goroutine, and
+// hands them to the worker's goroutine in the shard's order.
+type Tracker struct {
 	mu       sync.Mutex
 	closed   bool
 	resolved []*Deferral
 	notify   chan struct{} // has a value when resolved is not empty
 }
 
-func newTracker() *tracker { return &tracker{notify: make(chan struct{}, 1)} }
+// NewTracker returns a Tracker for one worker.
+func NewTracker() *Tracker { return &Tracker{notify: make(chan struct{}, 1)} }
+
+// Notify has a value when resolutions were handed over since the last
+// Take (and possibly when none were: Take may return none).
+func (t *Tracker) Notify() <-chan struct{} { return t.notify }
 
 // push hands a resolved deferral to the worker; false once the worker let
 // its shard go.
-func (t *tracker) push(d *Deferral) bool {
+func (t *Tracker) push(d *Deferral) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -285,9 +306,9 @@ func (t *tracker) push(d *Deferral) bool {
 	return true
 }
 
-// take returns the resolved deferrals handed over so far, in the shard's
-// order of their records.
-func (t *tracker) take() []*Deferral {
+// Take returns the resolved deferrals handed over so far, in the shard's
+// order of their records (Held.Order).
+func (t *Tracker) Take() []*Deferral {
 	t.mu.Lock()
 	ds := t.resolved
 	t.resolved = nil
@@ -298,8 +319,9 @@ func (t *tracker) take() []*Deferral {
 	return ds
 }
 
-// close refuses every later resolution (kltype.ErrLeaseGone).
-func (t *tracker) close() {
+// Close refuses every later resolution (kltype.ErrLeaseGone) and drops
+// those not taken.
+func (t *Tracker) Close() {
 	t.mu.Lock()
 	t.closed = true
 	t.resolved = nil
@@ -310,61 +332,8 @@ func (t *tracker) close() {
 // sort: a handful at a time).
 func sortDeferrals(ds []*Deferral) {
 	for i := 1; i < len(ds); i++ {
-		for j := i; j > 0 && ds[j].order() < ds[j-1].order(); j-- {
+		for j := i; j > 0 && ds[j].Held.Order < ds[j-1].Held.Order; j-- {
 			ds[j], ds[j-1] = ds[j-1], ds[j]
 		}
 	}
-}
-
-// order is the place of the deferral's (first) record in its shard.
-func (d *Deferral) order() int64 {
-	if d.batch != nil {
-		return d.batch.items[d.batch.pending[0]].order
-	}
-	if d.slot != nil {
-		return d.slot.order
-	}
-	return 0
-}
-
-// callDeferrable calls the handler (call) for a delivery whose context may
-// let it defer its acknowledgement. It returns the call's result, or, if the
-// handler deferred inside a worker, the Deferral (its result comes later).
-// Outside a worker a deferral is waited for here. A call that panicked or
-// overran its timeout fails whatever the handler deferred.
-func (p *Processor) callDeferrable(ctx context.Context, r *kltype.Record, log *slog.Logger) (*Deferral, error) {
-	del, _ := ctx.Value(deliveryKey{}).(*delivery)
-	if del == nil {
-		return nil, p.call(ctx, r, log)
-	}
-	del.begin(0)
-	err := p.call(ctx, r, log)
-	return del.settle(ctx, err)
-}
-
-// settle ends a call of del that returned err: see callDeferrable.
-func (del *delivery) settle(ctx context.Context, err error) (*Deferral, error) {
-	d, done := del.end(voids(err))
-	switch {
-	case d == nil:
-		return nil, err
-	case done:
-		return nil, d.result()
-	case del.t == nil:
-		if !d.await(ctx) {
-			return nil, context.Cause(ctx)
-		}
-		return nil, d.result()
-	}
-	return d, nil
-}
-
-// voids reports whether a call's error fails it whatever its handler
-// deferred: the handler panicked or overran its timeout.
-func voids(err error) bool {
-	switch err.(type) {
-	case *kltype.PanicError, *kltype.HandlerTimeoutError:
-		return true
-	}
-	return false
 }

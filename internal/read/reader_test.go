@@ -1,4 +1,4 @@
-package engine_test
+package read_test
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -139,7 +139,7 @@ func TestReaderIdlePacing(t *testing.T) {
 		sentMu sync.Mutex
 		sent   []time.Time
 	)
-	r := engine.NewReader(engine.ReaderConfig{
+	r := read.NewReader(read.ReaderConfig{
 		Client: rec, Stream: stream, ShardID: shard0, Start: kltype.TrimHorizon,
 		MinInterval: 20 * time.Millisecond, IdleInterval: idle,
 		OnSend: func(at time.Time) {
@@ -215,7 +215,7 @@ func TestReaderBehind(t *testing.T) {
 		resMu    sync.Mutex
 		reserved []time.Time
 	)
-	r := engine.NewReader(engine.ReaderConfig{
+	r := read.NewReader(read.ReaderConfig{
 		Client: rec, Stream: stream, ShardID: shard0, Start: kltype.TrimHorizon,
 		Limit: limit, MinInterval: minInterval, IdleInterval: idle,
 		OnSend: func(at time.Time) {
@@ -318,7 +318,7 @@ func TestReaderShardEnd(t *testing.T) {
 
 	read := func(start kltype.StartPosition) (got []string, batches int) {
 		t.Helper()
-		r := engine.NewReader(engine.ReaderConfig{
+		r := read.NewReader(read.ReaderConfig{
 			Client: rec, Stream: stream, ShardID: shard0, Start: start,
 			Limit: 4, MinInterval: 10 * time.Millisecond, IdleInterval: 10 * time.Millisecond,
 		})
@@ -337,7 +337,7 @@ func TestReaderShardEnd(t *testing.T) {
 		}
 		calls := len(rec.ops("GetRecords")) + len(rec.ops("GetShardIterator"))
 		for range 2 {
-			if b, err := r.Next(ctx); !errors.Is(err, engine.ErrShardEnded) || len(b.Records) != 0 || b.End {
+			if b, err := r.Next(ctx); !errors.Is(err, read.ErrShardEnded) || len(b.Records) != 0 || b.End {
 				t.Fatalf("Next after the End batch: %+v, %v; want ErrShardEnded", b, err)
 			}
 		}
@@ -405,7 +405,7 @@ func TestReaderPermanentErrors(t *testing.T) {
 			}
 			before := len(rec.ops("GetShardIterator")) + len(rec.ops("GetRecords"))
 			var retried []error
-			r := engine.NewReader(engine.ReaderConfig{
+			r := read.NewReader(read.ReaderConfig{
 				Client: rec, Stream: c.stream, ShardID: c.shard, Start: kltype.TrimHorizon,
 				MinInterval: 10 * time.Millisecond, IdleInterval: 10 * time.Millisecond,
 				OnRetry: func(err error, _ time.Duration) { retried = append(retried, err) },
@@ -446,7 +446,7 @@ func TestReaderThrottleBackoff(t *testing.T) {
 		maxBackoff  = 100 * time.Millisecond
 	)
 	var delays []time.Duration
-	r := engine.NewReader(engine.ReaderConfig{
+	r := read.NewReader(read.ReaderConfig{
 		Client: rec, Stream: stream, ShardID: shard0, Start: kltype.TrimHorizon,
 		Limit: 10, MinInterval: minInterval, IdleInterval: minInterval, MaxBackoff: maxBackoff,
 		OnRetry: func(err error, d time.Duration) {
@@ -504,7 +504,7 @@ func TestReaderExpiredIterator(t *testing.T) {
 	rec, stream := newStream(t, testutil.Kinesalite, 1, f)
 	published := putEach(t, rec.Client, stream, 30, 0)
 	var retried []error
-	r := engine.NewReader(engine.ReaderConfig{
+	r := read.NewReader(read.ReaderConfig{
 		Client: rec, Stream: stream, ShardID: shard0, Start: kltype.TrimHorizon,
 		Limit: 10, MinInterval: 10 * time.Millisecond, IdleInterval: 10 * time.Millisecond,
 		OnRetry: func(err error, _ time.Duration) { retried = append(retried, err) },

@@ -1,0 +1,4 @@
+package read
+
+// What the external tests (package read_test) reach of the subscriber.
+var ErrIdle = errIdle
