@@ -198,7 +198,7 @@ func (q *ackQueue) settle(draining bool) bool {
 			return false
 		}
 	}
-	return !draining || !q.w.lease.isLost()
+	return !draining || !q.w.lease.IsLost()
 }
 
 func (q *ackQueue) settleOne(d *pipeline.Deferral) bool {
@@ -279,7 +279,7 @@ func (w *worker) resumeOutcome(slot *recordContext, d *pipeline.Deferral) kltype
 func (w *worker) letGo() {
 	defer w.trk.Close()
 	a := w.acks
-	lost := w.lease.isLost()
+	lost := w.lease.IsLost()
 	if w.toldRelease || (a == nil || a.held() == 0) && w.cfg.OnRelease == nil {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/internal/read"
@@ -45,7 +46,7 @@ func testWorker(t *testing.T, cfg *WorkerConfig) (*worker, *checkpointer) {
 	cfg.defaults()
 	shared := &membership.Fence{}
 	shared.Store(math.MaxInt64)
-	h := newMemberLease(memory.New(), leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, shared, mono(), 0)
+	h := lease.New(lease.Config{Store: memory.New(), Lease: leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, Fence: shared, Sent: mono()})
 	w := newWorker(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, "s", "shardId-0", kltype.Latest, h)
 	w.proc.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	cp := w.newCheckpointer()

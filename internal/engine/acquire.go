@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
+	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -293,14 +294,13 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 	// Taken past the recovery wait, if recovered: the worker's first write
 	// clears the mark (see leases.Lease.Recovered).
 	t.Recovered = ""
-	h := newMemberLease(g.store, t, g.m.Fence(), sent, g.proof(st))
-	h.onVanish = g.kickRound
+	h := lease.New(lease.Config{Store: g.store, Lease: t, Fence: g.m.Fence(), Sent: sent, Proof: g.proof(st), OnVanish: g.kickRound})
 	if t.RewindTo.Sequence != "" {
-		if t, err = h.applyRewind(ctx); err != nil {
+		if t, err = h.ApplyRewind(ctx); err != nil {
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			// The take landed: the row names this incarnation, which holds
 			// it with no worker, as an orphan.
-			guard(&g.mu, func() { g.orphans[u] = orphan{inc: h.current().Incarnation, known: h.asOrphan()} })
+			guard(&g.mu, func() { g.orphans[u] = orphan{inc: h.Current().Incarnation, known: h.AsOrphan()} })
 			return nil
 		}
 		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)

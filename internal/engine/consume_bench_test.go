@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -68,7 +69,7 @@ func runLoopShard(b *testing.B, cfg WorkerConfig, recs []types.Record) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := newMemberLease(store, l, loopFence(), mono(), 0)
+	h := lease.New(lease.Config{Store: store, Lease: l, Fence: loopFence(), Sent: mono()})
 	w := newWorker(ctx, &cfg, slog.New(slog.DiscardHandler), &memShard{recs: recs}, "s", "shardId-0", kltype.TrimHorizon, h)
 	w.run()
 	if !w.ended || w.err != nil {

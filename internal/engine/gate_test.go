@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -14,20 +15,20 @@ import (
 )
 
 // gateWorker returns a worker of a lease under fence f, with the row
-// written at sent, for its gate (Wait) alone.
-func gateWorker(t *testing.T, f *membership.Fence, sent int64, proof time.Duration) *worker {
+// written at sent, for its gate (Wait) alone, and the lease's store.
+func gateWorker(t *testing.T, f *membership.Fence, sent int64, proof time.Duration) (*worker, *memory.Store) {
 	t.Helper()
 	store := memory.New()
 	l, err := store.CreateAs(context.Background(), leases.Key{Stream: "s", Shard: "shardId-0"}, "me", "inc-1", leases.Checkpoint{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newMemberLease(store, l, f, sent, proof)
+	h := lease.New(lease.Config{Store: store, Lease: l, Fence: f, Sent: sent, Proof: proof})
 	cfg := &WorkerConfig{Handler: func(context.Context, *kltype.Record) error { return nil }}
 	cfg.defaults()
 	w := newWorker(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, "s", "shardId-0", kltype.TrimHorizon, h)
 	t.Cleanup(w.kill)
-	return w
+	return w, store
 }
 
 // waitGate calls w.Wait on a goroutine of its own; its answer comes on the
@@ -58,7 +59,7 @@ func TestGateWakesWhenFenceMoves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &membership.Fence{}
 		f.Store(mono()) // passed
-		w := gateWorker(t, f, mono(), 0)
+		w, _ := gateWorker(t, f, mono(), 0)
 		got := waitGate(w)
 		if _, still := blocked(got); !still {
 			t.Fatal("Wait returned with the fence passed")
@@ -86,13 +87,13 @@ func TestGateWakesWhenRowRecreated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &membership.Fence{}
 		f.Store(mono() + int64(time.Hour))
-		w := gateWorker(t, f, mono(), 0)
-		w.lease.markVanished()
+		w, _ := gateWorker(t, f, mono(), 0)
+		w.lease.MarkVanished()
 		got := waitGate(w)
 		if _, still := blocked(got); !still {
 			t.Fatal("Wait returned with the row vanished")
 		}
-		w.lease.recreated(mono(), false)
+		w.lease.Recreated(mono(), false)
 		ok, still := blocked(got)
 		if still {
 			t.Fatal("Wait still blocked after the row was recreated: it did not wake")
@@ -110,7 +111,7 @@ func TestGateStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &membership.Fence{}
 		f.Store(membership.Fenced)
-		w := gateWorker(t, f, mono(), 0)
+		w, _ := gateWorker(t, f, mono(), 0)
 		got := waitGate(w)
 		if _, still := blocked(got); !still {
 			t.Fatal("Wait returned with the instance fenced")
@@ -135,9 +136,8 @@ func TestGateProvesIdleRow(t *testing.T) {
 		f := &membership.Fence{}
 		f.Store(mono() + int64(time.Hour))
 		const proof = time.Minute
-		w := gateWorker(t, f, mono()-int64(2*proof), proof) // idle past the bound
-		store := w.lease.store.(*memory.Store)
-		key := w.lease.current().Key
+		w, store := gateWorker(t, f, mono()-int64(2*proof), proof) // idle past the bound
+		key := w.lease.Current().Key
 		if !store.Delete(key) { // the touch fails: no row
 			t.Fatal("no row to delete")
 		}
@@ -145,12 +145,12 @@ func TestGateProvesIdleRow(t *testing.T) {
 		if _, still := blocked(got); !still {
 			t.Fatal("Wait returned with the row unproven and the touch failing")
 		}
-		w.lease.vanished.Store(false) // as if recreated, unproven
+		w.lease.SetVanished(false) // as if recreated, unproven
 		l, err := store.CreateAs(context.Background(), key, "me", "inc-1", leases.Checkpoint{}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.lease.adopt(l)
+		w.lease.Adopt(l)
 		time.Sleep(touchRetry)
 		ok, still := blocked(got)
 		if still {

@@ -14,6 +14,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -471,8 +472,8 @@ func (g *Group) holds(u unit) bool {
 // incarnation h was taken as is over (then the row is an orphan). announce,
 // if not nil, runs once the worker is registered and before it reads a
 // record.
-func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *heldLease, inc string, announce func()) {
-	start := startAt(st.cfg.Start, st.shards, u.Shard, h.current().Checkpoint)
+func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lease.Held, inc string, announce func()) {
+	start := startAt(st.cfg.Start, st.shards, u.Shard, h.Current().Checkpoint)
 	w := newWorker(ctx, &st.cfg.Worker, st.log, g.cfg.Client, st.cfg.Stream, u.Shard, start, h)
 	w.h = g.h
 	w.hashRange = shardHashRange(st.shards[u.Shard])
@@ -485,7 +486,7 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *hel
 			// Fenced or reincarnated while taking: the row names inc but
 			// may not be read; the next round takes it afresh, or releases
 			// it.
-			g.orphans[u] = orphan{inc: inc, known: h.current()}
+			g.orphans[u] = orphan{inc: inc, known: h.Current()}
 			return
 		}
 		g.workers[u] = w
@@ -522,8 +523,8 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 	g.mu.Unlock()
 	for u, w := range done {
 		st := g.streams[u.Stream]
-		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.lease.current().Checkpoint}
-		st.setRow(u.Shard, rowState{lease: w.lease.current(), seen: true})
+		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.lease.Current().Checkpoint}
+		st.setRow(u.Shard, rowState{lease: w.lease.Current(), seen: true})
 		if w.err == nil {
 			guard(&g.healthMu, func() { delete(st.failed, u.Shard) })
 		}
@@ -532,31 +533,31 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 			g.fail(st, u.Shard, w.err)
 		case w.rewound && stopping:
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := w.lease.release(rctx, leases.Checkpoint{}); err == nil {
+			if err := w.lease.Release(rctx, leases.Checkpoint{}); err == nil {
 				emit(g.h, g.cfg.Events, LeaseReleased, info)
 			}
 			cancel()
 		case w.rewound:
-			g.startWorker(ctx, st, u, w.lease, w.lease.current().Incarnation, nil)
+			g.startWorker(ctx, st, u, w.lease, w.lease.Current().Incarnation, nil)
 		case w.ended:
 			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
 			st.resync = true
 			g.ended.Add(1)
 			emit(g.h, g.cfg.Events, ShardEnded, info)
-		case w.lease.takenOver():
+		case w.lease.TakenOver():
 			// Where this instance read it to stays known: should the row
 			// come back recreated with no checkpoint, it is written there
 			// (take), not an older one noted before this hold.
-			g.noteReleased(u, w.lease.asOrphan())
+			g.noteReleased(u, w.lease.AsOrphan())
 			emit(g.h, g.cfg.Events, LeaseLost, info)
 		default:
-			if w.lease.isReleased() {
-				g.noteReleased(u, w.lease.current())
+			if w.lease.IsReleased() {
+				g.noteReleased(u, w.lease.Current())
 			} else {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.
 				g.mu.Lock()
-				g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
+				g.orphans[u] = orphan{inc: w.lease.Current().Incarnation, known: w.lease.AsOrphan(), vanished: w.lease.Vanished()}
 				g.mu.Unlock()
 			}
 			emit(g.h, g.cfg.Events, LeaseReleased, info)

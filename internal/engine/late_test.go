@@ -8,7 +8,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -199,21 +198,4 @@ func TestInvalidateUnansweredKeepsTheCheckpoint(t *testing.T) {
 			t.Fatalf("after the invalidating take's answer was lost: orphan %+v (%v); want it to know %v", got, ok, known)
 		}
 	})
-}
-
-// TestRecreatedAtRewindOrphanKnowsTheRewind: a holder recreates its
-// vanished row at an operator's rewind and the take's answer is lost; the
-// lease still holds the version before, at its own checkpoint. An orphan
-// made of it (a hand-over whose release found the row missing) knows the
-// rewind's position, never the checkpoint from before it (seed 99110336).
-func TestRecreatedAtRewindOrphanKnowsTheRewind(t *testing.T) {
-	var f membership.Fence
-	f.Store(mono() + int64(time.Minute))
-	l := leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-000000000000"}, Owner: "a", Incarnation: "0.A", Counter: 17, Checkpoint: leases.Checkpoint{Sequence: "265"}}
-	h := newMemberLease(memory.New(), l, &f, mono(), time.Minute)
-	to := leases.Checkpoint{Sequence: leases.AtSequencePrefix + "228"}
-	h.rewoundAt(to)
-	if got := h.asOrphan().Checkpoint; got != to {
-		t.Fatalf("orphan of a lease recreated at a rewind, take unanswered: %v, want the rewind's position %v", got, to)
-	}
 }

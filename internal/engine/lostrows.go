@@ -30,7 +30,7 @@ func (g *Group) recoveryWait(st *streamState) time.Duration {
 }
 
 // proof is how long after its last successful write a holder may deliver
-// without proving its row again (see heldLease.deliverable).
+// without proving its row again (see lease.Held.Deliverable).
 func (g *Group) proof(st *streamState) time.Duration {
 	return st.cfg.Worker.CheckpointInterval + g.cfg.Timeout
 }

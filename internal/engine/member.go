@@ -7,6 +7,10 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
+// mono is membership.Mono: the instants kept in atomics, the fence's among
+// them, are on its clock.
+func mono() int64 { return membership.Mono() }
+
 // memberHost is the Group as its membership.Member sees it
 // (membership.Host): what its entry publishes, and what a fence does to
 // its workers.
@@ -31,13 +35,13 @@ func (h *memberHost) FenceWorkers() int {
 	defer g.mu.Unlock()
 	n := 0
 	for u, w := range g.workers {
-		if w.lease.isLost() {
+		if w.lease.IsLost() {
 			continue
 		}
 		n++
-		w.lease.markLost()
+		w.lease.MarkLost()
 		w.kill()
-		g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
+		g.orphans[u] = orphan{inc: w.lease.Current().Incarnation, known: w.lease.AsOrphan(), vanished: w.lease.Vanished()}
 	}
 	return n
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/internal/read"
@@ -56,7 +57,7 @@ func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 	cfg.defaults()
 	shared := &membership.Fence{}
 	shared.Store(math.MaxInt64)
-	h := newMemberLease(memory.New(), leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, shared, mono(), 0)
+	h := lease.New(lease.Config{Store: memory.New(), Lease: leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, Fence: shared, Sent: mono()})
 	w := newWorker(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, "s", "shardId-0", kltype.Latest, h)
 	cp := w.newCheckpointer()
 	defer cp.stop()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -224,7 +225,7 @@ func TestHolderRecreatesOnlyWithinItsFence(t *testing.T) {
 		if !store.Delete(key) {
 			t.Fatal("no row to delete")
 		}
-		w.lease.vanished.Store(true)
+		w.lease.SetVanished(true)
 		g.m.Fence().Store(mono() - 1) // passed; the heartbeat loop has not fenced the workers yet
 		g.recreate(ctx, u, w)
 		if l, err := store.Get(ctx, key); err == nil {
@@ -257,20 +258,20 @@ func TestVanishedRowRecreatedAtPendingRewind(t *testing.T) {
 		if w == nil {
 			t.Fatal("the take started no worker")
 		}
-		held, err := store.Checkpoint(ctx, w.lease.current(), leases.Checkpoint{Sequence: "300"})
+		held, err := store.Checkpoint(ctx, w.lease.Current(), leases.Checkpoint{Sequence: "300"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.lease.adopt(held)
+		w.lease.Adopt(held)
 		rewound, err := store.Rewind(ctx, held, rewindTo) // the operator
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.lease.adopt(rewound) // recheck: the rewind adopted, the worker told to stop and apply it
+		w.lease.Adopt(rewound) // recheck: the rewind adopted, the worker told to stop and apply it
 		if !store.Delete(key) {
 			t.Fatal("no row to delete")
 		}
-		w.lease.vanished.Store(true)
+		w.lease.SetVanished(true)
 		g.recreate(ctx, u, w)
 		got, err := store.Get(ctx, key)
 		if err != nil {
@@ -306,8 +307,8 @@ func TestApplyRewindNeverAssumed(t *testing.T) {
 		if _, err := store.Rewind(ctx, held, leases.Checkpoint{Sequence: "100"}); err != nil { // the operator
 			t.Fatal(err)
 		}
-		h := newMemberLease(store, held, g.m.Fence(), mono(), time.Minute) // knows the row from before the rewind
-		_, applyErr := h.applyRewind(ctx)
+		h := lease.New(lease.Config{Store: store, Lease: held, Fence: g.m.Fence(), Sent: mono(), Proof: time.Minute}) // knows the row from before the rewind
+		_, applyErr := h.ApplyRewind(ctx)
 		cur, err := store.Get(ctx, key)
 		if err != nil {
 			t.Fatal(err)

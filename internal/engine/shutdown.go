@@ -27,8 +27,8 @@ func (g *Group) shutdown() {
 		for _, w := range drain(g.log, ws, g.cfg.ShutdownTimeout, abandonAfter) {
 			w.log.Error("kinesislease: a handler ignored its cancelled context past the shutdown timeout; abandoning it and releasing its lease (the record in flight may be delivered again by the next holder)",
 				"stream", w.stream, "after", g.cfg.ShutdownTimeout+abandonAfter)
-			known := w.lease.current()
-			w.lease.markLost()
+			known := w.lease.Current()
+			w.lease.MarkLost()
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_, _ = g.store.Release(rctx, known, known.Checkpoint)
 			cancel()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -98,7 +99,7 @@ type worker struct {
 	shard  string
 	start  kltype.StartPosition
 	resume leases.Checkpoint // the checkpoint the worker started from
-	lease  *heldLease
+	lease  *lease.Held
 	proc   *pipeline.Processor
 	h      *hooks
 
@@ -134,10 +135,10 @@ type worker struct {
 	err     error // a permanent error
 }
 
-func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, client kinesisx.Reader, stream, shardID string, start kltype.StartPosition, h *heldLease) *worker {
+func newWorker(parent context.Context, cfg *WorkerConfig, log *slog.Logger, client kinesisx.Reader, stream, shardID string, start kltype.StartPosition, h *lease.Held) *worker {
 	w := &worker{
 		cfg: cfg, log: log.With("shard", shardID), client: client, stream: stream, shard: shardID,
-		start: start, resume: h.current().Checkpoint, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
+		start: start, resume: h.Current().Checkpoint, lease: h, graceful: make(chan struct{}), done: make(chan struct{}),
 		trk: pipeline.NewTracker(),
 	}
 	w.proc = &pipeline.Processor{Handler: cfg.Handler, Policy: cfg.Policy, Sink: cfg.Sink, Log: w.log, Timeout: cfg.HandlerTimeout, MaxAge: cfg.MaxAge}
@@ -253,7 +254,7 @@ func (w *worker) startReader() *feed {
 	if fo := w.cfg.FanOut; fo != nil {
 		reader = read.NewSubscriber(read.SubscriberConfig{
 			FanOut: fo, Stream: w.stream, ShardID: w.shard, Start: w.start,
-			ValidFor: w.lease.validFor, Reserve: reserve, OnRetry: onRetry,
+			ValidFor: w.lease.ValidFor, Reserve: reserve, OnRetry: onRetry,
 			OnEvent:  func(ms int64) { w.lag.Store(ms) },
 			Encoding: w.cfg.Encoding,
 		})
@@ -317,7 +318,7 @@ type checkpointer struct {
 
 func (w *worker) newCheckpointer() *checkpointer {
 	c := &checkpointer{w: w, ticker: time.NewTicker(w.cfg.CheckpointInterval)}
-	c.acked = w.lease.current().Checkpoint
+	c.acked = w.lease.Current().Checkpoint
 	return c
 }
 
@@ -339,10 +340,10 @@ func (c *checkpointer) write() bool {
 	if c.acked.IsZero() {
 		return true
 	}
-	err := w.lease.checkpoint(w.hardCtx, c.acked)
+	err := w.lease.Checkpoint(w.hardCtx, c.acked)
 	w.checkpointed(c.acked, err)
 	if err != nil {
-		if errors.Is(err, errLost) {
+		if errors.Is(err, lease.ErrLost) {
 			w.log.Warn("kinesislease: lease lost; stopping without checkpoint")
 			return false
 		}
@@ -353,7 +354,7 @@ func (c *checkpointer) write() bool {
 		return true
 	}
 	c.since = 0
-	if l := w.lease.current(); l.RewindTo.Sequence != "" && !w.stopping() {
+	if l := w.lease.Current(); l.RewindTo.Sequence != "" && !w.stopping() {
 		// The row's answer shows an operator's rewind pending: apply it
 		// now, whatever the notice (its bump may be lost, or the re-read
 		// it asks for skip this worker; seed 2102075 left a rewind pending
@@ -370,7 +371,7 @@ func (c *checkpointer) write() bool {
 // release with the final checkpoint (acked, or SHARD_END). permanent is the
 // reading error the worker stops for, if any.
 func (w *worker) finish(acked leases.Checkpoint, permanent error) {
-	if w.lease.isLost() {
+	if w.lease.IsLost() {
 		return // another owner holds it: no checkpoint
 	}
 	if w.rewinding.Load() && !w.ended && permanent == nil {
@@ -392,14 +393,14 @@ func (w *worker) applyRewind() bool {
 	// The records in flight are done; the checkpoint moves where the
 	// operator asked, and the Group starts reading from there.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), 10*time.Second)
-	l, err := w.lease.applyRewind(rctx)
+	l, err := w.lease.ApplyRewind(rctx)
 	cancel()
 	if err == nil {
 		w.log.Info("kinesislease: rewind applied", "seq", l.Checkpoint.Sequence)
 		w.rewound = true
 		return true
 	}
-	if errors.Is(err, errLost) {
+	if errors.Is(err, lease.ErrLost) {
 		return true
 	}
 	w.log.Warn("kinesislease: applying the rewind failed; releasing the lease for the next holder to apply it", "err", err)
@@ -417,12 +418,12 @@ func (w *worker) release(acked leases.Checkpoint, permanent error) {
 	}
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), 10*time.Second)
 	defer cancel()
-	err := w.lease.release(relCtx, final)
+	err := w.lease.Release(relCtx, final)
 	if !final.IsZero() { // nothing acknowledged, no checkpoint ever: the release writes none
 		w.checkpointed(final, err)
 	}
 	if err != nil {
-		if !errors.Is(err, errLost) {
+		if !errors.Is(err, lease.ErrLost) {
 			w.log.Warn("kinesislease: release failed; the lease will expire", "err", err, "seq", final.Sequence)
 		}
 		w.ended = false
@@ -553,12 +554,12 @@ const touchRetry = 50 * time.Millisecond
 // idle lease past its proof bound proves its row first (touch); a touch
 // that fails is tried again after touchRetry.
 func (w *worker) Wait() bool {
-	for ok, _ := w.lease.deliverable(); !ok; {
+	for ok, _ := w.lease.Deliverable(); !ok; {
 		// The channels first, then the check: a change made after the
 		// check closes the channels taken before it.
-		moved, back := w.lease.shared.Moved(), w.lease.back.Wait()
+		moved, back := w.lease.Moved()
 		var proven bool
-		if ok, proven = w.lease.deliverable(); ok {
+		if ok, proven = w.lease.Deliverable(); ok {
 			break
 		}
 		var retry *time.Timer
@@ -567,12 +568,12 @@ func (w *worker) Wait() bool {
 			// ours before delivering again (a row deleted meanwhile may have
 			// been recreated by its next holder).
 			tctx, cancel := context.WithTimeout(w.hardCtx, 5*time.Second)
-			err := w.lease.touch(tctx)
+			err := w.lease.Touch(tctx)
 			cancel()
 			if err == nil {
 				continue
 			}
-			if errors.Is(err, errLost) {
+			if errors.Is(err, lease.ErrLost) {
 				return false
 			}
 			retry = time.NewTimer(touchRetry)
