@@ -112,16 +112,16 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	}
 	held := make(map[unit]heldInfo, len(workers))
 	for u, w := range workers {
-		held[u] = heldInfo{stopping: w.stopping(), active: g.active(g.streams[u.Stream], u.Shard)}
+		held[u] = heldInfo{stopping: w.Stopping(), active: g.active(g.streams[u.Stream], u.Shard)}
 	}
 	act := decide(g.cfg.Owner, a, held, running, g.sameRounds >= 2, g.cfg.MaxLeases, g.failing)
 	for _, u := range act.handoffs {
 		g.streams[u.Stream].log.Info("kinesislease: handing lease over", "shard", u.Shard, "to", a[u])
-		workers[u].stopWithin(g.cfg.ShutdownTimeout)
+		workers[u].StopWithin(g.cfg.ShutdownTimeout)
 	}
 	for _, u := range act.overCap {
 		g.streams[u.Stream].log.Info("kinesislease: releasing a lease beyond the cap", "shard", u.Shard, "max_leases", g.cfg.MaxLeases)
-		workers[u].stopWithin(g.cfg.ShutdownTimeout)
+		workers[u].StopWithin(g.cfg.ShutdownTimeout)
 	}
 	// Rows not read yet first: a round cut by its deadline leaves the
 	// ones it read known, and the next reads the others (never the same

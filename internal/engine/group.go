@@ -16,6 +16,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/shard"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -474,10 +475,10 @@ func (g *Group) holds(u unit) bool {
 // record.
 func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lease.Held, inc string, announce func()) {
 	start := startAt(st.cfg.Start, st.shards, u.Shard, h.Current().Checkpoint)
-	w := newWorker(ctx, &st.cfg.Worker, st.log, g.cfg.Client, st.cfg.Stream, u.Shard, start, h)
-	w.h = g.h
-	w.hashRange = shardHashRange(st.shards[u.Shard])
-	w.proc.OnDeadLetter = g.h.deadLettered
+	w := shard.New(ctx, shard.Config{
+		Settings: &st.cfg.Worker, Log: st.log, Client: g.cfg.Client, Stream: st.cfg.Stream, Shard: u.Shard, Start: start,
+		Lease: h, HashRange: shard.HashRangeOf(st.shards[u.Shard]), Hooks: &g.h.worker,
+	})
 	started := false
 	g.m.Locked(func() {
 		g.mu.Lock()
@@ -500,7 +501,7 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lea
 		announce()
 	}
 	go func() {
-		w.run()
+		w.Run()
 		// Reaped at once: a rewound worker reads on from its new position,
 		// a released row is free for the plan's member, without waiting a
 		// round.
@@ -515,7 +516,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 	g.mu.Lock()
 	done := map[unit]*worker{}
 	for u, w := range g.workers {
-		if closed(w.done) {
+		if closed(w.Finished()) {
 			done[u] = w
 			delete(g.workers, u)
 		}
@@ -523,41 +524,41 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 	g.mu.Unlock()
 	for u, w := range done {
 		st := g.streams[u.Stream]
-		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.lease.Current().Checkpoint}
-		st.setRow(u.Shard, rowState{lease: w.lease.Current(), seen: true})
-		if w.err == nil {
+		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.Lease().Current().Checkpoint}
+		st.setRow(u.Shard, rowState{lease: w.Lease().Current(), seen: true})
+		if w.Err() == nil {
 			guard(&g.healthMu, func() { delete(st.failed, u.Shard) })
 		}
 		switch {
-		case w.err != nil:
-			g.fail(st, u.Shard, w.err)
-		case w.rewound && stopping:
+		case w.Err() != nil:
+			g.fail(st, u.Shard, w.Err())
+		case w.Rewound() && stopping:
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := w.lease.Release(rctx, leases.Checkpoint{}); err == nil {
+			if err := w.Lease().Release(rctx, leases.Checkpoint{}); err == nil {
 				emit(g.h, g.cfg.Events, LeaseReleased, info)
 			}
 			cancel()
-		case w.rewound:
-			g.startWorker(ctx, st, u, w.lease, w.lease.Current().Incarnation, nil)
-		case w.ended:
+		case w.Rewound():
+			g.startWorker(ctx, st, u, w.Lease(), w.Lease().Current().Incarnation, nil)
+		case w.Ended():
 			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
 			st.resync = true
 			g.ended.Add(1)
 			emit(g.h, g.cfg.Events, ShardEnded, info)
-		case w.lease.TakenOver():
+		case w.Lease().TakenOver():
 			// Where this instance read it to stays known: should the row
 			// come back recreated with no checkpoint, it is written there
 			// (take), not an older one noted before this hold.
-			g.noteReleased(u, w.lease.AsOrphan())
+			g.noteReleased(u, w.Lease().AsOrphan())
 			emit(g.h, g.cfg.Events, LeaseLost, info)
 		default:
-			if w.lease.IsReleased() {
-				g.noteReleased(u, w.lease.Current())
+			if w.Lease().IsReleased() {
+				g.noteReleased(u, w.Lease().Current())
 			} else {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.
 				g.mu.Lock()
-				g.orphans[u] = orphan{inc: w.lease.Current().Incarnation, known: w.lease.AsOrphan(), vanished: w.lease.Vanished()}
+				g.orphans[u] = orphan{inc: w.Lease().Current().Incarnation, known: w.Lease().AsOrphan(), vanished: w.Lease().Vanished()}
 				g.mu.Unlock()
 			}
 			emit(g.h, g.cfg.Events, LeaseReleased, info)

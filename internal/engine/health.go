@@ -15,7 +15,7 @@ func (g *Group) Held(stream string) []string {
 	defer g.mu.Unlock()
 	var ids []string
 	for u, w := range g.workers {
-		if u.Stream == kinesisx.Name(stream) && w.lease.Valid() {
+		if u.Stream == kinesisx.Name(stream) && w.Lease().Valid() {
 			ids = append(ids, u.Shard)
 		}
 	}
@@ -33,10 +33,7 @@ func (g *Group) Health() kltype.Health {
 	g.mu.Lock()
 	shards := map[string][]kltype.ShardHealth{}
 	for u, w := range g.workers {
-		sh := kltype.ShardHealth{ShardID: u.Shard, Reading: w.lease.Valid() && !w.stopping(), MillisBehindLatest: w.lag.Load()}
-		if e := w.readErr.Load(); e != nil {
-			sh.Err = *e
-		}
+		sh := kltype.ShardHealth{ShardID: u.Shard, Reading: w.Lease().Valid() && !w.Stopping(), MillisBehindLatest: w.Lag(), Err: w.ReadErr()}
 		shards[u.Stream] = append(shards[u.Stream], sh)
 	}
 	g.mu.Unlock()

@@ -5,33 +5,29 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/read"
+	"github.com/kinesislease/kinesislease/internal/shard"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
 // hooks holds the registered hooks by interface, sorted once, so that an
 // event nobody listens to costs one length check.
 type hooks struct {
-	acquired   []kltype.HookLeaseAcquired
-	released   []kltype.HookLeaseReleased
-	lost       []kltype.HookLeaseLost
-	started    []kltype.HookShardStarted
-	ended      []kltype.HookShardEnded
-	batch      []kltype.HookBatchFetched
-	record     []kltype.HookRecordHandled
-	checkpoint []kltype.HookCheckpointWritten
-	throttled  []kltype.HookThrottled
-	dead       []kltype.HookDeadLettered
-	call       []kltype.HookCall
-	failed     []kltype.HookFailed
-	filtered   []kltype.HookUserRecordsFiltered
+	acquired []kltype.HookLeaseAcquired
+	released []kltype.HookLeaseReleased
+	lost     []kltype.HookLeaseLost
+	ended    []kltype.HookShardEnded
+	call     []kltype.HookCall
+	failed   []kltype.HookFailed
+	// worker are those the shards' workers call.
+	worker shard.Hooks
 }
 
 func newHooks(hs []kltype.Hook) *hooks {
 	h := &hooks{}
 	adds := [...]func(kltype.Hook){
-		adder(&h.acquired), adder(&h.released), adder(&h.lost), adder(&h.started),
-		adder(&h.ended), adder(&h.batch), adder(&h.record), adder(&h.checkpoint),
-		adder(&h.throttled), adder(&h.dead), adder(&h.call), adder(&h.failed), adder(&h.filtered),
+		adder(&h.acquired), adder(&h.released), adder(&h.lost), adder(&h.worker.Started),
+		adder(&h.ended), adder(&h.worker.Batch), adder(&h.worker.Record), adder(&h.worker.Checkpoint),
+		adder(&h.worker.Throttled), adder(&h.worker.DeadLettered), adder(&h.call), adder(&h.failed), adder(&h.worker.Filtered),
 	}
 	for _, x := range hs {
 		for _, add := range adds {
@@ -60,12 +56,6 @@ func (h *hooks) wrapKinesis(k kinesisx.Reader) kinesisx.Reader {
 func (h *hooks) onFailed(f kltype.FailureInfo) {
 	for _, x := range h.failed {
 		x.OnFailed(f)
-	}
-}
-
-func (h *hooks) deadLettered(dl *kltype.DeadLetterRecord) {
-	for _, x := range h.dead {
-		x.OnDeadLettered(dl)
 	}
 }
 

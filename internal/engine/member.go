@@ -35,13 +35,13 @@ func (h *memberHost) FenceWorkers() int {
 	defer g.mu.Unlock()
 	n := 0
 	for u, w := range g.workers {
-		if w.lease.IsLost() {
+		if w.Lease().IsLost() {
 			continue
 		}
 		n++
-		w.lease.MarkLost()
-		w.kill()
-		g.orphans[u] = orphan{inc: w.lease.Current().Incarnation, known: w.lease.AsOrphan(), vanished: w.lease.Vanished()}
+		w.Lease().MarkLost()
+		w.Kill()
+		g.orphans[u] = orphan{inc: w.Lease().Current().Incarnation, known: w.Lease().AsOrphan(), vanished: w.Lease().Vanished()}
 	}
 	return n
 }

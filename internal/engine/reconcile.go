@@ -23,9 +23,9 @@ import (
 func (g *Group) reconcile(ctx context.Context) {
 	g.mu.Lock()
 	ws := maps.Clone(g.workers)
-	maps.DeleteFunc(ws, func(_ unit, w *worker) bool { return w.stopping() })
+	maps.DeleteFunc(ws, func(_ unit, w *worker) bool { return w.Stopping() })
 	all := slices.SortedFunc(maps.Keys(ws), cmpUnit)
-	vanished := slices.DeleteFunc(slices.Clone(all), func(u unit) bool { return !ws[u].lease.Vanished() })
+	vanished := slices.DeleteFunc(slices.Clone(all), func(u unit) bool { return !ws[u].Lease().Vanished() })
 	g.mu.Unlock()
 	bounded(ctx, len(vanished), func(i int) { g.recreate(ctx, vanished[i], ws[vanished[i]]) })
 
@@ -72,28 +72,28 @@ func (g *Group) reconcile(ctx context.Context) {
 // succeeded.
 func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 	st := g.streams[u.Stream]
-	l, err := g.store.Get(ctx, w.lease.Current().Key)
+	l, err := g.store.Get(ctx, w.Lease().Current().Key)
 	switch {
 	case errors.Is(err, leases.ErrNotFound) || err == nil && !l.Held() && l.Recovered != "":
 		// Vanished, and perhaps recreated free by another member: its
 		// holder takes it back at once.
-		w.lease.SetVanished(true)
+		w.Lease().SetVanished(true)
 		g.recreate(ctx, u, w)
 	case err != nil:
 		if ctx.Err() == nil {
 			st.log.Warn("kinesislease: re-reading a held row failed", "shard", u.Shard, "err", err)
 		}
 		return false
-	case l.Owner != g.cfg.Owner || l.Incarnation != w.lease.Current().Incarnation:
+	case l.Owner != g.cfg.Owner || l.Incarnation != w.Lease().Current().Incarnation:
 		st.log.Warn("kinesislease: lease lost", "shard", u.Shard, "new_owner", l.Owner)
-		w.lease.MarkLost()
-		w.kill()
-	case l.RewindTo.Sequence != "" && !w.stopping():
+		w.Lease().MarkLost()
+		w.Kill()
+	case l.RewindTo.Sequence != "" && !w.Stopping():
 		// Applied whatever the counter: checkpoints that landed between the
 		// request and this read do not hide it.
-		w.lease.Adopt(l)
+		w.Lease().Adopt(l)
 		st.log.Info("kinesislease: rewinding", "shard", u.Shard, "from", l.Checkpoint.Sequence, "to", l.RewindTo.Sequence)
-		w.rewind()
+		w.Rewind()
 	}
 	return true
 }
@@ -106,7 +106,7 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 // and recovered, it takes at once: nobody else may read it before the
 // recovery wait, which this instance, the holder, need not wait for.
 func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
-	if w.lease.IsLost() {
+	if w.Lease().IsLost() {
 		return // a fence ended it since the round began: the orphan is recreated (vanishedOrphan)
 	}
 	st := g.streams[u.Stream]
@@ -114,7 +114,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	// worker meets the row half recreated.
 	var sent int64
 	var atRewind bool
-	err := w.lease.Exclusive(func(known leases.Lease) (leases.Lease, error) {
+	err := w.Lease().Exclusive(func(known leases.Lease) (leases.Lease, error) {
 		// An operator's rewind the worker was about to apply: the row comes
 		// back at its position, the rewind applied by the recreation
 		// (lease.Held.ApplyRewind then has nothing to write), never past it
@@ -125,7 +125,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// rewind instead when it came after known was read. Seen is false:
 		// with no checkpoint known, the row comes back at the start
 		// position, as the worker would have read from it.
-		best := w.lease.ResumeAt() // before LastRewind, as the worker asked it then
+		best := w.Lease().ResumeAt() // before LastRewind, as the worker asked it then
 		rec, err := g.mem.LastRewind(ctx, known.Key)
 		if err != nil {
 			return leases.Lease{}, err // retried next round; not lost
@@ -170,7 +170,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// The row this instance created is free: not ours, not held.
 		ours := cur.Owner == known.Owner && cur.Incarnation == known.Incarnation
 		switch {
-		case cur.Held() && !ours && cur.Recovered != "" && w.lease.WithinProof():
+		case cur.Held() && !ours && cur.Recovered != "" && w.Lease().WithinProof():
 			// Recovered and held by a member that did not wait (a
 			// member writing the checkpoint it knows on it, for a
 			// moment): nobody may read it while this holder's proof
@@ -205,7 +205,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		if atRewind {
 			// Written below: the worker reads again from there (with no
 			// cp, the operator's rewind of the recovered row).
-			w.lease.RewoundAt(cmp.Or(cp, cur.Checkpoint))
+			w.Lease().RewoundAt(cmp.Or(cp, cur.Checkpoint))
 		}
 		if ours {
 			// Our take of a row another member recovered with no checkpoint
@@ -215,7 +215,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		}
 		cur.Checkpoint = cmp.Or(cp, cur.Checkpoint) // cp written by the take itself (leases.Membership.TakeAs)
 		t, err := g.mem.TakeAs(cctx, cur, known.Owner, known.Incarnation)
-		if errors.Is(err, leases.ErrConflict) && w.lease.WithinProof() {
+		if errors.Is(err, leases.ErrConflict) && w.Lease().WithinProof() {
 			return leases.Lease{}, errRecoveryHeld // written meanwhile (a repair): read again next round
 		}
 		t.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
@@ -229,21 +229,21 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	}
 	switch {
 	case err == nil:
-		w.lease.Recreated(sent, atRewind)
-		if w.lease.RewoundPending() && !w.stopping() {
+		w.Lease().Recreated(sent, atRewind)
+		if w.Lease().RewoundPending() && !w.Stopping() {
 			// The worker never read the request (it came with the record,
 			// or the lease took it from a conflicting write's read), or
 			// stopped since for it: stop it as for a rewind (applied
 			// already by the recreation), and read again from the rewind's
 			// position. Until it does, it writes no checkpoint.
-			w.rewind()
+			w.Rewind()
 		}
 	case errors.Is(err, leases.ErrConflict):
 		// Recreated and taken by another member (after the recovery wait):
 		// not ours any more.
 		st.log.Warn("kinesislease: lease lost: the vanished row was recreated and taken by another member", "shard", u.Shard)
-		w.lease.MarkLost()
-		w.kill()
+		w.Lease().MarkLost()
+		w.Kill()
 	case ctx.Err() == nil:
 		st.log.Warn("kinesislease: recreating the lease row failed; retrying", "shard", u.Shard, "err", err)
 	}

@@ -91,11 +91,11 @@ func TestHolderTakesRecoveredRowBackAtOnce(t *testing.T) {
 		if got.Owner != "a" || got.Incarnation != "0.CUR" || got.Checkpoint != mine {
 			t.Fatalf("after the holder re-read its row, recreated by another: %+v; want it held by a/0.CUR at its own checkpoint %v, written by the take", got, mine)
 		}
-		if w.lease.Current().Recovered != "" {
-			t.Fatalf("the holder's lease %+v is still recovered: its next write would keep the mark", w.lease.Current())
+		if w.Lease().Current().Recovered != "" {
+			t.Fatalf("the holder's lease %+v is still recovered: its next write would keep the mark", w.Lease().Current())
 		}
-		if w.lease.IsLost() || w.lease.Vanished() {
-			t.Fatalf("the holder's lease: lost %v, vanished %v; want it delivering again", w.lease.IsLost(), w.lease.Vanished())
+		if w.Lease().IsLost() || w.Lease().Vanished() {
+			t.Fatalf("the holder's lease: lost %v, vanished %v; want it delivering again", w.Lease().IsLost(), w.Lease().Vanished())
 		}
 	})
 }
@@ -291,7 +291,7 @@ func TestHolderTakeBackKeepsAnOperatorsRewind(t *testing.T) {
 		g.mu.Lock()
 		w := g.workers[u]
 		g.mu.Unlock()
-		w.lease.SetVanished(true)
+		w.Lease().SetVanished(true)
 		store.arm.Store(true)
 		g.recreate(ctx, u, w)
 		got, err := mem.Get(ctx, key)

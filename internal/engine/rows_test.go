@@ -225,7 +225,7 @@ func TestHolderRecreatesOnlyWithinItsFence(t *testing.T) {
 		if !store.Delete(key) {
 			t.Fatal("no row to delete")
 		}
-		w.lease.SetVanished(true)
+		w.Lease().SetVanished(true)
 		g.m.Fence().Store(mono() - 1) // passed; the heartbeat loop has not fenced the workers yet
 		g.recreate(ctx, u, w)
 		if l, err := store.Get(ctx, key); err == nil {
@@ -258,20 +258,20 @@ func TestVanishedRowRecreatedAtPendingRewind(t *testing.T) {
 		if w == nil {
 			t.Fatal("the take started no worker")
 		}
-		held, err := store.Checkpoint(ctx, w.lease.Current(), leases.Checkpoint{Sequence: "300"})
+		held, err := store.Checkpoint(ctx, w.Lease().Current(), leases.Checkpoint{Sequence: "300"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.lease.Adopt(held)
+		w.Lease().Adopt(held)
 		rewound, err := store.Rewind(ctx, held, rewindTo) // the operator
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.lease.Adopt(rewound) // recheck: the rewind adopted, the worker told to stop and apply it
+		w.Lease().Adopt(rewound) // recheck: the rewind adopted, the worker told to stop and apply it
 		if !store.Delete(key) {
 			t.Fatal("no row to delete")
 		}
-		w.lease.SetVanished(true)
+		w.Lease().SetVanished(true)
 		g.recreate(ctx, u, w)
 		got, err := store.Get(ctx, key)
 		if err != nil {
@@ -280,9 +280,9 @@ func TestVanishedRowRecreatedAtPendingRewind(t *testing.T) {
 		if got.Checkpoint != rewindTo || !got.RewindTo.IsZero() {
 			t.Errorf("row recreated as %+v, want it at the pending rewind's position %+v", got, rewindTo)
 		}
-		w.rewind()
-		<-w.done
-		if !w.rewound {
+		w.Rewind()
+		<-w.Finished()
+		if !w.Rewound() {
 			t.Error("the worker did not count the rewind applied by the recreation: it would release the row instead of reading on")
 		}
 		if after, err := store.Get(ctx, key); err != nil || after.Checkpoint != rewindTo || after.Owner != "a" {
@@ -348,7 +348,7 @@ func arm(t *testing.T, g *Group, inc string) {
 	t.Cleanup(func() {
 		g.mu.Lock()
 		for _, w := range g.workers {
-			w.kill()
+			w.Kill()
 		}
 		g.mu.Unlock()
 		synctest.Wait()

@@ -19,16 +19,16 @@ func (g *Group) shutdown() {
 	g.mu.Lock()
 	ws := slices.Collect(maps.Values(g.workers))
 	for _, w := range ws {
-		w.stop()
+		w.Stop()
 	}
 	g.mu.Unlock()
 	ctx := context.Background()
 	if len(ws) > 0 {
 		for _, w := range drain(g.log, ws, g.cfg.ShutdownTimeout, abandonAfter) {
-			w.log.Error("kinesislease: a handler ignored its cancelled context past the shutdown timeout; abandoning it and releasing its lease (the record in flight may be delivered again by the next holder)",
-				"stream", w.stream, "after", g.cfg.ShutdownTimeout+abandonAfter)
-			known := w.lease.Current()
-			w.lease.MarkLost()
+			w.Log().Error("kinesislease: a handler ignored its cancelled context past the shutdown timeout; abandoning it and releasing its lease (the record in flight may be delivered again by the next holder)",
+				"stream", w.Stream(), "after", g.cfg.ShutdownTimeout+abandonAfter)
+			known := w.Lease().Current()
+			w.Lease().MarkLost()
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_, _ = g.store.Release(rctx, known, known.Checkpoint)
 			cancel()
@@ -58,7 +58,7 @@ func drain(log *slog.Logger, ws []*worker, timeout, abandon time.Duration) []*wo
 	all := make(chan struct{})
 	go func() {
 		for _, w := range ws {
-			<-w.done
+			<-w.Finished()
 		}
 		close(all)
 	}()
@@ -71,7 +71,7 @@ func drain(log *slog.Logger, ws []*worker, timeout, abandon time.Duration) []*wo
 	}
 	log.Warn("kinesislease: shutdown timeout; cancelling handlers", "timeout", timeout)
 	for _, w := range ws {
-		w.hardCancel()
+		w.Cancel()
 	}
 	t.Reset(abandon)
 	select {
@@ -80,5 +80,5 @@ func drain(log *slog.Logger, ws []*worker, timeout, abandon time.Duration) []*wo
 	case <-t.C:
 	}
 	// A copy: the goroutine above still ranges over ws.
-	return slices.DeleteFunc(slices.Clone(ws), func(w *worker) bool { return closed(w.done) })
+	return slices.DeleteFunc(slices.Clone(ws), func(w *worker) bool { return closed(w.Finished()) })
 }

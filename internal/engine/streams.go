@@ -30,7 +30,7 @@ func (g *Group) newStreamState(sc StreamConfig) (*streamState, error) {
 	if sc.Worker.Handler == nil && (sc.Worker.Batch == nil || sc.Worker.Batch.Handler == nil) {
 		return nil, fmt.Errorf("engine: stream %q: no handler", sc.Stream)
 	}
-	sc.Worker.defaults()
+	sc.Worker.Defaults()
 	key := kinesisx.Name(sc.Stream)
 	if prev, dup := g.streams[key]; dup {
 		return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
@@ -121,8 +121,8 @@ func (g *Group) applyStreamChanges() {
 	// Hand every shard of a stream being removed back: drain and release.
 	g.mu.Lock()
 	for u, w := range g.workers {
-		if st := g.streams[u.Stream]; st != nil && st.removing && !w.stopping() {
-			w.stopWithin(g.cfg.ShutdownTimeout)
+		if st := g.streams[u.Stream]; st != nil && st.removing && !w.Stopping() {
+			w.StopWithin(g.cfg.ShutdownTimeout)
 		}
 	}
 	g.mu.Unlock()

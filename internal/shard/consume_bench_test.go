@@ -1,4 +1,4 @@
-package engine
+package shard
 
 import (
 	"context"
@@ -61,7 +61,7 @@ const loopRecords = 50_000
 func runLoopShard(b *testing.B, cfg WorkerConfig, recs []types.Record) {
 	cfg.CheckpointEvery, cfg.CheckpointInterval = math.MaxInt, time.Hour
 	cfg.MinInterval, cfg.IdleInterval = time.Nanosecond, time.Nanosecond
-	cfg.defaults()
+	cfg.Defaults()
 	ctx := context.Background()
 	store := memory.New()
 	key := leases.Key{Stream: "s", Shard: "shardId-0"}
@@ -69,9 +69,9 @@ func runLoopShard(b *testing.B, cfg WorkerConfig, recs []types.Record) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := lease.New(lease.Config{Store: store, Lease: l, Fence: loopFence(), Sent: mono()})
-	w := newWorker(ctx, &cfg, slog.New(slog.DiscardHandler), &memShard{recs: recs}, "s", "shardId-0", kltype.TrimHorizon, h)
-	w.run()
+	h := lease.New(lease.Config{Store: store, Lease: l, Fence: loopFence(), Sent: membership.Mono()})
+	w := New(ctx, Config{Settings: &cfg, Log: slog.New(slog.DiscardHandler), Client: &memShard{recs: recs}, Stream: "s", Shard: "shardId-0", Start: kltype.TrimHorizon, Lease: h})
+	w.Run()
 	if !w.ended || w.err != nil {
 		b.Fatalf("ended %v, err %v", w.ended, w.err)
 	}

@@ -1,4 +1,4 @@
-package engine
+package shard
 
 import (
 	"context"
@@ -54,11 +54,11 @@ func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 		seen.Add(1)
 		return nil
 	}, CheckpointEvery: math.MaxInt, HandlerTimeout: timeout}
-	cfg.defaults()
+	cfg.Defaults()
 	shared := &membership.Fence{}
 	shared.Store(math.MaxInt64)
-	h := lease.New(lease.Config{Store: memory.New(), Lease: leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, Fence: shared, Sent: mono()})
-	w := newWorker(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, "s", "shardId-0", kltype.Latest, h)
+	h := lease.New(lease.Config{Store: memory.New(), Lease: leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, Fence: shared, Sent: membership.Mono()})
+	w := New(context.Background(), Config{Settings: cfg, Log: slog.New(slog.DiscardHandler), Stream: "s", Shard: "shardId-0", Start: kltype.Latest, Lease: h})
 	cp := w.newCheckpointer()
 	defer cp.stop()
 	s := singles{w.newAckQueue(&feed{}, cp)}

@@ -1,4 +1,4 @@
-package engine
+package shard
 
 import (
 	"context"
@@ -41,13 +41,13 @@ type ackStep struct {
 // testWorker returns a worker holding a lease (its fence far off) whose
 // handler is handler and whose waits return at once, and its
 // checkpointer, which acknowledges without writing.
-func testWorker(t *testing.T, cfg *WorkerConfig) (*worker, *checkpointer) {
+func testWorker(t *testing.T, cfg *WorkerConfig) (*Worker, *checkpointer) {
 	cfg.CheckpointEvery = math.MaxInt
-	cfg.defaults()
+	cfg.Defaults()
 	shared := &membership.Fence{}
 	shared.Store(math.MaxInt64)
-	h := lease.New(lease.Config{Store: memory.New(), Lease: leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, Fence: shared, Sent: mono()})
-	w := newWorker(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, "s", "shardId-0", kltype.Latest, h)
+	h := lease.New(lease.Config{Store: memory.New(), Lease: leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, Fence: shared, Sent: membership.Mono()})
+	w := New(context.Background(), Config{Settings: cfg, Log: slog.New(slog.DiscardHandler), Stream: "s", Shard: "shardId-0", Start: kltype.Latest, Lease: h})
 	w.proc.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	cp := w.newCheckpointer()
 	t.Cleanup(cp.stop)

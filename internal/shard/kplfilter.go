@@ -1,4 +1,4 @@
-package engine
+package shard
 
 import (
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -32,7 +32,7 @@ import (
 //
 // A user record whose explicit hash key cannot be parsed is kept: nothing
 // is dropped without proof that it belongs elsewhere.
-func (w *worker) outOfRange(seq string, users []kpl.UserRecord, skip int) []bool {
+func (w *Worker) outOfRange(seq string, users []kpl.UserRecord, skip int) []bool {
 	if w.hashRange == nil {
 		return nil
 	}
@@ -54,16 +54,16 @@ func (w *worker) outOfRange(seq string, users []kpl.UserRecord, skip int) []bool
 	}
 	w.log.Warn("kinesislease: KPL user records hash outside the shard's range: skipped (after a reshard the KPL puts them again, to the shard that owns them)",
 		"seq", seq, "skipped", n, "user_records", len(users))
-	for _, x := range w.h.filtered {
+	for _, x := range w.hooks.Filtered {
 		x.OnUserRecordsFiltered(kltype.FilterInfo{Stream: w.stream, ShardID: w.shard, SequenceNumber: seq, Filtered: n, UserRecords: len(users)})
 	}
 	return out
 }
 
-// shardHashRange returns the hash key range ListShards gave sh, or nil
-// when it gave none (or an unreadable one) or the range is the whole key
-// space: then no user record is filtered.
-func shardHashRange(sh types.Shard) *kpl.HashRange {
+// HashRangeOf returns the hash key range ListShards gave sh, or nil when
+// it gave none (or an unreadable one) or the range is the whole key space:
+// then no user record is filtered.
+func HashRangeOf(sh types.Shard) *kpl.HashRange {
 	hr := sh.HashKeyRange
 	if hr == nil {
 		return nil

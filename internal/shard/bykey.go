@@ -1,4 +1,4 @@
-package engine
+package shard
 
 import (
 	"slices"
@@ -50,7 +50,7 @@ const maxKeyWindow = 10_000
 // lost lease cancels what is in flight. Its state is kept on the worker's
 // goroutine; the lanes get items on ready and hand them back on results.
 type byKey struct {
-	w  *worker
+	w  *Worker
 	f  *feed
 	cp *checkpointer
 
@@ -75,7 +75,7 @@ type byKey struct {
 }
 
 // newByKey starts the lanes of a byKey.
-func (w *worker) newByKey(f *feed, cp *checkpointer) *byKey {
+func (w *Worker) newByKey(f *feed, cp *checkpointer) *byKey {
 	n := w.cfg.KeyConcurrency
 	k := &byKey{w: w, f: f, cp: cp, lanes: n, free: n, ready: make(chan *keyItem, n), results: make(chan *keyItem, n),
 		queues: map[string][]*keyItem{}, busy: map[string]bool{}, pending: map[int]*keyItem{}}

@@ -1,4 +1,4 @@
-package engine
+package shard
 
 import (
 	"time"
@@ -29,7 +29,7 @@ type respHold struct {
 // behind the first unresolved one. It is the singles and batches shapes'
 // (see consume), used from the worker's goroutine only.
 type ackQueue struct {
-	w  *worker
+	w  *Worker
 	f  *feed
 	cp *checkpointer
 	t  *pipeline.Tracker
@@ -43,7 +43,7 @@ type ackQueue struct {
 	max         int
 }
 
-func (w *worker) newAckQueue(f *feed, cp *checkpointer) *ackQueue {
+func (w *Worker) newAckQueue(f *feed, cp *checkpointer) *ackQueue {
 	return &ackQueue{w: w, f: f, cp: cp, t: w.trk, max: w.cfg.MaxDeferred}
 }
 
@@ -245,7 +245,7 @@ type drainer interface {
 // reporting a resolved one to the hooks; start is when it began, for the
 // hooks (zero without record hooks). A deferral's worker-side fields are
 // the caller's to set, on the goroutine that takes up its resolutions.
-func (w *worker) outcome(slot *recordContext, corrupt error) (o kltype.Outcome, start time.Time) {
+func (w *Worker) outcome(slot *recordContext, corrupt error) (o kltype.Outcome, start time.Time) {
 	start = w.now()
 	r := &slot.Record
 	if corrupt != nil {
@@ -261,7 +261,7 @@ func (w *worker) outcome(slot *recordContext, corrupt error) (o kltype.Outcome, 
 
 // resumeOutcome takes up slot's deferred acknowledgement d, resolved, as the
 // handler's return: Process goes on from there.
-func (w *worker) resumeOutcome(slot *recordContext, d *pipeline.Deferral) kltype.Outcome {
+func (w *Worker) resumeOutcome(slot *recordContext, d *pipeline.Deferral) kltype.Outcome {
 	o := w.proc.Resume(slot, &slot.Record, w, d)
 	switch o {
 	case pipeline.Stopped, pipeline.Deferred:
@@ -276,7 +276,7 @@ func (w *worker) resumeOutcome(slot *recordContext, d *pipeline.Deferral) kltype
 // unless the lease was lost waits (up to DrainTimeout, or until the
 // handlers are cancelled) for the outstanding ones, so that the release
 // checkpoints as far as they resolve; then it refuses any later one.
-func (w *worker) letGo() {
+func (w *Worker) letGo() {
 	defer w.trk.Close()
 	a := w.acks
 	lost := w.lease.IsLost()
@@ -322,7 +322,7 @@ func (w *worker) letGo() {
 // resolved (telling the release callback first), so that SHARD_END passes
 // no unresolved record; false if the worker stops or the lease is lost
 // first.
-func (w *worker) endShard(q *ackQueue) bool {
+func (w *Worker) endShard(q *ackQueue) bool {
 	if q.outstanding == 0 {
 		return true
 	}

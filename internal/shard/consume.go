@@ -1,4 +1,4 @@
-package engine
+package shard
 
 import (
 	"github.com/kinesislease/kinesislease/internal/read"
@@ -8,7 +8,7 @@ import (
 // consume hands the feed's records over in the subscription's shape (one
 // at a time, in batches, or per partition key) until the worker stops, the
 // shard ends (w.ended) or reading fails for good: the error returned.
-func (w *worker) consume(f *feed, cp *checkpointer) error {
+func (w *Worker) consume(f *feed, cp *checkpointer) error {
 	switch {
 	case w.cfg.Batch != nil:
 		return consumeAs(w, f, cp, &batches{ackQueue: w.newAckQueue(f, cp), cfg: w.cfg.Batch})
@@ -49,7 +49,7 @@ type shape[E any] interface {
 // resolutions of deferred acknowledgements and the shape's own events, and
 // writes a checkpoint on the ticker, until the shape, a stop or a read
 // error ends it.
-func consumeAs[E any](w *worker, f *feed, cp *checkpointer, s shape[E]) error {
+func consumeAs[E any](w *Worker, f *feed, cp *checkpointer, s shape[E]) error {
 	w.acks = s
 	defer s.stop()
 	for {

@@ -1,4 +1,4 @@
-package engine
+package shard
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // gateWorker returns a worker of a lease under fence f, with the row
 // written at sent, for its gate (Wait) alone, and the lease's store.
-func gateWorker(t *testing.T, f *membership.Fence, sent int64, proof time.Duration) (*worker, *memory.Store) {
+func gateWorker(t *testing.T, f *membership.Fence, sent int64, proof time.Duration) (*Worker, *memory.Store) {
 	t.Helper()
 	store := memory.New()
 	l, err := store.CreateAs(context.Background(), leases.Key{Stream: "s", Shard: "shardId-0"}, "me", "inc-1", leases.Checkpoint{}, "")
@@ -25,15 +25,15 @@ func gateWorker(t *testing.T, f *membership.Fence, sent int64, proof time.Durati
 	}
 	h := lease.New(lease.Config{Store: store, Lease: l, Fence: f, Sent: sent, Proof: proof})
 	cfg := &WorkerConfig{Handler: func(context.Context, *kltype.Record) error { return nil }}
-	cfg.defaults()
-	w := newWorker(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, "s", "shardId-0", kltype.TrimHorizon, h)
-	t.Cleanup(w.kill)
+	cfg.Defaults()
+	w := New(context.Background(), Config{Settings: cfg, Log: slog.New(slog.DiscardHandler), Stream: "s", Shard: "shardId-0", Start: kltype.TrimHorizon, Lease: h})
+	t.Cleanup(w.Kill)
 	return w, store
 }
 
 // waitGate calls w.Wait on a goroutine of its own; its answer comes on the
 // channel returned.
-func waitGate(w *worker) <-chan bool {
+func waitGate(w *Worker) <-chan bool {
 	got := make(chan bool, 1)
 	go func() { got <- w.Wait() }()
 	return got
@@ -58,14 +58,14 @@ func TestGateWakesWhenFenceMoves(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &membership.Fence{}
-		f.Store(mono()) // passed
-		w, _ := gateWorker(t, f, mono(), 0)
+		f.Store(membership.Mono()) // passed
+		w, _ := gateWorker(t, f, membership.Mono(), 0)
 		got := waitGate(w)
 		if _, still := blocked(got); !still {
 			t.Fatal("Wait returned with the fence passed")
 		}
 		before := time.Now()
-		f.Store(mono() + int64(time.Hour))
+		f.Store(membership.Mono() + int64(time.Hour))
 		ok, still := blocked(got)
 		if still {
 			t.Fatal("Wait still blocked after the fence moved: it did not wake on the move")
@@ -86,14 +86,14 @@ func TestGateWakesWhenRowRecreated(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &membership.Fence{}
-		f.Store(mono() + int64(time.Hour))
-		w, _ := gateWorker(t, f, mono(), 0)
+		f.Store(membership.Mono() + int64(time.Hour))
+		w, _ := gateWorker(t, f, membership.Mono(), 0)
 		w.lease.MarkVanished()
 		got := waitGate(w)
 		if _, still := blocked(got); !still {
 			t.Fatal("Wait returned with the row vanished")
 		}
-		w.lease.Recreated(mono(), false)
+		w.lease.Recreated(membership.Mono(), false)
 		ok, still := blocked(got)
 		if still {
 			t.Fatal("Wait still blocked after the row was recreated: it did not wake")
@@ -111,12 +111,12 @@ func TestGateStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &membership.Fence{}
 		f.Store(membership.Fenced)
-		w, _ := gateWorker(t, f, mono(), 0)
+		w, _ := gateWorker(t, f, membership.Mono(), 0)
 		got := waitGate(w)
 		if _, still := blocked(got); !still {
 			t.Fatal("Wait returned with the instance fenced")
 		}
-		w.stop()
+		w.Stop()
 		ok, still := blocked(got)
 		if still {
 			t.Fatal("Wait still blocked after the worker was asked to stop")
@@ -134,9 +134,9 @@ func TestGateProvesIdleRow(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		f := &membership.Fence{}
-		f.Store(mono() + int64(time.Hour))
+		f.Store(membership.Mono() + int64(time.Hour))
 		const proof = time.Minute
-		w, store := gateWorker(t, f, mono()-int64(2*proof), proof) // idle past the bound
+		w, store := gateWorker(t, f, membership.Mono()-int64(2*proof), proof) // idle past the bound
 		key := w.lease.Current().Key
 		if !store.Delete(key) { // the touch fails: no row
 			t.Fatal("no row to delete")

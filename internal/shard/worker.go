@@ -1,0 +1,195 @@
+// Package shard reads one held shard and hands its records over. A Worker
+// runs the one consume loop in the subscription's shape (one record at a
+// time, in batches, or per partition key on lanes), acknowledges records
+// to its checkpointer in the shard's order as they resolve (the ack queue,
+// deferred acknowledgements included), holds what it fetched within the
+// instance's Budget, skips the user records of KPL aggregates that hash
+// outside the shard, and when it stops drains, writes its final checkpoint
+// and releases its lease (or applies an operator's rewind, keeping it).
+//
+// Records go to outcomes through internal/pipeline; the shard is read
+// through internal/read; the lease is an internal/lease.Held. The engine's
+// Group builds each worker whole (New), runs it, and stops it.
+package shard
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/lease"
+	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/kpl"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Worker reads one held shard and hands its records to the handler. Its
+// Run goes on one goroutine; its other methods may be called from any.
+type Worker struct {
+	cfg    *WorkerConfig
+	log    *slog.Logger
+	client kinesisx.Reader
+	stream string
+	shard  string
+	start  kltype.StartPosition
+	resume leases.Checkpoint // the checkpoint the worker started from
+	lease  *lease.Held
+	proc   *pipeline.Processor
+	hooks  *Hooks
+
+	// graceful asks for a drain, final checkpoint and release; hard (the
+	// lease is lost, or the drain took too long) cancels the handler.
+	graceful     chan struct{}
+	gracefulOnce sync.Once
+	hardCtx      context.Context
+	hardCancel   context.CancelFunc
+	done         chan struct{}
+
+	rewinding atomic.Bool // stop to apply the lease's pending rewind, keeping the lease
+
+	// hashRange is the shard's hash key range (from ListShards), against
+	// which the user records of KPL aggregates are filtered (see expand);
+	// nil when unknown or the whole key space: nothing is filtered.
+	hashRange *kpl.HashRange
+
+	// Deferred acknowledgements: trk receives their resolutions; acks is
+	// what letGo drains (set by the consume loop).
+	trk         *pipeline.Tracker
+	acks        drainer
+	toldRelease bool // the release callback was called (at the shard's end)
+
+	// For Health: the lag of the last batch with records (-1 before one)
+	// and the last read error retried (nil once a read succeeds).
+	lag     atomic.Int64
+	readErr atomic.Pointer[error]
+
+	// Set by Run, read after done.
+	ended   bool  // the shard was read to its end and released with SHARD_END
+	rewound bool  // the rewind was applied; the lease is still held
+	err     error // a permanent error
+}
+
+// New returns the worker of cfg.Shard, built whole; it reads nothing
+// before Run. Its reads and handlers live on a context of their own, made
+// from parent without its cancellation: Stop, Kill and Cancel end them.
+func New(parent context.Context, cfg Config) *Worker {
+	s, log, hooks := cfg.Settings, cfg.Log, cfg.Hooks
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if hooks == nil {
+		hooks = &Hooks{}
+	}
+	w := &Worker{
+		cfg: s, log: log.With("shard", cfg.Shard), client: cfg.Client, stream: cfg.Stream, shard: cfg.Shard,
+		start: cfg.Start, resume: cfg.Lease.Current().Checkpoint, lease: cfg.Lease, hooks: hooks, hashRange: cfg.HashRange,
+		graceful: make(chan struct{}), done: make(chan struct{}),
+		trk: pipeline.NewTracker(),
+	}
+	w.proc = &pipeline.Processor{Handler: s.Handler, Policy: s.Policy, Sink: s.Sink, Log: w.log, Timeout: s.HandlerTimeout, MaxAge: s.MaxAge}
+	if cfg.Hooks != nil {
+		w.proc.OnDeadLetter = cfg.Hooks.deadLettered
+	}
+	w.lag.Store(-1)
+	w.hardCtx, w.hardCancel = context.WithCancel(context.WithoutCancel(parent))
+	return w
+}
+
+// Stop asks the worker to drain, checkpoint and release.
+func (w *Worker) Stop() { w.gracefulOnce.Do(func() { close(w.graceful) }) }
+
+// StopWithin asks the worker to drain, checkpoint and release, and cancels
+// what is still in flight if the drain takes longer than d (a planned
+// handoff must not wait on a hung handler): the release then checkpoints
+// what was acknowledged.
+func (w *Worker) StopWithin(d time.Duration) {
+	w.Stop()
+	time.AfterFunc(d, func() {
+		select {
+		case <-w.done:
+		default:
+			w.log.Warn("kinesislease: drain for a handoff took too long; cancelling the records in flight", "after", d)
+			w.hardCancel()
+		}
+	})
+}
+
+// Rewind asks the worker to drain and apply the lease's pending rewind
+// instead of releasing.
+func (w *Worker) Rewind() { w.rewinding.Store(true); w.Stop() }
+
+// Kill cancels the worker's handler and reads at once; it releases nothing.
+func (w *Worker) Kill() { w.Stop(); w.hardCancel() }
+
+// Cancel cancels what the worker has in flight (its handler and reads),
+// as Kill does, without asking it to stop: the release then checkpoints
+// what was acknowledged.
+func (w *Worker) Cancel() { w.hardCancel() }
+
+// Stopping reports whether the worker was asked to stop.
+func (w *Worker) Stopping() bool {
+	select {
+	case <-w.graceful:
+		return true
+	default:
+		return false
+	}
+}
+
+// Run reads the shard and hands its records to the handler until the worker
+// stops, the shard ends or reading fails for good; then it releases the
+// lease with the final checkpoint (or applies the pending rewind). It
+// closes Finished when it returns.
+func (w *Worker) Run() {
+	defer close(w.done)
+	defer w.hardCancel()
+
+	f := w.startReader()
+	defer f.stop()
+	cp := w.newCheckpointer()
+	defer cp.stop()
+
+	permanent := w.consume(f, cp)
+	w.letGo()
+	w.finish(cp.acked, permanent) // nothing, if the lease was lost
+}
+
+// Finished returns a channel closed once Run has returned: Ended, Rewound
+// and Err may be read then.
+func (w *Worker) Finished() <-chan struct{} { return w.done }
+
+// Ended reports whether the shard was read to its end and released with
+// SHARD_END.
+func (w *Worker) Ended() bool { return w.ended }
+
+// Rewound reports whether the operator's rewind was applied: the lease is
+// still held, for a worker to read on from the new checkpoint.
+func (w *Worker) Rewound() bool { return w.rewound }
+
+// Err returns the permanent error the worker stopped for, if any.
+func (w *Worker) Err() error { return w.err }
+
+// Lease returns the shard's lease.
+func (w *Worker) Lease() *lease.Held { return w.lease }
+
+// Log returns the worker's logger (the stream's, with its shard).
+func (w *Worker) Log() *slog.Logger { return w.log }
+
+// Stream returns the stream the shard belongs to, as subscribed.
+func (w *Worker) Stream() string { return w.stream }
+
+// Lag returns the MillisBehindLatest of the last batch with records, -1
+// before one.
+func (w *Worker) Lag() int64 { return w.lag.Load() }
+
+// ReadErr returns the last read error retried, nil once a read succeeds.
+func (w *Worker) ReadErr() error {
+	if e := w.readErr.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
