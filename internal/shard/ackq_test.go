@@ -38,14 +38,15 @@ type ackStep struct {
 	outstanding int
 }
 
-// testWorker returns a worker holding a lease (its fence far off) whose
-// handler is handler and whose waits return at once, and its
-// checkpointer, which acknowledges without writing.
+// testWorker returns a worker holding a lease (its fence a day off, on the
+// clock of a synctest bubble too) whose handler is handler and whose waits
+// return at once, and its checkpointer, which acknowledges without
+// writing.
 func testWorker(t *testing.T, cfg *WorkerConfig) (*Worker, *checkpointer) {
 	cfg.CheckpointEvery = math.MaxInt
 	cfg.Defaults()
 	shared := &membership.Fence{}
-	shared.Store(math.MaxInt64)
+	shared.Store(membership.Mono() + int64(24*time.Hour))
 	h := lease.New(lease.Config{Store: memory.New(), Lease: leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, Fence: shared, Sent: membership.Mono()})
 	w := New(context.Background(), Config{Settings: cfg, Log: slog.New(slog.DiscardHandler), Stream: "s", Shard: "shardId-0", Start: kltype.Latest, Lease: h})
 	w.proc.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
