@@ -2,7 +2,7 @@
 // Processor calls the handler, retries it per the policy and the handler's
 // outcome, waits, and dead-letters; a handler may defer its
 // acknowledgement (Defer), resolved later through a worker's Tracker. It
-// holds no shard: a worker (internal/engine) and the test harness
+// holds no shard: a worker (internal/shard) and the test harness
 // (kinesisleasetest) both run records through it.
 package pipeline
 

@@ -17,6 +17,7 @@ import (
 // WorkerConfig is a subscription's settings for the workers of its
 // shards, shared by them all (Defaults applied before the first New).
 type WorkerConfig struct {
+	// Handler handles the records one at a time (unless Batch is set).
 	Handler pipeline.Handler
 	// Policy retries failing records (default DefaultRetryPolicy).
 	Policy kltype.RetryPolicy

@@ -8,19 +8,21 @@ import (
 	"github.com/kinesislease/kinesislease/internal/lease"
 )
 
-// Done implements pipeline.Gate.
+// Done implements pipeline.Gate: its channel is closed once the worker
+// is asked to stop.
 func (w *Worker) Done() <-chan struct{} { return w.graceful }
 
 // touchRetry is how long Wait waits before it proves an idle row again
 // after a touch failed (the store did not answer, or answered an error).
 const touchRetry = 50 * time.Millisecond
 
-// Wait implements pipeline.Gate: it blocks while the lease cannot be trusted (lost,
-// its row missing, or the instance's fence passed: its last successful
-// heartbeat is too old) and reports whether delivery may go on. It wakes
-// when the fence moves or the Group recreates the row, never on a poll. An
-// idle lease past its proof bound proves its row first (touch); a touch
-// that fails is tried again after touchRetry.
+// Wait implements pipeline.Gate: it blocks while the lease cannot be
+// trusted (lost, its row missing, or the instance's fence passed: its last
+// successful heartbeat is too old) and reports whether delivery may go on.
+// It wakes when the fence moves or the row is recreated
+// (lease.Held.Recreated), never on a poll. An idle lease past its proof
+// bound proves its row first (Touch); a touch that fails is tried again
+// after touchRetry.
 func (w *Worker) Wait() bool {
 	for ok, _ := w.lease.Deliverable(); !ok; {
 		// The channels first, then the check: a change made after the

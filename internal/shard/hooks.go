@@ -11,7 +11,8 @@ import (
 
 // Hooks are the instance's hooks a worker calls, by interface, sorted once
 // (the engine sorts every registered hook), so that an event nobody
-// listens to costs one length check.
+// listens to costs one length check. Each list holds the hooks that
+// implement its interface, in the order they were registered.
 type Hooks struct {
 	Started      []kltype.HookShardStarted
 	Batch        []kltype.HookBatchFetched

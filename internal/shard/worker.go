@@ -74,8 +74,9 @@ type Worker struct {
 }
 
 // New returns the worker of cfg.Shard, built whole; it reads nothing
-// before Run. Its reads and handlers live on a context of their own, made
-// from parent without its cancellation: Stop, Kill and Cancel end them.
+// before Run. Its reads and handlers run on a context of their own, made
+// from parent without its cancellation: Kill and Cancel cancel it, Stop
+// lets what is in flight finish.
 func New(parent context.Context, cfg Config) *Worker {
 	s, log, hooks := cfg.Settings, cfg.Log, cfg.Hooks
 	if log == nil {
@@ -125,9 +126,9 @@ func (w *Worker) Rewind() { w.rewinding.Store(true); w.Stop() }
 // Kill cancels the worker's handler and reads at once; it releases nothing.
 func (w *Worker) Kill() { w.Stop(); w.hardCancel() }
 
-// Cancel cancels what the worker has in flight (its handler and reads),
-// as Kill does, without asking it to stop: the release then checkpoints
-// what was acknowledged.
+// Cancel cancels what the worker has in flight (its handler and reads)
+// without asking it to stop (Kill does both): its release then
+// checkpoints what was acknowledged.
 func (w *Worker) Cancel() { w.hardCancel() }
 
 // Stopping reports whether the worker was asked to stop.
