@@ -46,7 +46,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -84,20 +83,6 @@ type Service struct {
 	// yet handled.
 	budget *engine.Budget
 }
-
-// Kinesis is the part of *kinesis.Client the service uses: reading
-// (ListShards, GetShardIterator, GetRecords), and PutRecords for Publish and
-// dead-letter streams. WithEnhancedFanOut needs more: the client must also
-// have DescribeStreamSummary, RegisterStreamConsumer, DescribeStreamConsumer
-// and SubscribeToShard (a *kinesis.Client has them all).
-type Kinesis interface {
-	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
-	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
-	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
-	PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
-}
-
-var _ Kinesis = (*kinesis.Client)(nil)
 
 // New returns a Service whose Kinesis client is built from cfg (the same
 // aws.Config the lease store is built from, so both reach one account and
@@ -180,16 +165,6 @@ func (s *Service) LeaseStoreCalls() kltype.LeaseStoreCalls {
 		return kltype.LeaseStoreCalls{}
 	}
 	return g.LeaseStoreCalls()
-}
-
-var streamName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
-var streamARN = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/[a-zA-Z0-9_.-]{1,128}$`)
-
-func validStream(stream string) error {
-	if streamName.MatchString(stream) || streamARN.MatchString(stream) {
-		return nil
-	}
-	return fmt.Errorf("%w: stream %q: want a stream name (1 to 128 of a-z, A-Z, 0-9, '_', '-', '.') or a stream ARN", ErrInvalidOption, stream)
 }
 
 // Run consumes every subscription until ctx is cancelled, then stops
