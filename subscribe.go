@@ -11,8 +11,6 @@ import (
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
-	"github.com/kinesislease/kinesislease/internal/read"
-	"github.com/kinesislease/kinesislease/internal/subopts"
 	"github.com/kinesislease/kinesislease/internal/typed"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -43,19 +41,6 @@ type HandlerFunc[T any] func(ctx context.Context, v T) error
 
 // Handle calls f(ctx, v).
 func (f HandlerFunc[T]) Handle(ctx context.Context, v T) error { return f(ctx, v) }
-
-type subscription struct {
-	stream           string
-	deadLetterStream string
-	deadLetterOption string         // the dead-letter option given, "both" once refused (deadLetterGiven)
-	consumer         string         // WithEnhancedFanOut's consumer name, "" for polling
-	fanOut           *read.Consumer // the registered consumer, set at Run
-	codec            codec.Codec
-	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
-	start            kltype.StartPosition
-	worker           engine.WorkerConfig
-	errs             []error
-}
 
 // Subscribe makes svc consume stream (a name or an ARN) with the function
 // handler, each record's data decoded into a T by the subscription's
@@ -220,27 +205,4 @@ func (s *Service) Unsubscribe(ctx context.Context, stream string) error {
 	s.subs = slices.DeleteFunc(s.subs, func(x *subscription) bool { return x == sub })
 	s.mu.Unlock()
 	return nil
-}
-
-// resolveSubscribeOptions applies opts to a subscription with the defaults
-// and returns what a handler's pipeline uses, for kinesisleasetest.
-func resolveSubscribeOptions(opts []any, producer any) subopts.Settings {
-	sub := &subscription{codec: codec.JSON, start: kltype.Latest}
-	for _, o := range opts {
-		so, ok := o.(SubscribeOption)
-		if !ok || so == nil {
-			sub.errs = append(sub.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))
-			continue
-		}
-		so.applySub(sub)
-	}
-	if sub.worker.Policy == (kltype.RetryPolicy{}) {
-		sub.worker.Policy = kltype.DefaultRetryPolicy
-	}
-	s := subopts.Settings{Codec: sub.codec, Policy: sub.worker.Policy, Sink: sub.worker.Sink, HandlerTimeout: sub.worker.HandlerTimeout, MaxAge: sub.worker.MaxAge,
-		DeadLetterStream: sub.deadLetterStream, Err: errors.Join(sub.errs...)}
-	if p, ok := producer.(Producer); ok && p != nil && sub.deadLetterStream != "" {
-		s.Sink = streamSink(p, sub.deadLetterStream)
-	}
-	return s
 }
