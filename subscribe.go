@@ -77,6 +77,26 @@ func subscribe[T any](svc *Service, stream string, handler Handler[T], opts []Su
 	}, opts)
 }
 
+// SubscribeBatch is Subscribe with a batch handler: the records of each
+// shard reach it in batches (WithBatchSize), in order. The checkpoint
+// advances over the acknowledged prefix of each batch.
+func SubscribeBatch[T any](svc *Service, stream string, handler BatchHandlerFunc[T], opts ...SubscribeOption) error {
+	if handler == nil {
+		return subscribeWith(svc, stream, nil, opts)
+	}
+	return subscribeWith(svc, stream, func(sub *subscription) {
+		if sub.batch == nil {
+			sub.batch = &engine.BatchConfig{MaxRecords: DefaultBatchRecords, MaxBytes: DefaultBatchBytes}
+		}
+		if sub.worker.KeyConcurrency > 1 {
+			sub.errs = append(sub.errs, fmt.Errorf("%w: WithKeyConcurrency is not for SubscribeBatch", ErrInvalidOption))
+		}
+		sub.batch.Handler = typed.BatchHandler[T](sub.codec, func(v T, r *kltype.Record) BatchItem[T] { return BatchItem[T]{Value: v, Record: r} },
+			func(ctx context.Context, items []BatchItem[T]) error { return handler(ctx, items) })
+		sub.worker.Batch = sub.batch
+	}, opts)
+}
+
 // subscribeWith checks stream and opts, lets install set the
 // subscription's handler (nil: no handler given), and adds it to svc.
 func subscribeWith(svc *Service, stream string, install func(*subscription), opts []SubscribeOption) error {
