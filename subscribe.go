@@ -54,18 +54,20 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, v T) error { return f(ctx, v
 // SubscribeHandler takes a Handler value instead.
 func Subscribe[T any](svc *Service, stream string, handler HandlerFunc[T], opts ...SubscribeOption) error {
 	if handler == nil {
-		return subscribe[T](svc, stream, nil, opts)
+		return subscribeRecords[T](svc, stream, nil, opts)
 	}
-	return subscribe[T](svc, stream, handler, opts)
+	return subscribeRecords[T](svc, stream, handler, opts)
 }
 
 // SubscribeHandler is Subscribe with a Handler: a type whose Handle method
 // handles the records, with its dependencies in its fields.
 func SubscribeHandler[T any](svc *Service, stream string, handler Handler[T], opts ...SubscribeOption) error {
-	return subscribe(svc, stream, handler, opts)
+	return subscribeRecords(svc, stream, handler, opts)
 }
 
-func subscribe[T any](svc *Service, stream string, handler Handler[T], opts []SubscribeOption) error {
+// subscribeRecords is Subscribe and SubscribeHandler: handler takes the
+// records one at a time (WithBatchSize is refused).
+func subscribeRecords[T any](svc *Service, stream string, handler Handler[T], opts []SubscribeOption) error {
 	if handler == nil {
 		return subscribeWith(svc, stream, nil, opts)
 	}
