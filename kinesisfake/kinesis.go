@@ -85,6 +85,18 @@ const (
 	OpPutRecord        = "PutRecord"
 )
 
+// The enhanced fan-out operations that Throttle and Calls name. A
+// throttled SubscribeToShard fails with LimitExceededException, as Kinesis'
+// per-second limit does.
+const (
+	OpDescribeStreamSummary    = "DescribeStreamSummary"
+	OpRegisterStreamConsumer   = "RegisterStreamConsumer"
+	OpDescribeStreamConsumer   = "DescribeStreamConsumer"
+	OpListStreamConsumers      = "ListStreamConsumers"
+	OpDeregisterStreamConsumer = "DeregisterStreamConsumer"
+	OpSubscribeToShard         = "SubscribeToShard"
+)
+
 var ops = []string{OpListShards, OpGetShardIterator, OpGetRecords, OpPutRecords, OpPutRecord,
 	OpDescribeStreamSummary, OpRegisterStreamConsumer, OpDescribeStreamConsumer, OpListStreamConsumers,
 	OpDeregisterStreamConsumer, OpSubscribeToShard}
@@ -119,6 +131,13 @@ const (
 )
 
 var kinesisIDs atomic.Uint64
+
+// Option configures a Kinesis; pass options to New.
+type Option interface{ apply(*Kinesis) }
+
+type option func(*Kinesis)
+
+func (f option) apply(k *Kinesis) { f(k) }
 
 // New returns an empty Kinesis: create streams with CreateStream.
 // Its options (WithListShardsPage, WithGetRecordsRateLimit) make it stricter
@@ -1001,3 +1020,126 @@ func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _
 	out.NextShardIterator = aws.String(next.String())
 	return out, nil
 }
+
+// FanOutRules are the timings of enhanced fan-out. A zero field takes the
+// default given with it, which is Kinesis' own where Kinesis has one.
+type FanOutRules struct {
+	// TakeoverAfter is the 5-second rule: SubscribeToShard for a consumer
+	// and shard less than this after the last successful call fails with
+	// ResourceInUseException; a later call takes the subscription over and
+	// the old one ends with ResourceInUseException (default 5s).
+	TakeoverAfter time.Duration
+	// CallInterval is the limit of one SubscribeToShard call per consumer
+	// and shard a second: a call less than this after the previous one,
+	// successful or not, fails with LimitExceededException (default 1s).
+	CallInterval time.Duration
+	// Lifetime is how long a subscription streams before it ends cleanly,
+	// its event channel closed with no error (default 5 minutes).
+	Lifetime time.Duration
+	// EventInterval is how long a subscription with nothing new goes
+	// before it sends an event without records (default 1s).
+	EventInterval time.Duration
+	// ActivateAfter is how long a registered consumer stays CREATING
+	// before it is ACTIVE (default 0: at once; Kinesis takes seconds).
+	ActivateAfter time.Duration
+	// MaxEventRecords is the most records one event carries (default
+	// 1,000).
+	MaxEventRecords int
+	// EventGap is the least time from an event with records to the next
+	// (default 0: each put is pushed at once, alone). Records put
+	// meanwhile come together in one event, as a stream's records put one
+	// by one reach a Kinesis subscriber in events of several: a bench of
+	// the consumer's cost per record sets it.
+	EventGap time.Duration
+}
+
+func (r FanOutRules) withDefaults() FanOutRules {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&r.TakeoverAfter, 5*time.Second)
+	def(&r.CallInterval, time.Second)
+	def(&r.Lifetime, 5*time.Minute)
+	def(&r.EventInterval, time.Second)
+	if r.MaxEventRecords <= 0 {
+		r.MaxEventRecords = 1000
+	}
+	return r
+}
+
+// consumer is a registered stream consumer.
+type consumer struct {
+	name, arn string
+	stream    *stream
+	created   time.Time
+}
+
+// SubscribeStats counts SubscribeToShard calls by how they ended.
+type SubscribeStats struct {
+	// Subscribed counts the calls that opened a subscription.
+	Subscribed int
+	// LimitExceeded counts the calls refused by the one-call-a-second
+	// limit (FanOutRules.CallInterval), Throttle's included.
+	LimitExceeded int
+	// ResourceInUse counts the calls refused by the 5-second rule
+	// (FanOutRules.TakeoverAfter) or for a consumer not yet ACTIVE.
+	ResourceInUse int
+	// TakenOver counts the subscriptions ended by a later one.
+	TakenOver int
+	// Open is how many subscriptions are open now.
+	Open int
+}
+
+// subKey names the subscriptions of one consumer to one shard.
+type subKey struct{ consumerARN, shardID string }
+
+// subCalls is the SubscribeToShard history of one subKey.
+type subCalls struct {
+	lastCall, lastSuccess time.Time
+	active                *subscription
+}
+
+// subscription is one SubscribeToShard's event stream: a goroutine reads
+// the shard under k.mu and sends events on ch, unbuffered.
+type subscription struct {
+	k        *Kinesis
+	key      subKey
+	consumer *consumer
+	stream   *stream
+	shard    *shard
+	pos      int    // the next record to send
+	cont     string // the ContinuationSequenceNumber of an event without records
+	deadline time.Time
+
+	ch   chan *types.SubscribeToShardEvent
+	stop chan struct{} // closed by end
+	done chan struct{} // closed when run has returned
+
+	mu    sync.Mutex
+	ended bool
+	err   error // the reason given to end; nil for a clean end
+}
+
+// notifyLocked wakes every subscription waiting for news: records, a
+// closed shard, a deleted stream or consumer. k.mu is held.
+func (k *Kinesis) notifyLocked() {
+	if k.changed != nil {
+		close(k.changed)
+		k.changed = nil
+	}
+}
+
+// changedLocked returns a channel closed at the next notifyLocked. k.mu is
+// held.
+func (k *Kinesis) changedLocked() <-chan struct{} {
+	if k.changed == nil {
+		k.changed = make(chan struct{})
+	}
+	return k.changed
+}
+
+// operation serves one call: it decodes the request body into the call's
+// input and returns its output, or the error to answer.
+type operation func(ctx context.Context, body []byte) (any, error)

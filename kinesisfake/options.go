@@ -10,13 +10,6 @@ import (
 // enforces.
 const GetRecordsPerSecond = 5
 
-// Option configures a Kinesis; pass options to New.
-type Option interface{ apply(*Kinesis) }
-
-type option func(*Kinesis)
-
-func (f option) apply(k *Kinesis) { f(k) }
-
 // WithListShardsPage makes ListShards list at most n shards per answer
 // (MaxResults may ask for fewer), instead of Kinesis' 1,000, so that a
 // caller on a stream of a few shards must follow NextToken. It panics

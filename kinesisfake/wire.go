@@ -35,10 +35,6 @@ const targetPrefix = "Kinesis_20131202."
 // base64, with room for the JSON around it.
 const maxRequestBody = 8 << 20
 
-// operation serves one call: it decodes the request body into the call's
-// input and returns its output, or the error to answer.
-type operation func(ctx context.Context, body []byte) (any, error)
-
 // op makes the operation of a method of Kinesis.
 func op[I, O any](fn func(context.Context, *I, ...func(*kinesis.Options)) (*O, error)) operation {
 	return func(ctx context.Context, body []byte) (any, error) {
