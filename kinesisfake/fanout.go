@@ -533,22 +533,3 @@ func (s *subscription) nextLocked() (ev *types.SubscribeToShardEvent, final bool
 	}
 	return nil, false, nil
 }
-
-// childShards returns the children of a closed shard as Kinesis lists
-// them. k.mu is held.
-func (s *stream) childShards(sh *shard) []types.ChildShard {
-	var out []types.ChildShard
-	for _, id := range sh.children {
-		c := s.shard(id)
-		parents := []string{c.parent}
-		if c.adjacent != "" {
-			parents = append(parents, c.adjacent)
-		}
-		out = append(out, types.ChildShard{
-			ShardId:      aws.String(c.id),
-			ParentShards: parents,
-			HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String(c.lo.String()), EndingHashKey: aws.String(c.hi.String())},
-		})
-	}
-	return out
-}

@@ -48,15 +48,3 @@ func (sh *shard) read(now time.Time) bool {
 	sh.reads = append(sh.reads, now)
 	return true
 }
-
-// IteratorShard returns the stream and shard a shard iterator that k
-// handed out (GetShardIterator's or GetRecords' NextShardIterator) reads,
-// expired or not; ok is false for any other string. A test that disturbs
-// the calls of one shard tells GetRecords' shard by it.
-func (k *Kinesis) IteratorShard(iterator string) (stream, shard string, ok bool) {
-	tok, ok := parseIterator(iterator)
-	if !ok || tok.kinesis != k.id {
-		return "", "", false
-	}
-	return tok.stream, shardID(tok.shard), true
-}
