@@ -271,6 +271,10 @@ func shardNotFound(s *stream, id string) error {
 	return &types.ResourceNotFoundException{Message: aws.String(fmt.Sprintf("Shard %s in stream %s under account %s does not exist", id, s.name, account))}
 }
 
+func consumerNotFound(what string) error {
+	return &types.ResourceNotFoundException{Message: aws.String(fmt.Sprintf("Consumer %s under account %s not found.", what, account))}
+}
+
 // lookup returns the stream a name or an ARN names. k.mu is held.
 func (k *Kinesis) lookup(nameOrARN string) (*stream, error) {
 	name := nameOrARN
