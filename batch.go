@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/typed"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
@@ -54,24 +53,4 @@ func WithBatchSize(records, bytes int, linger time.Duration) SubscribeOption {
 		}
 		s.batch = &engine.BatchConfig{MaxRecords: records, MaxBytes: bytes, Linger: linger}
 	})
-}
-
-// SubscribeBatch is Subscribe with a batch handler: the records of each
-// shard reach it in batches (WithBatchSize), in order. The checkpoint
-// advances over the acknowledged prefix of each batch.
-func SubscribeBatch[T any](svc *Service, stream string, handler BatchHandlerFunc[T], opts ...SubscribeOption) error {
-	if handler == nil {
-		return subscribeWith(svc, stream, nil, opts)
-	}
-	return subscribeWith(svc, stream, func(sub *subscription) {
-		if sub.batch == nil {
-			sub.batch = &engine.BatchConfig{MaxRecords: DefaultBatchRecords, MaxBytes: DefaultBatchBytes}
-		}
-		if sub.worker.KeyConcurrency > 1 {
-			sub.errs = append(sub.errs, fmt.Errorf("%w: WithKeyConcurrency is not for SubscribeBatch", ErrInvalidOption))
-		}
-		sub.batch.Handler = typed.BatchHandler[T](sub.codec, func(v T, r *kltype.Record) BatchItem[T] { return BatchItem[T]{Value: v, Record: r} },
-			func(ctx context.Context, items []BatchItem[T]) error { return handler(ctx, items) })
-		sub.worker.Batch = sub.batch
-	}, opts)
 }

@@ -40,28 +40,21 @@
 package kinesislease
 
 import (
-	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
-	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesiswire"
-	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
-	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -84,20 +77,6 @@ type Service struct {
 	// yet handled.
 	budget *engine.Budget
 }
-
-// Kinesis is the part of *kinesis.Client the service uses: reading
-// (ListShards, GetShardIterator, GetRecords), and PutRecords for Publish and
-// dead-letter streams. WithEnhancedFanOut needs more: the client must also
-// have DescribeStreamSummary, RegisterStreamConsumer, DescribeStreamConsumer
-// and SubscribeToShard (a *kinesis.Client has them all).
-type Kinesis interface {
-	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
-	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
-	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
-	PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
-}
-
-var _ Kinesis = (*kinesis.Client)(nil)
 
 // New returns a Service whose Kinesis client is built from cfg (the same
 // aws.Config the lease store is built from, so both reach one account and
@@ -180,224 +159,6 @@ func (s *Service) LeaseStoreCalls() kltype.LeaseStoreCalls {
 		return kltype.LeaseStoreCalls{}
 	}
 	return g.LeaseStoreCalls()
-}
-
-var streamName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
-var streamARN = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/[a-zA-Z0-9_.-]{1,128}$`)
-
-func validStream(stream string) error {
-	if streamName.MatchString(stream) || streamARN.MatchString(stream) {
-		return nil
-	}
-	return fmt.Errorf("%w: stream %q: want a stream name (1 to 128 of a-z, A-Z, 0-9, '_', '-', '.') or a stream ARN", ErrInvalidOption, stream)
-}
-
-// Run consumes every subscription until ctx is cancelled, then stops
-// reading, drains in-flight handlers (bounded by the shutdown timeout),
-// writes final checkpoints and releases every lease, so other instances take
-// over at once. It returns nil after such a shutdown, also when ctx is
-// cancelled while a start-up check is in flight.
-//
-// It returns an error at once for a configuration that cannot work: a
-// missing stream (ErrStreamNotFound), denied access (ErrAccessDenied), a
-// misconfigured store (leases.ErrMisconfigured, e.g. a missing table); each
-// message names the resource. Run may be called once.
-func (s *Service) Run(ctx context.Context) error {
-	s.mu.Lock()
-	if s.run {
-		s.mu.Unlock()
-		return ErrRunning
-	}
-	s.run = true
-	s.groupSet = make(chan struct{})
-	subs := slices.Clone(s.subs)
-	s.mu.Unlock()
-	defer s.markGroupSet()
-	if len(subs) == 0 {
-		return fmt.Errorf("%w: Run with no subscription: call Subscribe first", ErrInvalidOption)
-	}
-	if s.cfg.storeDefaulted {
-		s.log.Warn("kinesislease: no lease store given (WithLeaseStore): leases and checkpoints are kept in this process's memory; " +
-			"other instances cannot see them, so each reads every shard, and a restart starts again from the start position: " +
-			"safe only for a single instance that may re-read")
-	}
-	if err := s.preflight(ctx, subs); err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled) {
-			// Stopped while a start-up check was in flight: a shutdown
-			// like any other, before any lease was taken (the chaos run
-			// sent SIGINT while the first ListShards was on its way).
-			return nil
-		}
-		return err
-	}
-	s.setRunning(true)
-	defer s.setRunning(false)
-	return s.runGroup(ctx, subs)
-}
-
-// markGroupSet closes groupSet once (Run set the group, or returns).
-func (s *Service) markGroupSet() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case <-s.groupSet:
-	default:
-		close(s.groupSet)
-	}
-}
-
-func (s *Service) setRunning(r bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.running = r
-}
-
-// runGroup runs every subscription in one engine.Group.
-func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
-	c := s.cfg
-	gc := engine.GroupConfig{
-		Owner: c.owner, Store: c.store, Client: s.kin, Logger: s.log,
-		Heartbeat: c.heartbeat, Timeout: c.timeout, MaxLeases: c.maxLeases,
-		ShardSyncInterval: c.shardSync, ShutdownTimeout: c.shutdownTimeout,
-		Hooks: c.hooks,
-	}
-	for _, sub := range subs {
-		gc.Streams = append(gc.Streams, engine.StreamConfig{Stream: sub.stream, Start: sub.start, Worker: s.workerConfig(sub)})
-	}
-	g, err := engine.NewGroup(gc)
-	if err != nil {
-		// New and Subscribe checked every option: this is a bug.
-		return fmt.Errorf("kinesislease: %w", err)
-	}
-	s.mu.Lock()
-	s.group = g
-	s.mu.Unlock()
-	s.markGroupSet()
-	s.log.Info("kinesislease: starting", "owner", c.owner, "incarnation", g.Incarnation(), "streams", len(subs), "store", fmt.Sprintf("%T", c.store))
-	err = g.Run(ctx)
-	s.log.Info("kinesislease: stopped", "owner", c.owner)
-	var dup *engine.DuplicateOwnerError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &dup):
-		return fmt.Errorf("%w: %w", ErrDuplicateOwner, err)
-	}
-	return err
-}
-
-// preflight checks the store and every stream (and dead-letter stream)
-// before taking any lease. A check that fails for a reason that may pass
-// (the network or an endpoint not ready yet, throttling, a timeout) is
-// retried with backoff until ctx ends, each failure logged with what was
-// checked; a missing resource, denied access or a misconfigured table fail
-// at once.
-func (s *Service) preflight(ctx context.Context, subs []*subscription) error {
-	if ch, ok := s.cfg.store.(leases.Checker); ok {
-		if err := s.startupCheck(ctx, "lease store", fmt.Sprintf("%T", s.cfg.store), ch.Check, func(err error) error { return err }); err != nil {
-			return err
-		}
-	}
-	return s.preflightSubs(ctx, subs)
-}
-
-// preflightSubs makes the start-up checks of subs: each stream listed, its
-// consumer registered, its dead-letter stream listed.
-func (s *Service) preflightSubs(ctx context.Context, subs []*subscription) error {
-	for _, sub := range subs {
-		err := s.startupCheck(ctx, "stream", sub.stream, func(ctx context.Context) error { return s.listOne(ctx, sub.stream) },
-			func(err error) error { return explain(sub.stream, err) })
-		if err != nil {
-			return err
-		}
-		if sub.consumer != "" {
-			if err := s.registerConsumer(ctx, sub); err != nil {
-				return err
-			}
-		}
-		if sub.deadLetterStream != "" {
-			err := s.startupCheck(ctx, "dead-letter stream", sub.deadLetterStream, func(ctx context.Context) error { return s.listOne(ctx, sub.deadLetterStream) },
-				func(err error) error { return explainDeadLetter(sub.stream, sub.deadLetterStream, err) })
-			if err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// registerConsumer finds or registers the stream consumer of sub
-// (WithEnhancedFanOut) and waits until it is ACTIVE.
-func (s *Service) registerConsumer(ctx context.Context, sub *subscription) error {
-	fo, err := fanOutClient(s.kin, sub.stream)
-	if err != nil {
-		return err
-	}
-	c := &read.Consumer{Client: fo, Stream: sub.stream, Name: sub.consumer, Log: s.log.With("stream", sub.stream)}
-	err = s.startupCheck(ctx, "stream consumer", sub.consumer, c.Register, func(err error) error { return explainConsumer(sub.stream, sub.consumer, err) })
-	if err != nil {
-		return err
-	}
-	sub.fanOut = c
-	s.log.Info("kinesislease: reading with enhanced fan-out", "stream", sub.stream, "consumer", sub.consumer, "arn", c.ARN())
-	return nil
-}
-
-// fanOutClient returns kin as the client enhanced fan-out needs, or an
-// error naming the subscription to stream (Subscribe reports it).
-func fanOutClient(kin Kinesis, stream string) (kinesisx.FanOut, error) {
-	fo, ok := kin.(kinesisx.FanOut)
-	if !ok {
-		return nil, fmt.Errorf("%w: stream %q: WithEnhancedFanOut needs a Kinesis client with DescribeStreamSummary, RegisterStreamConsumer, DescribeStreamConsumer and SubscribeToShard (a *kinesis.Client); %T has not", ErrInvalidOption, stream, kin)
-	}
-	return fo, nil
-}
-
-// listOne lists one shard of stream: the cheapest call that shows the
-// stream exists and may be read.
-func (s *Service) listOne(ctx context.Context, stream string) error {
-	in := &kinesis.ListShardsInput{MaxResults: aws.Int32(1)}
-	in.StreamName, in.StreamARN = kinesisx.Fields(stream)
-	_, err := s.kin.ListShards(ctx, in)
-	return err
-}
-
-// Start-up checks are retried after startupBackoff, doubling up to
-// maxStartupBackoff.
-const (
-	startupBackoff    = 500 * time.Millisecond
-	maxStartupBackoff = 30 * time.Second
-)
-
-// startupCheck runs check until it succeeds, fails for good (a missing
-// resource, denied access, a misconfigured table: explain's error at once)
-// or ctx ends (the last failure, explained). what and name say what is
-// checked, for the log and the error.
-func (s *Service) startupCheck(ctx context.Context, what, name string, check func(context.Context) error, explainErr func(error) error) error {
-	for attempt := 1; ; attempt++ {
-		err := check(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil || errors.Is(err, leases.ErrMisconfigured) || errors.Is(err, kltype.ErrConsumerLimit) || kinesisx.Permanent(err) {
-			return startupError(what, name, explainErr(err))
-		}
-		delay := backoff.Jitter(backoff.Delay(attempt, startupBackoff, maxStartupBackoff))
-		s.log.Warn("kinesislease: start-up check failed; retrying", "check", what, "name", name, "attempt", attempt, "delay", delay, "err", err)
-		if backoff.Sleep(ctx, delay) != nil {
-			return startupError(what, name, explainErr(err))
-		}
-	}
-}
-
-// startupError prefixes err with what failed at start, unless it already
-// names it (explain's sentinel errors do).
-func startupError(what, name string, err error) error {
-	if errors.Is(err, ErrStreamNotFound) || errors.Is(err, ErrAccessDenied) || errors.Is(err, leases.ErrMisconfigured) || errors.Is(err, kltype.ErrConsumerLimit) ||
-		strings.HasPrefix(err.Error(), "kinesislease:") {
-		return err
-	}
-	return fmt.Errorf("kinesislease: %s %q: not reachable at start: %w", what, name, err)
 }
 
 // workerConfig returns the shard workers' configuration of sub.

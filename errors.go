@@ -2,10 +2,6 @@ package kinesislease
 
 import (
 	"errors"
-	"fmt"
-	"strings"
-
-	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
 // Errors returned by New, Subscribe, Run and Rewind; match them with errors.Is.
@@ -33,42 +29,3 @@ var (
 	// instance's membership entry over. The two never deliver at once.
 	ErrDuplicateOwner = errors.New("kinesislease: duplicate owner id")
 )
-
-// explain names the stream in errors a Kinesis call returned and maps them
-// onto the package's sentinels, keeping the SDK's error wrapped.
-func explain(stream string, err error) error {
-	switch {
-	case kinesisx.IsNotFound(err):
-		return fmt.Errorf("%w: stream %q does not exist (or is not in this account and region): create it, or subscribe to the right name: %w", ErrStreamNotFound, stream, err)
-	case kinesisx.IsAccessDenied(err) && (strings.Contains(err.Error(), "SubscribeToShard") || strings.Contains(err.Error(), "StreamConsumer")):
-		return fmt.Errorf("%w: stream %q: enhanced fan-out needs kinesis:DescribeStreamConsumer and kinesis:SubscribeToShard on the stream's consumers (stream/NAME/consumer/*): %w", ErrAccessDenied, stream, err)
-	case kinesisx.IsAccessDenied(err):
-		return fmt.Errorf("%w: stream %q: the credentials need kinesis:ListShards, kinesis:GetShardIterator and kinesis:GetRecords on the stream: %w", ErrAccessDenied, stream, err)
-	}
-	return err
-}
-
-// explainConsumer names what is wrong with the stream consumer of the
-// subscription to stream (WithEnhancedFanOut), found at start.
-func explainConsumer(stream, consumer string, err error) error {
-	switch {
-	case kinesisx.IsNotFound(err):
-		return fmt.Errorf("%w: stream %q (registering its consumer %q): %w", ErrStreamNotFound, stream, consumer, err)
-	case kinesisx.IsAccessDenied(err):
-		return fmt.Errorf("%w: stream %q, consumer %q: enhanced fan-out needs kinesis:DescribeStreamSummary and kinesis:RegisterStreamConsumer on the stream, "+
-			"kinesis:DescribeStreamConsumer and kinesis:SubscribeToShard on its consumers (stream/NAME/consumer/*): %w", ErrAccessDenied, stream, consumer, err)
-	}
-	return fmt.Errorf("kinesislease: stream %q, consumer %q: %w", stream, consumer, err)
-}
-
-// explainDeadLetter names what is wrong with the dead-letter stream dl of
-// the subscription to stream, found at start.
-func explainDeadLetter(stream, dl string, err error) error {
-	switch {
-	case kinesisx.IsNotFound(err):
-		return fmt.Errorf("%w: dead-letter stream %q (of the subscription to %q) does not exist (or is not in this account and region): create it, or fix WithDeadLetterStream: %w", ErrStreamNotFound, dl, stream, err)
-	case kinesisx.IsAccessDenied(err):
-		return fmt.Errorf("%w: dead-letter stream %q (of the subscription to %q): the credentials need kinesis:ListShards (checked at start) and kinesis:PutRecords on it: %w", ErrAccessDenied, dl, stream, err)
-	}
-	return fmt.Errorf("kinesislease: dead-letter stream %q (of the subscription to %q): %w", dl, stream, err)
-}

@@ -155,11 +155,6 @@ type pending struct {
 	result   chan error // buffered 1
 }
 
-// Producer is the part of *kinesis.Client a Publisher uses.
-type Producer interface {
-	PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
-}
-
 // NewPublisher returns a Publisher to stream (a name or an ARN) that puts
 // records with the service's Kinesis client and logs with its logger.
 // Close it to send what is buffered and stop its goroutine. A program that

@@ -11,8 +11,6 @@ import (
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
-	"github.com/kinesislease/kinesislease/internal/read"
-	"github.com/kinesislease/kinesislease/internal/subopts"
 	"github.com/kinesislease/kinesislease/internal/typed"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -44,19 +42,6 @@ type HandlerFunc[T any] func(ctx context.Context, v T) error
 // Handle calls f(ctx, v).
 func (f HandlerFunc[T]) Handle(ctx context.Context, v T) error { return f(ctx, v) }
 
-type subscription struct {
-	stream           string
-	deadLetterStream string
-	deadLetterOption string         // the dead-letter option given, "both" once refused (deadLetterGiven)
-	consumer         string         // WithEnhancedFanOut's consumer name, "" for polling
-	fanOut           *read.Consumer // the registered consumer, set at Run
-	codec            codec.Codec
-	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
-	start            kltype.StartPosition
-	worker           engine.WorkerConfig
-	errs             []error
-}
-
 // Subscribe makes svc consume stream (a name or an ARN) with the function
 // handler, each record's data decoded into a T by the subscription's
 // codec. Called before Run, it adds the subscription Run starts with.
@@ -69,18 +54,20 @@ type subscription struct {
 // SubscribeHandler takes a Handler value instead.
 func Subscribe[T any](svc *Service, stream string, handler HandlerFunc[T], opts ...SubscribeOption) error {
 	if handler == nil {
-		return subscribe[T](svc, stream, nil, opts)
+		return subscribeRecords[T](svc, stream, nil, opts)
 	}
-	return subscribe[T](svc, stream, handler, opts)
+	return subscribeRecords[T](svc, stream, handler, opts)
 }
 
 // SubscribeHandler is Subscribe with a Handler: a type whose Handle method
 // handles the records, with its dependencies in its fields.
 func SubscribeHandler[T any](svc *Service, stream string, handler Handler[T], opts ...SubscribeOption) error {
-	return subscribe(svc, stream, handler, opts)
+	return subscribeRecords(svc, stream, handler, opts)
 }
 
-func subscribe[T any](svc *Service, stream string, handler Handler[T], opts []SubscribeOption) error {
+// subscribeRecords is Subscribe and SubscribeHandler: handler takes the
+// records one at a time (WithBatchSize is refused).
+func subscribeRecords[T any](svc *Service, stream string, handler Handler[T], opts []SubscribeOption) error {
 	if handler == nil {
 		return subscribeWith(svc, stream, nil, opts)
 	}
@@ -89,6 +76,26 @@ func subscribe[T any](svc *Service, stream string, handler Handler[T], opts []Su
 			sub.errs = append(sub.errs, fmt.Errorf("%w: WithBatchSize is for SubscribeBatch", ErrInvalidOption))
 		}
 		sub.worker.Handler = typed.Handler(sub.codec, handler.Handle)
+	}, opts)
+}
+
+// SubscribeBatch is Subscribe with a batch handler: the records of each
+// shard reach it in batches (WithBatchSize), in order. The checkpoint
+// advances over the acknowledged prefix of each batch.
+func SubscribeBatch[T any](svc *Service, stream string, handler BatchHandlerFunc[T], opts ...SubscribeOption) error {
+	if handler == nil {
+		return subscribeWith(svc, stream, nil, opts)
+	}
+	return subscribeWith(svc, stream, func(sub *subscription) {
+		if sub.batch == nil {
+			sub.batch = &engine.BatchConfig{MaxRecords: DefaultBatchRecords, MaxBytes: DefaultBatchBytes}
+		}
+		if sub.worker.KeyConcurrency > 1 {
+			sub.errs = append(sub.errs, fmt.Errorf("%w: WithKeyConcurrency is not for SubscribeBatch", ErrInvalidOption))
+		}
+		sub.batch.Handler = typed.BatchHandler[T](sub.codec, func(v T, r *kltype.Record) BatchItem[T] { return BatchItem[T]{Value: v, Record: r} },
+			func(ctx context.Context, items []BatchItem[T]) error { return handler(ctx, items) })
+		sub.worker.Batch = sub.batch
 	}, opts)
 }
 
@@ -220,27 +227,4 @@ func (s *Service) Unsubscribe(ctx context.Context, stream string) error {
 	s.subs = slices.DeleteFunc(s.subs, func(x *subscription) bool { return x == sub })
 	s.mu.Unlock()
 	return nil
-}
-
-// resolveSubscribeOptions applies opts to a subscription with the defaults
-// and returns what a handler's pipeline uses, for kinesisleasetest.
-func resolveSubscribeOptions(opts []any, producer any) subopts.Settings {
-	sub := &subscription{codec: codec.JSON, start: kltype.Latest}
-	for _, o := range opts {
-		so, ok := o.(SubscribeOption)
-		if !ok || so == nil {
-			sub.errs = append(sub.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))
-			continue
-		}
-		so.applySub(sub)
-	}
-	if sub.worker.Policy == (kltype.RetryPolicy{}) {
-		sub.worker.Policy = kltype.DefaultRetryPolicy
-	}
-	s := subopts.Settings{Codec: sub.codec, Policy: sub.worker.Policy, Sink: sub.worker.Sink, HandlerTimeout: sub.worker.HandlerTimeout, MaxAge: sub.worker.MaxAge,
-		DeadLetterStream: sub.deadLetterStream, Err: errors.Join(sub.errs...)}
-	if p, ok := producer.(Producer); ok && p != nil && sub.deadLetterStream != "" {
-		s.Sink = streamSink(p, sub.deadLetterStream)
-	}
-	return s
 }

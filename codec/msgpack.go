@@ -2,7 +2,6 @@ package codec
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -86,8 +85,6 @@ func newPool[T any](setup func(*T)) *pool[T] {
 
 func (p *pool[T]) get() *T  { return p.p.Get().(*T) }
 func (p *pool[T]) put(x *T) { p.p.Put(x) }
-
-var errTrailingData = errors.New("msgpack: trailing data after top-level value")
 
 func (msgpackCodec) Name() string { return msgpackName }
 

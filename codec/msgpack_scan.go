@@ -19,6 +19,8 @@ var (
 	errMsgpackCode    = errors.New("msgpack: invalid code 0xc1")
 )
 
+var errTrailingData = errors.New("msgpack: trailing data after top-level value")
+
 // scanMsgpack checks that data holds exactly one well-formed MessagePack
 // value nested no deeper than maxMsgpackDepth, without decoding it. It runs
 // before the reflective decoder so that malformed, truncated or hostile input

@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,97 +17,14 @@ import (
 // rules Kinesis enforces on them. FanOutRules sets how long each lasts; the
 // defaults are Kinesis' own.
 
-// The enhanced fan-out operations that Throttle and Calls name. A
-// throttled SubscribeToShard fails with LimitExceededException, as Kinesis'
-// per-second limit does.
-const (
-	OpDescribeStreamSummary    = "DescribeStreamSummary"
-	OpRegisterStreamConsumer   = "RegisterStreamConsumer"
-	OpDescribeStreamConsumer   = "DescribeStreamConsumer"
-	OpListStreamConsumers      = "ListStreamConsumers"
-	OpDeregisterStreamConsumer = "DeregisterStreamConsumer"
-	OpSubscribeToShard         = "SubscribeToShard"
-)
-
 // MaxConsumersPerStream is how many consumers a stream may have registered
 // at once; RegisterStreamConsumer fails with LimitExceededException beyond.
 const MaxConsumersPerStream = 20
-
-// FanOutRules are the timings of enhanced fan-out. A zero field takes the
-// default given with it, which is Kinesis' own where Kinesis has one.
-type FanOutRules struct {
-	// TakeoverAfter is the 5-second rule: SubscribeToShard for a consumer
-	// and shard less than this after the last successful call fails with
-	// ResourceInUseException; a later call takes the subscription over and
-	// the old one ends with ResourceInUseException (default 5s).
-	TakeoverAfter time.Duration
-	// CallInterval is the limit of one SubscribeToShard call per consumer
-	// and shard a second: a call less than this after the previous one,
-	// successful or not, fails with LimitExceededException (default 1s).
-	CallInterval time.Duration
-	// Lifetime is how long a subscription streams before it ends cleanly,
-	// its event channel closed with no error (default 5 minutes).
-	Lifetime time.Duration
-	// EventInterval is how long a subscription with nothing new goes
-	// before it sends an event without records (default 1s).
-	EventInterval time.Duration
-	// ActivateAfter is how long a registered consumer stays CREATING
-	// before it is ACTIVE (default 0: at once; Kinesis takes seconds).
-	ActivateAfter time.Duration
-	// MaxEventRecords is the most records one event carries (default
-	// 1,000).
-	MaxEventRecords int
-	// EventGap is the least time from an event with records to the next
-	// (default 0: each put is pushed at once, alone). Records put
-	// meanwhile come together in one event, as a stream's records put one
-	// by one reach a Kinesis subscriber in events of several: a bench of
-	// the consumer's cost per record sets it.
-	EventGap time.Duration
-}
-
-func (r FanOutRules) withDefaults() FanOutRules {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&r.TakeoverAfter, 5*time.Second)
-	def(&r.CallInterval, time.Second)
-	def(&r.Lifetime, 5*time.Minute)
-	def(&r.EventInterval, time.Second)
-	if r.MaxEventRecords <= 0 {
-		r.MaxEventRecords = 1000
-	}
-	return r
-}
 
 // WithFanOutRules sets the timings of enhanced fan-out (FanOutRules), for
 // a test that must not wait out Kinesis' own in real time.
 func WithFanOutRules(r FanOutRules) Option {
 	return option(func(k *Kinesis) { k.rules = r.withDefaults() })
-}
-
-// consumer is a registered stream consumer.
-type consumer struct {
-	name, arn string
-	stream    *stream
-	created   time.Time
-}
-
-// SubscribeStats counts SubscribeToShard calls by how they ended.
-type SubscribeStats struct {
-	// Subscribed counts the calls that opened a subscription.
-	Subscribed int
-	// LimitExceeded counts the calls refused by the one-call-a-second
-	// limit (FanOutRules.CallInterval), Throttle's included.
-	LimitExceeded int
-	// ResourceInUse counts the calls refused by the 5-second rule
-	// (FanOutRules.TakeoverAfter) or for a consumer not yet ACTIVE.
-	ResourceInUse int
-	// TakenOver counts the subscriptions ended by a later one.
-	TakenOver int
-	// Open is how many subscriptions are open now.
-	Open int
 }
 
 // SubscribeStats returns the counts of SubscribeToShard calls so far.
@@ -122,37 +38,6 @@ func (k *Kinesis) SubscribeStats() SubscribeStats {
 		}
 	}
 	return st
-}
-
-// subKey names the subscriptions of one consumer to one shard.
-type subKey struct{ consumerARN, shardID string }
-
-// subCalls is the SubscribeToShard history of one subKey.
-type subCalls struct {
-	lastCall, lastSuccess time.Time
-	active                *subscription
-}
-
-// notifyLocked wakes every subscription waiting for news: records, a
-// closed shard, a deleted stream or consumer. k.mu is held.
-func (k *Kinesis) notifyLocked() {
-	if k.changed != nil {
-		close(k.changed)
-		k.changed = nil
-	}
-}
-
-// changedLocked returns a channel closed at the next notifyLocked. k.mu is
-// held.
-func (k *Kinesis) changedLocked() <-chan struct{} {
-	if k.changed == nil {
-		k.changed = make(chan struct{})
-	}
-	return k.changed
-}
-
-func consumerNotFound(what string) error {
-	return &types.ResourceNotFoundException{Message: aws.String(fmt.Sprintf("Consumer %s under account %s not found.", what, account))}
 }
 
 // findConsumer returns the consumer named by ARN, or by stream and name.
@@ -498,189 +383,4 @@ func (k *Kinesis) Subscriptions(shardID string) int {
 		}
 	}
 	return n
-}
-
-// subscription is one SubscribeToShard's event stream: a goroutine reads
-// the shard under k.mu and sends events on ch, unbuffered.
-type subscription struct {
-	k        *Kinesis
-	key      subKey
-	consumer *consumer
-	stream   *stream
-	shard    *shard
-	pos      int    // the next record to send
-	cont     string // the ContinuationSequenceNumber of an event without records
-	deadline time.Time
-
-	ch   chan *types.SubscribeToShardEvent
-	stop chan struct{} // closed by end
-	done chan struct{} // closed when run has returned
-
-	mu    sync.Mutex
-	ended bool
-	err   error // the reason given to end; nil for a clean end
-}
-
-// Events returns the channel of events, closed when the subscription ends.
-func (s *subscription) Events() <-chan *types.SubscribeToShardEvent { return s.ch }
-
-// Err returns why the subscription ended: nil for a clean end (its
-// lifetime, or Close), else the exception or error.
-func (s *subscription) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-// Close ends the subscription and waits for its goroutine.
-func (s *subscription) Close() error {
-	s.end(nil)
-	<-s.done
-	return nil
-}
-
-// end stops the subscription with err (nil: a clean end), unless it has
-// ended already; it reports whether this call ended it.
-func (s *subscription) end(err error) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		return false
-	}
-	s.ended, s.err = true, err
-	close(s.stop)
-	return true
-}
-
-// run streams events until the subscription ends.
-func (s *subscription) run(ctx context.Context) {
-	k := s.k
-	defer func() {
-		k.mu.Lock()
-		if calls := k.subs[s.key]; calls != nil && calls.active == s {
-			calls.active = nil
-		}
-		k.mu.Unlock()
-		close(s.ch)
-		close(s.done)
-	}()
-	lastEvent := time.Now()
-	for {
-		k.mu.Lock()
-		ev, final, err := s.nextLocked()
-		changed := k.changedLocked()
-		k.mu.Unlock()
-		if err != nil {
-			s.end(err)
-			return
-		}
-		now := time.Now()
-		if ev == nil && now.Sub(lastEvent) >= k.rules.EventInterval {
-			cont := s.cont
-			ev = &types.SubscribeToShardEvent{Records: []types.Record{}, ContinuationSequenceNumber: &cont, MillisBehindLatest: aws.Int64(0)}
-		}
-		if ev != nil {
-			select {
-			case s.ch <- ev:
-				lastEvent = time.Now()
-			case <-s.stop:
-				return
-			case <-ctx.Done():
-				s.end(ctx.Err())
-				return
-			}
-			if final {
-				s.end(nil)
-				return
-			}
-			if len(ev.Records) > 0 {
-				if gap := k.rules.EventGap; gap > 0 && !s.wait(ctx, gap, nil) {
-					return
-				}
-				continue // more may be waiting
-			}
-		}
-		if !now.Before(s.deadline) {
-			s.end(nil)
-			return
-		}
-		if !s.wait(ctx, min(k.rules.EventInterval-time.Since(lastEvent), time.Until(s.deadline)), changed) {
-			return
-		}
-	}
-}
-
-// wait waits d, or until wake is closed (nil: never), unless the
-// subscription ends first (then false).
-func (s *subscription) wait(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
-	t := time.NewTimer(max(d, 0))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-wake:
-		return true
-	case <-s.stop:
-		return false
-	case <-ctx.Done():
-		s.end(ctx.Err())
-		return false
-	}
-}
-
-// nextLocked returns the next event with records, or the final event of a
-// closed shard read to its end (final), or nil if there is nothing new; or
-// the error that ends the subscription. k.mu is held.
-func (s *subscription) nextLocked() (ev *types.SubscribeToShardEvent, final bool, err error) {
-	k := s.k
-	if k.streams[s.stream.name] != s.stream {
-		return nil, false, streamNotFound(s.stream.name)
-	}
-	if k.consumers[s.consumer.arn] != s.consumer {
-		return nil, false, consumerNotFound(s.consumer.arn)
-	}
-	sh := s.shard
-	end := min(len(sh.records), s.pos+k.rules.MaxEventRecords)
-	if end > s.pos {
-		recs := make([]types.Record, 0, end-s.pos)
-		for i := s.pos; i < end; i++ {
-			r := sh.records[i]
-			recs = append(recs, types.Record{
-				Data: slices.Clone(r.data), PartitionKey: aws.String(r.key), SequenceNumber: aws.String(sh.seq(i)),
-				ApproximateArrivalTimestamp: aws.Time(r.arrival), EncryptionType: types.EncryptionTypeNone,
-			})
-		}
-		s.pos, s.cont = end, sh.seq(end-1)
-		behind := int64(0)
-		if end < len(sh.records) {
-			behind = max(1, time.Since(sh.records[end].arrival).Milliseconds())
-		}
-		cont := s.cont
-		ev = &types.SubscribeToShardEvent{Records: recs, ContinuationSequenceNumber: &cont, MillisBehindLatest: aws.Int64(behind)}
-		return ev, false, nil
-	}
-	if sh.closed {
-		return &types.SubscribeToShardEvent{Records: []types.Record{}, MillisBehindLatest: aws.Int64(0),
-			ChildShards: s.stream.childShards(sh)}, true, nil
-	}
-	return nil, false, nil
-}
-
-// childShards returns the children of a closed shard as Kinesis lists
-// them. k.mu is held.
-func (s *stream) childShards(sh *shard) []types.ChildShard {
-	var out []types.ChildShard
-	for _, id := range sh.children {
-		c := s.shard(id)
-		parents := []string{c.parent}
-		if c.adjacent != "" {
-			parents = append(parents, c.adjacent)
-		}
-		out = append(out, types.ChildShard{
-			ShardId:      aws.String(c.id),
-			ParentShards: parents,
-			HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String(c.lo.String()), EndingHashKey: aws.String(c.hi.String())},
-		})
-	}
-	return out
 }

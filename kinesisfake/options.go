@@ -10,13 +10,6 @@ import (
 // enforces.
 const GetRecordsPerSecond = 5
 
-// Option configures a Kinesis; pass options to New.
-type Option interface{ apply(*Kinesis) }
-
-type option func(*Kinesis)
-
-func (f option) apply(k *Kinesis) { f(k) }
-
 // WithListShardsPage makes ListShards list at most n shards per answer
 // (MaxResults may ask for fewer), instead of Kinesis' 1,000, so that a
 // caller on a stream of a few shards must follow NextToken. It panics
@@ -54,16 +47,4 @@ func (sh *shard) read(now time.Time) bool {
 	}
 	sh.reads = append(sh.reads, now)
 	return true
-}
-
-// IteratorShard returns the stream and shard a shard iterator that k
-// handed out (GetShardIterator's or GetRecords' NextShardIterator) reads,
-// expired or not; ok is false for any other string. A test that disturbs
-// the calls of one shard tells GetRecords' shard by it.
-func (k *Kinesis) IteratorShard(iterator string) (stream, shard string, ok bool) {
-	tok, ok := parseIterator(iterator)
-	if !ok || tok.kinesis != k.id {
-		return "", "", false
-	}
-	return tok.stream, shardID(tok.shard), true
 }

@@ -12,31 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
-
-// Client is the part of *dynamodb.Client used on the foreign table: Scan
-// (Import and Export read the whole table, twice), GetItem and UpdateItem
-// (Export writes KCL items).
-type Client interface {
-	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-}
-
-var _ Client = (*dynamodb.Client)(nil)
-
-// Kinesis is the part of *kinesis.Client used: ListShards, and
-// GetShardIterator and GetRecords to read the record a checkpoint names.
-type Kinesis interface {
-	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
-	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
-	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
-}
-
-var _ Kinesis = (*kinesis.Client)(nil)
 
 // Attribute names of the KCL (DynamoDBLeaseSerializer,
 // DynamoDBMultiStreamLeaseSerializer).

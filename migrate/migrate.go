@@ -1,10 +1,15 @@
 package migrate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -21,6 +26,27 @@ const (
 	// Checkpoint, AssignedTo, LeaseTimeout, ParentShardId).
 	VMware Format = "vmware-go-kcl"
 )
+
+// Client is the part of *dynamodb.Client used on the foreign table: Scan
+// (Import and Export read the whole table, twice), GetItem and UpdateItem
+// (Export writes KCL items).
+type Client interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+var _ Client = (*dynamodb.Client)(nil)
+
+// Kinesis is the part of *kinesis.Client used: ListShards, and
+// GetShardIterator and GetRecords to read the record a checkpoint names.
+type Kinesis interface {
+	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
+	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
+}
+
+var _ Kinesis = (*kinesis.Client)(nil)
 
 // Foreign is a foreign lease table.
 type Foreign struct {
@@ -146,80 +172,6 @@ var (
 	ErrRefused = errors.New("migrate: refused")
 )
 
-// RunningError says that an application still writes a table: items (or,
-// for kinesislease, rows and membership heartbeats) changed between two reads
-// Interval apart. It matches ErrRunning.
-type RunningError struct {
-	// Table is the foreign table that changed; empty when the kinesislease
-	// service of Stream is the one running.
-	Table string
-	// Stream is our stream.
-	Stream string
-	// Changed names what changed: item keys, or "member <owner>" and row
-	// keys for kinesislease.
-	Changed []string
-	// Interval is the time between the two reads.
-	Interval time.Duration
-}
-
-// Error names the table (or our service), what changed and what to do.
-func (e *RunningError) Error() string {
-	what := strings.Join(firstN(e.Changed, 5), ", ")
-	if len(e.Changed) > 5 {
-		what += fmt.Sprintf(" and %d more", len(e.Changed)-5)
-	}
-	if e.Table != "" {
-		return fmt.Sprintf("table %q is still being written (%s changed within %v): stop the application that uses it first", e.Table, what, e.Interval)
-	}
-	return fmt.Sprintf("the kinesislease service of stream %q is still running (%s changed within %v): stop it first", e.Stream, what, e.Interval)
-}
-
-// Is makes errors.Is(err, ErrRunning) true.
-func (e *RunningError) Is(target error) bool { return target == ErrRunning }
-
-// BackwardsError refuses to move a shard's checkpoint back. It matches
-// ErrBackwards.
-type BackwardsError struct {
-	// Table is the table whose row would move (empty: ours).
-	Table string
-	// Key is the row's key.
-	Key string
-	// From is the row's checkpoint, To the one that would replace it, each
-	// in its table's notation.
-	From, To string
-}
-
-// Error names the row and both checkpoints.
-func (e *BackwardsError) Error() string {
-	where := "our row"
-	if e.Table != "" {
-		where = fmt.Sprintf("table %q, item", e.Table)
-	}
-	return fmt.Sprintf("%s %s: would move the checkpoint back from %s to %s, replaying what was processed", where, e.Key, e.From, e.To)
-}
-
-// Is makes errors.Is(err, ErrBackwards) true.
-func (e *BackwardsError) Is(target error) bool { return target == ErrBackwards }
-
-// HeldError refuses to write a row held by a live member: its holder
-// heartbeated (or its row changed) between the two reads. It matches ErrHeld.
-type HeldError struct {
-	Key                string // our row
-	Owner, Incarnation string // its holder
-}
-
-// Error names the row and its holder, and what to do.
-func (e *HeldError) Error() string {
-	inc := ""
-	if e.Incarnation != "" {
-		inc = " (incarnation " + e.Incarnation + ")"
-	}
-	return fmt.Sprintf("our row %s is held by %s%s, which is alive: stop the service, or force a rewind request that it applies", e.Key, e.Owner, inc)
-}
-
-// Is makes errors.Is(err, ErrHeld) true.
-func (e *HeldError) Is(target error) bool { return target == ErrHeld }
-
 // Action is what happens to one shard's row.
 type Action string
 
@@ -326,4 +278,19 @@ func firstN(s []string, n int) []string {
 		return s[:n]
 	}
 	return s
+}
+
+// bounded runs fn(0..n-1), 8 at a time.
+func bounded(n int, fn func(i int)) {
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 
 	"github.com/kinesislease/kinesislease/internal/rewind"
 	"github.com/kinesislease/kinesislease/leases"
@@ -130,18 +129,3 @@ func notify(ctx context.Context, st leases.Store, owner, inc string) error {
 
 // writeAttempts bounds the conditional writes tried on one row.
 const writeAttempts = 5
-
-// bounded runs fn(0..n-1), 8 at a time.
-func bounded(n int, fn func(i int)) {
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			fn(i)
-		}()
-	}
-	wg.Wait()
-}

@@ -126,7 +126,7 @@ func runWith(c *cli, args ...string) result {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	code := c.main(args)
+	code := c.execute(args)
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
 }
 

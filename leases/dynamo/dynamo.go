@@ -11,10 +11,9 @@
 // lease_counter, rewind_to and rewind_to_sub (an operator's pending rewind),
 // write_token. A holder write (Checkpoint, Release, ApplyRewind, a Rewind of
 // a held row) is conditional on lease_counter, write_token, owner and, when
-// the lease names one, incarnation (every name and value is sent through
-// ExpressionAttributeNames and ExpressionAttributeValues):
+// the lease names one, incarnation:
 //
-//	lease_counter = :counter AND write_token = :token AND owner = :owner AND incarnation = :incarnation
+//	lease_counter = :expected_counter AND write_token = :expected_token AND #owner = :expected_owner AND incarnation = :expected_inc
 //
 // Every other write but a creation is conditional on lease_counter and
 // write_token: a row deleted and created again restarts its counter, never
@@ -39,9 +38,6 @@
 //	s  S     digest of the streams the member subscribes (absent when empty)
 //	d  S     digests of the shard sets of the streams the member lists for
 //	         the fleet (absent when empty; 17 bytes a stream, at most 4)
-//	p  N     the member's proof bound in milliseconds (absent when 0)
-//	y  BOOL  young: the entry has stood for less than the member's
-//	         timeout (absent when false)
 //
 // An entry of a 64-byte owner id is about 116 bytes (the lister of a
 // stream's about 20 more): a full row of 8 stays under 1 KB, so a
@@ -75,18 +71,6 @@
 // when a retried write fails its condition because the first attempt had in
 // fact landed (its answer was lost), the store recognises its own write by the
 // write_token carried by every write and returns success.
-//
-// # Mapping
-//
-// Items are read, and membership entries written, with the SDK's
-// attributevalue package (struct tags name the attributes), and the writes
-// of lease rows, rewind records, marks and the header are built with its
-// expression package. Two parts are written by hand: the expressions of the
-// membership writes (Join, Heartbeat, ReplaceMember), whose attribute name
-// holds the owner id, free text that the expression package would read as
-// a document path ('[0]' as a list index: TestOwnerIDAsIs), and the
-// reading of the header, whose attribute names carry the row numbers
-// (TestHeaderMalformed: an error names the attribute).
 package dynamo
 
 import (
@@ -100,8 +84,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -113,7 +95,7 @@ import (
 // Attribute names of a row.
 const (
 	attrKey         = "lease_key"
-	attrOwner       = "owner" // a DynamoDB reserved word: always named through a placeholder
+	attrOwner       = "owner" // a DynamoDB reserved word: always written as #owner
 	attrCheckpoint  = "checkpoint"
 	attrSubSequence = "sub_sequence"
 	attrCounter     = "lease_counter"
@@ -144,43 +126,20 @@ const attrMark = "mark"
 // rewind_to_sub.
 const attrRewoundAt = "rewound_at" // N: Unix milliseconds, for operators reading the table
 
-// row is a lease row, or a rewind record (rewind_id, rewind_to and
-// rewind_to_sub), as the store reads it. Its tags are the attribute names
-// above.
-type row struct {
-	Owner       string `dynamodbav:"owner"`
-	Incarnation string `dynamodbav:"incarnation"`
-	Checkpoint  string `dynamodbav:"checkpoint"`
-	SubSequence int64  `dynamodbav:"sub_sequence"`
-	Counter     int64  `dynamodbav:"lease_counter"`
-	Token       string `dynamodbav:"write_token"`
-	Recovered   string `dynamodbav:"recovered"`
-	RewindTo    string `dynamodbav:"rewind_to"`
-	RewindSub   int64  `dynamodbav:"rewind_to_sub"`
-	RewindID    string `dynamodbav:"rewind_id"`
-}
-
-// bareRow is what the store reads of a row of the earlier format (keyed by
-// the bare shard id): its checkpoint, and nothing else.
-type bareRow struct {
-	Checkpoint  string `dynamodbav:"checkpoint"`
-	SubSequence int64  `dynamodbav:"sub_sequence"`
-}
-
-// mark is a stream's mark or a row's taken mark (MarkStream, MarkTaken).
-type mark struct {
-	Token string `dynamodbav:"mark"`
-}
-
 // Membership rows: one attribute per member, memberPrefix + owner id, a map
-// (see entry); the conditions of the membership writes name these of its
-// keys.
+// of these keys.
 const (
 	memberPrefix   = "m_"
 	entryInc       = "i" // S: incarnation
 	entryHeartbeat = "h" // N: heartbeat
 	entryLeaving   = "l" // BOOL: leaving, absent when false
 	entryNotice    = "n" // N: notice, absent when 0
+	entryEnded     = "e" // N: shards ended by the member, absent when 0
+	entryHeld      = "k" // N: leases the member holds, absent when 0
+	entryStreams   = "s" // S: digest of the member's streams, absent when empty
+	entryListing   = "d" // S: digests of the shard sets the member lists for the fleet, absent when empty
+	entryProof     = "p" // N: the member's proof bound in milliseconds, absent when 0
+	entryYoung     = "y" // BOOL: the entry is younger than its member's timeout, absent when false
 	attrCount      = "n" // N: a membership row's entry count
 	// The membership header: r<row> (N) per row, the roster version, and
 	// vanished (N).
@@ -338,7 +297,7 @@ func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error
 	if err != nil {
 		return leases.Lease{}, err
 	}
-	var u update
+	u := update{set: map[string]types.AttributeValue{}}
 	if cp.IsZero() {
 		// A row deleted after an operator's rewind comes back at the
 		// rewind's position, carrying its id (see leases.Store.Create).
@@ -348,7 +307,7 @@ func (s *Store) Create(ctx context.Context, key leases.Key) (leases.Lease, error
 		}
 		if rec.ID != "" {
 			cp = rec.To
-			u.set(attrRewindID, rec.ID)
+			u.set[attrRewindID] = &types.AttributeValueMemberS{Value: rec.ID}
 		}
 	}
 	if !cp.IsZero() {
@@ -367,13 +326,12 @@ func (s *Store) legacyCheckpoint(ctx context.Context, key leases.Key) (leases.Ch
 	if err != nil || item == nil {
 		return leases.Checkpoint{}, err
 	}
-	var bare bareRow
-	if err := attributevalue.UnmarshalMap(item, &bare); err != nil {
-		return leases.Checkpoint{}, fmt.Errorf("dynamo: table %q: legacy row %q: %w", s.table, key.Shard, err)
-	}
-	cp := leases.Checkpoint{Sequence: bare.Checkpoint, SubSequence: bare.SubSequence}
+	cp := leases.Checkpoint{Sequence: str(item, attrCheckpoint)}
 	if cp.Sequence == "" {
 		return leases.Checkpoint{}, nil
+	}
+	if cp.SubSequence, err = num(item, attrSubSequence); err != nil {
+		return leases.Checkpoint{}, fmt.Errorf("dynamo: table %q: legacy row %q: %w", s.table, key.Shard, err)
 	}
 	if s.legacyStream == "" {
 		return leases.Checkpoint{}, &LegacyRowError{Table: s.table, Shard: key.Shard, Stream: key.Stream, Checkpoint: cp}
@@ -411,7 +369,7 @@ func (s *Store) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkp
 	if cp.Sequence == "" {
 		return leases.Lease{}, fmt.Errorf("dynamo: checkpoint %s: empty sequence number", l.Key)
 	}
-	var u update
+	u := update{set: map[string]types.AttributeValue{}}
 	u.setCheckpoint(cp)
 	return s.holderWrite(ctx, "Checkpoint", l, u)
 }
@@ -421,8 +379,7 @@ func (s *Store) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoin
 	if err := s.begin(ctx, l.Key); err != nil {
 		return leases.Lease{}, err
 	}
-	var u update
-	u.remove(attrOwner, attrIncarnation)
+	u := update{set: map[string]types.AttributeValue{}, remove: []string{"#owner", attrIncarnation}}
 	if !cp.IsZero() {
 		u.setCheckpoint(cp)
 	}
@@ -450,50 +407,73 @@ func (s *Store) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint
 	if err := s.recordRewind(ctx, l.Key, id, cp); err != nil {
 		return leases.Lease{}, err
 	}
-	var u update
-	u.set(attrRewindID, id)
-	var rewound leases.Lease
+	rw := &types.AttributeValueMemberS{Value: id}
+	var row leases.Lease
 	if l.Owner == "" {
 		// A request left pending by an earlier holder is superseded.
-		u.freeOnly, u.token = true, l.Token
-		u.remove(attrRewindTo, attrRewindSub)
+		u := update{set: map[string]types.AttributeValue{attrRewindID: rw}, remove: []string{attrRewindTo, attrRewindSub}, freeOnly: true, token: l.Token}
 		u.setCheckpoint(cp)
-		rewound, err = s.write(ctx, "Rewind", l.Key, l.Counter, u)
+		row, err = s.write(ctx, "Rewind", l.Key, l.Counter, u)
 	} else {
-		u.set(attrRewindTo, cp.Sequence)
-		u.set(attrRewindSub, cp.SubSequence)
-		rewound, err = s.holderWrite(ctx, "Rewind", l, u)
+		u := update{set: map[string]types.AttributeValue{
+			attrRewindTo:  &types.AttributeValueMemberS{Value: cp.Sequence},
+			attrRewindSub: numAttr(cp.SubSequence),
+			attrRewindID:  rw,
+		}}
+		row, err = s.holderWrite(ctx, "Rewind", l, u)
 	}
 	if err != nil {
 		s.restoreRewind(context.WithoutCancel(ctx), l.Key, id, prev)
 	}
-	return rewound, err
+	return row, err
 }
 
 // restoreRewind puts key's rewind record back to prev (none: no record), if
 // it still names the rewind id that failed on its row.
-func (s *Store) restoreRewind(ctx context.Context, key leases.Key, failed string, prev leases.RewindRecord) {
+func (s *Store) restoreRewind(ctx context.Context, key leases.Key, id string, prev leases.RewindRecord) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	id, to, sub := expression.Name(attrRewindID), expression.Name(attrRewindTo), expression.Name(attrRewindSub)
-	var upd expression.UpdateBuilder
-	if prev.ID == "" {
-		upd = expression.Remove(id).Remove(to).Remove(sub).Remove(expression.Name(attrRewoundAt))
-	} else {
-		upd = expression.Set(id, expression.Value(prev.ID)).Set(to, expression.Value(prev.To.Sequence)).Set(sub, expression.Value(prev.To.SubSequence))
+	rk := rewindPrefix + key.String()
+	in := &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      keyAttr(rk),
+		UpdateExpression:         aws.String("REMOVE #id, #to, #sub, #at"),
+		ConditionExpression:      aws.String("#id = :failed"),
+		ExpressionAttributeNames: map[string]string{"#id": attrRewindID, "#to": attrRewindTo, "#sub": attrRewindSub, "#at": attrRewoundAt},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":failed": &types.AttributeValueMemberS{Value: id},
+		},
 	}
-	_, _ = s.updateItem(ctx, rewindPrefix+key.String(), upd, id.Equal(expression.Value(failed)), false)
+	if prev.ID != "" {
+		in.UpdateExpression = aws.String("SET #id = :id, #to = :to, #sub = :sub")
+		in.ExpressionAttributeNames = map[string]string{"#id": attrRewindID, "#to": attrRewindTo, "#sub": attrRewindSub}
+		in.ExpressionAttributeValues[":id"] = &types.AttributeValueMemberS{Value: prev.ID}
+		in.ExpressionAttributeValues[":to"] = &types.AttributeValueMemberS{Value: prev.To.Sequence}
+		in.ExpressionAttributeValues[":sub"] = numAttr(prev.To.SubSequence)
+	}
+	_, _ = s.client.UpdateItem(ctx, in)
 }
 
 // recordRewind writes the rewind record of key (LastRewind): one UpdateItem,
 // conditional only on the item not being a lease or membership row.
 func (s *Store) recordRewind(ctx context.Context, key leases.Key, id string, cp leases.Checkpoint) error {
 	rk := rewindPrefix + key.String()
-	upd := expression.Set(expression.Name(attrRewindID), expression.Value(id)).
-		Set(expression.Name(attrRewindTo), expression.Value(cp.Sequence)).
-		Set(expression.Name(attrRewindSub), expression.Value(cp.SubSequence)).
-		Set(expression.Name(attrRewoundAt), expression.Value(time.Now().UnixMilli()))
-	if _, err := s.updateItem(ctx, rk, upd, expression.AttributeNotExists(expression.Name(attrCounter)), false); err != nil {
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 keyAttr(rk),
+		UpdateExpression:    aws.String("SET #id = :id, #to = :to, #sub = :sub, #at = :at"),
+		ConditionExpression: aws.String("attribute_not_exists(#c)"),
+		ExpressionAttributeNames: map[string]string{
+			"#id": attrRewindID, "#to": attrRewindTo, "#sub": attrRewindSub, "#at": attrRewoundAt, "#c": attrCounter,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":id":  &types.AttributeValueMemberS{Value: id},
+			":to":  &types.AttributeValueMemberS{Value: cp.Sequence},
+			":sub": numAttr(cp.SubSequence),
+			":at":  numAttr(time.Now().UnixMilli()),
+		},
+	})
+	if err != nil {
 		return s.mapErr("UpdateItem", rk, err)
 	}
 	return nil
@@ -507,18 +487,14 @@ func (s *Store) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRe
 	}
 	rk := rewindPrefix + key.String()
 	item, err := s.getItem(ctx, rk)
-	if err != nil {
-		return leases.RewindRecord{}, err
+	if err != nil || item == nil || str(item, attrRewindID) == "" {
+		return leases.RewindRecord{}, err // none (or one put back to none: restoreRewind)
 	}
-	var r row
-	err = attributevalue.UnmarshalMap(item, &r)
-	if err == nil && r.RewindID == "" {
-		return leases.RewindRecord{}, nil // none (or one put back to none: restoreRewind)
-	}
-	if err != nil || r.RewindTo == "" {
+	r := leases.RewindRecord{ID: str(item, attrRewindID), To: leases.Checkpoint{Sequence: str(item, attrRewindTo)}}
+	if r.To.SubSequence, err = num(item, attrRewindSub); err != nil || r.ID == "" || r.To.Sequence == "" {
 		return leases.RewindRecord{}, fmt.Errorf("dynamo: table %q: rewind record %s: want rewind_id, rewind_to and a numeric rewind_to_sub", s.table, rk)
 	}
-	return leases.RewindRecord{ID: r.RewindID, To: leases.Checkpoint{Sequence: r.RewindTo, SubSequence: r.RewindSub}}, nil
+	return r, nil
 }
 
 // MarkStream implements leases.Membership: one UpdateItem that sets the
@@ -543,10 +519,16 @@ func markKind(mk string) string {
 // markOnce writes token as the mark of item mk unless it holds another
 // (MarkStream, MarkTaken), and returns the token it holds.
 func (s *Store) markOnce(ctx context.Context, mk, token string) (string, error) {
-	m := expression.Name(attrMark)
-	cond := expression.AttributeNotExists(expression.Name(attrCounter)).
-		And(expression.AttributeNotExists(m).Or(m.Equal(expression.Value(token))))
-	_, err := s.updateItem(ctx, mk, expression.Set(m, expression.Value(token)), cond, false)
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      keyAttr(mk),
+		UpdateExpression:         aws.String("SET #mk = :tok"),
+		ConditionExpression:      aws.String("attribute_not_exists(#c) AND (attribute_not_exists(#mk) OR #mk = :tok)"),
+		ExpressionAttributeNames: map[string]string{"#mk": attrMark, "#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":tok": &types.AttributeValueMemberS{Value: token},
+		},
+	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
@@ -554,7 +536,8 @@ func (s *Store) markOnce(ctx context.Context, mk, token string) (string, error) 
 	case !errors.As(err, &ccf):
 		return "", s.mapErr("UpdateItem", mk, err)
 	}
-	cur, err := s.readMark(ctx, mk)
+	item, err := s.getItem(ctx, mk)
+	cur := str(item, attrMark)
 	if err == nil && cur == "" {
 		err = fmt.Errorf("dynamo: table %q: %s %s: the write met another token, which the read then did not find", s.table, markKind(mk), mk)
 	}
@@ -579,21 +562,11 @@ func (s *Store) StreamMark(ctx context.Context, stream string) (string, error) {
 	if err := s.beginMark(ctx, stream, "", false); err != nil {
 		return "", err
 	}
-	return s.readMark(ctx, markPrefix+stream)
-}
-
-// readMark reads the token of the mark item mk with a strongly consistent
-// read: "" when it has none.
-func (s *Store) readMark(ctx context.Context, mk string) (string, error) {
-	item, err := s.getItem(ctx, mk)
+	item, err := s.getItem(ctx, markPrefix+stream)
 	if err != nil {
 		return "", err
 	}
-	var m mark
-	if err := attributevalue.UnmarshalMap(item, &m); err != nil {
-		return "", fmt.Errorf("dynamo: table %q: %s %s: %w", s.table, markKind(mk), mk, err)
-	}
-	return m.Token, nil
+	return str(item, attrMark), nil
 }
 
 // beginMark is begin for a stream's mark.
@@ -616,8 +589,7 @@ func (s *Store) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, 
 		return leases.Lease{}, &leases.ConflictError{Op: "ApplyRewind", Key: l.Key, ExpectedCounter: l.Counter, ExpectedOwner: l.Owner, ExpectedIncarnation: l.Incarnation}
 	}
 	// The counter condition guarantees rewind_to is still the one l holds.
-	var u update
-	u.remove(attrRewindTo, attrRewindSub)
+	u := update{set: map[string]types.AttributeValue{}, remove: []string{attrRewindTo, attrRewindSub}}
 	u.setCheckpoint(l.RewindTo)
 	return s.holderWrite(ctx, "ApplyRewind", l, u)
 }
@@ -632,17 +604,18 @@ func (s *Store) holderWrite(ctx context.Context, op string, l leases.Lease, u up
 	u.owner, u.incarnation, u.token = l.Owner, l.Incarnation, l.Token
 	if l.Recovered != "" {
 		// The holder's copy decides (see leases.Lease.Recovered).
-		u.set(attrRecovered, l.Recovered)
+		u.set[attrRecovered] = &types.AttributeValueMemberS{Value: l.Recovered}
 	} else {
-		u.remove(attrRecovered)
+		u.remove = append(u.remove, attrRecovered)
 	}
 	return s.write(ctx, op, l.Key, l.Counter, u)
 }
 
-// update is what a lease-row write sets and removes, and its conditions
-// beyond the counter.
+// update is the SET and REMOVE parts of an UpdateExpression, and the
+// conditions beyond the counter.
 type update struct {
-	expr     expression.UpdateBuilder
+	set      map[string]types.AttributeValue // attribute (or #name) -> value
+	remove   []string
 	freeOnly bool // the row must have no owner
 	// owner, if set, must hold the row (a holder write), and incarnation,
 	// if set too, must be the row's.
@@ -661,73 +634,98 @@ type update struct {
 	recovered bool
 }
 
-// set sets attribute attr to v, marshalled by attributevalue (a string is
-// S, an integer N).
-func (u *update) set(attr string, v any) {
-	u.expr = u.expr.Set(expression.Name(attr), expression.Value(v))
-}
-
-// remove removes the attributes attrs.
-func (u *update) remove(attrs ...string) {
-	for _, attr := range attrs {
-		u.expr = u.expr.Remove(expression.Name(attr))
-	}
-}
-
 func (u *update) setCheckpoint(cp leases.Checkpoint) {
-	u.set(attrCheckpoint, cp.Sequence)
-	u.set(attrSubSequence, cp.SubSequence)
+	u.set[attrCheckpoint] = &types.AttributeValueMemberS{Value: cp.Sequence}
+	u.set[attrSubSequence] = numAttr(cp.SubSequence)
 }
 
-// condition is the condition of a lease-row write: the row does not exist
-// when counter is 0 (Create), else it is at counter (and u.token), held by
-// u.owner (and u.incarnation) unless u.owner is empty.
-func (u *update) condition(counter int64) expression.ConditionBuilder {
-	key, owner, inc := expression.Name(attrKey), expression.Name(attrOwner), expression.Name(attrIncarnation)
-	if counter == 0 {
-		return expression.AttributeNotExists(key)
-	}
-	cond := expression.Name(attrCounter).Equal(expression.Value(counter))
-	if u.token != "" {
-		cond = cond.And(expression.Name(attrToken).Equal(expression.Value(u.token)))
-	}
-	switch {
-	case u.exact && u.token == "":
-		if u.owner == "" {
-			cond = cond.And(expression.AttributeExists(key), expression.AttributeNotExists(owner))
-		} else {
-			cond = cond.And(owner.Equal(expression.Value(u.owner)))
-		}
-		if u.incarnation == "" {
-			cond = cond.And(expression.AttributeNotExists(inc))
-		} else {
-			cond = cond.And(inc.Equal(expression.Value(u.incarnation)))
-		}
-	case u.owner != "" && !u.exact:
-		cond = cond.And(owner.Equal(expression.Value(u.owner)))
-		if u.incarnation != "" {
-			cond = cond.And(inc.Equal(expression.Value(u.incarnation)))
-		}
-	default:
-		// Never create a row by writing to a missing one.
-		cond = cond.And(expression.AttributeExists(key))
-	}
-	if u.freeOnly {
-		cond = cond.And(expression.AttributeNotExists(owner))
-	}
-	return cond
-}
-
-// write makes one conditional UpdateItem of a lease row (see
-// update.condition). It bumps the counter and writes a new token.
+// write makes one conditional UpdateItem: on a row that does not exist when
+// counter is 0 (Create), else on the row at counter, held by u.owner (and
+// u.incarnation) unless u.owner is empty. It bumps the counter and writes a
+// new token.
 func (s *Store) write(ctx context.Context, op string, key leases.Key, counter int64, u update) (leases.Lease, error) {
 	tok := rand.Text()
-	u.set(attrCounter, counter+1)
-	u.set(attrToken, tok)
+	u.set[attrCounter] = numAttr(counter + 1)
+	u.set[attrToken] = &types.AttributeValueMemberS{Value: tok}
 	if u.recovered {
-		u.set(attrRecovered, tok)
+		u.set[attrRecovered] = &types.AttributeValueMemberS{Value: tok}
 	}
-	out, err := s.updateItem(ctx, key.String(), u.expr, u.condition(counter), true)
+
+	names := map[string]string{}
+	values := map[string]types.AttributeValue{}
+	var sets []string
+	for attr, v := range u.set {
+		placeholder := ":" + strings.TrimPrefix(attr, "#")
+		sets = append(sets, attr+" = "+placeholder)
+		values[placeholder] = v
+		if attr == "#owner" {
+			names["#owner"] = attrOwner
+		}
+	}
+	expr := "SET " + strings.Join(sets, ", ")
+	if len(u.remove) > 0 {
+		expr += " REMOVE " + strings.Join(u.remove, ", ")
+		for _, attr := range u.remove {
+			if attr == "#owner" {
+				names["#owner"] = attrOwner
+			}
+		}
+	}
+	var cond string
+	if counter == 0 {
+		cond = "attribute_not_exists(" + attrKey + ")"
+	} else {
+		cond = attrCounter + " = :expected_counter"
+		values[":expected_counter"] = numAttr(counter)
+		if u.token != "" {
+			cond += " AND " + attrToken + " = :expected_token"
+			values[":expected_token"] = &types.AttributeValueMemberS{Value: u.token}
+		}
+		switch {
+		case u.exact && u.token == "":
+			names["#owner"] = attrOwner
+			if u.owner == "" {
+				cond += " AND attribute_exists(" + attrKey + ") AND attribute_not_exists(#owner)"
+			} else {
+				cond += " AND #owner = :expected_owner"
+				values[":expected_owner"] = &types.AttributeValueMemberS{Value: u.owner}
+			}
+			if u.incarnation == "" {
+				cond += " AND attribute_not_exists(" + attrIncarnation + ")"
+			} else {
+				cond += " AND " + attrIncarnation + " = :expected_inc"
+				values[":expected_inc"] = &types.AttributeValueMemberS{Value: u.incarnation}
+			}
+		case u.owner != "" && !u.exact:
+			cond += " AND #owner = :expected_owner"
+			names["#owner"] = attrOwner
+			values[":expected_owner"] = &types.AttributeValueMemberS{Value: u.owner}
+			if u.incarnation != "" {
+				cond += " AND " + attrIncarnation + " = :expected_inc"
+				values[":expected_inc"] = &types.AttributeValueMemberS{Value: u.incarnation}
+			}
+		default:
+			// Never create a row by writing to a missing one.
+			cond += " AND attribute_exists(" + attrKey + ")"
+		}
+		if u.freeOnly {
+			cond += " AND attribute_not_exists(#owner)"
+			names["#owner"] = attrOwner
+		}
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyAttr(key.String()),
+		UpdateExpression:                    aws.String(expr),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if len(names) > 0 {
+		in.ExpressionAttributeNames = names
+	}
+	out, err := s.client.UpdateItem(ctx, in)
 	if err == nil {
 		return s.decode(key, out.Attributes)
 	}
@@ -746,36 +744,12 @@ func (s *Store) write(ctx context.Context, op string, key leases.Key, counter in
 			return leases.Lease{}, fmt.Errorf("dynamo: table %q: %s %s: %w", s.table, op, key, leases.ErrNotFound)
 		}
 	}
-	if t, ok := current[attrToken].(*types.AttributeValueMemberS); ok && t.Value == tok {
+	if current != nil && str(current, attrToken) == tok {
 		// Our write landed on an earlier attempt whose answer was lost; the
 		// SDK's retry then failed the condition our own write had changed.
 		return s.decode(key, current)
 	}
 	return leases.Lease{}, &leases.ConflictError{Op: op, Key: key, ExpectedCounter: counter, ExpectedOwner: u.owner, ExpectedIncarnation: u.incarnation, Err: err}
-}
-
-// updateItem makes one UpdateItem of item key: upd, if cond holds. With
-// returnItems it asks for the item as written (ALL_NEW) and, when cond
-// fails, as found (ALL_OLD, in the *types.ConditionalCheckFailedException).
-// DynamoDB's errors are returned as they are, for the caller to map.
-func (s *Store) updateItem(ctx context.Context, key string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, returnItems bool) (*dynamodb.UpdateItemOutput, error) {
-	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
-	if err != nil {
-		return nil, fmt.Errorf("building the expression: %w", err) // the caller names the table
-	}
-	in := &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       keyAttr(key),
-		UpdateExpression:          expr.Update(),
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	}
-	if returnItems {
-		in.ReturnValues = types.ReturnValueAllNew
-		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	}
-	return s.client.UpdateItem(ctx, in)
 }
 
 func (s *Store) begin(ctx context.Context, key leases.Key) error {
@@ -790,21 +764,26 @@ func (s *Store) begin(ctx context.Context, key leases.Key) error {
 
 // decode turns an item into a Lease.
 func (s *Store) decode(key leases.Key, item map[string]types.AttributeValue) (leases.Lease, error) {
-	var r row
-	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+	l := leases.Lease{
+		Key:         key,
+		Owner:       str(item, attrOwner),
+		Incarnation: str(item, attrIncarnation),
+		Checkpoint:  leases.Checkpoint{Sequence: str(item, attrCheckpoint)},
+		RewindTo:    leases.Checkpoint{Sequence: str(item, attrRewindTo)},
+		Rewind:      str(item, attrRewindID),
+		Token:       str(item, attrToken),
+		Recovered:   str(item, attrRecovered),
+	}
+	var err error
+	if l.Counter, err = num(item, attrCounter); err == nil {
+		if l.Checkpoint.SubSequence, err = num(item, attrSubSequence); err == nil {
+			l.RewindTo.SubSequence, err = num(item, attrRewindSub)
+		}
+	}
+	if err != nil {
 		return leases.Lease{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, key, err)
 	}
-	return leases.Lease{
-		Key:         key,
-		Owner:       r.Owner,
-		Incarnation: r.Incarnation,
-		Counter:     r.Counter,
-		Checkpoint:  leases.Checkpoint{Sequence: r.Checkpoint, SubSequence: r.SubSequence},
-		RewindTo:    leases.Checkpoint{Sequence: r.RewindTo, SubSequence: r.RewindSub},
-		Rewind:      r.RewindID,
-		Token:       r.Token,
-		Recovered:   r.Recovered,
-	}, nil
+	return l, nil
 }
 
 // mapErr names the table in err and maps errors that no retry can cure onto
@@ -862,6 +841,13 @@ func keyAttr(key string) map[string]types.AttributeValue {
 
 func numAttr(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func str(item map[string]types.AttributeValue, name string) string {
+	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
 }
 
 func num(item map[string]types.AttributeValue, name string) (int64, error) {

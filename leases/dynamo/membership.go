@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -31,7 +29,7 @@ func (s *Store) TakeAs(ctx context.Context, l leases.Lease, owner, incarnation s
 	if !l.Checkpoint.IsZero() {
 		u.setCheckpoint(l.Checkpoint) // see leases.Membership.TakeAs
 		if l.Rewind != "" {
-			u.set(attrRewindID, l.Rewind)
+			u.set[attrRewindID] = &types.AttributeValueMemberS{Value: l.Rewind}
 		}
 	}
 	return s.write(ctx, "TakeAs", l.Key, l.Counter, u)
@@ -46,10 +44,10 @@ func (s *Store) holderUpdate(ctx context.Context, key leases.Key, owner, incarna
 	if err := leases.ValidateMember(leases.Member{Owner: owner, Incarnation: incarnation}); err != nil {
 		return update{}, err
 	}
-	var u update
-	u.set(attrOwner, owner)
-	u.set(attrIncarnation, incarnation)
-	return u, nil
+	return update{set: map[string]types.AttributeValue{
+		"#owner":        &types.AttributeValueMemberS{Value: owner},
+		attrIncarnation: &types.AttributeValueMemberS{Value: incarnation},
+	}}, nil
 }
 
 // Join implements leases.Membership: one UpdateItem, SET of m's entry and
@@ -63,13 +61,9 @@ func (s *Store) Join(ctx context.Context, row int, m leases.Member) ([]leases.Me
 	if err := leases.ValidateMember(m); err != nil {
 		return nil, err
 	}
-	e, err := entryAttr(m)
-	if err != nil {
-		return nil, err
-	}
 	key := driver.MemberKey(row)
 	names := map[string]string{"#m": memberPrefix + m.Owner, "#n": attrCount}
-	values := map[string]types.AttributeValue{":entry": e, ":one": numAttr(1), ":cap": numAttr(driver.RowCapacity)}
+	values := map[string]types.AttributeValue{":entry": entryAttr(m), ":one": numAttr(1), ":cap": numAttr(driver.RowCapacity)}
 	rows, conflict, err := s.updateMember(ctx, key, m.Owner, "SET #m = :entry ADD #n :one",
 		"attribute_not_exists(#m) AND (attribute_not_exists(#n) OR #n < :cap)", names, values)
 	if conflict != nil {
@@ -93,13 +87,9 @@ func (s *Store) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leas
 	if err := leases.ValidateMember(m); err != nil {
 		return nil, err
 	}
-	e, err := entryAttr(m)
-	if err != nil {
-		return nil, err
-	}
 	key := driver.MemberKey(row)
 	names := map[string]string{"#m": memberPrefix + m.Owner, "#i": entryInc, "#n": entryNotice}
-	values := map[string]types.AttributeValue{":entry": e, ":inc": &types.AttributeValueMemberS{Value: m.Incarnation}}
+	values := map[string]types.AttributeValue{":entry": entryAttr(m), ":inc": &types.AttributeValueMemberS{Value: m.Incarnation}}
 	// A notice someone bumped since the member last saw it makes the
 	// heartbeat fail, so the member learns of it (the entry is in the error).
 	notice := "attribute_not_exists(#m.#n)"
@@ -187,9 +177,16 @@ func (s *Store) ReportVanished(ctx context.Context) error {
 }
 
 func (s *Store) bumpHeader(ctx context.Context, attr string) error {
-	upd := expression.Add(expression.Name(attr), expression.Value(1))
-	never := expression.AttributeNotExists(expression.Name(attrCounter)) // never a lease row
-	if _, err := s.updateItem(ctx, driver.MemberHeaderKey, upd, never, false); err != nil {
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 keyAttr(driver.MemberHeaderKey),
+		UpdateExpression:    aws.String("ADD #a :one"),
+		ConditionExpression: aws.String("attribute_not_exists(#c)"), // never a lease row
+
+		ExpressionAttributeNames:  map[string]string{"#a": attr, "#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": numAttr(1)},
+	})
+	if err != nil {
 		return s.mapErr("UpdateItem", driver.MemberHeaderKey, err)
 	}
 	return nil
@@ -269,12 +266,8 @@ func (s *Store) ReplaceMember(ctx context.Context, row int, seen, next leases.Me
 		names["#n"] = attrCount
 		values[":minus"] = numAttr(-1)
 	} else {
-		e, err := entryAttr(next)
-		if err != nil {
-			return nil, err
-		}
 		expr = "SET #m = :next"
-		values[":next"] = e
+		values[":next"] = entryAttr(next)
 	}
 	rows, conflict, err := s.updateMember(ctx, key, seen.Owner, expr, "#m.#i = :inc AND #m.#h = :hb", names, values)
 	if conflict != nil {
@@ -309,30 +302,38 @@ func (s *Store) itemOnConflict(ctx context.Context, key string, ccf *types.Condi
 	return s.getItem(ctx, key)
 }
 
-// entry is a member's entry as its membership row holds it, in the
-// attribute memberPrefix + owner id: a map of these keys, zero ones left out
-// but the incarnation and the heartbeat.
-type entry struct {
-	Incarnation string `dynamodbav:"i"`
-	Heartbeat   int64  `dynamodbav:"h"`
-	Leaving     bool   `dynamodbav:"l,omitempty"`
-	Notice      int64  `dynamodbav:"n,omitempty"`
-	Ended       int64  `dynamodbav:"e,omitempty"` // shards ended by the member
-	Held        int64  `dynamodbav:"k,omitempty"` // leases the member holds
-	Streams     string `dynamodbav:"s,omitempty"` // digest of the member's streams
-	Listing     string `dynamodbav:"d,omitempty"` // digests of the shard sets the member lists for the fleet
-	Proof       int64  `dynamodbav:"p,omitempty"` // the member's proof bound in milliseconds
-	Young       bool   `dynamodbav:"y,omitempty"` // the entry is younger than its member's timeout
-}
-
 // entryAttr is the map value of m's attribute; the owner is in the
 // attribute's name.
-func entryAttr(m leases.Member) (types.AttributeValue, error) {
-	return attributevalue.Marshal(entry{
-		Incarnation: m.Incarnation, Heartbeat: m.Heartbeat, Leaving: m.Leaving, Notice: m.Notice,
-		Ended: m.Ended, Held: m.Held, Streams: m.Streams, Listing: m.Listing,
-		Proof: m.Proof.Milliseconds(), Young: m.Young,
-	})
+func entryAttr(m leases.Member) types.AttributeValue {
+	e := map[string]types.AttributeValue{
+		entryInc:       &types.AttributeValueMemberS{Value: m.Incarnation},
+		entryHeartbeat: numAttr(m.Heartbeat),
+	}
+	if m.Leaving {
+		e[entryLeaving] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if m.Notice != 0 {
+		e[entryNotice] = numAttr(m.Notice)
+	}
+	if m.Ended != 0 {
+		e[entryEnded] = numAttr(m.Ended)
+	}
+	if m.Held != 0 {
+		e[entryHeld] = numAttr(m.Held)
+	}
+	if m.Streams != "" {
+		e[entryStreams] = &types.AttributeValueMemberS{Value: m.Streams}
+	}
+	if m.Listing != "" {
+		e[entryListing] = &types.AttributeValueMemberS{Value: m.Listing}
+	}
+	if ms := m.Proof.Milliseconds(); ms != 0 {
+		e[entryProof] = numAttr(ms)
+	}
+	if m.Young {
+		e[entryYoung] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	return &types.AttributeValueMemberM{Value: e}
 }
 
 // entry returns owner's entry in a membership row's item; the zero Member
@@ -369,18 +370,42 @@ func (s *Store) decodeMembers(key string, item map[string]types.AttributeValue) 
 }
 
 func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
-	var e entry
-	if err := attributevalue.Unmarshal(v, &e); err != nil {
-		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	mv, ok := v.(*types.AttributeValueMemberM)
+	if !ok {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: type %T, want a map", memberPrefix, owner, v)
 	}
-	if e.Incarnation == "" {
+	m := leases.Member{Owner: owner, Incarnation: str(mv.Value, entryInc), Streams: str(mv.Value, entryStreams), Listing: str(mv.Value, entryListing)}
+	if m.Incarnation == "" {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: no incarnation (%s)", memberPrefix, owner, entryInc)
 	}
-	return leases.Member{
-		Owner: owner, Incarnation: e.Incarnation, Heartbeat: e.Heartbeat, Leaving: e.Leaving, Notice: e.Notice,
-		Ended: e.Ended, Held: e.Held, Streams: e.Streams, Listing: e.Listing,
-		Proof: time.Duration(e.Proof) * time.Millisecond, Young: e.Young,
-	}, nil
+	var err error
+	if m.Heartbeat, err = num(mv.Value, entryHeartbeat); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	if m.Notice, err = num(mv.Value, entryNotice); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	if m.Held, err = num(mv.Value, entryHeld); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	var proof int64
+	if proof, err = num(mv.Value, entryProof); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	m.Proof = time.Duration(proof) * time.Millisecond
+	if m.Ended, err = num(mv.Value, entryEnded); err != nil {
+		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	for name, to := range map[string]*bool{entryLeaving: &m.Leaving, entryYoung: &m.Young} {
+		switch v := mv.Value[name].(type) {
+		case nil:
+		case *types.AttributeValueMemberBOOL:
+			*to = v.Value
+		default:
+			return leases.Member{}, fmt.Errorf("attribute %s%s: %s: type %T, want a boolean", memberPrefix, owner, name, v)
+		}
+	}
+	return m, nil
 }
 
 // CreateAs implements leases.Membership: one UpdateItem conditional on
@@ -394,7 +419,7 @@ func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation
 		if err := s.begin(ctx, key); err != nil {
 			return leases.Lease{}, err
 		}
-		u = update{recovered: true}
+		u = update{set: map[string]types.AttributeValue{}, recovered: true}
 	} else {
 		var err error
 		if u, err = s.holderUpdate(ctx, key, owner, incarnation); err != nil {
@@ -405,7 +430,7 @@ func (s *Store) CreateAs(ctx context.Context, key leases.Key, owner, incarnation
 		u.setCheckpoint(cp)
 	}
 	if rewind != "" {
-		u.set(attrRewindID, rewind)
+		u.set[attrRewindID] = &types.AttributeValueMemberS{Value: rewind}
 	}
 	return s.write(ctx, "CreateAs", key, 0, u)
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -647,57 +646,5 @@ func TestHeaderLostResponse(t *testing.T) {
 			t.Fatalf("%s whose first answer was lost moved the counter by %d, want 1 or 2", name, moved)
 		}
 		t.Logf("%s with a lost answer moved its counter by %d", name, moved)
-	}
-}
-
-// TestOwnerIDAsIs: an owner id is free text (a host name has dots, and an
-// id may hold brackets), and the entry's attribute is "m_" and the owner id
-// exactly, through every membership write. The SDK's expression package
-// cannot name such an attribute: it reads '[n]' as a list index and refuses
-// other brackets even in a name it does not split on dots, which is why the
-// membership writes build their expressions by hand.
-func TestOwnerIDAsIs(t *testing.T) {
-	t.Parallel()
-	s, client := newStore(t, &testutil.Faults{})
-	owners := []string{"ip-10-0-0-1.eu-west-1.compute.internal", "worker[0]", "a.b[1].c", "odd]["}
-	const row = 6
-	for _, owner := range owners {
-		e := leases.Member{Owner: owner, Incarnation: "inc-1", Heartbeat: 1}
-		if _, err := s.Join(ctx(t), row, e); err != nil {
-			t.Fatalf("Join of %q: %v", owner, err)
-		}
-		e.Heartbeat++
-		if _, err := s.Heartbeat(ctx(t), row, e); err != nil {
-			t.Fatalf("Heartbeat of %q: %v", owner, err)
-		}
-		next := leases.Member{Owner: owner, Incarnation: "inc-2", Heartbeat: 1}
-		if _, err := s.ReplaceMember(ctx(t), row, e, next); err != nil {
-			t.Fatalf("ReplaceMember of %q: %v", owner, err)
-		}
-		got, ok := rawItem(t, client, s.Table(), driver.MemberKey(row))["m_"+owner].(*types.AttributeValueMemberM)
-		if !ok || got.Value["i"].(*types.AttributeValueMemberS).Value != "inc-2" {
-			t.Fatalf("the entry of %q: attribute m_%s is %v, want the map of incarnation inc-2", owner, owner, got)
-		}
-	}
-	ms, err := s.Members(ctx(t), row)
-	if err != nil || len(ms) != len(owners) {
-		t.Fatalf("Members: %v, %v; want the %d entries", ms, err, len(owners))
-	}
-	for _, m := range ms {
-		if _, err := s.ReplaceMember(ctx(t), row, m, leases.Member{}); err != nil {
-			t.Fatalf("removal of %q: %v", m.Owner, err)
-		}
-	}
-	if item := rawItem(t, client, s.Table(), driver.MemberKey(row)); len(item) != 2 {
-		t.Fatalf("after every removal the row holds %v, want lease_key and n", item)
-	}
-
-	// What the expression package would have sent instead.
-	expr, err := expression.NewBuilder().WithUpdate(expression.Set(expression.NameNoDotSplit("m_worker[0]"), expression.Value(1))).Build()
-	if err != nil || !strings.Contains(aws.ToString(expr.Update()), "[0]") || expr.Names()["#0"] != "m_worker" {
-		t.Errorf("the expression package named m_worker[0] as %q with %v (%v): the membership writes could use it", aws.ToString(expr.Update()), expr.Names(), err)
-	}
-	if _, err := expression.NewBuilder().WithUpdate(expression.Set(expression.NameNoDotSplit("m_odd]["), expression.Value(1))).Build(); err == nil {
-		t.Errorf("the expression package named m_odd][: the membership writes could use it")
 	}
 }
