@@ -4,23 +4,9 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/pipeline"
-	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
-
-// DefaultMaxDeferred bounds a shard's deferred acknowledgements not yet
-// resolved (WorkerConfig.MaxDeferred): about ten seconds of a shard written
-// at its limit of 1,000 records a second.
-const DefaultMaxDeferred = 10_000
-
-// respHold is a GetRecords answer whose records are not all resolved yet:
-// it goes back to the budget once they are.
-type respHold struct {
-	b    read.Batch
-	left int  // its records taken up and not resolved yet
-	open bool // the worker may still take up records of it
-}
 
 // ackQueue acknowledges a shard's records to the checkpointer in the
 // shard's order as they resolve, in or out of order: the checkpoint never
@@ -256,4 +242,21 @@ func (w *Worker) resumeOutcome(slot *recordContext, d *pipeline.Deferral) kltype
 		w.handled(&slot.Record, o, d.Held.Start)
 	}
 	return o
+}
+
+// shardBatch is a batch of the worker's records on its way to outcomes
+// (run): what the ack queue holds of a deferred batch.
+type shardBatch struct {
+	run   *pipeline.BatchRun
+	items []*recordContext // the worker's records, as run's
+}
+
+// unresolved returns the worker's records of the batch not resolved yet.
+func (sb *shardBatch) unresolved() []*recordContext {
+	pending := sb.run.Pending()
+	out := make([]*recordContext, 0, len(pending))
+	for _, i := range pending {
+		out = append(out, sb.items[i])
+	}
+	return out
 }

@@ -9,17 +9,6 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// BatchConfig makes a worker hand its records to Handler in batches of at
-// most MaxRecords records and MaxBytes bytes of data, waiting up to Linger
-// after a GetRecords answer for more before handing over a batch that is
-// not full (0: each answer's records go at once).
-type BatchConfig struct {
-	Handler    pipeline.BatchHandler
-	MaxRecords int
-	MaxBytes   int
-	Linger     time.Duration
-}
-
 // batches hands a shard's records to the batch handler in batches of at
 // most MaxRecords records and MaxBytes bytes, in order; a batch not full
 // goes after Linger (see BatchConfig). A corrupt aggregate is dead-lettered
@@ -123,21 +112,4 @@ func (s *batches) stop() {
 		s.linger.Stop()
 		s.linger = nil
 	}
-}
-
-// shardBatch is a batch of the worker's records on its way to outcomes
-// (run): what the ack queue holds of a deferred batch.
-type shardBatch struct {
-	run   *pipeline.BatchRun
-	items []*recordContext // the worker's records, as run's
-}
-
-// unresolved returns the worker's records of the batch not resolved yet.
-func (sb *shardBatch) unresolved() []*recordContext {
-	pending := sb.run.Pending()
-	out := make([]*recordContext, 0, len(pending))
-	for _, i := range pending {
-		out = append(out, sb.items[i])
-	}
-	return out
 }

@@ -14,6 +14,11 @@ import (
 	"github.com/kinesislease/kinesislease/kpl"
 )
 
+// DefaultMaxDeferred bounds a shard's deferred acknowledgements not yet
+// resolved (WorkerConfig.MaxDeferred): about ten seconds of a shard written
+// at its limit of 1,000 records a second.
+const DefaultMaxDeferred = 10_000
+
 // WorkerConfig is a subscription's settings for the workers of its
 // shards, shared by them all (Defaults applied before the first New).
 type WorkerConfig struct {
@@ -83,6 +88,17 @@ func (c *WorkerConfig) Defaults() {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
+}
+
+// BatchConfig makes a worker hand its records to Handler in batches of at
+// most MaxRecords records and MaxBytes bytes of data, waiting up to Linger
+// after a GetRecords answer for more before handing over a batch that is
+// not full (0: each answer's records go at once).
+type BatchConfig struct {
+	Handler    pipeline.BatchHandler
+	MaxRecords int
+	MaxBytes   int
+	Linger     time.Duration
 }
 
 // Config is everything a Worker is built from: New sets every part of the

@@ -5,6 +5,24 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
+// Run reads the shard and hands its records to the handler until the worker
+// stops, the shard ends or reading fails for good; then it releases the
+// lease with the final checkpoint (or applies the pending rewind). It
+// closes Finished when it returns.
+func (w *Worker) Run() {
+	defer close(w.done)
+	defer w.hardCancel()
+
+	f := w.startReader()
+	defer f.stop()
+	cp := w.newCheckpointer()
+	defer cp.stop()
+
+	permanent := w.consume(f, cp)
+	w.letGo()
+	w.finish(cp.acked, permanent) // nothing, if the lease was lost
+}
+
 // consume hands the feed's records over in the subscription's shape (one
 // at a time, in batches, or per partition key) until the worker stops, the
 // shard ends (w.ended) or reading fails for good: the error returned.
@@ -53,7 +71,7 @@ func consumeAs[E any](w *Worker, f *feed, cp *checkpointer, s shape[E]) error {
 	w.acks = s
 	defer s.stop()
 	for {
-		in := f.batches
+		in := f.answers
 		if !s.reading() {
 			in = nil
 		}

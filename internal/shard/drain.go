@@ -6,19 +6,6 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
-// drainer is what letGo drains: the consume loop's shape (see consume).
-type drainer interface {
-	// settle takes up the resolutions handed back; false ends the consume
-	// loop (the worker stops, or the lease is lost). draining: the loop
-	// ended (letGo), and a failure cannot be delivered again; false then
-	// means the lease was lost.
-	settle(draining bool) bool
-	// awaited counts records whose deferred acknowledgement has not come
-	// back; held those deferred and not resolved.
-	awaited() int
-	held() int
-}
-
 // letGo is the worker's last word on its deferred acknowledgements, once
 // it stopped delivering: it tells the subscription's release callback, and
 // unless the lease was lost waits (up to DrainTimeout, or until the

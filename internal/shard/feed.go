@@ -12,7 +12,7 @@ import (
 
 // feed is the goroutine reading the shard ahead of the worker.
 type feed struct {
-	batches chan read.Batch // unbuffered: the reader holds at most one batch ahead
+	answers chan read.Batch // what the reader read, in order; unbuffered: it holds at most one ahead
 	errs    chan error      // why the reader stopped, unless it reached the shard's end
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -40,7 +40,7 @@ func (f *feed) done(b *read.Batch) {
 // in a goroutine of its own.
 func (w *Worker) startReader() *feed {
 	readCtx, cancel := context.WithCancel(w.hardCtx)
-	f := &feed{batches: make(chan read.Batch), errs: make(chan error, 1), cancel: cancel}
+	f := &feed{answers: make(chan read.Batch), errs: make(chan error, 1), cancel: cancel}
 	var reserve func(context.Context, int32) (int32, error)
 	if w.cfg.Budget != nil {
 		f.share = w.cfg.Budget.join()
@@ -103,7 +103,7 @@ func (w *Worker) startReader() *feed {
 				w.batchFetched(b)
 			}
 			select {
-			case f.batches <- b:
+			case f.answers <- b:
 			case <-readCtx.Done():
 				f.errs <- readCtx.Err()
 				return

@@ -5,10 +5,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
 )
+
+// respHold is a GetRecords answer whose records are not all resolved yet:
+// it goes back to the budget once they are.
+type respHold struct {
+	b    read.Batch
+	left int  // its records taken up and not resolved yet
+	open bool // the worker may still take up records of it
+}
 
 // recordContext is one record and the handler context that carries it
 // (pipeline.RecordContext), with the worker's bookkeeping while the record

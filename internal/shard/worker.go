@@ -15,6 +15,7 @@ package shard
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/kpl"
 	"github.com/kinesislease/kinesislease/leases"
@@ -141,24 +143,6 @@ func (w *Worker) Stopping() bool {
 	}
 }
 
-// Run reads the shard and hands its records to the handler until the worker
-// stops, the shard ends or reading fails for good; then it releases the
-// lease with the final checkpoint (or applies the pending rewind). It
-// closes Finished when it returns.
-func (w *Worker) Run() {
-	defer close(w.done)
-	defer w.hardCancel()
-
-	f := w.startReader()
-	defer f.stop()
-	cp := w.newCheckpointer()
-	defer cp.stop()
-
-	permanent := w.consume(f, cp)
-	w.letGo()
-	w.finish(cp.acked, permanent) // nothing, if the lease was lost
-}
-
 // Finished returns a channel closed once Run has returned: Ended, Rewound
 // and Err may be read then.
 func (w *Worker) Finished() <-chan struct{} { return w.done }
@@ -193,4 +177,67 @@ func (w *Worker) ReadErr() error {
 		return *e
 	}
 	return nil
+}
+
+// drainer is what letGo drains: the consume loop's shape (see consume).
+type drainer interface {
+	// settle takes up the resolutions handed back; false ends the consume
+	// loop (the worker stops, or the lease is lost). draining: the loop
+	// ended (letGo), and a failure cannot be delivered again; false then
+	// means the lease was lost.
+	settle(draining bool) bool
+	// awaited counts records whose deferred acknowledgement has not come
+	// back; held those deferred and not resolved.
+	awaited() int
+	held() int
+}
+
+// Hook calls. Each costs one length check when no hook listens.
+
+// now reads the clock only for record hooks.
+func (w *Worker) now() time.Time {
+	if len(w.hooks.Record) == 0 {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (w *Worker) handled(r *kltype.Record, o kltype.Outcome, start time.Time) {
+	if len(w.hooks.Record) == 0 {
+		return
+	}
+	info := kltype.RecordInfo{Stream: w.stream, ShardID: w.shard, SequenceNumber: r.SequenceNumber, SubSequence: r.SubSequence,
+		Bytes: len(r.Data), Attempts: r.Attempt, Outcome: o, Duration: time.Since(start)}
+	for _, x := range w.hooks.Record {
+		x.OnRecordHandled(info)
+	}
+}
+
+func (w *Worker) checkpointed(cp leases.Checkpoint, err error) {
+	for _, x := range w.hooks.Checkpoint {
+		x.OnCheckpointWritten(kltype.CheckpointInfo{Stream: w.stream, ShardID: w.shard, Checkpoint: cp, Err: err})
+	}
+}
+
+func (w *Worker) throttled(err error, d time.Duration) {
+	op := "GetRecords"
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "GetShardIterator"):
+		op = "GetShardIterator"
+	case strings.Contains(msg, "SubscribeToShard"):
+		op = "SubscribeToShard"
+	}
+	for _, x := range w.hooks.Throttled {
+		x.OnThrottled(kltype.ThrottleInfo{Stream: w.stream, ShardID: w.shard, Op: op, Delay: d, Err: err})
+	}
+}
+
+func (w *Worker) batchFetched(b read.Batch) {
+	info := kltype.BatchInfo{Stream: w.stream, ShardID: w.shard, Records: len(b.Records), MillisBehindLatest: b.MillisBehindLatest}
+	for i := range b.Records {
+		info.Bytes += len(b.Records[i].Data)
+	}
+	for _, x := range w.hooks.Batch {
+		x.OnBatchFetched(info)
+	}
 }
