@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 )
 

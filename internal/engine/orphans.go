@@ -13,7 +13,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
 )

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 )
 

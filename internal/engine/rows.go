@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
