@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -37,7 +38,7 @@ func (h *memberHost) FenceWorkers() int {
 		n++
 		w.lease.markLost()
 		w.kill()
-		g.orphans[u] = orphan{inc: w.lease.current().Incarnation, known: w.lease.asOrphan(), vanished: w.lease.vanished.Load()}
+		g.orphans[u] = lostrow.Orphan{Inc: w.lease.current().Incarnation, Known: w.lease.asOrphan(), Vanished: w.lease.vanished.Load()}
 	}
 	return n
 }

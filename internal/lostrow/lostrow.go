@@ -1,12 +1,12 @@
-// Package lostrow decides what an instance does about a lease row it found
-// missing (deleted, or the table recreated empty), and where a recovered
-// row starts: the lost-row protocol's decisions, pure, apart from the
-// store calls that carry them out (package engine). The protocol:
+// Package lostrow holds what an instance knows of its lease rows (Row,
+// Orphan) and the lost-row protocol's decisions on it, each a pure function
+// of facts apart from the store calls that carry it out (package engine):
 // docs/lease-protocol.md, "Lost rows".
 package lostrow
 
 import (
 	"cmp"
+	"errors"
 	"strings"
 	"time"
 
@@ -14,14 +14,19 @@ import (
 	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
+// Unanswered reports whether err, a store call's error, tells nothing of
+// the row (neither ErrConflict nor ErrNotFound): a write may have landed.
+func Unanswered(err error) bool {
+	return err != nil && !errors.Is(err, leases.ErrConflict) && !errors.Is(err, leases.ErrNotFound)
+}
+
 // Facts is what Decide needs to know of a row found missing.
 type Facts struct {
 	Seen     bool // this instance saw the row exist
 	Creating bool // this instance is creating the stream's rows (the engine's createAll)
 	SawRows  bool // this instance saw a row of the stream exist
-	// Mark is what this instance knows of the stream's mark
-	// (leases.Membership.MarkStream), MarkedFor how long it has known
-	// another's, RecoveryWait the recovery wait.
+	// Mark is what it knows of the stream's mark (MarkStream), MarkedFor
+	// for how long it has known another's; RecoveryWait the recovery wait.
 	Mark                    Mark
 	MarkedFor, RecoveryWait time.Duration
 }
@@ -31,35 +36,22 @@ type Mark int
 
 const (
 	// MarkUnknown: not read, a read failed, or none found in a table not
-	// known older than a timeout (an absent mark proves nothing there: the
-	// table may have been recreated under a holder this instance cannot
-	// see, which delivers until its fence).
+	// known older than a timeout, where an absent mark proves nothing (the
+	// table may be recreated under a holder that delivers until its fence).
 	MarkUnknown Mark = iota
-	// MarkNone: no mark, in a table older than a timeout that this
-	// instance's entry has been in since: no row of the stream exists or
-	// is held. The stream is new.
-	MarkNone
-	// MarkOurs: this incarnation made the mark.
-	MarkOurs
-	// MarkOther: another made it: the stream's rows exist, are being
-	// created by the marker, or vanished.
-	MarkOther
+	MarkNone         // none, in a table older than a timeout this instance's entry is in since: a new stream
+	MarkOurs         // this incarnation made it
+	MarkOther        // another made it: the rows exist, are being created by the marker, or vanished
 )
 
 // Action is what this instance does about a row found missing.
 type Action int
 
 const (
-	// Wait: nothing yet; a later round reads the row again.
-	Wait Action = iota
-	// CreateNew: mark the stream; if this mark is the first, create the
-	// stream's rows free, to be read at once.
-	CreateNew
-	// Report: report it (ReportVanished: whoever holds, released
-	// or read it lately reads it again), and wait.
-	Report
-	// Recover: report it and recreate it free and recovered.
-	Recover
+	Wait      Action = iota // nothing yet; a later round reads the row again
+	CreateNew               // mark the stream; if the mark is the first, create its rows free, read at once
+	Report                  // report it (ReportVanished: its holders and knowers read it again), and wait
+	Recover                 // report it and recreate it free and recovered
 )
 
 // Decide decides what to do about a row found missing: the lost-row
@@ -79,11 +71,9 @@ func Decide(f Facts) Action {
 		// vanished: its holder reads it again.
 		return Report
 	}
-	// A row that vanished before this instance saw it (a mark of ours or
-	// another's known for the whole wait, or rows of an unmarked stream
-	// seen: written by a tool, or by a version before marks): recovered,
-	// so that a holder it may have had has stopped before anyone else
-	// reads it.
+	// Vanished before this instance saw it (a mark known for the wait, or
+	// rows of an unmarked stream seen: a tool's): recovered, so that a
+	// holder it may have had stops before anyone else reads it.
 	return Recover
 }
 
@@ -97,16 +87,16 @@ const (
 	FromStart                   // never seen: the subscription's start position (no checkpoint)
 )
 
-// Point returns the checkpoint and Rewind id to recreate a
-// vanished row with, from known (the copy of the row this instance knows),
-// best (the best checkpoint it knows of it), seen (whether it saw the row
-// exist) and rec (the shard's last operator's rewind). A rewind pending on
-// known counts as applied. A rewind recorded after known was read (rec
-// names another id) wins: a copy read before an operator's rewind must
-// never skip the records it asked to replay. A row that existed and whose
-// checkpoint nobody here knows starts at TRIM_HORIZON, never at LATEST,
-// with no Rewind id, so that a member that knows a checkpoint writes it
-// over (NoStart).
+// Blind reports whether a row recovered from f says nothing its creator
+// knew: it reports the row again once it exists, for the knowers to write
+// theirs on it (seed 96101881: the row vanished again after the first).
+func (f From) Blind() bool { return f == FromStart || f == FromTrimHorizon }
+
+// Point returns the checkpoint and Rewind id to recreate a vanished row
+// with, from known (this instance's copy), best (its best checkpoint), seen
+// (it saw the row) and rec (the shard's last rewind): a rewind pending on
+// known counts as applied, one recorded since wins; a row seen with no
+// checkpoint known starts at TRIM_HORIZON (NoStart), never LATEST.
 func Point(known leases.Lease, best leases.Checkpoint, seen bool, rec leases.RewindRecord) (leases.Checkpoint, string, From) {
 	if rec.ID != "" && rec.ID != known.Rewind {
 		return rec.To, rec.ID, FromRewind
@@ -121,6 +111,54 @@ func Point(known leases.Lease, best leases.Checkpoint, seen bool, rec leases.Rew
 	return leases.Checkpoint{}, known.Rewind, FromStart
 }
 
+// Vanished reports whether a holder's row, read again as l (err: the
+// read's error), vanished: missing, or back free and recovered (Reclaim).
+func Vanished(l leases.Lease, err error) bool {
+	return errors.Is(err, leases.ErrNotFound) || err == nil && !l.Held() && l.Recovered != ""
+}
+
+// Back is what a holder does with its vanished row (Reclaim).
+type Back int
+
+const (
+	BackLater Back = iota // recovered, held a moment by a member writing its checkpoint, while the holder's proof runs: next round
+	BackLost              // taken by another: not the holder's any more
+	BackOn                // made by an earlier attempt of the holder: go on with it, proved as of the read
+	BackFill              // the holder's take landed unanswered on a row recovered with no checkpoint: write its own
+	BackTake              // free: take it back at once, writing the holder's checkpoint in the take
+)
+
+// Reclaim decides what a holder does with its vanished row, found as cur
+// once it recreated it free and recovered (or met another's recovery):
+// known is its copy, cp and rewind what it recreated it with (Point),
+// within whether its proof runs. Free, then taken: a late copy of the
+// creation is read by nobody before the recovery wait (seeds 40002590,
+// 60012559). rewound: rewound since known; taken at the rewind, not cp.
+func Reclaim(cur, known leases.Lease, cp leases.Checkpoint, rewind string, within bool) (act Back, rewound bool) {
+	ours := cur.Owner == known.Owner && cur.Incarnation == known.Incarnation
+	switch {
+	case cur.Held() && !ours && cur.Recovered != "" && within:
+		return BackLater, false
+	case cur.Held() && !ours:
+		return BackLost, false
+	case ours && (!NoStart(cur) || cp.IsZero()):
+		return BackOn, false
+	case ours:
+		return BackFill, false
+	}
+	return BackTake, cur.Rewind != "" && cur.Rewind != rewind
+}
+
+// Resume returns row l as a recreation must resume it: at the position of
+// an operator's rewind pending on it (never past what the operator asked
+// to read again), else at its checkpoint.
+func Resume(l leases.Lease) leases.Lease {
+	if !l.RewindTo.IsZero() {
+		l.Checkpoint, l.RewindTo = l.RewindTo, leases.Checkpoint{}
+	}
+	return l
+}
+
 // NoStart reports whether row l says nothing of where its shard was read
 // to: no rewind pending, and no checkpoint, or the TRIM_HORIZON of a
 // recovery by a member that knew none (Point: FromTrimHorizon, no Rewind
@@ -130,21 +168,15 @@ func NoStart(l leases.Lease) bool {
 	return l.RewindTo.IsZero() && (l.Checkpoint.IsZero() || l.Recovered != "" && l.Rewind == "" && l.Checkpoint.Sequence == leases.RewindTrimHorizon)
 }
 
-// Outdated reports whether row l, free and recovered (or as Create made
-// it, Counter 1: then known is of the row before a Create that landed late
-// made it again), was recovered from a
-// copy older than known, a copy of the row this instance knows: the row
-// says nothing of where its shard was read (NoStart); or it carries no
-// operator's rewind while known does (every write keeps the id of the last
-// rewind, and a recovery carries its copy's: a copy without one predates
-// the rewind, which went with the table's rewind records if the table was
-// recreated); or it carries the same rewind as known, none pending on
-// either, and a checkpoint before known's (a member recovered it from a
-// copy it read before known's holder wrote on: the records between were
-// handled, and no operator asked for them again); or it carries an older
-// rewind than known (driver.RewindAfter: a copy from before known's rewind
-// was asked; seed 98328216). A member that knows such
-// a copy writes its checkpoint on the row before anyone reads it.
+// Outdated reports whether row l, free and recovered (or as Create made it,
+// Counter 1: known is then of the row before a late Create made it again),
+// was recovered from a copy older than known, this instance's copy: l says
+// nothing (NoStart); or carries no operator's rewind while known does
+// (every write keeps the last rewind's id, a recovery its copy's); or the
+// same rewind, none pending, and a checkpoint before known's (recovered
+// from a copy read before known's holder wrote on); or an older rewind
+// (driver.RewindAfter; seed 98328216). A member that knows such a copy
+// writes its checkpoint on the row before anyone reads it.
 func Outdated(l, known leases.Lease) bool {
 	if l.Held() || l.Recovered == "" && l.Counter != 1 {
 		return false
