@@ -232,6 +232,8 @@ func TestReclaim(t *testing.T) {
 			leases.Lease{Recovered: "c", Owner: "b", Incarnation: "0.B", Counter: 2}, cp("1122"), true, BackLater, false},
 		{"the same once the proof ran out: lost",
 			leases.Lease{Recovered: "c", Owner: "b", Incarnation: "0.B", Counter: 2}, cp("1122"), false, BackLost, false},
+		{"taken by a later incarnation of this process (a fence since): lost to this lease",
+			leases.Lease{Owner: "a", Incarnation: "1.A", Counter: 3, Checkpoint: cp("1122")}, cp("1122"), true, BackLost, false},
 		{"taken by another after the recovery wait: lost",
 			leases.Lease{Owner: "b", Incarnation: "0.B", Counter: 3, Checkpoint: cp("1122")}, cp("1122"), true, BackLost, false},
 		{"an earlier attempt's take landed unanswered: go on",
