@@ -167,7 +167,8 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		if err != nil {
 			return leases.Lease{}, err // retried next round; not lost
 		}
-		// The row this instance created is free: not ours, not held.
+		// What to do with it (the row this instance created is free: not
+		// ours, not held).
 		act, rewound := lostrow.Reclaim(cur, known, cp, rewind, w.lease.withinProof())
 		switch act {
 		case lostrow.BackLater:
