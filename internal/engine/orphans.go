@@ -98,7 +98,7 @@ func (g *Group) retake(ctx context.Context, u unit, o lostrow.Orphan) {
 	st := g.streams[u.Stream]
 	inc := g.Incarnation()
 	l, read := o.Known, false
-	// Read first if our take's answer was lost (o.presumed: the row may be
+	// Read first if our take's answer was lost (o.Presumed: the row may be
 	// ours at that counter, or another's write made the same counter), and
 	// on each attempt after the first: the row as it is now says.
 	for attempt := 0; ; attempt++ {
