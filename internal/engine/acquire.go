@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
 	"github.com/kinesislease/kinesislease/internal/lease"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -183,17 +183,17 @@ func bounded(ctx context.Context, n int, fn func(i int)) {
 func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	st := g.streams[u.Stream]
 	switch r := st.row(u.Shard); {
-	case !r.seen && (st.creatingRows() || r.missing && !g.m.TableOld()):
+	case !r.Seen && (st.creatingRows() || r.Missing && !g.m.TableOld()):
 		// Being created (createAll), or found missing in a table not
 		// known old (whether the stream is new is unknown): a later round
 		// reads it.
 		return leases.Lease{}, false
-	case r.created && st.cfg.Stream == st.key && g.m.TableOld():
+	case r.Created && st.cfg.Stream == st.key && g.m.TableOld():
 		// Created free by this instance and untouched since: taken as
 		// created (a take conditional on the row as created, so a row
 		// changed since fails it), with no read first. Read next time.
-		st.setRow(u.Shard, rowState{lease: r.lease})
-		return r.lease, true
+		st.setRow(u.Shard, lostrow.Row{Lease: r.Lease})
+		return r.Lease, true
 	}
 	l, err := g.store.Get(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard})
 	if errors.Is(err, leases.ErrNotFound) {
@@ -206,7 +206,7 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 		}
 		return leases.Lease{}, false
 	}
-	st.setRow(u.Shard, rowState{lease: l})
+	st.setRow(u.Shard, lostrow.Row{Lease: l})
 	if !g.ours(l) {
 		g.noteReleased(u, l)
 	}
@@ -236,43 +236,22 @@ func closed(ch <-chan struct{}) bool {
 // take takes row l for this incarnation and starts reading it.
 func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Lease) {
 	inc := g.Incarnation()
-	// A row recreated with no checkpoint (a checkpoint is never cleared
-	// while a row lives, so one this instance saw on it, when it held,
-	// released or read it, was of the row before): carry on from there,
-	// not from the start position. Counters cannot tell: a recreated row
-	// restarts at 1, and the one this instance knew may have been too.
-	// A row with a checkpoint is taken from it, even one recreated from
-	// an older checkpoint than this instance knows: its checkpoint is never
-	// moved on from memory, which may predate an operator's rewind applied
-	// since (seeds 1504412, 1510881, 1520568: the rewind skipped).
-	// Unless it was recovered from a copy older than one this instance
-	// knows (lostrow.Outdated: at TRIM_HORIZON, or before it in the same
-	// rewind's epoch): then carry on from the one it knows (seed 98328216).
-	var fill leases.Checkpoint
-	var fillRewind string // the operator's rewind fill follows, if known
-	noStart := lostrow.NoStart(l)
-	knew := st.row(u.Shard).knew
+	// A row recreated with no checkpoint, or recovered from a copy older
+	// than one this instance knows, carries on from the checkpoint it
+	// knows, written by the take itself (lostrow.Fill).
+	knew := st.row(u.Shard).Knew
+	var released *leases.Lease
+	var o *lostrow.Orphan
 	g.mu.Lock()
-	if r, ok := g.released[u]; ok && (noStart || lostrow.Outdated(l, r.lease)) {
-		fill, fillRewind = r.lease.Checkpoint, r.lease.Rewind
+	if r, ok := g.released[u]; ok {
+		released = &r.lease
 	}
-	if noStart && fill.IsZero() {
-		fill = knew // seen on the row before it was recreated
-	}
-	if o, ok := g.orphans[u]; ok && noStart && !o.best().IsZero() {
-		fill, fillRewind = o.best(), o.bestRewind() // known since, as this instance last held or read it
+	if x, ok := g.orphans[u]; ok {
+		o = &x
 	}
 	g.mu.Unlock()
-	from := l
-	if !fill.IsZero() {
-		// Written by the take itself, with the rewind it follows
-		// (leases.Membership.TakeAs): the row then tells which rewind its
-		// checkpoint comes after (seed 98521710: a repair at a pending
-		// rewind's position, its id not written, was taken for an outdated
-		// recovery and filled past the rewind).
-		from.Checkpoint, from.Rewind = fill, cmp.Or(fillRewind, from.Rewind)
-	}
-	if err := g.takeToRead(ctx, st, u, l, from, inc, !fill.IsZero()); failedUnanswered(err) && ctx.Err() == nil {
+	from, filled := lostrow.Fill(l, knew, released, o)
+	if err := g.takeToRead(ctx, st, u, l, from, inc, filled); lostrow.Unanswered(err) && ctx.Err() == nil {
 		st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
 	}
 }
@@ -300,12 +279,12 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			// The take landed: the row names this incarnation, which holds
 			// it with no worker, as an orphan.
-			guard(&g.mu, func() { g.orphans[u] = orphan{inc: h.Current().Incarnation, known: h.AsOrphan()} })
+			guard(&g.mu, func() { g.orphans[u] = lostrow.Orphan{Inc: h.Current().Incarnation, Known: h.AsOrphan()} })
 			return nil
 		}
 		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
 	}
-	st.setRow(u.Shard, rowState{lease: t})
+	st.setRow(u.Shard, lostrow.Row{Lease: t})
 	// Announced before the worker reads: a record is never handled before
 	// the acquisition that it belongs to is logged and its hook has run
 	// (the chaos run's tally dated a tenure from its report line and took
@@ -357,7 +336,7 @@ func (g *Group) createAll(st *streamState, skip string) {
 	// Every row not seen, read or not: the first to mark the stream
 	// creates the rows of the shards the plan gives the others too. A row
 	// that exists fails the Create harmlessly.
-	ids := slices.DeleteFunc(slices.Clone(st.order), func(id string) bool { return st.rows[id].seen || id == skip })
+	ids := slices.DeleteFunc(slices.Clone(st.order), func(id string) bool { return st.rows[id].Seen || id == skip })
 	st.rowsMu.Unlock()
 	// In the background, not bounded by a round: at 20,000 shards the
 	// creates take seconds. Within the recovery wait of the decision, as
@@ -369,7 +348,7 @@ func (g *Group) createAll(st *streamState, skip string) {
 		defer cancel()
 		bounded(cctx, len(ids), func(i int) {
 			if l, err := g.store.Create(cctx, leases.Key{Stream: st.key, Shard: ids[i]}); err == nil {
-				st.setRow(ids[i], rowState{lease: l, created: true})
+				st.setRow(ids[i], lostrow.Row{Lease: l, Created: true})
 			}
 		})
 		guard(&st.rowsMu, func() { st.creating = false })

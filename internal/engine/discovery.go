@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -211,7 +212,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 			continue
 		}
 		if l, err := g.store.Create(ctx, leases.Key{Stream: st.key, Shard: id}); err == nil {
-			st.setRow(id, rowState{lease: l})
+			st.setRow(id, lostrow.Row{Lease: l})
 		} else if !errors.Is(err, leases.ErrConflict) {
 			return err
 		}
@@ -222,21 +223,21 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 
 // readRow reads (without creating) the row of shard id into st.rows.
 func (g *Group) readRow(ctx context.Context, st *streamState, id string) error {
-	return g.readRowAs(ctx, st, id, func(id string, r rowState) bool { st.setRow(id, r); return true })
+	return g.readRowAs(ctx, st, id, func(id string, r lostrow.Row) bool { st.setRow(id, r); return true })
 }
 
 // readRowAs reads the row of shard id and records what it found with set,
 // which reports whether it recorded it.
-func (g *Group) readRowAs(ctx context.Context, st *streamState, id string, set func(string, rowState) bool) error {
+func (g *Group) readRowAs(ctx context.Context, st *streamState, id string, set func(string, lostrow.Row) bool) error {
 	l, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: id})
 	switch {
 	case errors.Is(err, leases.ErrNotFound):
-		set(id, rowState{missing: true})
+		set(id, lostrow.Row{Missing: true})
 		return nil
 	case err != nil:
 		return err
 	}
-	if set(id, rowState{lease: l}) && !g.ours(l) {
+	if set(id, lostrow.Row{Lease: l}) && !g.ours(l) {
 		// Known by its checkpoint now, as a row read to take it is: should
 		// it vanish within releasedFor, a vanished report makes this
 		// instance read it again and recreate it from what it knows, not
@@ -256,7 +257,7 @@ func (g *Group) active(st *streamState, id string) bool {
 		return false
 	}
 	for _, p := range kinesisx.Parents(st.shards[id]) {
-		if _, in := st.shards[p]; in && st.row(p).lease.Checkpoint.Sequence != leases.ShardEnd {
+		if _, in := st.shards[p]; in && st.row(p).Lease.Checkpoint.Sequence != leases.ShardEnd {
 			return false
 		}
 	}

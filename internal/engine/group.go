@@ -15,6 +15,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/lease"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/shard"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -130,7 +131,7 @@ type Group struct {
 	// failed, a take whose answer was lost): each is taken again directly
 	// if the plan gives it to this instance, else released, so that the
 	// member the plan gives it to need not wait for it.
-	orphans map[unit]orphan
+	orphans map[unit]lostrow.Orphan
 	// uncertain are rows a write of this instance may name it on without
 	// it knowing (a take or a creation whose answer was lost, which
 	// DynamoDB may apply late, after a read found it had not landed), with
@@ -266,7 +267,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	g := &Group{
 		cfg: cfg, h: h, kick: make(chan struct{}, 1),
 		streams: map[string]*streamState{},
-		workers: map[unit]*worker{}, orphans: map[unit]orphan{}, uncertain: map[unit]int64{}, released: map[unit]releasedRow{},
+		workers: map[unit]*worker{}, orphans: map[unit]lostrow.Orphan{}, uncertain: map[unit]int64{}, released: map[unit]releasedRow{},
 		reportSem: make(chan struct{}, 1),
 		log:       cfg.Logger.With("owner", cfg.Owner),
 	}
@@ -487,7 +488,7 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lea
 			// Fenced or reincarnated while taking: the row names inc but
 			// may not be read; the next round takes it afresh, or releases
 			// it.
-			g.orphans[u] = orphan{inc: inc, known: h.Current()}
+			g.orphans[u] = lostrow.Orphan{Inc: inc, Known: h.Current()}
 			return
 		}
 		g.workers[u] = w
@@ -525,7 +526,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 	for u, w := range done {
 		st := g.streams[u.Stream]
 		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.Lease().Current().Checkpoint}
-		st.setRow(u.Shard, rowState{lease: w.Lease().Current(), seen: true})
+		st.setRow(u.Shard, lostrow.Row{Lease: w.Lease().Current(), Seen: true})
 		if w.Err() == nil {
 			guard(&g.healthMu, func() { delete(st.failed, u.Shard) })
 		}
@@ -558,7 +559,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.
 				g.mu.Lock()
-				g.orphans[u] = orphan{inc: w.Lease().Current().Incarnation, known: w.Lease().AsOrphan(), vanished: w.Lease().Vanished()}
+				g.orphans[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
 				g.mu.Unlock()
 			}
 			emit(g.h, g.cfg.Events, LeaseReleased, info)
@@ -595,12 +596,12 @@ func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string, 
 		return leases.Lease{}, err
 	}
 	var marked chan error
-	if toRead && asCreated(l) {
+	if toRead && lostrow.AsCreated(l) {
 		marked = make(chan error, 1)
 		go func() { marked <- g.markFirstTake(tctx, st, u.Shard, l) }()
 	}
 	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
-	if failedUnanswered(err) {
+	if lostrow.Unanswered(err) {
 		g.presume(u, l, inc)
 	}
 	if marked != nil {

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -72,7 +73,7 @@ func TestLateTakeAfterDisproof(t *testing.T) {
 		g.mu.Lock()
 		o, orphaned := g.orphans[u]
 		g.mu.Unlock()
-		if !orphaned || !o.presumed {
+		if !orphaned || !o.Presumed {
 			t.Fatalf("a take with no answer must leave a presumed orphan; orphans: %v", g.orphans)
 		}
 		g.releaseOrphan(ctx, u, o) // the plan gives it to another member
@@ -123,7 +124,7 @@ func TestUncertainWriteReadAgain(t *testing.T) {
 		o, ok := g.orphans[u]
 		_, still := g.uncertain[u]
 		g.mu.Unlock()
-		if !ok || o.inc != "0.CUR" {
+		if !ok || o.Inc != "0.CUR" {
 			t.Fatalf("a row naming this instance that nothing reads: orphan %v (%v), want one of 0.CUR", o, ok)
 		}
 		if still {
@@ -151,7 +152,7 @@ func TestInvalidateKeepsTheCheckpoint(t *testing.T) {
 		known := leases.Checkpoint{Sequence: "4900"}
 		mine := row
 		mine.Owner, mine.Incarnation, mine.Counter = "a", "0.CUR", row.Counter+1
-		o := orphan{inc: "0.CUR", known: mine, presumed: true, knew: known, vanished: true}
+		o := lostrow.Orphan{Inc: "0.CUR", Known: mine, Presumed: true, Knew: known, Vanished: true}
 		g.mu.Lock()
 		g.orphans[u] = o
 		g.mu.Unlock()
@@ -185,7 +186,7 @@ func TestInvalidateUnansweredKeepsTheCheckpoint(t *testing.T) {
 		known := leases.Checkpoint{Sequence: "315"}
 		mine := row
 		mine.Owner, mine.Incarnation, mine.Counter, mine.Checkpoint = "a", "0.CUR", row.Counter+1, known
-		o := orphan{inc: "0.CUR", known: mine, presumed: true, vanished: true}
+		o := lostrow.Orphan{Inc: "0.CUR", Known: mine, Presumed: true, Vanished: true}
 		g.mu.Lock()
 		g.orphans[u] = o
 		g.mu.Unlock()
@@ -194,7 +195,7 @@ func TestInvalidateUnansweredKeepsTheCheckpoint(t *testing.T) {
 		g.mu.Lock()
 		got, ok := g.orphans[u]
 		g.mu.Unlock()
-		if !ok || got.best() != known {
+		if !ok || got.Best() != known {
 			t.Fatalf("after the invalidating take's answer was lost: orphan %+v (%v); want it to know %v", got, ok, known)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -319,8 +320,8 @@ func (g *Group) children(st *streamState, id string) []string {
 
 // done reports whether row r is at its shard's end with no rewind
 // pending.
-func done(r rowState) bool {
-	return r.lease.Checkpoint.Sequence == leases.ShardEnd && r.lease.RewindTo.IsZero()
+func done(r lostrow.Row) bool {
+	return r.Lease.Checkpoint.Sequence == leases.ShardEnd && r.Lease.RewindTo.IsZero()
 }
 
 // shadowPlan returns the plan as it will be once every open parent is
@@ -377,7 +378,7 @@ func (g *Group) parentsToRead(poll bool) []unit {
 				return shadow[unit{Stream: st.key, Shard: c}] == g.cfg.Owner
 			})
 			read, wasRead := g.parentRead[u]
-			for _, o := range []string{r.lease.Owner, g.lastAssign[u]} {
+			for _, o := range []string{r.Lease.Owner, g.lastAssign[u]} {
 				if at, moved := moves[o]; moved && (!wasRead || read < at) {
 					want = true
 				}

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -46,9 +46,9 @@ func (g *Group) proof(st *streamState) time.Duration {
 // for the recovery wait, to be read after the recovery wait.
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 	rejoin := g.m.RejoinSent() // before markOf: see createNew
-	st.setRow(u.Shard, rowState{missing: true})
+	st.setRow(u.Shard, lostrow.Row{Missing: true})
 	r := st.row(u.Shard)
-	f := lostrow.Facts{Seen: r.seen, Creating: st.creatingRows(), SawRows: st.sawRows(), RecoveryWait: g.recoveryWait(st)}
+	f := lostrow.Facts{Seen: r.Seen, Creating: st.creatingRows(), SawRows: st.sawRows(), RecoveryWait: g.recoveryWait(st)}
 	if !f.Seen && !f.Creating {
 		f.Mark, f.MarkedFor = g.markOf(ctx, st)
 	}
@@ -59,7 +59,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 		g.reportMissing(ctx, st, u.Shard, r)
 	case lostrow.Recover:
 		g.reportMissing(ctx, st, u.Shard, r)
-		g.recover(ctx, st, u, r.lease, r.best(), r.seen) // taken after the recovery wait (acquire)
+		g.recover(ctx, st, u, r.Lease, r.Best(), r.Seen) // taken after the recovery wait (acquire)
 	}
 }
 
@@ -90,7 +90,7 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 		}
 		return
 	}
-	st.setRow(u.Shard, rowState{lease: l})
+	st.setRow(u.Shard, lostrow.Row{Lease: l})
 	if g.m.SameTable(ctx, mono(), rejoin) && g.takeable(l) && g.recoveryPassed(st, u.Shard, l) {
 		g.take(ctx, st, u, l) // ours, or another's creation (or recovery) found
 	}
@@ -124,7 +124,7 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 		}
 		return false // recreated by another, or read again next round
 	}
-	st.setRow(u.Shard, rowState{lease: t, reportDue: from == lostrow.FromStart || from == lostrow.FromTrimHorizon})
+	st.setRow(u.Shard, lostrow.Row{Lease: t, ReportDue: from.Blind()})
 	g.reportRecovery(ctx, st, u.Shard)
 	// Known now as if released: should the row vanish again and come back
 	// from the start position by a member that never knew it, this one
@@ -153,13 +153,13 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 // membership header (ReportVanished), so that whoever holds it, released it
 // or read it lately re-reads it. One report sent after the row was first
 // seen missing covers it: every member re-reads after the report.
-func (g *Group) reportMissing(ctx context.Context, st *streamState, id string, r rowState) {
-	if r.reported {
+func (g *Group) reportMissing(ctx context.Context, st *streamState, id string, r lostrow.Row) {
+	if r.Reported {
 		return
 	}
 	g.reportSem <- struct{}{}
 	defer func() { <-g.reportSem }()
-	if !g.reported || g.lastReport < r.missingSince {
+	if !r.ReportCovers(g.lastReport, g.reported) {
 		sent := mono()
 		if g.mem.ReportVanished(ctx) != nil {
 			return
@@ -170,7 +170,7 @@ func (g *Group) reportMissing(ctx context.Context, st *streamState, id string, r
 }
 
 // reportRecovery reports the row of id again, once this instance recovered
-// it knowing no checkpoint of it (rowState.reportDue), and counts the
+// it knowing no checkpoint of it (lostrow.From.Blind), and counts the
 // recovery wait from that report: a member that knows where the shard was
 // read to re-reads the row on it and writes its checkpoint on the free row
 // (recheckReleased) before anyone reads from the start. The report sent
@@ -178,32 +178,26 @@ func (g *Group) reportMissing(ctx context.Context, st *streamState, id string, r
 // have recovered the row on it, and the row vanished again unseen by the
 // reporter (seed 96101881). It reports whether no report is due.
 func (g *Group) reportRecovery(ctx context.Context, st *streamState, id string) bool {
-	if !st.row(id).reportDue {
+	if !st.row(id).ReportDue {
 		return true
 	}
 	sent := mono()
 	if g.mem.ReportVanished(ctx) != nil {
 		return false
 	}
-	st.editRow(id, func(r *rowState) { r.reportDue, r.recoveredAt = false, max(r.recoveredAt, sent) })
+	st.editRow(id, func(r *lostrow.Row) { r.ReportDue, r.RecoveredAt = false, max(r.RecoveredAt, sent) })
 	return true
 }
 
-// asCreated reports whether row l is as Create made it: free, not
-// recovered, its counter at 1 (every write since moved it on).
-func asCreated(l leases.Lease) bool {
-	return l.Counter == 1 && !l.Held() && l.Recovered == ""
-}
-
-// markFirstTake marks row l, as Create made it, taken (MarkTaken), for a
-// take of it to read from it. It returns nil when the mark is this take's:
-// the row's first take. A mark another made means the row was taken
-// before: a Create that DynamoDB applied late, after the row was taken and
-// then deleted, made it again (seed 93032236: a holder cut off from the
-// table still delivered, and the member that found the row "new" took it
-// at once); the error then matches ErrConflict. The mark's token is kept
-// for the row version (rowState.markTok): a mark sent again by this
-// instance, its answer lost, finds its own.
+// markFirstTake marks row l, as Create made it (lostrow.AsCreated), taken
+// (MarkTaken), for a take of it to read from it. It returns nil when the
+// mark is this take's: the row's first take. A mark another made means the
+// row was taken before: a Create that DynamoDB applied late, after the row
+// was taken and then deleted, made it again (seed 93032236: a holder cut
+// off from the table still delivered, and the member that found the row
+// "new" took it at once); the error then matches ErrConflict. The mark's
+// token is kept for the row version (lostrow.Row.MarkTok): a mark sent
+// again by this instance, its answer lost, finds its own.
 func (g *Group) markFirstTake(ctx context.Context, st *streamState, id string, l leases.Lease) error {
 	tok := st.markToken(id, l)
 	got, err := g.mem.MarkTaken(ctx, l.Key, tok)
@@ -215,20 +209,21 @@ func (g *Group) markFirstTake(ctx context.Context, st *streamState, id string, l
 
 // notFirstTake undoes a take of row l, as Create made it, whose mark
 // (markFirstTake) did not show it the row's first: merr, another's mark or
-// a mark that failed. Nothing is read from the row before the recovery
-// wait, counted from now (in case the row is a late Create's): a take that
-// landed (t) is released recovered, one unanswered leaves an orphan that
-// waits it (retake), and a row taken before that this take did not take is
-// made a recovered row. A row taken before, made recovered here, is
-// reported. It returns the error of the take.
+// a mark that failed, as lostrow.NotFirst decides. Nothing is read from the
+// row before the recovery wait, counted from now (in case the row is a
+// late Create's): a take that landed (t) is released recovered, one
+// unanswered leaves an orphan that waits it (retake), and a row taken
+// before that this take did not take is made a recovered row. A row taken
+// before, made recovered here, is reported. It returns the error of the
+// take.
 func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t leases.Lease, err, merr error) error {
 	late := errors.Is(merr, leases.ErrConflict)
 	if late {
 		st.log.Warn("kinesislease: a lease row that looks new was taken before: it vanished and a late write created it again; it is made a recovered row, read after the recovery wait", "shard", u.Shard)
 	}
-	st.noteRecovery(u.Shard, lateMark(l))
-	switch {
-	case err == nil:
+	st.noteRecovery(u.Shard, lostrow.LateMark(l))
+	switch lostrow.NotFirst(err, merr) {
+	case lostrow.UndoRelease:
 		var cp leases.Checkpoint // the take's fill stays, if it wrote one
 		if t.Checkpoint.IsZero() {
 			// Written by the release (which cannot write the rewind id: a
@@ -236,50 +231,41 @@ func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t 
 			// those who know a copy read after the rewind, who write it).
 			cp = g.lateFill(ctx, st, u, t).Checkpoint
 		}
-		t.Recovered = lateMark(l)
+		t.Recovered = lostrow.LateMark(l)
 		if rl, rerr := g.store.Release(ctx, t, cp); rerr == nil {
 			g.noteReleased(u, rl)
 		} else {
 			g.mu.Lock()
-			g.orphans[u] = orphan{inc: t.Incarnation, known: t, presumed: true, vanished: true, unwaited: true}
+			g.orphans[u] = lostrow.Orphan{Inc: t.Incarnation, Known: t, Presumed: true, Vanished: true, Unwaited: true}
 			g.mu.Unlock()
 		}
-	case failedUnanswered(err):
+	case lostrow.UndoOrphan:
 		g.mu.Lock()
 		if o, ok := g.orphans[u]; ok {
-			o.unwaited, o.known.Recovered = true, lateMark(l)
+			o.Unwaited, o.Known.Recovered = true, lostrow.LateMark(l)
 			g.orphans[u] = o
 		}
 		g.mu.Unlock()
-	case late:
+	case lostrow.UndoTakeRelease:
 		// Reported only if this made the row recovered: a take that
 		// failed because another member took the row (two taking a new
 		// row at once, the other's mark first) is no vanished row.
-		_, late, _ = g.takeRelease(ctx, u, orphan{}, g.lateFill(ctx, st, u, l), orphan{presumed: true, vanished: true})
+		_, late, _ = g.takeRelease(ctx, u, lostrow.Orphan{}, g.lateFill(ctx, st, u, l), lostrow.Orphan{Presumed: true, Vanished: true})
 	}
 	if late {
-		st.setRow(u.Shard, rowState{lease: l, reportDue: true})
+		st.setRow(u.Shard, lostrow.Row{Lease: l, ReportDue: true})
 		g.reportRecovery(ctx, st, u.Shard)
 	}
 	return cmp.Or(err, merr)
 }
 
 // lateFill returns row l, as Create made it but read before (a late
-// Create's), as a recovered row: at l's checkpoint if it has one (the fill
-// its taker wrote, see take), else from where recover would have recreated
-// it: the best checkpoint this instance knows, else the operator's last
-// rewind or TRIM_HORIZON (lostrow.Point), never the start position.
+// Create's), as a recovered row (lostrow.LateFill), reading the shard's
+// last operator's rewind if l has no checkpoint.
 func (g *Group) lateFill(ctx context.Context, st *streamState, u unit, l leases.Lease) leases.Lease {
+	var rec leases.RewindRecord
 	if l.Checkpoint.IsZero() {
-		rec, _ := g.mem.LastRewind(ctx, l.Key) // none known if it fails
-		r := st.row(u.Shard)
-		l.Checkpoint, l.Rewind, _ = lostrow.Point(r.lease, r.best(), true, rec)
+		rec, _ = g.mem.LastRewind(ctx, l.Key) // none known if it fails
 	}
-	l.Recovered = lateMark(l)
-	return l
+	return lostrow.LateFill(l, st.row(u.Shard), rec)
 }
-
-// lateMark is the Recovered mark of row l, as Create made it but known to
-// have been read before (notFirstTake, takeRelease): the row, created again
-// by a Create applied late, is recovered from then on.
-func lateMark(l leases.Lease) string { return "late:" + l.Token }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 )
 
 // Stream marks (leases.Membership.MarkStream). This instance marks a

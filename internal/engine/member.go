@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -41,7 +42,7 @@ func (h *memberHost) FenceWorkers() int {
 		n++
 		w.Lease().MarkLost()
 		w.Kill()
-		g.orphans[u] = orphan{inc: w.Lease().Current().Incarnation, known: w.Lease().AsOrphan(), vanished: w.Lease().Vanished()}
+		g.orphans[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
 	}
 	return n
 }

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/engine/lostrow"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -74,7 +74,7 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 	st := g.streams[u.Stream]
 	l, err := g.store.Get(ctx, w.Lease().Current().Key)
 	switch {
-	case errors.Is(err, leases.ErrNotFound) || err == nil && !l.Held() && l.Recovered != "":
+	case lostrow.Vanished(l, err):
 		// Vanished, and perhaps recreated free by another member: its
 		// holder takes it back at once.
 		w.Lease().SetVanished(true)
@@ -167,39 +167,28 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		if err != nil {
 			return leases.Lease{}, err // retried next round; not lost
 		}
-		// The row this instance created is free: not ours, not held.
-		ours := cur.Owner == known.Owner && cur.Incarnation == known.Incarnation
-		switch {
-		case cur.Held() && !ours && cur.Recovered != "" && w.Lease().WithinProof():
-			// Recovered and held by a member that did not wait (a
-			// member writing the checkpoint it knows on it, for a
-			// moment): nobody may read it while this holder's proof
-			// runs. Again next round.
+		// What to do with it (the row this instance created is free: not
+		// ours, not held).
+		act, rewound := lostrow.Reclaim(cur, known, cp, rewind, w.Lease().WithinProof())
+		switch act {
+		case lostrow.BackLater:
 			return leases.Lease{}, errRecoveryHeld
-		case cur.Held() && !ours:
+		case lostrow.BackLost:
 			return leases.Lease{}, leases.ErrConflict // taken: not ours any more
-		case ours && (!lostrow.NoStart(cur) || cp.IsZero()):
-			// Created by an earlier attempt, from what this instance knew
-			// then: the worker goes on, its row proved as of the read's
-			// send. A rewind pending on it is applied as any other
-			// (recheck), not as one the recreation applied.
+		case lostrow.BackOn:
+			// A rewind pending on it is applied as any other (recheck), not
+			// as one the recreation applied.
 			sent, atRewind = readSent, false
 			cur.Recovered = ""
 			return cur, nil
 		}
-		// Ours (an earlier take, its answer lost: nobody else writes this
-		// incarnation), or recreated free (and recovered) by this instance
-		// or another member: this instance, its holder, takes it at once,
-		// writing its own checkpoint in the take; nobody else reads it
-		// before the recovery wait.
+		// Taken at once by this instance, its holder, writing its own
+		// checkpoint (BackTake) or writing it on the row it holds already
+		// (BackFill); nobody else reads it before the recovery wait.
 		sent = mono()
 		cctx, cancel = g.atFence(ctx, known.Incarnation)
 		defer cancel()
-		if !ours && cur.Rewind != "" && cur.Rewind != rewind {
-			// An operator rewound the row since this instance's copy (the
-			// recovered row, or its rewind record): taken at the rewind's
-			// position, which the worker reads again from, never written
-			// over with this instance's checkpoint.
+		if rewound {
 			cp, atRewind = leases.Checkpoint{}, true
 		}
 		if atRewind {
@@ -207,9 +196,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 			// cp, the operator's rewind of the recovered row).
 			w.Lease().RewoundAt(cmp.Or(cp, cur.Checkpoint))
 		}
-		if ours {
-			// Our take of a row another member recovered with no checkpoint
-			// landed, its answer lost: write ours on it now.
+		if act == lostrow.BackFill {
 			cur.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
 			return g.store.Checkpoint(cctx, cur, cp)
 		}
@@ -221,7 +208,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		t.Recovered = "" // the holder does not wait (see leases.Lease.Recovered)
 		return t, err
 	})
-	if failedUnanswered(err) && !errors.Is(err, errRecoveryHeld) {
+	if lostrow.Unanswered(err) && !errors.Is(err, errRecoveryHeld) {
 		// A write that may land late, naming this incarnation, after the
 		// worker has stopped: read again after the late-write bound
 		// (recheckUncertain).
@@ -278,27 +265,13 @@ func (g *Group) noteRead(u unit, l leases.Lease) {
 
 // noteReleased records that this instance released the row of u, leaving
 // it as l, or read it so (a row it did not hold): either way it knows where
-// the shard was read to. A row with an operator's rewind pending is known
-// at the rewind's position (resumeOf), and replaces whatever was noted
-// before: a note of the row before the rewind would recreate it past what
-// the operator asked to read again (seed 722403: a fenced holder's orphan,
-// its release meeting the row with a rewind pending and no checkpoint, kept
-// its own unanswered checkpoint from before it; the row deleted after the
-// next holder applied the rewind, it was recreated from there).
+// the shard was read to, as lostrow.Note keeps it.
 func (g *Group) noteReleased(u unit, l leases.Lease) {
-	l = resumeOf(l)
-	if lostrow.NoStart(l) {
-		// Nothing to save: the start position is what anyone knows, and a
-		// recovery by a member that knew none says nothing either (it must
-		// not replace a checkpoint this instance knew).
-		return
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if r, ok := g.released[u]; ok && lostrow.Outdated(l, r.lease) {
-		// A recovery from an older copy than the one noted: what this
-		// instance knew stands (it writes it on the row: recheckReleased,
-		// take; seed 98328216).
+	r, had := g.released[u]
+	l, keep := lostrow.Note(l, r.lease, had)
+	if !keep {
 		return
 	}
 	now := time.Now()
@@ -312,24 +285,14 @@ func (g *Group) noteReleased(u unit, l leases.Lease) {
 	g.released[u] = releasedRow{lease: l, at: now}
 }
 
-// resumeOf returns row l as a recreation of it must resume the shard: at the
-// position of an operator's rewind pending on it, if any (the next holder
-// would apply it: never past what the operator asked to read again), else
-// at its checkpoint.
-func resumeOf(l leases.Lease) leases.Lease {
-	if !l.RewindTo.IsZero() {
-		l.Checkpoint, l.RewindTo = l.RewindTo, leases.Checkpoint{}
-	}
-	return l
-}
-
 // recheckReleased re-reads the rows this instance released or read lately,
-// when someone reported a row vanished: one that is missing becomes an
-// orphan known as it was, so that it is recreated from its checkpoint
-// (free and recovered) rather than from the start position by a member
-// that never knew where it was read to; so does one recreated by such a
-// member with no checkpoint, which this instance then writes on it. It
-// reports whether every read got an answer.
+// when someone reported a row vanished (lostrow.Recheck): one that is
+// missing becomes an orphan known as it was, so that it is recreated from
+// its checkpoint (free and recovered) rather than from the start position
+// by a member that never knew where it was read to; so does one recreated
+// by such a member with no checkpoint, which this instance then writes on
+// it (releaseOrphan's repairFree, or retake's fill). It reports whether
+// every read got an answer.
 func (g *Group) recheckReleased(ctx context.Context) bool {
 	g.mu.Lock()
 	now := time.Now()
@@ -347,13 +310,8 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 		u := units[i]
 		l, err := g.store.Get(ctx, rel[u].lease.Key)
 		missing := errors.Is(err, leases.ErrNotFound)
-		switch {
-		case missing || err == nil && lostrow.Outdated(l, rel[u].lease) && !rel[u].lease.Checkpoint.IsZero():
-			// Missing, or recreated free by a member that knew no
-			// checkpoint: an orphan, so that this instance recreates the
-			// row from the one it knows, or writes it on the row
-			// (releaseOrphan's repairFree, or retake's fill) before anyone
-			// reads from it.
+		switch lostrow.Recheck(l, rel[u].lease, err, g.ours(l)) {
+		case lostrow.FoundLost:
 			g.m.Locked(func() {
 				g.mu.Lock()
 				defer g.mu.Unlock()
@@ -366,18 +324,18 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 					// conflict, then a read.
 					known := rel[u].lease
 					known.Owner, known.Incarnation = "", ""
-					g.orphans[u] = orphan{inc: g.m.IncarnationLocked(), known: known, vanished: true}
+					g.orphans[u] = lostrow.Orphan{Inc: g.m.IncarnationLocked(), Known: known, Vanished: true}
 				}
 				if missing {
 					delete(g.released, u)
 				}
 			})
-		case err != nil:
+		case lostrow.FoundFailed:
 			failed.Store(true)
-		case !resumeOf(l).Checkpoint.IsZero() && !g.ours(l):
+		case lostrow.FoundNewer:
 			g.mu.Lock()
 			if r, ok := g.released[u]; ok {
-				r.lease = resumeOf(l) // what it knows now (the time it was noted stays)
+				r.lease = lostrow.Resume(l) // what it knows now (the time it was noted stays)
 				g.released[u] = r
 			}
 			g.mu.Unlock()

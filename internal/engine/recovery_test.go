@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -562,7 +563,7 @@ func TestOrphanAdoptsARewindItReads(t *testing.T) {
 		if _, err := store.Rewind(ctx, row, to); err != nil {
 			t.Fatal(err)
 		}
-		o := orphan{inc: "0.OLD", known: leases.Lease{Key: key, Owner: "a", Incarnation: "0.OLD", Counter: 7, Checkpoint: leases.Checkpoint{Sequence: "40"}}}
+		o := lostrow.Orphan{Inc: "0.OLD", Known: leases.Lease{Key: key, Owner: "a", Incarnation: "0.OLD", Counter: 7, Checkpoint: leases.Checkpoint{Sequence: "40"}}}
 		g.mu.Lock()
 		g.orphans[u] = o
 		g.mu.Unlock()
@@ -572,8 +573,8 @@ func TestOrphanAdoptsARewindItReads(t *testing.T) {
 		g.mu.Lock()
 		got := g.orphans[u]
 		g.mu.Unlock()
-		if got.best() != to {
-			t.Fatalf("the orphan knows %v after reading the row rewound to %v", got.best(), to)
+		if got.Best() != to {
+			t.Fatalf("the orphan knows %v after reading the row rewound to %v", got.Best(), to)
 		}
 	})
 }

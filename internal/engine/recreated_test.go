@@ -39,7 +39,7 @@ func TestRowReadAtListingIsRecheckedWhenReported(t *testing.T) {
 		g.mu.Lock()
 		o, ok := g.orphans[u]
 		g.mu.Unlock()
-		if !ok || o.best() != cp {
+		if !ok || o.Best() != cp {
 			t.Fatalf("after the row read at the first listing vanished and was re-read: orphan %+v (present %v), want one that knows %v", o, ok, cp)
 		}
 		g.releaseOrphan(ctx, u, o) // the next round's apply: the release finds the row missing

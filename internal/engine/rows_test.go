@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/lease"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -42,7 +43,7 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 		// to, as the Group's reap does) and the row is an orphan of 0.OLD.
 		known := held
 		known.Checkpoint = mine
-		o := orphan{inc: "0.OLD", known: known}
+		o := lostrow.Orphan{Inc: "0.OLD", Known: known}
 		g.m.AddEarlier("0.OLD")
 		g.mu.Lock()
 		g.orphans[u] = o

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 )
 
 // shutdown drains every worker, bounded by ShutdownTimeout, while the
@@ -37,7 +39,7 @@ func (g *Group) shutdown() {
 	}
 	g.mu.Lock()
 	orphans := maps.Clone(g.orphans)
-	maps.DeleteFunc(orphans, func(u unit, _ orphan) bool { return g.workers[u] != nil })
+	maps.DeleteFunc(orphans, func(u unit, _ lostrow.Orphan) bool { return g.workers[u] != nil })
 	g.mu.Unlock()
 	units := slices.SortedFunc(maps.Keys(orphans), cmpUnit)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/lostrow"
 )
 
 // streamChange is one AddStream or RemoveStream call, applied by the round
@@ -35,7 +36,7 @@ func (g *Group) newStreamState(sc StreamConfig) (*streamState, error) {
 	if prev, dup := g.streams[key]; dup {
 		return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
 	}
-	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]rowState{},
+	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]lostrow.Row{},
 		failed: map[string]*failure{}}, nil
 }
 

@@ -159,3 +159,93 @@ func TestOutdatedByAnOlderRewind(t *testing.T) {
 		t.Error("RewindAfter does not order NewRewindID ids by time, or orders an id of another form")
 	}
 }
+
+// TestBlind: a recovery that says nothing its creator knew is reported
+// again once the row exists (seed 96101881: a knower recovered the row on
+// the first report, the row vanished again unseen by the reporter, and
+// nobody wrote the checkpoint on the blind recovery).
+func TestBlind(t *testing.T) {
+	for from, want := range map[From]bool{FromKnown: false, FromRewind: false, FromTrimHorizon: true, FromStart: true} {
+		if from.Blind() != want {
+			t.Errorf("From(%d).Blind() = %v, want %v", from, !want, want)
+		}
+	}
+}
+
+// TestResume: the rewind rule: a row with an operator's rewind pending
+// resumes at the rewind's position, never past what the operator asked to
+// read again (seed 722403).
+func TestResume(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		l, want leases.Lease
+	}{
+		{"a rewind pending (seed 722403)", leases.Lease{Checkpoint: cp("300"), RewindTo: cp("26"), Rewind: "x"}, leases.Lease{Checkpoint: cp("26"), Rewind: "x"}},
+		{"a rewind pending, no checkpoint", leases.Lease{RewindTo: trim, Rewind: "x"}, leases.Lease{Checkpoint: trim, Rewind: "x"}},
+		{"none: its checkpoint", leases.Lease{Checkpoint: cp("300"), Rewind: "x"}, leases.Lease{Checkpoint: cp("300"), Rewind: "x"}},
+	} {
+		if got := Resume(tc.l); got != tc.want {
+			t.Errorf("%s: Resume = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestVanished: a holder's row read again: vanished, or not.
+func TestVanished(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		l    leases.Lease
+		err  error
+		want bool
+	}{
+		{"missing", leases.Lease{}, errNotFound, true},
+		{"recovered free by another member (TestHolderTakesRecoveredRowBackAtOnce)", leases.Lease{Recovered: "r", Checkpoint: cp("40")}, nil, true},
+		{"held, recovered: a repairer's moment, or taken", leases.Lease{Recovered: "r", Owner: "b"}, nil, false},
+		{"free, not recovered: released, not vanished", leases.Lease{Checkpoint: cp("40")}, nil, false},
+		{"the read failed", leases.Lease{}, errTimeout, false},
+	} {
+		if got := Vanished(tc.l, tc.err); got != tc.want {
+			t.Errorf("%s: Vanished = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestReclaim: what a holder does with its vanished row once it recreated
+// it free and recovered, or met another's recovery.
+func TestReclaim(t *testing.T) {
+	known := leases.Lease{Owner: "a", Incarnation: "0.A", Counter: 12, Checkpoint: cp("1122"), Rewind: "r1"}
+	for _, tc := range []struct {
+		name        string
+		cur         leases.Lease
+		cp          leases.Checkpoint
+		within      bool
+		want        Back
+		wantRewound bool
+	}{
+		{"its own creation, free and recovered: taken back, never created held (seeds 40002590, 60012559)",
+			leases.Lease{Recovered: "c", Counter: 1, Checkpoint: cp("1122"), Rewind: "r1"}, cp("1122"), true, BackTake, false},
+		{"another's recovery: taken back at once (TestHolderTakesRecoveredRowBackAtOnce)",
+			leases.Lease{Recovered: "c", Counter: 1, Checkpoint: cp("900"), Rewind: "r1"}, cp("1122"), true, BackTake, false},
+		{"a recovery carrying an operator's rewind since the holder's copy: taken at the rewind (TestDeletedRowAfterRewind)",
+			leases.Lease{Recovered: "c", Counter: 1, Checkpoint: cp("5"), Rewind: "r2"}, cp("1122"), true, BackTake, true},
+		{"held a moment by a member writing its checkpoint while the proof runs: next round",
+			leases.Lease{Recovered: "c", Owner: "b", Incarnation: "0.B", Counter: 2}, cp("1122"), true, BackLater, false},
+		{"the same once the proof ran out: lost",
+			leases.Lease{Recovered: "c", Owner: "b", Incarnation: "0.B", Counter: 2}, cp("1122"), false, BackLost, false},
+		{"taken by a later incarnation of this process (a fence since): lost to this lease",
+			leases.Lease{Owner: "a", Incarnation: "1.A", Counter: 3, Checkpoint: cp("1122")}, cp("1122"), true, BackLost, false},
+		{"taken by another after the recovery wait: lost",
+			leases.Lease{Owner: "b", Incarnation: "0.B", Counter: 3, Checkpoint: cp("1122")}, cp("1122"), true, BackLost, false},
+		{"an earlier attempt's take landed unanswered: go on",
+			leases.Lease{Owner: "a", Incarnation: "0.A", Counter: 2, Checkpoint: cp("1122")}, cp("1122"), true, BackOn, false},
+		{"its take of a recovery with no checkpoint landed unanswered: write its own",
+			leases.Lease{Owner: "a", Incarnation: "0.A", Counter: 2}, cp("1122"), true, BackFill, false},
+		{"the same, with no checkpoint of its own: go on",
+			leases.Lease{Owner: "a", Incarnation: "0.A", Counter: 2}, leases.Checkpoint{}, true, BackOn, false},
+	} {
+		act, rewound := Reclaim(tc.cur, known, tc.cp, "r1", tc.within)
+		if act != tc.want || rewound != tc.wantRewound {
+			t.Errorf("%s: Reclaim = %d, %v; want %d, %v", tc.name, act, rewound, tc.want, tc.wantRewound)
+		}
+	}
+}
