@@ -104,7 +104,7 @@ func cmpUnit(x, y unit) int {
 // others run concurrently, at most storeConcurrency store calls at once.
 func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	g.mu.Lock()
-	workers, orphans := maps.Clone(g.workers), maps.Clone(g.orphans)
+	workers, orphans := maps.Clone(g.workers), maps.Clone(g.lost.orphans)
 	g.mu.Unlock()
 	running := make(map[unit]bool, len(orphans))
 	for u := range orphans {
@@ -114,7 +114,7 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	for u, w := range workers {
 		held[u] = heldInfo{stopping: w.Stopping(), active: g.active(g.streams[u.Stream], u.Shard)}
 	}
-	act := decide(g.cfg.Owner, a, held, running, g.sameRounds >= 2, g.cfg.MaxLeases, g.failing)
+	act := decide(g.cfg.Owner, a, held, running, g.rs.sameRounds >= 2, g.cfg.MaxLeases, g.failing)
 	for _, u := range act.handoffs {
 		g.streams[u.Stream].log.Info("kinesislease: handing lease over", "shard", u.Shard, "to", a[u])
 		workers[u].StopWithin(g.cfg.ShutdownTimeout)
@@ -243,10 +243,10 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	var released *leases.Lease
 	var o *lostrow.Orphan
 	g.mu.Lock()
-	if r, ok := g.released[u]; ok {
+	if r, ok := g.lost.released[u]; ok {
 		released = &r.lease
 	}
-	if x, ok := g.orphans[u]; ok {
+	if x, ok := g.lost.orphans[u]; ok {
 		o = &x
 	}
 	g.mu.Unlock()
@@ -279,7 +279,7 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			// The take landed: the row names this incarnation, which holds
 			// it with no worker, as an orphan.
-			guard(&g.mu, func() { g.orphans[u] = lostrow.Orphan{Inc: h.Current().Incarnation, Known: h.AsOrphan()} })
+			guard(&g.mu, func() { g.lost.orphans[u] = lostrow.Orphan{Inc: h.Current().Incarnation, Known: h.AsOrphan()} })
 			return nil
 		}
 		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
@@ -343,8 +343,8 @@ func (g *Group) createAll(st *streamState, skip string) {
 	// a member that is not the creator recovers a missing row only after
 	// it; a row left missing then is a missing row like any other
 	// (missingRow).
-	cctx, cancel := context.WithTimeout(g.runCtx, g.recoveryWait(st))
-	g.listers.Go(func() {
+	cctx, cancel := context.WithTimeout(g.run.ctx, g.recoveryWait(st))
+	g.run.listers.Go(func() {
 		defer cancel()
 		bounded(cctx, len(ids), func(i int) {
 			if l, err := g.store.Create(cctx, leases.Key{Stream: st.key, Shard: ids[i]}); err == nil {

@@ -20,10 +20,10 @@ import (
 // announces a shard end or a new digest of its own (announceEntry).
 func (g *Group) syncShards(ctx context.Context) {
 	g.announceEntry(ctx)
-	ended := g.resync.Swap(false)
+	ended := g.sig.resync.Swap(false)
 	g.chooseListers()
 	now := time.Now()
-	maps.DeleteFunc(g.lists, func(key string, _ *listState) bool { return g.streams[key] == nil }) // removed
+	maps.DeleteFunc(g.listing.lists, func(key string, _ *listState) bool { return g.streams[key] == nil }) // removed
 	for st := range g.subscribed() {
 		ls := g.listState(st.key)
 		ls.othersEnded = ls.othersEnded || ended
@@ -59,14 +59,14 @@ func (g *Group) readBehind(ctx context.Context) {
 	if bctx.Err() != nil {
 		return
 	}
-	poll := g.rounds%4 == 0 || g.pollSoon
-	g.pollSoon = false
+	poll := g.rs.rounds%4 == 0 || g.listing.pollSoon
+	g.listing.pollSoon = false
 	parents := g.parentsToRead(poll)
 	n := len(parents)
 	if n == 0 {
 		return
 	}
-	from := g.parentPoll % n
+	from := g.rs.parentPoll % n
 	sent, ok := make([]int64, n), make([]bool, n)
 	bounded(bctx, n, func(i int) {
 		j := (from + i) % n
@@ -78,10 +78,10 @@ func (g *Group) readBehind(ctx context.Context) {
 	for i, u := range parents {
 		if ok[i] {
 			read++
-			putIn(&g.parentRead, u, sent[i])
+			putIn(&g.listing.parentRead, u, sent[i])
 		}
 	}
-	g.parentPoll = from + read
+	g.rs.parentPoll = from + read
 }
 
 // readBudget is how long a round may spend on the reads of readBehind: a
@@ -138,8 +138,8 @@ func (g *Group) listAsync(st *streamState) {
 	st.resync = false // asked for before this listing: it answers that
 	g.listingNow(st)
 	sent := time.Now()
-	ctx := g.runCtx
-	g.listers.Go(func() {
+	ctx := g.run.ctx
+	g.run.listers.Go(func() {
 		// No round waits on it, so it is bounded by listTimeout rather
 		// than the lease timeout: a listing slower than the timeout (a
 		// loaded kinesis-local took over 600 ms a call for 30 s, the test
@@ -216,7 +216,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 		} else if !errors.Is(err, leases.ErrConflict) {
 			return err
 		}
-		g.pollSoon = true
+		g.listing.pollSoon = true
 	}
 	return nil
 }

@@ -118,14 +118,47 @@ type Group struct {
 	// heartbeats, fence, incarnations and view of the other members.
 	m *membership.Member
 
-	// mu guards workers, orphans, uncertain and released. A change of
-	// incarnation and the fencing of every worker happen under m's lock
-	// (membership.Member.Locked; fenceWorkers holds both), and so does a
-	// new worker's check of the incarnation it took its row as
+	// mu guards workers and lost's orphans, uncertain and released. A
+	// change of incarnation and the fencing of every worker happen under
+	// m's lock (membership.Member.Locked; fenceWorkers holds both), and so
+	// does a new worker's check of the incarnation it took its row as
 	// (startWorker), so that no worker of an incarnation that is over ever
 	// starts. m's lock is taken first.
 	mu      sync.Mutex
 	workers map[unit]*worker
+	lost    lostState // rows this instance may name or know without a worker
+
+	// streams is every subscribed stream by key. Only the round goroutine
+	// changes it (applyStreamChanges, at the start of a round, with
+	// streamsMu held); other goroutines read it under streamsMu.
+	streams   map[string]*streamState
+	order     []string // the keys of streams, in subscription order
+	streamsMu sync.RWMutex
+	// digest is streamsDigest's value; otherStreams the live members last
+	// seen subscribing other streams (round goroutine).
+	digest       atomic.Pointer[string]
+	otherStreams []string
+	// changes are the AddStream and RemoveStream calls not yet applied.
+	changesMu sync.Mutex
+	changes   []streamChange
+
+	sig     signals      // set by the heartbeat loop, taken by the round loop
+	rs      roundState   // the round goroutine's own
+	listing listingState // the listing of each stream by one lister
+	run     runState     // Run's context, its cancel, the round's wake-up
+
+	ready atomic.Bool
+	// healthMu guards the streams' failed and listing for Health: the
+	// round's goroutine, their only writer, takes it to write them.
+	healthMu sync.Mutex
+	stats    groupStats
+}
+
+// lostState is what the Group keeps of rows that may name this instance,
+// or whose checkpoint it may be the last to know, without a worker of its
+// own on them (the lost-row protocol: lostrows.go, orphans.go,
+// reconcile.go). orphans, uncertain and released are guarded by Group.mu.
+type lostState struct {
 	// orphans are rows that may still name an incarnation of this instance
 	// although it runs no worker for them (lost at a fence, a release that
 	// failed, a take whose answer was lost): each is taken again directly
@@ -144,26 +177,6 @@ type Group struct {
 	// knows where it was read to, and recreates it from there (see
 	// recheckReleased).
 	released map[unit]releasedRow
-
-	// streams is every subscribed stream by key. Only the round goroutine
-	// changes it (applyStreamChanges, at the start of a round, with
-	// streamsMu held); other goroutines read it under streamsMu.
-	streams   map[string]*streamState
-	order     []string // the keys of streams, in subscription order
-	streamsMu sync.RWMutex
-	// digest is streamsDigest's value; otherStreams the live members last
-	// seen subscribing other streams (round goroutine).
-	digest       atomic.Pointer[string]
-	otherStreams []string
-	// changes are the AddStream and RemoveStream calls not yet applied.
-	changesMu sync.Mutex
-	changes   []streamChange
-
-	// Set by the heartbeat loop, taken by the round loop.
-	reconcileNow atomic.Bool  // our Notice moved: re-read every held row
-	recheckAgain atomic.Bool  // a re-read of lately released rows failed: again next round
-	resync       atomic.Bool  // a member ended a shard: the listers list their streams
-	ended        atomic.Int64 // shards this instance read to their end, or found ended (noteFoundEnded)
 	// lastReport is when this instance's last ReportVanished that landed
 	// was sent (on mono()), under reportSem: a channel, not a mutex, held
 	// across a store call (a goroutine waiting on a channel lets a
@@ -171,58 +184,64 @@ type Group struct {
 	reportSem  chan struct{}
 	lastReport int64
 	reported   bool
+}
 
+// signals are set by the heartbeat loop and taken by the round loop.
+type signals struct {
+	reconcileNow atomic.Bool  // our Notice moved: re-read every held row
+	recheckAgain atomic.Bool  // a re-read of lately released rows failed: again next round
+	resync       atomic.Bool  // a member ended a shard: the listers list their streams
+	ended        atomic.Int64 // shards this instance read to their end, or found ended (noteFoundEnded)
+}
+
+// roundState is the round goroutine's own: the plan and its bookkeeping.
+type roundState struct {
 	planner    plan.Planner // cached: recomputes only when members or shards change
+	shadow     plan.Planner // the planner of shadowPlan
 	lastAssign map[unit]string
 	sameRounds int
 	rounds     int
 	reconciled int // rounds of reconciliation done (its slice of the held rows)
 	// rechecks: the held rows a re-read of every held row (an operator's
 	// notice, a vanished report) has still to read; it goes on over the
-	// rounds, within readBudget each (round goroutine).
+	// rounds, within readBudget each.
 	rechecks map[unit]bool
 	// parentPoll: where the next poll of the parents' rows starts (see
 	// readBehind).
 	parentPoll int
-	ready      atomic.Bool
+	// plannedOpen: the shards the round's plan gave this instance to
+	// take, not known at their end (noteFoundEnded).
+	plannedOpen map[unit]bool
+}
 
-	// healthMu guards the streams' failed and listing for Health: the
-	// round's goroutine, their only writer, takes it to write them.
-	healthMu sync.Mutex
-
-	stats groupStats
-
-	// kick wakes the round loop early (a held row vanished).
-	kick chan struct{}
-	// cancelRun ends Run with an error (set by Run).
-	cancelRun context.CancelCauseFunc
-	// runCtx is Run's context while it coordinates (Background before):
-	// the background listings' (listAsync), which Run waits for (listers)
-	// before it drains.
-	runCtx  context.Context
-	listers sync.WaitGroup
-
-	// The listing of each stream by one lister (listers.go; round
-	// goroutine): lists by stream key; listerOf each stream's lister,
-	// chosen from listerCand over listerKeys; listingPub what this
-	// instance's entry publishes (read by the heartbeat loop);
-	// bumpedEnded and bumpedListing its entry's Ended and Listing as last
-	// announced by a bump of its row.
+// listingState is the listing of each stream by one lister (listers.go;
+// round goroutine): lists by stream key; listerOf each stream's lister,
+// chosen from listerCand over listerKeys; listingPub what this instance's
+// entry publishes (read by the heartbeat loop); bumpedEnded and
+// bumpedListing its entry's Ended and Listing as last announced by a bump
+// of its row; parentRead when (mono) this instance last read each open
+// parent's row for readBehind; pollSoon: a listing found new children,
+// poll their parents at the next round.
+type listingState struct {
 	lists                  map[string]*listState
 	listerOf               map[string]string
 	listerCand, listerKeys []string
 	listingPub             atomic.Pointer[string]
 	bumpedEnded            int64
 	bumpedListing          string
-	// parentRead: when (mono) this instance last read each open parent's
-	// row for readBehind; pollSoon: a listing found new children, poll
-	// their parents at the next round; plannedOpen: the shards the round's
-	// plan gave this instance to take, not known at their end
-	// (noteFoundEnded); shadow: the planner of shadowPlan.
-	parentRead  map[unit]int64
-	pollSoon    bool
-	plannedOpen map[unit]bool
-	shadow      plan.Planner
+	parentRead             map[unit]int64
+	pollSoon               bool
+}
+
+// runState is Run's: kick wakes the round loop early (a held row
+// vanished); cancelRun ends Run with an error (set by Run); ctx is Run's
+// context while it coordinates (Background before): the background
+// listings' (listAsync), which Run waits for (listers) before it drains.
+type runState struct {
+	kick      chan struct{}
+	cancelRun context.CancelCauseFunc
+	ctx       context.Context
+	listers   sync.WaitGroup
 }
 
 // NewGroup validates cfg and returns a Group.
@@ -265,11 +284,14 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	}
 	h := newHooks(cfg.Hooks)
 	g := &Group{
-		cfg: cfg, h: h, kick: make(chan struct{}, 1),
+		cfg: cfg, h: h, run: runState{kick: make(chan struct{}, 1)},
 		streams: map[string]*streamState{},
-		workers: map[unit]*worker{}, orphans: map[unit]lostrow.Orphan{}, uncertain: map[unit]int64{}, released: map[unit]releasedRow{},
-		reportSem: make(chan struct{}, 1),
-		log:       cfg.Logger.With("owner", cfg.Owner),
+		workers: map[unit]*worker{},
+		lost: lostState{
+			orphans: map[unit]lostrow.Orphan{}, uncertain: map[unit]int64{}, released: map[unit]releasedRow{},
+			reportSem: make(chan struct{}, 1),
+		},
+		log: cfg.Logger.With("owner", cfg.Owner),
 	}
 	is := &instrumentedStore{Store: cfg.Store, mem: mem, h: h, s: &g.stats}
 	g.store, g.mem = is, is
@@ -287,7 +309,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		g.order = append(g.order, st.key)
 	}
 	g.setDigest()
-	g.runCtx = context.Background()
+	g.run.ctx = context.Background()
 	return g, nil
 }
 
@@ -318,8 +340,8 @@ func (g *Group) Run(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	g.cancelRun = cancel
-	g.runCtx = rctx
+	g.run.cancelRun = cancel
+	g.run.ctx = rctx
 	// The heartbeats go on through the drain, until the leases are
 	// released: their own context, not Run's.
 	hbCtx, hbStop := context.WithCancel(context.WithoutCancel(ctx))
@@ -330,7 +352,7 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 	})
 	g.loop(rctx)
-	g.listers.Wait()
+	g.run.listers.Wait()
 	g.shutdown()
 	hbStop()
 	hb.Wait()
@@ -350,7 +372,7 @@ func (g *Group) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-g.kick:
+		case <-g.run.kick:
 			t.Stop()
 		}
 		g.round(ctx)
@@ -372,7 +394,7 @@ func (g *Group) loop(ctx context.Context) {
 // instance is fenced; its calls end within a timeout, and every take within
 // the fence as it stands when the take is sent.
 func (g *Group) round(ctx context.Context) {
-	g.rounds++
+	g.rs.rounds++
 	g.applyStreamChanges()
 	g.reap(ctx, false)
 	g.removeStreams()
@@ -387,7 +409,7 @@ func (g *Group) round(ctx context.Context) {
 		return // no full view of the members yet: plan nothing
 	}
 	if err := g.m.Duplicates(); err != nil {
-		g.cancelRun(err)
+		g.run.cancelRun(err)
 		return
 	}
 	g.ready.Store(true)
@@ -417,13 +439,13 @@ func (g *Group) plan() map[unit]string {
 		}
 	}
 	live := g.planMembers(mono())
-	a := g.planner.Assign(live, units, g.cfg.MaxLeases)
-	if sameMap(a, g.lastAssign) || maps.Equal(a, g.lastAssign) {
-		g.sameRounds++
+	a := g.rs.planner.Assign(live, units, g.cfg.MaxLeases)
+	if sameMap(a, g.rs.lastAssign) || maps.Equal(a, g.rs.lastAssign) {
+		g.rs.sameRounds++
 	} else {
-		g.sameRounds = 0
+		g.rs.sameRounds = 0
 	}
-	g.lastAssign = a
+	g.rs.lastAssign = a
 	return a
 }
 
@@ -488,11 +510,11 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lea
 			// Fenced or reincarnated while taking: the row names inc but
 			// may not be read; the next round takes it afresh, or releases
 			// it.
-			g.orphans[u] = lostrow.Orphan{Inc: inc, Known: h.Current()}
+			g.lost.orphans[u] = lostrow.Orphan{Inc: inc, Known: h.Current()}
 			return
 		}
 		g.workers[u] = w
-		delete(g.orphans, u)
+		delete(g.lost.orphans, u)
 		started = true
 	})
 	if !started {
@@ -544,7 +566,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 		case w.Ended():
 			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
 			st.resync = true
-			g.ended.Add(1)
+			g.sig.ended.Add(1)
 			emit(g.h, g.cfg.Events, ShardEnded, info)
 		case w.Lease().TakenOver():
 			// Where this instance read it to stays known: should the row
@@ -559,7 +581,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.
 				g.mu.Lock()
-				g.orphans[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
+				g.lost.orphans[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
 				g.mu.Unlock()
 			}
 			emit(g.h, g.cfg.Events, LeaseReleased, info)
@@ -615,7 +637,7 @@ func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string, 
 // kickRound makes the round loop run a round now.
 func (g *Group) kickRound() {
 	select {
-	case g.kick <- struct{}{}:
+	case g.run.kick <- struct{}{}:
 	default:
 	}
 }

@@ -83,10 +83,10 @@ type listState struct {
 
 // listState returns the listing state of the stream keyed key.
 func (g *Group) listState(key string) *listState {
-	ls := g.lists[key]
+	ls := g.listing.lists[key]
 	if ls == nil {
 		ls = &listState{}
-		putIn(&g.lists, key, ls)
+		putIn(&g.listing.lists, key, ls)
 	}
 	return ls
 }
@@ -178,18 +178,18 @@ func (g *Group) chooseListers() {
 	}
 	slices.Sort(cand)
 	keys := g.subscribedKeys()
-	if g.listerOf != nil && slices.Equal(cand, g.listerCand) && slices.Equal(keys, g.listerKeys) {
+	if g.listing.listerOf != nil && slices.Equal(cand, g.listing.listerCand) && slices.Equal(keys, g.listing.listerKeys) {
 		return
 	}
-	g.listerCand, g.listerKeys = cand, keys
-	g.listerOf = assignListers(keys, cand)
+	g.listing.listerCand, g.listing.listerKeys = cand, keys
+	g.listing.listerOf = assignListers(keys, cand)
 }
 
 // listWindow is the window over which the members that list a stream
 // because its lister's digest changed spread their listings: a heartbeat
 // interval for up to 64 members, one more for each 64 more, up to 8.
 func (g *Group) listWindow() time.Duration {
-	return g.cfg.Heartbeat * time.Duration(min(max(len(g.listerCand)/64, 1), 8))
+	return g.cfg.Heartbeat * time.Duration(min(max(len(g.listing.listerCand)/64, 1), 8))
 }
 
 // published returns the digest of the stream keyed key that owner's entry
@@ -210,7 +210,7 @@ func (g *Group) published(owner, key string) (string, bool) {
 // comment at the top of this file). ls is st's listing state.
 func (g *Group) listDue(st *streamState, ls *listState) bool {
 	now := mono()
-	lister := g.listerOf[st.key]
+	lister := g.listing.listerOf[st.key]
 	if lister != ls.lister {
 		// A new lister. seenAt, due and dueAt matter only while the lister
 		// is another member, so the zero state stands for none ("").
@@ -259,20 +259,20 @@ func (g *Group) listingNow(st *streamState) {
 // and the others list on their own after listerFallback).
 func (g *Group) publishListing() {
 	var segs []string
-	for _, key := range g.listerKeys {
-		st, ls := g.streams[key], g.lists[key]
-		if st == nil || ls == nil || ls.digest == "" || g.listerOf[key] != g.cfg.Owner || time.Since(st.lastSync) >= 2*g.cfg.ShardSyncInterval {
+	for _, key := range g.listing.listerKeys {
+		st, ls := g.streams[key], g.listing.lists[key]
+		if st == nil || ls == nil || ls.digest == "" || g.listing.listerOf[key] != g.cfg.Owner || time.Since(st.lastSync) >= 2*g.cfg.ShardSyncInterval {
 			continue
 		}
 		segs = append(segs, streamTag(key)+ls.digest)
 	}
 	l := strings.Join(segs, ",")
-	g.listingPub.Store(&l)
+	g.listing.listingPub.Store(&l)
 }
 
 // listingDigest is what this instance's membership entry publishes of the
 // streams it lists (leases.Member.Listing).
-func (g *Group) listingDigest() string { return loadString(&g.listingPub) }
+func (g *Group) listingDigest() string { return loadString(&g.listing.listingPub) }
 
 // loadString returns the string p points to, "" for none.
 func loadString(p *atomic.Pointer[string]) string {
@@ -292,7 +292,7 @@ func loadString(p *atomic.Pointer[string]) string {
 func (g *Group) announceEntry(ctx context.Context) {
 	inc := g.Incarnation()
 	own, ok := g.m.Latest(g.cfg.Owner)
-	if !ok || own.Incarnation != inc || own.Ended == g.bumpedEnded && own.Listing == g.bumpedListing {
+	if !ok || own.Incarnation != inc || own.Ended == g.listing.bumpedEnded && own.Listing == g.listing.bumpedListing {
 		return
 	}
 	if err := g.mem.BumpRow(ctx, membership.RowOf(inc)); err != nil {
@@ -301,7 +301,7 @@ func (g *Group) announceEntry(ctx context.Context) {
 		}
 		return
 	}
-	g.bumpedEnded, g.bumpedListing = own.Ended, own.Listing
+	g.listing.bumpedEnded, g.listing.bumpedListing = own.Ended, own.Listing
 }
 
 // children returns the children of shard id of st (by the last listing).
@@ -338,7 +338,7 @@ func (g *Group) shadowPlan() map[unit]string {
 		}
 	}
 	live := g.planMembers(mono())
-	return g.shadow.Assign(live, units, g.cfg.MaxLeases)
+	return g.rs.shadow.Assign(live, units, g.cfg.MaxLeases)
 }
 
 // parentsToRead returns the rows of open parents (parents of a listed
@@ -368,7 +368,7 @@ func (g *Group) parentsToRead(poll bool) []unit {
 			u := unit{Stream: st.key, Shard: id}
 			r := st.row(id)
 			if done(r) || g.holds(u) {
-				delete(g.parentRead, u)
+				delete(g.listing.parentRead, u)
 				continue
 			}
 			if poll && shadow == nil {
@@ -377,8 +377,8 @@ func (g *Group) parentsToRead(poll bool) []unit {
 			want := poll && slices.ContainsFunc(kids, func(c string) bool {
 				return shadow[unit{Stream: st.key, Shard: c}] == g.cfg.Owner
 			})
-			read, wasRead := g.parentRead[u]
-			for _, o := range []string{r.Lease.Owner, g.lastAssign[u]} {
+			read, wasRead := g.listing.parentRead[u]
+			for _, o := range []string{r.Lease.Owner, g.rs.lastAssign[u]} {
 				if at, moved := moves[o]; moved && (!wasRead || read < at) {
 					want = true
 				}
@@ -397,10 +397,10 @@ func (g *Group) parentsToRead(poll bool) []unit {
 // noteFoundEnded). A row not read yet is left out: at the start, the plan
 // gives this instance rows of shards that ended long ago.
 func (g *Group) notePlannedOpen(a map[unit]string) {
-	clear(g.plannedOpen)
+	clear(g.rs.plannedOpen)
 	for u, owner := range a {
 		if owner == g.cfg.Owner && !done(g.streams[u.Stream].row(u.Shard)) && !g.unreadRow(u) && !g.holds(u) {
-			putIn(&g.plannedOpen, u, true)
+			putIn(&g.rs.plannedOpen, u, true)
 		}
 	}
 }
@@ -414,11 +414,11 @@ func (g *Group) notePlannedOpen(a map[unit]string) {
 // counted when their workers end.
 func (g *Group) noteFoundEnded() {
 	n := 0
-	for u := range g.plannedOpen {
+	for u := range g.rs.plannedOpen {
 		if st := g.streams[u.Stream]; st != nil && done(st.row(u.Shard)) && !g.holds(u) {
 			n++
 		}
 	}
-	clear(g.plannedOpen)
-	g.ended.Add(int64(n))
+	clear(g.rs.plannedOpen)
+	g.sig.ended.Add(int64(n))
 }

@@ -157,14 +157,14 @@ func (g *Group) reportMissing(ctx context.Context, st *streamState, id string, r
 	if r.Reported {
 		return
 	}
-	g.reportSem <- struct{}{}
-	defer func() { <-g.reportSem }()
-	if !r.ReportCovers(g.lastReport, g.reported) {
+	g.lost.reportSem <- struct{}{}
+	defer func() { <-g.lost.reportSem }()
+	if !r.ReportCovers(g.lost.lastReport, g.lost.reported) {
 		sent := mono()
 		if g.mem.ReportVanished(ctx) != nil {
 			return
 		}
-		g.lastReport, g.reported = sent, true
+		g.lost.lastReport, g.lost.reported = sent, true
 	}
 	st.markReported(id)
 }
@@ -236,14 +236,14 @@ func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t 
 			g.noteReleased(u, rl)
 		} else {
 			g.mu.Lock()
-			g.orphans[u] = lostrow.Orphan{Inc: t.Incarnation, Known: t, Presumed: true, Vanished: true, Unwaited: true}
+			g.lost.orphans[u] = lostrow.Orphan{Inc: t.Incarnation, Known: t, Presumed: true, Vanished: true, Unwaited: true}
 			g.mu.Unlock()
 		}
 	case lostrow.UndoOrphan:
 		g.mu.Lock()
-		if o, ok := g.orphans[u]; ok {
+		if o, ok := g.lost.orphans[u]; ok {
 			o.Unwaited, o.Known.Recovered = true, lostrow.LateMark(l)
-			g.orphans[u] = o
+			g.lost.orphans[u] = o
 		}
 		g.mu.Unlock()
 	case lostrow.UndoTakeRelease:

@@ -42,7 +42,7 @@ func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time
 	switch {
 	case m.inc == inc && m.token != "":
 		return m.kind(), time.Duration(mono() - m.at)
-	case !g.m.TableOld() || m.inc == inc && m.round == g.rounds:
+	case !g.m.TableOld() || m.inc == inc && m.round == g.rs.rounds:
 		return lostrow.MarkUnknown, 0
 	}
 	tok, err := g.mem.StreamMark(ctx, st.key)
@@ -50,7 +50,7 @@ func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time
 		return g.noteMark(st, inc, tok), 0
 	}
 	st.rowsMu.Lock()
-	st.mark = streamMark{inc: inc, round: g.rounds}
+	st.mark = streamMark{inc: inc, round: g.rs.rounds}
 	st.rowsMu.Unlock()
 	if err != nil || !g.joinsSettled(st) || !g.m.SameTable(ctx, mono(), rejoin) || g.Incarnation() != inc {
 		return lostrow.MarkUnknown, 0

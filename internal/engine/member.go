@@ -22,7 +22,7 @@ var _ membership.Host = (*memberHost)(nil)
 // Published returns what this instance's entry publishes of it.
 func (h *memberHost) Published() leases.Member {
 	g := (*Group)(h)
-	return leases.Member{Ended: g.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listingDigest()}
+	return leases.Member{Ended: g.sig.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listingDigest()}
 }
 
 // FenceWorkers stops every worker at once: no lease of this incarnation may
@@ -42,7 +42,7 @@ func (h *memberHost) FenceWorkers() int {
 		n++
 		w.Lease().MarkLost()
 		w.Kill()
-		g.orphans[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
+		g.lost.orphans[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
 	}
 	return n
 }
@@ -52,11 +52,11 @@ func (h *memberHost) Kick() { (*Group)(h).kickRound() }
 
 // Reconcile has the next round re-read every held row, and the rows
 // released or read lately.
-func (h *memberHost) Reconcile() { h.reconcileNow.Store(true) }
+func (h *memberHost) Reconcile() { h.sig.reconcileNow.Store(true) }
 
 // EndedMoved has the listers list their streams again (a member ended a
 // shard: its children are in the shard lists now).
-func (h *memberHost) EndedMoved() { h.resync.Store(true) }
+func (h *memberHost) EndedMoved() { h.sig.resync.Store(true) }
 
 // HeldStreams returns the keys of the streams this instance holds a row
 // of, or an orphan of.
@@ -67,7 +67,7 @@ func (h *memberHost) HeldStreams() map[string]bool {
 	for u := range g.workers {
 		keys[u.Stream] = true
 	}
-	for u := range g.orphans {
+	for u := range g.lost.orphans {
 		keys[u.Stream] = true
 	}
 	g.mu.Unlock()
@@ -92,5 +92,5 @@ func (h *memberHost) ForgetMarks() { (*Group)(h).forgetMarks() }
 // and orphans (rows that may name it, or that vanished and it will
 // recreate).
 func (g *Group) heldCount() int64 {
-	return guarded(&g.mu, func() int64 { return int64(len(g.workers) + len(g.orphans)) })
+	return guarded(&g.mu, func() int64 { return int64(len(g.workers) + len(g.lost.orphans)) })
 }

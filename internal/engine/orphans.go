@@ -25,8 +25,8 @@ import (
 // reads it before taking it again or releasing it.
 func (g *Group) presume(u unit, l leases.Lease, inc string) {
 	g.mu.Lock()
-	g.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
-	g.orphans[u] = lostrow.Presume(l, g.cfg.Owner, inc, g.orphans[u], g.released[u].lease.Checkpoint)
+	g.lost.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
+	g.lost.orphans[u] = lostrow.Presume(l, g.cfg.Owner, inc, g.lost.orphans[u], g.lost.released[u].lease.Checkpoint)
 	g.mu.Unlock()
 }
 
@@ -45,12 +45,12 @@ const lateBound = 3
 func (g *Group) recheckUncertain(ctx context.Context) {
 	now := mono()
 	g.mu.Lock()
-	due := slices.DeleteFunc(slices.Collect(maps.Keys(g.uncertain)), func(u unit) bool { return now < g.uncertain[u] })
+	due := slices.DeleteFunc(slices.Collect(maps.Keys(g.lost.uncertain)), func(u unit) bool { return now < g.lost.uncertain[u] })
 	g.mu.Unlock()
 	for _, u := range due {
 		st := g.streams[u.Stream]
 		if st == nil {
-			guard(&g.mu, func() { delete(g.uncertain, u) })
+			guard(&g.mu, func() { delete(g.lost.uncertain, u) })
 			continue
 		}
 		cur, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: u.Shard})
@@ -61,14 +61,14 @@ func (g *Group) recheckUncertain(ctx context.Context) {
 		g.m.Locked(func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			if at := g.uncertain[u]; at <= now {
-				delete(g.uncertain, u)
+			if at := g.lost.uncertain[u]; at <= now {
+				delete(g.lost.uncertain, u)
 			}
 			_, held := g.workers[u]
-			_, orphaned := g.orphans[u]
+			_, orphaned := g.lost.orphans[u]
 			mine = err == nil && cur.Owner == g.cfg.Owner && g.m.OursLocked(cur.Incarnation)
 			if mine && !held && !orphaned {
-				g.orphans[u] = lostrow.Orphan{Inc: cur.Incarnation, Known: cur}
+				g.lost.orphans[u] = lostrow.Orphan{Inc: cur.Incarnation, Known: cur}
 				st.log.Warn("kinesislease: a write of this instance whose answer was lost landed late: the row names it; taking it again or releasing it", "shard", u.Shard)
 			}
 		})
@@ -155,7 +155,7 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o los
 
 // orphanOf returns the orphan of u held now (zero if none).
 func (g *Group) orphanOf(u unit) lostrow.Orphan {
-	return guarded(&g.mu, func() lostrow.Orphan { return g.orphans[u] })
+	return guarded(&g.mu, func() lostrow.Orphan { return g.lost.orphans[u] })
 }
 
 // editOrphan changes orphan o of u as f says, unless it was replaced
@@ -163,9 +163,9 @@ func (g *Group) orphanOf(u unit) lostrow.Orphan {
 func (g *Group) editOrphan(u unit, o lostrow.Orphan, f func(*lostrow.Orphan)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if cur, ok := g.orphans[u]; ok && cur.Inc == o.Inc {
+	if cur, ok := g.lost.orphans[u]; ok && cur.Inc == o.Inc {
 		f(&cur)
-		g.orphans[u] = cur
+		g.lost.orphans[u] = cur
 	}
 }
 
@@ -256,7 +256,7 @@ func (g *Group) takeRelease(ctx context.Context, u unit, o lostrow.Orphan, from 
 	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
 	if err != nil {
 		left.Inc, left.Known, left.Unwaited = inc, t, true
-		guard(&g.mu, func() { g.orphans[u] = left })
+		guard(&g.mu, func() { g.lost.orphans[u] = left })
 		return t, true, false
 	}
 	g.dropOrphan(u, o)
@@ -289,8 +289,8 @@ func (g *Group) forgetOrphan(u unit, o lostrow.Orphan, cur leases.Lease) {
 func (g *Group) dropOrphan(u unit, o lostrow.Orphan) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if cur, ok := g.orphans[u]; ok && cur.Inc == o.Inc {
-		delete(g.orphans, u)
+	if cur, ok := g.lost.orphans[u]; ok && cur.Inc == o.Inc {
+		delete(g.lost.orphans, u)
 	}
 }
 
@@ -303,8 +303,8 @@ func (g *Group) markUnwaited(u unit, err error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if o, ok := g.orphans[u]; ok {
+	if o, ok := g.lost.orphans[u]; ok {
 		o.Unwaited = true
-		g.orphans[u] = o
+		g.lost.orphans[u] = o
 	}
 }

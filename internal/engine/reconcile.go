@@ -29,22 +29,22 @@ func (g *Group) reconcile(ctx context.Context) {
 	g.mu.Unlock()
 	bounded(ctx, len(vanished), func(i int) { g.recreate(ctx, vanished[i], ws[vanished[i]]) })
 
-	now := g.reconcileNow.Swap(false)
-	if (now || g.recheckAgain.Swap(false)) && !g.recheckReleased(ctx) {
-		g.recheckAgain.Store(true) // only those reads again next round
+	now := g.sig.reconcileNow.Swap(false)
+	if (now || g.sig.recheckAgain.Swap(false)) && !g.recheckReleased(ctx) {
+		g.sig.recheckAgain.Store(true) // only those reads again next round
 	}
 	if now {
 		// Every held row, over as many rounds as it takes: a row read
 		// stays read, a read that failed is tried again next round, and a
 		// new request adds the rows held now.
 		for _, u := range all {
-			putIn(&g.rechecks, u, true)
+			putIn(&g.rs.rechecks, u, true)
 		}
 	}
 	var due []unit
-	if len(g.rechecks) > 0 {
-		maps.DeleteFunc(g.rechecks, func(u unit, _ bool) bool { return ws[u] == nil }) // no longer held here
-		due = slices.SortedFunc(maps.Keys(g.rechecks), cmpUnit)
+	if len(g.rs.rechecks) > 0 {
+		maps.DeleteFunc(g.rs.rechecks, func(u unit, _ bool) bool { return ws[u] == nil }) // no longer held here
+		due = slices.SortedFunc(maps.Keys(g.rs.rechecks), cmpUnit)
 	} else if n := len(all); n > 0 {
 		// Round k of every Reconcile/Heartbeat rounds re-reads the rows
 		// from k·n/rounds to (k+1)·n/rounds: each held row once per
@@ -52,9 +52,9 @@ func (g *Group) reconcile(ctx context.Context) {
 		// re-read a few held rows every few rounds: 0.8 RCU/s where the
 		// protocol's cost says held/300).
 		rounds := max(int(g.cfg.Reconcile/g.cfg.Heartbeat), 1)
-		k := g.reconciled % rounds
+		k := g.rs.reconciled % rounds
 		due = append(due, all[k*n/rounds:(k+1)*n/rounds]...)
-		g.reconciled++
+		g.rs.reconciled++
 	}
 	// Within the round's deadline, as before: a holder re-reads its rows
 	// within the rounds the lost-row wait allows for; what does not fit is
@@ -63,7 +63,7 @@ func (g *Group) reconcile(ctx context.Context) {
 	bounded(ctx, len(due), func(i int) { read[i] = ctx.Err() == nil && g.recheck(ctx, due[i], ws[due[i]]) })
 	for i, u := range due {
 		if read[i] {
-			delete(g.rechecks, u)
+			delete(g.rs.rechecks, u)
 		}
 	}
 }
@@ -212,7 +212,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// A write that may land late, naming this incarnation, after the
 		// worker has stopped: read again after the late-write bound
 		// (recheckUncertain).
-		guard(&g.mu, func() { g.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout) })
+		guard(&g.mu, func() { g.lost.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout) })
 	}
 	switch {
 	case err == nil:
@@ -258,7 +258,7 @@ const (
 // does, but only while there is room: it never evicts a row this instance
 // released or read to take.
 func (g *Group) noteRead(u unit, l leases.Lease) {
-	if !guarded(&g.mu, func() bool { return len(g.released) >= maxReleased }) {
+	if !guarded(&g.mu, func() bool { return len(g.lost.released) >= maxReleased }) {
 		g.noteReleased(u, l)
 	}
 }
@@ -269,20 +269,20 @@ func (g *Group) noteRead(u unit, l leases.Lease) {
 func (g *Group) noteReleased(u unit, l leases.Lease) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r, had := g.released[u]
+	r, had := g.lost.released[u]
 	l, keep := lostrow.Note(l, r.lease, had)
 	if !keep {
 		return
 	}
 	now := time.Now()
-	maps.DeleteFunc(g.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
-	if len(g.released) >= maxReleased {
-		oldest := slices.MinFunc(slices.Collect(maps.Keys(g.released)), func(a, b unit) int {
-			return g.released[a].at.Compare(g.released[b].at)
+	maps.DeleteFunc(g.lost.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
+	if len(g.lost.released) >= maxReleased {
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(g.lost.released)), func(a, b unit) int {
+			return g.lost.released[a].at.Compare(g.lost.released[b].at)
 		})
-		delete(g.released, oldest)
+		delete(g.lost.released, oldest)
 	}
-	g.released[u] = releasedRow{lease: l, at: now}
+	g.lost.released[u] = releasedRow{lease: l, at: now}
 }
 
 // recheckReleased re-reads the rows this instance released or read lately,
@@ -296,11 +296,11 @@ func (g *Group) noteReleased(u unit, l leases.Lease) {
 func (g *Group) recheckReleased(ctx context.Context) bool {
 	g.mu.Lock()
 	now := time.Now()
-	maps.DeleteFunc(g.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
-	rel := maps.Clone(g.released)
+	maps.DeleteFunc(g.lost.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
+	rel := maps.Clone(g.lost.released)
 	maps.DeleteFunc(rel, func(u unit, _ releasedRow) bool {
 		_, held := g.workers[u]
-		_, o := g.orphans[u]
+		_, o := g.lost.orphans[u]
 		return held || o
 	})
 	g.mu.Unlock()
@@ -315,7 +315,7 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 			g.m.Locked(func() {
 				g.mu.Lock()
 				defer g.mu.Unlock()
-				if _, o := g.orphans[u]; !o && g.workers[u] == nil {
+				if _, o := g.lost.orphans[u]; !o && g.workers[u] == nil {
 					// Known by its checkpoint only: the row may have named
 					// another member (a row read, not released), and a
 					// write as that holder could meet the row it
@@ -324,19 +324,19 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 					// conflict, then a read.
 					known := rel[u].lease
 					known.Owner, known.Incarnation = "", ""
-					g.orphans[u] = lostrow.Orphan{Inc: g.m.IncarnationLocked(), Known: known, Vanished: true}
+					g.lost.orphans[u] = lostrow.Orphan{Inc: g.m.IncarnationLocked(), Known: known, Vanished: true}
 				}
 				if missing {
-					delete(g.released, u)
+					delete(g.lost.released, u)
 				}
 			})
 		case lostrow.FoundFailed:
 			failed.Store(true)
 		case lostrow.FoundNewer:
 			g.mu.Lock()
-			if r, ok := g.released[u]; ok {
+			if r, ok := g.lost.released[u]; ok {
 				r.lease = lostrow.Resume(l) // what it knows now (the time it was noted stays)
-				g.released[u] = r
+				g.lost.released[u] = r
 			}
 			g.mu.Unlock()
 		}

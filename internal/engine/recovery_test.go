@@ -130,7 +130,7 @@ func TestKnowerWritesItsCheckpointOnRecoveredRow(t *testing.T) {
 			t.Fatal("recheckReleased: a read failed")
 		}
 		g.mu.Lock()
-		o, ok := g.orphans[u]
+		o, ok := g.lost.orphans[u]
 		g.mu.Unlock()
 		if !ok {
 			t.Fatal("the recovered row with no checkpoint is no orphan of the member that knows one")
@@ -187,13 +187,13 @@ func TestRepairedRowRetakenOnlyAfterTheWait(t *testing.T) {
 			t.Fatal("recheckReleased: a read failed")
 		}
 		g.mu.Lock()
-		o := g.orphans[u]
+		o := g.lost.orphans[u]
 		g.mu.Unlock()
 		store.fail.Store(true)
 		g.releaseOrphan(ctx, u, o) // the repair: its take lands, its release fails
 		store.fail.Store(false)
 		g.mu.Lock()
-		o, ok := g.orphans[u]
+		o, ok := g.lost.orphans[u]
 		g.mu.Unlock()
 		if !ok {
 			t.Fatal("no orphan after the repair's release failed")
@@ -205,7 +205,7 @@ func TestRepairedRowRetakenOnlyAfterTheWait(t *testing.T) {
 		time.Sleep(g.recoveryWait(st) + time.Second)
 		g.m.Fence().Store(mono() + int64(time.Minute))
 		g.mu.Lock()
-		o = g.orphans[u]
+		o = g.lost.orphans[u]
 		g.mu.Unlock()
 		g.retake(ctx, u, o)
 		if !g.holds(u) {
@@ -442,11 +442,11 @@ func TestUncertainRowReadIsKnown(t *testing.T) {
 		arm(t, g, "0.CUR")
 		held := heldRow(t, store, key, "b", "0.B", "179")
 		g.mu.Lock()
-		g.uncertain[u] = mono() - 1
+		g.lost.uncertain[u] = mono() - 1
 		g.mu.Unlock()
 		g.recheckUncertain(ctx)
 		g.mu.Lock()
-		r, ok := g.released[u]
+		r, ok := g.lost.released[u]
 		g.mu.Unlock()
 		if !ok || r.lease.Checkpoint != held.Checkpoint {
 			t.Fatalf("after the read of the row held by another at %v: known %+v (%v); want its checkpoint kept", held.Checkpoint, r.lease, ok)
@@ -528,7 +528,7 @@ func TestOutdatedRecoveryKeepsWhatThisInstanceKnew(t *testing.T) {
 		}
 		g.noteReleased(u, rec)
 		g.mu.Lock()
-		r := g.released[u]
+		r := g.lost.released[u]
 		g.mu.Unlock()
 		if r.lease.Checkpoint != known {
 			t.Fatalf("known after reading the outdated recovery: %v, want %v", r.lease.Checkpoint, known)
@@ -565,13 +565,13 @@ func TestOrphanAdoptsARewindItReads(t *testing.T) {
 		}
 		o := lostrow.Orphan{Inc: "0.OLD", Known: leases.Lease{Key: key, Owner: "a", Incarnation: "0.OLD", Counter: 7, Checkpoint: leases.Checkpoint{Sequence: "40"}}}
 		g.mu.Lock()
-		g.orphans[u] = o
+		g.lost.orphans[u] = o
 		g.mu.Unlock()
 		if _, ok := g.rereadOrphan(ctx, st, u, o, false); !ok {
 			t.Fatal("the orphan's row was not read")
 		}
 		g.mu.Lock()
-		got := g.orphans[u]
+		got := g.lost.orphans[u]
 		g.mu.Unlock()
 		if got.Best() != to {
 			t.Fatalf("the orphan knows %v after reading the row rewound to %v", got.Best(), to)
@@ -650,7 +650,7 @@ func TestLateCreateRepairedStaysRecovered(t *testing.T) {
 			t.Fatal("recheckReleased failed")
 		}
 		k.mu.Lock()
-		o, ok := k.orphans[u]
+		o, ok := k.lost.orphans[u]
 		k.mu.Unlock()
 		if !ok {
 			t.Fatal("the knower did not take the row created again without its checkpoint for one to repair")

@@ -46,7 +46,7 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 		o := lostrow.Orphan{Inc: "0.OLD", Known: known}
 		g.m.AddEarlier("0.OLD")
 		g.mu.Lock()
-		g.orphans[u] = o
+		g.lost.orphans[u] = o
 		g.mu.Unlock()
 		g.noteReleased(u, known)
 		g.releaseOrphan(ctx, u, o) // a conflict, a read (the rewind pending), a release
@@ -75,7 +75,7 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 		}
 		for range 3 {
 			g.mu.Lock()
-			o, ok := g.orphans[u]
+			o, ok := g.lost.orphans[u]
 			g.mu.Unlock()
 			if !ok {
 				break
@@ -169,7 +169,7 @@ func TestTakerWhoseRewindAnswerWasLostRecreatesAtOnce(t *testing.T) {
 
 		acquireRound(ctx, g, u) // takes it; the rewind's apply lands, its answer is lost
 		g.mu.Lock()
-		o, ok := g.orphans[u]
+		o, ok := g.lost.orphans[u]
 		g.mu.Unlock()
 		if !ok || g.holds(u) {
 			t.Fatalf("after the take whose rewind's answer was lost: orphan %v, held %v; want an orphan, no worker", ok, g.holds(u))

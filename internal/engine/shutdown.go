@@ -38,7 +38,7 @@ func (g *Group) shutdown() {
 		g.reap(ctx, true)
 	}
 	g.mu.Lock()
-	orphans := maps.Clone(g.orphans)
+	orphans := maps.Clone(g.lost.orphans)
 	maps.DeleteFunc(orphans, func(u unit, _ lostrow.Orphan) bool { return g.workers[u] != nil })
 	g.mu.Unlock()
 	units := slices.SortedFunc(maps.Keys(orphans), cmpUnit)

@@ -137,8 +137,8 @@ func (g *Group) removeStreams() {
 			continue
 		}
 		g.mu.Lock()
-		busy := hasStream(g.workers, key) || hasStream(g.orphans, key)
-		maps.DeleteFunc(g.released, func(u unit, _ releasedRow) bool { return u.Stream == key })
+		busy := hasStream(g.workers, key) || hasStream(g.lost.orphans, key)
+		maps.DeleteFunc(g.lost.released, func(u unit, _ releasedRow) bool { return u.Stream == key })
 		g.mu.Unlock()
 		if busy {
 			continue
