@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -906,15 +907,94 @@ func (c *tokenClient) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 	if v, ok := in.Key["lease_key"].(*dtypes.AttributeValueMemberS); ok {
 		key = v.Value
 	}
-	for name, v := range in.ExpressionAttributeValues {
-		if s, ok := v.(*dtypes.AttributeValueMemberS); ok && strings.Contains(name, "token") {
-			c.p.tokMu.Lock()
-			if c.p.tokens[key] == nil {
-				c.p.tokens[key] = map[string]bool{}
-			}
-			c.p.tokens[key][s.Value] = true
-			c.p.tokMu.Unlock()
+	if tok := setToken(in); tok != "" {
+		c.p.tokMu.Lock()
+		if c.p.tokens[key] == nil {
+			c.p.tokens[key] = map[string]bool{}
 		}
+		c.p.tokens[key][tok] = true
+		c.p.tokMu.Unlock()
 	}
 	return c.Client.UpdateItem(ctx, in, optFns...)
+}
+
+// assignment is one "path = :value" of an UpdateExpression's SET.
+var assignment = regexp.MustCompile(`(#?[A-Za-z0-9_]+)\s*=\s*(:[A-Za-z0-9_]+)`)
+
+// setToken returns the write_token an UpdateItem sets, "" if none: the
+// value its UpdateExpression assigns to write_token, named as it is or
+// through ExpressionAttributeNames, whatever placeholders the store chose
+// (the hand-written ":write_token" or the expression package's ":3"). The
+// condition's expected token is not one: only the update is read.
+func setToken(in *dynamodb.UpdateItemInput) string {
+	for _, m := range assignment.FindAllStringSubmatch(aws.ToString(in.UpdateExpression), -1) {
+		name := m[1]
+		if n, ok := in.ExpressionAttributeNames[name]; ok {
+			name = n
+		}
+		if name != "write_token" {
+			continue
+		}
+		if s, ok := in.ExpressionAttributeValues[m[2]].(*dtypes.AttributeValueMemberS); ok {
+			return s.Value
+		}
+	}
+	return ""
+}
+
+// TestTokenClient: tokenClient records the token every lease-row write of
+// the DynamoDB store sets, so that apply recognises a write whose answer was
+// lost; a token it missed would leave such a write unrecorded, and the
+// checker would judge the writer's next take against a stale tenure (a
+// holder "delivering out of order" from the checkpoint it took). It reads
+// the store's requests, so it must not depend on how the store names its
+// placeholders.
+func TestTokenClient(t *testing.T) {
+	t.Parallel()
+	plain := testutil.DynamoClient(t, fastDynamo)
+	table := testutil.TableName(t)
+	testutil.CreateLeaseTable(t, plain, table)
+	p := &dynProc{owner: "o", tokens: map[string]map[string]bool{}}
+	store := dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(&tokenClient{Client: plain, p: p}))
+	ctx := context.Background()
+	key := leases.Key{Stream: "s", Shard: shardID(0)}
+	cp := leases.Checkpoint{Sequence: "49000000000000000000000000000000000000000000000001000000"}
+	steps := []struct {
+		op    string
+		write func(l leases.Lease) (leases.Lease, error)
+	}{
+		{"Create", func(leases.Lease) (leases.Lease, error) { return store.Create(ctx, key) }},
+		{"TakeAs", func(l leases.Lease) (leases.Lease, error) { return store.TakeAs(ctx, l, "o", "inc") }},
+		{"Checkpoint", func(l leases.Lease) (leases.Lease, error) { return store.Checkpoint(ctx, l, cp) }},
+		{"Rewind", func(l leases.Lease) (leases.Lease, error) { return store.Rewind(ctx, l, cp) }},
+		{"ApplyRewind", func(l leases.Lease) (leases.Lease, error) { return store.ApplyRewind(ctx, l) }},
+		{"Release", func(l leases.Lease) (leases.Lease, error) { return store.Release(ctx, l, cp) }},
+	}
+	var l leases.Lease
+	for _, s := range steps {
+		p.tokens[key.String()] = map[string]bool{}
+		var err error
+		if l, err = s.write(l); err != nil {
+			t.Fatalf("%s: %v", s.op, err)
+		}
+		if got := p.tokens[key.String()]; !got[l.Token] || len(got) != 1 {
+			t.Errorf("%s wrote token %q; tokenClient recorded %v, want that token alone", s.op, l.Token, got)
+		}
+	}
+	created := leases.Key{Stream: "s", Shard: shardID(1)}
+	for _, owner := range []string{"", "o"} {
+		p.tokens[created.String()] = map[string]bool{}
+		inc := map[string]string{"": "", "o": "inc"}[owner]
+		l, err := store.CreateAs(ctx, created, owner, inc, cp, "")
+		if err != nil {
+			t.Fatalf("CreateAs as %q: %v", owner, err)
+		}
+		if got := p.tokens[created.String()]; !got[l.Token] {
+			t.Errorf("CreateAs as %q wrote token %q; tokenClient recorded %v", owner, l.Token, got)
+		}
+		if _, err := plain.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table),
+			Key: map[string]dtypes.AttributeValue{"lease_key": &dtypes.AttributeValueMemberS{Value: created.String()}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
