@@ -71,6 +71,19 @@
 // when a retried write fails its condition because the first attempt had in
 // fact landed (its answer was lost), the store recognises its own write by the
 // write_token carried by every write and returns success.
+//
+// # Mapping
+//
+// Items are mapped to attributes, and the update expressions written, by
+// hand rather than with the SDK's attributevalue and expression packages.
+// Both were tried: the store came out longer (1,330 lines against 1,302),
+// its lease-row writes cost about five times the CPU (BenchmarkStoreCPU: a
+// Checkpoint's own work 23 µs and 207 allocations with the expression
+// builder, against 4 to 10 µs and 40 by hand), the membership writes could
+// not use the builder at all (an entry's attribute name holds the owner id,
+// free text that the builder reads as a document path: "[0]" as a list
+// index), and reading the header needs errors that name the attribute. The
+// requests on the wire were the same either way.
 package dynamo
 
 import (
