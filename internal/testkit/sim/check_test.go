@@ -900,12 +900,19 @@ func (c *checker) restarted(s *shardState, writer string, after leases.Lease, fr
 		c.violate("(h) %s took %s, whose row was deleted at T+%v, while its holder %s may still deliver", writer, s.id, at, holder)
 	}
 	c.judgeRestart(s)
-	if n, err := c.covered(s.id, after.Checkpoint); err == nil && s.rewindAt >= 0 && n == s.rewindAt {
+	if n, err := c.covered(s.id, after.Checkpoint); err == nil && s.rewindAt >= 0 && n == s.rewindAt && !noStart(after) {
 		// At the operator's rewind that was pending on the row when it was
 		// deleted: the replay the operator asked for, whoever recreated the
 		// row there and whoever takes it (seed 98320166: a member that had
 		// read the rewind recreated the row at it, and the holder, which
-		// had not, took it).
+		// had not, took it). Not a row that says nothing of where its
+		// shard was read (noStart), which covers as few records as a
+		// rewind to TRIM_HORIZON: its taker knew nothing, and a knower
+		// writes its checkpoint on it (seed 95815645: the table dropped
+		// with the rewind pending, read by nobody; a member new to the
+		// table created the row with none, took it and released it, and
+		// the holder cut off from the table, which never read the rewind,
+		// filled it with its checkpoint).
 		c.tracef("%s restarted %s at the operator's rewind pending on its row when it was deleted at T+%v", writer, s.id, at)
 		c.rewind(s, after.Counter, after.Checkpoint, writer)
 		return
