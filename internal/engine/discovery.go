@@ -253,7 +253,7 @@ func (g *Group) readRowAs(ctx context.Context, st *streamState, id string, set f
 // active reports whether shard id may be read: not ended (unless a rewind
 // is pending), every parent still in the stream at SHARD_END.
 func (g *Group) active(st *streamState, id string) bool {
-	if done(st.row(id)) {
+	if rowDone(st.row(id)) {
 		return false
 	}
 	for _, p := range kinesisx.Parents(st.shards[id]) {

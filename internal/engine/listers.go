@@ -318,9 +318,9 @@ func (g *Group) children(st *streamState, id string) []string {
 	return ls.kids[id]
 }
 
-// done reports whether row r is at its shard's end with no rewind
+// rowDone reports whether row r is at its shard's end with no rewind
 // pending.
-func done(r lostrow.Row) bool {
+func rowDone(r lostrow.Row) bool {
 	return r.Lease.Checkpoint.Sequence == leases.ShardEnd && r.Lease.RewindTo.IsZero()
 }
 
@@ -332,7 +332,7 @@ func (g *Group) shadowPlan() map[unit]string {
 	var units []unit
 	for st := range g.subscribed() {
 		for _, id := range st.order {
-			if len(g.children(st, id)) == 0 && !done(st.row(id)) {
+			if len(g.children(st, id)) == 0 && !rowDone(st.row(id)) {
 				units = append(units, unit{Stream: st.key, Shard: id})
 			}
 		}
@@ -367,7 +367,7 @@ func (g *Group) parentsToRead(poll bool) []unit {
 			}
 			u := unit{Stream: st.key, Shard: id}
 			r := st.row(id)
-			if done(r) || g.holds(u) {
+			if rowDone(r) || g.holds(u) {
 				delete(g.listing.parentRead, u)
 				continue
 			}
@@ -399,7 +399,7 @@ func (g *Group) parentsToRead(poll bool) []unit {
 func (g *Group) notePlannedOpen(a map[unit]string) {
 	clear(g.rs.plannedOpen)
 	for u, owner := range a {
-		if owner == g.cfg.Owner && !done(g.streams[u.Stream].row(u.Shard)) && !g.unreadRow(u) && !g.holds(u) {
+		if owner == g.cfg.Owner && !rowDone(g.streams[u.Stream].row(u.Shard)) && !g.unreadRow(u) && !g.holds(u) {
 			putIn(&g.rs.plannedOpen, u, true)
 		}
 	}
@@ -415,7 +415,7 @@ func (g *Group) notePlannedOpen(a map[unit]string) {
 func (g *Group) noteFoundEnded() {
 	n := 0
 	for u := range g.rs.plannedOpen {
-		if st := g.streams[u.Stream]; st != nil && done(st.row(u.Shard)) && !g.holds(u) {
+		if st := g.streams[u.Stream]; st != nil && rowDone(st.row(u.Shard)) && !g.holds(u) {
 			n++
 		}
 	}
