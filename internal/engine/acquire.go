@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lease"
@@ -156,25 +155,6 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 // takeChunk is how many rows apply reads before it takes those it may.
 const takeChunk = 16 * storeConcurrency
 
-// bounded runs fn(0..n-1), at most storeConcurrency at once, until ctx
-// ends, and waits for them.
-func bounded(ctx context.Context, n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	sem := make(chan struct{}, storeConcurrency)
-	for i := range n {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(i)
-		})
-	}
-}
-
 // acquire reads the row of u and takes it if it is free, held by a dead
 // incarnation, or still names this incarnation. A row that says nothing of
 // where its shard was read to (lostrow.NoStart) is taken only in a table
@@ -221,16 +201,6 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	}
 	g.take(ctx, st, u, l)
 	return leases.Lease{}, false
-}
-
-// closed reports whether ch is closed: a worker's done.
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // take takes row l for this incarnation and starts reading it.

@@ -44,9 +44,6 @@ const (
 	// cost at held/3,600 RCU/s per instance (0.28 at 1,000 held rows), so
 	// that an instance's reads stay within 2 RCU/s whatever it holds.
 	DefaultReconcile = time.Hour
-	// storeConcurrency bounds the concurrent store calls of a round (row
-	// reads, takes, releases).
-	storeConcurrency = 16
 	// abandonAfter: how long shutdown waits, after cancelling the handlers
 	// at the shutdown timeout, for those that ignore their context.
 	abandonAfter = 5 * time.Second
@@ -640,18 +637,4 @@ func (g *Group) kickRound() {
 	case g.run.kick <- struct{}{}:
 	default:
 	}
-}
-
-// guard runs f holding mu.
-func guard(mu sync.Locker, f func()) {
-	mu.Lock()
-	defer mu.Unlock()
-	f()
-}
-
-// guarded returns what f reads holding mu.
-func guarded[T any](mu sync.Locker, f func() T) T {
-	mu.Lock()
-	defer mu.Unlock()
-	return f()
 }
