@@ -119,14 +119,6 @@ func (g *Group) readUnread(ctx context.Context) {
 // page, with the client's retries), when the timeout is shorter.
 const listTimeout = 30 * time.Second
 
-// listing is the answer of a ListShards of a stream (every page), sent at
-// sent.
-type listing struct {
-	shards []types.Shard
-	err    error
-	sent   time.Time
-}
-
 // listAsync lists st's shards in the background: ListShards may take
 // seconds (throttled, paged, slow), and the round's reads, takes and
 // releases, which keep a vanished row's sightings close enough together to
