@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lease"
@@ -77,13 +75,6 @@ func decide(self string, a map[unit]string, held map[unit]heldInfo, orphans map[
 	return act
 }
 
-// unreadRow reports whether the row of u is still unread since the first
-// listing.
-func (g *Group) unreadRow(u unit) bool {
-	st := g.streams[u.Stream]
-	return guarded(&st.rowsMu, func() bool { return st.unread[u.Shard] })
-}
-
 func cmpBool(x, y bool) int {
 	switch {
 	case x == y:
@@ -92,10 +83,6 @@ func cmpBool(x, y bool) int {
 		return 1
 	}
 	return -1
-}
-
-func cmpUnit(x, y unit) int {
-	return cmp.Or(strings.Compare(x.Stream, y.Stream), strings.Compare(x.Shard, y.Shard))
 }
 
 // apply carries out the plan: hand-offs and releases beyond the cap drain

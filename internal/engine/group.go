@@ -1,8 +1,15 @@
 package engine
 
+// The Group and its state, grouped by owner: what the round loop, the
+// heartbeat loop and Run each keep (lostState, signals, roundState,
+// listingState, runState), with the small reads and the wake-up that the
+// other files share (holds, unreadRow, kickRound, putIn, loadString).
+
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +25,10 @@ import (
 
 // unit names one shard of one stream.
 type unit = plan.Unit
+
+func cmpUnit(x, y unit) int {
+	return cmp.Or(strings.Compare(x.Stream, y.Stream), strings.Compare(x.Shard, y.Shard))
+}
 
 // Group keeps the leases of every stream of one instance under the
 // membership protocol. Three kinds of goroutine share it:
@@ -109,6 +120,12 @@ type lostState struct {
 	reported   bool
 }
 
+// releasedRow is a row as this instance released it, and when.
+type releasedRow struct {
+	lease leases.Lease
+	at    time.Time
+}
+
 // signals are set by the heartbeat loop and taken by the round loop.
 type signals struct {
 	reconcileNow atomic.Bool  // our Notice moved: re-read every held row
@@ -156,6 +173,34 @@ type listingState struct {
 	pollSoon               bool
 }
 
+// listState is what this instance knows of the listing of one stream
+// (round goroutine).
+type listState struct {
+	// digest is that of the shard set of this instance's last listing
+	// (shardDigest); "" before the first.
+	digest string
+	// kids maps each listed shard to its children (nil after a listing
+	// until children needs it).
+	kids map[string][]string
+	// lister is the stream's lister in this instance's view ("": none),
+	// and seenAt when its digest of the stream was last seen in its entry
+	// (mono; since it became the lister until it is).
+	lister string
+	seenAt int64
+	// actedOn is the lister's digest as it stood when this instance last
+	// listed, or decided to: a listing answers any digest published
+	// before it.
+	actedOn string
+	// due: a listing is due at dueAt (mono), the lister's digest having
+	// changed to one that differs from this instance's.
+	due   bool
+	dueAt int64
+	// othersEnded: a member's Ended count moved since the last listing.
+	othersEnded bool
+	// retry: the last listing failed; the next round lists again.
+	retry bool
+}
+
 // runState is Run's: kick wakes the round loop early (a held row
 // vanished); cancelRun ends Run with an error (set by Run); ctx is Run's
 // context while it coordinates (Background before): the background
@@ -165,6 +210,15 @@ type runState struct {
 	cancelRun context.CancelCauseFunc
 	ctx       context.Context
 	listers   sync.WaitGroup
+}
+
+// streamChange is one AddStream or RemoveStream call, applied by the round
+// goroutine; done gets its outcome (for a removal: once every shard of the
+// stream is released).
+type streamChange struct {
+	add    *streamState
+	remove string
+	done   chan error
 }
 
 // Incarnation returns this process's current incarnation id: before Run
@@ -207,6 +261,13 @@ func (g *Group) failing(u unit) bool {
 
 func (g *Group) holds(u unit) bool {
 	return guarded(&g.mu, func() bool { return g.workers[u] != nil })
+}
+
+// unreadRow reports whether the row of u is still unread since the first
+// listing.
+func (g *Group) unreadRow(u unit) bool {
+	st := g.streams[u.Stream]
+	return guarded(&st.rowsMu, func() bool { return st.unread[u.Shard] })
 }
 
 // startWorker starts reading u, held by h, from its checkpoint, unless the
@@ -357,4 +418,20 @@ func (g *Group) kickRound() {
 	case g.run.kick <- struct{}{}:
 	default:
 	}
+}
+
+// putIn sets (*m)[k] to v, making the map first if *m is nil.
+func putIn[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	(*m)[k] = v
+}
+
+// loadString returns the string p points to, "" for none.
+func loadString(p *atomic.Pointer[string]) string {
+	if s := p.Load(); s != nil {
+		return *s
+	}
+	return ""
 }

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
@@ -51,34 +50,6 @@ const endedKeep = 10
 // schedule.
 const listerFallback = 3
 
-// listState is what this instance knows of the listing of one stream
-// (round goroutine).
-type listState struct {
-	// digest is that of the shard set of this instance's last listing
-	// (shardDigest); "" before the first.
-	digest string
-	// kids maps each listed shard to its children (nil after a listing
-	// until children needs it).
-	kids map[string][]string
-	// lister is the stream's lister in this instance's view ("": none),
-	// and seenAt when its digest of the stream was last seen in its entry
-	// (mono; since it became the lister until it is).
-	lister string
-	seenAt int64
-	// actedOn is the lister's digest as it stood when this instance last
-	// listed, or decided to: a listing answers any digest published
-	// before it.
-	actedOn string
-	// due: a listing is due at dueAt (mono), the lister's digest having
-	// changed to one that differs from this instance's.
-	due   bool
-	dueAt int64
-	// othersEnded: a member's Ended count moved since the last listing.
-	othersEnded bool
-	// retry: the last listing failed; the next round lists again.
-	retry bool
-}
-
 // listState returns the listing state of the stream keyed key.
 func (g *Group) listState(key string) *listState {
 	ls := g.listing.lists[key]
@@ -87,14 +58,6 @@ func (g *Group) listState(key string) *listState {
 		putIn(&g.listing.lists, key, ls)
 	}
 	return ls
-}
-
-// putIn sets (*m)[k] to v, making the map first if *m is nil.
-func putIn[K comparable, V any](m *map[K]V, k K, v V) {
-	if *m == nil {
-		*m = map[K]V{}
-	}
-	(*m)[k] = v
 }
 
 // assignListers returns the lister of each stream of keys among owners:
@@ -236,14 +199,6 @@ func (g *Group) publishListing() {
 // listingDigest is what this instance's membership entry publishes of the
 // streams it lists (leases.Member.Listing).
 func (g *Group) listingDigest() string { return loadString(&g.listing.listingPub) }
-
-// loadString returns the string p points to, "" for none.
-func loadString(p *atomic.Pointer[string]) string {
-	if s := p.Load(); s != nil {
-		return *s
-	}
-	return ""
-}
 
 // announceEntry bumps the version of this instance's membership row in
 // the header once its entry, as a heartbeat last returned it, shows an

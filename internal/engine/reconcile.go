@@ -240,12 +240,6 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 // moment, by a member writing the checkpoint it knows on it (recreate).
 var errRecoveryHeld = errors.New("kinesislease: the recovered lease row is held for a moment by a member writing its checkpoint on it")
 
-// releasedRow is a row as this instance released it, and when.
-type releasedRow struct {
-	lease leases.Lease
-	at    time.Time
-}
-
 const (
 	// maxReleased and releasedFor bound Group.released. A row released is
 	// normally taken within a few rounds by the member the plan gives it
