@@ -4,22 +4,12 @@ import (
 	"context"
 	"sync/atomic"
 
-	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
 // groupStats counts a Group's store calls.
 type groupStats struct {
 	reads, writes, heartbeats, memberReads atomic.Int64
-}
-
-// LeaseStoreCalls returns the store calls made so far: lease rows and membership rows.
-func (g *Group) LeaseStoreCalls() kltype.LeaseStoreCalls {
-	return kltype.LeaseStoreCalls{
-		Reads:      g.stats.reads.Load() + g.stats.memberReads.Load(),
-		Writes:     g.stats.writes.Load() + g.stats.heartbeats.Load(),
-		Heartbeats: g.stats.heartbeats.Load(), MemberReads: g.stats.memberReads.Load(),
-	}
 }
 
 // instrumentedStore is the Group's view of its lease store: every call is
