@@ -277,38 +277,3 @@ func (g *Group) takeable(l leases.Lease) bool {
 	}
 	return !g.m.Alive(l.Owner, l.Incarnation, mono())
 }
-
-// createAll creates, once per stream, every row of a new stream that is
-// still missing but that of skip (free, no checkpoint: each starts at the
-// subscription's start position), so that the members started with this
-// one find them and take them at once instead of waiting for them as for
-// rows that vanished.
-func (g *Group) createAll(st *streamState, skip string) {
-	st.rowsMu.Lock()
-	if st.createdAll {
-		st.rowsMu.Unlock()
-		return
-	}
-	st.createdAll, st.creating = true, true
-	// Every row not seen, read or not: the first to mark the stream
-	// creates the rows of the shards the plan gives the others too. A row
-	// that exists fails the Create harmlessly.
-	ids := slices.DeleteFunc(slices.Clone(st.order), func(id string) bool { return st.rows[id].Seen || id == skip })
-	st.rowsMu.Unlock()
-	// In the background, not bounded by a round: at 20,000 shards the
-	// creates take seconds. Within the recovery wait of the decision, as
-	// a member that is not the creator recovers a missing row only after
-	// it; a row left missing then is a missing row like any other
-	// (missingRow).
-	cctx, cancel := context.WithTimeout(g.run.ctx, g.recoveryWait(st))
-	g.run.listers.Go(func() {
-		defer cancel()
-		bounded(cctx, len(ids), func(i int) {
-			if l, err := g.store.Create(cctx, leases.Key{Stream: st.key, Shard: ids[i]}); err == nil {
-				st.setRow(ids[i], lostrow.Row{Lease: l, Created: true})
-			}
-		})
-		guard(&st.rowsMu, func() { st.creating = false })
-		g.kickRound() // take them now
-	})
-}
