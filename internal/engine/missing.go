@@ -2,8 +2,9 @@ package engine
 
 // A row the plan gives this instance, found missing by a read (missingRow):
 // a new stream's is created free by the first to mark the stream
-// (createNew), with the stream's other rows (createAll); any other row
-// vanished, and is reported and recreated free and recovered (recover).
+// (createNew), with the stream's other rows (createAll); any other has
+// vanished, or is being created by the stream's marker: it is reported,
+// and recreated free and recovered (recover) when lostrow.Decide says so.
 
 import (
 	"context"
