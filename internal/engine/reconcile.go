@@ -240,45 +240,6 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 // moment, by a member writing the checkpoint it knows on it (recreate).
 var errRecoveryHeld = errors.New("kinesislease: the recovered lease row is held for a moment by a member writing its checkpoint on it")
 
-const (
-	// maxReleased and releasedFor bound Group.released. A row released is
-	// normally taken within a few rounds by the member the plan gives it
-	// to, which knows the checkpoint from then on.
-	maxReleased = 256
-	releasedFor = 5 * time.Minute
-)
-
-// noteRead records row l of u, read at the first listing, as noteReleased
-// does, but only while there is room: it never evicts a row this instance
-// released or read to take.
-func (g *Group) noteRead(u unit, l leases.Lease) {
-	if !guarded(&g.mu, func() bool { return len(g.lost.released) >= maxReleased }) {
-		g.noteReleased(u, l)
-	}
-}
-
-// noteReleased records that this instance released the row of u, leaving
-// it as l, or read it so (a row it did not hold): either way it knows where
-// the shard was read to, as lostrow.Note keeps it.
-func (g *Group) noteReleased(u unit, l leases.Lease) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	r, had := g.lost.released[u]
-	l, keep := lostrow.Note(l, r.lease, had)
-	if !keep {
-		return
-	}
-	now := time.Now()
-	maps.DeleteFunc(g.lost.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
-	if len(g.lost.released) >= maxReleased {
-		oldest := slices.MinFunc(slices.Collect(maps.Keys(g.lost.released)), func(a, b unit) int {
-			return g.lost.released[a].at.Compare(g.lost.released[b].at)
-		})
-		delete(g.lost.released, oldest)
-	}
-	g.lost.released[u] = releasedRow{lease: l, at: now}
-}
-
 // recheckReleased re-reads the rows this instance released or read lately,
 // when someone reported a row vanished (lostrow.Recheck): one that is
 // missing becomes an orphan known as it was, so that it is recreated from
