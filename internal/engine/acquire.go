@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
@@ -257,23 +256,4 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 		emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: prev})
 	})
 	return nil
-}
-
-// recoveryPassed reports whether row l of shard id, just read, may be read
-// by this instance as far as a recovery goes: it is not recovered
-// (leases.Lease.Recovered), or this instance saw its recovery for the
-// recovery wait. Its last holder may deliver until then.
-func (g *Group) recoveryPassed(st *streamState, id string, l leases.Lease) bool {
-	return l.Recovered == "" || time.Duration(mono()-st.recoveredSince(id, l.Recovered)) >= g.recoveryWait(st)
-}
-
-// takeable reports whether row l, just read, may be taken by this instance.
-func (g *Group) takeable(l leases.Lease) bool {
-	switch {
-	case l.Checkpoint.Sequence == leases.ShardEnd && l.RewindTo.IsZero():
-		return false
-	case !l.Held(), l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
-		return true // free, or ours from before a fence or a take whose answer was lost
-	}
-	return !g.m.Alive(l.Owner, l.Incarnation, mono())
 }

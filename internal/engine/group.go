@@ -334,51 +334,6 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 	}
 }
 
-// atFence returns ctx bounded by the fence as it stands now: a take sent
-// under it either lands before the fence or is cancelled (and if it landed
-// unanswered, the row is an orphan, taken again or released).
-func (g *Group) atFence(ctx context.Context, inc string) (context.Context, context.CancelFunc) {
-	if g.m.Fenced() || g.Incarnation() != inc {
-		// Fenced: nothing may be taken until the next incarnation. Or the
-		// write is made as an incarnation this process no longer is (a
-		// round begun before a fence, its reads slow): others may have
-		// found that one dead, so nothing may land as it.
-		return context.WithTimeout(ctx, 0)
-	}
-	return context.WithTimeout(ctx, max(g.m.Fence().Left(), 0))
-}
-
-// takeAs takes row l as incarnation inc, by a write that must land before
-// the fence (atFence). An answer that does not say the take failed (an
-// error other than ErrConflict or ErrNotFound) leaves the row presumed
-// ours: it may have landed unanswered. A take to read from a row as Create
-// made it marks the row taken beside it (markFirstTake, sent at the same
-// time): unless the mark shows it the first, the take is undone
-// (notFirstTake).
-func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string, toRead bool) (leases.Lease, error) {
-	tctx, cancel := g.atFence(ctx, inc)
-	defer cancel()
-	st := g.streams[u.Stream]
-	if err := g.ensureMarked(tctx, st); err != nil {
-		return leases.Lease{}, err
-	}
-	var marked chan error
-	if toRead && lostrow.AsCreated(l) {
-		marked = make(chan error, 1)
-		go func() { marked <- g.markFirstTake(tctx, st, u.Shard, l) }()
-	}
-	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
-	if lostrow.Unanswered(err) {
-		g.presume(u, l, inc)
-	}
-	if marked != nil {
-		if merr := <-marked; merr != nil {
-			return leases.Lease{}, g.notFirstTake(ctx, st, u, l, t, err, merr)
-		}
-	}
-	return t, err
-}
-
 // kickRound makes the round loop run a round now.
 func (g *Group) kickRound() {
 	select {

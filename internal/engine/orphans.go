@@ -7,7 +7,6 @@ package engine
 // recreated free from the checkpoint it knew.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -182,38 +181,6 @@ func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o lostr
 	if f, taken, _ := g.takeRelease(ctx, u, o, o.Filled(l), lostrow.Orphan{Presumed: true, Vanished: true}); taken {
 		st.log.Warn("kinesislease: a lease row recreated without a checkpoint; wrote the checkpoint this instance knew on it", "shard", u.Shard, "seq", f.Checkpoint.String())
 	}
-}
-
-// takeRelease takes row from, a version of the row of orphan o of u, as
-// the current incarnation, then releases it as taken (its checkpoint the
-// one the take wrote). A take that fails leaves o, marked unwaited if its
-// answer was lost (markUnwaited); a release that fails leaves the orphan
-// left, known as taken and unwaited (the take made no recovery wait),
-// released next round. It returns the row taken, and whether the take
-// and the release landed.
-func (g *Group) takeRelease(ctx context.Context, u unit, o lostrow.Orphan, from leases.Lease, left lostrow.Orphan) (leases.Lease, bool, bool) {
-	inc := g.Incarnation()
-	if lostrow.LateCreated(from) {
-		// Released recovered, the recovery wait counted here from now
-		// (retake, should the release fail).
-		from.Recovered = lostrow.LateMark(from)
-		g.streams[u.Stream].noteRecovery(u.Shard, from.Recovered)
-	}
-	t, err := g.takeAs(ctx, u, from, inc, false)
-	if err != nil {
-		g.markUnwaited(u, err)
-		return t, false, false
-	}
-	t.Recovered = cmp.Or(t.Recovered, from.Recovered)
-	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
-	if err != nil {
-		left.Inc, left.Known, left.Unwaited = inc, t, true
-		guard(&g.mu, func() { g.lost.orphans[u] = left })
-		return t, true, false
-	}
-	g.dropOrphan(u, o)
-	g.noteReleased(u, rl)
-	return t, true, true
 }
 
 // vanishedOrphan handles an orphan whose row a call found missing: it
