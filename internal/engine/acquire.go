@@ -6,9 +6,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
-	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -187,73 +185,4 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	}
 	g.take(ctx, st, u, l)
 	return leases.Lease{}, false
-}
-
-// take takes row l for this incarnation and starts reading it.
-func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Lease) {
-	inc := g.Incarnation()
-	// A row recreated with no checkpoint, or recovered from a copy older
-	// than one this instance knows, carries on from the checkpoint it
-	// knows, written by the take itself (lostrow.Fill).
-	knew := st.row(u.Shard).Knew
-	var released *leases.Lease
-	var o *lostrow.Orphan
-	g.mu.Lock()
-	if r, ok := g.lost.released[u]; ok {
-		released = &r.lease
-	}
-	if x, ok := g.lost.orphans[u]; ok {
-		o = &x
-	}
-	g.mu.Unlock()
-	from, filled := lostrow.Fill(l, knew, released, o)
-	if err := g.takeToRead(ctx, st, u, l, from, inc, filled); lostrow.Unanswered(err) && ctx.Err() == nil {
-		st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
-	}
-}
-
-// takeToRead takes row l, read or known, as incarnation inc, with what the
-// take writes on it (from: l, or l with a checkpoint filled), and starts a
-// worker on the row taken: a pending rewind first. filled: from's
-// checkpoint is one this instance knew, written on a row recreated without
-// one (logged). It returns takeAs's error.
-func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from leases.Lease, inc string, filled bool) error {
-	sent := mono()
-	t, err := g.takeAs(ctx, u, from, inc, true)
-	if err != nil {
-		return err
-	}
-	if filled {
-		st.log.Warn("kinesislease: a lease row recreated without a checkpoint; took it with the checkpoint this instance knew", "shard", u.Shard, "seq", from.Checkpoint.String())
-	}
-	// Taken past the recovery wait, if recovered: the worker's first write
-	// clears the mark (see leases.Lease.Recovered).
-	t.Recovered = ""
-	h := lease.New(lease.Config{Store: g.store, Lease: t, Fence: g.m.Fence(), Sent: sent, Proof: g.proof(st), OnVanish: g.kickRound})
-	if t.RewindTo.Sequence != "" {
-		if t, err = h.ApplyRewind(ctx); err != nil {
-			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
-			// The take landed: the row names this incarnation, which holds
-			// it with no worker, as an orphan.
-			guard(&g.mu, func() { g.lost.orphans[u] = lostrow.Orphan{Inc: h.Current().Incarnation, Known: h.AsOrphan()} })
-			return nil
-		}
-		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
-	}
-	st.setRow(u.Shard, lostrow.Row{Lease: t})
-	// Announced before the worker reads: a record is never handled before
-	// the acquisition that it belongs to is logged and its hook has run
-	// (the chaos run's tally dated a tenure from its report line and took
-	// the new worker's first records, 1 ms earlier, for the old one's).
-	g.startWorker(ctx, st, u, h, t.Incarnation, func() {
-		prev := ""
-		if l.Owner != "" && l.Owner != g.cfg.Owner {
-			prev = l.Owner
-			st.log.Info("kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, "seq", t.Checkpoint.Sequence)
-		} else {
-			st.log.Info("kinesislease: lease acquired", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
-		}
-		emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: prev})
-	})
-	return nil
 }

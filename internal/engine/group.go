@@ -15,11 +15,8 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
-	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
-	"github.com/kinesislease/kinesislease/internal/shard"
-	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -235,103 +232,6 @@ func (g *Group) holds(u unit) bool {
 func (g *Group) unreadRow(u unit) bool {
 	st := g.streams[u.Stream]
 	return guarded(&st.rowsMu, func() bool { return st.unread[u.Shard] })
-}
-
-// startWorker starts reading u, held by h, from its checkpoint, unless the
-// incarnation h was taken as is over (then the row is an orphan). announce,
-// if not nil, runs once the worker is registered and before it reads a
-// record.
-func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lease.Held, inc string, announce func()) {
-	start := startAt(st.cfg.Start, st.shards, u.Shard, h.Current().Checkpoint)
-	w := shard.New(ctx, shard.Config{
-		Settings: &st.cfg.Worker, Log: st.log, Client: g.cfg.Client, Stream: st.cfg.Stream, Shard: u.Shard, Start: start,
-		Lease: h, HashRange: shard.HashRangeOf(st.shards[u.Shard]), Hooks: &g.h.worker,
-	})
-	started := false
-	g.m.Locked(func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.m.IncarnationLocked() != inc || g.workers[u] != nil || g.m.Fence().Passed() || g.m.Fenced() {
-			// Fenced or reincarnated while taking: the row names inc but
-			// may not be read; the next round takes it afresh, or releases
-			// it.
-			g.lost.orphans[u] = lostrow.Orphan{Inc: inc, Known: h.Current()}
-			return
-		}
-		g.workers[u] = w
-		delete(g.lost.orphans, u)
-		started = true
-	})
-	if !started {
-		return
-	}
-	if announce != nil {
-		announce()
-	}
-	go func() {
-		w.Run()
-		// Reaped at once: a rewound worker reads on from its new position,
-		// a released row is free for the plan's member, without waiting a
-		// round.
-		g.kickRound()
-	}()
-}
-
-// reap forgets finished workers and reports their lease events. A worker
-// that applied a rewind reads on from the new checkpoint, or, when the group
-// is stopping, releases the lease there.
-func (g *Group) reap(ctx context.Context, stopping bool) {
-	g.mu.Lock()
-	done := map[unit]*worker{}
-	for u, w := range g.workers {
-		if closed(w.Finished()) {
-			done[u] = w
-			delete(g.workers, u)
-		}
-	}
-	g.mu.Unlock()
-	for u, w := range done {
-		st := g.streams[u.Stream]
-		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.Lease().Current().Checkpoint}
-		st.setRow(u.Shard, lostrow.Row{Lease: w.Lease().Current(), Seen: true})
-		if w.Err() == nil {
-			guard(&g.healthMu, func() { delete(st.failed, u.Shard) })
-		}
-		switch {
-		case w.Err() != nil:
-			g.fail(st, u.Shard, w.Err())
-		case w.Rewound() && stopping:
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := w.Lease().Release(rctx, leases.Checkpoint{}); err == nil {
-				emit(g.h, g.cfg.Events, LeaseReleased, info)
-			}
-			cancel()
-		case w.Rewound():
-			g.startWorker(ctx, st, u, w.Lease(), w.Lease().Current().Incarnation, nil)
-		case w.Ended():
-			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
-			st.resync = true
-			g.sig.ended.Add(1)
-			emit(g.h, g.cfg.Events, ShardEnded, info)
-		case w.Lease().TakenOver():
-			// Where this instance read it to stays known: should the row
-			// come back recreated with no checkpoint, it is written there
-			// (take), not an older one noted before this hold.
-			g.noteReleased(u, w.Lease().AsOrphan())
-			emit(g.h, g.cfg.Events, LeaseLost, info)
-		default:
-			if w.Lease().IsReleased() {
-				g.noteReleased(u, w.Lease().Current())
-			} else {
-				// The release failed (a store error): the row may still name
-				// this incarnation. Release it again until it lands.
-				g.mu.Lock()
-				g.lost.orphans[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
-				g.mu.Unlock()
-			}
-			emit(g.h, g.cfg.Events, LeaseReleased, info)
-		}
-	}
 }
 
 // kickRound makes the round loop run a round now.

@@ -1,5 +1,12 @@
 package engine
 
+// Re-reads: of the rows this instance holds, a slice each round, all of
+// them when an operator asks (reconcile, recheck), a vanished one
+// recreated at once (recreate); of the rows it released or read lately,
+// when a row was reported vanished (recheckReleased); of the rows of its
+// unanswered writes, once a late write would have landed
+// (recheckUncertain).
+
 import (
 	"cmp"
 	"context"
@@ -297,4 +304,45 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 		}
 	})
 	return !failed.Load()
+}
+
+// recheckUncertain reads again the rows of unanswered writes of this
+// instance once lateBound timeouts have passed since they were sent: a row
+// that names this process while it neither reads it nor holds it as an
+// orphan (the write landed late) becomes an orphan, taken again or
+// released by the next round.
+func (g *Group) recheckUncertain(ctx context.Context) {
+	now := mono()
+	g.mu.Lock()
+	due := slices.DeleteFunc(slices.Collect(maps.Keys(g.lost.uncertain)), func(u unit) bool { return now < g.lost.uncertain[u] })
+	g.mu.Unlock()
+	for _, u := range due {
+		st := g.streams[u.Stream]
+		if st == nil {
+			guard(&g.mu, func() { delete(g.lost.uncertain, u) })
+			continue
+		}
+		cur, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: u.Shard})
+		if err != nil && !errors.Is(err, leases.ErrNotFound) {
+			continue // again next round
+		}
+		var mine bool
+		g.m.Locked(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if at := g.lost.uncertain[u]; at <= now {
+				delete(g.lost.uncertain, u)
+			}
+			_, held := g.workers[u]
+			_, orphaned := g.lost.orphans[u]
+			mine = err == nil && cur.Owner == g.cfg.Owner && g.m.OursLocked(cur.Incarnation)
+			if mine && !held && !orphaned {
+				g.lost.orphans[u] = lostrow.Orphan{Inc: cur.Incarnation, Known: cur}
+				st.log.Warn("kinesislease: a write of this instance whose answer was lost landed late: the row names it; taking it again or releasing it", "shard", u.Shard)
+			}
+		})
+		if err == nil && !mine {
+			g.noteReleased(u, cur) // known as read, as acquire does (seed 94016513)
+		}
+	}
 }
