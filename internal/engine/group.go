@@ -87,8 +87,9 @@ type Group struct {
 
 // lostState is what the Group keeps of rows that may name this instance,
 // or whose checkpoint it may be the last to know, without a worker of its
-// own on them (the lost-row protocol: lostrows.go, orphans.go,
-// reconcile.go). orphans, uncertain and released are guarded by Group.mu.
+// own on them (the lost-row protocol: lostrows.go, missing.go,
+// orphans.go, reconcile.go). orphans, uncertain and released are guarded
+// by Group.mu.
 type lostState struct {
 	// orphans are rows that may still name an incarnation of this instance
 	// although it runs no worker for them (lost at a fence, a release that

@@ -4,6 +4,14 @@ package engine
 // empty) is recreated by its holder at once, held, and by anyone else at
 // once, free and recovered: nobody but its last holder delivers from a
 // recovered row before the recovery wait from a read that returned it.
+//
+// Here: the waits (recoveryWait, proof, lateBound), the vanished reports
+// (reportMissing, reportRecovery), and what the Group keeps of rows with
+// no worker of its own on them (lostState): its orphans (presume, ours,
+// orphanOf, editOrphan, dropOrphan, forgetOrphan, markUnwaited) and the
+// rows it released or read lately (noteRead, noteReleased). What is done
+// with them: missing.go (a planned row found missing), orphans.go (retaken
+// or released), reconcile.go (re-read).
 
 import (
 	"context"

@@ -4,7 +4,8 @@ package engine
 // a take whose answer was lost) with no worker reading them. Each round
 // retakes those the plan gives this instance, directly as the current
 // incarnation, and releases the others; one whose row vanished is
-// recreated free from the checkpoint it knew.
+// recreated free from the checkpoint it knew. The orphans themselves are
+// kept in lostState, by the methods of lostrows.go.
 
 import (
 	"context"
