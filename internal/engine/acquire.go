@@ -1,18 +1,12 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"maps"
 	"slices"
-	"strings"
-	"sync"
-	"time"
 
-	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
-	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -78,13 +72,6 @@ func decide(self string, a map[unit]string, held map[unit]heldInfo, orphans map[
 	return act
 }
 
-// unreadRow reports whether the row of u is still unread since the first
-// listing.
-func (g *Group) unreadRow(u unit) bool {
-	st := g.streams[u.Stream]
-	return guarded(&st.rowsMu, func() bool { return st.unread[u.Shard] })
-}
-
 func cmpBool(x, y bool) int {
 	switch {
 	case x == y:
@@ -93,10 +80,6 @@ func cmpBool(x, y bool) int {
 		return 1
 	}
 	return -1
-}
-
-func cmpUnit(x, y unit) int {
-	return cmp.Or(strings.Compare(x.Stream, y.Stream), strings.Compare(x.Shard, y.Shard))
 }
 
 // apply carries out the plan: hand-offs and releases beyond the cap drain
@@ -156,25 +139,6 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 // takeChunk is how many rows apply reads before it takes those it may.
 const takeChunk = 16 * storeConcurrency
 
-// bounded runs fn(0..n-1), at most storeConcurrency at once, until ctx
-// ends, and waits for them.
-func bounded(ctx context.Context, n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	sem := make(chan struct{}, storeConcurrency)
-	for i := range n {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(i)
-		})
-	}
-}
-
 // acquire reads the row of u and takes it if it is free, held by a dead
 // incarnation, or still names this incarnation. A row that says nothing of
 // where its shard was read to (lostrow.NoStart) is taken only in a table
@@ -221,137 +185,4 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	}
 	g.take(ctx, st, u, l)
 	return leases.Lease{}, false
-}
-
-// closed reports whether ch is closed: a worker's done.
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
-// take takes row l for this incarnation and starts reading it.
-func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Lease) {
-	inc := g.Incarnation()
-	// A row recreated with no checkpoint, or recovered from a copy older
-	// than one this instance knows, carries on from the checkpoint it
-	// knows, written by the take itself (lostrow.Fill).
-	knew := st.row(u.Shard).Knew
-	var released *leases.Lease
-	var o *lostrow.Orphan
-	g.mu.Lock()
-	if r, ok := g.lost.released[u]; ok {
-		released = &r.lease
-	}
-	if x, ok := g.lost.orphans[u]; ok {
-		o = &x
-	}
-	g.mu.Unlock()
-	from, filled := lostrow.Fill(l, knew, released, o)
-	if err := g.takeToRead(ctx, st, u, l, from, inc, filled); lostrow.Unanswered(err) && ctx.Err() == nil {
-		st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
-	}
-}
-
-// takeToRead takes row l, read or known, as incarnation inc, with what the
-// take writes on it (from: l, or l with a checkpoint filled), and starts a
-// worker on the row taken: a pending rewind first. filled: from's
-// checkpoint is one this instance knew, written on a row recreated without
-// one (logged). It returns takeAs's error.
-func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from leases.Lease, inc string, filled bool) error {
-	sent := mono()
-	t, err := g.takeAs(ctx, u, from, inc, true)
-	if err != nil {
-		return err
-	}
-	if filled {
-		st.log.Warn("kinesislease: a lease row recreated without a checkpoint; took it with the checkpoint this instance knew", "shard", u.Shard, "seq", from.Checkpoint.String())
-	}
-	// Taken past the recovery wait, if recovered: the worker's first write
-	// clears the mark (see leases.Lease.Recovered).
-	t.Recovered = ""
-	h := lease.New(lease.Config{Store: g.store, Lease: t, Fence: g.m.Fence(), Sent: sent, Proof: g.proof(st), OnVanish: g.kickRound})
-	if t.RewindTo.Sequence != "" {
-		if t, err = h.ApplyRewind(ctx); err != nil {
-			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
-			// The take landed: the row names this incarnation, which holds
-			// it with no worker, as an orphan.
-			guard(&g.mu, func() { g.lost.orphans[u] = lostrow.Orphan{Inc: h.Current().Incarnation, Known: h.AsOrphan()} })
-			return nil
-		}
-		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
-	}
-	st.setRow(u.Shard, lostrow.Row{Lease: t})
-	// Announced before the worker reads: a record is never handled before
-	// the acquisition that it belongs to is logged and its hook has run
-	// (the chaos run's tally dated a tenure from its report line and took
-	// the new worker's first records, 1 ms earlier, for the old one's).
-	g.startWorker(ctx, st, u, h, t.Incarnation, func() {
-		prev := ""
-		if l.Owner != "" && l.Owner != g.cfg.Owner {
-			prev = l.Owner
-			st.log.Info("kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, "seq", t.Checkpoint.Sequence)
-		} else {
-			st.log.Info("kinesislease: lease acquired", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
-		}
-		emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: prev})
-	})
-	return nil
-}
-
-// recoveryPassed reports whether row l of shard id, just read, may be read
-// by this instance as far as a recovery goes: it is not recovered
-// (leases.Lease.Recovered), or this instance saw its recovery for the
-// recovery wait. Its last holder may deliver until then.
-func (g *Group) recoveryPassed(st *streamState, id string, l leases.Lease) bool {
-	return l.Recovered == "" || time.Duration(mono()-st.recoveredSince(id, l.Recovered)) >= g.recoveryWait(st)
-}
-
-// takeable reports whether row l, just read, may be taken by this instance.
-func (g *Group) takeable(l leases.Lease) bool {
-	switch {
-	case l.Checkpoint.Sequence == leases.ShardEnd && l.RewindTo.IsZero():
-		return false
-	case !l.Held(), l.Owner == g.cfg.Owner && l.Incarnation == g.Incarnation():
-		return true // free, or ours from before a fence or a take whose answer was lost
-	}
-	return !g.m.Alive(l.Owner, l.Incarnation, mono())
-}
-
-// createAll creates, once per stream, every row of a new stream that is
-// still missing but that of skip (free, no checkpoint: each starts at the
-// subscription's start position), so that the members started with this
-// one find them and take them at once instead of waiting for them as for
-// rows that vanished.
-func (g *Group) createAll(st *streamState, skip string) {
-	st.rowsMu.Lock()
-	if st.createdAll {
-		st.rowsMu.Unlock()
-		return
-	}
-	st.createdAll, st.creating = true, true
-	// Every row not seen, read or not: the first to mark the stream
-	// creates the rows of the shards the plan gives the others too. A row
-	// that exists fails the Create harmlessly.
-	ids := slices.DeleteFunc(slices.Clone(st.order), func(id string) bool { return st.rows[id].Seen || id == skip })
-	st.rowsMu.Unlock()
-	// In the background, not bounded by a round: at 20,000 shards the
-	// creates take seconds. Within the recovery wait of the decision, as
-	// a member that is not the creator recovers a missing row only after
-	// it; a row left missing then is a missing row like any other
-	// (missingRow).
-	cctx, cancel := context.WithTimeout(g.run.ctx, g.recoveryWait(st))
-	g.run.listers.Go(func() {
-		defer cancel()
-		bounded(cctx, len(ids), func(i int) {
-			if l, err := g.store.Create(cctx, leases.Key{Stream: st.key, Shard: ids[i]}); err == nil {
-				st.setRow(ids[i], lostrow.Row{Lease: l, Created: true})
-			}
-		})
-		guard(&st.rowsMu, func() { st.creating = false })
-		g.kickRound() // take them now
-	})
 }

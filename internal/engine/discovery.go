@@ -119,14 +119,6 @@ func (g *Group) readUnread(ctx context.Context) {
 // page, with the client's retries), when the timeout is shorter.
 const listTimeout = 30 * time.Second
 
-// listing is the answer of a ListShards of a stream (every page), sent at
-// sent.
-type listing struct {
-	shards []types.Shard
-	err    error
-	sent   time.Time
-}
-
 // listAsync lists st's shards in the background: ListShards may take
 // seconds (throttled, paged, slow), and the round's reads, takes and
 // releases, which keep a vanished row's sightings close enough together to
@@ -253,7 +245,7 @@ func (g *Group) readRowAs(ctx context.Context, st *streamState, id string, set f
 // active reports whether shard id may be read: not ended (unless a rewind
 // is pending), every parent still in the stream at SHARD_END.
 func (g *Group) active(st *streamState, id string) bool {
-	if done(st.row(id)) {
+	if rowDone(st.row(id)) {
 		return false
 	}
 	for _, p := range kinesisx.Parents(st.shards[id]) {

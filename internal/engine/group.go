@@ -1,100 +1,31 @@
 package engine
 
+// The Group and its state, grouped by owner: what the round loop, the
+// heartbeat loop and Run each keep (lostState, signals, roundState,
+// listingState, runState), with the small reads and the wake-up that the
+// other files share (holds, unreadRow, kickRound, putIn, loadString).
+
 import (
+	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"maps"
-	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
-	"github.com/kinesislease/kinesislease/internal/kinesisx"
-	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
-	"github.com/kinesislease/kinesislease/internal/shard"
-	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// DuplicateOwnerError: another process heartbeats with this instance's
-// owner id and does not leave (membership.DuplicateOwnerError).
-type DuplicateOwnerError = membership.DuplicateOwnerError
-
-// Defaults of the membership protocol. A heartbeat every 1.25s costs one
-// write (one WCU while the membership row stays under 1 KB) per instance:
-// 2,880 an hour. The timeout tolerates two failed heartbeats in a row: after
-// a failure the next attempt comes half an interval later, so the third
-// attempt is sent about 3.75s after the last success at worst, before the
-// fence (timeout minus margin: 4.17s; the margin defaults to a sixth of
-// the timeout, see GroupConfig.FenceMargin).
-const (
-	DefaultHeartbeat = 1250 * time.Millisecond
-	DefaultTimeout   = 5 * time.Second
-	// DefaultReconcile: over how long a holder re-reads every row it holds
-	// (one GetItem per held shard, spread evenly over the rounds), a safety
-	// net for rows changed while it wrote nothing: rewind requests reach it
-	// through its membership entry's Notice, a vanished row at its next
-	// write or through the header's vanished reports. An hour keeps the
-	// cost at held/3,600 RCU/s per instance (0.28 at 1,000 held rows), so
-	// that an instance's reads stay within 2 RCU/s whatever it holds.
-	DefaultReconcile = time.Hour
-	// storeConcurrency bounds the concurrent store calls of a round (row
-	// reads, takes, releases).
-	storeConcurrency = 16
-	// abandonAfter: how long shutdown waits, after cancelling the handlers
-	// at the shutdown timeout, for those that ignore their context.
-	abandonAfter = 5 * time.Second
-)
-
-// StreamConfig is one subscription of a Group.
-type StreamConfig struct {
-	Stream string // name or ARN
-	Start  kltype.StartPosition
-	Worker WorkerConfig
-}
-
-// GroupConfig configures a Group: every subscription of one instance.
-type GroupConfig struct {
-	Owner   string
-	Store   leases.Store // must implement leases.Membership
-	Client  kinesisx.Reader
-	Logger  *slog.Logger
-	Streams []StreamConfig
-	// Heartbeat is the interval between heartbeats (jittered ±10%).
-	Heartbeat time.Duration
-	// Timeout: a member whose heartbeat is seen unchanged this long on this
-	// instance's clock is dead; its leases are taken.
-	Timeout time.Duration
-	// FenceMargin: this instance delivers only while its last successful
-	// heartbeat was sent less than Timeout-FenceMargin ago.
-	FenceMargin time.Duration
-	// MaxLeases caps the leases this instance holds (0: no cap).
-	MaxLeases int
-	// ShardSyncInterval: how often a stream's lister runs ListShards (also
-	// when a shard ends; the others list when its digest changes, see
-	// listers.go).
-	ShardSyncInterval time.Duration
-	// ShutdownTimeout bounds the drain on shutdown.
-	ShutdownTimeout time.Duration
-	// Reconcile: over how long every held row is re-read once.
-	Reconcile time.Duration
-	// FailureBackoff is the first wait before a shard or stream that
-	// failed for good (access denied, a checkpoint not in its shard, the
-	// stream gone) is tried again; it doubles with each failure in a row,
-	// up to MaxFailureBackoff. Defaults 30s and 10 minutes.
-	FailureBackoff, MaxFailureBackoff time.Duration
-	Events                            func(LeaseEvent)
-	Hooks                             []kltype.Hook
-}
-
 // unit names one shard of one stream.
 type unit = plan.Unit
+
+func cmpUnit(x, y unit) int {
+	return cmp.Or(strings.Compare(x.Stream, y.Stream), strings.Compare(x.Shard, y.Shard))
+}
 
 // Group keeps the leases of every stream of one instance under the
 // membership protocol. Three kinds of goroutine share it:
@@ -103,7 +34,7 @@ type unit = plan.Unit
 //     instance's membership entry and moves its fence, on its own
 //     schedule: no round, listing, reconciliation or slow store call
 //     delays a heartbeat;
-//   - the round loop (round in this file) reads the other membership rows,
+//   - the round loop (round, run.go) reads the other membership rows,
 //     lists shards, plans, takes and releases, with every call bounded by
 //     a deadline that ends at the fence;
 //   - one worker per held shard, reading and delivering while its lease is
@@ -156,8 +87,9 @@ type Group struct {
 
 // lostState is what the Group keeps of rows that may name this instance,
 // or whose checkpoint it may be the last to know, without a worker of its
-// own on them (the lost-row protocol: lostrows.go, orphans.go,
-// reconcile.go). orphans, uncertain and released are guarded by Group.mu.
+// own on them (the lost-row protocol: lostrows.go, missing.go,
+// orphans.go, reconcile.go). orphans, uncertain and released are guarded
+// by Group.mu.
 type lostState struct {
 	// orphans are rows that may still name an incarnation of this instance
 	// although it runs no worker for them (lost at a fence, a release that
@@ -184,6 +116,12 @@ type lostState struct {
 	reportSem  chan struct{}
 	lastReport int64
 	reported   bool
+}
+
+// releasedRow is a row as this instance released it, and when.
+type releasedRow struct {
+	lease leases.Lease
+	at    time.Time
 }
 
 // signals are set by the heartbeat loop and taken by the round loop.
@@ -233,6 +171,34 @@ type listingState struct {
 	pollSoon               bool
 }
 
+// listState is what this instance knows of the listing of one stream
+// (round goroutine).
+type listState struct {
+	// digest is that of the shard set of this instance's last listing
+	// (shardDigest); "" before the first.
+	digest string
+	// kids maps each listed shard to its children (nil after a listing
+	// until children needs it).
+	kids map[string][]string
+	// lister is the stream's lister in this instance's view ("": none),
+	// and seenAt when its digest of the stream was last seen in its entry
+	// (mono; since it became the lister until it is).
+	lister string
+	seenAt int64
+	// actedOn is the lister's digest as it stood when this instance last
+	// listed, or decided to: a listing answers any digest published
+	// before it.
+	actedOn string
+	// due: a listing is due at dueAt (mono), the lister's digest having
+	// changed to one that differs from this instance's.
+	due   bool
+	dueAt int64
+	// othersEnded: a member's Ended count moved since the last listing.
+	othersEnded bool
+	// retry: the last listing failed; the next round lists again.
+	retry bool
+}
+
 // runState is Run's: kick wakes the round loop early (a held row
 // vanished); cancelRun ends Run with an error (set by Run); ctx is Run's
 // context while it coordinates (Background before): the background
@@ -244,80 +210,13 @@ type runState struct {
 	listers   sync.WaitGroup
 }
 
-// NewGroup validates cfg and returns a Group.
-func NewGroup(cfg GroupConfig) (*Group, error) {
-	mem, ok := cfg.Store.(leases.Membership)
-	switch {
-	case cfg.Owner == "":
-		return nil, errors.New("engine: empty owner")
-	case cfg.Store == nil:
-		return nil, errors.New("engine: no lease store")
-	case !ok:
-		return nil, fmt.Errorf("engine: lease store %T does not implement leases.Membership", cfg.Store)
-	case cfg.Client == nil:
-		return nil, errors.New("engine: no Kinesis client")
-	case len(cfg.Streams) == 0:
-		return nil, errors.New("engine: no stream")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	orDefault(&cfg.Heartbeat, DefaultHeartbeat)
-	orDefault(&cfg.Timeout, DefaultTimeout)
-	orDefault(&cfg.FenceMargin, cfg.Timeout/6)
-	// A heartbeat answered before its deadline was applied before the
-	// answer came, so it must have landed before a taker can find the
-	// previous one a Timeout old (the fence plus the margin): the margin
-	// must cover the least deadline (half an interval), and a longer one
-	// ends before the fence (see membership.Member.Heartbeats).
-	cfg.FenceMargin = max(cfg.FenceMargin, cfg.Heartbeat/2+cfg.Heartbeat/10)
-	orDefault(&cfg.ShardSyncInterval, time.Minute)
-	orDefault(&cfg.ShutdownTimeout, 30*time.Second)
-	orDefault(&cfg.Reconcile, DefaultReconcile)
-	orDefault(&cfg.FailureBackoff, 30*time.Second)
-	if cfg.MaxFailureBackoff < cfg.FailureBackoff {
-		cfg.MaxFailureBackoff = max(10*time.Minute, cfg.FailureBackoff)
-	}
-	if cfg.Heartbeat >= cfg.Timeout-cfg.FenceMargin {
-		return nil, fmt.Errorf("engine: heartbeat interval %v must be shorter than the timeout %v less the fence margin %v",
-			cfg.Heartbeat, cfg.Timeout, cfg.FenceMargin)
-	}
-	h := newHooks(cfg.Hooks)
-	g := &Group{
-		cfg: cfg, h: h, run: runState{kick: make(chan struct{}, 1)},
-		streams: map[string]*streamState{},
-		workers: map[unit]*worker{},
-		lost: lostState{
-			orphans: map[unit]lostrow.Orphan{}, uncertain: map[unit]int64{}, released: map[unit]releasedRow{},
-			reportSem: make(chan struct{}, 1),
-		},
-		log: cfg.Logger.With("owner", cfg.Owner),
-	}
-	is := &instrumentedStore{Store: cfg.Store, mem: mem, h: h, s: &g.stats}
-	g.store, g.mem = is, is
-	g.m = membership.New(membership.Config{
-		Owner: cfg.Owner, Store: is, Log: g.log, Host: (*memberHost)(g),
-		Heartbeat: cfg.Heartbeat, Timeout: cfg.Timeout, FenceMargin: cfg.FenceMargin, ShutdownTimeout: cfg.ShutdownTimeout,
-	})
-	g.cfg.Client = h.wrapKinesis(cfg.Client)
-	for _, sc := range cfg.Streams {
-		st, err := g.newStreamState(sc)
-		if err != nil {
-			return nil, err
-		}
-		g.streams[st.key] = st
-		g.order = append(g.order, st.key)
-	}
-	g.setDigest()
-	g.run.ctx = context.Background()
-	return g, nil
-}
-
-// orDefault sets *d to def when it is not positive (not configured).
-func orDefault(d *time.Duration, def time.Duration) {
-	if *d <= 0 {
-		*d = def
-	}
+// streamChange is one AddStream or RemoveStream call, applied by the round
+// goroutine; done gets its outcome (for a removal: once every shard of the
+// stream is released).
+type streamChange struct {
+	add    *streamState
+	remove string
+	done   chan error
 }
 
 // Incarnation returns this process's current incarnation id: before Run
@@ -325,313 +224,15 @@ func orDefault(d *time.Duration, def time.Duration) {
 // incarnation is that suffix in the row it joins, "row.suffix").
 func (g *Group) Incarnation() string { return g.m.Incarnation() }
 
-// Run coordinates until ctx ends, then drains every worker (bounded by
-// ShutdownTimeout, heartbeating meanwhile), writes final checkpoints,
-// releases the leases and removes this instance's membership entry. It
-// returns nil after a shutdown, a *DuplicateOwnerError when another process
-// with the same owner id keeps heartbeating, or a misconfigured store
-// (leases.ErrMisconfigured) found at start. Once running, a store that
-// fails (even with a missing table) only fences the instance until it
-// works again. A shard or stream failing for good does not end it: that
-// one is set aside and tried again later (see fail).
-func (g *Group) Run(ctx context.Context) error {
-	if err := g.m.Join(ctx); err != nil {
-		return err
-	}
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	g.run.cancelRun = cancel
-	g.run.ctx = rctx
-	// The heartbeats go on through the drain, until the leases are
-	// released: their own context, not Run's.
-	hbCtx, hbStop := context.WithCancel(context.WithoutCancel(ctx))
-	var hb sync.WaitGroup
-	hb.Go(func() {
-		if err := g.m.Heartbeats(hbCtx); err != nil {
-			cancel(err)
-		}
-	})
-	g.loop(rctx)
-	g.run.listers.Wait()
-	g.shutdown()
-	hbStop()
-	hb.Wait()
-	g.m.Leave()
-	if err := context.Cause(rctx); err != nil && ctx.Err() == nil {
-		return err
-	}
-	return nil
-}
-
-// loop runs a round every heartbeat interval until ctx ends.
-func (g *Group) loop(ctx context.Context) {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-g.run.kick:
-			t.Stop()
-		}
-		g.round(ctx)
-		wait := backoff.Jitter(g.cfg.Heartbeat)
-		next := g.m.NextSuspect()
-		if d := time.Duration(next - mono()); next != 0 && d < wait {
-			wait = max(d+time.Millisecond, time.Millisecond) // a member's timeout runs out first
-		}
-		if d := g.youngWait(); d > 0 && d < wait {
-			wait = d // a new stream's rows may be created then
-		}
-		t.Reset(wait)
-	}
-}
-
-// round is one round of the instance's work: read the other membership
-// rows, list shards when due, re-read held rows, announce dead members,
-// plan, and take and release what the plan says. It does nothing while the
-// instance is fenced; its calls end within a timeout, and every take within
-// the fence as it stands when the take is sent.
-func (g *Group) round(ctx context.Context) {
-	g.rs.rounds++
-	g.applyStreamChanges()
-	g.reap(ctx, false)
-	g.removeStreams()
-	if g.m.Fence().Passed() || g.m.Fenced() {
-		return // the heartbeat loop is bringing the instance back
-	}
-	// The round's calls are bounded by the timeout; a take is bounded by the
-	// fence (see fenced), and whatever lands after it is only an orphan.
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
-	defer cancel()
-	if !g.m.Refresh(rctx) {
-		return // no full view of the members yet: plan nothing
-	}
-	if err := g.m.Duplicates(); err != nil {
-		g.run.cancelRun(err)
-		return
-	}
-	g.ready.Store(true)
-	g.syncShards(rctx)
-	g.reconcile(rctx)
-	g.recheckUncertain(rctx)
-	g.m.AnnounceDead(rctx)
-	a := g.plan()
-	g.notePlannedOpen(a)
-	g.apply(rctx, a)
-	g.m.RemoveStale(rctx)
-	g.readBehind(rctx)
-	g.m.Prune()
-}
-
-// plan returns the assignment of every active shard over the live members.
-func (g *Group) plan() map[unit]string {
-	var units []unit
-	for name, st := range g.streams {
-		if st.removing {
-			continue // its shards are being released
-		}
-		for _, id := range st.order {
-			if g.active(st, id) {
-				units = append(units, unit{Stream: name, Shard: id})
-			}
-		}
-	}
-	live := g.planMembers(mono())
-	a := g.rs.planner.Assign(live, units, g.cfg.MaxLeases)
-	if sameMap(a, g.rs.lastAssign) || maps.Equal(a, g.rs.lastAssign) {
-		g.rs.sameRounds++
-	} else {
-		g.rs.sameRounds = 0
-	}
-	g.rs.lastAssign = a
-	return a
-}
-
-// sameMap reports whether a and b are the same map (the planner hands back
-// its last plan when nothing changed), without comparing their entries.
-func sameMap(a, b map[unit]string) bool {
-	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-}
-
-// fail sets a shard (shard "" for the whole stream) aside after it failed
-// for good with err: it logs at ERROR, tells the hooks, and leaves it
-// alone for a backoff that doubles with each failure in a row. Every other
-// shard and stream goes on.
-func (g *Group) fail(st *streamState, shard string, err error) {
-	g.healthMu.Lock()
-	f, what := &st.listing, "stream"
-	if shard != "" {
-		what = "shard"
-		if f = st.failed[shard]; f == nil {
-			f = &failure{}
-			st.failed[shard] = f
-		}
-	}
-	f.n++
-	f.err = err
-	wait := g.cfg.FailureBackoff << min(f.n-1, 20)
-	if wait <= 0 || wait > g.cfg.MaxFailureBackoff {
-		wait = g.cfg.MaxFailureBackoff
-	}
-	f.until = time.Now().Add(wait)
-	n := f.n
-	g.healthMu.Unlock()
-	st.log.Error("kinesislease: "+what+" failed; the other shards and streams go on, this one is tried again later",
-		"shard", shard, "err", err, "failures", n, "retry_in", wait)
-	g.h.onFailed(kltype.FailureInfo{Stream: st.cfg.Stream, ShardID: shard, Err: err, Failures: n, RetryIn: wait})
-}
-
-// failing reports whether u is set aside now.
-func (g *Group) failing(u unit) bool {
-	return guarded(&g.healthMu, func() bool { return g.streams[u.Stream].failed[u.Shard].waiting(time.Now()) })
-}
-
 func (g *Group) holds(u unit) bool {
 	return guarded(&g.mu, func() bool { return g.workers[u] != nil })
 }
 
-// startWorker starts reading u, held by h, from its checkpoint, unless the
-// incarnation h was taken as is over (then the row is an orphan). announce,
-// if not nil, runs once the worker is registered and before it reads a
-// record.
-func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lease.Held, inc string, announce func()) {
-	start := startAt(st.cfg.Start, st.shards, u.Shard, h.Current().Checkpoint)
-	w := shard.New(ctx, shard.Config{
-		Settings: &st.cfg.Worker, Log: st.log, Client: g.cfg.Client, Stream: st.cfg.Stream, Shard: u.Shard, Start: start,
-		Lease: h, HashRange: shard.HashRangeOf(st.shards[u.Shard]), Hooks: &g.h.worker,
-	})
-	started := false
-	g.m.Locked(func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.m.IncarnationLocked() != inc || g.workers[u] != nil || g.m.Fence().Passed() || g.m.Fenced() {
-			// Fenced or reincarnated while taking: the row names inc but
-			// may not be read; the next round takes it afresh, or releases
-			// it.
-			g.lost.orphans[u] = lostrow.Orphan{Inc: inc, Known: h.Current()}
-			return
-		}
-		g.workers[u] = w
-		delete(g.lost.orphans, u)
-		started = true
-	})
-	if !started {
-		return
-	}
-	if announce != nil {
-		announce()
-	}
-	go func() {
-		w.Run()
-		// Reaped at once: a rewound worker reads on from its new position,
-		// a released row is free for the plan's member, without waiting a
-		// round.
-		g.kickRound()
-	}()
-}
-
-// reap forgets finished workers and reports their lease events. A worker
-// that applied a rewind reads on from the new checkpoint, or, when the group
-// is stopping, releases the lease there.
-func (g *Group) reap(ctx context.Context, stopping bool) {
-	g.mu.Lock()
-	done := map[unit]*worker{}
-	for u, w := range g.workers {
-		if closed(w.Finished()) {
-			done[u] = w
-			delete(g.workers, u)
-		}
-	}
-	g.mu.Unlock()
-	for u, w := range done {
-		st := g.streams[u.Stream]
-		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.Lease().Current().Checkpoint}
-		st.setRow(u.Shard, lostrow.Row{Lease: w.Lease().Current(), Seen: true})
-		if w.Err() == nil {
-			guard(&g.healthMu, func() { delete(st.failed, u.Shard) })
-		}
-		switch {
-		case w.Err() != nil:
-			g.fail(st, u.Shard, w.Err())
-		case w.Rewound() && stopping:
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := w.Lease().Release(rctx, leases.Checkpoint{}); err == nil {
-				emit(g.h, g.cfg.Events, LeaseReleased, info)
-			}
-			cancel()
-		case w.Rewound():
-			g.startWorker(ctx, st, u, w.Lease(), w.Lease().Current().Incarnation, nil)
-		case w.Ended():
-			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
-			st.resync = true
-			g.sig.ended.Add(1)
-			emit(g.h, g.cfg.Events, ShardEnded, info)
-		case w.Lease().TakenOver():
-			// Where this instance read it to stays known: should the row
-			// come back recreated with no checkpoint, it is written there
-			// (take), not an older one noted before this hold.
-			g.noteReleased(u, w.Lease().AsOrphan())
-			emit(g.h, g.cfg.Events, LeaseLost, info)
-		default:
-			if w.Lease().IsReleased() {
-				g.noteReleased(u, w.Lease().Current())
-			} else {
-				// The release failed (a store error): the row may still name
-				// this incarnation. Release it again until it lands.
-				g.mu.Lock()
-				g.lost.orphans[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
-				g.mu.Unlock()
-			}
-			emit(g.h, g.cfg.Events, LeaseReleased, info)
-		}
-	}
-}
-
-// atFence returns ctx bounded by the fence as it stands now: a take sent
-// under it either lands before the fence or is cancelled (and if it landed
-// unanswered, the row is an orphan, taken again or released).
-func (g *Group) atFence(ctx context.Context, inc string) (context.Context, context.CancelFunc) {
-	if g.m.Fenced() || g.Incarnation() != inc {
-		// Fenced: nothing may be taken until the next incarnation. Or the
-		// write is made as an incarnation this process no longer is (a
-		// round begun before a fence, its reads slow): others may have
-		// found that one dead, so nothing may land as it.
-		return context.WithTimeout(ctx, 0)
-	}
-	return context.WithTimeout(ctx, max(g.m.Fence().Left(), 0))
-}
-
-// takeAs takes row l as incarnation inc, by a write that must land before
-// the fence (atFence). An answer that does not say the take failed (an
-// error other than ErrConflict or ErrNotFound) leaves the row presumed
-// ours: it may have landed unanswered. A take to read from a row as Create
-// made it marks the row taken beside it (markFirstTake, sent at the same
-// time): unless the mark shows it the first, the take is undone
-// (notFirstTake).
-func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string, toRead bool) (leases.Lease, error) {
-	tctx, cancel := g.atFence(ctx, inc)
-	defer cancel()
+// unreadRow reports whether the row of u is still unread since the first
+// listing.
+func (g *Group) unreadRow(u unit) bool {
 	st := g.streams[u.Stream]
-	if err := g.ensureMarked(tctx, st); err != nil {
-		return leases.Lease{}, err
-	}
-	var marked chan error
-	if toRead && lostrow.AsCreated(l) {
-		marked = make(chan error, 1)
-		go func() { marked <- g.markFirstTake(tctx, st, u.Shard, l) }()
-	}
-	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
-	if lostrow.Unanswered(err) {
-		g.presume(u, l, inc)
-	}
-	if marked != nil {
-		if merr := <-marked; merr != nil {
-			return leases.Lease{}, g.notFirstTake(ctx, st, u, l, t, err, merr)
-		}
-	}
-	return t, err
+	return guarded(&st.rowsMu, func() bool { return st.unread[u.Shard] })
 }
 
 // kickRound makes the round loop run a round now.
@@ -642,16 +243,18 @@ func (g *Group) kickRound() {
 	}
 }
 
-// guard runs f holding mu.
-func guard(mu sync.Locker, f func()) {
-	mu.Lock()
-	defer mu.Unlock()
-	f()
+// putIn sets (*m)[k] to v, making the map first if *m is nil.
+func putIn[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	(*m)[k] = v
 }
 
-// guarded returns what f reads holding mu.
-func guarded[T any](mu sync.Locker, f func() T) T {
-	mu.Lock()
-	defer mu.Unlock()
-	return f()
+// loadString returns the string p points to, "" for none.
+func loadString(p *atomic.Pointer[string]) string {
+	if s := p.Load(); s != nil {
+		return *s
+	}
+	return ""
 }

@@ -1,8 +1,14 @@
 package engine
 
+// What the Group reports of itself: the shards it holds (Held), its health
+// (Health), its store calls (LeaseStoreCalls); and the shards and streams
+// it sets aside after they failed for good (fail, failing), which Health
+// shows.
+
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -56,4 +62,46 @@ func (g *Group) Health() kltype.Health {
 		h.Streams = append(h.Streams, sh)
 	}
 	return h
+}
+
+// LeaseStoreCalls returns the store calls made so far: lease rows and membership rows.
+func (g *Group) LeaseStoreCalls() kltype.LeaseStoreCalls {
+	return kltype.LeaseStoreCalls{
+		Reads:      g.stats.reads.Load() + g.stats.memberReads.Load(),
+		Writes:     g.stats.writes.Load() + g.stats.heartbeats.Load(),
+		Heartbeats: g.stats.heartbeats.Load(), MemberReads: g.stats.memberReads.Load(),
+	}
+}
+
+// fail sets a shard (shard "" for the whole stream) aside after it failed
+// for good with err: it logs at ERROR, tells the hooks, and leaves it
+// alone for a backoff that doubles with each failure in a row. Every other
+// shard and stream goes on.
+func (g *Group) fail(st *streamState, shard string, err error) {
+	g.healthMu.Lock()
+	f, what := &st.listing, "stream"
+	if shard != "" {
+		what = "shard"
+		if f = st.failed[shard]; f == nil {
+			f = &failure{}
+			st.failed[shard] = f
+		}
+	}
+	f.n++
+	f.err = err
+	wait := g.cfg.FailureBackoff << min(f.n-1, 20)
+	if wait <= 0 || wait > g.cfg.MaxFailureBackoff {
+		wait = g.cfg.MaxFailureBackoff
+	}
+	f.until = time.Now().Add(wait)
+	n := f.n
+	g.healthMu.Unlock()
+	st.log.Error("kinesislease: "+what+" failed; the other shards and streams go on, this one is tried again later",
+		"shard", shard, "err", err, "failures", n, "retry_in", wait)
+	g.h.onFailed(kltype.FailureInfo{Stream: st.cfg.Stream, ShardID: shard, Err: err, Failures: n, RetryIn: wait})
+}
+
+// failing reports whether u is set aside now.
+func (g *Group) failing(u unit) bool {
+	return guarded(&g.healthMu, func() bool { return g.streams[u.Stream].failed[u.Shard].waiting(time.Now()) })
 }

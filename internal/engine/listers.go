@@ -2,12 +2,9 @@ package engine
 
 import (
 	"context"
-	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
@@ -53,34 +50,6 @@ const endedKeep = 10
 // schedule.
 const listerFallback = 3
 
-// listState is what this instance knows of the listing of one stream
-// (round goroutine).
-type listState struct {
-	// digest is that of the shard set of this instance's last listing
-	// (shardDigest); "" before the first.
-	digest string
-	// kids maps each listed shard to its children (nil after a listing
-	// until children needs it).
-	kids map[string][]string
-	// lister is the stream's lister in this instance's view ("": none),
-	// and seenAt when its digest of the stream was last seen in its entry
-	// (mono; since it became the lister until it is).
-	lister string
-	seenAt int64
-	// actedOn is the lister's digest as it stood when this instance last
-	// listed, or decided to: a listing answers any digest published
-	// before it.
-	actedOn string
-	// due: a listing is due at dueAt (mono), the lister's digest having
-	// changed to one that differs from this instance's.
-	due   bool
-	dueAt int64
-	// othersEnded: a member's Ended count moved since the last listing.
-	othersEnded bool
-	// retry: the last listing failed; the next round lists again.
-	retry bool
-}
-
 // listState returns the listing state of the stream keyed key.
 func (g *Group) listState(key string) *listState {
 	ls := g.listing.lists[key]
@@ -89,49 +58,6 @@ func (g *Group) listState(key string) *listState {
 		putIn(&g.listing.lists, key, ls)
 	}
 	return ls
-}
-
-// putIn sets (*m)[k] to v, making the map first if *m is nil.
-func putIn[K comparable, V any](m *map[K]V, k K, v V) {
-	if *m == nil {
-		*m = map[K]V{}
-	}
-	(*m)[k] = v
-}
-
-// mix64 is murmur3's 64-bit finalizer: FNV's high bits alone are poorly
-// mixed for keys that differ in their last bytes (member-01, member-02).
-func mix64(h uint64) uint64 {
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
-}
-
-// fnvOf is the 64-bit FNV-1a hash of parts, each followed by a zero byte.
-func fnvOf(parts ...string) uint64 {
-	h := fnv.New64a()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return h.Sum64()
-}
-
-// hashOf is fnvOf(parts), well mixed (mix64).
-func hashOf(parts ...string) uint64 { return mix64(fnvOf(parts...)) }
-
-// streamTag names a stream in a membership entry's Listing: 4 hex digits
-// of its key's hash.
-func streamTag(key string) string { return fmt.Sprintf("%04x", hashOf(key)>>48) }
-
-// shardDigest returns the digest of a shard set (ids in any order): 12
-// hex digits (48 bits).
-func shardDigest(ids []string) string {
-	sorted := slices.Sorted(slices.Values(ids))
-	return fmt.Sprintf("%012x", hashOf(sorted...)>>16)
 }
 
 // assignListers returns the lister of each stream of keys among owners:
@@ -274,14 +200,6 @@ func (g *Group) publishListing() {
 // streams it lists (leases.Member.Listing).
 func (g *Group) listingDigest() string { return loadString(&g.listing.listingPub) }
 
-// loadString returns the string p points to, "" for none.
-func loadString(p *atomic.Pointer[string]) string {
-	if s := p.Load(); s != nil {
-		return *s
-	}
-	return ""
-}
-
 // announceEntry bumps the version of this instance's membership row in
 // the header once its entry, as a heartbeat last returned it, shows an
 // Ended count or a Listing that the others have not been told of: the
@@ -318,9 +236,9 @@ func (g *Group) children(st *streamState, id string) []string {
 	return ls.kids[id]
 }
 
-// done reports whether row r is at its shard's end with no rewind
+// rowDone reports whether row r is at its shard's end with no rewind
 // pending.
-func done(r lostrow.Row) bool {
+func rowDone(r lostrow.Row) bool {
 	return r.Lease.Checkpoint.Sequence == leases.ShardEnd && r.Lease.RewindTo.IsZero()
 }
 
@@ -332,7 +250,7 @@ func (g *Group) shadowPlan() map[unit]string {
 	var units []unit
 	for st := range g.subscribed() {
 		for _, id := range st.order {
-			if len(g.children(st, id)) == 0 && !done(st.row(id)) {
+			if len(g.children(st, id)) == 0 && !rowDone(st.row(id)) {
 				units = append(units, unit{Stream: st.key, Shard: id})
 			}
 		}
@@ -367,7 +285,7 @@ func (g *Group) parentsToRead(poll bool) []unit {
 			}
 			u := unit{Stream: st.key, Shard: id}
 			r := st.row(id)
-			if done(r) || g.holds(u) {
+			if rowDone(r) || g.holds(u) {
 				delete(g.listing.parentRead, u)
 				continue
 			}
@@ -399,7 +317,7 @@ func (g *Group) parentsToRead(poll bool) []unit {
 func (g *Group) notePlannedOpen(a map[unit]string) {
 	clear(g.rs.plannedOpen)
 	for u, owner := range a {
-		if owner == g.cfg.Owner && !done(g.streams[u.Stream].row(u.Shard)) && !g.unreadRow(u) && !g.holds(u) {
+		if owner == g.cfg.Owner && !rowDone(g.streams[u.Stream].row(u.Shard)) && !g.unreadRow(u) && !g.holds(u) {
 			putIn(&g.rs.plannedOpen, u, true)
 		}
 	}
@@ -415,7 +333,7 @@ func (g *Group) notePlannedOpen(a map[unit]string) {
 func (g *Group) noteFoundEnded() {
 	n := 0
 	for u := range g.rs.plannedOpen {
-		if st := g.streams[u.Stream]; st != nil && done(st.row(u.Shard)) && !g.holds(u) {
+		if st := g.streams[u.Stream]; st != nil && rowDone(st.row(u.Shard)) && !g.holds(u) {
 			n++
 		}
 	}

@@ -4,12 +4,19 @@ package engine
 // empty) is recreated by its holder at once, held, and by anyone else at
 // once, free and recovered: nobody but its last holder delivers from a
 // recovered row before the recovery wait from a read that returned it.
+//
+// Here: the waits (recoveryWait, proof, lateBound), the vanished reports
+// (reportMissing, reportRecovery), and what the Group keeps of rows with
+// no worker of its own on them (lostState): its orphans (presume, ours,
+// orphanOf, editOrphan, dropOrphan, forgetOrphan, markUnwaited) and the
+// rows it released or read lately (noteRead, noteReleased). What is done
+// with them: missing.go (a planned row found missing), orphans.go (retaken
+// or released), reconcile.go (re-read).
 
 import (
-	"cmp"
 	"context"
-	"errors"
-	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
@@ -35,119 +42,12 @@ func (g *Group) proof(st *streamState) time.Duration {
 	return st.cfg.Worker.CheckpointInterval + g.cfg.Timeout
 }
 
-// missingRow decides what to do with the row of u, which the plan gives
-// this instance and a read found missing (lostrow.Decide). A row of a
-// stream without a mark, in a table known old (a new stream: see
-// marks.go), is created free at once by the first to mark the stream. Any
-// other has vanished (deleted, or the table recreated), or is being
-// created by the stream's marker: it is reported (so that its holder and
-// those who know its checkpoint read it again), and recreated free and
-// recovered (recover) once this instance saw it exist or knew the mark
-// for the recovery wait, to be read after the recovery wait.
-func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
-	rejoin := g.m.RejoinSent() // before markOf: see createNew
-	st.setRow(u.Shard, lostrow.Row{Missing: true})
-	r := st.row(u.Shard)
-	f := lostrow.Facts{Seen: r.Seen, Creating: st.creatingRows(), SawRows: st.sawRows(), RecoveryWait: g.recoveryWait(st)}
-	if !f.Seen && !f.Creating {
-		f.Mark, f.MarkedFor = g.markOf(ctx, st)
-	}
-	switch lostrow.Decide(f) {
-	case lostrow.CreateNew:
-		g.createNew(ctx, st, u, rejoin)
-	case lostrow.Report:
-		g.reportMissing(ctx, st, u.Shard, r)
-	case lostrow.Recover:
-		g.reportMissing(ctx, st, u.Shard, r)
-		g.recover(ctx, st, u, r.Lease, r.Best(), r.Seen) // taken after the recovery wait (acquire)
-	}
-}
-
-// createNew marks st, a new stream; if the mark is this instance's (the
-// first), it creates the row of u free, starts creating the stream's other
-// rows (createAll), and takes it, once its own entry is still found, not
-// written again since before markOf (rejoin: the rejoinSent then): the
-// table the stream was judged new in was not recreated before the row was
-// created (seed 98129615: the table dropped after the judgement, the
-// stream's rows were created again in the new one and read beside their
-// holders).
-func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin int64) {
-	if k, err := g.mark(ctx, st, true); k != lostrow.MarkOurs {
-		if err != nil && ctx.Err() == nil {
-			st.log.Warn("kinesislease: marking a new stream failed", "err", err)
-		}
-		return // another marked it first: it creates the rows
-	}
-	g.createAll(st, u.Shard)
-	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
-	l, err := g.store.Create(ctx, key)
-	if errors.Is(err, leases.ErrConflict) {
-		l, err = g.store.Get(ctx, key)
-	}
-	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, leases.ErrNotFound) {
-			st.log.Warn("kinesislease: creating lease row failed", "shard", u.Shard, "err", err)
-		}
-		return
-	}
-	st.setRow(u.Shard, lostrow.Row{Lease: l})
-	if g.m.SameTable(ctx, mono(), rejoin) && g.takeable(l) && g.recoveryPassed(st, u.Shard, l) {
-		g.take(ctx, st, u, l) // ours, or another's creation (or recovery) found
-	}
-}
-
-// recover creates the vanished row of u again, free and recovered
-// (CreateAs with no owner: leases.Lease.Recovered), at once: nobody
-// delivers from it before the recovery wait (see recoveryWait) but its
-// last holder, who takes it at once. It comes back from cp, the best
-// checkpoint this instance knows (known is the copy of the row it knows),
-// or at the operator's last rewind if that came after known; at
-// TRIM_HORIZON if this instance saw the row exist (seen) but knows no
-// checkpoint of it, never at LATEST; at the subscription's start position
-// only if it never saw the row. A member that knows a better checkpoint
-// writes it on the free row (repairFree) before anyone delivers. It
-// reports whether it created the row.
-func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leases.Lease, cp leases.Checkpoint, seen bool) bool {
-	key := leases.Key{Stream: u.Stream, Shard: u.Shard}
-	rec, err := g.mem.LastRewind(ctx, key)
-	if err != nil {
-		return false // read again next round
-	}
-	cp, rewind, from := lostrow.Point(known, cp, seen, rec)
-	if g.markToCreate(ctx, st) != nil {
-		return false
-	}
-	t, err := g.mem.CreateAs(ctx, key, "", "", cp, rewind)
-	if err != nil {
-		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
-			st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
-		}
-		return false // recreated by another, or read again next round
-	}
-	st.setRow(u.Shard, lostrow.Row{Lease: t, ReportDue: from.Blind()})
-	g.reportRecovery(ctx, st, u.Shard)
-	// Known now as if released: should the row vanish again and come back
-	// from the start position by a member that never knew it, this one
-	// writes the checkpoint it recreated the row at (recheckReleased; seed
-	// 99005019: a member that recovered a row it did not plan, the table
-	// dropped since, let a fresh process restart it at the start).
-	g.noteReleased(u, t)
-	switch from {
-	case lostrow.FromRewind:
-		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free at the operator's last rewind of the shard, which came after the copy of the row this instance knew",
-			"shard", u.Shard, "seq", cp.String())
-	case lostrow.FromTrimHorizon:
-		st.log.Warn("kinesislease: lease row vanished (deleted, or the table recreated) and nobody here knows a checkpoint of it; recreated it free at TRIM_HORIZON: the shard's records are read again from the oldest",
-			"shard", u.Shard)
-	case lostrow.FromKnown:
-		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last saw",
-			"shard", u.Shard, "seq", cp.String())
-	default:
-		st.log.Warn("kinesislease: no lease row for this shard (a stream new to the lease table, or a row that vanished and nobody recreated); created it free at the start position",
-			"shard", u.Shard, "start", st.cfg.Start.String())
-	}
-	return true
-}
+// lateBound, in timeouts, is how long after an unanswered write this
+// instance reads its row again (recheckUncertain): a write the database
+// applies after its caller gave up lands within it. Requests are answered
+// within a timeout and retried at most twice by the SDK; a connection
+// closed on a timeout takes its unsent bytes with it.
+const lateBound = 3
 
 // reportMissing reports the row of id, found missing as r says, in the
 // membership header (ReportVanished), so that whoever holds it, released it
@@ -189,83 +89,113 @@ func (g *Group) reportRecovery(ctx context.Context, st *streamState, id string) 
 	return true
 }
 
-// markFirstTake marks row l, as Create made it (lostrow.AsCreated), taken
-// (MarkTaken), for a take of it to read from it. It returns nil when the
-// mark is this take's: the row's first take. A mark another made means the
-// row was taken before: a Create that DynamoDB applied late, after the row
-// was taken and then deleted, made it again (seed 93032236: a holder cut
-// off from the table still delivered, and the member that found the row
-// "new" took it at once); the error then matches ErrConflict. The mark's
-// token is kept for the row version (lostrow.Row.MarkTok): a mark sent
-// again by this instance, its answer lost, finds its own.
-func (g *Group) markFirstTake(ctx context.Context, st *streamState, id string, l leases.Lease) error {
-	tok := st.markToken(id, l)
-	got, err := g.mem.MarkTaken(ctx, l.Key, tok)
-	if err == nil && got != tok {
-		err = fmt.Errorf("kinesislease: lease row %s: created again after it was taken: %w", l.Key, leases.ErrConflict)
+// ours reports whether row l names this process, as one of its recent
+// incarnations: the current one (a take whose answer was lost) or an
+// earlier one (a row not taken again since a fence). Nobody else takes a
+// row of the current incarnation while it lives, so this process must read
+// it or release it.
+func (g *Group) ours(l leases.Lease) bool {
+	if l.Owner != g.cfg.Owner || l.Incarnation == "" {
+		return false
 	}
-	return err
+	return g.m.Ours(l.Incarnation)
 }
 
-// notFirstTake undoes a take of row l, as Create made it, whose mark
-// (markFirstTake) did not show it the row's first: merr, another's mark or
-// a mark that failed, as lostrow.NotFirst decides. Nothing is read from the
-// row before the recovery wait, counted from now (in case the row is a
-// late Create's): a take that landed (t) is released recovered, one
-// unanswered leaves an orphan that waits it (retake), and a row taken
-// before that this take did not take is made a recovered row. A row taken
-// before, made recovered here, is reported. It returns the error of the
-// take.
-func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t leases.Lease, err, merr error) error {
-	late := errors.Is(merr, leases.ErrConflict)
-	if late {
-		st.log.Warn("kinesislease: a lease row that looks new was taken before: it vanished and a late write created it again; it is made a recovered row, read after the recovery wait", "shard", u.Shard)
-	}
-	st.noteRecovery(u.Shard, lostrow.LateMark(l))
-	switch lostrow.NotFirst(err, merr) {
-	case lostrow.UndoRelease:
-		var cp leases.Checkpoint // the take's fill stays, if it wrote one
-		if t.Checkpoint.IsZero() {
-			// Written by the release (which cannot write the rewind id: a
-			// row at an operator's rewind without it is outdated for
-			// those who know a copy read after the rewind, who write it).
-			cp = g.lateFill(ctx, st, u, t).Checkpoint
-		}
-		t.Recovered = lostrow.LateMark(l)
-		if rl, rerr := g.store.Release(ctx, t, cp); rerr == nil {
-			g.noteReleased(u, rl)
-		} else {
-			g.mu.Lock()
-			g.lost.orphans[u] = lostrow.Orphan{Inc: t.Incarnation, Known: t, Presumed: true, Vanished: true, Unwaited: true}
-			g.mu.Unlock()
-		}
-	case lostrow.UndoOrphan:
-		g.mu.Lock()
-		if o, ok := g.lost.orphans[u]; ok {
-			o.Unwaited, o.Known.Recovered = true, lostrow.LateMark(l)
-			g.lost.orphans[u] = o
-		}
-		g.mu.Unlock()
-	case lostrow.UndoTakeRelease:
-		// Reported only if this made the row recovered: a take that
-		// failed because another member took the row (two taking a new
-		// row at once, the other's mark first) is no vanished row.
-		_, late, _ = g.takeRelease(ctx, u, lostrow.Orphan{}, g.lateFill(ctx, st, u, l), lostrow.Orphan{Presumed: true, Vanished: true})
-	}
-	if late {
-		st.setRow(u.Shard, lostrow.Row{Lease: l, ReportDue: true})
-		g.reportRecovery(ctx, st, u.Shard)
-	}
-	return cmp.Or(err, merr)
+// presume records, after a write of row l as incarnation inc that failed
+// without a conflict, that the write may have landed with its answer lost:
+// the row would then name this instance with nobody reading it, and every
+// other member would wait on it for as long as this incarnation lives. So
+// it is an orphan, known as the write would have left it; the next round
+// reads it before taking it again or releasing it.
+func (g *Group) presume(u unit, l leases.Lease, inc string) {
+	g.mu.Lock()
+	g.lost.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
+	g.lost.orphans[u] = lostrow.Presume(l, g.cfg.Owner, inc, g.lost.orphans[u], g.lost.released[u].lease.Checkpoint)
+	g.mu.Unlock()
 }
 
-// lateFill returns row l, as Create made it but read before (a late
-// Create's), as a recovered row (lostrow.LateFill), reading the shard's
-// last operator's rewind if l has no checkpoint.
-func (g *Group) lateFill(ctx context.Context, st *streamState, u unit, l leases.Lease) leases.Lease {
-	var rec leases.RewindRecord
-	if l.Checkpoint.IsZero() {
-		rec, _ = g.mem.LastRewind(ctx, l.Key) // none known if it fails
+// orphanOf returns the orphan of u held now (zero if none).
+func (g *Group) orphanOf(u unit) lostrow.Orphan {
+	return guarded(&g.mu, func() lostrow.Orphan { return g.lost.orphans[u] })
+}
+
+// editOrphan changes orphan o of u as f says, unless it was replaced
+// meanwhile.
+func (g *Group) editOrphan(u unit, o lostrow.Orphan, f func(*lostrow.Orphan)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cur, ok := g.lost.orphans[u]; ok && cur.Inc == o.Inc {
+		f(&cur)
+		g.lost.orphans[u] = cur
 	}
-	return lostrow.LateFill(l, st.row(u.Shard), rec)
+}
+
+// dropOrphan forgets orphan o of u, unless it was replaced meanwhile.
+func (g *Group) dropOrphan(u unit, o lostrow.Orphan) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cur, ok := g.lost.orphans[u]; ok && cur.Inc == o.Inc {
+		delete(g.lost.orphans, u)
+	}
+}
+
+// forgetOrphan drops orphan o of u, now someone else's row cur, and keeps
+// where it was read to, should it vanish (lostrow.Orphan.Forgotten).
+func (g *Group) forgetOrphan(u unit, o lostrow.Orphan, cur leases.Lease) {
+	g.dropOrphan(u, o)
+	g.noteReleased(u, o.Forgotten(cur))
+}
+
+// markUnwaited marks the orphan a take of u that failed with err with no
+// answer left (presume), made without the recovery wait: see
+// lostrow.Orphan.Unwaited.
+func (g *Group) markUnwaited(u unit, err error) {
+	if !lostrow.Unanswered(err) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if o, ok := g.lost.orphans[u]; ok {
+		o.Unwaited = true
+		g.lost.orphans[u] = o
+	}
+}
+
+const (
+	// maxReleased and releasedFor bound Group.released. A row released is
+	// normally taken within a few rounds by the member the plan gives it
+	// to, which knows the checkpoint from then on.
+	maxReleased = 256
+	releasedFor = 5 * time.Minute
+)
+
+// noteRead records row l of u, read at the first listing, as noteReleased
+// does, but only while there is room: it never evicts a row this instance
+// released or read to take.
+func (g *Group) noteRead(u unit, l leases.Lease) {
+	if !guarded(&g.mu, func() bool { return len(g.lost.released) >= maxReleased }) {
+		g.noteReleased(u, l)
+	}
+}
+
+// noteReleased records that this instance released the row of u, leaving
+// it as l, or read it so (a row it did not hold): either way it knows where
+// the shard was read to, as lostrow.Note keeps it.
+func (g *Group) noteReleased(u unit, l leases.Lease) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, had := g.lost.released[u]
+	l, keep := lostrow.Note(l, r.lease, had)
+	if !keep {
+		return
+	}
+	now := time.Now()
+	maps.DeleteFunc(g.lost.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
+	if len(g.lost.released) >= maxReleased {
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(g.lost.released)), func(a, b unit) int {
+			return g.lost.released[a].at.Compare(g.lost.released[b].at)
+		})
+		delete(g.lost.released, oldest)
+	}
+	g.lost.released[u] = releasedRow{lease: l, at: now}
 }

@@ -16,15 +16,6 @@ import (
 // to mark the stream creates its rows free, to be read at once. A missing
 // row of a marked stream vanished: it is recovered (see recover).
 
-// streamMark is what this instance knows of a stream's mark: the token it
-// found or wrote, as incarnation inc, and when (mono); round is the round
-// in which inc last found none.
-type streamMark struct {
-	token, inc string
-	at         int64
-	round      int
-}
-
 // markOf returns what this instance knows of st's mark, and for how long
 // it has known another's. It reads the mark when this incarnation knows
 // none, at most once a round, and only in a table known old: an absent
@@ -68,14 +59,6 @@ func (g *Group) joinsSettled(st *streamState) bool {
 	now, seen := mono(), g.m.JoinSeen()
 	return seen == 0 || time.Duration(now-seen) >= 3*g.cfg.Heartbeat ||
 		time.Duration(now-g.m.EntrySince()) >= g.cfg.Timeout+g.recoveryWait(st)
-}
-
-// kind is the lostrow.Mark of a mark known.
-func (m streamMark) kind() lostrow.Mark {
-	if m.token == m.inc {
-		return lostrow.MarkOurs
-	}
-	return lostrow.MarkOther
 }
 
 // noteMark records tok, st's mark as incarnation inc found or wrote it,

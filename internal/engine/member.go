@@ -8,10 +8,6 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// mono is membership.Mono: the instants kept in atomics, the fence's among
-// them, are on its clock.
-func mono() int64 { return membership.Mono() }
-
 // memberHost is the Group as its membership.Member sees it
 // (membership.Host): what its entry publishes, and what a fence does to
 // its workers.

@@ -4,91 +4,16 @@ package engine
 // a take whose answer was lost) with no worker reading them. Each round
 // retakes those the plan gives this instance, directly as the current
 // incarnation, and releases the others; one whose row vanished is
-// recreated free from the checkpoint it knew.
+// recreated free from the checkpoint it knew. The orphans themselves are
+// kept in lostState, by the methods of lostrows.go.
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"maps"
-	"slices"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/leases"
 )
-
-// presume records, after a write of row l as incarnation inc that failed
-// without a conflict, that the write may have landed with its answer lost:
-// the row would then name this instance with nobody reading it, and every
-// other member would wait on it for as long as this incarnation lives. So
-// it is an orphan, known as the write would have left it; the next round
-// reads it before taking it again or releasing it.
-func (g *Group) presume(u unit, l leases.Lease, inc string) {
-	g.mu.Lock()
-	g.lost.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
-	g.lost.orphans[u] = lostrow.Presume(l, g.cfg.Owner, inc, g.lost.orphans[u], g.lost.released[u].lease.Checkpoint)
-	g.mu.Unlock()
-}
-
-// lateBound, in timeouts, is how long after an unanswered write this
-// instance reads its row again (recheckUncertain): a write the database
-// applies after its caller gave up lands within it. Requests are answered
-// within a timeout and retried at most twice by the SDK; a connection
-// closed on a timeout takes its unsent bytes with it.
-const lateBound = 3
-
-// recheckUncertain reads again the rows of unanswered writes of this
-// instance once lateBound timeouts have passed since they were sent: a row
-// that names this process while it neither reads it nor holds it as an
-// orphan (the write landed late) becomes an orphan, taken again or
-// released by the next round.
-func (g *Group) recheckUncertain(ctx context.Context) {
-	now := mono()
-	g.mu.Lock()
-	due := slices.DeleteFunc(slices.Collect(maps.Keys(g.lost.uncertain)), func(u unit) bool { return now < g.lost.uncertain[u] })
-	g.mu.Unlock()
-	for _, u := range due {
-		st := g.streams[u.Stream]
-		if st == nil {
-			guard(&g.mu, func() { delete(g.lost.uncertain, u) })
-			continue
-		}
-		cur, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: u.Shard})
-		if err != nil && !errors.Is(err, leases.ErrNotFound) {
-			continue // again next round
-		}
-		var mine bool
-		g.m.Locked(func() {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			if at := g.lost.uncertain[u]; at <= now {
-				delete(g.lost.uncertain, u)
-			}
-			_, held := g.workers[u]
-			_, orphaned := g.lost.orphans[u]
-			mine = err == nil && cur.Owner == g.cfg.Owner && g.m.OursLocked(cur.Incarnation)
-			if mine && !held && !orphaned {
-				g.lost.orphans[u] = lostrow.Orphan{Inc: cur.Incarnation, Known: cur}
-				st.log.Warn("kinesislease: a write of this instance whose answer was lost landed late: the row names it; taking it again or releasing it", "shard", u.Shard)
-			}
-		})
-		if err == nil && !mine {
-			g.noteReleased(u, cur) // known as read, as acquire does (seed 94016513)
-		}
-	}
-}
-
-// ours reports whether row l names this process, as one of its recent
-// incarnations: the current one (a take whose answer was lost) or an
-// earlier one (a row not taken again since a fence). Nobody else takes a
-// row of the current incarnation while it lives, so this process must read
-// it or release it.
-func (g *Group) ours(l leases.Lease) bool {
-	if l.Owner != g.cfg.Owner || l.Incarnation == "" {
-		return false
-	}
-	return g.m.Ours(l.Incarnation)
-}
 
 // retake takes an orphan row directly as the current incarnation: a write
 // conditional on the row as this instance last knew it, with a read only
@@ -151,22 +76,6 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o los
 		return leases.Lease{}, false
 	}
 	return cur, true
-}
-
-// orphanOf returns the orphan of u held now (zero if none).
-func (g *Group) orphanOf(u unit) lostrow.Orphan {
-	return guarded(&g.mu, func() lostrow.Orphan { return g.lost.orphans[u] })
-}
-
-// editOrphan changes orphan o of u as f says, unless it was replaced
-// meanwhile.
-func (g *Group) editOrphan(u unit, o lostrow.Orphan, f func(*lostrow.Orphan)) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if cur, ok := g.lost.orphans[u]; ok && cur.Inc == o.Inc {
-		f(&cur)
-		g.lost.orphans[u] = cur
-	}
 }
 
 // releaseOrphan frees an orphan row the plan gives another member, keeping
@@ -232,38 +141,6 @@ func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o lostr
 	}
 }
 
-// takeRelease takes row from, a version of the row of orphan o of u, as
-// the current incarnation, then releases it as taken (its checkpoint the
-// one the take wrote). A take that fails leaves o, marked unwaited if its
-// answer was lost (markUnwaited); a release that fails leaves the orphan
-// left, known as taken and unwaited (the take made no recovery wait),
-// released next round. It returns the row taken, and whether the take
-// and the release landed.
-func (g *Group) takeRelease(ctx context.Context, u unit, o lostrow.Orphan, from leases.Lease, left lostrow.Orphan) (leases.Lease, bool, bool) {
-	inc := g.Incarnation()
-	if lostrow.LateCreated(from) {
-		// Released recovered, the recovery wait counted here from now
-		// (retake, should the release fail).
-		from.Recovered = lostrow.LateMark(from)
-		g.streams[u.Stream].noteRecovery(u.Shard, from.Recovered)
-	}
-	t, err := g.takeAs(ctx, u, from, inc, false)
-	if err != nil {
-		g.markUnwaited(u, err)
-		return t, false, false
-	}
-	t.Recovered = cmp.Or(t.Recovered, from.Recovered)
-	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
-	if err != nil {
-		left.Inc, left.Known, left.Unwaited = inc, t, true
-		guard(&g.mu, func() { g.lost.orphans[u] = left })
-		return t, true, false
-	}
-	g.dropOrphan(u, o)
-	g.noteReleased(u, rl)
-	return t, true, true
-}
-
 // vanishedOrphan handles an orphan whose row a call found missing: it
 // reports the row and recreates it free and recovered, at once, from the
 // orphan's checkpoint (recover), for whoever the plan gives it to. An
@@ -275,36 +152,5 @@ func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o l
 	g.reportMissing(ctx, st, u.Shard, st.row(u.Shard))
 	if o.Best().IsZero() || g.recover(ctx, st, u, o.Known, o.Best(), true) {
 		g.dropOrphan(u, o)
-	}
-}
-
-// forgetOrphan drops orphan o of u, now someone else's row cur, and keeps
-// where it was read to, should it vanish (lostrow.Orphan.Forgotten).
-func (g *Group) forgetOrphan(u unit, o lostrow.Orphan, cur leases.Lease) {
-	g.dropOrphan(u, o)
-	g.noteReleased(u, o.Forgotten(cur))
-}
-
-// dropOrphan forgets orphan o of u, unless it was replaced meanwhile.
-func (g *Group) dropOrphan(u unit, o lostrow.Orphan) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if cur, ok := g.lost.orphans[u]; ok && cur.Inc == o.Inc {
-		delete(g.lost.orphans, u)
-	}
-}
-
-// markUnwaited marks the orphan a take of u that failed with err with no
-// answer left (presume), made without the recovery wait: see
-// lostrow.Orphan.Unwaited.
-func (g *Group) markUnwaited(u unit, err error) {
-	if !lostrow.Unanswered(err) {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if o, ok := g.lost.orphans[u]; ok {
-		o.Unwaited = true
-		g.lost.orphans[u] = o
 	}
 }

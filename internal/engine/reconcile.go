@@ -1,5 +1,12 @@
 package engine
 
+// Re-reads: of the rows this instance holds, a slice each round, all of
+// them when an operator asks (reconcile, recheck), a vanished one
+// recreated at once (recreate); of the rows it released or read lately,
+// when a row was reported vanished (recheckReleased); of the rows of its
+// unanswered writes, once a late write would have landed
+// (recheckUncertain).
+
 import (
 	"cmp"
 	"context"
@@ -240,51 +247,6 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 // moment, by a member writing the checkpoint it knows on it (recreate).
 var errRecoveryHeld = errors.New("kinesislease: the recovered lease row is held for a moment by a member writing its checkpoint on it")
 
-// releasedRow is a row as this instance released it, and when.
-type releasedRow struct {
-	lease leases.Lease
-	at    time.Time
-}
-
-const (
-	// maxReleased and releasedFor bound Group.released. A row released is
-	// normally taken within a few rounds by the member the plan gives it
-	// to, which knows the checkpoint from then on.
-	maxReleased = 256
-	releasedFor = 5 * time.Minute
-)
-
-// noteRead records row l of u, read at the first listing, as noteReleased
-// does, but only while there is room: it never evicts a row this instance
-// released or read to take.
-func (g *Group) noteRead(u unit, l leases.Lease) {
-	if !guarded(&g.mu, func() bool { return len(g.lost.released) >= maxReleased }) {
-		g.noteReleased(u, l)
-	}
-}
-
-// noteReleased records that this instance released the row of u, leaving
-// it as l, or read it so (a row it did not hold): either way it knows where
-// the shard was read to, as lostrow.Note keeps it.
-func (g *Group) noteReleased(u unit, l leases.Lease) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	r, had := g.lost.released[u]
-	l, keep := lostrow.Note(l, r.lease, had)
-	if !keep {
-		return
-	}
-	now := time.Now()
-	maps.DeleteFunc(g.lost.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
-	if len(g.lost.released) >= maxReleased {
-		oldest := slices.MinFunc(slices.Collect(maps.Keys(g.lost.released)), func(a, b unit) int {
-			return g.lost.released[a].at.Compare(g.lost.released[b].at)
-		})
-		delete(g.lost.released, oldest)
-	}
-	g.lost.released[u] = releasedRow{lease: l, at: now}
-}
-
 // recheckReleased re-reads the rows this instance released or read lately,
 // when someone reported a row vanished (lostrow.Recheck): one that is
 // missing becomes an orphan known as it was, so that it is recreated from
@@ -342,4 +304,45 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 		}
 	})
 	return !failed.Load()
+}
+
+// recheckUncertain reads again the rows of unanswered writes of this
+// instance once lateBound timeouts have passed since they were sent: a row
+// that names this process while it neither reads it nor holds it as an
+// orphan (the write landed late) becomes an orphan, taken again or
+// released by the next round.
+func (g *Group) recheckUncertain(ctx context.Context) {
+	now := mono()
+	g.mu.Lock()
+	due := slices.DeleteFunc(slices.Collect(maps.Keys(g.lost.uncertain)), func(u unit) bool { return now < g.lost.uncertain[u] })
+	g.mu.Unlock()
+	for _, u := range due {
+		st := g.streams[u.Stream]
+		if st == nil {
+			guard(&g.mu, func() { delete(g.lost.uncertain, u) })
+			continue
+		}
+		cur, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: u.Shard})
+		if err != nil && !errors.Is(err, leases.ErrNotFound) {
+			continue // again next round
+		}
+		var mine bool
+		g.m.Locked(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if at := g.lost.uncertain[u]; at <= now {
+				delete(g.lost.uncertain, u)
+			}
+			_, held := g.workers[u]
+			_, orphaned := g.lost.orphans[u]
+			mine = err == nil && cur.Owner == g.cfg.Owner && g.m.OursLocked(cur.Incarnation)
+			if mine && !held && !orphaned {
+				g.lost.orphans[u] = lostrow.Orphan{Inc: cur.Incarnation, Known: cur}
+				st.log.Warn("kinesislease: a write of this instance whose answer was lost landed late: the row names it; taking it again or releasing it", "shard", u.Shard)
+			}
+		})
+		if err == nil && !mine {
+			g.noteReleased(u, cur) // known as read, as acquire does (seed 94016513)
+		}
+	}
 }

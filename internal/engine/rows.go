@@ -2,7 +2,8 @@ package engine
 
 // What each subscribed stream knows of its shards' rows: the rows as last
 // read or written, which ones were seen missing and since when, and the
-// shards set aside after failing.
+// shards set aside after failing; with the answer of its listing in flight
+// (listing) and what it knows of its mark (streamMark, see marks.go).
 
 import (
 	"crypto/rand"
@@ -172,4 +173,29 @@ func (st *streamState) noteRecovery(id, rec string) {
 		r.Recovery, r.RecoveredAt = rec, mono()
 		st.rows[id] = r
 	}
+}
+
+// listing is the answer of a ListShards of a stream (every page), sent at
+// sent.
+type listing struct {
+	shards []types.Shard
+	err    error
+	sent   time.Time
+}
+
+// streamMark is what this instance knows of a stream's mark: the token it
+// found or wrote, as incarnation inc, and when (mono); round is the round
+// in which inc last found none.
+type streamMark struct {
+	token, inc string
+	at         int64
+	round      int
+}
+
+// kind is the lostrow.Mark of a mark known.
+func (m streamMark) kind() lostrow.Mark {
+	if m.token == m.inc {
+		return lostrow.MarkOurs
+	}
+	return lostrow.MarkOther
 }

@@ -10,6 +10,10 @@ import (
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 )
 
+// abandonAfter: how long shutdown waits, after cancelling the handlers
+// at the shutdown timeout, for those that ignore their context.
+const abandonAfter = 5 * time.Second
+
 // shutdown drains every worker, bounded by ShutdownTimeout, while the
 // heartbeat loop goes on (the leases stay held while the heartbeat
 // advances), then releases the orphan rows. It returns within

@@ -4,22 +4,12 @@ import (
 	"context"
 	"sync/atomic"
 
-	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
 // groupStats counts a Group's store calls.
 type groupStats struct {
 	reads, writes, heartbeats, memberReads atomic.Int64
-}
-
-// LeaseStoreCalls returns the store calls made so far: lease rows and membership rows.
-func (g *Group) LeaseStoreCalls() kltype.LeaseStoreCalls {
-	return kltype.LeaseStoreCalls{
-		Reads:      g.stats.reads.Load() + g.stats.memberReads.Load(),
-		Writes:     g.stats.writes.Load() + g.stats.heartbeats.Load(),
-		Heartbeats: g.stats.heartbeats.Load(), MemberReads: g.stats.memberReads.Load(),
-	}
 }
 
 // instrumentedStore is the Group's view of its lease store: every call is
@@ -33,8 +23,8 @@ type instrumentedStore struct {
 	s   *groupStats
 }
 
-// call counts one call in n and times it for the hooks.
-func call[T any](s *instrumentedStore, n *atomic.Int64, op string, fn func() (T, error)) (T, error) {
+// countCall counts one call in n and times it for the hooks.
+func countCall[T any](s *instrumentedStore, n *atomic.Int64, op string, fn func() (T, error)) (T, error) {
 	n.Add(1)
 	if len(s.h.call) == 0 {
 		return fn()
@@ -43,79 +33,79 @@ func call[T any](s *instrumentedStore, n *atomic.Int64, op string, fn func() (T,
 }
 
 func (s *instrumentedStore) Get(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	return call(s, &s.s.reads, "Get", func() (leases.Lease, error) { return s.Store.Get(ctx, key) })
+	return countCall(s, &s.s.reads, "Get", func() (leases.Lease, error) { return s.Store.Get(ctx, key) })
 }
 
 func (s *instrumentedStore) Create(ctx context.Context, key leases.Key) (leases.Lease, error) {
-	return call(s, &s.s.writes, "Create", func() (leases.Lease, error) { return s.Store.Create(ctx, key) })
+	return countCall(s, &s.s.writes, "Create", func() (leases.Lease, error) { return s.Store.Create(ctx, key) })
 }
 
 func (s *instrumentedStore) Checkpoint(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	return call(s, &s.s.writes, "Checkpoint", func() (leases.Lease, error) { return s.Store.Checkpoint(ctx, l, cp) })
+	return countCall(s, &s.s.writes, "Checkpoint", func() (leases.Lease, error) { return s.Store.Checkpoint(ctx, l, cp) })
 }
 
 func (s *instrumentedStore) Release(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	return call(s, &s.s.writes, "Release", func() (leases.Lease, error) { return s.Store.Release(ctx, l, cp) })
+	return countCall(s, &s.s.writes, "Release", func() (leases.Lease, error) { return s.Store.Release(ctx, l, cp) })
 }
 
 func (s *instrumentedStore) Rewind(ctx context.Context, l leases.Lease, cp leases.Checkpoint) (leases.Lease, error) {
-	return call(s, &s.s.writes, "Rewind", func() (leases.Lease, error) { return s.Store.Rewind(ctx, l, cp) })
+	return countCall(s, &s.s.writes, "Rewind", func() (leases.Lease, error) { return s.Store.Rewind(ctx, l, cp) })
 }
 
 func (s *instrumentedStore) ApplyRewind(ctx context.Context, l leases.Lease) (leases.Lease, error) {
-	return call(s, &s.s.writes, "ApplyRewind", func() (leases.Lease, error) { return s.Store.ApplyRewind(ctx, l) })
+	return countCall(s, &s.s.writes, "ApplyRewind", func() (leases.Lease, error) { return s.Store.ApplyRewind(ctx, l) })
 }
 
 func (s *instrumentedStore) Heartbeat(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
-	return call(s, &s.s.heartbeats, "Heartbeat", func() ([]leases.Member, error) { return s.mem.Heartbeat(ctx, row, m) })
+	return countCall(s, &s.s.heartbeats, "Heartbeat", func() ([]leases.Member, error) { return s.mem.Heartbeat(ctx, row, m) })
 }
 
 func (s *instrumentedStore) Members(ctx context.Context, row int) ([]leases.Member, error) {
-	return call(s, &s.s.memberReads, "Members", func() ([]leases.Member, error) { return s.mem.Members(ctx, row) })
+	return countCall(s, &s.s.memberReads, "Members", func() ([]leases.Member, error) { return s.mem.Members(ctx, row) })
 }
 
 func (s *instrumentedStore) ReplaceMember(ctx context.Context, row int, seen, next leases.Member) ([]leases.Member, error) {
-	return call(s, &s.s.writes, "ReplaceMember", func() ([]leases.Member, error) { return s.mem.ReplaceMember(ctx, row, seen, next) })
+	return countCall(s, &s.s.writes, "ReplaceMember", func() ([]leases.Member, error) { return s.mem.ReplaceMember(ctx, row, seen, next) })
 }
 
 func (s *instrumentedStore) TakeAs(ctx context.Context, l leases.Lease, owner, inc string) (leases.Lease, error) {
-	return call(s, &s.s.writes, "TakeAs", func() (leases.Lease, error) { return s.mem.TakeAs(ctx, l, owner, inc) })
+	return countCall(s, &s.s.writes, "TakeAs", func() (leases.Lease, error) { return s.mem.TakeAs(ctx, l, owner, inc) })
 }
 
 func (s *instrumentedStore) CreateAs(ctx context.Context, key leases.Key, owner, inc string, cp leases.Checkpoint, rewind string) (leases.Lease, error) {
-	return call(s, &s.s.writes, "CreateAs", func() (leases.Lease, error) { return s.mem.CreateAs(ctx, key, owner, inc, cp, rewind) })
+	return countCall(s, &s.s.writes, "CreateAs", func() (leases.Lease, error) { return s.mem.CreateAs(ctx, key, owner, inc, cp, rewind) })
 }
 
 func (s *instrumentedStore) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRecord, error) {
-	return call(s, &s.s.reads, "LastRewind", func() (leases.RewindRecord, error) { return s.mem.LastRewind(ctx, key) })
+	return countCall(s, &s.s.reads, "LastRewind", func() (leases.RewindRecord, error) { return s.mem.LastRewind(ctx, key) })
 }
 
 func (s *instrumentedStore) MarkStream(ctx context.Context, stream, token string) (string, error) {
-	return call(s, &s.s.writes, "MarkStream", func() (string, error) { return s.mem.MarkStream(ctx, stream, token) })
+	return countCall(s, &s.s.writes, "MarkStream", func() (string, error) { return s.mem.MarkStream(ctx, stream, token) })
 }
 
 func (s *instrumentedStore) MarkTaken(ctx context.Context, key leases.Key, token string) (string, error) {
-	return call(s, &s.s.writes, "MarkTaken", func() (string, error) { return s.mem.MarkTaken(ctx, key, token) })
+	return countCall(s, &s.s.writes, "MarkTaken", func() (string, error) { return s.mem.MarkTaken(ctx, key, token) })
 }
 
 func (s *instrumentedStore) StreamMark(ctx context.Context, stream string) (string, error) {
-	return call(s, &s.s.reads, "StreamMark", func() (string, error) { return s.mem.StreamMark(ctx, stream) })
+	return countCall(s, &s.s.reads, "StreamMark", func() (string, error) { return s.mem.StreamMark(ctx, stream) })
 }
 
 func (s *instrumentedStore) Join(ctx context.Context, row int, m leases.Member) ([]leases.Member, error) {
-	return call(s, &s.s.writes, "Join", func() ([]leases.Member, error) { return s.mem.Join(ctx, row, m) })
+	return countCall(s, &s.s.writes, "Join", func() ([]leases.Member, error) { return s.mem.Join(ctx, row, m) })
 }
 
 func (s *instrumentedStore) Header(ctx context.Context) (leases.MemberHeader, error) {
-	return call(s, &s.s.memberReads, "Header", func() (leases.MemberHeader, error) { return s.mem.Header(ctx) })
+	return countCall(s, &s.s.memberReads, "Header", func() (leases.MemberHeader, error) { return s.mem.Header(ctx) })
 }
 
 func (s *instrumentedStore) BumpRow(ctx context.Context, row int) error {
-	_, err := call(s, &s.s.writes, "BumpRow", func() (struct{}, error) { return struct{}{}, s.mem.BumpRow(ctx, row) })
+	_, err := countCall(s, &s.s.writes, "BumpRow", func() (struct{}, error) { return struct{}{}, s.mem.BumpRow(ctx, row) })
 	return err
 }
 
 func (s *instrumentedStore) ReportVanished(ctx context.Context) error {
-	_, err := call(s, &s.s.writes, "ReportVanished", func() (struct{}, error) { return struct{}{}, s.mem.ReportVanished(ctx) })
+	_, err := countCall(s, &s.s.writes, "ReportVanished", func() (struct{}, error) { return struct{}{}, s.mem.ReportVanished(ctx) })
 	return err
 }

@@ -14,15 +14,6 @@ import (
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 )
 
-// streamChange is one AddStream or RemoveStream call, applied by the round
-// goroutine; done gets its outcome (for a removal: once every shard of the
-// stream is released).
-type streamChange struct {
-	add    *streamState
-	remove string
-	done   chan error
-}
-
 // ErrUnknownStream: RemoveStream of a stream the Group does not read.
 var ErrUnknownStream = errors.New("engine: no such stream")
 
