@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -111,7 +112,7 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	// ones again and again).
 	slices.SortStableFunc(act.takes, func(x, y unit) int { return cmpBool(g.unreadRow(y), g.unreadRow(x)) })
 	rejoin := g.m.RejoinSent() // before TableOld and the reads: see membership.Member.SameTable
-	bounded(ctx, len(act.retakes), func(i int) { g.retake(ctx, act.retakes[i], orphans[act.retakes[i]]) })
+	syncx.Bounded(ctx, storeConcurrency, len(act.retakes), func(i int) { g.retake(ctx, act.retakes[i], orphans[act.retakes[i]]) })
 	// The rows to take, a chunk at a time: the reads, then the takes. A row
 	// that says nothing of where its shard was read to is taken only once
 	// a read sent after the chunk's reads found this instance's entry: it
@@ -124,16 +125,16 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	for start := 0; start < len(act.takes) && ctx.Err() == nil; start += takeChunk {
 		chunk := act.takes[start:min(start+takeChunk, len(act.takes))]
 		fresh, ok := make([]leases.Lease, len(chunk)), make([]bool, len(chunk))
-		bounded(ctx, len(chunk), func(i int) { fresh[i], ok[i] = g.acquire(ctx, chunk[i]) })
+		syncx.Bounded(ctx, storeConcurrency, len(chunk), func(i int) { fresh[i], ok[i] = g.acquire(ctx, chunk[i]) })
 		if slices.Contains(ok, true) && g.m.SameTable(ctx, mono(), rejoin) {
-			bounded(ctx, len(chunk), func(i int) {
+			syncx.Bounded(ctx, storeConcurrency, len(chunk), func(i int) {
 				if ok[i] {
 					g.take(ctx, g.streams[chunk[i].Stream], chunk[i], fresh[i])
 				}
 			})
 		}
 	}
-	bounded(ctx, len(act.releases), func(i int) { g.releaseOrphan(ctx, act.releases[i], orphans[act.releases[i]]) })
+	syncx.Bounded(ctx, storeConcurrency, len(act.releases), func(i int) { g.releaseOrphan(ctx, act.releases[i], orphans[act.releases[i]]) })
 }
 
 // takeChunk is how many rows apply reads before it takes those it may.

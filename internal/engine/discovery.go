@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -68,7 +69,7 @@ func (g *Group) readBehind(ctx context.Context) {
 	}
 	from := g.rs.parentPoll % n
 	sent, ok := make([]int64, n), make([]bool, n)
-	bounded(bctx, n, func(i int) {
+	syncx.Bounded(bctx, storeConcurrency, n, func(i int) {
 		j := (from + i) % n
 		u := parents[j]
 		sent[j] = mono()
@@ -106,7 +107,7 @@ func (g *Group) readUnread(ctx context.Context) {
 		}
 		st.rowsMu.Unlock()
 	}
-	bounded(ctx, len(units), func(i int) {
+	syncx.Bounded(ctx, storeConcurrency, len(units), func(i int) {
 		if st := g.streams[units[i].Stream]; ctx.Err() == nil {
 			// Unless another call of this instance read or wrote the
 			// row meanwhile (that answer stands).

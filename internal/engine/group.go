@@ -17,6 +17,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -225,14 +226,14 @@ type streamChange struct {
 func (g *Group) Incarnation() string { return g.m.Incarnation() }
 
 func (g *Group) holds(u unit) bool {
-	return guarded(&g.mu, func() bool { return g.workers[u] != nil })
+	return syncx.Guarded(&g.mu, func() bool { return g.workers[u] != nil })
 }
 
 // unreadRow reports whether the row of u is still unread since the first
 // listing.
 func (g *Group) unreadRow(u unit) bool {
 	st := g.streams[u.Stream]
-	return guarded(&st.rowsMu, func() bool { return st.unread[u.Shard] })
+	return syncx.Guarded(&st.rowsMu, func() bool { return st.unread[u.Shard] })
 }
 
 // kickRound makes the round loop run a round now.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/kltype"
 )
 
@@ -103,5 +104,5 @@ func (g *Group) fail(st *streamState, shard string, err error) {
 
 // failing reports whether u is set aside now.
 func (g *Group) failing(u unit) bool {
-	return guarded(&g.healthMu, func() bool { return g.streams[u.Stream].failed[u.Shard].waiting(time.Now()) })
+	return syncx.Guarded(&g.healthMu, func() bool { return g.streams[u.Stream].failed[u.Shard].waiting(time.Now()) })
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/shard"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -61,7 +62,7 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			// The take landed: the row names this incarnation, which holds
 			// it with no worker, as an orphan.
-			guard(&g.mu, func() { g.lost.orphans[u] = lostrow.Orphan{Inc: h.Current().Incarnation, Known: h.AsOrphan()} })
+			syncx.Guard(&g.mu, func() { g.lost.orphans[u] = lostrow.Orphan{Inc: h.Current().Incarnation, Known: h.AsOrphan()} })
 			return nil
 		}
 		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
@@ -131,7 +132,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 	g.mu.Lock()
 	done := map[unit]*worker{}
 	for u, w := range g.workers {
-		if closed(w.Finished()) {
+		if syncx.Closed(w.Finished()) {
 			done[u] = w
 			delete(g.workers, u)
 		}
@@ -142,7 +143,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.Lease().Current().Checkpoint}
 		st.setRow(u.Shard, lostrow.Row{Lease: w.Lease().Current(), Seen: true})
 		if w.Err() == nil {
-			guard(&g.healthMu, func() { delete(st.failed, u.Shard) })
+			syncx.Guard(&g.healthMu, func() { delete(st.failed, u.Shard) })
 		}
 		switch {
 		case w.Err() != nil:

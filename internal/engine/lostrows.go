@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -116,7 +117,7 @@ func (g *Group) presume(u unit, l leases.Lease, inc string) {
 
 // orphanOf returns the orphan of u held now (zero if none).
 func (g *Group) orphanOf(u unit) lostrow.Orphan {
-	return guarded(&g.mu, func() lostrow.Orphan { return g.lost.orphans[u] })
+	return syncx.Guarded(&g.mu, func() lostrow.Orphan { return g.lost.orphans[u] })
 }
 
 // editOrphan changes orphan o of u as f says, unless it was replaced
@@ -173,7 +174,7 @@ const (
 // does, but only while there is room: it never evicts a row this instance
 // released or read to take.
 func (g *Group) noteRead(u unit, l leases.Lease) {
-	if !guarded(&g.mu, func() bool { return len(g.lost.released) >= maxReleased }) {
+	if !syncx.Guarded(&g.mu, func() bool { return len(g.lost.released) >= maxReleased }) {
 		g.noteReleased(u, l)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -74,7 +75,7 @@ func (h *memberHost) HeldStreams() map[string]bool {
 // (markToCreate), if it is still subscribed.
 func (h *memberHost) MarkStream(ctx context.Context, key string) error {
 	g := (*Group)(h)
-	st := guarded(g.streamsMu.RLocker(), func() *streamState { return g.streams[key] })
+	st := syncx.Guarded(g.streamsMu.RLocker(), func() *streamState { return g.streams[key] })
 	if st == nil {
 		return nil
 	}
@@ -88,5 +89,5 @@ func (h *memberHost) ForgetMarks() { (*Group)(h).forgetMarks() }
 // and orphans (rows that may name it, or that vanished and it will
 // recreate).
 func (g *Group) heldCount() int64 {
-	return guarded(&g.mu, func() int64 { return int64(len(g.workers) + len(g.lost.orphans)) })
+	return syncx.Guarded(&g.mu, func() int64 { return int64(len(g.workers) + len(g.lost.orphans)) })
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -101,12 +102,12 @@ func (g *Group) createAll(st *streamState, skip string) {
 	cctx, cancel := context.WithTimeout(g.run.ctx, g.recoveryWait(st))
 	g.run.listers.Go(func() {
 		defer cancel()
-		bounded(cctx, len(ids), func(i int) {
+		syncx.Bounded(cctx, storeConcurrency, len(ids), func(i int) {
 			if l, err := g.store.Create(cctx, leases.Key{Stream: st.key, Shard: ids[i]}); err == nil {
 				st.setRow(ids[i], lostrow.Row{Lease: l, Created: true})
 			}
 		})
-		guard(&st.rowsMu, func() { st.creating = false })
+		syncx.Guard(&st.rowsMu, func() { st.creating = false })
 		g.kickRound() // take them now
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -34,7 +35,7 @@ func (g *Group) reconcile(ctx context.Context) {
 	all := slices.SortedFunc(maps.Keys(ws), cmpUnit)
 	vanished := slices.DeleteFunc(slices.Clone(all), func(u unit) bool { return !ws[u].Lease().Vanished() })
 	g.mu.Unlock()
-	bounded(ctx, len(vanished), func(i int) { g.recreate(ctx, vanished[i], ws[vanished[i]]) })
+	syncx.Bounded(ctx, storeConcurrency, len(vanished), func(i int) { g.recreate(ctx, vanished[i], ws[vanished[i]]) })
 
 	now := g.sig.reconcileNow.Swap(false)
 	if (now || g.sig.recheckAgain.Swap(false)) && !g.recheckReleased(ctx) {
@@ -67,7 +68,7 @@ func (g *Group) reconcile(ctx context.Context) {
 	// within the rounds the lost-row wait allows for; what does not fit is
 	// read at the next round, not read again from the first.
 	read := make([]bool, len(due))
-	bounded(ctx, len(due), func(i int) { read[i] = ctx.Err() == nil && g.recheck(ctx, due[i], ws[due[i]]) })
+	syncx.Bounded(ctx, storeConcurrency, len(due), func(i int) { read[i] = ctx.Err() == nil && g.recheck(ctx, due[i], ws[due[i]]) })
 	for i, u := range due {
 		if read[i] {
 			delete(g.rs.rechecks, u)
@@ -219,7 +220,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// A write that may land late, naming this incarnation, after the
 		// worker has stopped: read again after the late-write bound
 		// (recheckUncertain).
-		guard(&g.mu, func() { g.lost.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout) })
+		syncx.Guard(&g.mu, func() { g.lost.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout) })
 	}
 	switch {
 	case err == nil:
@@ -268,7 +269,7 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 	g.mu.Unlock()
 	units := slices.SortedFunc(maps.Keys(rel), cmpUnit)
 	var failed atomic.Bool
-	bounded(ctx, len(units), func(i int) {
+	syncx.Bounded(ctx, storeConcurrency, len(units), func(i int) {
 		u := units[i]
 		l, err := g.store.Get(ctx, rel[u].lease.Key)
 		missing := errors.Is(err, leases.ErrNotFound)
@@ -319,7 +320,7 @@ func (g *Group) recheckUncertain(ctx context.Context) {
 	for _, u := range due {
 		st := g.streams[u.Stream]
 		if st == nil {
-			guard(&g.mu, func() { delete(g.lost.uncertain, u) })
+			syncx.Guard(&g.mu, func() { delete(g.lost.uncertain, u) })
 			continue
 		}
 		cur, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: u.Shard})

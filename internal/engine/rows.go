@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -64,7 +65,7 @@ type streamState struct {
 }
 
 func (st *streamState) row(id string) lostrow.Row {
-	return guarded(&st.rowsMu, func() lostrow.Row { return st.rows[id] })
+	return syncx.Guarded(&st.rowsMu, func() lostrow.Row { return st.rows[id] })
 }
 
 // editRow changes the row of id as edit does, holding rowsMu.
@@ -78,7 +79,7 @@ func (st *streamState) editRow(id string, edit func(r *lostrow.Row)) {
 
 // setRow records what a read or write found of row id (lostrow.Row.After).
 func (st *streamState) setRow(id string, r lostrow.Row) {
-	guard(&st.rowsMu, func() { st.setRowLocked(id, r) })
+	syncx.Guard(&st.rowsMu, func() { st.setRowLocked(id, r) })
 }
 
 // setIfUnread records r, what a read of the row of id found, only if no
@@ -124,12 +125,12 @@ func (st *streamState) know(id string, l leases.Lease) {
 // sawRows reports whether this instance ever saw a row of the stream exist
 // (see hadRows).
 func (st *streamState) sawRows() bool {
-	return guarded(&st.rowsMu, func() bool { return st.hadRows })
+	return syncx.Guarded(&st.rowsMu, func() bool { return st.hadRows })
 }
 
 // creatingRows reports whether createAll is creating the stream's rows.
 func (st *streamState) creatingRows() bool {
-	return guarded(&st.rowsMu, func() bool { return st.creating })
+	return syncx.Guarded(&st.rowsMu, func() bool { return st.creating })
 }
 
 // markReported records that the vanished row id was reported.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 )
 
 // abandonAfter: how long shutdown waits, after cancelling the handlers
@@ -48,7 +49,7 @@ func (g *Group) shutdown() {
 	units := slices.SortedFunc(maps.Keys(orphans), cmpUnit)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	bounded(rctx, len(units), func(i int) {
+	syncx.Bounded(rctx, storeConcurrency, len(units), func(i int) {
 		cctx, cancel := context.WithTimeout(rctx, 5*time.Second)
 		defer cancel()
 		g.releaseOrphan(cctx, units[i], orphans[units[i]])
@@ -86,5 +87,5 @@ func drain(log *slog.Logger, ws []*worker, timeout, abandon time.Duration) []*wo
 	case <-t.C:
 	}
 	// A copy: the goroutine above still ranges over ws.
-	return slices.DeleteFunc(slices.Clone(ws), func(w *worker) bool { return closed(w.Finished()) })
+	return slices.DeleteFunc(slices.Clone(ws), func(w *worker) bool { return syncx.Closed(w.Finished()) })
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -187,7 +188,7 @@ func (g *Group) takeRelease(ctx context.Context, u unit, o lostrow.Orphan, from 
 	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
 	if err != nil {
 		left.Inc, left.Known, left.Unwaited = inc, t, true
-		guard(&g.mu, func() { g.lost.orphans[u] = left })
+		syncx.Guard(&g.mu, func() { g.lost.orphans[u] = left })
 		return t, true, false
 	}
 	g.dropOrphan(u, o)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -291,7 +292,7 @@ func (me *Member) fenceAll(why string) {
 func (me *Member) reincarnate(ctx context.Context, cur leases.Member) bool {
 	old := me.Incarnation()
 	if cur.Owner == "" {
-		cur = guarded(&me.viewMu, func() leases.Member { return me.view.latest[me.cfg.Owner] })
+		cur = syncx.Guarded(&me.viewMu, func() leases.Member { return me.view.latest[me.cfg.Owner] })
 	}
 	if cur.Incarnation != old && !me.hb.attempted[cur.Incarnation] && !me.ownInc(cur.Incarnation) {
 		return false // not seen yet: the next heartbeat (leaving) shows it
@@ -302,7 +303,7 @@ func (me *Member) reincarnate(ctx context.Context, cur leases.Member) bool {
 		putIn(&me.hb.attempted, inc, true) // it may land, late: never to go on as
 		var conflict *leases.MemberConflictError
 		if errors.As(err, &conflict) && (conflict.Current.Incarnation == old || me.hb.attempted[conflict.Current.Incarnation]) {
-			guard(&me.viewMu, func() { me.view.latest[me.cfg.Owner] = conflict.Current }) // the next attempt replaces what is there
+			syncx.Guard(&me.viewMu, func() { me.view.latest[me.cfg.Owner] = conflict.Current }) // the next attempt replaces what is there
 		}
 		if ctx.Err() == nil {
 			me.log.Warn("kinesislease: starting a new incarnation after a fence failed; retrying", "err", err)
@@ -361,7 +362,7 @@ func (me *Member) rejoin(ctx context.Context) {
 	// A new incarnation, in a row with room.
 	me.fenceAll("this instance's membership entry vanished and cannot be written again as it was")
 	me.fence.Store(Fenced)
-	counts := guarded(&me.viewMu, func() map[int]int { return maps.Clone(me.rows.total) })
+	counts := syncx.Guarded(&me.viewMu, func() map[int]int { return maps.Clone(me.rows.total) })
 	mctx, cancel := context.WithTimeout(ctx, me.entryDeadline())
 	if ms, err := me.mem.Members(mctx, row); err == nil {
 		counts[row] = len(ms)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
 )
@@ -122,7 +123,7 @@ func (me *Member) readAll(ctx context.Context) (mine leases.Member, mineRow int,
 	// header may not list one: a bump that never landed): read them too, or
 	// the join would meet it for ever.
 	maps.Copy(rows, me.hb.joinConflicts)
-	for _, inc := range guarded(&me.mu, func() []string { return slices.Concat(me.incs, me.tried) }) {
+	for _, inc := range syncx.Guarded(&me.mu, func() []string { return slices.Concat(me.incs, me.tried) }) {
 		rows[RowOf(inc)] = true // an attempt of ours may have landed there
 	}
 	delete(rows, -1) // an incarnation that names no row (rowOf)
@@ -260,7 +261,7 @@ const maxIncs = 16
 // ownInc reports whether inc is an incarnation this process was, or tried
 // to write an entry as.
 func (me *Member) ownInc(inc string) bool {
-	return guarded(&me.mu, func() bool { return slices.Contains(me.incs, inc) || slices.Contains(me.tried, inc) })
+	return syncx.Guarded(&me.mu, func() bool { return slices.Contains(me.incs, inc) || slices.Contains(me.tried, inc) })
 }
 
 // maxTried bounds Member.tried.
@@ -268,7 +269,7 @@ const maxTried = 64
 
 // tryInc records that this process is about to write an entry as inc.
 func (me *Member) tryInc(inc string) {
-	guard(&me.mu, func() { remember(&me.tried, inc, maxTried) })
+	syncx.Guard(&me.mu, func() { remember(&me.tried, inc, maxTried) })
 }
 
 // remember adds inc to the list *l of at most n, dropping the oldest,
@@ -306,7 +307,7 @@ func (me *Member) become(inc string, row int, rows []leases.Member, sent int64, 
 
 // markDead records that an incarnation is known dead.
 func (me *Member) markDead(m leases.Member) {
-	guard(&me.viewMu, func() { me.view.markDead(m.Owner, m.Incarnation, Mono()) })
+	syncx.Guard(&me.viewMu, func() { me.view.markDead(m.Owner, m.Incarnation, Mono()) })
 }
 
 // Leave removes this incarnation's membership entry, once the instance
@@ -315,7 +316,7 @@ func (me *Member) Leave() {
 	if !me.started.Load() {
 		return
 	}
-	own := guarded(&me.viewMu, func() leases.Member { return me.view.latest[me.cfg.Owner] })
+	own := syncx.Guarded(&me.viewMu, func() leases.Member { return me.view.latest[me.cfg.Owner] })
 	if own.Incarnation == "" {
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
 )
@@ -190,13 +191,13 @@ func (me *Member) row() int { return RowOf(me.Incarnation()) }
 // has joined the membership, the process's random suffix alone (its first
 // incarnation is that suffix in the row it joins, "row.suffix").
 func (me *Member) Incarnation() string {
-	return guarded(&me.mu, func() string { return me.inc })
+	return syncx.Guarded(&me.mu, func() string { return me.inc })
 }
 
 // Ours reports whether inc is one of this process's recent incarnations:
 // the current one or an earlier one.
 func (me *Member) Ours(inc string) bool {
-	return guarded(&me.mu, func() bool { return slices.Contains(me.incs, inc) })
+	return syncx.Guarded(&me.mu, func() bool { return slices.Contains(me.incs, inc) })
 }
 
 // Locked runs f holding the lock under which the incarnation changes and
@@ -204,7 +205,7 @@ func (me *Member) Ours(inc string) bool {
 // incarnation (IncarnationLocked, OursLocked) and of the fence, and what it
 // does then (start a worker), cannot interleave with a fence or a new
 // incarnation. f may call no other method of the Member.
-func (me *Member) Locked(f func()) { guard(&me.mu, f) }
+func (me *Member) Locked(f func()) { syncx.Guard(&me.mu, f) }
 
 // IncarnationLocked is Incarnation for a caller of Locked.
 func (me *Member) IncarnationLocked() string { return me.inc }
@@ -250,20 +251,6 @@ func (me *Member) JoinSeen() int64 { return me.joinSeen.Load() }
 // caller reads it before it judges the table old, and hands it to
 // SameTable.
 func (me *Member) RejoinSent() int64 { return me.rejoinSent.Load() }
-
-// guard runs f holding mu.
-func guard(mu sync.Locker, f func()) {
-	mu.Lock()
-	defer mu.Unlock()
-	f()
-}
-
-// guarded returns what f reads holding mu.
-func guarded[T any](mu sync.Locker, f func() T) T {
-	mu.Lock()
-	defer mu.Unlock()
-	return f()
-}
 
 // putIn sets (*m)[k] to v, making the map first if it is nil.
 func putIn[K comparable, V any](m *map[K]V, k K, v V) {

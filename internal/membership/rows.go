@@ -4,9 +4,9 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -110,7 +110,7 @@ func (b *rowBook) complete(own int) bool {
 func (me *Member) Refresh(ctx context.Context) bool {
 	me.flushBumps(ctx)
 	own := me.row()
-	due := guarded(&me.viewMu, func() bool {
+	due := syncx.Guarded(&me.viewMu, func() bool {
 		every := headerEvery(len(me.view.live(Mono())), len(me.rows.header))
 		return every == 0 || !me.rows.headerOK || time.Duration(Mono()-me.rows.headerAt) >= every
 	})
@@ -144,32 +144,13 @@ func (me *Member) Refresh(ctx context.Context) bool {
 	suspect, _ := me.view.suspects(Mono(), me.timedLocked(own))
 	rows = slices.Concat(rows, slices.DeleteFunc(suspect, func(r int) bool { return slices.Contains(rows, r) }))
 	me.viewMu.Unlock()
-	bounded(ctx, len(rows), func(i int) {
-		v := guarded(&me.viewMu, func() int64 { return me.rows.header[rows[i]] })
+	syncx.Bounded(ctx, storeConcurrency, len(rows), func(i int) {
+		v := syncx.Guarded(&me.viewMu, func() int64 { return me.rows.header[rows[i]] })
 		if _, err := me.readMembersRow(ctx, rows[i], v); err != nil && ctx.Err() == nil {
 			me.log.Warn("kinesislease: reading membership row failed", "row", rows[i], "err", err)
 		}
 	})
-	return guarded(&me.viewMu, func() bool { return me.rows.complete(own) })
-}
-
-// bounded runs fn(0..n-1), at most storeConcurrency at once, until ctx
-// ends, and waits for them.
-func bounded(ctx context.Context, n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	sem := make(chan struct{}, storeConcurrency)
-	for i := range n {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(i)
-		})
-	}
+	return syncx.Guarded(&me.viewMu, func() bool { return me.rows.complete(own) })
 }
 
 // storeConcurrency bounds the concurrent reads of membership rows of a
@@ -218,7 +199,7 @@ func (me *Member) readMembersRow(ctx context.Context, r int, v int64) ([]leases.
 		return nil, err
 	}
 	me.observe(r, ms, sent, Mono())
-	guard(&me.viewMu, func() { me.rows.readAt[r] = v })
+	syncx.Guard(&me.viewMu, func() { me.rows.readAt[r] = v })
 	return ms, nil
 }
 
@@ -267,7 +248,7 @@ func (me *Member) observe(r int, rows []leases.Member, sent, ret int64) {
 // round.
 func (me *Member) rosterChanged(ctx context.Context, row int) {
 	if err := me.mem.BumpRow(ctx, row); err != nil {
-		guard(&me.viewMu, func() { me.rows.bump[row] = true })
+		syncx.Guard(&me.viewMu, func() { me.rows.bump[row] = true })
 		if ctx.Err() == nil {
 			me.log.Warn("kinesislease: announcing a membership change failed; retrying", "row", row, "err", err)
 		}
@@ -282,7 +263,7 @@ func (me *Member) rosterChanged(ctx context.Context, row int) {
 // attempts take seconds) would let that fence pass before the next
 // heartbeat, fence again, and so on while the header stays slow.
 func (me *Member) bumpLater(row int) {
-	guard(&me.viewMu, func() { me.rows.bump[row] = true })
+	syncx.Guard(&me.viewMu, func() { me.rows.bump[row] = true })
 	me.host.Kick()
 }
 
@@ -302,7 +283,7 @@ func (me *Member) flushBumps(ctx context.Context) {
 // heartbeating with this instance's owner id in another row for longer
 // than the wait Join allows; it logs the first sight at ERROR.
 func (me *Member) Duplicates() error {
-	own := guarded(&me.mu, func() []string { return slices.Concat(me.incs, me.tried) })
+	own := syncx.Guarded(&me.mu, func() []string { return slices.Concat(me.incs, me.tried) })
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
 	wait := max(me.cfg.ShutdownTimeout, 2*me.cfg.Timeout)
@@ -364,12 +345,12 @@ func (me *Member) NextSuspect() int64 {
 }
 
 // Prune forgets the incarnations absent for long (memberView.prune).
-func (me *Member) Prune() { guard(&me.viewMu, func() { me.view.prune(Mono()) }) }
+func (me *Member) Prune() { syncx.Guard(&me.viewMu, func() { me.view.prune(Mono()) }) }
 
 // Alive reports whether incarnation inc of owner may still hold leases at
 // now (memberView.alive): a row it names may be taken only once it is not.
 func (me *Member) Alive(owner, inc string, now int64) bool {
-	return guarded(&me.viewMu, func() bool { return me.view.alive(owner, inc, now) })
+	return syncx.Guarded(&me.viewMu, func() bool { return me.view.alive(owner, inc, now) })
 }
 
 // Live returns the latest entry of every owner the plan spreads the
@@ -429,7 +410,7 @@ func (me *Member) AnnounceDead(ctx context.Context) {
 // left). Announcing it cost every member of the fleet a read per dead
 // member.
 func (me *Member) RemoveStale(ctx context.Context) {
-	stale := guarded(&me.viewMu, func() []leases.Member { return me.view.staleEntries() })
+	stale := syncx.Guarded(&me.viewMu, func() []leases.Member { return me.view.staleEntries() })
 	me.rewriteEntries(ctx, stale, "kinesislease: removed a dead member's entry", func(leases.Member) leases.Member { return leases.Member{} })
 }
 

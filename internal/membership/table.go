@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -32,7 +33,7 @@ func (me *Member) SameTable(ctx context.Context, at, rejoin int64) bool {
 	for {
 		me.checkSem <- struct{}{}
 		c := me.check
-		if c == nil || c.sent < at && closed(c.done) {
+		if c == nil || c.sent < at && syncx.Closed(c.done) {
 			c = &tableCheck{sent: Mono(), done: make(chan struct{})}
 			me.check = c
 			<-me.checkSem
@@ -58,16 +59,6 @@ type tableCheck struct {
 	sent int64
 	done chan struct{}
 	ok   bool
-}
-
-// closed reports whether ch is closed: a tableCheck's read returned.
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // ownEntryIntact reads this instance's membership row and reports whether

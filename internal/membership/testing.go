@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -29,7 +30,7 @@ func (me *Member) Arm(ctx context.Context, inc string, fence, since int64) error
 
 // AddEarlier records inc as an earlier incarnation of this process (Ours).
 func (me *Member) AddEarlier(inc string) {
-	guard(&me.mu, func() { me.incs = append(me.incs, inc) })
+	syncx.Guard(&me.mu, func() { me.incs = append(me.incs, inc) })
 }
 
 // Observe records membership row r as read by a call sent at sent that

@@ -1,0 +1,63 @@
+package syncx
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestBoundedLimit: no more than limit calls run at once, every index runs
+// once, and Bounded returns after the last.
+func TestBoundedLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var running, most, done atomic.Int32
+		var mu sync.Mutex
+		seen := map[int]int{}
+		Bounded(context.Background(), 3, 10, func(i int) {
+			n := running.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(time.Second)
+			Guard(&mu, func() { seen[i]++ })
+			running.Add(-1)
+			done.Add(1)
+		})
+		if done.Load() != 10 || most.Load() != 3 || len(seen) != 10 {
+			t.Fatalf("done %d, at most %d at once, %d indexes; want 10, 3, 10", done.Load(), most.Load(), len(seen))
+		}
+	})
+}
+
+// TestBoundedStopsWithContext: once ctx ends, no more calls start.
+func TestBoundedStopsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var started atomic.Int32
+		Bounded(ctx, 1, 5, func(int) {
+			if started.Add(1) == 2 {
+				cancel()
+			}
+		})
+		if n := started.Load(); n != 2 {
+			t.Fatalf("%d calls started; want 2 (none after the context ended)", n)
+		}
+	})
+}
+
+func TestClosedAndGuarded(t *testing.T) {
+	ch := make(chan struct{})
+	if Closed(ch) {
+		t.Fatal("Closed: an open channel reported closed")
+	}
+	close(ch)
+	if !Closed(ch) {
+		t.Fatal("Closed: a closed channel reported open")
+	}
+	var mu sync.Mutex
+	if got := Guarded(&mu, func() int { return 7 }); got != 7 || !mu.TryLock() {
+		t.Fatalf("Guarded: %d, or the lock still held", got)
+	}
+}
