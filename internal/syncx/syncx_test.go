@@ -31,18 +31,20 @@ func TestBoundedLimit(t *testing.T) {
 	})
 }
 
-// TestBoundedStopsWithContext: once ctx ends, no more calls start.
+// TestBoundedStopsWithContext: once ctx ends, Bounded starts no more
+// calls, but for one whose turn came at the same instant (the select sees
+// both a free slot and the end: either may win).
 func TestBoundedStopsWithContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var started atomic.Int32
-		Bounded(ctx, 1, 5, func(int) {
+		Bounded(ctx, 1, 100, func(int) {
 			if started.Add(1) == 2 {
 				cancel()
 			}
 		})
-		if n := started.Load(); n != 2 {
-			t.Fatalf("%d calls started; want 2 (none after the context ended)", n)
+		if n := started.Load(); n < 2 || n > 3 {
+			t.Fatalf("%d calls started; want 2, or 3 if a slot came free as the context ended", n)
 		}
 	})
 }
