@@ -57,7 +57,7 @@ type Planner struct {
 	dropped bool                // some units of byHash are gone
 	removed []*unitRec          // units gone since the last plan, that had an owner
 
-	ring ring // the members' points, for p.members (large.go)
+	ring ring // the members' points, for p.members (ring.go)
 	g    greedy
 
 	// The plan: cur was returned last, old the one before it (nil until
@@ -87,26 +87,6 @@ type unitRec struct {
 	owner string // its owner in Planner.cur ("" for none)
 	gone  bool   // no longer a unit
 	kept  bool   // placed this round (scratch)
-}
-
-// Assign returns the plan for members and units: see the package function
-// Assign for what it guarantees, and Planner for what it reuses.
-func (p *Planner) Assign(members []string, units []Unit, maxLeases int) map[Unit]string {
-	maxLeases = max(maxLeases, 0)
-	if p.called && maxLeases == p.inMax && slices.Equal(members, p.inMembers) && slices.Equal(units, p.inUnits) {
-		return p.cur
-	}
-	membersChanged := p.setMembers(members)
-	unitsChanged := p.setUnits(units)
-	p.inMembers = append(p.inMembers[:0], members...)
-	p.inUnits = append(p.inUnits[:0], units...)
-	if p.called && !membersChanged && !unitsChanged && maxLeases == p.inMax {
-		return p.cur
-	}
-	p.called = true
-	p.inMax = maxLeases
-	p.replan(maxLeases)
-	return p.cur
 }
 
 // setMembers records the member set and reports whether it changed.
