@@ -171,8 +171,7 @@ func (st *streamState) noteRecovery(id, rec string) {
 	st.rowsMu.Lock()
 	defer st.rowsMu.Unlock()
 	if r := st.rows[id]; r.Recovery != rec {
-		r.Recovery, r.RecoveredAt = rec, mono()
-		st.rows[id] = r
+		st.rows[id] = r.Saw(rec, mono())
 	}
 }
 

@@ -9,8 +9,9 @@ import (
 
 // Row is what an instance last knew of a lease row. Instants are on its
 // monotonic clock. Recovery is the last recovery (Lease.Recovered) an
-// answer showed, RecoveredAt when the first such answer came; MarkTok the
-// token of its MarkTaken of the version whose Token is MarkFor.
+// answer showed, RecoveredAt when the first such answer came, Earlier the
+// ones before it with theirs; MarkTok the token of its MarkTaken of the
+// version whose Token is MarkFor.
 type Row struct {
 	Lease        leases.Lease // as last read or written, kept when it vanished
 	Missing      bool         // the last read found no row, and every read since MissingSince
@@ -19,6 +20,7 @@ type Row struct {
 	Seen         bool // this instance saw the row exist
 	Recovery     string
 	RecoveredAt  int64
+	Earlier      [3]Sighting // most recent first
 	ReportDue    bool              // recovered Blind here, not reported since
 	Created      bool              // created free here as a new stream's, untouched since
 	Knew         leases.Checkpoint // an earlier version's, while Lease (recreated) has none
@@ -54,9 +56,44 @@ func (r Row) After(old Row, now int64) Row {
 	if r.Lease.Token == old.MarkFor {
 		r.MarkTok, r.MarkFor = old.MarkTok, old.MarkFor
 	}
-	if rec := r.Lease.Recovered; rec != "" && rec != r.Recovery {
-		r.Recovery, r.RecoveredAt = rec, now
+	r.Earlier = old.Earlier
+	if rec := r.Lease.Recovered; rec != "" {
+		r = r.Saw(rec, now)
 	}
+	return r
+}
+
+// Sighting is when an instance first saw recovery Rec of a row.
+type Sighting struct {
+	Rec string
+	At  int64
+}
+
+// Saw returns r knowing recovery rec from now on, unless it knew it
+// before: a recovery seen again keeps its first sighting, even after
+// another was seen between (seed 95805621: an orphan waiting for the
+// recovery its undone take made, while answers showed a later one, waited
+// for ever; seeds 97301047, 97301425: two recoveries in turn must not
+// restart each other's wait).
+func (r Row) Saw(rec string, now int64) Row {
+	if rec == r.Recovery {
+		return r
+	}
+	at, earlier := now, Sighting{r.Recovery, r.RecoveredAt}
+	kept := [len(r.Earlier)]Sighting{}
+	n := 0
+	if earlier.Rec != "" {
+		kept[n], n = earlier, n+1
+	}
+	for _, s := range r.Earlier {
+		switch {
+		case s.Rec == rec:
+			at = s.At
+		case s.Rec != "" && n < len(kept):
+			kept[n], n = s, n+1
+		}
+	}
+	r.Recovery, r.RecoveredAt, r.Earlier = rec, at, kept
 	return r
 }
 
@@ -64,6 +101,11 @@ func (r Row) After(old Row, now int64) Row {
 func (r Row) RecoveredSince(rec string, now int64) int64 {
 	if r.Recovery == rec {
 		return r.RecoveredAt
+	}
+	for _, s := range r.Earlier {
+		if s.Rec == rec && s.Rec != "" {
+			return s.At
+		}
 	}
 	return now
 }

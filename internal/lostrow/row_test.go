@@ -51,6 +51,12 @@ func TestRowAfter(t *testing.T) {
 		{"the same recovery read again: dated from the first answer",
 			Row{Recovery: "r1", RecoveredAt: 20}, Row{Lease: leases.Lease{Recovered: "r1", Checkpoint: cp("300")}},
 			Row{Lease: leases.Lease{Recovered: "r1", Checkpoint: cp("300")}, Seen: true, Recovery: "r1", RecoveredAt: 20}},
+		{"another recovery: dated now, the one before kept with its first sighting",
+			Row{Recovery: "r1", RecoveredAt: 20}, Row{Lease: leases.Lease{Recovered: "r2", Checkpoint: cp("300")}},
+			Row{Lease: leases.Lease{Recovered: "r2", Checkpoint: cp("300")}, Seen: true, Recovery: "r2", RecoveredAt: 50, Earlier: [3]Sighting{{"r1", 20}}}},
+		{"a recovery seen before another, seen again: its first sighting, not now (seeds 97301047, 97301425)",
+			Row{Recovery: "r2", RecoveredAt: 30, Earlier: [3]Sighting{{"r1", 20}}}, Row{Lease: leases.Lease{Recovered: "r1", Checkpoint: cp("300")}},
+			Row{Lease: leases.Lease{Recovered: "r1", Checkpoint: cp("300")}, Seen: true, Recovery: "r1", RecoveredAt: 20, Earlier: [3]Sighting{{"r2", 30}}}},
 		{"a report due stays due (seed 96101881)",
 			Row{ReportDue: true}, Row{Lease: held}, Row{Lease: held, Seen: true, ReportDue: true}},
 		{"the first-take mark of the same version stays (a mark sent again finds its own)",
@@ -64,6 +70,31 @@ func TestRowAfter(t *testing.T) {
 	}
 	if (Row{Recovery: "r1", RecoveredAt: 20}).RecoveredSince("r1", 50) != 20 || (Row{Recovery: "r1", RecoveredAt: 20}).RecoveredSince("r2", 50) != 50 {
 		t.Error("RecoveredSince: not the first answer that showed the recovery, or not now for another")
+	}
+}
+
+// TestRowSaw: seed 95805621. An orphan whose undone take made the row
+// recovered (the late mark, noted then) waits from that note, though
+// answers showed a later recovery since: before, the row kept only the
+// last, and the orphan's wait began again at every round, the shard unread
+// for ever. The book holds the last four recoveries, the oldest dropped.
+func TestRowSaw(t *testing.T) {
+	r := Row{}.Saw("late:a", 10).Saw("QY22", 40)
+	if got := r.RecoveredSince("late:a", 90); got != 10 {
+		t.Errorf("the late mark noted at 10, a later recovery seen at 40: waits from %d, want 10", got)
+	}
+	if got := r.RecoveredSince("QY22", 90); got != 40 {
+		t.Errorf("the later recovery: from %d, want 40", got)
+	}
+	if r.Saw("QY22", 80) != r {
+		t.Error("the same recovery seen again changed the book")
+	}
+	r = r.Saw("r3", 50).Saw("r4", 60).Saw("r5", 70)
+	if got := r.RecoveredSince("late:a", 90); got != 90 {
+		t.Errorf("five recoveries later, the first still dated %d: the book is not bounded", got)
+	}
+	if got := r.RecoveredSince("QY22", 90); got != 40 {
+		t.Errorf("the fourth most recent: from %d, want 40", got)
 	}
 }
 
