@@ -49,8 +49,9 @@ type streamState struct {
 	// createdAll: this instance created the missing rows of the new
 	// stream (see createAll).
 	createdAll bool
-	// creating: createAll is creating them, in the background.
-	creating bool
+	// creating: how many createNew calls and createAll runs are under way
+	// (a row read missing meanwhile is being created, not vanished).
+	creating int
 	// mark: what this instance knows of the stream's mark (marks.go).
 	// Guarded by rowsMu.
 	mark streamMark
@@ -128,9 +129,15 @@ func (st *streamState) sawRows() bool {
 	return syncx.Guarded(&st.rowsMu, func() bool { return st.hadRows })
 }
 
-// creatingRows reports whether createAll is creating the stream's rows.
+// creatingRows reports whether this instance is creating the stream's
+// rows (createNew, createAll).
 func (st *streamState) creatingRows() bool {
-	return syncx.Guarded(&st.rowsMu, func() bool { return st.creating })
+	return syncx.Guarded(&st.rowsMu, func() bool { return st.creating > 0 })
+}
+
+// addCreating counts a createNew or createAll begun (1) or ended (-1).
+func (st *streamState) addCreating(n int) {
+	syncx.Guard(&st.rowsMu, func() { st.creating += n })
 }
 
 // markReported records that the vanished row id was reported.
