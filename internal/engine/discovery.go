@@ -97,21 +97,15 @@ func (g *Group) readBudget() time.Duration { return g.cfg.Heartbeat }
 func (g *Group) readUnread(ctx context.Context) {
 	var units []unit
 	for st := range g.subscribed() {
-		st.rowsMu.Lock()
-		for _, parents := range []bool{true, false} {
-			for _, id := range st.order {
-				if st.unread[id] && (len(g.children(st, id)) > 0) == parents {
-					units = append(units, unit{Stream: st.key, Shard: id})
-				}
-			}
+		for _, id := range st.book.UnreadIn(st.order, func(id string) bool { return len(g.children(st, id)) > 0 }) {
+			units = append(units, unit{Stream: st.key, Shard: id})
 		}
-		st.rowsMu.Unlock()
 	}
 	syncx.Bounded(ctx, storeConcurrency, len(units), func(i int) {
 		if st := g.streams[units[i].Stream]; ctx.Err() == nil {
 			// Unless another call of this instance read or wrote the
 			// row meanwhile (that answer stands).
-			g.readRowAs(ctx, st, units[i].Shard, st.setIfUnread)
+			g.readRowAs(ctx, st, units[i].Shard, st.book.SetIfUnread)
 		}
 	})
 }
@@ -178,17 +172,10 @@ func (g *Group) listedShards(ctx context.Context, st *streamState, res listing) 
 func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.Shard, sent time.Time) error {
 	old := st.shards // nil before the first listing
 	shardsNow, order := shardMap(shards, st.order)
-	st.rowsMu.Lock()
 	st.shards, st.order = shardsNow, order
 	if old == nil {
-		st.unread = make(map[string]bool, len(order))
-		for _, id := range order {
-			if _, known := st.rows[id]; !known {
-				st.unread[id] = true
-			}
-		}
+		st.book.FirstListed(order)
 	}
-	st.rowsMu.Unlock()
 	st.lastSync = sent
 	ls := g.listState(st.key)
 	ls.digest, ls.kids = shardDigest(order), nil
@@ -205,7 +192,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 			continue
 		}
 		if l, err := g.store.Create(ctx, leases.Key{Stream: st.key, Shard: id}); err == nil {
-			st.setRow(id, lostrow.Row{Lease: l})
+			st.book.Set(id, lostrow.Row{Lease: l})
 		} else if !errors.Is(err, leases.ErrConflict) {
 			return err
 		}
@@ -214,9 +201,9 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 	return nil
 }
 
-// readRow reads (without creating) the row of shard id into st.rows.
+// readRow reads (without creating) the row of shard id into st.book.
 func (g *Group) readRow(ctx context.Context, st *streamState, id string) error {
-	return g.readRowAs(ctx, st, id, func(id string, r lostrow.Row) bool { st.setRow(id, r); return true })
+	return g.readRowAs(ctx, st, id, func(id string, r lostrow.Row) bool { st.book.Set(id, r); return true })
 }
 
 // readRowAs reads the row of shard id and records what it found with set,
@@ -273,7 +260,7 @@ func (g *Group) youngWait() time.Duration {
 		at = max(at, seen+int64(3*g.cfg.Heartbeat))
 	}
 	for _, st := range g.streams {
-		if st.shards != nil && !st.removing && !st.sawRows() && at > mono() {
+		if st.shards != nil && !st.removing && !st.book.SawRows() && at > mono() {
 			return time.Duration(at-mono()) + time.Millisecond
 		}
 	}
