@@ -148,7 +148,7 @@ const takeChunk = 16 * storeConcurrency
 func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	st := g.streams[u.Stream]
 	switch r := st.row(u.Shard); {
-	case !r.Seen && (st.creatingRows() || r.Missing && !g.m.TableOld()):
+	case !r.Seen && (st.book.Creating() || r.Missing && !g.m.TableOld()):
 		// Being created (createAll), or found missing in a table not
 		// known old (whether the stream is new is unknown): a later round
 		// reads it.
@@ -157,7 +157,7 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 		// Created free by this instance and untouched since: taken as
 		// created (a take conditional on the row as created, so a row
 		// changed since fails it), with no read first. Read next time.
-		st.setRow(u.Shard, lostrow.Row{Lease: r.Lease})
+		st.book.Set(u.Shard, lostrow.Row{Lease: r.Lease})
 		return r.Lease, true
 	}
 	l, err := g.store.Get(ctx, leases.Key{Stream: u.Stream, Shard: u.Shard})
@@ -171,7 +171,7 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 		}
 		return leases.Lease{}, false
 	}
-	st.setRow(u.Shard, lostrow.Row{Lease: l})
+	st.book.Set(u.Shard, lostrow.Row{Lease: l})
 	if !g.ours(l) {
 		g.noteReleased(u, l)
 	}

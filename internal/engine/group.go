@@ -232,8 +232,7 @@ func (g *Group) holds(u unit) bool {
 // unreadRow reports whether the row of u is still unread since the first
 // listing.
 func (g *Group) unreadRow(u unit) bool {
-	st := g.streams[u.Stream]
-	return syncx.Guarded(&st.rowsMu, func() bool { return st.unread[u.Shard] })
+	return g.streams[u.Stream].book.Unread(u.Shard)
 }
 
 // kickRound makes the round loop run a round now.

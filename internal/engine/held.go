@@ -67,7 +67,7 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 		}
 		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
 	}
-	st.setRow(u.Shard, lostrow.Row{Lease: t})
+	st.book.Set(u.Shard, lostrow.Row{Lease: t})
 	// Announced before the worker reads: a record is never handled before
 	// the acquisition that it belongs to is logged and its hook has run
 	// (the chaos run's tally dated a tenure from its report line and took
@@ -141,7 +141,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 	for u, w := range done {
 		st := g.streams[u.Stream]
 		info := kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: w.Lease().Current().Checkpoint}
-		st.setRow(u.Shard, lostrow.Row{Lease: w.Lease().Current(), Seen: true})
+		st.book.Set(u.Shard, lostrow.Row{Lease: w.Lease().Current(), Seen: true})
 		if w.Err() == nil {
 			syncx.Guard(&g.healthMu, func() { delete(st.failed, u.Shard) })
 		}

@@ -67,7 +67,7 @@ func (g *Group) reportMissing(ctx context.Context, st *streamState, id string, r
 		}
 		g.lost.lastReport, g.lost.reported = sent, true
 	}
-	st.markReported(id)
+	st.book.MarkReported(id)
 }
 
 // reportRecovery reports the row of id again, once this instance recovered
@@ -86,7 +86,7 @@ func (g *Group) reportRecovery(ctx context.Context, st *streamState, id string) 
 	if g.mem.ReportVanished(ctx) != nil {
 		return false
 	}
-	st.editRow(id, func(r *lostrow.Row) { r.ReportDue, r.RecoveredAt = false, max(r.RecoveredAt, sent) })
+	st.book.Edit(id, func(r *lostrow.Row) { r.ReportDue, r.RecoveredAt = false, max(r.RecoveredAt, sent) })
 	return true
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/rowbook"
 )
 
 // Stream marks (leases.Membership.MarkStream). This instance marks a
@@ -27,22 +28,18 @@ import (
 func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time.Duration) {
 	inc := g.Incarnation()
 	rejoin := g.m.RejoinSent() // before TableOld
-	st.rowsMu.Lock()
-	m := st.mark
-	st.rowsMu.Unlock()
+	m := st.book.Mark()
 	switch {
-	case m.inc == inc && m.token != "":
-		return m.kind(), time.Duration(mono() - m.at)
-	case !g.m.TableOld() || m.inc == inc && m.round == g.rs.rounds:
+	case m.Inc == inc && m.Token != "":
+		return m.Kind(), time.Duration(mono() - m.At)
+	case !g.m.TableOld() || m.Inc == inc && m.Round == g.rs.rounds:
 		return lostrow.MarkUnknown, 0
 	}
 	tok, err := g.mem.StreamMark(ctx, st.key)
 	if err == nil && tok != "" {
-		return g.noteMark(st, inc, tok), 0
+		return st.book.NoteMark(inc, tok), 0
 	}
-	st.rowsMu.Lock()
-	st.mark = streamMark{inc: inc, round: g.rs.rounds}
-	st.rowsMu.Unlock()
+	st.book.SetMark(rowbook.Mark{Inc: inc, Round: g.rs.rounds})
 	if err != nil || !g.joinsSettled(st) || !g.m.SameTable(ctx, mono(), rejoin) || g.Incarnation() != inc {
 		return lostrow.MarkUnknown, 0
 	}
@@ -59,17 +56,6 @@ func (g *Group) joinsSettled(st *streamState) bool {
 	now, seen := mono(), g.m.JoinSeen()
 	return seen == 0 || time.Duration(now-seen) >= 3*g.cfg.Heartbeat ||
 		time.Duration(now-g.m.EntrySince()) >= g.cfg.Timeout+g.recoveryWait(st)
-}
-
-// noteMark records tok, st's mark as incarnation inc found or wrote it,
-// and returns its kind.
-func (g *Group) noteMark(st *streamState, inc, tok string) lostrow.Mark {
-	st.rowsMu.Lock()
-	defer st.rowsMu.Unlock()
-	if st.mark.inc != inc || st.mark.token != tok {
-		st.mark = streamMark{token: tok, inc: inc, at: mono()}
-	}
-	return st.mark.kind()
 }
 
 // ensureMarked marks st as this incarnation, before a take, unless it
@@ -95,17 +81,15 @@ func (g *Group) markToCreate(ctx context.Context, st *streamState) error {
 // kind.
 func (g *Group) mark(ctx context.Context, st *streamState, fresh bool) (lostrow.Mark, error) {
 	inc := g.Incarnation()
-	st.rowsMu.Lock()
-	m := st.mark
-	st.rowsMu.Unlock()
-	if m.inc == inc && m.token != "" && !fresh {
-		return m.kind(), nil
+	m := st.book.Mark()
+	if m.Inc == inc && m.Token != "" && !fresh {
+		return m.Kind(), nil
 	}
 	tok, err := g.mem.MarkStream(ctx, st.key, inc)
 	if err != nil {
 		return lostrow.MarkUnknown, fmt.Errorf("marking stream %s: %w", st.key, err)
 	}
-	return g.noteMark(st, inc, tok), nil
+	return st.book.NoteMark(inc, tok), nil
 }
 
 // forgetMarks forgets every mark this instance knows: its entry vanished,
@@ -115,8 +99,6 @@ func (g *Group) forgetMarks() {
 	g.streamsMu.RLock()
 	defer g.streamsMu.RUnlock()
 	for _, st := range g.streams {
-		st.rowsMu.Lock()
-		st.mark = streamMark{}
-		st.rowsMu.Unlock()
+		st.book.SetMark(rowbook.Mark{})
 	}
 }

@@ -9,7 +9,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/syncx"
@@ -27,9 +26,9 @@ import (
 // for the recovery wait, to be read after the recovery wait.
 func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 	rejoin := g.m.RejoinSent() // before markOf: see createNew
-	st.setRow(u.Shard, lostrow.Row{Missing: true})
+	st.book.Set(u.Shard, lostrow.Row{Missing: true})
 	r := st.row(u.Shard)
-	f := lostrow.Facts{Seen: r.Seen, Creating: st.creatingRows(), SawRows: st.sawRows(), RecoveryWait: g.recoveryWait(st)}
+	f := lostrow.Facts{Seen: r.Seen, Creating: st.book.Creating(), SawRows: st.book.SawRows(), RecoveryWait: g.recoveryWait(st)}
 	if !f.Seen && !f.Creating {
 		f.Mark, f.MarkedFor = g.markOf(ctx, st)
 		// Read again after the mark: a mark this incarnation just made for
@@ -37,7 +36,7 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 		// that of a stream whose rows it is creating, not of one whose
 		// rows vanished (TestStoreMissingWhileJoining: two rows read
 		// missing in one round, one recreated as vanished).
-		f.Creating = st.creatingRows()
+		f.Creating = st.book.Creating()
 	}
 	switch lostrow.Decide(f) {
 	case lostrow.CreateNew:
@@ -59,8 +58,8 @@ func (g *Group) missingRow(ctx context.Context, st *streamState, u unit) {
 // stream's rows were created again in the new one and read beside their
 // holders).
 func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin int64) {
-	st.addCreating(1) // before the mark: see missingRow
-	defer st.addCreating(-1)
+	st.book.BeginCreating() // before the mark: see missingRow
+	defer st.book.EndCreating()
 	if k, err := g.mark(ctx, st, true); k != lostrow.MarkOurs {
 		if err != nil && ctx.Err() == nil {
 			st.log.Warn("kinesislease: marking a new stream failed", "err", err)
@@ -79,7 +78,7 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 		}
 		return
 	}
-	st.setRow(u.Shard, lostrow.Row{Lease: l})
+	st.book.Set(u.Shard, lostrow.Row{Lease: l})
 	if g.m.SameTable(ctx, mono(), rejoin) && g.takeable(l) && g.recoveryPassed(st, u.Shard, l) {
 		g.take(ctx, st, u, l) // ours, or another's creation (or recovery) found
 	}
@@ -91,18 +90,10 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 // one find them and take them at once instead of waiting for them as for
 // rows that vanished.
 func (g *Group) createAll(st *streamState, skip string) {
-	st.rowsMu.Lock()
-	if st.createdAll {
-		st.rowsMu.Unlock()
+	ids, first := st.book.CreateAll(st.order, skip)
+	if !first {
 		return
 	}
-	st.createdAll = true
-	st.creating++
-	// Every row not seen, read or not: the first to mark the stream
-	// creates the rows of the shards the plan gives the others too. A row
-	// that exists fails the Create harmlessly.
-	ids := slices.DeleteFunc(slices.Clone(st.order), func(id string) bool { return st.rows[id].Seen || id == skip })
-	st.rowsMu.Unlock()
 	// In the background, not bounded by a round: at 20,000 shards the
 	// creates take seconds. Within the recovery wait of the decision, as
 	// a member that is not the creator recovers a missing row only after
@@ -113,10 +104,10 @@ func (g *Group) createAll(st *streamState, skip string) {
 		defer cancel()
 		syncx.Bounded(cctx, storeConcurrency, len(ids), func(i int) {
 			if l, err := g.store.Create(cctx, leases.Key{Stream: st.key, Shard: ids[i]}); err == nil {
-				st.setRow(ids[i], lostrow.Row{Lease: l, Created: true})
+				st.book.Set(ids[i], lostrow.Row{Lease: l, Created: true})
 			}
 		})
-		st.addCreating(-1)
+		st.book.CreatedAll()
 		g.kickRound() // take them now
 	})
 }
@@ -149,7 +140,7 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 		}
 		return false // recreated by another, or read again next round
 	}
-	st.setRow(u.Shard, lostrow.Row{Lease: t, ReportDue: from.Blind()})
+	st.book.Set(u.Shard, lostrow.Row{Lease: t, ReportDue: from.Blind()})
 	g.reportRecovery(ctx, st, u.Shard)
 	// Known now as if released: should the row vanish again and come back
 	// from the start position by a member that never knew it, this one

@@ -67,7 +67,7 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o los
 	if err != nil {
 		return leases.Lease{}, false
 	}
-	st.setRow(u.Shard, lostrow.Row{Lease: cur})
+	st.book.Set(u.Shard, lostrow.Row{Lease: cur})
 	if o.LaterRewind(cur, g.ours(cur)) {
 		g.editOrphan(u, o, func(o *lostrow.Orphan) { *o = o.Adopt(cur) })
 	}
@@ -147,8 +147,8 @@ func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o lostr
 // orphan that knew none is dropped: any member recreates the row as well.
 func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o lostrow.Orphan) {
 	g.editOrphan(u, o, func(o *lostrow.Orphan) { o.Vanished = true }) // found missing
-	st.know(u.Shard, o.KnownRow())
-	st.setRow(u.Shard, lostrow.Row{Missing: true})
+	st.book.Know(u.Shard, o.KnownRow())
+	st.book.Set(u.Shard, lostrow.Row{Missing: true})
 	g.reportMissing(ctx, st, u.Shard, st.row(u.Shard))
 	if o.Best().IsZero() || g.recover(ctx, st, u, o.Known, o.Best(), true) {
 		g.dropOrphan(u, o)

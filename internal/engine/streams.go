@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
-	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/rowbook"
 )
 
 // ErrUnknownStream: RemoveStream of a stream the Group does not read.
@@ -27,7 +27,7 @@ func (g *Group) newStreamState(sc StreamConfig) (*streamState, error) {
 	if prev, dup := g.streams[key]; dup {
 		return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
 	}
-	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), rows: map[string]lostrow.Row{},
+	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), book: rowbook.New(mono),
 		failed: map[string]*failure{}}, nil
 }
 

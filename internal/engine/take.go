@@ -35,7 +35,7 @@ func (g *Group) takeable(l leases.Lease) bool {
 // (leases.Lease.Recovered), or this instance saw its recovery for the
 // recovery wait. Its last holder may deliver until then.
 func (g *Group) recoveryPassed(st *streamState, id string, l leases.Lease) bool {
-	return l.Recovered == "" || time.Duration(mono()-st.recoveredSince(id, l.Recovered)) >= g.recoveryWait(st)
+	return l.Recovered == "" || time.Duration(mono()-st.book.RecoveredSince(id, l.Recovered)) >= g.recoveryWait(st)
 }
 
 // atFence returns ctx bounded by the fence as it stands now: a take sent
@@ -93,7 +93,7 @@ func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string, 
 // token is kept for the row version (lostrow.Row.MarkTok): a mark sent
 // again by this instance, its answer lost, finds its own.
 func (g *Group) markFirstTake(ctx context.Context, st *streamState, id string, l leases.Lease) error {
-	tok := st.markToken(id, l)
+	tok := st.book.MarkToken(id, l)
 	got, err := g.mem.MarkTaken(ctx, l.Key, tok)
 	if err == nil && got != tok {
 		err = fmt.Errorf("kinesislease: lease row %s: created again after it was taken: %w", l.Key, leases.ErrConflict)
@@ -115,7 +115,7 @@ func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t 
 	if late {
 		st.log.Warn("kinesislease: a lease row that looks new was taken before: it vanished and a late write created it again; it is made a recovered row, read after the recovery wait", "shard", u.Shard)
 	}
-	st.noteRecovery(u.Shard, lostrow.LateMark(l))
+	st.book.NoteRecovery(u.Shard, lostrow.LateMark(l))
 	switch lostrow.NotFirst(err, merr) {
 	case lostrow.UndoRelease:
 		var cp leases.Checkpoint // the take's fill stays, if it wrote one
@@ -147,7 +147,7 @@ func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t 
 		_, late, _ = g.takeRelease(ctx, u, lostrow.Orphan{}, g.lateFill(ctx, st, u, l), lostrow.Orphan{Presumed: true, Vanished: true})
 	}
 	if late {
-		st.setRow(u.Shard, lostrow.Row{Lease: l, ReportDue: true})
+		st.book.Set(u.Shard, lostrow.Row{Lease: l, ReportDue: true})
 		g.reportRecovery(ctx, st, u.Shard)
 	}
 	return cmp.Or(err, merr)
@@ -177,7 +177,7 @@ func (g *Group) takeRelease(ctx context.Context, u unit, o lostrow.Orphan, from 
 		// Released recovered, the recovery wait counted here from now
 		// (retake, should the release fail).
 		from.Recovered = lostrow.LateMark(from)
-		g.streams[u.Stream].noteRecovery(u.Shard, from.Recovered)
+		g.streams[u.Stream].book.NoteRecovery(u.Shard, from.Recovered)
 	}
 	t, err := g.takeAs(ctx, u, from, inc, false)
 	if err != nil {

@@ -1,7 +1,7 @@
-// Package lostrow holds what an instance knows of its lease rows (Row,
-// Orphan) and the lost-row protocol's decisions on it, each a pure function
-// of facts apart from the store calls that carry it out (package engine):
-// docs/lease-protocol.md, "Lost rows".
+// Package lostrow holds what an instance knows of its lease rows (Row, kept
+// by package rowbook; Orphan) and the lost-row protocol's decisions on it,
+// each a pure function of facts apart from the store calls that carry it out
+// (package engine): docs/lease-protocol.md, "Lost rows".
 package lostrow
 
 import (

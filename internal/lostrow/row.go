@@ -20,7 +20,7 @@ type Row struct {
 	Seen         bool // this instance saw the row exist
 	Recovery     string
 	RecoveredAt  int64
-	Earlier      [3]Sighting // most recent first
+	Earlier      [3]Sighting       // most recent first
 	ReportDue    bool              // recovered Blind here, not reported since
 	Created      bool              // created free here as a new stream's, untouched since
 	Knew         leases.Checkpoint // an earlier version's, while Lease (recreated) has none
@@ -36,78 +36,10 @@ func (r Row) Best() leases.Checkpoint {
 	return r.Lease.Checkpoint
 }
 
-// After returns what is known once a read or a write found r (Missing, or
-// its Lease) at now, after old: a row missing keeps the row and Seen, the
-// first read that found it dates it; Knew, recoveries, reports stay.
-func (r Row) After(old Row, now int64) Row {
-	if r.Missing {
-		r.Lease, r.Seen = old.Lease, old.Seen
-		r.MissingSince, r.Reported = now, false
-		if old.Missing {
-			r.MissingSince, r.Reported = old.MissingSince, old.Reported
-		}
-	} else {
-		r.Seen = true
-	}
-	if NoStart(r.Lease) && r.Knew.IsZero() {
-		r.Knew = old.Best()
-	}
-	r.Recovery, r.RecoveredAt, r.ReportDue = old.Recovery, old.RecoveredAt, old.ReportDue || r.ReportDue
-	if r.Lease.Token == old.MarkFor {
-		r.MarkTok, r.MarkFor = old.MarkTok, old.MarkFor
-	}
-	r.Earlier = old.Earlier
-	if rec := r.Lease.Recovered; rec != "" {
-		r = r.Saw(rec, now)
-	}
-	return r
-}
-
 // Sighting is when an instance first saw recovery Rec of a row.
 type Sighting struct {
 	Rec string
 	At  int64
-}
-
-// Saw returns r knowing recovery rec from now on, unless it knew it
-// before: a recovery seen again keeps its first sighting, even after
-// another was seen between (seed 95805621: an orphan waiting for the
-// recovery its undone take made, while answers showed a later one, waited
-// for ever; seeds 97301047, 97301425: two recoveries in turn must not
-// restart each other's wait).
-func (r Row) Saw(rec string, now int64) Row {
-	if rec == r.Recovery {
-		return r
-	}
-	at, earlier := now, Sighting{r.Recovery, r.RecoveredAt}
-	kept := [len(r.Earlier)]Sighting{}
-	n := 0
-	if earlier.Rec != "" {
-		kept[n], n = earlier, n+1
-	}
-	for _, s := range r.Earlier {
-		switch {
-		case s.Rec == rec:
-			at = s.At
-		case s.Rec != "" && n < len(kept):
-			kept[n], n = s, n+1
-		}
-	}
-	r.Recovery, r.RecoveredAt, r.Earlier = rec, at, kept
-	return r
-}
-
-// RecoveredSince is when this instance first saw recovery rec; now if never.
-func (r Row) RecoveredSince(rec string, now int64) int64 {
-	if r.Recovery == rec {
-		return r.RecoveredAt
-	}
-	for _, s := range r.Earlier {
-		if s.Rec == rec && s.Rec != "" {
-			return s.At
-		}
-	}
-	return now
 }
 
 // ReportCovers reports whether a vanished report sent at sent (any: one
