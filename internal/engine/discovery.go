@@ -3,31 +3,31 @@ package engine
 import (
 	"context"
 	"errors"
-	"maps"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/shardlist"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// syncShards lists the shards of every stream that is due (listDue: the
+// syncShards lists the shards of every stream that is due (shardlist.State.Due: the
 // first round; this instance's own shard ended; for the stream's lister,
 // every ShardSyncInterval and after a shard ended at another member; for
 // the others, once its lister's digest of the shard set changes to one
 // that differs from theirs), publishes what it lists for the others, and
-// announces a shard end or a new digest of its own (announceEntry).
+// announces a shard end or a new digest of its own (Announce; see
+// shardlist).
 func (g *Group) syncShards(ctx context.Context) {
-	g.announceEntry(ctx)
+	g.listing.Announce(ctx)
 	ended := g.sig.resync.Swap(false)
-	g.chooseListers()
+	g.listing.Choose(g.streamsDigest())
 	now := time.Now()
-	maps.DeleteFunc(g.listing.lists, func(key string, _ *listState) bool { return g.streams[key] == nil }) // removed
+	g.listing.Prune() // removed
 	for st := range g.subscribed() {
-		ls := g.listState(st.key)
-		ls.othersEnded = ls.othersEnded || ended
+		g.listing.OthersEnded(st.key, ended)
 		if st.listed != nil {
 			select {
 			case res := <-st.listed:
@@ -37,16 +37,16 @@ func (g *Group) syncShards(ctx context.Context) {
 				continue // still listing: the round goes on with the shards it knows
 			}
 		}
-		if !st.listing.waiting(now) && g.listDue(st, ls) {
+		if !st.listing.waiting(now) && g.listing.Due(st.key, st.shards == nil || st.resync || st.listing.n > 0) {
 			g.listAsync(st)
 		}
 	}
-	g.publishListing()
+	g.listing.Publish()
 }
 
 // readBehind reads, within a part of the round (readBudget), rows that no
 // round's plan waits on: first the rows of the first listing not read yet
-// (readUnread), then the rows of open parents that parentsToRead picks:
+// (readUnread), then the rows of open parents that ParentsToRead picks:
 // every fourth round those whose children the plan will give this
 // instance, so that they start once the parents reach SHARD_END, and
 // those of a member that announced a shard end. Neither starts again from
@@ -55,14 +55,13 @@ func (g *Group) syncShards(ctx context.Context) {
 func (g *Group) readBehind(ctx context.Context) {
 	bctx, cancel := context.WithTimeout(ctx, g.readBudget())
 	defer cancel()
-	g.noteFoundEnded()
+	g.sig.ended.Add(g.listing.FoundEnded())
 	g.readUnread(bctx)
 	if bctx.Err() != nil {
 		return
 	}
-	poll := g.rs.rounds%4 == 0 || g.listing.pollSoon
-	g.listing.pollSoon = false
-	parents := g.parentsToRead(poll)
+	poll := g.listing.TakePollSoon() || g.rs.rounds%4 == 0
+	parents := g.listing.ParentsToRead(poll)
 	n := len(parents)
 	if n == 0 {
 		return
@@ -79,7 +78,7 @@ func (g *Group) readBehind(ctx context.Context) {
 	for i, u := range parents {
 		if ok[i] {
 			read++
-			putIn(&g.listing.parentRead, u, sent[i])
+			g.listing.ParentRead(u, sent[i])
 		}
 	}
 	g.rs.parentPoll = from + read
@@ -100,7 +99,7 @@ func (g *Group) readUnread(ctx context.Context) {
 		st.rowsMu.Lock()
 		for _, parents := range []bool{true, false} {
 			for _, id := range st.order {
-				if st.unread[id] && (len(g.children(st, id)) > 0) == parents {
+				if st.unread[id] && (len(g.listing.Children(st.key, id)) > 0) == parents {
 					units = append(units, unit{Stream: st.key, Shard: id})
 				}
 			}
@@ -129,7 +128,7 @@ func (g *Group) listAsync(st *streamState) {
 	ch := make(chan listing, 1)
 	st.listed = ch
 	st.resync = false // asked for before this listing: it answers that
-	g.listingNow(st)
+	g.listing.ListingNow(st.key)
 	sent := time.Now()
 	ctx := g.run.ctx
 	g.run.listers.Go(func() {
@@ -151,7 +150,7 @@ func (g *Group) listedShards(ctx context.Context, st *streamState, res listing) 
 	if err == nil {
 		err = g.listShards(ctx, st, res.shards, res.sent)
 	}
-	g.listState(st.key).retry = err != nil
+	g.listing.Retry(st.key, err != nil)
 	switch {
 	case err == nil:
 		g.healthMu.Lock()
@@ -177,7 +176,7 @@ func (g *Group) listedShards(ctx context.Context, st *streamState, res listing) 
 // the checkpoints this instance would recreate a vanished row from.
 func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.Shard, sent time.Time) error {
 	old := st.shards // nil before the first listing
-	shardsNow, order := shardMap(shards, st.order)
+	shardsNow, order := shardlist.ShardMap(shards, st.order)
 	st.rowsMu.Lock()
 	st.shards, st.order = shardsNow, order
 	if old == nil {
@@ -190,15 +189,14 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 	}
 	st.rowsMu.Unlock()
 	st.lastSync = sent
-	ls := g.listState(st.key)
-	ls.digest, ls.kids = shardDigest(order), nil
+	g.listing.Listed(st.key, order)
 	if old == nil {
 		return nil
 	}
 	// New shards (children of a split or merge): create their rows (free,
 	// no checkpoint: a child starts at its own beginning), and have the
 	// next round poll the parents of those the plan will give this
-	// instance (parentsToRead), so that they start as soon as the parents
+	// instance (ParentsToRead), so that they start as soon as the parents
 	// are done.
 	for _, id := range st.order {
 		if _, known := old[id]; known {
@@ -209,7 +207,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 		} else if !errors.Is(err, leases.ErrConflict) {
 			return err
 		}
-		g.listing.pollSoon = true
+		g.listing.PollSoon()
 	}
 	return nil
 }
@@ -241,6 +239,12 @@ func (g *Group) readRowAs(ctx context.Context, st *streamState, id string, set f
 		g.noteRead(unit{Stream: st.key, Shard: id}, l)
 	}
 	return nil
+}
+
+// rowDone reports whether row r is at its shard's end with no rewind
+// pending.
+func rowDone(r lostrow.Row) bool {
+	return r.Lease.Checkpoint.Sequence == leases.ShardEnd && r.Lease.RewindTo.IsZero()
 }
 
 // active reports whether shard id may be read: not ended (unless a rewind
