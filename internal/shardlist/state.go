@@ -75,11 +75,11 @@ type Config struct {
 	Timeout           time.Duration // the membership timeout
 	ShardSyncInterval time.Duration // how often a lister lists its streams
 	MaxLeases         int           // the plan's cap on the leases a member holds
-	// Store bumps this instance's membership row (announce).
+	// Store bumps this instance's membership row (Announce).
 	Store leases.Membership
 	Log   *slog.Logger // already carrying the owner
-	View  View
-	Host  Host
+	View  View         // the member view (this instance's membership.Member)
+	Host  Host         // the Group
 }
 
 // State is the listing of each stream by one lister (round goroutine,
