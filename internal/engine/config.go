@@ -59,7 +59,7 @@ type GroupConfig struct {
 	MaxLeases int
 	// ShardSyncInterval: how often a stream's lister runs ListShards (also
 	// when a shard ends; the others list when its digest changes, see
-	// listers.go).
+	// internal/shardlist).
 	ShardSyncInterval time.Duration
 	// ShutdownTimeout bounds the drain on shutdown.
 	ShutdownTimeout time.Duration

@@ -3,30 +3,30 @@ package engine
 import (
 	"context"
 	"errors"
-	"maps"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/shardlist"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// syncShards lists the shards of every stream that is due (listDue: the
+// syncShards lists the shards of every stream that is due (shardlist.State.Due: the
 // first round; this instance's own shard ended; for the stream's lister,
 // every ShardSyncInterval and after a shard ended at another member; for
 // the others, once its lister's digest of the shard set changes to one
 // that differs from theirs), publishes what it lists for the others, and
-// announces a shard end or a new digest of its own (announceEntry).
+// announces a shard end or a new digest of its own (Announce; see
+// shardlist).
 func (g *Group) syncShards(ctx context.Context) {
-	g.announceEntry(ctx)
+	g.listing.Announce(ctx)
 	ended := g.sig.resync.Swap(false)
-	g.chooseListers()
+	g.listing.Choose(g.streamsDigest())
 	now := time.Now()
-	maps.DeleteFunc(g.listing.lists, func(key string, _ *listState) bool { return g.streams[key] == nil }) // removed
+	g.listing.Prune() // removed
 	for st := range g.subscribed() {
-		ls := g.listState(st.key)
-		ls.othersEnded = ls.othersEnded || ended
+		g.listing.OthersEnded(st.key, ended)
 		if st.listed != nil {
 			select {
 			case res := <-st.listed:
@@ -36,11 +36,11 @@ func (g *Group) syncShards(ctx context.Context) {
 				continue // still listing: the round goes on with the shards it knows
 			}
 		}
-		if !st.listing.waiting(now) && g.listDue(st, ls) {
+		if !st.listing.waiting(now) && g.listing.Due(st.key, st.shards == nil || st.resync || st.listing.n > 0) {
 			g.listAsync(st)
 		}
 	}
-	g.publishListing()
+	g.listing.Publish()
 }
 
 // listTimeout bounds a background listing of a stream's shards (every
@@ -56,7 +56,7 @@ func (g *Group) listAsync(st *streamState) {
 	ch := make(chan listing, 1)
 	st.listed = ch
 	st.resync = false // asked for before this listing: it answers that
-	g.listingNow(st)
+	g.listing.ListingNow(st.key)
 	sent := time.Now()
 	ctx := g.run.ctx
 	g.run.listers.Go(func() {
@@ -78,7 +78,7 @@ func (g *Group) listedShards(ctx context.Context, st *streamState, res listing) 
 	if err == nil {
 		err = g.listShards(ctx, st, res.shards, res.sent)
 	}
-	g.listState(st.key).retry = err != nil
+	g.listing.Retry(st.key, err != nil)
 	switch {
 	case err == nil:
 		g.healthMu.Lock()
@@ -104,21 +104,20 @@ func (g *Group) listedShards(ctx context.Context, st *streamState, res listing) 
 // the checkpoints this instance would recreate a vanished row from.
 func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.Shard, sent time.Time) error {
 	old := st.shards // nil before the first listing
-	shardsNow, order := shardMap(shards, st.order)
+	shardsNow, order := shardlist.ShardMap(shards, st.order)
 	st.shards, st.order = shardsNow, order
 	if old == nil {
 		st.book.FirstListed(order)
 	}
 	st.lastSync = sent
-	ls := g.listState(st.key)
-	ls.digest, ls.kids = shardDigest(order), nil
+	g.listing.Listed(st.key, order)
 	if old == nil {
 		return nil
 	}
 	// New shards (children of a split or merge): create their rows (free,
 	// no checkpoint: a child starts at its own beginning), and have the
 	// next round poll the parents of those the plan will give this
-	// instance (parentsToRead), so that they start as soon as the parents
+	// instance (ParentsToRead), so that they start as soon as the parents
 	// are done.
 	for _, id := range st.order {
 		if _, known := old[id]; known {
@@ -129,7 +128,7 @@ func (g *Group) listShards(ctx context.Context, st *streamState, shards []types.
 		} else if !errors.Is(err, leases.ErrConflict) {
 			return err
 		}
-		g.listing.pollSoon = true
+		g.listing.PollSoon()
 	}
 	return nil
 }

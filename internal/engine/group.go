@@ -2,8 +2,9 @@ package engine
 
 // The Group and its state, grouped by owner: what the round loop, the
 // heartbeat loop and Run each keep (lostState, signals, roundState,
-// listingState, runState), with the small reads and the wake-up that the
-// other files share (holds, unreadRow, kickRound, putIn, loadString).
+// runState; the listing's is a shardlist.State), with the small reads and
+// the wake-up that the other files share (holds, unreadRow, kickRound,
+// putIn, loadString).
 
 import (
 	"cmp"
@@ -17,6 +18,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/shardlist"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -74,10 +76,10 @@ type Group struct {
 	changesMu sync.Mutex
 	changes   []streamChange
 
-	sig     signals      // set by the heartbeat loop, taken by the round loop
-	rs      roundState   // the round goroutine's own
-	listing listingState // the listing of each stream by one lister
-	run     runState     // Run's context, its cancel, the round's wake-up
+	sig     signals          // set by the heartbeat loop, taken by the round loop
+	rs      roundState       // the round goroutine's own
+	listing *shardlist.State // the listing of each stream by one lister
+	run     runState         // Run's context, its cancel, the round's wake-up
 
 	ready atomic.Bool
 	// healthMu guards the streams' failed and listing for Health: the
@@ -130,13 +132,12 @@ type signals struct {
 	reconcileNow atomic.Bool  // our Notice moved: re-read every held row
 	recheckAgain atomic.Bool  // a re-read of lately released rows failed: again next round
 	resync       atomic.Bool  // a member ended a shard: the listers list their streams
-	ended        atomic.Int64 // shards this instance read to their end, or found ended (noteFoundEnded)
+	ended        atomic.Int64 // shards this instance read to their end, or found ended (shardlist.State.FoundEnded)
 }
 
 // roundState is the round goroutine's own: the plan and its bookkeeping.
 type roundState struct {
 	planner    plan.Planner // cached: recomputes only when members or shards change
-	shadow     plan.Planner // the planner of shadowPlan
 	lastAssign map[unit]string
 	sameRounds int
 	rounds     int
@@ -148,56 +149,6 @@ type roundState struct {
 	// parentPoll: where the next poll of the parents' rows starts (see
 	// readBehind).
 	parentPoll int
-	// plannedOpen: the shards the round's plan gave this instance to
-	// take, not known at their end (noteFoundEnded).
-	plannedOpen map[unit]bool
-}
-
-// listingState is the listing of each stream by one lister (listers.go;
-// round goroutine): lists by stream key; listerOf each stream's lister,
-// chosen from listerCand over listerKeys; listingPub what this instance's
-// entry publishes (read by the heartbeat loop); bumpedEnded and
-// bumpedListing its entry's Ended and Listing as last announced by a bump
-// of its row; parentRead when (mono) this instance last read each open
-// parent's row for readBehind; pollSoon: a listing found new children,
-// poll their parents at the next round.
-type listingState struct {
-	lists                  map[string]*listState
-	listerOf               map[string]string
-	listerCand, listerKeys []string
-	listingPub             atomic.Pointer[string]
-	bumpedEnded            int64
-	bumpedListing          string
-	parentRead             map[unit]int64
-	pollSoon               bool
-}
-
-// listState is what this instance knows of the listing of one stream
-// (round goroutine).
-type listState struct {
-	// digest is that of the shard set of this instance's last listing
-	// (shardDigest); "" before the first.
-	digest string
-	// kids maps each listed shard to its children (nil after a listing
-	// until children needs it).
-	kids map[string][]string
-	// lister is the stream's lister in this instance's view ("": none),
-	// and seenAt when its digest of the stream was last seen in its entry
-	// (mono; since it became the lister until it is).
-	lister string
-	seenAt int64
-	// actedOn is the lister's digest as it stood when this instance last
-	// listed, or decided to: a listing answers any digest published
-	// before it.
-	actedOn string
-	// due: a listing is due at dueAt (mono), the lister's digest having
-	// changed to one that differs from this instance's.
-	due   bool
-	dueAt int64
-	// othersEnded: a member's Ended count moved since the last listing.
-	othersEnded bool
-	// retry: the last listing failed; the next round lists again.
-	retry bool
 }
 
 // runState is Run's: kick wakes the round loop early (a held row

@@ -11,6 +11,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/shard"
+	"github.com/kinesislease/kinesislease/internal/shardlist"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -90,7 +91,7 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 // if not nil, runs once the worker is registered and before it reads a
 // record.
 func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lease.Held, inc string, announce func()) {
-	start := startAt(st.cfg.Start, st.shards, u.Shard, h.Current().Checkpoint)
+	start := shardlist.StartAt(st.cfg.Start, st.shards, u.Shard, h.Current().Checkpoint)
 	w := shard.New(ctx, shard.Config{
 		Settings: &st.cfg.Worker, Log: st.log, Client: g.cfg.Client, Stream: st.cfg.Stream, Shard: u.Shard, Start: start,
 		Lease: h, HashRange: shard.HashRangeOf(st.shards[u.Shard]), Hooks: &g.h.worker,

@@ -19,7 +19,7 @@ var _ membership.Host = (*memberHost)(nil)
 // Published returns what this instance's entry publishes of it.
 func (h *memberHost) Published() leases.Member {
 	g := (*Group)(h)
-	return leases.Member{Ended: g.sig.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listingDigest()}
+	return leases.Member{Ended: g.sig.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listing.Digest()}
 }
 
 // FenceWorkers stops every worker at once: no lease of this incarnation may

@@ -27,14 +27,13 @@ import (
 func (g *Group) readBehind(ctx context.Context) {
 	bctx, cancel := context.WithTimeout(ctx, g.readBudget())
 	defer cancel()
-	g.noteFoundEnded()
+	g.sig.ended.Add(g.listing.FoundEnded())
 	g.readUnread(bctx)
 	if bctx.Err() != nil {
 		return
 	}
-	poll := g.rs.rounds%4 == 0 || g.listing.pollSoon
-	g.listing.pollSoon = false
-	parents := g.parentsToRead(poll)
+	poll := g.listing.TakePollSoon() || g.rs.rounds%4 == 0
+	parents := g.listing.ParentsToRead(poll)
 	n := len(parents)
 	if n == 0 {
 		return
@@ -51,7 +50,7 @@ func (g *Group) readBehind(ctx context.Context) {
 	for i, u := range parents {
 		if ok[i] {
 			read++
-			putIn(&g.listing.parentRead, u, sent[i])
+			g.listing.ParentRead(u, sent[i])
 		}
 	}
 	g.rs.parentPoll = from + read
@@ -69,7 +68,7 @@ func (g *Group) readBudget() time.Duration { return g.cfg.Heartbeat }
 func (g *Group) readUnread(ctx context.Context) {
 	var units []unit
 	for st := range g.subscribed() {
-		for _, id := range st.book.UnreadIn(st.order, func(id string) bool { return len(g.children(st, id)) > 0 }) {
+		for _, id := range st.book.UnreadIn(st.order, func(id string) bool { return len(g.listing.Children(st.key, id)) > 0 }) {
 			units = append(units, unit{Stream: st.key, Shard: id})
 		}
 	}
@@ -109,6 +108,12 @@ func (g *Group) readRowAs(ctx context.Context, st *streamState, id string, set f
 		g.noteRead(unit{Stream: st.key, Shard: id}, l)
 	}
 	return nil
+}
+
+// rowDone reports whether row r is at its shard's end with no rewind
+// pending.
+func rowDone(r lostrow.Row) bool {
+	return r.Lease.Checkpoint.Sequence == leases.ShardEnd && r.Lease.RewindTo.IsZero()
 }
 
 // active reports whether shard id may be read: not ended (unless a rewind

@@ -18,6 +18,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/shardlist"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -75,6 +76,10 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	g.m = membership.New(membership.Config{
 		Owner: cfg.Owner, Store: is, Log: g.log, Host: (*memberHost)(g),
 		Heartbeat: cfg.Heartbeat, Timeout: cfg.Timeout, FenceMargin: cfg.FenceMargin, ShutdownTimeout: cfg.ShutdownTimeout,
+	})
+	g.listing = shardlist.New(shardlist.Config{
+		Owner: cfg.Owner, Heartbeat: cfg.Heartbeat, Timeout: cfg.Timeout, ShardSyncInterval: cfg.ShardSyncInterval,
+		MaxLeases: cfg.MaxLeases, Store: is, Log: g.log, View: g.m, Host: (*listingHost)(g),
 	})
 	g.cfg.Client = h.wrapKinesis(cfg.Client)
 	for _, sc := range cfg.Streams {
@@ -187,7 +192,7 @@ func (g *Group) round(ctx context.Context) {
 	g.recheckUncertain(rctx)
 	g.m.AnnounceDead(rctx)
 	a := g.plan()
-	g.notePlannedOpen(a)
+	g.listing.NotePlannedOpen(a)
 	g.apply(rctx, a)
 	g.m.RemoveStale(rctx)
 	g.readBehind(rctx)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/rowbook"
+	"github.com/kinesislease/kinesislease/internal/shardlist"
 )
 
 // ErrUnknownStream: RemoveStream of a stream the Group does not read.
@@ -184,7 +185,7 @@ func (g *Group) streamsDigest() string { return loadString(&g.digest) }
 // setDigest computes the digest of the subscribed streams (round
 // goroutine, or NewGroup).
 func (g *Group) setDigest() {
-	d := strconv.FormatUint(fnvOf(g.subscribedKeys()...), 36)
+	d := strconv.FormatUint(shardlist.FNV(g.subscribedKeys()...), 36)
 	g.digest.Store(&d)
 	var proof time.Duration
 	for _, st := range g.streams {

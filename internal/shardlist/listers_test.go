@@ -1,4 +1,4 @@
-package engine
+package shardlist
 
 import (
 	"fmt"
@@ -87,17 +87,18 @@ func TestPublishedDigest(t *testing.T) {
 	if d1 != shardDigest([]string{"a", "b"}) || d1 == d2 || len(d1) != 12 {
 		t.Fatalf("shardDigest: %q for {a b} (either order), %q for {a b c}: want 12 hex digits, equal for equal sets only", d1, d2)
 	}
-	g := &Group{cfg: GroupConfig{Owner: "me"}, m: membership.New(membership.Config{Owner: "me"})}
-	g.m.Observe(0, []leases.Member{{Owner: "l", Incarnation: "0.l", Listing: strings.Join([]string{streamTag("s1") + d1, streamTag("s2") + d2}, ",")}}, mono(), mono())
+	m := membership.New(membership.Config{Owner: "me"})
+	s := New(Config{Owner: "me", View: m})
+	m.Observe(0, []leases.Member{{Owner: "l", Incarnation: "0.l", Listing: strings.Join([]string{streamTag("s1") + d1, streamTag("s2") + d2}, ",")}}, mono(), mono())
 	for _, c := range []struct {
 		key, want string
 		ok        bool
 	}{{"s1", d1, true}, {"s2", d2, true}, {"s3", "", false}} {
-		if got, ok := g.published("l", c.key); got != c.want || ok != c.ok {
+		if got, ok := s.published("l", c.key); got != c.want || ok != c.ok {
 			t.Errorf("published(l, %s) = %q, %v; want %q, %v", c.key, got, ok, c.want, c.ok)
 		}
 	}
-	if _, ok := g.published("nobody", "s1"); ok {
+	if _, ok := s.published("nobody", "s1"); ok {
 		t.Errorf("published by a member never seen")
 	}
 }

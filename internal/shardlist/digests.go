@@ -1,11 +1,11 @@
-package engine
+package shardlist
 
 // The digests a membership entry publishes: of the streams an instance
-// subscribes (leases.Member.Streams, see setDigest), and of the shard set
-// of each stream it lists for the others (leases.Member.Listing: each
-// stream's tag, then its shards' digest). All are FNV-1a (fnvOf); the tags
-// and the shard digests, like the listers' rendezvous scores
-// (assignListers), are well mixed (hashOf).
+// subscribes (leases.Member.Streams, see the engine's setDigest), and of
+// the shard set of each stream it lists for the others
+// (leases.Member.Listing: each stream's tag, then its shards' digest). All
+// are FNV-1a (FNV); the tags and the shard digests, like the listers'
+// rendezvous scores (assignListers), are well mixed (hashOf).
 
 import (
 	"fmt"
@@ -24,8 +24,8 @@ func mix64(h uint64) uint64 {
 	return h
 }
 
-// fnvOf is the 64-bit FNV-1a hash of parts, each followed by a zero byte.
-func fnvOf(parts ...string) uint64 {
+// FNV is the 64-bit FNV-1a hash of parts, each followed by a zero byte.
+func FNV(parts ...string) uint64 {
 	h := fnv.New64a()
 	for _, p := range parts {
 		h.Write([]byte(p))
@@ -34,8 +34,8 @@ func fnvOf(parts ...string) uint64 {
 	return h.Sum64()
 }
 
-// hashOf is fnvOf(parts), well mixed (mix64).
-func hashOf(parts ...string) uint64 { return mix64(fnvOf(parts...)) }
+// hashOf is FNV(parts), well mixed (mix64).
+func hashOf(parts ...string) uint64 { return mix64(FNV(parts...)) }
 
 // streamTag names a stream in a membership entry's Listing: 4 hex digits
 // of its key's hash.
