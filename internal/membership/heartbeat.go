@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -35,49 +36,10 @@ type heartbeatState struct {
 	joinConflicts map[int]bool
 }
 
-// fenceAfter is the fence of a heartbeat sent at sent (Mono()): the
-// instance delivers until Timeout-FenceMargin after the send, and a taker
-// acts only once it has seen the heartbeat unchanged for Timeout, counted
-// from a read that returned after the send.
-func fenceAfter(sent int64, timeout, margin time.Duration) int64 {
-	return sent + int64(timeout-margin)
-}
-
-// heartbeatDeadline is how long a heartbeat (or a write of this
-// incarnation's entry) may take when sent at now with the fence at fence:
-// half the time left before the fence, and never less than half the
-// interval. A slow store (a DynamoDB Local on a loaded machine, real
-// DynamoDB in a latency spike) has as long as the fence allows, while a
-// call that hangs (a lost connection) still leaves room for another
-// attempt before the fence. Before, every call had half the interval:
-// calls slower than that failed one after the other and fenced an instance
-// whose store answered every one of them, well within the fence.
-//
-// Safety: a heartbeat that counts must have landed before any taker can
-// find the previous one Timeout old, which is the fence plus the margin
-// (fenceAfter). It is sent before the fence, and answered within the
-// deadline: half the interval, which the margin covers, or half of what is
-// left, which ends before the fence.
-func heartbeatDeadline(now, fence int64, interval time.Duration) time.Duration {
-	d := interval / 2
-	if fence != Fenced && fence > now {
-		d = max(d, time.Duration(fence-now)/2)
-	}
-	return d
-}
-
 // entryDeadline is heartbeatDeadline for a write of this incarnation's
 // entry sent now.
 func (me *Member) entryDeadline() time.Duration {
-	return heartbeatDeadline(Mono(), me.fence.Load(), me.cfg.Heartbeat)
-}
-
-// fencePassed reports whether a heartbeat sent at sent came too late to
-// extend the fence: the fence had passed before it was sent (takers may
-// have found the incarnation dead already). An incarnation that holds
-// nothing yet has no fence to pass.
-func fencePassed(fence, sent int64) bool {
-	return fence != Fenced && sent >= fence
+	return fence.HeartbeatDeadline(fence.Mono(), me.fence.Load(), me.cfg.Heartbeat)
 }
 
 // hbAction is what the heartbeat loop does with a heartbeat's result.
@@ -164,7 +126,7 @@ func (me *Member) beat(ctx context.Context) error {
 		// never come back (a taker may act on that view for a while). All is
 		// lost; go on as a new incarnation.
 		me.fenceAll("another member found this incarnation dead")
-		me.fence.Store(Fenced)
+		me.fence.Store(fence.Fenced)
 		fallthrough
 	case hbOurAttempt:
 		// Our entry is one of the new incarnations we tried (its answer was
@@ -181,7 +143,7 @@ func (me *Member) beat(ctx context.Context) error {
 		// a *DuplicateOwnerError after its wait); one that stands still for
 		// a timeout is dead and taken over as a new incarnation.
 		me.fenceAll("another incarnation stands in this instance's membership entry")
-		me.fence.Store(Fenced)
+		me.fence.Store(fence.Fenced)
 		old := me.Incarnation()
 		if err := me.Join(ctx); err != nil {
 			return err
@@ -212,7 +174,7 @@ func (me *Member) beat(ctx context.Context) error {
 	if !me.hb.failed && !me.hb.needNewInc && !me.fence.Passed() && me.fencedSince.Swap(0) != 0 {
 		me.log.Info("kinesislease: heartbeat current again; taking leases afresh", "incarnation", me.Incarnation())
 	}
-	if me.fence.Passed() && me.fence.Load() != Fenced {
+	if me.fence.Passed() && me.fence.Load() != fence.Fenced {
 		// Heartbeats failed past the fence (or the incarnation adopted
 		// unanswered had none answered in time): others may find it dead,
 		// so it is over, whatever it holds.
@@ -233,13 +195,13 @@ func (me *Member) heartbeat(ctx context.Context) error {
 	me.hb.hb++
 	inc := me.Incarnation()
 	m := me.entry(inc, me.hb.hb, me.hb.notice)
-	m.Young = time.Duration(Mono()-me.entrySince.Load()) < me.cfg.Timeout
+	m.Young = time.Duration(fence.Mono()-me.entrySince.Load()) < me.cfg.Timeout
 	// A fenced incarnation says so: its leases may be taken at once. Only
 	// the old incarnation: once the instance goes on as a new one, that one
 	// holds what it takes afresh.
 	m.Leaving = me.hb.needNewInc
 	sentAt := time.Now()
-	sent := int64(sentAt.Sub(epoch))
+	sent := fence.MonoAt(sentAt)
 	rows, err := me.mem.Heartbeat(hctx, RowOf(inc), m)
 	if err != nil {
 		return err
@@ -250,7 +212,7 @@ func (me *Member) heartbeat(ctx context.Context) error {
 		// at once).
 		me.extendFence(sentAt)
 	}
-	me.observe(RowOf(inc), rows, sent, Mono())
+	me.observe(RowOf(inc), rows, sent, fence.Mono())
 	return nil
 }
 
@@ -260,11 +222,11 @@ func (me *Member) heartbeat(ctx context.Context) error {
 // before the fence moves; the instance reads again only what it takes
 // afresh, as a new incarnation.
 func (me *Member) extendFence(sentAt time.Time) {
-	sent := int64(sentAt.Sub(epoch))
-	if fencePassed(me.fence.Load(), sent) || (me.fence.Load() != Fenced && me.fence.PassedAt(sent, sentAt.UnixNano())) {
+	sent := fence.MonoAt(sentAt)
+	if fence.PassedBefore(me.fence.Load(), sent) || (me.fence.Load() != fence.Fenced && me.fence.PassedAt(sent, sentAt.UnixNano())) {
 		me.fenceAll("the fence passed before this heartbeat was sent")
 	}
-	me.fence.Store(fenceAfter(sent, me.cfg.Timeout, me.cfg.FenceMargin))
+	me.fence.Store(fence.After(sent, me.cfg.Timeout, me.cfg.FenceMargin))
 }
 
 // fenceAll stops every worker at once: no lease of this incarnation may be
@@ -281,7 +243,7 @@ func (me *Member) fenceAll(why string) {
 	// goes on as a new incarnation, so that no taker's view of the old one
 	// can ever apply to a row it takes afresh.
 	me.hb.needNewInc = true
-	me.fencedSince.CompareAndSwap(0, Mono())
+	me.fencedSince.CompareAndSwap(0, fence.Mono())
 }
 
 // reincarnate replaces this instance's membership entry with one of a new
@@ -336,20 +298,20 @@ func (me *Member) rejoin(ctx context.Context) {
 		// The table is new from now as far as tableOld goes, before the
 		// write's send: a round that finds this entry in the table from
 		// then on must not take it for the entry it knew (seed 96123701).
-		now := Mono()
+		now := fence.Mono()
 		me.entrySince.Store(now)
 		me.rejoinSent.Store(now)
 		jctx, cancel := context.WithTimeout(ctx, me.entryDeadline())
 		sentAt := time.Now()
-		sent := int64(sentAt.Sub(epoch))
+		sent := fence.MonoAt(sentAt)
 		rows, err := me.mem.Join(jctx, row, m)
 		cancel()
 		if err == nil {
-			me.entrySince.Store(Mono())
+			me.entrySince.Store(fence.Mono())
 			me.host.ForgetMarks() // this incarnation's marks may have gone with the table
 			me.hb.failed = false
 			me.extendFence(sentAt)
-			me.observe(row, rows, sent, Mono())
+			me.observe(row, rows, sent, fence.Mono())
 			me.bumpLater(row)
 			me.log.Warn("kinesislease: this instance's membership entry had vanished (table recreated?); wrote it again", "row", row)
 			return
@@ -361,7 +323,7 @@ func (me *Member) rejoin(ctx context.Context) {
 	}
 	// A new incarnation, in a row with room.
 	me.fenceAll("this instance's membership entry vanished and cannot be written again as it was")
-	me.fence.Store(Fenced)
+	me.fence.Store(fence.Fenced)
 	counts := syncx.Guarded(&me.viewMu, func() map[int]int { return maps.Clone(me.rows.total) })
 	mctx, cancel := context.WithTimeout(ctx, me.entryDeadline())
 	if ms, err := me.mem.Members(mctx, row); err == nil {

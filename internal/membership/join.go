@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
@@ -166,7 +167,7 @@ candidates:
 		}
 		me.hb.hb++
 		m := me.entry(inc, me.hb.hb, 0)
-		first := Mono()
+		first := fence.Mono()
 		me.tryInc(inc)
 		for attempt := 0; attempt < 5; attempt++ {
 			// A join's deadline is a whole interval (a heartbeat's is half):
@@ -245,7 +246,7 @@ func (me *Member) replaceAs(ctx context.Context, row int, cur leases.Member, not
 	me.tryInc(inc)
 	me.hb.hb = max(me.hb.hb, cur.Heartbeat) + 1
 	next := me.entry(inc, me.hb.hb, notice)
-	sent = Mono()
+	sent = fence.Mono()
 	rctx, cancel := context.WithTimeout(ctx, me.entryDeadline())
 	defer cancel()
 	rows, err = me.mem.ReplaceMember(rctx, row, cur, next)
@@ -293,11 +294,11 @@ func remember(l *[]string, inc string, n int) {
 func (me *Member) become(inc string, row int, rows []leases.Member, sent int64, dead ...leases.Member) {
 	me.mu.Lock()
 	me.inc = inc
-	me.entrySince.Store(Mono())
+	me.entrySince.Store(fence.Mono())
 	remember(&me.incs, inc, maxIncs)
-	me.fence.Store(fenceAfter(sent, me.cfg.Timeout, me.cfg.FenceMargin))
+	me.fence.Store(fence.After(sent, me.cfg.Timeout, me.cfg.FenceMargin))
 	me.mu.Unlock()
-	me.observe(row, rows, sent, Mono())
+	me.observe(row, rows, sent, fence.Mono())
 	for _, m := range dead {
 		me.markDead(m)
 	}
@@ -307,7 +308,7 @@ func (me *Member) become(inc string, row int, rows []leases.Member, sent int64, 
 
 // markDead records that an incarnation is known dead.
 func (me *Member) markDead(m leases.Member) {
-	syncx.Guard(&me.viewMu, func() { me.view.markDead(m.Owner, m.Incarnation, Mono()) })
+	syncx.Guard(&me.viewMu, func() { me.view.markDead(m.Owner, m.Incarnation, fence.Mono()) })
 }
 
 // Leave removes this incarnation's membership entry, once the instance

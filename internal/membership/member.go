@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
@@ -122,7 +123,7 @@ type Member struct {
 	// with the same owner id (see Duplicates).
 	tried []string
 
-	fence Fence // Mono() after which nothing may be delivered
+	fence fence.Fence // Mono() after which nothing may be delivered
 	// fencedSince is Mono() when this instance found itself fenced; 0 when
 	// it is not. Written by the heartbeat loop.
 	fencedSince atomic.Int64
@@ -176,7 +177,7 @@ func New(cfg Config) *Member {
 		view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
 		checkSem: make(chan struct{}, 1),
 	}
-	me.fence.Store(Fenced)
+	me.fence.Store(fence.Fenced)
 	me.hb.earlier = me.ownInc
 	return me
 }
@@ -214,7 +215,7 @@ func (me *Member) IncarnationLocked() string { return me.inc }
 func (me *Member) OursLocked(inc string) bool { return slices.Contains(me.incs, inc) }
 
 // Fence returns the instance's fence: every lease it holds reads it.
-func (me *Member) Fence() *Fence { return &me.fence }
+func (me *Member) Fence() *fence.Fence { return &me.fence }
 
 // Fenced reports whether the instance found itself fenced and has not
 // come back yet (a new incarnation, or its heartbeats current again):

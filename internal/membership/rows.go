@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -111,8 +112,8 @@ func (me *Member) Refresh(ctx context.Context) bool {
 	me.flushBumps(ctx)
 	own := me.row()
 	due := syncx.Guarded(&me.viewMu, func() bool {
-		every := headerEvery(len(me.view.live(Mono())), len(me.rows.header))
-		return every == 0 || !me.rows.headerOK || time.Duration(Mono()-me.rows.headerAt) >= every
+		every := headerEvery(len(me.view.live(fence.Mono())), len(me.rows.header))
+		return every == 0 || !me.rows.headerOK || time.Duration(fence.Mono()-me.rows.headerAt) >= every
 	})
 	// Due every round, but less often in a large fleet (headerEvery).
 	if due {
@@ -141,7 +142,7 @@ func (me *Member) Refresh(ctx context.Context) bool {
 	rows := me.rows.due(own, want)
 	// Rows of members whose timeout has run out: read now, own row
 	// included (its entries otherwise come back only with the heartbeat).
-	suspect, _ := me.view.suspects(Mono(), me.timedLocked(own))
+	suspect, _ := me.view.suspects(fence.Mono(), me.timedLocked(own))
 	rows = slices.Concat(rows, slices.DeleteFunc(suspect, func(r int) bool { return slices.Contains(rows, r) }))
 	me.viewMu.Unlock()
 	syncx.Bounded(ctx, storeConcurrency, len(rows), func(i int) {
@@ -186,19 +187,19 @@ func (me *Member) noteHeader(h leases.MemberHeader) (moved bool) {
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
 	moved = me.rows.headerOK && h.Vanished != me.rows.vanished
-	me.rows.header, me.rows.headerOK, me.rows.vanished, me.rows.headerAt = h.Rows, true, h.Vanished, Mono()
+	me.rows.header, me.rows.headerOK, me.rows.vanished, me.rows.headerAt = h.Rows, true, h.Vanished, fence.Mono()
 	return moved
 }
 
 // readMembersRow reads membership row r into the view (observe), and records it
 // as read at roster version v (the header's, as last read).
 func (me *Member) readMembersRow(ctx context.Context, r int, v int64) ([]leases.Member, error) {
-	sent := Mono()
+	sent := fence.Mono()
 	ms, err := me.mem.Members(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	me.observe(r, ms, sent, Mono())
+	me.observe(r, ms, sent, fence.Mono())
 	syncx.Guard(&me.viewMu, func() { me.rows.readAt[r] = v })
 	return ms, nil
 }
@@ -208,7 +209,7 @@ func (me *Member) observe(r int, rows []leases.Member, sent, ret int64) {
 	inc := me.Incarnation()
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
-	live, now := 0, Mono()
+	live, now := 0, fence.Mono()
 	for _, m := range rows {
 		// Before alive, which makes an incarnation it looks up known (a
 		// row holds one entry an owner: alive on one never makes another
@@ -297,9 +298,9 @@ func (me *Member) Duplicates() error {
 		case slices.Contains(own, id.inc), o == nil || o.absent || m.Leaving, o.stale() >= me.cfg.Timeout:
 			delete(me.view.dupes, id)
 		case me.dupSince[id] == 0:
-			me.dupSince[id] = Mono()
+			me.dupSince[id] = fence.Mono()
 			me.log.Error("kinesislease: another process heartbeats with this owner id; give each instance its own owner id", "incarnation", id.inc)
-		case time.Duration(Mono()-me.dupSince[id]) >= wait:
+		case time.Duration(fence.Mono()-me.dupSince[id]) >= wait:
 			return &DuplicateOwnerError{Owner: me.cfg.Owner, Incarnation: id.inc}
 		}
 	}
@@ -317,7 +318,7 @@ func (me *Member) timedLocked(own int) func(row int) bool {
 // noteEnded records that the Ended counts of owners moved (an observe of a
 // membership row; the caller holds viewMu), and tells the host.
 func (me *Member) noteEnded(owners []string) {
-	now := Mono()
+	now := fence.Mono()
 	for _, o := range owners {
 		putIn(&me.endedMoves, o, now)
 	}
@@ -340,12 +341,12 @@ func (me *Member) NextSuspect() int64 {
 	own := me.row()
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
-	_, next := me.view.suspects(Mono(), me.timedLocked(own))
+	_, next := me.view.suspects(fence.Mono(), me.timedLocked(own))
 	return next
 }
 
 // Prune forgets the incarnations absent for long (memberView.prune).
-func (me *Member) Prune() { syncx.Guard(&me.viewMu, func() { me.view.prune(Mono()) }) }
+func (me *Member) Prune() { syncx.Guard(&me.viewMu, func() { me.view.prune(fence.Mono()) }) }
 
 // Alive reports whether incarnation inc of owner may still hold leases at
 // now (memberView.alive): a row it names may be taken only once it is not.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -18,7 +19,7 @@ import (
 func (me *Member) TableOld() bool {
 	since := me.entrySince.Load()
 	seen := me.oldSeen.Load()
-	return since != 0 && (time.Duration(Mono()-since) >= me.cfg.Timeout || seen != 0 && seen >= since)
+	return since != 0 && (time.Duration(fence.Mono()-since) >= me.cfg.Timeout || seen != 0 && seen >= since)
 }
 
 // SameTable reports whether a read of this instance's membership row sent
@@ -34,7 +35,7 @@ func (me *Member) SameTable(ctx context.Context, at, rejoin int64) bool {
 		me.checkSem <- struct{}{}
 		c := me.check
 		if c == nil || c.sent < at && syncx.Closed(c.done) {
-			c = &tableCheck{sent: Mono(), done: make(chan struct{})}
+			c = &tableCheck{sent: fence.Mono(), done: make(chan struct{})}
 			me.check = c
 			<-me.checkSem
 			c.ok = me.ownEntryIntact(ctx, me.Incarnation())
@@ -65,11 +66,11 @@ type tableCheck struct {
 // its entry as inc is still there.
 func (me *Member) ownEntryIntact(ctx context.Context, inc string) bool {
 	row := RowOf(inc)
-	sent := Mono()
+	sent := fence.Mono()
 	ms, err := me.mem.Members(ctx, row)
 	if err != nil {
 		return false
 	}
-	me.observe(row, ms, sent, Mono())
+	me.observe(row, ms, sent, fence.Mono())
 	return slices.ContainsFunc(ms, func(m leases.Member) bool { return m.Owner == me.cfg.Owner && m.Incarnation == inc })
 }
