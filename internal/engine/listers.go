@@ -9,7 +9,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
-	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -213,7 +213,7 @@ func (g *Group) announceEntry(ctx context.Context) {
 	if !ok || own.Incarnation != inc || own.Ended == g.listing.bumpedEnded && own.Listing == g.listing.bumpedListing {
 		return
 	}
-	if err := g.mem.BumpRow(ctx, membership.RowOf(inc)); err != nil {
+	if err := g.mem.BumpRow(ctx, roster.RowOf(inc)); err != nil {
 		if ctx.Err() == nil {
 			g.log.Warn("kinesislease: announcing a shard end or a listing failed; retrying", "err", err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -202,7 +203,7 @@ func (me *Member) heartbeat(ctx context.Context) error {
 	m.Leaving = me.hb.needNewInc
 	sentAt := time.Now()
 	sent := fence.MonoAt(sentAt)
-	rows, err := me.mem.Heartbeat(hctx, RowOf(inc), m)
+	rows, err := me.mem.Heartbeat(hctx, roster.RowOf(inc), m)
 	if err != nil {
 		return err
 	}
@@ -212,7 +213,7 @@ func (me *Member) heartbeat(ctx context.Context) error {
 		// at once).
 		me.extendFence(sentAt)
 	}
-	me.observe(RowOf(inc), rows, sent, fence.Mono())
+	me.observe(roster.RowOf(inc), rows, sent, fence.Mono())
 	return nil
 }
 
@@ -254,18 +255,18 @@ func (me *Member) fenceAll(why string) {
 func (me *Member) reincarnate(ctx context.Context, cur leases.Member) bool {
 	old := me.Incarnation()
 	if cur.Owner == "" {
-		cur = syncx.Guarded(&me.viewMu, func() leases.Member { return me.view.latest[me.cfg.Owner] })
+		cur = syncx.Guarded(&me.viewMu, func() leases.Member { return me.view.Latest[me.cfg.Owner] })
 	}
 	if cur.Incarnation != old && !me.hb.attempted[cur.Incarnation] && !me.ownInc(cur.Incarnation) {
 		return false // not seen yet: the next heartbeat (leaving) shows it
 	}
-	row := RowOf(old)
+	row := roster.RowOf(old)
 	inc, rows, sent, err := me.replaceAs(ctx, row, cur, cur.Notice)
 	if err != nil {
 		putIn(&me.hb.attempted, inc, true) // it may land, late: never to go on as
 		var conflict *leases.MemberConflictError
 		if errors.As(err, &conflict) && (conflict.Current.Incarnation == old || me.hb.attempted[conflict.Current.Incarnation]) {
-			syncx.Guard(&me.viewMu, func() { me.view.latest[me.cfg.Owner] = conflict.Current }) // the next attempt replaces what is there
+			syncx.Guard(&me.viewMu, func() { me.view.Latest[me.cfg.Owner] = conflict.Current }) // the next attempt replaces what is there
 		}
 		if ctx.Err() == nil {
 			me.log.Warn("kinesislease: starting a new incarnation after a fence failed; retrying", "err", err)
@@ -291,7 +292,7 @@ func (me *Member) reincarnate(ctx context.Context, cur leases.Member) bool {
 func (me *Member) rejoin(ctx context.Context) {
 	me.host.Reconcile()
 	inc := me.Incarnation()
-	row := RowOf(inc)
+	row := roster.RowOf(inc)
 	if !me.hb.needNewInc && me.markHeld(ctx) {
 		me.hb.hb++
 		m := me.entry(inc, me.hb.hb, me.hb.notice) // young again: new to this table, maybe
@@ -324,7 +325,7 @@ func (me *Member) rejoin(ctx context.Context) {
 	// A new incarnation, in a row with room.
 	me.fenceAll("this instance's membership entry vanished and cannot be written again as it was")
 	me.fence.Store(fence.Fenced)
-	counts := syncx.Guarded(&me.viewMu, func() map[int]int { return maps.Clone(me.rows.total) })
+	counts := syncx.Guarded(&me.viewMu, func() map[int]int { return maps.Clone(me.rows.Total) })
 	mctx, cancel := context.WithTimeout(ctx, me.entryDeadline())
 	if ms, err := me.mem.Members(mctx, row); err == nil {
 		counts[row] = len(ms)

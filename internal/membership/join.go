@@ -10,6 +10,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
@@ -101,8 +102,8 @@ func (me *Member) Join(ctx context.Context) error {
 }
 
 // readAll reads the header and the rows a join of this owner needs into
-// the view: its home rows that the header lists (joinRows, in the bands up
-// to the highest row listed; see placement.go), the rows its joins met an
+// the view: its home rows that the header lists (roster.JoinRows, in the bands up
+// to the highest row listed; see internal/roster's placement.go), the rows its joins met an
 // entry of its owner in, and the rows of the incarnations this process was or
 // tried to be. It returns this owner's entry if one is found (and its
 // row), and how many entries each row read holds. The other rows are read
@@ -115,7 +116,7 @@ func (me *Member) readAll(ctx context.Context) (mine leases.Member, mineRow int,
 	}
 	me.noteHeader(h)
 	rows := map[int]bool{}
-	for _, r := range joinRows(me.cfg.Owner, joinTop(h.Rows)) {
+	for _, r := range roster.JoinRows(me.cfg.Owner, roster.JoinTop(h.Rows)) {
 		if _, listed := h.Rows[r]; listed {
 			rows[r] = true // a row never listed has no entry, unless its bump was lost (below)
 		}
@@ -125,9 +126,9 @@ func (me *Member) readAll(ctx context.Context) (mine leases.Member, mineRow int,
 	// the join would meet it for ever.
 	maps.Copy(rows, me.hb.joinConflicts)
 	for _, inc := range syncx.Guarded(&me.mu, func() []string { return slices.Concat(me.incs, me.tried) }) {
-		rows[RowOf(inc)] = true // an attempt of ours may have landed there
+		rows[roster.RowOf(inc)] = true // an attempt of ours may have landed there
 	}
-	delete(rows, -1) // an incarnation that names no row (rowOf)
+	delete(rows, -1) // an incarnation that names no row (roster.RowOf)
 	counts = map[int]int{}
 	for _, r := range slices.Sorted(maps.Keys(rows)) {
 		ms, err := me.readMembersRow(ctx, r, h.Rows[r])
@@ -145,19 +146,19 @@ func (me *Member) readAll(ctx context.Context) (mine leases.Member, mineRow int,
 }
 
 // joinRow writes a new entry for a new incarnation in one of its owner's
-// home rows with room (joinCandidate, by counts), and reports whether it
+// home rows with room (roster.JoinCandidate, by counts), and reports whether it
 // did. Its fence
 // counts from the first attempt's send, since an attempt whose answer was
 // lost may have landed then.
 func (me *Member) joinRow(ctx context.Context, counts map[int]int) (bool, error) {
 candidates:
 	for full := 0; ; {
-		row, ok := joinCandidate(me.cfg.Owner, counts, -1, full, rand.IntN)
+		row, ok := roster.JoinCandidate(me.cfg.Owner, counts, -1, full, rand.IntN)
 		if !ok {
 			return false, errors.New("engine: every membership row is full")
 		}
 		inc := newIncarnation(row)
-		if cur := me.Incarnation(); RowOf(cur) < 0 && !me.ownInc(driver.NewIncarnation(row, cur)) {
+		if cur := me.Incarnation(); roster.RowOf(cur) < 0 && !me.ownInc(driver.NewIncarnation(row, cur)) {
 			// The first join: the process's own suffix (Incarnation before
 			// Run), in the row it joins. Never an id tried before: an
 			// attempt whose answer was lost may have landed and been found
@@ -205,7 +206,7 @@ candidates:
 				// The same entry again: if the first landed, this one finds it.
 			}
 		}
-		// Failed five times (joinCandidate picks only a row with room, which
+		// Failed five times (roster.JoinCandidate picks only a row with room, which
 		// a full row's conflict alone fills): read again, later.
 		return false, nil
 	}
@@ -308,7 +309,7 @@ func (me *Member) become(inc string, row int, rows []leases.Member, sent int64, 
 
 // markDead records that an incarnation is known dead.
 func (me *Member) markDead(m leases.Member) {
-	syncx.Guard(&me.viewMu, func() { me.view.markDead(m.Owner, m.Incarnation, fence.Mono()) })
+	syncx.Guard(&me.viewMu, func() { me.view.MarkDead(m.Owner, m.Incarnation, fence.Mono()) })
 }
 
 // Leave removes this incarnation's membership entry, once the instance
@@ -317,13 +318,13 @@ func (me *Member) Leave() {
 	if !me.started.Load() {
 		return
 	}
-	own := syncx.Guarded(&me.viewMu, func() leases.Member { return me.view.latest[me.cfg.Owner] })
+	own := syncx.Guarded(&me.viewMu, func() leases.Member { return me.view.Latest[me.cfg.Owner] })
 	if own.Incarnation == "" {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	row := RowOf(own.Incarnation)
+	row := roster.RowOf(own.Incarnation)
 	_, err := me.mem.ReplaceMember(rctx, row, own, leases.Member{})
 	var conflict *leases.MemberConflictError
 	if errors.As(err, &conflict) && conflict.Current.Incarnation == own.Incarnation {

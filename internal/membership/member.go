@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
@@ -131,10 +132,10 @@ type Member struct {
 	hb heartbeatState // the heartbeat loop's own
 
 	viewMu sync.Mutex // guards view, rows, dupSince and endedMoves
-	view   *memberView
-	rows   rowBook
+	view   *roster.View
+	rows   roster.Book
 	// dupSince: since when another process with this owner id is seen.
-	dupSince map[memberID]int64
+	dupSince map[roster.ID]int64
 	// endedMoves: when (Mono) each member's Ended count was last seen
 	// moving (EndedMoves).
 	endedMoves map[string]int64
@@ -174,7 +175,7 @@ type Member struct {
 func New(cfg Config) *Member {
 	me := &Member{
 		cfg: cfg, mem: cfg.Store, host: cfg.Host, log: cfg.Log, inc: rand.Text()[:10],
-		view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
+		view: roster.NewView(cfg.Owner, cfg.Timeout), rows: roster.NewBook(), dupSince: map[roster.ID]int64{},
 		checkSem: make(chan struct{}, 1),
 	}
 	me.fence.Store(fence.Fenced)
@@ -186,7 +187,7 @@ func New(cfg Config) *Member {
 func newIncarnation(row int) string { return driver.NewIncarnation(row, rand.Text()[:10]) }
 
 // row returns the membership row this instance heartbeats in.
-func (me *Member) row() int { return RowOf(me.Incarnation()) }
+func (me *Member) row() int { return roster.RowOf(me.Incarnation()) }
 
 // Incarnation returns this process's current incarnation id: before Join
 // has joined the membership, the process's random suffix alone (its first

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -65,7 +66,7 @@ type tableCheck struct {
 // ownEntryIntact reads this instance's membership row and reports whether
 // its entry as inc is still there.
 func (me *Member) ownEntryIntact(ctx context.Context, inc string) bool {
-	row := RowOf(inc)
+	row := roster.RowOf(inc)
 	sent := fence.Mono()
 	ms, err := me.mem.Members(ctx, row)
 	if err != nil {
