@@ -3,7 +3,6 @@ package membership
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,47 +12,6 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
-
-func TestHeartbeatAction(t *testing.T) {
-	t.Parallel()
-	conflict := func(cur leases.Member) error {
-		return &leases.MemberConflictError{Op: "Heartbeat", Owner: "o", Current: cur}
-	}
-	me := func(f func(*leases.Member)) leases.Member {
-		m := leases.Member{Owner: "o", Incarnation: "i1", Heartbeat: 3}
-		if f != nil {
-			f(&m)
-		}
-		return m
-	}
-	cases := []struct {
-		name  string
-		err   error
-		state heartbeatState
-		want  hbAction
-	}{
-		{"landed", nil, heartbeatState{}, hbLanded},
-		{"a network error", errors.New("timeout"), heartbeatState{}, hbFailed},
-		{"a missing table", fmt.Errorf("table gone: %w", leases.ErrMisconfigured), heartbeatState{}, hbMisconfigured},
-		{"notice bumped", conflict(me(func(m *leases.Member) { m.Notice = 2 })), heartbeatState{notice: 1}, hbNotice},
-		{"found dead by others", conflict(me(func(m *leases.Member) { m.Leaving = true })), heartbeatState{}, hbFoundDead},
-		{"our own leaving heartbeat landed unanswered", conflict(me(func(m *leases.Member) { m.Leaving = true; m.Heartbeat = 4 })), heartbeatState{needNewInc: true}, hbFoundDead},
-		{"a new incarnation we tried landed unanswered", conflict(leases.Member{Owner: "o", Incarnation: "i2"}), heartbeatState{needNewInc: true, attempted: map[string]bool{"i2": true}}, hbOurAttempt},
-		{"... and was found dead since", conflict(leases.Member{Owner: "o", Incarnation: "i2", Leaving: true}), heartbeatState{needNewInc: true, attempted: map[string]bool{"i2": true}}, hbOurAttempt},
-		{"removed meanwhile, or the table recreated", conflict(leases.Member{}), heartbeatState{}, hbMissing},
-		{"another process took the entry", conflict(leases.Member{Owner: "o", Incarnation: "zz"}), heartbeatState{}, hbReplaced},
-		{"our own first join, applied late after the entry was removed", conflict(leases.Member{Owner: "o", Incarnation: "i0", Heartbeat: 1}),
-			heartbeatState{earlier: func(inc string) bool { return inc == "i0" || inc == "i1" }}, hbOurAttempt},
-		{"another process, though this one had incarnations too", conflict(leases.Member{Owner: "o", Incarnation: "zz"}),
-			heartbeatState{earlier: func(inc string) bool { return inc == "i0" || inc == "i1" }}, hbReplaced},
-	}
-	for _, c := range cases {
-		st := c.state
-		if got, _ := heartbeatAction(c.err, &st, "i1"); got != c.want {
-			t.Errorf("%s: action %d, want %d", c.name, got, c.want)
-		}
-	}
-}
 
 // TestOwnLateJoinIsNoDuplicate: an entry of this owner id in another row,
 // whose incarnation this process tried to join as (the attempt's answer

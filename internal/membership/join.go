@@ -53,7 +53,7 @@ func (me *Member) Join(ctx context.Context) error {
 			// Only its heartbeat shows it alive: a notice bumped by an
 			// operator's rewind changes the entry but not that.
 			still := mine.Incarnation == seen.Incarnation && mine.Heartbeat == seen.Heartbeat && seen.Owner != ""
-			if mine.Leaving || me.hb.attempted[mine.Incarnation] || me.ownInc(mine.Incarnation) || (still && now.Sub(seenAt) >= me.cfg.Timeout) {
+			if mine.Leaving || me.hb.Attempted[mine.Incarnation] || me.ownInc(mine.Incarnation) || (still && now.Sub(seenAt) >= me.cfg.Timeout) {
 				// Left, or dead: its fence has passed; or one of this
 				// process's own join attempts, landed with its answer lost
 				// (never another process). Take the entry over as a new
@@ -124,7 +124,7 @@ func (me *Member) readAll(ctx context.Context) (mine leases.Member, mineRow int,
 	// The rows this instance's joins met an entry of its owner in (the
 	// header may not list one: a bump that never landed): read them too, or
 	// the join would meet it for ever.
-	maps.Copy(rows, me.hb.joinConflicts)
+	maps.Copy(rows, me.hb.JoinConflicts)
 	for _, inc := range syncx.Guarded(&me.mu, func() []string { return slices.Concat(me.incs, me.tried) }) {
 		rows[roster.RowOf(inc)] = true // an attempt of ours may have landed there
 	}
@@ -166,8 +166,8 @@ candidates:
 			// coming at once (seed 91010012).
 			inc = driver.NewIncarnation(row, cur)
 		}
-		me.hb.hb++
-		m := me.entry(inc, me.hb.hb, 0)
+		me.hb.Beat++
+		m := me.entry(inc, me.hb.Beat, 0)
 		first := fence.Mono()
 		me.tryInc(inc)
 		for attempt := 0; attempt < 5; attempt++ {
@@ -180,7 +180,7 @@ candidates:
 			var conflict *leases.MemberConflictError
 			switch {
 			case err == nil:
-				delete(me.hb.attempted, inc) // ours now: not an attempt to replace
+				delete(me.hb.Attempted, inc) // ours now: not an attempt to replace
 				me.become(inc, row, rows, first)
 				return true, nil
 			case errors.As(err, &conflict) && conflict.Full:
@@ -190,7 +190,7 @@ candidates:
 			case errors.As(err, &conflict):
 				// An entry of this owner is in the row (another process of
 				// this owner, or an earlier incarnation): read it again.
-				putIn(&me.hb.joinConflicts, row, true)
+				putIn(&me.hb.JoinConflicts, row, true)
 				return false, nil
 			case errors.Is(err, leases.ErrMisconfigured):
 				return false, err
@@ -198,10 +198,10 @@ candidates:
 				return false, nil
 			default:
 				// It may have landed with its answer lost: if the entry
-				// turns up later, it is one of ours (heartbeatAction's
-				// hbOurAttempt), replaced by a new incarnation, never
+				// turns up later, it is one of ours (heartbeat.Decide's
+				// heartbeat.OurAttempt), replaced by a new incarnation, never
 				// taken for another process with this owner id.
-				putIn(&me.hb.attempted, inc, true)
+				putIn(&me.hb.Attempted, inc, true)
 				me.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
 				// The same entry again: if the first landed, this one finds it.
 			}
@@ -226,7 +226,7 @@ func (me *Member) replaceEntry(ctx context.Context, row int, cur leases.Member) 
 			// It may land, late: an entry of inc found later is ours (an
 			// attempt to replace), never another process with this owner
 			// id (seeds 1268, 2290).
-			putIn(&me.hb.attempted, inc, true)
+			putIn(&me.hb.Attempted, inc, true)
 		}
 		if ctx.Err() == nil {
 			me.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
@@ -245,8 +245,8 @@ func (me *Member) replaceEntry(ctx context.Context, row int, cur leases.Member) 
 func (me *Member) replaceAs(ctx context.Context, row int, cur leases.Member, notice int64) (inc string, rows []leases.Member, sent int64, err error) {
 	inc = newIncarnation(row)
 	me.tryInc(inc)
-	me.hb.hb = max(me.hb.hb, cur.Heartbeat) + 1
-	next := me.entry(inc, me.hb.hb, notice)
+	me.hb.Beat = max(me.hb.Beat, cur.Heartbeat) + 1
+	next := me.entry(inc, me.hb.Beat, notice)
 	sent = fence.Mono()
 	rctx, cancel := context.WithTimeout(ctx, me.entryDeadline())
 	defer cancel()

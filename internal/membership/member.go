@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/heartbeat"
 	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
@@ -129,7 +130,7 @@ type Member struct {
 	// it is not. Written by the heartbeat loop.
 	fencedSince atomic.Int64
 
-	hb heartbeatState // the heartbeat loop's own
+	hb heartbeat.State // the heartbeat loop's own
 
 	viewMu sync.Mutex // guards view, rows, dupSince and endedMoves
 	view   *roster.View
@@ -179,7 +180,7 @@ func New(cfg Config) *Member {
 		checkSem: make(chan struct{}, 1),
 	}
 	me.fence.Store(fence.Fenced)
-	me.hb.earlier = me.ownInc
+	me.hb.Earlier = me.ownInc
 	return me
 }
 
