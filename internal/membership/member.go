@@ -164,11 +164,7 @@ type Member struct {
 	// joinSeen is Mono() when this instance last saw a member it did not
 	// know with an entry younger than a timeout: one joining.
 	joinSeen atomic.Int64
-	// check is the last SameTable read, under checkSem (a channel, not a
-	// mutex, held across a store call: a goroutine waiting on a channel
-	// lets a synctest bubble's clock move).
-	checkSem chan struct{}
-	check    *tableCheck
+	check    *syncx.Shared // the reads of SameTable
 }
 
 // New returns the Member of an instance that has not joined yet: fenced,
@@ -177,7 +173,7 @@ func New(cfg Config) *Member {
 	me := &Member{
 		cfg: cfg, mem: cfg.Store, host: cfg.Host, log: cfg.Log, inc: rand.Text()[:10],
 		view: roster.NewView(cfg.Owner, cfg.Timeout), rows: roster.NewBook(), dupSince: map[roster.ID]int64{},
-		checkSem: make(chan struct{}, 1),
+		check: syncx.NewShared(),
 	}
 	me.fence.Store(fence.Fenced)
 	me.hb.Earlier = me.ownInc

@@ -38,22 +38,7 @@ func (me *Member) Refresh(ctx context.Context) bool {
 		}
 	}
 	me.viewMu.Lock()
-	// Rows to read besides: those of incarnations never seen that a lease
-	// row names.
-	want := maps.Clone(me.view.Unknown)
-	for id := range me.view.Dupes {
-		// Another process's entry with this owner id: read its row every
-		// round, so that one that stopped heartbeating is seen stale and
-		// forgotten (the row may never change roster again).
-		want[roster.RowOf(id.Inc)] = true
-	}
-	delete(want, -1) // an incarnation that names no row (roster.RowOf)
-	clear(me.view.Unknown)
-	rows := me.rows.Due(own, want)
-	// Rows of members whose timeout has run out: read now, own row
-	// included (its entries otherwise come back only with the heartbeat).
-	suspect, _ := me.view.Suspects(fence.Mono(), me.timedLocked(own))
-	rows = slices.Concat(rows, slices.DeleteFunc(suspect, func(r int) bool { return slices.Contains(rows, r) }))
+	rows := me.rows.ToRead(me.view, own, fence.Mono())
 	me.viewMu.Unlock()
 	syncx.Bounded(ctx, storeConcurrency, len(rows), func(i int) {
 		v := syncx.Guarded(&me.viewMu, func() int64 { return me.rows.Header[rows[i]] })
@@ -194,14 +179,6 @@ func (me *Member) Duplicates() error {
 	return nil
 }
 
-// timedLocked returns whether this instance times the members of a row: its
-// own row's (their heartbeats come back with its own) and the watched
-// rows'. The caller holds viewMu.
-func (me *Member) timedLocked(own int) func(row int) bool {
-	watched := me.rows.Watched(own)
-	return func(row int) bool { return row == own || slices.Contains(watched, row) }
-}
-
 // noteEnded records that the Ended counts of owners moved (an observe of a
 // membership row; the caller holds viewMu), and tells the host.
 func (me *Member) noteEnded(owners []string) {
@@ -228,7 +205,7 @@ func (me *Member) NextSuspect() int64 {
 	own := me.row()
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
-	_, next := me.view.Suspects(fence.Mono(), me.timedLocked(own))
+	_, next := me.view.Suspects(fence.Mono(), me.rows.Timed(own))
 	return next
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/roster"
-	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -32,35 +31,7 @@ func (me *Member) TableOld() bool {
 // reads run back to back however many rows are being taken (20,000 at a
 // start).
 func (me *Member) SameTable(ctx context.Context, at, rejoin int64) bool {
-	for {
-		me.checkSem <- struct{}{}
-		c := me.check
-		if c == nil || c.sent < at && syncx.Closed(c.done) {
-			c = &tableCheck{sent: fence.Mono(), done: make(chan struct{})}
-			me.check = c
-			<-me.checkSem
-			c.ok = me.ownEntryIntact(ctx, me.Incarnation())
-			close(c.done)
-			return c.ok && me.rejoinSent.Load() == rejoin
-		}
-		<-me.checkSem
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			return false
-		}
-		if c.sent >= at {
-			return c.ok && me.rejoinSent.Load() == rejoin
-		}
-	}
-}
-
-// tableCheck is one read of SameTable: sent (Mono()) before the read, ok
-// (set before done is closed) whether it found the entry.
-type tableCheck struct {
-	sent int64
-	done chan struct{}
-	ok   bool
+	return me.check.Read(ctx, at, fence.Mono, func() bool { return me.ownEntryIntact(ctx, me.Incarnation()) }) && me.rejoinSent.Load() == rejoin
 }
 
 // ownEntryIntact reads this instance's membership row and reports whether

@@ -99,6 +99,37 @@ func (b *Book) Complete(own int) bool {
 	return true
 }
 
+// ToRead returns the rows a refresh reads, the header as last read: those
+// due (Due), those that view v asks for, and those of the members whose
+// timeout has run out at now.
+func (b *Book) ToRead(v *View, own int, now int64) []int {
+	// Rows to read besides: those of incarnations never seen that a lease
+	// row names.
+	want := maps.Clone(v.Unknown)
+	for id := range v.Dupes {
+		// Another process's entry with this owner id: read its row every
+		// round, so that one that stopped heartbeating is seen stale and
+		// forgotten (the row may never change roster again).
+		want[RowOf(id.Inc)] = true
+	}
+	delete(want, -1) // an incarnation that names no row (RowOf)
+	clear(v.Unknown)
+	rows := b.Due(own, want)
+	// Rows of members whose timeout has run out: read now, own row
+	// included (its entries otherwise come back only with the heartbeat).
+	suspect, _ := v.Suspects(now, b.Timed(own))
+	rows = slices.Concat(rows, slices.DeleteFunc(suspect, func(r int) bool { return slices.Contains(rows, r) }))
+	return rows
+}
+
+// Timed returns whether this instance times the members of a row: its
+// own row's (their heartbeats come back with its own) and the watched
+// rows'.
+func (b *Book) Timed(own int) func(row int) bool {
+	watched := b.Watched(own)
+	return func(row int) bool { return row == own || slices.Contains(watched, row) }
+}
+
 // headerBudget is the read units a second the fleet spends on the
 // membership header, which every member reads: a third of DynamoDB's
 // per-item limit (3,000), so that the header never throttles.
