@@ -9,7 +9,9 @@
 // schedule; the instance's round reads the others through Refresh and
 // asks Live, Alive and the rest. What the entry publishes of the instance
 // (its streams, listing, counts) and what a fence does to its workers come
-// from the instance through Host.
+// from the instance through Host. Its pure parts are below it: the view and
+// where an entry goes in internal/roster, what a heartbeat's answer calls
+// for in internal/heartbeat, the fence in internal/fence.
 package membership
 
 import (
