@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/internal/testkit/sim"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/leases"
@@ -217,7 +217,7 @@ func TestJoinReadsHomeRows(t *testing.T) {
 				const owner = "restarted"
 				// Its predecessor's entry, in a home row of band 6 (rows 32
 				// to 63), with room for nobody else.
-				oldRow := membership.HomeRows(owner, 6)[1]
+				oldRow := roster.HomeRows(owner, 6)[1]
 				for r := range rows {
 					n := driver.RowCapacity
 					if r == oldRow {
@@ -268,7 +268,7 @@ func TestJoinReadsHomeRows(t *testing.T) {
 				}
 				home := false
 				for b := 0; b <= 8; b++ {
-					home = home || slices.Contains(membership.HomeRows(owner, b), store.wrote)
+					home = home || slices.Contains(roster.HomeRows(owner, b), store.wrote)
 				}
 				switch {
 				case restarted && store.wrote != oldRow:

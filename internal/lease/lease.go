@@ -1,7 +1,7 @@
 // Package lease is a shard's lease as the instance that holds it under
 // the membership protocol sees it (Held): the fenced single-writer of the
 // row's checkpoint, release and rewind, which delivers only while the
-// instance's fence (membership.Fence) has not passed and its last write
+// instance's fence (fence.Fence) has not passed and its last write
 // proves the row. It decides nothing about rows it does not hold: the
 // engine takes, recreates and releases rows, and a shard's worker
 // checkpoints and releases through its Held.
@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -54,16 +54,16 @@ type Held struct {
 	// goes back to leaseHeld.
 	state atomic.Int32
 	// shared is the instance's fence of the membership protocol: the
-	// membership.Mono() after which none of its leases may deliver.
-	shared *membership.Fence
+	// fence.Mono() after which none of its leases may deliver.
+	shared *fence.Fence
 	// vanished is set when a write found the row gone (a table recreated, a
 	// row deleted): the engine recreates it from the checkpoint it knows
 	// (Recreated).
 	vanished atomic.Bool
 	// back wakes the worker waiting for the row to be recreated.
-	back membership.Signal
+	back fence.Signal
 
-	// proofSent is membership.Mono() when the last successful write of the
+	// proofSent is fence.Mono() when the last successful write of the
 	// row was sent. A holder delivers only within proof of it (see
 	// Deliverable): a row deleted behind its back is noticed at the next
 	// write, and an idle shard proves its row with a write (Touch) before
@@ -100,7 +100,7 @@ func (h *Held) proved(sent int64) {
 }
 
 // Recreated says the engine wrote the row again after it vanished, with a
-// write sent at sent (membership.Mono()), at an operator's rewind if
+// write sent at sent (fence.Mono()), at an operator's rewind if
 // atRewind: the worker may deliver again, and is woken.
 func (h *Held) Recreated(sent int64, atRewind bool) {
 	if atRewind {
@@ -139,7 +139,7 @@ func (h *Held) SetVanished(v bool) { h.vanished.Store(v) }
 
 // Moved returns a channel that the next move of the instance's fence
 // closes, and one that the next Recreated closes. A waiter takes them
-// before it checks Deliverable, then waits on them (see membership.Signal).
+// before it checks Deliverable, then waits on them (see fence.Signal).
 func (h *Held) Moved() (fence, recreated <-chan struct{}) {
 	return h.shared.Moved(), h.back.Wait()
 }
@@ -164,9 +164,9 @@ type Config struct {
 	// Lease is the row as the write that took it left it.
 	Lease leases.Lease
 	// Fence is the instance's fence, shared by every lease it holds.
-	Fence *membership.Fence
+	Fence *fence.Fence
 	// Sent is when the write that took the row was sent
-	// (membership.Mono()).
+	// (fence.Mono()).
 	Sent int64
 	// Proof bounds how long after its last successful write the lease
 	// may deliver (see Deliverable); 0: no such bound.
@@ -191,7 +191,7 @@ func (h *Held) Deliverable() (ok, proven bool) {
 	if !h.Valid() || h.vanished.Load() {
 		return false, true
 	}
-	if h.proof > 0 && membership.Mono()-h.proofSent.Load() >= int64(h.proof) {
+	if h.proof > 0 && fence.Mono()-h.proofSent.Load() >= int64(h.proof) {
 		return false, false
 	}
 	return true, true
@@ -201,7 +201,7 @@ func (h *Held) Deliverable() (ok, proven bool) {
 // within the proof bound: a member that did not wait for a recovery of its
 // row may hold the row only until then (the engine's recreate).
 func (h *Held) WithinProof() bool {
-	return h.proof > 0 && membership.Mono()-h.proofSent.Load() < int64(h.proof)
+	return h.proof > 0 && fence.Mono()-h.proofSent.Load() < int64(h.proof)
 }
 
 // Touch proves the row still exists and is ours, with a write that changes
@@ -261,7 +261,7 @@ func (h *Held) write(ctx context.Context, do func(context.Context, leases.Lease)
 		return known, ErrLost
 	}
 	for attempt := 0; ; attempt++ {
-		sent := membership.Mono()
+		sent := fence.Mono()
 		cur, err := do(ctx, known)
 		if err == nil {
 			h.proved(sent)

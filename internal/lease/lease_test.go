@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/lease"
-	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -16,10 +16,10 @@ import (
 // made of it (a hand-over whose release found the row missing) knows the
 // rewind's position, never the checkpoint from before it (seed 99110336).
 func TestRecreatedAtRewindOrphanKnowsTheRewind(t *testing.T) {
-	var f membership.Fence
-	f.Store(membership.Mono() + int64(time.Minute))
+	var f fence.Fence
+	f.Store(fence.Mono() + int64(time.Minute))
 	l := leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-000000000000"}, Owner: "a", Incarnation: "0.A", Counter: 17, Checkpoint: leases.Checkpoint{Sequence: "265"}}
-	h := lease.New(lease.Config{Store: memory.New(), Lease: l, Fence: &f, Sent: membership.Mono(), Proof: time.Minute})
+	h := lease.New(lease.Config{Store: memory.New(), Lease: l, Fence: &f, Sent: fence.Mono(), Proof: time.Minute})
 	to := leases.Checkpoint{Sequence: leases.AtSequencePrefix + "228"}
 	h.RewoundAt(to)
 	if got := h.AsOrphan().Checkpoint; got != to {

@@ -7,119 +7,17 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/heartbeat"
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// heartbeatState is the heartbeat loop's own state (and join's, before the
-// loop starts): nothing else reads or writes it.
-type heartbeatState struct {
-	hb     int64 // the last heartbeat value written
-	notice int64 // our entry's Notice as last seen
-	// needNewInc: fenced; go on as a new incarnation before taking
-	// anything. attempted holds the incarnations this instance tried to go
-	// on as (ReplaceMember) without an answer: one may have landed. None is
-	// ever used again: others may have timed it, found it dead and removed
-	// it since; a later attempt replaces whichever entry is there with a
-	// brand-new incarnation.
-	needNewInc bool
-	attempted  map[string]bool
-	// earlier reports whether an incarnation is one this process was or
-	// tried to write an entry as (Member.ownInc): an entry of one found in
-	// its place (a join applied late, after the entry was removed) is its
-	// own, replaced by a new incarnation, never another process's.
-	earlier func(inc string) bool
-	failed  bool // the last heartbeat failed
-	// joinConflicts: rows where a join met an entry of this owner (read
-	// by readAll whether or not the header lists them).
-	joinConflicts map[int]bool
-}
-
-// fenceAfter is the fence of a heartbeat sent at sent (Mono()): the
-// instance delivers until Timeout-FenceMargin after the send, and a taker
-// acts only once it has seen the heartbeat unchanged for Timeout, counted
-// from a read that returned after the send.
-func fenceAfter(sent int64, timeout, margin time.Duration) int64 {
-	return sent + int64(timeout-margin)
-}
-
-// heartbeatDeadline is how long a heartbeat (or a write of this
-// incarnation's entry) may take when sent at now with the fence at fence:
-// half the time left before the fence, and never less than half the
-// interval. A slow store (a DynamoDB Local on a loaded machine, real
-// DynamoDB in a latency spike) has as long as the fence allows, while a
-// call that hangs (a lost connection) still leaves room for another
-// attempt before the fence. Before, every call had half the interval:
-// calls slower than that failed one after the other and fenced an instance
-// whose store answered every one of them, well within the fence.
-//
-// Safety: a heartbeat that counts must have landed before any taker can
-// find the previous one Timeout old, which is the fence plus the margin
-// (fenceAfter). It is sent before the fence, and answered within the
-// deadline: half the interval, which the margin covers, or half of what is
-// left, which ends before the fence.
-func heartbeatDeadline(now, fence int64, interval time.Duration) time.Duration {
-	d := interval / 2
-	if fence != Fenced && fence > now {
-		d = max(d, time.Duration(fence-now)/2)
-	}
-	return d
-}
-
-// entryDeadline is heartbeatDeadline for a write of this incarnation's
+// entryDeadline is fence.HeartbeatDeadline for a write of this incarnation's
 // entry sent now.
 func (me *Member) entryDeadline() time.Duration {
-	return heartbeatDeadline(Mono(), me.fence.Load(), me.cfg.Heartbeat)
-}
-
-// fencePassed reports whether a heartbeat sent at sent came too late to
-// extend the fence: the fence had passed before it was sent (takers may
-// have found the incarnation dead already). An incarnation that holds
-// nothing yet has no fence to pass.
-func fencePassed(fence, sent int64) bool {
-	return fence != Fenced && sent >= fence
-}
-
-// hbAction is what the heartbeat loop does with a heartbeat's result.
-type hbAction int
-
-const (
-	hbLanded        hbAction = iota // extend the fence
-	hbFailed                        // retry in half an interval
-	hbNotice                        // someone bumped our Notice: adopt it, heartbeat again
-	hbOurAttempt                    // a new incarnation we tried landed unanswered: replace it with a new one
-	hbFoundDead                     // others marked this incarnation dead: fence all, go on as a new one
-	hbReplaced                      // another incarnation stands in our entry: join again
-	hbMisconfigured                 // the store cannot work (a missing table, denied access)
-	hbMissing                       // our entry is gone: join again
-)
-
-// heartbeatAction maps a heartbeat's error onto what to do. cur is the
-// entry a conflict found.
-func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases.Member) {
-	var conflict *leases.MemberConflictError
-	switch {
-	case err == nil:
-		return hbLanded, leases.Member{}
-	case errors.As(err, &conflict):
-		cur := conflict.Current
-		switch {
-		case cur.Incarnation == inc && cur.Notice != s.notice && !cur.Leaving:
-			return hbNotice, cur
-		case s.attempted[cur.Incarnation] || (cur.Incarnation != inc && cur.Incarnation != "" && s.earlier != nil && s.earlier(cur.Incarnation)):
-			return hbOurAttempt, cur
-		case cur.Incarnation == inc && cur.Leaving:
-			// Found dead by others, or (needNewInc) our own leaving
-			// heartbeat whose answer was lost: either way, on as a new one.
-			return hbFoundDead, cur
-		case cur.Owner == "":
-			return hbMissing, cur // removed, or the table recreated: join again
-		}
-		return hbReplaced, cur
-	case errors.Is(err, leases.ErrMisconfigured):
-		return hbMisconfigured, leases.Member{}
-	}
-	return hbFailed, leases.Member{}
+	return fence.HeartbeatDeadline(fence.Mono(), me.fence.Load(), me.cfg.Heartbeat)
 }
 
 // Heartbeats is the heartbeat loop: a heartbeat every interval (half an
@@ -130,7 +28,7 @@ func heartbeatAction(err error, s *heartbeatState, inc string) (hbAction, leases
 func (me *Member) Heartbeats(ctx context.Context) error {
 	for {
 		wait := backoff.Jitter(me.cfg.Heartbeat)
-		if me.hb.failed {
+		if me.hb.Failed {
 			wait = me.cfg.Heartbeat / 2
 		}
 		if backoff.Sleep(ctx, wait) != nil {
@@ -146,32 +44,32 @@ func (me *Member) Heartbeats(ctx context.Context) error {
 // calls for, and the fence's bookkeeping.
 func (me *Member) beat(ctx context.Context) error {
 	err := me.heartbeat(ctx)
-	act, cur := heartbeatAction(err, &me.hb, me.Incarnation())
-	me.hb.failed = act != hbLanded
+	act, cur := heartbeat.Decide(err, &me.hb, me.Incarnation())
+	me.hb.Failed = act != heartbeat.Landed
 	switch act {
-	case hbLanded:
+	case heartbeat.Landed:
 		me.storeErr.Store(nil)
-	case hbNotice:
+	case heartbeat.Notice:
 		// Someone bumped our notice (an operator's rewind): look at the held
 		// rows now, and heartbeat with the notice as it is.
-		me.hb.notice = cur.Notice
+		me.hb.Notice = cur.Notice
 		me.host.Reconcile()
 		me.host.Kick() // now, not at the next round: a rewind waits a heartbeat at most
 		err = me.heartbeat(ctx)
-		me.hb.failed = err != nil
-	case hbFoundDead:
+		me.hb.Failed = err != nil
+	case heartbeat.FoundDead:
 		// Someone found this incarnation dead and marked it leaving: it may
 		// never come back (a taker may act on that view for a while). All is
 		// lost; go on as a new incarnation.
 		me.fenceAll("another member found this incarnation dead")
-		me.fence.Store(Fenced)
+		me.fence.Store(fence.Fenced)
 		fallthrough
-	case hbOurAttempt:
+	case heartbeat.OurAttempt:
 		// Our entry is one of the new incarnations we tried (its answer was
 		// lost): never go on as it; replace it with yet another.
-		me.hb.failed = !me.reincarnate(ctx, cur)
+		me.hb.Failed = !me.reincarnate(ctx, cur)
 		return nil
-	case hbReplaced:
+	case heartbeat.Replaced:
 		// Another incarnation of this owner stands in our entry: another
 		// process with this owner id, or an earlier process's join or
 		// replacement applied late (seed 95011353: a predecessor's join
@@ -181,21 +79,21 @@ func (me *Member) beat(ctx context.Context) error {
 		// a *DuplicateOwnerError after its wait); one that stands still for
 		// a timeout is dead and taken over as a new incarnation.
 		me.fenceAll("another incarnation stands in this instance's membership entry")
-		me.fence.Store(Fenced)
+		me.fence.Store(fence.Fenced)
 		old := me.Incarnation()
 		if err := me.Join(ctx); err != nil {
 			return err
 		}
-		me.hb.needNewInc, me.hb.attempted, me.hb.notice, me.hb.failed = false, nil, 0, false
+		me.hb.NeedNewInc, me.hb.Attempted, me.hb.Notice, me.hb.Failed = false, nil, 0, false
 		me.markDead(leases.Member{Owner: me.cfg.Owner, Incarnation: old})
 		return nil
-	case hbMissing:
+	case heartbeat.Missing:
 		// Our entry was removed (found stale for three timeouts: our fence
 		// passed long ago) or the table was recreated empty: write it
 		// again, as the same incarnation if it may go on.
 		me.rejoin(ctx)
 		return nil
-	case hbMisconfigured:
+	case heartbeat.Misconfigured:
 		// Running, the table went missing or access was withdrawn: fence
 		// (the fence passes on its own), report, and keep trying.
 		me.storeErr.Store(&err)
@@ -206,13 +104,13 @@ func (me *Member) beat(ctx context.Context) error {
 			me.storeErr.Store(&err)
 		}
 	}
-	if err == nil && me.hb.needNewInc {
-		me.hb.failed = !me.reincarnate(ctx, leases.Member{})
+	if err == nil && me.hb.NeedNewInc {
+		me.hb.Failed = !me.reincarnate(ctx, leases.Member{})
 	}
-	if !me.hb.failed && !me.hb.needNewInc && !me.fence.Passed() && me.fencedSince.Swap(0) != 0 {
+	if !me.hb.Failed && !me.hb.NeedNewInc && !me.fence.Passed() && me.fencedSince.Swap(0) != 0 {
 		me.log.Info("kinesislease: heartbeat current again; taking leases afresh", "incarnation", me.Incarnation())
 	}
-	if me.fence.Passed() && me.fence.Load() != Fenced {
+	if me.fence.Passed() && me.fence.Load() != fence.Fenced {
 		// Heartbeats failed past the fence (or the incarnation adopted
 		// unanswered had none answered in time): others may find it dead,
 		// so it is over, whatever it holds.
@@ -230,17 +128,17 @@ func (me *Member) heartbeat(ctx context.Context) error {
 	// Every attempt writes a new value: an attempt whose answer was lost
 	// may have landed, and a next attempt writing the same value would move
 	// the holder's fence while takers see no change.
-	me.hb.hb++
+	me.hb.Beat++
 	inc := me.Incarnation()
-	m := me.entry(inc, me.hb.hb, me.hb.notice)
-	m.Young = time.Duration(Mono()-me.entrySince.Load()) < me.cfg.Timeout
+	m := me.entry(inc, me.hb.Beat, me.hb.Notice)
+	m.Young = time.Duration(fence.Mono()-me.entrySince.Load()) < me.cfg.Timeout
 	// A fenced incarnation says so: its leases may be taken at once. Only
 	// the old incarnation: once the instance goes on as a new one, that one
 	// holds what it takes afresh.
-	m.Leaving = me.hb.needNewInc
+	m.Leaving = me.hb.NeedNewInc
 	sentAt := time.Now()
-	sent := int64(sentAt.Sub(epoch))
-	rows, err := me.mem.Heartbeat(hctx, RowOf(inc), m)
+	sent := fence.MonoAt(sentAt)
+	rows, err := me.mem.Heartbeat(hctx, roster.RowOf(inc), m)
 	if err != nil {
 		return err
 	}
@@ -250,7 +148,7 @@ func (me *Member) heartbeat(ctx context.Context) error {
 		// at once).
 		me.extendFence(sentAt)
 	}
-	me.observe(RowOf(inc), rows, sent, Mono())
+	me.observe(roster.RowOf(inc), rows, sent, fence.Mono())
 	return nil
 }
 
@@ -260,11 +158,11 @@ func (me *Member) heartbeat(ctx context.Context) error {
 // before the fence moves; the instance reads again only what it takes
 // afresh, as a new incarnation.
 func (me *Member) extendFence(sentAt time.Time) {
-	sent := int64(sentAt.Sub(epoch))
-	if fencePassed(me.fence.Load(), sent) || (me.fence.Load() != Fenced && me.fence.PassedAt(sent, sentAt.UnixNano())) {
+	sent := fence.MonoAt(sentAt)
+	if fence.PassedBefore(me.fence.Load(), sent) || (me.fence.Load() != fence.Fenced && me.fence.PassedAt(sent, sentAt.UnixNano())) {
 		me.fenceAll("the fence passed before this heartbeat was sent")
 	}
-	me.fence.Store(fenceAfter(sent, me.cfg.Timeout, me.cfg.FenceMargin))
+	me.fence.Store(fence.After(sent, me.cfg.Timeout, me.cfg.FenceMargin))
 }
 
 // fenceAll stops every worker at once: no lease of this incarnation may be
@@ -280,8 +178,8 @@ func (me *Member) fenceAll(why string) {
 	// leaving or dead in any membership row they read since. The instance
 	// goes on as a new incarnation, so that no taker's view of the old one
 	// can ever apply to a row it takes afresh.
-	me.hb.needNewInc = true
-	me.fencedSince.CompareAndSwap(0, Mono())
+	me.hb.NeedNewInc = true
+	me.fencedSince.CompareAndSwap(0, fence.Mono())
 }
 
 // reincarnate replaces this instance's membership entry with one of a new
@@ -292,18 +190,18 @@ func (me *Member) fenceAll(why string) {
 func (me *Member) reincarnate(ctx context.Context, cur leases.Member) bool {
 	old := me.Incarnation()
 	if cur.Owner == "" {
-		cur = syncx.Guarded(&me.viewMu, func() leases.Member { return me.view.latest[me.cfg.Owner] })
+		cur = syncx.Guarded(&me.viewMu, func() leases.Member { return me.view.Latest[me.cfg.Owner] })
 	}
-	if cur.Incarnation != old && !me.hb.attempted[cur.Incarnation] && !me.ownInc(cur.Incarnation) {
+	if cur.Incarnation != old && !me.hb.Attempted[cur.Incarnation] && !me.ownInc(cur.Incarnation) {
 		return false // not seen yet: the next heartbeat (leaving) shows it
 	}
-	row := RowOf(old)
+	row := roster.RowOf(old)
 	inc, rows, sent, err := me.replaceAs(ctx, row, cur, cur.Notice)
 	if err != nil {
-		putIn(&me.hb.attempted, inc, true) // it may land, late: never to go on as
+		putIn(&me.hb.Attempted, inc, true) // it may land, late: never to go on as
 		var conflict *leases.MemberConflictError
-		if errors.As(err, &conflict) && (conflict.Current.Incarnation == old || me.hb.attempted[conflict.Current.Incarnation]) {
-			syncx.Guard(&me.viewMu, func() { me.view.latest[me.cfg.Owner] = conflict.Current }) // the next attempt replaces what is there
+		if errors.As(err, &conflict) && (conflict.Current.Incarnation == old || me.hb.Attempted[conflict.Current.Incarnation]) {
+			syncx.Guard(&me.viewMu, func() { me.view.Latest[me.cfg.Owner] = conflict.Current }) // the next attempt replaces what is there
 		}
 		if ctx.Err() == nil {
 			me.log.Warn("kinesislease: starting a new incarnation after a fence failed; retrying", "err", err)
@@ -315,7 +213,7 @@ func (me *Member) reincarnate(ctx context.Context, cur leases.Member) bool {
 	if cur.Incarnation != old {
 		me.markDead(leases.Member{Owner: me.cfg.Owner, Incarnation: old})
 	}
-	me.hb.notice, me.hb.needNewInc, me.hb.attempted = cur.Notice, false, nil
+	me.hb.Notice, me.hb.NeedNewInc, me.hb.Attempted = cur.Notice, false, nil
 	me.become(inc, row, rows, sent) // started already: it is running
 	return true
 }
@@ -329,27 +227,27 @@ func (me *Member) reincarnate(ctx context.Context, cur leases.Member) bool {
 func (me *Member) rejoin(ctx context.Context) {
 	me.host.Reconcile()
 	inc := me.Incarnation()
-	row := RowOf(inc)
-	if !me.hb.needNewInc && me.markHeld(ctx) {
-		me.hb.hb++
-		m := me.entry(inc, me.hb.hb, me.hb.notice) // young again: new to this table, maybe
+	row := roster.RowOf(inc)
+	if !me.hb.NeedNewInc && me.markHeld(ctx) {
+		me.hb.Beat++
+		m := me.entry(inc, me.hb.Beat, me.hb.Notice) // young again: new to this table, maybe
 		// The table is new from now as far as tableOld goes, before the
 		// write's send: a round that finds this entry in the table from
 		// then on must not take it for the entry it knew (seed 96123701).
-		now := Mono()
+		now := fence.Mono()
 		me.entrySince.Store(now)
 		me.rejoinSent.Store(now)
 		jctx, cancel := context.WithTimeout(ctx, me.entryDeadline())
 		sentAt := time.Now()
-		sent := int64(sentAt.Sub(epoch))
+		sent := fence.MonoAt(sentAt)
 		rows, err := me.mem.Join(jctx, row, m)
 		cancel()
 		if err == nil {
-			me.entrySince.Store(Mono())
+			me.entrySince.Store(fence.Mono())
 			me.host.ForgetMarks() // this incarnation's marks may have gone with the table
-			me.hb.failed = false
+			me.hb.Failed = false
 			me.extendFence(sentAt)
-			me.observe(row, rows, sent, Mono())
+			me.observe(row, rows, sent, fence.Mono())
 			me.bumpLater(row)
 			me.log.Warn("kinesislease: this instance's membership entry had vanished (table recreated?); wrote it again", "row", row)
 			return
@@ -361,15 +259,15 @@ func (me *Member) rejoin(ctx context.Context) {
 	}
 	// A new incarnation, in a row with room.
 	me.fenceAll("this instance's membership entry vanished and cannot be written again as it was")
-	me.fence.Store(Fenced)
-	counts := syncx.Guarded(&me.viewMu, func() map[int]int { return maps.Clone(me.rows.total) })
+	me.fence.Store(fence.Fenced)
+	counts := syncx.Guarded(&me.viewMu, func() map[int]int { return maps.Clone(me.rows.Total) })
 	mctx, cancel := context.WithTimeout(ctx, me.entryDeadline())
 	if ms, err := me.mem.Members(mctx, row); err == nil {
 		counts[row] = len(ms)
 	}
 	cancel()
 	if ok, err := me.joinRow(ctx, counts); ok {
-		me.hb.needNewInc, me.hb.attempted, me.hb.notice, me.hb.failed = false, nil, 0, false
+		me.hb.NeedNewInc, me.hb.Attempted, me.hb.Notice, me.hb.Failed = false, nil, 0, false
 		me.markDead(leases.Member{Owner: me.cfg.Owner, Incarnation: inc})
 		me.log.Info("kinesislease: new incarnation after the membership entry vanished", "from", inc, "incarnation", me.Incarnation())
 	} else if err != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
@@ -51,7 +53,7 @@ func (me *Member) Join(ctx context.Context) error {
 			// Only its heartbeat shows it alive: a notice bumped by an
 			// operator's rewind changes the entry but not that.
 			still := mine.Incarnation == seen.Incarnation && mine.Heartbeat == seen.Heartbeat && seen.Owner != ""
-			if mine.Leaving || me.hb.attempted[mine.Incarnation] || me.ownInc(mine.Incarnation) || (still && now.Sub(seenAt) >= me.cfg.Timeout) {
+			if mine.Leaving || me.hb.Attempted[mine.Incarnation] || me.ownInc(mine.Incarnation) || (still && now.Sub(seenAt) >= me.cfg.Timeout) {
 				// Left, or dead: its fence has passed; or one of this
 				// process's own join attempts, landed with its answer lost
 				// (never another process). Take the entry over as a new
@@ -100,8 +102,8 @@ func (me *Member) Join(ctx context.Context) error {
 }
 
 // readAll reads the header and the rows a join of this owner needs into
-// the view: its home rows that the header lists (joinRows, in the bands up
-// to the highest row listed; see placement.go), the rows its joins met an
+// the view: its home rows that the header lists (roster.JoinRows, in the bands up
+// to the highest row listed; see internal/roster's placement.go), the rows its joins met an
 // entry of its owner in, and the rows of the incarnations this process was or
 // tried to be. It returns this owner's entry if one is found (and its
 // row), and how many entries each row read holds. The other rows are read
@@ -114,7 +116,7 @@ func (me *Member) readAll(ctx context.Context) (mine leases.Member, mineRow int,
 	}
 	me.noteHeader(h)
 	rows := map[int]bool{}
-	for _, r := range joinRows(me.cfg.Owner, joinTop(h.Rows)) {
+	for _, r := range roster.JoinRows(me.cfg.Owner, roster.JoinTop(h.Rows)) {
 		if _, listed := h.Rows[r]; listed {
 			rows[r] = true // a row never listed has no entry, unless its bump was lost (below)
 		}
@@ -122,11 +124,11 @@ func (me *Member) readAll(ctx context.Context) (mine leases.Member, mineRow int,
 	// The rows this instance's joins met an entry of its owner in (the
 	// header may not list one: a bump that never landed): read them too, or
 	// the join would meet it for ever.
-	maps.Copy(rows, me.hb.joinConflicts)
+	maps.Copy(rows, me.hb.JoinConflicts)
 	for _, inc := range syncx.Guarded(&me.mu, func() []string { return slices.Concat(me.incs, me.tried) }) {
-		rows[RowOf(inc)] = true // an attempt of ours may have landed there
+		rows[roster.RowOf(inc)] = true // an attempt of ours may have landed there
 	}
-	delete(rows, -1) // an incarnation that names no row (rowOf)
+	delete(rows, -1) // an incarnation that names no row (roster.RowOf)
 	counts = map[int]int{}
 	for _, r := range slices.Sorted(maps.Keys(rows)) {
 		ms, err := me.readMembersRow(ctx, r, h.Rows[r])
@@ -144,19 +146,19 @@ func (me *Member) readAll(ctx context.Context) (mine leases.Member, mineRow int,
 }
 
 // joinRow writes a new entry for a new incarnation in one of its owner's
-// home rows with room (joinCandidate, by counts), and reports whether it
+// home rows with room (roster.JoinCandidate, by counts), and reports whether it
 // did. Its fence
 // counts from the first attempt's send, since an attempt whose answer was
 // lost may have landed then.
 func (me *Member) joinRow(ctx context.Context, counts map[int]int) (bool, error) {
 candidates:
 	for full := 0; ; {
-		row, ok := joinCandidate(me.cfg.Owner, counts, -1, full, rand.IntN)
+		row, ok := roster.JoinCandidate(me.cfg.Owner, counts, -1, full, rand.IntN)
 		if !ok {
 			return false, errors.New("engine: every membership row is full")
 		}
 		inc := newIncarnation(row)
-		if cur := me.Incarnation(); RowOf(cur) < 0 && !me.ownInc(driver.NewIncarnation(row, cur)) {
+		if cur := me.Incarnation(); roster.RowOf(cur) < 0 && !me.ownInc(driver.NewIncarnation(row, cur)) {
 			// The first join: the process's own suffix (Incarnation before
 			// Run), in the row it joins. Never an id tried before: an
 			// attempt whose answer was lost may have landed and been found
@@ -164,9 +166,9 @@ candidates:
 			// coming at once (seed 91010012).
 			inc = driver.NewIncarnation(row, cur)
 		}
-		me.hb.hb++
-		m := me.entry(inc, me.hb.hb, 0)
-		first := Mono()
+		me.hb.Beat++
+		m := me.entry(inc, me.hb.Beat, 0)
+		first := fence.Mono()
 		me.tryInc(inc)
 		for attempt := 0; attempt < 5; attempt++ {
 			// A join's deadline is a whole interval (a heartbeat's is half):
@@ -178,7 +180,7 @@ candidates:
 			var conflict *leases.MemberConflictError
 			switch {
 			case err == nil:
-				delete(me.hb.attempted, inc) // ours now: not an attempt to replace
+				delete(me.hb.Attempted, inc) // ours now: not an attempt to replace
 				me.become(inc, row, rows, first)
 				return true, nil
 			case errors.As(err, &conflict) && conflict.Full:
@@ -188,7 +190,7 @@ candidates:
 			case errors.As(err, &conflict):
 				// An entry of this owner is in the row (another process of
 				// this owner, or an earlier incarnation): read it again.
-				putIn(&me.hb.joinConflicts, row, true)
+				putIn(&me.hb.JoinConflicts, row, true)
 				return false, nil
 			case errors.Is(err, leases.ErrMisconfigured):
 				return false, err
@@ -196,15 +198,15 @@ candidates:
 				return false, nil
 			default:
 				// It may have landed with its answer lost: if the entry
-				// turns up later, it is one of ours (heartbeatAction's
-				// hbOurAttempt), replaced by a new incarnation, never
+				// turns up later, it is one of ours (heartbeat.Decide's
+				// heartbeat.OurAttempt), replaced by a new incarnation, never
 				// taken for another process with this owner id.
-				putIn(&me.hb.attempted, inc, true)
+				putIn(&me.hb.Attempted, inc, true)
 				me.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
 				// The same entry again: if the first landed, this one finds it.
 			}
 		}
-		// Failed five times (joinCandidate picks only a row with room, which
+		// Failed five times (roster.JoinCandidate picks only a row with room, which
 		// a full row's conflict alone fills): read again, later.
 		return false, nil
 	}
@@ -224,7 +226,7 @@ func (me *Member) replaceEntry(ctx context.Context, row int, cur leases.Member) 
 			// It may land, late: an entry of inc found later is ours (an
 			// attempt to replace), never another process with this owner
 			// id (seeds 1268, 2290).
-			putIn(&me.hb.attempted, inc, true)
+			putIn(&me.hb.Attempted, inc, true)
 		}
 		if ctx.Err() == nil {
 			me.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
@@ -243,9 +245,9 @@ func (me *Member) replaceEntry(ctx context.Context, row int, cur leases.Member) 
 func (me *Member) replaceAs(ctx context.Context, row int, cur leases.Member, notice int64) (inc string, rows []leases.Member, sent int64, err error) {
 	inc = newIncarnation(row)
 	me.tryInc(inc)
-	me.hb.hb = max(me.hb.hb, cur.Heartbeat) + 1
-	next := me.entry(inc, me.hb.hb, notice)
-	sent = Mono()
+	me.hb.Beat = max(me.hb.Beat, cur.Heartbeat) + 1
+	next := me.entry(inc, me.hb.Beat, notice)
+	sent = fence.Mono()
 	rctx, cancel := context.WithTimeout(ctx, me.entryDeadline())
 	defer cancel()
 	rows, err = me.mem.ReplaceMember(rctx, row, cur, next)
@@ -293,11 +295,11 @@ func remember(l *[]string, inc string, n int) {
 func (me *Member) become(inc string, row int, rows []leases.Member, sent int64, dead ...leases.Member) {
 	me.mu.Lock()
 	me.inc = inc
-	me.entrySince.Store(Mono())
+	me.entrySince.Store(fence.Mono())
 	remember(&me.incs, inc, maxIncs)
-	me.fence.Store(fenceAfter(sent, me.cfg.Timeout, me.cfg.FenceMargin))
+	me.fence.Store(fence.After(sent, me.cfg.Timeout, me.cfg.FenceMargin))
 	me.mu.Unlock()
-	me.observe(row, rows, sent, Mono())
+	me.observe(row, rows, sent, fence.Mono())
 	for _, m := range dead {
 		me.markDead(m)
 	}
@@ -307,7 +309,7 @@ func (me *Member) become(inc string, row int, rows []leases.Member, sent int64, 
 
 // markDead records that an incarnation is known dead.
 func (me *Member) markDead(m leases.Member) {
-	syncx.Guard(&me.viewMu, func() { me.view.markDead(m.Owner, m.Incarnation, Mono()) })
+	syncx.Guard(&me.viewMu, func() { me.view.MarkDead(m.Owner, m.Incarnation, fence.Mono()) })
 }
 
 // Leave removes this incarnation's membership entry, once the instance
@@ -316,13 +318,13 @@ func (me *Member) Leave() {
 	if !me.started.Load() {
 		return
 	}
-	own := syncx.Guarded(&me.viewMu, func() leases.Member { return me.view.latest[me.cfg.Owner] })
+	own := syncx.Guarded(&me.viewMu, func() leases.Member { return me.view.Latest[me.cfg.Owner] })
 	if own.Incarnation == "" {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	row := RowOf(own.Incarnation)
+	row := roster.RowOf(own.Incarnation)
 	_, err := me.mem.ReplaceMember(rctx, row, own, leases.Member{})
 	var conflict *leases.MemberConflictError
 	if errors.As(err, &conflict) && conflict.Current.Incarnation == own.Incarnation {

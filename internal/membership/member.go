@@ -9,7 +9,9 @@
 // schedule; the instance's round reads the others through Refresh and
 // asks Live, Alive and the rest. What the entry publishes of the instance
 // (its streams, listing, counts) and what a fence does to its workers come
-// from the instance through Host.
+// from the instance through Host. Its pure parts are below it: the view and
+// where an entry goes in internal/roster, what a heartbeat's answer calls
+// for in internal/heartbeat, the fence in internal/fence.
 package membership
 
 import (
@@ -22,6 +24,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/heartbeat"
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
@@ -122,18 +127,18 @@ type Member struct {
 	// with the same owner id (see Duplicates).
 	tried []string
 
-	fence Fence // Mono() after which nothing may be delivered
+	fence fence.Fence // Mono() after which nothing may be delivered
 	// fencedSince is Mono() when this instance found itself fenced; 0 when
 	// it is not. Written by the heartbeat loop.
 	fencedSince atomic.Int64
 
-	hb heartbeatState // the heartbeat loop's own
+	hb heartbeat.State // the heartbeat loop's own
 
 	viewMu sync.Mutex // guards view, rows, dupSince and endedMoves
-	view   *memberView
-	rows   rowBook
+	view   *roster.View
+	rows   roster.Book
 	// dupSince: since when another process with this owner id is seen.
-	dupSince map[memberID]int64
+	dupSince map[roster.ID]int64
 	// endedMoves: when (Mono) each member's Ended count was last seen
 	// moving (EndedMoves).
 	endedMoves map[string]int64
@@ -161,11 +166,7 @@ type Member struct {
 	// joinSeen is Mono() when this instance last saw a member it did not
 	// know with an entry younger than a timeout: one joining.
 	joinSeen atomic.Int64
-	// check is the last SameTable read, under checkSem (a channel, not a
-	// mutex, held across a store call: a goroutine waiting on a channel
-	// lets a synctest bubble's clock move).
-	checkSem chan struct{}
-	check    *tableCheck
+	check    *syncx.Shared // the reads of SameTable
 }
 
 // New returns the Member of an instance that has not joined yet: fenced,
@@ -173,11 +174,11 @@ type Member struct {
 func New(cfg Config) *Member {
 	me := &Member{
 		cfg: cfg, mem: cfg.Store, host: cfg.Host, log: cfg.Log, inc: rand.Text()[:10],
-		view: newMemberView(cfg.Owner, cfg.Timeout), rows: newRowBook(), dupSince: map[memberID]int64{},
-		checkSem: make(chan struct{}, 1),
+		view: roster.NewView(cfg.Owner, cfg.Timeout), rows: roster.NewBook(), dupSince: map[roster.ID]int64{},
+		check: syncx.NewShared(),
 	}
-	me.fence.Store(Fenced)
-	me.hb.earlier = me.ownInc
+	me.fence.Store(fence.Fenced)
+	me.hb.Earlier = me.ownInc
 	return me
 }
 
@@ -185,7 +186,7 @@ func New(cfg Config) *Member {
 func newIncarnation(row int) string { return driver.NewIncarnation(row, rand.Text()[:10]) }
 
 // row returns the membership row this instance heartbeats in.
-func (me *Member) row() int { return RowOf(me.Incarnation()) }
+func (me *Member) row() int { return roster.RowOf(me.Incarnation()) }
 
 // Incarnation returns this process's current incarnation id: before Join
 // has joined the membership, the process's random suffix alone (its first
@@ -214,7 +215,7 @@ func (me *Member) IncarnationLocked() string { return me.inc }
 func (me *Member) OursLocked(inc string) bool { return slices.Contains(me.incs, inc) }
 
 // Fence returns the instance's fence: every lease it holds reads it.
-func (me *Member) Fence() *Fence { return &me.fence }
+func (me *Member) Fence() *fence.Fence { return &me.fence }
 
 // Fenced reports whether the instance found itself fenced and has not
 // come back yet (a new incarnation, or its heartbeats current again):

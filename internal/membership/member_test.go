@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -62,7 +63,7 @@ func TestFenceUnderTheLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		first := me.Incarnation()
-		if RowOf(first) != 0 || me.Fence().Passed() || me.Fenced() {
+		if roster.RowOf(first) != 0 || me.Fence().Passed() || me.Fenced() {
 			t.Fatalf("joined as %q, fence passed %v, fenced %v: want row 0, not fenced", first, me.Fence().Passed(), me.Fenced())
 		}
 		time.Sleep(4 * time.Second) // past the fence: no heartbeat

@@ -6,100 +6,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
-
-// rowBook is what this instance knows of the membership rows: the roster
-// version of each row in the header as last read, the version each row had
-// when this instance last read it, and how many entries it held. Guarded by
-// Member.viewMu.
-type rowBook struct {
-	header   map[int]int64 // row -> roster version, as the header said
-	headerOK bool          // the header was read at least once
-	headerAt int64         // when the header was last read (on Mono())
-	vanished int64         // the header's Vanished count, as last read
-	readAt   map[int]int64 // row -> the header's version when last read
-	entries  map[int]int   // row -> entries alive (not leaving, not found dead) at the last read
-	total    map[int]int   // row -> entries at the last read
-	// bump holds the rows whose roster this instance changed and whose
-	// header version it has not bumped yet (a bump failed): retried every
-	// round until it lands.
-	bump map[int]bool
-}
-
-func newRowBook() rowBook {
-	return rowBook{header: map[int]int64{}, readAt: map[int]int64{}, entries: map[int]int{}, total: map[int]int{}, bump: map[int]bool{}}
-}
-
-// watched returns the membership rows this instance times besides its own:
-// walking the rows after its own, in ring order, every row with entries up
-// to and including the first that has an entry alive (or that the header
-// lists and was never read), at most maxWatched of them. Every
-// row with entries is so watched by the members of the row before it, and
-// the members of a row watch each other through their heartbeats, so every
-// member is timed by someone at the cost of one read a round; the rows
-// passed on the way, whose members are all dead (a whole row died), are
-// read too until their entries are removed.
-func (b *rowBook) watched(own int) []int {
-	last := own
-	for r := range b.header {
-		last = max(last, r)
-	}
-	var rows []int
-	for i := 1; i <= last && len(rows) < maxWatched; i++ {
-		r := (own + i) % (last + 1)
-		total, read := b.total[r]
-		if !read {
-			if _, listed := b.header[r]; listed {
-				return append(rows, r)
-			}
-			continue
-		}
-		if total == 0 {
-			continue
-		}
-		rows = append(rows, r)
-		if b.entries[r] > 0 {
-			return rows
-		}
-	}
-	return rows
-}
-
-// maxWatched bounds the rows a member times besides its own: one in steady
-// state, more only while rows of dead members lie in between (they are read
-// until their entries are removed, three timeouts after they died).
-const maxWatched = 8
-
-// due returns the rows to read now: those whose roster version moved since
-// this instance read them, the watched rows, and the rows asked for (want,
-// which it adds the others to); never own.
-func (b *rowBook) due(own int, want map[int]bool) []int {
-	for r, v := range b.header {
-		if at, ok := b.readAt[r]; !ok || at != v {
-			want[r] = true
-		}
-	}
-	for _, w := range b.watched(own) {
-		want[w] = true
-	}
-	delete(want, own) // comes back with every heartbeat
-	return slices.Sorted(maps.Keys(want))
-}
-
-// complete reports whether every row the header lists has been read once.
-func (b *rowBook) complete(own int) bool {
-	if !b.headerOK {
-		return false
-	}
-	for r := range b.header {
-		if _, ok := b.total[r]; !ok && r != own {
-			return false
-		}
-	}
-	return true
-}
 
 // Refresh reads the membership header (one small item) and the rows it
 // calls for: those whose roster changed, the watched row (for timing), and
@@ -111,10 +22,10 @@ func (me *Member) Refresh(ctx context.Context) bool {
 	me.flushBumps(ctx)
 	own := me.row()
 	due := syncx.Guarded(&me.viewMu, func() bool {
-		every := headerEvery(len(me.view.live(Mono())), len(me.rows.header))
-		return every == 0 || !me.rows.headerOK || time.Duration(Mono()-me.rows.headerAt) >= every
+		every := roster.HeaderEvery(len(me.view.Live(fence.Mono())), len(me.rows.Header))
+		return every == 0 || !me.rows.HeaderOK || time.Duration(fence.Mono()-me.rows.HeaderAt) >= every
 	})
-	// Due every round, but less often in a large fleet (headerEvery).
+	// Due every round, but less often in a large fleet (roster.HeaderEvery).
 	if due {
 		if h, err := me.mem.Header(ctx); err != nil {
 			if ctx.Err() == nil {
@@ -127,104 +38,66 @@ func (me *Member) Refresh(ctx context.Context) bool {
 		}
 	}
 	me.viewMu.Lock()
-	// Rows to read besides: those of incarnations never seen that a lease
-	// row names.
-	want := maps.Clone(me.view.unknown)
-	for id := range me.view.dupes {
-		// Another process's entry with this owner id: read its row every
-		// round, so that one that stopped heartbeating is seen stale and
-		// forgotten (the row may never change roster again).
-		want[RowOf(id.inc)] = true
-	}
-	delete(want, -1) // an incarnation that names no row (rowOf)
-	clear(me.view.unknown)
-	rows := me.rows.due(own, want)
-	// Rows of members whose timeout has run out: read now, own row
-	// included (its entries otherwise come back only with the heartbeat).
-	suspect, _ := me.view.suspects(Mono(), me.timedLocked(own))
-	rows = slices.Concat(rows, slices.DeleteFunc(suspect, func(r int) bool { return slices.Contains(rows, r) }))
+	rows := me.rows.ToRead(me.view, own, fence.Mono())
 	me.viewMu.Unlock()
 	syncx.Bounded(ctx, storeConcurrency, len(rows), func(i int) {
-		v := syncx.Guarded(&me.viewMu, func() int64 { return me.rows.header[rows[i]] })
+		v := syncx.Guarded(&me.viewMu, func() int64 { return me.rows.Header[rows[i]] })
 		if _, err := me.readMembersRow(ctx, rows[i], v); err != nil && ctx.Err() == nil {
 			me.log.Warn("kinesislease: reading membership row failed", "row", rows[i], "err", err)
 		}
 	})
-	return syncx.Guarded(&me.viewMu, func() bool { return me.rows.complete(own) })
+	return syncx.Guarded(&me.viewMu, func() bool { return me.rows.Complete(own) })
 }
 
 // storeConcurrency bounds the concurrent reads of membership rows of a
 // Refresh, as the instance's round bounds its store calls.
 const storeConcurrency = 16
 
-// headerBudget is the read units a second the fleet spends on the
-// membership header, which every member reads: a third of DynamoDB's
-// per-item limit (3,000), so that the header never throttles.
-const headerBudget = 1000
-
-// headerEvery is how long a member waits between two reads of the header,
-// in a fleet of members live members whose header lists rows rows: every
-// round (0) while the fleet is small, and so that the fleet's reads stay
-// within headerBudget as it grows (a strongly consistent read costs a
-// unit per 4 KB; the header holds about 9 bytes a row). At the defaults,
-// every round up to 1,250 members; every 10 s at 5,000 (a 5.6 KB header:
-// two units a read, 1,000 units a second in all). A roster change or a
-// vanished report is seen that much later; heartbeats, deaths of the
-// members a member times and its own row are not read through it.
-func headerEvery(members, rows int) time.Duration {
-	units := (16 + 9*rows + 4095) / 4096
-	d := time.Duration(float64(members*units) / headerBudget * float64(time.Second))
-	if d < time.Second {
-		return 0 // every round
-	}
-	return d
-}
-
 // noteHeader records the membership header h as read now, and reports
 // whether its Vanished count moved since the header was last read.
 func (me *Member) noteHeader(h leases.MemberHeader) (moved bool) {
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
-	moved = me.rows.headerOK && h.Vanished != me.rows.vanished
-	me.rows.header, me.rows.headerOK, me.rows.vanished, me.rows.headerAt = h.Rows, true, h.Vanished, Mono()
+	moved = me.rows.HeaderOK && h.Vanished != me.rows.Vanished
+	me.rows.Header, me.rows.HeaderOK, me.rows.Vanished, me.rows.HeaderAt = h.Rows, true, h.Vanished, fence.Mono()
 	return moved
 }
 
 // readMembersRow reads membership row r into the view (observe), and records it
 // as read at roster version v (the header's, as last read).
 func (me *Member) readMembersRow(ctx context.Context, r int, v int64) ([]leases.Member, error) {
-	sent := Mono()
+	sent := fence.Mono()
 	ms, err := me.mem.Members(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	me.observe(r, ms, sent, Mono())
-	syncx.Guard(&me.viewMu, func() { me.rows.readAt[r] = v })
+	me.observe(r, ms, sent, fence.Mono())
+	syncx.Guard(&me.viewMu, func() { me.rows.ReadAt[r] = v })
 	return ms, nil
 }
 
-// observe records a membership row as read (see memberView.observe).
+// observe records a membership row as read (see roster.View.Observe).
 func (me *Member) observe(r int, rows []leases.Member, sent, ret int64) {
 	inc := me.Incarnation()
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
-	live, now := 0, Mono()
+	live, now := 0, fence.Mono()
 	for _, m := range rows {
 		// Before alive, which makes an incarnation it looks up known (a
 		// row holds one entry an owner: alive on one never makes another
 		// known).
-		if m.Owner != me.cfg.Owner && !m.Leaving && m.Young && me.view.obs[memberID{m.Owner, m.Incarnation}] == nil {
+		if m.Owner != me.cfg.Owner && !m.Leaving && m.Young && me.view.Obs[roster.ID{Owner: m.Owner, Inc: m.Incarnation}] == nil {
 			me.joinSeen.Store(ret) // one joining
 		}
-		if !m.Leaving && (m.Owner == me.cfg.Owner || me.view.alive(m.Owner, m.Incarnation, now)) {
+		if !m.Leaving && (m.Owner == me.cfg.Owner || me.view.Alive(m.Owner, m.Incarnation, now)) {
 			live++
 		}
 		if p := int64(m.Proof); p > me.fleetProof.Load() {
 			me.fleetProof.Store(p) // only this goroutine's callers, under viewMu, write it
 		}
 	}
-	me.rows.entries[r] = live
-	me.rows.total[r] = len(rows)
+	me.rows.Entries[r] = live
+	me.rows.Total[r] = len(rows)
 	own := slices.ContainsFunc(rows, func(m leases.Member) bool { return m.Owner == me.cfg.Owner && m.Incarnation == inc })
 	if since := me.entrySince.Load(); since != 0 && (sent >= since || own && sent >= me.rejoinSent.Load()) {
 		// A read of the table this instance's entry is in (sent after it
@@ -237,7 +110,7 @@ func (me *Member) observe(r int, rows []leases.Member, sent, ret int64) {
 			me.oldSeen.Store(ret)
 		}
 	}
-	if moved := me.view.observe(r, rows, inc, sent, ret); len(moved) > 0 {
+	if moved := me.view.Observe(r, rows, inc, sent, ret); len(moved) > 0 {
 		me.noteEnded(moved) // a member ended a shard: its children are in the shard lists now
 	}
 }
@@ -248,7 +121,7 @@ func (me *Member) observe(r int, rows []leases.Member, sent, ret int64) {
 // round.
 func (me *Member) rosterChanged(ctx context.Context, row int) {
 	if err := me.mem.BumpRow(ctx, row); err != nil {
-		syncx.Guard(&me.viewMu, func() { me.rows.bump[row] = true })
+		syncx.Guard(&me.viewMu, func() { me.rows.Bump[row] = true })
 		if ctx.Err() == nil {
 			me.log.Warn("kinesislease: announcing a membership change failed; retrying", "row", row, "err", err)
 		}
@@ -263,7 +136,7 @@ func (me *Member) rosterChanged(ctx context.Context, row int) {
 // attempts take seconds) would let that fence pass before the next
 // heartbeat, fence again, and so on while the header stays slow.
 func (me *Member) bumpLater(row int) {
-	syncx.Guard(&me.viewMu, func() { me.rows.bump[row] = true })
+	syncx.Guard(&me.viewMu, func() { me.rows.Bump[row] = true })
 	me.host.Kick()
 }
 
@@ -271,8 +144,8 @@ func (me *Member) bumpLater(row int) {
 // those that failed.
 func (me *Member) flushBumps(ctx context.Context) {
 	me.viewMu.Lock()
-	rows := slices.Sorted(maps.Keys(me.rows.bump))
-	clear(me.rows.bump)
+	rows := slices.Sorted(maps.Keys(me.rows.Bump))
+	clear(me.rows.Bump)
 	me.viewMu.Unlock()
 	for _, r := range rows {
 		me.rosterChanged(ctx, r)
@@ -287,37 +160,29 @@ func (me *Member) Duplicates() error {
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
 	wait := max(me.cfg.ShutdownTimeout, 2*me.cfg.Timeout)
-	for id, m := range me.view.dupes {
-		o := me.view.obs[id]
+	for id, m := range me.view.Dupes {
+		o := me.view.Obs[id]
 		switch {
 		// An earlier incarnation of this process, its entry not yet
 		// replaced in its row, or an entry it tried to write whose answer
 		// was lost: not another process. Nor is an entry gone or leaving,
 		// or one not heartbeating (a dead process's leftover entry).
-		case slices.Contains(own, id.inc), o == nil || o.absent || m.Leaving, o.stale() >= me.cfg.Timeout:
-			delete(me.view.dupes, id)
+		case slices.Contains(own, id.Inc), o == nil || o.Absent || m.Leaving, o.Stale() >= me.cfg.Timeout:
+			delete(me.view.Dupes, id)
 		case me.dupSince[id] == 0:
-			me.dupSince[id] = Mono()
-			me.log.Error("kinesislease: another process heartbeats with this owner id; give each instance its own owner id", "incarnation", id.inc)
-		case time.Duration(Mono()-me.dupSince[id]) >= wait:
-			return &DuplicateOwnerError{Owner: me.cfg.Owner, Incarnation: id.inc}
+			me.dupSince[id] = fence.Mono()
+			me.log.Error("kinesislease: another process heartbeats with this owner id; give each instance its own owner id", "incarnation", id.Inc)
+		case time.Duration(fence.Mono()-me.dupSince[id]) >= wait:
+			return &DuplicateOwnerError{Owner: me.cfg.Owner, Incarnation: id.Inc}
 		}
 	}
 	return nil
 }
 
-// timedLocked returns whether this instance times the members of a row: its
-// own row's (their heartbeats come back with its own) and the watched
-// rows'. The caller holds viewMu.
-func (me *Member) timedLocked(own int) func(row int) bool {
-	watched := me.rows.watched(own)
-	return func(row int) bool { return row == own || slices.Contains(watched, row) }
-}
-
 // noteEnded records that the Ended counts of owners moved (an observe of a
 // membership row; the caller holds viewMu), and tells the host.
 func (me *Member) noteEnded(owners []string) {
-	now := Mono()
+	now := fence.Mono()
 	for _, o := range owners {
 		putIn(&me.endedMoves, o, now)
 	}
@@ -340,17 +205,17 @@ func (me *Member) NextSuspect() int64 {
 	own := me.row()
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
-	_, next := me.view.suspects(Mono(), me.timedLocked(own))
+	_, next := me.view.Suspects(fence.Mono(), me.rows.Timed(own))
 	return next
 }
 
-// Prune forgets the incarnations absent for long (memberView.prune).
-func (me *Member) Prune() { syncx.Guard(&me.viewMu, func() { me.view.prune(Mono()) }) }
+// Prune forgets the incarnations absent for long (roster.View.Prune).
+func (me *Member) Prune() { syncx.Guard(&me.viewMu, func() { me.view.Prune(fence.Mono()) }) }
 
 // Alive reports whether incarnation inc of owner may still hold leases at
-// now (memberView.alive): a row it names may be taken only once it is not.
+// now (roster.View.Alive): a row it names may be taken only once it is not.
 func (me *Member) Alive(owner, inc string, now int64) bool {
-	return syncx.Guarded(&me.viewMu, func() bool { return me.view.alive(owner, inc, now) })
+	return syncx.Guarded(&me.viewMu, func() bool { return me.view.Alive(owner, inc, now) })
 }
 
 // Live returns the latest entry of every owner the plan spreads the
@@ -361,8 +226,8 @@ func (me *Member) Live(now int64) []leases.Member {
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
 	var live []leases.Member
-	for _, o := range me.view.live(now) {
-		m := me.view.latest[o]
+	for _, o := range me.view.Live(now) {
+		m := me.view.Latest[o]
 		m.Owner = o
 		live = append(live, m)
 	}
@@ -373,7 +238,7 @@ func (me *Member) Live(now int64) []leases.Member {
 func (me *Member) Latest(owner string) (leases.Member, bool) {
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
-	m, ok := me.view.latest[owner]
+	m, ok := me.view.Latest[owner]
 	return m, ok
 }
 
@@ -386,9 +251,9 @@ func (me *Member) Latest(owner string) (leases.Member, bool) {
 // it with none.
 func (me *Member) AnnounceDead(ctx context.Context) {
 	me.viewMu.Lock()
-	dead := me.view.dead() // none marked leaving: each is announced (rewriteEntries)
+	dead := me.view.Dead() // none marked leaving: each is announced (rewriteEntries)
 	for _, m := range dead {
-		me.view.obs[memberID{m.Owner, m.Incarnation}].announced = true // tried once: the others try too, the row decides
+		me.view.Obs[roster.ID{Owner: m.Owner, Inc: m.Incarnation}].Announced = true // tried once: the others try too, the row decides
 	}
 	me.viewMu.Unlock()
 	me.rewriteEntries(ctx, dead, "kinesislease: member dead; its leases are free to take", func(m leases.Member) leases.Member {
@@ -410,7 +275,7 @@ func (me *Member) AnnounceDead(ctx context.Context) {
 // left). Announcing it cost every member of the fleet a read per dead
 // member.
 func (me *Member) RemoveStale(ctx context.Context) {
-	stale := syncx.Guarded(&me.viewMu, func() []leases.Member { return me.view.staleEntries() })
+	stale := syncx.Guarded(&me.viewMu, func() []leases.Member { return me.view.StaleEntries() })
 	me.rewriteEntries(ctx, stale, "kinesislease: removed a dead member's entry", func(leases.Member) leases.Member { return leases.Member{} })
 }
 
@@ -420,7 +285,7 @@ func (me *Member) RemoveStale(ctx context.Context) {
 // already (see RemoveStale).
 func (me *Member) rewriteEntries(ctx context.Context, ms []leases.Member, msg string, next func(leases.Member) leases.Member) {
 	for _, m := range ms {
-		if r := RowOf(m.Incarnation); r >= 0 {
+		if r := roster.RowOf(m.Incarnation); r >= 0 {
 			if _, err := me.mem.ReplaceMember(ctx, r, m, next(m)); err == nil {
 				me.log.Info(msg, "member", m.Owner, "incarnation", m.Incarnation)
 				if !m.Leaving {

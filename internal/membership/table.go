@@ -5,7 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/syncx"
+	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -18,7 +19,7 @@ import (
 func (me *Member) TableOld() bool {
 	since := me.entrySince.Load()
 	seen := me.oldSeen.Load()
-	return since != 0 && (time.Duration(Mono()-since) >= me.cfg.Timeout || seen != 0 && seen >= since)
+	return since != 0 && (time.Duration(fence.Mono()-since) >= me.cfg.Timeout || seen != 0 && seen >= since)
 }
 
 // SameTable reports whether a read of this instance's membership row sent
@@ -30,46 +31,18 @@ func (me *Member) TableOld() bool {
 // reads run back to back however many rows are being taken (20,000 at a
 // start).
 func (me *Member) SameTable(ctx context.Context, at, rejoin int64) bool {
-	for {
-		me.checkSem <- struct{}{}
-		c := me.check
-		if c == nil || c.sent < at && syncx.Closed(c.done) {
-			c = &tableCheck{sent: Mono(), done: make(chan struct{})}
-			me.check = c
-			<-me.checkSem
-			c.ok = me.ownEntryIntact(ctx, me.Incarnation())
-			close(c.done)
-			return c.ok && me.rejoinSent.Load() == rejoin
-		}
-		<-me.checkSem
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			return false
-		}
-		if c.sent >= at {
-			return c.ok && me.rejoinSent.Load() == rejoin
-		}
-	}
-}
-
-// tableCheck is one read of SameTable: sent (Mono()) before the read, ok
-// (set before done is closed) whether it found the entry.
-type tableCheck struct {
-	sent int64
-	done chan struct{}
-	ok   bool
+	return me.check.Read(ctx, at, fence.Mono, func() bool { return me.ownEntryIntact(ctx, me.Incarnation()) }) && me.rejoinSent.Load() == rejoin
 }
 
 // ownEntryIntact reads this instance's membership row and reports whether
 // its entry as inc is still there.
 func (me *Member) ownEntryIntact(ctx context.Context, inc string) bool {
-	row := RowOf(inc)
-	sent := Mono()
+	row := roster.RowOf(inc)
+	sent := fence.Mono()
 	ms, err := me.mem.Members(ctx, row)
 	if err != nil {
 		return false
 	}
-	me.observe(row, ms, sent, Mono())
+	me.observe(row, ms, sent, fence.Mono())
 	return slices.ContainsFunc(ms, func(m leases.Member) bool { return m.Owner == me.cfg.Owner && m.Incarnation == inc })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/roster"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -21,7 +22,7 @@ func (me *Member) Arm(ctx context.Context, inc string, fence, since int64) error
 	me.incs = append(me.incs, inc)
 	me.mu.Unlock()
 	me.fence.Store(fence)
-	if _, err := me.mem.Join(ctx, RowOf(inc), me.entry(inc, 1, 0)); err != nil {
+	if _, err := me.mem.Join(ctx, roster.RowOf(inc), me.entry(inc, 1, 0)); err != nil {
 		return err
 	}
 	me.entrySince.Store(since)
@@ -41,6 +42,3 @@ func (me *Member) Observe(r int, rows []leases.Member, sent, ret int64) {
 
 // Proof returns the proof bound this instance's entry publishes (SetProof).
 func (me *Member) Proof() time.Duration { return time.Duration(me.ownProof.Load()) }
-
-// HomeRows returns the home rows of owner in band b (see placement.go).
-func HomeRows(owner string, b int) []int { return homeRows(owner, b) }

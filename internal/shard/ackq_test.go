@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/lease"
-	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -45,9 +45,9 @@ type ackStep struct {
 func testWorker(t *testing.T, cfg *WorkerConfig) (*Worker, *checkpointer) {
 	cfg.CheckpointEvery = math.MaxInt
 	cfg.Defaults()
-	shared := &membership.Fence{}
-	shared.Store(membership.Mono() + int64(24*time.Hour))
-	h := lease.New(lease.Config{Store: memory.New(), Lease: leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, Fence: shared, Sent: membership.Mono()})
+	shared := &fence.Fence{}
+	shared.Store(fence.Mono() + int64(24*time.Hour))
+	h := lease.New(lease.Config{Store: memory.New(), Lease: leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, Fence: shared, Sent: fence.Mono()})
 	w := New(context.Background(), Config{Settings: cfg, Log: slog.New(slog.DiscardHandler), Stream: "s", Shard: "shardId-0", Start: kltype.Latest, Lease: h})
 	w.proc.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	cp := w.newCheckpointer()

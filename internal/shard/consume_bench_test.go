@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/lease"
-	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -69,7 +69,7 @@ func runLoopShard(b *testing.B, cfg WorkerConfig, recs []types.Record) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := lease.New(lease.Config{Store: store, Lease: l, Fence: loopFence(), Sent: membership.Mono()})
+	h := lease.New(lease.Config{Store: store, Lease: l, Fence: loopFence(), Sent: fence.Mono()})
 	w := New(ctx, Config{Settings: &cfg, Log: slog.New(slog.DiscardHandler), Client: &memShard{recs: recs}, Stream: "s", Shard: "shardId-0", Start: kltype.TrimHorizon, Lease: h})
 	w.Run()
 	if !w.ended || w.err != nil {
@@ -99,8 +99,8 @@ func (m *memShard) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, _ 
 }
 
 // loopFence is a fence that never passes.
-func loopFence() *membership.Fence {
-	f := &membership.Fence{}
+func loopFence() *fence.Fence {
+	f := &fence.Fence{}
 	f.Store(math.MaxInt64)
 	return f
 }

@@ -7,8 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/lease"
-	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -16,7 +16,7 @@ import (
 
 // gateWorker returns a worker of a lease under fence f, with the row
 // written at sent, for its gate (Wait) alone, and the lease's store.
-func gateWorker(t *testing.T, f *membership.Fence, sent int64, proof time.Duration) (*Worker, *memory.Store) {
+func gateWorker(t *testing.T, f *fence.Fence, sent int64, proof time.Duration) (*Worker, *memory.Store) {
 	t.Helper()
 	store := memory.New()
 	l, err := store.CreateAs(context.Background(), leases.Key{Stream: "s", Shard: "shardId-0"}, "me", "inc-1", leases.Checkpoint{}, "")
@@ -57,15 +57,15 @@ func blocked(got <-chan bool) (ok, still bool) {
 func TestGateWakesWhenFenceMoves(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := &membership.Fence{}
-		f.Store(membership.Mono()) // passed
-		w, _ := gateWorker(t, f, membership.Mono(), 0)
+		f := &fence.Fence{}
+		f.Store(fence.Mono()) // passed
+		w, _ := gateWorker(t, f, fence.Mono(), 0)
 		got := waitGate(w)
 		if _, still := blocked(got); !still {
 			t.Fatal("Wait returned with the fence passed")
 		}
 		before := time.Now()
-		f.Store(membership.Mono() + int64(time.Hour))
+		f.Store(fence.Mono() + int64(time.Hour))
 		ok, still := blocked(got)
 		if still {
 			t.Fatal("Wait still blocked after the fence moved: it did not wake on the move")
@@ -85,15 +85,15 @@ func TestGateWakesWhenFenceMoves(t *testing.T) {
 func TestGateWakesWhenRowRecreated(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := &membership.Fence{}
-		f.Store(membership.Mono() + int64(time.Hour))
-		w, _ := gateWorker(t, f, membership.Mono(), 0)
+		f := &fence.Fence{}
+		f.Store(fence.Mono() + int64(time.Hour))
+		w, _ := gateWorker(t, f, fence.Mono(), 0)
 		w.lease.MarkVanished()
 		got := waitGate(w)
 		if _, still := blocked(got); !still {
 			t.Fatal("Wait returned with the row vanished")
 		}
-		w.lease.Recreated(membership.Mono(), false)
+		w.lease.Recreated(fence.Mono(), false)
 		ok, still := blocked(got)
 		if still {
 			t.Fatal("Wait still blocked after the row was recreated: it did not wake")
@@ -109,9 +109,9 @@ func TestGateWakesWhenRowRecreated(t *testing.T) {
 func TestGateStops(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := &membership.Fence{}
-		f.Store(membership.Fenced)
-		w, _ := gateWorker(t, f, membership.Mono(), 0)
+		f := &fence.Fence{}
+		f.Store(fence.Fenced)
+		w, _ := gateWorker(t, f, fence.Mono(), 0)
 		got := waitGate(w)
 		if _, still := blocked(got); !still {
 			t.Fatal("Wait returned with the instance fenced")
@@ -133,10 +133,10 @@ func TestGateStops(t *testing.T) {
 func TestGateProvesIdleRow(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		f := &membership.Fence{}
-		f.Store(membership.Mono() + int64(time.Hour))
+		f := &fence.Fence{}
+		f.Store(fence.Mono() + int64(time.Hour))
 		const proof = time.Minute
-		w, store := gateWorker(t, f, membership.Mono()-int64(2*proof), proof) // idle past the bound
+		w, store := gateWorker(t, f, fence.Mono()-int64(2*proof), proof) // idle past the bound
 		key := w.lease.Current().Key
 		if !store.Delete(key) { // the touch fails: no row
 			t.Fatal("no row to delete")

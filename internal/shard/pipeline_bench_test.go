@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/lease"
-	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/pipeline"
 	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -55,9 +55,9 @@ func benchmarkPipeline(b *testing.B, timeout time.Duration) {
 		return nil
 	}, CheckpointEvery: math.MaxInt, HandlerTimeout: timeout}
 	cfg.Defaults()
-	shared := &membership.Fence{}
+	shared := &fence.Fence{}
 	shared.Store(math.MaxInt64)
-	h := lease.New(lease.Config{Store: memory.New(), Lease: leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, Fence: shared, Sent: membership.Mono()})
+	h := lease.New(lease.Config{Store: memory.New(), Lease: leases.Lease{Key: leases.Key{Stream: "s", Shard: "shardId-0"}}, Fence: shared, Sent: fence.Mono()})
 	w := New(context.Background(), Config{Settings: cfg, Log: slog.New(slog.DiscardHandler), Stream: "s", Shard: "shardId-0", Start: kltype.Latest, Lease: h})
 	cp := w.newCheckpointer()
 	defer cp.stop()

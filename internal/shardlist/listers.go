@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/roster"
 )
 
 // maxListed bounds the streams one member lists for the others: each is
@@ -26,7 +27,7 @@ const endedKeep = 10
 const listerFallback = 3
 
 // mono is the membership's monotonic clock.
-func mono() int64 { return membership.Mono() }
+func mono() int64 { return fence.Mono() }
 
 // assignListers returns the lister of each stream of keys among owners:
 // each stream in key order to its highest-scoring owner (rendezvous: owner
@@ -207,7 +208,7 @@ func (s *State) Announce(ctx context.Context) {
 	if !ok || own.Incarnation != inc || own.Ended == s.bumpedEnded && own.Listing == s.bumpedListing {
 		return
 	}
-	if err := s.cfg.Store.BumpRow(ctx, membership.RowOf(inc)); err != nil {
+	if err := s.cfg.Store.BumpRow(ctx, roster.RowOf(inc)); err != nil {
 		if ctx.Err() == nil {
 			s.cfg.Log.Warn("kinesislease: announcing a shard end or a listing failed; retrying", "err", err)
 		}

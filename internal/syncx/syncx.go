@@ -1,7 +1,8 @@
 // Package syncx holds the small concurrency helpers the engine and the
 // membership protocol share: a lock held for one read or write (Guard,
-// Guarded), store calls run a bounded number at once (Bounded), and a
-// non-blocking look at a closed channel (Closed).
+// Guarded), store calls run a bounded number at once (Bounded), a
+// non-blocking look at a closed channel (Closed), and a read its callers
+// share (Shared).
 package syncx
 
 import (
@@ -49,5 +50,55 @@ func Closed(ch <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// Shared shares a read among its callers: each asks for a read sent at or
+// after an instant (Read), and one sent since, in flight or done, serves
+// them all; a new one starts only when none will, so that the reads run
+// back to back however many callers ask. Make it with NewShared.
+type Shared struct {
+	// sem guards last (a channel, not a mutex, held across a store call:
+	// a goroutine waiting on a channel lets a synctest bubble's clock
+	// move).
+	sem  chan struct{}
+	last *sharedRead
+}
+
+// NewShared returns a Shared that has read nothing yet.
+func NewShared() *Shared { return &Shared{sem: make(chan struct{}, 1)} }
+
+// sharedRead is one read of a Shared: sent (now()) before the read, ok
+// (set before done is closed) what it returned.
+type sharedRead struct {
+	sent int64
+	done chan struct{}
+	ok   bool
+}
+
+// Read returns what a read sent at or after at (on the clock now) returned:
+// one already sent then, waited for, or read() run now by this caller. It
+// returns false if ctx ends while it waits for another caller's read.
+func (s *Shared) Read(ctx context.Context, at int64, now func() int64, read func() bool) bool {
+	for {
+		s.sem <- struct{}{}
+		c := s.last
+		if c == nil || c.sent < at && Closed(c.done) {
+			c = &sharedRead{sent: now(), done: make(chan struct{})}
+			s.last = c
+			<-s.sem
+			c.ok = read()
+			close(c.done)
+			return c.ok
+		}
+		<-s.sem
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return false
+		}
+		if c.sent >= at {
+			return c.ok
+		}
 	}
 }

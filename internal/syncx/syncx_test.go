@@ -63,3 +63,23 @@ func TestClosedAndGuarded(t *testing.T) {
 		t.Fatalf("Guarded: %d, or the lock still held", got)
 	}
 }
+
+// TestShared: a read sent at or after a caller's instant serves it; one
+// sent before does not, and a new one runs.
+func TestShared(t *testing.T) {
+	var clock int64
+	s, reads := NewShared(), 0
+	read := func() bool { reads++; return reads%2 == 1 }
+	now := func() int64 { return clock }
+	clock = 10
+	if !s.Read(context.Background(), 5, now, read) || reads != 1 {
+		t.Fatalf("first read: reads = %d, want 1", reads)
+	}
+	clock = 20
+	if !s.Read(context.Background(), 10, now, read) || reads != 1 {
+		t.Fatalf("a read sent at 10 serves a caller's 10: reads = %d, want 1", reads)
+	}
+	if s.Read(context.Background(), 11, now, read) || reads != 2 {
+		t.Fatalf("a read sent at 10 does not serve a caller's 11: reads = %d, want 2", reads)
+	}
+}

@@ -1,4 +1,12 @@
-package membership
+// Package fence is an instance's fence of the membership protocol: the
+// monotonic instants kept in atomics (Mono), the Fence after which none of
+// an instance's leases may deliver, the arithmetic of a heartbeat's fence
+// and deadline, and Signal, the lock-free wake-up its waiters use
+// (docs/lease-protocol.md, "Membership, heartbeats and the fence").
+//
+// It is pure state and arithmetic: the heartbeat loop of
+// internal/membership moves a Fence, the leases of internal/lease read it.
+package fence
 
 import (
 	"math"
@@ -10,10 +18,14 @@ import (
 var epoch = time.Now()
 
 // Mono returns the instant now on the monotonic clock, in nanoseconds since
-// an epoch set when the process started: every instant this package and
-// the engine keep in an atomic (fences, heartbeats' sends, entries' ages)
+// an epoch set when the process started: every instant membership, the
+// leases and the engine keep in an atomic (fences, heartbeats' sends, entries' ages)
 // is one of these.
 func Mono() int64 { return int64(time.Since(epoch)) }
+
+// MonoAt returns the instant t (read from the clock, with its monotonic
+// reading) as Mono() read then.
+func MonoAt(t time.Time) int64 { return int64(t.Sub(epoch)) }
 
 // Fenced is the fence of an instance that may deliver nothing: before every
 // Mono(), which is negative inside a testing/synctest bubble (its clock
@@ -105,4 +117,43 @@ func (f *Fence) Left() time.Duration {
 		return math.MinInt64
 	}
 	return time.Duration(min(at-int64(now.Sub(epoch)), wall-now.UnixNano()))
+}
+
+// After is the fence of a heartbeat sent at sent (Mono()): the
+// instance delivers until Timeout-FenceMargin after the send, and a taker
+// acts only once it has seen the heartbeat unchanged for Timeout, counted
+// from a read that returned after the send.
+func After(sent int64, timeout, margin time.Duration) int64 {
+	return sent + int64(timeout-margin)
+}
+
+// HeartbeatDeadline is how long a heartbeat (or a write of this
+// incarnation's entry) may take when sent at now with the fence at fence:
+// half the time left before the fence, and never less than half the
+// interval. A slow store (a DynamoDB Local on a loaded machine, real
+// DynamoDB in a latency spike) has as long as the fence allows, while a
+// call that hangs (a lost connection) still leaves room for another
+// attempt before the fence. Before, every call had half the interval:
+// calls slower than that failed one after the other and fenced an instance
+// whose store answered every one of them, well within the fence.
+//
+// Safety: a heartbeat that counts must have landed before any taker can
+// find the previous one Timeout old, which is the fence plus the margin
+// (After). It is sent before the fence, and answered within the
+// deadline: half the interval, which the margin covers, or half of what is
+// left, which ends before the fence.
+func HeartbeatDeadline(now, fence int64, interval time.Duration) time.Duration {
+	d := interval / 2
+	if fence != Fenced && fence > now {
+		d = max(d, time.Duration(fence-now)/2)
+	}
+	return d
+}
+
+// PassedBefore reports whether a heartbeat sent at sent came too late to
+// extend the fence: the fence had passed before it was sent (takers may
+// have found the incarnation dead already). An incarnation that holds
+// nothing yet has no fence to pass.
+func PassedBefore(fence, sent int64) bool {
+	return fence != Fenced && sent >= fence
 }

@@ -1,4 +1,12 @@
-package membership
+// Package roster is what an instance knows of the membership, pure: its
+// view of the other members (View: who is alive as of when, who is dead,
+// whom to time), its book of the membership rows and the header (Book:
+// which rows to read, how often to read the header), and where an owner's
+// entry goes (placement.go: home rows, the row a join tries). Every
+// method takes the times it needs; internal/membership does the I/O and
+// guards these with its locks (docs/lease-protocol.md, "Membership,
+// heartbeats and the fence").
+package roster
 
 import (
 	"cmp"
@@ -11,12 +19,12 @@ import (
 	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
-// memberID names one incarnation of one owner.
-type memberID struct{ owner, inc string }
+// ID names one incarnation of one owner.
+type ID struct{ Owner, Inc string }
 
-// memberObs is what this instance last saw of one incarnation, and since
+// Obs is what this instance last saw of one incarnation, and since
 // when, on its own monotonic clock, its heartbeat has stood still.
-type memberObs struct {
+type Obs struct {
 	m   leases.Member
 	row int
 	// since is when the read that first showed this heartbeat value (or,
@@ -24,44 +32,45 @@ type memberObs struct {
 	// returned; confirm is when the latest read that still showed it was
 	// sent. The incarnation is dead once confirm-since >= the timeout.
 	since, confirm int64
-	absent         bool
+	Absent         bool
 	absentAt       int64 // since when it is absent, for forgetting it
 	// unread: named by a lease row, its membership row not read since:
 	// alive until a read of its row (since is that read's return).
 	unread    bool
-	announced bool // this instance tried to mark it leaving
+	Announced bool // this instance tried to mark it leaving
 }
 
-// stale returns how long the incarnation has been seen unchanged.
-func (o *memberObs) stale() time.Duration {
+// Stale returns how long the incarnation has been seen unchanged.
+func (o *Obs) Stale() time.Duration {
 	if o.unread {
 		return 0
 	}
 	return time.Duration(o.confirm - o.since)
 }
 
-// memberView is this instance's view of the membership: every incarnation
+// View is this instance's view of the membership: every incarnation
 // it saw in a membership row (or that a lease row names), what it saw last
 // and since when. It is pure: every method takes the times it needs, so
-// that tests drive it directly. It is not safe for concurrent use; the
-// Member guards it with viewMu.
-type memberView struct {
+// that tests drive it directly. It is not safe for concurrent use;
+// internal/membership's Member guards it with its viewMu.
+type View struct {
 	self    string
 	timeout time.Duration
 	// forget: an incarnation absent this long is forgotten (memory stays
 	// bounded by the live fleet). If a row still names it, it is watched
 	// afresh and found dead a timeout later: slower, never unsafe.
 	forget time.Duration
-	obs    map[memberID]*memberObs
-	// latest is the entry of each owner as last seen (the view the plan is
+	// Obs is what this instance saw of each incarnation.
+	Obs map[ID]*Obs
+	// Latest is the entry of each owner as last seen (the view the plan is
 	// made over); this instance's own entry included.
-	latest map[string]leases.Member
-	// unknown holds the rows of incarnations a lease row named before any
+	Latest map[string]leases.Member
+	// Unknown holds the rows of incarnations a lease row named before any
 	// read showed them: to read at the next refresh.
-	unknown map[int]bool
-	// dupes holds entries of this instance's owner id in rows other than
+	Unknown map[int]bool
+	// Dupes holds entries of this instance's owner id in rows other than
 	// its own: another process with the same owner id.
-	dupes map[memberID]leases.Member
+	Dupes map[ID]leases.Member
 }
 
 // RowOf returns the membership row incarnation inc heartbeats in; -1 for an
@@ -73,12 +82,14 @@ func RowOf(inc string) int {
 	return -1
 }
 
-func newMemberView(self string, timeout time.Duration) *memberView {
-	return &memberView{self: self, timeout: timeout, forget: 10 * timeout,
-		obs: map[memberID]*memberObs{}, latest: map[string]leases.Member{}, unknown: map[int]bool{}, dupes: map[memberID]leases.Member{}}
+// NewView returns the view of owner self, which finds a member dead once
+// its heartbeat stood still for timeout.
+func NewView(self string, timeout time.Duration) *View {
+	return &View{self: self, timeout: timeout, forget: 10 * timeout,
+		Obs: map[ID]*Obs{}, Latest: map[string]leases.Member{}, Unknown: map[int]bool{}, Dupes: map[ID]leases.Member{}}
 }
 
-// observe records membership row r as read by a call sent at sent that
+// Observe records membership row r as read by a call sent at sent that
 // returned at ret. selfInc is this instance's current incarnation, whose
 // entry is only recorded. It returns the owners whose Ended count changed
 // (a shard ended: its children are in the shard lists now). An unreadable
@@ -86,47 +97,47 @@ func newMemberView(self string, timeout time.Duration) *memberView {
 //
 // Only the heartbeat counts as a sign of life: a notice bumped by someone
 // else, or an Ended count, does not restart a taker's timer.
-func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, ret int64) (endedMoved []string) {
-	present := map[memberID]bool{}
+func (v *View) Observe(r int, rows []leases.Member, selfInc string, sent, ret int64) (endedMoved []string) {
+	present := map[ID]bool{}
 	for _, m := range rows {
-		id := memberID{m.Owner, m.Incarnation}
+		id := ID{m.Owner, m.Incarnation}
 		present[id] = true
-		if prev, ok := v.latest[m.Owner]; ok && prev.Ended != m.Ended && m.Owner != v.self {
+		if prev, ok := v.Latest[m.Owner]; ok && prev.Ended != m.Ended && m.Owner != v.self {
 			endedMoved = append(endedMoved, m.Owner)
 		}
 		if m.Owner == v.self {
 			if r == RowOf(selfInc) {
-				v.latest[m.Owner] = m
+				v.Latest[m.Owner] = m
 			} else if !m.Leaving {
-				v.dupes[id] = m // another process with this owner id, in another row
+				v.Dupes[id] = m // another process with this owner id, in another row
 			}
 			if m.Incarnation == selfInc {
 				continue
 			}
-		} else if prev, ok := v.latest[m.Owner]; !ok || !m.Leaving || prev.Leaving || prev.Incarnation == m.Incarnation || RowOf(prev.Incarnation) == r {
+		} else if prev, ok := v.Latest[m.Owner]; !ok || !m.Leaving || prev.Leaving || prev.Incarnation == m.Incarnation || RowOf(prev.Incarnation) == r {
 			// Not a leaving entry of the owner over another incarnation
 			// of it in another row that is not (see preferLive).
-			v.latest[m.Owner] = m
+			v.Latest[m.Owner] = m
 		}
-		o := v.obs[id]
-		if o != nil && !o.absent && o.m.Heartbeat == m.Heartbeat {
+		o := v.Obs[id]
+		if o != nil && !o.Absent && o.m.Heartbeat == m.Heartbeat {
 			o.confirm = max(o.confirm, sent)
 			o.m = m
 			continue
 		}
-		v.obs[id] = &memberObs{m: m, row: r, since: ret, confirm: ret}
+		v.Obs[id] = &Obs{m: m, row: r, since: ret, confirm: ret}
 	}
-	for id, o := range v.obs {
+	for id, o := range v.Obs {
 		if o.row != r || present[id] {
 			continue
 		}
-		if !o.absent {
+		if !o.Absent {
 			// Gone from its row (removed, or replaced by a new incarnation):
 			// watch its absence from now.
-			o.absent, o.since, o.absentAt = true, ret, ret
-			if cur, ok := v.latest[id.owner]; ok && cur.Incarnation == id.inc {
-				delete(v.latest, id.owner)
-				v.preferLive(id.owner)
+			o.Absent, o.since, o.absentAt = true, ret, ret
+			if cur, ok := v.Latest[id.Owner]; ok && cur.Incarnation == id.Inc {
+				delete(v.Latest, id.Owner)
+				v.preferLive(id.Owner)
 			}
 		}
 		if o.unread {
@@ -136,11 +147,11 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 		}
 		o.confirm = max(o.confirm, sent)
 	}
-	if cur, ok := v.latest[v.self]; ok && RowOf(cur.Incarnation) == r && !present[memberID{v.self, cur.Incarnation}] {
-		delete(v.latest, v.self)
+	if cur, ok := v.Latest[v.self]; ok && RowOf(cur.Incarnation) == r && !present[ID{v.self, cur.Incarnation}] {
+		delete(v.Latest, v.self)
 	}
 	for _, m := range rows {
-		if cur := v.latest[m.Owner]; m.Owner != v.self && m.Leaving && cur.Incarnation == m.Incarnation {
+		if cur := v.Latest[m.Owner]; m.Owner != v.self && m.Leaving && cur.Incarnation == m.Incarnation {
 			v.preferLive(m.Owner)
 		}
 	}
@@ -156,64 +167,64 @@ func (v *memberView) observe(r int, rows []leases.Member, selfInc string, sent, 
 // in a row whose roster bump was lost); the predecessor's entry, found dead
 // and removed by the fleet, must not hide the live one until its row is
 // read again (the plan would leave the owner out meanwhile).
-func (v *memberView) preferLive(owner string) {
-	cur, ok := v.latest[owner]
+func (v *View) preferLive(owner string) {
+	cur, ok := v.Latest[owner]
 	if ok && !cur.Leaving {
 		return
 	}
-	var best *memberObs
-	for id, o := range v.obs {
-		if id.owner == owner && !o.absent && !o.unread && !o.m.Leaving && id.inc != cur.Incarnation && (best == nil || o.since > best.since) {
+	var best *Obs
+	for id, o := range v.Obs {
+		if id.Owner == owner && !o.Absent && !o.unread && !o.m.Leaving && id.Inc != cur.Incarnation && (best == nil || o.since > best.since) {
 			best = o
 		}
 	}
 	if best != nil {
-		v.latest[owner] = best.m
+		v.Latest[owner] = best.m
 	}
 }
 
-// alive reports whether incarnation inc of owner may still hold leases at
+// Alive reports whether incarnation inc of owner may still hold leases at
 // now: seen heartbeating (or present) within the timeout, and not marked
 // leaving. An incarnation never seen is alive until a read of its row,
 // and then for a timeout from that read's return: timed from the lookup,
 // it could be judged dead before its fence passes (a heartbeat sent just
 // before the lookup moves its fence a timeout on from its send). One that
 // names no row (an earlier version's) is timed from the lookup.
-func (v *memberView) alive(owner, inc string, now int64) bool {
-	id := memberID{owner, inc}
-	o := v.obs[id]
+func (v *View) Alive(owner, inc string, now int64) bool {
+	id := ID{owner, inc}
+	o := v.Obs[id]
 	if o == nil {
-		v.obs[id] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: RowOf(inc),
-			since: now, confirm: now, absent: true, absentAt: now, unread: RowOf(inc) >= 0}
-		v.unknown[RowOf(inc)] = true
+		v.Obs[id] = &Obs{m: leases.Member{Owner: owner, Incarnation: inc}, row: RowOf(inc),
+			since: now, confirm: now, Absent: true, absentAt: now, unread: RowOf(inc) >= 0}
+		v.Unknown[RowOf(inc)] = true
 		return true
 	}
-	if o.m.Leaving && !o.absent {
+	if o.m.Leaving && !o.Absent {
 		return false
 	}
-	if o.absent && o.row >= 0 && o.stale() < v.timeout && now-o.since >= int64(v.timeout) {
+	if o.Absent && o.row >= 0 && o.Stale() < v.timeout && now-o.since >= int64(v.timeout) {
 		// Absent from its row a timeout ago, as far as this instance read
 		// it, and a row still names it: read its row again, so that it is
 		// found dead (its row may be one this instance never reads
 		// otherwise: neither its own nor watched, its roster unchanged).
-		v.unknown[o.row] = true
+		v.Unknown[o.row] = true
 	}
-	return o.stale() < v.timeout
+	return o.Stale() < v.timeout
 }
 
-// markDead records that inc of owner is known dead at now (its entry was
+// MarkDead records that inc of owner is known dead at now (its entry was
 // replaced after it was seen stale, or it left).
-func (v *memberView) markDead(owner, inc string, now int64) {
-	v.obs[memberID{owner, inc}] = &memberObs{m: leases.Member{Owner: owner, Incarnation: inc}, row: RowOf(inc),
-		since: now - int64(v.timeout), confirm: now, absent: true, absentAt: now}
+func (v *View) MarkDead(owner, inc string, now int64) {
+	v.Obs[ID{owner, inc}] = &Obs{m: leases.Member{Owner: owner, Incarnation: inc}, row: RowOf(inc),
+		since: now - int64(v.timeout), confirm: now, Absent: true, absentAt: now}
 }
 
-// live returns the owners the plan spreads the shards over, sorted: self
+// Live returns the owners the plan spreads the shards over, sorted: self
 // and every owner whose latest entry is an incarnation seen alive.
-func (v *memberView) live(now int64) []string {
+func (v *View) Live(now int64) []string {
 	owners := []string{v.self}
-	for owner, m := range v.latest {
-		if owner != v.self && v.alive(owner, m.Incarnation, now) {
+	for owner, m := range v.Latest {
+		if owner != v.self && v.Alive(owner, m.Incarnation, now) {
 			owners = append(owners, owner)
 		}
 	}
@@ -221,7 +232,7 @@ func (v *memberView) live(now int64) []string {
 	return owners
 }
 
-// suspects returns the rows of the incarnations this instance times (in
+// Suspects returns the rows of the incarnations this instance times (in
 // the rows timed says: its own and the watched ones; the others are timed
 // by the members of the rows before them) seen unchanged for less than the
 // timeout, not yet announced dead, whose timeout has run out at now
@@ -229,9 +240,9 @@ func (v *memberView) live(now int64) []string {
 // at which another one's will (0: none). A round reads those rows at once,
 // and the next round is due then: a death is found a timeout after the
 // last heartbeat was first seen, not up to a round later.
-func (v *memberView) suspects(now int64, timed func(row int) bool) (rows []int, next int64) {
-	for _, o := range v.obs {
-		if o.absent || o.announced || o.m.Leaving || o.m.Owner == v.self || o.row < 0 || o.stale() >= v.timeout || !timed(o.row) {
+func (v *View) Suspects(now int64, timed func(row int) bool) (rows []int, next int64) {
+	for _, o := range v.Obs {
+		if o.Absent || o.Announced || o.m.Leaving || o.m.Owner == v.self || o.row < 0 || o.Stale() >= v.timeout || !timed(o.row) {
 			continue
 		}
 		due := o.since + int64(v.timeout)
@@ -246,25 +257,25 @@ func (v *memberView) suspects(now int64, timed func(row int) bool) (rows []int, 
 	return slices.Compact(rows), next
 }
 
-// dead returns the entries seen unchanged for a timeout that nobody has
+// Dead returns the entries seen unchanged for a timeout that nobody has
 // marked leaving yet, and that this instance has not tried to mark: the
 // ones to announce.
-func (v *memberView) dead() []leases.Member {
-	return v.others(func(o *memberObs) bool { return !o.announced && !o.m.Leaving && o.stale() >= v.timeout })
+func (v *View) Dead() []leases.Member {
+	return v.others(func(o *Obs) bool { return !o.Announced && !o.m.Leaving && o.Stale() >= v.timeout })
 }
 
-// staleEntries returns the entries seen unchanged for three timeouts: to remove,
+// StaleEntries returns the entries seen unchanged for three timeouts: to remove,
 // so that membership rows stay the size of the live fleet.
-func (v *memberView) staleEntries() []leases.Member {
-	return v.others(func(o *memberObs) bool { return o.stale() >= 3*v.timeout })
+func (v *View) StaleEntries() []leases.Member {
+	return v.others(func(o *Obs) bool { return o.Stale() >= 3*v.timeout })
 }
 
 // others returns the entries present (not absent) of the other owners'
 // incarnations that keep selects, sorted by owner, then incarnation.
-func (v *memberView) others(keep func(o *memberObs) bool) []leases.Member {
+func (v *View) others(keep func(o *Obs) bool) []leases.Member {
 	var ms []leases.Member
-	for _, o := range v.obs {
-		if !o.absent && o.m.Owner != v.self && keep(o) {
+	for _, o := range v.Obs {
+		if !o.Absent && o.m.Owner != v.self && keep(o) {
 			ms = append(ms, o.m)
 		}
 	}
@@ -274,7 +285,7 @@ func (v *memberView) others(keep func(o *memberObs) bool) []leases.Member {
 	return ms
 }
 
-// prune forgets incarnations absent for longer than forget at now.
-func (v *memberView) prune(now int64) {
-	maps.DeleteFunc(v.obs, func(_ memberID, o *memberObs) bool { return o.absent && time.Duration(now-o.absentAt) >= v.forget })
+// Prune forgets incarnations absent for longer than forget at now.
+func (v *View) Prune(now int64) {
+	maps.DeleteFunc(v.Obs, func(_ ID, o *Obs) bool { return o.Absent && time.Duration(now-o.absentAt) >= v.forget })
 }

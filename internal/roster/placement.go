@@ -1,4 +1,4 @@
-package membership
+package roster
 
 import (
 	"cmp"
@@ -15,17 +15,17 @@ import (
 // detected), and must find a row with room. Reading every row for that
 // costs a fleet started together N × N/RowCapacity reads; instead, each
 // owner has a few home rows in every band of rows, drawn from a hash of its
-// owner id (homeRows), and joins only one of them:
+// owner id (HomeRows), and joins only one of them:
 //
 //   - band 0 is row 0, band b (b ≥ 1) the rows [2^(b-1), 2^b): a band is as
 //     large as every band below it together, and the highest row the
-//     header lists tells the highest band any entry is in (joinTop);
+//     header lists tells the highest band any entry is in (JoinTop);
 //   - a join reads its home rows of the bands up to that one that the
-//     header lists (joinRows: about joinProbes × log2(N/RowCapacity)
+//     header lists (JoinRows: about joinProbes × log2(N/RowCapacity)
 //     reads, 19 on average at 1,000 members and 28 at 5,000, against 125
 //     and 625 for every row; TestHomeRowsPacking), finds its owner's earlier
 //     entry among them if there is one, and otherwise joins the fullest of
-//     them with room (joinCandidate), a band higher if every one is full.
+//     them with room (JoinCandidate), a band higher if every one is full.
 //
 // The same owner id always has the same home rows, so a restarted process
 // reads the row its predecessor joined, as long as that row's roster bump
@@ -33,7 +33,7 @@ import (
 // missed all the same (its bump lost with its process; an entry written by
 // an earlier version of the library, which joined the lowest row with
 // room) is another row's entry of this owner id: seen by the first full
-// view (memberView.dupes) and timed there, forgotten once it stands still
+// view (View.Dupes) and timed there, forgotten once it stands still
 // for a timeout, and removed by the fleet three timeouts after its process
 // died, as any dead member's entry.
 //
@@ -53,11 +53,11 @@ func rowBand(r int) int { return bits.Len(uint(r)) }
 // maxBand is the band of the last membership row.
 var maxBand = rowBand(driver.MaxMemberRows - 1)
 
-// homeRows returns owner's home rows in band b, sorted and distinct: every
+// HomeRows returns owner's home rows in band b, sorted and distinct: every
 // row of a band of at most joinProbes rows, else joinProbes of them drawn
 // from a hash of the owner id (the same in every version of the library:
 // a restarted process must find its predecessor's entry).
-func homeRows(owner string, b int) []int {
+func HomeRows(owner string, b int) []int {
 	if b == 0 {
 		return []int{0}
 	}
@@ -92,9 +92,9 @@ func splitmix(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// joinTop returns the highest band a join reads, the header listing rows:
+// JoinTop returns the highest band a join reads, the header listing rows:
 // the band of the highest row it lists (0 for none).
-func joinTop(listed map[int]int64) int {
+func JoinTop(listed map[int]int64) int {
 	top := 0
 	for r := range listed {
 		top = max(top, rowBand(r))
@@ -102,16 +102,16 @@ func joinTop(listed map[int]int64) int {
 	return top
 }
 
-// joinRows returns owner's home rows in bands 0 to top, in band order.
-func joinRows(owner string, top int) []int {
+// JoinRows returns owner's home rows in bands 0 to top, in band order.
+func JoinRows(owner string, top int) []int {
 	var rows []int
 	for b := 0; b <= min(top, maxBand); b++ {
-		rows = append(rows, homeRows(owner, b)...)
+		rows = append(rows, HomeRows(owner, b)...)
 	}
 	return rows
 }
 
-// joinCandidate picks the membership row a join of owner tries next,
+// JoinCandidate picks the membership row a join of owner tries next,
 // counts holding the entries of the rows read (a row not read counts as
 // empty: a join there that finds it full is refused, and one that finds
 // an entry of this owner shows it), never row skip: among owner's home
@@ -123,9 +123,9 @@ func joinRows(owner string, top int) []int {
 // for all but the row's room. pick(n) returns a number in [0, n). When
 // every home row is full (a fleet of tens of thousands), the lowest rows
 // with room of all. It reports false when every row is full.
-func joinCandidate(owner string, counts map[int]int, skip, full int, pick func(n int) int) (int, bool) {
+func JoinCandidate(owner string, counts map[int]int, skip, full int, pick func(n int) int) (int, bool) {
 	window := 1 << min(full, 6)
-	rows := slices.DeleteFunc(joinRows(owner, maxBand), func(r int) bool {
+	rows := slices.DeleteFunc(JoinRows(owner, maxBand), func(r int) bool {
 		return r == skip || counts[r] >= driver.RowCapacity
 	})
 	slices.SortStableFunc(rows, func(a, b int) int { return cmp.Compare(counts[b], counts[a]) })

@@ -1,4 +1,4 @@
-package membership
+package roster
 
 import (
 	"slices"
@@ -87,21 +87,21 @@ func TestMemberView(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v := newMemberView("self", timeout)
+			v := NewView("self", timeout)
 			for _, r := range c.reads {
-				v.observe(r.row, r.entries, "iself", r.at, r.at+int64(10*time.Millisecond))
+				v.Observe(r.row, r.entries, "iself", r.at, r.at+int64(10*time.Millisecond))
 			}
 			for owner, want := range c.alive {
 				inc := "i" + owner
-				if got := v.alive(owner, inc, c.at); got != want {
+				if got := v.Alive(owner, inc, c.at); got != want {
 					t.Errorf("alive(%s) = %v, want %v", owner, got, want)
 				}
 			}
-			if got := v.live(c.at); !slices.Equal(got, c.live) {
+			if got := v.Live(c.at); !slices.Equal(got, c.live) {
 				t.Errorf("live = %v, want %v", got, c.live)
 			}
 			var dead []string
-			for _, m := range v.dead() {
+			for _, m := range v.Dead() {
 				dead = append(dead, m.Owner)
 			}
 			if !slices.Equal(dead, c.dead) {
@@ -120,29 +120,29 @@ func TestMemberView(t *testing.T) {
 // fence ran to 5.57 s).
 func TestMemberViewUnknownIncarnationTimedFromARead(t *testing.T) {
 	t.Parallel()
-	v := newMemberView("self", 5*time.Second)
-	if !v.alive("x", "3.ix", 0) {
+	v := NewView("self", 5*time.Second)
+	if !v.Alive("x", "3.ix", 0) {
 		t.Fatal("an incarnation never seen must be alive when a row first names it")
 	}
-	if !v.alive("x", "3.ix", 6*sec) {
+	if !v.Alive("x", "3.ix", 6*sec) {
 		t.Fatal("alive until a read of its row, however long since the lookup")
 	}
 	// Its row is read without it: the timeout counts from this read's return.
-	v.observe(3, nil, "0.self", 6*sec, 6*sec+1)
-	v.observe(3, nil, "0.self", 10*sec, 10*sec+1)
-	if !v.alive("x", "3.ix", 10*sec) {
+	v.Observe(3, nil, "0.self", 6*sec, 6*sec+1)
+	v.Observe(3, nil, "0.self", 10*sec, 10*sec+1)
+	if !v.Alive("x", "3.ix", 10*sec) {
 		t.Fatal("absent 4 s after the first read of its row returned: alive for a timeout from that return, not from the lookup")
 	}
-	v.observe(3, nil, "0.self", 11*sec+1, 11*sec+2)
-	if v.alive("x", "3.ix", 11*sec+2) {
+	v.Observe(3, nil, "0.self", 11*sec+1, 11*sec+2)
+	if v.Alive("x", "3.ix", 11*sec+2) {
 		t.Fatal("absent for a whole timeout from the first read of its row must be dead")
 	}
 	// One that names no row (an earlier version's) is timed from the lookup.
-	if !v.alive("y", "iy", 0) {
+	if !v.Alive("y", "iy", 0) {
 		t.Fatal("an incarnation naming no row must be alive when a row first names it")
 	}
-	v.observe(-1, nil, "0.self", 5*sec, 5*sec+1)
-	if v.alive("y", "iy", 5*sec) {
+	v.Observe(-1, nil, "0.self", 5*sec, 5*sec+1)
+	if v.Alive("y", "iy", 5*sec) {
 		t.Fatal("an incarnation naming no row, absent for a timeout since the lookup, must be dead")
 	}
 }
@@ -153,13 +153,13 @@ func TestMemberViewUnknownIncarnationTimedFromARead(t *testing.T) {
 // is never taken until it is released.
 func TestMemberViewNoIncarnation(t *testing.T) {
 	t.Parallel()
-	v := newMemberView("self", 5*time.Second)
+	v := NewView("self", 5*time.Second)
 	for now := int64(0); now <= 20*5*sec; now += sec { // past forget (10 timeouts)
 		for r := range 3 {
-			v.observe(r, nil, "0.self", now, now+1)
+			v.Observe(r, nil, "0.self", now, now+1)
 		}
-		v.prune(now)
-		if !v.alive("x", "", now) {
+		v.Prune(now)
+		if !v.Alive("x", "", now) {
 			t.Fatalf("a holder with no incarnation judged dead at %v", time.Duration(now))
 		}
 	}
@@ -167,30 +167,30 @@ func TestMemberViewNoIncarnation(t *testing.T) {
 
 func TestMemberViewBounded(t *testing.T) {
 	t.Parallel()
-	v := newMemberView("self", time.Second)
+	v := NewView("self", time.Second)
 	r := 0
 	for i := range 1000 {
 		m := leases.Member{Owner: "a", Incarnation: string(rune('A'+i%26)) + string(rune('a'+i/26)), Heartbeat: 1}
 		r = 0
 		at := int64(i) * sec
-		v.observe(r, []leases.Member{m}, "iself", at, at)
-		v.prune(at)
+		v.Observe(r, []leases.Member{m}, "iself", at, at)
+		v.Prune(at)
 	}
-	if n := len(v.obs); n > 12 {
+	if n := len(v.Obs); n > 12 {
 		t.Fatalf("the view keeps %d incarnations of one owner after 1,000 restarts; want those of the last 10 timeouts at most", n)
 	}
 }
 
 func TestMarkDead(t *testing.T) {
 	t.Parallel()
-	v := newMemberView("self", 5*time.Second)
+	v := NewView("self", 5*time.Second)
 	a := leases.Member{Owner: "a", Incarnation: "ia", Heartbeat: 1}
-	v.observe(0, []leases.Member{a}, "iself", 0, 0)
-	v.markDead("a", "ia", sec)
-	if v.alive("a", "ia", sec) {
+	v.Observe(0, []leases.Member{a}, "iself", 0, 0)
+	v.MarkDead("a", "ia", sec)
+	if v.Alive("a", "ia", sec) {
 		t.Fatal("marked dead, still alive")
 	}
-	if len(v.dead()) != 0 {
+	if len(v.Dead()) != 0 {
 		t.Fatal("a member marked dead (replaced) must not be announced again")
 	}
 }
@@ -201,33 +201,33 @@ func TestMarkDead(t *testing.T) {
 func TestMemberViewSuspects(t *testing.T) {
 	t.Parallel()
 	const timeout = 5 * time.Second
-	v := newMemberView("self", timeout)
+	v := NewView("self", timeout)
 	a := leases.Member{Owner: "a", Incarnation: "0.AAAA", Heartbeat: 1}
 	b := leases.Member{Owner: "b", Incarnation: "1.BBBB", Heartbeat: 1}
 	all := func(int) bool { return true }
-	v.observe(0, []leases.Member{a}, "0.SELF", 0, sec/100)
-	v.observe(1, []leases.Member{b}, "0.SELF", 0, sec/100)
-	if rows, next := v.suspects(2*sec, all); len(rows) != 0 || next != sec/100+int64(timeout) {
+	v.Observe(0, []leases.Member{a}, "0.SELF", 0, sec/100)
+	v.Observe(1, []leases.Member{b}, "0.SELF", 0, sec/100)
+	if rows, next := v.Suspects(2*sec, all); len(rows) != 0 || next != sec/100+int64(timeout) {
 		t.Fatalf("at 2s: suspects %v, next %v; want none, next at 5.01s", rows, time.Duration(next))
 	}
 	// b heartbeats at 3s; a does not.
 	b.Heartbeat = 2
-	v.observe(1, []leases.Member{b}, "0.SELF", 3*sec, 3*sec+sec/100)
-	rows, next := v.suspects(5*sec+sec/100, all)
+	v.Observe(1, []leases.Member{b}, "0.SELF", 3*sec, 3*sec+sec/100)
+	rows, next := v.Suspects(5*sec+sec/100, all)
 	if !slices.Equal(rows, []int{0}) || next != 3*sec+sec/100+int64(timeout) {
 		t.Fatalf("at 5.01s: suspects %v, next %v; want row 0, next at 8.01s", rows, time.Duration(next))
 	}
 	// The read of row 0 sent then finds a dead: no longer a suspect, dead.
-	v.observe(0, []leases.Member{a}, "0.SELF", 5*sec+sec/100, 5*sec+2*sec/100)
-	if rows, _ := v.suspects(5*sec+3*sec/100, all); len(rows) != 0 {
+	v.Observe(0, []leases.Member{a}, "0.SELF", 5*sec+sec/100, 5*sec+2*sec/100)
+	if rows, _ := v.Suspects(5*sec+3*sec/100, all); len(rows) != 0 {
 		t.Fatalf("a found dead, still suspected: %v", rows)
 	}
-	if d := v.dead(); len(d) != 1 || d[0].Owner != "a" {
+	if d := v.Dead(); len(d) != 1 || d[0].Owner != "a" {
 		t.Fatalf("dead %v, want a", d)
 	}
 	// A row this instance does not time is never read for its suspects:
 	// the members of the row before it time them.
-	if rows, _ := v.suspects(9*sec, func(r int) bool { return r == 0 }); len(rows) != 0 {
+	if rows, _ := v.Suspects(9*sec, func(r int) bool { return r == 0 }); len(rows) != 0 {
 		t.Fatalf("suspects in rows this instance does not time: %v", rows)
 	}
 }
@@ -240,21 +240,21 @@ func TestMemberViewSuspects(t *testing.T) {
 // row was never read again, and the shard it held waited for ever.
 func TestMemberViewAbsentIncarnationReadAgain(t *testing.T) {
 	t.Parallel()
-	v := newMemberView("self", 5*time.Second)
-	v.alive("x", "3.ix", 0)
-	clear(v.unknown)
-	v.observe(3, nil, "0.self", sec, sec+1) // absent, from this read's return
-	if !v.alive("x", "3.ix", 3*sec) || v.unknown[3] {
+	v := NewView("self", 5*time.Second)
+	v.Alive("x", "3.ix", 0)
+	clear(v.Unknown)
+	v.Observe(3, nil, "0.self", sec, sec+1) // absent, from this read's return
+	if !v.Alive("x", "3.ix", 3*sec) || v.Unknown[3] {
 		t.Fatal("within a timeout of the read: alive, and no read asked for")
 	}
-	if !v.alive("x", "3.ix", 7*sec) {
+	if !v.Alive("x", "3.ix", 7*sec) {
 		t.Fatal("no read of its row since: still alive")
 	}
-	if !v.unknown[3] {
+	if !v.Unknown[3] {
 		t.Fatal("a timeout after the read that found it absent, its row must be read again")
 	}
-	v.observe(3, nil, "0.self", 7*sec, 7*sec+1)
-	if v.alive("x", "3.ix", 7*sec+1) {
+	v.Observe(3, nil, "0.self", 7*sec, 7*sec+1)
+	if v.Alive("x", "3.ix", 7*sec+1) {
 		t.Fatal("absent at a read sent a timeout after the first: dead")
 	}
 }
@@ -274,9 +274,9 @@ func TestHeaderEvery(t *testing.T) {
 		{1250, 157, 1250 * time.Millisecond},
 		{5000, 625, 10 * time.Second}, // a 5.6 KB header: two units a read
 	} {
-		got := headerEvery(tc.members, tc.rows)
+		got := HeaderEvery(tc.members, tc.rows)
 		if got != tc.want {
-			t.Errorf("headerEvery(%d members, %d rows) = %v, want %v", tc.members, tc.rows, got, tc.want)
+			t.Errorf("HeaderEvery(%d members, %d rows) = %v, want %v", tc.members, tc.rows, got, tc.want)
 		}
 		if got > 0 {
 			units := float64((16 + 9*tc.rows + 4095) / 4096)
@@ -298,10 +298,10 @@ func TestMemberViewOwnerInTwoRows(t *testing.T) {
 	old := leases.Member{Owner: "x", Incarnation: driver.NewIncarnation(3, "old"), Heartbeat: 90}
 	cur := leases.Member{Owner: "x", Incarnation: driver.NewIncarnation(9, "new"), Heartbeat: 1}
 	for _, order := range []string{"new row first", "old row first"} {
-		v := newMemberView("self", timeout)
+		v := NewView("self", timeout)
 		at := int64(0)
 		read := func(row int, ms ...leases.Member) {
-			v.observe(row, ms, "", at, at+int64(10*time.Millisecond))
+			v.Observe(row, ms, "", at, at+int64(10*time.Millisecond))
 			at += sec
 		}
 		if order == "new row first" {
@@ -314,14 +314,14 @@ func TestMemberViewOwnerInTwoRows(t *testing.T) {
 		gone := old
 		gone.Leaving = true
 		read(3, gone) // found dead by the fleet
-		if got := v.latest["x"]; got.Incarnation != cur.Incarnation {
+		if got := v.Latest["x"]; got.Incarnation != cur.Incarnation {
 			t.Errorf("%s, the old entry leaving: latest %q, want the live %q", order, got.Incarnation, cur.Incarnation)
 		}
 		read(3) // removed
-		if got := v.latest["x"]; got.Incarnation != cur.Incarnation {
+		if got := v.Latest["x"]; got.Incarnation != cur.Incarnation {
 			t.Errorf("%s, the old entry removed: latest %q, want the live %q", order, got.Incarnation, cur.Incarnation)
 		}
-		if live := v.live(at); !slices.Contains(live, "x") {
+		if live := v.Live(at); !slices.Contains(live, "x") {
 			t.Errorf("%s: live %v, want x", order, live)
 		}
 	}
