@@ -111,7 +111,7 @@ func subscribeWith(svc *Service, stream string, install func(*subscription), opt
 	if err := validStream(stream); err != nil {
 		return err
 	}
-	sub := &subscription{stream: stream, codec: codec.JSON, start: kltype.Latest}
+	sub := &subscription{stream: stream, codec: codec.JSON, start: kltype.Latest, at: time.Now()}
 	sub.worker.MaxAge = svc.cfg.maxAge
 	for _, o := range opts {
 		if o == nil {
@@ -183,7 +183,7 @@ func (svc *Service) addRunning(ready <-chan struct{}, sub *subscription) error {
 	if err := svc.preflightSubs(ctx, []*subscription{sub}); err != nil {
 		return err
 	}
-	return g.AddStream(ctx, engine.StreamConfig{Stream: sub.stream, Start: sub.start, Worker: svc.workerConfig(sub)})
+	return g.AddStream(ctx, engine.StreamConfig{Stream: sub.stream, Start: sub.startPosition(), Worker: svc.workerConfig(sub)})
 }
 
 // Unsubscribe stops consuming stream. Before Run it drops the

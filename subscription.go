@@ -25,6 +25,7 @@ type subscription struct {
 	codec            codec.Codec
 	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
 	start            kltype.StartPosition
+	at               time.Time // when Subscribe was called: what LATEST means (startPosition)
 	worker           engine.WorkerConfig
 	errs             []error
 }
@@ -115,6 +116,15 @@ func WithCodec(c codec.Codec) SubscribeOption {
 // kltype.AtSequenceNumber, kltype.AfterSequenceNumber). A shard with a
 // checkpoint resumes after it; a child of a split or merge starts at its own
 // beginning once its parents are done.
+//
+// kltype.Latest means the records put after Subscribe was called: a shard
+// with no checkpoint starts at the first record that arrived at or after
+// that moment (an AT_TIMESTAMP of it), not at the newest record when its
+// lease happens to be taken, which comes a few seconds later and would
+// skip what was put meanwhile. KCL's LATEST is the latter. Each instance
+// counts from its own Subscribe, on its own clock, which Kinesis compares
+// with the records' arrival times: keep instances' clocks synchronised
+// (NTP), as AWS's are.
 func WithStartPosition(p kltype.StartPosition) SubscribeOption {
 	return subOption(func(s *subscription) {
 		if err := p.Validate(); err != nil {
@@ -286,6 +296,16 @@ func (s *subscription) deadLetterGiven(option string) {
 		s.errs = append(s.errs, fmt.Errorf("%w: WithDeadLetter and WithDeadLetterStream both given: a subscription has one dead-letter sink, give one of them", ErrInvalidOption))
 		s.deadLetterOption = "both"
 	}
+}
+
+// startPosition is where a shard of sub with no checkpoint starts: LATEST
+// as of the moment Subscribe was called (see WithStartPosition), any other
+// position as given.
+func (sub *subscription) startPosition() kltype.StartPosition {
+	if sub.start.Type == kltype.PositionLatest && !sub.at.IsZero() {
+		return kltype.AtTimestamp(sub.at)
+	}
+	return sub.start
 }
 
 // resolveSubscribeOptions applies opts to a subscription with the defaults
