@@ -374,6 +374,29 @@ func (c *checker) partitioned(owner string, from, to time.Time) {
 	c.cutoffs[owner] = append(c.cutoffs[owner], [2]time.Time{from, to})
 }
 
+// unbroken reports whether from..to holds a stretch of at least need that
+// none of the intervals bad overlaps (couldAct's test).
+func unbroken(bad [][2]time.Time, from, to time.Time, need time.Duration) bool {
+	slices.SortFunc(bad, func(a, b [2]time.Time) int { return a[0].Compare(b[0]) })
+	at := from // the start of the current stretch with nothing in the way
+	for _, iv := range bad {
+		end := iv[0]
+		if to.Before(end) {
+			end = to
+		}
+		if end.Sub(at) >= need {
+			return true
+		}
+		if iv[1].After(at) {
+			at = iv[1]
+		}
+		if !at.Before(to) {
+			return false
+		}
+	}
+	return to.Sub(at) >= need
+}
+
 // pausedSince reports whether owner's process was paused at some point
 // between from and now.
 func (c *checker) pausedSince(owner string, from time.Time) bool {

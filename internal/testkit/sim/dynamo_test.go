@@ -47,10 +47,12 @@ const (
 	dynHeartbeat = 250 * time.Millisecond
 	dynTimeout   = 1500 * time.Millisecond
 	dynMargin    = 500 * time.Millisecond
-	dynShards    = 6
-	dynProcs     = 3
-	dynFaults    = 12 * time.Second // faults until then
-	dynPutEvery  = 20 * time.Millisecond
+
+	dynCheckpointInterval = 200 * time.Millisecond
+	dynShards             = 6
+	dynProcs              = 3
+	dynFaults             = 12 * time.Second // faults until then
+	dynPutEvery           = 20 * time.Millisecond
 	// dynReadBound: once faults stop, every shard is read again within it:
 	// the reader's longest backoff (5s), a call in flight (a slow ListShards
 	// takes up to 2s), two timeouts and a few rounds.
@@ -163,7 +165,7 @@ func runDynamoSeed(t *testing.T, plain *dynamodb.Client, seed uint64) {
 		t.Fatal(err)
 	}
 	d.chk = newChecker(d.stream)
-	d.chk.mayDeliver, d.chk.alive = d.mayDeliver, d.alive
+	d.chk.mayDeliver, d.chk.alive, d.chk.couldAct = d.mayDeliver, d.alive, d.couldAct
 	for i := range dynShards {
 		for range 20 {
 			d.put(i)
@@ -252,6 +254,8 @@ type dynProc struct {
 	tokens map[string]map[string]bool // key -> tokens of UpdateItems sent
 
 	knows map[string]int // under chk.mu: see mproc.knows
+
+	startedAt time.Time
 }
 
 func (d *dynWorld) put(i int) {
@@ -469,7 +473,7 @@ func (d *dynWorld) startProc(i int) {
 		d.gen = append(d.gen, 0)
 	}
 	p := &dynProc{d: d, owner: fmt.Sprintf("d%d.g%d", i, d.gen[i]), faults: &testutil.Faults{}, done: make(chan struct{}),
-		tokens: map[string]map[string]bool{}, knows: map[string]int{}}
+		tokens: map[string]map[string]bool{}, knows: map[string]int{}, startedAt: time.Now()}
 	d.gen[i]++
 	d.all = append(d.all, p)
 	d.byOwner[p.owner] = p
@@ -494,7 +498,7 @@ func (d *dynWorld) startProc(i int) {
 				Handler:            p.handle,
 				Policy:             kltype.RetryPolicy{Attempts: 3, InitialDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond},
 				CheckpointEvery:    5,
-				CheckpointInterval: 200 * time.Millisecond,
+				CheckpointInterval: dynCheckpointInterval,
 				Limit:              50,
 				MinInterval:        50 * time.Millisecond,
 				IdleInterval:       100 * time.Millisecond,
@@ -537,7 +541,9 @@ func (d *dynWorld) pause(i int, dur time.Duration) {
 func (d *dynWorld) partition(i int, dur time.Duration) {
 	p := d.proc(i)
 	d.event("partition %s from the table for %v", p.owner, dur)
+	now := time.Now()
 	p.partition(dur)
+	d.chk.partitioned(p.owner, now, now.Add(dur))
 }
 
 func (d *dynWorld) crash(i int) {
@@ -606,6 +612,30 @@ func (d *dynWorld) alive(owner string) bool {
 	p := d.byOwner[owner]
 	d.mu.Unlock()
 	return p != nil && !p.dead.Load() && !p.returned.Load()
+}
+
+// couldAct reports whether the process named owner could act on what it
+// knew between from and to (checker.couldAct): started, not paused and not
+// partitioned for an unbroken stretch long enough to notice a row gone,
+// see it missing for the lost-row wait and write it, as the simulation's
+// membership world judges it (seed 2, profile table, under load: the knower
+// reached the recreated table for 1.2 s between the drop and a 2.25 s
+// partition, and the row was restarted while it was cut off and judged
+// dead). Periods fenced are not counted against it here: stricter than the
+// simulation, never looser. Called with chk.mu held.
+func (d *dynWorld) couldAct(owner string, from, to time.Time) bool {
+	d.mu.Lock()
+	p := d.byOwner[owner]
+	d.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	const storeMaxDelay = 50 * time.Millisecond // the latency profile's
+	need := dynCheckpointInterval + dynTimeout + dynMargin + 2*dynHeartbeat + 3*(dynHeartbeat+dynHeartbeat/10) + 2*storeMaxDelay
+	bad := [][2]time.Time{{{}, p.startedAt}}
+	bad = append(bad, d.chk.pauses[owner]...)
+	bad = append(bad, d.chk.cutoffs[owner]...)
+	return unbroken(bad, from, to, need)
 }
 
 // deleteHeld deletes the row of shard i, or of the next shard whose row is
@@ -996,5 +1026,26 @@ func TestTokenClient(t *testing.T) {
 			Key: map[string]dtypes.AttributeValue{"lease_key": &dtypes.AttributeValueMemberS{Value: created.String()}}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestUnbroken: couldAct's stretch, with the figures of seed 2 (profile
+// table) failing under load: the table dropped at T+4.216s, the knower
+// partitioned from T+5.425s for 2.25s, the row restarted at T+6.804s: no
+// stretch long enough, so the restart is not charged to the protocol; a
+// knower reachable throughout is.
+func TestUnbroken(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	need := dynCheckpointInterval + dynTimeout + dynMargin + 2*dynHeartbeat + 3*(dynHeartbeat+dynHeartbeat/10)
+	cut := [][2]time.Time{{{}, at(0)}, {at(5.425), at(7.675)}}
+	if unbroken(slices.Clone(cut), at(4.216), at(6.804), need) {
+		t.Error("a knower reachable for 1.2 s after the drop, then cut off, counted as able to act")
+	}
+	if !unbroken([][2]time.Time{{{}, at(0)}}, at(4.216), at(6.804).Add(need), need) {
+		t.Error("a knower reachable throughout not counted as able to act")
+	}
+	if !unbroken(slices.Clone(cut), at(4.216), at(7.675).Add(need), need) {
+		t.Error("the stretch after the partition not counted")
 	}
 }

@@ -988,24 +988,7 @@ func newMWorld(t *testing.T, p *mplan) *mworld {
 		// or recreate it (seed 103990: a knower's wait ended 0.26 s into a
 		// partition, 2.7 s before its fence passed).
 		bad = append(bad, w.chk.cutoffs[name]...)
-		slices.SortFunc(bad, func(a, b [2]time.Time) int { return a[0].Compare(b[0]) })
-		at := from // the start of the current stretch with nothing in the way
-		for _, iv := range bad {
-			end := iv[0]
-			if to.Before(end) {
-				end = to
-			}
-			if end.Sub(at) >= need {
-				return true
-			}
-			if iv[1].After(at) {
-				at = iv[1]
-			}
-			if !at.Before(to) {
-				return false
-			}
-		}
-		return to.Sub(at) >= need
+		return unbroken(bad, from, to, need)
 	}
 	w.chk.tracksAcquired = true
 	w.chk.mayDeliver = func(name, id string) bool { // called with chk.mu held
