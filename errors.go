@@ -19,7 +19,10 @@ var (
 	// ErrAccessDenied: the credentials may not call a Kinesis operation the
 	// service needs.
 	ErrAccessDenied = errors.New("kinesislease: access denied")
-	// ErrRunning: Subscribe or Run on a service that is already running.
+	// ErrRunning: Run called again on a service whose Run was called
+	// before (Run may be called once), or Subscribe while Run runs at a
+	// moment it cannot add the subscription: Run did not finish starting
+	// in time, or returned meanwhile.
 	ErrRunning = errors.New("kinesislease: service already running")
 	// ErrNotSubscribed is returned by Unsubscribe for a stream the service
 	// does not subscribe.

@@ -38,8 +38,10 @@ type config struct {
 	errs            []error
 }
 
-// DefaultShutdownTimeout bounds the drain at shutdown (WithShutdownTimeout).
-const DefaultShutdownTimeout = 30 * time.Second
+// DefaultShutdownTimeout bounds the drain at shutdown (WithShutdownTimeout):
+// 20s, so that the final checkpoints and releases land within the 30s
+// Kubernetes and ECS give a container between SIGTERM and SIGKILL.
+const DefaultShutdownTimeout = 20 * time.Second
 
 // Default lease settings (WithHeartbeat): a heartbeat every 1.25s is one
 // write per instance, 2,880 an hour, whatever the number of shards; a dead
@@ -221,8 +223,11 @@ func WithShardSyncInterval(d time.Duration) Option {
 }
 
 // WithShutdownTimeout bounds the drain when Run's context is cancelled
-// (default 30s): handlers still running then have their context cancelled,
-// and the leases are released with the last acknowledged checkpoint.
+// (default 20s): handlers still running then have their context cancelled,
+// and the leases are released with the last acknowledged checkpoint. Keep
+// it a few seconds below the time the platform allows between SIGTERM and
+// SIGKILL (Kubernetes' terminationGracePeriodSeconds, ECS's stopTimeout:
+// both 30s by default), or the final checkpoints may not land.
 func WithShutdownTimeout(d time.Duration) Option {
 	return serviceOption(func(c *config) {
 		if d <= 0 {

@@ -157,9 +157,9 @@ var (
 	// ErrSchema: the table's items are not of the expected format, or name
 	// no shard of the stream.
 	ErrSchema = errors.New("migrate: unexpected table contents")
-	// ErrRunning: the application using a table is still running (see
+	// ErrStillRunning: the application using a table is still running (see
 	// RunningError).
-	ErrRunning = errors.New("migrate: application still running")
+	ErrStillRunning = errors.New("migrate: application still running")
 	// ErrBackwards: a checkpoint would move backwards (see BackwardsError).
 	ErrBackwards = errors.New("migrate: checkpoint would move backwards")
 	// ErrHeld: a row is held by a live member (see HeldError).

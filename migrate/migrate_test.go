@@ -382,7 +382,7 @@ func TestImportRefusesRunningSource(t *testing.T) {
 	// Forced: written, the refusal reported.
 	rep, err := migrate.Import(context.Background(), r.foreign(&afterScan{Client: r.ddb, at: 1, fn: renew}), r.ours(r.st),
 		migrate.WithInterval(fast), migrate.WithForce())
-	if err != nil || len(rep.Forced) != 1 || !errors.Is(rep.Forced[0], migrate.ErrRunning) {
+	if err != nil || len(rep.Forced) != 1 || !errors.Is(rep.Forced[0], migrate.ErrStillRunning) {
 		t.Fatalf("forced: %v, forced past %v", err, rep.Forced)
 	}
 	if l, _ := r.row(r.st, shardID(0)); l.Checkpoint.Sequence != r.r0 {

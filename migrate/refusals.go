@@ -8,7 +8,7 @@ import (
 
 // RunningError says that an application still writes a table: items (or,
 // for kinesislease, rows and membership heartbeats) changed between two reads
-// Interval apart. It matches ErrRunning.
+// Interval apart. It matches ErrStillRunning.
 type RunningError struct {
 	// Table is the foreign table that changed; empty when the kinesislease
 	// service of Stream is the one running.
@@ -34,8 +34,8 @@ func (e *RunningError) Error() string {
 	return fmt.Sprintf("the kinesislease service of stream %q is still running (%s changed within %v): stop it first", e.Stream, what, e.Interval)
 }
 
-// Is makes errors.Is(err, ErrRunning) true.
-func (e *RunningError) Is(target error) bool { return target == ErrRunning }
+// Is makes errors.Is(err, ErrStillRunning) true.
+func (e *RunningError) Is(target error) bool { return target == ErrStillRunning }
 
 // BackwardsError refuses to move a shard's checkpoint back. It matches
 // ErrBackwards.

@@ -11,9 +11,10 @@ DESCRIPTION
        Services built with github.com/kinesislease/kinesislease keep their
        shard leases in one DynamoDB table (string partition key lease_key):
        one row per shard of a stream, keyed "stream:shard", holding the
-       instance that holds the lease, a counter bumped by every write, the
-       lease's expiry, the checkpoint (how far the shard is processed) and a
-       pending rewind. kinesislease shows these rows next to the stream's
+       instance that holds the lease and its incarnation (the lease holds
+       while that incarnation heartbeats in the table's membership rows), a
+       counter bumped by every write, the checkpoint (how far the shard is
+       processed) and a pending rewind. kinesislease shows these rows next to the stream's
        shards, and moves checkpoints through the same conditional writes the
        services use, while they run.
 
@@ -22,7 +23,7 @@ SYNOPSIS
 
 AVAILABLE COMMANDS
        o status
-          One line per shard: owner, counter, checkpoint, lease expiry,
+          One line per shard: owner, incarnation, counter, checkpoint,
           SHARD_END, parents, pending rewind and lag. Read only.
 
        o rewind
@@ -95,8 +96,8 @@ const tableStreamHelp = `
           The DynamoDB lease table of the service.
 
        --stream (string)
-          The stream, spelled as the service subscribes to it (a name or an
-          ARN): the rows are keyed by it.
+          The stream, by name or ARN: the rows are keyed by its name, however
+          the service subscribes to it.
 `
 
 const statusHelp = `STATUS()                                                              STATUS()
