@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -70,7 +71,7 @@ type GroupConfig struct {
 	// stream gone) is tried again; it doubles with each failure in a row,
 	// up to MaxFailureBackoff. Defaults 30s and 10 minutes.
 	FailureBackoff, MaxFailureBackoff time.Duration
-	Events                            func(LeaseEvent)
+	Events                            func(observe.LeaseEvent)
 	Hooks                             []kltype.Hook
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/shardlist"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
@@ -46,7 +47,7 @@ type Group struct {
 	cfg   GroupConfig
 	mem   leases.Membership
 	store leases.Store
-	h     *hooks
+	h     *observe.Hooks
 	log   *slog.Logger
 	// m is this instance's side of the membership protocol: its join,
 	// heartbeats, fence, incarnations and view of the other members.
@@ -85,7 +86,7 @@ type Group struct {
 	// healthMu guards the streams' failed and listing for Health: the
 	// round's goroutine, their only writer, takes it to write them.
 	healthMu sync.Mutex
-	stats    groupStats
+	stats    observe.Stats
 }
 
 // lostState is what the Group keeps of rows that may name this instance,

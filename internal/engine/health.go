@@ -68,9 +68,9 @@ func (g *Group) Health() kltype.Health {
 // LeaseStoreCalls returns the store calls made so far: lease rows and membership rows.
 func (g *Group) LeaseStoreCalls() kltype.LeaseStoreCalls {
 	return kltype.LeaseStoreCalls{
-		Reads:      g.stats.reads.Load() + g.stats.memberReads.Load(),
-		Writes:     g.stats.writes.Load() + g.stats.heartbeats.Load(),
-		Heartbeats: g.stats.heartbeats.Load(), MemberReads: g.stats.memberReads.Load(),
+		Reads:      g.stats.Reads.Load() + g.stats.MemberReads.Load(),
+		Writes:     g.stats.Writes.Load() + g.stats.Heartbeats.Load(),
+		Heartbeats: g.stats.Heartbeats.Load(), MemberReads: g.stats.MemberReads.Load(),
 	}
 }
 
@@ -99,7 +99,7 @@ func (g *Group) fail(st *streamState, shard string, err error) {
 	g.healthMu.Unlock()
 	st.log.Error("kinesislease: "+what+" failed; the other shards and streams go on, this one is tried again later",
 		"shard", shard, "err", err, "failures", n, "retry_in", wait)
-	g.h.onFailed(kltype.FailureInfo{Stream: st.cfg.Stream, ShardID: shard, Err: err, Failures: n, RetryIn: wait})
+	g.h.OnFailed(kltype.FailureInfo{Stream: st.cfg.Stream, ShardID: shard, Err: err, Failures: n, RetryIn: wait})
 }
 
 // failing reports whether u is set aside now.

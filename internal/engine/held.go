@@ -10,6 +10,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/lease"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/shard"
 	"github.com/kinesislease/kinesislease/internal/shardlist"
 	"github.com/kinesislease/kinesislease/internal/syncx"
@@ -81,7 +82,7 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 		} else {
 			st.log.Info("kinesislease: lease acquired", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
 		}
-		emit(g.h, g.cfg.Events, LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: prev})
+		observe.Emit(g.h, g.cfg.Events, observe.LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: prev})
 	})
 	return nil
 }
@@ -94,7 +95,7 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lea
 	start := shardlist.StartAt(st.cfg.Start, st.shards, u.Shard, h.Current().Checkpoint)
 	w := shard.New(ctx, shard.Config{
 		Settings: &st.cfg.Worker, Log: st.log, Client: g.cfg.Client, Stream: st.cfg.Stream, Shard: u.Shard, Start: start,
-		Lease: h, HashRange: shard.HashRangeOf(st.shards[u.Shard]), Hooks: &g.h.worker,
+		Lease: h, HashRange: shard.HashRangeOf(st.shards[u.Shard]), Hooks: &g.h.Worker,
 	})
 	started := false
 	g.m.Locked(func() {
@@ -152,7 +153,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 		case w.Rewound() && stopping:
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			if err := w.Lease().Release(rctx, leases.Checkpoint{}); err == nil {
-				emit(g.h, g.cfg.Events, LeaseReleased, info)
+				observe.Emit(g.h, g.cfg.Events, observe.LeaseReleased, info)
 			}
 			cancel()
 		case w.Rewound():
@@ -161,13 +162,13 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
 			st.resync = true
 			g.sig.ended.Add(1)
-			emit(g.h, g.cfg.Events, ShardEnded, info)
+			observe.Emit(g.h, g.cfg.Events, observe.ShardEnded, info)
 		case w.Lease().TakenOver():
 			// Where this instance read it to stays known: should the row
 			// come back recreated with no checkpoint, it is written there
 			// (take), not an older one noted before this hold.
 			g.noteReleased(u, w.Lease().AsOrphan())
-			emit(g.h, g.cfg.Events, LeaseLost, info)
+			observe.Emit(g.h, g.cfg.Events, observe.LeaseLost, info)
 		default:
 			if w.Lease().IsReleased() {
 				g.noteReleased(u, w.Lease().Current())
@@ -178,7 +179,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 				g.lost.orphans[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
 				g.mu.Unlock()
 			}
-			emit(g.h, g.cfg.Events, LeaseReleased, info)
+			observe.Emit(g.h, g.cfg.Events, observe.LeaseReleased, info)
 		}
 	}
 }

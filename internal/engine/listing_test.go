@@ -14,6 +14,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/testkit/sim"
 	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -119,8 +120,8 @@ func startListFleet(t *testing.T, members, shards int, dropListing bool) *listFl
 					return nil
 				},
 			}}},
-			Events: func(e engine.LeaseEvent) {
-				if e.Type == engine.LeaseAcquired {
+			Events: func(e observe.LeaseEvent) {
+				if e.Type == observe.LeaseAcquired {
 					f.mu.Lock()
 					f.holder[e.ShardID] = owner
 					f.mu.Unlock()

@@ -18,6 +18,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
+	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/shardlist"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -60,7 +61,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		return nil, fmt.Errorf("engine: heartbeat interval %v must be shorter than the timeout %v less the fence margin %v",
 			cfg.Heartbeat, cfg.Timeout, cfg.FenceMargin)
 	}
-	h := newHooks(cfg.Hooks)
+	h := observe.NewHooks(cfg.Hooks)
 	g := &Group{
 		cfg: cfg, h: h, run: runState{kick: make(chan struct{}, 1)},
 		streams: map[string]*streamState{},
@@ -71,7 +72,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		},
 		log: cfg.Logger.With("owner", cfg.Owner),
 	}
-	is := &instrumentedStore{Store: cfg.Store, mem: mem, h: h, s: &g.stats}
+	is := observe.NewStore(cfg.Store, mem, h, &g.stats)
 	g.store, g.mem = is, is
 	g.m = membership.New(membership.Config{
 		Owner: cfg.Owner, Store: is, Log: g.log, Host: (*memberHost)(g),
@@ -81,7 +82,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		Owner: cfg.Owner, Heartbeat: cfg.Heartbeat, Timeout: cfg.Timeout, ShardSyncInterval: cfg.ShardSyncInterval,
 		MaxLeases: cfg.MaxLeases, Store: is, Log: g.log, View: g.m, Host: (*listingHost)(g),
 	})
-	g.cfg.Client = h.wrapKinesis(cfg.Client)
+	g.cfg.Client = h.WrapKinesis(cfg.Client)
 	for _, sc := range cfg.Streams {
 		st, err := g.newStreamState(sc)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/testkit/sim"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -43,13 +44,13 @@ func staggeredTakes(t *testing.T, members, shards int, spread time.Duration) flo
 				MinInterval: 200 * time.Millisecond, IdleInterval: time.Second,
 				Handler: func(context.Context, *kltype.Record) error { return nil },
 			}}},
-			Events: func(e engine.LeaseEvent) {
+			Events: func(e observe.LeaseEvent) {
 				mu.Lock()
 				switch e.Type {
-				case engine.LeaseAcquired:
+				case observe.LeaseAcquired:
 					takes++
 					held[owner]++
-				case engine.LeaseReleased, engine.LeaseLost:
+				case observe.LeaseReleased, observe.LeaseLost:
 					held[owner]--
 				}
 				mu.Unlock()

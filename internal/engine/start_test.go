@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/testkit/sim"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -98,8 +99,8 @@ func (r startRun) run(t *testing.T, bound time.Duration) (all, first time.Durati
 			}}},
 		}
 		if !r.records {
-			cfg.Events = func(e engine.LeaseEvent) {
-				if e.Type == engine.LeaseAcquired {
+			cfg.Events = func(e observe.LeaseEvent) {
+				if e.Type == observe.LeaseAcquired {
 					mark(e.ShardID)
 				}
 			}

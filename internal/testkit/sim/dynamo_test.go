@@ -26,6 +26,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -509,7 +510,7 @@ func (d *dynWorld) startProc(i int) {
 		FenceMargin:       dynMargin,
 		ShardSyncInterval: 2 * time.Second,
 		ShutdownTimeout:   5 * time.Second,
-		Events:            func(e engine.LeaseEvent) { d.chk.tracef("%s: event %s %s", p.owner, e.Type, e.ShardID) },
+		Events:            func(e observe.LeaseEvent) { d.chk.tracef("%s: event %s %s", p.owner, e.Type, e.ShardID) },
 	})
 	if err != nil {
 		d.t.Fatalf("NewGroup: %v", err)

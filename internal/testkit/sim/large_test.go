@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/testkit/ddbmeter"
 	"github.com/kinesislease/kinesislease/kinesisfake"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -174,7 +175,7 @@ type fleet struct {
 
 	mu      sync.Mutex
 	lastAcq map[string]int // shard -> the member that acquired it last
-	events  [4]int         // by engine.LeaseEventType
+	events  [4]int         // by observe.LeaseEventType
 	// watched: shards whose next acquisition by a live member is timed,
 	// from watchFrom (see watchShards); taken: those acquired since.
 	watched    map[string]bool
@@ -194,7 +195,7 @@ func newFleet(t *testing.T, members, shards int) *fleet {
 			Streams: []engine.StreamConfig{{Stream: largeStream, Start: kltype.TrimHorizon, Worker: engine.WorkerConfig{
 				Handler: func(context.Context, *kltype.Record) error { return nil },
 			}}},
-			Events: func(e engine.LeaseEvent) { f.event(i, e) },
+			Events: func(e observe.LeaseEvent) { f.event(i, e) },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -225,12 +226,12 @@ func (f *fleet) since() time.Duration { return time.Since(f.start).Round(time.Mi
 // acquisition, so checking the previous acquirer at each acquisition finds
 // every overlap (dead members included: a crashed process whose fence has
 // not passed may still deliver).
-func (f *fleet) event(i int, e engine.LeaseEvent) {
+func (f *fleet) event(i int, e observe.LeaseEvent) {
 	f.mu.Lock()
 	if int(e.Type) < len(f.events) {
 		f.events[e.Type]++
 	}
-	if e.Type != engine.LeaseAcquired {
+	if e.Type != observe.LeaseAcquired {
 		f.mu.Unlock()
 		return
 	}
@@ -734,7 +735,7 @@ func TestBilledUnits(t *testing.T) {
 				sw, pw, sr, pr := peaks(b0.Peaks)
 				t.Logf("the start, until %v after it: %.0f WCU and %.0f RCU in all (%d writes, %d of them failed conditions; %d reads; %d calls throttled), %d leases acquired; "+
 					"peak seconds of one item %.0f WCU (%s), %.0f RCU (%s)",
-					time.Since(f.start).Round(time.Millisecond), start.WCU, start.RCU, start.Writes, start.FailedWrites, start.Reads, start.Throttled, ev0[engine.LeaseAcquired],
+					time.Since(f.start).Round(time.Millisecond), start.WCU, start.RCU, start.Writes, start.FailedWrites, start.Reads, start.Throttled, ev0[observe.LeaseAcquired],
 					pw.WCU, sw, pr.RCU, sr)
 				time.Sleep(billWindow)
 				b1, ev1 := f.table.Bill(), f.eventCounts()
@@ -745,7 +746,7 @@ func TestBilledUnits(t *testing.T) {
 				r = billOf(b0, b1, time.Since(t0), held)
 				mem = memNow()
 				t.Logf("item sizes at the end of the window: %s", f.itemSizes())
-				moves := ev1[engine.LeaseAcquired] - ev0[engine.LeaseAcquired]
+				moves := ev1[observe.LeaseAcquired] - ev0[observe.LeaseAcquired]
 				_, holding, _ := f.holdings()
 				switch {
 				case unfair:
@@ -945,7 +946,7 @@ func TestLargeFleetFailover(t *testing.T) {
 		}
 		mem = memNow()
 		ev := f.eventCounts()
-		t.Logf("lease events: %d acquired, %d released, %d lost", ev[engine.LeaseAcquired], ev[engine.LeaseReleased], ev[engine.LeaseLost])
+		t.Logf("lease events: %d acquired, %d released, %d lost", ev[observe.LeaseAcquired], ev[observe.LeaseReleased], ev[observe.LeaseLost])
 	})
 	t.Logf("%d members x %d shards, seed %d: wall time %v; memory after the failover: %s", size.members, size.shards, seed, time.Since(wall).Round(time.Second), mem)
 }

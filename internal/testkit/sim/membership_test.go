@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -1400,12 +1401,12 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 	// The process is named by its ident, known once NewGroup has made the
 	// incarnation.
 	cfg.Logger = slog.New(&traceHandler{tr: &w.chk.trace, name: func() string { return pr.ident }})
-	cfg.Events = func(e engine.LeaseEvent) {
+	cfg.Events = func(e observe.LeaseEvent) {
 		w.chk.tracef("%s: event %s %s", pr.ident, e.Type, e.ShardID)
 		switch e.Type {
-		case engine.LeaseAcquired:
+		case observe.LeaseAcquired:
 			w.chk.acquiredBy(pr.ident, e.ShardID)
-		case engine.LeaseReleased, engine.LeaseLost, engine.ShardEnded:
+		case observe.LeaseReleased, observe.LeaseLost, observe.ShardEnded:
 			w.chk.tenureEnded(pr.ident, e.ShardID)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/testkit/ddbmeter"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
@@ -115,7 +116,7 @@ func TestBilledUnitsModelled(t *testing.T) {
 					joined++
 				}
 			}
-			if acq := f.eventCounts()[engine.LeaseAcquired]; acq != last {
+			if acq := f.eventCounts()[observe.LeaseAcquired]; acq != last {
 				last, lastAt = acq, time.Now()
 			}
 			if joined == e && time.Since(lastAt) >= billSettled {

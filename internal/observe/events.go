@@ -1,4 +1,4 @@
-package engine
+package observe
 
 import (
 	"context"
@@ -23,6 +23,7 @@ const (
 	ShardEnded
 )
 
+// String names t: "acquired", "released", "lost" or "ended".
 func (t LeaseEventType) String() string {
 	if t > 0 && int(t) < len(leaseEventNames) {
 		return leaseEventNames[t]
@@ -33,7 +34,8 @@ func (t LeaseEventType) String() string {
 var leaseEventNames = [...]string{LeaseAcquired: "acquired", LeaseReleased: "released", LeaseLost: "lost", ShardEnded: "ended"}
 
 // LeaseEvent is a lease move seen by this instance
-// (GroupConfig.Events, for the simulations; services use the lease hooks).
+// (engine.GroupConfig.Events, for the simulations; services use the lease
+// hooks).
 type LeaseEvent struct {
 	// Type is what happened.
 	Type LeaseEventType
@@ -43,8 +45,8 @@ type LeaseEvent struct {
 	ShardID string
 }
 
-// emit tells events and the hooks of a lease event.
-func emit(h *hooks, events func(LeaseEvent), t LeaseEventType, info kltype.LeaseInfo) {
+// Emit tells events and the hooks of a lease event.
+func Emit(h *Hooks, events func(LeaseEvent), t LeaseEventType, info kltype.LeaseInfo) {
 	if events != nil {
 		events(LeaseEvent{Type: t, Stream: info.Stream, ShardID: info.ShardID})
 	}
