@@ -88,7 +88,7 @@ func cmpBool(x, y bool) int {
 // others run concurrently, at most storeConcurrency store calls at once.
 func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	g.mu.Lock()
-	workers, orphans := maps.Clone(g.workers), maps.Clone(g.lost.orphans)
+	workers, orphans := maps.Clone(g.workers), g.lost.Orphans()
 	g.mu.Unlock()
 	running := make(map[unit]bool, len(orphans))
 	for u := range orphans {
@@ -173,7 +173,7 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	}
 	st.book.Set(u.Shard, lostrow.Row{Lease: l})
 	if !g.ours(l) {
-		g.noteReleased(u, l)
+		g.lost.NoteReleased(u, l)
 	}
 	if !g.takeable(l) || !g.reportRecovery(ctx, st, u.Shard) || !g.recoveryPassed(st, u.Shard, l) {
 		return leases.Lease{}, false

@@ -1,10 +1,10 @@
 package engine
 
 // The Group and its state, grouped by owner: what the round loop, the
-// heartbeat loop and Run each keep (lostState, signals, roundState,
-// runState; the listing's is a shardlist.State), with the small reads and
-// the wake-up that the other files share (holds, unreadRow, kickRound,
-// putIn, loadString).
+// heartbeat loop and Run each keep (signals, roundState, runState; the
+// listing's is a shardlist.State, the lost rows' a lostbook.Book), with the
+// small reads and the wake-up that the other files share (holds, unreadRow,
+// kickRound, putIn, loadString).
 
 import (
 	"cmp"
@@ -13,10 +13,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/kinesislease/kinesislease/internal/engine/plan"
-	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/lostbook"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/shardlist"
@@ -53,15 +52,20 @@ type Group struct {
 	// heartbeats, fence, incarnations and view of the other members.
 	m *membership.Member
 
-	// mu guards workers and lost's orphans, uncertain and released. A
-	// change of incarnation and the fencing of every worker happen under
-	// m's lock (membership.Member.Locked; fenceWorkers holds both), and so
-	// does a new worker's check of the incarnation it took its row as
-	// (startWorker), so that no worker of an incarnation that is over ever
-	// starts. m's lock is taken first.
+	// mu guards workers. A change of incarnation and the fencing of every
+	// worker happen under m's lock (membership.Member.Locked; fenceWorkers
+	// holds both), and so does a new worker's check of the incarnation it
+	// took its row as (startWorker), so that no worker of an incarnation
+	// that is over ever starts. m's lock is taken first.
 	mu      sync.Mutex
 	workers map[unit]*worker
-	lost    lostState // rows this instance may name or know without a worker
+	// lost is what this instance keeps of rows it may name or know without
+	// a worker (the lost-row protocol: lostrows.go, missing.go, orphans.go,
+	// reconcile.go), under its own lock, taken after mu: where the workers
+	// and the orphans must agree (a worker started or fenced, an orphan
+	// made only of a row not held, the orphans counted with the workers),
+	// mu is held across the one call to lost that reads or changes them.
+	lost *lostbook.Book[unit]
 
 	// streams is every subscribed stream by key. Only the round goroutine
 	// changes it (applyStreamChanges, at the start of a round, with
@@ -87,45 +91,6 @@ type Group struct {
 	// round's goroutine, their only writer, takes it to write them.
 	healthMu sync.Mutex
 	stats    observe.Stats
-}
-
-// lostState is what the Group keeps of rows that may name this instance,
-// or whose checkpoint it may be the last to know, without a worker of its
-// own on them (the lost-row protocol: lostrows.go, missing.go,
-// orphans.go, reconcile.go). orphans, uncertain and released are guarded
-// by Group.mu.
-type lostState struct {
-	// orphans are rows that may still name an incarnation of this instance
-	// although it runs no worker for them (lost at a fence, a release that
-	// failed, a take whose answer was lost): each is taken again directly
-	// if the plan gives it to this instance, else released, so that the
-	// member the plan gives it to need not wait for it.
-	orphans map[unit]lostrow.Orphan
-	// uncertain are rows a write of this instance may name it on without
-	// it knowing (a take or a creation whose answer was lost, which
-	// DynamoDB may apply late, after a read found it had not landed), with
-	// when to read them again (recheckUncertain).
-	uncertain map[unit]int64
-	// released are rows this instance released lately, as it left them
-	// (free, with its last checkpoint), or read lately while another held
-	// them, at most maxReleased for at most releasedFor: if one vanishes
-	// and its holder is gone, this instance may be the only live one that
-	// knows where it was read to, and recreates it from there (see
-	// recheckReleased).
-	released map[unit]releasedRow
-	// lastReport is when this instance's last ReportVanished that landed
-	// was sent (on mono()), under reportSem: a channel, not a mutex, held
-	// across a store call (a goroutine waiting on a channel lets a
-	// synctest bubble's clock move).
-	reportSem  chan struct{}
-	lastReport int64
-	reported   bool
-}
-
-// releasedRow is a row as this instance released it, and when.
-type releasedRow struct {
-	lease leases.Lease
-	at    time.Time
 }
 
 // signals are set by the heartbeat loop and taken by the round loop.

@@ -25,16 +25,7 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	// than one this instance knows, carries on from the checkpoint it
 	// knows, written by the take itself (lostrow.Fill).
 	knew := st.row(u.Shard).Knew
-	var released *leases.Lease
-	var o *lostrow.Orphan
-	g.mu.Lock()
-	if r, ok := g.lost.released[u]; ok {
-		released = &r.lease
-	}
-	if x, ok := g.lost.orphans[u]; ok {
-		o = &x
-	}
-	g.mu.Unlock()
+	released, o := g.lost.Known(u)
 	from, filled := lostrow.Fill(l, knew, released, o)
 	if err := g.takeToRead(ctx, st, u, l, from, inc, filled); lostrow.Unanswered(err) && ctx.Err() == nil {
 		st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
@@ -64,7 +55,7 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			// The take landed: the row names this incarnation, which holds
 			// it with no worker, as an orphan.
-			syncx.Guard(&g.mu, func() { g.lost.orphans[u] = lostrow.Orphan{Inc: h.Current().Incarnation, Known: h.AsOrphan()} })
+			g.lost.Put(u, lostrow.Orphan{Inc: h.Current().Incarnation, Known: h.AsOrphan()})
 			return nil
 		}
 		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
@@ -105,11 +96,11 @@ func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lea
 			// Fenced or reincarnated while taking: the row names inc but
 			// may not be read; the next round takes it afresh, or releases
 			// it.
-			g.lost.orphans[u] = lostrow.Orphan{Inc: inc, Known: h.Current()}
+			g.lost.Put(u, lostrow.Orphan{Inc: inc, Known: h.Current()})
 			return
 		}
 		g.workers[u] = w
-		delete(g.lost.orphans, u)
+		g.lost.Delete(u)
 		started = true
 	})
 	if !started {
@@ -167,17 +158,15 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 			// Where this instance read it to stays known: should the row
 			// come back recreated with no checkpoint, it is written there
 			// (take), not an older one noted before this hold.
-			g.noteReleased(u, w.Lease().AsOrphan())
+			g.lost.NoteReleased(u, w.Lease().AsOrphan())
 			observe.Emit(g.h, g.cfg.Events, observe.LeaseLost, info)
 		default:
 			if w.Lease().IsReleased() {
-				g.noteReleased(u, w.Lease().Current())
+				g.lost.NoteReleased(u, w.Lease().Current())
 			} else {
 				// The release failed (a store error): the row may still name
 				// this incarnation. Release it again until it lands.
-				g.mu.Lock()
-				g.lost.orphans[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
-				g.mu.Unlock()
+				g.lost.Put(u, lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()})
 			}
 			observe.Emit(g.h, g.cfg.Events, observe.LeaseReleased, info)
 		}

@@ -70,11 +70,9 @@ func TestLateTakeAfterDisproof(t *testing.T) {
 		store.hold = true
 		g.take(ctx, st, u, l)
 		store.hold = false
-		g.mu.Lock()
-		o, orphaned := g.lost.orphans[u]
-		g.mu.Unlock()
+		o, orphaned := g.lost.Lookup(u)
 		if !orphaned || !o.Presumed {
-			t.Fatalf("a take with no answer must leave a presumed orphan; orphans: %v", g.lost.orphans)
+			t.Fatalf("a take with no answer must leave a presumed orphan; orphans: %v", g.lost.Orphans())
 		}
 		g.releaseOrphan(ctx, u, o) // the plan gives it to another member
 		for _, err := range store.land() {
@@ -87,7 +85,7 @@ func TestLateTakeAfterDisproof(t *testing.T) {
 			t.Fatal(err)
 		}
 		g.mu.Lock()
-		_, orphaned = g.lost.orphans[u]
+		_, orphaned = g.lost.Lookup(u)
 		_, reading := g.workers[u]
 		g.mu.Unlock()
 		if cur.Owner == "a" && !orphaned && !reading {
@@ -111,19 +109,15 @@ func TestUncertainWriteReadAgain(t *testing.T) {
 		g, _, u, key := oneShardGroup(t, store)
 		arm(t, g, "0.CUR")
 		heldRow(t, store, key, "a", "0.CUR")
-		g.mu.Lock()
-		g.lost.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
-		g.mu.Unlock()
+		g.lost.SetUncertain(u, mono()+int64(lateBound*g.cfg.Timeout))
 		g.recheckUncertain(ctx)
-		if _, ok := g.lost.orphans[u]; ok {
+		if _, ok := g.lost.Lookup(u); ok {
 			t.Fatal("read again before lateBound")
 		}
 		time.Sleep(lateBound*g.cfg.Timeout + time.Millisecond)
 		g.recheckUncertain(ctx)
-		g.mu.Lock()
-		o, ok := g.lost.orphans[u]
-		_, still := g.lost.uncertain[u]
-		g.mu.Unlock()
+		o, ok := g.lost.Lookup(u)
+		_, still := g.lost.UncertainAt(u)
 		if !ok || o.Inc != "0.CUR" {
 			t.Fatalf("a row naming this instance that nothing reads: orphan %v (%v), want one of 0.CUR", o, ok)
 		}
@@ -153,9 +147,7 @@ func TestInvalidateKeepsTheCheckpoint(t *testing.T) {
 		mine := row
 		mine.Owner, mine.Incarnation, mine.Counter = "a", "0.CUR", row.Counter+1
 		o := lostrow.Orphan{Inc: "0.CUR", Known: mine, Presumed: true, Knew: known, Vanished: true}
-		g.mu.Lock()
-		g.lost.orphans[u] = o
-		g.mu.Unlock()
+		g.lost.Put(u, o)
 		g.releaseOrphan(ctx, u, o)
 		cur, err := store.Get(ctx, key)
 		if err != nil {
@@ -187,14 +179,10 @@ func TestInvalidateUnansweredKeepsTheCheckpoint(t *testing.T) {
 		mine := row
 		mine.Owner, mine.Incarnation, mine.Counter, mine.Checkpoint = "a", "0.CUR", row.Counter+1, known
 		o := lostrow.Orphan{Inc: "0.CUR", Known: mine, Presumed: true, Vanished: true}
-		g.mu.Lock()
-		g.lost.orphans[u] = o
-		g.mu.Unlock()
+		g.lost.Put(u, o)
 		store.take.Store(true)
 		g.invalidate(ctx, st, u, o, row)
-		g.mu.Lock()
-		got, ok := g.lost.orphans[u]
-		g.mu.Unlock()
+		got, ok := g.lost.Lookup(u)
 		if !ok || got.Best() != known {
 			t.Fatalf("after the invalidating take's answer was lost: orphan %+v (%v); want it to know %v", got, ok, known)
 		}

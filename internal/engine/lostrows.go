@@ -6,21 +6,18 @@ package engine
 // recovered row before the recovery wait from a read that returned it.
 //
 // Here: the waits (recoveryWait, proof, lateBound), the vanished reports
-// (reportMissing, reportRecovery), and what the Group keeps of rows with
-// no worker of its own on them (lostState): its orphans (presume, ours,
-// orphanOf, editOrphan, dropOrphan, forgetOrphan, markUnwaited) and the
-// rows it released or read lately (noteRead, noteReleased). What is done
-// with them: missing.go (a planned row found missing), orphans.go (retaken
-// or released), reconcile.go (re-read).
+// (reportMissing, reportRecovery), and whether a row names this process
+// (ours). What the Group keeps of rows with no worker of its own on them,
+// its orphans and the rows it released or read lately, is kept by
+// package lostbook (Group.lost). What is done with them: missing.go (a
+// planned row found missing), orphans.go (retaken or released),
+// reconcile.go (re-read).
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
-	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -58,14 +55,14 @@ func (g *Group) reportMissing(ctx context.Context, st *streamState, id string, r
 	if r.Reported {
 		return
 	}
-	g.lost.reportSem <- struct{}{}
-	defer func() { <-g.lost.reportSem }()
-	if !r.ReportCovers(g.lost.lastReport, g.lost.reported) {
+	last, reported := g.lost.LockReport()
+	defer g.lost.UnlockReport()
+	if !r.ReportCovers(last, reported) {
 		sent := mono()
 		if g.mem.ReportVanished(ctx) != nil {
 			return
 		}
-		g.lost.lastReport, g.lost.reported = sent, true
+		g.lost.ReportSent(sent)
 	}
 	st.book.MarkReported(id)
 }
@@ -100,103 +97,4 @@ func (g *Group) ours(l leases.Lease) bool {
 		return false
 	}
 	return g.m.Ours(l.Incarnation)
-}
-
-// presume records, after a write of row l as incarnation inc that failed
-// without a conflict, that the write may have landed with its answer lost:
-// the row would then name this instance with nobody reading it, and every
-// other member would wait on it for as long as this incarnation lives. So
-// it is an orphan, known as the write would have left it; the next round
-// reads it before taking it again or releasing it.
-func (g *Group) presume(u unit, l leases.Lease, inc string) {
-	g.mu.Lock()
-	g.lost.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout)
-	g.lost.orphans[u] = lostrow.Presume(l, g.cfg.Owner, inc, g.lost.orphans[u], g.lost.released[u].lease.Checkpoint)
-	g.mu.Unlock()
-}
-
-// orphanOf returns the orphan of u held now (zero if none).
-func (g *Group) orphanOf(u unit) lostrow.Orphan {
-	return syncx.Guarded(&g.mu, func() lostrow.Orphan { return g.lost.orphans[u] })
-}
-
-// editOrphan changes orphan o of u as f says, unless it was replaced
-// meanwhile.
-func (g *Group) editOrphan(u unit, o lostrow.Orphan, f func(*lostrow.Orphan)) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if cur, ok := g.lost.orphans[u]; ok && cur.Inc == o.Inc {
-		f(&cur)
-		g.lost.orphans[u] = cur
-	}
-}
-
-// dropOrphan forgets orphan o of u, unless it was replaced meanwhile.
-func (g *Group) dropOrphan(u unit, o lostrow.Orphan) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if cur, ok := g.lost.orphans[u]; ok && cur.Inc == o.Inc {
-		delete(g.lost.orphans, u)
-	}
-}
-
-// forgetOrphan drops orphan o of u, now someone else's row cur, and keeps
-// where it was read to, should it vanish (lostrow.Orphan.Forgotten).
-func (g *Group) forgetOrphan(u unit, o lostrow.Orphan, cur leases.Lease) {
-	g.dropOrphan(u, o)
-	g.noteReleased(u, o.Forgotten(cur))
-}
-
-// markUnwaited marks the orphan a take of u that failed with err with no
-// answer left (presume), made without the recovery wait: see
-// lostrow.Orphan.Unwaited.
-func (g *Group) markUnwaited(u unit, err error) {
-	if !lostrow.Unanswered(err) {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if o, ok := g.lost.orphans[u]; ok {
-		o.Unwaited = true
-		g.lost.orphans[u] = o
-	}
-}
-
-const (
-	// maxReleased and releasedFor bound Group.released. A row released is
-	// normally taken within a few rounds by the member the plan gives it
-	// to, which knows the checkpoint from then on.
-	maxReleased = 256
-	releasedFor = 5 * time.Minute
-)
-
-// noteRead records row l of u, read at the first listing, as noteReleased
-// does, but only while there is room: it never evicts a row this instance
-// released or read to take.
-func (g *Group) noteRead(u unit, l leases.Lease) {
-	if !syncx.Guarded(&g.mu, func() bool { return len(g.lost.released) >= maxReleased }) {
-		g.noteReleased(u, l)
-	}
-}
-
-// noteReleased records that this instance released the row of u, leaving
-// it as l, or read it so (a row it did not hold): either way it knows where
-// the shard was read to, as lostrow.Note keeps it.
-func (g *Group) noteReleased(u unit, l leases.Lease) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	r, had := g.lost.released[u]
-	l, keep := lostrow.Note(l, r.lease, had)
-	if !keep {
-		return
-	}
-	now := time.Now()
-	maps.DeleteFunc(g.lost.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
-	if len(g.lost.released) >= maxReleased {
-		oldest := slices.MinFunc(slices.Collect(maps.Keys(g.lost.released)), func(a, b unit) int {
-			return g.lost.released[a].at.Compare(g.lost.released[b].at)
-		})
-		delete(g.lost.released, oldest)
-	}
-	g.lost.released[u] = releasedRow{lease: l, at: now}
 }

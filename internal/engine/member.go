@@ -31,17 +31,17 @@ func (h *memberHost) FenceWorkers() int {
 	g := (*Group)(h)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n := 0
+	fenced := map[unit]lostrow.Orphan{}
 	for u, w := range g.workers {
 		if w.Lease().IsLost() {
 			continue
 		}
-		n++
 		w.Lease().MarkLost()
 		w.Kill()
-		g.lost.orphans[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
+		fenced[u] = lostrow.Orphan{Inc: w.Lease().Current().Incarnation, Known: w.Lease().AsOrphan(), Vanished: w.Lease().Vanished()}
 	}
-	return n
+	g.lost.PutAll(fenced) // at once, under g.mu, with the workers fenced
+	return len(fenced)
 }
 
 // Kick runs a round now.
@@ -64,7 +64,7 @@ func (h *memberHost) HeldStreams() map[string]bool {
 	for u := range g.workers {
 		keys[u.Stream] = true
 	}
-	for u := range g.lost.orphans {
+	for u := range g.lost.Orphans() {
 		keys[u.Stream] = true
 	}
 	g.mu.Unlock()
@@ -89,5 +89,5 @@ func (h *memberHost) ForgetMarks() { (*Group)(h).forgetMarks() }
 // and orphans (rows that may name it, or that vanished and it will
 // recreate).
 func (g *Group) heldCount() int64 {
-	return syncx.Guarded(&g.mu, func() int64 { return int64(len(g.workers) + len(g.lost.orphans)) })
+	return syncx.Guarded(&g.mu, func() int64 { return int64(len(g.workers) + g.lost.Len()) })
 }

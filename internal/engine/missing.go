@@ -147,7 +147,7 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 	// writes the checkpoint it recreated the row at (recheckReleased; seed
 	// 99005019: a member that recovered a row it did not plan, the table
 	// dropped since, let a fresh process restart it at the start).
-	g.noteReleased(u, t)
+	g.lost.NoteReleased(u, t)
 	switch from {
 	case lostrow.FromRewind:
 		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free at the operator's last rewind of the shard, which came after the copy of the row this instance knew",

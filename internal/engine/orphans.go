@@ -5,7 +5,7 @@ package engine
 // retakes those the plan gives this instance, directly as the current
 // incarnation, and releases the others; one whose row vanished is
 // recreated free from the checkpoint it knew. The orphans themselves are
-// kept in lostState, by the methods of lostrows.go.
+// kept in Group.lost (package lostbook).
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func (g *Group) retake(ctx context.Context, u unit, o lostrow.Orphan) {
 			}
 			continue // known from before: read it
 		}
-		from := o.RetakeFrom(l, read, g.orphanOf(u))
+		from := o.RetakeFrom(l, read, g.lost.Orphan(u))
 		switch err := g.takeToRead(ctx, st, u, l, from, inc, false); {
 		case errors.Is(err, leases.ErrNotFound):
 			g.vanishedOrphan(ctx, st, u, o)
@@ -60,7 +60,7 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o los
 	cur, err := g.store.Get(ctx, o.Known.Key)
 	switch {
 	case errors.Is(err, leases.ErrNotFound) && dropEmpty && o.Best().IsZero():
-		g.dropOrphan(u, o)
+		g.lost.Drop(u, o)
 	case errors.Is(err, leases.ErrNotFound):
 		g.vanishedOrphan(ctx, st, u, o)
 	}
@@ -69,10 +69,10 @@ func (g *Group) rereadOrphan(ctx context.Context, st *streamState, u unit, o los
 	}
 	st.book.Set(u.Shard, lostrow.Row{Lease: cur})
 	if o.LaterRewind(cur, g.ours(cur)) {
-		g.editOrphan(u, o, func(o *lostrow.Orphan) { *o = o.Adopt(cur) })
+		g.lost.Edit(u, o, func(o *lostrow.Orphan) { *o = o.Adopt(cur) })
 	}
 	if !g.ours(cur) && !g.takeable(cur) && !o.Disproved(cur) {
-		g.forgetOrphan(u, o, cur) // someone else's: someone took it
+		g.lost.Forget(u, o, cur) // someone else's: someone took it
 		return leases.Lease{}, false
 	}
 	return cur, true
@@ -92,15 +92,15 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o lostrow.Orphan) {
 		rl, err := g.store.Release(ctx, l, o.ReleaseFill(l))
 		if err == nil {
 			st.log.Info("kinesislease: released a lease lost at a fence", "shard", u.Shard)
-			g.dropOrphan(u, o)
-			g.noteReleased(u, rl)
+			g.lost.Drop(u, o)
+			g.lost.NoteReleased(u, rl)
 			return
 		}
 		var cur leases.Lease
 		if errors.Is(err, leases.ErrConflict) && attempt == 0 {
 			cur, err = g.store.Get(ctx, l.Key) // the row the release met
 		}
-		switch o.AfterRelease(err, cur, g.ours(cur), g.orphanOf(u)) {
+		switch o.AfterRelease(err, cur, g.ours(cur), g.lost.Orphan(u)) {
 		case lostrow.StepRecover:
 			g.vanishedOrphan(ctx, st, u, o)
 		case lostrow.StepInvalidate:
@@ -108,7 +108,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o lostrow.Orphan) {
 		case lostrow.StepRepair:
 			g.repairFree(ctx, st, u, o, cur)
 		case lostrow.StepForget:
-			g.forgetOrphan(u, o, cur)
+			g.lost.Forget(u, o, cur)
 		case lostrow.StepAgain:
 			l = cur
 			continue
@@ -146,11 +146,11 @@ func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o lostr
 // orphan's checkpoint (recover), for whoever the plan gives it to. An
 // orphan that knew none is dropped: any member recreates the row as well.
 func (g *Group) vanishedOrphan(ctx context.Context, st *streamState, u unit, o lostrow.Orphan) {
-	g.editOrphan(u, o, func(o *lostrow.Orphan) { o.Vanished = true }) // found missing
+	g.lost.Edit(u, o, func(o *lostrow.Orphan) { o.Vanished = true }) // found missing
 	st.book.Know(u.Shard, o.KnownRow())
 	st.book.Set(u.Shard, lostrow.Row{Missing: true})
 	g.reportMissing(ctx, st, u.Shard, st.row(u.Shard))
 	if o.Best().IsZero() || g.recover(ctx, st, u, o.Known, o.Best(), true) {
-		g.dropOrphan(u, o)
+		g.lost.Drop(u, o)
 	}
 }

@@ -99,13 +99,13 @@ func (g *Group) readRowAs(ctx context.Context, st *streamState, id string, set f
 	}
 	if set(id, lostrow.Row{Lease: l}) && !g.ours(l) {
 		// Known by its checkpoint now, as a row read to take it is: should
-		// it vanish within releasedFor, a vanished report makes this
+		// it vanish within lostbook.ReleasedFor, a vanished report makes this
 		// instance read it again and recreate it from what it knows, not
 		// leave it to a member that knows none (TestDynamoMembership/seed=1:
 		// a member that had read the row only at its first listing knew 84
 		// records' checkpoint while a restarted member that knew none
 		// created the row at the start position).
-		g.noteRead(unit{Stream: st.key, Shard: id}, l)
+		g.lost.NoteRead(unit{Stream: st.key, Shard: id}, l)
 	}
 	return nil
 }

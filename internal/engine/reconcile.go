@@ -14,7 +14,6 @@ import (
 	"maps"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/syncx"
@@ -220,7 +219,7 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 		// A write that may land late, naming this incarnation, after the
 		// worker has stopped: read again after the late-write bound
 		// (recheckUncertain).
-		syncx.Guard(&g.mu, func() { g.lost.uncertain[u] = mono() + int64(lateBound*g.cfg.Timeout) })
+		g.lost.SetUncertain(u, mono()+int64(lateBound*g.cfg.Timeout))
 	}
 	switch {
 	case err == nil:
@@ -258,50 +257,33 @@ var errRecoveryHeld = errors.New("kinesislease: the recovered lease row is held 
 // every read got an answer.
 func (g *Group) recheckReleased(ctx context.Context) bool {
 	g.mu.Lock()
-	now := time.Now()
-	maps.DeleteFunc(g.lost.released, func(_ unit, r releasedRow) bool { return now.Sub(r.at) > releasedFor })
-	rel := maps.Clone(g.lost.released)
-	maps.DeleteFunc(rel, func(u unit, _ releasedRow) bool {
-		_, held := g.workers[u]
-		_, o := g.lost.orphans[u]
-		return held || o
-	})
+	rel := g.lost.ToRecheck(func(u unit) bool { return g.workers[u] != nil })
 	g.mu.Unlock()
 	units := slices.SortedFunc(maps.Keys(rel), cmpUnit)
 	var failed atomic.Bool
 	syncx.Bounded(ctx, storeConcurrency, len(units), func(i int) {
 		u := units[i]
-		l, err := g.store.Get(ctx, rel[u].lease.Key)
+		l, err := g.store.Get(ctx, rel[u].Lease.Key)
 		missing := errors.Is(err, leases.ErrNotFound)
-		switch lostrow.Recheck(l, rel[u].lease, err, g.ours(l)) {
+		switch lostrow.Recheck(l, rel[u].Lease, err, g.ours(l)) {
 		case lostrow.FoundLost:
 			g.m.Locked(func() {
 				g.mu.Lock()
 				defer g.mu.Unlock()
-				if _, o := g.lost.orphans[u]; !o && g.workers[u] == nil {
-					// Known by its checkpoint only: the row may have named
-					// another member (a row read, not released), and a
-					// write as that holder could meet the row it
-					// recreated, its counter restarted. As a free row, it
-					// is never written as anyone's: released is a
-					// conflict, then a read.
-					known := rel[u].lease
-					known.Owner, known.Incarnation = "", ""
-					g.lost.orphans[u] = lostrow.Orphan{Inc: g.m.IncarnationLocked(), Known: known, Vanished: true}
-				}
-				if missing {
-					delete(g.lost.released, u)
-				}
+				// Unless held or an orphan: known by its checkpoint only:
+				// the row may have named another member (a row read, not
+				// released), and a write as that holder could meet the row
+				// it recreated, its counter restarted. As a free row, it
+				// is never written as anyone's: released is a conflict,
+				// then a read.
+				known := rel[u].Lease
+				known.Owner, known.Incarnation = "", ""
+				g.lost.FoundLost(u, lostrow.Orphan{Inc: g.m.IncarnationLocked(), Known: known, Vanished: true}, g.workers[u] != nil, missing)
 			})
 		case lostrow.FoundFailed:
 			failed.Store(true)
 		case lostrow.FoundNewer:
-			g.mu.Lock()
-			if r, ok := g.lost.released[u]; ok {
-				r.lease = lostrow.Resume(l) // what it knows now (the time it was noted stays)
-				g.lost.released[u] = r
-			}
-			g.mu.Unlock()
+			g.lost.Renew(u, l) // what it knows now (the time it was noted stays)
 		}
 	})
 	return !failed.Load()
@@ -314,13 +296,10 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 // released by the next round.
 func (g *Group) recheckUncertain(ctx context.Context) {
 	now := mono()
-	g.mu.Lock()
-	due := slices.DeleteFunc(slices.Collect(maps.Keys(g.lost.uncertain)), func(u unit) bool { return now < g.lost.uncertain[u] })
-	g.mu.Unlock()
-	for _, u := range due {
+	for _, u := range g.lost.DueUncertain(now) {
 		st := g.streams[u.Stream]
 		if st == nil {
-			syncx.Guard(&g.mu, func() { delete(g.lost.uncertain, u) })
+			g.lost.DropUncertain(u)
 			continue
 		}
 		cur, err := g.store.Get(ctx, leases.Key{Stream: st.key, Shard: u.Shard})
@@ -331,19 +310,18 @@ func (g *Group) recheckUncertain(ctx context.Context) {
 		g.m.Locked(func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			if at := g.lost.uncertain[u]; at <= now {
-				delete(g.lost.uncertain, u)
-			}
 			_, held := g.workers[u]
-			_, orphaned := g.lost.orphans[u]
 			mine = err == nil && cur.Owner == g.cfg.Owner && g.m.OursLocked(cur.Incarnation)
-			if mine && !held && !orphaned {
-				g.lost.orphans[u] = lostrow.Orphan{Inc: cur.Incarnation, Known: cur}
+			var o *lostrow.Orphan // made an orphan unless it is one
+			if mine && !held {
+				o = &lostrow.Orphan{Inc: cur.Incarnation, Known: cur}
+			}
+			if g.lost.Settle(u, now, o) {
 				st.log.Warn("kinesislease: a write of this instance whose answer was lost landed late: the row names it; taking it again or releasing it", "shard", u.Shard)
 			}
 		})
 		if err == nil && !mine {
-			g.noteReleased(u, cur) // known as read, as acquire does (seed 94016513)
+			g.lost.NoteReleased(u, cur) // known as read, as acquire does (seed 94016513)
 		}
 	}
 }

@@ -129,9 +129,7 @@ func TestKnowerWritesItsCheckpointOnRecoveredRow(t *testing.T) {
 		if !g.recheckReleased(ctx) {
 			t.Fatal("recheckReleased: a read failed")
 		}
-		g.mu.Lock()
-		o, ok := g.lost.orphans[u]
-		g.mu.Unlock()
+		o, ok := g.lost.Lookup(u)
 		if !ok {
 			t.Fatal("the recovered row with no checkpoint is no orphan of the member that knows one")
 		}
@@ -186,15 +184,11 @@ func TestRepairedRowRetakenOnlyAfterTheWait(t *testing.T) {
 		if !g.recheckReleased(ctx) {
 			t.Fatal("recheckReleased: a read failed")
 		}
-		g.mu.Lock()
-		o := g.lost.orphans[u]
-		g.mu.Unlock()
+		o := g.lost.Orphan(u)
 		store.fail.Store(true)
 		g.releaseOrphan(ctx, u, o) // the repair: its take lands, its release fails
 		store.fail.Store(false)
-		g.mu.Lock()
-		o, ok := g.lost.orphans[u]
-		g.mu.Unlock()
+		o, ok := g.lost.Lookup(u)
 		if !ok {
 			t.Fatal("no orphan after the repair's release failed")
 		}
@@ -204,9 +198,7 @@ func TestRepairedRowRetakenOnlyAfterTheWait(t *testing.T) {
 		}
 		time.Sleep(g.recoveryWait(st) + time.Second)
 		g.m.Fence().Store(mono() + int64(time.Minute))
-		g.mu.Lock()
-		o = g.lost.orphans[u]
-		g.mu.Unlock()
+		o = g.lost.Orphan(u)
 		g.retake(ctx, u, o)
 		if !g.holds(u) {
 			t.Fatal("did not take the repaired row after the recovery wait")
@@ -441,15 +433,11 @@ func TestUncertainRowReadIsKnown(t *testing.T) {
 		g, _, u, key := oneShardGroup(t, store)
 		arm(t, g, "0.CUR")
 		held := heldRow(t, store, key, "b", "0.B", "179")
-		g.mu.Lock()
-		g.lost.uncertain[u] = mono() - 1
-		g.mu.Unlock()
+		g.lost.SetUncertain(u, mono()-1)
 		g.recheckUncertain(ctx)
-		g.mu.Lock()
-		r, ok := g.lost.released[u]
-		g.mu.Unlock()
-		if !ok || r.lease.Checkpoint != held.Checkpoint {
-			t.Fatalf("after the read of the row held by another at %v: known %+v (%v); want its checkpoint kept", held.Checkpoint, r.lease, ok)
+		r, ok := g.lost.Released(u)
+		if !ok || r.Lease.Checkpoint != held.Checkpoint {
+			t.Fatalf("after the read of the row held by another at %v: known %+v (%v); want its checkpoint kept", held.Checkpoint, r.Lease, ok)
 		}
 	})
 }
@@ -521,17 +509,15 @@ func TestOutdatedRecoveryKeepsWhatThisInstanceKnew(t *testing.T) {
 		arm(t, g, "0.CUR")
 		rw := driver.NewRewindID(time.Now())
 		known := leases.Checkpoint{Sequence: "315"}
-		g.noteReleased(u, leases.Lease{Key: key, Counter: 9, Checkpoint: known, Rewind: rw})
+		g.lost.NoteReleased(u, leases.Lease{Key: key, Counter: 9, Checkpoint: known, Rewind: rw})
 		rec, err := store.CreateAs(ctx, key, "", "", leases.Checkpoint{Sequence: leases.RewindTrimHorizon}, rw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.noteReleased(u, rec)
-		g.mu.Lock()
-		r := g.lost.released[u]
-		g.mu.Unlock()
-		if r.lease.Checkpoint != known {
-			t.Fatalf("known after reading the outdated recovery: %v, want %v", r.lease.Checkpoint, known)
+		g.lost.NoteReleased(u, rec)
+		r, _ := g.lost.Released(u)
+		if r.Lease.Checkpoint != known {
+			t.Fatalf("known after reading the outdated recovery: %v, want %v", r.Lease.Checkpoint, known)
 		}
 		g.take(ctx, st, u, rec)
 		got, err := store.Get(ctx, key)
@@ -564,15 +550,11 @@ func TestOrphanAdoptsARewindItReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := lostrow.Orphan{Inc: "0.OLD", Known: leases.Lease{Key: key, Owner: "a", Incarnation: "0.OLD", Counter: 7, Checkpoint: leases.Checkpoint{Sequence: "40"}}}
-		g.mu.Lock()
-		g.lost.orphans[u] = o
-		g.mu.Unlock()
+		g.lost.Put(u, o)
 		if _, ok := g.rereadOrphan(ctx, st, u, o, false); !ok {
 			t.Fatal("the orphan's row was not read")
 		}
-		g.mu.Lock()
-		got := g.lost.orphans[u]
-		g.mu.Unlock()
+		got := g.lost.Orphan(u)
 		if got.Best() != to {
 			t.Fatalf("the orphan knows %v after reading the row rewound to %v", got.Best(), to)
 		}
@@ -645,13 +627,11 @@ func TestLateCreateRepairedStaysRecovered(t *testing.T) {
 		k, _, _, _ := oneShardGroupOf(t, store, "k")
 		arm(t, k, "0.KNOW")
 		held := lateCreate(t, store, key)
-		k.noteReleased(u, held) // k read it while b held it
+		k.lost.NoteReleased(u, held) // k read it while b held it
 		if !k.recheckReleased(ctx) {
 			t.Fatal("recheckReleased failed")
 		}
-		k.mu.Lock()
-		o, ok := k.lost.orphans[u]
-		k.mu.Unlock()
+		o, ok := k.lost.Lookup(u)
 		if !ok {
 			t.Fatal("the knower did not take the row created again without its checkpoint for one to repair")
 		}

@@ -36,9 +36,7 @@ func TestRowReadAtListingIsRecheckedWhenReported(t *testing.T) {
 		if !g.recheckReleased(ctx) {
 			t.Fatal("recheckReleased: a read failed")
 		}
-		g.mu.Lock()
-		o, ok := g.lost.orphans[u]
-		g.mu.Unlock()
+		o, ok := g.lost.Lookup(u)
 		if !ok || o.Best() != cp {
 			t.Fatalf("after the row read at the first listing vanished and was re-read: orphan %+v (present %v), want one that knows %v", o, ok, cp)
 		}

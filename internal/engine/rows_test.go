@@ -45,10 +45,8 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 		known.Checkpoint = mine
 		o := lostrow.Orphan{Inc: "0.OLD", Known: known}
 		g.m.AddEarlier("0.OLD")
-		g.mu.Lock()
-		g.lost.orphans[u] = o
-		g.mu.Unlock()
-		g.noteReleased(u, known)
+		g.lost.Put(u, o)
+		g.lost.NoteReleased(u, known)
 		g.releaseOrphan(ctx, u, o) // a conflict, a read (the rewind pending), a release
 		cur, err := store.Get(ctx, key)
 		if err != nil {
@@ -74,9 +72,7 @@ func TestReleasedRowKnownAtPendingRewind(t *testing.T) {
 			t.Fatal("recheckReleased: a read failed")
 		}
 		for range 3 {
-			g.mu.Lock()
-			o, ok := g.lost.orphans[u]
-			g.mu.Unlock()
+			o, ok := g.lost.Lookup(u)
 			if !ok {
 				break
 			}
@@ -111,7 +107,7 @@ func TestTakeNeverPassesARecreatedRowsCheckpoint(t *testing.T) {
 
 		// This instance read the row at "300" (noted: it released it).
 		theirs := heldRow(t, store, key, "b", "0.B", "100", "200", "300")
-		g.noteReleased(u, theirs)
+		g.lost.NoteReleased(u, theirs)
 		// The operator rewinds to "100"; b applies it. The row is deleted
 		// and b recreates it from there, then gives it up.
 		theirs, err := store.Rewind(ctx, theirs, rewindTo)
@@ -168,9 +164,7 @@ func TestTakerWhoseRewindAnswerWasLostRecreatesAtOnce(t *testing.T) {
 		}
 
 		acquireRound(ctx, g, u) // takes it; the rewind's apply lands, its answer is lost
-		g.mu.Lock()
-		o, ok := g.lost.orphans[u]
-		g.mu.Unlock()
+		o, ok := g.lost.Lookup(u)
 		if !ok || g.holds(u) {
 			t.Fatalf("after the take whose rewind's answer was lost: orphan %v, held %v; want an orphan, no worker", ok, g.holds(u))
 		}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
-	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/lostbook"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/shardlist"
@@ -66,11 +66,8 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		cfg: cfg, h: h, run: runState{kick: make(chan struct{}, 1)},
 		streams: map[string]*streamState{},
 		workers: map[unit]*worker{},
-		lost: lostState{
-			orphans: map[unit]lostrow.Orphan{}, uncertain: map[unit]int64{}, released: map[unit]releasedRow{},
-			reportSem: make(chan struct{}, 1),
-		},
-		log: cfg.Logger.With("owner", cfg.Owner),
+		lost:    lostbook.New[unit](time.Now),
+		log:     cfg.Logger.With("owner", cfg.Owner),
 	}
 	is := observe.NewStore(cfg.Store, mem, h, &g.stats)
 	g.store, g.mem = is, is

@@ -43,7 +43,7 @@ func (g *Group) shutdown() {
 		g.reap(ctx, true)
 	}
 	g.mu.Lock()
-	orphans := maps.Clone(g.lost.orphans)
+	orphans := g.lost.Orphans()
 	maps.DeleteFunc(orphans, func(u unit, _ lostrow.Orphan) bool { return g.workers[u] != nil })
 	g.mu.Unlock()
 	units := slices.SortedFunc(maps.Keys(orphans), cmpUnit)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -129,8 +128,8 @@ func (g *Group) removeStreams() {
 			continue
 		}
 		g.mu.Lock()
-		busy := hasStream(g.workers, key) || hasStream(g.lost.orphans, key)
-		maps.DeleteFunc(g.lost.released, func(u unit, _ releasedRow) bool { return u.Stream == key })
+		orphaned := g.lost.DropWhere(func(u unit) bool { return u.Stream == key })
+		busy := hasStream(g.workers, key) || orphaned
 		g.mu.Unlock()
 		if busy {
 			continue

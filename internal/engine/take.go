@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
-	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -73,7 +72,7 @@ func (g *Group) takeAs(ctx context.Context, u unit, l leases.Lease, inc string, 
 	}
 	t, err := g.mem.TakeAs(tctx, l, g.cfg.Owner, inc)
 	if lostrow.Unanswered(err) {
-		g.presume(u, l, inc)
+		g.lost.Presume(u, l, g.cfg.Owner, inc, mono()+int64(lateBound*g.cfg.Timeout))
 	}
 	if marked != nil {
 		if merr := <-marked; merr != nil {
@@ -127,19 +126,12 @@ func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t 
 		}
 		t.Recovered = lostrow.LateMark(l)
 		if rl, rerr := g.store.Release(ctx, t, cp); rerr == nil {
-			g.noteReleased(u, rl)
+			g.lost.NoteReleased(u, rl)
 		} else {
-			g.mu.Lock()
-			g.lost.orphans[u] = lostrow.Orphan{Inc: t.Incarnation, Known: t, Presumed: true, Vanished: true, Unwaited: true}
-			g.mu.Unlock()
+			g.lost.Put(u, lostrow.Orphan{Inc: t.Incarnation, Known: t, Presumed: true, Vanished: true, Unwaited: true})
 		}
 	case lostrow.UndoOrphan:
-		g.mu.Lock()
-		if o, ok := g.lost.orphans[u]; ok {
-			o.Unwaited, o.Known.Recovered = true, lostrow.LateMark(l)
-			g.lost.orphans[u] = o
-		}
-		g.mu.Unlock()
+		g.lost.Update(u, func(o *lostrow.Orphan) { o.Unwaited, o.Known.Recovered = true, lostrow.LateMark(l) })
 	case lostrow.UndoTakeRelease:
 		// Reported only if this made the row recovered: a take that
 		// failed because another member took the row (two taking a new
@@ -167,7 +159,7 @@ func (g *Group) lateFill(ctx context.Context, st *streamState, u unit, l leases.
 // takeRelease takes row from, a version of the row of orphan o of u, as
 // the current incarnation, then releases it as taken (its checkpoint the
 // one the take wrote). A take that fails leaves o, marked unwaited if its
-// answer was lost (markUnwaited); a release that fails leaves the orphan
+// answer was lost (lostbook.Book.MarkUnwaited); a release that fails leaves the orphan
 // left, known as taken and unwaited (the take made no recovery wait),
 // released next round. It returns the row taken, and whether the take
 // and the release landed.
@@ -181,17 +173,17 @@ func (g *Group) takeRelease(ctx context.Context, u unit, o lostrow.Orphan, from 
 	}
 	t, err := g.takeAs(ctx, u, from, inc, false)
 	if err != nil {
-		g.markUnwaited(u, err)
+		g.lost.MarkUnwaited(u, err)
 		return t, false, false
 	}
 	t.Recovered = cmp.Or(t.Recovered, from.Recovered)
 	rl, err := g.store.Release(ctx, t, leases.Checkpoint{})
 	if err != nil {
 		left.Inc, left.Known, left.Unwaited = inc, t, true
-		syncx.Guard(&g.mu, func() { g.lost.orphans[u] = left })
+		g.lost.Put(u, left)
 		return t, true, false
 	}
-	g.dropOrphan(u, o)
-	g.noteReleased(u, rl)
+	g.lost.Drop(u, o)
+	g.lost.NoteReleased(u, rl)
 	return t, true, true
 }
