@@ -91,8 +91,7 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 	s.mu.Unlock()
 	s.markGroupSet()
 	s.log.Info("kinesislease: starting", "owner", c.owner, "incarnation", g.Incarnation(), "streams", len(subs), "store", fmt.Sprintf("%T", c.store))
-	err = g.Run(ctx)
-	s.log.Info("kinesislease: stopped", "owner", c.owner)
+	err = g.Run(ctx) // it logs "kinesislease: stopped" once its shutdown is done
 	var dup *engine.DuplicateOwnerError
 	switch {
 	case err == nil:
