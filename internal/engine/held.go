@@ -6,6 +6,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lease"
@@ -69,9 +70,9 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 		prev := ""
 		if l.Owner != "" && l.Owner != g.cfg.Owner {
 			prev = l.Owner
-			st.log.Info("kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, "seq", t.Checkpoint.Sequence)
+			st.log.Info("kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, resumeAttr(st, t.Checkpoint))
 		} else {
-			st.log.Info("kinesislease: lease acquired", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
+			st.log.Info("kinesislease: lease acquired", "shard", u.Shard, resumeAttr(st, t.Checkpoint))
 		}
 		observe.Emit(g.h, g.cfg.Events, observe.LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: prev})
 	})
@@ -171,4 +172,14 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 			observe.Emit(g.h, g.cfg.Events, observe.LeaseReleased, info)
 		}
 	}
+}
+
+// resumeAttr is where a worker taking a row at cp reads from, for its log
+// line: seq, the checkpoint; or start, the subscription's start position,
+// for a row with none (never an empty seq).
+func resumeAttr(st *streamState, cp leases.Checkpoint) slog.Attr {
+	if cp.IsZero() {
+		return slog.String("start", st.cfg.Start.String())
+	}
+	return slog.String("seq", cp.String())
 }
