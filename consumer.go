@@ -67,8 +67,9 @@ type Service struct {
 	mu   sync.Mutex
 	subs []*subscription
 	run  bool
-	// group runs every subscription of the running service; groupSet is
-	// closed once it is set, or when Run returns without it.
+	// group runs every subscription of the running service; groupSet
+	// (made by New) is closed once it is set, or when Run returns without
+	// it.
 	group    *engine.Group
 	groupSet chan struct{}
 	// running: Run passed its start-up checks and has not returned.
@@ -117,7 +118,7 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 	if c.budgetBytes == 0 {
 		c.budgetBytes, c.budgetRecords = DefaultMemoryBudgetBytes, DefaultMemoryBudgetRecords
 	}
-	return &Service{cfg: c, log: log, kin: c.client, budget: engine.NewBudget(c.budgetBytes, c.budgetRecords)}, nil
+	return &Service{cfg: c, log: log, kin: c.client, budget: engine.NewBudget(c.budgetBytes, c.budgetRecords), groupSet: make(chan struct{})}, nil
 }
 
 // Owner returns this instance's owner id.

@@ -24,6 +24,9 @@ var (
 	// moment it cannot add the subscription: Run did not finish starting
 	// in time, or returned meanwhile.
 	ErrRunning = errors.New("kinesislease: service already running")
+	// ErrStopped: Ready was waiting when Run returned (or Run returned
+	// before it was called).
+	ErrStopped = errors.New("kinesislease: service stopped")
 	// ErrNotSubscribed is returned by Unsubscribe for a stream the service
 	// does not subscribe.
 	ErrNotSubscribed = errors.New("kinesislease: stream not subscribed")

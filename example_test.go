@@ -126,7 +126,9 @@ func ExampleRecordFrom() {
 		cancel() // one record is enough here
 		return nil
 	}
-	if err := kinesislease.Subscribe(svc, "fulfilment", handle, kinesislease.WithStartPosition(kltype.TrimHorizon)); err != nil {
+	// The default start position, LATEST, is the records put after
+	// Subscribe: this one, put before Run.
+	if err := kinesislease.Subscribe(svc, "fulfilment", handle); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := k.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("fulfilment"), PartitionKey: aws.String("customer-17"),

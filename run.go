@@ -26,7 +26,6 @@ func (s *Service) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	s.run = true
-	s.groupSet = make(chan struct{})
 	subs := slices.Clone(s.subs)
 	s.mu.Unlock()
 	defer s.markGroupSet()

@@ -99,12 +99,14 @@ type signals struct {
 	recheckAgain atomic.Bool  // a re-read of lately released rows failed: again next round
 	resync       atomic.Bool  // a member ended a shard: the listers list their streams
 	ended        atomic.Int64 // shards this instance read to their end, or found ended (shardlist.State.FoundEnded)
+	holding      holding      // whether the last round ended holding this instance's part (WaitHolding)
 }
 
 // roundState is the round goroutine's own: the plan and its bookkeeping.
 type roundState struct {
 	planner    plan.Planner // cached: recomputes only when members or shards change
 	lastAssign map[unit]string
+	planned    int // active shards the last plan was made of
 	sameRounds int
 	rounds     int
 	reconciled int // rounds of reconciliation done (its slice of the held rows)

@@ -107,6 +107,7 @@ type DuplicateOwnerError = membership.DuplicateOwnerError
 // works again. A shard or stream failing for good does not end it: that
 // one is set aside and tried again later (see fail).
 func (g *Group) Run(ctx context.Context) error {
+	defer g.sig.holding.stop()
 	if err := g.m.Join(ctx); err != nil {
 		return err
 	}
@@ -166,6 +167,8 @@ func (g *Group) loop(ctx context.Context) {
 // instance is fenced; its calls end within a timeout, and every take within
 // the fence as it stands when the take is sent.
 func (g *Group) round(ctx context.Context) {
+	holds := false
+	defer func() { g.sig.holding.set(holds) }()
 	g.rs.rounds++
 	g.applyStreamChanges()
 	g.reap(ctx, false)
@@ -192,6 +195,7 @@ func (g *Group) round(ctx context.Context) {
 	a := g.plan()
 	g.listing.NotePlannedOpen(a)
 	g.apply(rctx, a)
+	holds = g.holdsPlan(a, g.rs.planned)
 	g.m.RemoveStale(rctx)
 	g.readBehind(rctx)
 	g.m.Prune()
@@ -212,6 +216,7 @@ func (g *Group) plan() map[unit]string {
 	}
 	live := g.planMembers(mono())
 	a := g.rs.planner.Assign(live, units, g.cfg.MaxLeases)
+	g.rs.planned = len(units)
 	if sameMap(a, g.rs.lastAssign) || maps.Equal(a, g.rs.lastAssign) {
 		g.rs.sameRounds++
 	} else {
