@@ -95,11 +95,11 @@ type Group struct {
 
 // signals are set by the heartbeat loop and taken by the round loop.
 type signals struct {
-	reconcileNow atomic.Bool  // our Notice moved: re-read every held row
-	recheckAgain atomic.Bool  // a re-read of lately released rows failed: again next round
-	resync       atomic.Bool  // a member ended a shard: the listers list their streams
-	ended        atomic.Int64 // shards this instance read to their end, or found ended (shardlist.State.FoundEnded)
-	holding      holding      // whether the last round ended holding this instance's part (WaitHolding)
+	reconcileNow atomic.Bool        // our Notice moved: re-read every held row
+	recheckAgain atomic.Bool        // a re-read of lately released rows failed: again next round
+	resync       atomic.Bool        // a member ended a shard: the listers list their streams
+	ended        atomic.Int64       // shards this instance read to their end, or found ended (shardlist.State.FoundEnded)
+	holding      syncx.Latest[bool] // whether each round ended holding this instance's part (WaitHolding)
 }
 
 // roundState is the round goroutine's own: the plan and its bookkeeping.

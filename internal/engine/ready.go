@@ -6,57 +6,11 @@ package engine
 import (
 	"context"
 	"errors"
-	"sync"
 )
 
 // ErrStopped: Run returned (or never began its rounds) before what
 // WaitHolding waited for came.
 var ErrStopped = errors.New("engine: stopped")
-
-// holding is what the rounds tell WaitHolding: how many ended, whether
-// the last one ended holding its part of the plan, and a channel closed
-// when the next one ends.
-type holding struct {
-	mu      sync.Mutex
-	rounds  int
-	ok      bool
-	stopped bool
-	next    chan struct{}
-}
-
-// set records the end of a round, ok if it ended holding its part.
-func (h *holding) set(ok bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.rounds++
-	h.ok = ok
-	if h.next != nil {
-		close(h.next)
-		h.next = nil
-	}
-}
-
-// stop records that no round will end again.
-func (h *holding) stop() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.stopped = true
-	if h.next != nil {
-		close(h.next)
-		h.next = nil
-	}
-}
-
-// state returns the rounds ended, the last one's ok, whether stopped, and
-// a channel closed when the next round ends (or at stop).
-func (h *holding) state() (rounds int, ok, stopped bool, next <-chan struct{}) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.next == nil {
-		h.next = make(chan struct{})
-	}
-	return h.rounds, h.ok, h.stopped, h.next
-}
 
 // WaitHolding returns once a round that began after the call ended with
 // every subscribed stream listed, every active shard given by the plan to
@@ -66,9 +20,9 @@ func (h *holding) state() (rounds int, ok, stopped bool, next <-chan struct{}) {
 // returning means every shard is held. It returns ctx's error if ctx ends
 // first, and ErrStopped if Run returns first.
 func (g *Group) WaitHolding(ctx context.Context) error {
-	from, _, _, _ := g.sig.holding.state()
+	from, _, _, _ := g.sig.holding.State()
 	for {
-		rounds, ok, stopped, next := g.sig.holding.state()
+		rounds, ok, stopped, next := g.sig.holding.State()
 		switch {
 		case rounds >= from+2 && ok: // the round ending at from+1 may have begun before the call
 			return nil

@@ -107,7 +107,7 @@ type DuplicateOwnerError = membership.DuplicateOwnerError
 // works again. A shard or stream failing for good does not end it: that
 // one is set aside and tried again later (see fail).
 func (g *Group) Run(ctx context.Context) error {
-	defer g.sig.holding.stop()
+	defer g.sig.holding.Stop()
 	if err := g.m.Join(ctx); err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func (g *Group) loop(ctx context.Context) {
 // the fence as it stands when the take is sent.
 func (g *Group) round(ctx context.Context) {
 	holds := false
-	defer func() { g.sig.holding.set(holds) }()
+	defer func() { g.sig.holding.Set(holds) }()
 	g.rs.rounds++
 	g.applyStreamChanges()
 	g.reap(ctx, false)
