@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesislease/kinesislease/internal/engine/plan"
+	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
