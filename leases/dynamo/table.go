@@ -95,9 +95,10 @@ type Table struct {
 	// CreateTable created; an existing table's is left as it is.
 	BillingMode types.BillingMode
 	// PointInTimeRecovery is true when WithPointInTimeRecovery was given
-	// and DynamoDB reported the recovery enabled after the call.
+	// and DynamoDB reported the recovery enabled.
 	PointInTimeRecovery bool
-	// Tags are the tags this call wrote (WithTableTags); nil for none.
+	// Tags are the tags this call wrote (WithTableTags); nil for none, or
+	// when writing them failed.
 	Tags map[string]string
 }
 
@@ -112,8 +113,9 @@ type Table struct {
 // not the string partition key lease_key alone is refused with an error
 // that names the table and the key schema found and wanted, and matches
 // leases.ErrMisconfigured; nothing is written to it. Other errors wrap the
-// SDK's (errors.As finds a *types.ResourceInUseException, an access denied
-// smithy.APIError, ...).
+// SDK's (errors.As finds an access denied smithy.APIError, ...). When an
+// option fails once the table is ACTIVE, the Table returned with the error
+// says what is done (its Name is set from then on).
 //
 // client is usually a *dynamodb.Client; it needs dynamodb:CreateTable and
 // dynamodb:DescribeTable, and dynamodb:UpdateContinuousBackups and
@@ -196,12 +198,12 @@ func CreateTable(ctx context.Context, client TableClient, table string, opts ...
 	}
 
 	if len(cfg.tags) > 0 {
-		t.Tags = maps.Clone(cfg.tags)
 		if !t.Created {
 			if _, err := client.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: desc.TableArn, Tags: tags}); err != nil {
 				return t, fmt.Errorf("dynamo: table %q exists: tagging it: %w", table, err)
 			}
 		}
+		t.Tags = maps.Clone(cfg.tags)
 	}
 	if cfg.pitr {
 		on, err := enablePITR(ctx, client, table, deadline)
