@@ -33,7 +33,10 @@ type globals struct {
 	dynamoEndpoint  string
 	kinesisEndpoint string
 	readTimeoutSecs int
-	table, stream   string // every command names them too
+	table, stream   string // every command names them too (tableOnly: the table alone)
+	// tableOnly: the command works on the table alone (init, members): it
+	// has no --stream.
+	tableOnly bool
 }
 
 // register registers the options on fs. Their help is in help.go; the
@@ -46,6 +49,9 @@ func (g *globals) register(fs *flag.FlagSet) {
 		{"table", &g.table}, {"stream", &g.stream}, {"region", &g.region}, {"profile", &g.profile},
 		{"endpoint-url", &g.endpoint}, {"dynamodb-endpoint-url", &g.dynamoEndpoint}, {"kinesis-endpoint-url", &g.kinesisEndpoint},
 	} {
+		if o.name == "stream" && g.tableOnly {
+			continue
+		}
 		fs.StringVar(o.v, o.name, "", "")
 	}
 	fs.IntVar(&g.readTimeoutSecs, "cli-read-timeout", 60, "")
@@ -57,7 +63,7 @@ func (g *globals) check() error {
 	if g.table == "" {
 		missing = append(missing, "--table")
 	}
-	if g.stream == "" {
+	if g.stream == "" && !g.tableOnly {
 		missing = append(missing, "--stream")
 	}
 	if len(missing) > 0 {
@@ -66,7 +72,7 @@ func (g *globals) check() error {
 	if g.readTimeoutSecs < 0 {
 		return badArg("argument --cli-read-timeout: %d: want a number of seconds, 0 for none", g.readTimeoutSecs)
 	}
-	if _, err := leases.NewKey(g.stream, "shardId-000000000000"); err != nil {
+	if _, err := leases.NewKey(g.stream, "shardId-000000000000"); err != nil && !g.tableOnly {
 		return badArg("argument --stream %q: not a stream name or ARN", g.stream)
 	}
 	for _, u := range []struct{ name, v string }{

@@ -35,6 +35,28 @@ type cli struct {
 	// Extra client options (tests record and disturb calls with them).
 	dynamoOpts  []func(*dynamodb.Options)
 	kinesisOpts []func(*kinesis.Options)
+	// sleep waits d (members --interval); nil: sleepCtx. Tests act between
+	// the reads with it.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// sleepCtx waits d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (c *cli) wait(d time.Duration) error {
+	if c.sleep != nil {
+		return c.sleep(c.ctx, d)
+	}
+	return sleepCtx(c.ctx, d)
 }
 
 // run runs the command line args (without the program name), writing to
@@ -61,14 +83,14 @@ func (c *cli) execute(args []string) int {
 		}
 		sc := commandNamed(args[1])
 		if sc == nil {
-			return c.usageError(nil, fmt.Sprintf("argument command: invalid choice: %q (choose from status, rewind, import, export, help)", args[1]))
+			return c.usageError(nil, invalidChoice(args[1]))
 		}
 		fmt.Fprint(c.stdout, sc.help)
 		return exitOK
 	default:
 		sc := commandNamed(cmd)
 		if sc == nil {
-			return c.usageError(nil, fmt.Sprintf("argument command: invalid choice: %q (choose from status, rewind, import, export, help)", cmd))
+			return c.usageError(nil, invalidChoice(cmd))
 		}
 		return sc.run(c, args[1:])
 	}
@@ -84,6 +106,15 @@ type command struct {
 
 // commands are the subcommands, filled in by init (main.go).
 var commands []*command
+
+// invalidChoice is the usage error of an unknown command name.
+func invalidChoice(name string) string {
+	var names []string
+	for _, sc := range commands {
+		names = append(names, sc.name)
+	}
+	return fmt.Sprintf("argument command: invalid choice: %q (choose from %s, help)", name, strings.Join(names, ", "))
+}
 
 func commandNamed(name string) *command {
 	for _, sc := range commands {

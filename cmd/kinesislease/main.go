@@ -1,6 +1,7 @@
-// Command kinesislease shows and moves the shard leases of services built
-// with github.com/kinesislease/kinesislease: the rows ("stream:shard") of their
-// DynamoDB lease table.
+// Command kinesislease creates the DynamoDB lease table of services built
+// with github.com/kinesislease/kinesislease, and shows and moves their shard
+// leases: the rows ("stream:shard") of that table, and the fleet heartbeating
+// in its membership rows.
 //
 // Install it with
 //
@@ -8,11 +9,22 @@
 //
 // Usage (flags in the style of the AWS CLI):
 //
+//	kinesislease init --table T [--point-in-time-recovery] [--tag K=V ...] [global options]
 //	kinesislease status --table T --stream S [--json] [global options]
+//	kinesislease members --table T [--interval D] [--json] [global options]
 //	kinesislease rewind --table T --stream S --to POSITION [--shard ID] [--dry-run] [global options]
 //	kinesislease import --table T --stream S --from-table F [--format kcl|vmware-go-kcl] [--kcl-stream ID] [--at-timestamp TIME] [--interval D] [--dry-run] [--force]
 //	kinesislease export --table T --stream S --to-table K [--kcl-stream ID] [--interval D] [--dry-run] [--force]
-//	kinesislease help [status|rewind|import|export]
+//	kinesislease help [init|status|members|rewind|import|export]
+//
+// init creates the lease table (string partition key lease_key, on-demand
+// billing), with point-in-time recovery and tags if asked, and waits until it
+// is ACTIVE; an existing table is accepted if its key is right and refused
+// (exit code 1, naming the key schema found) if not. It then prints the IAM
+// statement the service needs on the table (dynamodb:GetItem and
+// dynamodb:UpdateItem on its ARN). It needs dynamodb:CreateTable and
+// DescribeTable, and UpdateContinuousBackups and TagResource with the options
+// (see dynamo.CreateTable).
 //
 // status prints one line per shard of the stream: its lease holder and the
 // holder's incarnation, counter, checkpoint, whether it reached SHARD_END,
@@ -20,6 +32,13 @@
 // of the shard.
 // It reads only (dynamodb:GetItem; kinesis:ListShards, GetShardIterator,
 // GetRecords).
+//
+// members prints one line per instance of the fleet, read from the table's
+// membership header and rows: its row, owner id, incarnation, heartbeat (an
+// opaque counter, not a time), whether it is leaving, the leases it holds and
+// the shards it ended. With --interval it reads twice, that long apart, and
+// says whose heartbeat advanced, stayed unchanged, joined or is gone. It
+// reads only (dynamodb:GetItem).
 //
 // rewind moves checkpoints while the service runs, through the lease store's
 // conditional writes only: a free row is rewritten at once; a held row gets a
@@ -73,5 +92,7 @@ func init() {
 		{name: "rewind", synopsis: rewindSynopsis, help: rewindHelp, run: (*cli).rewind},
 		{name: "import", synopsis: importSynopsis, help: importHelp, run: (*cli).importCmd},
 		{name: "export", synopsis: exportSynopsis, help: exportHelp, run: (*cli).exportCmd},
+		{name: "init", synopsis: initSynopsis, help: initHelp, run: (*cli).initCmd},
+		{name: "members", synopsis: membersSynopsis, help: membersHelp, run: (*cli).members},
 	}
 }

@@ -108,6 +108,8 @@ func TestHelp(t *testing.T) {
 		{"help"}, {"--help"}, {"-h"},
 		{"help", "status"}, {"status", "--help"}, {"status", "-h"}, {"status", "help"},
 		{"help", "rewind"}, {"rewind", "--help"}, {"rewind", "help"},
+		{"help", "init"}, {"init", "--help"}, {"init", "help"},
+		{"help", "members"}, {"members", "--help"}, {"members", "-h"},
 	} {
 		res := runCLI(args...)
 		if res.code != 0 || res.stderr != "" {
@@ -126,7 +128,19 @@ func TestHelp(t *testing.T) {
 	if res := runCLI("status", "--help"); !strings.Contains(res.stdout, "lag_ms") {
 		t.Errorf("status --help does not describe the JSON fields")
 	}
-	if res := runCLI("help", "nope"); res.code != exitUsage {
+	if res := runCLI("members", "--help"); !strings.Contains(res.stdout, "heartbeat_change") || !strings.Contains(res.stdout, "--interval") {
+		t.Errorf("members --help does not describe --interval and the JSON fields")
+	}
+	if res := runCLI("init", "--help"); !strings.Contains(res.stdout, "KinesisLeaseTable") || !strings.Contains(res.stdout, "--point-in-time-recovery") {
+		t.Errorf("init --help does not describe the policy and --point-in-time-recovery")
+	}
+	top := runCLI("help").stdout
+	for _, s := range []string{"o init", "o members", "dynamodb:CreateTable", "dynamodb:UpdateContinuousBackups", "dynamodb:TagResource", "members: dynamodb:GetItem"} {
+		if !strings.Contains(top, s) {
+			t.Errorf("the top help lacks %q", s)
+		}
+	}
+	if res := runCLI("help", "nope"); res.code != exitUsage || !strings.Contains(res.stderr, "choose from status, rewind, import, export, init, members, help") {
 		t.Errorf("help nope: %v", res)
 	}
 }

@@ -72,6 +72,16 @@
 // fact landed (its answer was lost), the store recognises its own write by the
 // write_token carried by every write and returns success.
 //
+// # Creating the table
+//
+// CreateTable creates the table (string partition key lease_key, on-demand
+// billing), optionally with point-in-time recovery and tags, waits until it
+// is ACTIVE, and checks the key schema of a table that exists already. It
+// is for deploy time or an operator (the kinesislease command's init): it
+// calls CreateTable, DescribeTable and, with its options,
+// UpdateContinuousBackups and TagResource, none of which the Store calls or
+// a running service needs.
+//
 // # Mapping
 //
 // Items are mapped to attributes, and the update expressions written, by
@@ -809,9 +819,9 @@ func (s *Store) mapErr(op, key string, err error) error {
 	switch {
 	case errors.As(err, &notFound):
 		return fmt.Errorf("dynamo: table %q not found in region %q: create it with a string partition key %s and on-demand billing "+
-			"(aws dynamodb create-table --table-name %s --attribute-definitions AttributeName=%s,AttributeType=S "+
+			"(kinesislease init --table %s, or aws dynamodb create-table --table-name %s --attribute-definitions AttributeName=%s,AttributeType=S "+
 			"--key-schema AttributeName=%s,KeyType=HASH --billing-mode PAY_PER_REQUEST), or name the right table: %w: %w",
-			s.table, s.region, attrKey, s.table, attrKey, attrKey, leases.ErrMisconfigured, err)
+			s.table, s.region, attrKey, s.table, s.table, attrKey, attrKey, leases.ErrMisconfigured, err)
 	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" && wrongKey(apiErr.ErrorMessage()):
 		return fmt.Errorf("dynamo: table %q: its key is not the string partition key %s alone: "+
 			"use a table created with --key-schema AttributeName=%s,KeyType=HASH (type S): %w: %w",
