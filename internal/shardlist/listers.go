@@ -113,9 +113,9 @@ func (s *State) othersEnded(key string, ended bool) {
 }
 
 // due reports whether the shards of the stream keyed key are to be listed
-// now (see the package comment). must: the engine has a reason of its own
-// (the first listing, this instance's own shard ended, the stream's
-// listing failing).
+// now (see the package comment). must: the stream has a reason of its
+// own (the first listing, this instance's own shard ended, the stream's
+// listing failing; see Sync).
 func (s *State) due(key string, must bool) bool {
 	ls := s.listState(key)
 	st, _ := s.cfg.Host.Stream(key)
