@@ -5,11 +5,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
@@ -23,9 +25,17 @@ import (
 func TestSlowListingDoesNotHoldTheRound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		g, st, u, _ := oneShardGroup(t, memory.New())
 		lister := &heldLister{answer: make(chan struct{})}
-		g.cfg.Client = lister
+		g, err := NewGroup(GroupConfig{
+			Owner: "a", Store: memory.New(), Client: lister, Heartbeat: time.Second, Timeout: 4 * time.Second,
+			Streams: []StreamConfig{{Stream: "s", Start: kltype.TrimHorizon, Worker: WorkerConfig{
+				Handler: func(context.Context, *kltype.Record) error { return nil },
+			}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, u := g.streams["s"], unit{Stream: "s", Shard: "shardId-000000000000"}
 
 		done := make(chan struct{})
 		go func() {
@@ -40,8 +50,8 @@ func TestSlowListingDoesNotHoldTheRound(t *testing.T) {
 			<-done
 			t.Fatal("syncShards waited for the ListShards in flight")
 		}
-		if lister.calls.Load() != 1 || st.shards != nil {
-			t.Fatalf("after the first syncShards: %d ListShards calls, shards %v; want 1 call in flight, none known yet", lister.calls.Load(), st.shards)
+		if lister.calls.Load() != 1 || st.list.Shards != nil {
+			t.Fatalf("after the first syncShards: %d ListShards calls, shards %v; want 1 call in flight, none known yet", lister.calls.Load(), st.list.Shards)
 		}
 		g.syncShards(ctx) // still in flight: nothing to apply, no second call
 		synctest.Wait()
@@ -52,8 +62,8 @@ func TestSlowListingDoesNotHoldTheRound(t *testing.T) {
 		close(lister.answer)
 		synctest.Wait()
 		g.syncShards(ctx)
-		if _, ok := st.shards[u.Shard]; !ok || st.lastSync.IsZero() {
-			t.Fatalf("after the answer: shards %v, last sync %v; want %s listed", st.shards, st.lastSync, u.Shard)
+		if _, ok := st.list.Shards[u.Shard]; !ok || st.list.LastSync.IsZero() {
+			t.Fatalf("after the answer: shards %v, last sync %v; want %s listed", st.list.Shards, st.list.LastSync, u.Shard)
 		}
 	})
 }

@@ -122,7 +122,7 @@ type roundState struct {
 // runState is Run's: kick wakes the round loop early (a held row
 // vanished); cancelRun ends Run with an error (set by Run); ctx is Run's
 // context while it coordinates (Background before): the background
-// listings' (listAsync), which Run waits for (listers) before it drains.
+// listings' (listingHost.Background), which Run waits for (listers) before it drains.
 type runState struct {
 	kick      chan struct{}
 	cancelRun context.CancelCauseFunc

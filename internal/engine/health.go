@@ -51,12 +51,12 @@ func (g *Group) Health() kltype.Health {
 	for _, key := range g.order {
 		st := g.streams[key]
 		sh := kltype.StreamHealth{Stream: st.cfg.Stream, Shards: shards[st.key]}
-		if st.listing.n > 0 {
-			sh.Err, sh.RetryAt = st.listing.err, st.listing.until
+		if st.list.Failure.N > 0 {
+			sh.Err, sh.RetryAt = st.list.Failure.Err, st.list.Failure.Until
 		}
 		for id, f := range st.failed {
 			if !slices.ContainsFunc(sh.Shards, func(x kltype.ShardHealth) bool { return x.ShardID == id }) {
-				sh.Shards = append(sh.Shards, kltype.ShardHealth{ShardID: id, MillisBehindLatest: -1, Err: f.err, RetryAt: f.until})
+				sh.Shards = append(sh.Shards, kltype.ShardHealth{ShardID: id, MillisBehindLatest: -1, Err: f.Err, RetryAt: f.Until})
 			}
 		}
 		slices.SortFunc(sh.Shards, func(a, b kltype.ShardHealth) int { return strings.Compare(a.ShardID, b.ShardID) })
@@ -80,7 +80,7 @@ func (g *Group) LeaseStoreCalls() kltype.LeaseStoreCalls {
 // shard and stream goes on.
 func (g *Group) fail(st *streamState, shard string, err error) {
 	g.healthMu.Lock()
-	f, what := &st.listing, "stream"
+	f, what := &st.list.Failure, "stream"
 	if shard != "" {
 		what = "shard"
 		if f = st.failed[shard]; f == nil {
@@ -88,14 +88,14 @@ func (g *Group) fail(st *streamState, shard string, err error) {
 			st.failed[shard] = f
 		}
 	}
-	f.n++
-	f.err = err
-	wait := g.cfg.FailureBackoff << min(f.n-1, 20)
+	f.N++
+	f.Err = err
+	wait := g.cfg.FailureBackoff << min(f.N-1, 20)
 	if wait <= 0 || wait > g.cfg.MaxFailureBackoff {
 		wait = g.cfg.MaxFailureBackoff
 	}
-	f.until = time.Now().Add(wait)
-	n := f.n
+	f.Until = time.Now().Add(wait)
+	n := f.N
 	g.healthMu.Unlock()
 	st.log.Error("kinesislease: "+what+" failed; the other shards and streams go on, this one is tried again later",
 		"shard", shard, "err", err, "failures", n, "retry_in", wait)
@@ -104,5 +104,5 @@ func (g *Group) fail(st *streamState, shard string, err error) {
 
 // failing reports whether u is set aside now.
 func (g *Group) failing(u unit) bool {
-	return syncx.Guarded(&g.healthMu, func() bool { return g.streams[u.Stream].failed[u.Shard].waiting(time.Now()) })
+	return syncx.Guarded(&g.healthMu, func() bool { return g.streams[u.Stream].failed[u.Shard].Waiting(time.Now()) })
 }

@@ -84,10 +84,10 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 // if not nil, runs once the worker is registered and before it reads a
 // record.
 func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lease.Held, inc string, announce func()) {
-	start := shardlist.StartAt(st.cfg.Start, st.shards, u.Shard, h.Current().Checkpoint)
+	start := shardlist.StartAt(st.cfg.Start, st.list.Shards, u.Shard, h.Current().Checkpoint)
 	w := shard.New(ctx, shard.Config{
 		Settings: &st.cfg.Worker, Log: st.log, Client: g.cfg.Client, Stream: st.cfg.Stream, Shard: u.Shard, Start: start,
-		Lease: h, HashRange: shard.HashRangeOf(st.shards[u.Shard]), Hooks: &g.h.Worker,
+		Lease: h, HashRange: shard.HashRangeOf(st.list.Shards[u.Shard]), Hooks: &g.h.Worker,
 	})
 	started := false
 	g.m.Locked(func() {
@@ -152,7 +152,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 			g.startWorker(ctx, st, u, w.Lease(), w.Lease().Current().Incarnation, nil)
 		case w.Ended():
 			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
-			st.resync = true
+			st.list.Resync()
 			g.sig.ended.Add(1)
 			observe.Emit(g.h, g.cfg.Events, observe.ShardEnded, info)
 		case w.Lease().TakenOver():

@@ -90,7 +90,7 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 // one find them and take them at once instead of waiting for them as for
 // rows that vanished.
 func (g *Group) createAll(st *streamState, skip string) {
-	ids, first := st.book.CreateAll(st.order, skip)
+	ids, first := st.book.CreateAll(st.list.Order, skip)
 	if !first {
 		return
 	}

@@ -68,7 +68,7 @@ func (g *Group) readBudget() time.Duration { return g.cfg.Heartbeat }
 func (g *Group) readUnread(ctx context.Context) {
 	var units []unit
 	for st := range g.subscribed() {
-		for _, id := range st.book.UnreadIn(st.order, func(id string) bool { return len(g.listing.Children(st.key, id)) > 0 }) {
+		for _, id := range st.book.UnreadIn(st.list.Order, func(id string) bool { return len(g.listing.Children(st.key, id)) > 0 }) {
 			units = append(units, unit{Stream: st.key, Shard: id})
 		}
 	}
@@ -122,8 +122,8 @@ func (g *Group) active(st *streamState, id string) bool {
 	if rowDone(st.row(id)) {
 		return false
 	}
-	for _, p := range kinesisx.Parents(st.shards[id]) {
-		if _, in := st.shards[p]; in && st.row(p).Lease.Checkpoint.Sequence != leases.ShardEnd {
+	for _, p := range kinesisx.Parents(st.list.Shards[id]) {
+		if _, in := st.list.Shards[p]; in && st.row(p).Lease.Checkpoint.Sequence != leases.ShardEnd {
 			return false
 		}
 	}
@@ -146,7 +146,7 @@ func (g *Group) youngWait() time.Duration {
 		at = max(at, seen+int64(3*g.cfg.Heartbeat))
 	}
 	for _, st := range g.streams {
-		if st.shards != nil && !st.removing && !st.book.SawRows() && at > mono() {
+		if st.list.Shards != nil && !st.removing && !st.book.SawRows() && at > mono() {
 			return time.Duration(at-mono()) + time.Millisecond
 		}
 	}

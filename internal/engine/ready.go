@@ -45,7 +45,7 @@ func (g *Group) holdsPlan(a map[unit]string, planned int) bool {
 		return false // shards the plan gives nobody: no live member, or all at their cap
 	}
 	for _, st := range g.streams {
-		if !st.removing && st.shards == nil {
+		if !st.removing && st.list.Shards == nil {
 			return false // not listed yet
 		}
 	}

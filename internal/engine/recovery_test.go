@@ -603,7 +603,7 @@ func TestLateCreateAfterTakeWaitsTheRecovery(t *testing.T) {
 
 		fresh := leases.Key{Stream: u.Stream, Shard: "shardId-000000000001"}
 		v := unit{Stream: fresh.Stream, Shard: fresh.Shard}
-		st.order = append(st.order, fresh.Shard)
+		st.list.Order = append(st.list.Order, fresh.Shard)
 		if _, err := store.Create(ctx, fresh); err != nil {
 			t.Fatal(err)
 		}

@@ -75,11 +75,11 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		Owner: cfg.Owner, Store: is, Log: g.log, Host: (*memberHost)(g),
 		Heartbeat: cfg.Heartbeat, Timeout: cfg.Timeout, FenceMargin: cfg.FenceMargin, ShutdownTimeout: cfg.ShutdownTimeout,
 	})
+	g.cfg.Client = h.WrapKinesis(cfg.Client)
 	g.listing = shardlist.New(shardlist.Config{
 		Owner: cfg.Owner, Heartbeat: cfg.Heartbeat, Timeout: cfg.Timeout, ShardSyncInterval: cfg.ShardSyncInterval,
-		MaxLeases: cfg.MaxLeases, Store: is, Log: g.log, View: g.m, Host: (*listingHost)(g),
+		MaxLeases: cfg.MaxLeases, Client: g.cfg.Client, Store: is, Log: g.log, View: g.m, Host: (*listingHost)(g),
 	})
-	g.cfg.Client = h.WrapKinesis(cfg.Client)
 	for _, sc := range cfg.Streams {
 		st, err := g.newStreamState(sc)
 		if err != nil {
@@ -208,7 +208,7 @@ func (g *Group) plan() map[unit]string {
 		if st.removing {
 			continue // its shards are being released
 		}
-		for _, id := range st.order {
+		for _, id := range st.list.Order {
 			if g.active(st, id) {
 				units = append(units, unit{Stream: name, Shard: id})
 			}

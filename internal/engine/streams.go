@@ -27,8 +27,8 @@ func (g *Group) newStreamState(sc StreamConfig) (*streamState, error) {
 	if prev, dup := g.streams[key]; dup {
 		return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
 	}
-	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), book: rowbook.New(mono),
-		failed: map[string]*failure{}}, nil
+	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), list: shardlist.NewStream(sc.Stream),
+		book: rowbook.New(mono), failed: map[string]*failure{}}, nil
 }
 
 // AddStream subscribes one more stream while Run runs: its shards join the

@@ -5,7 +5,7 @@
 // ShardSyncInterval: of the live members that read the same streams
 // (their entries carry this instance's Streams digest), each stream has
 // one lister, chosen from the membership view every member computes
-// (State.Choose). The lister lists the stream every ShardSyncInterval and
+// (choose). The lister lists the stream every ShardSyncInterval and
 // whenever a member's Ended count moves (a shard ended somewhere), and
 // publishes a digest of the shard set it found in its membership entry
 // (leases.Member.Listing), bumping its row's version in the header so that
@@ -24,8 +24,15 @@
 // others read it once after an end is announced (an Ended count moved) by
 // a member its row names or their plan gives it to.
 //
-// The engine keeps the streams, their rows and the ListShards calls; a
-// State keeps what the listing decides over them (State, per stream
-// listState), and reads the Group through Host and the member view
-// through View. It imports neither the engine nor the root package.
+// Each stream's listing is a Stream, which the engine's state of the
+// stream holds: its shards as last listed, the ListShards call in flight
+// in the background (bounded by listTimeout) and the stream's failure.
+// Each round the engine asks the State to list (Sync): it applies the
+// listings answered, starts those that are due and publishes; the engine
+// is told of each listing applied, to create the rows of new shards
+// (Host.ShardsListed), and of its outcome (Host.ListingDone). The engine
+// keeps the streams and their rows; a State keeps what the listing
+// decides over them (State, per stream listState), and reads the Group
+// through Host and the member view through View. It imports neither the
+// engine nor the root package.
 package shardlist

@@ -58,12 +58,12 @@ func assignListers(keys, owners []string) map[string]string {
 	return out
 }
 
-// Choose sets the lister of every subscribed stream (listerOf) from the
+// choose sets the lister of every subscribed stream (listerOf) from the
 // live members whose entries say they subscribe the same streams as this
 // instance (mine, the digest of its streams: an empty digest, an earlier
 // version's, does not count: it publishes no listing), this instance
 // included. Recomputed only when they or the streams change.
-func (s *State) Choose(mine string) {
+func (s *State) choose(mine string) {
 	cand := []string{s.cfg.Owner}
 	for _, e := range s.cfg.View.Live(mono()) {
 		if e.Owner != s.cfg.Owner && e.Streams == mine {
@@ -100,24 +100,24 @@ func (s *State) published(owner, key string) (string, bool) {
 	return "", false
 }
 
-// Prune forgets the listing state of the streams the Group no longer has
+// prune forgets the listing state of the streams the Group no longer has
 // (removed).
-func (s *State) Prune() {
+func (s *State) prune() {
 	maps.DeleteFunc(s.lists, func(key string, _ *listState) bool { _, ok := s.cfg.Host.Stream(key); return !ok })
 }
 
-// OthersEnded notes, when ended, that a member's Ended count moved since
+// othersEnded notes, when ended, that a member's Ended count moved since
 // the stream keyed key was last listed: its lister lists it again.
-func (s *State) OthersEnded(key string, ended bool) {
+func (s *State) othersEnded(key string, ended bool) {
 	ls := s.listState(key)
 	ls.othersEnded = ls.othersEnded || ended
 }
 
-// Due reports whether the shards of the stream keyed key are to be listed
-// now (see the package comment). must: the engine has a reason of its own
-// (the first listing, this instance's own shard ended, the stream's
-// listing failing).
-func (s *State) Due(key string, must bool) bool {
+// due reports whether the shards of the stream keyed key are to be listed
+// now (see the package comment). must: the stream has a reason of its
+// own (the first listing, this instance's own shard ended, the stream's
+// listing failing; see Sync).
+func (s *State) due(key string, must bool) bool {
 	ls := s.listState(key)
 	st, _ := s.cfg.Host.Stream(key)
 	now := mono()
@@ -154,10 +154,10 @@ func (s *State) Due(key string, must bool) bool {
 	return false
 }
 
-// ListingNow notes that the shards of the stream keyed key are being
+// listingNow notes that the shards of the stream keyed key are being
 // listed now: the listing answers whatever its lister published so far,
 // and every reason to list.
-func (s *State) ListingNow(key string) {
+func (s *State) listingNow(key string) {
 	ls := s.listState(key)
 	ls.due, ls.othersEnded = false, false
 	if ls.lister != "" && ls.lister != s.cfg.Owner {
@@ -165,23 +165,23 @@ func (s *State) ListingNow(key string) {
 	}
 }
 
-// Retry notes whether the last listing of the stream keyed key failed: if
+// retry notes whether the last listing of the stream keyed key failed: if
 // so, the next round lists it again.
-func (s *State) Retry(key string, failed bool) { s.listState(key).retry = failed }
+func (s *State) retry(key string, failed bool) { s.listState(key).retry = failed }
 
-// Listed notes a listing of the stream keyed key applied, its shard ids
+// noteListed notes a listing of the stream keyed key applied, its shard ids
 // in order: its digest (shardDigest) is this instance's now, and the
 // children are computed again when asked for.
-func (s *State) Listed(key string, order []string) {
+func (s *State) noteListed(key string, order []string) {
 	ls := s.listState(key)
 	ls.digest, ls.kids = shardDigest(order), nil
 }
 
-// Publish sets what this instance's entry publishes (Digest): the digest
+// publish sets what this instance's entry publishes (Digest): the digest
 // of each stream it is the lister of, from a listing sent within two
 // ShardSyncIntervals (a lister whose listings fail stops publishing, and
 // the others list on their own after listerFallback).
-func (s *State) Publish() {
+func (s *State) publish() {
 	var segs []string
 	for _, key := range s.listerKeys {
 		st, in := s.cfg.Host.Stream(key)

@@ -1,6 +1,7 @@
 package shardlist
 
 import (
+	"context"
 	"iter"
 	"log/slog"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -32,15 +34,15 @@ type View interface {
 }
 
 // Host is the Group as the listing sees it: its streams, what it knows of
-// their rows, what it holds and its plan. The listing calls it from the
-// round goroutine only.
+// their rows, what it holds and its plan; and what the Group does of a
+// listing. The listing calls it from the round goroutine only.
 type Host interface {
 	// Subscribed yields the keys of the streams subscribed and not being
 	// removed, in subscription order.
 	Subscribed() iter.Seq[string]
-	// Stream returns the stream keyed key as last listed, and whether the
-	// Group has it (a stream being removed included).
-	Stream(key string) (Stream, bool)
+	// Stream returns the listing of the stream keyed key, and whether the
+	// Group has it (a stream being removed included); an empty one if not.
+	Stream(key string) (*Stream, bool)
 	// Row returns the owner the row of u names and whether the row is
 	// done (at its shard's end with no rewind pending), as this instance
 	// last read or wrote it.
@@ -55,16 +57,18 @@ type Host interface {
 	PlanMembers(now int64) []string
 	// Planned returns the owner the last plan gave u to ("": none).
 	Planned(u plan.Unit) string
-}
-
-// Stream is one stream of the Group as its last listing left it.
-type Stream struct {
-	// Shards are the shards listed, by id (nil before the first listing),
-	// and Order their ids in ListShards' order.
-	Shards map[string]types.Shard
-	Order  []string
-	// LastSync is when the last listing applied was sent.
-	LastSync time.Time
+	// ShardsListed does the rows' side of a listing of the stream keyed
+	// key applied (its Shards and Order set): after the first (old nil),
+	// the rows unread; after another, the rows of the new shards created
+	// (PollSoon). An error fails the listing.
+	ShardsListed(ctx context.Context, key string, old map[string]types.Shard) error
+	// ListingDone is told the outcome of a listing of the stream keyed
+	// key: nil once applied, else why it failed (its Stream's Failure is
+	// the engine's to set).
+	ListingDone(ctx context.Context, key string, err error)
+	// Background runs fn in the background with Run's context (Run waits
+	// for it before it drains), then has the round loop run a round.
+	Background(fn func(ctx context.Context))
 }
 
 // Config configures a State. Every duration is set (the engine's defaults
@@ -75,6 +79,8 @@ type Config struct {
 	Timeout           time.Duration // the membership timeout
 	ShardSyncInterval time.Duration // how often a lister lists its streams
 	MaxLeases         int           // the plan's cap on the leases a member holds
+	// Client lists the streams' shards (ListShards).
+	Client kinesisx.Reader
 	// Store bumps this instance's membership row (Announce).
 	Store leases.Membership
 	Log   *slog.Logger // already carrying the owner
