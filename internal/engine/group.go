@@ -7,17 +7,15 @@ package engine
 // kickRound, putIn, loadString).
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/internal/lostbook"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/observe"
+	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/internal/shardlist"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
@@ -25,10 +23,6 @@ import (
 
 // unit names one shard of one stream.
 type unit = plan.Unit
-
-func cmpUnit(x, y unit) int {
-	return cmp.Or(strings.Compare(x.Stream, y.Stream), strings.Compare(x.Shard, y.Shard))
-}
 
 // Group keeps the leases of every stream of one instance under the
 // membership protocol. Three kinds of goroutine share it:
@@ -160,20 +154,4 @@ func (g *Group) kickRound() {
 	case g.run.kick <- struct{}{}:
 	default:
 	}
-}
-
-// putIn sets (*m)[k] to v, making the map first if *m is nil.
-func putIn[K comparable, V any](m *map[K]V, k K, v V) {
-	if *m == nil {
-		*m = map[K]V{}
-	}
-	(*m)[k] = v
-}
-
-// loadString returns the string p points to, "" for none.
-func loadString(p *atomic.Pointer[string]) string {
-	if s := p.Load(); s != nil {
-		return *s
-	}
-	return ""
 }

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -31,7 +32,7 @@ func (g *Group) reconcile(ctx context.Context) {
 	g.mu.Lock()
 	ws := maps.Clone(g.workers)
 	maps.DeleteFunc(ws, func(_ unit, w *worker) bool { return w.Stopping() })
-	all := slices.SortedFunc(maps.Keys(ws), cmpUnit)
+	all := slices.SortedFunc(maps.Keys(ws), plan.CompareUnits)
 	vanished := slices.DeleteFunc(slices.Clone(all), func(u unit) bool { return !ws[u].Lease().Vanished() })
 	g.mu.Unlock()
 	syncx.Bounded(ctx, storeConcurrency, len(vanished), func(i int) { g.recreate(ctx, vanished[i], ws[vanished[i]]) })
@@ -45,13 +46,13 @@ func (g *Group) reconcile(ctx context.Context) {
 		// stays read, a read that failed is tried again next round, and a
 		// new request adds the rows held now.
 		for _, u := range all {
-			putIn(&g.rs.rechecks, u, true)
+			syncx.PutIn(&g.rs.rechecks, u, true)
 		}
 	}
 	var due []unit
 	if len(g.rs.rechecks) > 0 {
 		maps.DeleteFunc(g.rs.rechecks, func(u unit, _ bool) bool { return ws[u] == nil }) // no longer held here
-		due = slices.SortedFunc(maps.Keys(g.rs.rechecks), cmpUnit)
+		due = slices.SortedFunc(maps.Keys(g.rs.rechecks), plan.CompareUnits)
 	} else if n := len(all); n > 0 {
 		// Round k of every Reconcile/Heartbeat rounds re-reads the rows
 		// from k·n/rounds to (k+1)·n/rounds: each held row once per
@@ -259,7 +260,7 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 	g.mu.Lock()
 	rel := g.lost.ToRecheck(func(u unit) bool { return g.workers[u] != nil })
 	g.mu.Unlock()
-	units := slices.SortedFunc(maps.Keys(rel), cmpUnit)
+	units := slices.SortedFunc(maps.Keys(rel), plan.CompareUnits)
 	var failed atomic.Bool
 	syncx.Bounded(ctx, storeConcurrency, len(units), func(i int) {
 		u := units[i]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 )
 
@@ -46,7 +47,7 @@ func (g *Group) shutdown() {
 	orphans := g.lost.Orphans()
 	maps.DeleteFunc(orphans, func(u unit, _ lostrow.Orphan) bool { return g.workers[u] != nil })
 	g.mu.Unlock()
-	units := slices.SortedFunc(maps.Keys(orphans), cmpUnit)
+	units := slices.SortedFunc(maps.Keys(orphans), plan.CompareUnits)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	syncx.Bounded(rctx, storeConcurrency, len(units), func(i int) {

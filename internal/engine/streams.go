@@ -12,6 +12,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/rowbook"
 	"github.com/kinesislease/kinesislease/internal/shardlist"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 )
 
 // ErrUnknownStream: RemoveStream of a stream the Group does not read.
@@ -179,7 +180,7 @@ func hasStream[V any](m map[unit]V, key string) bool {
 
 // streamsDigest is the digest of the streams this instance subscribes (not
 // those being removed), as its membership entry carries it.
-func (g *Group) streamsDigest() string { return loadString(&g.digest) }
+func (g *Group) streamsDigest() string { return syncx.LoadString(&g.digest) }
 
 // setDigest computes the digest of the subscribed streams (round
 // goroutine, or NewGroup).

@@ -198,7 +198,7 @@ func (me *Member) reincarnate(ctx context.Context, cur leases.Member) bool {
 	row := roster.RowOf(old)
 	inc, rows, sent, err := me.replaceAs(ctx, row, cur, cur.Notice)
 	if err != nil {
-		putIn(&me.hb.Attempted, inc, true) // it may land, late: never to go on as
+		syncx.PutIn(&me.hb.Attempted, inc, true) // it may land, late: never to go on as
 		var conflict *leases.MemberConflictError
 		if errors.As(err, &conflict) && (conflict.Current.Incarnation == old || me.hb.Attempted[conflict.Current.Incarnation]) {
 			syncx.Guard(&me.viewMu, func() { me.view.Latest[me.cfg.Owner] = conflict.Current }) // the next attempt replaces what is there

@@ -190,7 +190,7 @@ candidates:
 			case errors.As(err, &conflict):
 				// An entry of this owner is in the row (another process of
 				// this owner, or an earlier incarnation): read it again.
-				putIn(&me.hb.JoinConflicts, row, true)
+				syncx.PutIn(&me.hb.JoinConflicts, row, true)
 				return false, nil
 			case errors.Is(err, leases.ErrMisconfigured):
 				return false, err
@@ -201,7 +201,7 @@ candidates:
 				// turns up later, it is one of ours (heartbeat.Decide's
 				// heartbeat.OurAttempt), replaced by a new incarnation, never
 				// taken for another process with this owner id.
-				putIn(&me.hb.Attempted, inc, true)
+				syncx.PutIn(&me.hb.Attempted, inc, true)
 				me.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
 				// The same entry again: if the first landed, this one finds it.
 			}
@@ -226,7 +226,7 @@ func (me *Member) replaceEntry(ctx context.Context, row int, cur leases.Member) 
 			// It may land, late: an entry of inc found later is ours (an
 			// attempt to replace), never another process with this owner
 			// id (seeds 1268, 2290).
-			putIn(&me.hb.Attempted, inc, true)
+			syncx.PutIn(&me.hb.Attempted, inc, true)
 		}
 		if ctx.Err() == nil {
 			me.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)

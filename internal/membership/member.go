@@ -252,11 +252,3 @@ func (me *Member) JoinSeen() int64 { return me.joinSeen.Load() }
 // caller reads it before it judges the table old, and hands it to
 // SameTable.
 func (me *Member) RejoinSent() int64 { return me.rejoinSent.Load() }
-
-// putIn sets (*m)[k] to v, making the map first if it is nil.
-func putIn[K comparable, V any](m *map[K]V, k K, v V) {
-	if *m == nil {
-		*m = map[K]V{}
-	}
-	(*m)[k] = v
-}

@@ -184,7 +184,7 @@ func (me *Member) Duplicates() error {
 func (me *Member) noteEnded(owners []string) {
 	now := fence.Mono()
 	for _, o := range owners {
-		putIn(&me.endedMoves, o, now)
+		syncx.PutIn(&me.endedMoves, o, now)
 	}
 	me.host.EndedMoved()
 }

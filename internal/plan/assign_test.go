@@ -130,7 +130,7 @@ func TestAssignExamples(t *testing.T) {
 				if got := loads(ms, a); !slices.Equal(got, tt.loads) {
 					t.Errorf("loads %v, want %v", got, tt.loads)
 				}
-				us := slices.Compact(slices.SortedFunc(slices.Values(tt.units), compareUnits))
+				us := slices.Compact(slices.SortedFunc(slices.Values(tt.units), CompareUnits))
 				if tt.placed < 0 {
 					checkBalanced(t, ms, us, a)
 				} else if len(a) != tt.placed {
@@ -149,7 +149,7 @@ func TestAssignCapShares(t *testing.T) {
 		// 2 members × 2 = 4 of 10: a 2.4, b 1.2, c 0.4 → 2, 1, 1 (c's remainder is the largest).
 		a := assign(fleet(2), units, 2)
 		want := []Unit{{"a", "shardId-000000000000"}, {"a", "shardId-000000000001"}, {"b", "shardId-000000000000"}, {"c", "shardId-000000000000"}}
-		if got := slices.SortedFunc(maps.Keys(a), compareUnits); !slices.Equal(got, want) {
+		if got := slices.SortedFunc(maps.Keys(a), CompareUnits); !slices.Equal(got, want) {
 			t.Errorf("placed %v, want %v", got, want)
 		}
 		if got := loads(fleet(2), a); !slices.Equal(got, []int{2, 2}) {

@@ -28,7 +28,7 @@ func exact(members []string, units []Unit, maxLeases int) map[Unit]string {
 		return nil
 	}
 	us := slices.Clone(units)
-	slices.SortFunc(us, compareUnits)
+	slices.SortFunc(us, CompareUnits)
 	us = slices.Compact(us)
 	streams := byStream(us)
 	if maxLeases > 0 && maxLeases < (len(us)+n-1)/n {

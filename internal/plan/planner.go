@@ -240,7 +240,7 @@ func unitLess(a, b *unitRec) int {
 	case a.hash > b.hash:
 		return 1
 	}
-	return compareUnits(a.u, b.u)
+	return CompareUnits(a.u, b.u)
 }
 
 // sortUnits brings byHash up to date: drops the units gone, merges in the

@@ -285,7 +285,7 @@ func TestPlannerGolden(t *testing.T) {
 		t.Fatal("not the greedy")
 	}
 	h := uint64(fnvOffset)
-	for _, u := range slices.SortedFunc(maps.Keys(a), compareUnits) {
+	for _, u := range slices.SortedFunc(maps.Keys(a), CompareUnits) {
 		h = fnvSep(fnvString(fnvSep(fnvString(fnvSep(fnvString(h, u.Stream)), u.Shard)), a[u]))
 	}
 	if want := uint64(0x38792b7b459f2c3); h != want {

@@ -16,6 +16,7 @@ type Unit struct {
 	Shard  string
 }
 
-func compareUnits(a, b Unit) int {
+// CompareUnits orders units by stream, then shard.
+func CompareUnits(a, b Unit) int {
 	return cmp.Or(strings.Compare(a.Stream, b.Stream), strings.Compare(a.Shard, b.Shard))
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 )
 
 // Children returns the children of shard id of the stream keyed key (by
@@ -99,7 +100,7 @@ func (s *State) ParentsToRead(poll bool) []unit {
 
 // ParentRead notes that the row of open parent u was read by a call sent
 // at sent (mono).
-func (s *State) ParentRead(u unit, sent int64) { putIn(&s.parentRead, u, sent) }
+func (s *State) ParentRead(u unit, sent int64) { syncx.PutIn(&s.parentRead, u, sent) }
 
 // PollSoon has the next round poll the open parents (a listing found new
 // children).
@@ -122,7 +123,7 @@ func (s *State) NotePlannedOpen(a map[unit]string) {
 	clear(s.plannedOpen)
 	for u, owner := range a {
 		if owner == s.cfg.Owner && !s.done(u) && !s.cfg.Host.Unread(u) && !s.cfg.Host.Holds(u) {
-			putIn(&s.plannedOpen, u, true)
+			syncx.PutIn(&s.plannedOpen, u, true)
 		}
 	}
 }

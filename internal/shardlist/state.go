@@ -11,6 +11,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/plan"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -148,7 +149,7 @@ func (s *State) listState(key string) *listState {
 	ls := s.lists[key]
 	if ls == nil {
 		ls = &listState{}
-		putIn(&s.lists, key, ls)
+		syncx.PutIn(&s.lists, key, ls)
 	}
 	return ls
 }
@@ -160,12 +161,4 @@ func (s *State) Digest() string {
 		return *l
 	}
 	return ""
-}
-
-// putIn sets (*m)[k] to v, making the map first if *m is nil.
-func putIn[K comparable, V any](m *map[K]V, k K, v V) {
-	if *m == nil {
-		*m = map[K]V{}
-	}
-	(*m)[k] = v
 }

@@ -8,6 +8,7 @@ package syncx
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // Guard runs f holding mu.
@@ -101,4 +102,21 @@ func (s *Shared) Read(ctx context.Context, at int64, now func() int64, read func
 			return c.ok
 		}
 	}
+}
+
+// PutIn sets (*m)[k] to v, making the map first if *m is nil (a map kept
+// nil until used, under its owner's lock).
+func PutIn[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	(*m)[k] = v
+}
+
+// LoadString returns the string p points to, "" for none.
+func LoadString(p *atomic.Pointer[string]) string {
+	if s := p.Load(); s != nil {
+		return *s
+	}
+	return ""
 }

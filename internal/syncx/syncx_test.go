@@ -83,3 +83,22 @@ func TestShared(t *testing.T) {
 		t.Fatalf("a read sent at 10 does not serve a caller's 11: reads = %d, want 2", reads)
 	}
 }
+
+// TestPutInLoadString: PutIn makes a nil map before it puts; LoadString
+// reads "" from a pointer never stored.
+func TestPutInLoadString(t *testing.T) {
+	var m map[string]int
+	PutIn(&m, "a", 1)
+	if m["a"] != 1 {
+		t.Errorf("PutIn on a nil map: %v", m)
+	}
+	var p atomic.Pointer[string]
+	if LoadString(&p) != "" {
+		t.Error("LoadString of nothing stored is not empty")
+	}
+	s := "x"
+	p.Store(&s)
+	if LoadString(&p) != "x" {
+		t.Error("LoadString does not read what was stored")
+	}
+}
