@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesislease/kinesislease/internal/backoff"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/kltype"
 )
@@ -35,28 +36,16 @@ type cli struct {
 	// Extra client options (tests record and disturb calls with them).
 	dynamoOpts  []func(*dynamodb.Options)
 	kinesisOpts []func(*kinesis.Options)
-	// sleep waits d (members --interval); nil: sleepCtx. Tests act between
+	// sleep waits d (members --interval); nil: backoff.Sleep. Tests act between
 	// the reads with it.
 	sleep func(ctx context.Context, d time.Duration) error
-}
-
-// sleepCtx waits d, or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (c *cli) wait(d time.Duration) error {
 	if c.sleep != nil {
 		return c.sleep(c.ctx, d)
 	}
-	return sleepCtx(c.ctx, d)
+	return backoff.Sleep(c.ctx, d)
 }
 
 // run runs the command line args (without the program name), writing to
