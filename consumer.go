@@ -118,7 +118,13 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 	if c.budgetBytes == 0 {
 		c.budgetBytes, c.budgetRecords = DefaultMemoryBudgetBytes, DefaultMemoryBudgetRecords
 	}
-	return &Service{cfg: c, log: log, kin: c.client, budget: engine.NewBudget(c.budgetBytes, c.budgetRecords), groupSet: make(chan struct{})}, nil
+	svc := &Service{cfg: c, log: log, kin: c.client, budget: engine.NewBudget(c.budgetBytes, c.budgetRecords), groupSet: make(chan struct{})}
+	for _, h := range c.hooks {
+		if hh, ok := h.(kltype.HookHealth); ok {
+			hh.OnHealthSource(svc.Health)
+		}
+	}
+	return svc, nil
 }
 
 // Owner returns this instance's owner id.

@@ -653,7 +653,8 @@ func TestFanOutMemoryBudget(t *testing.T) {
 }
 
 // TestFanOutStreamARN: a stream subscribed by ARN registers its consumer
-// on that ARN, with no DescribeStreamSummary call.
+// on that ARN, with no DescribeStreamSummary call for it (one reads the
+// stream's retention).
 func TestFanOutStreamARN(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -664,8 +665,8 @@ func TestFanOutStreamARN(t *testing.T) {
 		put(t, kc, stream, 0, 20)
 		ta.waitFor(t, 0, 20, 30*time.Second)
 		in.stop(t)
-		if n := faults.Calls("DescribeStreamSummary"); n != 0 {
-			t.Errorf("DescribeStreamSummary called %d times for a stream named by ARN", n)
+		if n := faults.Calls("DescribeStreamSummary"); n != 1 {
+			t.Errorf("DescribeStreamSummary called %d times for a stream named by ARN, want 1 (its retention, not its ARN)", n)
 		}
 		if n := faults.Calls("RegisterStreamConsumer"); n != 1 {
 			t.Errorf("RegisterStreamConsumer called %d times, want 1", n)

@@ -41,6 +41,7 @@ func (s *Service) preflightSubs(ctx context.Context, subs []*subscription) error
 		if err != nil {
 			return err
 		}
+		s.readRetention(ctx, sub)
 		if sub.consumer != "" {
 			if err := s.registerConsumer(ctx, sub); err != nil {
 				return err
@@ -55,6 +56,48 @@ func (s *Service) preflightSubs(ctx context.Context, subs []*subscription) error
 		}
 	}
 	return nil
+}
+
+// streamDescriber is the part of *kinesis.Client that reads a stream's
+// retention.
+type streamDescriber interface {
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
+}
+
+// defaultRetention is Kinesis' default (and least) retention period.
+const defaultRetention = 24 * time.Hour
+
+// readRetention reads the retention period of sub's stream once
+// (DescribeStreamSummary), unless WithRetention gave it or it was read
+// already. It never fails the start: access denied (the policy lacks
+// kinesis:DescribeStreamSummary) or any other error leaves Kinesis' default
+// of 24 hours, said once at INFO; a client without the call leaves it
+// silently.
+func (s *Service) readRetention(ctx context.Context, sub *subscription) {
+	if sub.worker.Retention > 0 {
+		return
+	}
+	sub.worker.Retention = defaultRetention
+	d, ok := s.kin.(streamDescriber)
+	if !ok {
+		return
+	}
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = kinesisx.Fields(sub.stream)
+	out, err := d.DescribeStreamSummary(ctx, in)
+	var hours int32
+	if err == nil && out.StreamDescriptionSummary != nil {
+		hours = aws.ToInt32(out.StreamDescriptionSummary.RetentionPeriodHours)
+	}
+	switch {
+	case err != nil && kinesisx.IsAccessDenied(err):
+		s.log.Info("kinesislease: cannot read the stream's retention (kinesis:DescribeStreamSummary denied); assuming 24h: allow the call, or give WithRetention",
+			"stream", sub.stream, "err", err)
+	case err != nil:
+		s.log.Info("kinesislease: cannot read the stream's retention; assuming 24h", "stream", sub.stream, "err", err)
+	case hours > 0:
+		sub.worker.Retention = time.Duration(hours) * time.Hour
+	}
 }
 
 // registerConsumer finds or registers the stream consumer of sub

@@ -241,6 +241,22 @@ func WithHandlerTimeout(d time.Duration) SubscribeOption {
 	})
 }
 
+// WithRetention gives the stream's retention period instead of reading it
+// at Run (DescribeStreamSummary's RetentionPeriodHours, which needs
+// kinesis:DescribeStreamSummary; without it, 24 hours, Kinesis' default, is
+// assumed and said once at INFO). A shard whose oldest unresolved record is
+// older than half of d logs a WARN once (see kltype.ShardHealth's
+// OldestUnresolvedAge): past d, the records behind it expire unread. d
+// must be positive; it is not checked against the stream's.
+func WithRetention(d time.Duration) SubscribeOption {
+	return subOption(func(s *subscription) {
+		if d <= 0 {
+			s.errs = append(s.errs, fmt.Errorf("%w: WithRetention(%v): must be positive", ErrInvalidOption, d))
+		}
+		s.worker.Retention = d
+	})
+}
+
 // WithRetryPolicy sets how failing records are retried (default
 // kltype.DefaultRetryPolicy).
 func WithRetryPolicy(p kltype.RetryPolicy) SubscribeOption {

@@ -27,6 +27,24 @@ type Health struct {
 	Streams []StreamHealth
 }
 
+// OK reports whether the whole service is green: Ready and Live, and every
+// stream OK (see StreamHealth.OK): no stream or shard set aside, no shard
+// Blocked. Live alone says whether the process works; OK says whether
+// anything wants an operator's look. A shard held by a record that keeps
+// failing is not OK but stays Live: restarting the process does not cure
+// a handler that fails on a record, it delivers the record again.
+func (h Health) OK() bool {
+	if !h.Ready || !h.Live || h.Err != nil {
+		return false
+	}
+	for i := range h.Streams {
+		if !h.Streams[i].OK() {
+			return false
+		}
+	}
+	return true
+}
+
 // StreamHealth is the state of one subscription.
 type StreamHealth struct {
 	// Stream is the stream's name or ARN, as subscribed.
@@ -38,6 +56,20 @@ type StreamHealth struct {
 	// Shards lists the shards this instance holds, and those it set aside
 	// after a failure, sorted by id.
 	Shards []ShardHealth
+}
+
+// OK reports whether the stream is green: not set aside (Err nil) and every
+// shard OK (see ShardHealth.OK).
+func (s StreamHealth) OK() bool {
+	if s.Err != nil {
+		return false
+	}
+	for i := range s.Shards {
+		if !s.Shards[i].OK() {
+			return false
+		}
+	}
+	return true
 }
 
 // ShardHealth is the state of one shard this instance holds or set aside.
@@ -54,4 +86,46 @@ type ShardHealth struct {
 	// read succeeds again).
 	Err     error
 	RetryAt time.Time
+	// OldestUnresolvedAge is the age of the shard's oldest record taken up
+	// for delivery and not resolved yet (not acknowledged, dropped or
+	// dead-lettered; a deferred acknowledgement not come back counts as
+	// unresolved): the time since its ApproximateArrivalTimestamp, on this
+	// instance's clock. 0 while nothing is unresolved. Unlike
+	// MillisBehindLatest it goes on growing while a record holds the shard:
+	// once it passes the stream's retention, the records behind the one
+	// held start to expire unread (a WARN is logged once it passes half).
+	OldestUnresolvedAge time.Duration
+	// Blocked, if set, is the shard's oldest unresolved record that has
+	// been failing for longer than the retry policy's first delay: it holds
+	// the shard (and its checkpoint) while it is retried; with no
+	// dead-letter sink a record that keeps failing holds it until the
+	// handler succeeds, drops it or dead-letters it. nil once it resolves.
+	Blocked *BlockedRecord
+}
+
+// OK reports whether the shard is green: not Blocked, and not set aside (a
+// read error retried while Reading is not counted: the reader recovers by
+// itself, and Err says what it retries).
+func (s ShardHealth) OK() bool {
+	return s.Blocked == nil && (s.Reading || s.Err == nil)
+}
+
+// BlockedRecord is a record holding its shard (ShardHealth.Blocked): the
+// shard's oldest unresolved record, failing.
+type BlockedRecord struct {
+	// SequenceNumber and SubSequence name the record (SubSequence: the
+	// user record's index in a KPL aggregate, 0 otherwise).
+	SequenceNumber string
+	SubSequence    int64
+	// ArrivalTime is the record's ApproximateArrivalTimestamp.
+	ArrivalTime time.Time
+	// Since is when its first failure in a row was seen (the first wait
+	// before a retry, or before a dead letter with no sink or a failing
+	// sink is tried again).
+	Since time.Time
+	// Attempts counts its deliveries to the handler so far.
+	Attempts int
+	// LastErr is its last failure: the handler's error, the cause of a dead
+	// letter no sink takes, or the failing sink's error.
+	LastErr error
 }

@@ -206,11 +206,19 @@ type CallInfo struct {
 // HookCall is called after every lease store and Kinesis read call.
 type HookCall interface{ OnCall(c CallInfo) }
 
+// HookHealth is given, once, when the service is built
+// (kinesislease.New), the service's Health method, for a hook to sample
+// when it likes: otelkl reads it at each metrics collection for the age
+// of each shard's oldest unresolved record. health may be called from any
+// goroutine, not from within OnHealthSource.
+type HookHealth interface{ OnHealthSource(health func() Health) }
+
 // IsHook reports whether h implements at least one Hook interface.
 func IsHook(h Hook) bool {
 	switch h.(type) {
 	case HookLeaseAcquired, HookLeaseReleased, HookLeaseLost, HookShardStarted, HookShardEnded, HookBatchFetched,
-		HookRecordHandled, HookCheckpointWritten, HookThrottled, HookDeadLettered, HookCall, HookFailed, HookUserRecordsFiltered:
+		HookRecordHandled, HookCheckpointWritten, HookThrottled, HookDeadLettered, HookCall, HookFailed, HookUserRecordsFiltered,
+		HookHealth:
 		return true
 	}
 	return false

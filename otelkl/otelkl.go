@@ -72,6 +72,18 @@
 // released, lost or ended. Without shard ids it reports, per stream, the
 // largest lag of the shards held.
 //
+// The age of each shard's oldest unresolved record, from the service's
+// Health (HookHealth: kinesislease.New hands it over):
+//
+//	kinesislease.oldest_unresolved.age  gauge  s  stream, shard_id
+//
+// is an asynchronous gauge: at each collection, for every shard each
+// service of the process holds, ShardHealth.OldestUnresolvedAge: the time
+// since the arrival of its oldest record not resolved yet, 0 when none is.
+// Unlike millis_behind_latest it goes on growing while a record that keeps
+// failing holds its shard; past the stream's retention the records behind
+// it expire unread. Without shard ids it reports, per stream, the largest.
+//
 // Leases, from HookLeaseAcquired, HookLeaseReleased, HookLeaseLost and
 // HookShardEnded:
 //
@@ -115,6 +127,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -212,6 +225,7 @@ type Hooks struct {
 	calls                      metric.Int64Counter
 	callDuration               metric.Float64Histogram
 	lagGauge                   metric.Int64ObservableGauge
+	ageGauge                   metric.Float64ObservableGauge
 	reg                        metric.Registration
 
 	shards   sync.Map // shardKey -> *shardAttrs
@@ -222,6 +236,9 @@ type Hooks struct {
 	mu   sync.Mutex
 	lag  map[shardKey]int64    // by shard held: the last batch's MillisBehindLatest
 	mine map[leaseKey]struct{} // leases held, for leases.held
+	// health are the Health methods of the services the hooks serve
+	// (HookHealth), for the age gauge.
+	health []func() kltype.Health
 }
 
 var (
@@ -238,6 +255,7 @@ var (
 	_ kltype.HookCall                = (*Hooks)(nil)
 	_ kltype.HookFailed              = (*Hooks)(nil)
 	_ kltype.HookUserRecordsFiltered = (*Hooks)(nil)
+	_ kltype.HookHealth              = (*Hooks)(nil)
 )
 
 type shardKey struct{ stream, shard string }
@@ -348,10 +366,13 @@ func New(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
 		metric.WithDescription("MillisBehindLatest of the last GetRecords answer holding records, per shard held."))
 	errs = append(errs, err)
 	h.lagGauge = lag
+	h.ageGauge, err = m.Float64ObservableGauge("kinesislease.oldest_unresolved.age", metric.WithUnit("s"),
+		metric.WithDescription("Time since the arrival of the oldest record not resolved yet, per shard held (0: none)."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelkl: creating instruments: %w", err)
 	}
-	reg, err := m.RegisterCallback(h.observe, lag, h.records, h.recordBytes)
+	reg, err := m.RegisterCallback(h.observe, lag, h.ageGauge, h.records, h.recordBytes)
 	if err != nil {
 		return nil, fmt.Errorf("otelkl: registering the callback: %w", err)
 	}
@@ -360,7 +381,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
 }
 
 // Close unregisters the callback of the asynchronous instruments (records,
-// record bytes, lag): they are no longer reported.
+// record bytes, lag, age): they are no longer reported.
 func (h *Hooks) Close() error { return h.reg.Unregister() }
 
 // set returns the attribute set of kv plus WithAttributes'.
@@ -460,6 +481,14 @@ func (h *Hooks) gone(ctx context.Context, stream, shard, owner string) {
 	for _, o := range owners {
 		h.held.Add(ctx, -1, h.ownerAttrs(stream, o).add...)
 	}
+}
+
+// OnHealthSource implements kltype.HookHealth: the service's Health is
+// read at each collection for kinesislease.oldest_unresolved.age.
+func (h *Hooks) OnHealthSource(health func() kltype.Health) {
+	h.mu.Lock()
+	h.health = append(h.health, health)
+	h.mu.Unlock()
 }
 
 // OnShardStarted implements kltype.HookShardStarted.
@@ -656,11 +685,39 @@ func (h *Hooks) observe(_ context.Context, o metric.Observer) error {
 			out = append(out, obs{h.shardAttrs(k.stream, k.shard).shard, v})
 		}
 	}
+	sources := h.health
 	h.mu.Unlock()
 	for _, x := range out {
 		o.ObserveInt64(h.lagGauge, x.lag, x.a.obs...)
 	}
+	h.observeAges(o, sources)
 	return nil
+}
+
+// observeAges reports the age of the oldest unresolved record of every
+// shard the services of sources hold (the largest per stream without
+// shard ids).
+func (h *Hooks) observeAges(o metric.Observer, sources []func() kltype.Health) {
+	ages := map[shardKey]time.Duration{}
+	for _, health := range sources {
+		for _, st := range health().Streams {
+			for _, sh := range st.Shards {
+				if !sh.Reading && sh.OldestUnresolvedAge == 0 {
+					continue // set aside, or not read yet
+				}
+				k := shardKey{st.Stream, sh.ShardID}
+				if h.cfg.noShard {
+					k.shard = ""
+				}
+				if cur, ok := ages[k]; !ok || sh.OldestUnresolvedAge > cur {
+					ages[k] = sh.OldestUnresolvedAge
+				}
+			}
+		}
+	}
+	for k, age := range ages {
+		o.ObserveFloat64(h.ageGauge, age.Seconds(), h.shardAttrs(k.stream, k.shard).shard.obs...)
+	}
 }
 
 func orBackground(ctx context.Context) context.Context {

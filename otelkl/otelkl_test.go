@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -398,5 +399,59 @@ func TestWithHooks(t *testing.T) {
 	}
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// gauge returns the points of a float64 gauge, by shard_id (the stream's
+// name without shard ids).
+func (ms metrics) gauge(t testing.TB, name string) map[string]float64 {
+	t.Helper()
+	m, ok := ms[name]
+	if !ok {
+		return nil
+	}
+	d, ok := m.Data.(metricdata.Gauge[float64])
+	if !ok {
+		t.Fatalf("%s: %T, want a float64 gauge", name, m.Data)
+	}
+	out := map[string]float64{}
+	for _, p := range d.DataPoints {
+		key, ok := p.Attributes.Value(otelkl.AttrShardID)
+		if !ok {
+			key, _ = p.Attributes.Value(otelkl.AttrStream)
+		}
+		out[key.AsString()] = p.Value
+	}
+	return out
+}
+
+// TestOldestUnresolvedAge: the age gauge reports, at each collection, the
+// OldestUnresolvedAge of every shard held in the Health handed over
+// (HookHealth), in seconds; a shard set aside is left out; without shard
+// ids, the largest per stream.
+func TestOldestUnresolvedAge(t *testing.T) {
+	health := kltype.Health{Streams: []kltype.StreamHealth{{Stream: "orders", Shards: []kltype.ShardHealth{
+		{ShardID: "shard-0", Reading: true, OldestUnresolvedAge: 90 * time.Second, Blocked: &kltype.BlockedRecord{}},
+		{ShardID: "shard-1", Reading: true},
+		{ShardID: "shard-2", Err: errors.New("denied")}, // set aside
+	}}}}
+	h, collect := newHooks(t)
+	if got := collect(t).gauge(t, "kinesislease.oldest_unresolved.age"); len(got) != 0 {
+		t.Fatalf("before a health source: %v", got)
+	}
+	h.OnHealthSource(func() kltype.Health { return health })
+	got := collect(t).gauge(t, "kinesislease.oldest_unresolved.age")
+	if want := map[string]float64{"shard-0": 90, "shard-1": 0}; !maps.Equal(got, want) {
+		t.Errorf("ages %v, want %v", got, want)
+	}
+	health.Streams[0].Shards[0].OldestUnresolvedAge = 100 * time.Second
+	if got := collect(t).gauge(t, "kinesislease.oldest_unresolved.age"); got["shard-0"] != 100 {
+		t.Errorf("ages %v at the second collection, want shard-0 at 100", got)
+	}
+
+	h2, collect2 := newHooks(t, otelkl.WithoutShardID())
+	h2.OnHealthSource(func() kltype.Health { return health })
+	if got, want := collect2(t).gauge(t, "kinesislease.oldest_unresolved.age"), map[string]float64{"orders": 100}; !maps.Equal(got, want) {
+		t.Errorf("ages without shard ids %v, want %v", got, want)
 	}
 }

@@ -41,6 +41,7 @@ func (g *Group) Health() kltype.Health {
 	shards := map[string][]kltype.ShardHealth{}
 	for u, w := range g.workers {
 		sh := kltype.ShardHealth{ShardID: u.Shard, Reading: w.Lease().Valid() && !w.Stopping(), MillisBehindLatest: w.Lag(), Err: w.ReadErr()}
+		sh.OldestUnresolvedAge, sh.Blocked = w.Unresolved()
 		shards[u.Stream] = append(shards[u.Stream], sh)
 	}
 	g.mu.Unlock()

@@ -58,6 +58,8 @@ func (q *ackQueue) deliver(slot *recordContext, corrupt error) bool {
 	if !q.room() {
 		return false
 	}
+	q.publish(slot)
+	defer q.publish(nil)
 	switch o, start := q.w.outcome(slot, corrupt); o {
 	case pipeline.Stopped:
 		return false
@@ -76,6 +78,16 @@ func (q *ackQueue) deliver(slot *recordContext, corrupt error) bool {
 		q.enqueue(slot)
 		return q.resolved(slot)
 	}
+}
+
+// publish makes the oldest unresolved record the head of the queue, or
+// current (the record being delivered, if any) when the queue is empty:
+// what Health reports (see unresolved).
+func (q *ackQueue) publish(current *recordContext) {
+	if q.head < len(q.q) {
+		current = q.q[q.head]
+	}
+	q.w.unres.publish(current)
 }
 
 func (q *ackQueue) enqueue(slot *recordContext) {
@@ -113,6 +125,7 @@ func (q *ackQueue) resolved(slot *recordContext) bool {
 			return false
 		}
 	}
+	q.publish(nil)
 	if q.head > 1024 && q.head*2 > len(q.q) {
 		q.q = append(q.q[:0], q.q[q.head:]...)
 		clear(q.q[len(q.q):cap(q.q)])
@@ -226,7 +239,11 @@ func (w *Worker) outcome(slot *recordContext, corrupt error) (o kltype.Outcome, 
 	} else {
 		o = w.proc.Process(slot, r, w)
 	}
-	if o != pipeline.Stopped && o != pipeline.Deferred {
+	switch o {
+	case pipeline.Stopped:
+	case pipeline.Deferred:
+		w.unres.settled(r)
+	default:
 		w.handled(r, o, start)
 	}
 	return o, start
@@ -237,7 +254,9 @@ func (w *Worker) outcome(slot *recordContext, corrupt error) (o kltype.Outcome, 
 func (w *Worker) resumeOutcome(slot *recordContext, d *pipeline.Deferral) kltype.Outcome {
 	o := w.proc.Resume(slot, &slot.Record, w, d)
 	switch o {
-	case pipeline.Stopped, pipeline.Deferred:
+	case pipeline.Stopped:
+	case pipeline.Deferred:
+		w.unres.settled(&slot.Record)
 	default:
 		w.handled(&slot.Record, o, d.Held.Start)
 	}

@@ -90,6 +90,7 @@ func (s *batches) flush() bool {
 		recs[i] = &it.Record
 		s.enqueue(it)
 	}
+	s.publish(nil)
 	br := pipeline.NewBatchRun(w.hardCtx, recs, s.cfg.Handler, w.trk, func(i int, o kltype.Outcome) bool {
 		w.handled(recs[i], o, time.Time{})
 		return s.resolved(items[i])

@@ -123,6 +123,7 @@ func (k *byKey) take(b read.Batch) bool {
 		k.f.done(&resp.b)
 	}
 	k.ending = b.End
+	k.publish()
 	k.dispatch()
 	return k.atEnd()
 }
@@ -273,7 +274,18 @@ func (k *byKey) resolved(it *keyItem) bool {
 			return false
 		}
 	}
+	k.publish()
 	return true
+}
+
+// publish makes the oldest record not acknowledged the oldest unresolved
+// record, for Health (see unresolved).
+func (k *byKey) publish() {
+	var slot *recordContext
+	if it := k.pending[k.ackK]; it != nil {
+		slot = it.slot
+	}
+	k.w.unres.publish(slot)
 }
 
 // settleLive takes up resolutions handed back while delivering: an

@@ -65,6 +65,10 @@ type WorkerConfig struct {
 	// DrainTimeout bounds how long a release waits for deferred
 	// acknowledgements (the service's shutdown timeout; default 30s).
 	DrainTimeout time.Duration
+	// Retention is the stream's retention period: a WARN is logged once a
+	// shard's oldest unresolved record is older than half of it (default
+	// DefaultRetention).
+	Retention time.Duration
 	// OnRelease, if set, is called on the worker's goroutine before the
 	// shard is let go (see kltype.ReleaseInfo); ctx is cancelled when the
 	// release stops waiting.

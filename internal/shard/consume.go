@@ -12,6 +12,7 @@ import (
 func (w *Worker) Run() {
 	defer close(w.done)
 	defer w.hardCancel()
+	go w.watchAge()
 
 	f := w.startReader()
 	defer f.stop()

@@ -68,6 +68,8 @@ type Worker struct {
 	// and the last read error retried (nil once a read succeeds).
 	lag     atomic.Int64
 	readErr atomic.Pointer[error]
+	// For Health: the oldest unresolved record and the records failing.
+	unres unresolved
 
 	// Set by Run, read after done.
 	ended   bool  // the shard was read to its end and released with SHARD_END
@@ -97,6 +99,7 @@ func New(parent context.Context, cfg Config) *Worker {
 	if cfg.Hooks != nil {
 		w.proc.OnDeadLetter = cfg.Hooks.deadLettered
 	}
+	w.proc.OnWait = func(r *kltype.Record, wt pipeline.Wait) { w.unres.waiting(r, wt, time.Now()) }
 	w.lag.Store(-1)
 	w.hardCtx, w.hardCancel = context.WithCancel(context.WithoutCancel(parent))
 	return w
@@ -203,6 +206,7 @@ func (w *Worker) now() time.Time {
 }
 
 func (w *Worker) handled(r *kltype.Record, o kltype.Outcome, start time.Time) {
+	w.unres.settled(r)
 	if len(w.hooks.Record) == 0 {
 		return
 	}
