@@ -695,7 +695,7 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 			// again before anyone read it, the rewind goes with it (seed
 			// 92025045: a table dropped 8 s after such a rewind).
 			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
-				u := &rewoundRow{counter: after.Counter, at: n, prefix: s.prefix, acked: slices.Clone(s.acked), knowers: map[string]bool{}}
+				u := &rewoundRow{counter: after.Counter, at: n, prefix: s.prefix, acked: slices.Clone(s.acked), knowers: map[string]bool{}, prev: s.rewound}
 				c.replay(s, after.Checkpoint)
 				s.operatorAt, s.rewound = n, u
 			}
@@ -826,12 +826,21 @@ func (c *checker) deleted(id, holder string, known map[string]int) {
 		s.lostRewind = nil // of an earlier deletion
 	}
 	if u := s.rewound; u != nil {
-		alive := false
-		for name := range u.knowers {
-			alive = alive || c.alive == nil || c.alive(name)
+		alive := func(u *rewoundRow) bool {
+			for name := range u.knowers {
+				if c.alive == nil || c.alive(name) {
+					return true
+				}
+			}
+			return false
 		}
-		if !alive {
-			// The rewind went with the row: nobody alive read it.
+		// The rewinds that went with the row while no process alive had
+		// read them, the last one first, then the one whose replay it cut
+		// short, and so on (seed 95866307: a rewind applied by a process
+		// since restarted, its replay cut short by a second rewind of the
+		// free row that nobody read, the table dropped; the one live
+		// process knew a copy from before both).
+		for ; u != nil && !alive(u); u = u.prev {
 			for i := range s.acked {
 				s.acked[i] = s.acked[i] || (i < len(u.acked) && u.acked[i])
 			}
@@ -840,6 +849,9 @@ func (c *checker) deleted(id, holder string, known map[string]int) {
 				s.prefix++
 			}
 			c.tracef("the operator's rewind of %s went with its row while no process that read it was alive", id)
+		}
+		if u == nil {
+			// Every one of them gone.
 		} else if !s.afterDelete || s.lostRewind == nil {
 			// Lost with the row; also when the row was recreated after an
 			// earlier deletion and not taken since (seed 98126424: a rewind
@@ -1067,6 +1079,9 @@ type rewoundRow struct {
 	knowers map[string]bool
 	// told: the processes told the row since the rewind (see learned).
 	told map[string]bool
+	// prev: the rewind before it, whose replay it cut short (nil if none,
+	// or merged into this one).
+	prev *rewoundRow
 }
 
 // learned records that process who was told row l. The caller holds mu.
@@ -1110,7 +1125,9 @@ func (c *checker) rewind(s *shardState, counter int64, cp leases.Checkpoint, app
 		u.knowers[applier] = true
 	}
 	if s.rewound != nil && len(s.rewound.knowers) == 0 {
-		u.prefix, u.acked = s.rewound.prefix, s.rewound.acked // undo both
+		u.prefix, u.acked, u.prev = s.rewound.prefix, s.rewound.acked, s.rewound.prev // undo both
+	} else {
+		u.prev = s.rewound
 	}
 	c.replay(s, cp)
 	s.rewound = u
