@@ -22,16 +22,12 @@ type cond interface {
 }
 
 type andCond struct{ l, r cond }
-
 type orCond struct{ l, r cond }
-
 type notCond struct{ c cond }
-
 type existsCond struct {
 	p   path
 	not bool
 }
-
 type cmpCond struct {
 	op   string
 	l, r operand
