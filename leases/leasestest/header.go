@@ -1,0 +1,202 @@
+package leasestest
+
+// The Membership subtests of the header and the marks: BumpRow and
+// ReportVanished, alone and concurrent, and the first-wins stream and
+// taken marks.
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// testHeaderBumps: BumpRow adds one to its row's version and nothing else;
+// ReportVanished adds one to Vanished and nothing else; membership writes
+// leave the header alone, and bumps leave the rows alone; Header returns a
+// map the caller owns.
+func testHeaderBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r1, r2 := rows.fresh(t), rows.fresh(t)
+	h := mustHeader(t, m)
+	if v := h.Rows[r1]; v != 0 {
+		t.Fatalf("Header: row %d, which nobody bumped, has version %d, want 0", r1, v)
+	}
+	bump := func(r int) {
+		t.Helper()
+		if err := m.BumpRow(ctx(t), r); err != nil {
+			t.Fatalf("BumpRow(%d): %v", r, err)
+		}
+		h = bumped(h, r, 1)
+		wantHeader(t, fmt.Sprintf("after BumpRow(%d)", r), m, h)
+	}
+	vanish := func() {
+		t.Helper()
+		if err := m.ReportVanished(ctx(t)); err != nil {
+			t.Fatalf("ReportVanished: %v", err)
+		}
+		h.Vanished++
+		wantHeader(t, "after ReportVanished", m, h)
+	}
+	bump(r1)
+	bump(r1)
+	bump(r2)
+	vanish()
+	bump(r1)
+	vanish()
+	vanish()
+	if got := mustHeader(t, m); got.Rows[r1] != 3 || got.Rows[r2] != 1 {
+		t.Fatalf("Header after three bumps of row %d and one of row %d: %+v", r1, r2, got)
+	}
+
+	// Bumps write no membership row.
+	wantStoredExactly(t, "a bumped row", m, r1, nil)
+	// Membership writes leave the header alone.
+	e := leases.Member{Owner: newOwner(t, "a"), Incarnation: "inc", Heartbeat: 1}
+	mustJoin(t, m, r1, e)
+	next := e
+	next.Heartbeat++
+	mustHeartbeat(t, m, r1, next)
+	mustReplace(t, m, r1, next, leases.Member{})
+	wantHeader(t, "after membership writes", m, h)
+
+	// The caller owns Header's map.
+	got := mustHeader(t, m)
+	if got.Rows == nil {
+		t.Fatalf("Header after bumps: %+v, want roster versions", got)
+	}
+	got.Rows[r1] = 1000
+	delete(got.Rows, r2)
+	got.Rows[r2+1] = 7
+	wantHeader(t, "after the caller changed Header's map", m, h)
+}
+
+// testConcurrentBumps: bumps from many goroutines at once all count (the
+// increments commute: none may be lost to a read-modify-write).
+func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	const goroutines, bumps1, bumps2, vanished = 8, 6, 3, 2
+	r1, r2 := rows.fresh(t), rows.fresh(t)
+	before := mustHeader(t, m)
+	errs := make(chan error, goroutines*(bumps1+bumps2+2*vanished))
+	together(goroutines, func(int) {
+		for i := range bumps1 {
+			if err := m.BumpRow(ctx(t), r1); err != nil {
+				errs <- err
+			}
+			if i < bumps2 {
+				if err := m.BumpRow(ctx(t), r2); err != nil {
+					errs <- err
+				}
+			}
+			if i < vanished {
+				if err := m.ReportVanished(ctx(t)); err != nil {
+					errs <- err
+				}
+			}
+		}
+	})
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent bumps: %v", err)
+	}
+	want := bumped(bumped(before, r1, goroutines*bumps1), r2, goroutines*bumps2)
+	want.Vanished += goroutines * vanished
+	wantHeader(t, fmt.Sprintf("after %d goroutines bumped row %d %d times, row %d %d times and reported %d vanished rows each",
+		goroutines, r1, bumps1, r2, bumps2, vanished), m, want)
+}
+
+// testStreamMark: a stream has no mark until MarkStream; the first token
+// written stays (a later MarkStream returns it and writes nothing), a
+// resent call returns its own; marks of other streams are apart, and a
+// mark is not a lease row.
+func testStreamMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
+	stream, other := newKey(t).Stream, newKey(t).Stream
+	mark := func(stream, token string) string {
+		t.Helper()
+		got, err := m.MarkStream(ctx(t), stream, token)
+		if err != nil {
+			t.Fatalf("MarkStream(%s, %s): %v", stream, token, err)
+		}
+		return got
+	}
+	read := func(stream string) string {
+		t.Helper()
+		got, err := m.StreamMark(ctx(t), stream)
+		if err != nil {
+			t.Fatalf("StreamMark(%s): %v", stream, err)
+		}
+		return got
+	}
+	if got := read(stream); got != "" {
+		t.Fatalf("StreamMark of a stream nobody marked: %q, want none", got)
+	}
+	if got := mark(stream, "first"); got != "first" {
+		t.Fatalf("the first MarkStream returned %q, want its own token", got)
+	}
+	if got := mark(stream, "first"); got != "first" {
+		t.Fatalf("MarkStream resent returned %q, want its own token", got)
+	}
+	if got := mark(stream, "second"); got != "first" {
+		t.Fatalf("a second MarkStream returned %q, want the first token", got)
+	}
+	if got := read(stream); got != "first" {
+		t.Fatalf("StreamMark: %q, want the first token", got)
+	}
+	if got := read(other); got != "" {
+		t.Fatalf("StreamMark of another stream: %q, want none", got)
+	}
+	if _, err := s.Get(ctx(t), leases.Key{Stream: stream, Shard: "shardId-000000000000"}); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("Get of a row of a marked stream nobody created: %v, want ErrNotFound", err)
+	}
+	if _, err := m.MarkStream(ctx(t), stream, ""); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("MarkStream with no token: %v, want a validation error", err)
+	}
+	if _, err := m.StreamMark(ctx(t), ""); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("StreamMark of no stream: %v, want a validation error", err)
+	}
+}
+
+// testTakenMark: the first token MarkTaken writes for a row stays (a
+// later call returns it and writes nothing), a resent call returns its own;
+// marks of other rows and the stream's mark are apart, and a mark neither
+// creates nor changes the row.
+func testTakenMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
+	k, other := newKey(t), newKey(t)
+	mark := func(k leases.Key, token string) string {
+		t.Helper()
+		got, err := m.MarkTaken(ctx(t), k, token)
+		if err != nil {
+			t.Fatalf("MarkTaken(%s, %s): %v", k, token, err)
+		}
+		return got
+	}
+	if got := mark(k, "first"); got != "first" {
+		t.Fatalf("the first MarkTaken returned %q, want its own token", got)
+	}
+	if got := mark(k, "first"); got != "first" {
+		t.Fatalf("MarkTaken resent returned %q, want its own token", got)
+	}
+	if got := mark(k, "second"); got != "first" {
+		t.Fatalf("a second MarkTaken returned %q, want the first token", got)
+	}
+	if got := mark(other, "second"); got != "second" {
+		t.Fatalf("MarkTaken of another row returned %q, want its own token", got)
+	}
+	if got, err := m.StreamMark(ctx(t), k.Stream); err != nil || got != "" {
+		t.Fatalf("StreamMark of a stream whose row was marked taken: %q, %v; want none", got, err)
+	}
+	if _, err := s.Get(ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
+		t.Fatalf("Get of a row marked taken that nobody created: %v, want ErrNotFound", err)
+	}
+	l, err := s.Create(ctx(t), k)
+	if err != nil {
+		t.Fatalf("Create of a row marked taken: %v", err)
+	}
+	if got := mark(k, "third"); got != "first" {
+		t.Fatalf("MarkTaken of a created row returned %q, want the first token", got)
+	}
+	wantRow(t, s, k, l, "MarkTaken changed the row")
+	if _, err := m.MarkTaken(ctx(t), k, ""); err == nil || errors.Is(err, leases.ErrConflict) {
+		t.Fatalf("MarkTaken with no token: %v, want a validation error", err)
+	}
+}
