@@ -32,8 +32,18 @@ type Held struct {
 	// call: a goroutine waiting on a sync.Mutex blocks a testing/synctest
 	// bubble's clock, so a slow store call would hang a simulation.
 	writing chan struct{}
-	mu      sync.Mutex // guards lease, attempted, rewoundByRecreate and rewoundTo
+	mu      sync.Mutex // guards lease, attempted, pendingRewind, rewoundByRecreate and rewoundTo
 	lease   leases.Lease
+	// pendingRewind is the position of an operator's rewind an answer or a
+	// read showed pending on the row (RewindTo), until this lease applies
+	// it: a recreation of the row starts there (ResumeAt), whatever was
+	// checkpointed or attempted before, and whatever a later read of the
+	// row as another left it shows (seed 95880482: a holder paused after
+	// a checkpoint's answer showed the rewind, its ApplyRewind meeting the
+	// row another had taken and rewound, kept its own checkpoint from
+	// before the rewind and recreated the row there after the table was
+	// dropped).
+	pendingRewind leases.Checkpoint
 	// attempted is the checkpoint last asked for (every record before it
 	// acknowledged), whether or not its write landed or was answered: a
 	// row recreated after it vanished starts there, not at the last
@@ -178,7 +188,8 @@ type Config struct {
 // New returns cfg.Lease held under the membership protocol: valid while
 // the instance's fence has not passed and the lease is not lost.
 func New(cfg Config) *Held {
-	h := &Held{store: cfg.Store, lease: cfg.Lease, writing: make(chan struct{}, 1), shared: cfg.Fence, proof: cfg.Proof, onVanish: cfg.OnVanish}
+	h := &Held{store: cfg.Store, lease: cfg.Lease, writing: make(chan struct{}, 1), shared: cfg.Fence, proof: cfg.Proof, onVanish: cfg.OnVanish,
+		pendingRewind: cfg.Lease.RewindTo}
 	h.proofSent.Store(cfg.Sent)
 	return h
 }
@@ -313,6 +324,9 @@ func (h *Held) Adopt(l leases.Lease) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lease = l
+	if !l.RewindTo.IsZero() {
+		h.pendingRewind = l.RewindTo
+	}
 }
 
 // IsLost reports whether the lease is no longer this instance's: taken
@@ -377,7 +391,7 @@ func (h *Held) ApplyRewind(ctx context.Context) (leases.Lease, error) {
 		// seed 1722865 left a rewind pending for ten minutes when an empty
 		// target was taken for an applied one.)
 		h.rewoundByRecreate, h.rewoundTo = false, leases.Checkpoint{}
-		h.attempted = leases.Checkpoint{}
+		h.attempted, h.pendingRewind = leases.Checkpoint{}, leases.Checkpoint{}
 		l := h.lease
 		h.mu.Unlock()
 		return l, nil
@@ -398,6 +412,9 @@ func (h *Held) ApplyRewind(ctx context.Context) (leases.Lease, error) {
 	// position (ResumeAt), never past what the operator asked to read again.
 	h.mu.Lock()
 	h.attempted = target
+	if err == nil {
+		h.pendingRewind = leases.Checkpoint{} // applied: what comes after it is read after it
+	}
 	h.mu.Unlock()
 	return l, err
 }
@@ -421,7 +438,7 @@ func (h *Held) ResumeAt() leases.Checkpoint {
 	// operator's rewind, the take's answer lost, the row is there, whatever
 	// the lease last knew (seed 99110336: the orphan of a hand-over
 	// released it at the checkpoint from before the rewind).
-	return cmp.Or(h.rewoundTo, h.attempted, h.lease.Checkpoint)
+	return cmp.Or(h.rewoundTo, h.pendingRewind, h.attempted, h.lease.Checkpoint)
 }
 
 // Release lets the row go with final checkpoint cp (none if cp is zero or
