@@ -40,6 +40,7 @@
 package kinesislease
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -72,6 +73,8 @@ type Service struct {
 	// it.
 	group    *engine.Group
 	groupSet chan struct{}
+	// runCtx is Run's context: a Subscribe while running obeys it.
+	runCtx context.Context
 	// running: Run passed its start-up checks and has not returned.
 	running bool
 	// budget bounds what every shard of the service holds fetched and not

@@ -13,13 +13,14 @@ import (
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
-// readingShards returns the shards svc's Health reports as being read.
+// readingShards returns the shards svc's Health reports as being read, as
+// stream/shard.
 func readingShards(svc *kinesislease.Service) map[string]bool {
 	ids := map[string]bool{}
 	for _, st := range svc.Health().Streams {
 		for _, sh := range st.Shards {
 			if sh.Reading {
-				ids[sh.ShardID] = true
+				ids[st.Stream+"/"+sh.ShardID] = true
 			}
 		}
 	}

@@ -26,6 +26,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	s.run = true
+	s.runCtx = ctx
 	subs := slices.Clone(s.subs)
 	s.mu.Unlock()
 	defer s.markGroupSet()

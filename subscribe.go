@@ -1,6 +1,7 @@
 package kinesislease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -161,18 +162,27 @@ func subscribeWith(svc *Service, stream string, install func(*subscription), opt
 }
 
 // subscribeTimeout bounds the start-up checks of a subscription added while
-// the service runs (the stream listed, its consumer registered).
+// the service runs (the stream listed, its consumer registered), unless
+// WithSubscribeContext gives a context.
 const subscribeTimeout = time.Minute
 
 // addRunning adds sub to the running service: the start-up checks Run makes
 // of every subscription, then its stream joins the plan at the next round.
+// They are bounded by sub's context (WithSubscribeContext), else by Run's
+// context and subscribeTimeout.
 func (svc *Service) addRunning(ready <-chan struct{}, sub *subscription) error {
-	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	ctx, cancel := sub.ctx, context.CancelFunc(func() {})
+	if ctx == nil {
+		svc.mu.Lock()
+		base := cmp.Or[context.Context](svc.runCtx, context.Background())
+		svc.mu.Unlock()
+		ctx, cancel = context.WithTimeout(base, subscribeTimeout)
+	}
 	defer cancel()
 	select {
 	case <-ready:
 	case <-ctx.Done():
-		return fmt.Errorf("%w: the service did not finish starting within %v", ErrRunning, subscribeTimeout)
+		return fmt.Errorf("%w: the service did not finish starting: %w", ErrRunning, ctx.Err())
 	}
 	svc.mu.Lock()
 	g := svc.group

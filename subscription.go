@@ -25,7 +25,8 @@ type subscription struct {
 	codec            codec.Codec
 	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
 	start            kltype.StartPosition
-	at               time.Time // when Subscribe was called: what LATEST means (startPosition)
+	at               time.Time       // when Subscribe was called: what LATEST means (startPosition)
+	ctx              context.Context // WithSubscribeContext's, nil if none
 	worker           engine.WorkerConfig
 	errs             []error
 }
@@ -238,6 +239,22 @@ func WithHandlerTimeout(d time.Duration) SubscribeOption {
 			s.errs = append(s.errs, fmt.Errorf("%w: WithHandlerTimeout(%v): must be positive", ErrInvalidOption, d))
 		}
 		s.worker.HandlerTimeout = d
+	})
+}
+
+// WithSubscribeContext bounds a Subscribe made while Run runs: its start-up
+// checks (the stream listed, its enhanced fan-out consumer registered) and
+// the wait until the stream is in the plan. Subscribe returns ctx's error
+// if ctx ends first (the subscription is then not added). Without it, such
+// a Subscribe is bounded by Run's context and a minute. Before Run it has
+// no effect: Subscribe makes no call then.
+func WithSubscribeContext(ctx context.Context) SubscribeOption {
+	return subOption(func(s *subscription) {
+		if ctx == nil {
+			s.errs = append(s.errs, fmt.Errorf("%w: WithSubscribeContext(nil)", ErrInvalidOption))
+			return
+		}
+		s.ctx = ctx
 	})
 }
 
