@@ -52,6 +52,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesislease/kinesislease/internal/budget"
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/read"
@@ -79,7 +80,7 @@ type Service struct {
 	running bool
 	// budget bounds what every shard of the service holds fetched and not
 	// yet handled.
-	budget *engine.Budget
+	budget *budget.Budget
 }
 
 // New returns a Service whose Kinesis client is built from cfg (the same
@@ -121,7 +122,7 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 	if c.budgetBytes == 0 {
 		c.budgetBytes, c.budgetRecords = DefaultMemoryBudgetBytes, DefaultMemoryBudgetRecords
 	}
-	svc := &Service{cfg: c, log: log, kin: c.client, budget: engine.NewBudget(c.budgetBytes, c.budgetRecords), groupSet: make(chan struct{})}
+	svc := &Service{cfg: c, log: log, kin: c.client, budget: budget.NewBudget(c.budgetBytes, c.budgetRecords), groupSet: make(chan struct{})}
 	for _, h := range c.hooks {
 		if hh, ok := h.(kltype.HookHealth); ok {
 			hh.OnHealthSource(svc.Health)

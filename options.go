@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/budget"
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -175,8 +176,8 @@ func WithMaxLeases(n int) Option {
 
 // Default memory budget (WithMemoryBudget).
 const (
-	DefaultMemoryBudgetBytes   = engine.DefaultBudgetBytes
-	DefaultMemoryBudgetRecords = engine.DefaultBudgetRecords
+	DefaultMemoryBudgetBytes   = budget.DefaultBudgetBytes
+	DefaultMemoryBudgetRecords = budget.DefaultBudgetRecords
 )
 
 // WithMemoryBudget bounds what this instance holds fetched from Kinesis and

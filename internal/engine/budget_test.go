@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/budget"
 	"github.com/kinesislease/kinesislease/internal/testkit/sim"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -39,7 +39,7 @@ func TestBudgetBound(t *testing.T) {
 		}
 	}
 	const maxBytes, maxRecords = 256 << 10, 1000
-	budget := engine.NewBudget(maxBytes, maxRecords)
+	budget := budget.NewBudget(maxBytes, maxRecords)
 	// The bound: the budget plus one response per shard (a response is
 	// sized to the room left from the records seen so far, and may carry
 	// more bytes than that: the first ones are sized before any record was

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/budget"
 	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/lease"
@@ -53,7 +54,7 @@ type WorkerConfig struct {
 	KeyConcurrency int
 	// Budget, if set, bounds what the instance holds fetched and not yet
 	// handled; every worker of the instance shares it.
-	Budget *Budget
+	Budget *budget.Budget
 	// FanOut, if set, reads with enhanced fan-out (SubscribeToShard)
 	// instead of GetRecords; Limit, MinInterval and IdleInterval then do
 	// not apply.

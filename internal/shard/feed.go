@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/budget"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -16,7 +17,7 @@ type feed struct {
 	errs    chan error      // why the reader stopped, unless it reached the shard's end
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	share   *share // the budget's share of this shard; nil without a budget
+	share   *budget.Share // the budget's share of this shard; nil without a budget
 }
 
 // stop stops the reader and waits for its goroutine; what the shard held
@@ -25,14 +26,14 @@ func (f *feed) stop() {
 	f.cancel()
 	f.wg.Wait()
 	if f.share != nil {
-		f.share.leave()
+		f.share.Leave()
 	}
 }
 
 // done returns a handled batch's cost to the budget.
 func (f *feed) done(b *read.Batch) {
 	if f.share != nil {
-		f.share.release(b.Cost, int64(len(b.Records)))
+		f.share.Release(b.Cost, int64(len(b.Records)))
 	}
 }
 
@@ -43,8 +44,8 @@ func (w *Worker) startReader() *feed {
 	f := &feed{answers: make(chan read.Batch), errs: make(chan error, 1), cancel: cancel}
 	var reserve func(context.Context, int32) (int32, error)
 	if w.cfg.Budget != nil {
-		f.share = w.cfg.Budget.join()
-		reserve = f.share.reserve
+		f.share = w.cfg.Budget.Join()
+		reserve = f.share.Reserve
 	}
 	onRetry := func(err error, d time.Duration) {
 		w.readErr.Store(&err)
@@ -96,8 +97,8 @@ func (w *Worker) startReader() *feed {
 			}
 			if f.share != nil {
 				var n int64
-				b.Cost, n = batchCost(&b)
-				f.share.charge(b.Cost, n)
+				b.Cost, n = budget.BatchCost(&b)
+				f.share.Charge(b.Cost, n)
 			}
 			if len(w.hooks.Batch) > 0 && len(b.Records) > 0 { // not the empty last batch of a closed shard
 				w.batchFetched(b)

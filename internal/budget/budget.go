@@ -1,4 +1,7 @@
-package shard
+// Package budget bounds what one instance holds fetched and not yet
+// handled, across every shard it reads (Budget), each shard's reader
+// holding a Share.
+package budget
 
 import (
 	"context"
@@ -25,7 +28,7 @@ type Budget struct {
 
 	mu             sync.Mutex
 	bytes, records int64
-	shares         map[*share]struct{}
+	shares         map[*Share]struct{}
 	avg            float64       // bytes per record, over every response so far (0: none yet)
 	largest        int64         // the largest response charged, in bytes
 	changed        chan struct{} // closed and replaced whenever holdings drop or readers leave
@@ -46,7 +49,7 @@ const (
 
 // NewBudget returns a budget of maxBytes and maxRecords (each at least 1).
 func NewBudget(maxBytes, maxRecords int64) *Budget {
-	return &Budget{maxBytes: max(maxBytes, 1), maxRecords: max(maxRecords, 1), changed: make(chan struct{}), shares: map[*share]struct{}{}}
+	return &Budget{maxBytes: max(maxBytes, 1), maxRecords: max(maxRecords, 1), changed: make(chan struct{}), shares: map[*Share]struct{}{}}
 }
 
 // Held returns the bytes and records held now.
@@ -65,17 +68,17 @@ func (b *Budget) Largest() int64 {
 }
 
 // join registers a reader and returns its share.
-func (b *Budget) join() *share {
+func (b *Budget) Join() *Share {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := &share{b: b}
+	s := &Share{b: b}
 	b.shares[s] = struct{}{}
 	return s
 }
 
 // share is one reader's part of a Budget. Its methods are called from the
 // reader's goroutine (reserve, charge) and the worker's (release, leave).
-type share struct {
+type Share struct {
 	b              *Budget
 	bytes, records int64 // guarded by b.mu
 }
@@ -88,7 +91,7 @@ func (b *Budget) wake() {
 // reserve waits until the share may fetch, and returns the Limit for the
 // call: at most limit (GetRecords' configured Limit; 0 for its default of
 // 10,000), at least 1.
-func (s *share) reserve(ctx context.Context, limit int32) (int32, error) {
+func (s *Share) Reserve(ctx context.Context, limit int32) (int32, error) {
 	b := s.b
 	if limit <= 0 || limit > maxLimit {
 		limit = maxLimit
@@ -126,7 +129,7 @@ func (s *share) reserve(ctx context.Context, limit int32) (int32, error) {
 // room is what s may fetch now: the budget less s's holdings and, for
 // every other share, the larger of its holdings and its fair part. The
 // caller holds b.mu.
-func (b *Budget) room(s *share) (bytes, records int64) {
+func (b *Budget) room(s *Share) (bytes, records int64) {
 	n := int64(len(b.shares))
 	fairBytes, fairRecords := b.maxBytes/n, b.maxRecords/n
 	bytes, records = b.maxBytes-s.bytes, b.maxRecords-s.records
@@ -141,7 +144,7 @@ func (b *Budget) room(s *share) (bytes, records int64) {
 
 // locked runs fn on the share's budget under its lock, unless records is
 // 0 (an empty response holds nothing).
-func (s *share) locked(records int64, fn func(b *Budget)) {
+func (s *Share) locked(records int64, fn func(b *Budget)) {
 	if records == 0 {
 		return
 	}
@@ -151,7 +154,7 @@ func (s *share) locked(records int64, fn func(b *Budget)) {
 }
 
 // charge adds a response of bytes and records to the share.
-func (s *share) charge(bytes, records int64) {
+func (s *Share) Charge(bytes, records int64) {
 	s.locked(records, func(b *Budget) {
 		s.add(bytes, records)
 		b.largest = max(b.largest, bytes)
@@ -166,7 +169,7 @@ func (s *share) charge(bytes, records int64) {
 
 // add changes the share's holdings, and the budget's, by bytes and
 // records. The caller holds b.mu.
-func (s *share) add(bytes, records int64) {
+func (s *Share) add(bytes, records int64) {
 	s.bytes += bytes
 	s.records += records
 	s.b.bytes += bytes
@@ -174,7 +177,7 @@ func (s *share) add(bytes, records int64) {
 }
 
 // release returns a handled batch of bytes and records.
-func (s *share) release(bytes, records int64) {
+func (s *Share) Release(bytes, records int64) {
 	s.locked(records, func(b *Budget) {
 		s.add(-min(bytes, s.bytes), -min(records, s.records))
 		b.wake()
@@ -182,7 +185,7 @@ func (s *share) release(bytes, records int64) {
 }
 
 // leave returns everything the share holds and unregisters its reader.
-func (s *share) leave() {
+func (s *Share) Leave() {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -192,7 +195,7 @@ func (s *share) leave() {
 }
 
 // batchCost is what a batch costs the budget.
-func batchCost(b *read.Batch) (bytes, records int64) {
+func BatchCost(b *read.Batch) (bytes, records int64) {
 	for i := range b.Records {
 		r := &b.Records[i]
 		bytes += int64(len(r.Data)) + recordOverhead
