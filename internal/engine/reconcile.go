@@ -277,9 +277,17 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 				// it recreated, its counter restarted. As a free row, it
 				// is never written as anyone's: released is a conflict,
 				// then a read.
-				known := rel[u].Lease
+				known, knew := rel[u].Lease, leases.Checkpoint{}
+				if !missing && lostrow.NoStart(l) {
+					// Recreated with nothing: known as the version read (a
+					// retake or release conditional on it meets it), with
+					// what this instance knew to write on it (seed
+					// 95903527: a version this instance never had, its own
+					// checkpoint on it, was taken as it and left empty).
+					known, knew = l, lostrow.Orphan{Known: rel[u].Lease}.Best()
+				}
 				known.Owner, known.Incarnation = "", ""
-				g.lost.FoundLost(u, lostrow.Orphan{Inc: g.m.IncarnationLocked(), Known: known, Vanished: true}, g.workers[u] != nil, missing)
+				g.lost.FoundLost(u, lostrow.Orphan{Inc: g.m.IncarnationLocked(), Known: known, Knew: knew, Vanished: true}, g.workers[u] != nil, missing)
 			})
 		case lostrow.FoundFailed:
 			failed.Store(true)

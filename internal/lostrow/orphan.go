@@ -108,13 +108,14 @@ func (o Orphan) Awaited(l leases.Lease) leases.Lease {
 }
 
 // RetakeFrom is what a retake of o writes on l (read: just read; now: the
-// orphan held now): unread, the row's own checkpoint; Recreated, Best.
+// orphan held now): Recreated (l says nothing, or less than o knows), Best;
+// else unread, the row's own checkpoint.
 func (o Orphan) RetakeFrom(l leases.Lease, read bool, now Orphan) leases.Lease {
 	switch {
-	case !read:
-		l.Checkpoint = leases.Checkpoint{}
 	case o.Recreated(l, now):
 		l = o.Filled(l)
+	case !read:
+		l.Checkpoint = leases.Checkpoint{}
 	}
 	return l
 }

@@ -126,6 +126,9 @@ func TestRetake(t *testing.T) {
 			leases.Lease{Owner: "a", Incarnation: "0.A", Counter: 7, Rewind: "x", Recovered: "late:v1"}},
 		{"read, recreated with none: the orphan's, with its rewind", o, leases.Lease{Counter: 1}, true, leases.Lease{Counter: 1, Checkpoint: cp("40"), Rewind: "x"}},
 		{"read, with a checkpoint, even an older one: as read", o, leases.Lease{Counter: 9, Checkpoint: cp("30")}, true, leases.Lease{Counter: 9, Checkpoint: cp("30")}},
+		{"known as a version recreated with nothing, not read: what it knew (seed 95903527)",
+			Orphan{Inc: "0.A", Known: leases.Lease{Counter: 1, Token: "t1"}, Knew: cp("86"), Vanished: true}, leases.Lease{Counter: 1, Token: "t1"}, false,
+			leases.Lease{Counter: 1, Token: "t1", Checkpoint: cp("86")}},
 	} {
 		if got := tc.o.RetakeFrom(tc.l, tc.read, Orphan{}); got != tc.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.want)
