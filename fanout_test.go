@@ -676,7 +676,7 @@ func TestFanOutStreamARN(t *testing.T) {
 
 // TestFanOutStopMidStream stops an instance while events wait for a slow
 // handler (the budget full, the SDK holding an event): the subscriptions
-// and the SDK's goroutines end (the package's goleak check), the final
+// and the SDK's goroutines end (the package's leak check), the final
 // checkpoints hold, and a new instance handles every record, first
 // deliveries in order.
 func TestFanOutStopMidStream(t *testing.T) {

@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
-	"go.uber.org/goleak"
 
 	"github.com/kinesislease/kinesislease/codec"
+	"github.com/kinesislease/kinesislease/internal/testkit/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }
 
 var codecs = []codec.Codec{codec.JSON, codec.Msgpack}

@@ -14,13 +14,13 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/kinesislease/kinesislease/internal/testkit/leakcheck"
 	"github.com/kinesislease/kinesislease/kpl"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // repoRoot is the directory holding go.mod, above the working directory.
 func repoRoot() (string, error) {

@@ -3,7 +3,7 @@ package leases_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/kinesislease/kinesislease/internal/testkit/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/kinesislease/kinesislease/internal/testkit/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func TestDelay(t *testing.T) {
 	base, ceiling := 100*time.Millisecond, time.Second

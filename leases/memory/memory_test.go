@@ -4,14 +4,13 @@ import (
 	"context"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/kinesislease/kinesislease/internal/testkit/leakcheck"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/leasestest"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func TestConformance(t *testing.T) {
 	leasestest.Run(t, func(*testing.T) leases.Store { return memory.New() })

@@ -87,7 +87,7 @@ func newBench(root string) *Bench {
 // Start starts the given emulators concurrently and waits until each answers
 // API calls. root is the repository root whose node_modules holds the
 // emulators (installed with `npm ci`); "" means the nearest directory holding
-// go.mod, searching up from the working directory. On error nothing is left
+// go.mod and package.json, searching up from the working directory. On error nothing is left
 // running. The caller must Close the Bench.
 func Start(ctx context.Context, root string, emulators ...Emulator) (*Bench, error) {
 	b := newBench(root)
@@ -229,20 +229,23 @@ func (b *Bench) rootDir() (string, error) {
 	return findRoot()
 }
 
-// findRoot returns the nearest directory at or above the working directory
-// that holds go.mod.
+// findRoot returns the repository root: the nearest directory at or above
+// the working directory that holds go.mod and package.json (a module nested
+// in the repository, otelkl, has a go.mod of its own and no package.json).
 func findRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		_, errMod := os.Stat(filepath.Join(dir, "go.mod"))
+		_, errPkg := os.Stat(filepath.Join(dir, "package.json"))
+		if errMod == nil && errPkg == nil {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("testutil: no go.mod found above the working directory")
+			return "", errors.New("testutil: no directory holding go.mod and package.json found above the working directory")
 		}
 		dir = parent
 	}

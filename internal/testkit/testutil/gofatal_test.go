@@ -27,7 +27,8 @@ import (
 // to make, and after the test has ended it panics ("Fail in goroutine
 // after TestX has completed") and takes the whole test binary down.
 //
-// It type-checks every package of the module, tests included, and fails
+// It type-checks every package of the module, and of the modules nested in
+// it at their directory's path (otelkl), tests included, and fails
 // for each call of one of those methods of the testing package's T, B, F
 // or TB made, directly or through the module's own functions, methods and
 // function values, by code that runs on a goroutine other than the
@@ -377,8 +378,13 @@ func loadModule(root string) (*module, error) {
 			return filepath.SkipDir
 		}
 		if path != root {
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir // another module
+			if p, err := modulePath(filepath.Join(path, "go.mod")); err == nil {
+				// A module of the repository at its directory's path
+				// (otelkl) is checked with the root's; another is skipped.
+				rel, _ := filepath.Rel(root, path)
+				if p != modPath+"/"+filepath.ToSlash(rel) {
+					return filepath.SkipDir
+				}
 			}
 		}
 		return m.parseDir(path)

@@ -38,7 +38,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"go.uber.org/goleak"
+
+	"github.com/kinesislease/kinesislease/internal/testkit/leakcheck"
 )
 
 // shared is the test binary's Bench, used by the testing.TB helpers.
@@ -48,9 +49,9 @@ var shared = newBench("")
 var mainRunning atomic.Bool
 
 // Main runs the tests, stops every emulator they started, checks that no
-// goroutine leaked (goleak, with leakOpts) when the tests passed, and exits.
-// Call it from TestMain in every package that uses the helpers.
-func Main(m *testing.M, leakOpts ...goleak.Option) {
+// goroutine leaked (leakcheck.Find) when the tests passed, and exits. Call it
+// from TestMain in every package that uses the helpers.
+func Main(m *testing.M) {
 	mainRunning.Store(true)
 	code := m.Run()
 	mainRunning.Store(false)
@@ -61,8 +62,8 @@ func Main(m *testing.M, leakOpts ...goleak.Option) {
 		}
 	}
 	if code == 0 {
-		if err := goleak.Find(leakOpts...); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+		if err := leakcheck.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "leakcheck: errors on successful test run: %v\n", err)
 			code = 1
 		}
 	}

@@ -1,9 +1,15 @@
-package kinesislease_test
+package otelkl_test
+
+// The cost of hooks to a consumer, with and without this package's: the
+// benchmarks live here, not in the root package, so that the root module
+// does not require this module and the OpenTelemetry SDK.
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +20,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/kinesislease/kinesislease"
@@ -72,11 +79,45 @@ func hookBenchSetup(b *testing.B) (*kinesis.Client, string) {
 		if err := waiter.Wait(context.Background(), &kinesis.DescribeStreamInput{StreamName: aws.String(hookBenchStream)}, time.Minute); err != nil {
 			b.Fatal(err)
 		}
-		put(b, kc, hookBenchStream, 0, hookBenchRecords)
+		hookBenchPut(b, kc, hookBenchStream, hookBenchRecords)
 		// Warm kinesalite up: its first reads of a stream are much slower.
 		hookBenchConsume(b, kc, hookBenchStream, nil)
 	})
 	return kc, hookBenchStream
+}
+
+// hookBenchOrder is a record of the hook benchmarks' stream.
+type hookBenchOrder struct {
+	ID  int    `json:"id"`
+	Key string `json:"key"`
+}
+
+// hookBenchPut writes orders 0..n-1, spread over 17 partition keys.
+func hookBenchPut(b *testing.B, kc *kinesis.Client, stream string, n int) {
+	b.Helper()
+	for start := 0; start < n; start += 500 {
+		var entries []ktypes.PutRecordsRequestEntry
+		for id := start; id < min(n, start+500); id++ {
+			o := hookBenchOrder{ID: id, Key: fmt.Sprintf("customer-%d", id%17)}
+			data, _ := json.Marshal(o)
+			entries = append(entries, ktypes.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(o.Key)})
+		}
+		out, err := kc.PutRecords(testutil.WithoutFaults(context.Background()), &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if aws.ToInt32(out.FailedRecordCount) != 0 {
+			b.Fatalf("PutRecords: %d failed", aws.ToInt32(out.FailedRecordCount))
+		}
+	}
+}
+
+// hookBenchLog writes the service's log lines to the benchmark's log.
+type hookBenchLog struct{ b *testing.B }
+
+func (w hookBenchLog) Write(p []byte) (int, error) {
+	w.b.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // hookBenchConsume runs one instance (memory store, no-op handler, JSON decoding)
@@ -85,7 +126,7 @@ func hookBenchSetup(b *testing.B) (*kinesis.Client, string) {
 func hookBenchConsume(b *testing.B, kc *kinesis.Client, stream string, hooks []kltype.Hook) time.Duration {
 	b.Helper()
 	opts := []kinesislease.Option{kinesislease.WithKinesisClient(kc),
-		kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(testLogger(b))}
+		kinesislease.WithLeaseStore(memory.New()), kinesislease.WithLogger(slog.New(slog.NewTextHandler(hookBenchLog{b}, &slog.HandlerOptions{Level: slog.LevelWarn})))}
 	if hooks != nil {
 		opts = append(opts, kinesislease.WithHooks(hooks...))
 	}
@@ -95,7 +136,7 @@ func hookBenchConsume(b *testing.B, kc *kinesis.Client, stream string, hooks []k
 	}
 	var n atomic.Int64
 	done := make(chan struct{})
-	err = kinesislease.Subscribe(svc, stream, func(ctx context.Context, o order) error {
+	err = kinesislease.Subscribe(svc, stream, func(ctx context.Context, o hookBenchOrder) error {
 		if n.Add(1) == int64(hookBenchRecords) {
 			close(done)
 		}
@@ -118,7 +159,7 @@ func hookBenchConsume(b *testing.B, kc *kinesis.Client, stream string, hooks []k
 
 // BenchmarkHooksConsume: records per second through one instance (memory
 // store, no-op handler, JSON decoding) reading 20,000 records of a 2-shard
-// kinesalite stream from TRIM_HORIZON, as BenchmarkConsume, with no hook,
+// kinesalite stream from TRIM_HORIZON, as the root package's BenchmarkConsume, with no hook,
 // with a no-op hook implementing every Hook interface, and with the
 // OpenTelemetry adapter (SDK MeterProvider, ManualReader).
 //
