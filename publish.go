@@ -385,7 +385,7 @@ func (p *Publisher[T]) sendOne() bool {
 		p.mu.Unlock()
 		p.signal()
 	}
-	p.log.Debug("kinesislease: published batch", "stream", p.stream, "records", len(batch), "retried", len(retry), "failed", len(failed))
+	p.log.DebugContext(ctx, "kinesislease: published batch", "stream", p.stream, "records", len(batch), "retried", len(retry), "failed", len(failed))
 	return true
 }
 
