@@ -33,8 +33,8 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: Run with no subscription: call Subscribe first", ErrInvalidOption)
 	}
 	if s.cfg.storeDefaulted {
-		s.log.WarnContext(ctx, "kinesislease: no lease store given (WithLeaseStore): leases and checkpoints are kept in this process's memory; " +
-			"other instances cannot see them, so each reads every shard, and a restart starts again from the start position: " +
+		s.log.WarnContext(ctx, "kinesislease: no lease store given (WithLeaseStore): leases and checkpoints are kept in this process's memory; "+
+			"other instances cannot see them, so each reads every shard, and a restart starts again from the start position: "+
 			"safe only for a single instance that may re-read")
 	}
 	if err := s.preflight(ctx, subs); err != nil {

@@ -1,3 +1,107 @@
+// Package otelkl reports what a kinesislease Service does as OpenTelemetry
+// metrics and traces. The metrics come from a hook (see kltype.Hook)
+// implementing every Hook* interface; the traces from handler wrappers
+// (Trace, TraceHandler, TraceBatch: a span per delivery) and a publisher
+// wrapper (TracePublisher: a span per record put):
+//
+//	h, err := otelkl.New(meterProvider, otelkl.WithConsumerGroup("fulfilment"))
+//	svc, err := kinesislease.New(cfg, kinesislease.WithHooks(h), ...)
+//	kinesislease.Subscribe(svc, "fulfilment", otelkl.Trace(tracerProvider, fulfil))
+//
+// The kinesislease package itself does not depend on OpenTelemetry; only
+// this package does. One Hooks value may serve several services (and
+// streams) of a process; the attributes tell them apart.
+//
+// # Names
+//
+// The names follow the OpenTelemetry semantic conventions (SchemaURL;
+// the constants of the semconv package) where one exists, kinesislease.*
+// otherwise; docs/operations.md has the table of the names before them.
+// The meter is named after this package's import path. Attributes of the
+// consumer's metrics:
+//
+//	messaging.system                    aws_kinesis (SystemKinesis: the
+//	                                    conventions register no Kinesis value)
+//	messaging.destination.name          the stream's NAME, an ARN subscribed
+//	aws.kinesis.stream_name             reduced to its name: a fleet moving
+//	                                    to ARNs keeps its series
+//	messaging.destination.partition.id  the shard id (left out with
+//	                                    WithoutShardID)
+//	messaging.consumer.group.name       WithConsumerGroup's (the WithApp name)
+//	messaging.operation.name            process (records), receive (reads)
+//	kinesislease.owner                  this instance's owner id (leases)
+//	kinesislease.outcome                acked, dropped or dead_lettered
+//	kinesislease.reason                 why a record was dead-lettered
+//	error.type                          on failures only: see ErrorType
+//
+// Records, from HookRecordHandled (operation process):
+//
+//	kinesislease.records         counter    {record}  outcome (error.type dead_lettered)
+//	kinesislease.record.bytes    counter    By        outcome
+//	messaging.process.duration   histogram  s         outcome
+//
+// The process duration runs from a record's first delivery to its outcome:
+// retries and their backoff included. The two record counters are
+// asynchronous (observable) counters: the counts are kept in the Hooks and
+// reported at each collection, which spares a record two SDK measurements.
+//
+// Reads, from HookBatchFetched, HookThrottled, HookShardStarted,
+// HookShardEnded, HookFailed, HookUserRecordsFiltered and HookHealth:
+//
+//	messaging.client.consumed.messages  counter  {message}   operation receive
+//	kinesislease.fetch.bytes            counter  By          operation receive
+//	kinesislease.behind_latest          gauge    s
+//	kinesislease.oldest_unresolved.age  gauge    s
+//	kinesislease.throttles              counter  {throttle}  rpc.method, error.type
+//	kinesislease.shards.started         counter  {shard}
+//	kinesislease.shards.ended           counter  {shard}
+//	kinesislease.failures               counter  {failure}   error.type (no shard for a stream)
+//	kinesislease.kpl.filtered           counter  {record}
+//
+// kinesislease.behind_latest is an asynchronous gauge: at each collection,
+// for every shard this process holds, the MillisBehindLatest of the last
+// GetRecords answer that held records, in seconds (answers without records
+// do not reach hooks, so a reader that has caught up keeps the lag of its
+// last batch); no longer reported once the lease is released, lost or
+// ended; without shard ids, the largest per stream.
+// kinesislease.oldest_unresolved.age is, for every shard each service
+// holds, ShardHealth.OldestUnresolvedAge: unlike the lag it goes on growing
+// while a record that keeps failing holds its shard.
+// kinesislease.failures counts shards and streams set aside after failing
+// for good; kinesislease.kpl.filtered KPL user records skipped because they
+// hash outside the shard they were read from.
+//
+// Leases, from HookLeaseAcquired, HookLeaseReleased, HookLeaseLost and
+// HookShardEnded (stream, owner; no shard):
+//
+//	kinesislease.leases.held        up-down counter  {lease}
+//	kinesislease.lease.takeovers    counter          {lease}
+//	kinesislease.lease.losses       counter          {lease}
+//
+// Checkpoints and dead letters, from HookCheckpointWritten and
+// HookDeadLettered:
+//
+//	kinesislease.checkpoint.writes  counter  {write}   error.type on the failed
+//	kinesislease.dead_letters       counter  {record}  kinesislease.reason
+//
+// Calls, from HookCall (the stream is not known there), with rpc.system
+// aws-api and error.type on failure:
+//
+//	messaging.client.operation.duration  histogram  s  Kinesis: rpc.service Kinesis, rpc.method
+//	                                                   and messaging.operation.name = ListShards,
+//	                                                   GetShardIterator, GetRecords (type receive)
+//	kinesislease.store.call.duration     histogram  s  the lease store: rpc.service DynamoDB,
+//	                                                   rpc.method GetItem or UpdateItem
+//	                                                   (StoreOperation), kinesislease.store.operation
+//	                                                   the store method (Heartbeat, TakeAs...)
+//
+// The lease store is reported as DynamoDB whatever its backend.
+//
+// # Cost
+//
+// A record costs a cache lookup, two atomic additions and one histogram
+// measurement, whose attribute set is built once per shard and outcome;
+// nothing is allocated per record.
 package otelkl
 
 import (
@@ -9,9 +113,9 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	semconv138 "go.opentelemetry.io/otel/semconv/v1.38.0"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/semconv/v1.43.0/messagingconv"
-	semconv138 "go.opentelemetry.io/otel/semconv/v1.38.0"
 
 	"github.com/kinesislease/kinesislease/kltype"
 )

@@ -327,9 +327,11 @@ func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 // instruments lists every instrument with its unit and attribute keys:
 // those of every point, and those some points have.
 var (
-	base       = []attribute.Key{otelkl.AttrSystem, otelkl.AttrStream, otelkl.AttrStreamName, otelkl.AttrShardID}
-	ownerKeys  = []attribute.Key{otelkl.AttrSystem, otelkl.AttrStream, otelkl.AttrStreamName, otelkl.AttrOwner}
-	with       = func(keys []attribute.Key, more ...attribute.Key) []attribute.Key { return append(slices.Clone(keys), more...) }
+	base      = []attribute.Key{otelkl.AttrSystem, otelkl.AttrStream, otelkl.AttrStreamName, otelkl.AttrShardID}
+	ownerKeys = []attribute.Key{otelkl.AttrSystem, otelkl.AttrStream, otelkl.AttrStreamName, otelkl.AttrOwner}
+	with      = func(keys []attribute.Key, more ...attribute.Key) []attribute.Key {
+		return append(slices.Clone(keys), more...)
+	}
 	errKey     = []attribute.Key{otelkl.AttrErrorType}
 	rpcKeys    = []attribute.Key{otelkl.AttrRPCSystem, otelkl.AttrService, otelkl.AttrMethod}
 	opName     = otelkl.AttrOperationName
