@@ -105,10 +105,11 @@ var (
 )
 
 // end sets the outcome, error.type and status of a span, and ends it.
-func end(span trace.Span, recording bool, outcome string, err error) {
+func end(span trace.Span, recording bool, err error) {
 	if recording {
-		span.SetAttributes(AttrOutcome.String(outcome))
-		if err != nil && outcome != SpanDropped {
+		o := outcome(err)
+		span.SetAttributes(AttrOutcome.String(o))
+		if err != nil && o != SpanDropped {
 			span.SetAttributes(AttrErrorType.String(ErrorType(err)))
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
@@ -117,38 +118,42 @@ func end(span trace.Span, recording bool, outcome string, err error) {
 	span.End()
 }
 
+// is reports whether err's chain holds a P.
+func is[P interface {
+	*T
+	error
+}, T any](err error) bool {
+	var target P
+	return errors.As(err, &target)
+}
+
 // outcome classifies a handler's error.
 func outcome(err error) string {
-	var (
-		drop  *kltype.DropError
-		dead  *kltype.DeadLetterError
-		after *kltype.RetryAfterError
-		batch *kltype.BatchError
-	)
 	switch {
 	case err == nil:
 		return SpanAcked
-	case errors.As(err, &drop):
+	case is[*kltype.DropError](err):
 		return SpanDropped
-	case errors.As(err, &dead):
+	case is[*kltype.DeadLetterError](err):
 		return SpanDeadLetter
-	case errors.As(err, &after):
+	case is[*kltype.RetryAfterError](err):
 		return SpanRetryAfter
-	case errors.As(err, &batch):
+	case is[*kltype.BatchError](err):
 		return SpanPartial
 	}
 	return SpanError
 }
 
-// process runs h for one record within a span.
-func (t *tracing) process(ctx context.Context, h func(context.Context) error) error {
+// start starts the span of the record ctx carries; ok is false outside a
+// handler (no span).
+func (t *tracing) start(ctx context.Context) (_ context.Context, span trace.Span, recording, ok bool) {
 	rec, ok := kinesislease.RecordFrom(ctx)
 	if !ok {
-		return h(ctx)
+		return ctx, nil, false, false
 	}
 	s := t.stream(rec.Stream)
-	ctx, span := t.tracer.Start(ctx, s.name, consumerKind...)
-	recording := span.IsRecording()
+	ctx, span = t.tracer.Start(ctx, s.name, consumerKind...)
+	recording = span.IsRecording()
 	if recording { // a sampled-out or no-op span costs no attributes
 		span.SetAttributes(s.attrs...)
 		span.SetAttributes(
@@ -157,9 +162,7 @@ func (t *tracing) process(ctx context.Context, h func(context.Context) error) er
 			AttrAttempt.Int(rec.Attempt),
 		)
 	}
-	err := h(ctx)
-	end(span, recording, outcome(err), err)
-	return err
+	return ctx, span, recording, true
 }
 
 // Trace wraps a handler function so that every delivery of a record (each
@@ -176,7 +179,13 @@ func (t *tracing) process(ctx context.Context, h func(context.Context) error) er
 func Trace[T any](tp trace.TracerProvider, h kinesislease.HandlerFunc[T], opts ...Option) kinesislease.HandlerFunc[T] {
 	t := newTracing(tp, "process", opts)
 	return func(ctx context.Context, v T) error {
-		return t.process(ctx, func(ctx context.Context) error { return h(ctx, v) })
+		ctx, span, recording, ok := t.start(ctx)
+		if !ok {
+			return h(ctx, v)
+		}
+		err := h(ctx, v)
+		end(span, recording, err)
+		return err
 	}
 }
 
@@ -191,7 +200,13 @@ type tracedHandler[T any] struct {
 }
 
 func (th tracedHandler[T]) Handle(ctx context.Context, v T) error {
-	return th.t.process(ctx, func(ctx context.Context) error { return th.h.Handle(ctx, v) })
+	ctx, span, recording, ok := th.t.start(ctx)
+	if !ok {
+		return th.h.Handle(ctx, v)
+	}
+	err := th.h.Handle(ctx, v)
+	end(span, recording, err)
+	return err
 }
 
 // TraceBatch is Trace for a batch handler (SubscribeBatch): a span per
@@ -219,7 +234,7 @@ func TraceBatch[T any](tp trace.TracerProvider, h kinesislease.BatchHandlerFunc[
 			)
 		}
 		err := h(ctx, items)
-		end(span, recording, outcome(err), err)
+		end(span, recording, err)
 		return err
 	}
 }
