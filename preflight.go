@@ -91,10 +91,10 @@ func (s *Service) readRetention(ctx context.Context, sub *subscription) {
 	}
 	switch {
 	case err != nil && kinesisx.IsAccessDenied(err):
-		s.log.Info("kinesislease: cannot read the stream's retention (kinesis:DescribeStreamSummary denied); assuming 24h: allow the call, or give WithRetention",
+		s.log.InfoContext(ctx, "kinesislease: cannot read the stream's retention (kinesis:DescribeStreamSummary denied); assuming 24h: allow the call, or give WithRetention",
 			"stream", sub.stream, "err", err)
 	case err != nil:
-		s.log.Info("kinesislease: cannot read the stream's retention; assuming 24h", "stream", sub.stream, "err", err)
+		s.log.InfoContext(ctx, "kinesislease: cannot read the stream's retention; assuming 24h", "stream", sub.stream, "err", err)
 	case hours > 0:
 		sub.worker.Retention = time.Duration(hours) * time.Hour
 	}
@@ -113,7 +113,7 @@ func (s *Service) registerConsumer(ctx context.Context, sub *subscription) error
 		return err
 	}
 	sub.fanOut = c
-	s.log.Info("kinesislease: reading with enhanced fan-out", "stream", sub.stream, "consumer", sub.consumer, "arn", c.ARN())
+	s.log.InfoContext(ctx, "kinesislease: reading with enhanced fan-out", "stream", sub.stream, "consumer", sub.consumer, "arn", c.ARN())
 	return nil
 }
 
@@ -157,7 +157,7 @@ func (s *Service) startupCheck(ctx context.Context, what, name string, check fun
 			return startupError(what, name, explainErr(err))
 		}
 		delay := backoff.Jitter(backoff.Delay(attempt, startupBackoff, maxStartupBackoff))
-		s.log.Warn("kinesislease: start-up check failed; retrying", "check", what, "name", name, "attempt", attempt, "delay", delay, "err", err)
+		s.log.WarnContext(ctx, "kinesislease: start-up check failed; retrying", "check", what, "name", name, "attempt", attempt, "delay", delay, "err", err)
 		if backoff.Sleep(ctx, delay) != nil {
 			return startupError(what, name, explainErr(err))
 		}

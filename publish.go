@@ -191,6 +191,10 @@ func newPublisher[T any](client Producer, log *slog.Logger, stream string, opts 
 	return p, nil
 }
 
+// Stream returns the stream the publisher puts to, as given (a name or an
+// ARN).
+func (p *Publisher[T]) Stream() string { return p.stream }
+
 // Put encodes v and sends it under partitionKey, waiting until Kinesis
 // accepted it or the publisher's attempts ran out (*PublishError), or ctx
 // ends (the record may still be sent).
@@ -381,7 +385,7 @@ func (p *Publisher[T]) sendOne() bool {
 		p.mu.Unlock()
 		p.signal()
 	}
-	p.log.Debug("kinesislease: published batch", "stream", p.stream, "records", len(batch), "retried", len(retry), "failed", len(failed))
+	p.log.DebugContext(ctx, "kinesislease: published batch", "stream", p.stream, "records", len(batch), "retried", len(retry), "failed", len(failed))
 	return true
 }
 

@@ -82,7 +82,7 @@ func (s *Service) Rewind(ctx context.Context, stream, shard string, position klt
 			}
 			continue
 		}
-		s.log.Info("kinesislease: rewind", "stream", stream, "shard", p.Shard, "from", res.From.Sequence, "to", res.To.Sequence, "holder", res.Holder)
+		s.log.InfoContext(ctx, "kinesislease: rewind", "stream", stream, "shard", p.Shard, "from", res.From.Sequence, "to", res.To.Sequence, "holder", res.Holder)
 		results = append(results, res)
 	}
 	return results, errors.Join(errs...)

@@ -34,8 +34,8 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: Run with no subscription: call Subscribe first", ErrInvalidOption)
 	}
 	if s.cfg.storeDefaulted {
-		s.log.Warn("kinesislease: no lease store given (WithLeaseStore): leases and checkpoints are kept in this process's memory; " +
-			"other instances cannot see them, so each reads every shard, and a restart starts again from the start position: " +
+		s.log.WarnContext(ctx, "kinesislease: no lease store given (WithLeaseStore): leases and checkpoints are kept in this process's memory; "+
+			"other instances cannot see them, so each reads every shard, and a restart starts again from the start position: "+
 			"safe only for a single instance that may re-read")
 	}
 	if err := s.preflight(ctx, subs); err != nil {
@@ -90,7 +90,7 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 	s.group = g
 	s.mu.Unlock()
 	s.markGroupSet()
-	s.log.Info("kinesislease: starting", "owner", c.owner, "incarnation", g.Incarnation(), "streams", len(subs), "store", fmt.Sprintf("%T", c.store))
+	s.log.InfoContext(ctx, "kinesislease: starting", "owner", c.owner, "incarnation", g.Incarnation(), "streams", len(subs), "store", fmt.Sprintf("%T", c.store))
 	err = g.Run(ctx) // it logs "kinesislease: stopped" once its shutdown is done
 	var dup *engine.DuplicateOwnerError
 	switch {

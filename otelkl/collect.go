@@ -13,7 +13,7 @@ import (
 // the service's Health.
 
 // observe reports the record counts of every shard seen and the lag of every
-// shard held.
+// shard held (MillisBehindLatest, in seconds).
 func (h *Hooks) observe(_ context.Context, o metric.Observer) error {
 	count := func(st *outcomeState) {
 		if st == nil {
@@ -59,7 +59,7 @@ func (h *Hooks) observe(_ context.Context, o metric.Observer) error {
 	sources := h.health
 	h.mu.Unlock()
 	for _, x := range out {
-		o.ObserveInt64(h.lagGauge, x.lag, x.a.obs...)
+		o.ObserveFloat64(h.lagGauge, float64(x.lag)/1000, x.a.obs...)
 	}
 	h.observeAges(o, sources)
 	return nil

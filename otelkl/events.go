@@ -9,6 +9,8 @@ import (
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/messagingconv"
 )
 
 // The hooks: each event the service reports, measured (the attribute sets
@@ -22,14 +24,40 @@ func (h *Hooks) set(kv ...attribute.KeyValue) attribute.Set {
 	return attribute.NewSet(kv...)
 }
 
+// streamAttrs returns the attributes naming the messaging system, the
+// stream (its name, from a name or an ARN) and the consumer group.
+func streamAttrs(cfg *config, stream string) []attribute.KeyValue {
+	name := kinesisx.Name(stream)
+	out := []attribute.KeyValue{AttrSystem.String(SystemKinesis), AttrStream.String(name), AttrStreamName.String(name)}
+	if cfg.group != "" {
+		out = append(out, AttrConsumerGroup.String(cfg.group))
+	}
+	return out
+}
+
 // streamShard returns the stream and shard attributes (the shard left out
-// with WithoutShardID).
+// with WithoutShardID, or when there is none) followed by kv.
 func (h *Hooks) streamShard(stream, shard string, kv ...attribute.KeyValue) []attribute.KeyValue {
-	out := []attribute.KeyValue{AttrStream.String(stream)}
-	if !h.cfg.noShard {
+	out := streamAttrs(&h.cfg, stream)
+	if !h.cfg.noShard && shard != "" {
 		out = append(out, AttrShardID.String(shard))
 	}
 	return append(out, kv...)
+}
+
+var (
+	opProcess = AttrOperationName.String("process")
+	opReceive = AttrOperationName.String("receive")
+)
+
+// outcomeAttrs are the attributes of a record's outcome: a failure to
+// process (dead-lettered) carries error.type.
+func (h *Hooks) outcomeAttrs(stream, shard, name string) *attrs {
+	kv := []attribute.KeyValue{opProcess, AttrOutcome.String(name)}
+	if name == outcomeNames[kltype.DeadLettered] {
+		kv = append(kv, AttrErrorType.String(ErrorTypeDeadLettered))
+	}
+	return newAttrs(h.set(h.streamShard(stream, shard, kv...)...))
 }
 
 func (h *Hooks) shardAttrs(stream, shard string) *shardAttrs {
@@ -40,9 +68,12 @@ func (h *Hooks) shardAttrs(stream, shard string) *shardAttrs {
 	if v, ok := h.shards.Load(k); ok {
 		return v.(*shardAttrs)
 	}
-	sa := &shardAttrs{shard: newAttrs(h.set(h.streamShard(stream, shard)...))}
+	sa := &shardAttrs{
+		shard:   newAttrs(h.set(h.streamShard(stream, shard)...)),
+		receive: newAttrs(h.set(h.streamShard(stream, shard, opReceive)...)),
+	}
 	for o, name := range outcomeNames {
-		sa.outcome[o] = &outcomeState{a: newAttrs(h.set(h.streamShard(stream, shard, AttrOutcome.String(name))...))}
+		sa.outcome[o] = &outcomeState{a: h.outcomeAttrs(stream, shard, name)}
 	}
 	v, _ := h.shards.LoadOrStore(k, sa)
 	return v.(*shardAttrs)
@@ -62,7 +93,7 @@ type ownerKey struct{ stream, owner string }
 
 func (h *Hooks) ownerAttrs(stream, owner string) *attrs {
 	return h.cached(ownerKey{stream, owner}, func() []attribute.KeyValue {
-		return []attribute.KeyValue{AttrStream.String(stream), AttrOwner.String(owner)}
+		return append(streamAttrs(&h.cfg, stream), AttrOwner.String(owner))
 	})
 }
 
@@ -137,9 +168,9 @@ func (h *Hooks) OnShardEnded(s kltype.ShardInfo) {
 // OnBatchFetched implements kltype.HookBatchFetched.
 func (h *Hooks) OnBatchFetched(b kltype.BatchInfo) {
 	ctx := context.Background()
-	a := h.shardAttrs(b.Stream, b.ShardID).shard
-	h.fetchRecords.Add(ctx, int64(b.Records), a.add...)
-	h.fetchBytes.Add(ctx, int64(b.Bytes), a.add...)
+	a := h.shardAttrs(b.Stream, b.ShardID)
+	h.consumed.Add(ctx, int64(b.Records), a.receive.add...)
+	h.fetchBytes.Add(ctx, int64(b.Bytes), a.receive.add...)
 	h.mu.Lock()
 	h.lag[shardKey{b.Stream, b.ShardID}] = b.MillisBehindLatest
 	h.mu.Unlock()
@@ -156,7 +187,7 @@ func (h *Hooks) OnRecordHandled(r kltype.RecordInfo) {
 	}
 	st.records.Add(1)
 	st.bytes.Add(int64(r.Bytes))
-	h.handlerDuration.Record(context.Background(), r.Duration.Seconds(), st.a.rec...)
+	h.processDuration.Record(context.Background(), r.Duration.Seconds(), st.a.rec...)
 }
 
 func (h *Hooks) otherOutcome(stream, shard string, o kltype.Outcome) *outcomeState {
@@ -171,46 +202,63 @@ func (h *Hooks) otherOutcome(stream, shard string, o kltype.Outcome) *outcomeSta
 	if o == kltype.Outcome(0) {
 		name = o.String()
 	}
-	st := &outcomeState{a: newAttrs(h.set(h.streamShard(stream, shard, AttrOutcome.String(name))...))}
+	st := &outcomeState{a: h.outcomeAttrs(stream, shard, name)}
 	v, _ := h.outcomes.LoadOrStore(k, st)
 	return v.(*outcomeState)
 }
 
 type checkpointKey struct {
 	shardKey
-	ok bool
+	errType string
+}
+
+// withError appends error.type to kv when err is not nil.
+func withError(err error, kv []attribute.KeyValue) []attribute.KeyValue {
+	if err != nil {
+		kv = append(kv, AttrErrorType.String(ErrorType(err)))
+	}
+	return kv
 }
 
 // OnCheckpointWritten implements kltype.HookCheckpointWritten.
 func (h *Hooks) OnCheckpointWritten(c kltype.CheckpointInfo) {
-	a := h.cached(checkpointKey{shardKey{c.Stream, c.ShardID}, c.Err == nil}, func() []attribute.KeyValue {
-		result := ResultOK
-		if c.Err != nil {
-			result = ResultError
-		}
-		return h.streamShard(c.Stream, c.ShardID, AttrResult.String(result))
+	a := h.cached(checkpointKey{shardKey{c.Stream, h.shard(c.ShardID)}, errorTypeOrEmpty(c.Err)}, func() []attribute.KeyValue {
+		return withError(c.Err, h.streamShard(c.Stream, c.ShardID))
 	})
 	h.checkpoints.Add(context.Background(), 1, a.add...)
 }
 
+// shard is shard, or "" with WithoutShardID (for cache keys).
+func (h *Hooks) shard(shard string) string {
+	if h.cfg.noShard {
+		return ""
+	}
+	return shard
+}
+
 type throttleKey struct {
 	shardKey
-	op string
+	op, errType string
 }
 
 // OnThrottled implements kltype.HookThrottled.
 func (h *Hooks) OnThrottled(t kltype.ThrottleInfo) {
-	a := h.cached(throttleKey{shardKey{t.Stream, t.ShardID}, t.Op}, func() []attribute.KeyValue {
-		return h.streamShard(t.Stream, t.ShardID, AttrMethod.String(t.Op))
+	a := h.cached(throttleKey{shardKey{t.Stream, h.shard(t.ShardID)}, t.Op, errorTypeOrEmpty(t.Err)}, func() []attribute.KeyValue {
+		return withError(t.Err, h.streamShard(t.Stream, t.ShardID, AttrMethod.String(t.Op)))
 	})
 	h.throttles.Add(context.Background(), 1, a.add...)
 }
 
-type failureKey struct{ shardKey }
+type failureKey struct {
+	shardKey
+	errType string
+}
 
 // OnFailed implements kltype.HookFailed.
 func (h *Hooks) OnFailed(f kltype.FailureInfo) {
-	a := h.cached(failureKey{shardKey{f.Stream, f.ShardID}}, func() []attribute.KeyValue { return h.streamShard(f.Stream, f.ShardID) })
+	a := h.cached(failureKey{shardKey{f.Stream, h.shard(f.ShardID)}, errorTypeOrEmpty(f.Err)}, func() []attribute.KeyValue {
+		return withError(f.Err, h.streamShard(f.Stream, f.ShardID))
+	})
 	h.failures.Add(context.Background(), 1, a.add...)
 }
 
@@ -218,7 +266,7 @@ type filteredKey struct{ shardKey }
 
 // OnUserRecordsFiltered implements kltype.HookUserRecordsFiltered.
 func (h *Hooks) OnUserRecordsFiltered(f kltype.FilterInfo) {
-	a := h.cached(filteredKey{shardKey{f.Stream, f.ShardID}}, func() []attribute.KeyValue { return h.streamShard(f.Stream, f.ShardID) })
+	a := h.cached(filteredKey{shardKey{f.Stream, h.shard(f.ShardID)}}, func() []attribute.KeyValue { return h.streamShard(f.Stream, f.ShardID) })
 	h.filtered.Add(context.Background(), int64(f.Filtered), a.add...)
 }
 
@@ -233,40 +281,115 @@ func (h *Hooks) OnDeadLettered(dl *kltype.DeadLetterRecord) {
 		return
 	}
 	r := dl.Record
-	a := h.cached(deadKey{shardKey{r.Stream, r.ShardID}, dl.Reason}, func() []attribute.KeyValue {
+	a := h.cached(deadKey{shardKey{r.Stream, h.shard(r.ShardID)}, dl.Reason}, func() []attribute.KeyValue {
 		return h.streamShard(r.Stream, r.ShardID, AttrReason.String(dl.Reason))
 	})
 	h.deadLetters.Add(context.Background(), 1, a.add...)
 }
 
-// OnCall implements kltype.HookCall.
+// storeOps maps the lease store's methods to the DynamoDB operation each
+// makes (leases/dynamo): reads are one strongly consistent GetItem, writes
+// one conditional UpdateItem. A few make a second call now and then (Create
+// and Rewind read the shard's rewind record first; MarkStream and MarkTaken
+// read the mark when their write meets another's); they are named after
+// their write. The duration measured is the whole method's.
+var storeOps = map[string]string{
+	"Get": "GetItem", "Members": "GetItem", "Header": "GetItem", "LastRewind": "GetItem", "StreamMark": "GetItem",
+
+	"Create": "UpdateItem", "CreateAs": "UpdateItem", "Checkpoint": "UpdateItem", "Release": "UpdateItem",
+	"Rewind": "UpdateItem", "ApplyRewind": "UpdateItem", "TakeAs": "UpdateItem", "Heartbeat": "UpdateItem",
+	"Join": "UpdateItem", "ReplaceMember": "UpdateItem", "MarkStream": "UpdateItem", "MarkTaken": "UpdateItem",
+	"BumpRow": "UpdateItem", "ReportVanished": "UpdateItem",
+}
+
+// StoreOperation returns the DynamoDB operation a lease store method makes
+// (rpc.method of its calls): GetItem or UpdateItem, "_OTHER" for a method
+// this package does not know.
+func StoreOperation(method string) string {
+	if op, ok := storeOps[method]; ok {
+		return op
+	}
+	return "_OTHER"
+}
+
+var (
+	rpcAWS          = AttrRPCSystem.String(RPCSystemAWS)
+	serviceKinesis  = AttrService.String(ServiceKinesis)
+	serviceDynamoDB = AttrService.String(ServiceDynamoDB)
+	opReceiveType   = AttrOperationType.String(string(messagingconv.OperationTypeReceive))
+)
+
+// callAttrs returns the attributes of a call (see OnCall).
+func (h *Hooks) callAttrs(k callKey) *attrs {
+	var kv []attribute.KeyValue
+	if k.service == "kinesis" {
+		kv = []attribute.KeyValue{rpcAWS, serviceKinesis, AttrMethod.String(k.op),
+			AttrSystem.String(SystemKinesis), AttrOperationName.String(k.op)}
+		if k.op == "GetRecords" || k.op == "SubscribeToShard" {
+			kv = append(kv, opReceiveType)
+		}
+		if h.cfg.group != "" {
+			kv = append(kv, AttrConsumerGroup.String(h.cfg.group))
+		}
+	} else {
+		svc := serviceDynamoDB
+		if k.service != "dynamodb" {
+			svc = AttrService.String(k.service)
+		}
+		kv = []attribute.KeyValue{rpcAWS, svc, AttrMethod.String(StoreOperation(k.op)), AttrStoreOperation.String(k.op)}
+	}
+	if k.errType != "" {
+		kv = append(kv, AttrErrorType.String(k.errType))
+	}
+	return newAttrs(h.set(kv...))
+}
+
+// OnCall implements kltype.HookCall: Kinesis calls are measured by
+// messaging.client.operation.duration, lease store calls by
+// kinesislease.store.call.duration.
 func (h *Hooks) OnCall(c kltype.CallInfo) {
-	k := callKey{c.Service, c.Op, callResult(c.Err)}
+	k := callKey{c.Service, c.Op, errorTypeOrEmpty(c.Err)}
 	var a *attrs
 	if v, ok := h.callSets.Load(k); ok {
 		a = v.(*attrs)
 	} else {
-		v, _ := h.callSets.LoadOrStore(k, newAttrs(h.set(AttrService.String(k.service), AttrMethod.String(k.op), AttrResult.String(k.result))))
+		v, _ := h.callSets.LoadOrStore(k, h.callAttrs(k))
 		a = v.(*attrs)
 	}
-	ctx := context.Background()
-	h.calls.Add(ctx, 1, a.add...)
-	h.callDuration.Record(ctx, c.Duration.Seconds(), a.rec...)
+	hist := h.storeDuration
+	if c.Service == "kinesis" {
+		hist = h.opDuration
+	}
+	hist.Record(context.Background(), c.Duration.Seconds(), a.rec...)
 }
 
-// callResult classifies a call's error.
-func callResult(err error) string {
+func errorTypeOrEmpty(err error) string {
 	if err == nil {
-		return ResultOK
+		return ""
 	}
-	if errors.Is(err, leases.ErrConflict) {
-		return ResultConflict
+	return ErrorType(err)
+}
+
+// ErrorType returns the error.type of a failure: conflict for a lease store
+// write whose condition did not hold (leases.ErrConflict: another instance
+// moved the row, a normal event), canceled or timeout when a context ended,
+// the AWS error code when there is one (ProvisionedThroughputExceededException,
+// ThrottlingException, AccessDeniedException...), else the Go type of the
+// error (semconv.ErrorType: fmt wrapping looked through, or the error's
+// ErrorType method).
+func ErrorType(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, leases.ErrConflict):
+		return ErrorTypeConflict
+	case errors.Is(err, context.Canceled):
+		return ErrorTypeCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrorTypeTimeout
 	}
-	if kinesisx.IsThrottled(err) {
-		return ResultThrottled
+	if code := kinesisx.ErrorCode(err); code != "" {
+		return code
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return ResultCanceled
-	}
-	return ResultError
+	return semconv.ErrorType(err).Value.AsString()
 }

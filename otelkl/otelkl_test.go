@@ -60,7 +60,14 @@ func newHooks(t testing.TB, opts ...otelkl.Option) (*otelkl.Hooks, func(testing.
 // matches reports whether set holds every attribute of want.
 func matches(set attribute.Set, want []attribute.KeyValue) bool {
 	for _, kv := range want {
-		if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+		v, ok := set.Value(kv.Key)
+		if kv.Key == otelkl.AttrErrorType && kv.Value.AsString() == "" {
+			if ok {
+				return false // want no error.type
+			}
+			continue
+		}
+		if !ok || v != kv.Value {
 			return false
 		}
 	}
@@ -130,9 +137,26 @@ var (
 )
 
 func outcome(s string) attribute.KeyValue { return otelkl.AttrOutcome.String(s) }
-func result(s string) attribute.KeyValue  { return otelkl.AttrResult.String(s) }
+
+// errType is error.type s; errType("") wants none (a success).
+func errType(s string) attribute.KeyValue { return otelkl.AttrErrorType.String(s) }
 func service(s string) attribute.KeyValue { return otelkl.AttrService.String(s) }
 func method(s string) attribute.KeyValue  { return otelkl.AttrMethod.String(s) }
+func storeOp(s string) attribute.KeyValue { return otelkl.AttrStoreOperation.String(s) }
+
+var ok = errType("")
+
+// calls returns the number of calls a duration histogram counted.
+func (ms metrics) calls(t testing.TB, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	n, _ := ms.hist(t, name, want...)
+	return int64(n)
+}
+
+const (
+	opDuration    = "messaging.client.operation.duration"
+	storeDuration = "kinesislease.store.call.duration"
+)
 
 // TestHooksUnit feeds hook calls directly and checks every instrument.
 func TestHooksUnit(t *testing.T) {
@@ -194,12 +218,12 @@ func TestHooksUnit(t *testing.T) {
 	ms.want(t, "kinesislease.failures", 3, stream)
 	ms.want(t, "kinesislease.kpl.filtered", 3, stream, s1)
 	ms.want(t, "kinesislease.shards.started", 1, stream, s2)
-	ms.want(t, "kinesislease.fetch.records", 5, stream, s1)
+	ms.want(t, "messaging.client.consumed.messages", 5, stream, s1)
 	ms.want(t, "kinesislease.fetch.bytes", 50, stream, s1)
-	ms.want(t, "kinesislease.fetch.records", 1, stream, s2)
-	ms.want(t, "kinesislease.millis_behind_latest", 200, stream, s1)
-	ms.want(t, "kinesislease.millis_behind_latest", 0, stream, s2)
-	if _, n := ms.sum(t, "kinesislease.millis_behind_latest", stream, s3); n != 0 {
+	ms.want(t, "messaging.client.consumed.messages", 1, stream, s2)
+	ms.wantGauge(t, "kinesislease.behind_latest", 0.2, stream, s1)
+	ms.wantGauge(t, "kinesislease.behind_latest", 0, stream, s2)
+	if _, n := ms.gaugeSum(t, "kinesislease.behind_latest", stream, s3); n != 0 {
 		t.Errorf("lag of %v reported before any batch", s3)
 	}
 	ms.want(t, "kinesislease.records", 3, stream, s1, outcome("acked"))
@@ -209,26 +233,37 @@ func TestHooksUnit(t *testing.T) {
 	ms.want(t, "kinesislease.record.bytes", 30, stream, outcome("acked"))
 	ms.want(t, "kinesislease.record.bytes", 5, stream, outcome("dropped"))
 	ms.want(t, "kinesislease.record.bytes", 8, stream, outcome("dead_lettered"))
-	if n, sum := ms.hist(t, "kinesislease.handler.duration", stream, s1, outcome("acked")); n != 3 || !near(sum, 0.006) {
-		t.Errorf("handler.duration acked on s1: %d records, %gs in all; want 3, 0.006s", n, sum)
+	if n, sum := ms.hist(t, "messaging.process.duration", stream, s1, outcome("acked")); n != 3 || !near(sum, 0.006) {
+		t.Errorf("process.duration acked on s1: %d records, %gs in all; want 3, 0.006s", n, sum)
 	}
-	if n, sum := ms.hist(t, "kinesislease.handler.duration", outcome("dead_lettered")); n != 1 || !near(sum, 1.5) {
-		t.Errorf("handler.duration dead_lettered: %d records, %gs; want 1, 1.5s", n, sum)
+	if n, sum := ms.hist(t, "messaging.process.duration", outcome("dead_lettered")); n != 1 || !near(sum, 1.5) {
+		t.Errorf("process.duration dead_lettered: %d records, %gs; want 1, 1.5s", n, sum)
 	}
-	ms.want(t, "kinesislease.checkpoint.writes", 2, stream, s1, result("ok"))
-	ms.want(t, "kinesislease.checkpoint.writes", 1, stream, s1, result("error"))
+	ms.want(t, "kinesislease.checkpoint.writes", 2, stream, s1, ok)
+	ms.want(t, "kinesislease.checkpoint.writes", 1, stream, s1, errType("*errors.errorString"))
 	ms.want(t, "kinesislease.throttles", 2, stream, s1, method("GetRecords"))
 	ms.want(t, "kinesislease.throttles", 1, stream, s2, method("GetShardIterator"))
 	ms.want(t, "kinesislease.dead_letters", 1, stream, s2, otelkl.AttrReason.String("dead-letter"))
 	ms.want(t, "kinesislease.dead_letters", 1)
-	ms.want(t, "kinesislease.calls", 2, service("kinesis"), method("GetRecords"), result("ok"))
-	ms.want(t, "kinesislease.calls", 1, service("kinesis"), method("GetRecords"), result("throttled"))
-	ms.want(t, "kinesislease.calls", 1, service("dynamodb"), method("Heartbeat"), result("ok"))
-	ms.want(t, "kinesislease.calls", 1, service("dynamodb"), method("Heartbeat"), result("canceled"))
-	ms.want(t, "kinesislease.calls", 1, service("dynamodb"), method("TakeAs"), result("conflict"))
-	ms.want(t, "kinesislease.calls", 1, service("dynamodb"), method("Get"), result("error"))
-	if n, sum := ms.hist(t, "kinesislease.call.duration", service("kinesis"), method("GetRecords"), result("ok")); n != 2 || !near(sum, 0.04) {
-		t.Errorf("call.duration GetRecords ok: %d calls, %gs; want 2, 0.04s", n, sum)
+	for _, c := range []struct {
+		name string
+		n    int64
+		want []attribute.KeyValue
+	}{
+		{opDuration, 2, []attribute.KeyValue{service("Kinesis"), method("GetRecords"), otelkl.AttrOperationName.String("GetRecords"), ok}},
+		{opDuration, 1, []attribute.KeyValue{service("Kinesis"), method("GetRecords"), errType("ProvisionedThroughputExceededException")}},
+		{storeDuration, 1, []attribute.KeyValue{service("DynamoDB"), method("UpdateItem"), storeOp("Heartbeat"), ok}},
+		{storeDuration, 1, []attribute.KeyValue{service("DynamoDB"), method("UpdateItem"), storeOp("Heartbeat"), errType("canceled")}},
+		{storeDuration, 1, []attribute.KeyValue{service("DynamoDB"), method("UpdateItem"), storeOp("TakeAs"), errType("conflict")}},
+		{storeDuration, 1, []attribute.KeyValue{service("DynamoDB"), method("GetItem"), storeOp("Get"), errType("*errors.errorString")}},
+		{storeDuration, 4, []attribute.KeyValue{otelkl.AttrRPCSystem.String("aws-api")}},
+	} {
+		if got := ms.calls(t, c.name, c.want...); got != c.n {
+			t.Errorf("%s%v: %d calls, want %d", c.name, c.want, got, c.n)
+		}
+	}
+	if n, sum := ms.hist(t, opDuration, service("Kinesis"), method("GetRecords"), ok); n != 2 || !near(sum, 0.04) {
+		t.Errorf("operation.duration GetRecords ok: %d calls, %gs; want 2, 0.04s", n, sum)
 	}
 
 	first := ms
@@ -241,7 +276,7 @@ func TestHooksUnit(t *testing.T) {
 	ms = collect(t)
 	ms.want(t, "kinesislease.leases.held", 1, stream, ownerA)
 	ms.want(t, "kinesislease.lease.losses", 1, stream, ownerA)
-	if _, n := ms.sum(t, "kinesislease.millis_behind_latest"); n != 0 {
+	if _, n := ms.gaugeSum(t, "kinesislease.behind_latest"); n != 0 {
 		t.Errorf("lag still reported for shards no longer held: %d points", n)
 	}
 	h.OnShardEnded(kltype.ShardInfo{Stream: "orders", ShardID: sh(s3)})
@@ -252,42 +287,92 @@ func TestHooksUnit(t *testing.T) {
 	first["kinesislease.shards.ended"] = ms["kinesislease.shards.ended"] // the gauge has no point left in ms
 	first["kinesislease.lease.losses"] = ms["kinesislease.lease.losses"]
 	for name := range instruments {
-		if _, ok := first[name]; !ok {
+		if _, ok := first[name]; !ok && name != "kinesislease.oldest_unresolved.age" { // no health source here
 			t.Errorf("%s not collected", name)
 		}
 	}
 	checkSchema(t, first, false)
 }
 
+// gaugeSum adds up the points of a float64 gauge whose attributes include
+// want; n is how many points matched.
+func (ms metrics) gaugeSum(t testing.TB, name string, want ...attribute.KeyValue) (total float64, n int) {
+	t.Helper()
+	m, ok := ms[name]
+	if !ok {
+		return 0, 0
+	}
+	d, ok := m.Data.(metricdata.Gauge[float64])
+	if !ok {
+		t.Fatalf("%s: %T, want a float64 gauge", name, m.Data)
+	}
+	for _, p := range d.DataPoints {
+		if matches(p.Attributes, want) {
+			total += p.Value
+			n++
+		}
+	}
+	return total, n
+}
+
+func (ms metrics) wantGauge(t testing.TB, name string, want float64, attrs ...attribute.KeyValue) {
+	t.Helper()
+	if got, n := ms.gaugeSum(t, name, attrs...); n == 0 || !near(got, want) {
+		t.Errorf("%s%v = %g (%d points), want %g", name, attrs, got, n, want)
+	}
+}
+
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
-// instruments lists every instrument with its unit, kind and attribute keys.
+// instruments lists every instrument with its unit and attribute keys:
+// those of every point, and those some points have.
+var (
+	base      = []attribute.Key{otelkl.AttrSystem, otelkl.AttrStream, otelkl.AttrStreamName, otelkl.AttrShardID}
+	ownerKeys = []attribute.Key{otelkl.AttrSystem, otelkl.AttrStream, otelkl.AttrStreamName, otelkl.AttrOwner}
+	with      = func(keys []attribute.Key, more ...attribute.Key) []attribute.Key {
+		return append(slices.Clone(keys), more...)
+	}
+	errKey     = []attribute.Key{otelkl.AttrErrorType}
+	rpcKeys    = []attribute.Key{otelkl.AttrRPCSystem, otelkl.AttrService, otelkl.AttrMethod}
+	opName     = otelkl.AttrOperationName
+	instrument = func(unit string, keys []attribute.Key, optional ...attribute.Key) struct {
+		unit           string
+		keys, optional []attribute.Key
+	} {
+		return struct {
+			unit           string
+			keys, optional []attribute.Key
+		}{unit, keys, optional}
+	}
+)
+
 var instruments = map[string]struct {
-	unit string
-	keys []attribute.Key
+	unit           string
+	keys, optional []attribute.Key
 }{
-	"kinesislease.records":              {"{record}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrOutcome}},
-	"kinesislease.record.bytes":         {"By", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrOutcome}},
-	"kinesislease.handler.duration":     {"s", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrOutcome}},
-	"kinesislease.fetch.records":        {"{record}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
-	"kinesislease.fetch.bytes":          {"By", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
-	"kinesislease.millis_behind_latest": {"ms", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
-	"kinesislease.throttles":            {"{throttle}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrMethod}},
-	"kinesislease.failures":             {"{failure}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
-	"kinesislease.kpl.filtered":         {"{record}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
-	"kinesislease.shards.started":       {"{shard}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
-	"kinesislease.shards.ended":         {"{shard}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID}},
-	"kinesislease.leases.held":          {"{lease}", []attribute.Key{otelkl.AttrStream, otelkl.AttrOwner}},
-	"kinesislease.lease.takeovers":      {"{lease}", []attribute.Key{otelkl.AttrStream, otelkl.AttrOwner}},
-	"kinesislease.lease.losses":         {"{lease}", []attribute.Key{otelkl.AttrStream, otelkl.AttrOwner}},
-	"kinesislease.checkpoint.writes":    {"{write}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrResult}},
-	"kinesislease.dead_letters":         {"{record}", []attribute.Key{otelkl.AttrStream, otelkl.AttrShardID, otelkl.AttrReason}},
-	"kinesislease.calls":                {"{call}", []attribute.Key{otelkl.AttrService, otelkl.AttrMethod, otelkl.AttrResult}},
-	"kinesislease.call.duration":        {"s", []attribute.Key{otelkl.AttrService, otelkl.AttrMethod, otelkl.AttrResult}},
+	"kinesislease.records":                instrument("{record}", with(base, opName, otelkl.AttrOutcome), errKey...),
+	"kinesislease.record.bytes":           instrument("By", with(base, opName, otelkl.AttrOutcome), errKey...),
+	"messaging.process.duration":          instrument("s", with(base, opName, otelkl.AttrOutcome), errKey...),
+	"messaging.client.consumed.messages":  instrument("{message}", with(base, opName)),
+	"kinesislease.fetch.bytes":            instrument("By", with(base, opName)),
+	"kinesislease.behind_latest":          instrument("s", base),
+	"kinesislease.oldest_unresolved.age":  instrument("s", base),
+	"kinesislease.throttles":              instrument("{throttle}", with(base, otelkl.AttrMethod), errKey...),
+	"kinesislease.failures":               instrument("{failure}", with(base[:3], otelkl.AttrErrorType), otelkl.AttrShardID),
+	"kinesislease.kpl.filtered":           instrument("{record}", base),
+	"kinesislease.shards.started":         instrument("{shard}", base),
+	"kinesislease.shards.ended":           instrument("{shard}", base),
+	"kinesislease.leases.held":            instrument("{lease}", ownerKeys),
+	"kinesislease.lease.takeovers":        instrument("{lease}", ownerKeys),
+	"kinesislease.lease.losses":           instrument("{lease}", ownerKeys),
+	"kinesislease.checkpoint.writes":      instrument("{write}", base, errKey...),
+	"kinesislease.dead_letters":           instrument("{record}", with(base, otelkl.AttrReason)),
+	"messaging.client.operation.duration": instrument("s", with(rpcKeys, otelkl.AttrSystem, opName), otelkl.AttrOperationType, otelkl.AttrErrorType),
+	"kinesislease.store.call.duration":    instrument("s", with(rpcKeys, otelkl.AttrStoreOperation), otelkl.AttrErrorType, otelkl.AttrConsumerGroup), // not a messaging operation
 }
 
 // checkSchema: every instrument collected has its unit, a description, and
-// exactly its documented attribute keys on every point.
+// its documented attribute keys on every point (the optional ones on some).
 func checkSchema(t *testing.T, ms metrics, noShard bool, extra ...attribute.Key) {
 	t.Helper()
 	for name, want := range instruments {
@@ -298,17 +383,24 @@ func checkSchema(t *testing.T, ms metrics, noShard bool, extra ...attribute.Key)
 		if m.Unit != want.unit || m.Description == "" {
 			t.Errorf("%s: unit %q, description %q; want unit %q and a description", name, m.Unit, m.Description, want.unit)
 		}
-		keys := append(slices.Clone(want.keys), extra...)
+		keys := slices.Clone(want.keys)
+		for _, k := range extra {
+			if !slices.Contains(want.optional, k) {
+				keys = append(keys, k)
+			}
+		}
 		if noShard {
 			keys = slices.DeleteFunc(keys, func(k attribute.Key) bool { return k == otelkl.AttrShardID })
 		}
 		for _, set := range attributeSets(m) {
 			var got []attribute.Key
 			for _, kv := range set.ToSlice() {
-				got = append(got, kv.Key)
+				if !slices.Contains(want.optional, kv.Key) || slices.Contains(keys, kv.Key) {
+					got = append(got, kv.Key)
+				}
 			}
 			if !sameKeys(got, keys) {
-				t.Errorf("%s: point with attributes %v, want keys %v", name, set.ToSlice(), keys)
+				t.Errorf("%s: point with attributes %v, want keys %v (and maybe %v)", name, set.ToSlice(), keys, want.optional)
 			}
 		}
 	}
@@ -334,6 +426,10 @@ func attributeSets(m metricdata.Metrics) []attribute.Set {
 			sets = append(sets, p.Attributes)
 		}
 	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			sets = append(sets, p.Attributes)
+		}
+	case metricdata.Gauge[float64]:
 		for _, p := range d.DataPoints {
 			sets = append(sets, p.Attributes)
 		}
@@ -372,15 +468,15 @@ func TestOptions(t *testing.T) {
 	if got, n := ms.sum(t, "kinesislease.records", stream, outcome("outcome_9")); got != 2 || n != 1 {
 		t.Errorf("records of outcome 9: %d in %d points, want 2 in 1", got, n)
 	}
-	if got, n := ms.sum(t, "kinesislease.millis_behind_latest", stream); got != 900 || n != 1 {
-		t.Errorf("lag without shard ids: %d in %d points, want the largest, 900, in 1", got, n)
+	if got, n := ms.gaugeSum(t, "kinesislease.behind_latest", stream); got != 0.9 || n != 1 {
+		t.Errorf("lag without shard ids: %g in %d points, want the largest, 0.9, in 1", got, n)
 	}
 	ms.want(t, "kinesislease.leases.held", 2, stream, ownerA)
 
 	// The schema without the shard id, with the extra attribute.
 	checkSchema(t, ms, true, "service.component")
 
-	for _, opt := range []otelkl.Option{otelkl.WithAttributes(otelkl.AttrStream.String("x")), otelkl.WithAttributes(attribute.KeyValue{}), nil} {
+	for _, opt := range []otelkl.Option{otelkl.WithAttributes(otelkl.AttrStream.String("x")), otelkl.WithConsumerGroup(""), otelkl.WithAttributes(attribute.KeyValue{}), nil} {
 		if _, err := otelkl.New(sdkmetric.NewMeterProvider(), opt); err == nil {
 			t.Errorf("New with option %v: no error", opt)
 		}

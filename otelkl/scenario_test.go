@@ -130,8 +130,8 @@ func TestScenario(t *testing.T) {
 	for {
 		ms = collect(t)
 		records, _ := ms.sum(t, "kinesislease.records", st)
-		beats, _ := ms.sum(t, "kinesislease.calls", service("dynamodb"), method("Heartbeat"), result("ok"))
-		cps, _ := ms.sum(t, "kinesislease.checkpoint.writes", st, result("ok"))
+		beats := ms.calls(t, storeDuration, storeOp("Heartbeat"), ok)
+		cps, _ := ms.sum(t, "kinesislease.checkpoint.writes", st, ok)
 		if records == n && beats > 0 && cps > 0 {
 			break
 		}
@@ -141,7 +141,7 @@ func TestScenario(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ms.want(t, "kinesislease.leases.held", 2, st, otelkl.AttrOwner.String("otel-a"))
-	if _, points := ms.sum(t, "kinesislease.millis_behind_latest", st); points != 2 {
+	if _, points := ms.gaugeSum(t, "kinesislease.behind_latest", st); points != 2 {
 		t.Errorf("lag reported for %d shards while running, want 2", points)
 	}
 
@@ -164,10 +164,10 @@ func TestScenario(t *testing.T) {
 	ms.want(t, "kinesislease.record.bytes", int64(total), st, outcome("acked"))
 	ms.want(t, "kinesislease.record.bytes", int64(sizes[dropID]), st, outcome("dropped"))
 	ms.want(t, "kinesislease.record.bytes", int64(sizes[deadID]), st, outcome("dead_lettered"))
-	if count, _ := ms.hist(t, "kinesislease.handler.duration", st); count != n {
-		t.Errorf("handler.duration: %d records, want %d", count, n)
+	if count, _ := ms.hist(t, "messaging.process.duration", st); count != n {
+		t.Errorf("process.duration: %d records, want %d", count, n)
 	}
-	ms.want(t, "kinesislease.fetch.records", n, st)
+	ms.want(t, "messaging.client.consumed.messages", n, st)
 	ms.want(t, "kinesislease.fetch.bytes", int64(total+sizes[dropID]+sizes[deadID]), st)
 	ms.want(t, "kinesislease.dead_letters", 1, st, otelkl.AttrReason.String("dead-letter"))
 	mu.Lock()
@@ -182,20 +182,20 @@ func TestScenario(t *testing.T) {
 	ms.want(t, "kinesislease.lease.takeovers", 0, st, owner)
 	ms.want(t, "kinesislease.lease.losses", 0, st, owner)
 	ms.want(t, "kinesislease.shards.started", 2, st)
-	if _, points := ms.sum(t, "kinesislease.millis_behind_latest", st); points != 0 {
+	if _, points := ms.gaugeSum(t, "kinesislease.behind_latest", st); points != 0 {
 		t.Errorf("lag still reported for %d shards after shutdown", points)
 	}
 
-	if ok, _ := ms.sum(t, "kinesislease.checkpoint.writes", st, result("ok")); ok < 2 {
+	if ok, _ := ms.sum(t, "kinesislease.checkpoint.writes", st, ok); ok < 2 {
 		t.Errorf("%d checkpoint writes, want at least the 2 of the releases", ok)
 	}
-	ms.want(t, "kinesislease.checkpoint.writes", 0, st, result("error"))
+	ms.want(t, "kinesislease.checkpoint.writes", 0, st, errType("*errors.errorString"))
 
 	// Throttles: every injected one reported, by the worker and as a call result.
 	if got, _ := ms.sum(t, "kinesislease.throttles", st, method("GetRecords")); got < throttle {
 		t.Errorf("%d throttles, want at least the %d injected", got, throttle)
 	}
-	if got, _ := ms.sum(t, "kinesislease.calls", service("kinesis"), method("GetRecords"), result("throttled")); got < throttle {
+	if got := ms.calls(t, opDuration, service("Kinesis"), method("GetRecords"), errType("ProvisionedThroughputExceededException")); got < throttle {
 		t.Errorf("%d GetRecords calls throttled, want at least %d", got, throttle)
 	}
 	if got := faults.Calls("GetRecords"); got < throttle+1 {
@@ -208,27 +208,32 @@ func TestScenario(t *testing.T) {
 		svc, op string
 		min     int64
 	}{
-		{"kinesis", "ListShards", 1},
-		{"kinesis", "GetShardIterator", 2},
-		{"kinesis", "GetRecords", int64(n / 25)},
-		{"dynamodb", "TakeAs", 2},
-		{"dynamodb", "Heartbeat", 1},
-		{"dynamodb", "Header", 1},
-		{"dynamodb", "Checkpoint", 1},
-		{"dynamodb", "Release", 2},
+		{opDuration, "ListShards", 1},
+		{opDuration, "GetShardIterator", 2},
+		{opDuration, "GetRecords", int64(n / 25)},
+		{storeDuration, "TakeAs", 2},
+		{storeDuration, "Heartbeat", 1},
+		{storeDuration, "Header", 1},
+		{storeDuration, "Checkpoint", 1},
+		{storeDuration, "Release", 2},
 	} {
-		got, _ := ms.sum(t, "kinesislease.calls", service(c.svc), method(c.op), result("ok"))
-		count, secs := ms.hist(t, "kinesislease.call.duration", service(c.svc), method(c.op), result("ok"))
-		if got < c.min || int64(count) != got || secs <= 0 {
-			t.Errorf("%s.%s: %d calls, %d timed (%gs in all); want at least %d, all timed", c.svc, c.op, got, count, secs, c.min)
+		by := method(c.op)
+		if c.svc == storeDuration {
+			by = storeOp(c.op)
+		}
+		count, secs := ms.hist(t, c.svc, by, ok)
+		if int64(count) < c.min || secs <= 0 {
+			t.Errorf("%s %s: %d calls timed (%gs in all); want at least %d", c.svc, c.op, count, secs, c.min)
 		}
 	}
-	ms.want(t, "kinesislease.calls", 2, service("dynamodb"), method("Release"))
+	if got := ms.calls(t, storeDuration, storeOp("Release"), method("UpdateItem")); got != 2 {
+		t.Errorf("%d Release calls (UpdateItem), want 2", got)
+	}
 	checkSchema(t, ms, false)
 
 	throttles, _ := ms.sum(t, "kinesislease.throttles", st)
 	cps, _ := ms.sum(t, "kinesislease.checkpoint.writes", st)
-	beats, _ := ms.sum(t, "kinesislease.calls", method("Heartbeat"))
-	gets, _ := ms.sum(t, "kinesislease.calls", method("GetRecords"))
+	beats := ms.calls(t, storeDuration, storeOp("Heartbeat"))
+	gets := ms.calls(t, opDuration, method("GetRecords"))
 	t.Logf("%d records, %d throttles, %d checkpoint writes, %d heartbeats, %d GetRecords calls", n, throttles, cps, beats, gets)
 }
