@@ -1,5 +1,5 @@
 # The two commands of the README:
-#   make demo   runs the fulfilment example on local emulators
+#   make demo   runs the fulfilment example on in-memory endpoints (Go only)
 #   make test   installs the test bench and runs every test
 GO ?= go
 
@@ -52,5 +52,7 @@ bench: install
 	$(call each_module,$(GO) test -run '^$$' -bench . -benchtime 2s ./...)
 bench-run: ; $(GO) run ./internal/testkit/bench $(BENCHFLAGS)
 
-demo: install
+# In-memory Kinesis and DynamoDB in the demo's process: nothing to install.
+# On DynamoDB Local and kinesalite: go run ./examples/fulfilment/demo --emulators
+demo:
 	$(GO) run ./examples/fulfilment/demo

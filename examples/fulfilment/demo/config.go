@@ -35,7 +35,7 @@ type config struct {
 	// (startFanOut), holding the stream: the demo publishes to it and the
 	// instances read it with enhanced fan-out as the consumer
 	// fanOutConsumer. The caller closes it. Nil: the instances poll the
-	// emulator.
+	// run's Kinesis (embedded or kinesalite).
 	FanOut *harness.FanOutKinesis
 	// FanOutRule is FanOut's 5-second rule (its TakeoverAfter), for the
 	// bounds; 0: fanOutTakeover, which startFanOut gives it.

@@ -34,7 +34,8 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 // nothing was lost or read twice beyond the checkpoint windows.
 //
 // The three runs build examples/fulfilment once and run in parallel, each on
-// a table and stream of its own.
+// a table and stream of its own, on the emulators (the demo's --emulators);
+// TestDemoEmbedded runs it on the embedded endpoints, as `make demo` does.
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	testutil.Slow(t)
@@ -45,18 +46,44 @@ func TestDemo(t *testing.T) {
 	for _, keys := range []int{0, 8} {
 		t.Run(fmt.Sprintf("key-concurrency=%d", max(keys, 1)), func(t *testing.T) {
 			t.Parallel()
-			testDemo(t, bin, keys, false)
+			e, table, stream := harness.TestEnv(t, 4)
+			testDemo(t, e, table, stream, bin, keys, false)
 		})
 	}
 	t.Run("fan-out", func(t *testing.T) {
 		t.Parallel()
-		testDemo(t, bin, 0, true)
+		e, table, stream := harness.TestEnv(t, 4)
+		testDemo(t, e, table, stream, bin, 0, true)
 	})
 }
 
-func testDemo(t *testing.T, bin string, keyConcurrency int, fanOut bool) {
+// TestDemoEmbedded is TestDemo's first run on the endpoints the demo serves
+// by default (harness.StartEmbedded: an in-memory Kinesis and DynamoDB in
+// this process, which nothing but Go needs), the table and the stream
+// created on them as the demo does (harness.Setup): the same checks hold.
+func TestDemoEmbedded(t *testing.T) {
+	t.Parallel()
+	testutil.Slow(t)
+	e, closer, err := harness.StartEmbedded(harness.TestLog(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closer.Close() })
+	const table, stream = "fulfilment-leases", "fulfilment"
+	if err := harness.Setup(t.Context(), e, table, stream, 4); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := harness.Build(t.Context(), t.TempDir(), harness.RaceEnabled)
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	testDemo(t, e, table, stream, bin, 0, false)
+}
+
+// testDemo runs the demo small on e's table and stream (of 4 shards) and
+// checks its tally.
+func testDemo(t *testing.T, e harness.Env, table, stream, bin string, keyConcurrency int, fanOut bool) {
 	const shards = 4
-	e, table, stream := harness.TestEnv(t, shards)
 	var fo *harness.FanOutKinesis
 	var rule time.Duration
 	if fanOut {

@@ -233,7 +233,7 @@ func runFailover(ctx context.Context, cfg config, env harness.Env, signal string
 
 	// The watcher follows the reports every 100ms but the lease table only
 	// every second: with many shards, reading every row ten times a second
-	// would load the emulator the instances share.
+	// would load the DynamoDB endpoint the instances share.
 	d.printf("%s\n", d.header())
 	var ownersAt time.Time
 	stopWatch := harness.Watch(ctx, d.out, 100*time.Millisecond, func(ctx context.Context) {

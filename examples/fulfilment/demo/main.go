@@ -1,28 +1,36 @@
-// Command demo runs the fulfilment example on local emulators:
+// Command demo runs the fulfilment example on local endpoints:
 //
 //	go run ./examples/fulfilment/demo      # or: make demo
 //
-// It starts DynamoDB Local and kinesalite (internal/testkit/testutil; `npm ci` at the
-// repository root installs them), creates the lease table fulfilment-leases
-// and a 4-shard stream fulfilment, builds examples/fulfilment and runs 3
-// instances of it as separate processes (owners instance-1..3) at the
-// library's lease settings (a heartbeat every 1.25s, a 5s timeout; it prints
-// them, with the fence they make), unless --heartbeat or --heartbeat-timeout
-// say otherwise. It publishes 3000 orders over 10 seconds,
-// printing every second who holds which shard and how many orders each
-// handled; half-way it SIGKILLs the instance holding the most shards and
-// shows the survivors take its shards over. Once every order is handled it
-// stops the survivors with SIGINT (drain, checkpoint, release) and prints the
-// tally: published, handled, lost (must be 0) and duplicates (the orders the
-// killed instance handled after its last checkpoint, handled again by its
-// taker). The exit status is 1 if an order was lost, a shard was handled by
-// two instances at once, a customer's orders were handled out of stream
-// order, or the run failed.
+// It needs nothing but Go: it serves, in its own process on free ports of
+// 127.0.0.1, an in-memory Kinesis (kinesisfake.Kinesis, on Kinesis' wire
+// protocol) and an in-memory DynamoDB (internal/testkit/ddbmeter's
+// Endpoint: CreateTable, DescribeTable, and GetItem and UpdateItem
+// evaluated as DynamoDB does them). With --emulators it runs on DynamoDB
+// Local and kinesalite instead (internal/testkit/testutil), as the test
+// suite does: it first runs scripts/install-testbench, which installs them
+// (`npm ci`) and Java if need be. Either way it creates the lease table
+// fulfilment-leases and a 4-shard stream fulfilment, builds
+// examples/fulfilment and runs 3 instances of it as separate processes
+// (owners instance-1..3), which reach the endpoints by their flags
+// (--dynamodb-endpoint-url, --kinesis-endpoint-url) as they would AWS, at
+// the library's lease settings (a heartbeat every 1.25s, a 5s timeout; it
+// prints them, with the fence they make), unless --heartbeat or
+// --heartbeat-timeout say otherwise. It publishes 3000 orders over 10
+// seconds, printing every second who holds which shard and how many orders
+// each handled; half-way it SIGKILLs the instance holding the most shards
+// and shows the survivors take its shards over. Once every order is
+// handled it stops the survivors with SIGINT (drain, checkpoint, release)
+// and prints the tally: published, handled, lost (must be 0) and
+// duplicates (the orders the killed instance handled after its last
+// checkpoint, handled again by its taker). The exit status is 1 if an
+// order was lost, a shard was handled by two instances at once, a
+// customer's orders were handled out of stream order, or the run failed.
 //
 // With --fan-out the instances read with enhanced fan-out (--fan-out
-// fulfilment-demo) instead of polling: no emulator serves SubscribeToShard,
-// so the stream lives in an in-memory Kinesis (kinesisfake.Kinesis)
-// that the demo serves on a local endpoint, with Kinesis' rules for
+// fulfilment-demo) instead of polling: the stream lives in an in-memory
+// Kinesis (kinesisfake.Kinesis) of its own (kinesalite has no
+// SubscribeToShard) that the demo serves on a local endpoint, with Kinesis' rules for
 // SubscribeToShard and the consumer calls (among them the 5-second rule);
 // the instances use its URL as their Kinesis endpoint and the demo
 // publishes to it. The tally then also says what it counted, and the run fails if fewer subscriptions succeeded than there
@@ -58,6 +66,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -75,7 +84,8 @@ func demoMain() int {
 		orders  = flag.Int("orders", 3000, "orders to publish")
 		over    = flag.Duration("publish-over", 10*time.Second, "publish the orders over this long")
 		noKill  = flag.Bool("no-kill", false, "do not SIGKILL an instance")
-		fanOut  = flag.Bool("fan-out", false, "the instances read with enhanced fan-out (--fan-out "+fanOutConsumer+") from an in-memory Kinesis on a local endpoint, instead of polling kinesalite")
+		fanOut  = flag.Bool("fan-out", false, "the instances read with enhanced fan-out (--fan-out "+fanOutConsumer+") from an in-memory Kinesis of its own on a local endpoint, instead of polling")
+		emu     = flag.Bool("emulators", false, "run on DynamoDB Local and kinesalite (installed first by scripts/install-testbench: Node, and Java if need be) instead of the in-memory endpoints served in this process")
 		measure = flag.Bool("measure-failover", false, "measure the failover (signal to a survivor handling the first record put after it, per shard of the victim) with the library's defaults and short settings, alternating, then exit")
 		trials  = flag.Int("trials", 1, "with --measure-failover: runs per setting")
 		only    = flag.String("settings", "defaults,short,fanout", "with --measure-failover: the settings to measure, comma-separated (fanout: the defaults, read with enhanced fan-out)")
@@ -103,7 +113,15 @@ func demoMain() int {
 		}
 	}
 
-	fr, err := harness.OpenFrame("demo", *timeout, f.Keep)
+	open := harness.OpenEmbeddedFrame
+	if *emu {
+		if err := installTestbench(); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+			return 1
+		}
+		open = harness.OpenFrame
+	}
+	fr, err := open("demo", *timeout, f.Keep)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
@@ -129,7 +147,7 @@ func demoMain() int {
 			return fr.Fail(err)
 		}
 		defer fo.Close()
-		fmt.Printf("in-memory Kinesis at %s (kinesalite has no SubscribeToShard): the instances read with enhanced fan-out as consumer %s\n", fo.URL(), fanOutConsumer)
+		fmt.Printf("in-memory Kinesis for fan-out at %s: the instances read with enhanced fan-out as consumer %s\n", fo.URL(), fanOutConsumer)
 	}
 	cfg := config{
 		Stream: "fulfilment", Table: "fulfilment-leases",
@@ -152,6 +170,23 @@ func demoMain() int {
 		return 1
 	}
 	return 0
+}
+
+// installTestbench runs scripts/install-testbench at the module's root:
+// it installs the emulators (npm ci, and a JDK with apt-get if javac is
+// missing) when they are not yet, as `make test` does.
+func installTestbench() error {
+	root, err := harness.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	fmt.Println("--emulators: scripts/install-testbench (DynamoDB Local and kinesalite; Java if need be)")
+	cmd := exec.Command(filepath.Join(root, "scripts", "install-testbench"))
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("scripts/install-testbench: %w", err)
+	}
+	return nil
 }
 
 // measureFailover runs, for each setting in only, trials failover trials

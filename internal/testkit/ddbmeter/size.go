@@ -10,7 +10,9 @@
 // Groups, each on its own leases/dynamo Store, on one Table in virtual
 // time, and reads the bill. Because the real Store builds every request,
 // the items and their sizes are exactly the ones it would write: no
-// parallel description of the row format to keep in step.
+// parallel description of the row format to keep in step. An Endpoint
+// serves tables by name over HTTP, with CreateTable and DescribeTable, to
+// other processes: the fulfilment demo's instances (examples/fulfilment/demo).
 //
 // Billing, as documented for DynamoDB (on-demand and provisioned alike):
 //

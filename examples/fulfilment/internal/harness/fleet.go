@@ -22,9 +22,9 @@ func Build(ctx context.Context, dir string, race bool) (string, error) {
 	if err != nil {
 		return "", errors.New("the go command is not in PATH")
 	}
-	gomod, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
-		return "", fmt.Errorf("run me inside the kinesislease module (go env GOMOD: %v)", err)
+	root, err := moduleRoot(ctx, goBin)
+	if err != nil {
+		return "", err
 	}
 	bin := filepath.Join(dir, "fulfilment")
 	args := []string{"build", "-o", bin}
@@ -32,11 +32,29 @@ func Build(ctx context.Context, dir string, race bool) (string, error) {
 		args = append(args, "-race")
 	}
 	cmd := exec.CommandContext(ctx, goBin, append(args, "./examples/fulfilment")...)
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./examples/fulfilment: %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// ModuleRoot returns the directory of the kinesislease module (go env
+// GOMOD), which the command must run inside.
+func ModuleRoot() (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", errors.New("the go command is not in PATH")
+	}
+	return moduleRoot(context.Background(), goBin)
+}
+
+func moduleRoot(ctx context.Context, goBin string) (string, error) {
+	gomod, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
+		return "", fmt.Errorf("run me inside the kinesislease module (go env GOMOD: %v)", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(gomod))), nil
 }
 
 // instanceEnv is the instances' environment: ours without AWS_*, plus the

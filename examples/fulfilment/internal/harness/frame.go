@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 )
@@ -31,14 +32,15 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 }
 
 // Frame is the frame of a command's run (the demo's, the chaos run's): its
-// context (SignalContext), its work directory (WorkDir) and the emulators
-// (StartEmulators). Close it when the run is over.
+// context (SignalContext), its work directory (WorkDir) and the endpoints,
+// the emulators (StartEmulators) or embedded ones (StartEmbedded). Close
+// it when the run is over.
 type Frame struct {
 	Name  string          // the command ("demo"), the prefix of its messages
 	Ctx   context.Context // cancelled by SIGINT or SIGTERM or after the timeout
 	Dir   string          // the work directory
-	Env   Env             // the emulators
-	Begin time.Time       // when the emulators were started
+	Env   Env             // the endpoints
+	Begin time.Time       // when the endpoints were started
 
 	timeout time.Duration
 	close   func()
@@ -49,6 +51,20 @@ type Frame struct {
 // keep) and the emulators, which it says on stdout. On error it closes
 // what it opened.
 func OpenFrame(name string, timeout time.Duration, keep bool) (*Frame, error) {
+	return openFrame(name, timeout, keep, func(ctx context.Context, begin time.Time) (Env, io.Closer, error) {
+		return StartEmulators(ctx, os.Stdout, begin)
+	})
+}
+
+// OpenEmbeddedFrame is OpenFrame on embedded endpoints (StartEmbedded)
+// instead of the emulators.
+func OpenEmbeddedFrame(name string, timeout time.Duration, keep bool) (*Frame, error) {
+	return openFrame(name, timeout, keep, func(_ context.Context, begin time.Time) (Env, io.Closer, error) {
+		return StartEmbedded(os.Stdout, begin)
+	})
+}
+
+func openFrame(name string, timeout time.Duration, keep bool, start func(context.Context, time.Time) (Env, io.Closer, error)) (*Frame, error) {
 	ctx, cancel := SignalContext(timeout)
 	dir, removeDir, err := WorkDir("fulfilment-"+name, keep)
 	if err != nil {
@@ -56,7 +72,7 @@ func OpenFrame(name string, timeout time.Duration, keep bool) (*Frame, error) {
 		return nil, err
 	}
 	begin := time.Now()
-	e, bench, err := StartEmulators(ctx, os.Stdout, begin)
+	e, bench, err := start(ctx, begin)
 	if err != nil {
 		removeDir()
 		cancel()
@@ -68,7 +84,7 @@ func OpenFrame(name string, timeout time.Duration, keep bool) (*Frame, error) {
 	}, nil
 }
 
-// Close stops the emulators, removes the work directory (unless kept) and
+// Close stops the endpoints, removes the work directory (unless kept) and
 // cancels Ctx.
 func (f *Frame) Close() { f.close() }
 

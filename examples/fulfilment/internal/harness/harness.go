@@ -1,9 +1,12 @@
 // Package harness runs examples/fulfilment as separate processes on local
-// emulators and reads what they report. It is what the demo (../../demo) and
+// endpoints (embedded in-memory ones, or the emulators) and reads what they
+// report. It is what the demo (../../demo) and
 // the chaos run (../../chaos) share:
 //
-//   - the emulators and the stream and lease table: StartEmulators, Setup,
-//     ListShards, Env;
+//   - the endpoints and the stream and lease table: StartEmbedded (an
+//     in-memory Kinesis and DynamoDB served in the process),
+//     StartEmulators (DynamoDB Local and kinesalite), Setup, ListShards,
+//     Env;
 //   - the instances: Build builds examples/fulfilment, a Fleet (Prepare
 //     builds it if need be) starts processes of it (own process group,
 //     emulator environment, report and log files) and kills whatever still
@@ -56,7 +59,7 @@ type Item struct {
 	Price    int64  `json:"price"` // cents per unit
 }
 
-// Env is where the emulators are.
+// Env is where the endpoints are (StartEmbedded, StartEmulators).
 type Env struct {
 	DynamoEndpoint, KinesisEndpoint string
 	AWS                             aws.Config // region and credentials of the clients below
