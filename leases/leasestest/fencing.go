@@ -11,11 +11,12 @@ import (
 	"testing"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/leasestest/internal/kit"
 )
 
 func testStaleCounter(t *testing.T, s leases.Store) {
 	k, l := heldRow(t, s)
-	l, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "5"})
+	l, err := s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "5"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,9 +24,9 @@ func testStaleCounter(t *testing.T, s leases.Store) {
 		old := l
 		old.Counter = stale
 		for op, err := range writeAll(t, s, old) {
-			wantConflict(t, fmt.Sprintf("%s with counter %d (row at %d)", op, stale, l.Counter), err)
+			kit.WantConflict(t, fmt.Sprintf("%s with counter %d (row at %d)", op, stale, l.Counter), err)
 		}
-		wantRow(t, s, k, l, fmt.Sprintf("writes with stale counter %d changed the row", stale))
+		kit.WantRow(t, s, k, l, fmt.Sprintf("writes with stale counter %d changed the row", stale))
 	}
 }
 
@@ -36,7 +37,7 @@ func testStaleCounter(t *testing.T, s leases.Store) {
 // nothing, whatever the write.
 func testOtherToken(t *testing.T, s leases.Store) {
 	k, l := heldRow(t, s)
-	l, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "5"})
+	l, err := s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "5"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,14 +47,14 @@ func testOtherToken(t *testing.T, s leases.Store) {
 	old := l
 	old.Token = l.Token + "x"
 	for op, err := range writeAll(t, s, old) {
-		wantConflict(t, fmt.Sprintf("%s with another token at the row's counter", op), err)
+		kit.WantConflict(t, fmt.Sprintf("%s with another token at the row's counter", op), err)
 	}
-	wantRow(t, s, k, l, "writes with another token changed the row")
+	kit.WantRow(t, s, k, l, "writes with another token changed the row")
 }
 
 func testNonOwner(t *testing.T, s leases.Store) {
 	k, l := heldRow(t, s)
-	l, err := s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "3"}) // so that ApplyRewind has something to apply
+	l, err := s.Rewind(kit.Ctx(t), l, leases.Checkpoint{Sequence: "3"}) // so that ApplyRewind has something to apply
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,31 +62,31 @@ func testNonOwner(t *testing.T, s leases.Store) {
 		fake := l
 		fake.Owner = impostor
 		for op, err := range holderWrites(t, s, fake) {
-			wantConflict(t, fmt.Sprintf("%s by %q", op, impostor), err)
+			kit.WantConflict(t, fmt.Sprintf("%s by %q", op, impostor), err)
 		}
 	}
-	wantRow(t, s, k, l, "non-owner writes changed the row")
+	kit.WantRow(t, s, k, l, "non-owner writes changed the row")
 
 	// A holder whose lease was taken over can no longer write, even with
 	// the counter it last saw.
-	taken := mustTake(t, s, l, "b")
+	taken := kit.MustTake(t, s, l, "b")
 	for op, err := range holderWrites(t, s, l) {
-		wantConflict(t, op+" by the previous holder", err)
+		kit.WantConflict(t, op+" by the previous holder", err)
 	}
-	wantRow(t, s, k, taken, "the previous holder's writes changed the row")
+	kit.WantRow(t, s, k, taken, "the previous holder's writes changed the row")
 
 	// A free lease has no holder to write as.
-	free, err := s.Release(ctx(t), taken, leases.Checkpoint{})
+	free, err := s.Release(kit.Ctx(t), taken, leases.Checkpoint{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Checkpoint(ctx(t), free, leases.Checkpoint{Sequence: "9"})
-	wantConflict(t, "Checkpoint of a free lease", err)
-	_, err = s.Release(ctx(t), free, leases.Checkpoint{})
-	wantConflict(t, "Release of a free lease", err)
-	_, err = s.ApplyRewind(ctx(t), free)
-	wantConflict(t, "ApplyRewind of a free lease", err)
-	wantRow(t, s, k, free, "writes as the holder of a free lease changed the row")
+	_, err = s.Checkpoint(kit.Ctx(t), free, leases.Checkpoint{Sequence: "9"})
+	kit.WantConflict(t, "Checkpoint of a free lease", err)
+	_, err = s.Release(kit.Ctx(t), free, leases.Checkpoint{})
+	kit.WantConflict(t, "Release of a free lease", err)
+	_, err = s.ApplyRewind(kit.Ctx(t), free)
+	kit.WantConflict(t, "ApplyRewind of a free lease", err)
+	kit.WantRow(t, s, k, free, "writes as the holder of a free lease changed the row")
 }
 
 // holderWrites attempts every holder write with l as the expected state (a
@@ -93,10 +94,10 @@ func testNonOwner(t *testing.T, s leases.Store) {
 func holderWrites(t *testing.T, s leases.Store, l leases.Lease) map[string]error {
 	t.Helper()
 	errs := map[string]error{}
-	_, errs["Checkpoint"] = s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "7"})
-	_, errs["Release"] = s.Release(ctx(t), l, leases.Checkpoint{Sequence: "7"})
-	_, errs["ApplyRewind"] = s.ApplyRewind(ctx(t), l)
-	_, errs["Rewind of a held row"] = s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "1"})
+	_, errs["Checkpoint"] = s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "7"})
+	_, errs["Release"] = s.Release(kit.Ctx(t), l, leases.Checkpoint{Sequence: "7"})
+	_, errs["ApplyRewind"] = s.ApplyRewind(kit.Ctx(t), l)
+	_, errs["Rewind of a held row"] = s.Rewind(kit.Ctx(t), l, leases.Checkpoint{Sequence: "1"})
 	return errs
 }
 
@@ -107,53 +108,53 @@ func holderWrites(t *testing.T, s leases.Store, l leases.Lease) map[string]error
 // holds. A write with the row's incarnation lands.
 func testOtherIncarnation(t *testing.T, s leases.Store) {
 	k, l := heldRow(t, s)
-	l, err := s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "3"}) // so that ApplyRewind has something to apply
+	l, err := s.Rewind(kit.Ctx(t), l, leases.Checkpoint{Sequence: "3"}) // so that ApplyRewind has something to apply
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, other := range []string{incOf("a") + "-2", "x"} {
+	for _, other := range []string{kit.IncOf("a") + "-2", "x"} {
 		fake := l
 		fake.Incarnation = other
 		for op, err := range holderWrites(t, s, fake) {
 			what := fmt.Sprintf("%s by owner %q, incarnation %q, of a row held by incarnation %q", op, l.Owner, other, l.Incarnation)
-			wantConflict(t, what, err)
+			kit.WantConflict(t, what, err)
 			var ce *leases.ConflictError
 			if errors.As(err, &ce) && ce.ExpectedIncarnation != other {
 				t.Errorf("%s: the conflict names expected incarnation %q, want %q", what, ce.ExpectedIncarnation, other)
 			}
 		}
-		wantRow(t, s, k, l, fmt.Sprintf("writes by incarnation %q changed the row", other))
+		kit.WantRow(t, s, k, l, fmt.Sprintf("writes by incarnation %q changed the row", other))
 	}
 
 	// A new incarnation of the owner takes the row: the old one's writes,
 	// even made with the new counter, conflict.
-	next, err := s.(leases.Membership).TakeAs(ctx(t), l, l.Owner, incOf("a")+"-new")
+	next, err := s.(leases.Membership).TakeAs(kit.Ctx(t), l, l.Owner, kit.IncOf("a")+"-new")
 	if err != nil {
 		t.Fatal(err)
 	}
 	old := next
 	old.Incarnation = l.Incarnation
 	for op, err := range holderWrites(t, s, old) {
-		wantConflict(t, op+" by the incarnation the row was taken from", err)
+		kit.WantConflict(t, op+" by the incarnation the row was taken from", err)
 	}
-	wantRow(t, s, k, next, "the old incarnation's writes changed the row")
+	kit.WantRow(t, s, k, next, "the old incarnation's writes changed the row")
 
 	// The holding incarnation writes.
-	got, err := s.ApplyRewind(ctx(t), next)
+	got, err := s.ApplyRewind(kit.Ctx(t), next)
 	if err != nil {
 		t.Fatalf("ApplyRewind by the holding incarnation: %v", err)
 	}
-	checkWritten(t, s, "ApplyRewind by the holding incarnation", next, got)
-	got2, err := s.Checkpoint(ctx(t), got, leases.Checkpoint{Sequence: "4"})
+	kit.CheckWritten(t, s, "ApplyRewind by the holding incarnation", next, got)
+	got2, err := s.Checkpoint(kit.Ctx(t), got, leases.Checkpoint{Sequence: "4"})
 	if err != nil {
 		t.Fatalf("Checkpoint by the holding incarnation: %v", err)
 	}
-	checkWritten(t, s, "Checkpoint by the holding incarnation", got, got2)
-	got3, err := s.Release(ctx(t), got2, leases.Checkpoint{})
+	kit.CheckWritten(t, s, "Checkpoint by the holding incarnation", got, got2)
+	got3, err := s.Release(kit.Ctx(t), got2, leases.Checkpoint{})
 	if err != nil {
 		t.Fatalf("Release by the holding incarnation: %v", err)
 	}
-	checkWritten(t, s, "Release by the holding incarnation", got2, got3)
+	kit.CheckWritten(t, s, "Release by the holding incarnation", got2, got3)
 }
 
 // testOthersKeepHolder: a Rewind of a held row (an operator's write) and
@@ -167,22 +168,22 @@ func testOthersKeepHolder(t *testing.T, s leases.Store) {
 		do func(leases.Lease) (leases.Lease, error)
 	}{
 		{"Rewind of a held row", func(l leases.Lease) (leases.Lease, error) {
-			return s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "10"})
+			return s.Rewind(kit.Ctx(t), l, leases.Checkpoint{Sequence: "10"})
 		}},
 		{"second Rewind of a held row", func(l leases.Lease) (leases.Lease, error) {
-			return s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "8"})
+			return s.Rewind(kit.Ctx(t), l, leases.Checkpoint{Sequence: "8"})
 		}},
 		{"Checkpoint", func(l leases.Lease) (leases.Lease, error) {
-			return s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "20"})
+			return s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "20"})
 		}},
-		{"ApplyRewind", func(l leases.Lease) (leases.Lease, error) { return s.ApplyRewind(ctx(t), l) }},
+		{"ApplyRewind", func(l leases.Lease) (leases.Lease, error) { return s.ApplyRewind(kit.Ctx(t), l) }},
 	}
 	for _, st := range steps {
 		got, err := st.do(l)
 		if err != nil {
 			t.Fatalf("%s at counter %d: %v", st.op, l.Counter, err)
 		}
-		checkWritten(t, s, st.op, l, got)
+		kit.CheckWritten(t, s, st.op, l, got)
 		if got.Owner != l.Owner || got.Incarnation != l.Incarnation {
 			t.Fatalf("%s changed the holder from (%q, %q) to (%q, %q)", st.op, l.Owner, l.Incarnation, got.Owner, got.Incarnation)
 		}
@@ -193,11 +194,11 @@ func testOthersKeepHolder(t *testing.T, s leases.Store) {
 	}
 
 	// A Rewind of a free row leaves it free.
-	free, err := s.Release(ctx(t), l, leases.Checkpoint{})
+	free, err := s.Release(kit.Ctx(t), l, leases.Checkpoint{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Rewind(ctx(t), free, leases.Checkpoint{Sequence: "5"})
+	got, err := s.Rewind(kit.Ctx(t), free, leases.Checkpoint{Sequence: "5"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,11 @@
 // removals; one winner among racing incarnations of an owner; rows kept
 // apart from lease rows), the header (per-row roster versions and the
 // vanished counter, whose increments are never lost), TakeAs and CreateAs.
+//
+// Those subtests are in package membershiptest
+// (leases/leasestest/membershiptest), which Run runs as its subtest
+// Membership: a Store's tests call only Run. The helpers both use are in
+// the internal package kit, below both.
 package leasestest
 
 import (
@@ -27,6 +32,8 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/leasestest/internal/kit"
+	"github.com/kinesislease/kinesislease/leases/leasestest/membershiptest"
 )
 
 // Run runs the conformance suite as subtests of t. newStore is called once
@@ -80,7 +87,7 @@ func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 			tc.fn(t, newStore(t))
 		})
 	}
-	t.Run("Membership", func(t *testing.T) { runMembership(t, newStore) })
+	t.Run("Membership", func(t *testing.T) { membershiptest.Run(t, newStore) })
 }
 
 func isMembership(s leases.Store) bool {
@@ -89,35 +96,35 @@ func isMembership(s leases.Store) bool {
 }
 
 func testCreateWhenAbsent(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	if _, err := s.Get(ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
+	k := kit.NewKey(t)
+	if _, err := s.Get(kit.Ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("Get before Create: %v, want ErrNotFound", err)
 	}
-	l := mustCreate(t, s, k)
+	l := kit.MustCreate(t, s, k)
 	if l.Key != k || l.Owner != "" || l.Incarnation != "" || l.Counter != 1 || !l.Checkpoint.IsZero() || !l.RewindTo.IsZero() || l.Token == "" || l.Held() {
 		t.Fatalf("Create returned %+v, want a free row at counter 1 with a token and no checkpoint", l)
 	}
-	if got := mustGet(t, s, k); !same(got, l) {
+	if got := kit.MustGet(t, s, k); !kit.Same(got, l) {
 		t.Fatalf("Get after Create = %+v, want %+v", got, l)
 	}
 }
 
 func testCreateWhenPresent(t *testing.T, s leases.Store) {
 	k, l := heldRow(t, s)
-	_, err := s.Create(ctx(t), k)
-	wantConflict(t, "second Create", err)
-	wantRow(t, s, k, l, "second Create changed the row")
+	_, err := s.Create(kit.Ctx(t), k)
+	kit.WantConflict(t, "second Create", err)
+	kit.WantRow(t, s, k, l, "second Create changed the row")
 }
 
 func testWriteBeforeCreate(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	ghost := leases.Lease{Key: k, Owner: "a", Incarnation: incOf("a"), Counter: 1}
+	k := kit.NewKey(t)
+	ghost := leases.Lease{Key: k, Owner: "a", Incarnation: kit.IncOf("a"), Counter: 1}
 	for op, err := range writeAll(t, s, ghost) {
 		if !errors.Is(err, leases.ErrNotFound) && !errors.Is(err, leases.ErrConflict) {
 			t.Errorf("%s on a missing row: %v, want ErrNotFound or ErrConflict", op, err)
 		}
 	}
-	if _, err := s.Get(ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
+	if _, err := s.Get(kit.Ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("writes on a missing row created it: Get = %v", err)
 	}
 }
@@ -127,42 +134,42 @@ func testWriteBeforeCreate(t *testing.T, s leases.Store) {
 func writeAll(t *testing.T, s leases.Store, l leases.Lease) map[string]error {
 	t.Helper()
 	errs := map[string]error{}
-	_, errs["TakeAs"] = take(t, s, l, "other")
-	_, errs["Checkpoint"] = s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "999"})
-	_, errs["Release"] = s.Release(ctx(t), l, leases.Checkpoint{})
-	_, errs["Rewind"] = s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "1"})
-	_, errs["ApplyRewind"] = s.ApplyRewind(ctx(t), l)
+	_, errs["TakeAs"] = kit.Take(t, s, l, "other")
+	_, errs["Checkpoint"] = s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "999"})
+	_, errs["Release"] = s.Release(kit.Ctx(t), l, leases.Checkpoint{})
+	_, errs["Rewind"] = s.Rewind(kit.Ctx(t), l, leases.Checkpoint{Sequence: "1"})
+	_, errs["ApplyRewind"] = s.ApplyRewind(kit.Ctx(t), l)
 	return errs
 }
 
 func testEveryWriteBumpsCounter(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustCreate(t, s, k)
+	k := kit.NewKey(t)
+	l := kit.MustCreate(t, s, k)
 	steps := []struct {
 		op string
 		do func(leases.Lease) (leases.Lease, error)
 	}{
-		{"TakeAs", func(l leases.Lease) (leases.Lease, error) { return take(t, s, l, "a") }},
+		{"TakeAs", func(l leases.Lease) (leases.Lease, error) { return kit.Take(t, s, l, "a") }},
 		{"Checkpoint", func(l leases.Lease) (leases.Lease, error) {
-			return s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "200"})
+			return s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "200"})
 		}},
 		{"Rewind of a held row", func(l leases.Lease) (leases.Lease, error) {
-			return s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "100"})
+			return s.Rewind(kit.Ctx(t), l, leases.Checkpoint{Sequence: "100"})
 		}},
-		{"ApplyRewind", func(l leases.Lease) (leases.Lease, error) { return s.ApplyRewind(ctx(t), l) }},
-		{"Release", func(l leases.Lease) (leases.Lease, error) { return s.Release(ctx(t), l, leases.Checkpoint{}) }},
+		{"ApplyRewind", func(l leases.Lease) (leases.Lease, error) { return s.ApplyRewind(kit.Ctx(t), l) }},
+		{"Release", func(l leases.Lease) (leases.Lease, error) { return s.Release(kit.Ctx(t), l, leases.Checkpoint{}) }},
 		{"Rewind of a free row", func(l leases.Lease) (leases.Lease, error) {
-			return s.Rewind(ctx(t), l, leases.Checkpoint{Sequence: "100"})
+			return s.Rewind(kit.Ctx(t), l, leases.Checkpoint{Sequence: "100"})
 		}},
-		{"TakeAs by b", func(l leases.Lease) (leases.Lease, error) { return take(t, s, l, "b") }},
-		{"TakeAs over by c", func(l leases.Lease) (leases.Lease, error) { return take(t, s, l, "c") }},
+		{"TakeAs by b", func(l leases.Lease) (leases.Lease, error) { return kit.Take(t, s, l, "b") }},
+		{"TakeAs over by c", func(l leases.Lease) (leases.Lease, error) { return kit.Take(t, s, l, "c") }},
 	}
 	for _, st := range steps {
 		got, err := st.do(l)
 		if err != nil {
 			t.Fatalf("%s at counter %d: %v", st.op, l.Counter, err)
 		}
-		checkWritten(t, s, st.op, l, got)
+		kit.CheckWritten(t, s, st.op, l, got)
 		l = got
 	}
 	if l.Owner != "c" || l.Checkpoint.Sequence != "100" {
@@ -173,11 +180,11 @@ func testEveryWriteBumpsCounter(t *testing.T, s leases.Store) {
 func testReleaseKeepsCheckpoint(t *testing.T, s leases.Store) {
 	k, l := heldRow(t, s)
 	cp := leases.Checkpoint{Sequence: "49590338271490256608559692538361571095921575989136588898", SubSequence: 3}
-	l, err := s.Checkpoint(ctx(t), l, cp)
+	l, err := s.Checkpoint(kit.Ctx(t), l, cp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err = s.Release(ctx(t), l, leases.Checkpoint{})
+	l, err = s.Release(kit.Ctx(t), l, leases.Checkpoint{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +192,7 @@ func testReleaseKeepsCheckpoint(t *testing.T, s leases.Store) {
 		t.Fatalf("after Release: %+v, want free with checkpoint %v", l, cp)
 	}
 	// A released lease can be taken at once, and the taker sees the checkpoint.
-	l = mustTake(t, s, mustGet(t, s, k), "b")
+	l = kit.MustTake(t, s, kit.MustGet(t, s, k), "b")
 	if l.Checkpoint != cp {
 		t.Fatalf("after TakeAs of a released lease: checkpoint %v, want %v", l.Checkpoint, cp)
 	}
@@ -194,11 +201,11 @@ func testReleaseKeepsCheckpoint(t *testing.T, s leases.Store) {
 func testReleaseFinalCheckpoint(t *testing.T, s leases.Store) {
 	_, l := heldRow(t, s)
 	final := leases.Checkpoint{Sequence: leases.ShardEnd}
-	got, err := s.Release(ctx(t), l, final)
+	got, err := s.Release(kit.Ctx(t), l, final)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkWritten(t, s, "Release with final checkpoint", l, got)
+	kit.CheckWritten(t, s, "Release with final checkpoint", l, got)
 	if got.Checkpoint != final || got.Held() {
 		t.Fatalf("after Release with %v: %+v", final, got)
 	}
@@ -215,11 +222,11 @@ func testCheckpointValues(t *testing.T, s leases.Store) {
 		{Sequence: leases.ShardEnd},
 	} {
 		var err error
-		l, err = s.Checkpoint(ctx(t), l, cp)
+		l, err = s.Checkpoint(kit.Ctx(t), l, cp)
 		if err != nil {
 			t.Fatalf("Checkpoint(%v): %v", cp, err)
 		}
-		if got := mustGet(t, s, k); got.Checkpoint != cp {
+		if got := kit.MustGet(t, s, k); got.Checkpoint != cp {
 			t.Fatalf("after Checkpoint(%v) the store holds %v", cp, got.Checkpoint)
 		}
 	}
@@ -227,79 +234,79 @@ func testCheckpointValues(t *testing.T, s leases.Store) {
 
 func testRewindFree(t *testing.T, s leases.Store) {
 	k, l := heldRow(t, s)
-	l, err := s.Release(ctx(t), l, leases.Checkpoint{Sequence: "900"})
+	l, err := s.Release(kit.Ctx(t), l, leases.Checkpoint{Sequence: "900"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	to := leases.Checkpoint{Sequence: "100", SubSequence: 2}
-	got, err := s.Rewind(ctx(t), l, to)
+	got, err := s.Rewind(kit.Ctx(t), l, to)
 	if err != nil {
 		t.Fatalf("Rewind of a free row: %v", err)
 	}
-	checkWritten(t, s, "Rewind of a free row", l, got)
+	kit.CheckWritten(t, s, "Rewind of a free row", l, got)
 	if got.Checkpoint != to || !got.RewindTo.IsZero() || got.Held() {
 		t.Fatalf("after Rewind of a free row: %+v, want checkpoint %v at once", got, to)
 	}
 	// A row taken since it was read is not rewritten as free.
-	taken := mustTake(t, s, got, "b")
+	taken := kit.MustTake(t, s, got, "b")
 	free := taken
 	free.Owner = ""
-	_, err = s.Rewind(ctx(t), free, leases.Checkpoint{Sequence: "5"})
-	wantConflict(t, "Rewind as free of a held row", err)
-	if cur := mustGet(t, s, k); !same(cur, taken) {
+	_, err = s.Rewind(kit.Ctx(t), free, leases.Checkpoint{Sequence: "5"})
+	kit.WantConflict(t, "Rewind as free of a held row", err)
+	if cur := kit.MustGet(t, s, k); !kit.Same(cur, taken) {
 		t.Fatalf("the refused Rewind changed the row: %+v", cur)
 	}
-	if _, err := s.Rewind(ctx(t), taken, leases.Checkpoint{}); err == nil || errors.Is(err, leases.ErrConflict) {
+	if _, err := s.Rewind(kit.Ctx(t), taken, leases.Checkpoint{}); err == nil || errors.Is(err, leases.ErrConflict) {
 		t.Fatalf("Rewind to a zero checkpoint: %v, want a validation error", err)
 	}
 }
 
 func testRewindHeld(t *testing.T, s leases.Store) {
 	k, l := heldRow(t, s)
-	l, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "900"})
+	l, err := s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "900"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.ApplyRewind(ctx(t), l)
-	wantConflict(t, "ApplyRewind with no rewind pending", err)
+	_, err = s.ApplyRewind(kit.Ctx(t), l)
+	kit.WantConflict(t, "ApplyRewind with no rewind pending", err)
 
 	to := leases.Checkpoint{Sequence: "100"}
-	asked, err := s.Rewind(ctx(t), l, to)
+	asked, err := s.Rewind(kit.Ctx(t), l, to)
 	if err != nil {
 		t.Fatalf("Rewind of a held row: %v", err)
 	}
-	checkWritten(t, s, "Rewind of a held row", l, asked)
+	kit.CheckWritten(t, s, "Rewind of a held row", l, asked)
 	if asked.RewindTo != to || asked.Checkpoint.Sequence != "900" || asked.Owner != "a" {
 		t.Fatalf("after Rewind of a held row: %+v, want RewindTo %v, checkpoint and owner kept", asked, to)
 	}
 	// The holder's next write with the counter it knew conflicts; it re-reads
 	// and applies the rewind.
-	_, err = s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "920"})
-	wantConflict(t, "Checkpoint after a rewind request", err)
+	_, err = s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "920"})
+	kit.WantConflict(t, "Checkpoint after a rewind request", err)
 	// A normal checkpoint keeps the pending rewind.
-	cp, err := s.Checkpoint(ctx(t), mustGet(t, s, k), leases.Checkpoint{Sequence: "950"})
+	cp, err := s.Checkpoint(kit.Ctx(t), kit.MustGet(t, s, k), leases.Checkpoint{Sequence: "950"})
 	if err != nil || cp.RewindTo != to {
 		t.Fatalf("Checkpoint with a rewind pending: %+v, %v; want RewindTo kept", cp, err)
 	}
 	// Release and TakeAs keep it too, for the next holder to apply.
-	rel, err := s.Release(ctx(t), cp, leases.Checkpoint{})
+	rel, err := s.Release(kit.Ctx(t), cp, leases.Checkpoint{})
 	if err != nil || rel.RewindTo != to {
 		t.Fatalf("Release with a rewind pending: %+v, %v; want RewindTo kept", rel, err)
 	}
-	next := mustTake(t, s, rel, "b")
+	next := kit.MustTake(t, s, rel, "b")
 	if next.RewindTo != to {
 		t.Fatalf("TakeAs with a rewind pending: %+v, want RewindTo kept", next)
 	}
 	// A non-holder cannot apply it.
 	fake := next
-	fake.Owner, fake.Incarnation = "a", incOf("a")
-	_, err = s.ApplyRewind(ctx(t), fake)
-	wantConflict(t, "ApplyRewind by a non-holder", err)
-	applied, err := s.ApplyRewind(ctx(t), next)
+	fake.Owner, fake.Incarnation = "a", kit.IncOf("a")
+	_, err = s.ApplyRewind(kit.Ctx(t), fake)
+	kit.WantConflict(t, "ApplyRewind by a non-holder", err)
+	applied, err := s.ApplyRewind(kit.Ctx(t), next)
 	if err != nil {
 		t.Fatalf("ApplyRewind: %v", err)
 	}
-	checkWritten(t, s, "ApplyRewind", next, applied)
+	kit.CheckWritten(t, s, "ApplyRewind", next, applied)
 	if applied.Checkpoint != to || !applied.RewindTo.IsZero() || applied.Owner != "b" {
 		t.Fatalf("after ApplyRewind: %+v, want checkpoint %v and no rewind pending", applied, to)
 	}
@@ -311,39 +318,39 @@ func testRewindHeld(t *testing.T, s leases.Store) {
 // DynamoDB store's suite under -race on two busy cores, 20 take a fifth.
 func testTakeRace(t *testing.T, s leases.Store) {
 	const takers, rounds = 50, 20
-	k := newKey(t)
-	l := mustCreate(t, s, k)
+	k := kit.NewKey(t)
+	l := kit.MustCreate(t, s, k)
 	for round := range rounds {
 		_, l = raceTake(t, s, k, l, round, takers, "TakeAs", func(i int) (leases.Lease, error) {
-			return s.(leases.Membership).TakeAs(ctx(t), l, fmt.Sprintf("owner-%d", i), fmt.Sprintf("inc-%d-%d", round, i))
+			return s.(leases.Membership).TakeAs(kit.Ctx(t), l, fmt.Sprintf("owner-%d", i), fmt.Sprintf("inc-%d-%d", round, i))
 		})
 	}
 }
 
 func testStreamsIndependent(t *testing.T, s leases.Store) {
-	base := newKey(t)
+	base := kit.NewKey(t)
 	k1 := leases.Key{Stream: base.Stream + "-one", Shard: base.Shard}
 	k2 := leases.Key{Stream: base.Stream + "-two", Shard: base.Shard}
-	l1 := mustTake(t, s, mustCreate(t, s, k1), "a")
-	if _, err := s.Get(ctx(t), k2); !errors.Is(err, leases.ErrNotFound) {
+	l1 := kit.MustTake(t, s, kit.MustCreate(t, s, k1), "a")
+	if _, err := s.Get(kit.Ctx(t), k2); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("Get of the other stream's key: %v, want ErrNotFound", err)
 	}
-	l2 := mustCreate(t, s, k2)
-	if _, err := s.Checkpoint(ctx(t), l1, leases.Checkpoint{Sequence: "11"}); err != nil {
+	l2 := kit.MustCreate(t, s, k2)
+	if _, err := s.Checkpoint(kit.Ctx(t), l1, leases.Checkpoint{Sequence: "11"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustGet(t, s, k2); !same(got, l2) {
+	if got := kit.MustGet(t, s, k2); !kit.Same(got, l2) {
 		t.Fatalf("writes to %s changed %s: %+v", k1, k2, got)
 	}
 	// The same counter value on the other key does not make a stale write land.
-	mustTake(t, s, l2, "b")
-	if got := mustGet(t, s, k1); got.Owner != "a" || got.Checkpoint.Sequence != "11" {
+	kit.MustTake(t, s, l2, "b")
+	if got := kit.MustGet(t, s, k1); got.Owner != "a" || got.Checkpoint.Sequence != "11" {
 		t.Fatalf("writes to %s changed %s: %+v", k2, k1, got)
 	}
 }
 
 func testStreamARN(t *testing.T, s leases.Store) {
-	base := newKey(t)
+	base := kit.NewKey(t)
 	arn := "arn:aws:kinesis:eu-west-1:123456789012:stream/" + base.Stream
 	k, err := leases.ParseKey(arn + ":shardId-000000000007")
 	if err != nil {
@@ -352,31 +359,31 @@ func testStreamARN(t *testing.T, s leases.Store) {
 	if k.Stream != arn || k.Shard != "shardId-000000000007" {
 		t.Fatalf("ParseKey split an ARN key into %q and %q", k.Stream, k.Shard)
 	}
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
-	if got := mustGet(t, s, k); !same(got, l) || got.Key != k {
+	l := kit.MustTake(t, s, kit.MustCreate(t, s, k), "a")
+	if got := kit.MustGet(t, s, k); !kit.Same(got, l) || got.Key != k {
 		t.Fatalf("ARN key round trip: %+v", got)
 	}
 }
 
 func testInvalidArguments(t *testing.T, s leases.Store) {
-	k := newKey(t)
-	l := mustCreate(t, s, k)
+	k := kit.NewKey(t)
+	l := kit.MustCreate(t, s, k)
 	bad := leases.Key{Stream: k.Stream, Shard: ""}
-	_, err := s.Create(ctx(t), bad)
-	wantInvalid(t, "Create with an empty shard id", err)
-	held := mustTake(t, s, l, "a")
-	_, err = s.Checkpoint(ctx(t), held, leases.Checkpoint{})
-	wantInvalid(t, "Checkpoint with an empty sequence number", err)
-	_, err = s.Checkpoint(ctx(t), held, leases.Checkpoint{SubSequence: 2})
-	wantInvalid(t, "Checkpoint with a sub-sequence and no sequence number", err)
-	_, err = s.Rewind(ctx(t), held, leases.Checkpoint{})
-	wantInvalid(t, "Rewind to a zero checkpoint", err)
-	wantRow(t, s, k, held, "invalid writes changed the row")
+	_, err := s.Create(kit.Ctx(t), bad)
+	kit.WantInvalid(t, "Create with an empty shard id", err)
+	held := kit.MustTake(t, s, l, "a")
+	_, err = s.Checkpoint(kit.Ctx(t), held, leases.Checkpoint{})
+	kit.WantInvalid(t, "Checkpoint with an empty sequence number", err)
+	_, err = s.Checkpoint(kit.Ctx(t), held, leases.Checkpoint{SubSequence: 2})
+	kit.WantInvalid(t, "Checkpoint with a sub-sequence and no sequence number", err)
+	_, err = s.Rewind(kit.Ctx(t), held, leases.Checkpoint{})
+	kit.WantInvalid(t, "Rewind to a zero checkpoint", err)
+	kit.WantRow(t, s, k, held, "invalid writes changed the row")
 }
 
 func testCancelledContext(t *testing.T, s leases.Store) {
 	k, l := heldRow(t, s)
-	for name, c := range deadContexts(t) {
+	for name, c := range kit.DeadContexts(t) {
 		calls := map[string]func() error{
 			"Get": func() error { _, err := s.Get(c, k); return err },
 			"Create": func() error {
@@ -384,7 +391,7 @@ func testCancelledContext(t *testing.T, s leases.Store) {
 				return err
 			},
 			"TakeAs": func() error {
-				_, err := s.(leases.Membership).TakeAs(c, l, "b", incOf("b"))
+				_, err := s.(leases.Membership).TakeAs(c, l, "b", kit.IncOf("b"))
 				return err
 			},
 			"Checkpoint":  func() error { _, err := s.Checkpoint(c, l, leases.Checkpoint{Sequence: "3"}); return err },
@@ -392,9 +399,9 @@ func testCancelledContext(t *testing.T, s leases.Store) {
 			"Rewind":      func() error { _, err := s.Rewind(c, l, leases.Checkpoint{Sequence: "1"}); return err },
 			"ApplyRewind": func() error { _, err := s.ApplyRewind(c, l); return err },
 		}
-		wantDeadCalls(t, name, c, calls)
+		kit.WantDeadCalls(t, name, c, calls)
 	}
-	wantRow(t, s, k, l, "calls with a dead context changed the row")
+	kit.WantRow(t, s, k, l, "calls with a dead context changed the row")
 }
 
 // checkDeadline bounds how long Check may take with a context that is
@@ -414,13 +421,13 @@ func testChecker(t *testing.T, s leases.Store) {
 	}
 	k, l := heldRow(t, s)
 	for i := range 2 {
-		if err := ch.Check(ctx(t)); err != nil {
+		if err := ch.Check(kit.Ctx(t)); err != nil {
 			t.Fatalf("Check %d on a working store: %v, want nil", i+1, err)
 		}
 	}
-	wantRow(t, s, k, l, "Check changed a row")
+	kit.WantRow(t, s, k, l, "Check changed a row")
 
-	for name, c := range deadContexts(t) {
+	for name, c := range kit.DeadContexts(t) {
 		done := make(chan error, 1)
 		go func() { done <- ch.Check(c) }()
 		select {
@@ -437,5 +444,5 @@ func testChecker(t *testing.T, s leases.Store) {
 			t.Errorf("Check with a %s context has not returned after %v", name, checkDeadline)
 		}
 	}
-	wantRow(t, s, k, l, "Check changed a row")
+	kit.WantRow(t, s, k, l, "Check changed a row")
 }

@@ -1,4 +1,4 @@
-package leasestest
+package membershiptest
 
 // The Membership subtests of calls that must fail without writing: invalid
 // rows, entries, owners, incarnations and keys, and calls with a dead
@@ -12,23 +12,24 @@ import (
 
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
+	"github.com/kinesislease/kinesislease/leases/leasestest/internal/kit"
 )
 
 func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a := newOwner(t, "a")
+	a := kit.NewOwner(t, "a")
 	e := leases.Member{Owner: a, Incarnation: "inc", Heartbeat: 1}
 	header := mustHeader(t, m)
 	for _, row := range []int{-1, driver.MaxMemberRows, driver.MaxMemberRows + 1, 1 << 20} {
-		_, err := m.Join(ctx(t), row, e)
-		wantInvalid(t, fmt.Sprintf("Join in row %d", row), err)
-		_, err = m.Heartbeat(ctx(t), row, e)
-		wantInvalid(t, fmt.Sprintf("Heartbeat in row %d", row), err)
-		_, err = m.Members(ctx(t), row)
-		wantInvalid(t, fmt.Sprintf("Members(%d)", row), err)
-		_, err = m.ReplaceMember(ctx(t), row, e, leases.Member{})
-		wantInvalid(t, fmt.Sprintf("ReplaceMember in row %d", row), err)
-		wantInvalid(t, fmt.Sprintf("BumpRow(%d)", row), m.BumpRow(ctx(t), row))
+		_, err := m.Join(kit.Ctx(t), row, e)
+		kit.WantInvalid(t, fmt.Sprintf("Join in row %d", row), err)
+		_, err = m.Heartbeat(kit.Ctx(t), row, e)
+		kit.WantInvalid(t, fmt.Sprintf("Heartbeat in row %d", row), err)
+		_, err = m.Members(kit.Ctx(t), row)
+		kit.WantInvalid(t, fmt.Sprintf("Members(%d)", row), err)
+		_, err = m.ReplaceMember(kit.Ctx(t), row, e, leases.Member{})
+		kit.WantInvalid(t, fmt.Sprintf("ReplaceMember in row %d", row), err)
+		kit.WantInvalid(t, fmt.Sprintf("BumpRow(%d)", row), m.BumpRow(kit.Ctx(t), row))
 	}
 	wantHeader(t, "after calls with invalid rows", m, header)
 
@@ -39,10 +40,10 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 		"an incarnation longer than 64": {Owner: a, Incarnation: strings.Repeat("i", 65), Heartbeat: 1},
 	}
 	for what, bad := range badEntries {
-		_, err := m.Join(ctx(t), r, bad)
-		wantInvalid(t, "Join of an entry with "+what, err)
-		_, err = m.Heartbeat(ctx(t), r, bad)
-		wantInvalid(t, "Heartbeat of an entry with "+what, err)
+		_, err := m.Join(kit.Ctx(t), r, bad)
+		kit.WantInvalid(t, "Join of an entry with "+what, err)
+		_, err = m.Heartbeat(kit.Ctx(t), r, bad)
+		kit.WantInvalid(t, "Heartbeat of an entry with "+what, err)
 	}
 	wantStoredExactly(t, "after invalid joins and heartbeats", m, r, nil)
 
@@ -54,13 +55,13 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 		"a next entry without incarnation":  {e, leases.Member{Owner: a, Heartbeat: 1}},
 		"a next incarnation longer than 64": {e, leases.Member{Owner: a, Incarnation: strings.Repeat("i", 65), Heartbeat: 1}},
 	} {
-		_, err := m.ReplaceMember(ctx(t), r, c.seen, c.next)
-		wantInvalid(t, "ReplaceMember with "+what, err)
+		_, err := m.ReplaceMember(kit.Ctx(t), r, c.seen, c.next)
+		kit.WantInvalid(t, "ReplaceMember with "+what, err)
 	}
 	wantStoredExactly(t, "after invalid replacements", m, r, []leases.Member{e})
 
-	k := newKey(t)
-	l := mustCreate(t, s, k)
+	k := kit.NewKey(t)
+	l := kit.MustCreate(t, s, k)
 	missing := leases.Key{Stream: k.Stream, Shard: "shardId-000000000001"}
 	for what, c := range map[string][2]string{
 		"an empty owner":                {"", "inc"},
@@ -68,13 +69,13 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 		"an empty incarnation":          {"a", ""},
 		"an incarnation longer than 64": {"a", strings.Repeat("i", 65)},
 	} {
-		_, err := m.TakeAs(ctx(t), l, c[0], c[1])
-		wantInvalid(t, "TakeAs with "+what, err)
-		_, err = m.CreateAs(ctx(t), missing, c[0], c[1], leases.Checkpoint{Sequence: "1"}, "")
-		wantInvalid(t, "CreateAs with "+what, err)
+		_, err := m.TakeAs(kit.Ctx(t), l, c[0], c[1])
+		kit.WantInvalid(t, "TakeAs with "+what, err)
+		_, err = m.CreateAs(kit.Ctx(t), missing, c[0], c[1], leases.Checkpoint{Sequence: "1"}, "")
+		kit.WantInvalid(t, "CreateAs with "+what, err)
 	}
-	_, err := m.TakeAs(ctx(t), leases.Lease{Key: leases.Key{Stream: k.Stream}, Counter: 1}, "a", "inc")
-	wantInvalid(t, "TakeAs with an empty shard id", err)
+	_, err := m.TakeAs(kit.Ctx(t), leases.Lease{Key: leases.Key{Stream: k.Stream}, Counter: 1}, "a", "inc")
+	kit.WantInvalid(t, "TakeAs with an empty shard id", err)
 	for what, bad := range map[string]leases.Key{
 		"an empty shard id":          {Stream: k.Stream},
 		"an empty stream":            {Shard: "shardId-000000000001"},
@@ -83,25 +84,25 @@ func testMemberInvalidArguments(t *testing.T, s leases.Store, m leases.Membershi
 		"a shard id longer than 128": {Stream: k.Stream, Shard: strings.Repeat("s", 129)},
 		"a stream longer than 2048":  {Stream: strings.Repeat("s", 2049), Shard: "shardId-000000000001"},
 	} {
-		_, err := m.CreateAs(ctx(t), bad, "a", "inc", leases.Checkpoint{Sequence: "1"}, "")
-		wantInvalid(t, "CreateAs with "+what, err)
+		_, err := m.CreateAs(kit.Ctx(t), bad, "a", "inc", leases.Checkpoint{Sequence: "1"}, "")
+		kit.WantInvalid(t, "CreateAs with "+what, err)
 	}
-	wantRow(t, s, k, l, "invalid TakeAs calls changed the row")
-	if _, err := s.Get(ctx(t), missing); !errors.Is(err, leases.ErrNotFound) {
+	kit.WantRow(t, s, k, l, "invalid TakeAs calls changed the row")
+	if _, err := s.Get(kit.Ctx(t), missing); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("invalid CreateAs calls created %s: Get = %v", missing, err)
 	}
 }
 
 func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a, b := newOwner(t, "a"), newOwner(t, "b")
+	a, b := kit.NewOwner(t, "a"), kit.NewOwner(t, "b")
 	e := leases.Member{Owner: a, Incarnation: "inc", Heartbeat: 1}
 	mustJoin(t, m, r, e)
-	k := newKey(t)
-	l := mustCreate(t, s, k)
+	k := kit.NewKey(t)
+	l := kit.MustCreate(t, s, k)
 	missing := leases.Key{Stream: k.Stream, Shard: "shardId-000000000001"}
 	header := mustHeader(t, m)
-	for name, c := range deadContexts(t) {
+	for name, c := range kit.DeadContexts(t) {
 		calls := map[string]func() error{
 			"Join": func() error {
 				_, err := m.Join(c, r, leases.Member{Owner: b, Incarnation: "inc", Heartbeat: 1})
@@ -126,12 +127,12 @@ func testMemberCancelledContext(t *testing.T, s leases.Store, m leases.Membershi
 				return err
 			},
 		}
-		wantDeadCalls(t, name, c, calls)
+		kit.WantDeadCalls(t, name, c, calls)
 	}
 	wantStoredExactly(t, "after calls with a dead context", m, r, []leases.Member{e})
 	wantHeader(t, "after calls with a dead context", m, header)
-	wantRow(t, s, k, l, "TakeAs with a dead context changed the row")
-	if _, err := s.Get(ctx(t), missing); !errors.Is(err, leases.ErrNotFound) {
+	kit.WantRow(t, s, k, l, "TakeAs with a dead context changed the row")
+	if _, err := s.Get(kit.Ctx(t), missing); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("CreateAs with a dead context created %s: Get = %v", missing, err)
 	}
 }

@@ -1,4 +1,4 @@
-package leasestest
+package membershiptest
 
 // The Membership subtests of rows shared by many writers and of the rows'
 // keys: concurrent owners keep their entries, one of racing incarnations
@@ -15,6 +15,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
+	"github.com/kinesislease/kinesislease/leases/leasestest/internal/kit"
 )
 
 func testConcurrentOwners(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
@@ -22,17 +23,17 @@ func testConcurrentOwners(t *testing.T, _ leases.Store, m leases.Membership, row
 	r := rows.fresh(t)
 	ids := make([]string, owners)
 	for i := range ids {
-		ids[i] = newOwner(t, fmt.Sprint(i))
+		ids[i] = kit.NewOwner(t, fmt.Sprint(i))
 	}
 	errs := make(chan error, owners*(beats+1))
-	together(len(ids), func(i int) {
+	kit.Together(len(ids), func(i int) {
 		id := ids[i]
-		if _, err := m.Join(ctx(t), r, leases.Member{Owner: id, Incarnation: "inc"}); err != nil {
+		if _, err := m.Join(kit.Ctx(t), r, leases.Member{Owner: id, Incarnation: "inc"}); err != nil {
 			errs <- fmt.Errorf("join of %s: %w", id, err)
 			return
 		}
 		for hb := int64(1); hb <= beats; hb++ {
-			if _, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: id, Incarnation: "inc", Heartbeat: hb}); err != nil {
+			if _, err := m.Heartbeat(kit.Ctx(t), r, leases.Member{Owner: id, Incarnation: "inc", Heartbeat: hb}); err != nil {
 				errs <- fmt.Errorf("heartbeat %d of %s: %w", hb, id, err)
 			}
 		}
@@ -56,7 +57,7 @@ func testConcurrentOwners(t *testing.T, _ leases.Store, m leases.Membership, row
 func testRacingIncarnations(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	const racers, rounds = 10, 20
 	r := rows.fresh(t)
-	a := newOwner(t, "a")
+	a := kit.NewOwner(t, "a")
 	race := func(round int, what string, try func(inc string) ([]leases.Member, error)) leases.Member {
 		t.Helper()
 		var (
@@ -64,7 +65,7 @@ func testRacingIncarnations(t *testing.T, _ leases.Store, m leases.Membership, r
 			winner atomic.Value
 			errs   = make(chan error, racers)
 		)
-		together(racers, func(i int) {
+		kit.Together(racers, func(i int) {
 			inc := fmt.Sprintf("r%d-%s-%d", round, what, i)
 			ms, err := try(inc)
 			if err == nil {
@@ -92,11 +93,11 @@ func testRacingIncarnations(t *testing.T, _ leases.Store, m leases.Membership, r
 	for round := range rounds {
 		// The entry is absent: the Join of one incarnation wins.
 		joined := race(round, "join", func(inc string) ([]leases.Member, error) {
-			return m.Join(ctx(t), r, leases.Member{Owner: a, Incarnation: inc, Heartbeat: 1})
+			return m.Join(kit.Ctx(t), r, leases.Member{Owner: a, Incarnation: inc, Heartbeat: 1})
 		})
 		// The entry is seen stale: one new incarnation takes it over.
 		taken := race(round, "replace", func(inc string) ([]leases.Member, error) {
-			return m.ReplaceMember(ctx(t), r, joined, leases.Member{Owner: a, Incarnation: inc, Heartbeat: 1})
+			return m.ReplaceMember(kit.Ctx(t), r, joined, leases.Member{Owner: a, Incarnation: inc, Heartbeat: 1})
 		})
 		mustReplace(t, m, r, taken, leases.Member{})
 	}
@@ -107,7 +108,7 @@ func testRacingIncarnations(t *testing.T, _ leases.Store, m leases.Membership, r
 // store might use for its own attributes are all one entry each.
 func testOpaqueOwners(t *testing.T, s leases.Store, m leases.Membership, rows *rowSource) {
 	r1, r2 := rows.fresh(t), rows.fresh(t)
-	base := newOwner(t, "x")
+	base := kit.NewOwner(t, "x")
 	byRow := map[int][]string{
 		r1: {
 			base,
@@ -145,12 +146,12 @@ func testOpaqueOwners(t *testing.T, s leases.Store, m leases.Membership, rows *r
 	}
 	// And as a lease holder.
 	for _, o := range []string{byRow[r1][5], byRow[r2][0], "lease_counter"} {
-		k := newKey(t)
-		l, err := m.TakeAs(ctx(t), mustCreate(t, s, k), o, "inc")
+		k := kit.NewKey(t)
+		l, err := m.TakeAs(kit.Ctx(t), kit.MustCreate(t, s, k), o, "inc")
 		if err != nil || l.Owner != o {
 			t.Fatalf("TakeAs by owner %q: %+v, %v", o, l, err)
 		}
-		if got := mustGet(t, s, k); got.Owner != o || got.Incarnation != "inc" || got.Counter != 2 {
+		if got := kit.MustGet(t, s, k); got.Owner != o || got.Incarnation != "inc" || got.Counter != 2 {
 			t.Fatalf("TakeAs by owner %q: the store holds %+v", o, got)
 		}
 	}
@@ -160,14 +161,14 @@ func testOpaqueOwners(t *testing.T, s leases.Store, m leases.Membership, rows *r
 // membership row like the others.
 func testHighestRow(t *testing.T, _ leases.Store, m leases.Membership, _ *rowSource) {
 	r := driver.MaxMemberRows - 1
-	a := newOwner(t, "a")
+	a := kit.NewOwner(t, "a")
 	e := leases.Member{Owner: a, Incarnation: driver.NewIncarnation(r, "x"), Heartbeat: 1}
 	mustJoin(t, m, r, e)
 	e.Heartbeat++
 	mustHeartbeat(t, m, r, e)
 	wantStoredExactly(t, "the highest row", m, r, []leases.Member{e})
 	h := mustHeader(t, m)
-	if err := m.BumpRow(ctx(t), r); err != nil {
+	if err := m.BumpRow(kit.Ctx(t), r); err != nil {
 		t.Fatalf("BumpRow(%d): %v", r, err)
 	}
 	wantHeader(t, fmt.Sprintf("after BumpRow(%d)", r), m, bumped(h, r, 1))
@@ -189,7 +190,7 @@ func memberKeys(t *testing.T, rows ...int) []leases.Key {
 	}
 	ks = append(ks,
 		leases.Key{Stream: driver.MemberHeaderKey, Shard: "shardId-000000000000"},
-		leases.Key{Stream: driver.MemberHeaderKey + "-" + testName(t), Shard: "shardId-000000000000"},
+		leases.Key{Stream: driver.MemberHeaderKey + "-" + kit.TestName(t), Shard: "shardId-000000000000"},
 		leases.Key{Stream: driver.MemberKey(0), Shard: "shardId-000000000000"},
 	)
 	for _, k := range ks {
@@ -221,41 +222,41 @@ func testMemberRowsNotLeases(t *testing.T, s leases.Store, m leases.Membership, 
 	r1, r2 := rows.fresh(t), rows.fresh(t)
 	entries := map[int]leases.Member{}
 	for _, r := range []int{r1, r2} {
-		e := leases.Member{Owner: newOwner(t, "a"), Incarnation: "inc", Heartbeat: 1}
+		e := leases.Member{Owner: kit.NewOwner(t, "a"), Incarnation: "inc", Heartbeat: 1}
 		mustJoin(t, m, r, e)
 		entries[r] = e
 	}
-	if err := m.BumpRow(ctx(t), r1); err != nil {
+	if err := m.BumpRow(kit.Ctx(t), r1); err != nil {
 		t.Fatal(err)
 	}
 	header := mustHeader(t, m)
-	k := leases.Key{Stream: newKey(t).Stream, Shard: "shardId-0"}
-	if _, err := s.Get(ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
+	k := leases.Key{Stream: kit.NewKey(t).Stream, Shard: "shardId-0"}
+	if _, err := s.Get(kit.Ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("Get(%s) of a lease never created, with membership rows written: %v, want ErrNotFound", k, err)
 	}
-	l := mustTake(t, s, mustCreate(t, s, k), "a")
+	l := kit.MustTake(t, s, kit.MustCreate(t, s, k), "a")
 	for r, e := range entries {
 		e.Heartbeat++
 		mustHeartbeat(t, m, r, e)
 		entries[r] = e
 	}
-	if err := m.BumpRow(ctx(t), r2); err != nil {
+	if err := m.BumpRow(kit.Ctx(t), r2); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ReportVanished(ctx(t)); err != nil {
+	if err := m.ReportVanished(kit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	header = bumped(header, r2, 1)
 	header.Vanished++
-	wantRow(t, s, k, l, fmt.Sprintf("membership writes changed the lease row %s", k))
-	l, err := s.Checkpoint(ctx(t), l, leases.Checkpoint{Sequence: "7"})
+	kit.WantRow(t, s, k, l, fmt.Sprintf("membership writes changed the lease row %s", k))
+	l, err := s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "7"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.TakeAs(ctx(t), l, "b", "inc-b"); err != nil {
+	if _, err := m.TakeAs(kit.Ctx(t), l, "b", "inc-b"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.CreateAs(ctx(t), leases.Key{Stream: k.Stream, Shard: "shardId-1"}, "b", "inc-b", leases.Checkpoint{Sequence: "3"}, ""); err != nil {
+	if _, err := m.CreateAs(kit.Ctx(t), leases.Key{Stream: k.Stream, Shard: "shardId-1"}, "b", "inc-b", leases.Checkpoint{Sequence: "3"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	for r, e := range entries {
@@ -267,21 +268,21 @@ func testMemberRowsNotLeases(t *testing.T, s leases.Store, m leases.Membership, 
 		ghost := leases.Lease{Key: mk, Owner: "a", Incarnation: "inc", Counter: 1}
 		free := leases.Lease{Key: mk, Counter: 1}
 		calls := map[string]func() error{
-			"Get":                  func() error { _, err := s.Get(ctx(t), mk); return err },
-			"Create":               func() error { _, err := s.Create(ctx(t), mk); return err },
-			"Checkpoint":           func() error { _, err := s.Checkpoint(ctx(t), ghost, leases.Checkpoint{Sequence: "1"}); return err },
-			"Release":              func() error { _, err := s.Release(ctx(t), ghost, leases.Checkpoint{Sequence: "1"}); return err },
-			"Rewind of a held row": func() error { _, err := s.Rewind(ctx(t), ghost, leases.Checkpoint{Sequence: "1"}); return err },
-			"Rewind of a free row": func() error { _, err := s.Rewind(ctx(t), free, leases.Checkpoint{Sequence: "1"}); return err },
+			"Get":                  func() error { _, err := s.Get(kit.Ctx(t), mk); return err },
+			"Create":               func() error { _, err := s.Create(kit.Ctx(t), mk); return err },
+			"Checkpoint":           func() error { _, err := s.Checkpoint(kit.Ctx(t), ghost, leases.Checkpoint{Sequence: "1"}); return err },
+			"Release":              func() error { _, err := s.Release(kit.Ctx(t), ghost, leases.Checkpoint{Sequence: "1"}); return err },
+			"Rewind of a held row": func() error { _, err := s.Rewind(kit.Ctx(t), ghost, leases.Checkpoint{Sequence: "1"}); return err },
+			"Rewind of a free row": func() error { _, err := s.Rewind(kit.Ctx(t), free, leases.Checkpoint{Sequence: "1"}); return err },
 			"ApplyRewind": func() error {
 				g := ghost
 				g.RewindTo = leases.Checkpoint{Sequence: "1"}
-				_, err := s.ApplyRewind(ctx(t), g)
+				_, err := s.ApplyRewind(kit.Ctx(t), g)
 				return err
 			},
-			"TakeAs": func() error { _, err := m.TakeAs(ctx(t), free, "a", "inc"); return err },
+			"TakeAs": func() error { _, err := m.TakeAs(kit.Ctx(t), free, "a", "inc"); return err },
 			"CreateAs": func() error {
-				_, err := m.CreateAs(ctx(t), mk, "a", "inc", leases.Checkpoint{Sequence: "1"}, "")
+				_, err := m.CreateAs(kit.Ctx(t), mk, "a", "inc", leases.Checkpoint{Sequence: "1"}, "")
 				return err
 			},
 		}

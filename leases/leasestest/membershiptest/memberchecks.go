@@ -1,6 +1,7 @@
-package leasestest
+package membershiptest
 
-// The helpers of the Membership subtests: fresh owner ids, the checks of a
+// The helpers of the Membership subtests (fresh owner ids, like the helpers
+// shared with package leasestest, are in package kit): the checks of a
 // row as a Membership method returns it (entries, exactly these entries,
 // as stored), the must* calls that fail the test on an error, the checks of
 // a member conflict and of a full row, and the checks of the header's
@@ -13,21 +14,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
+	"github.com/kinesislease/kinesislease/leases/leasestest/internal/kit"
 )
-
-// newOwner returns an owner id no other subtest uses.
-func newOwner(t *testing.T, label string) string {
-	t.Helper()
-	name := testName(t)
-	if len(name) > 100 {
-		name = name[len(name)-100:]
-	}
-	return fmt.Sprintf("%s-%s-%d-%d", name, label, time.Now().UnixNano(), seq.Add(1))
-}
 
 // entryOf returns owner's entry in ms.
 func entryOf(ms []leases.Member, owner string) (leases.Member, bool) {
@@ -104,15 +95,15 @@ func wantStoredExactly(t *testing.T, op string, m leases.Membership, row int, wa
 
 func mustMembers(t *testing.T, m leases.Membership, row int) []leases.Member {
 	t.Helper()
-	ms, err := m.Members(ctx(t), row)
-	must(t, ms, err, "Members(%d)", row)
+	ms, err := m.Members(kit.Ctx(t), row)
+	kit.Must(t, ms, err, "Members(%d)", row)
 	checkRow(t, fmt.Sprintf("Members(%d)", row), ms)
 	return ms
 }
 
 func mustJoin(t *testing.T, m leases.Membership, row int, e leases.Member) []leases.Member {
 	t.Helper()
-	ms, err := m.Join(ctx(t), row, e)
+	ms, err := m.Join(kit.Ctx(t), row, e)
 	return mustEntry(t, "Join", ms, err, row, e)
 }
 
@@ -120,21 +111,21 @@ func mustJoin(t *testing.T, m leases.Membership, row int, e leases.Member) []lea
 // checked to hold e.
 func mustEntry(t *testing.T, op string, ms []leases.Member, err error, row int, e leases.Member) []leases.Member {
 	t.Helper()
-	must(t, ms, err, "%s(%d, %+v)", op, row, e)
+	kit.Must(t, ms, err, "%s(%d, %+v)", op, row, e)
 	wantEntry(t, op, ms, e)
 	return ms
 }
 
 func mustHeartbeat(t *testing.T, m leases.Membership, row int, e leases.Member) []leases.Member {
 	t.Helper()
-	ms, err := m.Heartbeat(ctx(t), row, e)
+	ms, err := m.Heartbeat(kit.Ctx(t), row, e)
 	return mustEntry(t, "Heartbeat", ms, err, row, e)
 }
 
 func mustReplace(t *testing.T, m leases.Membership, row int, seen, next leases.Member) []leases.Member {
 	t.Helper()
-	ms, err := m.ReplaceMember(ctx(t), row, seen, next)
-	must(t, ms, err, "ReplaceMember(%d, %+v, %+v)", row, seen, next)
+	ms, err := m.ReplaceMember(kit.Ctx(t), row, seen, next)
+	kit.Must(t, ms, err, "ReplaceMember(%d, %+v, %+v)", row, seen, next)
 	if next.Owner == "" {
 		wantNoEntry(t, "ReplaceMember removing", ms, seen.Owner)
 	} else {
@@ -194,8 +185,8 @@ func wantStored(t *testing.T, op string, m leases.Membership, row int, want leas
 
 func mustHeader(t *testing.T, m leases.Membership) leases.MemberHeader {
 	t.Helper()
-	h, err := m.Header(ctx(t))
-	return must(t, h, err, "Header")
+	h, err := m.Header(kit.Ctx(t))
+	return kit.Must(t, h, err, "Header")
 }
 
 // versions returns h's roster versions without the zero ones (a row absent

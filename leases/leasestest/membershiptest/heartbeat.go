@@ -1,4 +1,4 @@
-package leasestest
+package membershiptest
 
 // The Membership subtests of an entry's life after its join: Heartbeat
 // (conditional on an entry of the same incarnation, only forward, failing
@@ -13,11 +13,12 @@ import (
 	"testing"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/leasestest/internal/kit"
 )
 
 func testHeartbeatWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a := newOwner(t, "a")
+	a := kit.NewOwner(t, "a")
 	stored := leases.Member{Owner: a, Incarnation: "inc-1"}
 	mustJoin(t, m, r, stored)
 	steps := []leases.Member{
@@ -51,7 +52,7 @@ func testHeartbeatWritesEntry(t *testing.T, _ leases.Store, m leases.Membership,
 	// Once marked leaving, the incarnation never comes back: a heartbeat
 	// that does not say leaving fails and writes nothing.
 	back := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 5}
-	_, err := m.Heartbeat(ctx(t), r, back)
+	_, err := m.Heartbeat(kit.Ctx(t), r, back)
 	wantMemberConflict(t, "a heartbeat back from leaving", err, r, a, stored)
 	wantStoredExactly(t, "after the refused heartbeat back from leaving", m, r, []leases.Member{stored})
 }
@@ -63,7 +64,7 @@ func testHeartbeatWritesEntry(t *testing.T, _ leases.Store, m leases.Membership,
 // heartbeat again (a resent attempt) succeeds.
 func testHeartbeatForward(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a := newOwner(t, "a")
+	a := kit.NewOwner(t, "a")
 	mustJoin(t, m, r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 1})
 	stored := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Held: 2}
 	mustHeartbeat(t, m, r, stored)
@@ -72,7 +73,7 @@ func testHeartbeatForward(t *testing.T, _ leases.Store, m leases.Membership, row
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Held: 1},
 	} {
 		op := fmt.Sprintf("a heartbeat of value %d over a stored %d", late.Heartbeat, stored.Heartbeat)
-		_, err := m.Heartbeat(ctx(t), r, late)
+		_, err := m.Heartbeat(kit.Ctx(t), r, late)
 		wantMemberConflict(t, op, err, r, a, stored)
 		wantStoredExactly(t, "after "+op, m, r, []leases.Member{stored})
 	}
@@ -84,7 +85,7 @@ func testHeartbeatForward(t *testing.T, _ leases.Store, m leases.Membership, row
 // carrying no entry, and writes nothing: only Join creates an entry.
 func testHeartbeatNeedsEntry(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r, other := rows.fresh(t), rows.fresh(t)
-	a, b := newOwner(t, "a"), newOwner(t, "b")
+	a, b := kit.NewOwner(t, "a"), kit.NewOwner(t, "b")
 	absent := func(what string, want []leases.Member) {
 		t.Helper()
 		for _, e := range []leases.Member{
@@ -93,7 +94,7 @@ func testHeartbeatNeedsEntry(t *testing.T, _ leases.Store, m leases.Membership, 
 			{Owner: a, Incarnation: "inc-a", Heartbeat: 3, Notice: 1, Ended: 2},
 		} {
 			op := fmt.Sprintf("Heartbeat of %+v %s", e, what)
-			ms, err := m.Heartbeat(ctx(t), r, e)
+			ms, err := m.Heartbeat(kit.Ctx(t), r, e)
 			wantMemberConflict(t, op, err, r, a, leases.Member{})
 			if ms != nil {
 				t.Fatalf("%s: a failed Heartbeat returned entries %+v", op, ms)
@@ -120,7 +121,7 @@ func testHeartbeatNeedsEntry(t *testing.T, _ leases.Store, m leases.Membership, 
 
 func testRowMates(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r, other := rows.fresh(t), rows.fresh(t)
-	a, b := newOwner(t, "a"), newOwner(t, "b")
+	a, b := kit.NewOwner(t, "a"), kit.NewOwner(t, "b")
 	ea := leases.Member{Owner: a, Incarnation: "inc-a", Heartbeat: 1}
 	eb := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1, Notice: 2}
 	mustJoin(t, m, r, ea)
@@ -133,7 +134,7 @@ func testRowMates(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSo
 	wantEntry(t, "the first owner's next heartbeat", ms, eb)
 	wantStoredExactly(t, "Members", m, r, []leases.Member{ea, eb})
 	// An owner of another row is not in this one.
-	c := newOwner(t, "c")
+	c := kit.NewOwner(t, "c")
 	ec := leases.Member{Owner: c, Incarnation: "inc-c", Heartbeat: 1}
 	wantExactly(t, "the join of an owner of another row", mustJoin(t, m, other, ec), []leases.Member{ec})
 	ec.Heartbeat++
@@ -143,7 +144,7 @@ func testRowMates(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSo
 
 func testHeartbeatOtherIncarnation(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a := newOwner(t, "a")
+	a := kit.NewOwner(t, "a")
 	first := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 5}
 	mustJoin(t, m, r, first)
 	for _, e := range []leases.Member{
@@ -151,7 +152,7 @@ func testHeartbeatOtherIncarnation(t *testing.T, _ leases.Store, m leases.Member
 		{Owner: a, Incarnation: "inc-2", Heartbeat: 6},
 		{Owner: a, Incarnation: "inc-2", Heartbeat: 5, Leaving: true},
 	} {
-		ms, err := m.Heartbeat(ctx(t), r, e)
+		ms, err := m.Heartbeat(kit.Ctx(t), r, e)
 		wantMemberConflict(t, fmt.Sprintf("Heartbeat of incarnation inc-2 over inc-1 (%+v)", e), err, r, a, first)
 		if ms != nil {
 			t.Fatalf("a failed Heartbeat returned entries %+v", ms)
@@ -170,14 +171,14 @@ func testHeartbeatOtherIncarnation(t *testing.T, _ leases.Store, m leases.Member
 // and keeps it.
 func testHeartbeatBumpedNotice(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a, b := newOwner(t, "a"), newOwner(t, "b")
+	a, b := kit.NewOwner(t, "a"), kit.NewOwner(t, "b")
 	e := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 4}
 	mate := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1}
 	mustJoin(t, m, r, e)
 	mustJoin(t, m, r, mate)
 
 	// Nobody bumped the notice: a heartbeat carrying one fails too.
-	ms, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: 1})
+	ms, err := m.Heartbeat(kit.Ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: 1})
 	wantMemberConflict(t, "Heartbeat with notice 1 over an entry without one", err, r, a, e)
 	if ms != nil {
 		t.Fatalf("a failed Heartbeat returned entries %+v", ms)
@@ -198,7 +199,7 @@ func testHeartbeatBumpedNotice(t *testing.T, _ leases.Store, m leases.Membership
 			{Owner: a, Incarnation: "inc-1", Heartbeat: e.Heartbeat + 1, Notice: 0},
 		} {
 			op := fmt.Sprintf("Heartbeat with notice %d over the bumped notice %d (%+v)", stale.Notice, notice, stale)
-			ms, err := m.Heartbeat(ctx(t), r, stale)
+			ms, err := m.Heartbeat(kit.Ctx(t), r, stale)
 			wantMemberConflict(t, op, err, r, a, bumped)
 			if ms != nil {
 				t.Fatalf("%s: a failed Heartbeat returned entries %+v", op, ms)
@@ -226,7 +227,7 @@ func testHeartbeatBumpedNotice(t *testing.T, _ leases.Store, m leases.Membership
 // written and in a row-mate's), and carried by a conflict.
 func testEndedRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a, b := newOwner(t, "a"), newOwner(t, "b")
+	a, b := kit.NewOwner(t, "a"), kit.NewOwner(t, "b")
 	steps := []leases.Member{
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 1, Ended: 1},
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 2, Ended: 3},
@@ -260,11 +261,11 @@ func testEndedRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, rows
 	wantStored(t, "after ReplaceMember", m, r, next)
 
 	// A conflict carries the entry with its Ended.
-	_, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 6, Ended: 1 << 62})
+	_, err := m.Heartbeat(kit.Ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 6, Ended: 1 << 62})
 	wantMemberConflict(t, "Heartbeat of the replaced incarnation", err, r, a, next)
-	_, err = m.ReplaceMember(ctx(t), r, bumped, leases.Member{})
+	_, err = m.ReplaceMember(kit.Ctx(t), r, bumped, leases.Member{})
 	wantMemberConflict(t, "ReplaceMember having seen the replaced entry", err, r, a, next)
-	_, err = m.Join(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-3", Heartbeat: 1})
+	_, err = m.Join(kit.Ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-3", Heartbeat: 1})
 	wantMemberConflict(t, "Join of another incarnation", err, r, a, next)
 	wantStoredExactly(t, "after the refused writes", m, r, []leases.Member{next, mate})
 
@@ -279,7 +280,7 @@ func testEndedRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, rows
 // and carried by a conflict.
 func testListingRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a, b := newOwner(t, "a"), newOwner(t, "b")
+	a, b := kit.NewOwner(t, "a"), kit.NewOwner(t, "b")
 	long := strings.Repeat("0123456789abcdef,", 3) + "0123456789abcdef"
 	steps := []leases.Member{
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 1, Listing: "d1"},
@@ -309,14 +310,14 @@ func testListingRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, ro
 	wantStored(t, "after ReplaceMember", m, r, next)
 
 	// A conflict carries the entry with its Listing.
-	_, err := m.Heartbeat(ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 6, Listing: "d9"})
+	_, err := m.Heartbeat(kit.Ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 6, Listing: "d9"})
 	wantMemberConflict(t, "Heartbeat of the replaced incarnation", err, r, a, next)
 	wantStoredExactly(t, "after the refused heartbeat", m, r, []leases.Member{next, mate})
 }
 
 func testReplaceMember(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a := newOwner(t, "a")
+	a := kit.NewOwner(t, "a")
 	old := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 3}
 	mustJoin(t, m, r, old)
 	next := leases.Member{Owner: a, Incarnation: "inc-2", Heartbeat: 1}
@@ -327,7 +328,7 @@ func testReplaceMember(t *testing.T, _ leases.Store, m leases.Membership, rows *
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 4},
 		{Owner: a, Incarnation: "inc-x", Heartbeat: 3},
 	} {
-		_, err := m.ReplaceMember(ctx(t), r, seen, next)
+		_, err := m.ReplaceMember(kit.Ctx(t), r, seen, next)
 		wantMemberConflict(t, fmt.Sprintf("ReplaceMember having seen %+v (stored %+v)", seen, old), err, r, a, old)
 		wantStoredExactly(t, "after the refused ReplaceMember", m, r, []leases.Member{old})
 	}
@@ -335,7 +336,7 @@ func testReplaceMember(t *testing.T, _ leases.Store, m leases.Membership, rows *
 	alive := old
 	alive.Heartbeat++
 	mustHeartbeat(t, m, r, alive)
-	_, err := m.ReplaceMember(ctx(t), r, old, next)
+	_, err := m.ReplaceMember(kit.Ctx(t), r, old, next)
 	wantMemberConflict(t, "ReplaceMember of an entry that heartbeated since it was seen", err, r, a, alive)
 	wantStoredExactly(t, "after the refused ReplaceMember", m, r, []leases.Member{alive})
 
@@ -344,7 +345,7 @@ func testReplaceMember(t *testing.T, _ leases.Store, m leases.Membership, rows *
 	wantStoredExactly(t, "after ReplaceMember", m, r, []leases.Member{next})
 	// The replaced incarnation can no longer heartbeat; the new one can.
 	alive.Heartbeat++
-	_, err = m.Heartbeat(ctx(t), r, alive)
+	_, err = m.Heartbeat(kit.Ctx(t), r, alive)
 	wantMemberConflict(t, "Heartbeat of the replaced incarnation", err, r, a, next)
 	next.Heartbeat++
 	mustHeartbeat(t, m, r, next)
@@ -353,15 +354,15 @@ func testReplaceMember(t *testing.T, _ leases.Store, m leases.Membership, rows *
 	wantStoredExactly(t, "after ReplaceMember with the entry already next", m, r, []leases.Member{next})
 
 	// An owner without an entry: nothing to replace, nothing written.
-	z := newOwner(t, "z")
-	_, err = m.ReplaceMember(ctx(t), r, leases.Member{Owner: z, Incarnation: "inc-1", Heartbeat: 1}, leases.Member{Owner: z, Incarnation: "inc-2", Heartbeat: 1})
+	z := kit.NewOwner(t, "z")
+	_, err = m.ReplaceMember(kit.Ctx(t), r, leases.Member{Owner: z, Incarnation: "inc-1", Heartbeat: 1}, leases.Member{Owner: z, Incarnation: "inc-2", Heartbeat: 1})
 	wantMemberConflict(t, "ReplaceMember of an absent entry", err, r, z, leases.Member{})
 	wantStoredExactly(t, "after ReplaceMember of an absent entry", m, r, []leases.Member{next})
 }
 
 func testReplaceMemberRemoves(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a, b := newOwner(t, "a"), newOwner(t, "b")
+	a, b := kit.NewOwner(t, "a"), kit.NewOwner(t, "b")
 	ea := leases.Member{Owner: a, Incarnation: "inc-a", Heartbeat: 9, Leaving: true}
 	eb := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1}
 	mustJoin(t, m, r, ea)
@@ -370,7 +371,7 @@ func testReplaceMemberRemoves(t *testing.T, _ leases.Store, m leases.Membership,
 	// A stale seen entry removes nothing.
 	stale := ea
 	stale.Heartbeat--
-	_, err := m.ReplaceMember(ctx(t), r, stale, leases.Member{})
+	_, err := m.ReplaceMember(kit.Ctx(t), r, stale, leases.Member{})
 	wantMemberConflict(t, "removal having seen an older heartbeat", err, r, a, ea)
 	wantStoredExactly(t, "after the refused removal", m, r, []leases.Member{ea, eb})
 
@@ -384,14 +385,14 @@ func testReplaceMemberRemoves(t *testing.T, _ leases.Store, m leases.Membership,
 	back := leases.Member{Owner: a, Incarnation: "inc-a2", Heartbeat: 1}
 	mustJoin(t, m, r, back)
 	// A removal of an entry re-created since it was seen fails.
-	_, err = m.ReplaceMember(ctx(t), r, ea, leases.Member{})
+	_, err = m.ReplaceMember(kit.Ctx(t), r, ea, leases.Member{})
 	wantMemberConflict(t, "removal of an entry re-created since", err, r, a, back)
 	wantStoredExactly(t, "after the refused removal", m, r, []leases.Member{back, eb})
 }
 
 func testNoticeBump(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a := newOwner(t, "a")
+	a := kit.NewOwner(t, "a")
 	e := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 6}
 	mustJoin(t, m, r, e)
 	e.Heartbeat, e.Leaving = 7, true
@@ -411,7 +412,7 @@ func testNoticeBump(t *testing.T, _ leases.Store, m leases.Membership, rows *row
 
 func testMemberCopies(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a, b := newOwner(t, "a"), newOwner(t, "b")
+	a, b := kit.NewOwner(t, "a"), kit.NewOwner(t, "b")
 	ea := leases.Member{Owner: a, Incarnation: "inc-a", Heartbeat: 1}
 	eb := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1}
 	scribble := func(ms []leases.Member) {

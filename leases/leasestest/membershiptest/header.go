@@ -1,4 +1,4 @@
-package leasestest
+package membershiptest
 
 // The Membership subtests of the header and the marks: BumpRow and
 // ReportVanished, alone and concurrent, and the first-wins stream and
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/leasestest/internal/kit"
 )
 
 // testHeaderBumps: BumpRow adds one to its row's version and nothing else;
@@ -24,7 +25,7 @@ func testHeaderBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *ro
 	}
 	bump := func(r int) {
 		t.Helper()
-		if err := m.BumpRow(ctx(t), r); err != nil {
+		if err := m.BumpRow(kit.Ctx(t), r); err != nil {
 			t.Fatalf("BumpRow(%d): %v", r, err)
 		}
 		h = bumped(h, r, 1)
@@ -32,7 +33,7 @@ func testHeaderBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *ro
 	}
 	vanish := func() {
 		t.Helper()
-		if err := m.ReportVanished(ctx(t)); err != nil {
+		if err := m.ReportVanished(kit.Ctx(t)); err != nil {
 			t.Fatalf("ReportVanished: %v", err)
 		}
 		h.Vanished++
@@ -52,7 +53,7 @@ func testHeaderBumps(t *testing.T, _ leases.Store, m leases.Membership, rows *ro
 	// Bumps write no membership row.
 	wantStoredExactly(t, "a bumped row", m, r1, nil)
 	// Membership writes leave the header alone.
-	e := leases.Member{Owner: newOwner(t, "a"), Incarnation: "inc", Heartbeat: 1}
+	e := leases.Member{Owner: kit.NewOwner(t, "a"), Incarnation: "inc", Heartbeat: 1}
 	mustJoin(t, m, r1, e)
 	next := e
 	next.Heartbeat++
@@ -78,18 +79,18 @@ func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows
 	r1, r2 := rows.fresh(t), rows.fresh(t)
 	before := mustHeader(t, m)
 	errs := make(chan error, goroutines*(bumps1+bumps2+2*vanished))
-	together(goroutines, func(int) {
+	kit.Together(goroutines, func(int) {
 		for i := range bumps1 {
-			if err := m.BumpRow(ctx(t), r1); err != nil {
+			if err := m.BumpRow(kit.Ctx(t), r1); err != nil {
 				errs <- err
 			}
 			if i < bumps2 {
-				if err := m.BumpRow(ctx(t), r2); err != nil {
+				if err := m.BumpRow(kit.Ctx(t), r2); err != nil {
 					errs <- err
 				}
 			}
 			if i < vanished {
-				if err := m.ReportVanished(ctx(t)); err != nil {
+				if err := m.ReportVanished(kit.Ctx(t)); err != nil {
 					errs <- err
 				}
 			}
@@ -110,10 +111,10 @@ func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows
 // resent call returns its own; marks of other streams are apart, and a
 // mark is not a lease row.
 func testStreamMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
-	stream, other := newKey(t).Stream, newKey(t).Stream
+	stream, other := kit.NewKey(t).Stream, kit.NewKey(t).Stream
 	mark := func(stream, token string) string {
 		t.Helper()
-		got, err := m.MarkStream(ctx(t), stream, token)
+		got, err := m.MarkStream(kit.Ctx(t), stream, token)
 		if err != nil {
 			t.Fatalf("MarkStream(%s, %s): %v", stream, token, err)
 		}
@@ -121,7 +122,7 @@ func testStreamMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSou
 	}
 	read := func(stream string) string {
 		t.Helper()
-		got, err := m.StreamMark(ctx(t), stream)
+		got, err := m.StreamMark(kit.Ctx(t), stream)
 		if err != nil {
 			t.Fatalf("StreamMark(%s): %v", stream, err)
 		}
@@ -145,13 +146,13 @@ func testStreamMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSou
 	if got := read(other); got != "" {
 		t.Fatalf("StreamMark of another stream: %q, want none", got)
 	}
-	if _, err := s.Get(ctx(t), leases.Key{Stream: stream, Shard: "shardId-000000000000"}); !errors.Is(err, leases.ErrNotFound) {
+	if _, err := s.Get(kit.Ctx(t), leases.Key{Stream: stream, Shard: "shardId-000000000000"}); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("Get of a row of a marked stream nobody created: %v, want ErrNotFound", err)
 	}
-	if _, err := m.MarkStream(ctx(t), stream, ""); err == nil || errors.Is(err, leases.ErrConflict) {
+	if _, err := m.MarkStream(kit.Ctx(t), stream, ""); err == nil || errors.Is(err, leases.ErrConflict) {
 		t.Fatalf("MarkStream with no token: %v, want a validation error", err)
 	}
-	if _, err := m.StreamMark(ctx(t), ""); err == nil || errors.Is(err, leases.ErrConflict) {
+	if _, err := m.StreamMark(kit.Ctx(t), ""); err == nil || errors.Is(err, leases.ErrConflict) {
 		t.Fatalf("StreamMark of no stream: %v, want a validation error", err)
 	}
 }
@@ -161,10 +162,10 @@ func testStreamMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSou
 // marks of other rows and the stream's mark are apart, and a mark neither
 // creates nor changes the row.
 func testTakenMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
-	k, other := newKey(t), newKey(t)
+	k, other := kit.NewKey(t), kit.NewKey(t)
 	mark := func(k leases.Key, token string) string {
 		t.Helper()
-		got, err := m.MarkTaken(ctx(t), k, token)
+		got, err := m.MarkTaken(kit.Ctx(t), k, token)
 		if err != nil {
 			t.Fatalf("MarkTaken(%s, %s): %v", k, token, err)
 		}
@@ -182,21 +183,21 @@ func testTakenMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSour
 	if got := mark(other, "second"); got != "second" {
 		t.Fatalf("MarkTaken of another row returned %q, want its own token", got)
 	}
-	if got, err := m.StreamMark(ctx(t), k.Stream); err != nil || got != "" {
+	if got, err := m.StreamMark(kit.Ctx(t), k.Stream); err != nil || got != "" {
 		t.Fatalf("StreamMark of a stream whose row was marked taken: %q, %v; want none", got, err)
 	}
-	if _, err := s.Get(ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
+	if _, err := s.Get(kit.Ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("Get of a row marked taken that nobody created: %v, want ErrNotFound", err)
 	}
-	l, err := s.Create(ctx(t), k)
+	l, err := s.Create(kit.Ctx(t), k)
 	if err != nil {
 		t.Fatalf("Create of a row marked taken: %v", err)
 	}
 	if got := mark(k, "third"); got != "first" {
 		t.Fatalf("MarkTaken of a created row returned %q, want the first token", got)
 	}
-	wantRow(t, s, k, l, "MarkTaken changed the row")
-	if _, err := m.MarkTaken(ctx(t), k, ""); err == nil || errors.Is(err, leases.ErrConflict) {
+	kit.WantRow(t, s, k, l, "MarkTaken changed the row")
+	if _, err := m.MarkTaken(kit.Ctx(t), k, ""); err == nil || errors.Is(err, leases.ErrConflict) {
 		t.Fatalf("MarkTaken with no token: %v, want a validation error", err)
 	}
 }

@@ -1,4 +1,19 @@
-package leasestest
+// Package membershiptest is the part of the conformance suite of
+// leases.Store that checks leases.Membership: the membership rows (joins
+// bounded by driver.RowCapacity, with the count kept through removals and
+// resent joins; heartbeats conditional on an existing entry; replacements
+// and removals; one winner among racing incarnations of an owner; rows
+// kept apart from lease rows), the header (per-row roster versions and the
+// vanished counter, whose increments are never lost), the first-wins
+// marks, TakeAs and CreateAs.
+//
+// A Store's tests need not call it: leasestest.Run runs its Run as the
+// subtest Membership, so that every Store passes it:
+//
+//	func TestConformance(t *testing.T) {
+//		leasestest.Run(t, func(t *testing.T) leases.Store { return memory.New() })
+//	}
+package membershiptest
 
 import (
 	"fmt"
@@ -9,6 +24,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
+	"github.com/kinesislease/kinesislease/leases/leasestest/internal/kit"
 )
 
 // suiteRows bounds the membership rows the subtests use: rowSource hands
@@ -34,9 +50,21 @@ func (rs *rowSource) fresh(t *testing.T) int {
 
 type memberTest func(t *testing.T, s leases.Store, m leases.Membership, rows *rowSource)
 
-// runMembership runs the subtests of leases.Membership, in order: the first
-// two check rows and a header nobody has written yet.
-func runMembership(t *testing.T, newStore func(t *testing.T) leases.Store) {
+// Run runs the subtests of leases.Membership, in order: the first
+// two check rows and a header nobody has written yet. leasestest.Run runs
+// it as its subtest Membership, after checking that the store implements
+// leases.Membership; a store's tests call leasestest.Run, which runs all
+// of the suite. newStore is called once per subtest, as by leasestest.Run.
+//
+// Membership rows have fixed keys and hold at most driver.RowCapacity
+// entries, so each subtest uses rows of its own (rows 0 to 63, handed out
+// in turn, and the highest row, driver.MaxMemberRows-1), and owner ids of
+// its own; the membership header is shared, and the subtests that share a
+// store check only how their own calls change it. The store's membership
+// rows and header must start empty, as on a fresh table:
+// UntouchedRowsAreEmpty and UntouchedHeaderIsZero check that they read as
+// no members and no versions.
+func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 	rows := &rowSource{}
 	tests := []struct {
 		name string
@@ -99,7 +127,7 @@ func testUntouchedRows(t *testing.T, _ leases.Store, m leases.Membership, _ *row
 		check = append(check, r)
 	}
 	for _, r := range append(check, driver.MaxMemberRows-1) {
-		ms, err := m.Members(ctx(t), r)
+		ms, err := m.Members(kit.Ctx(t), r)
 		if err != nil {
 			t.Fatalf("Members(%d) of a row nobody wrote: %v, want no error", r, err)
 		}
@@ -112,7 +140,7 @@ func testUntouchedRows(t *testing.T, _ leases.Store, m leases.Membership, _ *row
 
 func testUntouchedHeader(t *testing.T, _ leases.Store, m leases.Membership, _ *rowSource) {
 	for range 2 {
-		h, err := m.Header(ctx(t))
+		h, err := m.Header(kit.Ctx(t))
 		if err != nil {
 			t.Fatalf("Header of a store nobody wrote: %v, want no error", err)
 		}
@@ -127,7 +155,7 @@ func testUntouchedHeader(t *testing.T, _ leases.Store, m leases.Membership, _ *r
 // and leaves other rows alone; a joined entry heartbeats.
 func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r, other := rows.fresh(t), rows.fresh(t)
-	a, b, c := newOwner(t, "a"), newOwner(t, "b"), newOwner(t, "c")
+	a, b, c := kit.NewOwner(t, "a"), kit.NewOwner(t, "b"), kit.NewOwner(t, "c")
 	ea := leases.Member{Owner: a, Incarnation: driver.NewIncarnation(r, "a1"), Heartbeat: 1}
 	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b", Listing: "listing-b", Proof: 10250 * time.Millisecond, Young: true}
 	wantStoredExactly(t, "before the first join", m, r, nil)
@@ -155,7 +183,7 @@ func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows
 // meets another entry of the owner fails, carrying it, and writes nothing.
 func testJoinIdempotent(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
 	r := rows.fresh(t)
-	a := newOwner(t, "a")
+	a := kit.NewOwner(t, "a")
 	e := leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 3}
 	mustJoin(t, m, r, e)
 	for i := range 2 {
@@ -171,7 +199,7 @@ func testJoinIdempotent(t *testing.T, _ leases.Store, m leases.Membership, rows 
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Ended: 1},
 	} {
 		op := fmt.Sprintf("Join of %+v over the entry %+v", other, e)
-		ms, err := m.Join(ctx(t), r, other)
+		ms, err := m.Join(kit.Ctx(t), r, other)
 		wantMemberConflict(t, op, err, r, a, e)
 		if ms != nil {
 			t.Fatalf("%s: a failed Join returned entries %+v", op, ms)
@@ -183,7 +211,7 @@ func testJoinIdempotent(t *testing.T, _ leases.Store, m leases.Membership, rows 
 	alive := e
 	alive.Heartbeat++
 	mustHeartbeat(t, m, r, alive)
-	_, err := m.Join(ctx(t), r, e)
+	_, err := m.Join(kit.Ctx(t), r, e)
 	wantMemberConflict(t, "Join of an entry that heartbeated since", err, r, a, alive)
 	wantStoredExactly(t, "after the refused Join", m, r, []leases.Member{alive})
 
@@ -191,8 +219,8 @@ func testJoinIdempotent(t *testing.T, _ leases.Store, m leases.Membership, rows 
 	// RowCapacity-1 other owners.
 	want := []leases.Member{alive}
 	for i := 1; i < driver.RowCapacity; i++ {
-		o := leases.Member{Owner: newOwner(t, fmt.Sprint(i)), Incarnation: "inc", Heartbeat: 1}
-		if _, err := m.Join(ctx(t), r, o); err != nil {
+		o := leases.Member{Owner: kit.NewOwner(t, fmt.Sprint(i)), Incarnation: "inc", Heartbeat: 1}
+		if _, err := m.Join(kit.Ctx(t), r, o); err != nil {
 			t.Fatalf("Join of owner %d of %d in a row whose first owner joined three times: %v; a Join that found its own entry counted as an entry", i+1, driver.RowCapacity, err)
 		}
 		want = append(want, o)
@@ -207,8 +235,8 @@ func testJoinCapacity(t *testing.T, _ leases.Store, m leases.Membership, rows *r
 	r := rows.fresh(t)
 	var entries []leases.Member
 	for i := range driver.RowCapacity {
-		e := leases.Member{Owner: newOwner(t, fmt.Sprint(i)), Incarnation: fmt.Sprintf("inc-%d", i), Heartbeat: 1}
-		ms, err := m.Join(ctx(t), r, e)
+		e := leases.Member{Owner: kit.NewOwner(t, fmt.Sprint(i)), Incarnation: fmt.Sprintf("inc-%d", i), Heartbeat: 1}
+		ms, err := m.Join(kit.Ctx(t), r, e)
 		if err != nil {
 			t.Fatalf("Join %d of %d in an empty row: %v", i+1, driver.RowCapacity, err)
 		}
@@ -217,9 +245,9 @@ func testJoinCapacity(t *testing.T, _ leases.Store, m leases.Membership, rows *r
 	}
 	refused := func(what string) {
 		t.Helper()
-		x := leases.Member{Owner: newOwner(t, "x"), Incarnation: "inc-x", Heartbeat: 1}
+		x := leases.Member{Owner: kit.NewOwner(t, "x"), Incarnation: "inc-x", Heartbeat: 1}
 		op := fmt.Sprintf("Join in a full row (%s)", what)
-		ms, err := m.Join(ctx(t), r, x)
+		ms, err := m.Join(kit.Ctx(t), r, x)
 		wantFull(t, op, err, r, x.Owner)
 		if ms != nil {
 			t.Fatalf("%s: a failed Join returned entries %+v", op, ms)
@@ -228,8 +256,8 @@ func testJoinCapacity(t *testing.T, _ leases.Store, m leases.Membership, rows *r
 	}
 	joined := func(what string) leases.Member {
 		t.Helper()
-		e := leases.Member{Owner: newOwner(t, "y"), Incarnation: "inc-y", Heartbeat: 1}
-		if _, err := m.Join(ctx(t), r, e); err != nil {
+		e := leases.Member{Owner: kit.NewOwner(t, "y"), Incarnation: "inc-y", Heartbeat: 1}
+		if _, err := m.Join(kit.Ctx(t), r, e); err != nil {
 			t.Fatalf("Join after %s: %v, want room for it", what, err)
 		}
 		return e
@@ -241,7 +269,7 @@ func testJoinCapacity(t *testing.T, _ leases.Store, m leases.Membership, rows *r
 	// own entry and succeeds, full row and all.
 	wantExactly(t, "the last joiner's Join again", mustJoin(t, m, r, entries[len(entries)-1]), entries)
 	// Another entry of a member in the full row: a conflict carrying it.
-	_, err := m.Join(ctx(t), r, leases.Member{Owner: entries[0].Owner, Incarnation: "inc-other", Heartbeat: 1})
+	_, err := m.Join(kit.Ctx(t), r, leases.Member{Owner: entries[0].Owner, Incarnation: "inc-other", Heartbeat: 1})
 	if ce := memberConflict(t, "Join of another incarnation in a full row", err, r, entries[0].Owner); ce.Current != entries[0] {
 		t.Fatalf("Join of another incarnation in a full row: conflict carries %+v, want the entry %+v", ce.Current, entries[0])
 	}
@@ -264,7 +292,7 @@ func testJoinCapacity(t *testing.T, _ leases.Store, m leases.Membership, rows *r
 	// A removal that fails makes no room.
 	stale := entries[1]
 	stale.Heartbeat--
-	_, err = m.ReplaceMember(ctx(t), r, stale, leases.Member{})
+	_, err = m.ReplaceMember(kit.Ctx(t), r, stale, leases.Member{})
 	wantMemberConflict(t, "removal having seen an older heartbeat", err, r, stale.Owner, entries[1])
 	refused("a refused removal")
 
@@ -304,10 +332,10 @@ func testConcurrentJoins(t *testing.T, _ leases.Store, m leases.Membership, rows
 	for round := range 2 {
 		entries := make([]leases.Member, racers)
 		for i := range entries {
-			entries[i] = leases.Member{Owner: newOwner(t, fmt.Sprint(i)), Incarnation: fmt.Sprintf("inc-%d-%d", round, i), Heartbeat: 1}
+			entries[i] = leases.Member{Owner: kit.NewOwner(t, fmt.Sprint(i)), Incarnation: fmt.Sprintf("inc-%d-%d", round, i), Heartbeat: 1}
 		}
 		errs := make([]error, racers)
-		together(racers, func(i int) { _, errs[i] = m.Join(ctx(t), r, entries[i]) })
+		kit.Together(racers, func(i int) { _, errs[i] = m.Join(kit.Ctx(t), r, entries[i]) })
 		var won []leases.Member
 		for i, err := range errs {
 			if err == nil {
@@ -320,7 +348,7 @@ func testConcurrentJoins(t *testing.T, _ leases.Store, m leases.Membership, rows
 			t.Fatalf("round %d: %d of %d racing Joins in an empty row succeeded, want exactly %d (driver.RowCapacity)", round, len(won), racers, driver.RowCapacity)
 		}
 		wantStoredExactly(t, fmt.Sprintf("round %d: after the race", round), m, r, won)
-		together(len(won), func(i int) { _, errs[i] = m.ReplaceMember(ctx(t), r, won[i], leases.Member{}) })
+		kit.Together(len(won), func(i int) { _, errs[i] = m.ReplaceMember(kit.Ctx(t), r, won[i], leases.Member{}) })
 		for i := range won {
 			if errs[i] != nil {
 				t.Fatalf("round %d: concurrent removal of %+v: %v", round, won[i], errs[i])
