@@ -39,11 +39,11 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	}
 	act := plan.Decide(g.cfg.Owner, a, held, running, g.rs.sameRounds >= 2, g.cfg.MaxLeases, g.failing)
 	for _, u := range act.Handoffs {
-		g.streams[u.Stream].log.Info("kinesislease: handing lease over", "shard", u.Shard, "to", a[u])
+		g.streams[u.Stream].log.InfoContext(ctx, "kinesislease: handing lease over", "shard", u.Shard, "to", a[u])
 		workers[u].StopWithin(g.cfg.ShutdownTimeout)
 	}
 	for _, u := range act.OverCap {
-		g.streams[u.Stream].log.Info("kinesislease: releasing a lease beyond the cap", "shard", u.Shard, "max_leases", g.cfg.MaxLeases)
+		g.streams[u.Stream].log.InfoContext(ctx, "kinesislease: releasing a lease beyond the cap", "shard", u.Shard, "max_leases", g.cfg.MaxLeases)
 		workers[u].StopWithin(g.cfg.ShutdownTimeout)
 	}
 	// Rows not read yet first: a round cut by its deadline leaves the
@@ -106,7 +106,7 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			st.log.Warn("kinesislease: reading lease row failed", "shard", u.Shard, "err", err)
+			st.log.WarnContext(ctx, "kinesislease: reading lease row failed", "shard", u.Shard, "err", err)
 		}
 		return leases.Lease{}, false
 	}

@@ -29,7 +29,7 @@ func (g *Group) take(ctx context.Context, st *streamState, u unit, l leases.Leas
 	released, o := g.lost.Known(u)
 	from, filled := lostrow.Fill(l, knew, released, o)
 	if err := g.takeToRead(ctx, st, u, l, from, inc, filled); lostrow.Unanswered(err) && ctx.Err() == nil {
-		st.log.Warn("kinesislease: taking lease failed", "shard", u.Shard, "err", err)
+		st.log.WarnContext(ctx, "kinesislease: taking lease failed", "shard", u.Shard, "err", err)
 	}
 }
 
@@ -45,7 +45,7 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 		return err
 	}
 	if filled {
-		st.log.Warn("kinesislease: a lease row recreated without a checkpoint; took it with the checkpoint this instance knew", "shard", u.Shard, "seq", from.Checkpoint.String())
+		st.log.WarnContext(ctx, "kinesislease: a lease row recreated without a checkpoint; took it with the checkpoint this instance knew", "shard", u.Shard, "seq", from.Checkpoint.String())
 	}
 	// Taken past the recovery wait, if recovered: the worker's first write
 	// clears the mark (see leases.Lease.Recovered).
@@ -53,13 +53,13 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 	h := lease.New(lease.Config{Store: g.store, Lease: t, Fence: g.m.Fence(), Sent: sent, Proof: g.proof(st), OnVanish: g.kickRound})
 	if t.RewindTo.Sequence != "" {
 		if t, err = h.ApplyRewind(ctx); err != nil {
-			st.log.Warn("kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
+			st.log.WarnContext(ctx, "kinesislease: applying a pending rewind failed", "shard", u.Shard, "err", err)
 			// The take landed: the row names this incarnation, which holds
 			// it with no worker, as an orphan.
 			g.lost.Put(u, lostrow.Orphan{Inc: h.Current().Incarnation, Known: h.AsOrphan()})
 			return nil
 		}
-		st.log.Info("kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
+		st.log.InfoContext(ctx, "kinesislease: rewind applied", "shard", u.Shard, "seq", t.Checkpoint.Sequence)
 	}
 	st.book.Set(u.Shard, lostrow.Row{Lease: t})
 	// Announced before the worker reads: a record is never handled before
@@ -70,9 +70,9 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 		prev := ""
 		if l.Owner != "" && l.Owner != g.cfg.Owner {
 			prev = l.Owner
-			st.log.Info("kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, resumeAttr(st, t.Checkpoint))
+			st.log.InfoContext(ctx, "kinesislease: lease taken over", "shard", u.Shard, "from", l.Owner, resumeAttr(st, t.Checkpoint))
 		} else {
-			st.log.Info("kinesislease: lease acquired", "shard", u.Shard, resumeAttr(st, t.Checkpoint))
+			st.log.InfoContext(ctx, "kinesislease: lease acquired", "shard", u.Shard, resumeAttr(st, t.Checkpoint))
 		}
 		observe.Emit(g.h, g.cfg.Events, observe.LeaseAcquired, kltype.LeaseInfo{Stream: st.cfg.Stream, ShardID: u.Shard, Owner: g.cfg.Owner, Checkpoint: t.Checkpoint, From: prev})
 	})
@@ -151,7 +151,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 		case w.Rewound():
 			g.startWorker(ctx, st, u, w.Lease(), w.Lease().Current().Incarnation, nil)
 		case w.Ended():
-			st.log.Info("kinesislease: shard ended", "shard", u.Shard)
+			st.log.InfoContext(ctx, "kinesislease: shard ended", "shard", u.Shard)
 			st.list.Resync()
 			g.sig.ended.Add(1)
 			observe.Emit(g.h, g.cfg.Events, observe.ShardEnded, info)

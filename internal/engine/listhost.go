@@ -135,6 +135,6 @@ func (h *listingHost) ListingDone(ctx context.Context, key string, err error) {
 		// heartbeat fences and reports it, and the listing is tried
 		// again every round, so that the stream resumes as soon as the
 		// table is back, not after a stream's backoff.
-		st.log.Warn("kinesislease: listing shards failed; retrying", "err", err)
+		st.log.WarnContext(ctx, "kinesislease: listing shards failed; retrying", "err", err)
 	}
 }

@@ -62,7 +62,7 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 	defer st.book.EndCreating()
 	if k, err := g.mark(ctx, st, true); k != lostrow.MarkOurs {
 		if err != nil && ctx.Err() == nil {
-			st.log.Warn("kinesislease: marking a new stream failed", "err", err)
+			st.log.WarnContext(ctx, "kinesislease: marking a new stream failed", "err", err)
 		}
 		return // another marked it first: it creates the rows
 	}
@@ -74,7 +74,7 @@ func (g *Group) createNew(ctx context.Context, st *streamState, u unit, rejoin i
 	}
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, leases.ErrNotFound) {
-			st.log.Warn("kinesislease: creating lease row failed", "shard", u.Shard, "err", err)
+			st.log.WarnContext(ctx, "kinesislease: creating lease row failed", "shard", u.Shard, "err", err)
 		}
 		return
 	}
@@ -136,7 +136,7 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 	t, err := g.mem.CreateAs(ctx, key, "", "", cp, rewind)
 	if err != nil {
 		if !errors.Is(err, leases.ErrConflict) && ctx.Err() == nil {
-			st.log.Warn("kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
+			st.log.WarnContext(ctx, "kinesislease: recreating a vanished lease row failed", "shard", u.Shard, "err", err)
 		}
 		return false // recreated by another, or read again next round
 	}
@@ -150,16 +150,16 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 	g.lost.NoteReleased(u, t)
 	switch from {
 	case lostrow.FromRewind:
-		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free at the operator's last rewind of the shard, which came after the copy of the row this instance knew",
+		st.log.ErrorContext(ctx, "kinesislease: lease row vanished (deleted, or the table recreated); recreated it free at the operator's last rewind of the shard, which came after the copy of the row this instance knew",
 			"shard", u.Shard, "seq", cp.String())
 	case lostrow.FromTrimHorizon:
-		st.log.Warn("kinesislease: lease row vanished (deleted, or the table recreated) and nobody here knows a checkpoint of it; recreated it free at TRIM_HORIZON: the shard's records are read again from the oldest",
+		st.log.WarnContext(ctx, "kinesislease: lease row vanished (deleted, or the table recreated) and nobody here knows a checkpoint of it; recreated it free at TRIM_HORIZON: the shard's records are read again from the oldest",
 			"shard", u.Shard)
 	case lostrow.FromKnown:
-		st.log.Error("kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last saw",
+		st.log.ErrorContext(ctx, "kinesislease: lease row vanished (deleted, or the table recreated); recreated it free from the checkpoint this instance last saw",
 			"shard", u.Shard, "seq", cp.String())
 	default:
-		st.log.Warn("kinesislease: no lease row for this shard (a stream new to the lease table, or a row that vanished and nobody recreated); created it free at the start position",
+		st.log.WarnContext(ctx, "kinesislease: no lease row for this shard (a stream new to the lease table, or a row that vanished and nobody recreated); created it free at the start position",
 			"shard", u.Shard, "start", st.cfg.Start.String())
 	}
 	return true

@@ -91,7 +91,7 @@ func (g *Group) releaseOrphan(ctx context.Context, u unit, o lostrow.Orphan) {
 	for attempt := 0; ; attempt++ {
 		rl, err := g.store.Release(ctx, l, o.ReleaseFill(l))
 		if err == nil {
-			st.log.Info("kinesislease: released a lease lost at a fence", "shard", u.Shard)
+			st.log.InfoContext(ctx, "kinesislease: released a lease lost at a fence", "shard", u.Shard)
 			g.lost.Drop(u, o)
 			g.lost.NoteReleased(u, rl)
 			return
@@ -126,7 +126,7 @@ func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o lostr
 	// fails: taken by another (the late copy cannot land), or presumed
 	// ours again.
 	if _, _, released := g.takeRelease(ctx, u, o, o.InvalidateFrom(l), lostrow.Orphan{Vanished: o.Vanished, Knew: o.Best()}); released {
-		st.log.Info("kinesislease: released a row a take of this instance whose answer was lost had not reached", "shard", u.Shard)
+		st.log.InfoContext(ctx, "kinesislease: released a row a take of this instance whose answer was lost had not reached", "shard", u.Shard)
 	}
 }
 
@@ -137,7 +137,7 @@ func (g *Group) invalidate(ctx context.Context, st *streamState, u unit, o lostr
 // next round sees it again), or presumed ours (takeAs).
 func (g *Group) repairFree(ctx context.Context, st *streamState, u unit, o lostrow.Orphan, l leases.Lease) {
 	if f, taken, _ := g.takeRelease(ctx, u, o, o.Filled(l), lostrow.Orphan{Presumed: true, Vanished: true}); taken {
-		st.log.Warn("kinesislease: a lease row recreated without a checkpoint; wrote the checkpoint this instance knew on it", "shard", u.Shard, "seq", f.Checkpoint.String())
+		st.log.WarnContext(ctx, "kinesislease: a lease row recreated without a checkpoint; wrote the checkpoint this instance knew on it", "shard", u.Shard, "seq", f.Checkpoint.String())
 	}
 }
 

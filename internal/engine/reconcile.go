@@ -89,18 +89,18 @@ func (g *Group) recheck(ctx context.Context, u unit, w *worker) bool {
 		g.recreate(ctx, u, w)
 	case err != nil:
 		if ctx.Err() == nil {
-			st.log.Warn("kinesislease: re-reading a held row failed", "shard", u.Shard, "err", err)
+			st.log.WarnContext(ctx, "kinesislease: re-reading a held row failed", "shard", u.Shard, "err", err)
 		}
 		return false
 	case l.Owner != g.cfg.Owner || l.Incarnation != w.Lease().Current().Incarnation:
-		st.log.Warn("kinesislease: lease lost", "shard", u.Shard, "new_owner", l.Owner)
+		st.log.WarnContext(ctx, "kinesislease: lease lost", "shard", u.Shard, "new_owner", l.Owner)
 		w.Lease().MarkLost()
 		w.Kill()
 	case l.RewindTo.Sequence != "" && !w.Stopping():
 		// Applied whatever the counter: checkpoints that landed between the
 		// request and this read do not hide it.
 		w.Lease().Adopt(l)
-		st.log.Info("kinesislease: rewinding", "shard", u.Shard, "from", l.Checkpoint.Sequence, "to", l.RewindTo.Sequence)
+		st.log.InfoContext(ctx, "kinesislease: rewinding", "shard", u.Shard, "from", l.Checkpoint.Sequence, "to", l.RewindTo.Sequence)
 		w.Rewind()
 	}
 	return true
@@ -236,11 +236,11 @@ func (g *Group) recreate(ctx context.Context, u unit, w *worker) {
 	case errors.Is(err, leases.ErrConflict):
 		// Recreated and taken by another member (after the recovery wait):
 		// not ours any more.
-		st.log.Warn("kinesislease: lease lost: the vanished row was recreated and taken by another member", "shard", u.Shard)
+		st.log.WarnContext(ctx, "kinesislease: lease lost: the vanished row was recreated and taken by another member", "shard", u.Shard)
 		w.Lease().MarkLost()
 		w.Kill()
 	case ctx.Err() == nil:
-		st.log.Warn("kinesislease: recreating the lease row failed; retrying", "shard", u.Shard, "err", err)
+		st.log.WarnContext(ctx, "kinesislease: recreating the lease row failed; retrying", "shard", u.Shard, "err", err)
 	}
 }
 
@@ -326,7 +326,7 @@ func (g *Group) recheckUncertain(ctx context.Context) {
 				o = &lostrow.Orphan{Inc: cur.Incarnation, Known: cur}
 			}
 			if g.lost.Settle(u, now, o) {
-				st.log.Warn("kinesislease: a write of this instance whose answer was lost landed late: the row names it; taking it again or releasing it", "shard", u.Shard)
+				st.log.WarnContext(ctx, "kinesislease: a write of this instance whose answer was lost landed late: the row names it; taking it again or releasing it", "shard", u.Shard)
 			}
 		})
 		if err == nil && !mine {

@@ -112,7 +112,7 @@ func (g *Group) markFirstTake(ctx context.Context, st *streamState, id string, l
 func (g *Group) notFirstTake(ctx context.Context, st *streamState, u unit, l, t leases.Lease, err, merr error) error {
 	late := errors.Is(merr, leases.ErrConflict)
 	if late {
-		st.log.Warn("kinesislease: a lease row that looks new was taken before: it vanished and a late write created it again; it is made a recovered row, read after the recovery wait", "shard", u.Shard)
+		st.log.WarnContext(ctx, "kinesislease: a lease row that looks new was taken before: it vanished and a late write created it again; it is made a recovered row, read after the recovery wait", "shard", u.Shard)
 	}
 	st.book.NoteRecovery(u.Shard, lostrow.LateMark(l))
 	switch lostrow.NotFirst(err, merr) {

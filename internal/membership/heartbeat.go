@@ -97,10 +97,10 @@ func (me *Member) beat(ctx context.Context) error {
 		// Running, the table went missing or access was withdrawn: fence
 		// (the fence passes on its own), report, and keep trying.
 		me.storeErr.Store(&err)
-		me.log.Error("kinesislease: the lease store cannot be written; delivery stops at the fence and resumes once it works again", "err", err)
+		me.log.ErrorContext(ctx, "kinesislease: the lease store cannot be written; delivery stops at the fence and resumes once it works again", "err", err)
 	default:
 		if ctx.Err() == nil {
-			me.log.Warn("kinesislease: heartbeat failed", "err", err)
+			me.log.WarnContext(ctx, "kinesislease: heartbeat failed", "err", err)
 			me.storeErr.Store(&err)
 		}
 	}
@@ -108,7 +108,7 @@ func (me *Member) beat(ctx context.Context) error {
 		me.hb.Failed = !me.reincarnate(ctx, leases.Member{})
 	}
 	if !me.hb.Failed && !me.hb.NeedNewInc && !me.fence.Passed() && me.fencedSince.Swap(0) != 0 {
-		me.log.Info("kinesislease: heartbeat current again; taking leases afresh", "incarnation", me.Incarnation())
+		me.log.InfoContext(ctx, "kinesislease: heartbeat current again; taking leases afresh", "incarnation", me.Incarnation())
 	}
 	if me.fence.Passed() && me.fence.Load() != fence.Fenced {
 		// Heartbeats failed past the fence (or the incarnation adopted
@@ -204,11 +204,11 @@ func (me *Member) reincarnate(ctx context.Context, cur leases.Member) bool {
 			syncx.Guard(&me.viewMu, func() { me.view.Latest[me.cfg.Owner] = conflict.Current }) // the next attempt replaces what is there
 		}
 		if ctx.Err() == nil {
-			me.log.Warn("kinesislease: starting a new incarnation after a fence failed; retrying", "err", err)
+			me.log.WarnContext(ctx, "kinesislease: starting a new incarnation after a fence failed; retrying", "err", err)
 		}
 		return false
 	}
-	me.log.Info("kinesislease: new incarnation after a fence", "from", old, "incarnation", inc)
+	me.log.InfoContext(ctx, "kinesislease: new incarnation after a fence", "from", old, "incarnation", inc)
 	me.markDead(cur)
 	if cur.Incarnation != old {
 		me.markDead(leases.Member{Owner: me.cfg.Owner, Incarnation: old})
@@ -249,7 +249,7 @@ func (me *Member) rejoin(ctx context.Context) {
 			me.extendFence(sentAt)
 			me.observe(row, rows, sent, fence.Mono())
 			me.bumpLater(row)
-			me.log.Warn("kinesislease: this instance's membership entry had vanished (table recreated?); wrote it again", "row", row)
+			me.log.WarnContext(ctx, "kinesislease: this instance's membership entry had vanished (table recreated?); wrote it again", "row", row)
 			return
 		}
 		var conflict *leases.MemberConflictError
@@ -269,9 +269,9 @@ func (me *Member) rejoin(ctx context.Context) {
 	if ok, err := me.joinRow(ctx, counts); ok {
 		me.hb.NeedNewInc, me.hb.Attempted, me.hb.Notice, me.hb.Failed = false, nil, 0, false
 		me.markDead(leases.Member{Owner: me.cfg.Owner, Incarnation: inc})
-		me.log.Info("kinesislease: new incarnation after the membership entry vanished", "from", inc, "incarnation", me.Incarnation())
+		me.log.InfoContext(ctx, "kinesislease: new incarnation after the membership entry vanished", "from", inc, "incarnation", me.Incarnation())
 	} else if err != nil {
-		me.log.Error("kinesislease: joining the membership again failed", "err", err)
+		me.log.ErrorContext(ctx, "kinesislease: joining the membership again failed", "err", err)
 	}
 }
 

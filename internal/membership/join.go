@@ -45,7 +45,7 @@ func (me *Member) Join(ctx context.Context) error {
 		case errors.Is(err, leases.ErrMisconfigured) && !read:
 			return err
 		case err != nil:
-			me.log.Warn("kinesislease: reading the membership failed; retrying", "err", err)
+			me.log.WarnContext(ctx, "kinesislease: reading the membership failed; retrying", "err", err)
 		case mine.Owner != "":
 			// An earlier incarnation of this owner (a restart), or another
 			// process with the same owner id.
@@ -66,7 +66,7 @@ func (me *Member) Join(ctx context.Context) error {
 			if !still {
 				if firstAt.IsZero() {
 					firstAt = now
-					me.log.Warn("kinesislease: another process heartbeats with this owner id; waiting for it to leave",
+					me.log.WarnContext(ctx, "kinesislease: another process heartbeats with this owner id; waiting for it to leave",
 						"incarnation", mine.Incarnation)
 				} else if mine.Incarnation == seen.Incarnation && now.Sub(seenAt) < me.cfg.Timeout {
 					// It heartbeats: alive. Only a change between two
@@ -90,7 +90,7 @@ func (me *Member) Join(ctx context.Context) error {
 			case done:
 				return nil
 			case errors.Is(err, leases.ErrMisconfigured):
-				me.log.Warn("kinesislease: the lease table stopped working while joining; retrying", "err", err)
+				me.log.WarnContext(ctx, "kinesislease: the lease table stopped working while joining; retrying", "err", err)
 			case err != nil:
 				return err
 			}
@@ -202,7 +202,7 @@ candidates:
 				// heartbeat.OurAttempt), replaced by a new incarnation, never
 				// taken for another process with this owner id.
 				syncx.PutIn(&me.hb.Attempted, inc, true)
-				me.log.Warn("kinesislease: joining the membership failed; retrying", "row", row, "err", err)
+				me.log.WarnContext(ctx, "kinesislease: joining the membership failed; retrying", "row", row, "err", err)
 				// The same entry again: if the first landed, this one finds it.
 			}
 		}
@@ -219,7 +219,7 @@ func (me *Member) replaceEntry(ctx context.Context, row int, cur leases.Member) 
 	inc, rows, sent, err := me.replaceAs(ctx, row, cur, 0)
 	if err != nil {
 		if errors.Is(err, leases.ErrMisconfigured) {
-			me.log.Warn("kinesislease: the lease table stopped working while joining; retrying", "err", err)
+			me.log.WarnContext(ctx, "kinesislease: the lease table stopped working while joining; retrying", "err", err)
 			return false
 		}
 		if !errors.Is(err, leases.ErrConflict) {
@@ -229,12 +229,12 @@ func (me *Member) replaceEntry(ctx context.Context, row int, cur leases.Member) 
 			syncx.PutIn(&me.hb.Attempted, inc, true)
 		}
 		if ctx.Err() == nil {
-			me.log.Warn("kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
+			me.log.WarnContext(ctx, "kinesislease: replacing the membership entry of an earlier incarnation failed; retrying", "err", err)
 		}
 		return false
 	}
 	me.become(inc, row, rows, sent, cur)
-	me.log.Info("kinesislease: replaced the membership entry of an earlier incarnation", "incarnation", cur.Incarnation)
+	me.log.InfoContext(ctx, "kinesislease: replaced the membership entry of an earlier incarnation", "incarnation", cur.Incarnation)
 	return true
 }
 

@@ -29,7 +29,7 @@ func (me *Member) Refresh(ctx context.Context) bool {
 	if due {
 		if h, err := me.mem.Header(ctx); err != nil {
 			if ctx.Err() == nil {
-				me.log.Warn("kinesislease: reading the membership header failed", "err", err)
+				me.log.WarnContext(ctx, "kinesislease: reading the membership header failed", "err", err)
 			}
 		} else if me.noteHeader(h) {
 			// Someone found a lease row missing: whoever holds it recreates
@@ -43,7 +43,7 @@ func (me *Member) Refresh(ctx context.Context) bool {
 	syncx.Bounded(ctx, storeConcurrency, len(rows), func(i int) {
 		v := syncx.Guarded(&me.viewMu, func() int64 { return me.rows.Header[rows[i]] })
 		if _, err := me.readMembersRow(ctx, rows[i], v); err != nil && ctx.Err() == nil {
-			me.log.Warn("kinesislease: reading membership row failed", "row", rows[i], "err", err)
+			me.log.WarnContext(ctx, "kinesislease: reading membership row failed", "row", rows[i], "err", err)
 		}
 	})
 	return syncx.Guarded(&me.viewMu, func() bool { return me.rows.Complete(own) })
@@ -123,7 +123,7 @@ func (me *Member) rosterChanged(ctx context.Context, row int) {
 	if err := me.mem.BumpRow(ctx, row); err != nil {
 		syncx.Guard(&me.viewMu, func() { me.rows.Bump[row] = true })
 		if ctx.Err() == nil {
-			me.log.Warn("kinesislease: announcing a membership change failed; retrying", "row", row, "err", err)
+			me.log.WarnContext(ctx, "kinesislease: announcing a membership change failed; retrying", "row", row, "err", err)
 		}
 	}
 }

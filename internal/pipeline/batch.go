@@ -253,7 +253,7 @@ func (p *Processor) callBatch(ctx context.Context, handler BatchHandler, recs []
 	defer func() {
 		if v := recover(); v != nil {
 			pe := &kltype.PanicError{Value: v, Stack: debug.Stack()}
-			log.Error("kinesislease: batch handler panicked", "records", len(recs), "panic", v, "stack", string(pe.Stack))
+			log.ErrorContext(ctx, "kinesislease: batch handler panicked", "records", len(recs), "panic", v, "stack", string(pe.Stack))
 			failures = make([]BatchFailure, len(recs))
 			for i := range failures {
 				failures[i] = BatchFailure{Index: i, Err: pe}

@@ -112,14 +112,14 @@ func (p *Processor) process(ctx context.Context, r *kltype.Record, gate Gate, re
 		)
 		switch {
 		case errors.As(err, &drop):
-			log.Info("kinesislease: record dropped by the handler", "seq", r.SequenceNumber, "sub", r.SubSequence, "err", err)
+			log.InfoContext(ctx, "kinesislease: record dropped by the handler", "seq", r.SequenceNumber, "sub", r.SubSequence, "err", err)
 			return kltype.Dropped
 		case errors.As(err, &decode):
 			return p.deadLetter(ctx, r, attempt-1, kltype.ReasonDecode, err, log, wait)
 		case errors.As(err, &dead):
 			return p.deadLetter(ctx, r, attempt, kltype.ReasonDeadLetter, err, log, wait)
 		case errors.As(err, &after):
-			log.Info("kinesislease: handler asked to retry the record later", "seq", r.SequenceNumber, "delay", after.Delay, "err", after.Err)
+			log.InfoContext(ctx, "kinesislease: handler asked to retry the record later", "seq", r.SequenceNumber, "delay", after.Delay, "err", after.Err)
 			if !wait.wait(Wait{Reason: WaitRetryAfter, Delay: after.Delay, Err: err}) {
 				return Stopped
 			}
@@ -135,7 +135,7 @@ func (p *Processor) process(ctx context.Context, r *kltype.Record, gate Gate, re
 				return p.deadLetter(ctx, r, attempt, reason, err, log, wait)
 			}
 			// No sink: hold the shard. Nothing is silently lost.
-			log.Error("kinesislease: record keeps failing and no dead-letter sink is configured: holding the shard",
+			log.ErrorContext(ctx, "kinesislease: record keeps failing and no dead-letter sink is configured: holding the shard",
 				"seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", attempt, "err", err)
 			if !wait.wait(Wait{Reason: WaitRetriesExhausted, Delay: backoff.Delay(1, p.Policy.MaxDelay, p.Policy.MaxDelay), Err: err}) {
 				return Stopped
@@ -143,7 +143,7 @@ func (p *Processor) process(ctx context.Context, r *kltype.Record, gate Gate, re
 			continue
 		}
 		delay := backoff.Delay(failures, p.Policy.InitialDelay, p.Policy.MaxDelay)
-		log.Warn("kinesislease: handler failed; retrying the record",
+		log.WarnContext(ctx, "kinesislease: handler failed; retrying the record",
 			"seq", r.SequenceNumber, "sub", r.SubSequence, "attempt", attempt, "delay", delay, "err", err)
 		if !wait.wait(Wait{Reason: WaitBackoff, Delay: delay, Err: err}) {
 			return Stopped
@@ -167,18 +167,18 @@ func (p *Processor) deadLetter(ctx context.Context, r *kltype.Record, attempts i
 	for try := 1; ; try++ {
 		w := Wait{Reason: WaitNoSink, Err: cause, DeadLetterReason: reason}
 		if p.Sink == nil {
-			log.Error("kinesislease: record must be dead-lettered but no dead-letter sink is configured: holding the shard",
+			log.ErrorContext(ctx, "kinesislease: record must be dead-lettered but no dead-letter sink is configured: holding the shard",
 				"seq", r.SequenceNumber, "sub", r.SubSequence, "reason", reason, "err", cause)
 		} else {
 			err := p.Sink(ctx, dl)
 			if err == nil {
-				log.Warn("kinesislease: record dead-lettered", "seq", r.SequenceNumber, "sub", r.SubSequence, "reason", reason, "err", cause)
+				log.WarnContext(ctx, "kinesislease: record dead-lettered", "seq", r.SequenceNumber, "sub", r.SubSequence, "reason", reason, "err", cause)
 				if p.OnDeadLetter != nil {
 					p.OnDeadLetter(dl)
 				}
 				return kltype.DeadLettered
 			}
-			log.Error("kinesislease: dead-letter sink failed; retrying", "seq", r.SequenceNumber, "reason", reason, "err", err)
+			log.ErrorContext(ctx, "kinesislease: dead-letter sink failed; retrying", "seq", r.SequenceNumber, "reason", reason, "err", err)
 			w.Reason, w.Err = WaitSinkFailed, err
 		}
 		w.Delay = backoff.Delay(try, p.Policy.InitialDelay, p.Policy.MaxDelay)
@@ -216,7 +216,7 @@ func (p *Processor) call(ctx context.Context, r *kltype.Record, log *slog.Logger
 		if v := recover(); v != nil {
 			pe := &kltype.PanicError{Value: v, Stack: debug.Stack()}
 			err = pe
-			log.Error("kinesislease: handler panicked", "seq", r.SequenceNumber, "panic", v, "stack", string(pe.Stack))
+			log.ErrorContext(ctx, "kinesislease: handler panicked", "seq", r.SequenceNumber, "panic", v, "stack", string(pe.Stack))
 		}
 	}()
 	if p.Timeout <= 0 {

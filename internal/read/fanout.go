@@ -117,11 +117,11 @@ func (c *Consumer) register(ctx context.Context) (string, error) {
 			switch d.ConsumerStatus {
 			case types.ConsumerStatusActive:
 				if registered {
-					c.logger().Info("kinesislease: stream consumer registered", "consumer", c.Name, "arn", aws.ToString(d.ConsumerARN))
+					c.logger().InfoContext(ctx, "kinesislease: stream consumer registered", "consumer", c.Name, "arn", aws.ToString(d.ConsumerARN))
 				}
 				return aws.ToString(d.ConsumerARN), nil
 			case types.ConsumerStatusDeleting:
-				c.logger().Warn("kinesislease: stream consumer is being deleted; waiting to register it again", "consumer", c.Name)
+				c.logger().WarnContext(ctx, "kinesislease: stream consumer is being deleted; waiting to register it again", "consumer", c.Name)
 			}
 		case kinesisx.IsNotFound(err):
 			_, rerr := c.Client.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(c.Name)},
@@ -147,12 +147,12 @@ func (c *Consumer) register(ctx context.Context) (string, error) {
 			case ctx.Err() != nil || kinesisx.Permanent(rerr):
 				return "", fmt.Errorf("stream consumer %q of %s: RegisterStreamConsumer: %w", c.Name, streamARN, rerr)
 			default:
-				c.logger().Warn("kinesislease: registering the stream consumer failed; retrying", "consumer", c.Name, "err", rerr)
+				c.logger().WarnContext(ctx, "kinesislease: registering the stream consumer failed; retrying", "consumer", c.Name, "err", rerr)
 			}
 		case ctx.Err() != nil || kinesisx.Permanent(err):
 			return "", fmt.Errorf("stream consumer %q of %s: DescribeStreamConsumer: %w", c.Name, streamARN, err)
 		default:
-			c.logger().Warn("kinesislease: describing the stream consumer failed; retrying", "consumer", c.Name, "err", err)
+			c.logger().WarnContext(ctx, "kinesislease: describing the stream consumer failed; retrying", "consumer", c.Name, "err", err)
 		}
 		if err := backoff.Sleep(ctx, backoff.Jitter(min(poll*time.Duration(attempt), 5*poll))); err != nil {
 			return "", fmt.Errorf("stream consumer %q of %s: not ACTIVE: %w", c.Name, streamARN, err)

@@ -210,7 +210,7 @@ func (s *State) Announce(ctx context.Context) {
 	}
 	if err := s.cfg.Store.BumpRow(ctx, roster.RowOf(inc)); err != nil {
 		if ctx.Err() == nil {
-			s.cfg.Log.Warn("kinesislease: announcing a shard end or a listing failed; retrying", "err", err)
+			s.cfg.Log.WarnContext(ctx, "kinesislease: announcing a shard end or a listing failed; retrying", "err", err)
 		}
 		return
 	}
