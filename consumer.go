@@ -112,7 +112,7 @@ func New(cfg aws.Config, opts ...Option) (*Service, error) {
 		c.logger = slog.Default()
 	}
 	if c.client == nil {
-		c.client = kinesis.NewFromConfig(cfg)
+		c.client = kinesis.NewFromConfig(cfg, c.kinesisOpts...)
 	}
 	// The engine adds stream and owner to every line it logs.
 	log := c.logger

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/kinesislease/kinesislease/internal/budget"
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/kltype"
@@ -26,7 +27,8 @@ type config struct {
 	storeDefaulted  bool // no WithLeaseStore: the memory store
 	logger          *slog.Logger
 	client          Kinesis
-	encoding        GetRecordsEncoding // WithGetRecordsEncoding
+	kinesisOpts     []func(*kinesis.Options) // WithKinesisOptions'
+	encoding        GetRecordsEncoding       // WithGetRecordsEncoding
 	heartbeat       time.Duration
 	timeout         time.Duration
 	maxLeases       int
@@ -97,6 +99,22 @@ func WithLogger(l *slog.Logger) Option {
 // client built from the aws.Config given to New.
 func WithKinesisClient(client Kinesis) Option {
 	return serviceOption(func(c *config) { c.client = client })
+}
+
+// WithKinesisOptions adjusts the Kinesis client New builds from its
+// aws.Config (an endpoint, a retryer, middleware, another region), as
+// dynamo.WithDynamoDBOptions does for the lease store's. It has no effect
+// with WithKinesisClient. A nil function is refused.
+func WithKinesisOptions(fns ...func(*kinesis.Options)) Option {
+	return serviceOption(func(c *config) {
+		for _, fn := range fns {
+			if fn == nil {
+				c.errs = append(c.errs, fmt.Errorf("%w: WithKinesisOptions(nil)", ErrInvalidOption))
+				return
+			}
+		}
+		c.kinesisOpts = append(c.kinesisOpts, fns...)
+	})
 }
 
 // GetRecordsEncoding is how GetRecords travels and is decoded (see
