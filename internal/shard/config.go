@@ -64,7 +64,7 @@ type WorkerConfig struct {
 	// DefaultMaxDeferred).
 	MaxDeferred int
 	// DrainTimeout bounds how long a release waits for deferred
-	// acknowledgements (the service's shutdown timeout; default 30s).
+	// acknowledgements (the service's shutdown timeout; default 20s).
 	DrainTimeout time.Duration
 	// Retention is the stream's retention period: a WARN is logged once a
 	// shard's oldest unresolved record is older than half of it (default
