@@ -51,14 +51,14 @@ func (h *listingHost) Stream(key string) (*shardlist.Stream, bool) {
 }
 
 // Row returns the owner the row of u names and whether it is done
-// (rowDone), as this instance last read or wrote it.
+// (lostrow.Row.Done), as this instance last read or wrote it.
 func (h *listingHost) Row(u unit) (string, bool) {
 	st := h.streams[u.Stream]
 	if st == nil {
 		return "", false
 	}
 	r := st.row(u.Shard)
-	return r.Lease.Owner, rowDone(r)
+	return r.Lease.Owner, r.Done()
 }
 
 // Unread reports whether the row of u is still unread since the first

@@ -110,16 +110,10 @@ func (g *Group) readRowAs(ctx context.Context, st *streamState, id string, set f
 	return nil
 }
 
-// rowDone reports whether row r is at its shard's end with no rewind
-// pending.
-func rowDone(r lostrow.Row) bool {
-	return r.Lease.Checkpoint.Sequence == leases.ShardEnd && r.Lease.RewindTo.IsZero()
-}
-
 // active reports whether shard id may be read: not ended (unless a rewind
 // is pending), every parent still in the stream at SHARD_END.
 func (g *Group) active(st *streamState, id string) bool {
-	if rowDone(st.row(id)) {
+	if st.row(id).Done() {
 		return false
 	}
 	for _, p := range kinesisx.Parents(st.list.Shards[id]) {

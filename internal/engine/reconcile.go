@@ -278,13 +278,14 @@ func (g *Group) recheckReleased(ctx context.Context) bool {
 				// is never written as anyone's: released is a conflict,
 				// then a read.
 				known, knew := rel[u].Lease, leases.Checkpoint{}
-				if !missing && lostrow.NoStart(l) {
-					// Recreated with nothing: known as the version read (a
-					// retake or release conditional on it meets it), with
-					// what this instance knew to write on it (seed
-					// 95903527: a version this instance never had, its own
-					// checkpoint on it, was taken as it and left empty).
+				if r := rel[u].Lease; !missing && lostrow.NoStart(l) && l.Counter == r.Counter && l.Token == r.Token {
+					// The very version the copy was made of, recreated with
+					// nothing (seed 95903527: a version this instance never
+					// had, its own checkpoint on it, was taken as it and left
+					// empty): known as the version read, which a retake or
+					// release conditional on it meets, with what it knew.
 					known, knew = l, lostrow.Orphan{Known: rel[u].Lease}.Best()
+					known.Checkpoint = leases.Checkpoint{} // a blind recovery's TRIM_HORIZON says nothing: Best is knew
 				}
 				known.Owner, known.Incarnation = "", ""
 				g.lost.FoundLost(u, lostrow.Orphan{Inc: g.m.IncarnationLocked(), Known: known, Knew: knew, Vanished: true}, g.workers[u] != nil, missing)

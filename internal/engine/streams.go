@@ -58,7 +58,7 @@ func (g *Group) RemoveStream(ctx context.Context, stream string) error {
 }
 
 // change hands c to the round goroutine and returns its outcome, or ctx's
-// error when ctx ends first.
+// error when ctx ends first (an addition the round has not taken is withdrawn).
 func (g *Group) change(ctx context.Context, c streamChange) error {
 	g.changesMu.Lock()
 	g.changes = append(g.changes, c)
@@ -68,6 +68,14 @@ func (g *Group) change(ctx context.Context, c streamChange) error {
 	case err := <-c.done:
 		return err
 	case <-ctx.Done():
+		// An addition still pending is withdrawn; one the round took is in.
+		if c.add != nil && !syncx.Guarded(&g.changesMu, func() bool {
+			n := len(g.changes)
+			g.changes = slices.DeleteFunc(g.changes, func(x streamChange) bool { return x.done == c.done })
+			return len(g.changes) < n
+		}) {
+			return <-c.done
+		}
 		return ctx.Err()
 	}
 }

@@ -28,6 +28,11 @@ type Row struct {
 	MarkFor      string
 }
 
+// Done reports whether the row is at its shard's end with no rewind pending.
+func (r Row) Done() bool {
+	return r.Lease.Checkpoint.Sequence == leases.ShardEnd && r.Lease.RewindTo.IsZero()
+}
+
 // Best is the checkpoint this instance knows the row was read to.
 func (r Row) Best() leases.Checkpoint {
 	if NoStart(r.Lease) {
