@@ -1,7 +1,7 @@
 // Package fence is an instance's fence of the membership protocol: the
 // monotonic instants kept in atomics (Mono), the Fence after which none of
 // an instance's leases may deliver, the arithmetic of a heartbeat's fence
-// and deadline, and Signal, the lock-free wake-up its waiters use
+// and deadline, and its lock-free wake-up (syncx.Signal)
 // (docs/lease-protocol.md, "Membership, heartbeats and the fence").
 //
 // It is pure state and arithmetic: the heartbeat loop of
@@ -12,6 +12,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/kinesislease/kinesislease/internal/syncx"
 )
 
 // epoch is the base of the monotonic instants kept in atomics (Mono).
@@ -32,34 +34,6 @@ func MonoAt(t time.Time) int64 { return int64(t.Sub(epoch)) }
 // starts in 2000, before the epoch), so 0 would not do.
 const Fenced = math.MinInt64
 
-// Signal wakes the goroutines waiting for a change, without a lock or a
-// poll. A waiter takes the channel (Wait) first, then checks what it waits
-// for, and if it must wait, waits on the channel; whoever makes the change
-// makes it first, then calls Broadcast. Either the waiter's check sees the
-// change, or the broadcast closes the channel it waits on. Nothing is
-// allocated while nobody waits. The zero Signal is ready to use.
-type Signal struct{ ch atomic.Pointer[chan struct{}] }
-
-// Wait returns a channel that the next Broadcast closes.
-func (s *Signal) Wait() <-chan struct{} {
-	for {
-		if p := s.ch.Load(); p != nil {
-			return *p
-		}
-		c := make(chan struct{})
-		if s.ch.CompareAndSwap(nil, &c) {
-			return c
-		}
-	}
-}
-
-// Broadcast wakes every goroutine waiting on a channel Wait returned.
-func (s *Signal) Broadcast() {
-	if p := s.ch.Swap(nil); p != nil {
-		close(*p)
-	}
-}
-
 // Fence is an instance's fence of the membership protocol: the Mono()
 // after which none of its leases may deliver. Moving it (Store) wakes the
 // workers waiting for their lease to be deliverable again (Moved). The
@@ -78,7 +52,7 @@ func (s *Signal) Broadcast() {
 type Fence struct {
 	at    atomic.Int64
 	wall  atomic.Int64 // Unix nanoseconds
-	moved Signal
+	moved syncx.Signal
 }
 
 // Load returns the fence on the monotonic clock (Mono()).
@@ -99,7 +73,7 @@ func (f *Fence) Store(at int64) {
 	f.moved.Broadcast()
 }
 
-// Moved returns a channel that the next Store closes (see Signal.Wait).
+// Moved returns a channel that the next Store closes (see syncx.Signal.Wait).
 func (f *Fence) Moved() <-chan struct{} { return f.moved.Wait() }
 
 // PassedAt reports whether the fence has passed at the instant whose

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/fence"
+	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -71,7 +72,7 @@ type Held struct {
 	// (Recreated).
 	vanished atomic.Bool
 	// back wakes the worker waiting for the row to be recreated.
-	back fence.Signal
+	back syncx.Signal
 
 	// proofSent is fence.Mono() when the last successful write of the
 	// row was sent. A holder delivers only within proof of it (see
@@ -149,7 +150,7 @@ func (h *Held) SetVanished(v bool) { h.vanished.Store(v) }
 
 // Moved returns a channel that the next move of the instance's fence
 // closes, and one that the next Recreated closes. A waiter takes them
-// before it checks Deliverable, then waits on them (see fence.Signal).
+// before it checks Deliverable, then waits on them (see syncx.Signal).
 func (h *Held) Moved() (fence, recreated <-chan struct{}) {
 	return h.shared.Moved(), h.back.Wait()
 }
