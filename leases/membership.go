@@ -12,11 +12,30 @@ import (
 // MemberHeader is the membership header: the roster version of each row
 // that ever had one (row -> version; a row absent has version 0), and a
 // counter bumped by a member that found a lease row missing, so that every
-// holder re-reads the rows it holds (ReportVanished).
+// holder re-reads the rows it holds (ReportVanished), and when the table
+// was born.
 type MemberHeader struct {
 	Rows     map[int]int64
 	Vanished int64
+	// Born is when the table was created, in Unix milliseconds on the
+	// creator's clock, as its creator recorded it (dynamo.CreateTable and
+	// `kinesislease init` record the table's CreationDateTime); 0 when
+	// nobody did (a table created by other tools). A store that never had
+	// an earlier table under its name (a memory store from memory.New)
+	// reports BornNoPredecessor. Only the table's creator writes it, and it
+	// goes with the table: a header that shows it is a header of that table.
+	//
+	// Members use it to start a new table's streams at once: a holder of
+	// an earlier table of the name lost it when it was deleted, before
+	// Born, and stops delivering at its fence, a timeout after its last
+	// heartbeat at most, so once Born is older than that (with a margin
+	// for clocks) no row of the table can be read beside such a holder.
+	Born int64
 }
+
+// BornNoPredecessor is MemberHeader.Born of a store that never had an
+// earlier table under its name: no holder of an earlier table can exist.
+const BornNoPredecessor int64 = 1
 
 // Member is one instance's entry in a membership row.
 type Member struct {

@@ -84,7 +84,7 @@ func TestInit(t *testing.T) {
 		t.Errorf("init does not print the ARN %s:\n%s", resource, res.stdout)
 	}
 	for _, op := range f.Ops() {
-		if op != "CreateTable" && op != "DescribeTable" {
+		if op != "CreateTable" && op != "DescribeTable" && op != "UpdateItem" { // UpdateItem: born, in the membership header
 			t.Errorf("init called %s", op)
 		}
 	}

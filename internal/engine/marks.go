@@ -40,23 +40,40 @@ func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time
 		return st.book.NoteMark(inc, tok), 0
 	}
 	st.book.SetMark(rowbook.Mark{Inc: inc, Round: g.rs.rounds})
-	if err != nil || !g.joinsSettled(st) || !g.m.SameTable(ctx, mono(), rejoin) || g.Incarnation() != inc {
+	// joinsSettled again after SameTable, whose read may show a join.
+	if err != nil || !g.joinsSettled(st) || !g.m.SameTable(ctx, mono(), rejoin) || !g.joinsSettled(st) || g.Incarnation() != inc {
 		return lostrow.MarkUnknown, 0
 	}
 	return lostrow.MarkNone, 0
 }
 
-// joinsSettled reports whether no member joined in the last three heartbeats
-// as far as this instance saw, or it has waited a recovery wait past the
-// table's timeout: a fleet started over a few seconds creates a new
-// stream's rows once it is all there, so that each shard is taken once, by
-// the member the plan gives it to, not moved at every join
-// (TestFleetStartedOverSeconds).
+// joinsSettled reports whether no member joined in the last settleBeats
+// heartbeats, nor this instance itself, as far as it saw, or it has waited
+// a recovery wait past the table's timeout: a fleet started over a few
+// seconds creates a new stream's rows once it is all there, so that each
+// shard is taken once, by the member the plan gives it to, not moved at
+// every join (TestFleetStartedOverSeconds).
 func (g *Group) joinsSettled(st *streamState) bool {
-	now, seen := mono(), g.m.JoinSeen()
-	return seen == 0 || time.Duration(now-seen) >= 3*g.cfg.Heartbeat ||
-		time.Duration(now-g.m.EntrySince()) >= g.cfg.Timeout+g.recoveryWait(st)
+	now, since := mono(), g.m.EntrySince()
+	return time.Duration(now-g.lastJoin()) >= settleBeats*g.cfg.Heartbeat ||
+		time.Duration(now-since) >= g.cfg.Timeout+g.recoveryWait(st)
 }
+
+// lastJoin is when the last join this instance saw was (its own included).
+func (g *Group) lastJoin() int64 {
+	if seen := g.m.JoinSeen(); seen != 0 {
+		return max(seen, g.m.EntrySince())
+	}
+	return g.m.EntrySince()
+}
+
+// settleBeats is how many heartbeats a new stream's creator waits after the
+// last join it saw (its own included) before it creates the stream's rows:
+// a fleet started together is all there by then (the first record 2.5 s
+// after Run at the defaults, on a table known old), and one started over
+// a few seconds, a member every 2 s or less, keeps the creator waiting
+// until its last member joined.
+const settleBeats = 2
 
 // ensureMarked marks st as this incarnation, before a take, unless it
 // knows the mark already, and returns an error if it could not (no row of

@@ -35,7 +35,8 @@ func TestWaitsTableInDocs(t *testing.T) {
 		fmt.Sprintf("| recovery wait: a recovered row is read, but by its last holder, only after | proof bound + fence margin | %s |", secs(g.recoveryWait(g.streams["s"]))),
 		fmt.Sprintf("| late-write bound: rows of unanswered writes read again after | %d timeouts | %s |", lateBound, secs(lateBound*g.cfg.Timeout)),
 		fmt.Sprintf("| a table is known old (a stream without a mark in it is new) once an entry has stood for | timeout | %s |", secs(g.cfg.Timeout)),
-		fmt.Sprintf("| a new stream's rows are created once no member joined for | 3 intervals | %s |", secs(3*g.cfg.Heartbeat)),
+		fmt.Sprintf("| ... or at once, in a table whose header shows it born (created) more than | 2 timeouts ago | %s |", secs(2*g.cfg.Timeout)),
+		fmt.Sprintf("| a new stream's rows are created once no member joined (its creator included) for | %d intervals | %s |", settleBeats, secs(settleBeats*g.cfg.Heartbeat)),
 	}
 	doc, err := os.ReadFile("../../docs/lease-protocol.md")
 	if err != nil {

@@ -110,11 +110,12 @@ func (me *Member) Join(ctx context.Context) error {
 // by the first round (Refresh), which plans nothing before it read
 // them all.
 func (me *Member) readAll(ctx context.Context) (mine leases.Member, mineRow int, counts map[int]int, err error) {
+	sent := fence.Mono()
 	h, err := me.mem.Header(ctx)
 	if err != nil {
 		return leases.Member{}, 0, nil, err
 	}
-	me.noteHeader(h)
+	me.noteHeader(h, sent)
 	rows := map[int]bool{}
 	for _, r := range roster.JoinRows(me.cfg.Owner, roster.JoinTop(h.Rows)) {
 		if _, listed := h.Rows[r]; listed {

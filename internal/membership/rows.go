@@ -27,11 +27,12 @@ func (me *Member) Refresh(ctx context.Context) bool {
 	})
 	// Due every round, but less often in a large fleet (roster.HeaderEvery).
 	if due {
+		sent := fence.Mono()
 		if h, err := me.mem.Header(ctx); err != nil {
 			if ctx.Err() == nil {
 				me.log.WarnContext(ctx, "kinesislease: reading the membership header failed", "err", err)
 			}
-		} else if me.noteHeader(h) {
+		} else if me.noteHeader(h, sent) {
 			// Someone found a lease row missing: whoever holds it recreates
 			// it from its checkpoint now (reconcile re-reads every held row).
 			me.host.Reconcile()
@@ -53,9 +54,15 @@ func (me *Member) Refresh(ctx context.Context) bool {
 // Refresh, as the instance's round bounds its store calls.
 const storeConcurrency = 16
 
-// noteHeader records the membership header h as read now, and reports
-// whether its Vanished count moved since the header was last read.
-func (me *Member) noteHeader(h leases.MemberHeader) (moved bool) {
+// noteHeader records the membership header h as read now, in a read sent
+// at sent, and reports whether its Vanished count moved since the header
+// was last read. A header of the table this instance's entry is in (a
+// read sent after the entry was written) born long enough ago shows the
+// table known old (tableOld; see bornOld).
+func (me *Member) noteHeader(h leases.MemberHeader, sent int64) (moved bool) {
+	if since := me.entrySince.Load(); since != 0 && sent >= since && bornOld(h.Born, time.Now(), me.cfg.Timeout) {
+		me.oldSeen.Store(fence.Mono())
+	}
 	me.viewMu.Lock()
 	defer me.viewMu.Unlock()
 	moved = me.rows.HeaderOK && h.Vanished != me.rows.Vanished

@@ -13,9 +13,9 @@ import (
 // TableOld reports whether the table this instance's entry is in was not
 // recreated for longer than a timeout: the entry has stood that long, or a
 // read of the table since showed an entry of another member that had
-// (leases.Member.Young). A holder in a table recreated before then has
-// passed its fence: it never joins the new table as the incarnation that
-// held (rejoin).
+// (leases.Member.Young), or a header born long enough ago (bornOld). A
+// holder in a table recreated before then has passed its fence: it never
+// joins the new table as the incarnation that held (rejoin).
 func (me *Member) TableOld() bool {
 	since := me.entrySince.Load()
 	seen := me.oldSeen.Load()
@@ -45,4 +45,15 @@ func (me *Member) ownEntryIntact(ctx context.Context, inc string) bool {
 	}
 	me.observe(row, ms, sent, fence.Mono())
 	return slices.ContainsFunc(ms, func(m leases.Member) bool { return m.Owner == me.cfg.Owner && m.Incarnation == inc })
+}
+
+// bornOld reports whether a table whose header shows born
+// (leases.MemberHeader.Born) was created more than twice timeout before
+// now: a holder of an earlier table of the name lost it before born and
+// has passed its fence a timeout later at most, and the second timeout
+// covers clocks (the creator's, DynamoDB's, this instance's) apart by up
+// to a timeout. A table that never had an earlier one
+// (leases.BornNoPredecessor) is old at once; an unknown birth (0) never.
+func bornOld(born int64, now time.Time, timeout time.Duration) bool {
+	return born == leases.BornNoPredecessor || born > 0 && now.Sub(time.UnixMilli(born)) > 2*timeout
 }

@@ -157,10 +157,11 @@ const (
 	entryProof     = "p" // N: the member's proof bound in milliseconds, absent when 0
 	entryYoung     = "y" // BOOL: the entry is younger than its member's timeout, absent when false
 	attrCount      = "n" // N: a membership row's entry count
-	// The membership header: r<row> (N) per row, the roster version, and
-	// vanished (N).
+	// The membership header: r<row> (N) per row, the roster version,
+	// vanished (N), and born (N, Unix ms; CreateTable).
 	headerRowPrefix = "r"
 	attrVanished    = "vanished"
+	attrBorn        = "born"
 )
 
 // Client is the part of *dynamodb.Client the store uses.

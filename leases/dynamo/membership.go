@@ -140,6 +140,10 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 			if h.Vanished, err = num(item, attrVanished); err != nil {
 				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, driver.MemberHeaderKey, err)
 			}
+		case name == attrBorn:
+			if h.Born, err = num(item, attrBorn); err != nil {
+				return leases.MemberHeader{}, fmt.Errorf("dynamo: table %q: row %s: %w", s.table, driver.MemberHeaderKey, err)
+			}
 		case strings.HasPrefix(name, headerRowPrefix):
 			r, err := strconv.Atoi(name[len(headerRowPrefix):])
 			n, ok := v.(*types.AttributeValueMemberN)

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesislease/kinesislease/leases"
+	"github.com/kinesislease/kinesislease/leases/driver"
 )
 
 // TableClient is the part of *dynamodb.Client that CreateTable uses. The
@@ -29,6 +30,9 @@ type TableClient interface {
 	UpdateContinuousBackups(ctx context.Context, in *dynamodb.UpdateContinuousBackupsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateContinuousBackupsOutput, error)
 	// TagResource tags a table that existed already (WithTableTags).
 	TagResource(ctx context.Context, in *dynamodb.TagResourceInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TagResourceOutput, error)
+	// UpdateItem records when the table was born in its membership header
+	// (leases.MemberHeader.Born).
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
 var _ TableClient = (*dynamodb.Client)(nil)
@@ -100,6 +104,13 @@ type Table struct {
 	// Tags are the tags this call wrote (WithTableTags); nil for none, or
 	// when writing them failed.
 	Tags map[string]string
+	// Born is the table's CreationDateTime, as DynamoDB describes it,
+	// recorded in the table's membership header (leases.MemberHeader.Born)
+	// unless a time was recorded there already: members start the streams
+	// of a table born longer ago than twice their timeout at once, without
+	// waiting for a holder of an earlier table of the name to pass its
+	// fence.
+	Born time.Time
 }
 
 // CreateTable creates the lease table Store needs (string partition key
@@ -186,6 +197,10 @@ func CreateTable(ctx context.Context, client TableClient, table string, opts ...
 			"name another table (or delete this one if nothing uses it): %w", table, found, wantKeySchema, leases.ErrMisconfigured)
 	}
 	t.ARN = aws.ToString(desc.TableArn)
+	if err := recordBorn(ctx, client, table, desc); err != nil {
+		return t, err
+	}
+	t.Born = aws.ToTime(desc.CreationDateTime)
 	switch {
 	case desc.BillingModeSummary != nil && desc.BillingModeSummary.BillingMode != "":
 		t.BillingMode = desc.BillingModeSummary.BillingMode
@@ -244,6 +259,26 @@ func enablePITR(ctx context.Context, client TableClient, table string, deadline 
 		return d != nil && d.PointInTimeRecoveryDescription != nil &&
 			d.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == types.PointInTimeRecoveryStatusEnabled, nil
 	}
+}
+
+// recordBorn writes the table's CreationDateTime into its membership
+// header as attribute born, unless one is there (a table's header is
+// removed only with the table, so a born found is this table's).
+func recordBorn(ctx context.Context, client TableClient, table string, desc *types.TableDescription) error {
+	if desc.CreationDateTime == nil {
+		return fmt.Errorf("dynamo: table %q: DescribeTable returned no CreationDateTime", table)
+	}
+	_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(table),
+		Key:                       keyAttr(driver.MemberHeaderKey),
+		UpdateExpression:          aws.String("SET #b = if_not_exists(#b, :b)"),
+		ExpressionAttributeNames:  map[string]string{"#b": attrBorn},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": numAttr(desc.CreationDateTime.UnixMilli())},
+	})
+	if err != nil {
+		return fmt.Errorf("dynamo: table %q: recording when it was born in item %s: %w", table, driver.MemberHeaderKey, err)
+	}
+	return nil
 }
 
 // wantKeySchema is keySchema's text for a lease table.

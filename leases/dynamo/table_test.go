@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -39,9 +40,13 @@ func TestCreateTable(t *testing.T) {
 	table := testutil.TableName(t)
 	deleteAtCleanup(t, client, table)
 
+	before := time.Now()
 	got, err := dynamo.CreateTable(ctx(t), client, table)
 	if err != nil {
 		t.Fatalf("CreateTable: %v", err)
+	}
+	if got.Born.Before(before.Add(-2*time.Second)) || got.Born.After(time.Now().Add(2*time.Second)) {
+		t.Errorf("CreateTable: Born %v, want the table's CreationDateTime, between %v and now", got.Born, before)
 	}
 	if !got.Created || got.Name != table || !strings.HasSuffix(got.ARN, ":table/"+table) ||
 		got.BillingMode != types.BillingModePayPerRequest || got.PointInTimeRecovery || got.Tags != nil {
@@ -57,8 +62,9 @@ func TestCreateTable(t *testing.T) {
 		d.BillingModeSummary == nil || d.BillingModeSummary.BillingMode != types.BillingModePayPerRequest {
 		t.Errorf("the table: status %s, key %+v, attributes %+v, billing %+v", d.TableStatus, d.KeySchema, d.AttributeDefinitions, d.BillingModeSummary)
 	}
-	if ops := faults.Ops(); len(ops) < 2 || ops[0] != "CreateTable" || slices.ContainsFunc(ops[1:], func(op string) bool { return op != "DescribeTable" }) {
-		t.Errorf("operations %v, want CreateTable, then DescribeTable until ACTIVE", ops)
+	if ops, u := faults.Ops(), slices.Index(faults.Ops(), "UpdateItem"); u < 2 || ops[0] != "CreateTable" ||
+		slices.ContainsFunc(ops[1:u], func(op string) bool { return op != "DescribeTable" }) {
+		t.Errorf("operations %v, want CreateTable, then DescribeTable until ACTIVE, then UpdateItem (born)", faults.Ops())
 	}
 
 	// A store works on it.
@@ -71,13 +77,21 @@ func TestCreateTable(t *testing.T) {
 		t.Fatalf("Create on the new table: %v", err)
 	}
 
-	// Again: found, unchanged (the row is still there).
+	// Members read when it was born in the membership header.
+	if h, err := s.Header(ctx(t)); err != nil || h.Born != got.Born.UnixMilli() {
+		t.Errorf("Header = %+v, %v; want Born %d (the table's CreationDateTime)", h, err, got.Born.UnixMilli())
+	}
+
+	// Again: found, unchanged (the row is still there, the born time too).
 	again, err := dynamo.CreateTable(ctx(t), client, table)
 	if err != nil {
 		t.Fatalf("CreateTable again: %v", err)
 	}
-	if again.Created || again.ARN != got.ARN || again.BillingMode != types.BillingModePayPerRequest {
-		t.Errorf("CreateTable again = %+v, want not created, the same ARN %s", again, got.ARN)
+	if again.Created || again.ARN != got.ARN || again.BillingMode != types.BillingModePayPerRequest || !again.Born.Equal(got.Born) {
+		t.Errorf("CreateTable again = %+v, want not created, the same ARN %s and Born %v", again, got.ARN, got.Born)
+	}
+	if h, err := s.Header(ctx(t)); err != nil || h.Born != got.Born.UnixMilli() {
+		t.Errorf("Header after CreateTable again = %+v, %v; want Born %d", h, err, got.Born.UnixMilli())
 	}
 	if l2, err := s.Get(ctx(t), l.Key); err != nil || l2.Counter != l.Counter {
 		t.Errorf("the row after the second CreateTable: %+v, %v; want %+v", l2, err, l)

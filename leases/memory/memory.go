@@ -33,6 +33,7 @@ type Store struct {
 	members  map[int]map[string]leases.Member // membership row -> owner -> entry
 	header   map[int]int64                    // membership row -> roster version
 	vanished int64
+	born     int64                              // MemberHeader.Born
 	rewinds  map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
 	marks    map[string]string                  // stream -> its mark's token (MarkStream)
 	taken    map[leases.Key]string              // row -> its taken mark's token (MarkTaken)
@@ -44,9 +45,11 @@ var (
 	_ leases.Membership = (*Store)(nil)
 )
 
-// New returns an empty Store.
+// New returns an empty Store: a table that never had an earlier one, so
+// members start its streams at once (leases.BornNoPredecessor; Clear makes
+// it a recreated table).
 func New() *Store {
-	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord), marks: make(map[string]string), taken: make(map[leases.Key]string)}
+	return &Store{born: leases.BornNoPredecessor, rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord), marks: make(map[string]string), taken: make(map[leases.Key]string)}
 }
 
 // Check implements leases.Checker. A memory store has nothing to
@@ -355,7 +358,7 @@ func (s *Store) Header(ctx context.Context) (leases.MemberHeader, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return leases.MemberHeader{Rows: maps.Clone(s.header), Vanished: s.vanished}, nil
+	return leases.MemberHeader{Rows: maps.Clone(s.header), Vanished: s.vanished, Born: s.born}, nil
 }
 
 // BumpRow implements leases.Membership.
@@ -472,9 +475,12 @@ func (s *Store) Delete(key leases.Key) bool {
 
 // Clear removes every lease row and membership row, as a table deleted and
 // created again empty would: for tests of a fleet that outlives its table.
+// The table is born anew (leases.MemberHeader.Born is now): a holder of the
+// table as it was may deliver on until its fence.
 func (s *Store) Clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.born = time.Now().UnixMilli()
 	s.rows = make(map[leases.Key]leases.Lease)
 	s.members = make(map[int]map[string]leases.Member)
 	s.header = make(map[int]int64)

@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/kinesislease/kinesislease/internal/testkit/leakcheck"
 	"github.com/kinesislease/kinesislease/leases"
@@ -79,5 +80,20 @@ func TestTakenMarkOutlivesItsRow(t *testing.T) {
 	s.Clear()
 	if got, err := s.MarkTaken(ctx, k, "third"); err != nil || got != "third" {
 		t.Fatalf("MarkTaken after Clear: %q, %v; want its own token", got, err)
+	}
+}
+
+// TestBorn: a Store from New never had an earlier table
+// (leases.BornNoPredecessor); Clear recreates it, born then.
+func TestBorn(t *testing.T) {
+	s := memory.New()
+	if h, err := s.Header(context.Background()); err != nil || h.Born != leases.BornNoPredecessor {
+		t.Fatalf("New: Header = %+v, %v; want Born %d", h, err, leases.BornNoPredecessor)
+	}
+	before := time.Now().UnixMilli()
+	s.Clear()
+	after := time.Now().UnixMilli()
+	if h, err := s.Header(context.Background()); err != nil || h.Born < before || h.Born > after {
+		t.Fatalf("after Clear: Header = %+v, %v; want Born between %d and %d", h, err, before, after)
 	}
 }

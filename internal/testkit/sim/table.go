@@ -103,7 +103,16 @@ func (t *Table) Drop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.rows = map[leases.Key]*memory.Store{}
-	t.members = memory.New()
+	t.members = recreated()
+}
+
+// recreated returns the membership of a table created again: born now,
+// not BornNoPredecessor (memory.New's), since holders of the table as it
+// was may deliver on until their fences.
+func recreated() *memory.Store {
+	s := memory.New()
+	s.Clear()
+	return s
 }
 
 // SetMissing makes the table missing (every call fails with an error
@@ -114,7 +123,7 @@ func (t *Table) SetMissing(missing bool) {
 	defer t.mu.Unlock()
 	if t.missing && !missing {
 		t.rows = map[leases.Key]*memory.Store{}
-		t.members = memory.New()
+		t.members = recreated()
 	}
 	t.missing = missing
 }
