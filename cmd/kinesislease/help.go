@@ -53,7 +53,8 @@ AVAILABLE COMMANDS
           <command> --help") describes a command.
 ` + globalOptionsHelp + exitCodesHelp + `
 IAM PERMISSIONS
-       init: dynamodb:CreateTable and dynamodb:DescribeTable on the table;
+       init: dynamodb:CreateTable, dynamodb:DescribeTable and
+       dynamodb:UpdateItem (the table's birth, in its header) on the table;
        dynamodb:UpdateContinuousBackups with --point-in-time-recovery,
        dynamodb:TagResource with --tag.
        members: dynamodb:GetItem on the table.

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -100,6 +101,9 @@ func writeTableDone(w io.Writer, t dynamo.Table) {
 	}
 	if t.ARN != "" {
 		fmt.Fprintf(w, "ARN: %s\n", t.ARN)
+	}
+	if !t.Born.IsZero() {
+		fmt.Fprintf(w, "born: %s (recorded in the membership header: a fleet started more than two timeouts later need not wait a timeout for a new stream)\n", t.Born.UTC().Format(time.RFC3339))
 	}
 }
 

@@ -22,9 +22,10 @@
 // is ACTIVE; an existing table is accepted if its key is right and refused
 // (exit code 1, naming the key schema found) if not. It then prints the IAM
 // statement the service needs on the table (dynamodb:GetItem and
-// dynamodb:UpdateItem on its ARN). It needs dynamodb:CreateTable and
-// DescribeTable, and UpdateContinuousBackups and TagResource with the options
-// (see dynamo.CreateTable).
+// dynamodb:UpdateItem on its ARN). It needs dynamodb:CreateTable,
+// DescribeTable and UpdateItem (it records when the table was born in the
+// membership header), and UpdateContinuousBackups and TagResource with the
+// options (see dynamo.CreateTable).
 //
 // status prints one line per shard of the stream: its lease holder and the
 // holder's incarnation, counter, checkpoint, whether it reached SHARD_END,

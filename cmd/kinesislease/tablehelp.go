@@ -35,7 +35,9 @@ DESCRIPTION
        keyed leaseKey, say) is refused, exit code 1, with the key schema
        found and wanted; nothing is changed.
 
-       init calls dynamodb:CreateTable and dynamodb:DescribeTable, and
+       init calls dynamodb:CreateTable, dynamodb:DescribeTable and
+       dynamodb:UpdateItem (to record when the table was born, so that a
+       fleet's first start need not wait a timeout), and
        dynamodb:UpdateContinuousBackups and dynamodb:TagResource with the
        options: permissions for whoever sets up the table (a deploy role),
        which the service does not need.
