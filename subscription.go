@@ -25,7 +25,7 @@ type subscription struct {
 	codec            codec.Codec
 	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
 	start            kltype.StartPosition
-	at               time.Time       // when Subscribe was called: what LATEST means (startPosition)
+	at               time.Time       // when Subscribe was called: what LATEST means, unless the stream's mark records another (streamConfig)
 	ctx              context.Context // WithSubscribeContext's, nil if none
 	worker           engine.WorkerConfig
 	errs             []error
@@ -331,14 +331,12 @@ func (s *subscription) deadLetterGiven(option string) {
 	}
 }
 
-// startPosition is where a shard of sub with no checkpoint starts: LATEST
-// as of the moment Subscribe was called (see WithStartPosition), any other
-// position as given.
-func (sub *subscription) startPosition() kltype.StartPosition {
-	if sub.start.Type == kltype.PositionLatest && !sub.at.IsZero() {
-		return kltype.AtTimestamp(sub.at)
-	}
-	return sub.start
+// streamConfig is sub as the engine reads it, with worker: its start
+// position, and the moment Subscribe was called, which LATEST means unless
+// the stream's mark records another member's, earlier in the fleet (see
+// WithStartPosition).
+func (sub *subscription) streamConfig(worker engine.WorkerConfig) engine.StreamConfig {
+	return engine.StreamConfig{Stream: sub.stream, Start: sub.start, Since: sub.at, Worker: worker}
 }
 
 // resolveSubscribeOptions applies opts to a subscription with the defaults

@@ -35,9 +35,9 @@ func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time
 	case !g.m.TableOld() || m.Inc == inc && m.Round == g.rs.rounds:
 		return lostrow.MarkUnknown, 0
 	}
-	tok, err := g.mem.StreamMark(ctx, st.key)
-	if err == nil && tok != "" {
-		return st.book.NoteMark(inc, tok), 0
+	mk, err := g.mem.StreamMark(ctx, st.key)
+	if err == nil && mk.Token != "" {
+		return st.book.NoteMark(inc, mk), 0
 	}
 	st.book.SetMark(rowbook.Mark{Inc: inc, Round: g.rs.rounds})
 	if err != nil || !g.joinsSettled(st) || !g.m.SameTable(ctx, mono(), rejoin) || g.Incarnation() != inc {
@@ -76,20 +76,20 @@ func (g *Group) markToCreate(ctx context.Context, st *streamState) error {
 	return err
 }
 
-// mark writes st's mark as this incarnation if the stream has none (unless
-// this incarnation knows it already and fresh is not set), and returns its
-// kind.
+// mark writes st's mark as this incarnation, with when its subscription
+// began, if the stream has none (unless this incarnation knows it already
+// and fresh is not set), and returns its kind.
 func (g *Group) mark(ctx context.Context, st *streamState, fresh bool) (lostrow.Mark, error) {
 	inc := g.Incarnation()
 	m := st.book.Mark()
 	if m.Inc == inc && m.Token != "" && !fresh {
 		return m.Kind(), nil
 	}
-	tok, err := g.mem.MarkStream(ctx, st.key, inc)
+	mk, err := g.mem.MarkStream(ctx, st.key, st.book.Ours(inc))
 	if err != nil {
 		return lostrow.MarkUnknown, fmt.Errorf("marking stream %s: %w", st.key, err)
 	}
-	return st.book.NoteMark(inc, tok), nil
+	return st.book.NoteMark(inc, mk), nil
 }
 
 // forgetMarks forgets every mark this instance knows: its entry vanished,

@@ -34,7 +34,7 @@ type Store struct {
 	header   map[int]int64                    // membership row -> roster version
 	vanished int64
 	rewinds  map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
-	marks    map[string]string                  // stream -> its mark's token (MarkStream)
+	marks    map[string]leases.Mark             // stream -> its mark (MarkStream)
 	taken    map[leases.Key]string              // row -> its taken mark's token (MarkTaken)
 }
 
@@ -46,7 +46,7 @@ var (
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord), marks: make(map[string]string), taken: make(map[leases.Key]string)}
+	return &Store{rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord), marks: make(map[string]leases.Mark), taken: make(map[leases.Key]string)}
 }
 
 // Check implements leases.Checker. A memory store has nothing to
@@ -155,18 +155,22 @@ func (s *Store) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRe
 	return s.rewinds[key], nil
 }
 
-// MarkStream implements leases.Membership.
-func (s *Store) MarkStream(ctx context.Context, stream, token string) (string, error) {
-	if err := beginMark(ctx, stream, token, true); err != nil {
-		return "", err
+// MarkStream implements leases.Membership. Since is kept to the
+// millisecond, as the DynamoDB store keeps it.
+func (s *Store) MarkStream(ctx context.Context, stream string, m leases.Mark) (leases.Mark, error) {
+	if err := beginMark(ctx, stream, m, true); err != nil {
+		return leases.Mark{}, err
+	}
+	if !m.Since.IsZero() {
+		m.Since = time.UnixMilli(m.Since.UnixMilli())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.marks[stream]; ok {
 		return cur, nil
 	}
-	s.marks[stream] = token
-	return token, nil
+	s.marks[stream] = m
+	return m, nil
 }
 
 // MarkTaken implements leases.Membership.
@@ -187,9 +191,9 @@ func (s *Store) MarkTaken(ctx context.Context, key leases.Key, token string) (st
 }
 
 // StreamMark implements leases.Membership.
-func (s *Store) StreamMark(ctx context.Context, stream string) (string, error) {
-	if err := beginMark(ctx, stream, "", false); err != nil {
-		return "", err
+func (s *Store) StreamMark(ctx context.Context, stream string) (leases.Mark, error) {
+	if err := beginMark(ctx, stream, leases.Mark{}, false); err != nil {
+		return leases.Mark{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -198,8 +202,8 @@ func (s *Store) StreamMark(ctx context.Context, stream string) (string, error) {
 
 // beginMark validates a mark's arguments (see leases.ValidateMark) and
 // refuses a context that is done.
-func beginMark(ctx context.Context, stream, token string, write bool) error {
-	if err := leases.ValidateMark(stream, token, write); err != nil {
+func beginMark(ctx context.Context, stream string, m leases.Mark, write bool) error {
+	if err := leases.ValidateMark(stream, m, write); err != nil {
 		return err
 	}
 	return ctx.Err()
@@ -480,6 +484,6 @@ func (s *Store) Clear() {
 	s.header = make(map[int]int64)
 	s.vanished = 0
 	s.rewinds = make(map[leases.Key]leases.RewindRecord)
-	s.marks = make(map[string]string)
+	s.marks = make(map[string]leases.Mark)
 	s.taken = make(map[leases.Key]string)
 }
