@@ -193,7 +193,7 @@ func (svc *Service) addRunning(ready <-chan struct{}, sub *subscription) error {
 	if err := svc.preflightSubs(ctx, []*subscription{sub}); err != nil {
 		return err
 	}
-	return g.AddStream(ctx, engine.StreamConfig{Stream: sub.stream, Start: sub.startPosition(), Worker: svc.workerConfig(sub)})
+	return g.AddStream(ctx, sub.streamConfig(svc.workerConfig(sub)))
 }
 
 // Unsubscribe stops consuming stream. Before Run it drops the

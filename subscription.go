@@ -25,7 +25,7 @@ type subscription struct {
 	codec            codec.Codec
 	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
 	start            kltype.StartPosition
-	at               time.Time       // when Subscribe was called: what LATEST means (startPosition)
+	at               time.Time       // when Subscribe was called: recorded in the stream's mark if this instance marks it first (streamConfig)
 	ctx              context.Context // WithSubscribeContext's, nil if none
 	worker           engine.WorkerConfig
 	errs             []error
@@ -118,14 +118,17 @@ func WithCodec(c codec.Codec) SubscribeOption {
 // checkpoint resumes after it; a child of a split or merge starts at its own
 // beginning once its parents are done.
 //
-// kltype.Latest means the records put after Subscribe was called: a shard
-// with no checkpoint starts at the first record that arrived at or after
-// that moment (an AT_TIMESTAMP of it), not at the newest record when its
-// lease happens to be taken, which comes a few seconds later and would
-// skip what was put meanwhile. KCL's LATEST is the latter. Each instance
-// counts from its own Subscribe, on its own clock, which Kinesis compares
-// with the records' arrival times: keep instances' clocks synchronised
-// (NTP), as AWS's are.
+// kltype.Latest means the records put after the subscription began: a
+// shard with no checkpoint starts at the first record that arrived at or
+// after that moment (an AT_TIMESTAMP of it), not at the newest record when
+// its lease happens to be taken, which comes a few seconds later and would
+// skip what was put meanwhile. KCL's LATEST is the latter. The moment is
+// the Subscribe of the first instance to mark the stream in the lease
+// table, recorded in the mark so that every instance resolves it alike
+// (its own Subscribe if the mark, written by an older version, has none).
+// It is read on that instance's clock, which Kinesis compares with the
+// records' arrival times: keep instances' clocks synchronised (NTP), as
+// AWS's are.
 func WithStartPosition(p kltype.StartPosition) SubscribeOption {
 	return subOption(func(s *subscription) {
 		if err := p.Validate(); err != nil {
@@ -331,14 +334,12 @@ func (s *subscription) deadLetterGiven(option string) {
 	}
 }
 
-// startPosition is where a shard of sub with no checkpoint starts: LATEST
-// as of the moment Subscribe was called (see WithStartPosition), any other
-// position as given.
-func (sub *subscription) startPosition() kltype.StartPosition {
-	if sub.start.Type == kltype.PositionLatest && !sub.at.IsZero() {
-		return kltype.AtTimestamp(sub.at)
-	}
-	return sub.start
+// streamConfig is sub as the engine reads it, with worker: its start
+// position, and the moment Subscribe was called, which LATEST means if
+// this instance marks the stream first (else the mark's: see
+// WithStartPosition).
+func (sub *subscription) streamConfig(worker engine.WorkerConfig) engine.StreamConfig {
+	return engine.StreamConfig{Stream: sub.stream, Start: sub.start, Since: sub.at, Worker: worker}
 }
 
 // resolveSubscribeOptions applies opts to a subscription with the defaults

@@ -213,20 +213,25 @@ type Membership interface {
 
 	// MarkStream marks stream as one whose lease rows the table holds, or
 	// is about to: an item apart from its rows, which outlives their
-	// deletion. It writes token as the mark's only if the stream has no
-	// mark yet, and returns the mark's token as stored: token when this
-	// call (or an attempt of it whose answer was lost) made it, another's
-	// otherwise. The consumer marks a stream before it creates or takes
-	// any row of it, so that a member that finds a row missing in a
-	// stream without a mark, in a table not recreated for longer than a
-	// timeout (see Member.Young), knows the stream new: no row of it exists
-	// or is held, and its rows may be created and read at once. The first
-	// to mark a new stream creates its rows.
-	MarkStream(ctx context.Context, stream, token string) (string, error)
+	// deletion. It writes m as the mark only if the stream has no mark
+	// yet, and returns the mark as stored: m when this call (or an attempt
+	// of it whose answer was lost) made it, another's otherwise. The
+	// consumer marks a stream before it creates or takes any row of it, so
+	// that a member that finds a row missing in a stream without a mark,
+	// in a table not recreated for longer than a timeout (see
+	// Member.Young), knows the stream new: no row of it exists or is held,
+	// and its rows may be created and read at once. The first to mark a
+	// new stream creates its rows.
+	//
+	// A mark, once stored, never changes: a later call returns it as
+	// stored, whatever its token and Since (a zero Since writes none). So
+	// every member that marks or reads the stream learns the same Since:
+	// the first marker's.
+	MarkStream(ctx context.Context, stream string, m Mark) (Mark, error)
 
 	// StreamMark reads stream's mark (MarkStream) with a strongly
-	// consistent read: its token, or "" when the stream has none.
-	StreamMark(ctx context.Context, stream string) (string, error)
+	// consistent read: the zero Mark when the stream has none.
+	StreamMark(ctx context.Context, stream string) (Mark, error)
 
 	// MarkTaken marks the row of key as taken once: an item apart from the
 	// row, which outlives its deletion. Like MarkStream, it writes token
@@ -241,6 +246,19 @@ type Membership interface {
 	// wait, as a recovered row). A table recreated loses its marks with
 	// its rows.
 	MarkTaken(ctx context.Context, key Key, token string) (string, error)
+}
+
+// Mark is a stream's mark (Membership.MarkStream).
+type Mark struct {
+	// Token is the first marker's token (the consumer writes its
+	// incarnation): 1 to 64 bytes.
+	Token string
+	// Since is when the first marker's subscription to the stream began
+	// (its Subscribe): the moment LATEST means for a shard of the stream
+	// that has no checkpoint, the same on every member. Stored to the
+	// millisecond (Unix milliseconds); zero when the mark carries none (it
+	// was written without one, as versions before it did).
+	Since time.Time
 }
 
 // RewindRecord is what a Store keeps of the last operator's rewind of a
@@ -331,14 +349,21 @@ func ValidateReplaceMember(seen, next Member) error {
 }
 
 // ValidateMark reports whether MarkStream (write) or StreamMark may be
-// called with stream and token: stream names a lease row's stream (see
-// Key.Validate), and a mark's token is 1 to 64 bytes.
-func ValidateMark(stream, token string, write bool) error {
+// called with stream and m: stream names a lease row's stream (see
+// Key.Validate); a mark written has a token of 1 to 64 bytes, and a Since
+// that is zero or after the Unix epoch.
+func ValidateMark(stream string, m Mark, write bool) error {
 	if err := (Key{Stream: stream, Shard: "mark"}).Validate(); err != nil {
 		return fmt.Errorf("leases: stream mark: %w", err)
 	}
-	if write && (token == "" || len(token) > 64) {
+	if !write {
+		return nil
+	}
+	if m.Token == "" || len(m.Token) > 64 {
 		return errors.New("leases: stream mark: token: want 1 to 64 bytes")
+	}
+	if !m.Since.IsZero() && m.Since.UnixMilli() <= 0 {
+		return fmt.Errorf("leases: stream mark: since %v: want zero or after the Unix epoch", m.Since)
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ const (
 type StreamConfig struct {
 	Stream string // name or ARN
 	Start  kltype.StartPosition
+	Since  time.Time // when the subscription began: LATEST's moment, if this instance marks the stream first
 	Worker WorkerConfig
 }
 

@@ -84,7 +84,7 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 // if not nil, runs once the worker is registered and before it reads a
 // record.
 func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lease.Held, inc string, announce func()) {
-	start := shardlist.StartAt(st.cfg.Start, st.list.Shards, u.Shard, h.Current().Checkpoint)
+	start := shardlist.StartAt(st.book.Start(), st.list.Shards, u.Shard, h.Current().Checkpoint)
 	w := shard.New(ctx, shard.Config{
 		Settings: &st.cfg.Worker, Log: st.log, Client: g.cfg.Client, Stream: st.cfg.Stream, Shard: u.Shard, Start: start,
 		Lease: h, HashRange: shard.HashRangeOf(st.list.Shards[u.Shard]), Hooks: &g.h.Worker,
@@ -179,7 +179,7 @@ func (g *Group) reap(ctx context.Context, stopping bool) {
 // for a row with none (never an empty seq).
 func resumeAttr(st *streamState, cp leases.Checkpoint) slog.Attr {
 	if cp.IsZero() {
-		return slog.String("start", st.cfg.Start.String())
+		return slog.String("start", st.book.Start().String())
 	}
 	return slog.String("seq", cp.String())
 }

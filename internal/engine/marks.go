@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
+	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/rowbook"
 )
 
@@ -35,9 +36,9 @@ func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time
 	case !g.m.TableOld() || m.Inc == inc && m.Round == g.rs.rounds:
 		return lostrow.MarkUnknown, 0
 	}
-	tok, err := g.mem.StreamMark(ctx, st.key)
-	if err == nil && tok != "" {
-		return st.book.NoteMark(inc, tok), 0
+	mk, err := g.mem.StreamMark(ctx, st.key)
+	if err == nil && mk.Token != "" {
+		return st.book.NoteMark(inc, mk), 0
 	}
 	st.book.SetMark(rowbook.Mark{Inc: inc, Round: g.rs.rounds})
 	// joinsSettled again after SameTable, whose read may show a join.
@@ -47,33 +48,17 @@ func (g *Group) markOf(ctx context.Context, st *streamState) (lostrow.Mark, time
 	return lostrow.MarkNone, 0
 }
 
-// joinsSettled reports whether no member joined in the last settleBeats
-// heartbeats, nor this instance itself, as far as it saw, or it has waited
-// a recovery wait past the table's timeout: a fleet started over a few
-// seconds creates a new stream's rows once it is all there, so that each
-// shard is taken once, by the member the plan gives it to, not moved at
-// every join (TestFleetStartedOverSeconds).
+// joinsSettled reports whether no member joined in the last
+// membership.SettleBeats heartbeats, nor this instance itself, as far as
+// it saw, or it has waited a recovery wait past the table's timeout: a
+// fleet started over a few seconds creates a new stream's rows once it is
+// all there, so that each shard is taken once, by the member the plan
+// gives it to, not moved at every join (TestFleetStartedOverSeconds).
 func (g *Group) joinsSettled(st *streamState) bool {
-	now, since := mono(), g.m.EntrySince()
-	return time.Duration(now-g.lastJoin()) >= settleBeats*g.cfg.Heartbeat ||
-		time.Duration(now-since) >= g.cfg.Timeout+g.recoveryWait(st)
+	now := mono()
+	return time.Duration(now-g.m.LastJoin()) >= membership.SettleBeats*g.cfg.Heartbeat ||
+		time.Duration(now-g.m.EntrySince()) >= g.cfg.Timeout+g.recoveryWait(st)
 }
-
-// lastJoin is when the last join this instance saw was (its own included).
-func (g *Group) lastJoin() int64 {
-	if seen := g.m.JoinSeen(); seen != 0 {
-		return max(seen, g.m.EntrySince())
-	}
-	return g.m.EntrySince()
-}
-
-// settleBeats is how many heartbeats a new stream's creator waits after the
-// last join it saw (its own included) before it creates the stream's rows:
-// a fleet started together is all there by then (the first record 2.5 s
-// after Run at the defaults, on a table known old), and one started over
-// a few seconds, a member every 2 s or less, keeps the creator waiting
-// until its last member joined.
-const settleBeats = 2
 
 // ensureMarked marks st as this incarnation, before a take, unless it
 // knows the mark already, and returns an error if it could not (no row of
@@ -93,20 +78,20 @@ func (g *Group) markToCreate(ctx context.Context, st *streamState) error {
 	return err
 }
 
-// mark writes st's mark as this incarnation if the stream has none (unless
-// this incarnation knows it already and fresh is not set), and returns its
-// kind.
+// mark writes st's mark as this incarnation, with when its subscription
+// began, if the stream has none (unless this incarnation knows it already
+// and fresh is not set), and returns its kind.
 func (g *Group) mark(ctx context.Context, st *streamState, fresh bool) (lostrow.Mark, error) {
 	inc := g.Incarnation()
 	m := st.book.Mark()
 	if m.Inc == inc && m.Token != "" && !fresh {
 		return m.Kind(), nil
 	}
-	tok, err := g.mem.MarkStream(ctx, st.key, inc)
+	mk, err := g.mem.MarkStream(ctx, st.key, st.book.Ours(inc))
 	if err != nil {
 		return lostrow.MarkUnknown, fmt.Errorf("marking stream %s: %w", st.key, err)
 	}
-	return st.book.NoteMark(inc, tok), nil
+	return st.book.NoteMark(inc, mk), nil
 }
 
 // forgetMarks forgets every mark this instance knows: its entry vanished,

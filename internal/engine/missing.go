@@ -160,7 +160,7 @@ func (g *Group) recover(ctx context.Context, st *streamState, u unit, known leas
 			"shard", u.Shard, "seq", cp.String())
 	default:
 		st.log.WarnContext(ctx, "kinesislease: no lease row for this shard (a stream new to the lease table, or a row that vanished and nobody recreated); created it free at the start position",
-			"shard", u.Shard, "start", st.cfg.Start.String())
+			"shard", u.Shard, "start", st.book.Start().String())
 	}
 	return true
 }

@@ -124,20 +124,13 @@ func (g *Group) active(st *streamState, id string) bool {
 	return true
 }
 
-// youngWait is how long until the table is known old
-// (membership.Member.TableOld) and the joins settled (joinsSettled), plus
+// youngWait is how long until the table is known old and the joins
+// settled (membership.Member.SettledAt, joinsSettled), plus
 // a millisecond, while a stream none of whose rows this instance saw waits
 // for that to be taken as new; 0 otherwise. The round loop runs a round
 // then rather than at its cadence.
 func (g *Group) youngWait() time.Duration {
-	since := g.m.EntrySince()
-	if since == 0 {
-		return 0
-	}
-	at := g.lastJoin() + int64(settleBeats*g.cfg.Heartbeat)
-	if !g.m.TableOld() {
-		at = max(at, since+int64(g.cfg.Timeout))
-	}
+	at := g.m.SettledAt()
 	for _, st := range g.streams {
 		if st.list.Shards != nil && !st.removing && !st.book.SawRows() && at > mono() {
 			return time.Duration(at-mono()) + time.Millisecond

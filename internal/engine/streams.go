@@ -29,7 +29,7 @@ func (g *Group) newStreamState(sc StreamConfig) (*streamState, error) {
 		return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
 	}
 	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), list: shardlist.NewStream(sc.Stream),
-		book: rowbook.New(mono), failed: map[string]*failure{}}, nil
+		book: rowbook.New(mono, sc.Start, sc.Since), failed: map[string]*failure{}}, nil
 }
 
 // AddStream subscribes one more stream while Run runs: its shards join the

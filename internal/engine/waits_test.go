@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -36,7 +37,7 @@ func TestWaitsTableInDocs(t *testing.T) {
 		fmt.Sprintf("| late-write bound: rows of unanswered writes read again after | %d timeouts | %s |", lateBound, secs(lateBound*g.cfg.Timeout)),
 		fmt.Sprintf("| a table is known old (a stream without a mark in it is new) once an entry has stood for | timeout | %s |", secs(g.cfg.Timeout)),
 		fmt.Sprintf("| ... or at once, in a table whose header shows it born (created) more than | 2 timeouts ago | %s |", secs(2*g.cfg.Timeout)),
-		fmt.Sprintf("| a new stream's rows are created once no member joined (its creator included) for | %d intervals | %s |", settleBeats, secs(settleBeats*g.cfg.Heartbeat)),
+		fmt.Sprintf("| a new stream's rows are created once no member joined (its creator included) for | %d intervals | %s |", membership.SettleBeats, secs(membership.SettleBeats*g.cfg.Heartbeat)),
 	}
 	doc, err := os.ReadFile("../../docs/lease-protocol.md")
 	if err != nil {

@@ -247,6 +247,38 @@ func (me *Member) EntrySince() int64 { return me.entrySince.Load() }
 // entry it did not know, younger than a timeout); 0 if never.
 func (me *Member) JoinSeen() int64 { return me.joinSeen.Load() }
 
+// LastJoin returns Mono() of the last join this instance saw, its own
+// included: the later of JoinSeen and EntrySince.
+func (me *Member) LastJoin() int64 {
+	if seen := me.JoinSeen(); seen != 0 {
+		return max(seen, me.EntrySince())
+	}
+	return me.EntrySince()
+}
+
+// SettledAt returns Mono() when the table may be known old (TableOld: at
+// the latest when the entry has stood a timeout) and the joins settled
+// (SettleBeats heartbeats after LastJoin); 0 before the instance joined.
+func (me *Member) SettledAt() int64 {
+	since := me.EntrySince()
+	if since == 0 {
+		return 0
+	}
+	at := me.LastJoin() + int64(SettleBeats*me.cfg.Heartbeat)
+	if !me.TableOld() {
+		at = max(at, since+int64(me.cfg.Timeout))
+	}
+	return at
+}
+
+// SettleBeats is how many heartbeats a new stream's creator waits after the
+// last join it saw (LastJoin) before it creates the stream's rows: a fleet
+// started together is all there by then (the first record 2.55 s after Run
+// at the defaults, on a table known old), and one started over a few
+// seconds, a member every 2 s or less, keeps the creator waiting until its
+// last member joined.
+const SettleBeats = 2
+
 // RejoinSent returns Mono() when this instance last began writing its
 // entry again as the same incarnation after it vanished (0 if never): a
 // caller reads it before it judges the table old, and hands it to

@@ -46,13 +46,13 @@ func TestStoreCounts(t *testing.T) {
 		if _, err := s.Create(ctx, key); err != nil {
 			t.Fatal(err)
 		}
-		_, _ = s.StreamMark(ctx, "s")       // a read
-		_, _ = s.Join(ctx, 0, m)            // a write
-		_, _ = s.Heartbeat(ctx, 0, m)       // a heartbeat
-		_, _ = s.Members(ctx, 0)            // a member read
-		_, _ = s.Header(ctx)                // a member read
-		_ = s.BumpRow(ctx, 0)               // a write
-		_, _ = s.MarkStream(ctx, "s", "t1") // a write
+		_, _ = s.StreamMark(ctx, "s")                           // a read
+		_, _ = s.Join(ctx, 0, m)                                // a write
+		_, _ = s.Heartbeat(ctx, 0, m)                           // a heartbeat
+		_, _ = s.Members(ctx, 0)                                // a member read
+		_, _ = s.Header(ctx)                                    // a member read
+		_ = s.BumpRow(ctx, 0)                                   // a write
+		_, _ = s.MarkStream(ctx, "s", leases.Mark{Token: "t1"}) // a write
 
 		got := [4]int64{st.Reads.Load(), st.Writes.Load(), st.Heartbeats.Load(), st.MemberReads.Load()}
 		if want := [4]int64{2, 4, 1, 2}; got != want {

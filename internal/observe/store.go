@@ -102,8 +102,8 @@ func (s *Store) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRe
 }
 
 // MarkStream counts a write and calls the membership's MarkStream.
-func (s *Store) MarkStream(ctx context.Context, stream, token string) (string, error) {
-	return countCall(s, &s.s.Writes, "MarkStream", func() (string, error) { return s.mem.MarkStream(ctx, stream, token) })
+func (s *Store) MarkStream(ctx context.Context, stream string, m leases.Mark) (leases.Mark, error) {
+	return countCall(s, &s.s.Writes, "MarkStream", func() (leases.Mark, error) { return s.mem.MarkStream(ctx, stream, m) })
 }
 
 // MarkTaken counts a write and calls the membership's MarkTaken.
@@ -112,8 +112,8 @@ func (s *Store) MarkTaken(ctx context.Context, key leases.Key, token string) (st
 }
 
 // StreamMark counts a read and calls the membership's StreamMark.
-func (s *Store) StreamMark(ctx context.Context, stream string) (string, error) {
-	return countCall(s, &s.s.Reads, "StreamMark", func() (string, error) { return s.mem.StreamMark(ctx, stream) })
+func (s *Store) StreamMark(ctx context.Context, stream string) (leases.Mark, error) {
+	return countCall(s, &s.s.Reads, "StreamMark", func() (leases.Mark, error) { return s.mem.StreamMark(ctx, stream) })
 }
 
 // Join counts a write and calls the membership's Join.

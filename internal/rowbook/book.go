@@ -1,7 +1,9 @@
 // Package rowbook keeps what an instance knows of one stream's lease rows
 // (Book): each row as last read or written (lostrow.Row), which ones it has
 // not read since its first listing, whether it saw any exist, whether it is
-// creating a new stream's rows, and what it knows of the stream's mark. It
+// creating a new stream's rows, what it knows of the stream's mark, and so
+// where a shard with no checkpoint starts (LATEST's moment, recorded in the
+// mark: Start). It
 // does no store I/O: the engine reads and writes the rows and records here
 // what it found; the decisions on a row stay in package lostrow.
 package rowbook
@@ -10,9 +12,11 @@ import (
 	"crypto/rand"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/syncx"
+	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -42,12 +46,18 @@ type Book struct {
 	creating int
 	// mark: what this instance knows of the stream's mark (Mark).
 	mark Mark
+	// start and since: the subscription's start position, and when this
+	// instance's subscription began; recorded: the Since of the mark last
+	// noted, kept when the mark known is forgotten (see Start).
+	start           kltype.StartPosition
+	since, recorded time.Time
 }
 
-// New returns an empty book whose instants are read from now (a monotonic
-// clock).
-func New(now func() int64) *Book {
-	return &Book{now: now, rows: map[string]lostrow.Row{}}
+// New returns an empty book of a stream whose shards with no checkpoint
+// start at start, this instance's subscription having begun at since (see
+// Start), and whose instants are read from now (a monotonic clock).
+func New(now func() int64, start kltype.StartPosition, since time.Time) *Book {
+	return &Book{now: now, rows: map[string]lostrow.Row{}, start: start, since: since}
 }
 
 // Row returns what this instance knows of the row of id.

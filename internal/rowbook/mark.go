@@ -1,8 +1,12 @@
 package rowbook
 
 import (
+	"cmp"
+
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/syncx"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
 )
 
 // Mark is what this instance knows of a stream's mark: the token it
@@ -32,13 +36,39 @@ func (b *Book) SetMark(m Mark) {
 	syncx.Guard(&b.mu, func() { b.mark = m })
 }
 
-// NoteMark records tok, the stream's mark as incarnation inc found or
-// wrote it, and returns its kind.
-func (b *Book) NoteMark(inc, tok string) lostrow.Mark {
+// NoteMark records m, the stream's mark as incarnation inc found or wrote
+// it, and returns its kind. Its Since becomes LATEST's moment (Start).
+func (b *Book) NoteMark(inc string, m leases.Mark) lostrow.Mark {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.mark.Inc != inc || b.mark.Token != tok {
-		b.mark = Mark{Token: tok, Inc: inc, At: b.now()}
+	if b.mark.Inc != inc || b.mark.Token != m.Token {
+		b.mark = Mark{Token: m.Token, Inc: inc, At: b.now()}
 	}
+	b.recorded = m.Since
 	return b.mark.Kind()
+}
+
+// Ours returns the mark incarnation inc writes: its token, and when this
+// instance's subscription began, for the members that read the stream
+// after it (Start).
+func (b *Book) Ours(inc string) leases.Mark {
+	return leases.Mark{Token: inc, Since: b.since}
+}
+
+// Start returns where a shard of the stream with no checkpoint starts: the
+// subscription's start position, LATEST as an AT_TIMESTAMP of when the
+// subscription began. That moment is the Since of the stream's mark as last
+// noted (the first marker's: the same on every member), or this
+// instance's own when the mark carries none (written by a version before
+// Since) or none was noted; LATEST itself if neither is known.
+func (b *Book) Start() kltype.StartPosition {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.start.Type != kltype.PositionLatest {
+		return b.start
+	}
+	if at := cmp.Or(b.recorded, b.since); !at.IsZero() {
+		return kltype.AtTimestamp(at)
+	}
+	return b.start
 }

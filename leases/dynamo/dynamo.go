@@ -138,6 +138,10 @@ const takenPrefix = "#taken:"
 // attrMark is a stream mark's or a taken mark's token (S).
 const attrMark = "mark"
 
+// attrSince is a stream mark's Since (N: Unix milliseconds), written once
+// with its first token; absent on a mark written by a version before it.
+const attrSince = "since"
+
 // Attributes of a rewind record, beside rewind_id, rewind_to and
 // rewind_to_sub.
 const attrRewoundAt = "rewound_at" // N: Unix milliseconds, for operators reading the table

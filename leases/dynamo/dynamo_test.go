@@ -114,6 +114,49 @@ func TestRowFormat(t *testing.T) {
 	}
 }
 
+// TestStreamMarkFormat pins a stream's mark item: "#stream:" and the
+// stream, its first token in mark (S) and its first marker's subscription
+// time in since (N, Unix milliseconds); and a mark item as a version before
+// since wrote it (mark alone) reads back with a zero Since and is kept so.
+func TestStreamMarkFormat(t *testing.T) {
+	t.Parallel()
+	s, client := newStore(t, &testutil.Faults{})
+	at := time.Date(2026, 4, 2, 9, 30, 0, 250_000_000, time.UTC)
+	if _, err := s.MarkStream(ctx(t), "orders", leases.Mark{Token: "inc-a", Since: at}); err != nil {
+		t.Fatal(err)
+	}
+	item := rawItem(t, client, s.Table(), "#stream:orders")
+	if len(item) != 3 {
+		t.Errorf("mark item %v, want lease_key, mark and since", item)
+	}
+	if v, ok := item["mark"].(*types.AttributeValueMemberS); !ok || v.Value != "inc-a" {
+		t.Errorf("mark = %#v, want S inc-a", item["mark"])
+	}
+	if v, ok := item["since"].(*types.AttributeValueMemberN); !ok || v.Value != strconv.FormatInt(at.UnixMilli(), 10) {
+		t.Errorf("since = %#v, want N %d", item["since"], at.UnixMilli())
+	}
+
+	_, err := client.UpdateItem(testutil.WithoutFaults(ctx(t)), &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: "#stream:returns"}},
+		UpdateExpression:          aws.String("SET mark = :t"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: "inc-old"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []func() (leases.Mark, error){
+		func() (leases.Mark, error) { return s.StreamMark(ctx(t), "returns") },
+		func() (leases.Mark, error) { return s.MarkStream(ctx(t), "returns", leases.Mark{Token: "inc-new", Since: at}) },
+	} {
+		if m, err := call(); err != nil || m.Token != "inc-old" || !m.Since.IsZero() {
+			t.Errorf("a mark of an older version: %+v, %v; want inc-old with no time", m, err)
+		}
+	}
+	if _, ok := rawItem(t, client, s.Table(), "#stream:returns")["since"]; ok {
+		t.Error("MarkStream added a time to a mark of an older version")
+	}
+}
+
 func TestMissingTable(t *testing.T) {
 	t.Parallel()
 	client := testutil.DynamoClient(t)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,15 +19,15 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-// MarkStream implements leases.Membership: one UpdateItem that sets the
-// mark's token, conditional on the mark having none (or this one: a resent
-// call) and on the item not being a lease or membership row; when another
-// token is there, one strongly consistent GetItem returns it.
-func (s *Store) MarkStream(ctx context.Context, stream, token string) (string, error) {
-	if err := s.beginMark(ctx, stream, token, true); err != nil {
-		return "", err
+// MarkStream implements leases.Membership: one UpdateItem that writes m,
+// conditional on the item holding no mark (or m itself: a resent call) and
+// not being a lease or membership row; when another mark is there, one
+// strongly consistent GetItem returns it.
+func (s *Store) MarkStream(ctx context.Context, stream string, m leases.Mark) (leases.Mark, error) {
+	if err := s.beginMark(ctx, stream, m, true); err != nil {
+		return leases.Mark{}, err
 	}
-	return s.markOnce(ctx, markPrefix+stream, token)
+	return s.markOnce(ctx, markPrefix+stream, m)
 }
 
 // markKind names the mark item mk holds, for errors.
@@ -37,32 +38,56 @@ func markKind(mk string) string {
 	return "stream mark"
 }
 
-// markOnce writes token as the mark of item mk unless it holds another
-// (MarkStream, MarkTaken), and returns the token it holds.
-func (s *Store) markOnce(ctx context.Context, mk, token string) (string, error) {
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+// markOnce writes m as the mark of item mk unless it holds another
+// (MarkStream, MarkTaken), and returns the mark it holds: a mark, once
+// written, never changes.
+func (s *Store) markOnce(ctx context.Context, mk string, m leases.Mark) (leases.Mark, error) {
+	in := &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      keyAttr(mk),
 		UpdateExpression:         aws.String("SET #mk = :tok"),
-		ConditionExpression:      aws.String("attribute_not_exists(#c) AND (attribute_not_exists(#mk) OR #mk = :tok)"),
-		ExpressionAttributeNames: map[string]string{"#mk": attrMark, "#c": attrCounter},
+		ConditionExpression:      aws.String("attribute_not_exists(#c) AND (attribute_not_exists(#mk) OR (#mk = :tok AND attribute_not_exists(#since)))"),
+		ExpressionAttributeNames: map[string]string{"#mk": attrMark, "#c": attrCounter, "#since": attrSince},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":tok": &types.AttributeValueMemberS{Value: token},
+			":tok": &types.AttributeValueMemberS{Value: m.Token},
 		},
-	})
+	}
+	if !m.Since.IsZero() {
+		m.Since = time.UnixMilli(m.Since.UnixMilli())
+		in.UpdateExpression = aws.String("SET #mk = :tok, #since = :since")
+		in.ConditionExpression = aws.String("attribute_not_exists(#c) AND (attribute_not_exists(#mk) OR (#mk = :tok AND #since = :since))")
+		in.ExpressionAttributeValues[":since"] = numAttr(m.Since.UnixMilli())
+	}
+	_, err := s.client.UpdateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
-		return token, nil
+		return m, nil
 	case !errors.As(err, &ccf):
-		return "", s.mapErr("UpdateItem", mk, err)
+		return leases.Mark{}, s.mapErr("UpdateItem", mk, err)
 	}
 	item, err := s.getItem(ctx, mk)
-	cur := str(item, attrMark)
-	if err == nil && cur == "" {
-		err = fmt.Errorf("dynamo: table %q: %s %s: the write met another token, which the read then did not find", s.table, markKind(mk), mk)
+	if err != nil {
+		return leases.Mark{}, err
+	}
+	cur, err := s.decodeMark(mk, item)
+	if err == nil && cur.Token == "" {
+		err = fmt.Errorf("dynamo: table %q: %s %s: the write met another mark, which the read then did not find", s.table, markKind(mk), mk)
 	}
 	return cur, err
+}
+
+// decodeMark decodes the mark item mk as read or written (item).
+func (s *Store) decodeMark(mk string, item map[string]types.AttributeValue) (leases.Mark, error) {
+	ms, err := num(item, attrSince)
+	if err != nil {
+		return leases.Mark{}, fmt.Errorf("dynamo: table %q: %s %s: %w", s.table, markKind(mk), mk, err)
+	}
+	m := leases.Mark{Token: str(item, attrMark)}
+	if ms != 0 {
+		m.Since = time.UnixMilli(ms)
+	}
+	return m, nil
 }
 
 // MarkTaken implements leases.Membership as MarkStream does, on the item
@@ -75,27 +100,28 @@ func (s *Store) MarkTaken(ctx context.Context, key leases.Key, token string) (st
 	if err := leases.ValidateTakenMark(key, token); err != nil {
 		return "", err
 	}
-	return s.markOnce(ctx, takenPrefix+key.String(), token)
+	m, err := s.markOnce(ctx, takenPrefix+key.String(), leases.Mark{Token: token})
+	return m.Token, err
 }
 
 // StreamMark implements leases.Membership: one strongly consistent GetItem.
-func (s *Store) StreamMark(ctx context.Context, stream string) (string, error) {
-	if err := s.beginMark(ctx, stream, "", false); err != nil {
-		return "", err
+func (s *Store) StreamMark(ctx context.Context, stream string) (leases.Mark, error) {
+	if err := s.beginMark(ctx, stream, leases.Mark{}, false); err != nil {
+		return leases.Mark{}, err
 	}
 	item, err := s.getItem(ctx, markPrefix+stream)
 	if err != nil {
-		return "", err
+		return leases.Mark{}, err
 	}
-	return str(item, attrMark), nil
+	return s.decodeMark(markPrefix+stream, item)
 }
 
 // beginMark is begin for a stream's mark.
-func (s *Store) beginMark(ctx context.Context, stream, token string, write bool) error {
+func (s *Store) beginMark(ctx context.Context, stream string, m leases.Mark, write bool) error {
 	if s.err != nil {
 		return s.err
 	}
-	if err := leases.ValidateMark(stream, token, write); err != nil {
+	if err := leases.ValidateMark(stream, m, write); err != nil {
 		return err
 	}
 	return ctx.Err()

@@ -35,7 +35,7 @@ type Store struct {
 	vanished int64
 	born     int64                              // MemberHeader.Born
 	rewinds  map[leases.Key]leases.RewindRecord // the last operator's rewind of each shard
-	marks    map[string]string                  // stream -> its mark's token (MarkStream)
+	marks    map[string]leases.Mark             // stream -> its mark (MarkStream)
 	taken    map[leases.Key]string              // row -> its taken mark's token (MarkTaken)
 }
 
@@ -49,7 +49,7 @@ var (
 // members start its streams at once (leases.BornNoPredecessor; Clear makes
 // it a recreated table).
 func New() *Store {
-	return &Store{born: leases.BornNoPredecessor, rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord), marks: make(map[string]string), taken: make(map[leases.Key]string)}
+	return &Store{born: leases.BornNoPredecessor, rows: make(map[leases.Key]leases.Lease), members: make(map[int]map[string]leases.Member), header: make(map[int]int64), rewinds: make(map[leases.Key]leases.RewindRecord), marks: make(map[string]leases.Mark), taken: make(map[leases.Key]string)}
 }
 
 // Check implements leases.Checker. A memory store has nothing to
@@ -158,18 +158,22 @@ func (s *Store) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRe
 	return s.rewinds[key], nil
 }
 
-// MarkStream implements leases.Membership.
-func (s *Store) MarkStream(ctx context.Context, stream, token string) (string, error) {
-	if err := beginMark(ctx, stream, token, true); err != nil {
-		return "", err
+// MarkStream implements leases.Membership. Since is kept to the
+// millisecond, as the DynamoDB store keeps it.
+func (s *Store) MarkStream(ctx context.Context, stream string, m leases.Mark) (leases.Mark, error) {
+	if err := beginMark(ctx, stream, m, true); err != nil {
+		return leases.Mark{}, err
+	}
+	if !m.Since.IsZero() {
+		m.Since = time.UnixMilli(m.Since.UnixMilli())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.marks[stream]; ok {
 		return cur, nil
 	}
-	s.marks[stream] = token
-	return token, nil
+	s.marks[stream] = m
+	return m, nil
 }
 
 // MarkTaken implements leases.Membership.
@@ -190,9 +194,9 @@ func (s *Store) MarkTaken(ctx context.Context, key leases.Key, token string) (st
 }
 
 // StreamMark implements leases.Membership.
-func (s *Store) StreamMark(ctx context.Context, stream string) (string, error) {
-	if err := beginMark(ctx, stream, "", false); err != nil {
-		return "", err
+func (s *Store) StreamMark(ctx context.Context, stream string) (leases.Mark, error) {
+	if err := beginMark(ctx, stream, leases.Mark{}, false); err != nil {
+		return leases.Mark{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -201,8 +205,8 @@ func (s *Store) StreamMark(ctx context.Context, stream string) (string, error) {
 
 // beginMark validates a mark's arguments (see leases.ValidateMark) and
 // refuses a context that is done.
-func beginMark(ctx context.Context, stream, token string, write bool) error {
-	if err := leases.ValidateMark(stream, token, write); err != nil {
+func beginMark(ctx context.Context, stream string, m leases.Mark, write bool) error {
+	if err := leases.ValidateMark(stream, m, write); err != nil {
 		return err
 	}
 	return ctx.Err()
@@ -486,6 +490,6 @@ func (s *Store) Clear() {
 	s.header = make(map[int]int64)
 	s.vanished = 0
 	s.rewinds = make(map[leases.Key]leases.RewindRecord)
-	s.marks = make(map[string]string)
+	s.marks = make(map[string]leases.Mark)
 	s.taken = make(map[leases.Key]string)
 }

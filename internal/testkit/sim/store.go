@@ -408,12 +408,12 @@ func MarkKey(stream string) leases.Key { return leases.Key{Stream: "#stream", Sh
 
 // MarkStream implements leases.Membership; the hooks see it as a call on
 // MarkKey(stream). It may land late like any write.
-func (s *FaultStore) MarkStream(ctx context.Context, stream, token string) (string, error) {
+func (s *FaultStore) MarkStream(ctx context.Context, stream string, m leases.Mark) (leases.Mark, error) {
 	mem, err := s.membership()
 	if err != nil {
-		return "", err
+		return leases.Mark{}, err
 	}
-	return faultCall(ctx, s, "MarkStream", MarkKey(stream), func(ctx context.Context) (string, error) { return mem.MarkStream(ctx, stream, token) })
+	return faultCall(ctx, s, "MarkStream", MarkKey(stream), func(ctx context.Context) (leases.Mark, error) { return mem.MarkStream(ctx, stream, m) })
 }
 
 // MarkTaken implements leases.Membership; the hooks see it as a write of
@@ -429,12 +429,12 @@ func (s *FaultStore) MarkTaken(ctx context.Context, key leases.Key, token string
 
 // StreamMark implements leases.Membership; the hooks see it as a call on
 // MarkKey(stream).
-func (s *FaultStore) StreamMark(ctx context.Context, stream string) (string, error) {
+func (s *FaultStore) StreamMark(ctx context.Context, stream string) (leases.Mark, error) {
 	mem, err := s.membership()
 	if err != nil {
-		return "", err
+		return leases.Mark{}, err
 	}
-	return faultCall(ctx, s, "StreamMark", MarkKey(stream), func(ctx context.Context) (string, error) { return mem.StreamMark(ctx, stream) })
+	return faultCall(ctx, s, "StreamMark", MarkKey(stream), func(ctx context.Context) (leases.Mark, error) { return mem.StreamMark(ctx, stream) })
 }
 
 // Header implements leases.Membership; the hooks see it as a call on

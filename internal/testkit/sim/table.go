@@ -245,12 +245,12 @@ func (t *Table) LastRewind(ctx context.Context, key leases.Key) (leases.RewindRe
 
 // MarkStream implements leases.Membership. Marks are kept with the
 // membership rows: Drop removes them, DeleteRow does not.
-func (t *Table) MarkStream(ctx context.Context, stream, token string) (string, error) {
+func (t *Table) MarkStream(ctx context.Context, stream string, m leases.Mark) (leases.Mark, error) {
 	s, err := t.membership("MarkStream")
 	if err != nil {
-		return "", err
+		return leases.Mark{}, err
 	}
-	return s.MarkStream(ctx, stream, token)
+	return s.MarkStream(ctx, stream, m)
 }
 
 // MarkTaken implements leases.Membership. Taken marks are kept with the
@@ -264,10 +264,10 @@ func (t *Table) MarkTaken(ctx context.Context, key leases.Key, token string) (st
 }
 
 // StreamMark implements leases.Membership.
-func (t *Table) StreamMark(ctx context.Context, stream string) (string, error) {
+func (t *Table) StreamMark(ctx context.Context, stream string) (leases.Mark, error) {
 	s, err := t.membership("StreamMark")
 	if err != nil {
-		return "", err
+		return leases.Mark{}, err
 	}
 	return s.StreamMark(ctx, stream)
 }

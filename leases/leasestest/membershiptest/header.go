@@ -2,12 +2,13 @@ package membershiptest
 
 // The Membership subtests of the header and the marks: BumpRow and
 // ReportVanished, alone and concurrent, and the first-wins stream and
-// taken marks.
+// taken marks (a stream mark's time included).
 
 import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/leasestest/internal/kit"
@@ -106,54 +107,84 @@ func testConcurrentBumps(t *testing.T, _ leases.Store, m leases.Membership, rows
 		goroutines, r1, bumps1, r2, bumps2, vanished), m, want)
 }
 
-// testStreamMark: a stream has no mark until MarkStream; the first token
+// testStreamMark: a stream has no mark until MarkStream; the first mark
 // written stays (a later MarkStream returns it and writes nothing), a
 // resent call returns its own; marks of other streams are apart, and a
 // mark is not a lease row.
 func testStreamMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSource) {
 	stream, other := kit.NewKey(t).Stream, kit.NewKey(t).Stream
-	mark := func(stream, token string) string {
-		t.Helper()
-		got, err := m.MarkStream(kit.Ctx(t), stream, token)
-		if err != nil {
-			t.Fatalf("MarkStream(%s, %s): %v", stream, token, err)
-		}
-		return got
-	}
-	read := func(stream string) string {
-		t.Helper()
-		got, err := m.StreamMark(kit.Ctx(t), stream)
-		if err != nil {
-			t.Fatalf("StreamMark(%s): %v", stream, err)
-		}
-		return got
-	}
-	if got := read(stream); got != "" {
-		t.Fatalf("StreamMark of a stream nobody marked: %q, want none", got)
-	}
-	if got := mark(stream, "first"); got != "first" {
-		t.Fatalf("the first MarkStream returned %q, want its own token", got)
-	}
-	if got := mark(stream, "first"); got != "first" {
-		t.Fatalf("MarkStream resent returned %q, want its own token", got)
-	}
-	if got := mark(stream, "second"); got != "first" {
-		t.Fatalf("a second MarkStream returned %q, want the first token", got)
-	}
-	if got := read(stream); got != "first" {
-		t.Fatalf("StreamMark: %q, want the first token", got)
-	}
-	if got := read(other); got != "" {
-		t.Fatalf("StreamMark of another stream: %q, want none", got)
-	}
+	t1 := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+	first := leases.Mark{Token: "first", Since: t1}
+	wantMark(t, "StreamMark of a stream nobody marked", readMark(t, m, stream), leases.Mark{})
+	wantMark(t, "the first MarkStream", writeMark(t, m, stream, first), first)
+	wantMark(t, "MarkStream resent", writeMark(t, m, stream, first), first)
+	wantMark(t, "a second MarkStream", writeMark(t, m, stream, leases.Mark{Token: "second", Since: t1.Add(time.Second)}), first)
+	wantMark(t, "StreamMark", readMark(t, m, stream), first)
+	wantMark(t, "StreamMark of another stream", readMark(t, m, other), leases.Mark{})
 	if _, err := s.Get(kit.Ctx(t), leases.Key{Stream: stream, Shard: "shardId-000000000000"}); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("Get of a row of a marked stream nobody created: %v, want ErrNotFound", err)
 	}
-	if _, err := m.MarkStream(kit.Ctx(t), stream, ""); err == nil || errors.Is(err, leases.ErrConflict) {
-		t.Fatalf("MarkStream with no token: %v, want a validation error", err)
+	for _, bad := range []leases.Mark{{}, {Since: t1}, {Token: "t", Since: time.Unix(-1, 0)}} {
+		if _, err := m.MarkStream(kit.Ctx(t), stream, bad); err == nil || errors.Is(err, leases.ErrConflict) {
+			t.Fatalf("MarkStream(%+v): %v, want a validation error", bad, err)
+		}
 	}
 	if _, err := m.StreamMark(kit.Ctx(t), ""); err == nil || errors.Is(err, leases.ErrConflict) {
 		t.Fatalf("StreamMark of no stream: %v, want a validation error", err)
+	}
+}
+
+// testStreamMarkSince: a mark's Since is kept to the millisecond, and the
+// first one written stays, whoever marks next and with whatever time (its
+// own token with another time included); a mark written with no time (as
+// versions before Since wrote it) reads back with a zero Since, and a
+// later call with a time adds none.
+func testStreamMarkSince(t *testing.T, _ leases.Store, m leases.Membership, _ *rowSource) {
+	stream, untimed := kit.NewKey(t).Stream, kit.NewKey(t).Stream
+	t1 := time.Date(2026, 3, 1, 12, 0, 0, 987654321, time.UTC)
+	first := leases.Mark{Token: "a", Since: t1}
+	wantMark(t, "the first MarkStream", writeMark(t, m, stream, first), first)
+	wantMark(t, "MarkStream of its own token with a later time", writeMark(t, m, stream, leases.Mark{Token: "a", Since: t1.Add(3 * time.Second)}), first)
+	wantMark(t, "MarkStream of another with an earlier time", writeMark(t, m, stream, leases.Mark{Token: "b", Since: t1.Add(-3 * time.Second)}), first)
+	wantMark(t, "StreamMark", readMark(t, m, stream), first)
+
+	old := leases.Mark{Token: "old"}
+	wantMark(t, "MarkStream with no time", writeMark(t, m, untimed, old), old)
+	wantMark(t, "StreamMark of a mark with no time", readMark(t, m, untimed), old)
+	wantMark(t, "MarkStream of another with a time, on a mark with none", writeMark(t, m, untimed, leases.Mark{Token: "new", Since: t1}), old)
+	wantMark(t, "MarkStream of its own token with a time, on a mark with none", writeMark(t, m, untimed, leases.Mark{Token: "old", Since: t1}), old)
+	wantMark(t, "StreamMark of a mark with no time, after calls with one", readMark(t, m, untimed), old)
+}
+
+// writeMark calls MarkStream and returns the mark it returned.
+func writeMark(t *testing.T, m leases.Membership, stream string, mk leases.Mark) leases.Mark {
+	t.Helper()
+	got, err := m.MarkStream(kit.Ctx(t), stream, mk)
+	if err != nil {
+		t.Fatalf("MarkStream(%s, %+v): %v", stream, mk, err)
+	}
+	return got
+}
+
+// readMark calls StreamMark and returns the mark it read.
+func readMark(t *testing.T, m leases.Membership, stream string) leases.Mark {
+	t.Helper()
+	got, err := m.StreamMark(kit.Ctx(t), stream)
+	if err != nil {
+		t.Fatalf("StreamMark(%s): %v", stream, err)
+	}
+	return got
+}
+
+// wantMark fails t unless got is want, its Since to the millisecond (a
+// zero Since: zero).
+func wantMark(t *testing.T, what string, got, want leases.Mark) {
+	t.Helper()
+	if !want.Since.IsZero() {
+		want.Since = time.UnixMilli(want.Since.UnixMilli())
+	}
+	if got.Token != want.Token || !got.Since.Equal(want.Since) || got.Since.IsZero() != want.Since.IsZero() {
+		t.Fatalf("%s: token %q since %v, want token %q since %v", what, got.Token, got.Since, want.Token, want.Since)
 	}
 }
 
@@ -183,8 +214,8 @@ func testTakenMark(t *testing.T, s leases.Store, m leases.Membership, _ *rowSour
 	if got := mark(other, "second"); got != "second" {
 		t.Fatalf("MarkTaken of another row returned %q, want its own token", got)
 	}
-	if got, err := m.StreamMark(kit.Ctx(t), k.Stream); err != nil || got != "" {
-		t.Fatalf("StreamMark of a stream whose row was marked taken: %q, %v; want none", got, err)
+	if got, err := m.StreamMark(kit.Ctx(t), k.Stream); err != nil || got != (leases.Mark{}) {
+		t.Fatalf("StreamMark of a stream whose row was marked taken: %+v, %v; want none", got, err)
 	}
 	if _, err := s.Get(kit.Ctx(t), k); !errors.Is(err, leases.ErrNotFound) {
 		t.Fatalf("Get of a row marked taken that nobody created: %v, want ErrNotFound", err)

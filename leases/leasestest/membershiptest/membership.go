@@ -105,6 +105,7 @@ func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"TakeAsWritesItsCheckpoint", testTakeAsCheckpoint},
 		{"RewindIsRecorded", testRewindRecorded},
 		{"StreamMarkFirstWins", testStreamMark},
+		{"StreamMarkSinceFirstWins", testStreamMarkSince},
 		{"TakenMarkFirstWins", testTakenMark},
 		{"InvalidArguments", testMemberInvalidArguments},
 		{"CancelledContext", testMemberCancelledContext},

@@ -126,11 +126,11 @@ func (s CutOffStore) LastRewind(ctx context.Context, key leases.Key) (leases.Rew
 }
 
 // MarkStream implements leases.Membership.
-func (s CutOffStore) MarkStream(ctx context.Context, stream, token string) (string, error) {
+func (s CutOffStore) MarkStream(ctx context.Context, stream string, m leases.Mark) (leases.Mark, error) {
 	if s.Cut.Load() {
-		return "", s.Err
+		return leases.Mark{}, s.Err
 	}
-	return s.mem().MarkStream(ctx, stream, token)
+	return s.mem().MarkStream(ctx, stream, m)
 }
 
 // MarkTaken implements leases.Membership.
@@ -142,9 +142,9 @@ func (s CutOffStore) MarkTaken(ctx context.Context, key leases.Key, token string
 }
 
 // StreamMark implements leases.Membership.
-func (s CutOffStore) StreamMark(ctx context.Context, stream string) (string, error) {
+func (s CutOffStore) StreamMark(ctx context.Context, stream string) (leases.Mark, error) {
 	if s.Cut.Load() {
-		return "", s.Err
+		return leases.Mark{}, s.Err
 	}
 	return s.mem().StreamMark(ctx, stream)
 }
