@@ -79,7 +79,7 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 		Hooks: c.hooks,
 	}
 	for _, sub := range subs {
-		gc.Streams = append(gc.Streams, engine.StreamConfig{Stream: sub.stream, Start: sub.startPosition(), Worker: s.workerConfig(sub)})
+		gc.Streams = append(gc.Streams, s.streamConfig(sub))
 	}
 	g, err := engine.NewGroup(gc)
 	if err != nil {

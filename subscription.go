@@ -21,6 +21,8 @@ type subscription struct {
 	deadLetterStream string
 	deadLetterOption string         // the dead-letter option given, "both" once refused (deadLetterGiven)
 	consumer         string         // WithEnhancedFanOut's consumer name, "" for polling
+	client           Kinesis        // WithKinesisClient's, nil for the service's
+	namespace        string         // WithLeaseNamespace's, "" for none
 	fanOut           *read.Consumer // the registered consumer, set at Run
 	codec            codec.Codec
 	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
@@ -95,6 +97,7 @@ func (subOption) ResolveSubscribeOptions(opts []any, producer any) subopts.Setti
 var (
 	_ subopts.Resolver = subOption(nil)
 	_ subopts.Resolver = maxAgeOption(0)
+	_ subopts.Resolver = kinesisClientOption{}
 )
 
 // ResolveSubscribeOptions implements subopts.Resolver (see subOption's).
