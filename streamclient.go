@@ -69,8 +69,8 @@ func (kinesisClientOption) ResolveSubscribeOptions(opts []any, producer any) sub
 // key: Held, Unsubscribe and Rewind take it to name the subscription, and
 // `kinesislease status` and `rewind` reach its rows with
 // --lease-namespace. Every instance of the service gives the same
-// namespace (an account id or alias, a region); as Subscribe, a subscription
-// of one key on a service that has one already is refused
+// namespace (an account id or alias, a region). A subscription whose lease
+// key another subscription of the service has is refused
 // (ErrDuplicateSubscription).
 //
 // A namespace is 1 to 128 letters, digits, '_', '.' and '-' (a stream

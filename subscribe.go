@@ -51,7 +51,9 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, v T) error { return f(ctx, v
 // returns once the stream is in the plan: its shards are taken from the next
 // round on, spread over the instances that subscribe it (call it on every
 // instance). A second subscription to the same stream is refused with
-// ErrDuplicateSubscription; invalid options with ErrInvalidOption.
+// ErrDuplicateSubscription (unless one of them has a lease namespace of its
+// own, WithLeaseNamespace: a stream of the same name in another account or
+// region); invalid options with ErrInvalidOption.
 // SubscribeHandler takes a Handler value instead.
 func Subscribe[T any](svc *Service, stream string, handler HandlerFunc[T], opts ...SubscribeOption) error {
 	if handler == nil {
