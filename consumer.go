@@ -148,7 +148,9 @@ func defaultOwner(app string) string {
 }
 
 // Held returns the shard ids of stream this instance holds now, sorted;
-// nil when the service is not running or has no such subscription.
+// nil when the service is not running or has no such subscription. stream
+// is the stream's name or ARN, or the lease key of a subscription given
+// WithLeaseNamespace ("acct-b/orders").
 func (s *Service) Held(stream string) []string {
 	s.mu.Lock()
 	g := s.group
@@ -182,7 +184,7 @@ func (s *Service) workerConfig(sub *subscription) engine.WorkerConfig {
 		w.FanOut = &read.FanOutConfig{Consumer: sub.fanOut}
 	}
 	if sub.deadLetterStream != "" {
-		w.Sink = streamSink(s.kin, sub.deadLetterStream)
+		w.Sink = streamSink(s.clientOf(sub), sub.deadLetterStream)
 	}
 	return w
 }

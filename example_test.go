@@ -83,7 +83,7 @@ func ExampleSubscribe_duplicate() {
 	err := kinesislease.Subscribe(svc, "arn:aws:kinesis:us-east-1:123456789012:stream/orders", handle)
 	fmt.Println(errors.Is(err, kinesislease.ErrDuplicateSubscription), err)
 	// Output:
-	// true kinesislease: stream already subscribed: "arn:aws:kinesis:us-east-1:123456789012:stream/orders" (subscribed as "orders")
+	// true kinesislease: stream already subscribed: "arn:aws:kinesis:us-east-1:123456789012:stream/orders" (subscribed as "orders"): both key their lease rows "orders"; if they are different streams (in another account or region), give one of them WithLeaseNamespace
 }
 
 // A subscription has one dead-letter sink: a stream (WithDeadLetterStream)

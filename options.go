@@ -95,12 +95,6 @@ func WithLogger(l *slog.Logger) Option {
 	return serviceOption(func(c *config) { c.logger = l })
 }
 
-// WithKinesisClient makes the service call client instead of a Kinesis
-// client built from the aws.Config given to New.
-func WithKinesisClient(client Kinesis) Option {
-	return serviceOption(func(c *config) { c.client = client })
-}
-
 // WithKinesisOptions adjusts the Kinesis client New builds from its
 // aws.Config (an endpoint, a retryer, middleware, another region), as
 // dynamo.WithDynamoDBOptions does for the lease store's. It has no effect

@@ -36,7 +36,8 @@ func (s *Service) preflight(ctx context.Context, subs []*subscription) error {
 // consumer registered, its dead-letter stream listed.
 func (s *Service) preflightSubs(ctx context.Context, subs []*subscription) error {
 	for _, sub := range subs {
-		err := s.startupCheck(ctx, "stream", sub.stream, func(ctx context.Context) error { return s.listOne(ctx, sub.stream) },
+		kin := s.clientOf(sub)
+		err := s.startupCheck(ctx, "stream", sub.stream, func(ctx context.Context) error { return listOne(ctx, kin, sub.stream) },
 			func(err error) error { return explain(sub.stream, err) })
 		if err != nil {
 			return err
@@ -48,7 +49,7 @@ func (s *Service) preflightSubs(ctx context.Context, subs []*subscription) error
 			}
 		}
 		if sub.deadLetterStream != "" {
-			err := s.startupCheck(ctx, "dead-letter stream", sub.deadLetterStream, func(ctx context.Context) error { return s.listOne(ctx, sub.deadLetterStream) },
+			err := s.startupCheck(ctx, "dead-letter stream", sub.deadLetterStream, func(ctx context.Context) error { return listOne(ctx, kin, sub.deadLetterStream) },
 				func(err error) error { return explainDeadLetter(sub.stream, sub.deadLetterStream, err) })
 			if err != nil {
 				return err
@@ -78,7 +79,7 @@ func (s *Service) readRetention(ctx context.Context, sub *subscription) {
 		return
 	}
 	sub.worker.Retention = defaultRetention
-	d, ok := s.kin.(streamDescriber)
+	d, ok := s.clientOf(sub).(streamDescriber)
 	if !ok {
 		return
 	}
@@ -103,7 +104,7 @@ func (s *Service) readRetention(ctx context.Context, sub *subscription) {
 // registerConsumer finds or registers the stream consumer of sub
 // (WithEnhancedFanOut) and waits until it is ACTIVE.
 func (s *Service) registerConsumer(ctx context.Context, sub *subscription) error {
-	fo, err := fanOutClient(s.kin, sub.stream)
+	fo, err := fanOutClient(s.clientOf(sub), sub.stream)
 	if err != nil {
 		return err
 	}
@@ -127,12 +128,12 @@ func fanOutClient(kin Kinesis, stream string) (kinesisx.FanOut, error) {
 	return fo, nil
 }
 
-// listOne lists one shard of stream: the cheapest call that shows the
-// stream exists and may be read.
-func (s *Service) listOne(ctx context.Context, stream string) error {
+// listOne lists one shard of stream through kin: the cheapest call that
+// shows the stream exists and may be read.
+func listOne(ctx context.Context, kin Kinesis, stream string) error {
 	in := &kinesis.ListShardsInput{MaxResults: aws.Int32(1)}
 	in.StreamName, in.StreamARN = kinesisx.Fields(stream)
-	_, err := s.kin.ListShards(ctx, in)
+	_, err := kin.ListShards(ctx, in)
 	return err
 }
 

@@ -47,12 +47,27 @@ import (
 // store's own (leases.ErrMisconfigured, ...). The stream need not be one
 // of the service's subscriptions: another service on the same lease table
 // may read it.
+//
+// A subscription of the service with its own Kinesis client
+// (WithKinesisClient given to Subscribe) is rewound through that client;
+// one given WithLeaseNamespace is named by its lease key
+// ("acct-b/orders"), a lease key no subscription has being refused with
+// ErrNotSubscribed (its client and stream are unknown).
 func (s *Service) Rewind(ctx context.Context, stream, shard string, position kltype.StartPosition) ([]kltype.RewindResult, error) {
+	kin, key := s.kin, kinesisx.Name(stream)
+	if sub := s.subscriptionOf(stream); sub != nil {
+		kin, key = s.clientOf(sub), sub.leaseKey()
+		if kinesisx.IsLeaseStream(stream) {
+			stream = sub.stream
+		}
+	} else if kinesisx.IsLeaseStream(stream) {
+		return nil, fmt.Errorf("%w: Rewind(%q): no subscription of this service has that lease key (WithLeaseNamespace): its stream and Kinesis client are unknown here", ErrNotSubscribed, stream)
+	}
 	if err := checkRewind(stream, shard, position); err != nil {
 		return nil, err
 	}
 	var st rewind.Store = s.cfg.store
-	shards, err := kinesisx.ListShards(ctx, s.kin, stream)
+	shards, err := kinesisx.ListShards(ctx, kin, stream)
 	if err != nil {
 		return nil, rewindErr(stream, err)
 	}
@@ -62,7 +77,7 @@ func (s *Service) Rewind(ctx context.Context, stream, shard string, position klt
 			return nil, err
 		}
 	}
-	plans, err := rewind.Resolve(ctx, s.kin, stream, shards, position)
+	plans, err := rewind.Resolve(ctx, kin, stream, shards, position)
 	if err != nil {
 		if errors.Is(err, kltype.ErrPositionNotInShard) {
 			return nil, err
@@ -72,17 +87,21 @@ func (s *Service) Rewind(ctx context.Context, stream, shard string, position klt
 	var (
 		results []kltype.RewindResult
 		errs    []error
+		what    = fmt.Sprintf("stream %q", stream)
 	)
+	if key != kinesisx.Name(stream) {
+		what += fmt.Sprintf(" (lease key %q)", key)
+	}
 	for _, p := range plans {
-		res, err := rewind.Apply(ctx, st, stream, p, false)
+		res, err := rewind.Apply(ctx, st, key, p, false)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("kinesislease: Rewind: stream %q, shard %s: %w", stream, p.Shard, err))
+			errs = append(errs, fmt.Errorf("kinesislease: Rewind: %s, shard %s: %w", what, p.Shard, err))
 			if errors.Is(err, leases.ErrMisconfigured) || ctx.Err() != nil {
 				break // the same for every row
 			}
 			continue
 		}
-		s.log.InfoContext(ctx, "kinesislease: rewind", "stream", stream, "shard", p.Shard, "from", res.From.Sequence, "to", res.To.Sequence, "holder", res.Holder)
+		s.log.InfoContext(ctx, "kinesislease: rewind", "stream", stream, "lease_key", key, "shard", p.Shard, "from", res.From.Sequence, "to", res.To.Sequence, "holder", res.Holder)
 		results = append(results, res)
 	}
 	return results, errors.Join(errs...)

@@ -79,7 +79,7 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 		Hooks: c.hooks,
 	}
 	for _, sub := range subs {
-		gc.Streams = append(gc.Streams, sub.streamConfig(s.workerConfig(sub)))
+		gc.Streams = append(gc.Streams, s.streamConfig(sub))
 	}
 	g, err := engine.NewGroup(gc)
 	if err != nil {

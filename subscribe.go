@@ -51,7 +51,9 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, v T) error { return f(ctx, v
 // returns once the stream is in the plan: its shards are taken from the next
 // round on, spread over the instances that subscribe it (call it on every
 // instance). A second subscription to the same stream is refused with
-// ErrDuplicateSubscription; invalid options with ErrInvalidOption.
+// ErrDuplicateSubscription (unless one of them has a lease namespace of its
+// own, WithLeaseNamespace: a stream of the same name in another account or
+// region); invalid options with ErrInvalidOption.
 // SubscribeHandler takes a Handler value instead.
 func Subscribe[T any](svc *Service, stream string, handler HandlerFunc[T], opts ...SubscribeOption) error {
 	if handler == nil {
@@ -127,7 +129,7 @@ func subscribeWith(svc *Service, stream string, install func(*subscription), opt
 			ErrInvalidOption, sub.worker.MaxAge))
 	}
 	if sub.consumer != "" {
-		if _, err := fanOutClient(svc.kin, stream); err != nil {
+		if _, err := fanOutClient(svc.clientOf(sub), stream); err != nil {
 			sub.errs = append(sub.errs, err)
 		}
 	}
@@ -137,11 +139,11 @@ func subscribeWith(svc *Service, stream string, install func(*subscription), opt
 
 	svc.mu.Lock()
 	for _, s := range svc.subs {
-		if kinesisx.Name(s.stream) == kinesisx.Name(stream) {
+		if s.leaseKey() == sub.leaseKey() {
 			svc.mu.Unlock()
 			// One stream, whichever way it is named: its rows are keyed by
-			// its name.
-			return fmt.Errorf("%w: %q (subscribed as %q)", ErrDuplicateSubscription, stream, s.stream)
+			// its name (and namespace).
+			return duplicateError(stream, s)
 		}
 	}
 	if !svc.run {
@@ -193,7 +195,7 @@ func (svc *Service) addRunning(ready <-chan struct{}, sub *subscription) error {
 	if err := svc.preflightSubs(ctx, []*subscription{sub}); err != nil {
 		return err
 	}
-	return g.AddStream(ctx, sub.streamConfig(svc.workerConfig(sub)))
+	return g.AddStream(ctx, svc.streamConfig(sub))
 }
 
 // Unsubscribe stops consuming stream. Before Run it drops the
@@ -204,10 +206,12 @@ func (svc *Service) addRunning(ready <-chan struct{}, sub *subscription) error {
 // instance of the service should unsubscribe: the shards the plan gives an
 // instance that still subscribes are read on by it. A stream that is not
 // subscribed is refused with ErrNotSubscribed. A registered enhanced fan-out
-// consumer stays registered.
+// consumer stays registered. stream names the subscription as Subscribe
+// did (its name or ARN), or by its lease key ("acct-b/orders") for one
+// given WithLeaseNamespace.
 func (s *Service) Unsubscribe(ctx context.Context, stream string) error {
 	s.mu.Lock()
-	i := slices.IndexFunc(s.subs, func(sub *subscription) bool { return kinesisx.Name(sub.stream) == kinesisx.Name(stream) })
+	i := slices.IndexFunc(s.subs, func(sub *subscription) bool { return sub.leaseKey() == kinesisx.Name(stream) })
 	if i < 0 {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrNotSubscribed, stream)
@@ -229,7 +233,7 @@ func (s *Service) Unsubscribe(ctx context.Context, stream string) error {
 	g := s.group
 	s.mu.Unlock()
 	if g != nil {
-		if err := g.RemoveStream(ctx, sub.stream); err != nil {
+		if err := g.RemoveStream(ctx, sub.leaseKey()); err != nil {
 			return fmt.Errorf("unsubscribe %q: %w", stream, err)
 		}
 	}

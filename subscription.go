@@ -21,6 +21,8 @@ type subscription struct {
 	deadLetterStream string
 	deadLetterOption string         // the dead-letter option given, "both" once refused (deadLetterGiven)
 	consumer         string         // WithEnhancedFanOut's consumer name, "" for polling
+	client           Kinesis        // WithKinesisClient's, nil for the service's
+	namespace        string         // WithLeaseNamespace's, "" for none
 	fanOut           *read.Consumer // the registered consumer, set at Run
 	codec            codec.Codec
 	batch            *engine.BatchConfig // WithBatchSize's, for SubscribeBatch
@@ -95,6 +97,7 @@ func (subOption) ResolveSubscribeOptions(opts []any, producer any) subopts.Setti
 var (
 	_ subopts.Resolver = subOption(nil)
 	_ subopts.Resolver = maxAgeOption(0)
+	_ subopts.Resolver = kinesisClientOption{}
 )
 
 // ResolveSubscribeOptions implements subopts.Resolver (see subOption's).
@@ -332,14 +335,6 @@ func (s *subscription) deadLetterGiven(option string) {
 		s.errs = append(s.errs, fmt.Errorf("%w: WithDeadLetter and WithDeadLetterStream both given: a subscription has one dead-letter sink, give one of them", ErrInvalidOption))
 		s.deadLetterOption = "both"
 	}
-}
-
-// streamConfig is sub as the engine reads it, with worker: its start
-// position, and the moment Subscribe was called, which LATEST means if
-// this instance marks the stream first (else the mark's: see
-// WithStartPosition).
-func (sub *subscription) streamConfig(worker engine.WorkerConfig) engine.StreamConfig {
-	return engine.StreamConfig{Stream: sub.stream, Start: sub.start, Since: sub.at, Worker: worker}
 }
 
 // resolveSubscribeOptions applies opts to a subscription with the defaults

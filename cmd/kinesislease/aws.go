@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +38,10 @@ type globals struct {
 	// tableOnly: the command works on the table alone (init, members): it
 	// has no --stream.
 	tableOnly bool
+	// namespaced: the command takes --lease-namespace (status, rewind),
+	// the namespace of the rows of a subscription given WithLeaseNamespace.
+	namespaced bool
+	namespace  string
 }
 
 // register registers the options on fs. Their help is in help.go; the
@@ -53,6 +58,9 @@ func (g *globals) register(fs *flag.FlagSet) {
 			continue
 		}
 		fs.StringVar(o.v, o.name, "", "")
+	}
+	if g.namespaced {
+		fs.StringVar(&g.namespace, "lease-namespace", "", "")
 	}
 	fs.IntVar(&g.readTimeoutSecs, "cli-read-timeout", 60, "")
 }
@@ -75,6 +83,9 @@ func (g *globals) check() error {
 	if _, err := leases.NewKey(g.stream, "shardId-000000000000"); err != nil && !g.tableOnly {
 		return badArg("argument --stream %q: not a stream name or ARN", g.stream)
 	}
+	if g.namespace != "" && !namespacePattern.MatchString(g.namespace) {
+		return badArg("argument --lease-namespace %q: want 1 to 128 of a-z, A-Z, 0-9, '_', '-', '.' (as given to WithLeaseNamespace)", g.namespace)
+	}
 	for _, u := range []struct{ name, v string }{
 		{"--endpoint-url", g.endpoint}, {"--dynamodb-endpoint-url", g.dynamoEndpoint}, {"--kinesis-endpoint-url", g.kinesisEndpoint},
 	} {
@@ -84,6 +95,9 @@ func (g *globals) check() error {
 	}
 	return nil
 }
+
+// namespacePattern is what WithLeaseNamespace takes.
+var namespacePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 
 func (g *globals) dynamoURL() string  { return firstOf(g.dynamoEndpoint, g.endpoint) }
 func (g *globals) kinesisURL() string { return firstOf(g.kinesisEndpoint, g.endpoint) }
@@ -99,11 +113,14 @@ func firstOf(a, b string) string {
 // Kinesis client, from one aws.Config.
 type session struct {
 	table, stream string
-	region        string
-	store         *dynamo.Store
-	ddb           *dynamodb.Client // the store's client, for other tables (import, export)
-	kin           *kinesis.Client
-	conns         *connTracker
+	// key is the stream part of the keys of the stream's lease rows: its
+	// name, after --lease-namespace if given (kinesisx.LeaseStream).
+	key    string
+	region string
+	store  *dynamo.Store
+	ddb    *dynamodb.Client // the store's client, for other tables (import, export)
+	kin    *kinesis.Client
+	conns  *connTracker
 }
 
 func (s *session) close() { s.conns.close() }
@@ -200,6 +217,7 @@ func (c *cli) connect(g *globals) (*session, error) {
 	return &session{
 		table:  g.table,
 		stream: g.stream,
+		key:    kinesisx.LeaseStream(g.namespace, g.stream),
 		region: cfg.Region,
 		store:  dynamo.New(cfg, g.table, dynamo.WithDynamoDBClient(ddb)),
 		ddb:    ddb,
@@ -233,7 +251,15 @@ func (s *session) kinesisErr(shardID, op string, err error) error {
 // rowErr names the table, the stream and the shard in an error of the lease
 // store (whose own message names the table and says what to do).
 func (s *session) rowErr(shardID string, err error) error {
-	return fmt.Errorf("table %q, stream %q, shard %s: %w", s.table, s.stream, shardID, err)
+	return fmt.Errorf("table %q, %s, shard %s: %w", s.table, s.streamRows(), shardID, err)
+}
+
+// streamRows names the stream, and its rows' key when namespaced.
+func (s *session) streamRows() string {
+	if s.key != kinesisx.Name(s.stream) {
+		return fmt.Sprintf("stream %q (rows %q)", s.stream, s.key)
+	}
+	return fmt.Sprintf("stream %q", s.stream)
 }
 
 // getRecords calls GetRecords with it.

@@ -118,6 +118,18 @@ const tableStreamHelp = `
           the service subscribes to it.
 `
 
+const leaseNamespaceHelp = `
+       --lease-namespace (string)
+          The lease namespace of the subscription (WithLeaseNamespace): its
+          rows are keyed "<namespace>/<stream name>:<shard>" instead of
+          "<stream name>:<shard>", so that streams of one name in two
+          accounts or regions have rows of their own in one table. Default:
+          none (the rows of a subscription without a namespace). Kinesis
+          and DynamoDB are called with the same credentials and region
+          (--profile, --region): for a stream of another account, use a
+          profile whose credentials may read both the stream and the table.
+`
+
 const statusHelp = `STATUS()                                                              STATUS()
 
 NAME
@@ -164,10 +176,11 @@ SYNOPSIS
             status
           --table <value>
           --stream <value>
+          [--lease-namespace <value>]
           [--json]
           [global options]
 
-OPTIONS` + tableStreamHelp + `
+OPTIONS` + tableStreamHelp + leaseNamespaceHelp + `
        --json (boolean)
           Print a JSON array instead, one object per shard, with these
           stable fields:
@@ -266,12 +279,13 @@ SYNOPSIS
             rewind
           --table <value>
           --stream <value>
+          [--lease-namespace <value>]
           --to <value>
           [--shard <value>]
           [--dry-run]
           [global options]
 
-OPTIONS` + tableStreamHelp + `
+OPTIONS` + tableStreamHelp + leaseNamespaceHelp + `
        --to (string)
           TRIM_HORIZON, LATEST, an RFC 3339 time or a sequence number.
 

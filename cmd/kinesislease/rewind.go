@@ -14,7 +14,7 @@ import (
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-const rewindSynopsis = "rewind --table <value> --stream <value> --to <value> [--shard <value>] [--dry-run] [global options]"
+const rewindSynopsis = "rewind --table <value> --stream <value> [--lease-namespace <value>] --to <value> [--shard <value>] [--dry-run] [global options]"
 
 // parseTarget parses --to: TRIM_HORIZON, LATEST, an RFC 3339 time (not in
 // the future) or a sequence number.
@@ -41,7 +41,7 @@ func parseTarget(s string, now time.Time) (kltype.StartPosition, error) {
 
 func (c *cli) rewind(args []string) int {
 	cmd := commandNamed("rewind")
-	var g globals
+	g := globals{namespaced: true}
 	fs := flag.NewFlagSet("rewind", flag.ContinueOnError)
 	g.register(fs)
 	to := fs.String("to", "", "")
@@ -107,11 +107,11 @@ func (c *cli) rewind(args []string) int {
 
 	code := exitOK
 	for _, p := range plans {
-		res, err := rewind.Apply(c.ctx, s.store, s.stream, p, *dry)
+		res, err := rewind.Apply(c.ctx, s.store, s.key, p, *dry)
 		if err != nil {
 			var e error = s.rowErr(p.Shard, err)
 			if errors.Is(err, leases.ErrMisconfigured) {
-				e = fmt.Errorf("stream %q, shard %s: %w", s.stream, p.Shard, err) // the store's message names the table
+				e = fmt.Errorf("%s, shard %s: %w", s.streamRows(), p.Shard, err) // the store's message names the table
 			}
 			if code == exitOK {
 				code = c.fail("rewind", e)

@@ -60,11 +60,11 @@ type shardStatus struct {
 	rewindTo leases.Checkpoint // PendingRewind, for the text output
 }
 
-const statusSynopsis = "status --table <value> --stream <value> [--json] [global options]"
+const statusSynopsis = "status --table <value> --stream <value> [--lease-namespace <value>] [--json] [global options]"
 
 func (c *cli) status(args []string) int {
 	cmd := commandNamed("status")
-	var g globals
+	g := globals{namespaced: true}
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	g.register(fs)
 	asJSON := fs.Bool("json", false, "")
@@ -148,12 +148,12 @@ func (s *session) shardStatus(ctx context.Context, sh ktypes.Shard) (st shardSta
 		Parents: kinesisx.Parents(sh),
 		Closed:  sh.SequenceNumberRange != nil && sh.SequenceNumberRange.EndingSequenceNumber != nil,
 	}
-	l, err := s.store.Get(ctx, leases.Key{Stream: kinesisx.Name(s.stream), Shard: id})
+	l, err := s.store.Get(ctx, leases.Key{Stream: s.key, Shard: id})
 	switch {
 	case errors.Is(err, leases.ErrNotFound):
 	case errors.Is(err, leases.ErrMisconfigured):
 		// The table itself: the store's message names it and says what to do.
-		return st, fmt.Errorf("stream %q: reading the lease rows: %w", s.stream, err), nil
+		return st, fmt.Errorf("%s: reading the lease rows: %w", s.streamRows(), err), nil
 	case err != nil:
 		return st, s.rowErr(id, err), nil
 	default:

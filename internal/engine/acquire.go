@@ -92,7 +92,7 @@ func (g *Group) acquire(ctx context.Context, u unit) (leases.Lease, bool) {
 		// known old (whether the stream is new is unknown): a later round
 		// reads it.
 		return leases.Lease{}, false
-	case r.Created && st.cfg.Stream == st.key && g.m.TableOld():
+	case r.Created && g.m.TableOld():
 		// Created free by this instance and untouched since: taken as
 		// created (a take conditional on the row as created, so a row
 		// changed since fails it), with no read first. Read next time.

@@ -36,7 +36,9 @@ const (
 
 // StreamConfig is one subscription of a Group.
 type StreamConfig struct {
-	Stream string // name or ARN
+	Stream string          // name or ARN, what Kinesis is called with
+	Key    string          // the stream part of its lease rows' keys; "": its name
+	Client kinesisx.Reader // for every Kinesis call of the stream; nil: GroupConfig.Client
 	Start  kltype.StartPosition
 	Since  time.Time // when the subscription began: LATEST's moment, if this instance marks the stream first
 	Worker WorkerConfig

@@ -86,7 +86,7 @@ func (g *Group) takeToRead(ctx context.Context, st *streamState, u unit, l, from
 func (g *Group) startWorker(ctx context.Context, st *streamState, u unit, h *lease.Held, inc string, announce func()) {
 	start := shardlist.StartAt(st.book.Start(), st.list.Shards, u.Shard, h.Current().Checkpoint)
 	w := shard.New(ctx, shard.Config{
-		Settings: &st.cfg.Worker, Log: st.log, Client: g.cfg.Client, Stream: st.cfg.Stream, Shard: u.Shard, Start: start,
+		Settings: &st.cfg.Worker, Log: st.log, Client: st.cfg.Client, Stream: st.cfg.Stream, Shard: u.Shard, Start: start,
 		Lease: h, HashRange: shard.HashRangeOf(st.list.Shards[u.Shard]), Hooks: &g.h.Worker,
 	})
 	started := false

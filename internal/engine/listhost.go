@@ -61,8 +61,7 @@ func (h *listingHost) Row(u unit) (string, bool) {
 	return r.Lease.Owner, r.Done()
 }
 
-// Unread reports whether the row of u is still unread since the first
-// listing.
+// Unread reports whether the row of u is still unread since the first listing.
 func (h *listingHost) Unread(u unit) bool { return (*Group)(h).unreadRow(u) }
 
 // Holds reports whether this instance runs a worker on u.

@@ -15,9 +15,9 @@ import (
 
 type streamState struct {
 	cfg StreamConfig
-	// key is the stream's identity in the lease table: its name, however
-	// it was subscribed (a name or an ARN, cfg.Stream, used for the calls
-	// to Kinesis). Units, rows and the plan use it.
+	// key is the stream's identity in the lease table: cfg.Key, else its
+	// name however it was subscribed (a name or an ARN, cfg.Stream, used
+	// for the calls to Kinesis). Units, rows and the plan use it.
 	key string
 	log *slog.Logger
 	// list is the stream's listing (shardlist.Stream): its shards as
@@ -31,8 +31,7 @@ type streamState struct {
 	// of the stream is released.
 	removing bool
 	removed  []chan error
-	// failed holds the shards set aside after failing for good, by shard
-	// id.
+	// failed holds the shards set aside after failing for good, by shard id.
 	failed map[string]*failure
 }
 

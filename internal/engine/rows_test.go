@@ -348,7 +348,9 @@ func arm(t *testing.T, g *Group, inc string) {
 		g.mu.Unlock()
 		synctest.Wait()
 	})
-	g.cfg.Client = silentKinesis{}
+	for _, st := range g.streams {
+		st.cfg.Client = silentKinesis{} // each stream's client reads its shards
+	}
 	// Its entry in the table, standing for an hour: the table is old
 	// (TableOld, SameTable).
 	if err := g.m.Arm(context.Background(), inc, mono()+int64(time.Minute), mono()-int64(time.Hour)); err != nil {

@@ -75,10 +75,9 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		Owner: cfg.Owner, Store: is, Log: g.log, Host: (*memberHost)(g),
 		Heartbeat: cfg.Heartbeat, Timeout: cfg.Timeout, FenceMargin: cfg.FenceMargin, ShutdownTimeout: cfg.ShutdownTimeout,
 	})
-	g.cfg.Client = h.WrapKinesis(cfg.Client)
 	g.listing = shardlist.New(shardlist.Config{
 		Owner: cfg.Owner, Heartbeat: cfg.Heartbeat, Timeout: cfg.Timeout, ShardSyncInterval: cfg.ShardSyncInterval,
-		MaxLeases: cfg.MaxLeases, Client: g.cfg.Client, Store: is, Log: g.log, View: g.m, Host: (*listingHost)(g),
+		MaxLeases: cfg.MaxLeases, Store: is, Log: g.log, View: g.m, Host: (*listingHost)(g),
 	})
 	for _, sc := range cfg.Streams {
 		st, err := g.newStreamState(sc)

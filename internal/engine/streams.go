@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,11 +25,12 @@ func (g *Group) newStreamState(sc StreamConfig) (*streamState, error) {
 		return nil, fmt.Errorf("engine: stream %q: no handler", sc.Stream)
 	}
 	sc.Worker.Defaults()
-	key := kinesisx.Name(sc.Stream)
+	sc.Client = g.h.WrapKinesis(cmp.Or(sc.Client, g.cfg.Client))
+	key := cmp.Or(sc.Key, kinesisx.Name(sc.Stream))
 	if prev, dup := g.streams[key]; dup {
 		return nil, fmt.Errorf("engine: stream %q subscribed twice (as %q and %q)", key, prev.cfg.Stream, sc.Stream)
 	}
-	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), list: shardlist.NewStream(sc.Stream),
+	return &streamState{cfg: sc, key: key, log: g.log.With("stream", sc.Stream), list: shardlist.NewStream(sc.Stream, sc.Client),
 		book: rowbook.New(mono, sc.Start, sc.Since), failed: map[string]*failure{}}, nil
 }
 

@@ -63,6 +63,25 @@ func Name(stream string) string {
 	return stream
 }
 
+// NamespaceSeparator separates a lease namespace from the stream's name in
+// the stream part of a lease row's key (LeaseStream). No stream name
+// contains it, and a namespace may not.
+const NamespaceSeparator = "/"
+
+// LeaseStream returns the stream part of the keys of the lease rows of
+// stream (a name or an ARN) under namespace: its name, after namespace and
+// NamespaceSeparator unless namespace is "" ("acct-b/orders"; "orders").
+func LeaseStream(namespace, stream string) string {
+	if namespace == "" {
+		return Name(stream)
+	}
+	return namespace + NamespaceSeparator + Name(stream)
+}
+
+// IsLeaseStream reports whether s is the stream part of a namespaced lease
+// key (LeaseStream) rather than a stream's name or ARN.
+func IsLeaseStream(s string) bool { return !IsARN(s) && strings.Contains(s, NamespaceSeparator) }
+
 // IteratorInput is the GetShardIterator request that starts shardID of
 // stream at p.
 func IteratorInput(stream, shardID string, p kltype.StartPosition) *kinesis.GetShardIteratorInput {

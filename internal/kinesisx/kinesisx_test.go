@@ -40,6 +40,36 @@ func TestStreamNames(t *testing.T) {
 	}
 }
 
+// TestLeaseStream: a namespace goes before the stream's name, however the
+// stream is named; without one the name alone, as always; the keys it
+// makes are lease keys that split back on their last colon.
+func TestLeaseStream(t *testing.T) {
+	for _, tc := range []struct{ ns, stream, want string }{
+		{"", "orders", "orders"},
+		{"", arn, "orders"},
+		{"acct-b", "orders", "acct-b/orders"},
+		{"acct-b", arn, "acct-b/orders"},
+	} {
+		got := LeaseStream(tc.ns, tc.stream)
+		if got != tc.want {
+			t.Errorf("LeaseStream(%q, %q) = %q, want %q", tc.ns, tc.stream, got, tc.want)
+		}
+		if IsLeaseStream(got) != (tc.ns != "") {
+			t.Errorf("IsLeaseStream(%q) = %v", got, !(tc.ns != ""))
+		}
+		k, err := leases.ParseKey(got + ":shardId-000000000001")
+		if err != nil || k.Stream != tc.want || k.Shard != "shardId-000000000001" {
+			t.Errorf("ParseKey of %q's row: %+v, %v", got, k, err)
+		}
+		if err := leases.ValidateLeaseKey(k); err != nil {
+			t.Errorf("ValidateLeaseKey(%v): %v", k, err)
+		}
+	}
+	if IsLeaseStream(arn) || IsLeaseStream("orders") {
+		t.Errorf("IsLeaseStream of a stream ARN or name: true")
+	}
+}
+
 func TestIteratorInput(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_000)
 	for _, c := range []struct {

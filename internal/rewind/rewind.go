@@ -205,7 +205,8 @@ func firstAtOrAfter(ctx context.Context, kin kinesisx.Reader, stream, id string,
 const attempts = 5
 
 // Apply moves the checkpoint of shard p.Shard of stream through st, as p
-// says, or, with dry, finds what it would do and writes nothing. It reads
+// says (stream: a name or an ARN, whose rows are keyed by its name, or the
+// stream part of a namespaced key, kinesisx.LeaseStream), or, with dry, finds what it would do and writes nothing. It reads
 // the row, creates it if missing (free), and rewinds it: at once when
 // free, by a request to its holder when held, whom it tells by bumping the
 // Notice of the holder's membership entry. On a conflict (the row moved:

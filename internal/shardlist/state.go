@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
@@ -80,8 +79,6 @@ type Config struct {
 	Timeout           time.Duration // the membership timeout
 	ShardSyncInterval time.Duration // how often a lister lists its streams
 	MaxLeases         int           // the plan's cap on the leases a member holds
-	// Client lists the streams' shards (ListShards).
-	Client kinesisx.Reader
 	// Store bumps this instance's membership row (Announce).
 	Store leases.Membership
 	Log   *slog.Logger // already carrying the owner

@@ -21,8 +21,9 @@ import (
 // runs read it.
 type Stream struct {
 	// name is the stream as subscribed (a name or an ARN), for the calls
-	// to Kinesis.
-	name string
+	// to Kinesis, which client makes (ListShards).
+	name   string
+	client kinesisx.Reader
 	// Shards are the shards listed, by id (nil before the first listing),
 	// and Order their ids in ListShards' order.
 	Shards map[string]types.Shard
@@ -42,8 +43,10 @@ type Stream struct {
 }
 
 // NewStream returns the listing of the stream subscribed as name (a name
-// or an ARN), nothing listed yet.
-func NewStream(name string) *Stream { return &Stream{name: name} }
+// or an ARN), listed through client, nothing listed yet.
+func NewStream(name string, client kinesisx.Reader) *Stream {
+	return &Stream{name: name, client: client}
+}
 
 // Resync has the next round list the stream again (this instance's own
 // shard of it ended).
@@ -122,7 +125,7 @@ func (s *State) list(key string, st *Stream) {
 		// fleets' timeout) completes instead of being cancelled every time.
 		lctx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, listTimeout))
 		defer cancel()
-		shards, err := kinesisx.ListShards(lctx, s.cfg.Client, st.name)
+		shards, err := kinesisx.ListShards(lctx, st.client, st.name)
 		ch <- listing{shards: shards, err: err, sent: sent}
 	})
 }

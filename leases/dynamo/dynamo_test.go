@@ -146,7 +146,9 @@ func TestStreamMarkFormat(t *testing.T) {
 	}
 	for _, call := range []func() (leases.Mark, error){
 		func() (leases.Mark, error) { return s.StreamMark(ctx(t), "returns") },
-		func() (leases.Mark, error) { return s.MarkStream(ctx(t), "returns", leases.Mark{Token: "inc-new", Since: at}) },
+		func() (leases.Mark, error) {
+			return s.MarkStream(ctx(t), "returns", leases.Mark{Token: "inc-new", Since: at})
+		},
 	} {
 		if m, err := call(); err != nil || m.Token != "inc-old" || !m.Since.IsZero() {
 			t.Errorf("a mark of an older version: %+v, %v; want inc-old with no time", m, err)
