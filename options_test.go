@@ -15,6 +15,7 @@ import (
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/subopts"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -266,11 +267,10 @@ func TestDefaultStoreWarns(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			done := make(chan error, 1)
 			go func() { done <- svc.Run(ctx) }()
-			for len(svc.Held(stream)) == 0 {
-				time.Sleep(10 * time.Millisecond)
-			}
+			kinesisleasetest.WaitReady(t, svc) // started: the warning, if any, is logged
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)
