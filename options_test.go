@@ -257,7 +257,11 @@ func TestDefaultStoreWarns(t *testing.T) {
 	}{{"default", nil, true}, {"memory store given", []kinesislease.Option{kinesislease.WithLeaseStore(memory.New())}, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs lockedBuffer
+			// A short timeout: a new table's shards are read a timeout
+			// after the join (5s at the default), and the start is all
+			// this test needs.
 			opts := append([]kinesislease.Option{kinesislease.WithKinesisClient(kc),
+				kinesislease.WithHeartbeat(150*time.Millisecond, 600*time.Millisecond),
 				kinesislease.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))}, tc.opts...)
 			svc, err := kinesislease.New(testutil.Config(t), opts...)
 			if err != nil {
