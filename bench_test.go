@@ -16,6 +16,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -161,9 +162,7 @@ func BenchmarkLeaseWrites(b *testing.B) {
 					b.Fatal(err)
 				}
 				in := runInstance(b, svc)
-				for len(svc.Held(stream)) < benchShards {
-					time.Sleep(50 * time.Millisecond)
-				}
+				kinesisleasetest.WaitReady(b, svc) // every shard held
 				st0, cp0 := svc.LeaseStoreCalls(), store.checkpoints.Load()
 				stop := time.After(window)
 				tick := time.NewTicker(100 * time.Millisecond)

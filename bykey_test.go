@@ -15,6 +15,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -347,7 +348,7 @@ func TestHandoffDrainBounded(t *testing.T) {
 		<-ctx.Done() // hung until cancelled
 		return ctx.Err()
 	}, []kinesislease.SubscribeOption{kinesislease.WithKeyConcurrency(4)}, kinesislease.WithShutdownTimeout(500*time.Millisecond))
-	waitSplit(t, stream, map[string]*instance{"a": a}, []int{2})
+	kinesisleasetest.WaitReady(t, a.svc) // a holds both shards
 	b := startWith(t, kc, store, stream, "b", func(ctx context.Context, v keyed) error {
 		mu.Lock()
 		byB++

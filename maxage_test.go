@@ -10,6 +10,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -75,9 +76,7 @@ func TestMaxRecordAge(t *testing.T) {
 	// Record 0 is put once the shard is read: put before, it could wait
 	// out the start (a new table is read a timeout after the join) and
 	// reach the handler past maxAge.
-	waitHealth(t, in, func(h kltype.Health) bool {
-		return len(h.Streams) == 1 && len(h.Streams[0].Shards) == 1 && h.Streams[0].Shards[0].Reading
-	}, "reading the shard")
+	kinesisleasetest.WaitReady(t, in.svc)
 	seq0 := plPut(t, kc, stream, plOrders(0, 1))[0]
 	select {
 	case <-holding:

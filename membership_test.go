@@ -18,6 +18,7 @@ import (
 
 	"github.com/kinesislease/kinesislease"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -243,7 +244,7 @@ func TestDuplicateOwner(t *testing.T) {
 	mem := memory.New()
 	first, second := newTally(), newTally()
 	a := start(t, kc, mem, stream, "a", first, failoverLease)
-	waitSplit(t, stream, map[string]*instance{"a": a}, []int{2})
+	kinesisleasetest.WaitReady(t, a.svc) // a holds both shards
 	b := start(t, kc, mem, stream, "a", second, failoverLease, kinesislease.WithShutdownTimeout(time.Second))
 	put(t, kc, stream, 0, 100)
 	first.waitFor(t, 0, 100, 30*time.Second)
@@ -274,7 +275,7 @@ func TestVanishedRow(t *testing.T) {
 	// at the test's 600 ms redelivered a record after the checkpoint, at
 	// least once, counted here as a restart): the row's loss is the point.
 	a := start(t, kc, store, stream, "a", ta, kinesislease.WithHeartbeat(time.Second, 10*time.Second))
-	waitSplit(t, stream, map[string]*instance{"a": a}, []int{1})
+	kinesisleasetest.WaitReady(t, a.svc)
 	put(t, kc, stream, 0, 50)
 	ta.waitFor(t, 0, 50, 30*time.Second)
 	key := leases.Key{Stream: stream, Shard: "shardId-000000000000"}
@@ -373,7 +374,8 @@ func TestTakerPausedBeforeTake(t *testing.T) {
 	rd := &readers{inside: map[string]string{}, seen: map[int]bool{}}
 	b := startWith(t, kc, mem, stream, "b", rd.handler("b"), nil, failoverLease)
 	ins := map[string]*instance{"b": b}
-	waitSplit(t, stream, ins, []int{4})
+	kinesisleasetest.WaitReady(t, b.svc) // b holds all 4 shards before a starts
+
 	slow := &slowTake{Store: mem, pause: 1200 * time.Millisecond} // 2× the 600ms timeout
 	slow.armed.Store(true)
 	ins["a"] = startWith(t, kc, slow, stream, "a", rd.handler("a"), nil, failoverLease)

@@ -15,6 +15,7 @@ import (
 	"github.com/kinesislease/kinesislease/codec"
 	"github.com/kinesislease/kinesislease/internal/subopts"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/memory"
@@ -256,7 +257,11 @@ func TestDefaultStoreWarns(t *testing.T) {
 	}{{"default", nil, true}, {"memory store given", []kinesislease.Option{kinesislease.WithLeaseStore(memory.New())}, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs lockedBuffer
+			// A short timeout: a new table's shards are read a timeout
+			// after the join (5s at the default), and the start is all
+			// this test needs.
 			opts := append([]kinesislease.Option{kinesislease.WithKinesisClient(kc),
+				kinesislease.WithHeartbeat(150*time.Millisecond, 600*time.Millisecond),
 				kinesislease.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))}, tc.opts...)
 			svc, err := kinesislease.New(testutil.Config(t), opts...)
 			if err != nil {
@@ -266,11 +271,10 @@ func TestDefaultStoreWarns(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			done := make(chan error, 1)
 			go func() { done <- svc.Run(ctx) }()
-			for len(svc.Held(stream)) == 0 {
-				time.Sleep(10 * time.Millisecond)
-			}
+			kinesisleasetest.WaitReady(t, svc) // started: the warning, if any, is logged
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)

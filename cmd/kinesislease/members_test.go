@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/dynamo"
@@ -166,8 +167,8 @@ func TestMembersService(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, testutil.Kinesalite, 1)
 	j := newJournal()
-	r.startService("svc-live", j, kltype.TrimHorizon)
-	r.waitRow("shardId-000000000000", 20*time.Second, "held by svc-live", func(l leases.Lease) bool { return l.Owner == "svc-live" })
+	svc := r.startService("svc-live", j, kltype.TrimHorizon)
+	kinesisleasetest.WaitReady(t, svc.svc) // svc-live holds the shard
 	t.Logf("members --interval 2s:\n%s", runCLI(tableArgs(t, "members", r.table, "--interval", "2s")...).stdout)
 	res := runCLI(tableArgs(t, "members", r.table, "--interval", "2s", "--json")...)
 	if res.code != exitOK {

@@ -31,6 +31,7 @@ import (
 	"github.com/kinesislease/kinesislease/examples/fulfilment/internal/harness"
 	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/internal/testkit/testutil"
+	"github.com/kinesislease/kinesislease/kinesisleasetest"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
@@ -122,9 +123,7 @@ func TestReproTakeoverCountsFromReadReturn(t *testing.T) {
 	}
 	a, stopA := start("a", harness.CutOffStore{Store: mem, Cut: &partitioned, Err: errPartition})
 	defer stopA()
-	for len(a.Held(stream)) == 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	kinesisleasetest.WaitReady(t, a) // a holds the shard
 	// The taker b: in another membership row than a's (a's row is full, so
 	// that b reads a's heartbeats with Members, the slow read, not in its
 	// own heartbeat's answer), and an owner id to which the plan does not
@@ -144,12 +143,16 @@ func TestReproTakeoverCountsFromReadReturn(t *testing.T) {
 	if b == "" {
 		t.Fatal("no taker owner id found that the plan leaves a's shard to")
 	}
-	_, stopB := start(b, takerStore{Store: mem, owner: "a", armed: &armed, onRead: func() {
+	taker, stopB := start(b, takerStore{Store: mem, owner: "a", armed: &armed, onRead: func() {
 		partitioned.Store(true)
 		partAt.Store(time.Now().UnixNano())
 	}})
 	defer stopB()
-	time.Sleep(time.Second) // a few ordinary rounds of b
+	// b has planned with a in its view (Ready: the shard held by a live
+	// instance, a), so it reads a's row in its rounds; then a few more
+	// ordinary rounds of b.
+	kinesisleasetest.WaitReady(t, taker)
+	time.Sleep(time.Second)
 	armed.Store(true)
 	// Until b has taken over and a's fence has passed (a's Held is empty:
 	// a lease in it is one whose fence has not passed, and cut off from
