@@ -658,7 +658,18 @@ func (c *checker) applied(op, writer string, before, after leases.Lease) {
 				c.rewind(s, after.Counter, after.Checkpoint, writer)
 				break
 			}
-			if n, err := c.covered(s.id, after.Checkpoint); err == nil {
+			if n, err := c.covered(s.id, after.Checkpoint); err == nil && n == s.operatorAt && after.Checkpoint == before.Checkpoint {
+				// Taken back where an operator's rewind of the recreated
+				// free row put it: the engine's holder reads again from
+				// there, the rewind applied (recreate: lostrow.Point
+				// returns the shard's last rewind, the lease is marked
+				// rewound), never going on from where it was. Its
+				// tenure starts there (seed 94102999: its release there,
+				// before it delivered, was judged against the tenure it
+				// had before the deletion). The operator's Rewind replayed
+				// the shard; the restart is judged below.
+				c.setTenure(s, writer, after.Checkpoint)
+			} else if err == nil {
 				t.restart = n
 			}
 		} else {
