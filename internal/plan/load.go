@@ -26,21 +26,23 @@ const poolProbes = 32
 
 // loadBalancer is the load plan's state, kept across calls.
 type loadBalancer struct {
-	gen   int           // the Planner.gen of units and cnt
-	units [][]*unitRec  // of each member: its units in the count plan
-	byLow []bool        // units[m] is sorted by ascending score
-	epoch int32         // stamps unitRec.lep and unitRec.hot
-	expl  []*unitRec    // the units placed with an explicit load
-	hot   []*unitRec    // the hot ones, hottest first
-	pool  []*unitRec    // the units shed
-	moves []move        // the units off their count-plan owner, and where
-	load  []int64       // of each member: its load
-	num   []int32       // its units
-	hotOn []int32       // its hot units
-	fair  []int64       // its fair share
-	limit []int64       // its limit
-	out   [2]loadOutput // the last two plans; cur is out[cur]
-	cur   int
+	gen     int           // the Planner.gen of units and cnt
+	units   [][]*unitRec  // of each member: its units in the count plan
+	byLow   []bool        // units[m] is sorted by ascending score
+	epoch   int32         // stamps unitRec.lep and unitRec.hot
+	expl    []*unitRec    // the units placed with an explicit load
+	hot     []*unitRec    // the hot ones, hottest first
+	pool    []*unitRec    // the units shed
+	moves   []move        // the units off their count-plan owner, and where
+	load    []int64       // of each member: its load
+	num     []int32       // its units
+	hotOn   []int32       // its hot units
+	hotLoad []int64       // and their load
+	fair    []int64       // its fair share
+	limit   []int64       // its limit
+	byCap   []bool        // its fair share is its cap's (scratch)
+	out     [2]loadOutput // the last two plans; cur is out[cur]
+	cur     int
 }
 
 // A move puts unit r on member to instead of its count-plan owner.
@@ -68,12 +70,12 @@ func (p *Planner) balanceLoad(ms []Member, explicit map[Unit]int64, def int64, t
 	ep := lb.epoch
 	def = clampLoad(def)
 	placed := int64(0)
-	lb.load, lb.num, lb.hotOn = resize(lb.load, n), resize(lb.num, n), resize(lb.hotOn, n)
+	lb.load, lb.num, lb.hotOn, lb.hotLoad = resize(lb.load, n), resize(lb.num, n), resize(lb.hotOn, n), resize(lb.hotLoad, n)
 	lb.fair, lb.limit = resize(lb.fair, n), resize(lb.limit, n)
 	for m := range n {
 		lb.num[m] = int32(len(lb.units[m]))
 		lb.load[m] = int64(lb.num[m]) * def
-		lb.hotOn[m] = 0
+		lb.hotOn[m], lb.hotLoad[m] = 0, 0
 		placed += int64(lb.num[m])
 	}
 	if placed == 0 {
@@ -91,26 +93,14 @@ func (p *Planner) balanceLoad(ms []Member, explicit map[Unit]int64, def int64, t
 		lb.load[r.oi] += r.ld - def
 		lb.expl = append(lb.expl, r)
 	}
-	C := uint64(0)
-	for _, m := range ms {
-		C += uint64(m.Capacity)
-	}
-	for m := range n {
-		hi, lo := bits.Mul64(uint64(total), uint64(ms[m].Capacity))
-		f, _ := bits.Div64(hi, lo, C)
-		lim := uint64(1 << 62) // far above any load: none
-		if hi, lo = bits.Mul64(f, uint64(100+tol)); hi < 100 {
-			l, _ := bits.Div64(hi, lo, 100)
-			lim = min(l, lim)
-		}
-		lb.fair[m], lb.limit[m] = int64(f), int64(lim)
-	}
+	lb.fairShares(ms, total, placed, tol)
 
 	// The hot units, hottest first (by load class, so that a small change
-	// of a load reorders nothing), then those their owner likes most: on
-	// their owner while it stays under its limit; those that do not fit go
-	// along their probes to a member under whose limit they fit, else to
-	// the member with the most room.
+	// of a load reorders nothing), then those their owner likes most: each
+	// stays on its owner if it fits under the owner's limit; else it goes
+	// along its probes to a member under whose limit it fits, or to the
+	// member with the most room if it fits there; else it stays if its owner can get under its limit by shedding its other
+	// units; else it goes to the member with the most room.
 	lb.hot = lb.hot[:0]
 	for _, r := range lb.expl {
 		if r.ld > def && cmp128(uint64(r.ld), uint64(placed), uint64(total), 1) > 0 {
@@ -125,24 +115,25 @@ func (p *Planner) balanceLoad(ms []Member, explicit map[Unit]int64, def int64, t
 		return cmp.Or(cmp.Compare(loadClass(b.ld), loadClass(a.ld)), cmp.Compare(mix(b.hash^hm[b.oi]), mix(a.hash^hm[a.oi])), unitLess(a, b))
 	})
 	lb.moves = lb.moves[:0]
-	away := lb.pool[:0] // the hot units that do not fit on their owner
 	for _, r := range lb.hot {
-		if lb.load[r.oi]+r.ld > lb.limit[r.oi] {
-			away = append(away, r)
-			continue
-		}
-		lb.put(r, r.oi, r.ld)
-		lb.hotOn[r.oi]++
-	}
-	for _, r := range away {
-		to := lb.probe(p, ms, r, r.ld, lb.limit)
-		if to < 0 {
-			if to = lb.roomiest(p, ms, r, true); to < 0 {
-				to = r.oi
-			}
+		to := r.oi
+		if lb.load[to]+r.ld > lb.limit[to] {
+			if m := lb.probe(p, ms, r, r.ld, lb.limit); m >= 0 {
+				to = m
+			} else if m := lb.roomiest(p, ms, r, true); m >= 0 && lb.load[m]+r.ld <= lb.limit[m] {
+				to = m
+			} else if lb.hotLoad[to]+r.ld > lb.limit[to] {
+				// No member has room for it under its limit, and its
+				// owner would be above its own even with its other
+				// units shed: the member with the most room.
+				if m := lb.roomiest(p, ms, r, true); m >= 0 {
+					to = m
+				}
+			} // else its owner sheds other units instead
 		}
 		lb.put(r, to, r.ld)
 		lb.hotOn[to]++
+		lb.hotLoad[to] += r.ld
 	}
 
 	// The members above their limit or cap shed their other units, those
@@ -200,6 +191,56 @@ func (lb *loadBalancer) put(r *unitRec, to int32, l int64) {
 	lb.num[to]++
 	if to != r.oi {
 		lb.moves = append(lb.moves, move{r, to})
+	}
+}
+
+// fairShares sets each member's fair share of total, the load of placed
+// units, and its limit, tol percent above: in proportion to the
+// capacities, but that a member whose MaxLeases holds fewer units than
+// its share would (at the mean unit load) has the load of that many units
+// as its share, the others sharing the rest (capped first in the order of
+// cap per capacity, as quotas).
+func (lb *loadBalancer) fairShares(ms []Member, total, placed int64, tol int) {
+	C, R := uint64(0), uint64(total)
+	var capped []int
+	for i, m := range ms {
+		C += uint64(m.Capacity)
+		if m.MaxLeases > 0 {
+			capped = append(capped, i)
+		}
+	}
+	slices.SortFunc(capped, func(a, b int) int {
+		return cmp.Or(cmp128(uint64(ms[a].MaxLeases), uint64(ms[b].Capacity), uint64(ms[b].MaxLeases), uint64(ms[a].Capacity)), a-b)
+	})
+	fixed := lb.byCap[:0]
+	for range ms {
+		fixed = append(fixed, false)
+	}
+	lb.byCap = fixed
+	for _, i := range capped {
+		// Its cap's load: MaxLeases × total / placed, against its share
+		// R × c / C.
+		if C == 0 || cmp128(R*uint64(placed), uint64(ms[i].Capacity), uint64(ms[i].MaxLeases)*uint64(total), C) < 0 {
+			break
+		}
+		hi, lo := bits.Mul64(uint64(ms[i].MaxLeases), uint64(total))
+		f, _ := bits.Div64(hi, lo, uint64(placed)) // < total: fewer than placed
+		lb.fair[i], fixed[i] = int64(f), true
+		R -= min(f, R)
+		C -= uint64(ms[i].Capacity)
+	}
+	for m := range ms {
+		if !fixed[m] {
+			hi, lo := bits.Mul64(R, uint64(ms[m].Capacity))
+			f, _ := bits.Div64(hi, lo, C)
+			lb.fair[m] = int64(f)
+		}
+		lim := uint64(1 << 62) // far above any load: none
+		if hi, lo := bits.Mul64(uint64(lb.fair[m]), uint64(100+tol)); hi < 100 {
+			l, _ := bits.Div64(hi, lo, 100)
+			lim = min(l, lim)
+		}
+		lb.limit[m] = int64(lim)
 	}
 }
 
