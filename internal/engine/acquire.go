@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/plan"
@@ -33,10 +34,11 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	for u := range orphans {
 		running[u] = workers[u] != nil
 	}
-	held := make(map[unit]plan.Held, len(workers))
+	held, taken := make(map[unit]plan.Held, len(workers)), make(map[unit]time.Duration, len(workers))
 	for u, w := range workers {
-		held[u] = plan.Held{Stopping: w.Stopping(), Active: g.active(g.streams[u.Stream], u.Shard)}
+		held[u], taken[u] = plan.Held{Stopping: w.Stopping(), Active: g.active(g.streams[u.Stream], u.Shard)}, w.Lease().Meter().Taken()
 	}
+	a = g.rs.balance.Hold(time.Duration(mono()), a, taken)
 	act := plan.Decide(g.cfg.Owner, a, held, running, g.rs.sameRounds >= 2, g.cfg.MaxLeases, g.failing)
 	for _, u := range act.Handoffs {
 		g.streams[u.Stream].log.InfoContext(ctx, "kinesislease: handing lease over", "shard", u.Shard, "to", a[u])
