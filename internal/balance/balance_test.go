@@ -1,0 +1,200 @@
+package balance
+
+import (
+	"maps"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/plan"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+func TestQuantize(t *testing.T) {
+	for in, want := range map[int64]int64{-5: 0, 0: 0, 7: 7, 99: 99, 100: 100, 104: 100, 105: 110, 1234: 1200, 96_500: 97_000, 999: 1000, 1 << 40: 1_100_000_000_000} {
+		if got := Quantize(in); got != want {
+			t.Errorf("Quantize(%d) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+func TestHotRoundTrip(t *testing.T) {
+	hs := []Hot{{ID: "abc", Load: 1_200_000}, {ID: "d", Load: 7}, {ID: "e", Load: 0}, {ID: "f", Load: 110}}
+	s := EncodeHot(hs)
+	if s != "abc:12e5 d:7 e:0 f:11e1" {
+		t.Fatalf("EncodeHot = %q", s)
+	}
+	if got := DecodeHot(s); !equalHot(got, hs) {
+		t.Fatalf("DecodeHot(%q) = %v, want %v", s, got, hs)
+	}
+	// Malformed words are skipped; huge loads are capped.
+	got := DecodeHot("x y: :5 a:-1 b:1e99 c:9e15 ok:3e2")
+	want := []Hot{{ID: "c", Load: plan.MaxLoad}, {ID: "ok", Load: 300}}
+	if !equalHot(got, want) {
+		t.Fatalf("DecodeHot of malformed words = %v, want %v", got, want)
+	}
+	if len(s) > leases.MaxHot {
+		t.Fatal("too long")
+	}
+}
+
+func equalHot(a, b []Hot) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func units(n int) []plan.Unit {
+	us := make([]plan.Unit, n)
+	for i := range us {
+		us[i] = plan.Unit{Stream: "s", Shard: string(rune('a'+i%26)) + string(rune('a'+i/26))}
+	}
+	return us
+}
+
+func TestSummarize(t *testing.T) {
+	us := units(8)
+	loads := map[plan.Unit]int64{}
+	for i, u := range us {
+		loads[u] = 100
+		if i < 6 && i%2 == 0 {
+			loads[u] = 1234 * int64(i+1)
+		}
+	}
+	total, hot := Summarize(loads, 0)
+	// 1234 + 3702 + 6170 + 500 = 11,606: mean 1,450; hot above 2,901.
+	if total != 12_000 {
+		t.Errorf("total %d, want 12,000", total)
+	}
+	want := EncodeHot([]Hot{{UnitID(us[4]), 6200}, {UnitID(us[2]), 3700}})
+	if hot != want {
+		t.Errorf("hot %q, want %q", hot, want)
+	}
+	// A lower fleet mean makes more hot, at most MaxHot.
+	_, hot = Summarize(loads, 40)
+	if n := len(DecodeHot(hot)); n != MaxHot {
+		t.Errorf("with a fleet mean of 40: %d hot (%q), want %d", n, hot, MaxHot)
+	}
+	if total, hot := Summarize(map[plan.Unit]int64{us[0]: 0}, 0); total != 0 || hot != "" {
+		t.Errorf("idle: %d %q", total, hot)
+	}
+	// Jitter within the quantum changes nothing.
+	loads[us[4]] = 6180
+	if _, h := Summarize(loads, 0); h != want {
+		t.Errorf("after a jitter of 10 in 6,170: %q, want %q", h, want)
+	}
+}
+
+func TestMeter(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	m := NewMeter(leases.Throughput{BytesPerSecond: 5000, RecordsPerSecond: 50}, 3*time.Second, t0)
+	if got := m.Rate(t0); got.BytesPerSecond != 5000 || got.RecordsPerSecond != 50 || m.Taken() != 3*time.Second {
+		t.Fatalf("from the row: %+v", got)
+	}
+	// A steady 1,000 bytes and 10 records a second, after five windows,
+	// reads about that, whatever it started from.
+	at := t0
+	for range int(5 * Window / time.Second) {
+		at = at.Add(time.Second)
+		m.Add(10, 1000, at)
+	}
+	got := m.Rate(at)
+	if math.Abs(float64(got.BytesPerSecond)-1000) > 50 || math.Abs(float64(got.RecordsPerSecond)-10) > 1 {
+		t.Fatalf("steady 1,000 B/s: %+v", got)
+	}
+	// Idle for a window: down to about 37%.
+	got = m.Rate(at.Add(Window))
+	if math.Abs(float64(got.BytesPerSecond)-368) > 30 {
+		t.Fatalf("idle a window: %+v", got)
+	}
+	var nilMeter *Meter
+	nilMeter.Add(1, 1, at)
+	if nilMeter.Rate(at) != (leases.Throughput{}) || nilMeter.Taken() != 0 {
+		t.Fatal("a nil meter measures nothing")
+	}
+}
+
+func TestInputs(t *testing.T) {
+	us := units(10)
+	b := New(Config{Self: "a", Capacity: 2000, MaxLeases: 7, Mode: plan.Balance{ByLoad: true}})
+	entries := []leases.Member{
+		{Owner: "a", Capacity: 1, Load: 999}, // its own capacity and cap come from its configuration
+		{Owner: "b", Capacity: 1000, MaxLeases: 3, Held: 5, Load: 3000, Hot: EncodeHot([]Hot{{UnitID(us[0]), 1000}, {"zzzz", 500}})},
+		{Owner: "c", Capacity: 500, Held: 5, Load: 1600, Hot: EncodeHot([]Hot{{UnitID(us[0]), 1200}})},
+	}
+	ms, load, def, legacy := b.Inputs(entries, us)
+	wantMs := []plan.Member{{ID: "a", Capacity: 2000, MaxLeases: 7}, {ID: "b", Capacity: 1000, MaxLeases: 3}, {ID: "c", Capacity: 500}}
+	if legacy || len(ms) != 3 || ms[0] != wantMs[0] || ms[1] != wantMs[1] || ms[2] != wantMs[2] {
+		t.Fatalf("members %v (legacy %v), want %v", ms, legacy, wantMs)
+	}
+	// Unit 0 at the higher of its two holders' figures; "zzzz" is no unit.
+	if !maps.Equal(load, map[plan.Unit]int64{us[0]: 1200}) {
+		t.Fatalf("load %v", load)
+	}
+	// (999 + 3000 + 1600 - 1000 - 500 - 1200) / 9 cold units.
+	if def != 322 {
+		t.Fatalf("default load %d, want 322", def)
+	}
+	if b.fleetMean.Load() != (999+3000+1600)/10 {
+		t.Fatalf("fleet mean %d", b.fleetMean.Load())
+	}
+	// A member that publishes no capacity: planned as before.
+	entries[2].Capacity = 0
+	if _, load, _, legacy := b.Inputs(entries, us); !legacy || load != nil {
+		t.Fatalf("with a member of no capacity: legacy %v, load %v", legacy, load)
+	}
+	// By count: no loads.
+	bc := New(Config{Self: "a"})
+	if ms, load, def, _ := bc.Inputs(entries[:2], us); load != nil || def != 0 || ms[0].Capacity != 1000 {
+		t.Fatalf("by count: %v %v %d", ms, load, def)
+	}
+}
+
+// TestPlanNoLoad: by load with no load at all, the plan is the count
+// plan; a fleet where one member publishes no capacity gets Assign's plan
+// with this member's cap.
+func TestPlanNoLoad(t *testing.T) {
+	us := units(40)
+	entries := []leases.Member{{Owner: "a", Capacity: 1000}, {Owner: "b", Capacity: 1000}, {Owner: "c", Capacity: 1000}}
+	var p, q plan.Planner
+	b := New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}})
+	a := maps.Clone(b.Plan(&p, entries, us))
+	if want := plan.Assign([]string{"a", "b", "c"}, us, 0); !maps.Equal(a, want) {
+		t.Fatalf("no load: not the count plan")
+	}
+	entries[1].Capacity = 0
+	b = New(Config{Self: "a", MaxLeases: 4, Mode: plan.Balance{ByLoad: true}})
+	if a, want := b.Plan(&q, entries, us), plan.Assign([]string{"a", "b", "c"}, us, 4); !maps.Equal(a, want) {
+		t.Fatalf("legacy fleet: not Assign's plan with the own cap")
+	}
+}
+
+// TestHold: a held unit the load plan gives away while the count plan
+// gives it to this member is kept until the Mover hands it over; one the
+// count plan gives away goes at once.
+func TestHold(t *testing.T) {
+	us := units(3)
+	b := New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}, Mover: plan.Mover{HoldTime: 10 * time.Second, MinHold: -1, MaxMovesPerMinute: -1}})
+	b.count = map[plan.Unit]string{us[0]: "a", us[1]: "b", us[2]: "a"}
+	a := map[plan.Unit]string{us[0]: "b", us[1]: "b", us[2]: "a"}
+	held := map[plan.Unit]time.Duration{us[0]: 0, us[1]: 0, us[2]: 0}
+	got := b.Hold(time.Minute, a, held)
+	if got[us[0]] != "a" || got[us[1]] != "b" || got[us[2]] != "a" || a[us[0]] != "b" {
+		t.Fatalf("at first: %v (plan %v)", got, a)
+	}
+	got = b.Hold(time.Minute+10*time.Second, a, held)
+	if !maps.Equal(got, a) {
+		t.Fatalf("after the hold time: %v, want the plan %v", got, a)
+	}
+	// By count: the plan as it is.
+	bc := New(Config{Self: "a"})
+	if got := bc.Hold(0, a, held); !maps.Equal(got, a) {
+		t.Fatalf("by count: %v", got)
+	}
+}
