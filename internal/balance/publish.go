@@ -32,16 +32,17 @@ func Quantize(v int64) int64 {
 	return (v + p/2) / p * p
 }
 
-// UnitID is the short id of a unit in a member's hot list: 8 base-36
-// digits of a 40-bit hash of its stream and shard. Two units of a fleet's
-// streams with the same id are all but impossible (about one chance in
-// ten thousand at 20,000 shards) and would cost only a misjudged load.
+// UnitID is the short id of a unit in a member's hot list: at most 6
+// base-36 digits of a 31-bit hash of its stream and shard (the entry is
+// billed by the byte). A hot id that matches another unit of the fleet's
+// streams too is unlikely (one chance in 100,000 a hot unit at 20,000
+// shards) and costs only a misjudged load, the same for every member.
 func UnitID(u plan.Unit) string {
 	h := fnv.New64a()
 	h.Write([]byte(u.Stream))
 	h.Write([]byte{0})
 	h.Write([]byte(u.Shard))
-	return strconv.FormatUint(h.Sum64()>>24, 36)
+	return strconv.FormatUint(h.Sum64()>>33, 36)
 }
 
 // A Hot is one hot shard of a member's entry.
