@@ -10,7 +10,7 @@ package plan
 // that must shed some, and a few probes of the ring for each unit shed;
 // the plan returned is the count plan patched with the units moved (the
 // Planner keeps two maps and patches the older). 1,000 members × 20,000
-// shards with 400 hot ones: about 1 ms when one load changes
+// shards with 400 hot ones: about 2 ms when one load changes
 // (BenchmarkAssignWeighted).
 
 import (

@@ -1,16 +1,21 @@
 package plan
 
 // The weighted count plan above exactPairs: the greedy of large.go with
-// per-member quotas. Every unit kept, in the order of its hash, offers
-// itself round after round to the member its probe names, which takes it
-// if it holds fewer units than its quota in all and fewer than ⌈s·q/P⌉ of
-// the unit's stream (s units, the member's quota q of the P placed); the
-// units left after probeRounds go each to the member of the highest
-// rendezvous score with room for it in all and in its stream, or failing
-// that in all (the totals are exact; a stream's spread is within one of
-// its share where the rounds leave room, which they do but for a few
-// units). Sticky in practice as the greedy is: a member joining or leaving
-// changes the probes on its arcs of the ring.
+// per-member quotas. A stream of s units gives member m (quota q of the P
+// placed) ⌊s·q/P⌋ of them (its floor) and, where that has a fraction,
+// perhaps one more (an extra): the stream's extras are s less its floors,
+// the member's are q less its floors. Every unit kept, in the order of its
+// hash, offers itself round after round to the member its probe names,
+// which takes it below its floor, or at its floor while both the stream
+// and the member have an extra left. The units left after probeRounds go
+// each to the member of the highest rendezvous score that would take it so;
+// failing that, by one swap (a unit of another stream moved off a member
+// with room in this stream to one with room in that), or to the member of
+// the highest score with room below ⌈s·q/P⌉ and its quota, or below its
+// quota. The totals are exact; a stream's spread is within its floor and
+// one more but for about 2 pairs in a thousand (TestWeightedBalanced).
+// Sticky in practice as the greedy is: a member joining or leaving changes
+// the probes on its arcs of the ring.
 
 // wgreedy is the state of one run, kept across runs for its buffers.
 type wgreedy struct {
