@@ -94,8 +94,8 @@ func TestSummarize(t *testing.T) {
 
 func TestMeter(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	m := NewMeter(leases.Throughput{BytesPerSecond: 5000, RecordsPerSecond: 50}, 3*time.Second, t0)
-	if got := m.Rate(t0); got.BytesPerSecond != 5000 || got.RecordsPerSecond != 50 || m.Taken() != 3*time.Second {
+	m := NewMeter(leases.Throughput{BytesPerSecond: 5000, RecordsPerSecond: 50}, t0)
+	if got := m.Rate(t0); got.BytesPerSecond != 5000 || got.RecordsPerSecond != 50 {
 		t.Fatalf("from the row: %+v", got)
 	}
 	// A steady 1,000 bytes and 10 records a second, after five windows,
@@ -116,7 +116,7 @@ func TestMeter(t *testing.T) {
 	}
 	var nilMeter *Meter
 	nilMeter.Add(1, 1, at)
-	if nilMeter.Rate(at) != (leases.Throughput{}) || nilMeter.Taken() != 0 {
+	if nilMeter.Rate(at) != (leases.Throughput{}) {
 		t.Fatal("a nil meter measures nothing")
 	}
 }
@@ -163,39 +163,110 @@ func TestInputs(t *testing.T) {
 func TestPlanNoLoad(t *testing.T) {
 	us := units(40)
 	entries := []leases.Member{{Owner: "a", Capacity: 1000}, {Owner: "b", Capacity: 1000}, {Owner: "c", Capacity: 1000}}
-	var p, q plan.Planner
 	b := New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}})
-	a := maps.Clone(b.Plan(&p, entries, us))
+	a := maps.Clone(b.Plan(entries, us))
 	if want := plan.Assign([]string{"a", "b", "c"}, us, 0); !maps.Equal(a, want) {
 		t.Fatalf("no load: not the count plan")
 	}
 	entries[1].Capacity = 0
 	b = New(Config{Self: "a", MaxLeases: 4, Mode: plan.Balance{ByLoad: true}})
-	if a, want := b.Plan(&q, entries, us), plan.Assign([]string{"a", "b", "c"}, us, 4); !maps.Equal(a, want) {
+	if a, want := b.Plan(entries, us), plan.Assign([]string{"a", "b", "c"}, us, 4); !maps.Equal(a, want) {
 		t.Fatalf("legacy fleet: not Assign's plan with the own cap")
 	}
 }
 
 // TestHold: a held unit the load plan gives away while the count plan
-// gives it to this member is kept until the Mover hands it over; one the
+// gives it to this member is kept until the Mover hands it over, its
+// minimum hold counted from the round it was first seen held; one the
 // count plan gives away goes at once.
 func TestHold(t *testing.T) {
 	us := units(3)
+	free := func(plan.Unit) leases.Lease { return leases.Lease{} }
+	s := func(d time.Duration) int64 { return int64(d) }
 	b := New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}, Mover: plan.Mover{HoldTime: 10 * time.Second, MinHold: -1, MaxMovesPerMinute: -1}})
 	b.count = map[plan.Unit]string{us[0]: "a", us[1]: "b", us[2]: "a"}
 	a := map[plan.Unit]string{us[0]: "b", us[1]: "b", us[2]: "a"}
-	held := map[plan.Unit]time.Duration{us[0]: 0, us[1]: 0, us[2]: 0}
-	got := b.Hold(time.Minute, a, held)
+	held := map[plan.Unit]plan.Held{us[0]: {}, us[1]: {}, us[2]: {}}
+	got := b.Hold(s(time.Minute), a, held, free)
 	if got[us[0]] != "a" || got[us[1]] != "b" || got[us[2]] != "a" || a[us[0]] != "b" {
 		t.Fatalf("at first: %v (plan %v)", got, a)
 	}
-	got = b.Hold(time.Minute+10*time.Second, a, held)
+	got = b.Hold(s(time.Minute+10*time.Second), a, held, free)
 	if !maps.Equal(got, a) {
 		t.Fatalf("after the hold time: %v, want the plan %v", got, a)
 	}
+	// The minimum hold, from the round first seen held.
+	b = New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}, Mover: plan.Mover{HoldTime: -1, MinHold: time.Minute, MaxMovesPerMinute: -1}})
+	b.count = map[plan.Unit]string{us[0]: "a"}
+	b.Hold(s(time.Hour), map[plan.Unit]string{us[0]: "a"}, held, free)
+	a = map[plan.Unit]string{us[0]: "b"}
+	if got := b.Hold(s(time.Hour+59*time.Second), a, held, free); got[us[0]] != "a" {
+		t.Fatalf("59 s after it was first seen held: %v", got)
+	}
+	if got := b.Hold(s(time.Hour+time.Minute), a, held, free); got[us[0]] != "b" {
+		t.Fatalf("a minute after it was first seen held: %v", got)
+	}
 	// By count: the plan as it is.
 	bc := New(Config{Self: "a"})
-	if got := bc.Hold(0, a, held); !maps.Equal(got, a) {
+	if got := bc.Hold(0, a, held, free); !maps.Equal(got, a) {
+		t.Fatalf("by count: %v", got)
+	}
+}
+
+// TestHoldTakes: a unit the load plan gives to this member while its
+// live holder, to which the count plan gives it, keeps it, is read once,
+// then again only when the holder's lease count changes or Recheck after
+// the last read; at once if the holder is dead or another incarnation,
+// the row free, or the count plan gives it elsewhere.
+func TestHoldTakes(t *testing.T) {
+	us := units(1)
+	u := us[0]
+	b := New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}})
+	b.count = map[plan.Unit]string{u: "b"}
+	b.live = map[string]leases.Member{"b": {Owner: "b", Incarnation: "i1", Held: 5}}
+	a := map[plan.Unit]string{u: "a"}
+	row := leases.Lease{Owner: "b", Incarnation: "i1"}
+	at := func(d time.Duration) bool { // whether the row is read at d
+		got := b.Hold(int64(d), a, nil, func(plan.Unit) leases.Lease { return row })
+		if got[u] == "a" {
+			return true
+		}
+		if got[u] != "b" || a[u] != "a" {
+			t.Fatalf("at %v: %v (plan %v)", d, got, a)
+		}
+		return false
+	}
+	if !at(0) || at(time.Second) || at(Recheck-time.Second) {
+		t.Fatal("read once, then not within Recheck")
+	}
+	if !at(Recheck) || at(Recheck+time.Second) {
+		t.Fatal("not read again Recheck after the last read")
+	}
+	b.live["b"] = leases.Member{Owner: "b", Incarnation: "i1", Held: 4}
+	if !at(Recheck+2*time.Second) || at(Recheck+3*time.Second) {
+		t.Fatal("not read again once the holder's count changed")
+	}
+	for name, change := range map[string]func(){
+		"holder dead":           func() { delete(b.live, "b") },
+		"another incarnation":   func() { row.Incarnation = "i2" },
+		"row free":              func() { row = leases.Lease{} },
+		"count plan gives it c": func() { b.count[u] = "c" },
+	} {
+		b.live = map[string]leases.Member{"b": {Owner: "b", Incarnation: "i1", Held: 4}}
+		row, b.count[u] = leases.Lease{Owner: "b", Incarnation: "i1"}, "b"
+		at(time.Hour)
+		if at(time.Hour + time.Second) {
+			t.Fatalf("%s: read before the change", name)
+		}
+		change()
+		if !at(time.Hour+2*time.Second) || !at(time.Hour+3*time.Second) {
+			t.Fatalf("%s: not read every round", name)
+		}
+	}
+	// By count, nothing waits.
+	bc := New(Config{Self: "a"})
+	bc.count, bc.live = b.count, b.live
+	if got := bc.Hold(0, a, nil, func(plan.Unit) leases.Lease { return row }); got[u] != "a" {
 		t.Fatalf("by count: %v", got)
 	}
 }
@@ -212,7 +283,7 @@ func TestHandover(t *testing.T) {
 			if i == 0 {
 				l = 5000
 			}
-			meters[u] = NewMeter(leases.Throughput{BytesPerSecond: l}, 0, time.Now())
+			meters[u] = NewMeter(leases.Throughput{BytesPerSecond: l}, time.Now())
 		}
 		b := New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}})
 		hot0 := EncodeHot([]Hot{{UnitID(us[0]), 5000}})

@@ -1,7 +1,7 @@
 package balance
 
 import (
-	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -10,18 +10,22 @@ import (
 )
 
 // A Balancer makes one member's plan from the membership entries it reads
-// (Plan), and holds its load-driven handoffs back (Hold). It is not safe
-// for concurrent use: the engine's round goroutine owns it. Build it with
-// New.
+// (Plan), and holds its load-driven handoffs and takes back (Hold). It is
+// not safe for concurrent use, but for Publish: the engine's round
+// goroutine owns it. Build it with New.
 type Balancer struct {
+	planner   plan.Planner // cached: recomputes only when members or units change
 	self      string
 	capacity  int64 // thousandths; this member's
 	maxLeases int   // this member's own cap; 0: none
 	mode      plan.Balance
 	mover     plan.Mover
-	ids       map[plan.Unit]string // UnitID of the units seen (a cache)
-	count     map[plan.Unit]string // the count plan of the last Plan
-	legacy    bool                 // the last Plan was made as before (a member publishes no capacity)
+	ids       map[plan.Unit]string        // UnitID of the units seen (a cache)
+	count     map[plan.Unit]string        // the count plan of the last Plan
+	legacy    bool                        // the last Plan was made as before (a member publishes no capacity)
+	live      map[string]leases.Member    // the entries of the last Plan, by owner
+	taken     map[plan.Unit]time.Duration // the held units, with the round they were first seen held (Hold)
+	waits     map[plan.Unit]waiting       // the units planned here whose holder keeps them (Hold)
 	// fleetMean is the mean load per held unit of the members last
 	// planned over (Inputs), for Publish on the heartbeat's goroutine.
 	fleetMean atomic.Int64
@@ -48,15 +52,20 @@ func New(cfg Config) *Balancer {
 }
 
 // Plan returns the owner of every unit over the live members whose
-// entries are given (this member's among them, or added), with p (the
-// member's Planner, whose maps the result is): each member weighted by
+// entries are given (this member's among them, or added), in a map of the
+// Balancer's planner (the caller does not change it): each member weighted by
 // the capacity it publishes and capped by its own MaxLeases, and, by load,
 // each unit weighted by the load its holder publishes (a hot one) or the
 // mean of the rest (Inputs). A fleet where a member publishes no capacity
 // (a version before capacities) is planned as before, by count with every
 // member of weight 1 and this member's own cap for all, so that every
 // member computes the same plan during an upgrade.
-func (b *Balancer) Plan(p *plan.Planner, entries []leases.Member, units []plan.Unit) map[plan.Unit]string {
+func (b *Balancer) Plan(entries []leases.Member, units []plan.Unit) map[plan.Unit]string {
+	p := &b.planner
+	b.live = make(map[string]leases.Member, len(entries))
+	for _, e := range entries {
+		b.live[e.Owner] = e
+	}
 	members, load, def, legacy := b.Inputs(entries, units)
 	b.legacy = legacy
 	if legacy {
@@ -145,47 +154,6 @@ func (b *Balancer) Inputs(entries []leases.Member, units []plan.Unit) (members [
 	return members, load, def, false
 }
 
-// Hold returns the plan a to act on this round: a itself, or a copy in
-// which the held units that a gives to another member for load only (the
-// count plan gives them to this member) and that the Mover does not hand
-// over yet are this member's. held is every unit this member holds, with
-// when it was taken (the clock now is on). A unit a gives to nobody, or
-// that the count plan gives to another member (members joined or left,
-// capacities or caps changed), is not held back.
-func (b *Balancer) Hold(now time.Duration, a map[plan.Unit]string, held map[plan.Unit]time.Duration) map[plan.Unit]string {
-	if !b.mode.ByLoad || b.legacy || b.count == nil {
-		return a
-	}
-	out := b.mover.Handoffs(now, b.self, a, b.count, held)
-	var keep []plan.Unit
-	for u := range held {
-		if o, ok := a[u]; ok && o != b.self && b.count[u] == b.self {
-			keep = append(keep, u)
-		}
-	}
-	if len(keep) == 0 {
-		return a
-	}
-	handed := map[plan.Unit]bool{}
-	for _, u := range out {
-		handed[u] = true
-	}
-	var c map[plan.Unit]string
-	for _, u := range keep {
-		if handed[u] {
-			continue
-		}
-		if c == nil {
-			c = maps.Clone(a)
-		}
-		c[u] = b.self
-	}
-	if c == nil {
-		return a
-	}
-	return c
-}
-
 // SameStreams splits the live members' entries into those a member whose
 // streams digest is digest plans its streams over (itself, self, and
 // those whose entry shows the same digest, or none) and the owners of the
@@ -228,11 +196,16 @@ func (b *Balancer) Publish(meters map[plan.Unit]*Meter) (capacity, maxLeases, lo
 	return b.capacity, int64(b.maxLeases), load, hot
 }
 
-// Meters returns the meter of each held unit's lease.
-func Meters[W any, H interface{ Meter() *Meter }](workers map[plan.Unit]W, lease func(W) H) map[plan.Unit]*Meter {
+// Published returns e, a member's entry, with what b publishes in it
+// (Balancer.Publish) of the meters of the leases of workers, the units it
+// holds, read under mu.
+func Published[W any, H interface{ Meter() *Meter }](b *Balancer, e leases.Member, mu sync.Locker, workers map[plan.Unit]W, lease func(W) H) leases.Member {
+	mu.Lock()
 	ms := make(map[plan.Unit]*Meter, len(workers))
 	for u, w := range workers {
 		ms[u] = lease(w).Meter()
 	}
-	return ms
+	mu.Unlock()
+	e.Capacity, e.MaxLeases, e.Load, e.Hot = b.Publish(ms)
+	return e
 }

@@ -29,27 +29,17 @@ const Window = time.Minute
 // the heartbeat and the holder's writes read it (Rate). Its methods may be
 // called from any goroutine.
 type Meter struct {
-	taken time.Duration // fence.Mono() at the take (Taken)
-
 	mu      sync.Mutex
 	at      time.Time // when bytes and records were last decayed
 	bytes   float64   // per second
 	records float64
 }
 
-// NewMeter returns the meter of a shard taken at taken (the caller's
-// monotonic clock), its average starting from the row's throughput as its
-// last holder wrote it (so a hot shard moved is known hot at once), at now.
-func NewMeter(from leases.Throughput, taken time.Duration, now time.Time) *Meter {
-	return &Meter{taken: taken, at: now, bytes: float64(from.BytesPerSecond), records: float64(from.RecordsPerSecond)}
-}
-
-// Taken returns when the shard was taken, on the clock NewMeter was given.
-func (m *Meter) Taken() time.Duration {
-	if m == nil {
-		return 0
-	}
-	return m.taken
+// NewMeter returns the meter of a shard taken at now, its average starting
+// from the row's throughput as its last holder wrote it (so a hot shard
+// moved is known hot at once).
+func NewMeter(from leases.Throughput, now time.Time) *Meter {
+	return &Meter{at: now, bytes: float64(from.BytesPerSecond), records: float64(from.RecordsPerSecond)}
 }
 
 // decay brings the averages to now. Called holding mu.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/plan"
@@ -34,11 +33,11 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	for u := range orphans {
 		running[u] = workers[u] != nil
 	}
-	held, taken := make(map[unit]plan.Held, len(workers)), make(map[unit]time.Duration, len(workers))
+	held := make(map[unit]plan.Held, len(workers))
 	for u, w := range workers {
-		held[u], taken[u] = plan.Held{Stopping: w.Stopping(), Active: g.active(g.streams[u.Stream], u.Shard)}, w.Lease().Meter().Taken()
+		held[u] = plan.Held{Stopping: w.Stopping(), Active: g.active(g.streams[u.Stream], u.Shard)}
 	}
-	a = g.rs.balance.Hold(time.Duration(mono()), a, taken)
+	a = g.rs.balance.Hold(mono(), a, held, func(u unit) leases.Lease { return g.streams[u.Stream].row(u.Shard).Lease })
 	act := plan.Decide(g.cfg.Owner, a, held, running, g.rs.sameRounds >= 2, g.cfg.MaxLeases, g.failing)
 	for _, u := range act.Handoffs {
 		g.streams[u.Stream].log.InfoContext(ctx, "kinesislease: handing lease over", "shard", u.Shard, "to", a[u])

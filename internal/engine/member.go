@@ -20,9 +20,7 @@ var _ membership.Host = (*memberHost)(nil)
 // Published returns what this instance's entry publishes of it.
 func (h *memberHost) Published() leases.Member {
 	g := (*Group)(h)
-	e := leases.Member{Ended: g.sig.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listing.Digest()}
-	e.Capacity, e.MaxLeases, e.Load, e.Hot = g.rs.balance.Publish(syncx.Guarded(&g.mu, func() map[unit]*balance.Meter { return balance.Meters(g.workers, (*worker).Lease) }))
-	return e
+	return balance.Published(g.rs.balance, leases.Member{Ended: g.sig.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listing.Digest()}, &g.mu, g.workers, (*worker).Lease)
 }
 
 // FenceWorkers stops every worker at once: no lease of this incarnation may

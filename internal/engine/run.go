@@ -216,7 +216,7 @@ func (g *Group) plan() map[unit]string {
 			}
 		}
 	}
-	a := g.rs.balance.Plan(&g.rs.planner, g.planMembers(mono()), units)
+	a := g.rs.balance.Plan(g.planMembers(mono()), units)
 	g.rs.planned = len(units)
 	if sameMap(a, g.rs.lastAssign) || maps.Equal(a, g.rs.lastAssign) {
 		g.rs.sameRounds++

@@ -206,7 +206,7 @@ type Config struct {
 // the instance's fence has not passed and the lease is not lost.
 func New(cfg Config) *Held {
 	h := &Held{store: cfg.Store, lease: cfg.Lease, writing: make(chan struct{}, 1), shared: cfg.Fence, proof: cfg.Proof, onVanish: cfg.OnVanish,
-		pendingRewind: cfg.Lease.RewindTo, meter: balance.NewMeter(cfg.Lease.Throughput, time.Duration(cfg.Sent), time.Now())}
+		pendingRewind: cfg.Lease.RewindTo, meter: balance.NewMeter(cfg.Lease.Throughput, time.Now())}
 	h.proofSent.Store(cfg.Sent)
 	return h
 }
