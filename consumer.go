@@ -88,7 +88,7 @@ type Service struct {
 // region). Invalid options are reported here, each error naming the option;
 // Run reports none.
 func New(cfg aws.Config, opts ...Option) (*Service, error) {
-	c := config{shutdownTimeout: DefaultShutdownTimeout}
+	c := config{shutdownTimeout: DefaultShutdownTimeout, balance: defaultBalance}
 	for _, o := range opts {
 		if o == nil {
 			c.errs = append(c.errs, fmt.Errorf("%w: nil option", ErrInvalidOption))

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/kinesislease/kinesislease/internal/budget"
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -32,6 +33,8 @@ type config struct {
 	heartbeat       time.Duration
 	timeout         time.Duration
 	maxLeases       int
+	capacity        int64        // WithCapacity's, in thousandths (0: 1000)
+	balance         plan.Balance // WithBalance's (New sets the default)
 	shardSync       time.Duration
 	shutdownTimeout time.Duration
 	hooks           []kltype.Hook
@@ -173,10 +176,12 @@ func WithHeartbeat(interval, timeout time.Duration) Option {
 	})
 }
 
-// WithMaxLeases caps the leases this instance holds (default no cap). Shards beyond the fleet's capacity stay unread until an
-// instance joins: a cap is for keeping one instance's load bounded. Give
-// every instance the same cap: each computes the plan with its own, and
-// plans that differ move leases back and forth.
+// WithMaxLeases caps the leases this instance holds (default no cap). The
+// cap is published in the instance's membership entry and the plan
+// honours each instance's own: instances may have different caps, or
+// none, and the shards the capped ones cannot take are shared among the
+// others. Shards beyond the fleet's caps stay unread until an instance
+// joins: a cap is for keeping one instance's load bounded.
 func WithMaxLeases(n int) Option {
 	return serviceOption(func(c *config) {
 		if n <= 0 {

@@ -75,6 +75,7 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 	gc := engine.GroupConfig{
 		Owner: c.owner, Store: c.store, Client: s.kin, Logger: s.log,
 		Heartbeat: c.heartbeat, Timeout: c.timeout, MaxLeases: c.maxLeases,
+		Capacity: c.capacity, Balance: c.balance,
 		ShardSyncInterval: c.shardSync, ShutdownTimeout: c.shutdownTimeout,
 		Hooks: c.hooks,
 	}

@@ -330,6 +330,18 @@ type Lease struct {
 	// clears it, one that did not keeps it for the next holder. Empty
 	// otherwise.
 	Recovered string
+	// Throughput is the shard's throughput as its holder last measured it
+	// (a decayed average), so that a reader of the row knows its load and
+	// a new holder starts from it. The holder writes (Checkpoint, Release,
+	// ApplyRewind, and a Rewind of a held row, whose callers pass the row
+	// as read) write l.Throughput as given; the other writes keep it.
+	Throughput Throughput
+}
+
+// Throughput is a shard's rate of records, as its holder measures it.
+type Throughput struct {
+	BytesPerSecond   int64
+	RecordsPerSecond int64
 }
 
 // Held reports whether someone holds the lease.

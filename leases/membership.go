@@ -101,7 +101,28 @@ type Member struct {
 	// stream unmarked there knows that no lease of it can be held from a
 	// table recreated since.
 	Young bool
+	// Capacity is the member's weight in the plan, relative to the
+	// others, in thousandths (kinesislease.WithCapacity): 1000 for a
+	// member of weight 1, 2000 for one of weight 2. Zero: unpublished,
+	// counted as 1000.
+	Capacity int64
+	// MaxLeases is the most leases the member will hold
+	// (kinesislease.WithMaxLeases); zero: no cap.
+	MaxLeases int64
+	// Load is the member's total load: the throughput of the shards it
+	// holds, in bytes per second, to two significant digits, as its
+	// workers measure it; zero when it holds nothing busy.
+	Load int64
+	// Hot names the member's hot shards, at most a few, with their loads:
+	// those of what it holds well above the mean of its shards. It is
+	// written and read by the consumer (internal/balance) and opaque to a
+	// store, which keeps it as given: space-separated words of printable
+	// ASCII, at most MaxHot bytes. Empty when none is hot.
+	Hot string
 }
+
+// MaxHot is the longest Member.Hot a store must keep, in bytes.
+const MaxHot = 128
 
 // Membership is the part of a Store that keeps membership rows and takes
 // leases for an incarnation. The consumer needs it: every Store it runs on
@@ -317,6 +338,17 @@ func ValidateMember(m Member) error {
 	}
 	if m.Incarnation == "" || len(m.Incarnation) > 64 {
 		return errors.New("leases: member incarnation: want 1 to 64 bytes")
+	}
+	if len(m.Hot) > MaxHot {
+		return fmt.Errorf("leases: member hot shards: %d bytes, want at most %d", len(m.Hot), MaxHot)
+	}
+	for _, c := range []byte(m.Hot) {
+		if c < ' ' || c > '~' {
+			return fmt.Errorf("leases: member hot shards %q: want printable ASCII", m.Hot)
+		}
+	}
+	if m.Capacity < 0 || m.MaxLeases < 0 || m.Load < 0 {
+		return errors.New("leases: member capacity, max leases and load: want zero or more")
 	}
 	return nil
 }

@@ -37,6 +37,7 @@ func (g *Group) apply(ctx context.Context, a map[unit]string) {
 	for u, w := range workers {
 		held[u] = plan.Held{Stopping: w.Stopping(), Active: g.active(g.streams[u.Stream], u.Shard)}
 	}
+	a = g.rs.balance.Hold(mono(), a, held, func(u unit) leases.Lease { return g.streams[u.Stream].row(u.Shard).Lease })
 	act := plan.Decide(g.cfg.Owner, a, held, running, g.rs.sameRounds >= 2, g.cfg.MaxLeases, g.failing)
 	for _, u := range act.Handoffs {
 		g.streams[u.Stream].log.InfoContext(ctx, "kinesislease: handing lease over", "shard", u.Shard, "to", a[u])

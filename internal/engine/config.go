@@ -10,6 +10,7 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/observe"
+	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -59,8 +60,9 @@ type GroupConfig struct {
 	// FenceMargin: this instance delivers only while its last successful
 	// heartbeat was sent less than Timeout-FenceMargin ago.
 	FenceMargin time.Duration
-	// MaxLeases caps the leases this instance holds (0: no cap).
-	MaxLeases int
+	MaxLeases   int          // caps the leases this instance holds (0: no cap); published
+	Capacity    int64        // this instance's weight in thousandths (0: 1000); published
+	Balance     plan.Balance // by count or by load (internal/balance)
 	// ShardSyncInterval: how often a stream's lister runs ListShards (also
 	// when a shard ends; the others list when its digest changes, see
 	// internal/shardlist).

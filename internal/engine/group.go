@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/internal/lostbook"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/observe"
@@ -98,7 +99,7 @@ type signals struct {
 
 // roundState is the round goroutine's own: the plan and its bookkeeping.
 type roundState struct {
-	planner    plan.Planner // cached: recomputes only when members or shards change
+	balance    *balance.Balancer // the planner, by count or by load
 	lastAssign map[unit]string
 	planned    int // active shards the last plan was made of
 	sameRounds int

@@ -6,6 +6,7 @@ import (
 	"iter"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/shardlist"
@@ -68,7 +69,9 @@ func (h *listingHost) Unread(u unit) bool { return (*Group)(h).unreadRow(u) }
 func (h *listingHost) Holds(u unit) bool { return (*Group)(h).holds(u) }
 
 // PlanMembers returns the live owners the plan spreads the streams over.
-func (h *listingHost) PlanMembers(now int64) []string { return (*Group)(h).planMembers(now) }
+func (h *listingHost) PlanMembers(now int64) []string {
+	return balance.Owners((*Group)(h).planMembers(now))
+}
 
 // Planned returns the owner the last plan gave u to.
 func (h *listingHost) Planned(u unit) string { return h.rs.lastAssign[u] }

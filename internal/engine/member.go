@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/internal/lostrow"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/syncx"
@@ -19,7 +20,7 @@ var _ membership.Host = (*memberHost)(nil)
 // Published returns what this instance's entry publishes of it.
 func (h *memberHost) Published() leases.Member {
 	g := (*Group)(h)
-	return leases.Member{Ended: g.sig.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listing.Digest()}
+	return balance.Published(g.rs.balance, leases.Member{Ended: g.sig.ended.Load(), Held: g.heldCount(), Streams: g.streamsDigest(), Listing: g.listing.Digest()}, &g.mu, g.workers, (*worker).Lease)
 }
 
 // FenceWorkers stops every worker at once: no lease of this incarnation may

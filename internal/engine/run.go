@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/backoff"
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/internal/lostbook"
 	"github.com/kinesislease/kinesislease/internal/membership"
 	"github.com/kinesislease/kinesislease/internal/observe"
@@ -67,6 +68,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 		streams: map[string]*streamState{},
 		workers: map[unit]*worker{},
 		lost:    lostbook.New[unit](time.Now),
+		rs:      roundState{balance: balance.New(balance.Config{Self: cfg.Owner, Capacity: cfg.Capacity, MaxLeases: cfg.MaxLeases, Mode: cfg.Balance})},
 		log:     cfg.Logger.With("owner", cfg.Owner),
 	}
 	is := observe.NewStore(cfg.Store, mem, h, &g.stats)
@@ -213,8 +215,7 @@ func (g *Group) plan() map[unit]string {
 			}
 		}
 	}
-	live := g.planMembers(mono())
-	a := g.rs.planner.Assign(live, units, g.cfg.MaxLeases)
+	a := g.rs.balance.Plan(g.planMembers(mono()), units)
 	g.rs.planned = len(units)
 	if sameMap(a, g.rs.lastAssign) || maps.Equal(a, g.rs.lastAssign) {
 		g.rs.sameRounds++

@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/rowbook"
 	"github.com/kinesislease/kinesislease/internal/shardlist"
 	"github.com/kinesislease/kinesislease/internal/syncx"
+	"github.com/kinesislease/kinesislease/leases"
 )
 
 // ErrUnknownStream: RemoveStream of a stream the Group does not read.
@@ -204,26 +206,15 @@ func (g *Group) setDigest() {
 	g.m.SetProof(proof)
 }
 
-// planMembers returns the live owners the plan spreads this instance's
-// streams over: itself and those whose entry says they subscribe the same
-// streams (or says nothing). Members that subscribe others plan theirs over
-// their own kind: a shard is never planned to a member that does not read
-// its stream.
-func (g *Group) planMembers(now int64) []string {
-	mine := g.streamsDigest()
-	var owners, other []string
-	for _, e := range g.m.Live(now) {
-		o, d := e.Owner, e.Streams
-		if o == g.cfg.Owner || d == "" || d == mine {
-			owners = append(owners, o)
-		} else {
-			other = append(other, o)
-		}
-	}
+// planMembers returns the live members the plan spreads this instance's
+// streams over (balance.SameStreams), warning of those that subscribe
+// other streams.
+func (g *Group) planMembers(now int64) []leases.Member {
+	live, other := balance.SameStreams(g.m.Live(now), g.cfg.Owner, g.streamsDigest())
 	if len(other) > 0 && !slices.Equal(other, g.otherStreams) {
 		g.log.Warn("kinesislease: some members subscribe other streams; each plans its streams over the members that subscribe the same (subscribe or unsubscribe on every instance)",
 			"members", other)
 	}
 	g.otherStreams = other
-	return owners
+	return live
 }

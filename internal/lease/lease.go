@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/internal/fence"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/leases"
@@ -85,6 +86,21 @@ type Held struct {
 	// onVanish, if set, is told when a write finds the row missing (the
 	// engine recreates it at once).
 	onVanish func()
+	// meter measures the shard's throughput, from the row's as taken
+	// (its last holder's measure): the checkpoints and the release write
+	// it on the row (leases.Lease.Throughput).
+	meter *balance.Meter
+}
+
+// Meter returns the shard's throughput meter (nil if none).
+func (h *Held) Meter() *balance.Meter { return h.meter }
+
+// measured returns l with the throughput as measured now, if measured.
+func (h *Held) measured(l leases.Lease) leases.Lease {
+	if h.meter != nil {
+		l.Throughput = h.meter.Rate(time.Now())
+	}
+	return l
 }
 
 // The states of a Held.
@@ -190,7 +206,7 @@ type Config struct {
 // the instance's fence has not passed and the lease is not lost.
 func New(cfg Config) *Held {
 	h := &Held{store: cfg.Store, lease: cfg.Lease, writing: make(chan struct{}, 1), shared: cfg.Fence, proof: cfg.Proof, onVanish: cfg.OnVanish,
-		pendingRewind: cfg.Lease.RewindTo}
+		pendingRewind: cfg.Lease.RewindTo, meter: balance.NewMeter(cfg.Lease.Throughput, time.Now())}
 	h.proofSent.Store(cfg.Sent)
 	return h
 }
@@ -368,7 +384,7 @@ func (h *Held) Checkpoint(ctx context.Context, cp leases.Checkpoint) error {
 		if h.RewoundPending() {
 			return l, errRewoundByRecreate
 		}
-		return h.store.Checkpoint(ctx, l, cp)
+		return h.store.Checkpoint(ctx, h.measured(l), cp)
 	})
 	if errors.Is(err, errRewoundByRecreate) {
 		return nil
@@ -461,7 +477,7 @@ func (h *Held) Release(ctx context.Context, cp leases.Checkpoint) error {
 		if l.Checkpoint == cp {
 			cp = leases.Checkpoint{}
 		}
-		return h.store.Release(ctx, l, cp)
+		return h.store.Release(ctx, h.measured(l), cp)
 	})
 	if err == nil {
 		h.state.Store(leaseReleased) // no longer ours

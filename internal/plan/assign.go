@@ -71,17 +71,18 @@ func Assign(members []string, units []Unit, maxLeases int) map[Unit]string {
 // Assign for what it guarantees, and Planner for what it reuses.
 func (p *Planner) Assign(members []string, units []Unit, maxLeases int) map[Unit]string {
 	maxLeases = max(maxLeases, 0)
-	if p.called && maxLeases == p.inMax && slices.Equal(members, p.inMembers) && slices.Equal(units, p.inUnits) {
+	p.w.called = false // AssignWeighted's last plan may be patched below
+	if p.called && !p.weighted && maxLeases == p.inMax && slices.Equal(members, p.inMembers) && slices.Equal(units, p.inUnits) {
 		return p.cur
 	}
 	membersChanged := p.setMembers(members)
 	unitsChanged := p.setUnits(units)
 	p.inMembers = append(p.inMembers[:0], members...)
 	p.inUnits = append(p.inUnits[:0], units...)
-	if p.called && !membersChanged && !unitsChanged && maxLeases == p.inMax {
+	if p.called && !p.weighted && !membersChanged && !unitsChanged && maxLeases == p.inMax {
 		return p.cur
 	}
-	p.called = true
+	p.called, p.weighted = true, false
 	p.inMax = maxLeases
 	p.replan(maxLeases)
 	return p.cur

@@ -66,6 +66,14 @@ type Planner struct {
 	cur, old map[Unit]string
 	changed  []*unitRec
 	large    bool // cur was computed by the greedy (for tests)
+	gen      int  // counts the plans published: the load plan's caches key on it
+
+	// AssignWeighted's state (weighted.go, load.go): whether cur is a
+	// weighted count plan and its members' quotas, and the load plan.
+	weighted bool
+	wq       []int
+	wg       wgreedy
+	w        weightedState
 }
 
 // A pstream is a stream as the Planner knows it.
@@ -85,6 +93,10 @@ type unitRec struct {
 	hash  uint64 // unitHash(u)
 	st    *pstream
 	owner string // its owner in Planner.cur ("" for none)
+	oi    int32  // and its index in Planner.members (-1 for none)
+	ld    int64  // its load, when lep is the load plan's epoch (load.go)
+	lep   int32  // the epoch of ld
+	hot   int32  // the epoch of the load plan that found it hot
 	gone  bool   // no longer a unit
 	kept  bool   // placed this round (scratch)
 }
@@ -284,7 +296,7 @@ func (p *Planner) replan(maxLeases int) {
 		total += len(st.recs)
 	}
 	if n == 0 {
-		p.publish(nil, false)
+		p.publish(nil, nil)
 		return
 	}
 	placed := total
@@ -316,29 +328,41 @@ func (p *Planner) replan(maxLeases int) {
 				us = append(us, r.u)
 			}
 		}
-		p.publish(exact(p.members, us, 0), false)
+		p.publish(exact(p.members, us, 0), nil)
 		return
 	}
-	p.publish(nil, true)
+	p.publish(nil, nonNil(p.g.run(p)))
 }
 
-// publish makes the new plan p.cur: the map exact computed, or, for the
-// greedy (large), the one it computes now. It updates the owner of every
-// unit and patches the older of the two maps with the changes rather than
-// building a new one.
-func (p *Planner) publish(exactPlan map[Unit]string, large bool) {
+// nonNil returns own, or an empty slice for none: a greedy's plan of no
+// units.
+func nonNil(own []int32) []int32 {
+	if own == nil {
+		return []int32{}
+	}
+	return own
+}
+
+// publish makes the new plan p.cur: the map exact computed, or, for a
+// greedy (own: the owner of every unit kept, in the order of p.byHash), one
+// built from own. It updates the owner of every unit and patches the older
+// of the two maps with the changes rather than building a new one.
+func (p *Planner) publish(exactPlan map[Unit]string, own []int32) {
 	changed := p.removed
 	p.removed = nil
+	p.gen++
+	large := own != nil
 	switch {
 	case large:
-		own := p.g.run(p)
 		i := 0
 		for _, r := range p.byHash {
-			o := ""
+			o, oi := "", int32(-1)
 			if r.kept {
-				o = p.members[own[i]]
+				oi = own[i]
+				o = p.members[oi]
 				i++
 			}
+			r.oi = oi
 			if o != r.owner {
 				r.owner = o
 				changed = append(changed, r)
@@ -346,10 +370,14 @@ func (p *Planner) publish(exactPlan map[Unit]string, large bool) {
 		}
 	case exactPlan != nil:
 		for _, r := range p.byHash {
-			o := ""
+			o, oi := "", int32(-1)
 			if r.kept {
 				o = exactPlan[r.u]
+				if i, ok := slices.BinarySearch(p.members, o); ok {
+					oi = int32(i)
+				}
 			}
+			r.oi = oi
 			if o != r.owner {
 				r.owner = o
 				changed = append(changed, r)
@@ -357,7 +385,7 @@ func (p *Planner) publish(exactPlan map[Unit]string, large bool) {
 		}
 	default: // no members
 		for _, r := range p.byHash {
-			r.owner = ""
+			r.owner, r.oi = "", -1
 		}
 		p.cur, p.old, p.changed, p.large = nil, nil, nil, false
 		return

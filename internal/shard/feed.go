@@ -94,6 +94,7 @@ func (w *Worker) startReader() *feed {
 			w.readErr.Store(nil)
 			if len(b.Records) > 0 {
 				w.lag.Store(b.MillisBehindLatest)
+				w.measure(&b)
 			}
 			if f.share != nil {
 				var n int64

@@ -121,6 +121,8 @@ const (
 	attrRewindSub   = "rewind_to_sub" // its sub-sequence
 	attrIncarnation = "incarnation"   // the holder's incarnation (TakeAs)
 	attrRewindID    = "rewind_id"     // the last operator's rewind written on the row (Lease.Rewind)
+	attrBytesPerS   = "bytes_per_s"   // N: the holder's measured throughput (Lease.Throughput), absent when 0
+	attrRecordsPerS = "records_per_s" // N: its records per second, absent when 0
 )
 
 // rewindPrefix starts the key of a shard's rewind record (LastRewind):
@@ -160,6 +162,10 @@ const (
 	entryListing   = "d" // S: digests of the shard sets the member lists for the fleet, absent when empty
 	entryProof     = "p" // N: the member's proof bound in milliseconds, absent when 0
 	entryYoung     = "y" // BOOL: the entry is younger than its member's timeout, absent when false
+	entryCapacity  = "c" // N: the member's capacity in thousandths, absent when 0
+	entryMaxLeases = "x" // N: the member's own cap on leases, absent when 0
+	entryLoad      = "b" // N: the member's load in bytes per second, absent when 0
+	entryHot       = "o" // S: the member's hot shards (leases.Member.Hot), absent when empty
 	attrCount      = "n" // N: a membership row's entry count
 	// The membership header: r<row> (N) per row, the roster version,
 	// vanished (N), and born (N, Unix ms; CreateTable).

@@ -337,6 +337,14 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if m.Young {
 		e[entryYoung] = &types.AttributeValueMemberBOOL{Value: true}
 	}
+	for name, v := range map[string]int64{entryCapacity: m.Capacity, entryMaxLeases: m.MaxLeases, entryLoad: m.Load} {
+		if v != 0 {
+			e[name] = numAttr(v)
+		}
+	}
+	if m.Hot != "" {
+		e[entryHot] = &types.AttributeValueMemberS{Value: m.Hot}
+	}
 	return &types.AttributeValueMemberM{Value: e}
 }
 
@@ -378,7 +386,7 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 	if !ok {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: type %T, want a map", memberPrefix, owner, v)
 	}
-	m := leases.Member{Owner: owner, Incarnation: str(mv.Value, entryInc), Streams: str(mv.Value, entryStreams), Listing: str(mv.Value, entryListing)}
+	m := leases.Member{Owner: owner, Incarnation: str(mv.Value, entryInc), Streams: str(mv.Value, entryStreams), Listing: str(mv.Value, entryListing), Hot: str(mv.Value, entryHot)}
 	if m.Incarnation == "" {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: no incarnation (%s)", memberPrefix, owner, entryInc)
 	}
@@ -399,6 +407,11 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 	m.Proof = time.Duration(proof) * time.Millisecond
 	if m.Ended, err = num(mv.Value, entryEnded); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+	}
+	for name, to := range map[string]*int64{entryCapacity: &m.Capacity, entryMaxLeases: &m.MaxLeases, entryLoad: &m.Load} {
+		if *to, err = num(mv.Value, name); err != nil {
+			return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
+		}
 	}
 	for name, to := range map[string]*bool{entryLeaving: &m.Leaving, entryYoung: &m.Young} {
 		switch v := mv.Value[name].(type) {

@@ -36,6 +36,14 @@ func (s *Store) holderWrite(ctx context.Context, op string, l leases.Lease, u up
 	} else {
 		u.remove = append(u.remove, attrRecovered)
 	}
+	// The holder's throughput too (see leases.Lease.Throughput).
+	for attr, v := range map[string]int64{attrBytesPerS: l.Throughput.BytesPerSecond, attrRecordsPerS: l.Throughput.RecordsPerSecond} {
+		if v > 0 {
+			u.set[attr] = numAttr(v)
+		} else {
+			u.remove = append(u.remove, attr)
+		}
+	}
 	return s.write(ctx, op, l.Key, l.Counter, u)
 }
 
@@ -205,7 +213,11 @@ func (s *Store) decode(key leases.Key, item map[string]types.AttributeValue) (le
 	var err error
 	if l.Counter, err = num(item, attrCounter); err == nil {
 		if l.Checkpoint.SubSequence, err = num(item, attrSubSequence); err == nil {
-			l.RewindTo.SubSequence, err = num(item, attrRewindSub)
+			if l.RewindTo.SubSequence, err = num(item, attrRewindSub); err == nil {
+				if l.Throughput.BytesPerSecond, err = num(item, attrBytesPerS); err == nil {
+					l.Throughput.RecordsPerSecond, err = num(item, attrRecordsPerS)
+				}
+			}
 		}
 	}
 	if err != nil {

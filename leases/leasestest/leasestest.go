@@ -72,6 +72,7 @@ func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"ReleaseKeepsCheckpoint", testReleaseKeepsCheckpoint},
 		{"ReleaseWritesFinalCheckpoint", testReleaseFinalCheckpoint},
 		{"CheckpointValues", testCheckpointValues},
+		{"ThroughputRoundTrips", testThroughput},
 		{"RewindFreeRow", testRewindFree},
 		{"RewindHeldRow", testRewindHeld},
 		{"OthersWritesKeepTheHolder", testOthersKeepHolder},
@@ -208,6 +209,47 @@ func testReleaseFinalCheckpoint(t *testing.T, s leases.Store) {
 	kit.CheckWritten(t, s, "Release with final checkpoint", l, got)
 	if got.Checkpoint != final || got.Held() {
 		t.Fatalf("after Release with %v: %+v", final, got)
+	}
+}
+
+// testThroughput: the holder writes write Throughput as given (zero
+// clears it), Get reads it back, and the others' writes keep it.
+func testThroughput(t *testing.T, s leases.Store) {
+	k, l := heldRow(t, s)
+	hot := leases.Throughput{BytesPerSecond: 1 << 40, RecordsPerSecond: 1234}
+	want := func(what string, got leases.Lease, tp leases.Throughput) {
+		t.Helper()
+		if got.Throughput != tp {
+			t.Fatalf("%s: returned throughput %+v, want %+v", what, got.Throughput, tp)
+		}
+		if row := kit.MustGet(t, s, k); row.Throughput != tp {
+			t.Fatalf("%s: the store holds throughput %+v, want %+v", what, row.Throughput, tp)
+		}
+	}
+	l.Throughput = hot
+	l = mustWrite(t, "Checkpoint")(s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "10"}))
+	want("after Checkpoint", l, hot)
+	l.Throughput = leases.Throughput{BytesPerSecond: 5}
+	l = mustWrite(t, "Checkpoint")(s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "11"}))
+	want("after a second Checkpoint", l, leases.Throughput{BytesPerSecond: 5})
+	l.Throughput = hot
+	l = mustWrite(t, "Release")(s.Release(kit.Ctx(t), l, leases.Checkpoint{Sequence: "12"}))
+	want("after Release", l, hot)
+	// A take and a rewind of the free row keep it: a new holder starts
+	// from it.
+	l = kit.MustTake(t, s, l, "b")
+	want("after TakeAs", l, hot)
+	l.Throughput = leases.Throughput{}
+	l = mustWrite(t, "Checkpoint")(s.Checkpoint(kit.Ctx(t), l, leases.Checkpoint{Sequence: "13"}))
+	want("after a Checkpoint with none", l, leases.Throughput{})
+}
+
+// mustWrite returns a function that returns a write's lease, or ends the
+// test with what and the error.
+func mustWrite(t *testing.T, what string) func(leases.Lease, error) leases.Lease {
+	return func(l leases.Lease, err error) leases.Lease {
+		t.Helper()
+		return kit.Must(t, l, err, what)
 	}
 }
 

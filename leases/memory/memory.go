@@ -257,7 +257,8 @@ func (s *Store) write(op string, l leases.Lease, holder bool, change func(*lease
 		return leases.Lease{}, conflict
 	}
 	if holder {
-		r.Recovered = l.Recovered // the holder's copy decides (see leases.Lease.Recovered)
+		r.Recovered = l.Recovered   // the holder's copy decides (see leases.Lease.Recovered)
+		r.Throughput = l.Throughput // as measured by the holder (see leases.Lease.Throughput)
 	}
 	r.Counter++
 	r.Token = token()

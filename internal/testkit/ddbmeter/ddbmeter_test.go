@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/kinesislease/kinesislease/internal/balance"
+	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/internal/testkit/ddbmeter"
 	"github.com/kinesislease/kinesislease/leases"
 	"github.com/kinesislease/kinesislease/leases/driver"
@@ -202,5 +204,48 @@ func TestAnswersNeverChange(t *testing.T) {
 	}
 	if a, b, s := entry(first), entry(got.Item), entry(second); a != "inc1/1" || b != "inc1/1" || s != "inc2/2" {
 		t.Errorf("entries %s (first answer), %s (read), %s (second answer); want inc1/1, inc1/1, inc2/2", a, b, s)
+	}
+}
+
+// TestMembershipRowSizeWithLoads: what balancing by load adds to a full
+// membership row (driver.RowCapacity entries): each entry's capacity (the
+// default), total load and hot shards (balance.Summarize). Logged for
+// docs/cost.md; the rows marked under stay under 1 KB: a heartbeat stays
+// one write unit.
+func TestMembershipRowSizeWithLoads(t *testing.T) {
+	ctx := context.Background()
+	hot := func(n int) string {
+		var hs []balance.Hot
+		for i := range n {
+			hs = append(hs, balance.Hot{ID: balance.UnitID(plan.Unit{Stream: "orders", Shard: fmt.Sprintf("shardId-%012d", i)}), Load: 1_200_000})
+		}
+		return balance.EncodeHot(hs)
+	}
+	for _, c := range []struct {
+		ownerLen, hot int
+		loads, under  bool
+	}{
+		{64, 0, false, true}, {64, 0, true, true}, {64, 1, true, false}, {64, 4, true, false},
+		{48, 0, true, true}, {48, 1, true, true}, {48, 4, true, false},
+		{40, 0, false, true}, {40, 1, true, true}, {40, 4, true, false}, {32, 4, true, false},
+	} {
+		tbl := ddbmeter.NewTable()
+		s := dynamo.New(aws.Config{}, "meter", dynamo.WithDynamoDBClient(tbl.Client(0)))
+		for i := range driver.RowCapacity {
+			owner := fmt.Sprintf("owner-%02d-", i)
+			owner += strings.Repeat("x", c.ownerLen-len(owner))
+			m := leases.Member{Owner: owner, Incarnation: driver.NewIncarnation(0, "ABCDEFGHIJ"), Heartbeat: 25_228_800, Held: 2000, Ended: 1000, Notice: 99, Streams: "3w5e11264sgsf"}
+			if c.loads {
+				m.Capacity, m.Load, m.Hot = 1000, balance.Quantize(123_456_789), hot(c.hot)
+			}
+			if _, err := s.Join(ctx, 0, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		row := ddbmeter.Size(tbl.Item(driver.MemberKey(0)))
+		t.Logf("owner ids of %d bytes, loads %v, %d hot each: a full row %d bytes, %d write units a heartbeat", c.ownerLen, c.loads, c.hot, row, ddbmeter.WriteUnits(row))
+		if c.under && row >= 1024 {
+			t.Errorf("owner ids of %d bytes, %d hot each: a full membership row is %d bytes: a heartbeat costs %d write units", c.ownerLen, c.hot, row, ddbmeter.WriteUnits(row))
+		}
 	}
 }

@@ -7,6 +7,7 @@ package membershiptest
 // notice bump, and answers that are copies.
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -430,4 +431,48 @@ func testMemberCopies(t *testing.T, _ leases.Store, m leases.Membership, rows *r
 	scribble(mustReplace(t, m, r, eb, next))
 	scribble(mustMembers(t, m, r))
 	wantStoredExactly(t, "Members after the caller changed earlier answers", m, r, []leases.Member{ea, next})
+}
+
+// testBalanceRoundTrips: Capacity, MaxLeases, Load and Hot, as Join,
+// Heartbeat and ReplaceMember write them, are read back by Members,
+// returned in a row-mate's answers, and carried by a conflict.
+func testBalanceRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
+	r := rows.fresh(t)
+	a, b := kit.NewOwner(t, "a"), kit.NewOwner(t, "b")
+	full := strings.Repeat("x", leases.MaxHot-4) + " 9e9"
+	steps := []leases.Member{
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 1, Capacity: 2000, MaxLeases: 5},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 2, Capacity: 2000, MaxLeases: 5, Load: 1_200_000, Hot: "1a2b3c:52e4"},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Capacity: 1 << 40, MaxLeases: 1 << 31, Load: 1 << 50, Hot: full},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // all back to zero
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Capacity: 500, Load: 99},
+	}
+	mustJoin(t, m, r, steps[0])
+	wantStored(t, "after the join", m, r, steps[0])
+	for i, e := range steps[1:] {
+		op := fmt.Sprintf("heartbeat %d", i+1)
+		mustHeartbeat(t, m, r, e)
+		wantStored(t, op, m, r, e)
+	}
+	e := steps[len(steps)-1]
+	mate := leases.Member{Owner: b, Incarnation: "inc-b", Heartbeat: 1, Load: 7, Hot: "k:7"}
+	wantEntry(t, "the row-mate's join", mustJoin(t, m, r, mate), e)
+	mate.Heartbeat++
+	wantEntry(t, "the row-mate's heartbeat", mustHeartbeat(t, m, r, mate), e)
+
+	next := leases.Member{Owner: a, Incarnation: "inc-2", Heartbeat: 1, Capacity: 3000, MaxLeases: 2, Load: 10, Hot: "z:10"}
+	wantEntry(t, "ReplaceMember by a new incarnation", mustReplace(t, m, r, e, next), mate)
+	wantStored(t, "after ReplaceMember", m, r, next)
+
+	_, err := m.Heartbeat(kit.Ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-1", Heartbeat: 6, Load: 1})
+	wantMemberConflict(t, "Heartbeat of the replaced incarnation", err, r, a, next)
+
+	// Too long a Hot, or one with a control byte, is refused unsent.
+	for _, hot := range []string{full + "x", "a:1\n"} {
+		_, err := m.Heartbeat(kit.Ctx(t), r, leases.Member{Owner: a, Incarnation: "inc-2", Heartbeat: 2, Hot: hot})
+		if err == nil || errors.Is(err, leases.ErrConflict) {
+			t.Fatalf("Heartbeat with Hot %q: %v, want a validation error", hot, err)
+		}
+	}
+	wantStoredExactly(t, "after the refused heartbeats", m, r, []leases.Member{next, mate})
 }

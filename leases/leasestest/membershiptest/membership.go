@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore func(t *testing.T) leases.Store) {
 		{"HeartbeatFailsOnBumpedNotice", testHeartbeatBumpedNotice},
 		{"EndedRoundTrips", testEndedRoundTrips},
 		{"ListingRoundTrips", testListingRoundTrips},
+		{"BalanceRoundTrips", testBalanceRoundTrips},
 		{"ReplaceMemberOnlyIfSeen", testReplaceMember},
 		{"ReplaceMemberRemoves", testReplaceMemberRemoves},
 		{"NoticeBump", testNoticeBump},
@@ -158,7 +159,7 @@ func testJoinWritesEntry(t *testing.T, _ leases.Store, m leases.Membership, rows
 	r, other := rows.fresh(t), rows.fresh(t)
 	a, b, c := kit.NewOwner(t, "a"), kit.NewOwner(t, "b"), kit.NewOwner(t, "c")
 	ea := leases.Member{Owner: a, Incarnation: driver.NewIncarnation(r, "a1"), Heartbeat: 1}
-	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b", Listing: "listing-b", Proof: 10250 * time.Millisecond, Young: true}
+	eb := leases.Member{Owner: b, Incarnation: "opaque-b", Heartbeat: 7, Notice: 3, Ended: 2, Held: 4, Streams: "digest-b", Listing: "listing-b", Proof: 10250 * time.Millisecond, Young: true, Capacity: 1500, MaxLeases: 9, Load: 42_000, Hot: "h1:41e3"}
 	wantStoredExactly(t, "before the first join", m, r, nil)
 	wantExactly(t, "the first Join's answer", mustJoin(t, m, r, ea), []leases.Member{ea})
 	wantStoredExactly(t, "after the first join", m, r, []leases.Member{ea})

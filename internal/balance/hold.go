@@ -1,0 +1,115 @@
+package balance
+
+// What a member does of its plan this round (Hold): the load-driven
+// handoffs the Mover holds back, and the takes it leaves until their
+// holder lets go.
+
+import (
+	"maps"
+	"time"
+
+	"github.com/kinesislease/kinesislease/internal/plan"
+	"github.com/kinesislease/kinesislease/leases"
+)
+
+// Recheck is how often a member reads the row of a shard the load plan
+// gives it while its live holder keeps it (its Mover holds the handoff
+// back), when nothing in the holder's entry changed: a holder that lets go
+// of a shard publishes one lease fewer at its next heartbeat, and the row
+// is read then; Recheck bounds the wait where a take of the holder hid the
+// release from that count.
+const Recheck = 10 * time.Second
+
+// waiting is the row of a unit planned here, held by a live member, as
+// last read (Hold).
+type waiting struct {
+	owner, inc string
+	held       int64         // its holder's published lease count then
+	at         time.Duration // when it was read
+}
+
+// Hold returns the plan a (of the last Plan) to act on this round, at now
+// (the caller's monotonic clock, in nanoseconds): a itself, or a copy in
+// which
+//
+//   - the held units that a gives to another member for load only (the
+//     count plan gives them to this member) and that the Mover does not
+//     hand over yet stay this member's (held: the units it holds; the
+//     Mover counts their minimum hold from the round first seen here);
+//   - the units a gives to this member for load only, whose row (row: as
+//     last read) shows a live member holding them that the count plan
+//     gives them to, are that member's until it lets go of them: their
+//     holder's Mover holds them back, and reading the row every round
+//     would only find it held. The row is read again when the holder's
+//     published lease count changes, or Recheck after the last read.
+//
+// A unit a gives to nobody, or that the count plan gives to another member
+// (members joined or left, capacities or caps changed), is not held back,
+// nor is a take of it.
+func (b *Balancer) Hold(now int64, a map[plan.Unit]string, held map[plan.Unit]plan.Held, row func(plan.Unit) leases.Lease) map[plan.Unit]string {
+	t := time.Duration(now)
+	if b.taken == nil {
+		b.taken, b.waits = map[plan.Unit]time.Duration{}, map[plan.Unit]waiting{}
+	}
+	taken := make(map[plan.Unit]time.Duration, len(held))
+	for u := range held {
+		at, ok := b.taken[u]
+		if !ok {
+			at = t
+		}
+		taken[u] = at
+	}
+	b.taken = taken
+	if !b.mode.ByLoad || b.legacy || b.count == nil {
+		return a
+	}
+	handed := map[plan.Unit]bool{}
+	for _, u := range b.mover.Handoffs(t, b.self, a, b.count, taken) {
+		handed[u] = true
+	}
+	var c map[plan.Unit]string
+	set := func(u plan.Unit, o string) {
+		if c == nil {
+			c = maps.Clone(a)
+		}
+		c[u] = o
+	}
+	for u := range held {
+		if o, ok := a[u]; ok && o != b.self && b.count[u] == b.self && !handed[u] {
+			set(u, b.self)
+		}
+	}
+	for u, o := range a {
+		if _, h := held[u]; o == b.self && !h {
+			if l := row(u); b.wait(t, u, l) {
+				set(u, l.Owner)
+			}
+		}
+	}
+	for u := range b.waits {
+		if a[u] != b.self {
+			delete(b.waits, u)
+		}
+	}
+	if c == nil {
+		return a
+	}
+	return c
+}
+
+// wait reports whether the take of u, planned here, is left this round:
+// its row as last read (l) shows a live member holding it that the count
+// plan gives it to, read since that member's lease count last changed and
+// less than Recheck ago. Otherwise the row is read this round, and noted.
+func (b *Balancer) wait(now time.Duration, u plan.Unit, l leases.Lease) bool {
+	e, live := b.live[l.Owner]
+	if !l.Held() || l.Owner == b.self || !live || e.Incarnation != l.Incarnation || b.count[u] != l.Owner {
+		delete(b.waits, u)
+		return false
+	}
+	if w, ok := b.waits[u]; ok && w.owner == l.Owner && w.inc == l.Incarnation && w.held == e.Held && now-w.at < Recheck {
+		return true
+	}
+	b.waits[u] = waiting{owner: l.Owner, inc: l.Incarnation, held: e.Held, at: now}
+	return false
+}

@@ -1,0 +1,312 @@
+package plan
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// memberLoads returns the load each member of ms holds in a.
+func memberLoads(ms []Member, a map[Unit]string, load map[Unit]int64, def int64) []int64 {
+	by := map[string]int64{}
+	for u, m := range a {
+		l, ok := load[u]
+		if !ok {
+			l = def
+		}
+		by[m] += l
+	}
+	out := make([]int64, len(ms))
+	for i, m := range ms {
+		out[i] = by[m.ID]
+	}
+	return out
+}
+
+// moved returns how many units a and b place differently.
+func movedUnits(a, b map[Unit]string) int {
+	n := 0
+	for u, m := range a {
+		if b[u] != m {
+			n++
+		}
+	}
+	for u := range b {
+		if _, ok := a[u]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// worst returns the highest ratio of a member's load to its fair share:
+// the total in proportion to the capacities, but that a member whose cap
+// holds fewer units than its share would, at the mean unit load, has that
+// many units' load (computed anew here, in floating point).
+func worst(ms []Member, loads []int64, placed int) float64 {
+	ms = normalize(ms)
+	total := 0.0
+	for _, l := range loads {
+		total += float64(l)
+	}
+	fair := make([]float64, len(ms))
+	fixed := make([]bool, len(ms))
+	for changed := true; changed; {
+		changed = false
+		left, c := total, 0.0
+		for i, m := range ms {
+			if fixed[i] {
+				left -= fair[i]
+			} else {
+				c += float64(m.Capacity)
+			}
+		}
+		for i, m := range ms {
+			if fixed[i] {
+				continue
+			}
+			fair[i] = left * float64(m.Capacity) / c
+			if capLoad := float64(m.MaxLeases) * total / float64(placed); m.MaxLeases > 0 && fair[i] > capLoad {
+				fair[i], fixed[i], changed = capLoad, true, true
+				break
+			}
+		}
+	}
+	w := 0.0
+	for i := range ms {
+		w = max(w, float64(loads[i])/fair[i])
+	}
+	return w
+}
+
+// hotScenario is the issue's: 64 shards of which every eighth is ten times
+// hotter (10,000 against 1,000), 8 members of equal capacity.
+func hotScenario(stream string) ([]Member, []Unit, map[Unit]int64) {
+	ms := members(nil, 1, 1, 1, 1, 1, 1, 1, 1)
+	units := shards(stream, 64)
+	load := map[Unit]int64{}
+	for i := 0; i < 64; i += 8 {
+		load[units[i]] = 10000
+	}
+	return ms, units, load
+}
+
+// TestLoadScenario: the busiest of 8 members ≤ 1.2× the mean, over
+// several streams' names (so several count plans to start from), while
+// the count plan leaves members with two or three hot shards.
+func TestLoadScenario(t *testing.T) {
+	weightedRegimes(t, func(t *testing.T, assign func([]Member, []Unit, map[Unit]int64, int64, Balance) map[Unit]string) {
+		worstCount, worstLoad := 0.0, 0.0
+		for k := range 20 {
+			ms, units, load := hotScenario(fmt.Sprint("tenants-", k))
+			count := assign(ms, units, load, 1000, Balance{})
+			a := assign(ms, units, load, 1000, Balance{ByLoad: true})
+			if len(a) != 64 {
+				t.Fatalf("%d units placed", len(a))
+			}
+			worstCount = max(worstCount, worst(ms, memberLoads(ms, count, load, 1000), 64))
+			w := worst(ms, memberLoads(ms, a, load, 1000), len(a))
+			worstLoad = max(worstLoad, w)
+			if w > 1.2 {
+				t.Errorf("stream %d: the busiest member at %.3f× the mean (loads %v)", k, w, memberLoads(ms, a, load, 1000))
+			}
+		}
+		t.Logf("busiest member: %.3f× the mean by count, %.3f× by load", worstCount, worstLoad)
+	})
+}
+
+// TestLoadPerturbation: ±10% on any one hot shard moves nothing; doubling
+// one moves what its holder must shed to get under its limit and at most
+// 4 more: the total rises, so every member's limit does, and a unit a
+// member shed before may stay now, or a unit shed goes elsewhere.
+func TestLoadPerturbation(t *testing.T) {
+	worstExtra := 0
+	for k := range 20 {
+		ms, units, load := hotScenario(fmt.Sprint("tenants-", k))
+		var p Planner
+		a := maps.Clone(p.AssignWeighted(ms, units, load, 1000, Balance{ByLoad: true}))
+		for i := 0; i < 64; i += 8 {
+			u := units[i]
+			for _, l := range []int64{9000, 11000} {
+				l2 := maps.Clone(load)
+				l2[u] = l
+				if b := p.AssignWeighted(ms, units, l2, 1000, Balance{ByLoad: true}); movedUnits(a, b) != 0 {
+					t.Errorf("stream %d: %v at %d moves %d units", k, u, l, movedUnits(a, b))
+				}
+			}
+			l2 := maps.Clone(load)
+			l2[u] = 20000
+			b := p.AssignWeighted(ms, units, l2, 1000, Balance{ByLoad: true})
+			// What its holder must shed, in units of 1,000: its load
+			// less its limit (1.2 × 146,000 / 8).
+			holder := slices.IndexFunc(ms, func(m Member) bool { return m.ID == a[u] })
+			must := max(0, (memberLoads(ms, a, l2, 1000)[holder]-21900+999)/1000)
+			if got := movedUnits(a, b); got > int(must)+4 {
+				t.Errorf("stream %d: %v doubled moves %d units, its holder must shed %d", k, u, got, must)
+			} else {
+				worstExtra = max(worstExtra, got-int(must))
+			}
+			if w := worst(ms, memberLoads(ms, b, l2, 1000), 64); w > 1.2 {
+				t.Errorf("stream %d: %v doubled: the busiest at %.3f× the mean", k, u, w)
+			}
+		}
+	}
+	t.Logf("doubling a hot shard moved at most %d units beyond what its holder must shed", worstExtra)
+}
+
+// TestLoadShift: the hot keys move to other shards: the new plan is within
+// tolerance, and moves about what the shift calls for (the hot shards that
+// are no longer hot may stay; about the new hot ones and what their
+// holders shed move).
+func TestLoadShift(t *testing.T) {
+	for k := range 20 {
+		ms, units, load := hotScenario(fmt.Sprint("tenants-", k))
+		a := AssignWeighted(ms, units, load, 1000, Balance{ByLoad: true})
+		shifted := map[Unit]int64{}
+		for i := 3; i < 64; i += 8 {
+			shifted[units[i]] = 10000
+		}
+		b := AssignWeighted(ms, units, shifted, 1000, Balance{ByLoad: true})
+		if w := worst(ms, memberLoads(ms, b, shifted, 1000), 64); w > 1.2 {
+			t.Errorf("stream %d: after the shift the busiest at %.3f× the mean", k, w)
+		}
+		// Bounded: no more than the units the load plans moved off the
+		// count plan, before and after (the count plan is the same).
+		count := Assign(fleet(8), units, 0)
+		if got, bound := movedUnits(a, b), movedUnits(count, a)+movedUnits(count, b); got > bound {
+			t.Errorf("stream %d: the shift moved %d units, more than the %d the two plans move off the count plan", k, got, bound)
+		}
+	}
+}
+
+// TestLoadUniform: with no explicit loads, or all within tolerance, the
+// load plan is the count plan.
+func TestLoadUniform(t *testing.T) {
+	weightedRegimes(t, func(t *testing.T, assign func([]Member, []Unit, map[Unit]int64, int64, Balance) map[Unit]string) {
+		for _, ms := range [][]Member{members(nil, 1, 1, 1), members(nil, 1, 2, 3), members([]int{4, 0, 0}, 1, 1, 1)} {
+			units := streamsOf(3, 17)
+			count := assign(ms, units, nil, 1000, Balance{})
+			if a := assign(ms, units, nil, 1000, Balance{ByLoad: true}); !maps.Equal(a, count) {
+				t.Errorf("%+v: uniform loads, the load plan moved %d units off the count plan", ms, movedUnits(a, count))
+			}
+			// +15% on a few: within the default 20%, nothing moves.
+			load := map[Unit]int64{units[0]: 1150, units[20]: 1150}
+			if a := assign(ms, units, load, 1000, Balance{ByLoad: true}); !maps.Equal(a, count) {
+				t.Errorf("%+v: loads within tolerance moved %d units", ms, movedUnits(a, count))
+			}
+		}
+	})
+}
+
+// TestLoadCapacities: members of capacities 1/1/2 share the load 1/1/2
+// within tolerance, and MaxLeases hold in load mode.
+func TestLoadCapacities(t *testing.T) {
+	weightedRegimes(t, func(t *testing.T, assign func([]Member, []Unit, map[Unit]int64, int64, Balance) map[Unit]string) {
+		r := rand.New(rand.NewPCG(40, 5))
+		for trial := range 50 {
+			ms := members([]int{0, 0, 0, 30}, 1, 1, 2, 1)
+			if trial%2 == 1 {
+				ms[0].MaxLeases = 12
+			}
+			units := streamsOf(4, 25)
+			load := map[Unit]int64{}
+			for range 6 {
+				load[units[r.IntN(len(units))]] = int64(2000 + r.IntN(6000))
+			}
+			a := assign(ms, units, load, 1000, Balance{ByLoad: true})
+			if len(a) != 100 {
+				t.Fatalf("%d units placed", len(a))
+			}
+			if w := worst(ms, memberLoads(ms, a, load, 1000), len(a)); w > 1.2 {
+				t.Errorf("trial %d: the busiest at %.3f× its fair share (%v)", trial, w, memberLoads(ms, a, load, 1000))
+			}
+			for i, c := range totals(ms, a) {
+				if ms[i].MaxLeases > 0 && c > ms[i].MaxLeases {
+					t.Errorf("trial %d: member %d holds %d above its cap %d", trial, i, c, ms[i].MaxLeases)
+				}
+			}
+		}
+	})
+}
+
+// TestLoadTolerance: a smaller tolerance balances tighter where the units
+// allow it; none (negative) shares by fair shares only.
+func TestLoadTolerance(t *testing.T) {
+	ms, units, load := hotScenario("tenants-3")
+	for _, tol := range []int{5, 10, 50} {
+		a := AssignWeighted(ms, units, load, 1000, Balance{ByLoad: true, Tolerance: tol})
+		if w := worst(ms, memberLoads(ms, a, load, 1000), len(a)); w > 1+float64(tol)/100 {
+			t.Errorf("tolerance %d%%: the busiest at %.3f× the mean", tol, w)
+		}
+	}
+}
+
+func BenchmarkAssignWeighted(b *testing.B) {
+	const n, shardsN = 1000, 20000
+	ms := make([]Member, n)
+	for i := range ms {
+		ms[i] = Member{ID: fmt.Sprintf("i-%d", i)}
+	}
+	units := shards("s", shardsN)
+	load := map[Unit]int64{}
+	r := rand.New(rand.NewPCG(40, 6))
+	for _, i := range r.Perm(shardsN)[:shardsN/50] { // 2% hot
+		load[units[i]] = 10000
+	}
+	hot := slices.SortedFunc(maps.Keys(load), CompareUnits)
+	b.Run("load, one hot load changes", func(b *testing.B) {
+		var p Planner
+		count := maps.Clone(p.AssignWeighted(ms, units, load, 1000, Balance{}))
+		off := movedUnits(count, p.AssignWeighted(ms, units, load, 1000, Balance{ByLoad: true}))
+		i := 0
+		for b.Loop() {
+			u := hot[i%len(hot)]
+			load[u] = 10000 + int64(i%7)*1000
+			p.AssignWeighted(ms, units, load, 1000, Balance{ByLoad: true})
+			i++
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/op")
+		b.ReportMetric(float64(off), "off-count-units")
+	})
+	b.Run("load, first plan", func(b *testing.B) {
+		for b.Loop() {
+			var p Planner
+			p.AssignWeighted(ms, units, load, 1000, Balance{ByLoad: true})
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/op")
+	})
+	ids := fleet(n)
+	b.Run("count, equal weights, steady", func(b *testing.B) {
+		var p Planner
+		p.AssignWeighted(ms, units, nil, 0, Balance{})
+		for b.Loop() {
+			p.AssignWeighted(ms, units, nil, 0, Balance{})
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/op")
+	})
+	b.Run("count, equal weights, member leaves", func(b *testing.B) {
+		var p Planner
+		i := 0
+		for b.Loop() {
+			skip := (i * 7919) % n
+			view := slices.Concat(ms[:skip], ms[skip+1:])
+			p.AssignWeighted(view, units, nil, 0, Balance{})
+			i++
+		}
+		_ = ids
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/op")
+	})
+	weighted := slices.Clone(ms)
+	for i := range weighted {
+		weighted[i].Capacity = int64(1+i%3) * 1000
+	}
+	b.Run("count, weights 1/2/3, first plan", func(b *testing.B) {
+		for b.Loop() {
+			var p Planner
+			p.AssignWeighted(weighted, units, nil, 0, Balance{})
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/op")
+	})
+}
