@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
 )
 
 // Held returns the shard ids of stream this instance holds now, sorted: the
@@ -106,4 +108,12 @@ func (g *Group) fail(st *streamState, shard string, err error) {
 // failing reports whether u is set aside now.
 func (g *Group) failing(u unit) bool {
 	return syncx.Guarded(&g.healthMu, func() bool { return g.streams[u.Stream].failed[u.Shard].Waiting(time.Now()) })
+}
+
+// Fleet returns the entries of the live members this instance plans its
+// streams over, its own among them, as last read (for Health's balance).
+// It may be called from any goroutine.
+func (g *Group) Fleet() []leases.Member {
+	same, _ := balance.SameStreams(g.m.Live(mono()), g.cfg.Owner, g.streamsDigest())
+	return same
 }
