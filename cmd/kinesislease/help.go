@@ -36,7 +36,8 @@ AVAILABLE COMMANDS
        o members
           One line per instance of the fleet, from the table's membership
           rows: owner, incarnation, heartbeat, leaving, leases held, shards
-          ended. Read only.
+          ended, capacity, cap, load, its share of the fleet's load beside
+          its fair share, hot shards. Read only.
 
        o rewind
           Move checkpoints to replay or skip records: TRIM_HORIZON, LATEST,
@@ -58,7 +59,8 @@ IAM PERMISSIONS
        dynamodb:UpdateItem (the table's birth, in its header) on the table;
        dynamodb:UpdateContinuousBackups with --point-in-time-recovery,
        dynamodb:TagResource with --tag.
-       members: dynamodb:GetItem on the table.
+       members: dynamodb:GetItem on the table; kinesis:ListShards on the
+       streams of --stream.
        status: dynamodb:GetItem on the table; kinesis:ListShards,
        kinesis:GetShardIterator and kinesis:GetRecords on the stream.
        rewind: the same and dynamodb:UpdateItem on the table.
