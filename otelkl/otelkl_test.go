@@ -332,7 +332,7 @@ var (
 	ownerKeys = []attribute.Key{otelkl.AttrSystem, otelkl.AttrStream, otelkl.AttrStreamName, otelkl.AttrOwner}
 	// memberKeys: an instance's balance gauges, over every stream it reads.
 	memberKeys = []attribute.Key{otelkl.AttrSystem, otelkl.AttrOwner}
-	with      = func(keys []attribute.Key, more ...attribute.Key) []attribute.Key {
+	with       = func(keys []attribute.Key, more ...attribute.Key) []attribute.Key {
 		return append(slices.Clone(keys), more...)
 	}
 	errKey     = []attribute.Key{otelkl.AttrErrorType}
