@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/plan"
@@ -67,7 +68,7 @@ func TestSummarize(t *testing.T) {
 			loads[u] = 1234 * int64(i+1)
 		}
 	}
-	total, hot := Summarize(loads, 0)
+	total, hot, _ := Summarize(loads, 0, nil)
 	// 1234 + 3702 + 6170 + 500 = 11,606: mean 1,450; hot above 2,901.
 	if total != 12_000 {
 		t.Errorf("total %d, want 12,000", total)
@@ -77,16 +78,16 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("hot %q, want %q", hot, want)
 	}
 	// A lower fleet mean makes more hot, at most MaxHot.
-	_, hot = Summarize(loads, 40)
+	_, hot, _ = Summarize(loads, 40, nil)
 	if n := len(DecodeHot(hot)); n != MaxHot {
 		t.Errorf("with a fleet mean of 40: %d hot (%q), want %d", n, hot, MaxHot)
 	}
-	if total, hot := Summarize(map[plan.Unit]int64{us[0]: 0}, 0); total != 0 || hot != "" {
+	if total, hot, _ := Summarize(map[plan.Unit]int64{us[0]: 0}, 0, nil); total != 0 || hot != "" {
 		t.Errorf("idle: %d %q", total, hot)
 	}
 	// Jitter within the quantum changes nothing.
 	loads[us[4]] = 6180
-	if _, h := Summarize(loads, 0); h != want {
+	if _, h, _ := Summarize(loads, 0, nil); h != want {
 		t.Errorf("after a jitter of 10 in 6,170: %q, want %q", h, want)
 	}
 }
@@ -197,4 +198,58 @@ func TestHold(t *testing.T) {
 	if got := bc.Hold(0, a, held); !maps.Equal(got, a) {
 		t.Fatalf("by count: %v", got)
 	}
+}
+
+// TestHandover: a hot unit a member lets go of stays in what it publishes
+// (named, its load in the total) until another member names it, or for
+// Handover; a cold one does not; a unit taken back is published as held.
+func TestHandover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		us := units(8)
+		meters := map[plan.Unit]*Meter{}
+		for i, u := range us {
+			l := int64(100)
+			if i == 0 {
+				l = 5000
+			}
+			meters[u] = NewMeter(leases.Throughput{BytesPerSecond: l}, 0, time.Now())
+		}
+		b := New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}})
+		hot0 := EncodeHot([]Hot{{UnitID(us[0]), 5000}})
+		if _, _, load, hot := b.Publish(meters); load != 5700 || hot != hot0 {
+			t.Fatalf("holding all: %d %q", load, hot)
+		}
+		// Unit 0 (hot) and 1 (cold) let go of: 0 stays named.
+		rest := maps.Clone(meters)
+		delete(rest, us[0])
+		delete(rest, us[1])
+		if _, _, load, hot := b.Publish(rest); load != 5600 || hot != hot0 {
+			t.Fatalf("hot unit let go of: %d %q, want 5600 %q", load, hot, hot0)
+		}
+		// Others name other units: no change.
+		other := leases.Member{Owner: "b", Capacity: 1000, Held: 1, Load: 900, Hot: EncodeHot([]Hot{{UnitID(us[5]), 900}})}
+		b.Inputs([]leases.Member{{Owner: "a", Capacity: 1000, Held: 6, Load: 5600, Hot: hot0}, other}, us)
+		time.Sleep(Handover - time.Second)
+		if _, _, _, hot := b.Publish(rest); hot != hot0 {
+			t.Fatalf("%v after: %q, want %q", Handover-time.Second, hot, hot0)
+		}
+		// Named by its new holder: no more.
+		other.Hot = EncodeHot([]Hot{{UnitID(us[0]), 5000}})
+		b.Inputs([]leases.Member{{Owner: "a", Capacity: 1000, Held: 6, Load: 5600, Hot: hot0}, other}, us)
+		if _, _, load, hot := b.Publish(rest); load >= 600 || hot != "" {
+			t.Fatalf("named by its new holder: %d %q, want the cold units' decayed load and no hot", load, hot)
+		}
+		// Taken back and let go of again: named for Handover, then not.
+		b.Inputs(nil, us)
+		_, _, held, again := b.Publish(meters)
+		b.Publish(rest)
+		time.Sleep(Handover - time.Second)
+		if _, _, load, hot := b.Publish(rest); load < held*3/4 || hot != again {
+			t.Fatalf("let go of again, %v after: %d %q, want about %d %q", Handover-time.Second, load, hot, held, again)
+		}
+		time.Sleep(time.Second)
+		if _, _, load, hot := b.Publish(rest); load >= 600 || hot != "" {
+			t.Fatalf("%v after: %d %q, want the cold units' decayed load and no hot", Handover, load, hot)
+		}
+	})
 }

@@ -25,6 +25,7 @@ type Balancer struct {
 	// fleetMean is the mean load per held unit of the members last
 	// planned over (Inputs), for Publish on the heartbeat's goroutine.
 	fleetMean atomic.Int64
+	hand      handover // the hot units let go of (Publish)
 }
 
 // Config is what a Balancer is made of.
@@ -105,6 +106,17 @@ func (b *Balancer) Inputs(entries []leases.Member, units []plan.Unit) (members [
 	if held > 0 {
 		b.fleetMean.Store(total / held)
 	}
+	b.hand.setOthers(func() map[string]bool {
+		ids := map[string]bool{}
+		for _, e := range entries {
+			for _, h := range DecodeHot(e.Hot) {
+				if e.Owner != b.self {
+					ids[h.ID] = true
+				}
+			}
+		}
+		return ids
+	})
 	if !self {
 		members = append(members, plan.Member{ID: b.self, Capacity: b.capacity, MaxLeases: b.maxLeases})
 	}
@@ -202,14 +214,17 @@ func Owners(entries []leases.Member) []string {
 
 // Publish returns what this member publishes in its entry: its capacity
 // and cap, and the total and hot loads of the units it holds, measured by
-// meters now (Summarize). It may be called from any goroutine.
+// meters now, with the hot units it let go of lately (Summarize,
+// Handover). It may be called from any goroutine.
 func (b *Balancer) Publish(meters map[plan.Unit]*Meter) (capacity, maxLeases, load int64, hot string) {
 	loads := make(map[plan.Unit]int64, len(meters))
 	now := time.Now()
 	for u, m := range meters {
 		loads[u] = m.Rate(now).BytesPerSecond
 	}
-	load, hot = Summarize(loads, b.fleetMean.Load())
+	b.hand.mu.Lock()
+	defer b.hand.mu.Unlock()
+	load, hot, b.hand.named = Summarize(loads, b.fleetMean.Load(), b.hand.goneAt(now, loads))
 	return b.capacity, int64(b.maxLeases), load, hot
 }
 

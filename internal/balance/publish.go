@@ -55,28 +55,55 @@ type Hot struct {
 // holds (bytes per second each): their total, quantized, and its hot
 // units, encoded (EncodeHot): at most MaxHot, the hottest first, those
 // above HotFactor times the mean load per unit of what it holds, or of the
-// fleet (fleetMean, when it is known and lower). A member holding nothing
-// busy publishes 0 and "".
-func Summarize(loads map[plan.Unit]int64, fleetMean int64) (total int64, hot string) {
+// fleet (fleetMean, when it is known and lower). The units of gone (hot
+// units it let go of lately, with their loads: see Handover) are named and
+// counted in the total too, whatever their load. It returns the units it
+// names with their loads (named). A member holding nothing busy publishes
+// 0 and "".
+func Summarize(loads map[plan.Unit]int64, fleetMean int64, gone map[plan.Unit]int64) (total int64, hot string, named map[plan.Unit]int64) {
 	var sum int64
 	for _, l := range loads {
 		sum += max(l, 0)
 	}
-	if sum == 0 {
-		return 0, ""
+	mean := int64(0)
+	if len(loads) > 0 {
+		mean = sum / int64(len(loads))
 	}
-	mean := sum / int64(len(loads))
 	if fleetMean > 0 && fleetMean < mean {
 		mean = fleetMean
 	}
-	var hs []Hot
+	type unitHot struct {
+		u plan.Unit
+		h Hot
+	}
+	var hs []unitHot
 	for u, l := range loads {
-		if l > HotFactor*mean && Quantize(l) > 0 {
-			hs = append(hs, Hot{ID: UnitID(u), Load: Quantize(l)})
+		if _, g := gone[u]; !g && l > HotFactor*mean && Quantize(l) > 0 {
+			hs = append(hs, unitHot{u, Hot{ID: UnitID(u), Load: Quantize(l)}})
 		}
 	}
-	slices.SortFunc(hs, func(a, b Hot) int { return cmp.Or(cmp.Compare(b.Load, a.Load), strings.Compare(a.ID, b.ID)) })
-	return Quantize(sum), EncodeHot(hs[:min(len(hs), MaxHot)])
+	for u, l := range gone {
+		sum += max(l, 0)
+		if Quantize(l) > 0 {
+			hs = append(hs, unitHot{u, Hot{ID: UnitID(u), Load: Quantize(l)}})
+		}
+	}
+	if sum == 0 {
+		return 0, "", nil
+	}
+	slices.SortFunc(hs, func(a, b unitHot) int {
+		return cmp.Or(cmp.Compare(b.h.Load, a.h.Load), strings.Compare(a.h.ID, b.h.ID))
+	})
+	hs = hs[:min(len(hs), MaxHot)]
+	out := make([]Hot, len(hs))
+	for i, h := range hs {
+		out[i] = h.h
+		if named == nil {
+			named = map[plan.Unit]int64{}
+		}
+		named[h.u] = h.h.Load
+	}
+	return Quantize(sum), EncodeHot(out), named
 }
 
 // EncodeHot writes hot units as the words "id:load", separated by spaces,
