@@ -150,7 +150,10 @@ DESCRIPTION
                    first; "-" if none. The entry names each by a 6-digit
                    hash of its stream and shard: with --stream, the
                    shards of the streams named are shown by their ids
-                   (stream/shard with several streams).
+                   (stream/shard with several streams). An instance that
+                   let go of a hot shard names it (and counts its load in
+                   LOAD_B/S) until the new holder does, 30s at most: during
+                   a handoff two instances may name one shard.
 
        One read (the default) shows the fleet as it is now and costs one
        GetItem for the header and one per row. To tell which instances are
