@@ -1,9 +1,18 @@
 package kinesislease_test
 
 import (
+	"context"
 	"fmt"
+	"log"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesislease/kinesislease"
+	"github.com/kinesislease/kinesislease/kinesisfake"
+	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases/memory"
 )
 
 // Balancing by throughput (the default) with a tolerance of 30%, on an
@@ -42,4 +51,62 @@ func ExampleWithCapacity() {
 	fmt.Println(err)
 	// Output:
 	// <nil>
+}
+
+// What an instance carries of its fleet's load: Health().Balance, here for
+// a lone instance of capacity 2 on the in-memory Kinesis and lease store,
+// once the load of the records it read is published in its membership
+// entry. With more instances, Share beside FairShare tells whether the plan
+// gives it its part (otelkl reports both as gauges).
+func ExampleService_Health_balance() {
+	k := kinesisfake.New()
+	if err := k.CreateStream("orders", 1); err != nil {
+		log.Fatal(err)
+	}
+	svc, err := kinesislease.New(aws.Config{},
+		kinesislease.WithKinesisClient(k),
+		kinesislease.WithLeaseStore(memory.New()),
+		kinesislease.WithCapacity(2),
+		kinesislease.WithHeartbeat(50*time.Millisecond, 300*time.Millisecond),
+		kinesislease.WithLogger(slog.New(slog.DiscardHandler)),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	handled := make(chan struct{}, 100)
+	err = kinesislease.Subscribe(svc, "orders", func(context.Context, Order) error { handled <- struct{}{}; return nil },
+		kinesislease.WithStartPosition(kltype.TrimHorizon), kinesislease.WithPolling(10*time.Millisecond, 20*time.Millisecond, 0))
+	if err != nil {
+		log.Fatal(err)
+	}
+	b := svc.Health().Balance
+	fmt.Printf("before Run: mode %s, tolerance %v, capacity %v, %d members\n", b.Mode, b.Tolerance, b.Capacity, b.Members)
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	for i := range 20 {
+		if err := kinesislease.Publish(ctx, svc, "orders", "customer-1", Order{ID: fmt.Sprintf("order-%d", i)}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for range 20 {
+		<-handled
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b = svc.Health().Balance; b.Load == 0; b = svc.Health().Balance {
+		if time.Now().After(deadline) {
+			log.Fatalf("no load published: %+v", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Printf("running: %d member, load > 0: %v, fair share %v, share %v\n", b.Members, b.Load > 0, b.FairShare, b.Share)
+
+	stop()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// before Run: mode throughput, tolerance 0.2, capacity 2, 0 members
+	// running: 1 member, load > 0: true, fair share 1, share 1
 }

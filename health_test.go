@@ -96,3 +96,83 @@ func waitHealth(t *testing.T, in *instance, ok func(kltype.Health) bool, what st
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestHealthBalance: two services on DynamoDB Local of capacities 1 and 3
+// (the second capped at 5 leases) share a one-shard stream that carries
+// records: each one's Health reports the mode, its capacity and cap, a fair
+// share of 1/4 and 3/4, and, once the holder's load is published, the
+// holder carries the whole fleet's load (share 1) and the other none, with
+// the holder's load seen by both.
+func TestHealthBalance(t *testing.T) {
+	t.Parallel()
+	kc := testutil.KinesisClient(t, testutil.Kinesalite)
+	stream := testutil.StreamName(t)
+	testutil.CreateStream(t, kc, stream, 1)
+	table := testutil.TableName(t)
+	testutil.CreateLeaseTable(t, testutil.DynamoClient(t), table)
+	ta := newTally()
+	start := func(owner string, opts ...kinesislease.Option) *instance {
+		svc, err := kinesislease.New(testutil.Config(t), append([]kinesislease.Option{testEncoding(t), kinesislease.WithKinesisClient(kc),
+			kinesislease.WithOwner(owner), kinesislease.WithLeaseStore(dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(testutil.DynamoClient(t)))),
+			kinesislease.WithHeartbeat(250*time.Millisecond, time.Second), kinesislease.WithLogger(testLogger(t))}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kinesislease.Subscribe(svc, stream, ta.handler(owner), kinesislease.WithStartPosition(kltype.TrimHorizon),
+			kinesislease.WithPolling(20*time.Millisecond, 50*time.Millisecond, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if b := svc.Health().Balance; b.Mode != kltype.BalanceByThroughput || b.Tolerance != 0.2 || b.Members != 0 {
+			t.Errorf("%s: Health().Balance before Run: %+v, want the default mode and tolerance, no members", owner, b)
+		}
+		return runInstance(t, svc)
+	}
+	small := start("small")
+	big := start("big", kinesislease.WithCapacity(3), kinesislease.WithMaxLeases(5))
+	put(t, kc, stream, 0, 200)
+	ta.waitFor(t, 0, 200, 30*time.Second)
+
+	reads := func(h kltype.Health) bool {
+		return len(h.Streams) == 1 && len(h.Streams[0].Shards) == 1 && h.Streams[0].Shards[0].Reading
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		hs, hb := small.svc.Health(), big.svc.Health()
+		for _, c := range []struct {
+			h                   kltype.Health
+			capacity, fairShare float64
+			maxLeases           int
+		}{{hs, 1, 0.25, 0}, {hb, 3, 0.75, 5}} {
+			b := c.h.Balance
+			if b.Mode != kltype.BalanceByThroughput || b.Tolerance != 0.2 || b.Capacity != c.capacity || b.MaxLeases != c.maxLeases || b.Legacy {
+				t.Fatalf("%s: Balance %+v, want mode throughput, tolerance 0.2, capacity %v, max leases %d", c.h.Owner, b, c.capacity, c.maxLeases)
+			}
+			if b.Members == 2 && b.FairShare != c.fairShare {
+				t.Fatalf("%s: Balance %+v with both members seen, want fair share %v", c.h.Owner, b, c.fairShare)
+			}
+			if b.FleetLoad > 0 && b.Share != float64(b.Load)/float64(b.FleetLoad) || b.FleetLoad == 0 && b.Share != 0 || b.Load > b.FleetLoad {
+				t.Fatalf("%s: Balance %+v: share is not load over fleet load", c.h.Owner, b)
+			}
+		}
+		holder, other := hs, hb
+		if reads(hb) {
+			holder, other = hb, hs
+		}
+		x, y := holder.Balance, other.Balance
+		if reads(holder) && !reads(other) && x.Members == 2 && y.Members == 2 && x.Load > 0 && x.Share == 1 &&
+			y.Load == 0 && y.Share == 0 && y.FleetLoad > 0 {
+			t.Logf("holder %s: %+v; other %s: %+v", holder.Owner, x, other.Owner, y)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s, no state where the holder carries the whole load seen by both: %s %+v, %s %+v",
+				hs.Owner, hs.Balance, hb.Owner, hb.Balance)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !small.svc.Health().OK() || !big.svc.Health().OK() {
+		t.Errorf("Health not OK: %+v, %+v", small.svc.Health(), big.svc.Health())
+	}
+	small.stop(t)
+	big.stop(t)
+}

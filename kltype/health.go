@@ -25,6 +25,65 @@ type Health struct {
 	Owner string
 	// Streams is one entry per subscription, in subscription order.
 	Streams []StreamHealth
+	// Balance is this instance's part of the fleet's load: its load and
+	// capacity, its fair share and its actual share. It does not count in
+	// OK: a share away from the fair one is the plan's business (within
+	// its tolerance and hold times), not a fault.
+	Balance BalanceHealth
+}
+
+// BalanceMode names how the plan shares the shards
+// (kinesislease.WithBalance).
+type BalanceMode string
+
+// The balance modes.
+const (
+	// BalanceByThroughput: kinesislease.ByThroughput, the default.
+	BalanceByThroughput BalanceMode = "throughput"
+	// BalanceByCount: kinesislease.ByCount.
+	BalanceByCount BalanceMode = "count"
+)
+
+// BalanceHealth is an instance's part of the fleet's load (Health.Balance),
+// from the membership entries of the live instances it plans its streams
+// with (those that read the same streams, itself included), as it last
+// read them: the figures every instance plans from. Loads are those the
+// entries publish: each instance's bytes per second, a decayed average
+// over about a minute, to two significant digits, as of its last
+// heartbeat. Before Run, and after it returned, only Mode, Tolerance,
+// Capacity and MaxLeases are set.
+type BalanceHealth struct {
+	// Mode is how the plan shares the shards; Tolerance is
+	// ByThroughput's (a fraction: 0.2 lets an instance carry 20% more
+	// than its fair share before shards move off it), 0 by count.
+	Mode      BalanceMode
+	Tolerance float64
+	// Capacity is this instance's weight (kinesislease.WithCapacity, 1 by
+	// default); MaxLeases its own cap (kinesislease.WithMaxLeases), 0 for
+	// none.
+	Capacity  float64
+	MaxLeases int
+	// Load is this instance's load, in bytes per second, as its entry
+	// publishes it; FleetLoad the sum over Members.
+	Load      int64
+	FleetLoad int64
+	// Members is how many live instances share the shards, this one
+	// included.
+	Members int
+	// FairShare is the fraction of FleetLoad the plan aims to give this
+	// instance: its capacity over the sum of the Members' (an instance
+	// publishing no capacity counts as 1). The plan lowers it where caps
+	// bind (docs/balance.md). 1/Members when Legacy.
+	FairShare float64
+	// Share is the fraction of FleetLoad this instance carries: Load over
+	// FleetLoad; 0 while FleetLoad is 0. By throughput the plan moves
+	// shards off an instance whose Share stays above FairShare × (1 +
+	// Tolerance) (after its hold time).
+	Share float64
+	// Legacy: a live instance publishes no capacity (a version before
+	// balancing by load), so every instance plans by count, each of
+	// weight 1, until it is upgraded or gone.
+	Legacy bool
 }
 
 // OK reports whether the whole service is green: Ready and Live, and every

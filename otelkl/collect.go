@@ -9,8 +9,8 @@ import (
 )
 
 // The asynchronous instruments, read at each collection: the counters the
-// hooks add to, and the age of each shard's oldest unresolved record from
-// the service's Health.
+// hooks add to, and from each service's Health the age of each shard's
+// oldest unresolved record and the service's part of its fleet's load.
 
 // observe reports the record counts of every shard seen and the lag of every
 // shard held (MillisBehindLatest, in seconds).
@@ -61,17 +61,22 @@ func (h *Hooks) observe(_ context.Context, o metric.Observer) error {
 	for _, x := range out {
 		o.ObserveFloat64(h.lagGauge, float64(x.lag)/1000, x.a.obs...)
 	}
-	h.observeAges(o, sources)
+	healths := make([]kltype.Health, len(sources))
+	for i, health := range sources {
+		healths[i] = health() // once per service and collection
+	}
+	h.observeAges(o, healths)
+	h.observeBalance(o, healths)
 	return nil
 }
 
 // observeAges reports the age of the oldest unresolved record of every
-// shard the services of sources hold (the largest per stream without
+// shard the services of healths hold (the largest per stream without
 // shard ids).
-func (h *Hooks) observeAges(o metric.Observer, sources []func() kltype.Health) {
+func (h *Hooks) observeAges(o metric.Observer, healths []kltype.Health) {
 	ages := map[shardKey]time.Duration{}
-	for _, health := range sources {
-		for _, st := range health().Streams {
+	for _, health := range healths {
+		for _, st := range health.Streams {
 			for _, sh := range st.Shards {
 				if !sh.Reading && sh.OldestUnresolvedAge == 0 {
 					continue // set aside, or not read yet

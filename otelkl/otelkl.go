@@ -97,6 +97,13 @@
 //
 // The lease store is reported as DynamoDB whatever its backend.
 //
+// Balance, from HookHealth (kltype.BalanceHealth), per running service
+// (messaging.system, consumer group, kinesislease.owner; no stream):
+//
+//	kinesislease.member.load        gauge  By/s  its load, as its entry publishes it
+//	kinesislease.member.share       gauge  1     its fraction of its fleet's load
+//	kinesislease.member.fair_share  gauge  1     its capacity's fraction of the fleet's
+//
 // # Cost
 //
 // A record costs a cache lookup, two atomic additions and one histogram
@@ -221,6 +228,9 @@ const (
 	MetricCheckpointWrites  = "kinesislease.checkpoint.writes"
 	MetricDeadLetters       = "kinesislease.dead_letters"
 	MetricStoreCallDuration = "kinesislease.store.call.duration"
+	MetricMemberLoad        = "kinesislease.member.load"
+	MetricMemberShare       = "kinesislease.member.share"
+	MetricMemberFairShare   = "kinesislease.member.fair_share"
 )
 
 // Outcome attribute values, by kltype.Outcome.
@@ -324,6 +334,8 @@ type Hooks struct {
 	storeDuration              metric.Float64Histogram // lease store calls
 	lagGauge                   metric.Float64ObservableGauge
 	ageGauge                   metric.Float64ObservableGauge
+	loadGauge                  metric.Int64ObservableGauge   // balance.go
+	shareGauge, fairGauge      metric.Float64ObservableGauge // balance.go
 	reg                        metric.Registration
 
 	shards   sync.Map // shardKey -> *shardAttrs
@@ -459,11 +471,11 @@ func New(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
 	errs = append(errs, err)
 	h.ageGauge, err = m.Float64ObservableGauge(MetricOldestUnresolved, metric.WithUnit("s"),
 		metric.WithDescription("Time since the arrival of the oldest record not resolved yet, per shard held (0: none)."))
-	errs = append(errs, err)
+	errs = append(errs, err, h.newBalanceGauges(m))
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelkl: creating instruments: %w", err)
 	}
-	reg, err := m.RegisterCallback(h.observe, h.lagGauge, h.ageGauge, h.records, h.recordBytes)
+	reg, err := m.RegisterCallback(h.observe, h.lagGauge, h.ageGauge, h.records, h.recordBytes, h.loadGauge, h.shareGauge, h.fairGauge)
 	if err != nil {
 		return nil, fmt.Errorf("otelkl: registering the callback: %w", err)
 	}
@@ -472,5 +484,5 @@ func New(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
 }
 
 // Close unregisters the callback of the asynchronous instruments (records,
-// record bytes, lag, age): they are no longer reported.
+// record bytes, lag, age, balance): they are no longer reported.
 func (h *Hooks) Close() error { return h.reg.Unregister() }

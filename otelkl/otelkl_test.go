@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,7 +288,7 @@ func TestHooksUnit(t *testing.T) {
 	first["kinesislease.shards.ended"] = ms["kinesislease.shards.ended"] // the gauge has no point left in ms
 	first["kinesislease.lease.losses"] = ms["kinesislease.lease.losses"]
 	for name := range instruments {
-		if _, ok := first[name]; !ok && name != "kinesislease.oldest_unresolved.age" { // no health source here
+		if _, ok := first[name]; !ok && name != "kinesislease.oldest_unresolved.age" && !strings.HasPrefix(name, "kinesislease.member.") { // no health source here
 			t.Errorf("%s not collected", name)
 		}
 	}
@@ -329,7 +330,9 @@ func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 var (
 	base      = []attribute.Key{otelkl.AttrSystem, otelkl.AttrStream, otelkl.AttrStreamName, otelkl.AttrShardID}
 	ownerKeys = []attribute.Key{otelkl.AttrSystem, otelkl.AttrStream, otelkl.AttrStreamName, otelkl.AttrOwner}
-	with      = func(keys []attribute.Key, more ...attribute.Key) []attribute.Key {
+	// memberKeys: an instance's balance gauges, over every stream it reads.
+	memberKeys = []attribute.Key{otelkl.AttrSystem, otelkl.AttrOwner}
+	with       = func(keys []attribute.Key, more ...attribute.Key) []attribute.Key {
 		return append(slices.Clone(keys), more...)
 	}
 	errKey     = []attribute.Key{otelkl.AttrErrorType}
@@ -369,6 +372,9 @@ var instruments = map[string]struct {
 	"kinesislease.dead_letters":           instrument("{record}", with(base, otelkl.AttrReason)),
 	"messaging.client.operation.duration": instrument("s", with(rpcKeys, otelkl.AttrSystem, opName), otelkl.AttrOperationType, otelkl.AttrErrorType),
 	"kinesislease.store.call.duration":    instrument("s", with(rpcKeys, otelkl.AttrStoreOperation), otelkl.AttrErrorType, otelkl.AttrConsumerGroup), // not a messaging operation
+	"kinesislease.member.load":            instrument("By/s", memberKeys),
+	"kinesislease.member.share":           instrument("1", memberKeys),
+	"kinesislease.member.fair_share":      instrument("1", memberKeys),
 }
 
 // checkSchema: every instrument collected has its unit, a description, and
@@ -549,5 +555,41 @@ func TestOldestUnresolvedAge(t *testing.T) {
 	h2.OnHealthSource(func() kltype.Health { return health })
 	if got, want := collect2(t).gauge(t, "kinesislease.oldest_unresolved.age"), map[string]float64{"orders": 100}; !maps.Equal(got, want) {
 		t.Errorf("ages without shard ids %v, want %v", got, want)
+	}
+}
+
+// TestBalanceGauges: the balance gauges report, at each collection, the
+// Load, Share and FairShare of each running service's Health (HookHealth),
+// per owner, with the consumer group; a service not running (no members
+// seen) is left out.
+func TestBalanceGauges(t *testing.T) {
+	h, collect := newHooks(t, otelkl.WithConsumerGroup("billing"))
+	running := kltype.Health{Owner: "a", Balance: kltype.BalanceHealth{Mode: kltype.BalanceByThroughput, Capacity: 2, Load: 3000, FleetLoad: 4000,
+		Members: 3, FairShare: 0.5, Share: 0.75}}
+	h.OnHealthSource(func() kltype.Health { return running })
+	h.OnHealthSource(func() kltype.Health { return kltype.Health{Owner: "idle", Balance: kltype.BalanceHealth{Capacity: 1}} }) // not running
+	ms := collect(t)
+	checkSchema(t, ms, false, otelkl.AttrConsumerGroup)
+	owner, group := otelkl.AttrOwner.String("a"), otelkl.AttrConsumerGroup.String("billing")
+	load, ok := ms["kinesislease.member.load"].Data.(metricdata.Gauge[int64])
+	if !ok || len(load.DataPoints) != 1 || load.DataPoints[0].Value != 3000 || !load.DataPoints[0].Attributes.HasValue(otelkl.AttrOwner) {
+		t.Fatalf("kinesislease.member.load: %+v, want one point of 3000 for owner a", ms["kinesislease.member.load"].Data)
+	}
+	if v, _ := load.DataPoints[0].Attributes.Value(otelkl.AttrOwner); v.AsString() != "a" {
+		t.Errorf("kinesislease.member.load of owner %q, want a", v.AsString())
+	}
+	ms.wantGauge(t, "kinesislease.member.share", 0.75, owner, group)
+	ms.wantGauge(t, "kinesislease.member.fair_share", 0.5, owner, group)
+	for _, name := range []string{"kinesislease.member.share", "kinesislease.member.fair_share"} {
+		if _, n := ms.gaugeSum(t, name, otelkl.AttrOwner.String("idle")); n != 0 {
+			t.Errorf("%s reported for a service not running", name)
+		}
+	}
+
+	running.Balance.Load, running.Balance.Share = 1000, 0.25
+	ms = collect(t)
+	ms.wantGauge(t, "kinesislease.member.share", 0.25, owner)
+	if p := ms["kinesislease.member.load"].Data.(metricdata.Gauge[int64]).DataPoints; len(p) != 1 || p[0].Value != 1000 {
+		t.Errorf("kinesislease.member.load at the second collection: %+v, want 1000", p)
 	}
 }

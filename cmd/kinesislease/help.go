@@ -30,12 +30,14 @@ AVAILABLE COMMANDS
 
        o status
           One line per shard: owner, incarnation, counter, checkpoint,
-          SHARD_END, parents, pending rewind and lag. Read only.
+          SHARD_END, parents, pending rewind, lag and throughput. Read
+          only.
 
        o members
           One line per instance of the fleet, from the table's membership
           rows: owner, incarnation, heartbeat, leaving, leases held, shards
-          ended. Read only.
+          ended, capacity, cap, load, its share of the fleet's load beside
+          its fair share, hot shards. Read only.
 
        o rewind
           Move checkpoints to replay or skip records: TRIM_HORIZON, LATEST,
@@ -57,7 +59,8 @@ IAM PERMISSIONS
        dynamodb:UpdateItem (the table's birth, in its header) on the table;
        dynamodb:UpdateContinuousBackups with --point-in-time-recovery,
        dynamodb:TagResource with --tag.
-       members: dynamodb:GetItem on the table.
+       members: dynamodb:GetItem on the table; kinesis:ListShards on the
+       streams of --stream.
        status: dynamodb:GetItem on the table; kinesis:ListShards,
        kinesis:GetShardIterator and kinesis:GetRecords on the stream.
        rewind: the same and dynamodb:UpdateItem on the table.
@@ -166,6 +169,15 @@ DESCRIPTION
                    code, after the table). Like Kinesis' own metric it is
                    0s both when caught up and when the one record left is
                    the newest (--json tells them apart: caught_up).
+       BYTES/S     the shard's throughput as its holder last wrote it on
+       RECORDS/S   the row: bytes and records per second read, a decayed
+                   average over about a minute, written with the holder's
+                   checkpoints and its release (no write of its own); "-"
+                   when the row holds none (idle, or written by a version
+                   before balancing by load). Shown to three significant
+                   digits (k = 1,000, M = 1,000,000); --json has them
+                   exact. The service's plan balances these loads
+                   (docs/balance.md).
 
        status only reads: one ListShards, one GetItem per shard, and one
        GetShardIterator and one GetRecords per shard not at SHARD_END
@@ -203,6 +215,8 @@ OPTIONS` + tableStreamHelp + leaseNamespaceHelp + `
             caught_up           bool    no record after the checkpoint;
                                         null when lag_ms is
             lag_error           string  only when lag_ms could not be read
+            bytes_per_s         number  the row's throughput; 0 when none
+            records_per_s       number
 ` + globalOptionsHelp + `
 EXAMPLES
        kinesislease status --table fulfilment-leases --stream fulfilment

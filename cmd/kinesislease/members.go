@@ -13,10 +13,11 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
-const membersSynopsis = "members --table <value> [--interval <value>] [--json] [global options]"
+const membersSynopsis = "members --table <value> [--interval <value>] [--stream <value> ...] [--json] [global options]"
 
 // Heartbeat changes between the two reads of members --interval.
 const (
@@ -41,6 +42,38 @@ type memberStatus struct {
 	Held            int64   `json:"held"`
 	Ended           int64   `json:"ended"`
 	Young           bool    `json:"young"`
+	// Capacity is the instance's weight in the plan (WithCapacity); null
+	// for an entry that publishes none (a version before balancing by
+	// load), counted as 1.
+	Capacity *float64 `json:"capacity"`
+	// MaxLeases is its own cap (WithMaxLeases); 0 for none.
+	MaxLeases int64 `json:"max_leases"`
+	// Load is its load as its last heartbeat published it: the bytes per
+	// second of the shards it holds, to two significant digits.
+	Load int64 `json:"load_bytes_per_s"`
+	// Share is its fraction of its fleet's load, FairShare its capacity's
+	// fraction of its fleet's capacities (1/n when an instance of the
+	// fleet publishes no capacity: the fleet then plans by count). Its
+	// fleet: the entries not leaving (nor gone) that read the same
+	// streams. Both null for an entry leaving or gone; Share null while
+	// the fleet carries no load.
+	Share     *float64 `json:"share"`
+	FairShare *float64 `json:"fair_share"`
+	// Hot are its hot shards (at most a few, well above the mean of what
+	// it holds) with their loads, hottest first.
+	Hot []hotShard `json:"hot"`
+
+	streams string // the entry's streams digest: the members it plans with
+}
+
+// hotShard is one hot shard of a member's entry. The entry names it by a
+// short hash of its stream and shard: Stream and Shard are set when one of
+// the streams named by --stream has a shard of that hash.
+type hotShard struct {
+	ID     string `json:"id"`
+	Stream string `json:"stream,omitempty"`
+	Shard  string `json:"shard,omitempty"`
+	Load   int64  `json:"bytes_per_s"`
 }
 
 func (c *cli) members(args []string) int {
@@ -50,6 +83,14 @@ func (c *cli) members(args []string) int {
 	g.register(fs)
 	asJSON := fs.Bool("json", false, "")
 	interval := fs.Duration("interval", 0, "")
+	var streams []string
+	fs.Func("stream", "", func(v string) error {
+		if _, err := leases.NewKey(v, "shardId-000000000000"); err != nil {
+			return fmt.Errorf("not a stream name or ARN")
+		}
+		streams = append(streams, v)
+		return nil
+	})
 	if done, code := c.parse(cmd, fs, args); done {
 		return code
 	}
@@ -78,6 +119,14 @@ func (c *cli) members(args []string) int {
 		}
 		rows = compareMembers(rows, second)
 	}
+	shareLoads(rows)
+	if len(streams) > 0 {
+		ids, err := s.hotIDs(c.ctx, streams)
+		if err != nil {
+			return c.fail("members", err)
+		}
+		resolveHot(rows, ids)
+	}
 	if *asJSON {
 		if rows == nil {
 			rows = []memberStatus{}
@@ -86,7 +135,7 @@ func (c *cli) members(args []string) int {
 		enc.SetIndent("", "  ")
 		err = enc.Encode(rows)
 	} else {
-		err = writeMembers(c.stdout, rows, *interval > 0)
+		err = writeMembers(c.stdout, rows, *interval > 0, len(streams) > 1)
 		if err == nil && len(rows) == 0 {
 			fmt.Fprintf(c.stderr, "kinesislease members: table %q has no members: no service runs on it (or none has since it was created)\n", s.table)
 		}
@@ -123,10 +172,19 @@ func (s *session) readMembers(ctx context.Context) ([]memberStatus, error) {
 			return nil, fmt.Errorf("reading membership row %d: %w", r, errs[i])
 		}
 		for _, m := range entries[i] {
-			out = append(out, memberStatus{
+			ms := memberStatus{
 				Row: r, Owner: m.Owner, Incarnation: m.Incarnation, Heartbeat: m.Heartbeat,
 				Leaving: m.Leaving, Held: m.Held, Ended: m.Ended, Young: m.Young,
-			})
+				MaxLeases: m.MaxLeases, Load: m.Load, Hot: []hotShard{}, streams: m.Streams,
+			}
+			if m.Capacity > 0 {
+				c := float64(m.Capacity) / 1000
+				ms.Capacity = &c
+			}
+			for _, h := range balance.DecodeHot(m.Hot) {
+				ms.Hot = append(ms.Hot, hotShard{ID: h.ID, Load: h.Load})
+			}
+			out = append(out, ms)
 		}
 	}
 	return out, nil
@@ -178,13 +236,14 @@ func compareMembers(first, second []memberStatus) []memberStatus {
 // membersHeader names the columns of the text output; CHANGE only with
 // --interval.
 func membersHeader(compared bool) []string {
+	h := []string{"ROW", "OWNER", "INCARNATION", "HEARTBEAT", "LEAVING", "HELD", "ENDED"}
 	if compared {
-		return []string{"ROW", "OWNER", "INCARNATION", "HEARTBEAT", "CHANGE", "LEAVING", "HELD", "ENDED"}
+		h = slices.Insert(h, 4, "CHANGE")
 	}
-	return []string{"ROW", "OWNER", "INCARNATION", "HEARTBEAT", "LEAVING", "HELD", "ENDED"}
+	return append(h, "CAPACITY", "MAX_LEASES", "LOAD_B/S", "SHARE", "FAIR_SHARE", "HOT")
 }
 
-func writeMembers(w io.Writer, rows []memberStatus, compared bool) error {
+func writeMembers(w io.Writer, rows []memberStatus, compared, streamNames bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(membersHeader(compared), "\t"))
 	for _, m := range rows {
@@ -197,6 +256,17 @@ func writeMembers(w io.Writer, rows []memberStatus, compared bool) error {
 			cols = append(cols, dash(ptrString(m.HeartbeatChange)))
 		}
 		cols = append(cols, leaving, strconv.FormatInt(m.Held, 10), strconv.FormatInt(m.Ended, 10))
+		capacity, maxLeases, load := "-", "-", "0"
+		if m.Capacity != nil {
+			capacity = strconv.FormatFloat(*m.Capacity, 'f', -1, 64)
+		}
+		if m.MaxLeases > 0 {
+			maxLeases = strconv.FormatInt(m.MaxLeases, 10)
+		}
+		if m.Load > 0 {
+			load = showRate(m.Load)
+		}
+		cols = append(cols, capacity, maxLeases, load, showShare(m.Share), showShare(m.FairShare), showHot(m.Hot, streamNames))
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
 	return tw.Flush()

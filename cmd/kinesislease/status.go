@@ -56,6 +56,12 @@ type shardStatus struct {
 	// caught up and when the one record left is the newest of the shard.
 	CaughtUp *bool  `json:"caught_up"`
 	LagError string `json:"lag_error,omitempty"`
+	// BytesPerSecond and RecordsPerSecond are the shard's throughput as
+	// its holder last wrote it on the row (a decayed average over about a
+	// minute, written with its checkpoints and its release); 0 when the
+	// row holds none.
+	BytesPerSecond   int64 `json:"bytes_per_s"`
+	RecordsPerSecond int64 `json:"records_per_s"`
 
 	rewindTo leases.Checkpoint // PendingRewind, for the text output
 }
@@ -167,6 +173,7 @@ func (s *session) shardStatus(ctx context.Context, sh ktypes.Shard) (st shardSta
 		st.ShardEnd = l.Checkpoint.Sequence == leases.ShardEnd
 		st.PendingRewind = l.RewindTo.String()
 		st.rewindTo = l.RewindTo
+		st.BytesPerSecond, st.RecordsPerSecond = l.Throughput.BytesPerSecond, l.Throughput.RecordsPerSecond
 	}
 	if st.ShardEnd {
 		return st, nil, nil
@@ -234,6 +241,34 @@ func showLag(st shardStatus) string {
 	return (time.Duration(*st.LagMs) * time.Millisecond).String()
 }
 
+// showRate renders a rate for people: "-" for none, else to three
+// significant digits with an SI prefix (850, 12.3k, 1.2M).
+func showRate(v int64) string {
+	if v <= 0 {
+		return "-"
+	}
+	f, prefix := float64(v), ""
+	for _, p := range []string{"k", "M", "G", "T"} {
+		if f < 999.5 {
+			break
+		}
+		f, prefix = f/1000, p
+	}
+	digits := 0
+	switch {
+	case prefix == "":
+	case f < 9.995:
+		digits = 2
+	case f < 99.95:
+		digits = 1
+	}
+	s := strconv.FormatFloat(f, 'f', digits, 64)
+	if digits > 0 {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s + prefix
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -242,7 +277,7 @@ func dash(s string) string {
 }
 
 // statusHeader names the columns of the text output.
-var statusHeader = []string{"SHARD", "OWNER", "INCARNATION", "COUNTER", "CHECKPOINT", "SHARD_END", "PARENTS", "REWIND", "LAG"}
+var statusHeader = []string{"SHARD", "OWNER", "INCARNATION", "COUNTER", "CHECKPOINT", "SHARD_END", "PARENTS", "REWIND", "LAG", "BYTES/S", "RECORDS/S"}
 
 func writeTable(w io.Writer, rows []shardStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -267,6 +302,8 @@ func writeTable(w io.Writer, rows []shardStatus) error {
 			dash(strings.Join(st.Parents, ",")),
 			rewind,
 			showLag(st),
+			showRate(st.BytesPerSecond),
+			showRate(st.RecordsPerSecond),
 		}, "\t"))
 	}
 	return tw.Flush()

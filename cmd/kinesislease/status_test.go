@@ -101,9 +101,11 @@ func TestStatus(t *testing.T) {
 	l = must(st.TakeAs(ctx, l, "svc-a", "inc-a1"))
 	l = must(st.Checkpoint(ctx, l, cp("p0-3")))
 	must(st.Release(ctx, l, leases.Checkpoint{Sequence: leases.ShardEnd}))
-	// Parent 1: held by svc-b, checkpoint at p1-2 of 3.
+	// Parent 1: held by svc-b, checkpoint at p1-2 of 3, with the
+	// throughput it measured.
 	l = must(st.Create(ctx, key(1)))
 	l = must(st.TakeAs(ctx, l, "svc-b", "inc-b"))
+	l.Throughput = leases.Throughput{BytesPerSecond: 1_234_567, RecordsPerSecond: 850}
 	must(st.Checkpoint(ctx, l, cp("p1-2")))
 	// Child 2: held by svc-a, checkpoint c2-1 of 2, and a rewind to
 	// TRIM_HORIZON requested from it.
@@ -115,6 +117,7 @@ func TestStatus(t *testing.T) {
 	l = must(st.Create(ctx, key(3)))
 	l = must(st.TakeAs(ctx, l, "svc-a", "inc-a2"))
 	l = must(st.Checkpoint(ctx, l, cp("c3-2")))
+	l.Throughput = leases.Throughput{BytesPerSecond: 4_200, RecordsPerSecond: 12}
 	must(st.Release(ctx, l, leases.Checkpoint{}))
 	// Child 4: free, rewound to a time before its records: a pending
 	// position.
@@ -179,7 +182,7 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status --json: %v\n%s", err, res.stdout)
 	}
 	fields := []string{"shard_id", "row_exists", "owner", "incarnation", "counter", "checkpoint", "sub_sequence", "checkpoint_pending",
-		"shard_end", "closed", "parents", "pending_rewind", "lag_ms", "caught_up"}
+		"shard_end", "closed", "parents", "pending_rewind", "lag_ms", "caught_up", "bytes_per_s", "records_per_s"}
 	slices.Sort(fields)
 	if len(objs) != 6 {
 		t.Fatalf("status --json: %d objects, want 6:\n%s", len(objs), res.stdout)
@@ -204,12 +207,13 @@ func TestStatus(t *testing.T) {
 		parents                        []any
 		lag                            string // "nil", "0", ">0"
 		caughtUp                       any    // bool, or nil
+		bytes, records                 float64
 	}
 	wants := []want{
 		{owner: "", checkpoint: leases.ShardEnd, counter: 4, row: true, end: true, closed: true, parents: []any{}, lag: "nil", caughtUp: nil},
-		{owner: "svc-b", inc: "inc-b", checkpoint: seqs["p1-2"], counter: 3, row: true, closed: true, parents: []any{}, lag: "0", caughtUp: false},
+		{owner: "svc-b", inc: "inc-b", checkpoint: seqs["p1-2"], counter: 3, row: true, closed: true, parents: []any{}, lag: "0", caughtUp: false, bytes: 1_234_567, records: 850},
 		{owner: "svc-a", inc: "inc-a2", checkpoint: seqs["c2-1"], rewind: leases.RewindTrimHorizon, counter: 4, row: true, parents: []any{"shardId-000000000000"}, lag: "0", caughtUp: false},
-		{owner: "", checkpoint: seqs["c3-2"], counter: 4, row: true, parents: []any{"shardId-000000000000"}, lag: "0", caughtUp: true},
+		{owner: "", checkpoint: seqs["c3-2"], counter: 4, row: true, parents: []any{"shardId-000000000000"}, lag: "0", caughtUp: true, bytes: 4_200, records: 12},
 		{owner: "", checkpoint: "AT_TIMESTAMP:1577934245000", counter: 2, row: true, pending: true, parents: []any{"shardId-000000000001"}, lag: ">0", caughtUp: false},
 		{owner: "", checkpoint: "", counter: 0, row: false, parents: []any{"shardId-000000000001"}, lag: ">0", caughtUp: false},
 	}
@@ -234,6 +238,8 @@ func TestStatus(t *testing.T) {
 		check("closed", o["closed"], w.closed)
 		check("parents", o["parents"], w.parents)
 		check("caught_up", o["caught_up"], w.caughtUp)
+		check("bytes_per_s", o["bytes_per_s"], w.bytes)
+		check("records_per_s", o["records_per_s"], w.records)
 		lag, isNum := o["lag_ms"].(float64)
 		switch {
 		case w.lag == "nil" && o["lag_ms"] != nil,
@@ -289,4 +295,17 @@ func normalizeStatus(t *testing.T, out string, labels map[string]string) string 
 	}
 	tw.Flush()
 	return b.String()
+}
+
+// TestShowRate: rates to three significant digits with an SI prefix.
+func TestShowRate(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[int64]string{
+		0: "-", -3: "-", 7: "7", 999: "999", 1000: "1k", 1234: "1.23k", 9996: "10k", 12345: "12.3k", 99_960: "100k",
+		123_456: "123k", 999_499: "999k", 999_500: "1M", 1_200_000: "1.2M", 2_097_152: "2.1M", 5_000_000_000: "5G",
+	} {
+		if got := showRate(v); got != want {
+			t.Errorf("showRate(%d) = %q, want %q", v, got, want)
+		}
+	}
 }

@@ -100,8 +100,9 @@ DESCRIPTION
        Every instance of a service heartbeats in a membership row of the
        lease table (items "#members:<row>", up to 8 instances each; the item
        "#members" lists the rows). members reads the header and each row it
-       lists (strongly consistent GetItem only) and prints one line per
-       entry, sorted by row and owner:
+       lists (strongly consistent GetItem only; with --stream, one
+       ListShards per stream too) and prints one line per entry, sorted by
+       row and owner:
 
        ROW         the membership row the entry is in.
        OWNER       the instance's owner id.
@@ -124,6 +125,35 @@ DESCRIPTION
                    releasing its last ones.
        HELD        the leases it held at its last heartbeat.
        ENDED       the shards it read to their end (SHARD_END).
+       CAPACITY    its weight in the plan (WithCapacity, 1 by default);
+                   "-" for an instance of a version before balancing by
+                   load, which counts as 1.
+       MAX_LEASES  its own cap (WithMaxLeases); "-" for none.
+       LOAD_B/S    its load at its last heartbeat: the bytes per second
+                   read from the shards it holds (a decayed average over
+                   about a minute), to two significant digits; shown to
+                   three (k = 1,000, M = 1,000,000).
+       SHARE       its part of its fleet's load: its LOAD_B/S over the sum
+                   of the fleet's. Its fleet: the entries not leaving (nor
+                   gone) that read the same streams, whom its plan shares
+                   the shards with. "-" for an entry leaving or gone, or
+                   while the fleet carries no load.
+       FAIR_SHARE  the part the plan aims to give it: its capacity over
+                   the sum of the fleet's (an even part when an instance of
+                   the fleet publishes no capacity: the fleet then plans by
+                   count; caps lower it, see docs/balance.md). Balancing by
+                   throughput (the default), the plan moves shards off an
+                   instance whose load stays above its fair share by more
+                   than the tolerance (20% by default).
+       HOT         its hot shards (at most 4, each well above the mean load
+                   of what it holds) as shard=bytes per second, hottest
+                   first; "-" if none. The entry names each by a 6-digit
+                   hash of its stream and shard: with --stream, the
+                   shards of the streams named are shown by their ids
+                   (stream/shard with several streams). An instance that
+                   let go of a hot shard names it (and counts its load in
+                   LOAD_B/S) until the new holder does, 30s at most: during
+                   a handoff two instances may name one shard.
 
        One read (the default) shows the fleet as it is now and costs one
        GetItem for the header and one per row. To tell which instances are
@@ -139,6 +169,7 @@ SYNOPSIS
             members
           --table <value>
           [--interval <value>]
+          [--stream <value> ...]
           [--json]
           [global options]
 
@@ -146,6 +177,11 @@ OPTIONS` + tableOnlyHelp + `
        --interval (duration)
           Read twice, this long apart (e.g. 10s), and show how each
           heartbeat changed. Default: 0, one read.
+
+       --stream (string)
+          A stream the fleet reads, by name or ARN; repeat for more. Its
+          shards are listed (ListShards) to name the HOT shards by their
+          ids. A stream that does not exist fails (exit code 3).
 
        --json (boolean)
           Print a JSON array instead, one object per entry, with these
@@ -163,13 +199,28 @@ OPTIONS` + tableOnlyHelp + `
             young             bool    the entry stood for less than the
                                       instance's timeout when it last
                                       heartbeated (it joined recently)
-` + globalOptionsHelp + tableOnlyGlobalsNote + `
+            capacity          number  null when the entry publishes none
+            max_leases        number  0 for none
+            load_bytes_per_s  number
+            share             number  a fraction (0.25); null as "-" above
+            fair_share        number  a fraction; null for an entry
+                                      leaving or gone
+            hot               [object] {"id", "bytes_per_s", and with
+                                      --stream "stream", "shard"}
+` + globalOptionsHelp + `
+       Without --stream this command calls DynamoDB only:
+       --kinesis-endpoint-url is accepted and unused.
+
 EXAMPLES
        kinesislease members --table fulfilment-leases
 
        Which instances are alive:
 
        kinesislease members --table fulfilment-leases --interval 10s
+
+       Which shards are hot, by name:
+
+       kinesislease members --table fulfilment-leases --stream fulfilment
 
        kinesislease members --table fulfilment-leases --json |
            jq -r '.[] | select(.leaving | not) | .owner'

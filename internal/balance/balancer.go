@@ -29,7 +29,8 @@ type Balancer struct {
 	// fleetMean is the mean load per held unit of the members last
 	// planned over (Inputs), for Publish on the heartbeat's goroutine.
 	fleetMean atomic.Int64
-	hand      handover // the hot units let go of (Publish)
+	fleet     atomic.Pointer[[]leases.Member] // the entries of the last Plan, for Fleet on any goroutine
+	hand      handover                        // the hot units let go of (Publish)
 }
 
 // Config is what a Balancer is made of.
@@ -62,6 +63,7 @@ func New(cfg Config) *Balancer {
 // member computes the same plan during an upgrade.
 func (b *Balancer) Plan(entries []leases.Member, units []plan.Unit) map[plan.Unit]string {
 	p := &b.planner
+	b.fleet.Store(&entries)
 	b.live = make(map[string]leases.Member, len(entries))
 	for _, e := range entries {
 		b.live[e.Owner] = e
@@ -80,6 +82,16 @@ func (b *Balancer) Plan(entries []leases.Member, units []plan.Unit) map[plan.Uni
 	a := p.AssignWeighted(members, units, load, def, b.mode)
 	b.count = p.CountPlan()
 	return a
+}
+
+// Fleet returns the entries of the live members the last Plan was made
+// over (this member's among them), nil before the first: for Health, from
+// any goroutine. The caller must not change them.
+func (b *Balancer) Fleet() []leases.Member {
+	if f := b.fleet.Load(); f != nil {
+		return *f
+	}
+	return nil
 }
 
 // Inputs returns the planner's inputs from the entries of the live

@@ -13,6 +13,7 @@ import (
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/syncx"
 	"github.com/kinesislease/kinesislease/kltype"
+	"github.com/kinesislease/kinesislease/leases"
 )
 
 // Held returns the shard ids of stream this instance holds now, sorted: the
@@ -107,3 +108,7 @@ func (g *Group) fail(st *streamState, shard string, err error) {
 func (g *Group) failing(u unit) bool {
 	return syncx.Guarded(&g.healthMu, func() bool { return g.streams[u.Stream].failed[u.Shard].Waiting(time.Now()) })
 }
+
+// Fleet returns the entries of the members its last plan was made over
+// (balance.Balancer.Fleet), for Health's balance, from any goroutine.
+func (g *Group) Fleet() []leases.Member { return g.rs.balance.Fleet() }

@@ -1,0 +1,128 @@
+package main
+
+// What members shows of the fleet's load: each member's share of its
+// fleet's load beside its fair share, and its hot shards by name.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/kinesislease/kinesislease/internal/balance"
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/plan"
+)
+
+// shareLoads sets each row's Share and FairShare over its fleet: the rows
+// not leaving nor gone whose streams digest is the same as its own (an
+// empty one, of a version before digests, matches any), as the members'
+// plans count them.
+func shareLoads(rows []memberStatus) {
+	planned := func(m memberStatus) bool {
+		return !m.Leaving && (m.HeartbeatChange == nil || *m.HeartbeatChange != beatGone)
+	}
+	for i := range rows {
+		m := &rows[i]
+		if !planned(*m) {
+			continue
+		}
+		var n, load, capacities int64
+		legacy := false
+		for _, o := range rows {
+			if !planned(o) || m.streams != "" && o.streams != "" && o.streams != m.streams {
+				continue
+			}
+			n++
+			load += max(o.Load, 0)
+			capacities += weight(o.Capacity)
+			legacy = legacy || o.Capacity == nil
+		}
+		fair := float64(weight(m.Capacity)) / float64(capacities)
+		if legacy {
+			fair = 1 / float64(n)
+		}
+		m.FairShare = &fair
+		if load > 0 {
+			share := float64(max(m.Load, 0)) / float64(load)
+			m.Share = &share
+		}
+	}
+}
+
+// weight is a capacity in thousandths as the plan counts it: 1000 when
+// none is published.
+func weight(c *float64) int64 {
+	if c == nil {
+		return 1000
+	}
+	return int64(*c*1000 + 0.5)
+}
+
+// hotRef names a hot shard.
+type hotRef struct{ stream, shard string }
+
+// hotIDs lists the shards of streams (ListShards) and returns each one's
+// id in the members' hot lists.
+func (s *session) hotIDs(ctx context.Context, streams []string) (map[string]hotRef, error) {
+	ids := map[string]hotRef{}
+	for _, stream := range streams {
+		shards, err := kinesisx.ListShards(ctx, s.kin, stream)
+		if err != nil {
+			ss := *s
+			ss.stream = stream
+			return nil, ss.kinesisErr("", "ListShards", errors.Unwrap(err))
+		}
+		name := kinesisx.Name(stream)
+		for _, sh := range shards {
+			id := aws.ToString(sh.ShardId)
+			ids[balance.UnitID(plan.Unit{Stream: name, Shard: id})] = hotRef{name, id}
+		}
+	}
+	return ids, nil
+}
+
+// resolveHot names the rows' hot shards found in ids.
+func resolveHot(rows []memberStatus, ids map[string]hotRef) {
+	for i := range rows {
+		for j := range rows[i].Hot {
+			if r, ok := ids[rows[i].Hot[j].ID]; ok {
+				rows[i].Hot[j].Stream, rows[i].Hot[j].Shard = r.stream, r.shard
+			}
+		}
+	}
+}
+
+// showShare renders a fraction as a percentage to one decimal; "-" for
+// none.
+func showShare(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	s := strconv.FormatFloat(*f*100, 'f', 1, 64)
+	return strings.TrimSuffix(s, ".0") + "%"
+}
+
+// showHot renders hot shards as shard=load, comma-separated: by shard id
+// when it was resolved (stream/shard with several streams), else by the
+// entry's id; "-" for none.
+func showHot(hs []hotShard, streamNames bool) string {
+	if len(hs) == 0 {
+		return "-"
+	}
+	words := make([]string, len(hs))
+	for i, h := range hs {
+		name := h.ID
+		switch {
+		case h.Shard != "" && streamNames:
+			name = h.Stream + "/" + h.Shard
+		case h.Shard != "":
+			name = h.Shard
+		}
+		words[i] = fmt.Sprintf("%s=%s", name, showRate(h.Load))
+	}
+	return strings.Join(words, ",")
+}
