@@ -278,23 +278,30 @@ func (p *Planner) sortUnits() {
 	p.byHash, p.added, p.dropped = merged, p.added[:0], false
 }
 
-// replan computes the plan for the recorded sets and makes it p.cur.
-func (p *Planner) replan(maxLeases int) {
-	n := len(p.members)
+// sortedStreams sorts the units (sortUnits) and returns the streams by
+// name, each numbered by its place (idx) and with all of its units kept,
+// and how many units there are in all: the start of replan and
+// replanQuota.
+func (p *Planner) sortedStreams() (sts []*pstream, total int) {
 	p.sortUnits()
-
-	// The streams by name, and how many units of each are placed.
-	sts := make([]*pstream, 0, len(p.streams))
+	sts = make([]*pstream, 0, len(p.streams))
 	for _, st := range p.streams {
 		sts = append(sts, st)
 	}
 	slices.SortFunc(sts, func(a, b *pstream) int { return strings.Compare(a.name, b.name) })
-	total := 0
 	for k, st := range sts {
 		st.idx = int32(k)
 		st.keep = len(st.recs)
 		total += len(st.recs)
 	}
+	return sts, total
+}
+
+// replan computes the plan for the recorded sets and makes it p.cur.
+func (p *Planner) replan(maxLeases int) {
+	n := len(p.members)
+	// The streams by name, and how many units of each are placed.
+	sts, total := p.sortedStreams()
 	if n == 0 {
 		p.publish(nil, nil)
 		return

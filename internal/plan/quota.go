@@ -9,7 +9,6 @@ import (
 	"cmp"
 	"math/bits"
 	"slices"
-	"strings"
 )
 
 // quotas returns how many of total units each member of ms (sorted by id)
@@ -115,18 +114,7 @@ func (p *Planner) assignQuota(ms []Member, ids []string, units []Unit) map[Unit]
 // quotas in place of ⌊T/n⌋ and ⌈T/n⌉.
 func (p *Planner) replanQuota(q []int) {
 	n := len(p.members)
-	p.sortUnits()
-	sts := make([]*pstream, 0, len(p.streams))
-	for _, st := range p.streams {
-		sts = append(sts, st)
-	}
-	slices.SortFunc(sts, func(a, b *pstream) int { return strings.Compare(a.name, b.name) })
-	total := 0
-	for k, st := range sts {
-		st.idx = int32(k)
-		st.keep = len(st.recs)
-		total += len(st.recs)
-	}
+	sts, total := p.sortedStreams()
 	if n == 0 {
 		p.publish(nil, nil)
 		return
