@@ -34,7 +34,9 @@ const loadRecordSize = 256
 // × (1 + tolerance)) a member's load may be when the check measures it by
 // the loads the simulation puts, rather than the ones the members measure:
 // their meters (a decayed average over balance.Window) ripple by a record
-// period over Window (at most 4s/60s: 7%), and the published loads are
+// period over Window (a cold shard's record comes every 3 to 6 s: up to
+// 10% on one shard, less on a member's total), are still settling after
+// the takes and backlogs of the faults, and the published loads are
 // rounded to two significant digits (up to 5%).
 const loadSlack = 0.1
 

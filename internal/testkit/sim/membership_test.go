@@ -624,7 +624,9 @@ type msummary struct {
 //     process as the table says, max-min <= 1) within a few rounds after
 //     that, and every process stopped gracefully releases its leases and
 //     removes its membership entry; Run returns only when its context is
-//     cancelled.
+//     cancelled. A third of the seeds balance by load (load_test.go:
+//     skewed load, mixed capacities and caps): their shares are fair by
+//     load instead (loadFair), within the bound plus loadExtra.
 //
 // go test ./internal/testkit/sim/ -run 'TestMembership$' -seed=N -v replays
 // seed N (and writes its whole trace to a file if it fails);
