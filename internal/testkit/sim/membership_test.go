@@ -69,6 +69,7 @@ type mplan struct {
 	lateMax time.Duration
 
 	events []mevent
+	load   *loadPlan // a load seed's (see drawLoad); nil: by count
 
 	// The longest delay of a ListShards call in a slow-listing period
 	// (mSlowList): a call in flight when faults stop delays liveness by as
@@ -204,6 +205,7 @@ func newMPlan(seed uint64) *mplan {
 		p.procs = append(p.procs, drawSlot(r, i, 25*time.Second)) // a start later than 0: a join
 	}
 	p.drawPace(r)
+	p.drawLoad()
 	for i := range p.procs {
 		p.procs[i].limit = p.keepUp(p.procs[i].limit)
 	}
@@ -467,6 +469,9 @@ func (p *mplan) String() string {
 	if p.latency[1] > 0 || p.putAll > 0 {
 		fmt.Fprintf(&b, "  every store call takes %v to %v; a record on every shard every %v\n", p.latency[0], p.latency[1], p.putAll)
 	}
+	if p.load != nil {
+		b.WriteString(p.load.String())
+	}
 	writeTail(&b, &p.planBase, p.events)
 	return b.String()
 }
@@ -571,6 +576,7 @@ type msummary struct {
 	unreachable, rewindsLost                int
 	slowCalls, slowLists, late              int
 	overBound                               []uint64
+	load                                    loadSummary
 }
 
 // TestMembership runs the membership protocol (engine.Group) under a seeded
@@ -618,7 +624,9 @@ type msummary struct {
 //     process as the table says, max-min <= 1) within a few rounds after
 //     that, and every process stopped gracefully releases its leases and
 //     removes its membership entry; Run returns only when its context is
-//     cancelled.
+//     cancelled. A third of the seeds balance by load (load_test.go:
+//     skewed load, mixed capacities and caps): their shares are fair by
+//     load instead (loadFair), within the bound plus loadExtra.
 //
 // go test ./internal/testkit/sim/ -run 'TestMembership$' -seed=N -v replays
 // seed N (and writes its whole trace to a file if it fails);
@@ -676,6 +684,9 @@ func TestMembership(t *testing.T) {
 		"%d takes of a recreated row (%d from a checkpoint older than the best a live process knew; %d at the start position while every live process that knew one was cut off from the table; "+
 		"%d past an operator's rewind whose every knower was dead or cut off since the deletion)",
 		sum.deletes, sum.drops, sum.rowThrottles, sum.slowStore, sum.slowCalls, sum.slowListing, sum.slowLists, sum.rewinds, sum.restarts, sum.stale, sum.unreachable, sum.rewindsLost)
+	if s := sum.load.String(); s != "" {
+		t.Logf("%s", s)
+	}
 	if len(sum.overBound) > 0 {
 		slices.Sort(sum.overBound)
 		t.Logf("seeds over a liveness bound: %v", sum.overBound)
@@ -697,6 +708,7 @@ func runMSeed(t *testing.T, seed uint64, sum *msummary) {
 	}
 	sum.worstFailoverShare = max(sum.worstFailoverShare, w.failoverShare)
 	sum.worstFairShare = max(sum.worstFairShare, w.fairShare)
+	sum.load.add(w)
 	if w.overBound {
 		sum.overBound = append(sum.overBound, seed)
 	}
@@ -855,6 +867,7 @@ type mworld struct {
 	overBound            bool
 	inFlight, foBound    time.Duration
 	final                atomic.Bool // the final graceful shutdown has begun: no supervisor restarts
+	load                 *loadRun    // a load seed's load producer and fair shares by load; nil by count
 	joinBound, fairBound time.Duration
 }
 
@@ -1083,9 +1096,13 @@ func (w *mworld) run() {
 		}()
 	}
 
-	if p.putEvery > 0 {
+	switch {
+	case p.putEvery > 0 && p.load != nil:
+		w.producing.Go(w.weightedProducer(p.putEvery, p.produce))
+	case p.putEvery > 0:
 		w.producing.Go(w.producer(p.putEvery, p.produce))
 	}
+	w.startLoad()
 	if p.putAll > 0 {
 		w.producing.Go(func() {
 			for time.Now().Add(p.putAll).Before(w.at(p.produce)) {
@@ -1112,6 +1129,9 @@ func (w *mworld) run() {
 	// is measured from the last start, if it came after the faults.
 	w.waitStarted()
 	faultEnd = later(faultEnd, time.Now())
+	if w.load != nil {
+		w.load.faultsEnded = faultEnd
+	}
 	w.chk.mu.Lock()
 	w.faultsOver = true
 	w.chk.mu.Unlock()
@@ -1139,7 +1159,7 @@ func (w *mworld) run() {
 	if p.settle > 0 {
 		settle = p.settle
 	}
-	deadline := faultEnd.Add(readBound + joinBound + w.fairBound + settle)
+	deadline := faultEnd.Add(readBound + joinBound + w.fairBound + p.loadExtra() + settle)
 	var readAll, joined, settled time.Time
 	var fair, done bool
 	for time.Now().Before(deadline) {
@@ -1155,17 +1175,25 @@ func (w *mworld) run() {
 		}
 		rewinding := w.rewindsPending()
 		w.chk.mu.Unlock()
-		fair = w.fair()
+		fair = w.sharesFair()
 		done = w.delivered() && !rewinding // a rewind notified late: give its holder the time to apply it
 		if !fair {
 			settled = time.Time{}
 		} else if settled.IsZero() {
 			settled = time.Now()
 		}
-		if !readAll.IsZero() && !joined.IsZero() && fair && done && time.Since(settled) >= 3*R {
-			break
+		stable := fair && time.Since(settled) >= 3*R
+		if !readAll.IsZero() && !joined.IsZero() && (stable || w.loadJudged(faultEnd, max(readBound, joinBound)+w.fairBound)) {
+			if stable {
+				w.loadSettled(settled) // a load seed: its load stops, its records are to be delivered
+			}
+			if done {
+				break
+			}
 		}
 	}
+	w.haltLoad()
+	w.loadDescribe()
 	w.chk.mu.Lock()
 	if readAll.IsZero() {
 		var unread []string
@@ -1193,8 +1221,11 @@ func (w *mworld) run() {
 	if !done {
 		w.violate("(d) %v after faults stopped, records are still unacknowledged or checkpoints behind: %s", time.Since(faultEnd), w.progress())
 	}
-	if !fair || time.Since(settled) < 3*R {
-		w.violate("(g) %v after faults stopped, shares are not fair (or not stable for 3 rounds): %s", time.Since(faultEnd), w.assignment())
+	if w.loadChecked(max(readBound, joinBound) + w.fairBound) {
+		// A load seed judged when its shares became fair by load (or not
+		// within its bound, see loadJudged), its load stopped since.
+	} else if !fair || time.Since(settled) < 3*R {
+		w.violate("(g) %v after faults stopped, shares are not fair (or not stable for 3 rounds): %s%s", time.Since(faultEnd), w.assignment(), w.loadNote())
 	} else {
 		w.fairAt = max(0, settled.Sub(faultEnd))
 		w.chk.tracef("fair shares %v after faults stopped, every shard read again %v after, every process joined %v after: %s",
@@ -1398,6 +1429,7 @@ func (w *mworld) startProc(slot int, sameOwner bool) {
 		Reconcile:       w.p.reconcile,
 		ShutdownTimeout: 5 * time.Second,
 	}
+	w.p.load.configure(&cfg, slot)
 	// The process is named by its ident, known once NewGroup has made the
 	// incarnation.
 	cfg.Logger = slog.New(&traceHandler{tr: &w.chk.trace, name: func() string { return pr.ident }})
