@@ -20,7 +20,7 @@ type Balancer struct {
 	maxLeases int   // this member's own cap; 0: none
 	mode      Mode
 	mover     plan.Mover
-	util      *utilization // nil: none published
+	util      *utilization                // nil: none published
 	ids       map[plan.Unit]string        // UnitID of the units seen (a cache)
 	count     map[plan.Unit]string        // the count plan of the last Plan
 	legacy    bool                        // the last Plan was made as before (a member publishes no capacity)
@@ -36,10 +36,10 @@ type Balancer struct {
 
 // Config is what a Balancer is made of.
 type Config struct {
-	Self      string       // this member's owner id
-	Capacity  int64        // its capacity in thousandths (0: 1000)
-	MaxLeases int          // its own cap (0: none)
-	Mode      Mode         // by count or by load, and the utilization published
+	Self      string // this member's owner id
+	Capacity  int64  // its capacity in thousandths (0: 1000)
+	MaxLeases int    // its own cap (0: none)
+	Mode      Mode   // by count or by load, and the utilization published
 	// Mover holds load-driven handoffs back (its zero value: the
 	// defaults of plan.Mover).
 	Mover plan.Mover

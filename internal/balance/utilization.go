@@ -165,7 +165,7 @@ func usage(u Usage) (work, load int64, ok bool) {
 	if c <= 0 {
 		c = 1000
 	}
-	c = min(c, 1_000_000_000)                      // WithCapacity's largest
+	c = min(c, 1_000_000_000)                       // WithCapacity's largest
 	util := min(u.Utilization, MaxUtilization*1000) // ≤ 10^5
 	return util * c / 1000, min(u.Load, plan.MaxLoad), true
 }

@@ -79,7 +79,11 @@ func testBalanceByUtilization(t *testing.T, published bool) {
 		rate[id], cost[id] = 20, 1
 	}
 	mu.Unlock()
-	cur := func() (map[string]int, map[string]int) { mu.Lock(); defer mu.Unlock(); return maps.Clone(rate), maps.Clone(cost) }
+	cur := func() (map[string]int, map[string]int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(rate), maps.Clone(cost)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go f.produce(ctx, t, func() map[string]int { r, _ := cur(); return r }, 100)
@@ -158,5 +162,3 @@ func (f *loadFleet) heldAll() bool {
 	defer f.mu.Unlock()
 	return len(f.holder) == len(f.ids)
 }
-
-
