@@ -178,12 +178,12 @@ func (b *Balancer) Inputs(entries []leases.Member, units []plan.Unit) (members [
 // entries publish, when any publishes a utilization (CostFactors).
 func costs(members []plan.Member, entries []leases.Member) {
 	us := make([]Usage, len(entries))
-	any := false
+	some := false
 	for i, e := range entries {
 		us[i] = Usage{Capacity: members[i].Capacity, Load: e.Load, Utilization: e.Utilization}
-		any = any || e.Utilization > 0
+		some = some || e.Utilization > 0
 	}
-	if !any {
+	if !some {
 		return
 	}
 	for i, c := range CostFactors(us) {
