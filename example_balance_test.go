@@ -110,3 +110,22 @@ func ExampleService_Health_balance() {
 	// before Run: mode throughput, tolerance 0.2, capacity 2, 0 members
 	// running: 1 member, load > 0: true, fair share 1, share 1
 }
+
+// Correcting the plan by utilization: each instance publishes its
+// process's CPU use (ProcessCPU) beside its load, and an instance whose
+// handlers cost more per byte than the fleet's is given less load. A
+// function of your own works as well, such as the share of a worker pool
+// in use; nil is refused.
+func ExampleWithUtilization() {
+	_, err := kinesislease.New(awsConfig(), kinesislease.WithUtilization(kinesislease.ProcessCPU()))
+	fmt.Println(err)
+	busy, size := 3, 8 // a pool of 8 workers, 3 of them busy
+	_, err = kinesislease.New(awsConfig(), kinesislease.WithUtilization(func() float64 { return float64(busy) / float64(size) }))
+	fmt.Println(err)
+	_, err = kinesislease.New(awsConfig(), kinesislease.WithUtilization(nil))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// <nil>
+	// kinesislease: invalid option: WithUtilization(nil)
+}

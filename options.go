@@ -33,8 +33,9 @@ type config struct {
 	heartbeat       time.Duration
 	timeout         time.Duration
 	maxLeases       int
-	capacity        int64        // WithCapacity's, in thousandths (0: 1000)
-	balance         plan.Balance // WithBalance's (New sets the default)
+	capacity        int64          // WithCapacity's, in thousandths (0: 1000)
+	balance         plan.Balance   // WithBalance's (New sets the default)
+	utilization     func() float64 // WithUtilization's (nil: none)
 	shardSync       time.Duration
 	shutdownTimeout time.Duration
 	hooks           []kltype.Hook

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/internal/engine"
 )
 
@@ -75,7 +76,7 @@ func (s *Service) runGroup(ctx context.Context, subs []*subscription) error {
 	gc := engine.GroupConfig{
 		Owner: c.owner, Store: c.store, Client: s.kin, Logger: s.log,
 		Heartbeat: c.heartbeat, Timeout: c.timeout, MaxLeases: c.maxLeases,
-		Capacity: c.capacity, Balance: c.balance,
+		Capacity: c.capacity, Balance: balance.Mode{Balance: c.balance, Utilization: c.utilization},
 		ShardSyncInterval: c.shardSync, ShutdownTimeout: c.shutdownTimeout,
 		Hooks: c.hooks,
 	}

@@ -119,6 +119,11 @@ type Member struct {
 	// store, which keeps it as given: space-separated words of printable
 	// ASCII, at most MaxHot bytes. Empty when none is hot.
 	Hot string
+	// Utilization is the member's own utilization of its capacity
+	// (kinesislease.WithUtilization), in thousandths, to two significant
+	// digits: 430 for 0.43, 1200 for 1.2. Zero: unpublished; a member that
+	// publishes one publishes at least 1.
+	Utilization int64
 }
 
 // MaxHot is the longest Member.Hot a store must keep, in bytes.
@@ -347,8 +352,8 @@ func ValidateMember(m Member) error {
 			return fmt.Errorf("leases: member hot shards %q: want printable ASCII", m.Hot)
 		}
 	}
-	if m.Capacity < 0 || m.MaxLeases < 0 || m.Load < 0 {
-		return errors.New("leases: member capacity, max leases and load: want zero or more")
+	if m.Capacity < 0 || m.MaxLeases < 0 || m.Load < 0 || m.Utilization < 0 {
+		return errors.New("leases: member capacity, max leases, load and utilization: want zero or more")
 	}
 	return nil
 }

@@ -123,7 +123,7 @@ func TestMeter(t *testing.T) {
 
 func TestInputs(t *testing.T) {
 	us := units(10)
-	b := New(Config{Self: "a", Capacity: 2000, MaxLeases: 7, Mode: plan.Balance{ByLoad: true}})
+	b := New(Config{Self: "a", Capacity: 2000, MaxLeases: 7, Mode: Mode{Balance: plan.Balance{ByLoad: true}}})
 	entries := []leases.Member{
 		{Owner: "a", Capacity: 1, Load: 999}, // its own capacity and cap come from its configuration
 		{Owner: "b", Capacity: 1000, MaxLeases: 3, Held: 5, Load: 3000, Hot: EncodeHot([]Hot{{UnitID(us[0]), 1000}, {"zzzz", 500}})},
@@ -163,13 +163,13 @@ func TestInputs(t *testing.T) {
 func TestPlanNoLoad(t *testing.T) {
 	us := units(40)
 	entries := []leases.Member{{Owner: "a", Capacity: 1000}, {Owner: "b", Capacity: 1000}, {Owner: "c", Capacity: 1000}}
-	b := New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}})
+	b := New(Config{Self: "a", Mode: Mode{Balance: plan.Balance{ByLoad: true}}})
 	a := maps.Clone(b.Plan(entries, us))
 	if want := plan.Assign([]string{"a", "b", "c"}, us, 0); !maps.Equal(a, want) {
 		t.Fatalf("no load: not the count plan")
 	}
 	entries[1].Capacity = 0
-	b = New(Config{Self: "a", MaxLeases: 4, Mode: plan.Balance{ByLoad: true}})
+	b = New(Config{Self: "a", MaxLeases: 4, Mode: Mode{Balance: plan.Balance{ByLoad: true}}})
 	if a, want := b.Plan(entries, us), plan.Assign([]string{"a", "b", "c"}, us, 4); !maps.Equal(a, want) {
 		t.Fatalf("legacy fleet: not Assign's plan with the own cap")
 	}
@@ -183,7 +183,7 @@ func TestHold(t *testing.T) {
 	us := units(3)
 	free := func(plan.Unit) leases.Lease { return leases.Lease{} }
 	s := func(d time.Duration) int64 { return int64(d) }
-	b := New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}, Mover: plan.Mover{HoldTime: 10 * time.Second, MinHold: -1, MaxMovesPerMinute: -1}})
+	b := New(Config{Self: "a", Mode: Mode{Balance: plan.Balance{ByLoad: true}}, Mover: plan.Mover{HoldTime: 10 * time.Second, MinHold: -1, MaxMovesPerMinute: -1}})
 	b.count = map[plan.Unit]string{us[0]: "a", us[1]: "b", us[2]: "a"}
 	a := map[plan.Unit]string{us[0]: "b", us[1]: "b", us[2]: "a"}
 	held := map[plan.Unit]plan.Held{us[0]: {}, us[1]: {}, us[2]: {}}
@@ -196,7 +196,7 @@ func TestHold(t *testing.T) {
 		t.Fatalf("after the hold time: %v, want the plan %v", got, a)
 	}
 	// The minimum hold, from the round first seen held.
-	b = New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}, Mover: plan.Mover{HoldTime: -1, MinHold: time.Minute, MaxMovesPerMinute: -1}})
+	b = New(Config{Self: "a", Mode: Mode{Balance: plan.Balance{ByLoad: true}}, Mover: plan.Mover{HoldTime: -1, MinHold: time.Minute, MaxMovesPerMinute: -1}})
 	b.count = map[plan.Unit]string{us[0]: "a"}
 	b.Hold(s(time.Hour), map[plan.Unit]string{us[0]: "a"}, held, free)
 	a = map[plan.Unit]string{us[0]: "b"}
@@ -221,7 +221,7 @@ func TestHold(t *testing.T) {
 func TestHoldTakes(t *testing.T) {
 	us := units(1)
 	u := us[0]
-	b := New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}})
+	b := New(Config{Self: "a", Mode: Mode{Balance: plan.Balance{ByLoad: true}}})
 	b.count = map[plan.Unit]string{u: "b"}
 	b.live = map[string]leases.Member{"b": {Owner: "b", Incarnation: "i1", Held: 5}}
 	a := map[plan.Unit]string{u: "a"}
@@ -285,7 +285,7 @@ func TestHandover(t *testing.T) {
 			}
 			meters[u] = NewMeter(leases.Throughput{BytesPerSecond: l}, time.Now())
 		}
-		b := New(Config{Self: "a", Mode: plan.Balance{ByLoad: true}})
+		b := New(Config{Self: "a", Mode: Mode{Balance: plan.Balance{ByLoad: true}}})
 		hot0 := EncodeHot([]Hot{{UnitID(us[0]), 5000}})
 		if _, _, load, hot := b.Publish(meters); load != 5700 || hot != hot0 {
 			t.Fatalf("holding all: %d %q", load, hot)

@@ -18,8 +18,9 @@ type Balancer struct {
 	self      string
 	capacity  int64 // thousandths; this member's
 	maxLeases int   // this member's own cap; 0: none
-	mode      plan.Balance
+	mode      Mode
 	mover     plan.Mover
+	util      *utilization                // nil: none published
 	ids       map[plan.Unit]string        // UnitID of the units seen (a cache)
 	count     map[plan.Unit]string        // the count plan of the last Plan
 	legacy    bool                        // the last Plan was made as before (a member publishes no capacity)
@@ -35,10 +36,10 @@ type Balancer struct {
 
 // Config is what a Balancer is made of.
 type Config struct {
-	Self      string       // this member's owner id
-	Capacity  int64        // its capacity in thousandths (0: 1000)
-	MaxLeases int          // its own cap (0: none)
-	Mode      plan.Balance // by count or by load
+	Self      string // this member's owner id
+	Capacity  int64  // its capacity in thousandths (0: 1000)
+	MaxLeases int    // its own cap (0: none)
+	Mode      Mode   // by count or by load, and the utilization published
 	// Mover holds load-driven handoffs back (its zero value: the
 	// defaults of plan.Mover).
 	Mover plan.Mover
@@ -49,7 +50,11 @@ func New(cfg Config) *Balancer {
 	if cfg.Capacity <= 0 {
 		cfg.Capacity = 1000
 	}
-	return &Balancer{self: cfg.Self, capacity: cfg.Capacity, maxLeases: max(cfg.MaxLeases, 0), mode: cfg.Mode, mover: cfg.Mover, ids: map[plan.Unit]string{}}
+	b := &Balancer{self: cfg.Self, capacity: cfg.Capacity, maxLeases: max(cfg.MaxLeases, 0), mode: cfg.Mode, mover: cfg.Mover, ids: map[plan.Unit]string{}}
+	if cfg.Mode.ByLoad && cfg.Mode.Utilization != nil {
+		b.util = &utilization{f: cfg.Mode.Utilization}
+	}
+	return b
 }
 
 // Plan returns the owner of every unit over the live members whose
@@ -79,7 +84,7 @@ func (b *Balancer) Plan(entries []leases.Member, units []plan.Unit) map[plan.Uni
 		b.count = a
 		return a
 	}
-	a := p.AssignWeighted(members, units, load, def, b.mode)
+	a := p.AssignWeighted(members, units, load, def, b.mode.Balance)
 	b.count = p.CountPlan()
 	return a
 }
@@ -99,8 +104,9 @@ func (b *Balancer) Fleet() []leases.Member {
 // caps (this member's from its configuration), the loads of the hot units
 // the members publish (a unit published by two, as during a handoff, at the
 // higher), and the load of every other unit: the members' total loads less
-// the hot ones', shared by the units not hot. legacy: a member publishes
-// no capacity.
+// the hot ones', shared by the units not hot; by load, where members
+// publish their utilization, each member's Cost (CostFactors). legacy: a
+// member publishes no capacity.
 func (b *Balancer) Inputs(entries []leases.Member, units []plan.Unit) (members []plan.Member, load map[plan.Unit]int64, def int64, legacy bool) {
 	self := false
 	var total, hot, held int64
@@ -144,6 +150,7 @@ func (b *Balancer) Inputs(entries []leases.Member, units []plan.Unit) (members [
 	if !b.mode.ByLoad || legacy {
 		return members, nil, 0, legacy
 	}
+	costs(members, entries)
 	if len(hots) > 0 {
 		load = map[plan.Unit]int64{}
 		for _, u := range units {
@@ -164,6 +171,24 @@ func (b *Balancer) Inputs(entries []leases.Member, units []plan.Unit) (members [
 		def = max(total-hot, 0) / int64(cold)
 	}
 	return members, load, def, false
+}
+
+// costs sets the Cost of members (the first len(entries) of which are
+// those of entries, in their order) from the utilizations and loads the
+// entries publish, when any publishes a utilization (CostFactors).
+func costs(members []plan.Member, entries []leases.Member) {
+	us := make([]Usage, len(entries))
+	some := false
+	for i, e := range entries {
+		us[i] = Usage{Capacity: members[i].Capacity, Load: e.Load, Utilization: e.Utilization}
+		some = some || e.Utilization > 0
+	}
+	if !some {
+		return
+	}
+	for i, c := range CostFactors(us) {
+		members[i].Cost = c
+	}
 }
 
 // SameStreams splits the live members' entries into those a member whose
@@ -209,7 +234,7 @@ func (b *Balancer) Publish(meters map[plan.Unit]*Meter) (capacity, maxLeases, lo
 }
 
 // Published returns e, a member's entry, with what b publishes in it
-// (Balancer.Publish) of the meters of the leases of workers, the units it
+// (Balancer.Publish, and its utilization where it has one) of the meters of the leases of workers, the units it
 // holds, read under mu.
 func Published[W any, H interface{ Meter() *Meter }](b *Balancer, e leases.Member, mu sync.Locker, workers map[plan.Unit]W, lease func(W) H) leases.Member {
 	mu.Lock()
@@ -219,5 +244,6 @@ func Published[W any, H interface{ Meter() *Meter }](b *Balancer, e leases.Membe
 	}
 	mu.Unlock()
 	e.Capacity, e.MaxLeases, e.Load, e.Hot = b.Publish(ms)
+	e.Utilization = b.util.publish(time.Now())
 	return e
 }

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/internal/engine"
 	"github.com/kinesislease/kinesislease/internal/observe"
 	"github.com/kinesislease/kinesislease/internal/plan"
@@ -188,7 +189,7 @@ func (f *loadFleet) produce(ctx context.Context, t *testing.T, rate func() map[s
 func defaultMembers(n int, mode plan.Balance) []engine.GroupConfig {
 	cs := make([]engine.GroupConfig, n)
 	for i := range cs {
-		cs[i] = engine.GroupConfig{Owner: fmt.Sprintf("m%d", i), Balance: mode, ShutdownTimeout: 5 * time.Second}
+		cs[i] = engine.GroupConfig{Owner: fmt.Sprintf("m%d", i), Balance: balance.Mode{Balance: mode}, ShutdownTimeout: 5 * time.Second}
 	}
 	return cs
 }

@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/internal/observe"
-	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
 )
@@ -62,7 +62,7 @@ type GroupConfig struct {
 	FenceMargin time.Duration
 	MaxLeases   int          // caps the leases this instance holds (0: no cap); published
 	Capacity    int64        // this instance's weight in thousandths (0: 1000); published
-	Balance     plan.Balance // by count or by load (internal/balance)
+	Balance     balance.Mode // by count or by load, and the utilization published (internal/balance)
 	// ShardSyncInterval: how often a stream's lister runs ListShards (also
 	// when a shard ends; the others list when its digest changes, see
 	// internal/shardlist).

@@ -310,3 +310,51 @@ func BenchmarkAssignWeighted(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/op")
 	})
 }
+
+// TestLoadCost: a member's Cost divides its capacity in the load plan's
+// fair shares only. Cost 1000 (or unset) is the plan without; the count
+// plan ignores Costs; a member of Cost 2000 among three of 1000 on
+// uniform loads holds about half the others' load (its fair share: 1/7 of
+// the total, within tolerance), the units it sheds spread over the
+// others; a small change of a Cost within tolerance moves nothing.
+func TestLoadCost(t *testing.T) {
+	weightedRegimes(t, func(t *testing.T, assign func([]Member, []Unit, map[Unit]int64, int64, Balance) map[Unit]string) {
+		ms := members(nil, 1, 1, 1, 1)
+		units := streamsOf(2, 28)
+		by := Balance{ByLoad: true}
+		base := assign(ms, units, nil, 1000, by)
+		count := assign(ms, units, nil, 1000, Balance{})
+		ones := slices.Clone(ms)
+		for i := range ones {
+			ones[i].Cost = 1000
+		}
+		if a := assign(ones, units, nil, 1000, by); !maps.Equal(a, base) {
+			t.Errorf("Costs of 1000 moved %d units", movedUnits(a, base))
+		}
+		costly := slices.Clone(ms)
+		costly[0].Cost = 2000
+		if a := assign(costly, units, nil, 1000, Balance{}); !maps.Equal(a, count) {
+			t.Errorf("count mode: a Cost moved %d units", movedUnits(a, count))
+		}
+		a := assign(costly, units, nil, 1000, by)
+		n := totals(costly, a)
+		// Fair shares 56·(1/2)/3.5 = 8 and 16: limits 9.6 and 19.2.
+		if n[0] > 9 || n[0] < 6 {
+			t.Errorf("the member of Cost 2000 holds %d units of 56, want 6 to 9 (fair share 8; %v)", n[0], n)
+		}
+		for i, c := range n[1:] {
+			if c > 19 {
+				t.Errorf("member %d holds %d units, above its limit 19.2 (%v)", i+1, c, n)
+			}
+		}
+		if moved := movedUnits(a, base); moved != 14-n[0] {
+			t.Errorf("%d units moved, want the %d the costly member shed", moved, 14-n[0])
+		}
+		// 2.0 → 2.1: the costly member's limit 9.6 → 9.2, it holds 9 or
+		// fewer: nothing moves.
+		costly[0].Cost = 2100
+		if b := assign(costly, units, nil, 1000, by); n[0] <= 9 && movedUnits(a, b) != 0 {
+			t.Errorf("Cost 2000 → 2100 moved %d units", movedUnits(a, b))
+		}
+	})
+}

@@ -6,6 +6,7 @@ package plan
 import (
 	"cmp"
 	"maps"
+	"math/bits"
 	"slices"
 	"strings"
 )
@@ -21,6 +22,14 @@ type Member struct {
 	Capacity int64
 	// MaxLeases caps the units this member holds; zero or less is no cap.
 	MaxLeases int
+	// Cost is, in load mode, what a unit of load costs this member relative
+	// to the fleet, in thousandths (its cost per byte over the fleet's):
+	// its fair share of the load is in proportion to Capacity·1000/Cost, so
+	// that a member of Cost 2000 is given half the load of one of Cost 1000
+	// and the same capacity. Zero or less means 1000. The count plan, and
+	// count mode, ignore it: a change of a Cost moves a unit only for load,
+	// where it crosses a limit.
+	Cost int64
 }
 
 // MaxCapacity is the largest capacity a Member counts with (2^40
@@ -89,8 +98,8 @@ func AssignWeighted(members []Member, units []Unit, load map[Unit]int64, default
 // Load mode (b.ByLoad true): load gives the load of some units (the hot
 // ones their holders publish), defaultLoad that of every other; only the
 // units of the count plan are placed (caps apply as there). The total load
-// is shared among the members in proportion to their capacities (member
-// m's fair share F(m)) and the plan starts from the count plan: a unit
+// is shared among the members in proportion to their capacities, each
+// divided by its Cost (member m's fair share F(m)) and the plan starts from the count plan: a unit
 // moves off its count-plan owner only where that owner would hold more
 // than F(m)·(1+Tolerance) (its limit) or more than its MaxLeases. First
 // the hot units (explicit loads above the mean unit load and the default),
@@ -140,7 +149,7 @@ func (p *Planner) AssignWeighted(members []Member, units []Unit, load map[Unit]i
 		if tol == 0 {
 			tol = DefaultTolerance
 		}
-		out = p.balanceLoad(ms, load, defaultLoad, min(max(tol, 0), 1<<30))
+		out = p.balanceLoad(costed(ms), load, defaultLoad, min(max(tol, 0), 1<<30))
 	}
 	w.called, w.in, w.inDefault, w.last = true, b, defaultLoad, out
 	w.inMembers = append(w.inMembers[:0], members...)
@@ -171,6 +180,9 @@ func normalize(members []Member) []Member {
 		if m.Capacity <= 0 {
 			m.Capacity = 1000
 		}
+		if m.Cost <= 0 {
+			m.Cost = 1000
+		}
 		m.Capacity = min(m.Capacity, MaxCapacity)
 		m.MaxLeases = max(m.MaxLeases, 0)
 		ms = append(ms, m)
@@ -179,6 +191,29 @@ func normalize(members []Member) []Member {
 		return cmp.Or(strings.Compare(a.ID, b.ID), cmp.Compare(b.Capacity, a.Capacity), capCompare(b.MaxLeases, a.MaxLeases))
 	})
 	return slices.CompactFunc(ms, func(a, b Member) bool { return a.ID == b.ID })
+}
+
+// costed returns ms with each member's capacity divided by its Cost (in
+// thousandths), at least 1 and at most MaxCapacity: the capacities the
+// load plan's fair shares are in proportion to. ms itself when every Cost
+// is 1000.
+func costed(ms []Member) []Member {
+	var out []Member
+	for i, m := range ms {
+		if m.Cost == 1000 {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(ms)
+		}
+		hi, lo := bits.Mul64(uint64(m.Capacity), 1000)
+		c, _ := bits.Div64(hi, lo, uint64(m.Cost)) // Capacity ≤ 2^40, Cost ≥ 1: no overflow
+		out[i].Capacity = min(max(int64(c), 1), MaxCapacity)
+	}
+	if out == nil {
+		return ms
+	}
+	return out
 }
 
 // capCompare orders caps with no cap (0) above every other.

@@ -166,6 +166,7 @@ const (
 	entryMaxLeases = "x" // N: the member's own cap on leases, absent when 0
 	entryLoad      = "b" // N: the member's load in bytes per second, absent when 0
 	entryHot       = "o" // S: the member's hot shards (leases.Member.Hot), absent when empty
+	entryUtil      = "u" // N: the member's utilization in thousandths, absent when 0
 	attrCount      = "n" // N: a membership row's entry count
 	// The membership header: r<row> (N) per row, the roster version,
 	// vanished (N), and born (N, Unix ms; CreateTable).

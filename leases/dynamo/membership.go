@@ -337,7 +337,7 @@ func entryAttr(m leases.Member) types.AttributeValue {
 	if m.Young {
 		e[entryYoung] = &types.AttributeValueMemberBOOL{Value: true}
 	}
-	for name, v := range map[string]int64{entryCapacity: m.Capacity, entryMaxLeases: m.MaxLeases, entryLoad: m.Load} {
+	for name, v := range map[string]int64{entryCapacity: m.Capacity, entryMaxLeases: m.MaxLeases, entryLoad: m.Load, entryUtil: m.Utilization} {
 		if v != 0 {
 			e[name] = numAttr(v)
 		}
@@ -408,7 +408,7 @@ func decodeEntry(owner string, v types.AttributeValue) (leases.Member, error) {
 	if m.Ended, err = num(mv.Value, entryEnded); err != nil {
 		return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 	}
-	for name, to := range map[string]*int64{entryCapacity: &m.Capacity, entryMaxLeases: &m.MaxLeases, entryLoad: &m.Load} {
+	for name, to := range map[string]*int64{entryCapacity: &m.Capacity, entryMaxLeases: &m.MaxLeases, entryLoad: &m.Load, entryUtil: &m.Utilization} {
 		if *to, err = num(mv.Value, name); err != nil {
 			return leases.Member{}, fmt.Errorf("attribute %s%s: %w", memberPrefix, owner, err)
 		}

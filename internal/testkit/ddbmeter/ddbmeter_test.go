@@ -209,7 +209,8 @@ func TestAnswersNeverChange(t *testing.T) {
 
 // TestMembershipRowSizeWithLoads: what balancing by load adds to a full
 // membership row (driver.RowCapacity entries): each entry's capacity (the
-// default), total load and hot shards (balance.Summarize). Logged for
+// default), total load and hot shards (balance.Summarize), and a
+// utilization where published. Logged for
 // docs/cost.md; the rows marked under stay under 1 KB: a heartbeat stays
 // one write unit.
 func TestMembershipRowSizeWithLoads(t *testing.T) {
@@ -222,12 +223,14 @@ func TestMembershipRowSizeWithLoads(t *testing.T) {
 		return balance.EncodeHot(hs)
 	}
 	for _, c := range []struct {
-		ownerLen, hot int
-		loads, under  bool
+		ownerLen, hot      int
+		loads, under, util bool
 	}{
-		{64, 0, false, true}, {64, 0, true, true}, {64, 1, true, false}, {64, 4, true, false},
-		{48, 0, true, true}, {48, 1, true, true}, {48, 4, true, false},
-		{40, 0, false, true}, {40, 1, true, true}, {40, 4, true, false}, {32, 4, true, false},
+		{64, 0, false, true, false}, {64, 0, true, true, false}, {64, 1, true, false, false}, {64, 4, true, false, false},
+		{48, 0, true, true, false}, {48, 1, true, true, false}, {48, 4, true, false, false},
+		{40, 0, false, true, false}, {40, 1, true, true, false}, {40, 4, true, false, false}, {32, 4, true, false, false},
+		// With a utilization published (WithUtilization), two digits.
+		{64, 0, true, false, true}, {56, 0, true, true, true}, {48, 1, true, false, true}, {40, 1, true, true, true},
 	} {
 		tbl := ddbmeter.NewTable()
 		s := dynamo.New(aws.Config{}, "meter", dynamo.WithDynamoDBClient(tbl.Client(0)))
@@ -238,12 +241,15 @@ func TestMembershipRowSizeWithLoads(t *testing.T) {
 			if c.loads {
 				m.Capacity, m.Load, m.Hot = 1000, balance.Quantize(123_456_789), hot(c.hot)
 			}
+			if c.util {
+				m.Utilization = balance.PublishedUtilization(0, 0.437)
+			}
 			if _, err := s.Join(ctx, 0, m); err != nil {
 				t.Fatal(err)
 			}
 		}
 		row := ddbmeter.Size(tbl.Item(driver.MemberKey(0)))
-		t.Logf("owner ids of %d bytes, loads %v, %d hot each: a full row %d bytes, %d write units a heartbeat", c.ownerLen, c.loads, c.hot, row, ddbmeter.WriteUnits(row))
+		t.Logf("owner ids of %d bytes, loads %v, %d hot each, utilization %v: a full row %d bytes, %d write units a heartbeat", c.ownerLen, c.loads, c.hot, c.util, row, ddbmeter.WriteUnits(row))
 		if c.under && row >= 1024 {
 			t.Errorf("owner ids of %d bytes, %d hot each: a full membership row is %d bytes: a heartbeat costs %d write units", c.ownerLen, c.hot, row, ddbmeter.WriteUnits(row))
 		}

@@ -433,7 +433,7 @@ func testMemberCopies(t *testing.T, _ leases.Store, m leases.Membership, rows *r
 	wantStoredExactly(t, "Members after the caller changed earlier answers", m, r, []leases.Member{ea, next})
 }
 
-// testBalanceRoundTrips: Capacity, MaxLeases, Load and Hot, as Join,
+// testBalanceRoundTrips: Capacity, MaxLeases, Load, Hot and Utilization, as Join,
 // Heartbeat and ReplaceMember write them, are read back by Members,
 // returned in a row-mate's answers, and carried by a conflict.
 func testBalanceRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, rows *rowSource) {
@@ -442,10 +442,10 @@ func testBalanceRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, ro
 	full := strings.Repeat("x", leases.MaxHot-4) + " 9e9"
 	steps := []leases.Member{
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 1, Capacity: 2000, MaxLeases: 5},
-		{Owner: a, Incarnation: "inc-1", Heartbeat: 2, Capacity: 2000, MaxLeases: 5, Load: 1_200_000, Hot: "1a2b3c:52e4"},
-		{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Capacity: 1 << 40, MaxLeases: 1 << 31, Load: 1 << 50, Hot: full},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 2, Capacity: 2000, MaxLeases: 5, Load: 1_200_000, Hot: "1a2b3c:52e4", Utilization: 430},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 3, Capacity: 1 << 40, MaxLeases: 1 << 31, Load: 1 << 50, Hot: full, Utilization: 1 << 40},
 		{Owner: a, Incarnation: "inc-1", Heartbeat: 4}, // all back to zero
-		{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Capacity: 500, Load: 99},
+		{Owner: a, Incarnation: "inc-1", Heartbeat: 5, Capacity: 500, Load: 99, Utilization: 1},
 	}
 	mustJoin(t, m, r, steps[0])
 	wantStored(t, "after the join", m, r, steps[0])
@@ -460,7 +460,7 @@ func testBalanceRoundTrips(t *testing.T, _ leases.Store, m leases.Membership, ro
 	mate.Heartbeat++
 	wantEntry(t, "the row-mate's heartbeat", mustHeartbeat(t, m, r, mate), e)
 
-	next := leases.Member{Owner: a, Incarnation: "inc-2", Heartbeat: 1, Capacity: 3000, MaxLeases: 2, Load: 10, Hot: "z:10"}
+	next := leases.Member{Owner: a, Incarnation: "inc-2", Heartbeat: 1, Capacity: 3000, MaxLeases: 2, Load: 10, Hot: "z:10", Utilization: 2000}
 	wantEntry(t, "ReplaceMember by a new incarnation", mustReplace(t, m, r, e, next), mate)
 	wantStored(t, "after ReplaceMember", m, r, next)
 
