@@ -154,7 +154,7 @@ func (l *loadPlan) configure(cfg *engine.GroupConfig, slot int) {
 	if l == nil {
 		return
 	}
-	cfg.Balance = plan.Balance{ByLoad: true}
+	cfg.Balance = balance.Mode{Balance: plan.Balance{ByLoad: true}}
 	cfg.Capacity = l.capacity[slot]
 	cfg.MaxLeases = l.maxLeases[slot]
 }
@@ -428,7 +428,7 @@ func (w *mworld) seenPlan(ms []plan.Member, units []plan.Unit, loads map[plan.Un
 		load, hot, _ := balance.Summarize(mine, total/int64(len(units)), nil)
 		entries[i] = leases.Member{Owner: m.ID, Capacity: m.Capacity, MaxLeases: int64(m.MaxLeases), Held: int64(len(mine)), Load: load, Hot: hot}
 	}
-	b := balance.New(balance.Config{Self: ms[0].ID, Capacity: ms[0].Capacity, MaxLeases: ms[0].MaxLeases, Mode: plan.Balance{ByLoad: true}})
+	b := balance.New(balance.Config{Self: ms[0].ID, Capacity: ms[0].Capacity, MaxLeases: ms[0].MaxLeases, Mode: balance.Mode{Balance: plan.Balance{ByLoad: true}}})
 	return maps.Clone(b.Plan(entries, units))
 }
 
