@@ -68,7 +68,7 @@ func TestSummarize(t *testing.T) {
 			loads[u] = 1234 * int64(i+1)
 		}
 	}
-	total, hot, _ := Summarize(loads, 0, nil)
+	total, hot, _ := Summarize(loads, 0, nil, 0)
 	// 1234 + 3702 + 6170 + 500 = 11,606: mean 1,450; hot above 2,901.
 	if total != 12_000 {
 		t.Errorf("total %d, want 12,000", total)
@@ -78,16 +78,16 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("hot %q, want %q", hot, want)
 	}
 	// A lower fleet mean makes more hot, at most MaxHot.
-	_, hot, _ = Summarize(loads, 40, nil)
+	_, hot, _ = Summarize(loads, 40, nil, 0)
 	if n := len(DecodeHot(hot)); n != MaxHot {
 		t.Errorf("with a fleet mean of 40: %d hot (%q), want %d", n, hot, MaxHot)
 	}
-	if total, hot, _ := Summarize(map[plan.Unit]int64{us[0]: 0}, 0, nil); total != 0 || hot != "" {
+	if total, hot, _ := Summarize(map[plan.Unit]int64{us[0]: 0}, 0, nil, 0); total != 0 || hot != "" {
 		t.Errorf("idle: %d %q", total, hot)
 	}
 	// Jitter within the quantum changes nothing.
 	loads[us[4]] = 6180
-	if _, h, _ := Summarize(loads, 0, nil); h != want {
+	if _, h, _ := Summarize(loads, 0, nil, 0); h != want {
 		t.Errorf("after a jitter of 10 in 6,170: %q, want %q", h, want)
 	}
 }
