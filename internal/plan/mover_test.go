@@ -77,3 +77,63 @@ func units(u func(int) Unit, is []int) []Unit {
 	}
 	return out
 }
+
+// TestMoverTakenForLoad: a unit taken for load (the count plan gives it
+// to another member, the member it was taken from) is held by the load
+// rules when the plan gives it back, not handed straight back; it goes at
+// once when its count-plan owner changes (a member joined or left).
+func TestMoverTakenForLoad(t *testing.T) {
+	u := shards("s", 1)[0]
+	self := "n"
+	count := map[Unit]string{u: "r"} // the releaser's by count
+	toSelf := map[Unit]string{u: self}
+	back := map[Unit]string{u: "r"}
+	mv := Mover{HoldTime: 30 * time.Second, MinHold: 2 * time.Minute}
+	// The round that takes it: planned here, not held yet.
+	if got := mv.Handoffs(0, self, toSelf, count, nil); len(got) != 0 {
+		t.Fatalf("nothing held: %v", got)
+	}
+	held := map[Unit]time.Duration{u: time.Second}
+	for _, c := range []struct {
+		at   time.Duration
+		plan map[Unit]string
+		want int
+	}{
+		{2 * time.Second, back, 0},             // the plan changed its mind during the handoff: held
+		{40 * time.Second, back, 0},            // the hold time is over, the minimum hold is not
+		{2*time.Minute + time.Second, back, 1}, // both over: a load move
+	} {
+		if got := mv.Handoffs(c.at, self, c.plan, count, held); len(got) != c.want {
+			t.Fatalf("at %v: %v, want %d", c.at, got, c.want)
+		}
+	}
+
+	// First seen held while the plan gives it away, and the count plan's
+	// owner changed since the take: at once.
+	var m2 Mover
+	m2.Handoffs(0, self, toSelf, count, nil)
+	if got := m2.Handoffs(2*time.Second, self, map[Unit]string{u: "x"}, map[Unit]string{u: "x"}, held); len(got) != 1 {
+		t.Fatalf("count owner changed since the take: %v, want at once", got)
+	}
+	// Held a while, planned here, then the count plan moves it elsewhere
+	// (a join): at once; without the change, by the load rules.
+	var m3 Mover
+	m3.Handoffs(0, self, toSelf, count, nil)
+	m3.Handoffs(time.Hour, self, toSelf, count, held)
+	if got := m3.Handoffs(time.Hour+time.Second, self, back, count, held); len(got) != 0 {
+		t.Fatalf("count owner unchanged: %v, want held", got)
+	}
+	if got := m3.Handoffs(time.Hour+2*time.Second, self, map[Unit]string{u: "j"}, map[Unit]string{u: "j"}, held); len(got) != 1 {
+		t.Fatalf("count owner changed (a join): %v, want at once", got)
+	}
+	// A unit held that was never planned here (no take seen): the count
+	// plan giving it to another member moves it at once, as before.
+	var m4 Mover
+	if got := m4.Handoffs(time.Hour, self, back, count, held); len(got) != 1 {
+		t.Fatalf("never planned here: %v, want at once", got)
+	}
+	// ForLoad tells a load move from the others.
+	if !mv.ForLoad(u) || m3.ForLoad(u) {
+		t.Fatalf("ForLoad: %v %v, want true false", mv.ForLoad(u), m3.ForLoad(u))
+	}
+}
