@@ -32,10 +32,9 @@ type waiting struct {
 // (the caller's monotonic clock, in nanoseconds): a itself, or a copy in
 // which
 //
-//   - the held units that a gives to another member for load (the count
-//     plan gives them to this member, or to the member this one took them
-//     from for load, as when the plan last gave them here) and that the
-//     Mover does not hand over yet stay this member's (held: the units it
+//   - the held units that a gives to another member for load only (the
+//     count plan gives them to this member) and that the Mover does not
+//     hand over yet stay this member's (held: the units it
 //     holds; the Mover counts their minimum hold from the round first seen
 //     here). Those it hands over for load are lent: their load stays in
 //     what this member publishes until their new holder publishes its
@@ -48,9 +47,9 @@ type waiting struct {
 //     row is read again when the holder's published lease count changes,
 //     or Recheck after the last read. A free row planned here is taken.
 //
-// A unit a gives to nobody, or whose count-plan owner changed since the
-// plan last gave it to its holder (members joined or left, capacities or
-// caps changed), is not held back, nor is a take of it.
+// A unit a gives to nobody, or that the count plan gives to another
+// member (members joined or left, capacities or caps changed), is not
+// held back, nor is a take of it.
 func (b *Balancer) Hold(now int64, a map[plan.Unit]string, held map[plan.Unit]plan.Held, row func(plan.Unit) leases.Lease) map[plan.Unit]string {
 	t := time.Duration(now)
 	if b.taken == nil {

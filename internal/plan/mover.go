@@ -34,19 +34,14 @@ const (
 )
 
 // A Mover decides, for one member, which of the units it holds to hand
-// over now, from the plan of each round. A unit the plan gives to nobody,
-// or whose count-plan owner changed since the last round the plan gave it
-// to this member (members joined or left, capacities or caps changed,
-// which every member sees), goes at once, as without a Mover, so that a
-// join or a failover is as fast as ever. Any other unit the plan gives
-// away is a move for load: the count plan gives it to this member, or to
-// the member it gave it to when the plan last gave it here (a unit this
-// member took for load, from that member). It goes once the plan has said
-// so for HoldTime without a break, never within MinHold of its take, and
-// at most MaxMovesPerMinute of them in any minute, those waiting longest
-// first. A unit taken for load is so held by the same rules as the units
-// of the count plan: when the plan changes its mind during a handoff, its
-// new holder does not hand it straight back.
+// over now, from the plan of each round: a unit the plan gives to nobody,
+// or that the count plan gives to another member (members joined or left,
+// capacities or caps changed, which every member sees), goes at once, as
+// without a Mover, so that a join or a failover is as fast as ever; a unit
+// moved for load only (the count plan gives it to this member, the load
+// plan to another) goes once the plan has said so for HoldTime without a
+// break, never within MinHold of its take, and at most MaxMovesPerMinute
+// of them in any minute, those waiting longest first.
 //
 // It is pure but for its memory of the rounds: time is the caller's
 // monotonic clock. The zero value is ready to use, with the defaults. A
@@ -63,26 +58,22 @@ type Mover struct {
 	// DefaultMaxMovesPerMinute, a negative value no bound.
 	MaxMovesPerMinute int
 
-	since  map[Unit]time.Duration // held units planned elsewhere for load: since when
-	given  map[Unit]bool          // held units handed over for load already
-	anchor map[Unit]string        // held units: their count-plan owner when the plan last gave them here
-	taking map[Unit]string        // units the last plan gave here and not held (takes): their count-plan owner
-	moves  []time.Duration        // when they were, within the last minute
+	since map[Unit]time.Duration // held units planned elsewhere for load: since when
+	given map[Unit]bool          // held units handed over for load already
+	moves []time.Duration        // when they were, within the last minute
 }
 
 // Handoffs returns, sorted, the units of held (each with the time it was
 // taken) that self should let go of now: those the plan gives to another
-// member or to nobody, without delay where the plan gives them to nobody
-// or the count plan (the plan balanced by count the load plan started
-// from, Planner.CountPlan; the plan itself in count mode) changed their
-// owner since the plan last gave them to self (or since their take), and
-// after the Mover's delays otherwise. A unit returned for load is
-// returned again in the next rounds while it is held, counted once
-// (ForLoad).
+// member or to nobody, without delay where the count plan (the plan
+// balanced by count the load plan started from, Planner.CountPlan; the
+// plan itself in count mode) gives them to another member or to nobody
+// too, and after the Mover's delays where it gives them to self. A unit
+// returned for load is returned again in the next rounds while it is
+// held, counted once.
 func (mv *Mover) Handoffs(now time.Duration, self string, plan, count map[Unit]string, held map[Unit]time.Duration) []Unit {
 	if mv.since == nil {
 		mv.since, mv.given = map[Unit]time.Duration{}, map[Unit]bool{}
-		mv.anchor, mv.taking = map[Unit]string{}, map[Unit]string{}
 	}
 	for u := range mv.since {
 		if _, ok := held[u]; !ok {
@@ -94,28 +85,15 @@ func (mv *Mover) Handoffs(now time.Duration, self string, plan, count map[Unit]s
 			delete(mv.given, u)
 		}
 	}
-	for u := range mv.anchor {
-		if _, ok := held[u]; !ok {
-			delete(mv.anchor, u)
-		}
-	}
 	hold := or(mv.HoldTime, DefaultHoldTime)
 	minHold := or(mv.MinHold, DefaultMinHold)
 	var out, ready []Unit
 	for u, taken := range held {
 		owner, ok := plan[u]
-		anchor, seen := mv.anchor[u]
-		switch {
-		case ok && owner == self:
-			anchor = count[u]
-		case !seen:
-			anchor = mv.taking[u] // "" if it was not planned here: not taken for load
-		}
-		mv.anchor[u] = anchor
 		switch {
 		case ok && owner == self:
 			delete(mv.since, u)
-		case !ok || count[u] != self && count[u] != anchor:
+		case !ok || count[u] != self:
 			delete(mv.since, u)
 			out = append(out, u)
 		case mv.given[u]:
@@ -146,12 +124,6 @@ func (mv *Mover) Handoffs(now time.Duration, self string, plan, count map[Unit]s
 	}
 	out = append(out, ready...)
 	slices.SortFunc(out, CompareUnits)
-	clear(mv.taking)
-	for u, o := range plan {
-		if _, h := held[u]; o == self && !h {
-			mv.taking[u] = count[u]
-		}
-	}
 	return out
 }
 
