@@ -68,7 +68,7 @@ func TestSummarize(t *testing.T) {
 			loads[u] = 1234 * int64(i+1)
 		}
 	}
-	total, hot, _ := Summarize(loads, 0, nil)
+	total, hot, _ := Summarize(loads, 0, nil, 0)
 	// 1234 + 3702 + 6170 + 500 = 11,606: mean 1,450; hot above 2,901.
 	if total != 12_000 {
 		t.Errorf("total %d, want 12,000", total)
@@ -78,16 +78,16 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("hot %q, want %q", hot, want)
 	}
 	// A lower fleet mean makes more hot, at most MaxHot.
-	_, hot, _ = Summarize(loads, 40, nil)
+	_, hot, _ = Summarize(loads, 40, nil, 0)
 	if n := len(DecodeHot(hot)); n != MaxHot {
 		t.Errorf("with a fleet mean of 40: %d hot (%q), want %d", n, hot, MaxHot)
 	}
-	if total, hot, _ := Summarize(map[plan.Unit]int64{us[0]: 0}, 0, nil); total != 0 || hot != "" {
+	if total, hot, _ := Summarize(map[plan.Unit]int64{us[0]: 0}, 0, nil, 0); total != 0 || hot != "" {
 		t.Errorf("idle: %d %q", total, hot)
 	}
 	// Jitter within the quantum changes nothing.
 	loads[us[4]] = 6180
-	if _, h, _ := Summarize(loads, 0, nil); h != want {
+	if _, h, _ := Summarize(loads, 0, nil, 0); h != want {
 		t.Errorf("after a jitter of 10 in 6,170: %q, want %q", h, want)
 	}
 }
@@ -321,6 +321,94 @@ func TestHandover(t *testing.T) {
 		time.Sleep(time.Second)
 		if _, _, load, hot := b.Publish(rest); load >= 600 || hot != "" {
 			t.Fatalf("%v after: %d %q, want the cold units' decayed load and no hot", Handover, load, hot)
+		}
+	})
+}
+
+// TestHandoverLent: a cold unit handed over for load stays in its
+// releaser's total, not named, until its new holder's entry shows another
+// lease count (its take published), or for Handover; a take of it planned
+// back here waits while the new holder keeps it, and a free row is read.
+func TestHandoverLent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		us := units(4)
+		meters := map[plan.Unit]*Meter{}
+		for _, u := range us {
+			meters[u] = NewMeter(leases.Throughput{BytesPerSecond: 100}, time.Now())
+		}
+		b := New(Config{Self: "a", Mode: Mode{Balance: plan.Balance{ByLoad: true}}, Mover: plan.Mover{HoldTime: -1, MinHold: -1, MaxMovesPerMinute: -1}})
+		n := leases.Member{Owner: "n", Incarnation: "i1", Capacity: 1000, Held: 1}
+		fleet := func(n leases.Member) {
+			b.hand.setFleet([]leases.Member{{Owner: "a", Capacity: 1000, Held: 4}, n})
+			b.live = map[string]leases.Member{"n": n}
+		}
+		b.count = map[plan.Unit]string{}
+		for _, u := range us {
+			b.count[u] = "a"
+		}
+		held := map[plan.Unit]plan.Held{us[0]: {}, us[1]: {}, us[2]: {}, us[3]: {}}
+		a := maps.Clone(b.count)
+		a[us[0]] = "n" // a load move
+		free := func(plan.Unit) leases.Lease { return leases.Lease{} }
+		b.Hold(0, a, held, free)
+		fleet(n)
+		if got := b.Hold(int64(time.Second), a, held, free); got[us[0]] != "n" {
+			t.Fatalf("not handed over: %v", got)
+		}
+		if _, _, load, _ := b.Publish(meters); load != 400 {
+			t.Fatalf("draining: %d, want 400", load)
+		}
+		rest := maps.Clone(meters)
+		delete(rest, us[0])
+		// What a holds itself now (the meters decay without batches): the
+		// load lent is what is published beyond it.
+		lent := func() int64 {
+			_, _, load, _ := b.Publish(rest)
+			_, _, own, _ := New(Config{Self: "c"}).Publish(rest)
+			return load - own
+		}
+		time.Sleep(2 * time.Second)
+		if l := lent(); l < 90 || l > 110 {
+			t.Fatalf("let go of: %d lent, want 100", l)
+		}
+		if _, _, _, hot := b.Publish(rest); hot != "" {
+			t.Fatalf("let go of: hot %q, want none", hot)
+		}
+		// The plan gives it back here: a free row is read, one the new
+		// holder holds is left until its lease count changes (or Recheck).
+		back := maps.Clone(b.count)
+		delete(held, us[0])
+		if got := b.Hold(int64(3*time.Second), back, held, free); got[us[0]] != "a" {
+			t.Fatalf("a free row planned here not read: %v", got)
+		}
+		row := func(plan.Unit) leases.Lease { return leases.Lease{Owner: "n", Incarnation: "i1"} }
+		b.Hold(int64(4*time.Second), back, held, row)
+		if got := b.Hold(int64(5*time.Second), back, held, row); got[us[0]] != "n" {
+			t.Fatalf("the new holder keeps it: read again at once: %v", got)
+		}
+		time.Sleep(10 * time.Second)
+		if l := lent(); l < 90 {
+			t.Fatalf("new holder's entry unchanged: %d lent, want 100", l)
+		}
+		// The new holder publishes its take: counted once, by it.
+		n.Held = 2
+		fleet(n)
+		if l := lent(); l != 0 {
+			t.Fatalf("take published: %d lent, want 0", l)
+		}
+		// Handed over again: counted until Handover at most.
+		held[us[0]] = plan.Held{}
+		b.Hold(int64(time.Minute), maps.Clone(b.count), held, free)
+		b.Hold(int64(time.Minute+time.Second), a, held, free)
+		b.Publish(meters)
+		b.Publish(rest)
+		time.Sleep(Handover - time.Second)
+		if l := lent(); l < 50 {
+			t.Fatalf("%v after: %d lent, want its load", Handover-time.Second, l)
+		}
+		time.Sleep(time.Second)
+		if l := lent(); l != 0 {
+			t.Fatalf("%v after: %d lent, want 0", Handover, l)
 		}
 	})
 }

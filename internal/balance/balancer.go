@@ -31,7 +31,8 @@ type Balancer struct {
 	// planned over (Inputs), for Publish on the heartbeat's goroutine.
 	fleetMean atomic.Int64
 	fleet     atomic.Pointer[[]leases.Member] // the entries of the last Plan, for Fleet on any goroutine
-	hand      handover                        // the hot units let go of (Publish)
+	hand      handover                        // the hot units let go of, and those handed over for load (Publish)
+	lent      map[plan.Unit]string            // the units handed over for load, to whom (Hold)
 }
 
 // Config is what a Balancer is made of.
@@ -69,6 +70,7 @@ func New(cfg Config) *Balancer {
 func (b *Balancer) Plan(entries []leases.Member, units []plan.Unit) map[plan.Unit]string {
 	p := &b.planner
 	b.fleet.Store(&entries)
+	b.hand.setFleet(entries)
 	b.live = make(map[string]leases.Member, len(entries))
 	for _, e := range entries {
 		b.live[e.Owner] = e
@@ -219,8 +221,9 @@ func Owners(entries []leases.Member) []string {
 
 // Publish returns what this member publishes in its entry: its capacity
 // and cap, and the total and hot loads of the units it holds, measured by
-// meters now, with the hot units it let go of lately (Summarize,
-// Handover). It may be called from any goroutine.
+// meters now, with the hot units it let go of lately and the load of
+// those it handed over for load (Summarize, Handover). It may be called
+// from any goroutine.
 func (b *Balancer) Publish(meters map[plan.Unit]*Meter) (capacity, maxLeases, load int64, hot string) {
 	loads := make(map[plan.Unit]int64, len(meters))
 	now := time.Now()
@@ -229,7 +232,8 @@ func (b *Balancer) Publish(meters map[plan.Unit]*Meter) (capacity, maxLeases, lo
 	}
 	b.hand.mu.Lock()
 	defer b.hand.mu.Unlock()
-	load, hot, b.hand.named = Summarize(loads, b.fleetMean.Load(), b.hand.goneAt(now, loads))
+	gone, lent := b.hand.goneAt(now, loads)
+	load, hot, b.hand.named = Summarize(loads, b.fleetMean.Load(), gone, lent)
 	return b.capacity, int64(b.maxLeases), load, hot
 }
 

@@ -1,13 +1,14 @@
 package balance
 
-// What a member goes on publishing of the hot units it let go of
-// (Handover).
+// What a member goes on publishing of the units it let go of (Handover):
+// the hot ones, and those it handed over for load.
 
 import (
 	"sync"
 	"time"
 
 	"github.com/kinesislease/kinesislease/internal/plan"
+	"github.com/kinesislease/kinesislease/leases"
 )
 
 // Handover is how long a member goes on naming, in its entry, a hot unit
@@ -21,6 +22,15 @@ import (
 // naming it a little too long changes nothing. Longer than any handoff
 // takes; short enough that a shard that nobody takes (its new holder
 // failed) is soon planned on the loads that are published of it.
+//
+// A unit handed over for load, hot or cold, is counted in the total of
+// the member that let go of it likewise (not named, unless hot), until
+// its new holder's entry shows another lease count or incarnation than
+// when it was let go of (it published its take), or for Handover: a cold
+// unit's load is in nobody's entry otherwise for those seconds, the
+// fleet's total and fair shares dip, and the plan can give the unit
+// straight back (seed 93600757 of the random simulation handed two cold
+// shards over and took them back 2 s later, every minimum hold).
 const Handover = 30 * time.Second
 
 // handover is a Balancer's memory of the hot units it named (Publish):
@@ -32,6 +42,21 @@ type handover struct {
 	named  map[plan.Unit]int64 // named at the last Publish, with their loads
 	gone   map[plan.Unit]gone  // let go of since they were named
 	others map[string]bool     // UnitIDs named by the other members
+	lent   map[plan.Unit]lent  // handed over for load (Hold), held still or let go of since
+	loads  map[plan.Unit]int64 // the loads of the units held at the last Publish
+	// fleet is the entries of the last Plan by owner, while units lent
+	// are watched (Plan, on the round's goroutine).
+	fleet map[string]leases.Member
+}
+
+// lent is a unit handed over for load: to whom, its load when last held,
+// and once let go of, when, with its new holder's entry then.
+type lent struct {
+	to   string
+	load int64
+	at   time.Time // zero while held
+	inc  string    // the new holder's incarnation, at
+	held int64     // and its lease count
 }
 
 type gone struct {
@@ -41,8 +66,10 @@ type gone struct {
 
 // goneAt returns the hot units let go of to name with the units held now
 // (loads), as of now: those named before and not held any more, until
-// Handover after they were let go of, or another member names them.
-func (h *handover) goneAt(now time.Time, loads map[plan.Unit]int64) map[plan.Unit]int64 {
+// Handover after they were let go of, or another member names them; and
+// the load of the other units handed over for load to count in the total
+// (lentAt).
+func (h *handover) goneAt(now time.Time, loads map[plan.Unit]int64) (map[plan.Unit]int64, int64) {
 	for u, l := range h.named {
 		if _, held := loads[u]; !held {
 			if _, ok := h.gone[u]; !ok {
@@ -64,7 +91,75 @@ func (h *handover) goneAt(now time.Time, loads map[plan.Unit]int64) map[plan.Uni
 		}
 		out[u] = g.load
 	}
-	return out
+	lent := h.lentAt(now, loads)
+	h.loads = loads
+	return out, lent
+}
+
+// lentAt returns the load of the units handed over for load and let go
+// of, not named (gone), whose new holder's entry has not changed its
+// lease count or incarnation since they were let go of, for Handover at
+// most; it forgets the others, and those held again.
+func (h *handover) lentAt(now time.Time, loads map[plan.Unit]int64) int64 {
+	var sum int64
+	for u, l := range h.lent {
+		if load, held := loads[u]; held {
+			if !l.at.IsZero() {
+				delete(h.lent, u) // taken back
+				continue
+			}
+			l.load = load
+			h.lent[u] = l
+			continue
+		}
+		if _, g := h.gone[u]; g || h.named[u] > 0 {
+			delete(h.lent, u) // named: counted as such until its new holder names it
+			continue
+		}
+		if l.at.IsZero() {
+			e := h.fleet[l.to]
+			l.at, l.inc, l.held = now, e.Incarnation, e.Held
+			if load, ok := h.loads[u]; ok {
+				l.load = load // let go of since the last Publish
+			}
+			h.lent[u] = l
+		}
+		e, live := h.fleet[l.to]
+		if now.Sub(l.at) >= Handover || !live || e.Incarnation != l.inc || e.Held != l.held {
+			delete(h.lent, u)
+			continue
+		}
+		sum += max(l.load, 0)
+	}
+	return sum
+}
+
+// lend notes u handed over for load to the member to (Hold).
+func (h *handover) lend(u plan.Unit, to string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.lent[u]; ok {
+		return
+	}
+	if h.lent == nil {
+		h.lent = map[plan.Unit]lent{}
+	}
+	h.lent[u] = lent{to: to}
+}
+
+// setFleet notes the entries of the live members (Plan), while units lent
+// are watched.
+func (h *handover) setFleet(entries []leases.Member) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.lent) == 0 {
+		h.fleet = nil
+		return
+	}
+	h.fleet = make(map[string]leases.Member, len(entries))
+	for _, e := range entries {
+		h.fleet[e.Owner] = e
+	}
 }
 
 // setOthers notes the hot units the other members name (their UnitIDs),

@@ -34,18 +34,22 @@ type waiting struct {
 //
 //   - the held units that a gives to another member for load only (the
 //     count plan gives them to this member) and that the Mover does not
-//     hand over yet stay this member's (held: the units it holds; the
-//     Mover counts their minimum hold from the round first seen here);
-//   - the units a gives to this member for load only, whose row (row: as
-//     last read) shows a live member holding them that the count plan
-//     gives them to, are that member's until it lets go of them: their
-//     holder's Mover holds them back, and reading the row every round
-//     would only find it held. The row is read again when the holder's
-//     published lease count changes, or Recheck after the last read.
+//     hand over yet stay this member's (held: the units it
+//     holds; the Mover counts their minimum hold from the round first seen
+//     here). Those it hands over for load are lent: their load stays in
+//     what this member publishes until their new holder publishes its
+//     take (Handover);
+//   - the units a gives to this member for load, whose row (row: as last
+//     read) shows a live member holding them that the count plan gives
+//     them to, or that this member handed them over to for load, are that
+//     member's until it lets go of them: their holder's Mover holds them
+//     back, and reading the row every round would only find it held. The
+//     row is read again when the holder's published lease count changes,
+//     or Recheck after the last read. A free row planned here is taken.
 //
-// A unit a gives to nobody, or that the count plan gives to another member
-// (members joined or left, capacities or caps changed), is not held back,
-// nor is a take of it.
+// A unit a gives to nobody, or that the count plan gives to another
+// member (members joined or left, capacities or caps changed), is not
+// held back, nor is a take of it.
 func (b *Balancer) Hold(now int64, a map[plan.Unit]string, held map[plan.Unit]plan.Held, row func(plan.Unit) leases.Lease) map[plan.Unit]string {
 	t := time.Duration(now)
 	if b.taken == nil {
@@ -75,8 +79,11 @@ func (b *Balancer) Hold(now int64, a map[plan.Unit]string, held map[plan.Unit]pl
 		c[u] = o
 	}
 	for u := range held {
-		if o, ok := a[u]; ok && o != b.self && b.count[u] == b.self && !handed[u] {
+		if o, ok := a[u]; ok && o != b.self && !handed[u] {
 			set(u, b.self)
+		}
+		if o, ok := a[u]; ok && o != b.self && handed[u] && b.mover.ForLoad(u) {
+			b.lend(u, o)
 		}
 	}
 	for u, o := range a {
@@ -91,19 +98,40 @@ func (b *Balancer) Hold(now int64, a map[plan.Unit]string, held map[plan.Unit]pl
 			delete(b.waits, u)
 		}
 	}
+	for u := range b.lent {
+		if _, h := held[u]; h && !handed[u] || a[u] == "" {
+			delete(b.lent, u) // taken back, or gone from the plan
+		}
+	}
 	if c == nil {
 		return a
 	}
 	return c
 }
 
+// lend notes u, held, handed over for load to the member to: its load
+// stays in what this member publishes until to publishes its take
+// (Handover), and a take of it planned here waits while to holds it
+// (wait).
+func (b *Balancer) lend(u plan.Unit, to string) {
+	if b.lent == nil {
+		b.lent = map[plan.Unit]string{}
+	}
+	b.lent[u] = to
+	b.hand.lend(u, to)
+}
+
 // wait reports whether the take of u, planned here, is left this round:
 // its row as last read (l) shows a live member holding it that the count
-// plan gives it to, read since that member's lease count last changed and
+// plan gives it to, or that this member handed it over to for load, read
+// since that member's lease count last changed and
 // less than Recheck ago. Otherwise the row is read this round, and noted.
 func (b *Balancer) wait(now time.Duration, u plan.Unit, l leases.Lease) bool {
+	if to, ok := b.lent[u]; ok && (l.Owner == b.self || l.Held() && l.Owner != to) {
+		delete(b.lent, u) // taken back, or by another
+	}
 	e, live := b.live[l.Owner]
-	if !l.Held() || l.Owner == b.self || !live || e.Incarnation != l.Incarnation || b.count[u] != l.Owner {
+	if !l.Held() || l.Owner == b.self || !live || e.Incarnation != l.Incarnation || b.count[u] != l.Owner && b.lent[u] != l.Owner {
 		delete(b.waits, u)
 		return false
 	}

@@ -57,10 +57,11 @@ type Hot struct {
 // above HotFactor times the mean load per unit of what it holds, or of the
 // fleet (fleetMean, when it is known and lower). The units of gone (hot
 // units it let go of lately, with their loads: see Handover) are named and
-// counted in the total too, whatever their load. It returns the units it
-// names with their loads (named). A member holding nothing busy publishes
-// 0 and "".
-func Summarize(loads map[plan.Unit]int64, fleetMean int64, gone map[plan.Unit]int64) (total int64, hot string, named map[plan.Unit]int64) {
+// counted in the total too, whatever their load, and lent (the load of
+// units it handed over for load lately, not named) is counted in the
+// total. It returns the units it names with their loads (named). A member
+// holding nothing busy publishes 0 and "".
+func Summarize(loads map[plan.Unit]int64, fleetMean int64, gone map[plan.Unit]int64, lent int64) (total int64, hot string, named map[plan.Unit]int64) {
 	var sum int64
 	for _, l := range loads {
 		sum += max(l, 0)
@@ -82,6 +83,7 @@ func Summarize(loads map[plan.Unit]int64, fleetMean int64, gone map[plan.Unit]in
 			hs = append(hs, unitHot{u, Hot{ID: UnitID(u), Load: Quantize(l)}})
 		}
 	}
+	sum += max(lent, 0)
 	for u, l := range gone {
 		sum += max(l, 0)
 		if Quantize(l) > 0 {

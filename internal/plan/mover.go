@@ -127,6 +127,10 @@ func (mv *Mover) Handoffs(now time.Duration, self string, plan, count map[Unit]s
 	return out
 }
 
+// ForLoad reports whether u, held, is one the Mover handed over for load
+// (returned by Handoffs after its delays, not at once).
+func (mv *Mover) ForLoad(u Unit) bool { return mv.given[u] }
+
 // or returns d, def for 0, and 0 for a negative d.
 func or(d, def time.Duration) time.Duration {
 	switch {

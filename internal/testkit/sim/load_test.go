@@ -425,7 +425,7 @@ func (w *mworld) seenPlan(ms []plan.Member, units []plan.Unit, loads map[plan.Un
 				mine[u] = loads[u]
 			}
 		}
-		load, hot, _ := balance.Summarize(mine, total/int64(len(units)), nil)
+		load, hot, _ := balance.Summarize(mine, total/int64(len(units)), nil, 0)
 		entries[i] = leases.Member{Owner: m.ID, Capacity: m.Capacity, MaxLeases: int64(m.MaxLeases), Held: int64(len(mine)), Load: load, Hot: hot}
 	}
 	b := balance.New(balance.Config{Self: ms[0].ID, Capacity: ms[0].Capacity, MaxLeases: ms[0].MaxLeases, Mode: balance.Mode{Balance: plan.Balance{ByLoad: true}}})
