@@ -54,8 +54,6 @@ import (
 
 	"github.com/kinesislease/kinesislease/internal/budget"
 	"github.com/kinesislease/kinesislease/internal/engine"
-	"github.com/kinesislease/kinesislease/internal/kinesiswire"
-	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases/memory"
 )
@@ -172,19 +170,4 @@ func (s *Service) LeaseStoreCalls() kltype.LeaseStoreCalls {
 		return kltype.LeaseStoreCalls{}
 	}
 	return g.LeaseStoreCalls()
-}
-
-// workerConfig returns the shard workers' configuration of sub.
-func (s *Service) workerConfig(sub *subscription) engine.WorkerConfig {
-	w := sub.worker
-	w.Budget = s.budget
-	w.DrainTimeout = s.cfg.shutdownTimeout
-	w.Encoding = kinesiswire.Encoding(s.cfg.encoding)
-	if sub.fanOut != nil {
-		w.FanOut = &read.FanOutConfig{Consumer: sub.fanOut}
-	}
-	if sub.deadLetterStream != "" {
-		w.Sink = streamSink(s.clientOf(sub), sub.deadLetterStream)
-	}
-	return w
 }

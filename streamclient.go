@@ -9,7 +9,9 @@ import (
 	"fmt"
 
 	"github.com/kinesislease/kinesislease/internal/engine"
+	"github.com/kinesislease/kinesislease/internal/kinesiswire"
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
+	"github.com/kinesislease/kinesislease/internal/read"
 	"github.com/kinesislease/kinesislease/internal/subopts"
 )
 
@@ -33,6 +35,9 @@ import (
 func WithKinesisClient(client Kinesis) SharedOption { return kinesisClientOption{client} }
 
 type kinesisClientOption struct{ client Kinesis }
+
+// A kinesisClientOption given to Subscribe is a way in for kinesisleasetest too.
+var _ subopts.Resolver = kinesisClientOption{}
 
 func (o kinesisClientOption) err() error {
 	if o.client == nil {
@@ -129,4 +134,19 @@ func (s *Service) subscriptionOf(stream string) *subscription {
 func duplicateError(stream string, prev *subscription) error {
 	return fmt.Errorf("%w: %q (subscribed as %q): both key their lease rows %q; if they are different streams (in another account or region), give one of them WithLeaseNamespace",
 		ErrDuplicateSubscription, stream, prev.stream, prev.leaseKey())
+}
+
+// workerConfig returns the shard workers' configuration of sub.
+func (s *Service) workerConfig(sub *subscription) engine.WorkerConfig {
+	w := sub.worker
+	w.Budget = s.budget
+	w.DrainTimeout = s.cfg.shutdownTimeout
+	w.Encoding = kinesiswire.Encoding(s.cfg.encoding)
+	if sub.fanOut != nil {
+		w.FanOut = &read.FanOutConfig{Consumer: sub.fanOut}
+	}
+	if sub.deadLetterStream != "" {
+		w.Sink = streamSink(s.clientOf(sub), sub.deadLetterStream)
+	}
+	return w
 }

@@ -97,7 +97,6 @@ func (subOption) ResolveSubscribeOptions(opts []any, producer any) subopts.Setti
 var (
 	_ subopts.Resolver = subOption(nil)
 	_ subopts.Resolver = maxAgeOption(0)
-	_ subopts.Resolver = kinesisClientOption{}
 )
 
 // ResolveSubscribeOptions implements subopts.Resolver (see subOption's).
