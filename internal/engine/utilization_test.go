@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -56,7 +57,9 @@ func testBalanceByUtilization(t *testing.T, published bool) {
 	ids := owners(members)
 	var mu sync.Mutex
 	rate, cost := map[string]int{}, map[string]int{}
-	var f *loadFleet
+	// The fleet, once started: the members' first heartbeats (their joins)
+	// run before startLoadFleet returns, and publish no measure then.
+	var started atomic.Pointer[loadFleet]
 	for i := range members {
 		if !published {
 			continue
@@ -66,6 +69,10 @@ func testBalanceByUtilization(t *testing.T, published bool) {
 		// fraction of what 14 shards of cost 1 are (the mean member's,
 		// once the costs change, is 0.5).
 		members[i].Balance.Utilization = func() float64 {
+			f := started.Load()
+			if f == nil {
+				return -1 // no measure yet
+			}
 			mu.Lock()
 			r, c := maps.Clone(rate), maps.Clone(cost)
 			mu.Unlock()
@@ -73,7 +80,8 @@ func testBalanceByUtilization(t *testing.T, published bool) {
 			return float64(w[owner]) / float64(14*20)
 		}
 	}
-	f = startLoadFleet(t, 32, members)
+	f := startLoadFleet(t, 32, members)
+	started.Store(f)
 	mu.Lock()
 	for _, id := range f.ids {
 		rate[id], cost[id] = 20, 1
