@@ -1,6 +1,7 @@
 package kinesislease
 
 import (
+	"github.com/kinesislease/kinesislease/internal/balance"
 	"github.com/kinesislease/kinesislease/internal/plan"
 	"github.com/kinesislease/kinesislease/kltype"
 	"github.com/kinesislease/kinesislease/leases"
@@ -34,7 +35,7 @@ func (s *Service) Health() kltype.Health {
 // configuration and the entries of the live members it plans its streams
 // over (its own among them; none before Run).
 func balanceHealth(c config, fleet []leases.Member) kltype.BalanceHealth {
-	b := kltype.BalanceHealth{Mode: kltype.BalanceByCount, Capacity: float64(capacityOrDefault(c.capacity)) / 1000, MaxLeases: c.maxLeases}
+	b := kltype.BalanceHealth{Mode: kltype.BalanceByCount, Capacity: float64(balance.Weight(c.capacity)) / 1000, MaxLeases: c.maxLeases}
 	if c.balance.ByLoad {
 		b.Mode = kltype.BalanceByThroughput
 		tol := c.balance.Tolerance
@@ -50,35 +51,21 @@ func balanceHealth(c config, fleet []leases.Member) kltype.BalanceHealth {
 		b.FleetLoad += max(e.Load, 0)
 		if e.Owner == c.owner {
 			b.Load, seen = max(e.Load, 0), true
-			capacities += capacityOrDefault(c.capacity) // its own, even before its entry shows it
+			capacities += balance.Weight(c.capacity) // its own, even before its entry shows it
 			continue
 		}
 		if e.Capacity <= 0 {
 			b.Legacy = true
 		}
-		capacities += capacityOrDefault(e.Capacity)
+		capacities += balance.Weight(e.Capacity)
 	}
 	if len(fleet) > 0 && !seen { // the plan counts this instance in, as the others will
 		b.Members++
-		capacities += capacityOrDefault(c.capacity)
+		capacities += balance.Weight(c.capacity)
 	}
-	switch {
-	case b.Legacy:
-		b.FairShare = 1 / float64(b.Members)
-	case capacities > 0:
-		b.FairShare = float64(capacityOrDefault(c.capacity)) / float64(capacities)
-	}
+	b.FairShare = balance.FairShare(c.capacity, capacities, b.Members, b.Legacy)
 	if b.FleetLoad > 0 {
 		b.Share = float64(b.Load) / float64(b.FleetLoad)
 	}
 	return b
-}
-
-// capacityOrDefault is a capacity in thousandths as the plan counts it: 1000 when
-// unset.
-func capacityOrDefault(capacity int64) int64 {
-	if capacity <= 0 {
-		return 1000
-	}
-	return capacity
 }

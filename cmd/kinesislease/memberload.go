@@ -38,13 +38,10 @@ func shareLoads(rows []memberStatus) {
 			}
 			n++
 			load += max(o.Load, 0)
-			capacities += weight(o.Capacity)
+			capacities += balance.Weight(thousandths(o.Capacity))
 			legacy = legacy || o.Capacity == nil
 		}
-		fair := float64(weight(m.Capacity)) / float64(capacities)
-		if legacy {
-			fair = 1 / float64(n)
-		}
+		fair := balance.FairShare(thousandths(m.Capacity), capacities, int(n), legacy)
 		m.FairShare = &fair
 		if load > 0 {
 			share := float64(max(m.Load, 0)) / float64(load)
@@ -53,11 +50,11 @@ func shareLoads(rows []memberStatus) {
 	}
 }
 
-// weight is a capacity in thousandths as the plan counts it: 1000 when
-// none is published.
-func weight(c *float64) int64 {
+// thousandths is a capacity as published, in thousandths; 0 when none is
+// (balance.Weight counts it as 1).
+func thousandths(c *float64) int64 {
 	if c == nil {
-		return 1000
+		return 0
 	}
 	return int64(*c*1000 + 0.5)
 }

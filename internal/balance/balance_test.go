@@ -412,3 +412,27 @@ func TestHandoverLent(t *testing.T) {
 		}
 	})
 }
+
+// TestFairShare: a member's fair share is its capacity's share, an unset
+// capacity counting as 1, or 1/n in a legacy fleet.
+func TestFairShare(t *testing.T) {
+	for _, c := range []struct {
+		capacity, capacities int64
+		n                    int
+		legacy               bool
+		want                 float64
+	}{
+		{1000, 4000, 3, false, 0.25},
+		{0, 4000, 3, false, 0.25}, // unset: 1
+		{3000, 4000, 2, false, 0.75},
+		{3000, 4000, 2, true, 0.5}, // legacy: alike
+		{1000, 0, 0, false, 0},     // no fleet
+	} {
+		if got := FairShare(c.capacity, c.capacities, c.n, c.legacy); got != c.want {
+			t.Errorf("FairShare(%d, %d, %d, %v) = %v, want %v", c.capacity, c.capacities, c.n, c.legacy, got, c.want)
+		}
+	}
+	if Weight(0) != 1000 || Weight(-5) != 1000 || Weight(2500) != 2500 {
+		t.Errorf("Weight: 0 -> %d, -5 -> %d, 2500 -> %d; want 1000, 1000, 2500", Weight(0), Weight(-5), Weight(2500))
+	}
+}

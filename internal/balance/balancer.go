@@ -48,9 +48,7 @@ type Config struct {
 
 // New returns a Balancer.
 func New(cfg Config) *Balancer {
-	if cfg.Capacity <= 0 {
-		cfg.Capacity = 1000
-	}
+	cfg.Capacity = Weight(cfg.Capacity)
 	b := &Balancer{self: cfg.Self, capacity: cfg.Capacity, maxLeases: max(cfg.MaxLeases, 0), mode: cfg.Mode, mover: cfg.Mover, ids: map[plan.Unit]string{}}
 	if cfg.Mode.ByLoad && cfg.Mode.Utilization != nil {
 		b.util = &utilization{f: cfg.Mode.Utilization}
