@@ -61,18 +61,23 @@ const (
 	probeStep = 0xd6e8feb86659fd93
 )
 
+// keptUnits appends the hash and the stream index of every unit placed
+// (kept), in processing order, to hu and su: the greedies' inputs.
+func (p *Planner) keptUnits(hu []uint64, su []int32) ([]uint64, []int32) {
+	for _, r := range p.byHash {
+		if r.kept {
+			hu, su = append(hu, r.hash), append(su, r.st.idx)
+		}
+	}
+	return hu, su
+}
+
 // run computes the owner of every unit of p.byHash that is kept, in that
 // order, as an index into p.members.
 func (g *greedy) run(p *Planner) []int32 {
 	n := len(p.members)
 	g.n, g.r = int32(n), &p.ring
-	g.hu, g.su = g.hu[:0], g.su[:0]
-	for _, r := range p.byHash {
-		if r.kept {
-			g.hu = append(g.hu, r.hash)
-			g.su = append(g.su, r.st.idx)
-		}
-	}
+	g.hu, g.su = p.keptUnits(g.hu[:0], g.su[:0])
 	units := len(g.hu)
 	S := len(p.streams)
 	g.floor, g.tok = resize(g.floor, S), resize(g.tok, S)

@@ -36,13 +36,7 @@ type wgreedy struct {
 func (g *wgreedy) run(p *Planner, q []int) []int32 {
 	n := int32(len(p.members))
 	r := &p.ring
-	g.hu, g.su = g.hu[:0], g.su[:0]
-	for _, rec := range p.byHash {
-		if rec.kept {
-			g.hu = append(g.hu, rec.hash)
-			g.su = append(g.su, rec.st.idx)
-		}
-	}
+	g.hu, g.su = p.keptUnits(g.hu[:0], g.su[:0])
 	units := len(g.hu)
 	S := len(p.streams)
 	g.size = resize(g.size, S)
