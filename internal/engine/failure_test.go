@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -106,6 +107,13 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool, done <-chan 
 // no shard, and once access is back the stream's shards are read.
 func TestStreamFailureIsolated(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, streamFailureIsolated)
+}
+
+// streamFailureIsolated is TestStreamFailureIsolated's body, in virtual
+// time: the waits for the retries and for the new stream's rows are the
+// engine's own timers, not the machine's load.
+func streamFailureIsolated(t *testing.T) {
 	k := sim.NewKinesis()
 	stream := newSimStream(t, k, "denied", 1)
 	id := stream.ShardIDs()[0]
