@@ -33,7 +33,8 @@ func (s *Service) Health() kltype.Health {
 
 // balanceHealth returns this instance's part of the fleet's load from its
 // configuration and the entries of the live members it plans its streams
-// over (its own among them; none before Run).
+// over (its own among them; none before Run): its fair share and cost as
+// the plan counts them (balance.FairShares).
 func balanceHealth(c config, fleet []leases.Member) kltype.BalanceHealth {
 	b := kltype.BalanceHealth{Mode: kltype.BalanceByCount, Capacity: float64(balance.Weight(c.capacity)) / 1000, MaxLeases: c.maxLeases}
 	if c.balance.ByLoad {
@@ -44,26 +45,28 @@ func balanceHealth(c config, fleet []leases.Member) kltype.BalanceHealth {
 		}
 		b.Tolerance = float64(max(tol, 0)) / 100
 	}
-	var capacities int64
-	seen := false
+	if len(fleet) == 0 {
+		return b
+	}
+	us := make([]balance.Usage, 0, len(fleet)+1)
+	self := -1
 	for _, e := range fleet {
-		b.Members++
+		u := balance.Usage{Capacity: e.Capacity, Load: e.Load, Utilization: e.Utilization}
 		b.FleetLoad += max(e.Load, 0)
 		if e.Owner == c.owner {
-			b.Load, seen = max(e.Load, 0), true
-			capacities += balance.Weight(c.capacity) // its own, even before its entry shows it
-			continue
+			u.Capacity = balance.Weight(c.capacity) // its own, even before its entry shows it
+			self = len(us)
+			b.Load, b.Utilization = max(e.Load, 0), float64(max(e.Utilization, 0))/1000
 		}
-		if e.Capacity <= 0 {
-			b.Legacy = true
-		}
-		capacities += balance.Weight(e.Capacity)
+		us = append(us, u)
 	}
-	if len(fleet) > 0 && !seen { // the plan counts this instance in, as the others will
-		b.Members++
-		capacities += balance.Weight(c.capacity)
+	if self < 0 { // the plan counts this instance in, as the others will
+		self = len(us)
+		us = append(us, balance.Usage{Capacity: balance.Weight(c.capacity)})
 	}
-	b.FairShare = balance.FairShare(c.capacity, capacities, b.Members, b.Legacy)
+	fair, costs, legacy := balance.FairShares(us, c.balance.ByLoad)
+	b.Members, b.Legacy = len(us), legacy
+	b.FairShare, b.Cost = fair[self], float64(costs[self])/1000
 	if b.FleetLoad > 0 {
 		b.Share = float64(b.Load) / float64(b.FleetLoad)
 	}

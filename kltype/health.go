@@ -70,10 +70,22 @@ type BalanceHealth struct {
 	// Members is how many live instances share the shards, this one
 	// included.
 	Members int
+	// Utilization is this instance's utilization of its capacity as its
+	// entry publishes it (kinesislease.WithUtilization; a fraction, 1 when
+	// fully used, to two significant digits), 0 when it publishes none.
+	// Cost is its cost factor in the plan: its cost per byte (utilization ×
+	// capacity over load) over that of the Members that publish a
+	// utilization and a load, at least 1 and at most 3, in steps of 0.05;
+	// 1 when it publishes no utilization or no load (or no other member
+	// publishes both), by count, and while Legacy.
+	Utilization float64
+	Cost        float64
 	// FairShare is the fraction of FleetLoad the plan aims to give this
-	// instance: its capacity over the sum of the Members' (an instance
-	// publishing no capacity counts as 1). The plan lowers it where caps
-	// bind (docs/balance.md). 1/Members when Legacy.
+	// instance: its capacity divided by its Cost, over the sum of the
+	// Members' (an instance publishing no capacity counts as 1), so that
+	// an instance of Cost 2 is given half the share its capacity alone
+	// would. The plan lowers it where caps bind (docs/balance.md).
+	// 1/Members when Legacy.
 	FairShare float64
 	// Share is the fraction of FleetLoad this instance carries: Load over
 	// FleetLoad; 0 while FleetLoad is 0. By throughput the plan moves

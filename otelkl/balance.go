@@ -14,13 +14,17 @@ import (
 
 // newBalanceGauges creates the balance gauges with m.
 func (h *Hooks) newBalanceGauges(m metric.Meter) error {
-	var errs [3]error
+	var errs [5]error
 	h.loadGauge, errs[0] = m.Int64ObservableGauge(MetricMemberLoad, metric.WithUnit("By/s"),
 		metric.WithDescription("This instance's load: the bytes per second read from the shards it holds (a decayed average over about a minute), as its membership entry publishes it."))
 	h.shareGauge, errs[1] = m.Float64ObservableGauge(MetricMemberShare, metric.WithUnit("1"),
 		metric.WithDescription("This instance's fraction of its fleet's load (0 while the fleet carries none)."))
 	h.fairGauge, errs[2] = m.Float64ObservableGauge(MetricMemberFairShare, metric.WithUnit("1"),
-		metric.WithDescription("The fraction of its fleet's load the plan aims to give this instance: its capacity over the fleet's."))
+		metric.WithDescription("The fraction of its fleet's load the plan aims to give this instance: its capacity divided by its cost, over the same of the fleet's members."))
+	h.utilGauge, errs[3] = m.Float64ObservableGauge(MetricMemberUtilization, metric.WithUnit("1"),
+		metric.WithDescription("This instance's utilization of its capacity as its membership entry publishes it (WithUtilization; 1 when fully used, 0 when none is published)."))
+	h.costGauge, errs[4] = m.Float64ObservableGauge(MetricMemberCost, metric.WithUnit("1"),
+		metric.WithDescription("This instance's cost factor in the plan by load: its cost per byte over its fleet's, from 1 to 3 (1 when no utilization is published); its fair share is divided by it."))
 	return errors.Join(errs[:]...)
 }
 
@@ -39,8 +43,8 @@ func (h *Hooks) memberAttrs(owner string) *attrs {
 	})
 }
 
-// observeBalance reports the load, share and fair share of every service
-// of healths that runs (it has seen its fleet).
+// observeBalance reports the load, share, fair share, utilization and cost
+// of every service of healths that runs (it has seen its fleet).
 func (h *Hooks) observeBalance(o metric.Observer, healths []kltype.Health) {
 	for _, health := range healths {
 		b := health.Balance
@@ -51,5 +55,7 @@ func (h *Hooks) observeBalance(o metric.Observer, healths []kltype.Health) {
 		o.ObserveInt64(h.loadGauge, b.Load, a.obs...)
 		o.ObserveFloat64(h.shareGauge, b.Share, a.obs...)
 		o.ObserveFloat64(h.fairGauge, b.FairShare, a.obs...)
+		o.ObserveFloat64(h.utilGauge, b.Utilization, a.obs...)
+		o.ObserveFloat64(h.costGauge, b.Cost, a.obs...)
 	}
 }

@@ -100,9 +100,13 @@
 // Balance, from HookHealth (kltype.BalanceHealth), per running service
 // (messaging.system, consumer group, kinesislease.owner; no stream):
 //
-//	kinesislease.member.load        gauge  By/s  its load, as its entry publishes it
-//	kinesislease.member.share       gauge  1     its fraction of its fleet's load
-//	kinesislease.member.fair_share  gauge  1     its capacity's fraction of the fleet's
+//	kinesislease.member.load         gauge  By/s  its load, as its entry publishes it
+//	kinesislease.member.share        gauge  1     its fraction of its fleet's load
+//	kinesislease.member.fair_share   gauge  1     its capacity over its cost, as a fraction
+//	                                              of the same over its fleet
+//	kinesislease.member.utilization  gauge  1     its utilization, as its entry publishes
+//	                                              it (WithUtilization; 0: none)
+//	kinesislease.member.cost         gauge  1     its cost factor in the plan by load (1 to 3)
 //
 // # Cost
 //
@@ -231,6 +235,8 @@ const (
 	MetricMemberLoad        = "kinesislease.member.load"
 	MetricMemberShare       = "kinesislease.member.share"
 	MetricMemberFairShare   = "kinesislease.member.fair_share"
+	MetricMemberUtilization = "kinesislease.member.utilization"
+	MetricMemberCost        = "kinesislease.member.cost"
 )
 
 // Outcome attribute values, by kltype.Outcome.
@@ -336,6 +342,7 @@ type Hooks struct {
 	ageGauge                   metric.Float64ObservableGauge
 	loadGauge                  metric.Int64ObservableGauge   // balance.go
 	shareGauge, fairGauge      metric.Float64ObservableGauge // balance.go
+	utilGauge, costGauge       metric.Float64ObservableGauge // balance.go
 	reg                        metric.Registration
 
 	shards   sync.Map // shardKey -> *shardAttrs
@@ -475,7 +482,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Hooks, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelkl: creating instruments: %w", err)
 	}
-	reg, err := m.RegisterCallback(h.observe, h.lagGauge, h.ageGauge, h.records, h.recordBytes, h.loadGauge, h.shareGauge, h.fairGauge)
+	reg, err := m.RegisterCallback(h.observe, h.lagGauge, h.ageGauge, h.records, h.recordBytes, h.loadGauge, h.shareGauge, h.fairGauge, h.utilGauge, h.costGauge)
 	if err != nil {
 		return nil, fmt.Errorf("otelkl: registering the callback: %w", err)
 	}

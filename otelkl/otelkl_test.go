@@ -375,6 +375,8 @@ var instruments = map[string]struct {
 	"kinesislease.member.load":            instrument("By/s", memberKeys),
 	"kinesislease.member.share":           instrument("1", memberKeys),
 	"kinesislease.member.fair_share":      instrument("1", memberKeys),
+	"kinesislease.member.utilization":     instrument("1", memberKeys),
+	"kinesislease.member.cost":            instrument("1", memberKeys),
 }
 
 // checkSchema: every instrument collected has its unit, a description, and
@@ -555,41 +557,5 @@ func TestOldestUnresolvedAge(t *testing.T) {
 	h2.OnHealthSource(func() kltype.Health { return health })
 	if got, want := collect2(t).gauge(t, "kinesislease.oldest_unresolved.age"), map[string]float64{"orders": 100}; !maps.Equal(got, want) {
 		t.Errorf("ages without shard ids %v, want %v", got, want)
-	}
-}
-
-// TestBalanceGauges: the balance gauges report, at each collection, the
-// Load, Share and FairShare of each running service's Health (HookHealth),
-// per owner, with the consumer group; a service not running (no members
-// seen) is left out.
-func TestBalanceGauges(t *testing.T) {
-	h, collect := newHooks(t, otelkl.WithConsumerGroup("billing"))
-	running := kltype.Health{Owner: "a", Balance: kltype.BalanceHealth{Mode: kltype.BalanceByThroughput, Capacity: 2, Load: 3000, FleetLoad: 4000,
-		Members: 3, FairShare: 0.5, Share: 0.75}}
-	h.OnHealthSource(func() kltype.Health { return running })
-	h.OnHealthSource(func() kltype.Health { return kltype.Health{Owner: "idle", Balance: kltype.BalanceHealth{Capacity: 1}} }) // not running
-	ms := collect(t)
-	checkSchema(t, ms, false, otelkl.AttrConsumerGroup)
-	owner, group := otelkl.AttrOwner.String("a"), otelkl.AttrConsumerGroup.String("billing")
-	load, ok := ms["kinesislease.member.load"].Data.(metricdata.Gauge[int64])
-	if !ok || len(load.DataPoints) != 1 || load.DataPoints[0].Value != 3000 || !load.DataPoints[0].Attributes.HasValue(otelkl.AttrOwner) {
-		t.Fatalf("kinesislease.member.load: %+v, want one point of 3000 for owner a", ms["kinesislease.member.load"].Data)
-	}
-	if v, _ := load.DataPoints[0].Attributes.Value(otelkl.AttrOwner); v.AsString() != "a" {
-		t.Errorf("kinesislease.member.load of owner %q, want a", v.AsString())
-	}
-	ms.wantGauge(t, "kinesislease.member.share", 0.75, owner, group)
-	ms.wantGauge(t, "kinesislease.member.fair_share", 0.5, owner, group)
-	for _, name := range []string{"kinesislease.member.share", "kinesislease.member.fair_share"} {
-		if _, n := ms.gaugeSum(t, name, otelkl.AttrOwner.String("idle")); n != 0 {
-			t.Errorf("%s reported for a service not running", name)
-		}
-	}
-
-	running.Balance.Load, running.Balance.Share = 1000, 0.25
-	ms = collect(t)
-	ms.wantGauge(t, "kinesislease.member.share", 0.25, owner)
-	if p := ms["kinesislease.member.load"].Data.(metricdata.Gauge[int64]).DataPoints; len(p) != 1 || p[0].Value != 1000 {
-		t.Errorf("kinesislease.member.load at the second collection: %+v, want 1000", p)
 	}
 }

@@ -36,8 +36,8 @@ AVAILABLE COMMANDS
        o members
           One line per instance of the fleet, from the table's membership
           rows: owner, incarnation, heartbeat, leaving, leases held, shards
-          ended, capacity, cap, load, its share of the fleet's load beside
-          its fair share, hot shards. Read only.
+          ended, capacity, cap, load, utilization and cost, its share of
+          the fleet's load beside its fair share, hot shards. Read only.
 
        o rewind
           Move checkpoints to replay or skip records: TRIM_HORIZON, LATEST,

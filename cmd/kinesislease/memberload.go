@@ -17,10 +17,11 @@ import (
 	"github.com/kinesislease/kinesislease/internal/plan"
 )
 
-// shareLoads sets each row's Share and FairShare over its fleet: the rows
-// not leaving nor gone whose streams digest is the same as its own (an
+// shareLoads sets each row's Share, Cost and FairShare over its fleet: the
+// rows not leaving nor gone whose streams digest is the same as its own (an
 // empty one, of a version before digests, matches any), as the members'
-// plans count them.
+// plans count them by load (balance.FairShares; by count no utilization is
+// published, and every cost is 1).
 func shareLoads(rows []memberStatus) {
 	planned := func(m memberStatus) bool {
 		return !m.Leaving && (m.HeartbeatChange == nil || *m.HeartbeatChange != beatGone)
@@ -30,19 +31,22 @@ func shareLoads(rows []memberStatus) {
 		if !planned(*m) {
 			continue
 		}
-		var n, load, capacities int64
-		legacy := false
-		for _, o := range rows {
+		var load int64
+		var us []balance.Usage
+		self := -1
+		for j, o := range rows {
 			if !planned(o) || m.streams != "" && o.streams != "" && o.streams != m.streams {
 				continue
 			}
-			n++
+			if j == i {
+				self = len(us)
+			}
 			load += max(o.Load, 0)
-			capacities += balance.Weight(thousandths(o.Capacity))
-			legacy = legacy || o.Capacity == nil
+			us = append(us, balance.Usage{Capacity: thousandths(o.Capacity), Load: o.Load, Utilization: thousandths(o.Utilization)})
 		}
-		fair := balance.FairShare(thousandths(m.Capacity), capacities, int(n), legacy)
-		m.FairShare = &fair
+		fair, costs, _ := balance.FairShares(us, true)
+		cost := float64(costs[self]) / 1000
+		m.FairShare, m.Cost = &fair[self], &cost
 		if load > 0 {
 			share := float64(max(m.Load, 0)) / float64(load)
 			m.Share = &share
@@ -50,8 +54,8 @@ func shareLoads(rows []memberStatus) {
 	}
 }
 
-// thousandths is a capacity as published, in thousandths; 0 when none is
-// (balance.Weight counts it as 1).
+// thousandths is a capacity or a utilization as published, in
+// thousandths; 0 when none is (balance.Weight counts a capacity of 0 as 1).
 func thousandths(c *float64) int64 {
 	if c == nil {
 		return 0
@@ -101,6 +105,14 @@ func showShare(f *float64) string {
 	}
 	s := strconv.FormatFloat(*f*100, 'f', 1, 64)
 	return strings.TrimSuffix(s, ".0") + "%"
+}
+
+// showFactor renders a factor as a decimal (1, 2.3, 1.15); "-" for none.
+func showFactor(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*f, 'f', -1, 64)
 }
 
 // showHot renders hot shards as shard=load, comma-separated: by shard id

@@ -51,12 +51,21 @@ type memberStatus struct {
 	// Load is its load as its last heartbeat published it: the bytes per
 	// second of the shards it holds, to two significant digits.
 	Load int64 `json:"load_bytes_per_s"`
-	// Share is its fraction of its fleet's load, FairShare its capacity's
-	// fraction of its fleet's capacities (1/n when an instance of the
-	// fleet publishes no capacity: the fleet then plans by count). Its
-	// fleet: the entries not leaving (nor gone) that read the same
-	// streams. Both null for an entry leaving or gone; Share null while
-	// the fleet carries no load.
+	// Utilization is its utilization of its capacity as its last
+	// heartbeat published it (WithUtilization; a fraction, 1 when fully
+	// used); null for an entry that publishes none.
+	Utilization *float64 `json:"utilization"`
+	// Cost is its cost factor in its fleet's plan by load: its cost per
+	// byte (utilization × capacity over load) over the fleet's, at least 1
+	// and at most 3, in steps of 0.05; 1 when it or its fleet publishes no
+	// utilization, or an instance of the fleet no capacity.
+	Cost *float64 `json:"cost"`
+	// Share is its fraction of its fleet's load, FairShare its capacity
+	// divided by its Cost as a fraction of the same over its fleet (1/n
+	// when an instance of the fleet publishes no capacity: the fleet then
+	// plans by count). Its fleet: the entries not leaving (nor gone) that
+	// read the same streams. Cost, Share and FairShare are null for an
+	// entry leaving or gone; Share null while the fleet carries no load.
 	Share     *float64 `json:"share"`
 	FairShare *float64 `json:"fair_share"`
 	// Hot are its hot shards (at most a few, well above the mean of what
@@ -181,6 +190,10 @@ func (s *session) readMembers(ctx context.Context) ([]memberStatus, error) {
 				c := float64(m.Capacity) / 1000
 				ms.Capacity = &c
 			}
+			if m.Utilization > 0 {
+				u := float64(m.Utilization) / 1000
+				ms.Utilization = &u
+			}
 			for _, h := range balance.DecodeHot(m.Hot) {
 				ms.Hot = append(ms.Hot, hotShard{ID: h.ID, Load: h.Load})
 			}
@@ -240,7 +253,7 @@ func membersHeader(compared bool) []string {
 	if compared {
 		h = slices.Insert(h, 4, "CHANGE")
 	}
-	return append(h, "CAPACITY", "MAX_LEASES", "LOAD_B/S", "SHARE", "FAIR_SHARE", "HOT")
+	return append(h, "CAPACITY", "MAX_LEASES", "LOAD_B/S", "UTILIZATION", "COST", "SHARE", "FAIR_SHARE", "HOT")
 }
 
 func writeMembers(w io.Writer, rows []memberStatus, compared, streamNames bool) error {
@@ -266,7 +279,7 @@ func writeMembers(w io.Writer, rows []memberStatus, compared, streamNames bool) 
 		if m.Load > 0 {
 			load = showRate(m.Load)
 		}
-		cols = append(cols, capacity, maxLeases, load, showShare(m.Share), showShare(m.FairShare), showHot(m.Hot, streamNames))
+		cols = append(cols, capacity, maxLeases, load, showShare(m.Utilization), showFactor(m.Cost), showShare(m.Share), showShare(m.FairShare), showHot(m.Hot, streamNames))
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
 	return tw.Flush()

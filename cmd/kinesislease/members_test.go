@@ -21,9 +21,10 @@ import (
 
 // membersTable is a lease table with membership rows written through the
 // store: row 0 holds a (capacity 1, load 3000 B/s of which 2500 on shard 1
-// of stream hotStream and 400 on an unknown shard) and b (capacity 3,
-// capped at 5, load 1000), row 3 c (leaving, of a version before
-// capacities); the header lists both rows.
+// of stream hotStream and 400 on an unknown shard, utilization 0.6) and b
+// (capacity 3, capped at 5, load 1000, utilization 0.1: a cost per byte of
+// 0.3 against a's 0.2 and the fleet's 0.225, a cost of 1.35), row 3 c
+// (leaving, of a version before capacities); the header lists both rows.
 func membersTable(t *testing.T, hotStream string) (table string, st *dynamo.Store, a, b, c leases.Member) {
 	t.Helper()
 	client := testutil.DynamoClient(t)
@@ -31,9 +32,9 @@ func membersTable(t *testing.T, hotStream string) (table string, st *dynamo.Stor
 	testutil.CreateLeaseTable(t, client, table)
 	st = dynamo.New(testutil.Config(t), table, dynamo.WithDynamoDBClient(client))
 	ctx := context.Background()
-	a = leases.Member{Owner: "svc-a", Incarnation: "0.aaaa", Heartbeat: 17, Held: 3, Young: true, Capacity: 1000, Load: 3000,
+	a = leases.Member{Owner: "svc-a", Incarnation: "0.aaaa", Heartbeat: 17, Held: 3, Young: true, Capacity: 1000, Load: 3000, Utilization: 600,
 		Hot: balance.EncodeHot([]balance.Hot{{ID: balance.UnitID(plan.Unit{Stream: hotStream, Shard: "shardId-000000000001"}), Load: 2500}, {ID: "zzzzzz", Load: 400}})}
-	b = leases.Member{Owner: "svc-b", Incarnation: "0.bbbb", Heartbeat: 4, Held: 1, Capacity: 3000, MaxLeases: 5, Load: 1000}
+	b = leases.Member{Owner: "svc-b", Incarnation: "0.bbbb", Heartbeat: 4, Held: 1, Capacity: 3000, MaxLeases: 5, Load: 1000, Utilization: 100}
 	c = leases.Member{Owner: "svc-c", Incarnation: "3.cccc", Heartbeat: 9, Leaving: true, Ended: 2, Load: 12_000}
 	for _, j := range []struct {
 		row int
@@ -50,7 +51,9 @@ func membersTable(t *testing.T, hotStream string) (table string, st *dynamo.Stor
 }
 
 // TestMembers checks members' text and JSON output on rows written through
-// the store, and that it calls only GetItem.
+// the store, and that it calls only GetItem: b's fair share is its capacity
+// divided by its cost, 3/1.35 (2222 thousandths, as the plan counts it),
+// over the fleet's, 1 + 3/1.35.
 func TestMembers(t *testing.T) {
 	t.Parallel()
 	table, _, a, _, _ := membersTable(t, "orders")
@@ -62,10 +65,10 @@ func TestMembers(t *testing.T) {
 	}
 	t.Logf("members:\n%s", res.stdout)
 	want := [][]string{
-		{"ROW", "OWNER", "INCARNATION", "HEARTBEAT", "LEAVING", "HELD", "ENDED", "CAPACITY", "MAX_LEASES", "LOAD_B/S", "SHARE", "FAIR_SHARE", "HOT"},
-		{"0", "svc-a", "0.aaaa", "17", "no", "3", "0", "1", "-", "3k", "75%", "25%", hotID + "=2.5k,zzzzzz=400"},
-		{"0", "svc-b", "0.bbbb", "4", "no", "1", "0", "3", "5", "1k", "25%", "75%", "-"},
-		{"3", "svc-c", "3.cccc", "9", "yes", "0", "2", "-", "-", "12k", "-", "-", "-"},
+		{"ROW", "OWNER", "INCARNATION", "HEARTBEAT", "LEAVING", "HELD", "ENDED", "CAPACITY", "MAX_LEASES", "LOAD_B/S", "UTILIZATION", "COST", "SHARE", "FAIR_SHARE", "HOT"},
+		{"0", "svc-a", "0.aaaa", "17", "no", "3", "0", "1", "-", "3k", "60%", "1", "75%", "31%", hotID + "=2.5k,zzzzzz=400"},
+		{"0", "svc-b", "0.bbbb", "4", "no", "1", "0", "3", "5", "1k", "10%", "1.35", "25%", "69%", "-"},
+		{"3", "svc-c", "3.cccc", "9", "yes", "0", "2", "-", "-", "12k", "-", "-", "-", "-", "-"},
 	}
 	checkTable(t, res.stdout, want)
 	for _, op := range f.Ops() {
@@ -90,7 +93,7 @@ func TestMembers(t *testing.T) {
 	}
 	wantA := map[string]any{"row": 0.0, "owner": "svc-a", "incarnation": "0.aaaa", "heartbeat": 17.0, "heartbeat_change": nil,
 		"leaving": false, "held": 3.0, "ended": 0.0, "young": true, "capacity": 1.0, "max_leases": 0.0, "load_bytes_per_s": 3000.0,
-		"share": 0.75, "fair_share": 0.25,
+		"utilization": 0.6, "cost": 1.0, "share": 0.75, "fair_share": 1000.0 / 3222,
 		"hot": []any{map[string]any{"id": hotID, "bytes_per_s": 2500.0}, map[string]any{"id": "zzzzzz", "bytes_per_s": 400.0}}}
 	if len(got[0]) != len(wantA) {
 		t.Errorf("fields %v, want those of %v", got[0], wantA)
@@ -100,17 +103,19 @@ func TestMembers(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got[0][k], v)
 		}
 	}
-	if got[1]["capacity"] != 3.0 || got[1]["max_leases"] != 5.0 || got[1]["share"] != 0.25 || got[1]["fair_share"] != 0.75 || !reflect.DeepEqual(got[1]["hot"], []any{}) {
+	if got[1]["capacity"] != 3.0 || got[1]["max_leases"] != 5.0 || got[1]["utilization"] != 0.1 || got[1]["cost"] != 1.35 ||
+		got[1]["share"] != 0.25 || got[1]["fair_share"] != 2222.0/3222 || !reflect.DeepEqual(got[1]["hot"], []any{}) {
 		t.Errorf("second object %v", got[1])
 	}
 	if got[2]["owner"] != "svc-c" || got[2]["leaving"] != true || got[2]["row"] != 3.0 || got[2]["capacity"] != nil ||
-		got[2]["share"] != nil || got[2]["fair_share"] != nil || got[2]["load_bytes_per_s"] != 12000.0 {
+		got[2]["utilization"] != nil || got[2]["cost"] != nil || got[2]["share"] != nil || got[2]["fair_share"] != nil || got[2]["load_bytes_per_s"] != 12000.0 {
 		t.Errorf("third object %v", got[2])
 	}
 }
 
 // TestMembersInterval: two reads, between which a heartbeats, b is removed
-// and d joins; c stays as it was.
+// and d joins; c stays as it was. a, the only one left that publishes a
+// utilization, costs what the fleet does: 1.
 func TestMembersInterval(t *testing.T) {
 	t.Parallel()
 	table, st, a, b, _ := membersTable(t, "orders")
@@ -138,11 +143,11 @@ func TestMembersInterval(t *testing.T) {
 	}
 	t.Logf("members --interval 7s:\n%s", res.stdout)
 	checkTable(t, res.stdout, [][]string{
-		{"ROW", "OWNER", "INCARNATION", "HEARTBEAT", "CHANGE", "LEAVING", "HELD", "ENDED", "CAPACITY", "MAX_LEASES", "LOAD_B/S", "SHARE", "FAIR_SHARE", "HOT"},
-		{"0", "svc-a", "0.aaaa", "18", "advanced", "no", "3", "0", "1", "-", "3k", "75%", "50%", hotID + "=2.5k,zzzzzz=400"},
-		{"0", "svc-b", "0.bbbb", "4", "gone", "no", "1", "0", "3", "5", "1k", "-", "-", "-"},
-		{"0", "svc-d", "0.dddd", "1", "joined", "no", "0", "0", "1", "-", "1k", "25%", "50%", "-"},
-		{"3", "svc-c", "3.cccc", "9", "unchanged", "yes", "0", "2", "-", "-", "12k", "-", "-", "-"},
+		{"ROW", "OWNER", "INCARNATION", "HEARTBEAT", "CHANGE", "LEAVING", "HELD", "ENDED", "CAPACITY", "MAX_LEASES", "LOAD_B/S", "UTILIZATION", "COST", "SHARE", "FAIR_SHARE", "HOT"},
+		{"0", "svc-a", "0.aaaa", "18", "advanced", "no", "3", "0", "1", "-", "3k", "60%", "1", "75%", "50%", hotID + "=2.5k,zzzzzz=400"},
+		{"0", "svc-b", "0.bbbb", "4", "gone", "no", "1", "0", "3", "5", "1k", "10%", "-", "-", "-", "-"},
+		{"0", "svc-d", "0.dddd", "1", "joined", "no", "0", "0", "1", "-", "1k", "-", "1", "25%", "50%", "-"},
+		{"3", "svc-c", "3.cccc", "9", "unchanged", "yes", "0", "2", "-", "-", "12k", "-", "-", "-", "-", "-"},
 	})
 }
 
@@ -197,7 +202,7 @@ func TestMembersEmpty(t *testing.T) {
 	table := testutil.TableName(t)
 	testutil.CreateLeaseTable(t, client, table)
 	res := runCLI(tableArgs(t, "members", table)...)
-	if res.code != exitOK || strings.TrimSpace(res.stdout) != "ROW  OWNER  INCARNATION  HEARTBEAT  LEAVING  HELD  ENDED  CAPACITY  MAX_LEASES  LOAD_B/S  SHARE  FAIR_SHARE  HOT" ||
+	if res.code != exitOK || strings.TrimSpace(res.stdout) != "ROW  OWNER  INCARNATION  HEARTBEAT  LEAVING  HELD  ENDED  CAPACITY  MAX_LEASES  LOAD_B/S  UTILIZATION  COST  SHARE  FAIR_SHARE  HOT" ||
 		!strings.Contains(res.stderr, `table "`+table+`" has no members`) {
 		t.Errorf("members on an empty table: %v", res)
 	}

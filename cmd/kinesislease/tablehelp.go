@@ -133,18 +133,27 @@ DESCRIPTION
                    read from the shards it holds (a decayed average over
                    about a minute), to two significant digits; shown to
                    three (k = 1,000, M = 1,000,000).
+       UTILIZATION its utilization of its capacity at its last heartbeat
+                   (WithUtilization; 100% when fully used), a percentage;
+                   "-" when it publishes none.
+       COST        its cost factor in the plan by throughput: its cost
+                   per byte (utilization x capacity over load) over the
+                   fleet's, at least 1 and at most 3; 1 when it or the
+                   fleet publishes no utilization. "-" for an entry
+                   leaving or gone.
        SHARE       its part of its fleet's load: its LOAD_B/S over the sum
                    of the fleet's. Its fleet: the entries not leaving (nor
                    gone) that read the same streams, whom its plan shares
                    the shards with. "-" for an entry leaving or gone, or
                    while the fleet carries no load.
-       FAIR_SHARE  the part the plan aims to give it: its capacity over
-                   the sum of the fleet's (an even part when an instance of
-                   the fleet publishes no capacity: the fleet then plans by
-                   count; caps lower it, see docs/balance.md). Balancing by
-                   throughput (the default), the plan moves shards off an
-                   instance whose load stays above its fair share by more
-                   than the tolerance (20% by default).
+       FAIR_SHARE  the part the plan aims to give it: its capacity divided
+                   by its COST, over the sum of the same of the fleet's (an
+                   even part when an instance of the fleet publishes no
+                   capacity: the fleet then plans by count; caps lower it,
+                   see docs/balance.md). Balancing by throughput (the
+                   default), the plan moves shards off an instance whose
+                   load stays above its fair share by more than the
+                   tolerance (20% by default).
        HOT         its hot shards (at most 4, each well above the mean load
                    of what it holds) as shard=bytes per second, hottest
                    first; "-" if none. The entry names each by a 6-digit
@@ -202,6 +211,10 @@ OPTIONS` + tableOnlyHelp + `
             capacity          number  null when the entry publishes none
             max_leases        number  0 for none
             load_bytes_per_s  number
+            utilization       number  a fraction (0.62); null when the
+                                      entry publishes none
+            cost              number  1 to 3; null for an entry leaving
+                                      or gone
             share             number  a fraction (0.25); null as "-" above
             fair_share        number  a fraction; null for an entry
                                       leaving or gone

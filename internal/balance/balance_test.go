@@ -3,6 +3,7 @@ package balance
 import (
 	"maps"
 	"math"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -413,23 +414,36 @@ func TestHandoverLent(t *testing.T) {
 	})
 }
 
-// TestFairShare: a member's fair share is its capacity's share, an unset
-// capacity counting as 1, or 1/n in a legacy fleet.
-func TestFairShare(t *testing.T) {
+// TestFairShares: a member's fair share is its capacity divided by its
+// Cost (CostFactors) over the fleet's, as the plan counts them
+// (plan.CostedCapacity); by count, or in a legacy fleet (a capacity unset:
+// 1/n each), costs count as 1.
+func TestFairShares(t *testing.T) {
+	u := func(capacity, load, util int64) Usage {
+		return Usage{Capacity: capacity, Load: load, Utilization: util}
+	}
+	fourX := []Usage{u(1000, 1000, 800), u(1000, 1000, 200), u(1000, 1000, 200), u(1000, 1000, 200)} // CostFactors: 2300, 1000...
 	for _, c := range []struct {
-		capacity, capacities int64
-		n                    int
-		legacy               bool
-		want                 float64
+		name   string
+		us     []Usage
+		byLoad bool
+		fair   []float64
+		costs  []int64
+		legacy bool
 	}{
-		{1000, 4000, 3, false, 0.25},
-		{0, 4000, 3, false, 0.25}, // unset: 1
-		{3000, 4000, 2, false, 0.75},
-		{3000, 4000, 2, true, 0.5}, // legacy: alike
-		{1000, 0, 0, false, 0},     // no fleet
+		{"capacities", []Usage{u(1000, 0, 0), u(3000, 0, 0)}, true, []float64{0.25, 0.75}, []int64{1000, 1000}, false},
+		{"legacy: alike", []Usage{u(1000, 0, 0), u(3000, 0, 0), u(0, 0, 0)}, true, []float64{1.0 / 3, 1.0 / 3, 1.0 / 3}, []int64{1000, 1000, 1000}, true},
+		{"legacy: no costs", []Usage{u(1000, 1000, 800), u(0, 1000, 200)}, true, []float64{0.5, 0.5}, []int64{1000, 1000}, true},
+		{"one at 4x per byte: cost 2.3", fourX, true,
+			[]float64{434.0 / 3434, 1000.0 / 3434, 1000.0 / 3434, 1000.0 / 3434}, []int64{2300, 1000, 1000, 1000}, false},
+		{"by count: no costs", fourX, false, []float64{0.25, 0.25, 0.25, 0.25}, []int64{1000, 1000, 1000, 1000}, false},
+		{"capacity and cost: 3/1.35", []Usage{u(1000, 3000, 600), u(3000, 1000, 100)}, true,
+			[]float64{1000.0 / 3222, 2222.0 / 3222}, []int64{1000, 1350}, false},
+		{"no fleet", nil, true, []float64{}, []int64{}, false},
 	} {
-		if got := FairShare(c.capacity, c.capacities, c.n, c.legacy); got != c.want {
-			t.Errorf("FairShare(%d, %d, %d, %v) = %v, want %v", c.capacity, c.capacities, c.n, c.legacy, got, c.want)
+		fair, costs, legacy := FairShares(c.us, c.byLoad)
+		if !slices.Equal(fair, c.fair) || !slices.Equal(costs, c.costs) || legacy != c.legacy {
+			t.Errorf("%s: FairShares = %v, %v, %v; want %v, %v, %v", c.name, fair, costs, legacy, c.fair, c.costs, c.legacy)
 		}
 	}
 	if Weight(0) != 1000 || Weight(-5) != 1000 || Weight(2500) != 2500 {

@@ -358,3 +358,16 @@ func TestLoadCost(t *testing.T) {
 		}
 	})
 }
+
+// TestCostedCapacity: a capacity divided by a Cost, both in thousandths
+// (unset: 1000), rounded down, within [1, MaxCapacity].
+func TestCostedCapacity(t *testing.T) {
+	for _, c := range []struct{ capacity, cost, want int64 }{
+		{1000, 1000, 1000}, {0, 0, 1000}, {3000, 1350, 2222}, {1000, 2300, 434},
+		{1, 3000, 1}, {MaxCapacity + 5, 1000, MaxCapacity}, {MaxCapacity, 1, MaxCapacity},
+	} {
+		if got := CostedCapacity(c.capacity, c.cost); got != c.want {
+			t.Errorf("CostedCapacity(%d, %d) = %d, want %d", c.capacity, c.cost, got, c.want)
+		}
+	}
+}

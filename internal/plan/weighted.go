@@ -193,10 +193,9 @@ func normalize(members []Member) []Member {
 	return slices.CompactFunc(ms, func(a, b Member) bool { return a.ID == b.ID })
 }
 
-// costed returns ms with each member's capacity divided by its Cost (in
-// thousandths), at least 1 and at most MaxCapacity: the capacities the
-// load plan's fair shares are in proportion to. ms itself when every Cost
-// is 1000.
+// costed returns ms (normalized) with each member's capacity divided by
+// its Cost (CostedCapacity): the capacities the load plan's fair shares are
+// in proportion to. ms itself when every Cost is 1000.
 func costed(ms []Member) []Member {
 	var out []Member
 	for i, m := range ms {
@@ -206,14 +205,29 @@ func costed(ms []Member) []Member {
 		if out == nil {
 			out = slices.Clone(ms)
 		}
-		hi, lo := bits.Mul64(uint64(m.Capacity), 1000)
-		c, _ := bits.Div64(hi, lo, uint64(m.Cost)) // Capacity ≤ 2^40, Cost ≥ 1: no overflow
-		out[i].Capacity = min(max(int64(c), 1), MaxCapacity)
+		out[i].Capacity = CostedCapacity(m.Capacity, m.Cost)
 	}
 	if out == nil {
 		return ms
 	}
 	return out
+}
+
+// CostedCapacity is a member's capacity divided by its Cost, both in
+// thousandths (zero or less: 1000; a capacity above MaxCapacity counts as
+// MaxCapacity), at least 1 and at most MaxCapacity: what its fair share of
+// the load plan is in proportion to, among the members' costed
+// capacities. Its capacity itself for a Cost of 1000.
+func CostedCapacity(capacity, cost int64) int64 {
+	if capacity <= 0 {
+		capacity = 1000
+	}
+	if cost <= 0 {
+		cost = 1000
+	}
+	hi, lo := bits.Mul64(uint64(min(capacity, MaxCapacity)), 1000)
+	c, _ := bits.Div64(hi, lo, uint64(cost)) // capacity ≤ 2^40, cost ≥ 1: no overflow
+	return min(max(int64(c), 1), MaxCapacity)
 }
 
 // capCompare orders caps with no cap (0) above every other.
