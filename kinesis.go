@@ -6,6 +6,8 @@ import (
 	"regexp"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
 // Kinesis is the part of *kinesis.Client the service uses: reading
@@ -27,11 +29,10 @@ type Producer interface {
 	PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
 }
 
-var streamName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 var streamARN = regexp.MustCompile(`^arn:aws[a-zA-Z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/[a-zA-Z0-9_.-]{1,128}$`)
 
 func validStream(stream string) error {
-	if streamName.MatchString(stream) || streamARN.MatchString(stream) {
+	if kinesisx.ValidName(stream) || streamARN.MatchString(stream) {
 		return nil
 	}
 	return fmt.Errorf("%w: stream %q: want a stream name (1 to 128 of a-z, A-Z, 0-9, '_', '-', '.') or a stream ARN", ErrInvalidOption, stream)

@@ -85,8 +85,8 @@ func (kinesisClientOption) ResolveSubscribeOptions(opts []any, producer any) sub
 // new rows, which start at its start position.
 func WithLeaseNamespace(namespace string) SubscribeOption {
 	return subOption(func(s *subscription) {
-		if !streamName.MatchString(namespace) {
-			s.errs = append(s.errs, fmt.Errorf("%w: WithLeaseNamespace(%q): a lease namespace has 1 to 128 letters, digits, '_', '.' and '-'", ErrInvalidOption, namespace))
+		if err := kinesisx.CheckNamespace(namespace); err != nil {
+			s.errs = append(s.errs, fmt.Errorf("%w: WithLeaseNamespace: %w", ErrInvalidOption, err))
 		}
 		s.namespace = namespace
 	})

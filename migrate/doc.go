@@ -87,11 +87,14 @@
 // WithDryRun reads and plans, and writes nothing. Every refusal is reported
 // at once, and nothing is written while any stands.
 //
-// Our rows are written through the leases.Store (Create, Rewind), with the
-// conditional writes and counters the service uses; the foreign table is read
-// with Scan, and, by Export, written with conditional UpdateItem calls.
-// Import needs dynamodb:Scan on the source table, dynamodb:GetItem and
-// dynamodb:UpdateItem on ours, and kinesis:ListShards, GetShardIterator and
-// GetRecords; Export the same, with dynamodb:GetItem and UpdateItem on the
-// KCL table too.
+// Our rows are those of Ours.Stream's name ("stream:shard"), or, with
+// Ours.LeaseNamespace, those of a subscription given
+// kinesislease.WithLeaseNamespace ("namespace/stream:shard"); Kinesis is
+// called with Ours.Stream either way. They are written through the
+// leases.Store (Create, Rewind), with the conditional writes and counters
+// the service uses; the foreign table is read with Scan, and, by Export,
+// written with conditional UpdateItem calls. Import needs dynamodb:Scan on
+// the source table, dynamodb:GetItem and dynamodb:UpdateItem on ours, and
+// kinesis:ListShards, GetShardIterator and GetRecords; Export the same, with
+// dynamodb:GetItem and UpdateItem on the KCL table too.
 package migrate

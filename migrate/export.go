@@ -18,11 +18,12 @@ import (
 	"github.com/kinesislease/kinesislease/internal/kinesisx"
 )
 
-// Export writes our checkpoints of stream from.Stream into the KCL table
-// to (single-stream keys, or multi-stream keys with to.StreamID), as the
-// package documentation describes, so that a KCL application resumes where
-// kinesislease stopped: Import of the written items gives back exactly the
-// checkpoints exported. Shards without a checkpoint are not exported.
+// Export writes our checkpoints of stream from.Stream (those of the rows of
+// from.LeaseNamespace, if given) into the KCL table to (single-stream keys,
+// or multi-stream keys with to.StreamID), as the package documentation
+// describes, so that a KCL application resumes where kinesislease stopped:
+// Import of the written items gives back exactly the checkpoints exported.
+// Shards without a checkpoint are not exported.
 //
 // Like Import it reads both tables twice, an interval apart, and refuses
 // (ErrRefused) while the kinesislease service or the KCL application still
@@ -60,7 +61,7 @@ func Export(ctx context.Context, from Ours, to Foreign, opts ...Option) (*Report
 	}
 
 	read := func() (map[string]ourRow, map[string]int64, snapshot, error) {
-		rows, err := readOurs(ctx, from.Store, name, shards)
+		rows, err := readOurs(ctx, from.Store, from.leaseStream(), shards)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -116,7 +117,7 @@ func Export(ctx context.Context, from Ours, to Foreign, opts ...Option) (*Report
 		plans = append(plans, p)
 		rep.Rows = append(rep.Rows, p.row)
 	}
-	if err := refused(o, rep, "export of", nil, refusals); err != nil {
+	if err := refused(o, rep, "export of", from, nil, refusals); err != nil {
 		return rep, err
 	}
 	if o.dryRun {

@@ -15,11 +15,12 @@ import (
 )
 
 // Import copies the checkpoints of stream to.Stream from the foreign table
-// into our lease rows, as the package documentation describes: it lists the
-// stream's shards, reads our rows and the foreign table twice, an interval
-// apart (WithInterval), translates every checkpoint, refuses (ErrRefused, wrapping each
-// reason) while the source runs, when a checkpoint would move backwards or a
-// live member holds a row, and otherwise writes every row through to.Store.
+// into our lease rows (those of to.LeaseNamespace, if given), as the package
+// documentation describes: it lists the stream's shards, reads our rows and
+// the foreign table twice, an interval apart (WithInterval), translates every
+// checkpoint, refuses (ErrRefused, wrapping each reason) while the source
+// runs, when a checkpoint would move backwards or a live member holds a row,
+// and otherwise writes every row through to.Store.
 //
 // The Report lists every shard, whatever the outcome: with WithDryRun, or
 // with a refusal, nothing is written and the Report says what would have
@@ -40,7 +41,7 @@ func Import(ctx context.Context, from Foreign, to Ours, opts ...Option) (*Report
 	if from.StreamID != "" && !streamIDPattern.MatchString(from.StreamID) {
 		return nil, fmt.Errorf("%w: stream identifier %q: want account:stream:creationEpoch", ErrInvalid, from.StreamID)
 	}
-	name := kinesisx.Name(to.Stream)
+	name, key := kinesisx.Name(to.Stream), to.leaseStream()
 	shards, byID, err := listShards(ctx, to.Kinesis, to.Stream)
 	if err != nil {
 		return nil, err
@@ -49,7 +50,7 @@ func Import(ctx context.Context, from Foreign, to Ours, opts ...Option) (*Report
 	// Two reads an interval apart (ours, then the foreign table): the
 	// second is the one acted on.
 	read := func() (map[string]ourRow, snapshot, error) {
-		rows, err := readOurs(ctx, to.Store, name, shards)
+		rows, err := readOurs(ctx, to.Store, key, shards)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -110,7 +111,7 @@ func Import(ctx context.Context, from Foreign, to Ours, opts ...Option) (*Report
 	}
 	plans := make([]importPlan, 0, len(shards))
 	for _, si := range shards {
-		p, err := planImport(o, format, to, name, si, byID, src, records[si.id], ours1[si.id], ours2[si.id])
+		p, err := planImport(o, format, to, key, si, byID, src, records[si.id], ours1[si.id], ours2[si.id])
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +125,7 @@ func Import(ctx context.Context, from Foreign, to Ours, opts ...Option) (*Report
 	}
 	for id, fr := range src {
 		if byID[id] == nil {
-			plans = append(plans, importPlan{row: Row{Shard: id, Key: leases.Key{Stream: name, Shard: id}.String(), From: fr.show(), Before: "-", Action: Skip,
+			plans = append(plans, importPlan{row: Row{Shard: id, Key: leases.Key{Stream: key, Shard: id}.String(), From: fr.show(), Before: "-", Action: Skip,
 				Note: "not a shard the stream lists now (its records aged out): no row needed"}})
 		}
 	}
@@ -132,7 +133,7 @@ func Import(ctx context.Context, from Foreign, to Ours, opts ...Option) (*Report
 	for _, p := range plans {
 		rep.Rows = append(rep.Rows, p.row)
 	}
-	if err := refused(o, rep, "import into", hard, refusals); err != nil {
+	if err := refused(o, rep, "import into", to, hard, refusals); err != nil {
 		return rep, err
 	}
 	if o.dryRun {
@@ -145,7 +146,7 @@ func Import(ctx context.Context, from Foreign, to Ours, opts ...Option) (*Report
 		}
 		if err := applyImport(ctx, o, to.Store, p); err != nil {
 			rep.Rows[i] = p.row
-			return rep, fmt.Errorf("stream %q, shard %s: %w", name, p.row.Shard, err)
+			return rep, fmt.Errorf("%s, shard %s: %w", to.rows(), p.row.Shard, err)
 		}
 		rep.Rows[i] = p.row
 	}
@@ -168,14 +169,20 @@ func checkOurs(to Ours) error {
 	if to.Store == nil || to.Kinesis == nil || to.Stream == "" {
 		return fmt.Errorf("%w: Ours needs a Store, a Kinesis client and a Stream", ErrInvalid)
 	}
-	if _, err := leases.NewKey(kinesisx.Name(to.Stream), "shardId-000000000000"); err != nil {
+	if to.LeaseNamespace != "" {
+		if err := kinesisx.CheckNamespace(to.LeaseNamespace); err != nil {
+			return fmt.Errorf("%w: Ours.LeaseNamespace: %w", ErrInvalid, err)
+		}
+	}
+	if _, err := leases.NewKey(to.leaseStream(), "shardId-000000000000"); err != nil {
 		return fmt.Errorf("%w: stream %q: %w", ErrInvalid, to.Stream, err)
 	}
 	return nil
 }
 
-// planImport decides the row of shard si: what the foreign row translates
-// to, and what to do with ours (seen as a, then b).
+// planImport decides the row of shard si (keyed stream, our rows' stream
+// part): what the foreign row translates to, and what to do with ours (seen
+// as a, then b).
 func planImport(o options, format Format, to Ours, stream string, si *shardInfo, byID map[string]*shardInfo,
 	src map[string]*foreignRow, records int, a, b ourRow) (importPlan, error) {
 	key := leases.Key{Stream: stream, Shard: si.id}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesislease/kinesislease/internal/kinesisx"
 	"github.com/kinesislease/kinesislease/leases"
 )
 
@@ -66,8 +67,8 @@ type Foreign struct {
 	StreamID string
 }
 
-// Ours is the kinesislease side: the lease store, a Kinesis client and the
-// stream.
+// Ours is the kinesislease side: the lease store, a Kinesis client, the
+// stream and the namespace of its rows.
 type Ours struct {
 	// Store is the lease store (a *dynamo.Store). A Store that implements
 	// leases.Membership lets the import tell a live holder from a dead
@@ -77,8 +78,27 @@ type Ours struct {
 	// name (to count the user records of KPL aggregates).
 	Kinesis Kinesis
 	// Stream is the stream's name or ARN, as the service subscribes to it
-	// (rows are keyed by its name).
+	// (rows are keyed by its name). Every Kinesis call names it.
 	Stream string
+	// LeaseNamespace is the lease namespace of the subscription
+	// (kinesislease.WithLeaseNamespace): rows are keyed by the namespace
+	// and the stream's name, "namespace/stream:shard", as
+	// WithLeaseNamespace keys them. Empty: the stream's name alone. It is
+	// held to WithLeaseNamespace's rule (1 to 128 letters, digits, '_', '.'
+	// and '-'); anything else is refused with ErrInvalid.
+	LeaseNamespace string
+}
+
+// leaseStream is the stream part of the keys of our rows (Stream's name,
+// after LeaseNamespace if any).
+func (o Ours) leaseStream() string { return kinesisx.LeaseStream(o.LeaseNamespace, o.Stream) }
+
+// rows names the stream in errors, and its rows' key when namespaced.
+func (o Ours) rows() string {
+	if o.LeaseNamespace != "" {
+		return fmt.Sprintf("stream %q (rows %q)", kinesisx.Name(o.Stream), o.leaseStream())
+	}
+	return fmt.Sprintf("stream %q", kinesisx.Name(o.Stream))
 }
 
 // Option adjusts Import and Export.
@@ -152,7 +172,8 @@ func newOptions(opts []Option) (options, error) {
 // Errors. Match them with errors.Is; the typed errors carry the details.
 var (
 	// ErrInvalid: an argument or option cannot work (a missing client, a
-	// malformed stream identifier, a zero interval).
+	// malformed stream identifier, a lease namespace WithLeaseNamespace
+	// would refuse, a zero interval).
 	ErrInvalid = errors.New("migrate: invalid argument")
 	// ErrSchema: the table's items are not of the expected format, or name
 	// no shard of the stream.
@@ -208,7 +229,7 @@ type Report struct {
 
 // refused returns the error of the refusals found, if any: hard ones
 // always, the others unless forced (then Report.Forced lists them).
-func refused(o options, rep *Report, what string, hard, soft []error) error {
+func refused(o options, rep *Report, what string, ours Ours, hard, soft []error) error {
 	if len(hard) == 0 && (len(soft) == 0 || o.force) {
 		rep.Forced = soft
 		return nil
@@ -217,7 +238,7 @@ func refused(o options, rep *Report, what string, hard, soft []error) error {
 	if len(hard) == 0 {
 		hint = " (forcing overrides: --force, WithForce)"
 	}
-	return fmt.Errorf("%w: %s stream %q%s: %w", ErrRefused, what, rep.Stream, hint, errors.Join(append(hard, soft...)...))
+	return fmt.Errorf("%w: %s %s%s: %w", ErrRefused, what, ours.rows(), hint, errors.Join(append(hard, soft...)...))
 }
 
 // Row is one shard's checkpoint as found and moved.
@@ -226,8 +247,9 @@ type Row struct {
 	Shard string
 	// Parents are the shard's parents as Kinesis lists them.
 	Parents []string
-	// Key is the key of the row written: ours ("stream:shard") on import,
-	// the KCL leaseKey on export.
+	// Key is the key of the row written: ours ("stream:shard", or
+	// "namespace/stream:shard" with Ours.LeaseNamespace) on import, the KCL
+	// leaseKey on export.
 	Key string
 	// From is the source's checkpoint in its own notation ("-" for none):
 	// the foreign item's on import, ours on export.

@@ -22,17 +22,19 @@ type ourRow struct {
 	hbOK bool
 }
 
-// readOurs reads our rows of the shards (a few at a time) and the
-// membership entries of their holders.
+// readOurs reads our rows of the shards (a few at a time), keyed stream (the
+// stream part of our rows' keys: Ours.leaseStream), and the membership
+// entries of their holders.
 func readOurs(ctx context.Context, st leases.Store, stream string, shards []*shardInfo) (map[string]ourRow, error) {
 	rows := make([]ourRow, len(shards))
 	errs := make([]error, len(shards))
 	bounded(len(shards), func(i int) {
-		l, err := st.Get(ctx, leases.Key{Stream: stream, Shard: shards[i].id})
+		key := leases.Key{Stream: stream, Shard: shards[i].id}
+		l, err := st.Get(ctx, key)
 		switch {
 		case errors.Is(err, leases.ErrNotFound):
 		case err != nil:
-			errs[i] = fmt.Errorf("stream %q, shard %s: %w", stream, shards[i].id, err)
+			errs[i] = fmt.Errorf("row %s: %w", key, err)
 		default:
 			rows[i] = ourRow{lease: l, found: true}
 		}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -38,8 +37,9 @@ type globals struct {
 	// tableOnly: the command works on the table alone (init, members): it
 	// has no --stream.
 	tableOnly bool
-	// namespaced: the command takes --lease-namespace (status, rewind),
-	// the namespace of the rows of a subscription given WithLeaseNamespace.
+	// namespaced: the command takes --lease-namespace (status, rewind,
+	// import, export), the namespace of the rows of a subscription given
+	// WithLeaseNamespace.
 	namespaced bool
 	namespace  string
 }
@@ -83,8 +83,10 @@ func (g *globals) check() error {
 	if _, err := leases.NewKey(g.stream, "shardId-000000000000"); err != nil && !g.tableOnly {
 		return badArg("argument --stream %q: not a stream name or ARN", g.stream)
 	}
-	if g.namespace != "" && !namespacePattern.MatchString(g.namespace) {
-		return badArg("argument --lease-namespace %q: want 1 to 128 of a-z, A-Z, 0-9, '_', '-', '.' (as given to WithLeaseNamespace)", g.namespace)
+	if g.namespace != "" {
+		if err := kinesisx.CheckNamespace(g.namespace); err != nil {
+			return badArg("argument --lease-namespace: %v (as WithLeaseNamespace takes)", err)
+		}
 	}
 	for _, u := range []struct{ name, v string }{
 		{"--endpoint-url", g.endpoint}, {"--dynamodb-endpoint-url", g.dynamoEndpoint}, {"--kinesis-endpoint-url", g.kinesisEndpoint},
@@ -95,9 +97,6 @@ func (g *globals) check() error {
 	}
 	return nil
 }
-
-// namespacePattern is what WithLeaseNamespace takes.
-var namespacePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 
 func (g *globals) dynamoURL() string  { return firstOf(g.dynamoEndpoint, g.endpoint) }
 func (g *globals) kinesisURL() string { return firstOf(g.kinesisEndpoint, g.endpoint) }

@@ -50,6 +50,9 @@ AVAILABLE COMMANDS
        o export
           Write a stream's checkpoints into a KCL lease table, to move back.
 
+       status, rewind, import and export reach the rows of a subscription
+       given WithLeaseNamespace with --lease-namespace.
+
        o help
           This text. "kinesislease help <command>" (or "kinesislease
           <command> --help") describes a command.

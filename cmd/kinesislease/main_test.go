@@ -37,6 +37,9 @@ type rig struct {
 	kc             *kinesis.Client
 	table, stream  string
 	ddbURL, kinURL string
+	// namespace, if set, is the lease namespace services subscribe with
+	// (WithLeaseNamespace).
+	namespace string
 	// fanOut, if set, is the consumer name services subscribe with
 	// enhanced fan-out, through svcKC (newFanOutRig).
 	fanOut string
@@ -285,6 +288,9 @@ func (r *rig) startService(owner string, j *journal, start kltype.StartPosition)
 	}
 	if r.fanOut != "" {
 		sub = append(sub, kinesislease.WithEnhancedFanOut(r.fanOut))
+	}
+	if r.namespace != "" {
+		sub = append(sub, kinesislease.WithLeaseNamespace(r.namespace))
 	}
 	if err := kinesislease.Subscribe(svc, r.stream, j.handler, sub...); err != nil {
 		t.Fatal(err)

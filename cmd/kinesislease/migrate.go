@@ -11,9 +11,10 @@ import (
 )
 
 const (
-	importSynopsis = "import --table <value> --stream <value> --from-table <value> [--format kcl|vmware-go-kcl] [--kcl-stream <value>] " +
-		"[--at-timestamp <value>] [--interval <value>] [--dry-run] [--force] [global options]"
-	exportSynopsis = "export --table <value> --stream <value> --to-table <value> [--kcl-stream <value>] [--interval <value>] [--dry-run] [--force] [global options]"
+	importSynopsis = "import --table <value> --stream <value> [--lease-namespace <value>] --from-table <value> [--format kcl|vmware-go-kcl] " +
+		"[--kcl-stream <value>] [--at-timestamp <value>] [--interval <value>] [--dry-run] [--force] [global options]"
+	exportSynopsis = "export --table <value> --stream <value> [--lease-namespace <value>] --to-table <value> [--kcl-stream <value>] " +
+		"[--interval <value>] [--dry-run] [--force] [global options]"
 )
 
 // exitRefused: the safety checks of import or export refused to write.
@@ -30,6 +31,7 @@ type migrateFlags struct {
 }
 
 func (f *migrateFlags) register(fs *flag.FlagSet, tableFlag string) {
+	f.g.namespaced = true // --lease-namespace: the rows of a namespaced subscription
 	f.g.register(fs)
 	fs.StringVar(&f.table, tableFlag, "", "")
 	fs.StringVar(&f.kclStream, "kcl-stream", "", "")
@@ -69,6 +71,12 @@ func (f *migrateFlags) options() []migrate.Option {
 	return opts
 }
 
+// ours is the kinesislease side of s: its rows are those of
+// --lease-namespace, if given; Kinesis is called with --stream.
+func (f *migrateFlags) ours(s *session) migrate.Ours {
+	return migrate.Ours{Store: s.store, Kinesis: s.kin, Stream: s.stream, LeaseNamespace: f.g.namespace}
+}
+
 func (c *cli) importCmd(args []string) int {
 	cmd := commandNamed("import")
 	var f migrateFlags
@@ -105,7 +113,7 @@ func (c *cli) importCmd(args []string) int {
 	}
 	rep, err := migrate.Import(c.ctx,
 		migrate.Foreign{Client: s.ddb, Table: f.table, Format: migrate.Format(*format), StreamID: f.kclStream},
-		migrate.Ours{Store: s.store, Kinesis: s.kin, Stream: s.stream}, opts...)
+		f.ours(s), opts...)
 	return c.report("import", rep, err)
 }
 
@@ -129,7 +137,7 @@ func (c *cli) exportCmd(args []string) int {
 		fmt.Fprintf(c.stdout, "dry run: reading table %q and ours twice, %v apart; nothing is written\n", f.table, f.interval)
 	}
 	rep, err := migrate.Export(c.ctx,
-		migrate.Ours{Store: s.store, Kinesis: s.kin, Stream: s.stream},
+		f.ours(s),
 		migrate.Foreign{Client: s.ddb, Table: f.table, Format: migrate.KCL, StreamID: f.kclStream}, f.options()...)
 	return c.report("export", rep, err)
 }

@@ -79,10 +79,19 @@ DESCRIPTION
 
        Running it again changes nothing: rows already written are unchanged.
 
+       To move the application to a subscription given WithLeaseNamespace
+       (a stream of another account or region), give its namespace with
+       --lease-namespace: the checkpoints go into its rows,
+       "<namespace>/<stream name>:<shard>", which it resumes from; the rows
+       without a namespace are neither read nor written. Kinesis is still
+       called with --stream, and both tables and the stream with one set
+       of credentials and one region.
+
 SYNOPSIS
             import
           --table <value>
           --stream <value>
+          [--lease-namespace <value>]
           --from-table <value>
           [--format kcl|vmware-go-kcl]
           [--kcl-stream <value>]
@@ -92,7 +101,7 @@ SYNOPSIS
           [--force]
           [global options]
 
-OPTIONS` + tableStreamHelp + `
+OPTIONS` + tableStreamHelp + leaseNamespaceHelp + `
        --from-table (string)
           The foreign lease table. It is read with Scan.
 
@@ -120,6 +129,9 @@ EXAMPLES
 
        kinesislease import --table fulfilment-leases --stream fulfilment \
            --from-table fulfilment-kcl --at-timestamp 2026-11-30T06:00:00Z
+
+       kinesislease import --table fulfilment-leases --stream orders \
+           --lease-namespace acct-b --from-table orders-kcl
 ` + exitCodesHelp
 
 const exportHelp = `EXPORT()                                                              EXPORT()
@@ -145,10 +157,16 @@ DESCRIPTION
        refuses (exit code 5) while the service or the KCL application
        runs, or to move an item's checkpoint backwards.
 
+       The checkpoints of a subscription given WithLeaseNamespace are those
+       of its rows, "<namespace>/<stream name>:<shard>": give its namespace
+       with --lease-namespace (without it, export reads the rows without a
+       namespace).
+
 SYNOPSIS
             export
           --table <value>
           --stream <value>
+          [--lease-namespace <value>]
           --to-table <value>
           [--kcl-stream <value>]
           [--interval <value>]
@@ -156,7 +174,7 @@ SYNOPSIS
           [--force]
           [global options]
 
-OPTIONS` + tableStreamHelp + `
+OPTIONS` + tableStreamHelp + leaseNamespaceHelp + `
        --to-table (string)
           The KCL lease table to write.
 ` + migrateOptionsHelp + globalOptionsHelp + `

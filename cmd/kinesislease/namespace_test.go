@@ -93,7 +93,7 @@ func TestLeaseNamespace(t *testing.T) {
 			t.Errorf("status --lease-namespace %q: %v; want a usage error naming the option", bad, res)
 		}
 	}
-	for _, cmd := range []string{"status", "rewind"} {
+	for _, cmd := range []string{"status", "rewind", "import", "export"} {
 		res := runCLI("help", cmd)
 		if !strings.Contains(res.stdout, "--lease-namespace (string)") || !strings.Contains(res.stdout, "WithLeaseNamespace") {
 			t.Errorf("help %s does not describe --lease-namespace", cmd)

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +77,25 @@ func LeaseStream(namespace, stream string) string {
 		return Name(stream)
 	}
 	return namespace + NamespaceSeparator + Name(stream)
+}
+
+// namePattern is a stream name: 1 to 128 letters, digits, '_', '.' and '-'.
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
+
+// ValidName reports whether s is a stream name (not an ARN): 1 to 128
+// letters, digits, '_', '.' and '-'.
+func ValidName(s string) bool { return namePattern.MatchString(s) }
+
+// CheckNamespace returns an error unless namespace can be a lease namespace
+// (LeaseStream): a stream name's characters, 1 to 128 letters, digits, '_',
+// '.' and '-', so never NamespaceSeparator nor the ':' of a lease key. It is
+// the one rule of WithLeaseNamespace, migrate.Ours.LeaseNamespace and the
+// command's --lease-namespace.
+func CheckNamespace(namespace string) error {
+	if !ValidName(namespace) {
+		return fmt.Errorf("lease namespace %q: want 1 to 128 letters, digits, '_', '.' and '-'", namespace)
+	}
+	return nil
 }
 
 // IsLeaseStream reports whether s is the stream part of a namespaced lease
