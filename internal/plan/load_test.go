@@ -358,3 +358,42 @@ func TestLoadCost(t *testing.T) {
 		}
 	})
 }
+
+// TestLoadHotAboveEveryLimit: a hot unit above the limit of every member
+// goes to the member with the most room once its other units are shed (of
+// capacities 1, 2 and 1: the one of 2, which sheds its cold units), not to
+// the one with the most room before, which turned on the cold units' loads
+// (at 55 B/s the member of capacity 1 that holds it in the count plan, at
+// 2.5× its fair share; seeds 93600627 and 93601672 of the random
+// simulation flipped between the two as the loads wobbled).
+func TestLoadHotAboveEveryLimit(t *testing.T) {
+	weightedRegimes(t, func(t *testing.T, assign func([]Member, []Unit, map[Unit]int64, int64, Balance) map[Unit]string) {
+		ms := members(nil, 1, 2, 1)
+		for _, stream := range []string{"sim", "a", "b", "c", "d"} {
+			units := shards(stream, 4)
+			count := assign(ms, units, nil, 0, Balance{})
+			hot := slices.IndexFunc(units, func(u Unit) bool { return count[u] != "i-1" })
+			if hot < 0 {
+				t.Fatalf("%s: the count plan gives every unit to i-1: %v", stream, count)
+			}
+			for _, cold := range []int64{40, 45, 50, 55} {
+				load := map[Unit]int64{units[hot]: 260}
+				for i, u := range units {
+					if i != hot {
+						load[u] = cold
+					}
+				}
+				// 260 is above 1.2 × 2/4 of the total (at most 255 at 55).
+				a := assign(ms, units, load, 0, Balance{ByLoad: true})
+				if a[units[hot]] != "i-1" {
+					t.Fatalf("%s, cold units at %d: the hot unit on %s (%v), want i-1, of capacity 2", stream, cold, a[units[hot]], a)
+				}
+				for u, m := range a {
+					if u != units[hot] && m == "i-1" {
+						t.Errorf("%s, cold units at %d: i-1 keeps %v beside the hot unit", stream, cold, u)
+					}
+				}
+			}
+		}
+	})
+}
