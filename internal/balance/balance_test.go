@@ -145,6 +145,14 @@ func TestInputs(t *testing.T) {
 	if b.fleetMean.Load() != (999+3000+1600)/10 {
 		t.Fatalf("fleet mean %d", b.fleetMean.Load())
 	}
+	// A unit in a handoff: its load in its releaser's total, held by
+	// nobody. The mean is over every unit still.
+	entries[2].Held = 4
+	b.Inputs(entries, us)
+	if b.fleetMean.Load() != (999+3000+1600)/10 {
+		t.Fatalf("one unit in a handoff: fleet mean %d, want %d", b.fleetMean.Load(), (999+3000+1600)/10)
+	}
+	entries[2].Held = 5
 	// A member that publishes no capacity: planned as before.
 	entries[2].Capacity = 0
 	if _, load, _, legacy := b.Inputs(entries, us); !legacy || load != nil {

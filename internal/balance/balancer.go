@@ -27,8 +27,8 @@ type Balancer struct {
 	live      map[string]leases.Member    // the entries of the last Plan, by owner
 	taken     map[plan.Unit]time.Duration // the held units, with the round they were first seen held (Hold)
 	waits     map[plan.Unit]waiting       // the units planned here whose holder keeps them (Hold)
-	// fleetMean is the mean load per held unit of the members last
-	// planned over (Inputs), for Publish on the heartbeat's goroutine.
+	// fleetMean is the mean load per unit of the members last planned
+	// over (Inputs), for Publish on the heartbeat's goroutine.
 	fleetMean atomic.Int64
 	fleet     atomic.Pointer[[]leases.Member] // the entries of the last Plan, for Fleet on any goroutine
 	hand      handover                        // the hot units let go of, and those handed over for load (Publish)
@@ -130,8 +130,16 @@ func (b *Balancer) Inputs(entries []leases.Member, units []plan.Unit) (members [
 			hots[h.ID] = max(hots[h.ID], h.Load)
 		}
 	}
-	if held > 0 {
-		b.fleetMean.Store(total / held)
+	if n := max(held, int64(len(units))); n > 0 {
+		// Over every unit, not only those held: the load of a unit in a
+		// handoff stays in its releaser's total (Handover) while nobody
+		// counts it held, and over the units held the mean of a small
+		// fleet rose past half of its hot unit's load, which its holder
+		// then stopped naming, and the plan fell back to the count plan
+		// for the seconds of every handoff (seed 93600627 of the random
+		// simulation: a member handed a cold shard over and took it back
+		// 3 s later, every minimum hold).
+		b.fleetMean.Store(total / n)
 	}
 	b.hand.setOthers(func() map[string]bool {
 		ids := map[string]bool{}
