@@ -222,10 +222,14 @@ func TestHold(t *testing.T) {
 }
 
 // TestHoldTakes: a unit the load plan gives to this member while its
-// live holder, to which the count plan gives it, keeps it, is read once,
+// live holder keeps it, the count plan giving it to the holder or to a
+// third member (the holder took it for load from there), is read once,
 // then again only when the holder's lease count changes or Recheck after
-// the last read; at once if the holder is dead or another incarnation,
-// the row free, or the count plan gives it elsewhere.
+// the last read; every round if the holder is dead or another
+// incarnation, the row free, or, for Recheck, the count plan changed and
+// gives it to this member (a join, a departure: its holder lets go at
+// once). Past that, a holder that took it for load while the count plan
+// gave it here keeps it for its minimum hold: read as above.
 func TestHoldTakes(t *testing.T) {
 	us := units(1)
 	u := us[0]
@@ -258,7 +262,7 @@ func TestHoldTakes(t *testing.T) {
 		"holder dead":           func() { delete(b.live, "b") },
 		"another incarnation":   func() { row.Incarnation = "i2" },
 		"row free":              func() { row = leases.Lease{} },
-		"count plan gives it c": func() { b.count[u] = "c" },
+		"count plan gives it a": func() { b.count[u], b.recount = "a", true },
 	} {
 		b.live = map[string]leases.Member{"b": {Owner: "b", Incarnation: "i1", Held: 4}}
 		row, b.count[u] = leases.Lease{Owner: "b", Incarnation: "i1"}, "b"
@@ -267,9 +271,29 @@ func TestHoldTakes(t *testing.T) {
 			t.Fatalf("%s: read before the change", name)
 		}
 		change()
-		if !at(time.Hour+2*time.Second) || !at(time.Hour+3*time.Second) {
+		if !at(time.Hour+2*time.Second) || !at(time.Hour+3*time.Second) || !at(time.Hour+Recheck+time.Second) {
 			t.Fatalf("%s: not read every round", name)
 		}
+	}
+	// The count plan changes and gives it here while b, which took it
+	// for load, keeps it (as its Mover does where the count-plan owner is
+	// the one of its take): read every round for Recheck, then as a take
+	// for load.
+	b.live = map[string]leases.Member{"b": {Owner: "b", Incarnation: "i1", Held: 4}}
+	row, b.count[u], b.recount = leases.Lease{Owner: "b", Incarnation: "i1"}, "a", true
+	for d := time.Duration(0); d < Recheck; d += time.Second {
+		if !at(2*time.Hour + d) {
+			t.Fatalf("%v after the count plan changed: not read", d)
+		}
+	}
+	if !at(2*time.Hour+Recheck) || at(2*time.Hour+Recheck+time.Second) || at(2*time.Hour+2*Recheck-time.Second) || !at(2*time.Hour+2*Recheck) {
+		t.Fatal("Recheck after the count plan changed: not read once, then Recheck after")
+	}
+	// The count plan gives it to c, from which b took it for load: b's
+	// Mover holds it as one of c's, and it is read as above.
+	row, b.count[u] = leases.Lease{Owner: "b", Incarnation: "i1"}, "c"
+	if !at(3*time.Hour) || at(3*time.Hour+time.Second) || at(3*time.Hour+Recheck-time.Second) || !at(3*time.Hour+Recheck) {
+		t.Fatal("count plan gives it c: not read once, then Recheck after")
 	}
 	// By count, nothing waits.
 	bc := New(Config{Self: "a"})

@@ -23,6 +23,9 @@ type Balancer struct {
 	util      *utilization                // nil: none published
 	ids       map[plan.Unit]string        // UnitID of the units seen (a cache)
 	count     map[plan.Unit]string        // the count plan of the last Plan
+	countGen  int                         // its plan.Planner.CountGen
+	recount   bool                        // the count plan changed since the last Hold
+	countAt   time.Duration               // the first Hold after it last changed (wait)
 	legacy    bool                        // the last Plan was made as before (a member publishes no capacity)
 	live      map[string]leases.Member    // the entries of the last Plan, by owner
 	taken     map[plan.Unit]time.Duration // the held units, with the round they were first seen held (Hold)
@@ -86,6 +89,9 @@ func (b *Balancer) Plan(entries []leases.Member, units []plan.Unit) map[plan.Uni
 	}
 	a := p.AssignWeighted(members, units, load, def, b.mode.Balance)
 	b.count = p.CountPlan()
+	if g := p.CountGen(); g != b.countGen {
+		b.countGen, b.recount = g, true
+	}
 	return a
 }
 

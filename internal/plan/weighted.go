@@ -170,6 +170,11 @@ func (p *Planner) AssignWeighted(members []Member, units []Unit, load map[Unit]i
 // the members changed.
 func (p *Planner) CountPlan() map[Unit]string { return p.cur }
 
+// CountGen returns the generation of the count plan CountPlan returns: it
+// changes when the Planner computes that plan anew (the members, their
+// capacities or caps, or the units changed), and not otherwise.
+func (p *Planner) CountGen() int { return p.gen }
+
 // normalize returns the members with an id, sorted by id, one per id (the
 // highest capacity, then the highest cap), capacities and caps normalised.
 func normalize(members []Member) []Member {
