@@ -146,6 +146,14 @@ func TestInputs(t *testing.T) {
 	if b.fleetMean.Load() != (999+3000+1600)/10 {
 		t.Fatalf("fleet mean %d", b.fleetMean.Load())
 	}
+	// A unit in a handoff: its load in its releaser's total, held by
+	// nobody. The mean is over every unit still.
+	entries[2].Held = 4
+	b.Inputs(entries, us)
+	if b.fleetMean.Load() != (999+3000+1600)/10 {
+		t.Fatalf("one unit in a handoff: fleet mean %d, want %d", b.fleetMean.Load(), (999+3000+1600)/10)
+	}
+	entries[2].Held = 5
 	// A member that publishes no capacity: planned as before.
 	entries[2].Capacity = 0
 	if _, load, _, legacy := b.Inputs(entries, us); !legacy || load != nil {
@@ -215,10 +223,15 @@ func TestHold(t *testing.T) {
 }
 
 // TestHoldTakes: a unit the load plan gives to this member while its
-// live holder, to which the count plan gives it, keeps it, is read once,
+// live holder keeps it, the count plan giving it to the holder or to a
+// third member (the holder took it for load from there), is read once,
 // then again only when the holder's lease count changes or Recheck after
-// the last read; at once if the holder is dead or another incarnation,
-// the row free, or the count plan gives it elsewhere.
+// the last read; every round if the holder is dead or another
+// incarnation, the row free, or, for Recheck after the count plan changed
+// or after the plan gave it here, the count plan gives it to this member
+// (a join, a departure, a unit the holder took from a free row: it lets go
+// at once). Past that, a holder that took it for load from another member
+// keeps it for its minimum hold: read as above.
 func TestHoldTakes(t *testing.T) {
 	us := units(1)
 	u := us[0]
@@ -251,7 +264,7 @@ func TestHoldTakes(t *testing.T) {
 		"holder dead":           func() { delete(b.live, "b") },
 		"another incarnation":   func() { row.Incarnation = "i2" },
 		"row free":              func() { row = leases.Lease{} },
-		"count plan gives it c": func() { b.count[u] = "c" },
+		"count plan gives it a": func() { b.count[u], b.recount = "a", true },
 	} {
 		b.live = map[string]leases.Member{"b": {Owner: "b", Incarnation: "i1", Held: 4}}
 		row, b.count[u] = leases.Lease{Owner: "b", Incarnation: "i1"}, "b"
@@ -260,9 +273,42 @@ func TestHoldTakes(t *testing.T) {
 			t.Fatalf("%s: read before the change", name)
 		}
 		change()
-		if !at(time.Hour+2*time.Second) || !at(time.Hour+3*time.Second) {
+		if !at(time.Hour+2*time.Second) || !at(time.Hour+3*time.Second) || !at(time.Hour+Recheck+time.Second) {
 			t.Fatalf("%s: not read every round", name)
 		}
+	}
+	// The count plan changes and gives it here while b, which took it
+	// for load, keeps it (as its Mover does where the count-plan owner is
+	// the one of its take): read every round for Recheck, then as a take
+	// for load.
+	b.live = map[string]leases.Member{"b": {Owner: "b", Incarnation: "i1", Held: 4}}
+	row, b.count[u], b.recount = leases.Lease{Owner: "b", Incarnation: "i1"}, "a", true
+	for d := time.Duration(0); d < Recheck; d += time.Second {
+		if !at(2*time.Hour + d) {
+			t.Fatalf("%v after the count plan changed: not read", d)
+		}
+	}
+	if !at(2*time.Hour+Recheck) || at(2*time.Hour+Recheck+time.Second) || at(2*time.Hour+2*Recheck-time.Second) || !at(2*time.Hour+2*Recheck) {
+		t.Fatal("Recheck after the count plan changed: not read once, then Recheck after")
+	}
+	// The plan gives it here anew (the count plan too), b keeping it: b
+	// may have taken it from a free row and let go at once (seed
+	// 93800642), or took it for load from another member and keeps it.
+	// Read every round for Recheck, then as a take for load.
+	b.Hold(int64(150*time.Minute), map[plan.Unit]string{u: "b"}, nil, func(plan.Unit) leases.Lease { return row })
+	for d := time.Duration(0); d < Recheck; d += time.Second {
+		if !at(150*time.Minute + time.Second + d) {
+			t.Fatalf("%v after the plan gave it here anew: not read", d+time.Second)
+		}
+	}
+	if !at(150*time.Minute+time.Second+Recheck) || at(150*time.Minute+2*time.Second+Recheck) {
+		t.Fatal("Recheck after the plan gave it here anew: not read once, then Recheck after")
+	}
+	// The count plan gives it to c, from which b took it for load: b's
+	// Mover holds it as one of c's, and it is read as above.
+	row, b.count[u] = leases.Lease{Owner: "b", Incarnation: "i1"}, "c"
+	if !at(3*time.Hour) || at(3*time.Hour+time.Second) || at(3*time.Hour+Recheck-time.Second) || !at(3*time.Hour+Recheck) {
+		t.Fatal("count plan gives it c: not read once, then Recheck after")
 	}
 	// By count, nothing waits.
 	bc := New(Config{Self: "a"})

@@ -23,12 +23,16 @@ type Balancer struct {
 	util      *utilization                // nil: none published
 	ids       map[plan.Unit]string        // UnitID of the units seen (a cache)
 	count     map[plan.Unit]string        // the count plan of the last Plan
+	countGen  int                         // its plan.Planner.CountGen
+	recount   bool                        // the count plan changed since the last Hold
+	countAt   time.Duration               // the first Hold after it last changed (wait)
 	legacy    bool                        // the last Plan was made as before (a member publishes no capacity)
 	live      map[string]leases.Member    // the entries of the last Plan, by owner
 	taken     map[plan.Unit]time.Duration // the held units, with the round they were first seen held (Hold)
 	waits     map[plan.Unit]waiting       // the units planned here whose holder keeps them (Hold)
-	// fleetMean is the mean load per held unit of the members last
-	// planned over (Inputs), for Publish on the heartbeat's goroutine.
+	planned   map[plan.Unit]time.Duration // the units planned here, not held: since when (Hold)
+	// fleetMean is the mean load per unit of the members last planned
+	// over (Inputs), for Publish on the heartbeat's goroutine.
 	fleetMean atomic.Int64
 	fleet     atomic.Pointer[[]leases.Member] // the entries of the last Plan, for Fleet on any goroutine
 	hand      handover                        // the hot units let go of, and those handed over for load (Publish)
@@ -86,6 +90,9 @@ func (b *Balancer) Plan(entries []leases.Member, units []plan.Unit) map[plan.Uni
 	}
 	a := p.AssignWeighted(members, units, load, def, b.mode.Balance)
 	b.count = p.CountPlan()
+	if g := p.CountGen(); g != b.countGen {
+		b.countGen, b.recount = g, true
+	}
 	return a
 }
 
@@ -130,8 +137,16 @@ func (b *Balancer) Inputs(entries []leases.Member, units []plan.Unit) (members [
 			hots[h.ID] = max(hots[h.ID], h.Load)
 		}
 	}
-	if held > 0 {
-		b.fleetMean.Store(total / held)
+	if n := max(held, int64(len(units))); n > 0 {
+		// Over every unit, not only those held: the load of a unit in a
+		// handoff stays in its releaser's total (Handover) while nobody
+		// counts it held, and over the units held the mean of a small
+		// fleet rose past half of its hot unit's load, which its holder
+		// then stopped naming, and the plan fell back to the count plan
+		// for the seconds of every handoff (seed 93600627 of the random
+		// simulation: a member handed a cold shard over and took it back
+		// 3 s later, every minimum hold).
+		b.fleetMean.Store(total / n)
 	}
 	b.hand.setOthers(func() map[string]bool {
 		ids := map[string]bool{}

@@ -110,8 +110,10 @@ func AssignWeighted(members []Member, units []Unit, load map[Unit]int64, default
 // it fits (the first along its probes of the ring, else the member with
 // the most room below its fair share if it fits there); else it stays if
 // its owner can get under its limit by shedding its other units; else it
-// goes to the member with the most room (ties: fewer units, then the
-// higher rendezvous score). Then every member above its limit or its cap
+// goes to the member on which it ends the least above its fair share once
+// that member sheds its other units (the lowest load of the hot units on
+// it over its fair share; ties: fewer units, then the higher rendezvous
+// score). Then every member above its limit or its cap
 // gives up its other units, those of its lowest rendezvous scores first,
 // until it is under; each goes, heaviest first, to the first member along
 // its probes that has room for it below its fair share and below its cap,
@@ -168,6 +170,11 @@ func (p *Planner) AssignWeighted(members []Member, units []Unit, load map[Unit]i
 // count plan gives it to the member that holds it) from one moved because
 // the members changed.
 func (p *Planner) CountPlan() map[Unit]string { return p.cur }
+
+// CountGen returns the generation of the count plan CountPlan returns: it
+// changes when the Planner computes that plan anew (the members, their
+// capacities or caps, or the units changed), and not otherwise.
+func (p *Planner) CountGen() int { return p.gen }
 
 // normalize returns the members with an id, sorted by id, one per id (the
 // highest capacity, then the highest cap), capacities and caps normalised.
