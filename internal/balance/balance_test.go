@@ -227,10 +227,11 @@ func TestHold(t *testing.T) {
 // third member (the holder took it for load from there), is read once,
 // then again only when the holder's lease count changes or Recheck after
 // the last read; every round if the holder is dead or another
-// incarnation, the row free, or, for Recheck, the count plan changed and
-// gives it to this member (a join, a departure: its holder lets go at
-// once). Past that, a holder that took it for load while the count plan
-// gave it here keeps it for its minimum hold: read as above.
+// incarnation, the row free, or, for Recheck after the count plan changed
+// or after the plan gave it here, the count plan gives it to this member
+// (a join, a departure, a unit the holder took from a free row: it lets go
+// at once). Past that, a holder that took it for load from another member
+// keeps it for its minimum hold: read as above.
 func TestHoldTakes(t *testing.T) {
 	us := units(1)
 	u := us[0]
@@ -289,6 +290,19 @@ func TestHoldTakes(t *testing.T) {
 	}
 	if !at(2*time.Hour+Recheck) || at(2*time.Hour+Recheck+time.Second) || at(2*time.Hour+2*Recheck-time.Second) || !at(2*time.Hour+2*Recheck) {
 		t.Fatal("Recheck after the count plan changed: not read once, then Recheck after")
+	}
+	// The plan gives it here anew (the count plan too), b keeping it: b
+	// may have taken it from a free row and let go at once (seed
+	// 93800642), or took it for load from another member and keeps it.
+	// Read every round for Recheck, then as a take for load.
+	b.Hold(int64(150*time.Minute), map[plan.Unit]string{u: "b"}, nil, func(plan.Unit) leases.Lease { return row })
+	for d := time.Duration(0); d < Recheck; d += time.Second {
+		if !at(150*time.Minute + time.Second + d) {
+			t.Fatalf("%v after the plan gave it here anew: not read", d+time.Second)
+		}
+	}
+	if !at(150*time.Minute+time.Second+Recheck) || at(150*time.Minute+2*time.Second+Recheck) {
+		t.Fatal("Recheck after the plan gave it here anew: not read once, then Recheck after")
 	}
 	// The count plan gives it to c, from which b took it for load: b's
 	// Mover holds it as one of c's, and it is read as above.

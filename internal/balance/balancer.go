@@ -30,6 +30,7 @@ type Balancer struct {
 	live      map[string]leases.Member    // the entries of the last Plan, by owner
 	taken     map[plan.Unit]time.Duration // the held units, with the round they were first seen held (Hold)
 	waits     map[plan.Unit]waiting       // the units planned here whose holder keeps them (Hold)
+	planned   map[plan.Unit]time.Duration // the units planned here, not held: since when (Hold)
 	// fleetMean is the mean load per unit of the members last planned
 	// over (Inputs), for Publish on the heartbeat's goroutine.
 	fleetMean atomic.Int64

@@ -18,8 +18,8 @@ import (
 // of a shard publishes one lease fewer at its next heartbeat, and the row
 // is read then; Recheck bounds the wait where a take of the holder hid the
 // release from that count. It is also how long after the count plan
-// changed a member reads every round the rows that plan gives it from
-// another holder (Hold).
+// changed, or the plan gave it a unit, a member reads every round the row
+// of a unit the count plan gives it from another holder (Hold).
 const Recheck = 10 * time.Second
 
 // waiting is the row of a unit planned here, held by a live member, as
@@ -46,11 +46,11 @@ type waiting struct {
 //     go of them: their holder's Mover holds them back, and reading the
 //     row every round would only find it held. The row is read again when
 //     the holder's published lease count changes, or Recheck after the
-//     last read; every round, though, for Recheck after the count plan
-//     changed, where it gives the unit to this member and the holder is
-//     not one this member handed it over to for load (a join, a
-//     departure: the holder lets go at once). A free row planned here is
-//     taken.
+//     last read; every round, though, for Recheck after a gave the unit
+//     here or the count plan changed, where the count plan gives it to
+//     this member and the holder is not one this member handed it over to
+//     for load (a join, a departure, a unit the holder took from a free
+//     row: it may let go at once). A free row planned here is taken.
 //
 // A unit a gives to nobody, or whose count-plan owner changed since the
 // plan last gave it to its holder (members joined or left, capacities or
@@ -100,13 +100,20 @@ func (b *Balancer) Hold(now int64, a map[plan.Unit]string, held map[plan.Unit]pl
 			b.lend(u, o)
 		}
 	}
+	planned := make(map[plan.Unit]time.Duration, len(b.planned))
 	for u, o := range a {
 		if _, h := held[u]; o == b.self && !h {
-			if l := row(u); b.wait(t, u, l) {
+			since, ok := b.planned[u]
+			if !ok {
+				since = t
+			}
+			planned[u] = since
+			if l := row(u); b.wait(t, u, l, since) {
 				set(u, l.Owner)
 			}
 		}
 	}
+	b.planned = planned
 	for u := range b.waits {
 		if a[u] != b.self {
 			delete(b.waits, u)
@@ -135,22 +142,23 @@ func (b *Balancer) lend(u plan.Unit, to string) {
 	b.hand.lend(u, to)
 }
 
-// wait reports whether the take of u, planned here, is left this round:
-// its row as last read (l) shows a live member holding it, read since that
-// member's lease count last changed and less than Recheck ago; but for
-// Recheck after the count plan changed, where it gives u to this member
-// and the holder is not one this member handed u over to for load (a
-// join, a departure: the holder lets go at once, and the row is read every
-// round, as by count). Past that, such a holder took u for load and keeps
-// it for its minimum hold (two members planned its free row, and the other
-// took it). Otherwise the row is read this round, and noted.
-func (b *Balancer) wait(now time.Duration, u plan.Unit, l leases.Lease) bool {
+// wait reports whether the take of u, planned here since since, is left
+// this round: its row as last read (l) shows a live member holding it,
+// read since that member's lease count last changed and less than Recheck
+// ago; but for Recheck after the plan gave u here, or after the count plan
+// changed, where the count plan gives u to this member and the holder is
+// not one this member handed u over to for load: that holder may let go
+// at once (a join, a departure; a unit it took from a free row), and the
+// row is read every round, as by count. Past that, such a holder keeps u,
+// taken for load from another member, for its minimum hold. Otherwise the
+// row is read this round, and noted.
+func (b *Balancer) wait(now time.Duration, u plan.Unit, l leases.Lease, since time.Duration) bool {
 	if to, ok := b.lent[u]; ok && (l.Owner == b.self || l.Held() && l.Owner != to) {
 		delete(b.lent, u) // taken back, or by another
 	}
 	e, live := b.live[l.Owner]
-	recount := b.count[u] == b.self && b.lent[u] != l.Owner && now-b.countAt < Recheck
-	if !l.Held() || l.Owner == b.self || !live || e.Incarnation != l.Incarnation || recount {
+	fresh := b.count[u] == b.self && b.lent[u] != l.Owner && (now-since < Recheck || now-b.countAt < Recheck)
+	if !l.Held() || l.Owner == b.self || !live || e.Incarnation != l.Incarnation || fresh {
 		delete(b.waits, u)
 		return false
 	}
